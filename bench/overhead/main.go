@@ -1,0 +1,298 @@
+// Command overhead measures what toolserverd adds to a bare HTTP round trip. In one run
+// it loads (a) a bare net/http handler that writes three flushed NDJSON lines and (b) a
+// real toolserverd (SQLite store, every call durably recorded) executing one no-op tool
+// call per request, over the same loopback HTTP/NDJSON path with the same clients, and
+// prints requests/s, p50 and p99 of both and their ratios.
+//
+//	go run ./bench/overhead [-clients 32] [-duration 5s] [-store postgres://…] [-cpuprofile f]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/app"
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+func main() {
+	clients := flag.Int("clients", 32, "concurrent clients")
+	duration := flag.Duration("duration", 5*time.Second, "load time per target")
+	warmup := flag.Duration("warmup", time.Second, "unmeasured load before each target")
+	storeURL := flag.String("store", "", "toolserverd store (default: SQLite in a temp dir)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the toolserverd phase")
+	memprofile := flag.String("memprofile", "", "write an allocation profile after the run")
+	flag.Parse()
+	res, err := Run(context.Background(), Options{Clients: *clients, Duration: *duration, Warmup: *warmup, Store: *storeURL, CPUProfile: *cpuprofile})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "overhead:", err)
+		os.Exit(1)
+	}
+	res.Print(os.Stdout)
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+}
+
+// Options of a run.
+type Options struct {
+	Clients    int
+	Duration   time.Duration
+	Warmup     time.Duration
+	Store      string
+	CPUProfile string
+}
+
+// Stats of one target.
+type Stats struct {
+	Name     string
+	Requests int
+	Warmup   int // successful requests during the unmeasured warm-up
+	Errors   int
+	RPS      float64
+	P50, P99 time.Duration
+}
+
+// Result of a run.
+type Result struct {
+	Clients         int
+	Bare, Toolsrv   Stats
+	Recorded        int64 // call records found in the store after the run
+	RecordsExpected int64
+	Transactions    uint64 // store transactions during the toolserverd phase
+	StoreOps        uint64 // record writes (inserts, finishes) in them
+}
+
+// Print writes the comparison table.
+func (r Result) Print(w io.Writer) {
+	fmt.Fprintf(w, "%-12s %10s %8s %10s %10s\n", "target", "req/s", "errors", "p50", "p99")
+	for _, s := range []Stats{r.Bare, r.Toolsrv} {
+		fmt.Fprintf(w, "%-12s %10.0f %8d %10s %10s\n", s.Name, s.RPS, s.Errors, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond))
+	}
+	fmt.Fprintf(w, "throughput ratio (toolserverd/bare): %.2f   (target ≥ 0.80)\n", r.Toolsrv.RPS/r.Bare.RPS)
+	fmt.Fprintf(w, "p99 ratio        (toolserverd/bare): %.2f   (target ≤ 2.00)\n", float64(r.Toolsrv.P99)/float64(r.Bare.P99))
+	fmt.Fprintf(w, "calls durably recorded: %d of %d (%d record writes in %d store transactions, %.1f per transaction)\n",
+		r.Recorded, r.RecordsExpected, r.StoreOps, r.Transactions, float64(r.StoreOps)/float64(max(r.Transactions, 1)))
+}
+
+// Run loads both targets one after the other with the same client setup.
+func Run(ctx context.Context, o Options) (Result, error) {
+	res := Result{Clients: o.Clients}
+
+	bareURL, stopBare, err := serveBare()
+	if err != nil {
+		return res, err
+	}
+	body := []byte(`{"calls":[{"id":"call_1","name":"noop","arguments":{}}]}`)
+	res.Bare, err = load(ctx, "bare", o, func(int) (string, []byte) { return bareURL, body })
+	stopBare()
+	if err != nil {
+		return res, err
+	}
+
+	dir, err := os.MkdirTemp("", "toolserverd-bench-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	cfg := config.Defaults()
+	cfg.DataDir = dir
+	cfg.Store = o.Store
+	cfg.ReplicaID = "bench"
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return res, err
+	}
+	defer a.Close()
+	a.Tools.MustRegister(noop{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return res, err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(sctx, ln) }()
+	defer func() { stop(); <-served }()
+	base := "http://" + ln.Addr().String()
+
+	// One session per client, as separate agents would have.
+	urls := make([]string, o.Clients)
+	for i := range urls {
+		resp, err := http.Post(base+"/v1/sessions", "application/json", bytes.NewReader([]byte(`{"available_tools":["noop"]}`)))
+		if err != nil {
+			return res, err
+		}
+		var s struct{ ID string }
+		err = json.NewDecoder(resp.Body).Decode(&s)
+		resp.Body.Close()
+		if err != nil || s.ID == "" {
+			return res, fmt.Errorf("create session: %v", err)
+		}
+		urls[i] = base + "/v1/sessions/" + s.ID + "/tool-calls"
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	before := a.Commits.Stats()
+	res.Toolsrv, err = load(ctx, "toolserverd", o, func(i int) (string, []byte) { return urls[i], body })
+	if err != nil {
+		return res, err
+	}
+	// Each call is two durable writes (insert + finish), acknowledged before its
+	// message is sent; count them to show nothing was skipped.
+	after := a.Commits.Stats()
+	res.Recorded = int64(after.Ops-before.Ops) / 2
+	res.StoreOps, res.Transactions = after.Ops-before.Ops, after.Batches-before.Batches
+	res.RecordsExpected = int64(res.Toolsrv.Requests + res.Toolsrv.Warmup)
+	return res, nil
+}
+
+type noop struct{}
+
+func (noop) Spec() tool.Spec {
+	return tool.Spec{Name: "noop", Description: "Does nothing.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`),
+		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe}
+}
+
+func (noop) Run(*tool.Context, json.RawMessage) (*tool.Result, error) {
+	return tool.TextResult("ok"), nil
+}
+
+// serveBare starts the baseline: three flushed NDJSON lines shaped like toolserverd's.
+func serveBare() (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	lines := [][]byte{
+		[]byte(`{"type":"tool_start","tool_call_id":"call_1","call_id":"tc_aaaaaaaaaaaaaaaaaaaaaaaaaa","name":"noop","ts":1761700000.123456}` + "\n"),
+		[]byte(`{"type":"message","tool_call_id":"call_1","call_id":"tc_aaaaaaaaaaaaaaaaaaaaaaaaaa","name":"noop","is_error":false,"message":{"role":"tool","tool_call_id":"call_1","name":"noop","content":"ok","is_error":false},"ts":1761700000.123456}` + "\n"),
+		[]byte(`{"type":"done","ts":1761700000.123456}` + "\n"),
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		rc := http.NewResponseController(w)
+		for _, l := range lines {
+			_, _ = w.Write(l)
+			_ = rc.Flush()
+		}
+	})
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// load runs o.Clients clients for o.Warmup (unmeasured) then o.Duration; each request
+// is a POST whose NDJSON answer is read to the end and must have three lines.
+func load(ctx context.Context, name string, o Options, target func(client int) (string, []byte)) (Stats, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: o.Clients, MaxConnsPerHost: o.Clients, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	run := func(d time.Duration) ([]time.Duration, int) {
+		var mu sync.Mutex
+		var all []time.Duration
+		errs := 0
+		end := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for c := 0; c < o.Clients; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				url, body := target(c)
+				lat := make([]time.Duration, 0, 1<<14)
+				br := bufio.NewReaderSize(nil, 64<<10) // one per client, reused
+				bad := 0
+				for time.Now().Before(end) && ctx.Err() == nil {
+					t0 := time.Now()
+					if err := roundTrip(client, url, body, br); err != nil {
+						bad++
+						continue
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				mu.Lock()
+				all = append(all, lat...)
+				errs += bad
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		return all, errs
+	}
+	warm, _ := run(o.Warmup) // counted, so records can be checked, not timed
+	t0 := time.Now()
+	lat, errs := run(o.Duration)
+	elapsed := time.Since(t0)
+	if len(lat) == 0 {
+		return Stats{}, fmt.Errorf("%s: no successful request (%d errors)", name, errs)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return Stats{
+		Name: name, Requests: len(lat), Warmup: len(warm), Errors: errs, RPS: float64(len(lat)) / elapsed.Seconds(),
+		P50: lat[len(lat)/2], P99: lat[len(lat)*99/100],
+	}, nil
+}
+
+func roundTrip(c *http.Client, url string, body []byte, br *bufio.Reader) error {
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	br.Reset(resp.Body)
+	n := 0
+	var last []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			n++
+			last = line
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(last, []byte(`"done"`)) {
+			_, _ = io.Copy(io.Discard, br)
+			break
+		}
+	}
+	if n != 3 || !bytes.Contains(last, []byte(`"done"`)) {
+		return fmt.Errorf("got %d lines", n)
+	}
+	return nil
+}

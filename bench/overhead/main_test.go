@@ -1,0 +1,29 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunShort runs the benchmark briefly: it must complete without errors and record
+// every call. It asserts nothing about speed.
+func TestRunShort(t *testing.T) {
+	res, err := Run(context.Background(), Options{Clients: 4, Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bare.Errors != 0 || res.Toolsrv.Errors != 0 || res.Toolsrv.Requests == 0 || res.Bare.Requests == 0 {
+		t.Fatalf("errors or no requests: %+v", res)
+	}
+	if res.Recorded != res.RecordsExpected {
+		t.Fatalf("recorded %d calls of %d", res.Recorded, res.RecordsExpected)
+	}
+	var b bytes.Buffer
+	res.Print(&b)
+	if !strings.Contains(b.String(), "throughput ratio") {
+		t.Fatal(b.String())
+	}
+}

@@ -1,0 +1,318 @@
+// Package client is a Go client for the toolserverd HTTP API: sessions, tool schemas,
+// streaming tool calls, call records, progress and approvals. toolserverctl and the
+// end-to-end tests use it.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client talks to one toolserverd.
+type Client struct {
+	base   string
+	http   *http.Client
+	apiKey string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the HTTP client (the default has no overall timeout, since tool
+// call streams can be long).
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithAPIKey sends the key as a bearer token.
+func WithAPIKey(key string) Option { return func(c *Client) { c.apiKey = key } }
+
+// New returns a client for the daemon at base (e.g. http://127.0.0.1:8080).
+func New(base string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(base, "/"), http: &http.Client{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Error is an HTTP error from the API.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("toolserverd: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// IsNotFound reports whether err is a 404 from the API.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+func (c *Client) request(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		var eb struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+			return nil, &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(b))}
+		}
+		return nil, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	return resp, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// SessionSpec is what a session is created with.
+type SessionSpec struct {
+	AvailableTools  []string       `json:"available_tools,omitempty"`
+	AvailableSkills []string       `json:"available_skills,omitempty"`
+	PermissionMode  string         `json:"permission_mode,omitempty"`
+	Workdir         string         `json:"workdir,omitempty"`
+	Metadata        map[string]any `json:"metadata,omitempty"`
+}
+
+// Session is a created session.
+type Session struct {
+	ID             string    `json:"id"`
+	Tools          []string  `json:"tools"`
+	PermissionMode string    `json:"permission_mode"`
+	Workdir        string    `json:"workdir"`
+	CreatedAt      time.Time `json:"created_at"`
+	Warnings       []string  `json:"warnings"`
+}
+
+// CreateSession creates a session.
+func (c *Client) CreateSession(ctx context.Context, spec SessionSpec) (*Session, error) {
+	var s Session
+	return &s, c.do(ctx, http.MethodPost, "/v1/sessions", spec, &s)
+}
+
+// GetSession reads a session.
+func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
+	var s Session
+	return &s, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &s)
+}
+
+// Tools lists tool schemas in a format (native, openai, anthropic, mcp): of a session,
+// or of the whole registry when sessionID is empty.
+func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.RawMessage, error) {
+	path := "/v1/tools"
+	if sessionID != "" {
+		path = "/v1/sessions/" + url.PathEscape(sessionID) + "/tools"
+	}
+	var out struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	err := c.do(ctx, http.MethodGet, path+"?format="+url.QueryEscape(format), nil, &out)
+	return out.Tools, err
+}
+
+// Call is one tool call to run.
+type Call struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Batch is a request to run calls.
+type Batch struct {
+	Calls     []Call       `json:"calls"`
+	Strategy  string       `json:"strategy,omitempty"`
+	BatchSize int          `json:"batch_size,omitempty"`
+	TimeoutMS int64        `json:"timeout_ms,omitempty"`
+	Session   *SessionSpec `json:"session,omitempty"`
+}
+
+// Event is one line of a tool-calls stream. Message is the provider-shaped message
+// (native unless another format was asked for).
+type Event struct {
+	Type       string          `json:"type"`
+	ToolCallID string          `json:"tool_call_id"`
+	CallID     string          `json:"call_id"`
+	Name       string          `json:"name"`
+	IsError    bool            `json:"is_error"`
+	ErrorKind  string          `json:"error_kind"`
+	Message    json.RawMessage `json:"message"`
+	Stream     string          `json:"stream"`
+	Text       string          `json:"text"`
+	Offset     int64           `json:"offset"`
+	Closed     bool            `json:"closed"`
+	Approval   json.RawMessage `json:"approval"`
+	TS         float64         `json:"ts"`
+}
+
+// Content returns a native message's content text.
+func (e Event) Content() string {
+	var m struct {
+		Content string `json:"content"`
+	}
+	_ = json.Unmarshal(e.Message, &m)
+	return m.Content
+}
+
+// Run posts a batch to a session (or, with Batch.Session and sessionID empty, as a
+// one-shot call) and calls fn for every event until done. format shapes messages.
+func (c *Client) Run(ctx context.Context, sessionID, format string, b Batch, fn func(Event) error) error {
+	path := "/v1/tool-calls"
+	if sessionID != "" {
+		path = "/v1/sessions/" + url.PathEscape(sessionID) + "/tool-calls"
+	}
+	if format != "" {
+		path += "?format=" + url.QueryEscape(format)
+	}
+	resp, err := c.request(ctx, http.MethodPost, path, b)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("toolserverd: bad stream line: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+		if ev.Type == "done" {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return errors.New("toolserverd: the stream ended before done")
+}
+
+// CallRecord is the durable record of a call.
+type CallRecord struct {
+	ID         string          `json:"id"`
+	SessionID  string          `json:"session_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Status     string          `json:"status"`
+	Result     *struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		Structured json.RawMessage `json:"structured"`
+		IsError    bool            `json:"is_error"`
+		ErrorKind  string          `json:"error_kind"`
+	} `json:"result"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+// GetCall reads a call record by the daemon's id.
+func (c *Client) GetCall(ctx context.Context, id string) (*CallRecord, error) {
+	var r CallRecord
+	return &r, c.do(ctx, http.MethodGet, "/v1/tool-calls/"+url.PathEscape(id), nil, &r)
+}
+
+// CancelCall cancels a running call.
+func (c *Client) CancelCall(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tool-calls/"+url.PathEscape(id)+"/cancel", nil, nil)
+}
+
+// Approval is a request for a human decision.
+type Approval struct {
+	ID          string          `json:"id"`
+	SessionID   string          `json:"session_id"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Risk        string          `json:"risk"`
+	Reason      string          `json:"reason"`
+	Suggestions []string        `json:"suggestions"`
+	Status      string          `json:"status"`
+	CreatedAt   time.Time       `json:"created_at"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+}
+
+// Approvals lists approvals with a status (pending, approved, denied, expired or ""
+// for all). wait > 0 long-polls: with none matching, the call returns as soon as one
+// appears or after wait.
+func (c *Client) Approvals(ctx context.Context, status string, wait time.Duration) ([]Approval, error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	var out struct {
+		Approvals []Approval `json:"approvals"`
+	}
+	return out.Approvals, c.do(ctx, http.MethodGet, "/v1/approvals?"+q.Encode(), nil, &out)
+}
+
+// GetApproval reads one approval.
+func (c *Client) GetApproval(ctx context.Context, id string) (*Approval, error) {
+	var a Approval
+	return &a, c.do(ctx, http.MethodGet, "/v1/approvals/"+url.PathEscape(id), nil, &a)
+}
+
+// Decision is an approver's answer: approve, approve_for_session, approve_with_rule
+// (Rule: one of the suggestions) or deny (Reason goes to the model).
+type Decision struct {
+	Decision string `json:"decision"`
+	Rule     string `json:"rule,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Decide records a decision; a second decision on the same approval is a 409 Error.
+func (c *Client) Decide(ctx context.Context, id string, d Decision) (*Approval, error) {
+	var a Approval
+	return &a, c.do(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(id)+"/decision", d, &a)
+}

@@ -1,0 +1,294 @@
+// Command toolserverctl is the command-line client of toolserverd: list tools, run a
+// call and stream its output, read call records, list and decide approvals.
+//
+//	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
+//
+// The URL defaults to $TOOLSERVER_URL or http://127.0.0.1:8080, the key to
+// $TOOLSERVER_API_KEY.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/toolserverd/toolserverd/client"
+)
+
+const usage = `usage: toolserverctl [--url URL] [--api-key KEY] COMMAND
+
+commands:
+  tools [--session ID] [--format native|openai|anthropic|mcp]
+  session create [--tools a,b,…] [--mode MODE] [--workdir DIR]
+  run (--session ID | --tools a,b,…) TOOL [ARGS_JSON]     run one call, stream its output
+  call get CALL_ID | call cancel CALL_ID
+  approvals list [--status pending] [--wait 30s]
+  approvals show ID
+  approvals approve ID [--for-session | --rule RULE]
+  approvals deny ID --reason TEXT
+  approvals watch                                          decide pending approvals interactively
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	code, err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolserverctl:", err)
+	}
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) (int, error) {
+	global := flag.NewFlagSet("toolserverctl", flag.ContinueOnError)
+	global.SetOutput(errOut)
+	base := global.String("url", envOr("TOOLSERVER_URL", "http://127.0.0.1:8080"), "daemon URL")
+	key := global.String("api-key", os.Getenv("TOOLSERVER_API_KEY"), "API key")
+	global.Usage = func() { fmt.Fprint(errOut, usage) }
+	if err := global.Parse(args); err != nil {
+		return 2, nil
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(errOut, usage)
+		return 2, nil
+	}
+	c := client.New(*base, client.WithAPIKey(*key))
+	cmd, rest := rest[0], rest[1:]
+	var sub string
+	if len(rest) > 0 && (cmd == "session" || cmd == "call" || cmd == "approvals") {
+		sub, rest = rest[0], rest[1:]
+	}
+	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	session := fs.String("session", "", "session id")
+	format := fs.String("format", "native", "schema format")
+	tools := fs.String("tools", "", "comma-separated tool whitelist")
+	mode := fs.String("mode", "", "permission mode")
+	workdir := fs.String("workdir", "", "session workdir")
+	status := fs.String("status", "pending", "approval status filter (empty: all)")
+	wait := fs.Duration("wait", 0, "long-poll for approvals")
+	forSession := fs.Bool("for-session", false, "approve for the rest of the session")
+	rule := fs.String("rule", "", "approve and add this suggested rule")
+	reason := fs.String("reason", "", "why (sent to the model on deny)")
+	if err := fs.Parse(reorder(rest)); err != nil {
+		return 2, nil
+	}
+	pos := fs.Args()
+	switch {
+	case cmd == "tools":
+		ts, err := c.Tools(ctx, *session, *format)
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, ts)
+	case cmd == "session" && sub == "create":
+		s, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: splitList(*tools), PermissionMode: *mode, Workdir: *workdir})
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, s)
+	case cmd == "run":
+		return runCall(ctx, c, *session, splitList(*tools), pos, out, errOut)
+	case cmd == "call" && (sub == "get" || sub == "cancel") && len(pos) == 1:
+		if sub == "cancel" {
+			return exitOf(c.CancelCall(ctx, pos[0]))
+		}
+		r, err := c.GetCall(ctx, pos[0])
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, r)
+	case cmd == "approvals" && sub == "list":
+		as, err := c.Approvals(ctx, *status, *wait)
+		if err != nil {
+			return 1, err
+		}
+		for _, a := range as {
+			fmt.Fprintf(out, "%s  %-8s %-6s %-20s %s\n", a.ID, a.Status, a.Risk, a.Tool, oneLine(a.Reason))
+		}
+		return 0, nil
+	case cmd == "approvals" && sub == "show" && len(pos) == 1:
+		a, err := c.GetApproval(ctx, pos[0])
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, a)
+	case cmd == "approvals" && (sub == "approve" || sub == "deny") && len(pos) == 1:
+		d := client.Decision{Decision: "approve", Reason: *reason}
+		switch {
+		case sub == "deny":
+			d.Decision = "deny"
+		case *rule != "":
+			d.Decision, d.Rule = "approve_with_rule", *rule
+		case *forSession:
+			d.Decision = "approve_for_session"
+		}
+		a, err := c.Decide(ctx, pos[0], d)
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(out, "%s %s\n", a.ID, a.Status)
+		return 0, nil
+	case cmd == "approvals" && sub == "watch":
+		return watch(ctx, c, in, out)
+	}
+	fmt.Fprint(errOut, usage)
+	return 2, nil
+}
+
+// runCall runs one call and streams its output: progress to stdout/stderr as it
+// arrives, then the result. The exit status is 1 when the result is an error.
+func runCall(ctx context.Context, c *client.Client, session string, tools, pos []string, out, errOut io.Writer) (int, error) {
+	if len(pos) < 1 || len(pos) > 2 {
+		return 2, errors.New("run needs TOOL and optionally ARGS_JSON")
+	}
+	args := json.RawMessage(`{}`)
+	if len(pos) == 2 {
+		if !json.Valid([]byte(pos[1])) {
+			return 2, errors.New("ARGS_JSON is not valid JSON")
+		}
+		args = json.RawMessage(pos[1])
+	}
+	b := client.Batch{Calls: []client.Call{{ID: "cli_1", Name: pos[0], Arguments: args}}}
+	if session == "" {
+		b.Session = &client.SessionSpec{AvailableTools: tools}
+	}
+	failed := false
+	err := c.Run(ctx, session, "", b, func(ev client.Event) error {
+		switch ev.Type {
+		case "tool_progress":
+			if ev.Stream == "stderr" {
+				fmt.Fprint(errOut, ev.Text)
+			} else if !ev.Closed {
+				fmt.Fprint(out, ev.Text)
+			}
+		case "approval_required":
+			fmt.Fprintf(errOut, "[waiting for approval: %s]\n", ev.Approval)
+		case "message":
+			failed = ev.IsError
+			fmt.Fprintf(out, "\n--- %s (%s)%s ---\n%s\n", ev.Name, ev.CallID, kindSuffix(ev), ev.Content())
+		}
+		return nil
+	})
+	if err != nil {
+		return 1, err
+	}
+	if failed {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// watch long-polls pending approvals and asks on the terminal for each.
+func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (int, error) {
+	seen := map[string]bool{}
+	var line string
+	for ctx.Err() == nil {
+		as, err := c.Approvals(ctx, "pending", 30*time.Second)
+		if err != nil {
+			return 1, err
+		}
+		for _, a := range as {
+			if seen[a.ID] {
+				continue
+			}
+			seen[a.ID] = true
+			fmt.Fprintf(out, "\n%s wants to run %s (risk %s): %s\n  arguments: %s\n", a.SessionID, a.Tool, a.Risk, a.Reason, a.Arguments)
+			for i, s := range a.Suggestions {
+				fmt.Fprintf(out, "  rule %d: %s\n", i+1, s)
+			}
+			fmt.Fprint(out, "approve [y], for session [s], with rule [1-9], deny [n], skip [enter]: ")
+			if _, err := fmt.Fscanln(in, &line); err != nil && err.Error() != "unexpected newline" {
+				return 0, nil
+			}
+			d := client.Decision{}
+			switch line = strings.TrimSpace(line); {
+			case line == "y":
+				d.Decision = "approve"
+			case line == "s":
+				d.Decision = "approve_for_session"
+			case line == "n":
+				d.Decision, d.Reason = "deny", "denied from toolserverctl"
+			case len(line) == 1 && line[0] >= '1' && int(line[0]-'1') < len(a.Suggestions):
+				d.Decision, d.Rule = "approve_with_rule", a.Suggestions[line[0]-'1']
+			default:
+				continue
+			}
+			if _, err := c.Decide(ctx, a.ID, d); err != nil {
+				fmt.Fprintln(out, "  ", err)
+			}
+			line = ""
+		}
+	}
+	return 0, nil
+}
+
+func kindSuffix(ev client.Event) string {
+	if ev.IsError {
+		return " " + ev.ErrorKind
+	}
+	return ""
+}
+
+// reorder moves flags before positional arguments so "show ID --x" works too.
+func reorder(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && i+1 < len(args) && !isBool(a) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func isBool(flag string) bool { return strings.TrimLeft(flag, "-") == "for-session" }
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func exitOf(err error) (int, error) {
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}

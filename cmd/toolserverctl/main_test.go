@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/testdaemon"
+)
+
+func ctl(t *testing.T, url string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code, err := run(context.Background(), append([]string{"--url", url}, args...), strings.NewReader(""), &out, &errOut)
+	if err != nil {
+		errOut.WriteString(err.Error())
+	}
+	return code, out.String(), errOut.String()
+}
+
+func TestCommands(t *testing.T) {
+	// The operator trusts the commands this test runs.
+	d := testdaemon.Start(t, func(c *config.Config) { c.Permissions.Allow = []string{"execute_command"} })
+
+	code, out, _ := ctl(t, d.URL, "tools", "--format", "openai")
+	if code != 0 || !strings.Contains(out, `"execute_command"`) || !strings.Contains(out, `"function"`) {
+		t.Fatalf("tools: %d %s", code, out)
+	}
+	code, out, errOut := ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", `{"command":"echo out; echo err >&2"}`)
+	if code != 0 || !strings.HasPrefix(out, "out\n") || !strings.Contains(errOut, "err\n") || !strings.Contains(out, "--- execute_command (tc_") {
+		t.Fatalf("run: %d\nstdout %q\nstderr %q", code, out, errOut)
+	}
+	code, out, _ = ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", `{"command":"exit 3"}`)
+	if code != 1 || !strings.Contains(out, "failed") {
+		t.Fatalf("failing command: %d %s", code, out)
+	}
+	code, out, _ = ctl(t, d.URL, "session", "create", "--tools", "read_file,nope")
+	if code != 0 || !strings.Contains(out, `"unknown tool: nope"`) {
+		t.Fatalf("session create: %d %s", code, out)
+	}
+	code, _, errOut = ctl(t, d.URL, "call", "get", "tc_missing")
+	if code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("call get missing: %d %s", code, errOut)
+	}
+	if code, _, _ := ctl(t, d.URL, "bogus"); code != 2 {
+		t.Fatalf("unknown command: %d", code)
+	}
+	if code, _, _ := ctl(t, d.URL, "run", "--tools", "x", "x", "{bad"); code != 2 {
+		t.Fatalf("bad json: %d", code)
+	}
+}
+
+// TestApproveFromTheCLI: a call waits for approval; the approver lists it and approves
+// it with toolserverctl; the call finishes.
+func TestApproveFromTheCLI(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	done := make(chan int, 1)
+	var runOut string
+	go func() {
+		code, out, _ := ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", `{"command":"touch approved.txt"}`)
+		runOut = out
+		done <- code
+	}()
+	var id string
+	for i := 0; i < 200 && id == ""; i++ {
+		_, out, _ := ctl(t, d.URL, "approvals", "list", "--wait", "5s")
+		if f := strings.Fields(out); len(f) > 0 && strings.HasPrefix(f[0], "apr_") {
+			id = f[0]
+		}
+	}
+	if id == "" {
+		t.Fatal("no pending approval listed")
+	}
+	if code, out, errOut := ctl(t, d.URL, "approvals", "approve", id); code != 0 || !strings.Contains(out, "approved") {
+		t.Fatalf("approve: %d %s %s", code, out, errOut)
+	}
+	if code := <-done; code != 0 || !strings.Contains(runOut, "Exit code 0") {
+		t.Fatalf("run after approval: %d %s", code, runOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "approvals", "deny", id, "--reason", "late"); code != 1 || !strings.Contains(errOut, "409") {
+		t.Fatalf("second decision: %d %s", code, errOut)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/client"
+)
+
+// daemonProc is the real toolserverd binary running as a child process.
+type daemonProc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "toolserverd")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startProc(t *testing.T, bin, dataDir string) *daemonProc {
+	t.Helper()
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
+	cmd.Env = append(os.Environ(), "TOOLSERVER_REPLICA_ID=crash-test")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var l struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "toolserverd listening" {
+				addr <- l.Addr
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case a := <-addr:
+		return &daemonProc{cmd: cmd, url: "http://" + a}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the daemon did not start listening")
+	}
+	return nil
+}
+
+// TestPendingApprovalsSurviveKill starts the real binary, leaves approvals pending,
+// kills it with SIGKILL, starts it again, decides, and checks that every approved call
+// ran exactly once and every denied one never.
+func TestPendingApprovalsSurviveKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	bin := buildBinary(t)
+	dataDir := t.TempDir()
+	d := startProc(t, bin, dataDir)
+	ctx := context.Background()
+	c := client.New(d.url)
+	sess, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"execute_command"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	callIDs := make([]string, n)
+	for i := range n {
+		got := make(chan string, 1)
+		rctx, cancel := context.WithCancel(ctx)
+		go func() {
+			_ = c.Run(rctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: fmt.Sprint("c", i), Name: "execute_command",
+				Arguments: json.RawMessage(fmt.Sprintf(`{"command":"echo call-%d >> ran.txt"}`, i))}}}, func(ev client.Event) error {
+				if ev.Type == "approval_required" {
+					got <- ev.CallID
+				}
+				return nil
+			})
+		}()
+		select {
+		case callIDs[i] = <-got:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no approval_required")
+		}
+		cancel()
+	}
+	pending, err := c.Approvals(ctx, "pending", 0)
+	if err != nil || len(pending) != n {
+		t.Fatalf("pending before the kill: %d %v", len(pending), err)
+	}
+
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.cmd.Wait()
+
+	d = startProc(t, bin, dataDir)
+	c = client.New(d.url)
+	pending, err = c.Approvals(ctx, "pending", 0)
+	if err != nil || len(pending) != n {
+		t.Fatalf("pending after the restart: %d %v", len(pending), err)
+	}
+	sort.Slice(pending, func(i, j int) bool { return pending[i].CallID < pending[j].CallID })
+	denied := ""
+	for i, a := range pending {
+		dec := client.Decision{Decision: "approve"}
+		if i == 0 {
+			dec, denied = client.Decision{Decision: "deny", Reason: "not this one"}, a.CallID
+		}
+		if _, err := c.Decide(ctx, a.ID, dec); err != nil {
+			t.Fatal(err)
+		}
+		// A second decision after the restart is still refused.
+		if _, err := c.Decide(ctx, a.ID, client.Decision{Decision: "approve"}); err == nil {
+			t.Fatal("a second decision was accepted")
+		}
+	}
+	for _, id := range callIDs {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			rec, err := c.GetCall(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Status == "succeeded" || rec.Status == "failed" {
+				if (id == denied) != (rec.Status == "failed") {
+					t.Fatalf("call %s ended %s", id, rec.Status)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("call %s still %s after the decision", id, rec.Status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(sess.Workdir, "ran.txt"))
+	ran := strings.Fields(string(b))
+	sort.Strings(ran)
+	if len(ran) != n-1 {
+		t.Fatalf("ran.txt = %q: want each approved call exactly once and the denied one never", ran)
+	}
+	for i := 1; i < len(ran); i++ {
+		if ran[i] == ran[i-1] {
+			t.Fatalf("a call ran twice: %q", ran)
+		}
+	}
+}

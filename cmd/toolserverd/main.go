@@ -1,0 +1,58 @@
+// Command toolserverd is the tool-execution daemon: it serves the HTTP API that runs
+// LLM agents' tool calls. With no configuration it listens on 127.0.0.1:8080 and keeps
+// its state in an embedded SQLite database under ./data.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/toolserverd/toolserverd/internal/app"
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "toolserverd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args, environ []string, logOut io.Writer) error {
+	cfg, err := config.Load(args, environ)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, logOut)
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "warning", w)
+	}
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	return a.Serve(ctx, ln)
+}
+
+func newLogger(c config.LogConfig, out io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(out, opts))
+	}
+	return slog.New(slog.NewJSONHandler(out, opts))
+}

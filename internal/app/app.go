@@ -1,0 +1,394 @@
+// Package app builds toolserverd from its configuration: every component, wired once.
+// cmd/toolserverd, the end-to-end tests and the benchmarks all start the daemon
+// through it, so they exercise the same thing.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/builtin"
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/mcpproxy"
+	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/server"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// App is a built daemon.
+type App struct {
+	Config   config.Config
+	Log      *slog.Logger
+	DataDir  string
+	Store    store.Store
+	Commits  *store.GroupCommitter
+	Tools    *toolmgr.Manager
+	Sessions *session.Manager
+	Exec     *session.Executor
+	Trunc    *toolmgr.Truncator
+	Registry *prometheus.Registry
+	Progress *progress.Hub
+	Sandbox  *sandbox.Manager
+	Notifier session.Notifier
+	MCPTools *toolmgr.Manager // tools of upstream MCP servers, after the built-ins
+	MCP      *mcpproxy.Manager
+	Skills   *skills.Manager
+	API      *server.Server
+
+	stopNotifier func()
+	stopExpiry   context.CancelFunc
+	expiryDone   chan struct{}
+}
+
+// New builds every component. Close releases what New acquired.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
+	a = &App{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if a.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if err := os.MkdirAll(a.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if a.Store, err = store.Open(ctx, store.Config{URL: cfg.Store, DataDir: a.DataDir}); err != nil {
+		return nil, err
+	}
+	abandoned, err := a.Store.AbandonCalls(ctx, cfg.ReplicaID,
+		tool.ErrorResult(tool.KindFailed, "the daemon stopped before this call finished; it may have run partly"), time.Now().UTC())
+	if err != nil {
+		return nil, fmt.Errorf("store: abandon calls of a previous run: %w", err)
+	}
+	if abandoned > 0 {
+		log.Warn("calls left unfinished by a previous run were marked failed", "count", abandoned, "replica_id", cfg.ReplicaID)
+	}
+	if a.Commits, err = store.NewGroupCommitter(a.Store, store.GroupCommitConfig{}); err != nil {
+		return nil, err
+	}
+	if err := a.Commits.Start(context.WithoutCancel(ctx)); err != nil {
+		a.Commits = nil
+		return nil, err
+	}
+
+	a.Registry = prometheus.NewRegistry()
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := server.NewMetrics(a.Registry)
+
+	pc := progress.DefaultConfig()
+	pc.Enabled = cfg.Progress.Enabled
+	pc.FlushInterval = time.Duration(cfg.Progress.FlushIntervalMS) * time.Millisecond
+	pc.FlushBytes = cfg.Progress.FlushBytes
+	pc.Dir = filepath.Join(a.DataDir, "progress")
+	if a.Progress, err = progress.NewHub(pc, a.Registry); err != nil {
+		return nil, err
+	}
+	if err := a.Progress.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	if a.Sandbox, err = sandbox.NewManager(sandbox.Config{
+		Mode:           sandbox.Mode(cfg.Sandbox.Mode),
+		StateDir:       filepath.Join(a.DataDir, "sandbox"),
+		OutputCap:      cfg.Sandbox.OutputCapBytes,
+		DefaultTimeout: cfg.Calls.DefaultTimeout,
+		MaxTimeout:     cfg.Calls.MaxTimeout,
+		AllowNetwork:   cfg.Sandbox.AllowNetwork,
+		Logger:         log,
+	}); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	log.Info("sandbox", "mode", cfg.Sandbox.Mode, "backend", a.Sandbox.Backend(), "pids_limited", a.Sandbox.PidsLimited(), "host", a.Sandbox.Capabilities())
+
+	a.Tools = toolmgr.New()
+	web, err := builtin.WebTools(builtin.WebConfig{
+		Fetch:  builtin.FetchConfig{AllowHosts: cfg.Web.Fetch.AllowHosts, AllowCIDRs: cfg.Web.Fetch.AllowCIDRs, Proxy: cfg.Web.Fetch.Proxy},
+		Search: builtin.SearchConfig{Provider: cfg.Web.Search.Provider, BaseURL: cfg.Web.Search.BaseURL, APIKey: cfg.Web.Search.APIKey},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("web tools: %w", err)
+	}
+	builtins := append(append(builtin.CommandTools(a.Sandbox), builtin.FileTools(a.Sandbox)...), web...)
+	builtins = append(builtins, builtin.InfoTool(), builtin.AskUserTool(), builtin.SkillTool(a.Sandbox))
+	for _, et := range cfg.ExternalTools {
+		params, err := json.Marshal(et.Parameters)
+		if err != nil || len(et.Parameters) == 0 {
+			params = nil
+		}
+		builtins = append(builtins, builtin.ExternalTool(et.Name, et.Description, params))
+	}
+	stateful, ok := a.Store.(interface {
+		builtin.TaskStore
+		builtin.MemoryStore
+		builtin.ScratchpadStore
+	})
+	if !ok {
+		return nil, fmt.Errorf("store %T cannot keep tasks and memories", a.Store)
+	}
+	builtins = append(builtins, builtin.TaskTools(stateful)...)
+	builtins = append(builtins, builtin.MemoryTools(stateful)...)
+	builtins = append(builtins, builtin.ScratchpadTools(stateful)...)
+	if err := a.Tools.Register(builtins...); err != nil {
+		return nil, err
+	}
+	a.MCPTools = toolmgr.New()
+	mcpStore, _ := a.Store.(mcpproxy.ServerStore)
+	if a.MCP, err = mcpproxy.New(mcpConfig(cfg), a.MCPTools, func(name string) bool { _, ok := a.Tools.Lookup(name); return ok },
+		log, a.Registry, mcpproxy.WithStore(mcpStore)); err != nil {
+		return nil, fmt.Errorf("config: mcp_servers: %w", err)
+	}
+	if err := a.MCP.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
+	if a.Sessions, err = session.NewManager(session.Config{
+		WorkspaceDir: filepath.Join(a.DataDir, "workspaces"),
+		WorkdirRoots: cfg.Sessions.WorkdirRoots,
+		Groups:       toolGroups(cfg),
+	}, a.Store, a.Tools, a.MCPTools); err != nil {
+		return nil, fmt.Errorf("config: tool_groups: %w", err)
+	}
+	if a.Skills, err = skills.NewManager(skills.Config{Dirs: cfg.Skills.Dirs, Watch: cfg.Skills.Watch}, log); err != nil {
+		return nil, fmt.Errorf("config: skills: %w", err)
+	}
+	if err := a.Skills.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("skills: %w", err)
+	}
+	for _, p := range a.Skills.Problems() {
+		log.Warn("skill not loaded", "dir", p.Dir, "problem", p.Error)
+	}
+	a.Sessions.UseSkills(a.Skills)
+	a.Trunc = toolmgr.NewTruncator(cfg.MaxToolResultTokens)
+	a.Exec = session.NewExecutor(session.ExecConfig{
+		DefaultTimeout: cfg.Calls.DefaultTimeout,
+		MaxTimeout:     cfg.Calls.MaxTimeout,
+		Owner:          cfg.ReplicaID,
+	}, a.Commits, a.Trunc, metrics, progressSource{a.Progress}, log)
+
+	approvals, err := a.permissions(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	a.API = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes}, server.Deps{
+		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Store,
+		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}},
+		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID,
+			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(), "host": a.Sandbox.Capabilities()}},
+		Progress:  a.Progress,
+		Approvals: approvals,
+		MCP:       a.MCP,
+		Skills:    a.Skills,
+		Live:      map[string]func() any{"mcp": func() any { return a.MCP.Summary() }},
+		Registry:  a.Registry, Metrics: metrics, Log: log,
+	})
+	return a, nil
+}
+
+func (a *App) storeKind() string {
+	if strings.HasPrefix(a.Config.Store, "postgres") {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// progressSource gives each call an emitter of the progress hub.
+type progressSource struct{ hub *progress.Hub }
+
+func (p progressSource) Begin(callID, toolCallID, sessionID string) tool.Progress {
+	return p.hub.Begin(progress.CallMeta{CallID: callID, ToolCallID: toolCallID, SessionID: sessionID})
+}
+
+// Serve answers HTTP on ln until ctx ends, then drains: it stops accepting, lets
+// in-flight calls finish up to the shutdown timeout, and cancels what remains.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	// In-flight calls run under base; it is cancelled only after the drain deadline.
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           a.API.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	go func() {
+		// The tokenizer takes a few hundred milliseconds to load; not on the first call.
+		if err := a.Trunc.Warm(); err != nil {
+			a.Log.Error("tokenizer unavailable; large results are cut by bytes", "err", err)
+		}
+	}()
+	a.Log.Info("toolserverd listening", "addr", ln.Addr().String(), "data_dir", a.DataDir, "store", a.storeKind(),
+		"tools", len(a.Tools.Names()), "replica_id", a.Config.ReplicaID, "config_file", a.Config.File)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	a.Log.Info("shutting down: draining in-flight calls", "timeout", a.Config.ShutdownTimeout.String())
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
+	defer cancelDrain()
+	if err := srv.Shutdown(drainCtx); errors.Is(err, context.DeadlineExceeded) {
+		a.Log.Warn("drain deadline passed; cancelling the calls still running")
+	}
+	cancelBase()
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	if err := a.Exec.Wait(waitCtx); err != nil {
+		a.Log.Error("calls still running after cancellation", "err", err)
+	}
+	_ = srv.Close()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	a.Log.Info("stopped")
+	return nil
+}
+
+// permissions builds the policy engine and the notifier, gates the executor with them
+// and starts the loop that expires approval requests nobody decided.
+func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
+	pc := approval.DefaultConfig()
+	for _, g := range []struct {
+		key    string
+		action approval.Outcome
+		list   []string
+	}{{"permissions.allow", approval.Allow, a.Config.Permissions.Allow}, {"permissions.ask", approval.Ask, a.Config.Permissions.Ask}, {"permissions.deny", approval.Deny, a.Config.Permissions.Deny}} {
+		rules, err := approval.ParseRules(g.action, g.list)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w", g.key, err)
+		}
+		pc.Rules = append(pc.Rules, rules...)
+	}
+	for risk, outcome := range a.Config.Permissions.RiskPolicy {
+		pc.RiskPolicy[tool.Risk(risk)] = approval.Outcome(outcome)
+	}
+	for name, risk := range a.Config.Permissions.RiskOverrides {
+		pc.RiskOverrides[name] = tool.Risk(risk)
+	}
+	engine, err := approval.NewEngine(pc)
+	if err != nil {
+		return nil, fmt.Errorf("config: permissions: %w", err)
+	}
+	aps, ok := a.Store.(interface {
+		session.ApprovalStore
+		server.ApprovalStore
+		ExpireApprovals(ctx context.Context, at time.Time) (int, error)
+		AnswerCall(ctx context.Context, id string, result *tool.Result, at time.Time) error
+	})
+	if !ok {
+		return nil, fmt.Errorf("store %T cannot keep approvals", a.Store)
+	}
+	if a.storeKind() == "postgres" {
+		n, err := store.NewPGNotifier(ctx, a.Config.Store)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.Start(context.WithoutCancel(ctx)); err != nil {
+			return nil, fmt.Errorf("notifier: %w", err)
+		}
+		a.Notifier, a.stopNotifier = n, n.Stop
+	} else {
+		a.Notifier = store.NewInProcessNotifier(0)
+	}
+	if a.Config.Permissions.AutoApprove {
+		a.Log.Warn("permissions.auto_approve is on: calls that would ask a person run without asking")
+	}
+	a.Exec.UsePermissions(&session.Permissions{Policy: engine, Store: aps, Notifier: a.Notifier,
+		TTL: a.Config.Permissions.ApprovalTTL, AutoApprove: a.Config.Permissions.AutoApprove})
+
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopExpiry, a.expiryDone = cancel, make(chan struct{})
+	go func() {
+		defer close(a.expiryDone)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ectx.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := aps.ExpireApprovals(ectx, time.Now().UTC()); err != nil {
+				a.Log.Error("expiring approvals failed", "err", err)
+			} else if n > 0 {
+				a.Log.Info("approval requests expired", "count", n)
+				_ = a.Notifier.Notify(ectx, store.TopicApproval, "")
+				_ = a.Notifier.Notify(ectx, store.TopicCall, "")
+			}
+		}
+	}()
+	return &server.Approvals{Store: aps, Notifier: a.Notifier, Answers: aps, RunGrace: 300 * time.Millisecond}, nil
+}
+
+// Close stops jobs, flushes pending records and progress, and closes the store.
+func (a *App) Close() {
+	if a.stopExpiry != nil {
+		a.stopExpiry()
+		<-a.expiryDone
+	}
+	if a.stopNotifier != nil {
+		a.stopNotifier()
+	}
+	if a.MCP != nil {
+		a.MCP.Stop()
+	}
+	if a.Skills != nil {
+		a.Skills.Stop()
+	}
+	if a.Sandbox != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.Sandbox.Shutdown(ctx); err != nil {
+			a.Log.Error("sandbox shutdown", "err", err)
+		}
+		cancel()
+	}
+	if a.Progress != nil {
+		a.Progress.Stop()
+	}
+	if a.Commits != nil {
+		a.Commits.Stop()
+	}
+	if a.Store != nil {
+		_ = a.Store.Close()
+	}
+}
+
+func mcpConfig(cfg config.Config) mcpproxy.Config {
+	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval}
+	for _, s := range cfg.MCPServers {
+		enabled := s.Enabled == nil || *s.Enabled
+		mc.Servers = append(mc.Servers, mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,
+			Env: s.Env, URL: s.URL, Headers: s.Headers, ConnectTimeout: s.ConnectTimeout, CallTimeout: s.CallTimeout, Enabled: enabled, Prefix: s.Prefix})
+	}
+	return mc
+}
+
+func toolGroups(cfg config.Config) []session.Group {
+	var out []session.Group
+	for _, g := range cfg.ToolGroups {
+		out = append(out, session.Group{Name: g.Name, Description: g.Description, Instructions: g.Instructions, Tools: g.Tools, MCPServers: g.MCPServers, Skills: g.Skills})
+	}
+	return out
+}

@@ -1,0 +1,422 @@
+package approval
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Finding is one thing the command analysis noticed, said so that an approver and a
+// model both understand which part of the command did what.
+type Finding struct {
+	// Part is the piece of the command it is about, as written.
+	Part string
+	// What says what that piece does.
+	What string
+	// Risk is the risk it implies; "" when it only explains why the command needs
+	// approval.
+	Risk tool.Risk
+	// Immune findings force an ask that allow rules and bypass mode cannot silence.
+	Immune bool
+}
+
+func (f Finding) String() string {
+	return fmt.Sprintf("%q %s", clip(f.Part, 80), f.What)
+}
+
+// SimpleCommand is one command of a command line: `git status` in
+// `git status && make`.
+type SimpleCommand struct {
+	// Text is the command as written, with its redirections.
+	Text string
+	// Words are its words after quote removal, without NAME=value prefixes and
+	// without transparent wrappers (env, nice, timeout, nohup, command, exec, time,
+	// stdbuf, ionice). Allow rules match these.
+	Words []string
+	// Runs are the commands it runs in turn: through sudo, doas and xargs, the
+	// actions of find -exec, the commands inside sh -c and eval strings. Deny and
+	// ask rules match these too.
+	Runs [][]string
+	// Dynamic is set when a word is only known at run time ($VAR, $(…)).
+	Dynamic bool
+	// ReadOnly is set when the command is known to change nothing, its
+	// redirections included.
+	ReadOnly bool
+	// raw are the words with only the NAME=value prefixes removed.
+	raw []string
+	// unsafeEnv is set when the command sets a variable such as PATH or
+	// LD_PRELOAD; no allow rule covers it then.
+	unsafeEnv bool
+}
+
+// CommandAnalysis is what a static reading of a shell command line concluded.
+type CommandAnalysis struct {
+	Commands []SimpleCommand
+	// ReadOnly is set when every command is read-only, nothing writes through a
+	// redirection and nothing forces an ask.
+	ReadOnly bool
+	// Risk is the highest risk the findings imply; RiskSafe when they imply none.
+	Risk tool.Risk
+	// Immune is set when a finding forces an ask nothing can silence.
+	Immune   bool
+	Findings []Finding
+	// Writes are the paths the command may write or delete: redirection targets
+	// and the arguments of commands that are not read-only.
+	Writes []string
+	// ParseError is set when the command is not valid shell.
+	ParseError string
+}
+
+// AnalyzeCommand reads a bash command line without running it. It never panics;
+// a command it cannot parse is not read-only and forces an immune ask.
+func AnalyzeCommand(command string) CommandAnalysis {
+	return analyzeCommand(command, 0)
+}
+
+// maxNesting bounds how deep sh -c strings inside sh -c strings are read.
+const maxNesting = 3
+
+type analyzer struct {
+	src   string
+	depth int
+	cfg   *expand.Config
+	res   CommandAnalysis
+	notRO bool
+	seen  map[Finding]bool
+	pipes map[*syntax.BinaryCmd]bool
+	// pipelines are checked after the walk, when every command's words are known.
+	pipelines [][]*syntax.Stmt
+	callViews map[*syntax.CallExpr][][]string
+}
+
+func analyzeCommand(src string, depth int) CommandAnalysis {
+	a := &analyzer{src: src, depth: depth, cfg: newExpandConfig()}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		a.res.ParseError = err.Error()
+		a.add(Finding{
+			Part:   src,
+			What:   "could not be parsed as shell (" + err.Error() + "), so what it does cannot be checked",
+			Immune: true,
+		})
+		a.fallback()
+	} else {
+		syntax.Walk(f, a.visit)
+		for _, p := range a.pipelines {
+			a.pipeline(p)
+		}
+	}
+	a.finish()
+	return a.res
+}
+
+func (a *analyzer) add(f Finding) {
+	if a.seen == nil {
+		a.seen = map[Finding]bool{}
+	}
+	if !a.seen[f] {
+		a.seen[f] = true
+		a.res.Findings = append(a.res.Findings, f)
+	}
+}
+
+func (a *analyzer) finish() {
+	a.res.Risk = tool.RiskSafe
+	ro := !a.notRO && a.res.ParseError == ""
+	for _, f := range a.res.Findings {
+		a.res.Risk = maxRisk(a.res.Risk, f.Risk)
+		if f.Immune {
+			a.res.Immune = true
+			ro = false
+		}
+	}
+	for _, c := range a.res.Commands {
+		ro = ro && c.ReadOnly
+	}
+	a.res.ReadOnly = ro
+	a.res.Writes = dedupe(a.res.Writes)
+}
+
+func dedupe(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if !contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (a *analyzer) text(n syntax.Node) string { return nodeText(a.src, n) }
+
+func (a *analyzer) visit(n syntax.Node) bool {
+	switch n := n.(type) {
+	case *syntax.Stmt:
+		a.stmt(n)
+	case *syntax.CmdSubst:
+		what := "is a command substitution $(…)"
+		if n.Backquotes {
+			what = "is a command substitution `…`"
+		}
+		a.add(Finding{Part: a.text(n), Immune: true,
+			What: what + ": it runs a command and pastes its output into this one, which cannot be checked before it runs"})
+	case *syntax.ProcSubst:
+		a.add(Finding{Part: a.text(n), Immune: true,
+			What: "is a process substitution: it runs a hidden command whose output cannot be checked before it runs"})
+	case *syntax.Subshell:
+		a.add(Finding{Part: a.text(n), Immune: true,
+			What: "runs in a subshell ( … ), which this check does not follow"})
+	case *syntax.CoprocClause:
+		a.add(Finding{Part: a.text(n), Immune: true, What: "starts a coprocess"})
+	case *syntax.FuncDecl:
+		a.notRO = true
+		if !a.forkBomb(n) {
+			a.add(Finding{Part: a.text(n), What: "defines a shell function"})
+		}
+	case *syntax.BinaryCmd:
+		if (n.Op == syntax.Pipe || n.Op == syntax.PipeAll) && !a.pipes[n] {
+			a.markPipeline(n)
+		}
+	case *syntax.DeclClause:
+		for _, as := range n.Args {
+			a.assign(as, a.text(n))
+		}
+	}
+	return true
+}
+
+func (a *analyzer) stmt(s *syntax.Stmt) {
+	wrote := a.redirects(s)
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok {
+		if wrote {
+			a.notRO = true
+		}
+		return
+	}
+	a.call(s, call, wrote)
+}
+
+// redirects records the files a statement writes through redirections.
+func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
+	for _, r := range s.Redirs {
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
+			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut, syntax.DplOut:
+		default:
+			continue
+		}
+		if r.Word == nil {
+			continue
+		}
+		target := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word}))
+		if r.Op == syntax.DplOut && (target == "-" || allDigits(target)) {
+			continue // 2>&1, >&-
+		}
+		if harmlessSink(target) {
+			continue
+		}
+		wrote = true
+		a.res.Writes = append(a.res.Writes, target)
+		if !a.redirectDanger(a.text(r), target) {
+			a.add(Finding{Part: a.text(r), What: "writes to " + strconv.Quote(target)})
+		}
+	}
+	return wrote
+}
+
+func joinFields(fs []field) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.text
+	}
+	return strings.Join(parts, " ")
+}
+
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func harmlessSink(p string) bool {
+	switch p {
+	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty":
+		return true
+	}
+	return strings.HasPrefix(p, "/dev/fd/") && allDigits(p[len("/dev/fd/"):])
+}
+
+// callText is a simple command as written, with its redirections but without the
+// ; or & that ends the statement.
+func (a *analyzer) callText(s *syntax.Stmt, call *syntax.CallExpr) string {
+	start, end := s.Pos().Offset(), call.End().Offset()
+	for _, r := range s.Redirs {
+		if e := r.End().Offset(); e > end {
+			end = e
+		}
+	}
+	if int(end) > len(a.src) || start > end {
+		return strings.TrimSpace(a.text(s))
+	}
+	return strings.TrimSpace(a.src[start:end])
+}
+
+func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bool) {
+	text := a.callText(s, call)
+	envOK := true
+	for _, as := range call.Assigns {
+		envOK = a.assign(as, text) && envOK
+	}
+	if len(call.Args) == 0 {
+		return // only assignments
+	}
+	fs := expandWords(a.cfg, a.src, call.Args)
+	raw := make([]string, len(fs))
+	dyn := make([]bool, len(fs))
+	sc := SimpleCommand{Text: text, raw: raw}
+	for i, f := range fs {
+		raw[i], dyn[i] = f.text, f.dynamic
+		sc.Dynamic = sc.Dynamic || f.dynamic
+	}
+	u := unwrap(raw)
+	sc.Words, sc.Runs = u.key, u.runs
+	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
+		if len(v) > 0 && strings.Contains(v[0], "$") {
+			a.add(Finding{Part: text, Immune: true,
+				What: "takes the program to run from a variable or substitution, so what runs cannot be checked"})
+		}
+	}
+	for _, e := range u.envs {
+		if dangerousEnv(e[0], e[1]) {
+			envOK = false
+			a.add(Finding{Part: text, What: "sets " + e[0] + ", which changes what the command runs or loads"})
+		}
+	}
+	for _, str := range u.shell {
+		a.add(Finding{Part: text, Immune: true,
+			What: "runs a string as shell code (" + u.shellWhat + "), which cannot be checked before it runs"})
+		sc.Runs = append(sc.Runs, a.nested(text, str)...)
+	}
+	if u.privileged {
+		a.add(Finding{Part: text, What: "runs as another user (sudo, doas or su)", Risk: tool.RiskHigh})
+	}
+	a.danger(text, sc.Words)
+	for _, r := range sc.Runs {
+		a.danger(text, r)
+	}
+	sc.unsafeEnv = !envOK
+	ro := envOK && !u.privileged && len(u.shell) == 0 && !dyn[0] && len(sc.Words) <= len(dyn) &&
+		readOnlyCommand(sc.Words, dyn[len(dyn)-len(sc.Words):]) // Words is a suffix of the words
+	sc.ReadOnly = ro && !redirectWrites
+	if !ro {
+		a.res.Writes = append(a.res.Writes, pathArgs(sc.Words)...)
+		for _, r := range sc.Runs {
+			a.res.Writes = append(a.res.Writes, pathArgs(r)...)
+		}
+	}
+	a.res.Commands = append(a.res.Commands, sc)
+	if a.callViews == nil {
+		a.callViews = map[*syntax.CallExpr][][]string{}
+	}
+	a.callViews[call] = append([][]string{sc.Words}, sc.Runs...)
+}
+
+// nested reads a string that a command runs as shell code and returns the
+// commands in it, so deny rules and danger checks see through sh -c.
+func (a *analyzer) nested(part, src string) [][]string {
+	if a.depth+1 > maxNesting {
+		a.add(Finding{Part: part, Immune: true, What: "nests shell code too deeply to check"})
+		return nil
+	}
+	inner := analyzeCommand(src, a.depth+1)
+	var runs [][]string
+	for _, c := range inner.Commands {
+		runs = append(runs, c.Words)
+		runs = append(runs, c.Runs...)
+	}
+	for _, f := range inner.Findings {
+		a.add(f)
+	}
+	a.res.Writes = append(a.res.Writes, inner.Writes...)
+	return runs
+}
+
+// assign checks a NAME=value prefix or declaration; false when it is unsafe.
+func (a *analyzer) assign(as *syntax.Assign, part string) bool {
+	if as.Name == nil {
+		return true
+	}
+	val := ""
+	if as.Value != nil {
+		val = joinFields(expandWords(a.cfg, a.src, []*syntax.Word{as.Value}))
+	}
+	if !dangerousEnv(as.Name.Value, val) {
+		return true
+	}
+	a.notRO = true
+	a.add(Finding{Part: part, What: "sets " + as.Name.Value + ", which changes what the command runs or loads"})
+	return false
+}
+
+// pathArgs are the words of a command that may name files it writes.
+func pathArgs(words []string) []string {
+	var out []string
+	for i, w := range words {
+		if i == 0 {
+			continue
+		}
+		if strings.HasPrefix(w, "-") || strings.HasPrefix(w, "of=") {
+			if _, v, ok := strings.Cut(w, "="); ok && v != "" {
+				out = append(out, v)
+			}
+			continue
+		}
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+var fallbackSplitter = strings.NewReplacer(";", "\n", "&", "\n", "|", "\n", "(", "\n", ")", "\n", "`", "\n", "{", "\n", "}", "\n")
+var quoteStripper = strings.NewReplacer(`"`, "", `'`, "", `\`, "", "$", "")
+
+// fallback splits a command that did not parse into rough simple commands, so
+// deny rules and danger checks still see its words.
+func (a *analyzer) fallback() {
+	for _, seg := range strings.Split(fallbackSplitter.Replace(a.src), "\n") {
+		words := strings.Fields(quoteStripper.Replace(seg))
+		if len(words) == 0 {
+			continue
+		}
+		u := unwrap(words)
+		sc := SimpleCommand{Text: strings.TrimSpace(seg), Words: u.key, Runs: u.runs, Dynamic: true, raw: words}
+		a.danger(sc.Text, sc.Words)
+		for _, r := range sc.Runs {
+			a.danger(sc.Text, r)
+		}
+		a.res.Writes = append(a.res.Writes, pathArgs(sc.Words)...)
+		a.res.Commands = append(a.res.Commands, sc)
+	}
+}
+
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && (s[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "…"
+}

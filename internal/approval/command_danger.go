@@ -1,0 +1,409 @@
+package approval
+
+import (
+	"path"
+	"regexp"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Destructive patterns. Critical findings are also immune: an allow rule such as
+// `rm:*` or bypass mode must not let `rm -rf /` through unseen.
+
+func (a *analyzer) flag(part, what string, risk tool.Risk) {
+	a.add(Finding{Part: part, What: what, Risk: risk, Immune: risk == tool.RiskCritical})
+}
+
+// danger looks for destructive patterns in one view of a simple command.
+func (a *analyzer) danger(part string, words []string) {
+	if len(words) == 0 {
+		return
+	}
+	name, args := path.Base(words[0]), words[1:]
+	switch {
+	case name == "rm":
+		a.rmDanger(part, args)
+	case name == "mkfs" || strings.HasPrefix(name, "mkfs.") || name == "mke2fs" || name == "wipefs" || name == "mkswap":
+		a.flag(part, "formats a disk or partition ("+name+"), destroying what is on it", tool.RiskCritical)
+	case name == "dd":
+		for _, arg := range args {
+			if dev, ok := strings.CutPrefix(arg, "of="); ok && strings.HasPrefix(dev, "/dev/") && !harmlessSink(dev) {
+				a.flag(part, "writes raw bytes to the device "+dev+" (dd of=)", tool.RiskCritical)
+			}
+		}
+	case name == "shred":
+		for _, t := range positional(args) {
+			if blockDevice(t) {
+				a.flag(part, "overwrites the device "+t, tool.RiskCritical)
+			}
+		}
+	case name == "chmod" || name == "chown" || name == "chgrp":
+		a.modeDanger(part, name, args)
+	case name == "git":
+		a.gitDanger(part, args)
+	case name == "find" && (contains(args, "-delete") || len(findExecs(args)) > 0 && a.deletes(findExecs(args))):
+		for _, t := range args {
+			if strings.HasPrefix(t, "-") || t == "(" || t == "!" {
+				break
+			}
+			switch class, what := classifyTarget(t); class {
+			case targetCritical:
+				a.flag(part, "deletes files under "+what+" (find "+t+" … -delete)", tool.RiskCritical)
+			case targetSystem:
+				a.flag(part, "deletes files under "+what+" (find "+t+" … -delete)", tool.RiskHigh)
+			case targetBroad:
+				if strings.HasPrefix(t, "..") || strings.Contains(t, "$") {
+					a.flag(part, "deletes files under "+what+" (find "+t+" … -delete)", tool.RiskHigh)
+				}
+			}
+		}
+	case name == "shutdown" || name == "reboot" || name == "halt" || name == "poweroff":
+		a.flag(part, "shuts down or restarts the machine ("+name+")", tool.RiskHigh)
+	case name == "init" || name == "telinit":
+		if len(args) > 0 && (args[0] == "0" || args[0] == "6") {
+			a.flag(part, "shuts down or restarts the machine ("+name+" "+args[0]+")", tool.RiskHigh)
+		}
+	case name == "systemctl":
+		for _, arg := range args {
+			switch arg {
+			case "poweroff", "reboot", "halt", "kexec", "suspend", "hibernate":
+				a.flag(part, "shuts down or restarts the machine (systemctl "+arg+")", tool.RiskHigh)
+			}
+		}
+	case name == "kill" || name == "pkill":
+		for _, arg := range args {
+			if arg == "-1" && name == "kill" {
+				a.flag(part, "signals every process the user may signal (kill -1)", tool.RiskHigh)
+			}
+		}
+	}
+}
+
+// deletes reports whether find -exec runs rm.
+func (a *analyzer) deletes(execs [][]string) bool {
+	for _, ex := range execs {
+		if u := unwrap(ex); len(u.key) > 0 && path.Base(u.key[0]) == "rm" {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *analyzer) rmDanger(part string, args []string) {
+	recursive, noPreserve := false, false
+	var targets []string
+	opts := true
+	for _, arg := range args {
+		switch {
+		case opts && arg == "--":
+			opts = false
+		case opts && arg == "--recursive":
+			recursive = true
+		case opts && arg == "--no-preserve-root":
+			noPreserve = true
+		case opts && strings.HasPrefix(arg, "--"):
+		case opts && len(arg) > 1 && arg[0] == '-':
+			recursive = recursive || strings.ContainsAny(arg[1:], "rR")
+		default:
+			targets = append(targets, arg)
+		}
+	}
+	if noPreserve {
+		a.flag(part, "removes files with --no-preserve-root, which lets rm delete /", tool.RiskCritical)
+	}
+	for _, t := range targets {
+		class, what := classifyTarget(t)
+		switch {
+		case class == targetCritical && recursive:
+			a.flag(part, "deletes "+what+" recursively (rm -r "+t+")", tool.RiskCritical)
+		case class == targetCritical || class == targetSystem:
+			a.flag(part, "deletes "+what+" (rm "+t+")", tool.RiskHigh)
+		case class == targetBroad && recursive:
+			a.flag(part, "deletes "+what+" recursively (rm -r "+t+")", tool.RiskHigh)
+		}
+	}
+}
+
+var worldWritable = regexp.MustCompile(`^0*[0-7]?[0-7][0-7][2367]$|(^|,)[ugo]*a[ugo]*[+=][rwxXst]*w|(^|,)[ug]*o[ug]*[+=][rwxXst]*w|(^|,)[+=][rwxXst]*w`)
+
+func (a *analyzer) modeDanger(part, name string, args []string) {
+	recursive := false
+	var rest []string
+	for _, arg := range args {
+		switch {
+		case arg == "--recursive" || len(arg) > 1 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg, 'R'):
+			recursive = true
+		case strings.HasPrefix(arg, "-") && !(name == "chmod" && worldWritable.MatchString(arg)):
+		default:
+			rest = append(rest, arg)
+		}
+	}
+	if len(rest) == 0 {
+		return
+	}
+	spec, targets := rest[0], rest[1:]
+	for _, t := range targets {
+		class, what := classifyTarget(t)
+		if recursive && (class == targetCritical || class == targetSystem) {
+			a.flag(part, "recursively changes the "+map[bool]string{true: "permissions", false: "owner"}[name == "chmod"]+" of "+what+" ("+name+" -R "+t+")", tool.RiskCritical)
+			return
+		}
+	}
+	if name == "chmod" && worldWritable.MatchString(spec) {
+		what := "makes files writable by every user (chmod " + spec + ")"
+		if recursive {
+			what = "makes a whole tree writable by every user (chmod -R " + spec + ")"
+		}
+		a.flag(part, what, tool.RiskHigh)
+	}
+}
+
+func (a *analyzer) gitDanger(part string, args []string) {
+	sub, rest, _ := gitSubcommand(args)
+	switch sub {
+	case "push":
+		for _, arg := range rest {
+			switch {
+			case arg == "--force" || arg == "--force-with-lease" || strings.HasPrefix(arg, "--force-with-lease=") ||
+				len(arg) > 1 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg, 'f'):
+				a.flag(part, "force-pushes, overwriting history on the remote (git push "+arg+")", tool.RiskHigh)
+			case strings.HasPrefix(arg, "+") && len(arg) > 1:
+				a.flag(part, "force-pushes the refspec "+arg+", overwriting history on the remote", tool.RiskHigh)
+			case arg == "--delete" || arg == "-d" || arg == "--mirror":
+				a.flag(part, "deletes or overwrites branches on the remote (git push "+arg+")", tool.RiskHigh)
+			}
+		}
+	case "reset":
+		if contains(rest, "--hard") {
+			a.flag(part, "discards uncommitted changes (git reset --hard)", tool.RiskHigh)
+		}
+	case "clean":
+		for _, arg := range rest {
+			if arg == "--force" || len(arg) > 1 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg, 'f') {
+				a.flag(part, "deletes untracked files (git clean "+arg+")", tool.RiskHigh)
+				break
+			}
+		}
+	}
+}
+
+// redirectDanger looks at a file a redirection writes.
+func (a *analyzer) redirectDanger(part, target string) bool {
+	if blockDevice(target) {
+		a.flag(part, "writes raw bytes to the disk device "+target, tool.RiskCritical)
+		return true
+	}
+	if class, what := classifyTarget(target); class == targetCritical || class == targetSystem {
+		a.flag(part, "overwrites "+what+" through a redirection", tool.RiskHigh)
+		return true
+	}
+	return false
+}
+
+var downloaders = map[string]bool{"curl": true, "wget": true, "fetch": true, "http": true, "https": true, "aria2c": true}
+var interpreters = map[string]bool{"python": true, "python3": true, "perl": true, "ruby": true, "node": true, "php": true, "deno": true, "bun": true}
+
+// markPipeline records a pipeline, flattened, for pipeline to check.
+func (a *analyzer) markPipeline(b *syntax.BinaryCmd) {
+	var stmts []*syntax.Stmt
+	var flatten func(s *syntax.Stmt)
+	flatten = func(s *syntax.Stmt) {
+		if bc, ok := s.Cmd.(*syntax.BinaryCmd); ok && (bc.Op == syntax.Pipe || bc.Op == syntax.PipeAll) {
+			if a.pipes == nil {
+				a.pipes = map[*syntax.BinaryCmd]bool{}
+			}
+			a.pipes[bc] = true
+			flatten(bc.X)
+			flatten(bc.Y)
+			return
+		}
+		stmts = append(stmts, s)
+	}
+	flatten(b.X)
+	flatten(b.Y)
+	a.pipelines = append(a.pipelines, stmts)
+}
+
+// pipeline catches `curl … | sh`: code from the network run without being seen.
+func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
+	download := ""
+	for _, s := range stmts {
+		call, ok := s.Cmd.(*syntax.CallExpr)
+		if !ok {
+			continue
+		}
+		for _, v := range a.callViews[call] {
+			if len(v) == 0 {
+				continue
+			}
+			name := path.Base(v[0])
+			if downloaders[name] {
+				download = name
+			} else if download != "" && (shellNames[name] || interpreters[name]) && readsStdin(v[1:]) {
+				part := strings.TrimSpace(a.src[stmts[0].Pos().Offset():s.End().Offset()])
+				a.flag(part, "pipes a download ("+download+") into "+name+", running code from the network unseen", tool.RiskHigh)
+				return
+			}
+		}
+	}
+}
+
+// readsStdin reports whether an interpreter with these arguments runs its stdin.
+func readsStdin(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-" || a == "-s" || a == "--":
+			return true
+		case a == "-c" || a == "-e" || a == "-m":
+			return false
+		case a == "-o" || a == "-O":
+			i++
+		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
+		default:
+			return false // a script file
+		}
+	}
+	return true
+}
+
+// forkBomb catches functions that spawn themselves: `:(){ :|:& };:`.
+func (a *analyzer) forkBomb(fd *syntax.FuncDecl) bool {
+	if fd.Name == nil || fd.Body == nil {
+		return false
+	}
+	selfCall, spawns := false, false
+	syntax.Walk(fd.Body, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CallExpr:
+			if len(n.Args) > 0 && n.Args[0].Lit() == fd.Name.Value {
+				selfCall = true
+			}
+		case *syntax.Stmt:
+			spawns = spawns || n.Background
+		case *syntax.BinaryCmd:
+			spawns = spawns || n.Op == syntax.Pipe || n.Op == syntax.PipeAll
+		}
+		return true
+	})
+	if selfCall && spawns {
+		a.flag(a.text(fd), "defines a function that spawns copies of itself (a fork bomb)", tool.RiskCritical)
+	}
+	return selfCall && spawns
+}
+
+type targetClass int
+
+const (
+	targetPlain    targetClass = iota
+	targetBroad                // .., ., *, a path from a variable
+	targetSystem               // inside a system directory
+	targetCritical             // /, a home directory, a system directory itself
+)
+
+var systemDirs = map[string]bool{
+	"/bin": true, "/boot": true, "/dev": true, "/etc": true, "/lib": true, "/lib32": true, "/lib64": true,
+	"/libx32": true, "/opt": true, "/proc": true, "/root": true, "/sbin": true, "/srv": true, "/sys": true,
+	"/usr": true, "/var": true, "/home": true, "/Users": true, "/System": true, "/Library": true,
+	"/Applications": true, "/snap": true, "/private": true,
+}
+
+// classifyTarget says how bad it is to delete or overwrite a path.
+func classifyTarget(t string) (targetClass, string) {
+	if t == "" {
+		return targetPlain, ""
+	}
+	c := t
+	if strings.HasPrefix(c, "${HOME}") {
+		c = "$HOME" + c[len("${HOME}"):]
+	}
+	if c == "~" || strings.HasPrefix(c, "~/") {
+		c = "$HOME" + c[1:]
+	}
+	c = path.Clean(c)
+	glob := false
+	for _, suffix := range []string{"/*", "/.*", "/.[!.]*", "/{*,.*}"} {
+		if strings.HasSuffix(c, suffix) {
+			c, glob = path.Clean(strings.TrimSuffix(c, suffix)+"/"), true
+			break
+		}
+	}
+	everything := ""
+	if glob {
+		everything = "everything in "
+	}
+	home := c == "$HOME" || c == "$USER" || strings.HasPrefix(c, "~") && !strings.Contains(c, "/")
+	switch {
+	case c == "/":
+		return targetCritical, everything + "the whole filesystem (/)"
+	case home:
+		return targetCritical, everything + "the home directory (" + t + ")"
+	case systemDirs[c]:
+		return targetCritical, everything + "the system directory " + c
+	case (strings.HasPrefix(c, "/home/") || strings.HasPrefix(c, "/Users/")) && strings.Count(c, "/") == 2:
+		return targetCritical, everything + "the home directory " + c
+	}
+	for d := path.Dir(c); d != "/" && d != "." && d != "$HOME"; d = path.Dir(d) {
+		if systemDirs[d] && !strings.HasPrefix(c, "/var/tmp/") && !strings.HasPrefix(c, "/home/") && !strings.HasPrefix(c, "/Users/") {
+			return targetSystem, "the system path " + c
+		}
+	}
+	switch {
+	case c == ".." || strings.HasPrefix(c, "../"):
+		return targetBroad, "files outside the working directory (" + t + ")"
+	case c == "." || c == "*" || c == ".*":
+		return targetBroad, "everything in the working directory (" + t + ")"
+	case strings.Contains(c, "$"):
+		return targetBroad, "a path built from a variable (" + t + "), which may be empty or wrong"
+	}
+	return targetPlain, ""
+}
+
+func blockDevice(p string) bool {
+	dev, ok := strings.CutPrefix(p, "/dev/")
+	if !ok {
+		return false
+	}
+	for _, prefix := range []string{"sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk", "dm-", "md", "loop", "mapper/", "rdisk", "sr"} {
+		if strings.HasPrefix(dev, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func positional(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+var dangerousEnvNames = map[string]bool{
+	"PATH": true, "BASH_ENV": true, "ENV": true, "PROMPT_COMMAND": true, "IFS": true, "SHELLOPTS": true,
+	"BASHOPTS": true, "PS4": true, "GIT_SSH": true, "GIT_SSH_COMMAND": true, "GIT_EXEC_PATH": true,
+	"GIT_EDITOR": true, "GIT_SEQUENCE_EDITOR": true, "GIT_ASKPASS": true, "SSH_ASKPASS": true, "EDITOR": true,
+	"VISUAL": true, "GIT_PAGER": true, "PAGER": true, "MANPAGER": true, "LESSOPEN": true, "LESSCLOSE": true,
+	"PYTHONPATH": true, "PYTHONSTARTUP": true, "PYTHONHOME": true, "NODE_OPTIONS": true, "NODE_PATH": true,
+	"PERL5OPT": true, "PERL5LIB": true, "PERLLIB": true, "RUBYOPT": true, "RUBYLIB": true,
+	"GIT_CONFIG_GLOBAL": true, "GIT_CONFIG_SYSTEM": true, "GIT_CONFIG_PARAMETERS": true, "GIT_CONFIG_COUNT": true,
+	"GIT_EXTERNAL_DIFF": true, "GIT_DIFF_OPTS": true, "HOME": true,
+}
+
+// dangerousEnv reports whether setting name to val can change what a command runs.
+func dangerousEnv(name, val string) bool {
+	switch name {
+	case "PAGER", "GIT_PAGER", "MANPAGER":
+		if val == "" || val == "cat" {
+			return false
+		}
+	}
+	return dangerousEnvNames[name] || strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") ||
+		strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") ||
+		strings.HasPrefix(name, "BASH_FUNC_")
+}

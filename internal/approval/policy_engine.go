@@ -1,0 +1,423 @@
+package approval
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Engine decides tool calls under one Config. It holds no per-session state and is
+// safe for concurrent use.
+type Engine struct {
+	rules     []compiledRule
+	overrides globTable[tool.Risk]
+	subjects  globTable[Subject]
+	policy    map[tool.Risk]Outcome
+	immune    []string
+	edit      map[string]bool
+}
+
+// NewEngine validates cfg, fills its defaults and compiles its rules.
+func NewEngine(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	e := &Engine{
+		overrides: newGlobTable(cfg.RiskOverrides),
+		subjects:  newGlobTable(cfg.Subjects),
+		policy:    cfg.RiskPolicy,
+		edit:      map[string]bool{},
+	}
+	for _, r := range cfg.Rules {
+		e.rules = append(e.rules, compileRule(r))
+	}
+	for _, p := range cfg.ImmunePaths {
+		e.immune = append(e.immune, normalizeGlob(p))
+	}
+	for _, t := range cfg.EditTools {
+		e.edit[t] = true
+	}
+	return e, nil
+}
+
+// ValidateRule reports whether a rule, such as one an approver accepted, fits the
+// tool it names, so that callers can refuse it before storing it.
+func (e *Engine) ValidateRule(r Rule) error {
+	return validateRule(r, e.subjects)
+}
+
+// check is one request being decided.
+type check struct {
+	e        *Engine
+	req      Request
+	name     string
+	mode     Mode
+	risk     tool.Risk
+	readOnly bool
+	cmd      *CommandAnalysis
+	command  string // the command line, for command tools
+	path     *pathSubject
+	immune   string
+	rules    []compiledRule
+}
+
+// Check decides one call. Order: deny rules, explore mode, immune asks, ask rules,
+// the read-only fast path, the tool's own Checker, allow rules, then the mode's
+// fallback (the risk policy). Asks then become allows in bypass mode (unless
+// immune) and denies in dont_ask mode.
+func (e *Engine) Check(req Request) Decision {
+	if req.Tool == nil {
+		return Decision{Outcome: Deny, Reason: "there is no tool to check", Risk: tool.RiskCritical}
+	}
+	c := e.prepare(req)
+	d := c.decide()
+	d.Risk, d.ReadOnly = c.risk, c.readOnly
+	if c.cmd != nil {
+		d.Findings = c.cmd.Findings
+	}
+	return c.finish(d)
+}
+
+func (e *Engine) prepare(req Request) *check {
+	spec := req.Tool.Spec()
+	c := &check{e: e, req: req, name: spec.Name, mode: req.Mode, readOnly: spec.ReadOnly, risk: normalRisk(spec.Risk)}
+	if !c.mode.Valid() || c.mode == "" {
+		c.mode = ModeDefault
+	}
+	if r, ok := e.overrides.lookup(c.name); ok {
+		c.risk = r
+	}
+	c.rules = e.rules
+	if len(req.SessionRules) > 0 {
+		c.rules = make([]compiledRule, 0, len(e.rules)+len(req.SessionRules))
+		c.rules = append(c.rules, e.rules...)
+		for _, r := range req.SessionRules {
+			c.rules = append(c.rules, compileRule(r))
+		}
+	}
+	s, ok := e.subjects.lookup(c.name)
+	if !ok {
+		return c
+	}
+	val, present := stringArg(req.Args, s.Arg)
+	if !present && s.Default != "" {
+		val, present = s.Default, true
+	}
+	switch s.Kind {
+	case SubjectCommand:
+		a := AnalyzeCommand(val)
+		c.cmd, c.command = &a, val
+		c.risk = maxRisk(c.risk, a.Risk)
+		c.readOnly = a.ReadOnly && present
+		c.immune = c.commandImmune(present)
+	case SubjectPath:
+		if !present {
+			return c
+		}
+		ps := newPathSubject(val, req.Workdir)
+		c.path = &ps
+		if !c.readOnly {
+			if g := e.immunePath(ps); g != "" {
+				c.immune = fmt.Sprintf("%s would change %q, a protected path (%s)", c.name, val, g)
+			}
+		}
+	}
+	return c
+}
+
+func (c *check) commandImmune(present bool) string {
+	if !present {
+		return "the call carries no command to check"
+	}
+	if c.cmd.Immune {
+		var parts []string
+		for _, f := range c.cmd.Findings {
+			if f.Immune || f.Risk != "" {
+				parts = append(parts, f.String())
+			}
+		}
+		return strings.Join(parts, "; ")
+	}
+	for _, w := range c.cmd.Writes {
+		if g := c.e.immunePath(newPathSubject(w, c.req.Workdir)); g != "" {
+			return fmt.Sprintf("the command may change %q, a protected path (%s)", w, g)
+		}
+	}
+	return ""
+}
+
+func (e *Engine) immunePath(ps pathSubject) string {
+	for _, g := range e.immune {
+		if matchPath(g, ps) {
+			return g
+		}
+	}
+	return ""
+}
+
+func stringArg(args json.RawMessage, name string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return "", false
+	}
+	raw, ok := m[name]
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func (c *check) decide() Decision {
+	if r, part := c.match(Deny); r != nil {
+		return Decision{Outcome: Deny, Rule: r, Reason: "denied by the rule deny " + r.String() + part}
+	}
+	if c.mode == ModeExplore && !c.readOnly {
+		return Decision{Outcome: Deny, Reason: "the session is in explore mode, which is read-only, and " + c.what() + " could change something"}
+	}
+	if c.immune != "" {
+		if c.e.policy[c.risk] == Deny {
+			return Decision{Outcome: Deny, Reason: fmt.Sprintf("%s has %s risk, which the policy denies: %s", c.what(), c.risk, c.immune)}
+		}
+		return Decision{Outcome: Ask, Immune: true, Reason: c.immune + "; a person must approve this call, whatever the rules and mode say"}
+	}
+	if r, part := c.match(Ask); r != nil {
+		return Decision{Outcome: Ask, Rule: r, Reason: "the rule ask " + r.String() + " requires approval" + part}
+	}
+	if c.readOnly {
+		return Decision{Outcome: Allow, Reason: c.what() + " is read-only"}
+	}
+	pending := ""
+	if ch, ok := c.req.Tool.(Checker); ok {
+		out, why := ch.CheckPermission(c.req.Args)
+		switch out {
+		case Deny:
+			return Decision{Outcome: Deny, Reason: cmpOr(why, c.name+" refused this call")}
+		case Allow:
+			return Decision{Outcome: Allow, Reason: cmpOr(why, c.name+" allowed this call")}
+		case Ask:
+			pending = cmpOr(why, c.name+" asks for approval of this call")
+		}
+	}
+	if rules := c.allowed(); len(rules) > 0 {
+		names := make([]string, len(rules))
+		for i, r := range rules {
+			names[i] = r.String()
+		}
+		return Decision{Outcome: Allow, Rule: rules[0], Reason: "allowed by the rule allow " + strings.Join(names, ", allow ")}
+	}
+	switch {
+	case c.mode == ModeBypass:
+		return Decision{Outcome: Allow, Reason: "bypass mode allows every call that is not denied or protected"}
+	case pending != "":
+		return Decision{Outcome: Ask, Reason: pending, Suggestions: c.suggest()}
+	case c.mode == ModeAcceptEdits && c.e.edit[c.name] && c.path != nil && c.path.inside:
+		return Decision{Outcome: Allow, Reason: "accept_edits mode allows " + c.name + " inside the working directory"}
+	}
+	switch c.e.policy[c.risk] {
+	case Allow:
+		return Decision{Outcome: Allow, Reason: fmt.Sprintf("%s risk is allowed by the policy", c.risk)}
+	case Deny:
+		return Decision{Outcome: Deny, Reason: fmt.Sprintf("%s has %s risk, which the policy denies%s", c.what(), c.risk, c.detail())}
+	}
+	return Decision{Outcome: Ask, Reason: fmt.Sprintf("%s has %s risk and needs approval%s", c.what(), c.risk, c.detail()), Suggestions: c.suggest()}
+}
+
+// finish applies what bypass and dont_ask do to an ask.
+func (c *check) finish(d Decision) Decision {
+	if d.Outcome != Ask {
+		d.Immune, d.Suggestions = false, nil
+		return d
+	}
+	switch {
+	case c.mode == ModeDontAsk:
+		d.Outcome, d.Immune, d.Suggestions = Deny, false, nil
+		d.Reason += "; the session is in dont_ask mode, which never asks, so the call is denied"
+	case c.mode == ModeBypass && !d.Immune:
+		d.Outcome, d.Suggestions = Allow, nil
+		d.Reason = "bypass mode allows it (it would otherwise ask: " + d.Reason + ")"
+	}
+	return d
+}
+
+// what names the call in reasons.
+func (c *check) what() string {
+	switch {
+	case c.cmd != nil:
+		return fmt.Sprintf("the command %q", clip(c.command, 120))
+	case c.path != nil:
+		return fmt.Sprintf("%s on %q", c.name, c.path.raw)
+	}
+	return c.name
+}
+
+// detail explains a command's risk: what the analysis found and which parts are
+// not read-only.
+func (c *check) detail() string {
+	if c.cmd == nil {
+		return ""
+	}
+	var parts []string
+	for _, f := range c.cmd.Findings {
+		parts = append(parts, f.String())
+	}
+	var notRO []string
+	for _, sc := range c.cmd.Commands {
+		if !sc.ReadOnly {
+			notRO = append(notRO, fmt.Sprintf("%q", clip(sc.Text, 60)))
+		}
+	}
+	if len(notRO) > 0 {
+		parts = append(parts, strings.Join(notRO, ", ")+" "+map[bool]string{true: "is", false: "are"}[len(notRO) == 1]+" not known to be read-only")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, "; ")
+}
+
+// match finds the first rule of an action that matches the call; for commands,
+// matching any part of the command line is enough.
+func (c *check) match(action Outcome) (*Rule, string) {
+	for i := range c.rules {
+		r := &c.rules[i]
+		if r.Action != action || !nameMatch(r.Tool, c.name) {
+			continue
+		}
+		switch {
+		case r.any:
+			return ruleCopy(r), ""
+		case c.cmd != nil:
+			for _, sc := range c.cmd.Commands {
+				for _, v := range views(sc) {
+					if r.matchWords(v) {
+						return ruleCopy(r), fmt.Sprintf(" (it matches %q)", clip(sc.Text, 80))
+					}
+				}
+			}
+		case c.path != nil:
+			if r.pathErr == nil && matchPath(r.pathGlob, *c.path) {
+				return ruleCopy(r), ""
+			}
+		}
+	}
+	return nil, ""
+}
+
+func ruleCopy(r *compiledRule) *Rule {
+	out := r.Rule
+	return &out
+}
+
+// views are every form of a command deny and ask rules are tried on: as written,
+// without wrappers, what it runs, and each of those with a path-named program
+// (/bin/rm) reduced to its name.
+func views(sc SimpleCommand) [][]string {
+	out := make([][]string, 0, 2+len(sc.Runs))
+	out = append(out, sc.raw, sc.Words)
+	out = append(out, sc.Runs...)
+	for _, v := range out[:len(out):len(out)] {
+		if len(v) > 0 && strings.Contains(v[0], "/") {
+			b := append([]string{path.Base(v[0])}, v[1:]...)
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// allowed returns the allow rules that together cover the call, or nil. A command
+// line is covered only when every part of it is read-only or allowed.
+func (c *check) allowed() []*Rule {
+	var used []*Rule
+	for i := range c.rules {
+		r := &c.rules[i]
+		if r.Action == Allow && r.any && nameMatch(r.Tool, c.name) {
+			return []*Rule{ruleCopy(r)}
+		}
+	}
+	switch {
+	case c.cmd != nil:
+		if len(c.cmd.Commands) == 0 {
+			return nil
+		}
+		for _, sc := range c.cmd.Commands {
+			if sc.ReadOnly {
+				continue
+			}
+			r := c.allowRule(sc)
+			if r == nil {
+				return nil
+			}
+			used = appendRule(used, r)
+		}
+	case c.path != nil:
+		for i := range c.rules {
+			r := &c.rules[i]
+			if r.Action == Allow && nameMatch(r.Tool, c.name) && r.pathErr == nil && matchPath(r.pathGlob, *c.path) {
+				return []*Rule{ruleCopy(r)}
+			}
+		}
+	}
+	return used
+}
+
+func (c *check) allowRule(sc SimpleCommand) *Rule {
+	if sc.unsafeEnv {
+		return nil
+	}
+	for i := range c.rules {
+		r := &c.rules[i]
+		if r.Action == Allow && nameMatch(r.Tool, c.name) && r.matchWords(sc.Words) {
+			return ruleCopy(r)
+		}
+	}
+	return nil
+}
+
+func appendRule(list []*Rule, r *Rule) []*Rule {
+	for _, x := range list {
+		if *x == *r {
+			return list
+		}
+	}
+	return append(list, r)
+}
+
+// suggest proposes allow rules that would let calls like this one through.
+func (c *check) suggest() []Rule {
+	var out []Rule
+	add := func(pattern string) {
+		r := Rule{Action: Allow, Tool: c.name, Pattern: pattern}
+		for _, x := range out {
+			if x == r {
+				return
+			}
+		}
+		out = append(out, r)
+	}
+	switch {
+	case c.cmd != nil:
+		for _, sc := range c.cmd.Commands {
+			if sc.ReadOnly || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") || c.allowRule(sc) != nil {
+				continue
+			}
+			if p := suggestCommand(sc.Words); p != "" {
+				add(p)
+			}
+		}
+	case c.path != nil:
+		if p := suggestPath(*c.path); p != "" {
+			add(p)
+		}
+	default:
+		add("")
+	}
+	return out
+}

@@ -1,0 +1,244 @@
+package approval
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+const testWorkdir = "/work/proj"
+
+type decisionCase struct {
+	where    string
+	section  string
+	mode     Mode
+	tool     string
+	subject  string
+	outcome  Outcome
+	immune   bool
+	readOnly *bool
+	risk     tool.Risk
+	suggest  *[]string
+	reason   string
+	cfg      Config
+	session  []Rule
+}
+
+// readDecisionCases reads testdata/decisions.txt (its header says the format).
+func readDecisionCases(t *testing.T) []decisionCase {
+	t.Helper()
+	f, err := os.Open("testdata/decisions.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var (
+		cases   []decisionCase
+		section string
+		cfg     Config
+		session []Rule
+	)
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		where := fmt.Sprintf("decisions.txt:%d", n)
+		fail := func(format string, args ...any) { t.Fatalf(where+": "+format, args...) }
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if name, ok := strings.CutPrefix(line, "== "); ok {
+			section, cfg, session = name, DefaultConfig(), nil
+			continue
+		}
+		if head, rest, ok := strings.Cut(line, ": "); ok && !strings.Contains(head, " ") {
+			cfg, session = cloneConfig(cfg), append([]Rule(nil), session...)
+			switch head {
+			case "allow", "ask", "deny":
+				r, err := ParseRule(Outcome(head), rest)
+				if err != nil {
+					fail("%v", err)
+				}
+				cfg.Rules = append(cfg.Rules, r)
+			case "session-allow", "session-ask", "session-deny":
+				r, err := ParseRule(Outcome(strings.TrimPrefix(head, "session-")), rest)
+				if err != nil {
+					fail("%v", err)
+				}
+				session = append(session, r)
+			case "override":
+				name, risk, _ := strings.Cut(rest, "=")
+				cfg.RiskOverrides[name] = tool.Risk(risk)
+			case "policy":
+				risk, out, _ := strings.Cut(rest, "=")
+				cfg.RiskPolicy[tool.Risk(risk)] = Outcome(out)
+			case "immune-paths":
+				cfg.ImmunePaths = []string{}
+				if rest != "none" {
+					cfg.ImmunePaths = strings.Fields(rest)
+				}
+			case "subject":
+				name, spec, _ := strings.Cut(rest, "=")
+				kind, arg, _ := strings.Cut(spec, ":")
+				cfg.Subjects[name] = Subject{Kind: SubjectKind(kind), Arg: arg}
+			default:
+				fail("unknown directive %q", head)
+			}
+			continue
+		}
+		head, subject, ok := strings.Cut(line, " :: ")
+		if !ok {
+			fail("no \" :: \"")
+		}
+		c := decisionCase{where: where, section: section, cfg: cfg, session: session}
+		if s, reason, ok := strings.Cut(subject, " ~~ "); ok {
+			subject, c.reason = s, reason
+		}
+		if u, err := strconv.Unquote(subject); err == nil {
+			subject = u
+		}
+		c.subject = subject
+		if h, list, ok := strings.Cut(head, " suggest="); ok { // always the last flag
+			var l []string
+			if list != "" {
+				l = strings.Split(list, "|")
+			}
+			head, c.suggest = h, &l
+		}
+		fields := strings.Fields(head)
+		if len(fields) < 3 {
+			fail("want MODE TOOL OUTCOME")
+		}
+		c.mode, c.tool, c.outcome = Mode(fields[0]), fields[1], Outcome(fields[2])
+		if c.mode == "-" {
+			c.mode = ""
+		}
+		if !c.outcome.Valid() {
+			fail("bad outcome %q", c.outcome)
+		}
+		for _, tok := range fields[3:] {
+			switch {
+			case tok == "immune":
+				c.immune = true
+			case tok == "ro" || tok == "rw":
+				ro := tok == "ro"
+				c.readOnly = &ro
+			case strings.HasPrefix(tok, "risk="):
+				c.risk = tool.Risk(tok[len("risk="):])
+			default:
+				fail("unknown flag %q", tok)
+			}
+		}
+		cases = append(cases, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+func cloneConfig(c Config) Config {
+	out := c
+	out.Rules = append([]Rule(nil), c.Rules...)
+	out.RiskOverrides = map[string]tool.Risk{}
+	for k, v := range c.RiskOverrides {
+		out.RiskOverrides[k] = v
+	}
+	out.RiskPolicy = map[tool.Risk]Outcome{}
+	for k, v := range c.RiskPolicy {
+		out.RiskPolicy[k] = v
+	}
+	out.Subjects = map[string]Subject{}
+	for k, v := range c.Subjects {
+		out.Subjects[k] = v
+	}
+	return out
+}
+
+func (c decisionCase) request(t *testing.T) Request {
+	tl := toolFor(t, c.tool)
+	req := Request{Tool: tl, Mode: c.mode, SessionRules: c.session, Workdir: testWorkdir, Args: json.RawMessage(`{}`)}
+	switch {
+	case c.subject == "-":
+	case c.tool == "execute_command":
+		req.Args = commandArgs(c.subject)
+	default:
+		req.Args = pathArgs1(c.subject)
+	}
+	return req
+}
+
+func TestCheckTable(t *testing.T) {
+	t.Parallel()
+	cases := readDecisionCases(t)
+	if len(cases) < 250 {
+		t.Fatalf("only %d cases read", len(cases))
+	}
+	engines := map[string]*Engine{}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		seen[string(c.mode)+" "+string(c.outcome)] = true
+		key := fmt.Sprintf("%s/%v", c.section, c.cfg)
+		e, ok := engines[key]
+		if !ok {
+			e = testEngine(t, c.cfg)
+			engines[key] = e
+		}
+		d := e.Check(c.request(t))
+		var problems []string
+		if d.Outcome != c.outcome {
+			problems = append(problems, fmt.Sprintf("outcome %s, want %s", d.Outcome, c.outcome))
+		}
+		if d.Immune != c.immune {
+			problems = append(problems, fmt.Sprintf("immune %v, want %v", d.Immune, c.immune))
+		}
+		if c.readOnly != nil && d.ReadOnly != *c.readOnly {
+			problems = append(problems, fmt.Sprintf("read-only %v, want %v", d.ReadOnly, *c.readOnly))
+		}
+		if c.risk != "" && d.Risk != c.risk {
+			problems = append(problems, fmt.Sprintf("risk %s, want %s", d.Risk, c.risk))
+		}
+		if c.suggest != nil {
+			var got []string
+			for _, r := range d.Suggestions {
+				if r.Action != Allow {
+					problems = append(problems, "suggestion "+r.String()+" is not an allow rule")
+				}
+				got = append(got, r.String())
+			}
+			if strings.Join(got, "|") != strings.Join(*c.suggest, "|") {
+				problems = append(problems, fmt.Sprintf("suggestions %q, want %q", got, *c.suggest))
+			}
+		}
+		if c.reason != "" && !strings.Contains(d.Reason, c.reason) {
+			problems = append(problems, fmt.Sprintf("reason lacks %q", c.reason))
+		}
+		if d.Reason == "" {
+			problems = append(problems, "empty reason")
+		}
+		if d.Outcome != Ask && (d.Immune || len(d.Suggestions) > 0) {
+			problems = append(problems, "immune or suggestions on a decision that is not an ask")
+		}
+		if d.Immune && len(d.Suggestions) > 0 {
+			problems = append(problems, "suggestions on an immune ask")
+		}
+		if len(problems) > 0 {
+			t.Errorf("%s [%s] %s %s %q:\n  %s\n  decision: %s %q (risk %s, immune %v, read-only %v, suggestions %v)",
+				c.where, c.section, c.mode, c.tool, c.subject, strings.Join(problems, "\n  "),
+				d.Outcome, d.Reason, d.Risk, d.Immune, d.ReadOnly, d.Suggestions)
+		}
+	}
+	// Every mode is tried with every outcome it can give (dont_ask never asks).
+	for _, m := range Modes() {
+		for _, o := range []Outcome{Allow, Ask, Deny} {
+			if !seen[string(m)+" "+string(o)] && !(m == ModeDontAsk && o == Ask) {
+				t.Errorf("no case of mode %s deciding %s", m, o)
+			}
+		}
+	}
+}

@@ -1,0 +1,222 @@
+// Package builtin holds the tools toolserverd ships with. This file and jobs.go are
+// the command tools: execute_command runs shell commands in the session's sandbox,
+// await_job, read_job_output and kill_job work on the jobs it leaves behind.
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// CommandTools returns execute_command, await_job, read_job_output and kill_job, all
+// running in the sandboxes p hands out.
+func CommandTools(p *sandbox.Manager) []tool.Tool {
+	return []tool.Tool{&executeCommand{p}, &awaitJob{p}, &readJobOutput{p}, &killJob{p}}
+}
+
+// decodeArgs unmarshals args strictly; the dispatcher has validated them already, so
+// this only guards direct callers.
+func decodeArgs(args json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return tool.Errorf(tool.KindInvalidArgs, "arguments: %v", err)
+	}
+	return nil
+}
+
+// sandboxFor returns the session's sandbox.
+func sandboxFor(p *sandbox.Manager, ctx *tool.Context) (sandbox.Sandbox, error) {
+	sb, err := p.For(ctx.Session)
+	if err != nil {
+		return nil, tool.Errorf(tool.KindUnavailable, "no sandbox for this session: %v", err)
+	}
+	return sb, nil
+}
+
+// startError classifies an error from Sandbox.Start.
+func startError(err error) error {
+	kind := tool.KindFailed
+	switch {
+	case errors.Is(err, sandbox.ErrOutsideRoot), errors.Is(err, sandbox.ErrInvalidPath),
+		errors.Is(err, sandbox.ErrSymlinkLoop), errors.Is(err, sandbox.ErrNotDir),
+		errors.Is(err, sandbox.ErrInvalidCommand):
+		kind = tool.KindInvalidArgs
+	case errors.Is(err, sandbox.ErrTooManyJobs), errors.Is(err, sandbox.ErrClosed):
+		kind = tool.KindUnavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		kind = tool.KindTimeout
+	case errors.Is(err, context.Canceled):
+		kind = tool.KindCancelled
+	}
+	return tool.Errorf(kind, "%v", err)
+}
+
+type executeCommand struct{ p *sandbox.Manager }
+
+type executeArgs struct {
+	Command    string `json:"command"`
+	Cwd        string `json:"cwd"`
+	TimeoutMS  *int64 `json:"timeout_ms"`
+	Background bool   `json:"background"`
+}
+
+// commandOutput is the structured result of execute_command (and await_job).
+type commandOutput struct {
+	JobID      string         `json:"job_id"`
+	Status     sandbox.Status `json:"status"`
+	ExitCode   *int           `json:"exit_code"`
+	Stdout     string         `json:"stdout"`
+	Stderr     string         `json:"stderr"`
+	DurationMS int64          `json:"duration_ms"`
+	// Truncated: the output shown is not all of it (cut here, or beyond the cap).
+	Truncated bool   `json:"truncated"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func (t *executeCommand) Spec() tool.Spec {
+	cfg := t.p.Config()
+	return tool.Spec{
+		Name:  "execute_command",
+		Label: "Run command",
+		Description: "Run a bash command in the session's working directory and return its exit code, stdout and stderr. " +
+			"Set background:true for servers and other long-running work; it returns a job_id at once.",
+		Parameters: json.RawMessage(fmt.Sprintf(`{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "minLength": 1, "description": "The command line, run with bash -c. Pipes, redirections and && work."},
+    "cwd": {"type": "string", "description": "Working directory, relative to the session's working directory (default: that directory). Must stay inside it."},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Kill the command after this many milliseconds (default %d). In the background there is no timeout unless one is given."},
+    "background": {"type": "boolean", "description": "Start the command as a background job and return its job_id immediately."}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`, cfg.MaxTimeout.Milliseconds(), cfg.DefaultTimeout.Milliseconds())),
+		Documentation: executeDoc,
+		PromptHint: "Use execute_command for shell work. Long-running processes (servers, watchers, long builds) " +
+			"go in the background (background:true), then await_job / read_job_output / kill_job with the job_id.",
+		Flags:   tool.Flags{},
+		Risk:    tool.RiskHigh,
+		Mode:    tool.ModeDirect,
+		Timeout: cfg.MaxTimeout + cfg.KillGrace + 10*time.Second,
+		Source:  "builtin",
+	}
+}
+
+func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
+	var args executeArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return nil, err
+	}
+	cfg := t.p.Config()
+	if strings.TrimSpace(args.Command) == "" {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "command is empty")
+	}
+	cmd := sandbox.Cmd{Command: args.Command, Dir: args.Cwd}
+	if args.TimeoutMS != nil {
+		d := time.Duration(*args.TimeoutMS) * time.Millisecond
+		if *args.TimeoutMS < 1 || d > cfg.MaxTimeout {
+			return nil, tool.Errorf(tool.KindInvalidArgs, "timeout_ms %d: must be between 1 and %d", *args.TimeoutMS, cfg.MaxTimeout.Milliseconds())
+		}
+		cmd.Timeout = d
+	} else if args.Background {
+		cmd.Timeout = sandbox.NoTimeout
+	}
+	sb, err := sandboxFor(t.p, ctx)
+	if err != nil {
+		return nil, err
+	}
+	if args.Background {
+		// The job belongs to the session, not to this call: it outlives both the call
+		// and the client's connection.
+		job, err := sb.Start(context.WithoutCancel(ctx), cmd)
+		if err != nil {
+			return nil, startError(err)
+		}
+		return backgroundResult(job)
+	}
+	job, err := sb.Start(ctx, cmd)
+	if err != nil {
+		return nil, startError(err)
+	}
+	p := &pump{job: job, emit: ctx.Emit}
+	p.follow(ctx)
+	if ctx.Err() != nil {
+		// The sandbox is killing the job (the context was its lifetime); give it the
+		// grace period to go, then report what it printed.
+		wait, cancel := context.WithTimeout(context.Background(), cfg.KillGrace+3*time.Second)
+		_, _ = job.Wait(wait)
+		cancel()
+	}
+	return commandResult(job, ctx.Err())
+}
+
+func backgroundResult(job *sandbox.Job) (*tool.Result, error) {
+	b, err := json.Marshal(map[string]any{"job_id": job.ID(), "status": sandbox.StatusRunning})
+	if err != nil {
+		return nil, err
+	}
+	text := fmt.Sprintf("Started background job %s (status: running). It keeps running after this call. "+
+		"Use await_job {\"job_id\":%q} to wait for it and get new output, read_job_output to read its output "+
+		"by offset, kill_job to stop it.", job.ID(), job.ID())
+	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: text}}, Structured: b}, nil
+}
+
+// commandResult is the result of a foreground command: exit code and output, an
+// error result (with the output) unless it exited with 0.
+func commandResult(job *sandbox.Job, ctxErr error) (*tool.Result, error) {
+	info := job.Info()
+	out, err := showOutput(job, [2]int64{})
+	if err != nil {
+		return nil, err
+	}
+	var w strings.Builder
+	kind := tool.ErrorKind("")
+	switch {
+	case errors.Is(ctxErr, context.Canceled):
+		kind = tool.KindCancelled
+		fmt.Fprintf(&w, "Cancelled: the call was cancelled and the command's process group killed (status: %s).\n", info.Status)
+	case info.Status == sandbox.StatusRunning:
+		// Only when the process group outlived the kill grace (it is still being killed).
+		kind = tool.KindTimeout
+		fmt.Fprintf(&w, "The command did not end in time; it is being killed (job %s).\n", info.ID)
+	case info.Status == sandbox.StatusTimeout:
+		kind = tool.KindTimeout
+		w.WriteString(describe(info) + " Output so far:\n")
+	case info.Status == sandbox.StatusKilled:
+		kind = tool.KindFailed
+		w.WriteString(describe(info) + "\n")
+	default:
+		if info.ExitCode == nil || *info.ExitCode != 0 {
+			kind = tool.KindFailed
+		}
+		w.WriteString(describe(info) + "\n")
+	}
+	writeOutput(&w, info.ID, out, info)
+	structured, err := json.Marshal(commandOutput{
+		JobID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
+		Stdout: out[0].text, Stderr: out[1].text, DurationMS: info.Duration.Milliseconds(),
+		Truncated: info.Truncated || out[0].start > 0 || out[1].start > 0,
+		Reason:    info.Reason,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &tool.Result{
+		Content:    []tool.Content{{Type: tool.ContentText, Text: strings.TrimRight(w.String(), "\n")}},
+		Structured: structured,
+		IsError:    kind != "",
+		ErrorKind:  kind,
+	}, nil
+}

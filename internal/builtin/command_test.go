@@ -1,0 +1,245 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+func TestSpecs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	tests := []struct {
+		name       string
+		concurrent bool
+		readOnly   bool
+		risk       tool.Risk
+		good, bad  []string
+	}{
+		{"execute_command", false, false, tool.RiskHigh,
+			[]string{`{"command":"ls"}`, `{"command":"ls","cwd":"a","timeout_ms":1000,"background":true}`},
+			[]string{`{}`, `{"command":""}`, `{"command":"ls","timeout_ms":0}`, `{"command":"ls","timeout_ms":999999999999}`, `{"command":"ls","x":1}`}},
+		{"await_job", true, true, tool.RiskSafe,
+			[]string{`{"job_id":"job_1"}`, `{"job_id":"job_1","timeout_ms":0}`},
+			[]string{`{}`, `{"job_id":"job_1","timeout_ms":600001}`}},
+		{"read_job_output", true, true, tool.RiskSafe,
+			[]string{`{"job_id":"j"}`, `{"job_id":"j","stream":"stderr","offset":5,"max_bytes":10,"encoding":"base64"}`},
+			[]string{`{"job_id":"j","stream":"stdin"}`, `{"job_id":"j","offset":-1}`, `{"job_id":"j","encoding":"hex"}`}},
+		{"kill_job", true, false, tool.RiskLow,
+			[]string{`{"job_id":"j"}`},
+			[]string{`{"job_id":""}`, `{"id":"j"}`}},
+	}
+	if len(e.tools) != len(tests) {
+		t.Fatalf("CommandTools returned %d tools", len(e.tools))
+	}
+	for _, tt := range tests {
+		spec := e.tools[tt.name].Spec()
+		if spec.Name != tt.name || spec.Description == "" || spec.Documentation == "" || spec.Risk != tt.risk ||
+			spec.ConcurrencySafe != tt.concurrent || spec.ReadOnly != tt.readOnly || spec.Timeout <= 0 {
+			t.Errorf("%s: spec %+v", tt.name, spec)
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(spec.Parameters))
+		if err != nil {
+			t.Fatalf("%s: parameters are not JSON: %v", tt.name, err)
+		}
+		c := jsonschema.NewCompiler()
+		url := "mem:///" + tt.name + ".json"
+		if err := c.AddResource(url, doc); err != nil {
+			t.Fatal(err)
+		}
+		schema, err := c.Compile(url)
+		if err != nil {
+			t.Fatalf("%s: schema does not compile: %v", tt.name, err)
+		}
+		for _, args := range append(tt.good, tt.bad...) {
+			v, _ := jsonschema.UnmarshalJSON(strings.NewReader(args))
+			good := strings.Contains(strings.Join(tt.good, "\n"), args)
+			if err := schema.Validate(v); (err == nil) != good {
+				t.Errorf("%s: %s valid=%v, want %v (%v)", tt.name, args, err == nil, good, err)
+			}
+		}
+	}
+}
+
+func TestExecuteCommand(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	dir := t.TempDir()
+	for _, d := range []string{"sub"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	sess := newSession("s1", dir)
+	tests := []struct {
+		name           string
+		args           map[string]any
+		kind           tool.ErrorKind
+		code           int // -1: none
+		stdout, stderr string
+		text           []string
+	}{
+		{"success", map[string]any{"command": "echo hello"}, "", 0, "hello\n", "", []string{"Exit code 0", "stdout:\nhello"}},
+		{"failure keeps output", map[string]any{"command": "echo out; echo err >&2; exit 3"}, tool.KindFailed, 3, "out\n", "err\n",
+			[]string{"Exit code 3", "stdout:\nout", "stderr:\nerr"}},
+		{"no output", map[string]any{"command": "true"}, "", 0, "", "", []string{"(no output)"}},
+		{"cwd", map[string]any{"command": "pwd", "cwd": "sub"}, "", 0, filepath.Join(dir, "sub") + "\n", "", nil},
+		{"timeout", map[string]any{"command": "echo partial; sleep 30", "timeout_ms": 400}, tool.KindTimeout, -1, "partial\n", "",
+			[]string{"Timed out", "partial"}},
+		{"cwd above the root", map[string]any{"command": "pwd", "cwd": ".."}, tool.KindInvalidArgs, -1, "", "", []string{"outside the working directory"}},
+		{"cwd absolute outside", map[string]any{"command": "pwd", "cwd": "/etc"}, tool.KindInvalidArgs, -1, "", "", []string{"outside"}},
+		{"cwd symlink escape", map[string]any{"command": "pwd", "cwd": "escape"}, tool.KindInvalidArgs, -1, "", "", []string{`symlink "escape"`}},
+		{"cwd missing", map[string]any{"command": "pwd", "cwd": "nope"}, tool.KindInvalidArgs, -1, "", "", []string{"does not exist"}},
+		{"timeout too long", map[string]any{"command": "true", "timeout_ms": int64(time.Hour / time.Millisecond)}, tool.KindInvalidArgs, -1, "", "", nil},
+		{"empty command", map[string]any{"command": " "}, tool.KindInvalidArgs, -1, "", "", nil},
+		{"unknown argument", map[string]any{"command": "true", "shell": "zsh"}, tool.KindInvalidArgs, -1, "", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res, _ := e.call(t, context.Background(), sess, "execute_command", tt.args)
+			if res.IsError != (tt.kind != "") || res.ErrorKind != tt.kind {
+				t.Fatalf("is_error %v kind %q; want %q: %s", res.IsError, res.ErrorKind, tt.kind, res.Text())
+			}
+			for _, s := range tt.text {
+				if !strings.Contains(res.Text(), s) {
+					t.Errorf("text %q lacks %q", res.Text(), s)
+				}
+			}
+			if res.Structured == nil {
+				return
+			}
+			out := decode[execOut](t, res)
+			code := -1
+			if out.ExitCode != nil {
+				code = *out.ExitCode
+			}
+			if code != tt.code || out.Stdout != tt.stdout || out.Stderr != tt.stderr || !strings.HasPrefix(out.JobID, "job_") {
+				t.Errorf("structured %+v; want code %d stdout %q stderr %q", out, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
+
+// TestExecuteProgress: progress carries every byte of both streams exactly once,
+// multi-byte characters whole, across many reads.
+func TestExecuteProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	sess := newSession("s1", t.TempDir())
+	var want strings.Builder
+	for i := 1; i <= 40; i++ {
+		for j := 1; j <= 800; j++ {
+			fmt.Fprintf(&want, "%d-%d é€😀\n", i, j)
+		}
+	}
+	cmd := `for i in $(seq 1 40); do for j in $(seq 1 800); do echo "$i-$j é€😀"; done; echo "e$i" >&2; sleep 0.005; done`
+	res, rec := e.call(t, context.Background(), sess, "execute_command", map[string]any{"command": cmd})
+	if res.IsError {
+		t.Fatalf("%s", res.Text())
+	}
+	if got := rec.text("stdout"); got != want.String() {
+		t.Errorf("progress stdout: %d bytes, want %d (valid UTF-8: %v)", len(got), want.Len(), utf8.ValidString(got))
+	}
+	var wantErr strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&wantErr, "e%d\n", i)
+	}
+	if got := rec.text("stderr"); got != wantErr.String() {
+		t.Errorf("progress stderr %q", got)
+	}
+	if rec.events < 3 {
+		t.Errorf("only %d progress events: not streamed", rec.events)
+	}
+	out := decode[execOut](t, res)
+	if !out.Truncated || !strings.HasSuffix(want.String(), out.Stdout) || len(out.Stdout) > resultBudget {
+		t.Errorf("result stdout is not a tail of the output: %d bytes, truncated %v", len(out.Stdout), out.Truncated)
+	}
+	if !strings.Contains(res.Text(), "earlier bytes are not shown; read them with read_job_output") {
+		t.Errorf("the text does not say what was cut: %q", res.Text()[:200])
+	}
+}
+
+func TestExecuteCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	sess := newSession("s1", t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	res, _ := e.call(t, ctx, sess, "execute_command", map[string]any{"command": "echo started; sleep 30"})
+	if res.ErrorKind != tool.KindCancelled || !strings.Contains(res.Text(), "started") {
+		t.Errorf("kind %q text %q", res.ErrorKind, res.Text())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cancel took %s", d)
+	}
+	out := decode[execOut](t, res)
+	sb, _ := e.m.For(sess)
+	if job, err := sb.Job(out.JobID); err != nil || job.Status() != sandbox.StatusKilled {
+		t.Errorf("job after cancel: %v %v", job, err)
+	}
+}
+
+// TestExecuteOutputLimits: beyond the output cap bytes are discarded and the result
+// says so; binary output arrives as valid UTF-8 with a note.
+func TestExecuteOutputLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{OutputCap: 64 << 10})
+	sess := newSession("s1", t.TempDir())
+	res, _ := e.call(t, context.Background(), sess, "execute_command", map[string]any{"command": "head -c 10000000 /dev/zero | tr '\\0' 'a'; echo; echo tail"})
+	if res.IsError || !strings.Contains(res.Text(), "the output cap was reached; 9934470 later bytes were discarded") {
+		t.Errorf("capped output: %v %q", res.IsError, res.Text()[max(0, len(res.Text())-300):])
+	}
+	if out := decode[execOut](t, res); !out.Truncated {
+		t.Error("structured truncated is false")
+	}
+
+	res, _ = e.call(t, context.Background(), sess, "execute_command", map[string]any{"command": `head -c 3000 /dev/urandom; printf 'ok\0\377\n'`})
+	text := res.Text()
+	if res.IsError || !utf8.ValidString(text) || strings.ContainsRune(text, 0) || !strings.Contains(text, "U+FFFD") {
+		t.Errorf("binary output: error %v, valid %v, note %v", res.IsError, utf8.ValidString(text), strings.Contains(text, "U+FFFD"))
+	}
+	if !json.Valid(res.Structured) || !strings.Contains(decode[execOut](t, res).Stdout, "ok\uFFFD\uFFFD\n") {
+		t.Errorf("binary structured output broken")
+	}
+}
+
+// TestExecuteIsolated: through the tool, an isolated sandbox writes its root and
+// nothing else, and reaches no host listener.
+func TestExecuteIsolated(t *testing.T) {
+	t.Parallel()
+	if sandbox.Detect().Isolation == "" {
+		t.Skip("this host cannot isolate")
+	}
+	e := newEnv(t, sandbox.Config{Mode: sandbox.ModeIsolated})
+	dir, outside := t.TempDir(), t.TempDir()
+	sess := newSession("s1", dir)
+	res, _ := e.call(t, context.Background(), sess, "execute_command", map[string]any{
+		"command": fmt.Sprintf(`echo inside > in.txt && cat in.txt; echo outside > %s/out.txt`, outside),
+	})
+	if res.ErrorKind != tool.KindFailed || !strings.Contains(res.Text(), "inside") || !strings.Contains(res.Text(), "Read-only file system") {
+		t.Errorf("isolated write: %q %s", res.ErrorKind, res.Text())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "in.txt")); err != nil || string(b) != "inside\n" {
+		t.Errorf("inside file: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "out.txt")); err == nil {
+		t.Error("the isolated command wrote outside its root")
+	}
+}

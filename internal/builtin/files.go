@@ -1,0 +1,361 @@
+// This file and the other files*.go, search*.go, jsonfile*.go and guard*.go files are
+// the file tools: reading, writing and editing files, listing and searching the tree,
+// and reading and writing JSON documents, all confined to the session's sandbox root.
+//
+// Every path a model gives goes through Sandbox.Resolve, which refuses ".." escapes,
+// NUL bytes, absolute paths outside the root, symlink loops and symlinks leading out of
+// it, and returns a physical path. The I/O itself then goes through an os.Root opened
+// on the sandbox root with the path relative to it, so that even a symlink swapped in
+// between the check and the use cannot lead outside the root.
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Limits shared by the file tools.
+const (
+	// maxTextFile is the largest text file read whole, edited or parsed as JSON.
+	maxTextFile = 10 << 20
+	// maxImageFile is the largest image read_file returns.
+	maxImageFile = 5 << 20
+	// maxLineChars is where long lines are cut in read_file and grep output.
+	maxLineChars = 2000
+	// outputBudget is how many bytes of listing or file text one result shows; the
+	// dispatcher's token budget (12000 tokens by default) holds about this much.
+	outputBudget = 48 << 10
+	// sniffLen is how much of a file is looked at to tell text from binary.
+	sniffLen = 8 << 10
+	// newFileMode is the mode of files the tools create.
+	newFileMode fs.FileMode = 0o644
+	// newDirMode is the mode of parent directories write tools create.
+	newDirMode fs.FileMode = 0o755
+)
+
+// FileTools returns the file tools: read_file, write_file, edit_file, multi_edit,
+// list_dir, tree, glob, grep, json_read and json_write, all working in the sandboxes m
+// hands out. The tools that change files share a per-session file guard (see guard.go).
+func FileTools(m *sandbox.Manager) []tool.Tool {
+	return []tool.Tool{
+		&readFile{m}, &writeFile{m}, &editFile{m}, &multiEdit{m},
+		&listDir{m: m, tree: false}, &listDir{m: m, tree: true},
+		&globFiles{m}, &grepFiles{m},
+		&jsonRead{m}, &jsonWrite{m},
+	}
+}
+
+// fileSpec fills the fields every file tool shares.
+func fileSpec(s tool.Spec, readOnly bool) tool.Spec {
+	s.Flags = tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly}
+	s.Risk = tool.RiskMedium
+	if readOnly {
+		s.Risk = tool.RiskSafe
+	}
+	s.Mode = tool.ModeDirect
+	s.Source = "builtin"
+	return s
+}
+
+// fileRoot is the session's sandbox root opened for one call.
+type fileRoot struct {
+	sb   sandbox.Sandbox
+	root *os.Root
+	rd   string // the physical root
+}
+
+// openFileRoot opens the session's sandbox root; the caller closes it.
+// openFile is how every single-file tool starts: it opens the session's file root,
+// resolves path to a file inside it and fetches the session's file guard. The caller
+// closes the root.
+func openFile(m *sandbox.Manager, ctx *tool.Context, path string) (*fileRoot, fileTarget, *fileGuard, error) {
+	w, err := openFileRoot(m, ctx)
+	if err != nil {
+		return nil, fileTarget{}, nil, err
+	}
+	tg, err := w.resolveFile(path)
+	if err == nil {
+		var guard *fileGuard
+		if guard, err = guardFor(ctx); err == nil {
+			return w, tg, guard, nil
+		}
+	}
+	w.Close()
+	return nil, fileTarget{}, nil, err
+}
+
+func openFileRoot(m *sandbox.Manager, ctx *tool.Context) (*fileRoot, error) {
+	sb, err := sandboxFor(m, ctx)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(sb.Root())
+	if err != nil {
+		return nil, tool.Errorf(tool.KindUnavailable, "the working directory cannot be opened: %v", err)
+	}
+	return &fileRoot{sb: sb, root: root, rd: sb.Root()}, nil
+}
+
+func (w *fileRoot) Close() { _ = w.root.Close() }
+
+// fileTarget is a path given by a model, resolved inside the root.
+type fileTarget struct {
+	given string // as the model wrote it
+	abs   string // physical, absolute, inside the root
+	rel   string // relative to the root ("." for the root itself)
+}
+
+// show names the target for the model: relative to the root, with slashes.
+func (t fileTarget) show() string { return filepath.ToSlash(t.rel) }
+
+// resolve confines a model's path to the root.
+func (w *fileRoot) resolve(given string) (fileTarget, error) {
+	abs, err := w.sb.Resolve(given)
+	if err != nil {
+		return fileTarget{}, filePathError(given, err)
+	}
+	rel, err := filepath.Rel(w.rd, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fileTarget{}, tool.Errorf(tool.KindInvalidArgs, "path %q is outside the working directory", given)
+	}
+	return fileTarget{given: given, abs: abs, rel: rel}, nil
+}
+
+// resolveFile is resolve for tools that need a file name: a path ending in "/" or
+// naming the root itself is refused.
+func (w *fileRoot) resolveFile(given string) (fileTarget, error) {
+	if strings.TrimSpace(given) == "" {
+		return fileTarget{}, tool.Errorf(tool.KindInvalidArgs, "path is empty; give a file path relative to the working directory")
+	}
+	t, err := w.resolve(given)
+	if err != nil {
+		return t, err
+	}
+	if t.rel == "." || strings.HasSuffix(given, "/") {
+		return t, tool.Errorf(tool.KindInvalidArgs, "path %q names a directory; give a file path", given)
+	}
+	return t, nil
+}
+
+// filePathError classifies an error about a path the model gave.
+func filePathError(given string, err error) error {
+	var pe *sandbox.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return tool.Errorf(tool.KindNotFound, "%q does not exist", given)
+	case errors.As(err, &pe) && (errors.Is(err, sandbox.ErrOutsideRoot) || errors.Is(err, sandbox.ErrInvalidPath) ||
+		errors.Is(err, sandbox.ErrSymlinkLoop) || errors.Is(err, sandbox.ErrNotDir)):
+		return tool.Errorf(tool.KindInvalidArgs, "%v", err)
+	case errors.Is(err, syscall.ELOOP):
+		return tool.Errorf(tool.KindInvalidArgs, "path %q: too many levels of symbolic links", given)
+	case errors.Is(err, syscall.ENOTDIR):
+		return tool.Errorf(tool.KindInvalidArgs, "path %q: a component of it is a file, not a directory", given)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return tool.Errorf(tool.KindInvalidArgs, "path %q: a name in it is too long", given)
+	case errors.Is(err, fs.ErrPermission):
+		return tool.Errorf(tool.KindFailed, "path %q: permission denied", given)
+	}
+	return tool.Errorf(tool.KindFailed, "path %q: %v", given, err)
+}
+
+// describeMode says what kind of file a mode is, for messages.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a regular file"
+}
+
+// notAFile is the error for a path that names something other than a regular file.
+func notAFile(t fileTarget, m fs.FileMode) error {
+	if m.IsDir() {
+		return tool.Errorf(tool.KindInvalidArgs, "%q is a directory, not a file; use list_dir or tree to see what it holds", t.given)
+	}
+	return tool.Errorf(tool.KindInvalidArgs, "%q is %s, not a regular file", t.given, describeMode(m))
+}
+
+// stat returns what is at t, nil when nothing is.
+func (w *fileRoot) stat(t fileTarget) (fs.FileInfo, error) {
+	fi, err := w.root.Stat(t.rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, filePathError(t.given, err)
+	}
+	return fi, nil
+}
+
+// openRegular opens t for reading, refusing anything but an existing regular file.
+// O_NONBLOCK keeps a named pipe swapped in after the check from blocking the call.
+func (w *fileRoot) openRegular(t fileTarget) (*os.File, fs.FileInfo, error) {
+	f, err := w.root.OpenFile(t.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, filePathError(t.given, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, filePathError(t.given, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, notAFile(t, fi.Mode())
+	}
+	return f, fi, nil
+}
+
+// openNonBlocking opens rel (a slash path relative to the root) for reading without
+// blocking on a named pipe that a model may have put where a file or directory was.
+func (w *fileRoot) openNonBlocking(rel string) (*os.File, error) {
+	return w.root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// readWhole reads a regular file of at most limit bytes.
+func (w *fileRoot) readWhole(t fileTarget, limit int64) ([]byte, fs.FileInfo, error) {
+	f, fi, err := w.openRegular(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if fi.Size() > limit {
+		return nil, nil, tool.Errorf(tool.KindFailed, "%q is %s, larger than the %s this tool handles", t.given, sizeText(fi.Size()), sizeText(limit))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, nil, filePathError(t.given, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, nil, tool.Errorf(tool.KindFailed, "%q grew beyond %s while it was read", t.given, sizeText(limit))
+	}
+	return data, fi, nil
+}
+
+// writeAtomic replaces (or creates) t with data: a temporary file in the same
+// directory, synced, given the mode, then renamed over t. Readers see the old or the
+// new content, never a mix. mkdirs creates missing parent directories.
+func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdirs bool) (fs.FileInfo, error) {
+	dir := filepath.Dir(t.rel)
+	if mkdirs && dir != "." {
+		if err := w.root.MkdirAll(dir, newDirMode); err != nil {
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				return nil, tool.Errorf(tool.KindInvalidArgs, "cannot create the parent directories of %q: a component is a file", t.given)
+			}
+			return nil, filePathError(t.given, err)
+		}
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(dir, "."+filepath.Base(t.rel)+".tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, filePathError(t.given, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			_ = w.root.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return nil, tool.Errorf(tool.KindFailed, "writing %q: %v", t.given, err)
+	}
+	if err := f.Chmod(mode.Perm()); err != nil {
+		return nil, tool.Errorf(tool.KindFailed, "writing %q: %v", t.given, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, tool.Errorf(tool.KindFailed, "writing %q: %v", t.given, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, tool.Errorf(tool.KindFailed, "writing %q: %v", t.given, err)
+	}
+	if err := w.root.Rename(tmp, t.rel); err != nil {
+		_ = w.root.Remove(tmp)
+		done = true
+		return nil, filePathError(t.given, err)
+	}
+	done = true
+	fi, err := w.root.Stat(t.rel)
+	if err != nil {
+		return nil, filePathError(t.given, err)
+	}
+	return fi, nil
+}
+
+// sizeText renders a byte count for a model.
+func sizeText(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
+
+// textResult is a successful result with one text block and optional structured and
+// details values (nil leaves them out).
+func fileResult(text string, structured, details any) (*tool.Result, error) {
+	res := tool.TextResult(text)
+	if structured != nil {
+		b, err := marshalNoEscape(structured)
+		if err != nil {
+			return nil, err
+		}
+		res.Structured = b
+	}
+	if details != nil {
+		b, err := marshalNoEscape(details)
+		if err != nil {
+			return nil, err
+		}
+		res.Details = b
+	}
+	return res, nil
+}
+
+// callEndError turns a context's end into the matching error.
+func callEndError(ctx *tool.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return tool.Errorf(tool.KindTimeout, "the call's deadline passed")
+	}
+	return tool.Errorf(tool.KindCancelled, "the call was cancelled")
+}
+
+// marshalNoEscape is json.Marshal without HTML escaping: results are read by models and
+// programs, not embedded in web pages, and "<" reads better than "\u003c".
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

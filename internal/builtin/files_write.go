@@ -1,0 +1,182 @@
+package builtin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+type writeFile struct{ m *sandbox.Manager }
+
+type writeFileArgs struct {
+	Path    string  `json:"path"`
+	Content *string `json:"content"`
+}
+
+// writeFileOutput is the structured result of write_file.
+type writeFileOutput struct {
+	Path    string `json:"path"`
+	Created bool   `json:"created"`
+	Bytes   int    `json:"bytes"`
+	Lines   int    `json:"lines"`
+}
+
+func (t *writeFile) Spec() tool.Spec {
+	return fileSpec(tool.Spec{
+		Name:  "write_file",
+		Label: "Write file",
+		Description: "Create a file, or replace the whole content of one. Missing parent directories are created. " +
+			"An existing file must have been read in this session (read_file) and be unchanged since; " +
+			"prefer edit_file for changes to part of a file.",
+		Parameters: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "minLength": 1, "description": "The file, relative to the working directory (absolute paths must lie inside it)."},
+    "content": {"type": "string", "description": "The complete new content of the file."}
+  },
+  "required": ["path", "content"],
+  "additionalProperties": false
+}`),
+		Documentation: writeFileDoc,
+		Timeout:       time.Minute,
+	}, false)
+}
+
+func (t *writeFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
+	var args writeFileArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return nil, err
+	}
+	if args.Content == nil {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "content is required (use \"\" for an empty file)")
+	}
+	w, tg, guard, err := openFile(t.m, ctx, args.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	mode, created, err := w.mayReplace(tg, guard, "write_file")
+	if err != nil {
+		return nil, err
+	}
+	data := []byte(*args.Content)
+	if err := w.commit(ctx, guard, tg, data, mode, true); err != nil {
+		return nil, err
+	}
+	out := writeFileOutput{Path: tg.show(), Created: created, Bytes: len(data), Lines: countTextLines(*args.Content)}
+	verb := "Overwrote"
+	if created {
+		verb = "Created"
+	}
+	return fileResult(fmt.Sprintf("%s %s (%d lines, %s).", verb, out.Path, out.Lines, sizeText(int64(out.Bytes))), out, nil)
+}
+
+// mayReplace checks that the session may write tg: either nothing is there yet, or a
+// regular file the guard allows replacing. It returns the mode the new content gets
+// and whether the file is new.
+func (w *fileRoot) mayReplace(tg fileTarget, guard *fileGuard, toolName string) (fs.FileMode, bool, error) {
+	fi, err := w.stat(tg)
+	if err != nil {
+		return 0, false, err
+	}
+	if fi == nil {
+		return newFileMode, true, nil
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, false, notAFile(tg, fi.Mode())
+	}
+	v, err := guard.check(tg.abs, fi, func() ([]byte, error) {
+		if fi.Size() > maxGuardHash {
+			return nil, nil
+		}
+		data, _, err := w.readWhole(tg, maxGuardHash)
+		return data, err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	if v != guardOK {
+		return 0, false, guardError(v, tg, toolName)
+	}
+	return fi.Mode(), false, nil
+}
+
+// loadForEdit reads an existing text file the session may change: it must exist, be a
+// regular file of at most maxTextFile bytes, be valid UTF-8 and pass the guard.
+func (w *fileRoot) loadForEdit(tg fileTarget, guard *fileGuard, toolName string) ([]byte, fs.FileInfo, error) {
+	fi, err := w.stat(tg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi == nil {
+		return nil, nil, tool.Errorf(tool.KindNotFound, "%q does not exist; create it with write_file", tg.given)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, notAFile(tg, fi.Mode())
+	}
+	data, fi, err := w.readWhole(tg, maxTextFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !utf8.Valid(data) {
+		line, _ := invalidUTF8At(data)
+		return nil, nil, tool.Errorf(tool.KindFailed,
+			"%q is not valid UTF-8 text (the first invalid byte is on line %d); %s only changes UTF-8 text files, as it could not keep other encodings intact. Nothing was written.",
+			tg.given, line, toolName)
+	}
+	v, err := guard.check(tg.abs, fi, func() ([]byte, error) { return data, nil })
+	if err != nil {
+		return nil, nil, err
+	}
+	if v != guardOK {
+		return nil, nil, guardError(v, tg, toolName)
+	}
+	return data, fi, nil
+}
+
+// commit writes data to tg atomically and records the result in the guard, so that the
+// session can go on changing the file without reading it again.
+func (w *fileRoot) commit(ctx *tool.Context, guard *fileGuard, tg fileTarget, data []byte, mode fs.FileMode, mkdirs bool) error {
+	if ctx.Err() != nil {
+		return callEndError(ctx)
+	}
+	fi, err := w.writeAtomic(tg, data, mode, mkdirs)
+	if err != nil {
+		return err
+	}
+	guard.record(tg.abs, stampOf(fi, data))
+	return nil
+}
+
+// invalidUTF8At finds the first byte of data that is not valid UTF-8: its line (from 1)
+// and offset; -1 when there is none.
+func invalidUTF8At(data []byte) (line, offset int) {
+	line = 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return line, i
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return line, -1
+}
+
+// countTextLines counts lines the way an editor shows them: a final line without a newline
+// counts, an empty text has none.
+func countTextLines(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,485 @@
+// Package config loads toolserverd's configuration: defaults, then a YAML file
+// (--config), then TOOLSERVER_* environment variables, then flags. Unknown keys and bad
+// values stop start-up with a message naming the key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Config is the whole configuration. The mapstructure tags are the YAML keys; the
+// environment variable of a key is TOOLSERVER_ + the key upper-cased with dots as
+// underscores (progress.flush_bytes → TOOLSERVER_PROGRESS_FLUSH_BYTES).
+type Config struct {
+	// Addr is the listen address; port 0 picks a free port (the log says which).
+	Addr string `mapstructure:"addr"`
+	// DataDir holds the embedded SQLite store, session workspaces and output logs.
+	DataDir string `mapstructure:"data_dir"`
+	// Store selects the store: empty for SQLite in DataDir, sqlite:PATH, or a
+	// postgres:// URL.
+	Store string `mapstructure:"store"`
+	// ReplicaID names this process on call records; calls it left running are marked
+	// failed when it starts again. Defaults to the host name.
+	ReplicaID string `mapstructure:"replica_id"`
+	// MaxBodyBytes caps request bodies.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// MaxToolResultTokens is the token budget of a result sent to the model; invalid or
+	// ≤ 0 falls back to 12000.
+	MaxToolResultTokens int `mapstructure:"max_tool_result_tokens"`
+	// ShutdownTimeout is how long in-flight calls may run after SIGTERM before they are
+	// cancelled.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+
+	Log      LogConfig      `mapstructure:"log"`
+	Calls    CallsConfig    `mapstructure:"calls"`
+	Sessions SessionsConfig `mapstructure:"sessions"`
+	Progress ProgressConfig `mapstructure:"progress"`
+	Sandbox  SandboxConfig  `mapstructure:"sandbox"`
+	Web      WebConfig      `mapstructure:"web"`
+	MCP      MCPConfig      `mapstructure:"mcp"`
+	Skills   SkillsConfig   `mapstructure:"skills"`
+	// MCPServers are the upstream MCP servers whose tools are served as
+	// mcp__{name}__{tool}. YAML only; servers can also be added at run time.
+	MCPServers []MCPServerConfig `mapstructure:"mcp_servers"`
+	// ToolGroups are bundles of tools a session switches on and off with reset_tools;
+	// tools in no group are always available (the basic group). YAML only.
+	ToolGroups []ToolGroupConfig `mapstructure:"tool_groups"`
+	// ExternalTools are tools answered from outside the daemon (a person, a UI, another
+	// system), like the built-in ask_user: their calls wait for POST
+	// /v1/tool-calls/{id}/result. YAML only.
+	ExternalTools []ExternalToolConfig `mapstructure:"external_tools"`
+	Permissions   PermissionsConfig    `mapstructure:"permissions"`
+
+	// File is the config file that was read, if any (not a key).
+	File string `mapstructure:"-"`
+	// Warnings are problems that did not stop start-up (not a key).
+	Warnings []string `mapstructure:"-"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `mapstructure:"level"`
+	// Format is json or text.
+	Format string `mapstructure:"format"`
+}
+
+// CallsConfig bounds tool calls.
+type CallsConfig struct {
+	// DefaultTimeout is a call's deadline when neither its tool nor the request sets one.
+	DefaultTimeout time.Duration `mapstructure:"default_timeout"`
+	// MaxTimeout caps every call's deadline, whatever the tool or request asks.
+	MaxTimeout time.Duration `mapstructure:"max_timeout"`
+}
+
+// SessionsConfig configures sessions.
+type SessionsConfig struct {
+	// WorkdirRoots are directories under which a session may set its workdir. Without
+	// any, each session works in its own directory under data_dir/workspaces.
+	WorkdirRoots []string `mapstructure:"workdir_roots"`
+}
+
+// ProgressConfig configures the live tool_progress channel.
+type ProgressConfig struct {
+	// Enabled turns tool_progress events on.
+	Enabled bool `mapstructure:"enabled"`
+	// FlushIntervalMS is the coalescing window; 0 sends every write at once.
+	FlushIntervalMS int `mapstructure:"flush_interval_ms"`
+	// FlushBytes flushes a stream's buffer as soon as it holds this many bytes.
+	FlushBytes int `mapstructure:"flush_bytes"`
+}
+
+// SandboxConfig configures where commands run.
+type SandboxConfig struct {
+	// Mode is local (confined to the session's workdir) or isolated (namespaces).
+	Mode string `mapstructure:"mode"`
+	// AllowNetwork lets isolated commands reach the network.
+	AllowNetwork bool `mapstructure:"allow_network"`
+	// OutputCapBytes caps each stream of a command's output log.
+	OutputCapBytes int64 `mapstructure:"output_cap_bytes"`
+}
+
+// SkillsConfig points at folders of Agent Skills (SKILL.md with frontmatter).
+type SkillsConfig struct {
+	// Dirs are scanned in order; a skill name found twice is taken from the first.
+	Dirs []string `mapstructure:"dirs"`
+	// Watch picks up changes on disk without a restart.
+	Watch bool `mapstructure:"watch"`
+}
+
+// MCPConfig tunes the MCP proxy.
+type MCPConfig struct {
+	// PrefixMode names tools mcp__{server}__{tool} (always), only on a name clash
+	// (on_collision), or never.
+	PrefixMode string `mapstructure:"prefix_mode"`
+	// HealthInterval is how often each server is pinged.
+	HealthInterval time.Duration `mapstructure:"health_interval"`
+}
+
+// MCPServerConfig declares one upstream MCP server.
+type MCPServerConfig struct {
+	Name           string            `mapstructure:"name"`
+	Transport      string            `mapstructure:"transport"` // stdio, sse, streamable_http
+	Command        string            `mapstructure:"command"`
+	Args           []string          `mapstructure:"args"`
+	Env            map[string]string `mapstructure:"env"`
+	URL            string            `mapstructure:"url"`
+	Headers        map[string]string `mapstructure:"headers"`
+	ConnectTimeout time.Duration     `mapstructure:"connect_timeout"`
+	CallTimeout    time.Duration     `mapstructure:"call_timeout"`
+	Enabled        *bool             `mapstructure:"enabled"` // default true
+	Prefix         string            `mapstructure:"prefix"`
+}
+
+// ToolGroupConfig declares one tool group.
+type ToolGroupConfig struct {
+	Name         string   `mapstructure:"name"`
+	Description  string   `mapstructure:"description"`
+	Instructions string   `mapstructure:"instructions"`
+	Tools        []string `mapstructure:"tools"`       // tool name patterns
+	MCPServers   []string `mapstructure:"mcp_servers"` // every tool of these servers
+	Skills       []string `mapstructure:"skills"`      // skill name patterns
+}
+
+// ExternalToolConfig declares one external tool.
+type ExternalToolConfig struct {
+	Name        string         `mapstructure:"name"`
+	Description string         `mapstructure:"description"`
+	Parameters  map[string]any `mapstructure:"parameters"` // JSON Schema of the arguments
+}
+
+// PermissionsConfig is the operator's permission policy and approval settings.
+type PermissionsConfig struct {
+	// Allow, Ask and Deny are rules such as `execute_command(git status:*)`,
+	// `write_file(src/**)` or `mcp__github__*`.
+	Allow []string `mapstructure:"allow"`
+	Ask   []string `mapstructure:"ask"`
+	Deny  []string `mapstructure:"deny"`
+	// RiskPolicy maps a risk level (safe, low, medium, high, critical) to allow, ask or
+	// deny for calls no rule decided; missing levels keep their defaults.
+	RiskPolicy map[string]string `mapstructure:"risk_policy"`
+	// RiskOverrides sets the risk of tools by name or glob.
+	RiskOverrides map[string]string `mapstructure:"risk_overrides"`
+	// ApprovalTTL is how long an approval request waits for a decision before it
+	// expires (the call is then denied).
+	ApprovalTTL time.Duration `mapstructure:"approval_ttl"`
+	// AutoApprove turns every ask into an allow. For development only.
+	AutoApprove bool `mapstructure:"auto_approve"`
+}
+
+// WebConfig configures web_fetch and web_search.
+type WebConfig struct {
+	Fetch  WebFetchConfig  `mapstructure:"fetch"`
+	Search WebSearchConfig `mapstructure:"search"`
+}
+
+// WebFetchConfig configures web_fetch. Loopback, private, link-local and metadata
+// addresses are refused unless allowed here.
+type WebFetchConfig struct {
+	// AllowHosts are host names (or *.suffix patterns, or IPs) web_fetch may reach even
+	// when they resolve to internal addresses.
+	AllowHosts []string `mapstructure:"allow_hosts"`
+	// AllowCIDRs are internal address ranges web_fetch may reach.
+	AllowCIDRs []string `mapstructure:"allow_cidrs"`
+	// Proxy is an HTTP proxy URL for fetches; environment proxies are never used.
+	Proxy string `mapstructure:"proxy"`
+}
+
+// WebSearchConfig selects web_search's provider; without one the tool is absent.
+type WebSearchConfig struct {
+	// Provider is searxng, brave, or empty (no web_search tool).
+	Provider string `mapstructure:"provider"`
+	// BaseURL is the SearXNG instance, or an override of Brave's API address.
+	BaseURL string `mapstructure:"base_url"`
+	// APIKey is Brave's subscription token (or a bearer token for SearXNG).
+	APIKey string `mapstructure:"api_key"`
+}
+
+// Defaults returns the zero-configuration settings.
+func Defaults() Config {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "toolserverd"
+	}
+	return Config{
+		Addr:                "127.0.0.1:8080",
+		DataDir:             "data",
+		ReplicaID:           host,
+		MaxBodyBytes:        8 << 20,
+		MaxToolResultTokens: 12000,
+		ShutdownTimeout:     30 * time.Second,
+		Log:                 LogConfig{Level: "info", Format: "json"},
+		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute},
+		Progress:            ProgressConfig{Enabled: true, FlushIntervalMS: 50, FlushBytes: 16384},
+		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20},
+		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
+		MCP:                 MCPConfig{PrefixMode: "always", HealthInterval: 15 * time.Second},
+		Skills:              SkillsConfig{Watch: true},
+	}
+}
+
+// Load reads the configuration from args (flags, without the program name) and the
+// environment (as os.Environ returns it).
+func Load(args, environ []string) (Config, error) {
+	fs := pflag.NewFlagSet("toolserverd", pflag.ContinueOnError)
+	fs.SetOutput(nopWriter{})
+	file := fs.String("config", "", "YAML config file")
+	fs.String("addr", "", "listen address (TOOLSERVER_ADDR)")
+	fs.String("data-dir", "", "data directory (TOOLSERVER_DATA_DIR)")
+	fs.String("store", "", "store: postgres://… or sqlite:PATH (TOOLSERVER_STORE)")
+	fs.String("log-level", "", "debug, info, warn or error (TOOLSERVER_LOG_LEVEL)")
+	fs.String("log-format", "", "json or text (TOOLSERVER_LOG_FORMAT)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("config: %w\n%s", err, fs.FlagUsages())
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+
+	v := viper.New()
+	setDefaults(v, "", reflect.ValueOf(Defaults()))
+	var warnings []string
+	env := envMap(environ)
+	if *file == "" {
+		*file = env["TOOLSERVER_CONFIG"]
+	}
+	if *file != "" {
+		v.SetConfigFile(*file)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, fmt.Errorf("config: read %s: %w", *file, err)
+		}
+	}
+	for key := range keys(reflect.TypeOf(Config{}), "") {
+		name := "TOOLSERVER_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		if val, ok := env[name]; ok {
+			if key == "max_tool_result_tokens" {
+				if n, err := strconv.Atoi(strings.TrimSpace(val)); err != nil || n <= 0 {
+					warnings = append(warnings, fmt.Sprintf("%s=%q is not a positive integer; using %d", name, val, Defaults().MaxToolResultTokens))
+					continue
+				}
+			}
+			if _, isList := listKeys[key]; isList {
+				v.Set(key, splitList(val))
+				continue
+			}
+			v.Set(key, val)
+		}
+	}
+	for flag, key := range map[string]string{"addr": "addr", "data-dir": "data_dir", "store": "store", "log-level": "log.level", "log-format": "log.format"} {
+		if f := fs.Lookup(flag); f.Changed {
+			v.Set(key, f.Value.String())
+		}
+	}
+
+	var c Config
+	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
+		dc.ErrorUnused = true
+		dc.WeaklyTypedInput = true
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		)
+	})
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if c.MaxToolResultTokens <= 0 {
+		warnings = append(warnings, fmt.Sprintf("max_tool_result_tokens %d is not positive; using %d", c.MaxToolResultTokens, Defaults().MaxToolResultTokens))
+		c.MaxToolResultTokens = Defaults().MaxToolResultTokens
+	}
+	c.File = *file
+	c.Warnings = warnings
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// listKeys are the keys whose environment value is a comma-separated list.
+var listKeys = map[string]struct{}{"sessions.workdir_roots": {}, "web.fetch.allow_hosts": {}, "web.fetch.allow_cidrs": {},
+	"permissions.allow": {}, "permissions.ask": {}, "permissions.deny": {}, "skills.dirs": {}}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Validate checks every key, naming the first bad one.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if _, port, err := net.SplitHostPort(c.Addr); err != nil {
+		bad("addr", "%q is not host:port (%v)", c.Addr, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		bad("addr", "port %q is not a number from 0 to 65535", port)
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if c.Store != "" && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") && !strings.HasPrefix(c.Store, "sqlite:") {
+		bad("store", "%q must be empty (SQLite in data_dir), sqlite:PATH or a postgres:// URL", redact(c.Store))
+	}
+	if c.ReplicaID == "" {
+		bad("replica_id", "must not be empty")
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("max_body_bytes", "%d is below 1024", c.MaxBodyBytes)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "must not be negative")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		bad("log.format", "%q is not json or text", c.Log.Format)
+	}
+	if c.Calls.DefaultTimeout <= 0 {
+		bad("calls.default_timeout", "must be positive")
+	}
+	if c.Calls.MaxTimeout < c.Calls.DefaultTimeout {
+		bad("calls.max_timeout", "%s is below calls.default_timeout %s", c.Calls.MaxTimeout, c.Calls.DefaultTimeout)
+	}
+	for _, r := range c.Sessions.WorkdirRoots {
+		if !filepath.IsAbs(r) {
+			bad("sessions.workdir_roots", "%q is not an absolute path", r)
+		}
+	}
+	if c.Progress.FlushIntervalMS < 0 {
+		bad("progress.flush_interval_ms", "must not be negative")
+	}
+	if c.Progress.FlushBytes < 1 {
+		bad("progress.flush_bytes", "must be at least 1")
+	}
+	switch c.Sandbox.Mode {
+	case "local", "isolated":
+	default:
+		bad("sandbox.mode", "%q is not local or isolated", c.Sandbox.Mode)
+	}
+	switch c.Web.Search.Provider {
+	case "":
+	case "searxng", "brave":
+		if c.Web.Search.Provider == "searxng" && c.Web.Search.BaseURL == "" {
+			bad("web.search.base_url", "is required for the searxng provider")
+		}
+		if c.Web.Search.Provider == "brave" && c.Web.Search.APIKey == "" {
+			bad("web.search.api_key", "is required for the brave provider")
+		}
+	default:
+		bad("web.search.provider", "%q is not searxng, brave or empty", c.Web.Search.Provider)
+	}
+	switch c.MCP.PrefixMode {
+	case "always", "on_collision", "never":
+	default:
+		bad("mcp.prefix_mode", "%q is not always, on_collision or never", c.MCP.PrefixMode)
+	}
+	if c.MCP.HealthInterval <= 0 {
+		bad("mcp.health_interval", "must be positive")
+	}
+	for i, t := range c.ExternalTools {
+		if t.Name == "" || t.Description == "" {
+			bad(fmt.Sprintf("external_tools[%d]", i), "needs a name and a description")
+		}
+	}
+	if c.Permissions.ApprovalTTL <= 0 {
+		bad("permissions.approval_ttl", "must be positive")
+	}
+	if c.Sandbox.OutputCapBytes < 1024 {
+		bad("sandbox.output_cap_bytes", "%d is below 1024", c.Sandbox.OutputCapBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// redact hides a password in a URL for messages.
+func redact(s string) string {
+	if i := strings.Index(s, "@"); i > 0 {
+		if j := strings.Index(s, "://"); j > 0 && j < i {
+			return s[:j+3] + "…@" + s[i+1:]
+		}
+	}
+	return s
+}
+
+// Keys lists every configuration key, for the config reference and its test.
+func Keys() []string {
+	var out []string
+	for k := range keys(reflect.TypeOf(Config{}), "") {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func keys(t reflect.Type, prefix string) map[string]bool {
+	out := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("mapstructure")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			for k := range keys(f.Type, prefix+tag+".") {
+				out[k] = true
+			}
+			continue
+		}
+		out[prefix+tag] = true
+	}
+	return out
+}
+
+func setDefaults(v *viper.Viper, prefix string, val reflect.Value) {
+	t := val.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("mapstructure")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct {
+			setDefaults(v, prefix+tag+".", val.Field(i))
+			continue
+		}
+		v.SetDefault(prefix+tag, val.Field(i).Interface())
+	}
+}
+
+func envMap(environ []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "TOOLSERVER_") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }

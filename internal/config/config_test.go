@@ -1,0 +1,140 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:8080" || c.DataDir != "data" || c.Store != "" || c.MaxToolResultTokens != 12000 || !c.Progress.Enabled || c.Progress.FlushIntervalMS != 50 {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "addr: 127.0.0.1:9000\ndata_dir: /var/lib/x\ncalls:\n  default_timeout: 45s\nprogress:\n  flush_bytes: 1024\nsessions:\n  workdir_roots: [/srv/a, /srv/b]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TOOLSERVER_ADDR=127.0.0.1:9001", "TOOLSERVER_PROGRESS_FLUSH_INTERVAL_MS=0", "TOOLSERVER_PROGRESS_ENABLED=false", "TOOLSERVER_SESSIONS_WORKDIR_ROOTS=/srv/c, /srv/d", "OTHER=1"}
+	c, err := Load([]string{"--config", file, "--addr", "127.0.0.1:0"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"flag beats env and file", c.Addr, "127.0.0.1:0"},
+		{"file beats default", c.DataDir, "/var/lib/x"},
+		{"file duration", c.Calls.DefaultTimeout, 45 * time.Second},
+		{"file nested int", c.Progress.FlushBytes, 1024},
+		{"env int zero", c.Progress.FlushIntervalMS, 0},
+		{"env bool", c.Progress.Enabled, false},
+		{"env list beats file", strings.Join(c.Sessions.WorkdirRoots, "|"), "/srv/c|/srv/d"},
+		{"default kept", c.Calls.MaxTimeout, 30 * time.Minute},
+		{"file recorded", c.File, file},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	c, err = Load([]string{"--data-dir", "/tmp/d", "--store", "postgres://u:p@127.0.0.1/db"}, []string{"TOOLSERVER_DATA_DIR=/nope"})
+	if err != nil || c.DataDir != "/tmp/d" || c.Store != "postgres://u:p@127.0.0.1/db" {
+		t.Fatalf("flags: %+v %v", c, err)
+	}
+	c, err = Load(nil, []string{"TOOLSERVER_CONFIG=" + file})
+	if err != nil || c.Addr != "127.0.0.1:9000" {
+		t.Fatalf("TOOLSERVER_CONFIG: %v %v", c.Addr, err)
+	}
+}
+
+func TestInvalidConfigNamesTheKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(s string) string {
+		f := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+time.Now().Format("150405.000000000")+".yaml")
+		if err := os.WriteFile(f, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"bad addr", []string{"--addr", "localhost"}, nil, "addr"},
+		{"bad port", nil, []string{"TOOLSERVER_ADDR=127.0.0.1:99999"}, "addr"},
+		{"bad store", []string{"--store", "mysql://x"}, nil, "store"},
+		{"bad level", []string{"--log-level", "loud"}, nil, "log.level"},
+		{"bad duration", nil, []string{"TOOLSERVER_CALLS_DEFAULT_TIMEOUT=soon"}, "calls.default_timeout"},
+		{"max below default", nil, []string{"TOOLSERVER_CALLS_MAX_TIMEOUT=1s"}, "calls.max_timeout"},
+		{"relative root", nil, []string{"TOOLSERVER_SESSIONS_WORKDIR_ROOTS=rel/dir"}, "sessions.workdir_roots"},
+		{"bad sandbox", nil, []string{"TOOLSERVER_SANDBOX_MODE=docker"}, "sandbox.mode"},
+		{"negative interval", nil, []string{"TOOLSERVER_PROGRESS_FLUSH_INTERVAL_MS=-1"}, "progress.flush_interval_ms"},
+		{"unknown key in file", []string{"--config", write("adr: 1\n")}, nil, "adr"},
+		{"unknown nested key", []string{"--config", write("calls:\n  timeout: 1s\n")}, nil, "calls"},
+		{"wrong type in file", []string{"--config", write("max_body_bytes: lots\n")}, nil, "max_body_bytes"},
+		{"missing file", []string{"--config", "/nonexistent.yaml"}, nil, "nonexistent.yaml"},
+		{"unknown flag", []string{"--nope"}, nil, "nope"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(c.args, c.env)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v does not name %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestMaxToolResultTokensFallsBack(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"abc", "0", "-5", ""} {
+		c, err := Load(nil, []string{"TOOLSERVER_MAX_TOOL_RESULT_TOKENS=" + v})
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if c.MaxToolResultTokens != 12000 || len(c.Warnings) != 1 {
+			t.Errorf("%q: tokens %d warnings %v", v, c.MaxToolResultTokens, c.Warnings)
+		}
+	}
+	c, err := Load(nil, []string{"TOOLSERVER_MAX_TOOL_RESULT_TOKENS=3000"})
+	if err != nil || c.MaxToolResultTokens != 3000 {
+		t.Fatalf("valid value: %d %v", c.MaxToolResultTokens, err)
+	}
+}
+
+// TestReferenceDocumentsEveryKey keeps docs/config.md and deploy/config.example.yaml
+// in step with the Config struct.
+func TestReferenceDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"../../docs/config.md", "../../deploy/config.example.yaml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range Keys() {
+			leaf := k[strings.LastIndex(k, ".")+1:]
+			if f == "../../docs/config.md" && !strings.Contains(string(b), "`"+k+"`") {
+				t.Errorf("%s does not document %s", f, k)
+			}
+			if f != "../../docs/config.md" && !strings.Contains(string(b), leaf+":") {
+				t.Errorf("%s has no %s", f, k)
+			}
+		}
+	}
+}

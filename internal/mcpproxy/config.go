@@ -1,0 +1,264 @@
+// Package mcpproxy connects toolserverd to upstream MCP servers (stdio, SSE and
+// streamable HTTP, through mark3labs/mcp-go) and registers their tools in a
+// toolmgr.Manager: one supervisor goroutine per server connects, health-checks,
+// reconnects with backoff and keeps the registry in step with the server's tool list.
+//
+// A server that goes down keeps its tools registered: they answer with an
+// "unavailable" error at once until the server is back. Session whitelists, the
+// schemas a model was given and prompt caches therefore stay stable across an
+// upstream crash, and the model learns that the tool is down rather than unknown.
+// Tools of a server that never connected are not known, so nothing is registered
+// for it; Remove unregisters a server's tools.
+package mcpproxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+)
+
+// Transports.
+const (
+	TransportStdio          = "stdio"
+	TransportSSE            = "sse"
+	TransportStreamableHTTP = "streamable_http"
+)
+
+// Prefix modes: how upstream tool names become registry names.
+const (
+	// PrefixAlways names every tool mcp__{server}__{tool} (or Prefix + tool).
+	PrefixAlways = "always"
+	// PrefixOnCollision uses the bare tool name unless it is taken, then the prefixed one.
+	PrefixOnCollision = "on_collision"
+	// PrefixNever uses bare names and refuses a tool whose name is taken.
+	PrefixNever = "never"
+)
+
+// Defaults.
+const (
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultCallTimeout    = 60 * time.Second
+	DefaultHealthInterval = 15 * time.Second
+	DefaultMaxBackoff     = time.Minute
+)
+
+var serverName = regexp.MustCompile(`^[a-z0-9_-]+$`)
+
+// ServerConfig declares one upstream MCP server.
+type ServerConfig struct {
+	// Name identifies the server: [a-z0-9_-]+, unique. It appears in tool names
+	// (mcp__{name}__{tool}), in tool sources (mcp:{name}) and in metrics.
+	Name string `json:"name"`
+	// Transport is stdio, sse or streamable_http.
+	Transport string `json:"transport"`
+	// Command, Args and Env start a stdio server. Env is added to the daemon's
+	// environment.
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// URL and Headers reach an HTTP server: the /sse endpoint for sse, the MCP
+	// endpoint (usually /mcp) for streamable_http.
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// ConnectTimeout bounds one connection attempt (start, initialize, list tools).
+	ConnectTimeout time.Duration `json:"-"`
+	// CallTimeout bounds every tool call; a shorter deadline of the call wins.
+	CallTimeout time.Duration `json:"-"`
+	// Enabled servers are connected; disabled ones are listed in Status only.
+	Enabled bool `json:"enabled"`
+	// Prefix, when set, replaces the whole "mcp__{name}__" prefix of tool names.
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// serverConfigJSON is ServerConfig on the wire and in the store: durations as Go
+// duration strings ("30s"), so that a stored config reads well.
+// A missing "enabled" means enabled.
+type serverConfigJSON struct {
+	serverConfigFields
+	ConnectTimeout string `json:"connect_timeout,omitempty"`
+	CallTimeout    string `json:"call_timeout,omitempty"`
+	Enabled        *bool  `json:"enabled,omitempty"`
+}
+
+// serverConfigFields has ServerConfig's fields without its JSON methods.
+type serverConfigFields ServerConfig
+
+// MarshalJSON writes durations as strings.
+func (c ServerConfig) MarshalJSON() ([]byte, error) {
+	j := serverConfigJSON{serverConfigFields: serverConfigFields(c), Enabled: &c.Enabled}
+	if c.ConnectTimeout > 0 {
+		j.ConnectTimeout = c.ConnectTimeout.String()
+	}
+	if c.CallTimeout > 0 {
+		j.CallTimeout = c.CallTimeout.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *ServerConfig) UnmarshalJSON(b []byte) error {
+	var j serverConfigJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*c = ServerConfig(j.serverConfigFields)
+	c.Enabled = j.Enabled == nil || *j.Enabled
+	for _, d := range []struct {
+		s   string
+		dst *time.Duration
+	}{{j.ConnectTimeout, &c.ConnectTimeout}, {j.CallTimeout, &c.CallTimeout}} {
+		if d.s == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.s)
+		if err != nil {
+			return fmt.Errorf("mcp server %q: %w", c.Name, err)
+		}
+		*d.dst = v
+	}
+	return nil
+}
+
+// Validate checks the fields the transport needs.
+func (c *ServerConfig) Validate() error {
+	if !serverName.MatchString(c.Name) {
+		return fmt.Errorf("mcp server name %q must match [a-z0-9_-]+", c.Name)
+	}
+	var errs []error
+	switch c.Transport {
+	case TransportStdio:
+		if c.Command == "" {
+			errs = append(errs, errors.New("command is required for transport stdio"))
+		}
+		if c.URL != "" {
+			errs = append(errs, errors.New("url is not used by transport stdio"))
+		}
+	case TransportSSE, TransportStreamableHTTP:
+		if c.URL == "" {
+			errs = append(errs, fmt.Errorf("url is required for transport %s", c.Transport))
+		} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("url %q must be an absolute http or https URL", c.URL))
+		}
+		if c.Command != "" {
+			errs = append(errs, fmt.Errorf("command is not used by transport %s", c.Transport))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("transport %q must be stdio, sse or streamable_http", c.Transport))
+	}
+	if c.ConnectTimeout < 0 || c.CallTimeout < 0 {
+		errs = append(errs, errors.New("timeouts must not be negative"))
+	}
+	if c.Prefix != "" && !validToolName.MatchString(c.Prefix) {
+		errs = append(errs, fmt.Errorf("prefix %q may only contain [a-zA-Z0-9_-]", c.Prefix))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("mcp server %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// withDefaults fills zero timeouts.
+func (c ServerConfig) withDefaults() ServerConfig {
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	return c
+}
+
+// prefix is what PrefixAlways puts before the upstream tool name.
+func (c *ServerConfig) prefix() string {
+	if c.Prefix != "" {
+		return c.Prefix
+	}
+	return "mcp__" + c.Name + "__"
+}
+
+// Config is the proxy's configuration.
+type Config struct {
+	// Servers declared by the operator. Servers added at run time are persisted in
+	// the ServerStore, if one is given, and loaded again at Start.
+	Servers []ServerConfig
+	// PrefixMode is always (default), on_collision or never.
+	PrefixMode string
+	// HealthInterval is how often a connected server is pinged (default 15s).
+	HealthInterval time.Duration
+	// MaxBackoff caps the delay between reconnection attempts (default 1m).
+	MaxBackoff time.Duration
+}
+
+// Validate checks the configuration, every server in it, and that names are unique.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.PrefixMode {
+	case "", PrefixAlways, PrefixOnCollision, PrefixNever:
+	default:
+		errs = append(errs, fmt.Errorf("mcp prefix mode %q must be always, on_collision or never", c.PrefixMode))
+	}
+	if c.HealthInterval < 0 || c.MaxBackoff < 0 {
+		errs = append(errs, errors.New("mcp health interval and max backoff must not be negative"))
+	}
+	seen := map[string]bool{}
+	for i := range c.Servers {
+		s := &c.Servers[i]
+		if err := s.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[s.Name] {
+			errs = append(errs, fmt.Errorf("mcp server %q is declared twice", s.Name))
+		}
+		seen[s.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.PrefixMode == "" {
+		c.PrefixMode = PrefixAlways
+	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	return c
+}
+
+// State is where a server is in its life.
+type State string
+
+const (
+	// StateConnecting: a connection attempt is under way (first, or after a failure).
+	StateConnecting State = "connecting"
+	// StateReady: connected; its tools answer.
+	StateReady State = "ready"
+	// StateFailed: the last attempt failed or the connection was lost; a retry is
+	// scheduled with backoff.
+	StateFailed State = "failed"
+	// StateDisabled: configured with enabled: false.
+	StateDisabled State = "disabled"
+)
+
+// ServerStatus is what Status reports for one server.
+type ServerStatus struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"`
+	State     State  `json:"state"`
+	Tools     int    `json:"tools"`
+	// LastError is why the last connection attempt failed or the last connection
+	// ended; it stays after the server recovers.
+	LastError string    `json:"last_error,omitempty"`
+	Since     time.Time `json:"since"`
+	Restarts  int       `json:"restarts"`
+	// Notes are naming decisions and refusals: renamed on collision, refused
+	// under prefix mode never, a schema the registry rejected.
+	Notes []string `json:"notes,omitempty"`
+	// Persisted servers were added at run time and are kept in the store.
+	Persisted bool `json:"persisted,omitempty"`
+}

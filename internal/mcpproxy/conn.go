@@ -1,0 +1,439 @@
+package mcpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+const (
+	// closeGrace is how long a closing connection may take to end politely (stdin
+	// closed, DELETE sent) before it is cut (process group killed, sockets closed).
+	closeGrace = time.Second
+	// cancelNoticeTimeout bounds sending one notifications/cancelled.
+	cancelNoticeTimeout = 2 * time.Second
+	// stderrTailBytes is how much of a dead stdio server's last stderr is kept for
+	// its status.
+	stderrTailBytes = 1024
+)
+
+// clientInfo is what toolserverd calls itself in initialize.
+var clientInfo = mcp.Implementation{Name: "toolserverd", Version: "1"}
+
+// conn is one live connection to a server: an mcp-go client and everything it owns.
+type conn struct {
+	client *client.Client
+	log    *slog.Logger
+	// ctx is the connection's lifetime: cancelling it kills a stdio server's process
+	// group and closes every socket, which ends whatever is in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	deadOnce sync.Once
+	dead     chan struct{}
+	deadErr  error // written before dead is closed
+
+	cmd     *exec.Cmd // stdio
+	pid     int       // stdio child, leader of its process group
+	exited  chan struct{}
+	tailMu  sync.Mutex
+	tail    []byte // last bytes of stderr, read by the exit watcher
+	sockets *socketSet
+
+	goMu    sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// dial connects to a server, initializes the session and lists its tools, all within
+// cfg.ConnectTimeout. notify receives every notification; hint is called when
+// something suggests the connection died (a stdio child closed its stderr).
+func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify func(mcp.JSONRPCNotification), hint func()) (*conn, []mcp.Tool, error) {
+	// The connection outlives parent's cancellation, so that the supervisor can close
+	// it politely; while dialling, parent's end aborts it.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	c := &conn{log: log, ctx: ctx, cancel: cancel, dead: make(chan struct{})}
+	stop := context.AfterFunc(parent, cancel)
+	defer stop()
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(cfg.ConnectTimeout, func() {
+		timedOut.Store(true)
+		cancel()
+	})
+	tools, err := c.open(cfg, notify, hint)
+	if !timer.Stop() && err == nil {
+		err = errors.New("connection cancelled")
+	}
+	if err != nil {
+		if timedOut.Load() {
+			err = fmt.Errorf("not connected within %s: %w", cfg.ConnectTimeout, err)
+		}
+		if c.exited != nil && errors.Is(err, transport.ErrTransportClosed) {
+			// The child died: wait briefly for its last words.
+			select {
+			case <-c.exited:
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		err = c.describe(err)
+		c.close()
+		return nil, nil, err
+	}
+	return c, tools, nil
+}
+
+func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hint func()) ([]mcp.Tool, error) {
+	quiet := slog.New(minLevel{c.log.Handler(), slog.LevelWarn}).With("component", "mcp-go")
+	var tr transport.Interface
+	switch cfg.Transport {
+	case TransportStdio:
+		env := os.Environ()
+		keys := make([]string, 0, len(cfg.Env))
+		for k := range cfg.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+cfg.Env[k])
+		}
+		tr = transport.NewStdioWithOptions(cfg.Command, nil, cfg.Args,
+			transport.WithCommandFunc(func(ctx context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
+				cmd := exec.CommandContext(ctx, command, args...)
+				cmd.Env = env
+				cmd.WaitDelay = 2 * time.Second
+				ownProcessGroup(cmd)
+				c.cmd = cmd
+				return cmd, nil
+			}),
+			transport.WithCommandStderrWriter(newStderrLog(c.log)),
+			transport.WithCommandLogger(quiet))
+	case TransportSSE:
+		sse, err := transport.NewSSE(cfg.URL,
+			transport.WithHTTPClient(c.httpClient()),
+			transport.WithHeaders(cfg.Headers),
+			transport.WithSSELogger(quiet),
+			transport.WithEndpointTimeout(cfg.ConnectTimeout),
+			transport.WithResponseTimeout(max(cfg.CallTimeout, cfg.ConnectTimeout)))
+		if err != nil {
+			return nil, err
+		}
+		// mcp-go does not fail in-flight calls when the stream ends; the
+		// connection is over, so end them here.
+		sse.SetConnectionLostHandler(func(err error) { c.markDead(fmt.Errorf("SSE stream lost: %w", err)) })
+		tr = &cancelNotifier{HTTPConnection: sse, conn: c}
+	case TransportStreamableHTTP:
+		h, err := transport.NewStreamableHTTP(cfg.URL,
+			transport.WithHTTPBasicClient(c.httpClient()),
+			transport.WithHTTPHeaders(cfg.Headers),
+			transport.WithHTTPLogger(quiet),
+			// The standalone GET stream carries tools/list_changed. It keeps the
+			// connection on the 2025 protocol, which every server speaks.
+			transport.WithContinuousListening()) //nolint:staticcheck // needed for list_changed on HTTP
+		if err != nil {
+			return nil, err
+		}
+		tr = &cancelNotifier{HTTPConnection: h, conn: c}
+	default:
+		return nil, fmt.Errorf("unknown transport %q", cfg.Transport)
+	}
+	c.client = client.NewClient(tr)
+	c.client.OnNotification(notify)
+	if err := c.client.Start(c.ctx); err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	if c.cmd != nil && c.cmd.Process != nil {
+		c.pid = c.cmd.Process.Pid
+		c.watchExit(hint)
+	}
+	if _, err := c.client.Initialize(c.ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: clientInfo}}); err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return c.listTools(c.ctx)
+}
+
+func (c *conn) listTools(ctx context.Context) ([]mcp.Tool, error) {
+	res, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	return res.Tools, nil
+}
+
+// ping checks the server answers. Protocol 2026-07-28 dropped ping (mcp-go then
+// answers nil without asking), so a modern server is asked server/discover instead.
+func (c *conn) ping(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	if mcp.IsModernProtocol(c.client.ProtocolVersion()) {
+		_, err := c.client.Discover(ctx, mcp.DiscoverRequest{})
+		return err
+	}
+	return c.client.Ping(ctx) //nolint:staticcheck // the legacy protocol's liveness check
+}
+
+// watchExit reads the stdio child's stderr (mcp-go's bounded copy of it, next to the
+// writer that logs it) until it ends, which is when the child exits.
+func (c *conn) watchExit(hint func()) {
+	r, ok := client.GetStderr(c.client)
+	if !ok || r == nil {
+		return
+	}
+	c.exited = make(chan struct{})
+	c.spawn(func() {
+		defer close(c.exited)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				c.tailMu.Lock()
+				c.tail = append(c.tail, buf[:n]...)
+				if len(c.tail) > stderrTailBytes {
+					c.tail = append([]byte(nil), c.tail[len(c.tail)-stderrTailBytes:]...)
+				}
+				c.tailMu.Unlock()
+			}
+			if err != nil {
+				break
+			}
+		}
+		if c.ctx.Err() == nil {
+			hint()
+		}
+	})
+}
+
+// describe adds a dead stdio child's last stderr to err.
+func (c *conn) describe(err error) error {
+	if c.exited == nil {
+		return err
+	}
+	select {
+	case <-c.exited:
+	default:
+		return err
+	}
+	c.tailMu.Lock()
+	tail := string(c.tail)
+	c.tailMu.Unlock()
+	if tail == "" {
+		return err
+	}
+	return fmt.Errorf("%w (stderr: %s)", err, oneLine(tail))
+}
+
+// markDead records why the connection is unusable and cuts it: in-flight calls end,
+// a stdio child is killed.
+func (c *conn) markDead(err error) {
+	c.deadOnce.Do(func() {
+		c.deadErr = err
+		close(c.dead)
+		c.cancel()
+	})
+}
+
+// err is why the connection died, or nil while it lives.
+func (c *conn) err() error {
+	select {
+	case <-c.dead:
+		return c.deadErr
+	default:
+		return nil
+	}
+}
+
+// spawn runs f on a goroutine that close waits for; after close it does nothing.
+func (c *conn) spawn(f func()) bool {
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// close ends the connection, politely first, and waits for its goroutines.
+func (c *conn) close() {
+	if c.client != nil {
+		done := make(chan struct{})
+		go func() {
+			_ = c.client.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeGrace):
+			c.cancel()
+			<-done
+		}
+	}
+	c.cancel()
+	killGroup(c.pid)
+	c.goMu.Lock()
+	c.closing = true
+	c.goMu.Unlock()
+	c.wg.Wait()
+	if c.sockets != nil {
+		c.sockets.closeAll()
+	}
+}
+
+// httpClient is a client of the connection's own: its sockets close with it (no
+// stray keep-alive goroutines, no request outliving the connection).
+func (c *conn) httpClient() *http.Client {
+	c.sockets = &socketSet{conns: map[net.Conn]struct{}{}}
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return c.sockets.add(nc), nil
+		},
+	}
+	c.sockets.tr = tr
+	context.AfterFunc(c.ctx, c.sockets.closeAll)
+	return &http.Client{Transport: tr}
+}
+
+// socketSet tracks a connection's sockets so that cancelling it closes them all.
+type socketSet struct {
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+	tr     *http.Transport
+}
+
+func (s *socketSet) add(nc net.Conn) net.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		nc.Close()
+		return nc
+	}
+	s.conns[nc] = struct{}{}
+	return &trackedConn{Conn: nc, set: s}
+}
+
+func (s *socketSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = map[net.Conn]struct{}{}
+	s.mu.Unlock()
+	for nc := range conns {
+		nc.Close()
+	}
+	s.tr.CloseIdleConnections()
+}
+
+type trackedConn struct {
+	net.Conn
+	set *socketSet
+}
+
+func (t *trackedConn) Close() error {
+	t.set.mu.Lock()
+	delete(t.set.conns, t.Conn)
+	t.set.mu.Unlock()
+	return t.Conn.Close()
+}
+
+// cancelNotifier sends notifications/cancelled for a tools/call whose context ended,
+// over HTTP transports: mcp-go sends it over stdio only (on the 2025 protocol an
+// HTTP request that is abandoned is not a cancellation).
+type cancelNotifier struct {
+	transport.HTTPConnection
+	conn    *conn
+	version atomic.Value // string
+}
+
+func (t *cancelNotifier) SetProtocolVersion(v string) {
+	t.version.Store(v)
+	t.HTTPConnection.SetProtocolVersion(v)
+}
+
+// SetRequestHandler keeps server-to-client requests (ping) working through the wrapper.
+func (t *cancelNotifier) SetRequestHandler(h transport.RequestHandler) {
+	if b, ok := t.HTTPConnection.(transport.BidirectionalInterface); ok {
+		b.SetRequestHandler(h)
+	}
+}
+
+// RequiresLegacyProtocol forwards the continuous-listening constraint to the client.
+func (t *cancelNotifier) RequiresLegacyProtocol() bool {
+	l, ok := t.HTTPConnection.(interface{ RequiresLegacyProtocol() bool })
+	return ok && l.RequiresLegacyProtocol()
+}
+
+func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, err := t.HTTPConnection.SendRequest(ctx, req)
+	if err == nil || ctx.Err() == nil || req.Method != string(mcp.MethodToolsCall) || t.conn.err() != nil {
+		return resp, err
+	}
+	if v, _ := t.version.Load().(string); mcp.IsModernProtocol(v) {
+		return resp, err // on 2026-07-28 ending the request is the cancellation
+	}
+	reason := ctx.Err().Error()
+	t.conn.spawn(func() {
+		nctx, cancel := context.WithTimeout(t.conn.ctx, cancelNoticeTimeout)
+		defer cancel()
+		n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+			Method: string(mcp.MethodNotificationCancelled),
+			Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": req.ID, "reason": reason}},
+		}}
+		if err := t.HTTPConnection.SendNotification(nctx, n); err != nil {
+			t.conn.log.Debug("mcp: could not send notifications/cancelled", "err", err)
+		}
+	})
+	return resp, err
+}
+
+// minLevel logs mcp-go at one level: it logs at info what an operator does not need
+// (it is listening, it retries a stream).
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, min(l, h.min))
+}
+
+// Handle logs errors as warnings: what mcp-go calls an error (a stream broke, a
+// DELETE failed) is a symptom the proxy reports itself, as "connection lost".
+func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level > h.min {
+		r.Level = h.min
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(a), h.min}
+}
+
+func (h minLevel) WithGroup(g string) slog.Handler { return minLevel{h.Handler.WithGroup(g), h.min} }

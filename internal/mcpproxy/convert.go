@@ -1,0 +1,204 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// specFor describes an upstream tool to the registry.
+func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
+	params, err := inputSchema(t)
+	if err != nil {
+		return tool.Spec{}, err
+	}
+	a := t.Annotations
+	readOnly := isTrue(a.ReadOnlyHint)
+	risk := tool.RiskMedium
+	switch {
+	case readOnly:
+		// The MCP spec: destructiveHint is meaningful only when readOnlyHint is false.
+		risk = tool.RiskLow
+	case isTrue(a.DestructiveHint):
+		risk = tool.RiskHigh
+	}
+	label := t.Title
+	if label == "" {
+		label = a.Title
+	}
+	if label == "" {
+		label = t.Name
+	}
+	return tool.Spec{
+		Name:          name,
+		Label:         label,
+		Description:   t.Description,
+		Parameters:    params,
+		Documentation: documentation(cfg.Name, t),
+		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
+		Risk:          risk,
+		Mode:          tool.ModeDirect,
+		Timeout:       cfg.CallTimeout,
+		Source:        "mcp:" + cfg.Name,
+	}, nil
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// documentation records where the tool comes from and what its annotations say, for
+// the model to read on demand (openWorldHint among them) without lengthening every
+// prompt's description.
+func documentation(server string, t *mcp.Tool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\nProvided by MCP server %q as tool %q.", t.Description, server, t.Name)
+	a := t.Annotations
+	var hints []string
+	for _, h := range []struct {
+		name string
+		v    *bool
+	}{{"read-only", a.ReadOnlyHint}, {"destructive", a.DestructiveHint}, {"idempotent", a.IdempotentHint}, {"open-world (reaches outside systems)", a.OpenWorldHint}} {
+		if h.v != nil {
+			hints = append(hints, fmt.Sprintf("%s: %v", h.name, *h.v))
+		}
+	}
+	if len(hints) > 0 {
+		fmt.Fprintf(&b, " Annotations: %s.", strings.Join(hints, ", "))
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// inputSchema returns the tool's argument schema as an object schema. mcp-go decodes
+// tools/list into a typed schema (type, properties, required, additionalProperties,
+// $defs); keywords beyond those are not kept.
+func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
+	raw := t.RawInputSchema
+	if len(raw) == 0 {
+		b, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
+		}
+		raw = b
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("tool %q: input schema is not a JSON object", t.Name)
+	}
+	changed := false
+	if typ, ok := obj["type"]; !ok || typ == "" {
+		obj["type"] = "object"
+		changed = true
+	}
+	if p, ok := obj["properties"]; !ok || p == nil {
+		obj["properties"] = map[string]any{}
+		changed = true
+	}
+	if !changed {
+		return raw, nil
+	}
+	return json.Marshal(obj)
+}
+
+// convertResult maps an MCP call result, block for block, into a tool result.
+func convertResult(r *mcp.CallToolResult) *tool.Result {
+	res := &tool.Result{Content: make([]tool.Content, 0, len(r.Content))}
+	for _, c := range r.Content {
+		res.Content = append(res.Content, convertContent(c))
+	}
+	switch {
+	case len(r.RawStructuredContent) > 0:
+		res.Structured = append(json.RawMessage(nil), r.RawStructuredContent...)
+	case r.StructuredContent != nil:
+		if b, err := json.Marshal(r.StructuredContent); err == nil {
+			res.Structured = b
+		}
+	}
+	if r.IsError {
+		res.IsError = true
+		res.ErrorKind = tool.KindFailed
+	}
+	return res
+}
+
+func convertContent(c mcp.Content) tool.Content {
+	switch v := c.(type) {
+	case mcp.TextContent:
+		return tool.Content{Type: tool.ContentText, Text: v.Text}
+	case *mcp.TextContent:
+		return tool.Content{Type: tool.ContentText, Text: v.Text}
+	case mcp.ImageContent:
+		return tool.Content{Type: tool.ContentImage, Data: v.Data, MimeType: v.MIMEType}
+	case *mcp.ImageContent:
+		return tool.Content{Type: tool.ContentImage, Data: v.Data, MimeType: v.MIMEType}
+	case mcp.AudioContent:
+		return tool.Content{Type: tool.ContentAudio, Data: v.Data, MimeType: v.MIMEType}
+	case *mcp.AudioContent:
+		return tool.Content{Type: tool.ContentAudio, Data: v.Data, MimeType: v.MIMEType}
+	case mcp.EmbeddedResource:
+		return embedded(v.Resource)
+	case *mcp.EmbeddedResource:
+		return embedded(v.Resource)
+	case mcp.ResourceLink:
+		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType}
+	case *mcp.ResourceLink:
+		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType}
+	default:
+		b, _ := json.Marshal(c)
+		return tool.Content{Type: tool.ContentText, Text: string(b)}
+	}
+}
+
+func embedded(r mcp.ResourceContents) tool.Content {
+	switch v := r.(type) {
+	case mcp.TextResourceContents:
+		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType, Text: v.Text}
+	case *mcp.TextResourceContents:
+		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType, Text: v.Text}
+	case mcp.BlobResourceContents:
+		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType, Data: v.Blob}
+	case *mcp.BlobResourceContents:
+		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType, Data: v.Blob}
+	default:
+		return tool.Content{Type: tool.ContentResource}
+	}
+}
+
+// isSessionLost reports whether the server no longer knows the connection's
+// session: an HTTP server that restarted answers 400 "No valid session ID" (or 404,
+// which mcp-go turns into ErrSessionTerminated). The request was refused before it
+// ran, so it is safe to send again on a new session.
+func isSessionLost(err error) bool {
+	if errors.Is(err, transport.ErrSessionTerminated) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "no valid session") || strings.Contains(msg, "session not found") ||
+		strings.Contains(msg, "invalid session") || strings.Contains(msg, "unknown session")
+}
+
+// isTransportFailure reports whether err says the connection (not the server's
+// answer) failed.
+func isTransportFailure(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) || errors.Is(err, transport.ErrTransportClosed)
+}
+
+// isConnectionGone reports errors that settle, without a second opinion, that the
+// connection is unusable: the stdio child is gone, nothing listens on the port, the
+// session is lost.
+func isConnectionGone(err error) bool {
+	return errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || isSessionLost(err)
+}
+
+// isTimeout reports a deadline, which a busy server may miss once.
+func isTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,257 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// decodeTool reads a tool as mcp-go reads tools/list.
+func decodeTool(t *testing.T, wire string) mcp.Tool {
+	t.Helper()
+	var tl mcp.Tool
+	if err := json.Unmarshal([]byte(wire), &tl); err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+func TestSpecFor(t *testing.T) {
+	t.Parallel()
+	cfg := ServerConfig{Name: "gh", CallTimeout: 7 * time.Second}
+	tests := []struct {
+		name     string
+		wire     string
+		risk     tool.Risk
+		readOnly bool
+		label    string
+	}{
+		{"read-only", `{"name":"list","title":"List things","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskLow, true, "List things"},
+		{"destructive", `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"title":"Remove","destructiveHint":true}}`, tool.RiskHigh, false, "Remove"},
+		{"no annotations", `{"name":"poke","inputSchema":{"type":"object"}}`, tool.RiskMedium, false, "poke"},
+		{"not destructive", `{"name":"add","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false,"destructiveHint":false}}`, tool.RiskMedium, false, "add"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := decodeTool(t, tt.wire)
+			s, err := specFor(&cfg, "mcp__gh__x", &tl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Risk != tt.risk || s.ReadOnly != tt.readOnly || s.ConcurrencySafe != tt.readOnly || s.Label != tt.label {
+				t.Errorf("spec risk %q read_only %v concurrency_safe %v label %q; want %q %v %q", s.Risk, s.ReadOnly, s.ConcurrencySafe, s.Label, tt.risk, tt.readOnly, tt.label)
+			}
+			if s.Name != "mcp__gh__x" || s.Source != "mcp:gh" || s.Timeout != 7*time.Second || s.Mode != tool.ModeDirect {
+				t.Errorf("spec = %+v", s)
+			}
+		})
+	}
+	tl := decodeTool(t, `{"name":"web","description":"Fetch.","inputSchema":{"properties":{"url":{"type":"string","format":"uri"}},"required":["url"],"$defs":{"x":{"type":"string"}}},"annotations":{"openWorldHint":true}}`)
+	s, err := specFor(&cfg, "n", &tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(s.Parameters, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema["type"] != "object" || schema["$defs"] == nil || !reflect.DeepEqual(schema["required"], []any{"url"}) {
+		t.Errorf("parameters = %s: want type object added, required and $defs kept", s.Parameters)
+	}
+	if !strings.Contains(s.Documentation, `MCP server "gh" as tool "web"`) || !strings.Contains(s.Documentation, "open-world (reaches outside systems): true") || s.Description != "Fetch." {
+		t.Errorf("description %q documentation %q", s.Description, s.Documentation)
+	}
+}
+
+func TestConvertResult(t *testing.T) {
+	t.Parallel()
+	wire := `{"content":[
+		{"type":"text","text":"hello"},
+		{"type":"image","data":"aW1n","mimeType":"image/png"},
+		{"type":"audio","data":"YXVk","mimeType":"audio/wav"},
+		{"type":"resource","resource":{"uri":"file:///a.txt","mimeType":"text/plain","text":"inline"}},
+		{"type":"resource","resource":{"uri":"file:///b.bin","mimeType":"application/octet-stream","blob":"Ymxi"}},
+		{"type":"resource_link","uri":"file:///c","name":"c","mimeType":"text/csv"}
+	],"structuredContent":{"n": 12345678901234567890},"isError":true}`
+	r, err := mcp.ParseCallToolResult(ptr(json.RawMessage(wire)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := convertResult(r)
+	want := []tool.Content{
+		{Type: tool.ContentText, Text: "hello"},
+		{Type: tool.ContentImage, Data: "aW1n", MimeType: "image/png"},
+		{Type: tool.ContentAudio, Data: "YXVk", MimeType: "audio/wav"},
+		{Type: tool.ContentResource, URI: "file:///a.txt", MimeType: "text/plain", Text: "inline"},
+		{Type: tool.ContentResource, URI: "file:///b.bin", MimeType: "application/octet-stream", Data: "Ymxi"},
+		{Type: tool.ContentResource, URI: "file:///c", MimeType: "text/csv"},
+	}
+	if !reflect.DeepEqual(got.Content, want) {
+		t.Errorf("content = %+v\nwant      %+v", got.Content, want)
+	}
+	if !got.IsError || got.ErrorKind != tool.KindFailed {
+		t.Errorf("is_error %v kind %q, want failed", got.IsError, got.ErrorKind)
+	}
+	if !bytes.Contains(got.Structured, []byte("12345678901234567890")) {
+		t.Errorf("structured = %s, want the big number kept exactly", got.Structured)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestProgressText(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fields map[string]any
+		want   string
+	}{
+		{map[string]any{"progress": 2.0, "total": 5.0}, "2/5"},
+		{map[string]any{"progress": 0.5}, "0.5"},
+		{map[string]any{"progress": 1.0, "total": 3.0, "message": "cloning"}, "cloning"},
+		{map[string]any{}, ""},
+	} {
+		if got := progressText(tt.fields); got != tt.want {
+			t.Errorf("progressText(%v) = %q, want %q", tt.fields, got, tt.want)
+		}
+	}
+	p := newProgressRouter()
+	log := &progressLog{}
+	token := p.add(&tool.Context{Progress: log})
+	other := p.add(&tool.Context{Progress: &progressLog{}})
+	if token == other {
+		t.Fatal("two calls got the same progress token")
+	}
+	note := func(tok any, progress float64) mcp.JSONRPCNotification {
+		n := mcp.JSONRPCNotification{}
+		n.Method = string(mcp.MethodNotificationProgress)
+		n.Params.AdditionalFields = map[string]any{"progressToken": tok, "progress": progress, "total": 2.0}
+		return n
+	}
+	p.handle(note(token, 1))
+	p.handle(note("unknown", 1))
+	p.remove(token)
+	p.handle(note(token, 2))
+	if got := log.all(); !reflect.DeepEqual(got, []string{"1/2"}) {
+		t.Errorf("emitted %q, want only [1/2] (nothing after remove, nothing for other tokens)", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := []ServerConfig{
+		{Name: "a", Transport: TransportStdio, Command: "x"},
+		{Name: "b-1_2", Transport: TransportSSE, URL: "http://127.0.0.1:1/sse"},
+		{Name: "c", Transport: TransportStreamableHTTP, URL: "https://example.com/mcp", Prefix: "c_"},
+	}
+	for _, sc := range ok {
+		if err := sc.Validate(); err != nil {
+			t.Errorf("%+v: %v", sc, err)
+		}
+	}
+	bad := map[string]ServerConfig{
+		"name":          {Name: "GitHub", Transport: TransportStdio, Command: "x"},
+		"empty name":    {Transport: TransportStdio, Command: "x"},
+		"transport":     {Name: "a", Transport: "websocket", URL: "http://x"},
+		"no command":    {Name: "a", Transport: TransportStdio},
+		"no url":        {Name: "a", Transport: TransportSSE},
+		"relative url":  {Name: "a", Transport: TransportStreamableHTTP, URL: "/mcp"},
+		"ftp url":       {Name: "a", Transport: TransportStreamableHTTP, URL: "ftp://x/mcp"},
+		"url for stdio": {Name: "a", Transport: TransportStdio, Command: "x", URL: "http://x"},
+		"negative":      {Name: "a", Transport: TransportStdio, Command: "x", CallTimeout: -1},
+		"prefix":        {Name: "a", Transport: TransportStdio, Command: "x", Prefix: "a.b"},
+	}
+	for what, sc := range bad {
+		if err := sc.Validate(); err == nil {
+			t.Errorf("%s: %+v passed Validate", what, sc)
+		}
+	}
+	if err := (&Config{PrefixMode: "sometimes"}).Validate(); err == nil {
+		t.Error("unknown prefix mode passed")
+	}
+	if err := (&Config{Servers: []ServerConfig{ok[0], ok[0]}}).Validate(); err == nil {
+		t.Error("duplicate server names passed")
+	}
+}
+
+func TestServerConfigJSON(t *testing.T) {
+	t.Parallel()
+	in := ServerConfig{Name: "gh", Transport: TransportStreamableHTTP, URL: "http://127.0.0.1:1/mcp",
+		Headers: map[string]string{"Authorization": "Bearer t"}, ConnectTimeout: 5 * time.Second,
+		CallTimeout: 90 * time.Second, Enabled: false, Prefix: "gh_"}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"call_timeout":"1m30s"`) || !strings.Contains(string(b), `"enabled":false`) {
+		t.Errorf("JSON %s", b)
+	}
+	var out ServerConfig
+	if err := json.Unmarshal(b, &out); err != nil || !reflect.DeepEqual(in, out) {
+		t.Errorf("round trip = %+v (%v), want %+v", out, err, in)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"x","transport":"stdio","command":"y"}`), &out); err != nil || !out.Enabled {
+		t.Errorf("missing enabled decoded as %v (%v), want enabled", out.Enabled, err)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"x","call_timeout":"soon"}`), &out); err == nil {
+		t.Error("bad duration accepted")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	m := &Manager{cfg: Config{MaxBackoff: 4 * time.Second}}
+	for _, tt := range []struct {
+		attempt  int
+		min, max time.Duration
+	}{
+		{1, 125 * time.Millisecond, 250 * time.Millisecond},
+		{2, 250 * time.Millisecond, 500 * time.Millisecond},
+		{5, 2 * time.Second, 4 * time.Second},
+		{50, 2 * time.Second, 4 * time.Second},
+	} {
+		seen := map[time.Duration]bool{}
+		for range 50 {
+			d := m.backoff(tt.attempt)
+			if d < tt.min || d > tt.max {
+				t.Fatalf("backoff(%d) = %s, want in [%s, %s]", tt.attempt, d, tt.min, tt.max)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 5 {
+			t.Errorf("backoff(%d) has no jitter: %v", tt.attempt, seen)
+		}
+	}
+}
+
+func TestStderrLogBounded(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	s := newStderrLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	long := strings.Repeat("x", 10_000)
+	for i := range 200 {
+		if i == 0 {
+			s.Write([]byte(long + "\n"))
+			continue
+		}
+		s.Write([]byte("line " + strings.Repeat("y", i%3) + "\n"))
+	}
+	s.Write([]byte("partial without newline"))
+	logged := strings.Count(buf.String(), `msg="mcp server stderr"`)
+	if logged != stderrLinesPerSec {
+		t.Errorf("logged %d lines in one second, want the cap %d", logged, stderrLinesPerSec)
+	}
+	if strings.Contains(buf.String(), strings.Repeat("x", stderrMaxLine+1)) {
+		t.Error("a line longer than the cap was logged")
+	}
+	if strings.Contains(buf.String(), "partial without newline") {
+		t.Error("a line was logged before its newline")
+	}
+}

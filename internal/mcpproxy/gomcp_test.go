@@ -1,0 +1,208 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// goServer is an mcp-go MCP server over streamable HTTP on a loopback port: a real
+// server whose tool list the test can change and whose traffic it can see.
+type goServer struct {
+	mcp *mcpserver.MCPServer
+	url string
+
+	mu      sync.Mutex
+	methods []string // JSON-RPC methods received, in order
+
+	slowCancelled chan time.Time // when a "slow" call's context ended
+}
+
+func newGoServer(t *testing.T) *goServer {
+	t.Helper()
+	g := &goServer{slowCancelled: make(chan time.Time, 4)}
+	g.mcp = mcpserver.NewMCPServer("go-test", "1.0.0", mcpserver.WithToolCapabilities(true))
+	g.mcp.AddTool(mcp.NewTool("slow", mcp.WithDescription("Waits until cancelled.")),
+		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-ctx.Done():
+				g.slowCancelled <- time.Now()
+				return nil, ctx.Err()
+			case <-time.After(30 * time.Second):
+				return mcp.NewToolResultText("done"), nil
+			}
+		})
+	g.mcp.AddTool(mcp.NewTool("fail", mcp.WithDescription("Always fails.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultError("the widget is broken"), nil
+		})
+	g.mcp.AddTool(mcp.NewTool("danger", mcp.WithDescription("Deletes things."),
+		mcp.WithTitleAnnotation("Danger Zone"), mcp.WithDestructiveHintAnnotation(true),
+		mcp.WithReadOnlyHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(true),
+		mcp.WithString("target", mcp.Required())),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("deleted " + req.GetString("target", "")), nil
+		})
+	for _, name := range []string{"files.read", "files_read", strings.Repeat("long_name_", 7)} {
+		g.mcp.AddTool(mcp.NewTool(name), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("I am " + req.Params.Name), nil
+		})
+	}
+	h := mcpserver.NewStreamableHTTPServer(g.mcp)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			var msg struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
+				g.mu.Lock()
+				g.methods = append(g.methods, msg.Method)
+				g.mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+	})
+	g.url = ts.URL + "/mcp"
+	return g
+}
+
+func (g *goServer) received(method string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, m := range g.methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGoServer covers, against an mcp-go server: annotations, name sanitizing and
+// cutting, isError, the per-server call timeout, notifications/cancelled over HTTP
+// and tools/list_changed.
+func TestGoServer(t *testing.T) {
+	t.Parallel()
+	g := newGoServer(t)
+	h := newHarness(t, Config{HealthInterval: time.Hour, Servers: []ServerConfig{
+		{Name: "go", Transport: TransportStreamableHTTP, URL: g.url, CallTimeout: 2 * time.Second, Enabled: true}}})
+	h.start(t)
+	st := h.waitState(t, "go", StateReady, 10*time.Second)
+
+	t.Run("names", func(t *testing.T) {
+		long := "mcp__go__" + strings.Repeat("long_name_", 7)
+		cut := capName(long)
+		if len(cut) != 64 || !strings.HasPrefix(cut, long[:55]) {
+			t.Fatalf("capName(%q) = %q", long, cut)
+		}
+		for _, name := range []string{"mcp__go__files_read", "mcp__go__slow", cut} {
+			if _, ok := h.tools.Lookup(name); !ok {
+				t.Errorf("%s is not registered; have %v", name, h.tools.Names())
+			}
+		}
+		// "files.read" sanitizes to the name "files_read" holds: the later one in
+		// sort order ("files_read" > "files.read") gets a hash suffix, and it is reported.
+		alt := "mcp__go__files_read_" + shortHash("go/files_read")
+		wantText(t, h.call(t.Context(), t, alt, `{}`, nil), "I am files_read")
+		wantText(t, h.call(t.Context(), t, "mcp__go__files_read", `{}`, nil), "I am files.read")
+		if len(st.Notes) != 1 || !strings.Contains(st.Notes[0], alt) {
+			t.Errorf("notes = %q, want one about %s", st.Notes, alt)
+		}
+	})
+
+	t.Run("annotations", func(t *testing.T) {
+		e, ok := h.tools.Lookup("mcp__go__danger")
+		if !ok {
+			t.Fatal("danger is not registered")
+		}
+		s := e.Spec
+		if s.Risk != tool.RiskHigh || s.ReadOnly || s.ConcurrencySafe || s.Label != "Danger Zone" || s.Source != "mcp:go" || s.Timeout != 2*time.Second {
+			t.Errorf("danger spec = %+v", s)
+		}
+		if !strings.Contains(s.Documentation, "open-world (reaches outside systems): true") {
+			t.Errorf("documentation %q does not note openWorldHint", s.Documentation)
+		}
+		wantText(t, h.call(t.Context(), t, "mcp__go__danger", `{"target":"build/"}`, nil), "deleted build/")
+		wantKind(t, h.call(t.Context(), t, "mcp__go__danger", `{}`, nil), tool.KindInvalidArgs)
+	})
+
+	t.Run("isError", func(t *testing.T) {
+		res := h.call(t.Context(), t, "mcp__go__fail", `{}`, nil)
+		wantKind(t, res, tool.KindFailed)
+		if !strings.Contains(res.Text(), "the widget is broken") {
+			t.Errorf("text = %q", res.Text())
+		}
+	})
+
+	t.Run("call timeout", func(t *testing.T) {
+		start := time.Now()
+		res := h.call(t.Context(), t, "mcp__go__slow", `{}`, nil)
+		wantKind(t, res, tool.KindTimeout)
+		if took := time.Since(start); took < 2*time.Second || took > 6*time.Second {
+			t.Errorf("timed out after %s, want about the 2s call timeout", took)
+		}
+		if got := h.calls("go", outcomeTimeout); got != 1 {
+			t.Errorf("calls_total{outcome=timeout} = %v, want 1", got)
+		}
+	})
+
+	t.Run("notifications/cancelled over HTTP", func(t *testing.T) {
+		drain(g.slowCancelled)
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(200*time.Millisecond, cancel)
+		wantKind(t, h.call(ctx, t, "mcp__go__slow", `{}`, nil), tool.KindCancelled)
+		if !eventually(3*time.Second, func() bool { return g.received("notifications/cancelled") }) {
+			t.Fatal("the server never received notifications/cancelled")
+		}
+		select {
+		case <-g.slowCancelled:
+		case <-time.After(3 * time.Second):
+			t.Fatal("the server's handler was not cancelled")
+		}
+	})
+
+	t.Run("tools/list_changed", func(t *testing.T) {
+		g.mcp.AddTool(mcp.NewTool("late", mcp.WithDescription("Added at run time.")),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText("late but here"), nil
+			})
+		if !eventually(5*time.Second, func() bool { _, ok := h.tools.Lookup("mcp__go__late"); return ok }) {
+			t.Fatalf("a tool added upstream was not registered; have %v", h.tools.Names())
+		}
+		wantText(t, h.call(t.Context(), t, "mcp__go__late", `{}`, nil), "late but here")
+		g.mcp.DeleteTools("late")
+		if !eventually(5*time.Second, func() bool { _, ok := h.tools.Lookup("mcp__go__late"); return !ok }) {
+			t.Fatal("a tool deleted upstream is still registered")
+		}
+	})
+}
+
+func drain(ch chan time.Time) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// npmPackage returns the path of an installed test MCP server package
+// (testdata/npm, installed by `npm ci`). Missing, the test is skipped, or fails
+// under CI=true.
+func npmPackage(t *testing.T, pkg string) string {
+	t.Helper()
+	_, err := exec.LookPath("node")
+	dir := filepath.Join(repoRoot(t), "testdata", "npm", "node_modules", "@modelcontextprotocol", pkg)
+	var missing string
+	switch {
+	case err != nil:
+		missing = "node is not on PATH (install Node 20)"
+	default:
+		if _, err := os.Stat(filepath.Join(dir, "dist", "index.js")); err != nil {
+			missing = fmt.Sprintf("%s is not installed: run `npm ci` in testdata/npm (%v)", pkg, err)
+		}
+	}
+	if missing != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mcpproxy tests need real MCP servers and CI=true: %s", missing)
+		}
+		t.Skipf("skipping: %s", missing)
+	}
+	return filepath.Join(dir, "dist", "index.js")
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// testLogger logs to t until the test's cleanup ends, then drops records: mcp-go's
+// reading goroutines may log while they wind down.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct {
+	mu     sync.Mutex
+	t      *testing.T
+	closed bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// harness is a Manager under test with its registry and metrics.
+type harness struct {
+	m     *Manager
+	tools *toolmgr.Manager
+	reg   *prometheus.Registry
+}
+
+func newHarness(t *testing.T, cfg Config, opts ...Option) *harness {
+	t.Helper()
+	h := &harness{tools: toolmgr.New(), reg: prometheus.NewRegistry()}
+	m, err := New(cfg, h.tools, nil, testLogger(t), h.reg, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h.m = m
+	t.Cleanup(m.Stop)
+	return h
+}
+
+func (h *harness) start(t *testing.T) {
+	t.Helper()
+	if err := h.m.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+}
+
+func (h *harness) status(t *testing.T, name string) ServerStatus {
+	t.Helper()
+	for _, s := range h.m.Status() {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no status for server %s", name)
+	return ServerStatus{}
+}
+
+// waitState waits until the server is in state st and returns its status.
+func (h *harness) waitState(t *testing.T, name string, st State, within time.Duration) ServerStatus {
+	t.Helper()
+	var last ServerStatus
+	ok := eventually(within, func() bool {
+		last = h.status(t, name)
+		return last.State == st
+	})
+	if !ok {
+		t.Fatalf("server %s: state %s after %s, want %s (last error %q)", name, last.State, within, st, last.LastError)
+	}
+	return last
+}
+
+func (h *harness) calls(server, outcome string) float64 {
+	return testutil.ToFloat64(h.m.metrics.calls.WithLabelValues(server, outcome))
+}
+
+func eventually(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// progressLog records what a call emitted.
+type progressLog struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (p *progressLog) Emit(_, text string) {
+	p.mu.Lock()
+	p.texts = append(p.texts, text)
+	p.mu.Unlock()
+}
+
+func (p *progressLog) Close() {}
+
+func (p *progressLog) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.texts...)
+}
+
+// call runs a registered tool the way the daemon does: argument validation, then Run.
+func (h *harness) call(ctx context.Context, t *testing.T, name, args string, prog tool.Progress) *tool.Result {
+	t.Helper()
+	e, ok := h.tools.Lookup(name)
+	if !ok {
+		t.Fatalf("tool %s is not registered (have %v)", name, h.tools.Names())
+	}
+	if prog == nil {
+		prog = tool.NoProgress
+	}
+	return h.tools.Run(e, toolmgr.Invocation{
+		Ctx:  &tool.Context{Context: ctx, CallID: "tc_test", ToolName: name, Progress: prog},
+		Args: json.RawMessage(args),
+	})
+}
+
+func wantText(t *testing.T, res *tool.Result, substr string) {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("result is an error (%s): %s", res.ErrorKind, res.Text())
+	}
+	if !strings.Contains(res.Text(), substr) {
+		t.Fatalf("result text %q does not contain %q", res.Text(), substr)
+	}
+}
+
+func wantKind(t *testing.T, res *tool.Result, kind tool.ErrorKind) {
+	t.Helper()
+	if !res.IsError || res.ErrorKind != kind {
+		t.Fatalf("result is_error=%v kind=%q (%s), want kind %q", res.IsError, res.ErrorKind, res.Text(), kind)
+	}
+}
+
+func stdioEverything(t *testing.T, name string) ServerConfig {
+	return ServerConfig{Name: name, Transport: TransportStdio, Command: "node",
+		Args: []string{npmPackage(t, "server-everything"), "stdio"}, Enabled: true}
+}
+
+// httpServer is a server-everything process serving HTTP on a loopback port.
+type httpServer struct {
+	t    *testing.T
+	mode string // streamableHttp or sse
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startHTTPServer starts server-everything in mode on a free loopback port (port 0)
+// or on the given one (a restart).
+func startHTTPServer(t *testing.T, mode string, port int) *httpServer {
+	t.Helper()
+	script := npmPackage(t, "server-everything")
+	if port == 0 {
+		port = freePort(t)
+	}
+	// Express listens on every interface; the tests stay on loopback.
+	preload := filepath.Join(t.TempDir(), "loopback.mjs")
+	err := os.WriteFile(preload, []byte(`import net from "node:net";
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  if ((typeof args[0] === "number" || typeof args[0] === "string") && typeof args[1] !== "string") {
+    args.splice(1, 0, "127.0.0.1");
+  }
+  return listen.apply(this, args);
+};
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", "--import", "file://"+preload, script, mode)
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start server-everything %s: %v", mode, err)
+	}
+	s := &httpServer{t: t, mode: mode, port: port, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(s.kill)
+	if !eventually(15*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", s.addr(), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatalf("server-everything %s did not listen on %s", mode, s.addr())
+	}
+	return s
+}
+
+func (s *httpServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+func (s *httpServer) url() string {
+	if s.mode == "sse" {
+		return "http://" + s.addr() + "/sse"
+	}
+	return "http://" + s.addr() + "/mcp"
+}
+
+// kill ends the server at once and waits until it is gone.
+func (s *httpServer) kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// stdioPid is the current child of a stdio server.
+func (h *harness) stdioPid(t *testing.T, name string) int {
+	t.Helper()
+	s := h.m.server(name)
+	c := s.liveConn()
+	if c == nil || c.pid == 0 {
+		t.Fatalf("server %s has no live stdio child", name)
+	}
+	return c.pid
+}
+
+func processAlive(pid int) bool {
+	// Signal 0 checks existence; a zombie awaiting its parent's wait counts as gone.
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b))
+	return len(fields) < 3 || fields[2] != "Z"
+}
+
+func readGauge(g interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
+}

@@ -1,0 +1,260 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// hangingListener accepts connections and never answers.
+func hangingListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().String()
+}
+
+// TestBrokenServersDoNotDelayStart starts a good server next to a missing command, a
+// command that dies at once and an HTTP server that never answers.
+func TestBrokenServersDoNotDelayStart(t *testing.T) {
+	t.Parallel()
+	good := stdioEverything(t, "good")
+	h := newHarness(t, Config{MaxBackoff: 400 * time.Millisecond, Servers: []ServerConfig{
+		good,
+		{Name: "missing", Transport: TransportStdio, Command: "/nonexistent/mcp-server", Enabled: true},
+		{Name: "dies", Transport: TransportStdio, Command: "node", Enabled: true,
+			Args: []string{"-e", `console.error("boom: GITHUB_TOKEN is not set"); process.exit(3)`}},
+		{Name: "hangs", Transport: TransportSSE, URL: "http://" + hangingListener(t) + "/sse", ConnectTimeout: time.Second, Enabled: true},
+	}})
+	start := time.Now()
+	h.start(t)
+	took := time.Since(start)
+	t.Logf("Start returned in %s with three broken servers configured", took)
+	// A hanging server alone would hold a blocking Start for its 1s connect timeout.
+	if took > 500*time.Millisecond {
+		t.Errorf("Start took %s with broken servers configured, want at once", took)
+	}
+	h.waitState(t, "good", StateReady, 30*time.Second)
+	t.Logf("good server ready %s after Start, next to three broken ones", time.Since(start))
+	wantText(t, h.call(t.Context(), t, "mcp__good__echo", `{"message":"fine"}`, nil), "Echo: fine")
+
+	want := map[string]string{
+		"missing": "/nonexistent/mcp-server",
+		"dies":    "boom: GITHUB_TOKEN is not set",
+		"hangs":   "not connected within 1s",
+	}
+	for name, msg := range want {
+		var st ServerStatus
+		if !eventually(10*time.Second, func() bool {
+			st = h.status(t, name)
+			return st.Restarts >= 2 && strings.Contains(st.LastError, msg)
+		}) {
+			t.Errorf("%s: state %s restarts %d last error %q; want retries with an error containing %q", name, st.State, st.Restarts, st.LastError, msg)
+			continue
+		}
+		if st.Tools != 0 {
+			t.Errorf("%s has %d tools registered", name, st.Tools)
+		}
+		if got := testutil.ToFloat64(h.m.metrics.restarts.WithLabelValues(name)); got < 2 {
+			t.Errorf("%s: restarts_total = %v, want at least 2", name, got)
+		}
+	}
+	sum := h.m.Summary()
+	if sum.Servers != 4 || sum.Ready != 1 || len(sum.Down) != 3 || h.m.Ready() {
+		t.Errorf("summary = %+v, ready %v; want 1 of 4 ready, 3 down", sum, h.m.Ready())
+	}
+}
+
+// TestRunTimeChanges adds, restarts and removes a server while the proxy runs, with
+// the changes persisted; a second proxy on the same store finds the added server.
+func TestRunTimeChanges(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+
+	h := newHarness(t, Config{HealthInterval: 500 * time.Millisecond}, WithStore(db))
+	h.start(t)
+	if len(h.m.Status()) != 0 {
+		t.Fatalf("status = %+v, want no servers", h.m.Status())
+	}
+	dyn := stdioEverything(t, "dyn")
+	dyn.Prefix = "ev_"
+	dyn.CallTimeout = 5 * time.Second
+	dyn.Env = map[string]string{"EXAMPLE_VAR": "x"}
+	if err := h.m.Add(t.Context(), dyn); err != nil {
+		t.Fatalf("Add: %v", err)
+	}
+	if err := h.m.Add(t.Context(), dyn); !errors.Is(err, ErrServerExists) {
+		t.Errorf("Add twice: %v, want ErrServerExists", err)
+	}
+	if err := h.m.Add(t.Context(), ServerConfig{Name: "Bad Name", Transport: TransportStdio, Command: "x"}); err == nil {
+		t.Error("Add accepted an invalid name")
+	}
+	st := h.waitState(t, "dyn", StateReady, 30*time.Second)
+	if !st.Persisted {
+		t.Error("added server not marked persisted")
+	}
+	wantText(t, h.call(t.Context(), t, "ev_echo", `{"message":"prefixed"}`, nil), "Echo: prefixed")
+	recs, err := db.ListMCPServers(t.Context())
+	if err != nil || len(recs) != 1 || recs[0].Name != "dyn" {
+		t.Fatalf("store holds %+v (%v), want dyn", recs, err)
+	}
+
+	pid := h.stdioPid(t, "dyn")
+	if err := h.m.Restart("dyn"); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if !eventually(30*time.Second, func() bool {
+		s := h.m.server("dyn")
+		c := s.liveConn()
+		return c != nil && c.pid != pid
+	}) {
+		t.Fatal("Restart did not replace the child")
+	}
+	if processAlive(pid) {
+		t.Errorf("old child %d still alive after Restart", pid)
+	}
+	wantText(t, h.call(t.Context(), t, "ev_echo", `{"message":"restarted"}`, nil), "Echo: restarted")
+	if err := h.m.Restart("nope"); !errors.Is(err, ErrUnknownServer) {
+		t.Errorf("Restart(nope) = %v, want ErrUnknownServer", err)
+	}
+
+	// A second proxy on the same store (the daemon restarted) brings dyn back.
+	h2 := newHarness(t, Config{}, WithStore(db))
+	h2.start(t)
+	h2.waitState(t, "dyn", StateReady, 30*time.Second)
+	e, ok := h2.tools.Lookup("ev_get-sum")
+	if !ok || e.Spec.Timeout != 5*time.Second {
+		t.Fatalf("persisted server's tools: %v (get-sum found %v), want prefix ev_ and call timeout 5s kept", h2.tools.Names(), ok)
+	}
+	h2.m.Stop()
+
+	newPid := h.stdioPid(t, "dyn")
+	if err := h.m.Remove("dyn"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if names := h.tools.Names(); len(names) != 0 {
+		t.Errorf("tools still registered after Remove: %v", names)
+	}
+	if len(h.m.Status()) != 0 {
+		t.Errorf("status after Remove = %+v", h.m.Status())
+	}
+	if processAlive(newPid) {
+		t.Errorf("child %d alive after Remove", newPid)
+	}
+	if recs, _ := db.ListMCPServers(t.Context()); len(recs) != 0 {
+		t.Errorf("store still holds %+v after Remove", recs)
+	}
+	if err := h.m.Remove("dyn"); !errors.Is(err, ErrUnknownServer) {
+		t.Errorf("Remove twice = %v, want ErrUnknownServer", err)
+	}
+}
+
+// TestPersistedConfig checks what the store holds: the config as JSON, durations
+// as strings, and a configured server winning over a stored one of the same name.
+func TestPersistedConfig(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	stored := ServerConfig{Name: "dup", Transport: TransportStdio, Command: "/nonexistent/stored", Enabled: true, ConnectTimeout: 3 * time.Second}
+	b, _ := json.Marshal(stored)
+	if err := db.PutMCPServer(t.Context(), "dup", b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"connect_timeout":"3s"`) {
+		t.Errorf("stored config %s does not hold the timeout as a duration string", b)
+	}
+	h := newHarness(t, Config{Servers: []ServerConfig{{Name: "dup", Transport: TransportStdio, Command: "/nonexistent/configured", Enabled: true}}}, WithStore(db))
+	h.start(t)
+	var st ServerStatus
+	if !eventually(5*time.Second, func() bool { st = h.status(t, "dup"); return st.LastError != "" }) {
+		t.Fatal("no connection attempt")
+	}
+	if st.Persisted || !strings.Contains(st.LastError, "/nonexistent/configured") {
+		t.Errorf("status %+v: want the configured server, not the stored one", st)
+	}
+}
+
+// TestStopKillsProcessGroup stops the proxy while a stdio server runs behind a shell:
+// the shell and the server it started are gone when Stop returns, and no tool stays.
+func TestStopKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	script := npmPackage(t, "server-everything")
+	h := newHarness(t, Config{Servers: []ServerConfig{{Name: "wrapped", Transport: TransportStdio, Command: "sh",
+		Args: []string{"-c", `node "$0" stdio; echo unreachable`, script}, Enabled: true}}})
+	h.start(t)
+	h.waitState(t, "wrapped", StateReady, 30*time.Second)
+	pid := h.stdioPid(t, "wrapped")
+	start := time.Now()
+	h.m.Stop()
+	t.Logf("Stop took %s", time.Since(start))
+	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("process group %d still has members after Stop (kill -0: %v)", pid, err)
+	}
+	if names := h.tools.Names(); len(names) != 0 {
+		t.Errorf("tools registered after Stop: %v", names)
+	}
+	if err := h.m.Add(context.Background(), stdioEverything(t, "late")); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Add after Stop = %v, want ErrNotRunning", err)
+	}
+}
+
+func TestDisabledServer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{{Name: "off", Transport: TransportStdio, Command: "/nonexistent", Enabled: false}}})
+	h.start(t)
+	time.Sleep(100 * time.Millisecond)
+	st := h.status(t, "off")
+	if st.State != StateDisabled || st.Restarts != 0 || st.LastError != "" {
+		t.Errorf("disabled server status = %+v", st)
+	}
+	if err := h.m.Restart("off"); err == nil {
+		t.Error("Restart of a disabled server succeeded")
+	}
+	if !h.m.Ready() || h.m.Summary().Disabled != 1 {
+		t.Errorf("summary %+v ready %v: a disabled server is not down", h.m.Summary(), h.m.Ready())
+	}
+}

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package mcpproxy
+
+import "os/exec"
+
+// ownProcessGroup is a no-op where process groups do not exist; cancelling kills the
+// direct child only.
+func ownProcessGroup(*exec.Cmd) {}
+
+func killGroup(int) {}

@@ -1,0 +1,365 @@
+package mcpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// minBackoff is the first delay before a reconnection; it doubles up to MaxBackoff.
+const minBackoff = 250 * time.Millisecond
+
+var (
+	errRestart = errors.New("restart requested")
+	errStopped = errors.New("stopped")
+)
+
+// server supervises one upstream server: it connects, watches and reconnects, and
+// holds what Status reports.
+type server struct {
+	m   *Manager
+	cfg ServerConfig // with defaults
+	log *slog.Logger
+
+	mu        sync.Mutex
+	persisted bool
+	state     State
+	lastErr   string
+	since     time.Time
+	restarts  int
+	tools     []mcp.Tool // last known list, kept while the server is down
+	notes     []string
+	nTools    int           // registered
+	conn      *conn         // set while ready
+	changed   chan struct{} // closed and replaced on every state change
+
+	wake    chan struct{} // restart now
+	check   chan struct{} // health check now
+	refresh chan struct{} // list tools again
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
+	cfg = cfg.withDefaults()
+	s := &server{
+		m: m, cfg: cfg, persisted: persisted,
+		log:     m.log.With("mcp_server", cfg.Name),
+		state:   StateConnecting,
+		since:   time.Now(),
+		changed: make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		check:   make(chan struct{}, 1),
+		refresh: make(chan struct{}, 1),
+	}
+	if !cfg.Enabled {
+		s.state = StateDisabled
+	}
+	return s
+}
+
+// start runs the supervisor on the manager's wait group.
+func (s *server) start(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	s.cancel = cancel
+	s.done = make(chan struct{})
+	s.m.wg.Add(1)
+	go func() {
+		defer s.m.wg.Done()
+		defer close(s.done)
+		s.run(ctx)
+	}()
+}
+
+// stop ends the supervisor and waits for it (its connection is closed by then).
+func (s *server) stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+}
+
+func (s *server) run(ctx context.Context) {
+	attempt := 0
+	for ctx.Err() == nil {
+		if attempt > 0 {
+			s.mu.Lock()
+			s.restarts++
+			s.mu.Unlock()
+			s.m.metrics.restart(s.cfg.Name)
+		}
+		s.setState(StateConnecting, "", nil)
+		start := time.Now()
+		c, tools, err := dial(ctx, &s.cfg, s.log, s.onNotification, s.checkNow)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("mcp server: connection failed", "err", err, "attempt", attempt+1)
+			s.setState(StateFailed, err.Error(), nil)
+			attempt++
+			if !s.pause(ctx, s.m.backoff(attempt)) {
+				return
+			}
+			continue
+		}
+		s.log.Info("mcp server: connected", "tools", len(tools), "took", time.Since(start).Round(time.Millisecond))
+		s.mu.Lock()
+		s.tools = tools
+		s.mu.Unlock()
+		s.m.syncRegistry() // before ready: Status never shows ready without the tools
+		s.setState(StateReady, "", c)
+		up := time.Now()
+
+		reason := s.watch(ctx, c)
+		reason = c.describe(reason)
+		// Calls fail fast from here on; then the connection closes.
+		switch {
+		case ctx.Err() != nil:
+			s.setState(StateFailed, "stopped", nil)
+		case errors.Is(reason, errRestart):
+			s.log.Info("mcp server: restarting")
+			s.setState(StateConnecting, "", nil)
+		default:
+			s.log.Warn("mcp server: connection lost", "err", reason)
+			s.setState(StateFailed, reason.Error(), nil)
+		}
+		c.close()
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(reason, errRestart) {
+			attempt = 1
+			continue
+		}
+		if time.Since(up) >= min(s.m.cfg.MaxBackoff, 30*time.Second) {
+			attempt = 0 // it was healthy for a while: start the backoff over
+		}
+		attempt++
+		if !s.pause(ctx, s.m.backoff(attempt)) {
+			return
+		}
+	}
+}
+
+// watch returns why a ready connection ended: lost, failed health checks, a
+// restart, or the supervisor stopping. Tool-list refreshes run beside it, one at a
+// time, so that a server hanging in tools/list is still health-checked.
+func (s *server) watch(ctx context.Context, c *conn) error {
+	tick := time.NewTicker(s.m.cfg.HealthInterval)
+	defer tick.Stop()
+	timeouts := 0
+	type listing struct {
+		tools []mcp.Tool
+		err   error
+	}
+	listed := make(chan listing, 1)
+	refreshing, again := false, false
+	refresh := func() {
+		refreshing = true
+		c.spawn(func() {
+			lctx, cancel := context.WithTimeout(c.ctx, s.cfg.ConnectTimeout)
+			defer cancel()
+			tools, err := c.listTools(lctx)
+			listed <- listing{tools, err}
+		})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return errStopped
+		case <-c.dead:
+			return fmt.Errorf("connection lost: %w", c.err())
+		case <-s.wake:
+			return errRestart
+		case <-s.refresh:
+			if refreshing {
+				again = true
+			} else {
+				refresh()
+			}
+			continue
+		case l := <-listed:
+			refreshing = false
+			if l.err != nil {
+				if c.err() == nil && isConnectionGone(l.err) {
+					c.markDead(l.err)
+				}
+				s.log.Warn("mcp server: refreshing the tool list failed", "err", l.err)
+			} else {
+				s.mu.Lock()
+				s.tools = l.tools
+				s.mu.Unlock()
+				s.log.Info("mcp server: tool list changed", "tools", len(l.tools))
+				s.m.syncRegistry()
+			}
+			if again {
+				again = false
+				refresh()
+			}
+			continue
+		case <-tick.C:
+		case <-s.check:
+		}
+		select {
+		case <-c.dead:
+			continue
+		default:
+		}
+		err := c.ping(s.m.pingTimeout())
+		switch {
+		case c.err() != nil:
+		case err == nil:
+			timeouts = 0
+		case isTimeout(err):
+			// A busy server may miss one deadline; two in a row is dead.
+			if timeouts++; timeouts >= 2 {
+				c.markDead(fmt.Errorf("health check failed twice: %w", err))
+			}
+		case isTransportFailure(err) || isSessionLost(err):
+			c.markDead(fmt.Errorf("health check failed: %w", err))
+		default:
+			// An error answer (a server without ping) is still an answer.
+			timeouts = 0
+		}
+	}
+}
+
+// pause waits d, or less when a restart is asked for. It reports whether to go on.
+func (s *server) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-s.wake:
+	}
+	return true
+}
+
+func (s *server) onNotification(n mcp.JSONRPCNotification) {
+	switch n.Method {
+	case string(mcp.MethodNotificationProgress):
+		s.m.progress.handle(n)
+	case mcp.MethodNotificationToolsListChanged:
+		signal(s.refresh)
+	}
+}
+
+// checkNow asks the supervisor for a health check (something looked wrong).
+func (s *server) checkNow() { signal(s.check) }
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (s *server) setState(st State, lastErr string, c *conn) {
+	s.mu.Lock()
+	if st != s.state {
+		s.since = time.Now()
+	}
+	s.state = st
+	if lastErr != "" {
+		s.lastErr = lastErr // kept after recovery: why the server last went down
+	}
+	s.conn = c
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	s.m.metrics.up(s.cfg.Name, st == StateReady)
+}
+
+// liveConn is the connection calls use, nil unless the server is ready.
+func (s *server) liveConn() *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateReady || s.conn == nil || s.conn.err() != nil {
+		return nil
+	}
+	return s.conn
+}
+
+// awaitConn waits up to d for a connection other than old to be ready. It gives up
+// when an attempt fails: the caller should not wait through backoff.
+func (s *server) awaitConn(ctx context.Context, old *conn, d time.Duration) *conn {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	sawAttempt := false
+	for {
+		s.mu.Lock()
+		c, st, changed := s.conn, s.state, s.changed
+		s.mu.Unlock()
+		switch {
+		case st == StateReady && c != nil && c != old && c.err() == nil:
+			return c
+		case st == StateConnecting:
+			sawAttempt = true
+		case st == StateFailed && sawAttempt:
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			return nil
+		}
+	}
+}
+
+// unavailable is the error a call gets while the server is down.
+func (s *server) unavailable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msg := fmt.Sprintf("mcp server %s is not available (%s since %s)", s.cfg.Name, s.state, s.since.UTC().Format(time.RFC3339))
+	if s.lastErr != "" {
+		msg += ": " + s.lastErr
+	}
+	return toolError(msg)
+}
+
+func (s *server) status() ServerStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := ServerStatus{
+		Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Tools: s.nTools,
+		LastError: s.lastErr, Since: s.since, Restarts: s.restarts,
+		Notes: append([]string(nil), s.notes...), Persisted: s.persisted,
+	}
+	// A connection that has died is not ready even before the supervisor notices:
+	// the status agrees with liveConn, which calls use.
+	if s.state == StateReady && s.conn != nil {
+		if err := s.conn.err(); err != nil {
+			st.State, st.LastError = StateFailed, err.Error()
+		}
+	}
+	return st
+}
+
+// backoff is the delay before attempt n (1-based): minBackoff doubling up to
+// MaxBackoff, drawn uniformly from its upper half so that servers that failed
+// together do not retry together.
+func (m *Manager) backoff(n int) time.Duration {
+	d := min(minBackoff, m.cfg.MaxBackoff)
+	for i := 1; i < n && d < m.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, m.cfg.MaxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// pingTimeout bounds one health check.
+func (m *Manager) pingTimeout() time.Duration {
+	return min(max(m.cfg.HealthInterval, time.Second), 10*time.Second)
+}

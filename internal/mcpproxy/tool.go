@@ -1,0 +1,149 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Call outcomes, the values of the outcome label of toolserverd_mcp_calls_total.
+const (
+	outcomeOK          = "ok"
+	outcomeError       = "error" // the tool answered isError
+	outcomeFailed      = "failed"
+	outcomeInvalidArgs = "invalid_args"
+	outcomeUnavailable = "unavailable"
+	outcomeTimeout     = "timeout"
+	outcomeCancelled   = "cancelled"
+)
+
+// proxyTool is one upstream tool in the registry. It holds no connection: each call
+// takes the server's current one, so the tool survives reconnections.
+type proxyTool struct {
+	srv      *server
+	upstream string // the tool's name on the server
+	spec     tool.Spec
+}
+
+func (t *proxyTool) Spec() tool.Spec { return t.spec }
+
+// Run calls the upstream tool under a deadline (the server's call timeout, or the
+// call's own if shorter). The server being down is an unavailable error at once.
+func (t *proxyTool) Run(tc *tool.Context, args json.RawMessage) (*tool.Result, error) {
+	s := t.srv
+	c := s.liveConn()
+	if c == nil {
+		return t.done(outcomeUnavailable, nil, s.unavailable())
+	}
+	res, err := t.call(tc, c, args)
+	if err != nil && isSessionLost(err) && tc.Err() == nil {
+		// An HTTP server restarted and forgot the session; it refused the request
+		// before running it, so the call may go again once a new session is up.
+		c.markDead(fmt.Errorf("session lost: %w", err))
+		wait := min(s.cfg.ConnectTimeout, remaining(tc))
+		if nc := s.awaitConn(tc, c, wait); nc != nil {
+			c = nc
+			res, err = t.call(tc, c, args)
+		}
+	}
+	if err == nil {
+		if res.IsError {
+			return t.done(outcomeError, res, nil)
+		}
+		return t.done(outcomeOK, res, nil)
+	}
+	return t.done(t.classify(tc, c, err))
+}
+
+func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool.Result, error) {
+	ctx, cancel := context.WithTimeout(tc.Context, t.srv.cfg.CallTimeout)
+	defer cancel()
+	// The connection dying ends the call now: mcp-go's SSE client would wait for
+	// the deadline.
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+
+	token := t.srv.m.progress.add(tc)
+	defer t.srv.m.progress.remove(token)
+
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = t.upstream
+	req.Params.Arguments = args
+	req.Params.Meta = &mcp.Meta{ProgressToken: token}
+	res, err := c.client.CallTool(ctx, req)
+	if err != nil {
+		return nil, callError{err: err, deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil}
+	}
+	return convertResult(res), nil
+}
+
+// callError remembers whether the call's own deadline (not the caller's, not the
+// connection's end) stopped it.
+type callError struct {
+	err      error
+	deadline bool
+}
+
+func (e callError) Error() string { return e.err.Error() }
+func (e callError) Unwrap() error { return e.err }
+
+// classify turns a failed call into an outcome and a tool error.
+func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *tool.Result, error) {
+	name := t.srv.cfg.Name
+	var ce callError
+	errors.As(err, &ce)
+	switch {
+	case tc.Err() != nil:
+		if errors.Is(tc.Err(), context.DeadlineExceeded) {
+			return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish before the deadline and was stopped", t.spec.Name)
+		}
+		return outcomeCancelled, nil, tool.Errorf(tool.KindCancelled, "%s was cancelled before it finished", t.spec.Name)
+	case ce.deadline:
+		return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish within %s (timeout of mcp server %s) and was stopped",
+			t.spec.Name, t.srv.cfg.CallTimeout, name)
+	case c.err() != nil:
+		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s is not available: it went away during the call (%v)", name, c.err())
+	case isTransportFailure(err) || isSessionLost(err):
+		if isConnectionGone(err) {
+			c.markDead(err)
+		} else {
+			t.srv.checkNow()
+		}
+		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s is not available: %v", name, err)
+	case errors.Is(err, mcp.ErrInvalidParams):
+		return outcomeInvalidArgs, nil, tool.Errorf(tool.KindInvalidArgs, "mcp server %s rejected the arguments of %s: %v", name, t.upstream, err)
+	default:
+		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s failed to run %s: %v", name, t.upstream, err)
+	}
+}
+
+func (t *proxyTool) done(outcome string, res *tool.Result, err error) (*tool.Result, error) {
+	t.srv.m.metrics.call(t.srv.cfg.Name, outcome)
+	return res, err
+}
+
+// remaining is the time left before ctx's deadline, or a long time without one.
+func remaining(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
+	}
+	return time.Hour
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = "…" + s[len(s)-300:]
+	}
+	return s
+}

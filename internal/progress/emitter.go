@@ -1,0 +1,270 @@
+package progress
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+const (
+	// maxStreams bounds the log files one call may open; emits on further
+	// stream names are dropped.
+	maxStreams = 16
+	// maxStreamName bounds stream names; longer names are truncated.
+	maxStreamName = 64
+	// defaultStream names the stream of an Emit that gives none.
+	defaultStream = "stdout"
+	// keepBufCap is the largest buffer a stream keeps between flushes once it
+	// has slowed to timer-driven flushes; busier streams reuse theirs.
+	keepBufCap = 4 << 10
+)
+
+// Emitter is one call's tool.Progress. Emit never waits for consumers: it
+// appends to a buffer or a local log file and hands events to subscribers
+// without blocking. The zero Emitter (and a nil one) does nothing.
+type Emitter struct {
+	c *call
+}
+
+// Emit sends text on a stream ("stdout", "stderr", "info"; empty means stdout).
+// text may hold any bytes; they are logged unchanged. Emits after Close are
+// dropped.
+func (e *Emitter) Emit(stream, text string) {
+	if e == nil || e.c == nil || text == "" {
+		return
+	}
+	e.c.emit(stream, text)
+}
+
+// Close flushes every pending stream, then publishes the call's one closed
+// event and marks it finished. Later calls do nothing.
+func (e *Emitter) Close() {
+	if e == nil || e.c == nil {
+		return
+	}
+	e.c.close()
+}
+
+// call is the progress state of one tool call. mu serializes emits, flushes and
+// publication, which keeps each call's events in log order.
+type call struct {
+	hub  *Hub
+	meta CallMeta
+	dir  string
+
+	mu      sync.Mutex
+	streams map[string]*stream
+	order   []*stream
+	dirMade bool
+	closed  bool // Close was called: the call is finished
+	halted  bool // the hub stopped
+	doneAt  time.Time
+}
+
+// stream is one (call, stream) log and its coalescing buffer.
+type stream struct {
+	name      string
+	path      string
+	file      *os.File
+	logErr    error // first failure to open or write the log; Read reports it
+	size      int64 // bytes published, which is the log's size unless logErr
+	buf       []byte
+	lastFlush time.Time
+	timer     *time.Timer
+	seq       uint64 // invalidates a timer whose callback already started
+}
+
+func (c *call) finishedAt() (bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed, c.doneAt
+}
+
+func (c *call) emit(name, text string) {
+	cfg := &c.hub.cfg
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.halted {
+		return
+	}
+	st := c.stream(name)
+	if st == nil {
+		return
+	}
+	if cfg.FlushInterval == 0 {
+		c.publish(st, text, time.Now())
+		return
+	}
+	now := time.Now()
+	if len(st.buf) == 0 {
+		// Leading edge: output after a quiet window goes out at once, so sparse
+		// output has no added latency; large chunks skip the copy.
+		if now.Sub(st.lastFlush) >= cfg.FlushInterval || len(text) >= cfg.FlushBytes {
+			c.publish(st, text, now)
+			return
+		}
+	}
+	st.buf = append(st.buf, text...)
+	if len(st.buf) >= cfg.FlushBytes {
+		c.flush(st, now, true)
+		return
+	}
+	if st.timer == nil {
+		c.arm(st, st.lastFlush.Add(cfg.FlushInterval).Sub(now))
+	}
+}
+
+// stream returns the named stream, creating it; nil past maxStreams.
+func (c *call) stream(name string) *stream {
+	if name == "" {
+		name = defaultStream
+	}
+	if len(name) > maxStreamName {
+		name = name[:maxStreamName]
+	}
+	if st, ok := c.streams[name]; ok {
+		return st
+	}
+	if len(c.order) >= maxStreams {
+		return nil
+	}
+	st := &stream{name: name, path: filepath.Join(c.dir, encodeName(name)+logSuffix)}
+	c.streams[name] = st
+	c.order = append(c.order, st)
+	return st
+}
+
+func (c *call) arm(st *stream, d time.Duration) {
+	st.seq++
+	seq := st.seq
+	st.timer = time.AfterFunc(d, func() { c.onTimer(st, seq) })
+}
+
+func (c *call) disarm(st *stream) {
+	if st.timer != nil {
+		st.timer.Stop()
+		st.timer = nil
+		st.seq++
+	}
+}
+
+func (c *call) onTimer(st *stream, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.halted || st.seq != seq {
+		return
+	}
+	st.timer = nil
+	c.flush(st, time.Now(), false)
+}
+
+// flush publishes the buffered bytes of st, if any. keep says whether the
+// buffer's memory is worth reusing (the stream is busy).
+func (c *call) flush(st *stream, now time.Time, keep bool) {
+	c.disarm(st)
+	if len(st.buf) == 0 {
+		return
+	}
+	text := string(st.buf)
+	if keep || cap(st.buf) <= keepBufCap {
+		st.buf = st.buf[:0]
+	} else {
+		st.buf = nil
+	}
+	c.publish(st, text, now)
+}
+
+// publish appends text to the stream's log and fans it out as one event.
+func (c *call) publish(st *stream, text string, now time.Time) {
+	off := st.size
+	c.writeLog(st, text)
+	st.size += int64(len(text))
+	st.lastFlush = now
+	c.hub.metrics.bytes.Add(float64(len(text)))
+	c.hub.publish(Event{
+		CallID:     c.meta.CallID,
+		ToolCallID: c.meta.ToolCallID,
+		SessionID:  c.meta.SessionID,
+		Stream:     st.name,
+		Text:       text,
+		Offset:     off,
+		TS:         now,
+	})
+}
+
+// writeLog appends to the stream's log, opening it on first use. A failure is
+// remembered and the live events go on; Read reports the broken log.
+func (c *call) writeLog(st *stream, text string) {
+	if st.logErr != nil {
+		return
+	}
+	if st.file == nil {
+		if !c.dirMade {
+			if err := os.MkdirAll(c.dir, 0o700); err != nil {
+				c.logFailed(st, err)
+				return
+			}
+			c.dirMade = true
+		}
+		// O_TRUNC: a log left by an earlier process under the same call id is stale.
+		f, err := os.OpenFile(st.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+		if err != nil {
+			c.logFailed(st, err)
+			return
+		}
+		st.file = f
+	}
+	if _, err := st.file.WriteString(text); err != nil {
+		c.logFailed(st, err)
+	}
+}
+
+func (c *call) logFailed(st *stream, err error) {
+	st.logErr = err
+	c.hub.metrics.logErrors.Inc()
+}
+
+// close ends the call: flush all, close the logs, publish the closed event.
+func (c *call) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.halted {
+		return
+	}
+	now := time.Now()
+	c.finish(now)
+	c.closed = true
+	c.doneAt = now
+	c.hub.publish(Event{
+		CallID:     c.meta.CallID,
+		ToolCallID: c.meta.ToolCallID,
+		SessionID:  c.meta.SessionID,
+		Closed:     true,
+		TS:         now,
+	})
+}
+
+// halt is the hub's Stop: flush and close the logs without finishing the call.
+func (c *call) halt() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.halted {
+		return
+	}
+	c.finish(time.Now())
+	c.halted = true
+}
+
+func (c *call) finish(now time.Time) {
+	for _, st := range c.order {
+		c.flush(st, now, false)
+		st.buf = nil
+		if st.file != nil {
+			if err := st.file.Close(); err != nil && st.logErr == nil {
+				c.logFailed(st, err)
+			}
+			st.file = nil
+		}
+	}
+}

@@ -1,0 +1,32 @@
+package rank
+
+import (
+	"testing"
+)
+
+// BenchmarkRank5000 ranks queries against 5,000 tools. Besides ns/op (the mean) it
+// reports the median and 99th percentile of single-query latency over 3,000 queries,
+// measured after the timed loop.
+func BenchmarkRank5000(b *testing.B) {
+	docs := registry(b, 5000)
+	ix := NewIndex(docs)
+	queries := benchQueries(b, docs, 3000)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ix.Rank(queries[i%len(queries)], 10)
+		i++
+	}
+	lat := latencies(ix, queries)
+	b.ReportMetric(float64(percentile(lat, 0.5).Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(percentile(lat, 0.99).Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkNewIndex5000 is the cost of rebuilding the index when the tool set changes.
+func BenchmarkNewIndex5000(b *testing.B) {
+	docs := registry(b, 5000)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewIndex(docs)
+	}
+}

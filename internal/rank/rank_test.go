@@ -1,0 +1,207 @@
+package rank
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestTokenize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"getWeatherForecast", []string{"get", "weather", "forecast"}},
+		{"mcp__github__create_issue", []string{"mcp", "github", "creat", "issu"}},
+		{"get-tiny-image", []string{"get", "tiny", "imag"}},
+		{"HTTPServer parseJSONBody", []string{"http", "server", "pars", "json", "body"}},
+		{"list_dir", []string{"list", "directory"}},
+		{"read_text_file", []string{"read", "text", "fil"}},
+		{"base64 utf8Decode", []string{"base64", "utf8", "decod"}},
+		{"Read the contents of a file!", []string{"read", "content", "fil"}},
+		{"a I x", nil},
+		{"", nil},
+		{"open_pr", []string{"open", "pull", "request"}},
+		{"Ünïcödé wörds", []string{"ünïcödé", "wörds"}},
+	}
+	for _, tt := range tests {
+		if got := Tokenize(tt.in); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Tokenize(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestStemConflates checks that the forms of a word meet and that words that must
+// stay apart do.
+func TestStemConflates(t *testing.T) {
+	t.Parallel()
+	groups := [][]string{
+		{"create", "creates", "creating", "created"},
+		{"write", "writes", "writing"},
+		{"list", "lists", "listing", "listed"},
+		{"file", "files"},
+		{"run", "runs", "running"},
+		{"get", "gets", "getting"},
+		{"search", "searches", "searching", "searched"},
+		{"fetch", "fetches", "fetching", "fetched"},
+		{"match", "matches", "matching"},
+		{"box", "boxes"},
+		{"directory", "directories"},
+		{"query", "queries"},
+		{"process", "processes", "processing", "processed"},
+		{"use", "uses", "using", "used"},
+		{"move", "moves", "moving", "moved"},
+		{"add", "adds", "added", "adding"},
+		{"stop", "stops", "stopped", "stopping"},
+		{"exist", "exists", "existing"},
+		{"image", "images"},
+		{"number", "numbers"},
+	}
+	for _, g := range groups {
+		want := Stem(g[0])
+		for _, w := range g[1:] {
+			if got := Stem(w); got != want {
+				t.Errorf("Stem(%q) = %q, Stem(%q) = %q; want equal", w, got, g[0], want)
+			}
+		}
+	}
+	apart := [][2]string{{"status", "state"}, {"string", "str"}, {"thing", "th"}, {"pass", "pa"}, {"install", "instal"}}
+	for _, p := range apart {
+		if Stem(p[0]) == p[1] {
+			t.Errorf("Stem(%q) = %q", p[0], p[1])
+		}
+	}
+	for _, w := range []string{"status", "process", "analysis", "string", "bus", "gas", "js"} {
+		if got := Stem(w); got != w && got != strings.TrimSuffix(w, "e") {
+			t.Errorf("Stem(%q) = %q, want it unchanged", w, got)
+		}
+	}
+}
+
+func names(rs []Result) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func TestRankBasics(t *testing.T) {
+	t.Parallel()
+	docs := []Doc{
+		{Name: "read_file", Description: "Read a text file with line numbers.", Params: []string{"path", "offset"}},
+		{Name: "write_file", Description: "Create or overwrite a file.", Params: []string{"path", "content"}},
+		{Name: "web_fetch", Description: "Fetch a URL and return the page as Markdown.", Params: []string{"url"}},
+		{Name: "notes_tool", Description: "Keeps notes. Can also read a file into a note.", Params: []string{"note_id"}},
+		{Name: "read_file", Description: "A duplicate name: skipped."},
+		{Name: "", Description: "No name: skipped."},
+	}
+	ix := NewIndex(docs)
+	if ix.Len() != 4 {
+		t.Fatalf("Len = %d, want 4 (duplicate and empty names skipped)", ix.Len())
+	}
+
+	got := ix.Rank("read a file", 10)
+	if len(got) == 0 || got[0].Name != "read_file" {
+		t.Fatalf("Rank(read a file) = %v, want read_file first", got)
+	}
+	// A match in the name outranks the same words in a description.
+	pos := map[string]int{}
+	for i, r := range got {
+		pos[r.Name] = i
+	}
+	if pos["notes_tool"] < pos["read_file"] {
+		t.Errorf("description-only match ranked above the name match: %v", names(got))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Score > got[i-1].Score {
+			t.Errorf("results not sorted by score: %v", got)
+		}
+	}
+	if r := ix.Rank("fetch the page at this url", 1); len(r) != 1 || r[0].Name != "web_fetch" {
+		t.Errorf("Rank(fetch …, 1) = %v", r)
+	}
+	if r := ix.Rank("quantum chromodynamics", 10); len(r) != 0 {
+		t.Errorf("no shared term but got %v", r)
+	}
+	if r := ix.Rank("the a of", 10); len(r) != 0 {
+		t.Errorf("stopwords only but got %v", r)
+	}
+	if r := ix.Rank("path", 0); len(r) != 2 {
+		t.Errorf("limit 0 returned %v, want both tools with a path parameter", names(r))
+	}
+	keep := func(n string) bool { return n != "read_file" }
+	if r := ix.RankFiltered("read a file", 10, keep); len(r) == 0 || r[0].Name == "read_file" {
+		t.Errorf("RankFiltered returned a filtered tool: %v", names(r))
+	}
+	if r := NewIndex(nil).Rank("anything", 5); len(r) != 0 {
+		t.Errorf("empty index returned %v", r)
+	}
+}
+
+func TestRankTieBreakByName(t *testing.T) {
+	t.Parallel()
+	var docs []Doc
+	for _, n := range []string{"zeta_tool", "alpha_tool", "mid_tool", "beta_tool"} {
+		docs = append(docs, Doc{Name: n, Description: "Identical description."})
+	}
+	ix := NewIndex(docs)
+	want := []string{"alpha_tool", "beta_tool", "mid_tool", "zeta_tool"}
+	for range 20 {
+		if got := names(ix.Rank("identical", 10)); !reflect.DeepEqual(got, want) {
+			t.Fatalf("tie order = %v, want %v", got, want)
+		}
+	}
+	if got := names(ix.Rank("identical description", 2)); !reflect.DeepEqual(got, want[:2]) {
+		t.Errorf("top 2 of a tie = %v, want %v", got, want[:2])
+	}
+}
+
+// TestRankTopKMatchesFullSort checks the bounded heap against a full ranking.
+func TestRankTopKMatchesFullSort(t *testing.T) {
+	t.Parallel()
+	docs := registry(t, 2000)
+	ix := NewIndex(docs)
+	for _, q := range benchQueries(t, docs, 200) {
+		all := ix.Rank(q, 0)
+		for _, k := range []int{1, 5, 10} {
+			top := ix.Rank(q, k)
+			want := all[:min(k, len(all))]
+			if !reflect.DeepEqual(top, want) {
+				t.Fatalf("Rank(%q, %d) = %v, want %v", q, k, top, want)
+			}
+		}
+	}
+}
+
+func TestRankConcurrent(t *testing.T) {
+	t.Parallel()
+	docs := registry(t, 1000)
+	ix := NewIndex(docs)
+	queries := benchQueries(t, docs, 64)
+	want := make([][]Result, len(queries))
+	for i, q := range queries {
+		want[i] = ix.Rank(q, 10)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range queries {
+				j := (i + w) % len(queries)
+				if got := ix.Rank(queries[j], 10); !reflect.DeepEqual(got, want[j]) {
+					errs <- fmt.Errorf("query %q: concurrent result differs", queries[j])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,99 @@
+package rank
+
+import (
+	"slices"
+	"sort"
+	"testing"
+	"time"
+)
+
+// recallFloor is the measured recall@10 of the labelled queries over the 5,000-tool
+// registry (0.781 when written) minus a margin of about two queries; a change to the
+// tokenizer, the stemmer or the weights that loses more fails the test. Raise it
+// (measured − 0.03) when the ranker gets better.
+const recallFloor = 0.75
+
+func TestRecallAt10(t *testing.T) {
+	t.Parallel()
+	docs := registry(t, 5000)
+	ix := NewIndex(docs)
+	if ix.Len() != 5000 {
+		t.Fatalf("index has %d tools, want 5000", ix.Len())
+	}
+	known := map[string]bool{}
+	for _, d := range docs {
+		known[d.Name] = true
+	}
+	queries := labelledQueries(t)
+	if len(queries) < 40 {
+		t.Fatalf("%d labelled queries, want at least 40", len(queries))
+	}
+	var sum, rr float64
+	for _, q := range queries {
+		top := ix.Rank(q.query, 10)
+		var names []string
+		for _, r := range top {
+			names = append(names, r.Name)
+		}
+		found := 0
+		for _, rel := range q.relevant {
+			if !known[rel] {
+				t.Fatalf("query %q: label %s is not a tool of the registry", q.query, rel)
+			}
+			if slices.Contains(names, rel) {
+				found++
+			}
+		}
+		recall := float64(found) / float64(len(q.relevant))
+		sum += recall
+		for i, n := range names {
+			if slices.Contains(q.relevant, n) {
+				rr += 1 / float64(i+1)
+				break
+			}
+		}
+		if recall < 1 {
+			t.Logf("recall %.2f for %q (want %v): got %v", recall, q.query, q.relevant, names)
+		}
+	}
+	recall := sum / float64(len(queries))
+	t.Logf("recall@10 = %.3f, MRR = %.3f over %d queries and %d tools", recall, rr/float64(len(queries)), len(queries), ix.Len())
+	if recall < recallFloor {
+		t.Errorf("recall@10 = %.3f, below the floor %.3f", recall, recallFloor)
+	}
+}
+
+// latencies ranks every query once, timing each, and returns the sorted durations.
+func latencies(ix *Index, queries []string) []time.Duration {
+	out := make([]time.Duration, len(queries))
+	for i, q := range queries {
+		start := time.Now()
+		ix.Rank(q, 10)
+		out[i] = time.Since(start)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	return sorted[int(p*float64(len(sorted)-1))]
+}
+
+// TestRankLatency holds the ranker to its budget: the median query over 5,000 tools
+// under 1 ms. The race detector slows everything by an order of magnitude, so the
+// bound is only checked without it.
+func TestRankLatency(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("timing is meaningless under the race detector or -short")
+	}
+	docs := registry(t, 5000)
+	ix := NewIndex(docs)
+	queries := benchQueries(t, docs, 3000)
+	latencies(ix, queries) // warm up
+	lat := latencies(ix, queries)
+	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+	t.Logf("Rank over %d tools: p50 %s, p99 %s (%d queries)", ix.Len(), p50, p99, len(queries))
+	if p50 > time.Millisecond {
+		t.Errorf("p50 = %s, want under 1ms", p50)
+	}
+}

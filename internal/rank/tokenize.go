@@ -1,0 +1,153 @@
+package rank
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Tokenize splits text into normalised terms: it splits on every character that is
+// not a letter or digit (so "_", "-", "__", "/" and spaces all separate), then splits
+// camelCase and PascalCase words at their case boundaries ("getWeatherForecast" →
+// get weather forecast, "HTTPServer" → http server), lower-cases, expands common
+// abbreviations of tool names ("dir" → directory, "repo" → repository), drops
+// stopwords and single letters, and stems each word (see Stem). Digits stay attached
+// to letters ("base64", "utf8").
+func Tokenize(text string) []string {
+	return appendTokens(nil, text)
+}
+
+func appendTokens(dst []string, text string) []string {
+	start := -1
+	for i, r := range text {
+		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
+		if alnum && start < 0 {
+			start = i
+		}
+		if !alnum && start >= 0 {
+			dst = appendWord(dst, text[start:i])
+			start = -1
+		}
+	}
+	if start >= 0 {
+		dst = appendWord(dst, text[start:])
+	}
+	return dst
+}
+
+// appendWord splits one run of letters and digits at case boundaries.
+func appendWord(dst []string, w string) []string {
+	start := 0
+	var prev rune
+	for i, r := range w {
+		if i > 0 && unicode.IsUpper(r) {
+			next, _ := utf8.DecodeRuneInString(w[i+utf8.RuneLen(r):])
+			// aB → a|B; ABc → A|Bc (the last capital of a run starts the next word).
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) ||
+				unicode.IsUpper(prev) && unicode.IsLower(next) {
+				dst = appendTerm(dst, w[start:i])
+				start = i
+			}
+		}
+		prev = r
+	}
+	return appendTerm(dst, w[start:])
+}
+
+func appendTerm(dst []string, w string) []string {
+	w = strings.ToLower(w)
+	if full, ok := abbreviations[w]; ok {
+		if first, rest, two := strings.Cut(full, " "); two {
+			return append(dst, Stem(first), Stem(rest))
+		}
+		w = full
+	}
+	if len(w) < 2 || stopwords[w] {
+		return dst
+	}
+	return append(dst, Stem(w))
+}
+
+// abbreviations common in tool and parameter names, expanded so that "list_dir" and
+// "list the directory" share a term.
+var abbreviations = map[string]string{
+	"dir": "directory", "dirs": "directories", "repo": "repository", "repos": "repositories",
+	"env": "environment", "config": "configuration", "cfg": "configuration",
+	"msg": "message", "msgs": "messages", "img": "image", "db": "database",
+	"info": "information", "doc": "document", "docs": "documents", "cmd": "command",
+	"exec": "execute", "args": "arguments", "arg": "argument", "param": "parameter",
+	"params": "parameters", "fn": "function", "func": "function", "tmp": "temporary",
+	"temp": "temporary", "del": "delete", "pr": "pull request", "prs": "pull requests",
+	"auth": "authentication", "desc": "description", "num": "number", "max": "maximum",
+	"min": "minimum", "src": "source", "dst": "destination", "dest": "destination",
+}
+
+// stopwords are words that say nothing about which tool fits: articles, pronouns,
+// auxiliaries and the filler of requests ("please", "want", "need").
+var stopwords = map[string]bool{
+	"a": true, "an": true, "the": true, "of": true, "to": true, "in": true, "on": true,
+	"for": true, "from": true, "with": true, "by": true, "and": true, "or": true,
+	"is": true, "are": true, "be": true, "was": true, "it": true, "its": true,
+	"this": true, "that": true, "these": true, "those": true, "as": true, "at": true,
+	"into": true, "i": true, "me": true, "my": true, "you": true, "your": true,
+	"we": true, "our": true, "us": true, "can": true, "could": true, "should": true,
+	"would": true, "will": true, "do": true, "does": true, "how": true, "what": true,
+	"which": true, "please": true, "want": true, "need": true, "some": true,
+	"there": true, "here": true, "then": true, "than": true, "if": true, "so": true,
+	"one": true, "via": true,
+}
+
+// Stem strips the commonest English inflections so that a query and a description
+// that use different forms of a word meet: plural -s/-es/-ies, -ing, -ed, a doubled
+// final consonant left by them, and a final silent -e ("create", "creates",
+// "creating", "created" → "creat"). It is deliberately small: it needs to be
+// consistent, not linguistically right, since queries and documents go through it
+// alike.
+func Stem(w string) string {
+	if len(w) <= 2 || !isASCIILower(w) {
+		return w
+	}
+	switch {
+	case strings.HasSuffix(w, "ies") && len(w) > 4:
+		w = w[:len(w)-3] + "y"
+	case strings.HasSuffix(w, "sses"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "xes"), strings.HasSuffix(w, "ches"),
+		strings.HasSuffix(w, "shes"), strings.HasSuffix(w, "zes"):
+		w = w[:len(w)-2]
+	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") &&
+		!strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
+		w = w[:len(w)-1]
+	}
+	for _, suf := range []string{"ing", "ed"} {
+		if stem, ok := strings.CutSuffix(w, suf); ok && len(stem) >= 2 && hasVowel(stem) {
+			w = undouble(stem)
+			break
+		}
+	}
+	if len(w) >= 3 && w[len(w)-1] == 'e' {
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
+// undouble turns "runn" into "run" (not "ll", "ss", "zz", as in "install", "pass",
+// and not when only two letters would be left, as in "add").
+func undouble(w string) string {
+	n := len(w)
+	if n >= 4 && w[n-1] == w[n-2] && !strings.ContainsRune("aeioulsz", rune(w[n-1])) {
+		return w[:n-1]
+	}
+	return w
+}
+
+func hasVowel(w string) bool { return strings.ContainsAny(w, "aeiouy") }
+
+func isASCIILower(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

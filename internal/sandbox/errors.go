@@ -1,0 +1,50 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; match them with errors.Is. Their messages are written for a model
+// that has to correct its next call.
+var (
+	ErrOutsideRoot          = errors.New("path is outside the working directory")
+	ErrSymlinkLoop          = errors.New("too many levels of symbolic links")
+	ErrInvalidPath          = errors.New("invalid path")
+	ErrNotDir               = errors.New("not a directory")
+	ErrJobNotFound          = errors.New("no such job in this session")
+	ErrTooManyJobs          = errors.New("too many running jobs in this session")
+	ErrInvalidStream        = errors.New(`stream must be "stdout" or "stderr"`)
+	ErrInvalidCommand       = errors.New("invalid command")
+	ErrIsolationUnavailable = errors.New("isolated sandbox is not available on this host")
+	ErrClosed               = errors.New("sandbox is closed")
+	ErrOutputDiscarded      = errors.New("the job's output was discarded")
+)
+
+// PathError describes a path that Resolve refused.
+type PathError struct {
+	// Path is the path as given.
+	Path string
+	// Root is the sandbox root.
+	Root string
+	// Err is one of ErrOutsideRoot, ErrSymlinkLoop, ErrInvalidPath, ErrNotDir or an
+	// error from the file system.
+	Err error
+	// Reason says what went wrong, e.g. `".." climbs above it` or
+	// `symlink "a/b" points to "/etc"`.
+	Reason string
+}
+
+func (e *PathError) Error() string {
+	switch {
+	case errors.Is(e.Err, ErrOutsideRoot):
+		return fmt.Sprintf("path %q is outside the working directory %s (%s); use a path inside it, relative paths are resolved against it",
+			e.Path, e.Root, e.Reason)
+	case e.Reason != "":
+		return fmt.Sprintf("path %q: %v (%s)", e.Path, e.Err, e.Reason)
+	default:
+		return fmt.Sprintf("path %q: %v", e.Path, e.Err)
+	}
+}
+
+func (e *PathError) Unwrap() error { return e.Err }

@@ -1,0 +1,103 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"os"
+	"syscall"
+)
+
+// nsCloneFlags puts a command in new user, mount, pid, ipc and uts namespaces, and a
+// new network namespace (only its own loopback) unless network is allowed.
+func nsCloneFlags(network bool) uintptr {
+	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
+	if !network {
+		flags |= syscall.CLONE_NEWNET
+	}
+	return flags
+}
+
+// nsAttr starts a process in new namespaces as uid/gid 0 of its user namespace,
+// mapped to the daemon's own ids (so it writes the root as the daemon would).
+func nsAttr(network bool) *syscall.SysProcAttr {
+	attr := groupAttr()
+	attr.Cloneflags = nsCloneFlags(network)
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
+	return attr
+}
+
+// groupAttr starts the command as the leader of a new process group (so the whole
+// group can be signalled) and kills it if the daemon's launching thread dies.
+func groupAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// localLaunch runs bash -c command with the daemon's rights.
+func localLaunch(bash, dir, command string, env []string) launch {
+	return launch{argv: []string{bash, "-c", command}, env: env, dir: dir, attr: groupAttr()}
+}
+
+// nsInit is the first process of a new pid namespace: a shell that runs the command's
+// shell as its child and exits with its status. The command's shell must not be pid 1
+// itself, because the kernel does not deliver SIGTERM to a namespace's init from
+// outside: on a timeout it would go on with its next command. The trailing exit keeps
+// bash from exec'ing the child in place of the init; the init's own stderr goes to
+// /dev/null so that its "Killed" notices do not mix with the command's output.
+const nsInit = `exec 3>&2 2>/dev/null; "$0" -c "$1" 2>&3 3>&-; exit $?`
+
+// namespacesLaunch runs bash -c command in new namespaces through the init helper
+// (helper.go): read-only host, writable rw (the root and the session's temp dir), no
+// capabilities, Landlock. A command whose shell dies of a signal shows as exit code
+// 128+n, like in bwrap.
+func namespacesLaunch(bash, dir, command string, env []string, rw []string, network bool, abi int) (launch, error) {
+	spec, err := json.Marshal(helperSpec{RW: rw, Dir: dir, LandlockABI: abi, Network: network, MaskRun: maskRun(rw, network)})
+	if err != nil {
+		return launch{}, err
+	}
+	return launch{
+		path: helperExe,
+		argv: []string{helperArg0, string(spec), bash, "-c", nsInit, bash, command},
+		env:  env, dir: dir, attr: nsAttr(network),
+	}, nil
+}
+
+// maskRun reports whether /run should be hidden behind an empty read-only tmpfs: it
+// holds the host's privileged Unix sockets (docker, systemd, D-Bus), which read-only
+// mounts do not protect. It stays visible when the network is allowed (resolv.conf
+// may point into it) or when a writable dir lies inside it.
+func maskRun(rw []string, network bool) bool {
+	if network {
+		return false
+	}
+	if fi, err := os.Stat("/run"); err != nil || !fi.IsDir() {
+		return false
+	}
+	for _, p := range rw {
+		if within(p, "/run") {
+			return false
+		}
+	}
+	return true
+}
+
+// bwrapLaunch runs bash -c command under bubblewrap: a read-only bind of the host, a
+// fresh /dev, a fresh read-only /proc (bwrap alone leaves /proc/sys writable, and
+// the command is uid 0), the rw directories bound writable at the same paths, every
+// namespace unshared (the network too unless allowed) and no capabilities.
+func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw []string, network bool) launch {
+	argv := []string{bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"}
+	if maskRun(rw, network) {
+		argv = append(argv, "--tmpfs", "/run", "--remount-ro", "/run")
+	}
+	for _, p := range rw {
+		argv = append(argv, "--bind", p, p)
+	}
+	argv = append(argv, "--unshare-all")
+	if network {
+		argv = append(argv, "--share-net")
+	}
+	argv = append(argv, "--die-with-parent", "--cap-drop", "ALL", "--chdir", dir, "--", bash, "-c", command)
+	return launch{argv: argv, env: env, dir: dir, attr: groupAttr()}
+}

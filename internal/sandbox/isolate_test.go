@@ -1,0 +1,309 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestIsolationFileSystem: an isolated command can change nothing outside its root,
+// by any route, while everything works inside it.
+func TestIsolationFileSystem(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			sb, root := newSandbox(t, m, Options{})
+			outside := t.TempDir()
+			existing := filepath.Join(outside, "existing")
+			if err := os.WriteFile(existing, []byte("original"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.Stat(existing)
+			etc := "/etc/toolserverd-isolation-test-" + bc.name
+			t.Cleanup(func() { os.Remove(etc) })
+			attempts := []struct{ name, command string }{
+				{"create", `echo x > "$OUT/new"`},
+				{"append", `echo x >> "$OUT/existing"`},
+				{"truncate on open", `: > "$OUT/existing"`},
+				{"truncate(2)", `truncate -s 0 "$OUT/existing"`},
+				{"chmod", `chmod 600 "$OUT/existing"`},
+				{"touch", `touch -d 2001-01-01 "$OUT/existing"`},
+				{"rm", `rm "$OUT/existing"`},
+				{"rename out of the host", `mv "$OUT/existing" ./moved`},
+				{"hard link into the root", `ln "$OUT/existing" ./hl && echo pwn >> ./hl`},
+				{"symlink into the root", `ln -s "$OUT/existing" ./sl && echo pwn >> ./sl`},
+				{"mkdir", `mkdir "$OUT/dir"`},
+				{"etc", `echo x > ` + etc},
+				{"proc sysctl", `echo 1 > /proc/sys/vm/drop_caches`},
+				{"remount", `mount -o remount,rw /`},
+				{"mount", `mkdir -p mnt && mount -t tmpfs none mnt`},
+			}
+			for _, a := range attempts {
+				j, info := run(t, sb, Cmd{Command: a.command, Env: []string{"OUT=" + outside}})
+				if j.ExitCode() == 0 {
+					t.Errorf("%s: %q succeeded (%s)", a.name, a.command, info.Status)
+				}
+			}
+			if b, err := os.ReadFile(existing); err != nil || string(b) != "original" {
+				t.Errorf("outside file now %q, %v", b, err)
+			}
+			if after, err := os.Stat(existing); err != nil || after.Mode() != before.Mode() || !after.ModTime().Equal(before.ModTime()) {
+				t.Errorf("outside file's mode or time changed: %v → %v", before, after)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+				t.Errorf("outside dir holds %d entries", len(entries))
+			}
+			if _, err := os.Stat(etc); err == nil {
+				t.Errorf("%s was created", etc)
+			}
+
+			j, info := run(t, sb, Cmd{Command: `echo ok > in.txt && mkdir -p a/b && ln -s in.txt link && chmod 600 in.txt && mv in.txt a/b/ && cat a/b/in.txt && rm -r a`})
+			if info.Status != StatusExited || j.ExitCode() != 0 || output(t, j, Stdout) != "ok\n" {
+				t.Errorf("work inside the root failed: %+v %q %q", info, output(t, j, Stdout), output(t, j, Stderr))
+			}
+			if _, err := os.Lstat(filepath.Join(root, "link")); err != nil {
+				t.Errorf("the symlink made inside is not there: %v", err)
+			}
+		})
+	}
+}
+
+// TestIsolationNetwork: a listener of the host on 127.0.0.1 is unreachable from an
+// isolated command unless the sandbox allows the network.
+func TestIsolationNetwork(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var accepted atomic.Int32
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					accepted.Add(1)
+					c.Close()
+				}
+			}()
+			t.Cleanup(func() { ln.Close(); <-done })
+			port := ln.Addr().(*net.TCPAddr).Port
+			connect := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && echo connected`, port)
+
+			off, _ := newSandbox(t, m, Options{})
+			if off.Network() {
+				t.Error("sandbox reports network by default")
+			}
+			j, _ := run(t, off, Cmd{Command: connect})
+			if j.ExitCode() == 0 || strings.Contains(output(t, j, Stdout), "connected") {
+				t.Errorf("connected to the host without network: %q", output(t, j, Stdout))
+			}
+			j, _ = run(t, off, Cmd{Command: `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`})
+			if got := output(t, j, Stdout); got != "lo\n" {
+				t.Errorf("interfaces without network: %q", got)
+			}
+			if n := accepted.Load(); n != 0 {
+				t.Fatalf("the listener accepted %d connections from an isolated command", n)
+			}
+
+			allow := true
+			on, _ := newSandbox(t, m, Options{AllowNetwork: &allow})
+			j, _ = run(t, on, Cmd{Command: connect})
+			if j.ExitCode() != 0 || output(t, j, Stdout) != "connected\n" || accepted.Load() != 1 {
+				t.Errorf("with network: code %d %q %q, accepted %d", j.ExitCode(), output(t, j, Stdout), output(t, j, Stderr), accepted.Load())
+			}
+		})
+	}
+}
+
+// TestIsolationRunMasked: without network, the host's /run (privileged Unix sockets)
+// is hidden behind an empty read-only tmpfs.
+func TestIsolationRunMasked(t *testing.T) {
+	t.Parallel()
+	if fi, err := os.Stat("/run"); err != nil || !fi.IsDir() {
+		t.Skip("no /run on this host")
+	}
+	sock := fmt.Sprintf("/run/toolserverd-test-%d.sock", time.Now().UnixNano())
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Skipf("cannot create a socket in /run: %v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			sb, _ := newSandbox(t, m, Options{})
+			j, _ := run(t, sb, Cmd{Command: `test -e "$SOCK" && echo visible; ls -A /run | wc -l; touch /run/x`, Env: []string{"SOCK=" + sock}})
+			if got := output(t, j, Stdout); got != "0\n" || j.ExitCode() == 0 {
+				t.Errorf("/run inside: %q (exit %d); want it empty and read-only", got, j.ExitCode())
+			}
+		})
+	}
+}
+
+// TestIsolationProcesses: an isolated command sees its own pid namespace, holds no
+// capability and cannot signal the daemon.
+func TestIsolationProcesses(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			sb, _ := newSandbox(t, m, Options{})
+			j, _ := run(t, sb, Cmd{Command: "kill -0 " + strconv.Itoa(os.Getpid())})
+			if j.ExitCode() == 0 {
+				t.Error("the command could signal the test process")
+			}
+			j, _ = run(t, sb, Cmd{Command: `grep -E '^Cap(Prm|Eff|Bnd|Amb|Inh):' /proc/self/status; ls /proc | grep -c '^[0-9]'`})
+			lines := strings.Split(strings.TrimSpace(output(t, j, Stdout)), "\n")
+			if len(lines) != 6 {
+				t.Fatalf("status: %q %q", lines, output(t, j, Stderr))
+			}
+			for _, l := range lines[:5] {
+				if !strings.HasSuffix(l, "0000000000000000") {
+					t.Errorf("capability set not empty: %s", l)
+				}
+			}
+			if n, _ := strconv.Atoi(lines[5]); n < 1 || n > 6 {
+				t.Errorf("the command sees %d processes in /proc; want its own few", n)
+			}
+		})
+	}
+}
+
+// TestForkBomb: with a pids cgroup a fork bomb is held to the limit and dies with
+// its job; the host can start processes afterwards.
+func TestForkBomb(t *testing.T) {
+	t.Parallel()
+	if hostCaps().PidsCgroup == "" {
+		t.Skipf("no pids cgroup here (%s): a fork bomb is only bounded by the timeout kill", hostCaps().PidsCgroupError)
+	}
+	for _, bc := range allBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := bc.cfg
+			cfg.PidsLimit = 64
+			m := newManager(t, cfg)
+			if !m.PidsLimited() {
+				t.Fatal("manager has no pids cgroup although the host has one")
+			}
+			sb, _ := newSandbox(t, m, Options{})
+			start := time.Now()
+			_, info := run(t, sb, Cmd{Command: ":(){ :|:& };:; sleep 30", Timeout: 3 * time.Second})
+			if elapsed := time.Since(start); elapsed > 10*time.Second {
+				t.Errorf("the bomb took %s to contain", elapsed)
+			}
+			if info.PidsPeak < 10 || info.PidsPeak > 64 {
+				t.Errorf("pids peak %d; want the bomb to have run into the limit of 64", info.PidsPeak)
+			}
+			groupGone(t, info.PID)
+			j, info := run(t, sb, Cmd{Command: "echo alive"})
+			if output(t, j, Stdout) != "alive\n" {
+				t.Errorf("after the bomb: %+v", info)
+			}
+		})
+	}
+}
+
+func TestIsolationUnavailable(t *testing.T) {
+	t.Parallel()
+	none := Capabilities{Bash: "/bin/bash", BwrapError: "bwrap is not installed", NamespacesError: "no user namespaces"}
+	for _, want := range []Backend{BackendAuto, BackendBwrap, BackendNamespaces} {
+		_, err := none.backend(want)
+		if !errors.Is(err, ErrIsolationUnavailable) || !strings.Contains(err.Error(), "not") {
+			t.Errorf("backend(%s) on a host without isolation: %v", want, err)
+		}
+	}
+	ns := Capabilities{Bash: "/bin/bash", NamespacesUsable: true, BwrapError: "bwrap is not installed"}
+	if b, err := ns.backend(BackendAuto); b != BackendNamespaces || err != nil {
+		t.Errorf("auto with namespaces only: %s, %v", b, err)
+	}
+	if _, err := ns.backend(BackendBwrap); !errors.Is(err, ErrIsolationUnavailable) {
+		t.Errorf("bwrap asked for, not there: %v", err)
+	}
+	both := Capabilities{Bash: "/bin/bash", NamespacesUsable: true, BwrapUsable: true}
+	if b, _ := both.backend(BackendAuto); b != BackendBwrap {
+		t.Errorf("auto with both picks %s; want bwrap", b)
+	}
+	if !hostCaps().BwrapUsable {
+		_, err := NewManager(Config{Mode: ModeIsolated, Backend: BackendBwrap, StateDir: t.TempDir()})
+		if !errors.Is(err, ErrIsolationUnavailable) {
+			t.Errorf("NewManager(bwrap) without bwrap: %v", err)
+		}
+	}
+}
+
+func TestDetect(t *testing.T) {
+	t.Parallel()
+	c := Detect()
+	b, _ := json.MarshalIndent(c, "", "  ")
+	t.Logf("capabilities of this host:\n%s", b)
+	if c.Bash == "" {
+		t.Fatal("no bash found")
+	}
+	if (c.Isolation != "") != (c.BwrapUsable || c.NamespacesUsable) || (c.Isolation == "") != (c.IsolationError != "") {
+		t.Errorf("inconsistent isolation report: %+v", c)
+	}
+	if c.BwrapUsable && (c.Bwrap == "" || !strings.Contains(c.BwrapVersion, "bubblewrap")) {
+		t.Errorf("bwrap usable but path %q version %q", c.Bwrap, c.BwrapVersion)
+	}
+}
+
+// TestStateDirInsideRoot: an isolated sandbox refuses a root that contains the logs.
+func TestStateDirInsideRoot(t *testing.T) {
+	t.Parallel()
+	if hostCaps().Isolation == "" {
+		t.Skip("no isolation on this host")
+	}
+	root := t.TempDir()
+	m := newManager(t, Config{Mode: ModeIsolated, StateDir: filepath.Join(root, "state")})
+	if _, err := m.New(root, Options{}); err == nil || !strings.Contains(err.Error(), "state dir") {
+		t.Errorf("New with the state dir inside the root: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cfg  Config
+		want string // "" valid
+	}{
+		{Config{}, ""},
+		{Config{Mode: "docker"}, `mode "docker"`},
+		{Config{Backend: "gvisor"}, `backend "gvisor"`},
+		{Config{StateDir: "relative"}, "absolute"},
+		{Config{OutputCap: 10}, "output cap"},
+		{Config{DefaultTimeout: time.Hour, MaxTimeout: time.Minute}, "exceeds max timeout"},
+		{Config{KillGrace: -1}, "positive"},
+		{Config{MaxRunningJobs: -1}, "at least 1"},
+		{Config{EnvAllow: []string{"OK_NAME", "BAD-NAME"}}, `"BAD-NAME"`},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.WithDefaults().Validate()
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(%+v) = %v; want %q", tt.cfg, err, tt.want)
+		}
+	}
+	d := Config{}.WithDefaults()
+	if d.Mode != ModeLocal || d.OutputCap != DefaultOutputCap || d.PidsLimit != DefaultPidsLimit || d.Logger == nil {
+		t.Errorf("defaults: %+v", d)
+	}
+}

@@ -1,0 +1,210 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// MetadataAllowNetwork is the session metadata key (a bool) that overrides
+// Config.AllowNetwork for one session.
+const MetadataAllowNetwork = "sandbox.allow_network"
+
+// stateKey is where For keeps a session's sandbox in tool.State.
+const stateKey = "sandbox.sandbox"
+
+// Manager gives each session its Sandbox and owns the state directory and the pids
+// cgroup of this daemon instance.
+type Manager struct {
+	cfg       Config
+	caps      Capabilities
+	backend   Backend
+	dir       string // <StateDir>/sandbox-<random>, physical
+	cgroupDir string // pids cgroup of this instance, "" without one
+
+	mu     sync.Mutex
+	boxes  map[*box]struct{}
+	closed bool
+}
+
+// Options adjust one sandbox.
+type Options struct {
+	// AllowNetwork overrides Config.AllowNetwork when set.
+	AllowNetwork *bool
+}
+
+// NewManager validates cfg, detects what the host supports and prepares the state
+// directory. In ModeIsolated it fails with ErrIsolationUnavailable when the host can
+// neither run bubblewrap nor namespaces with Landlock.
+func NewManager(cfg Config) (*Manager, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, caps: Detect(), backend: BackendNone, boxes: map[*box]struct{}{}}
+	if m.caps.Bash == "" {
+		return nil, errors.New("sandbox: " + m.caps.BashError)
+	}
+	if cfg.Mode == ModeIsolated {
+		b, err := m.caps.backend(cfg.Backend)
+		if err != nil {
+			return nil, err
+		}
+		m.backend = b
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox state dir: %w", err)
+	}
+	dir, err := os.MkdirTemp(cfg.StateDir, "sandbox-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox state dir: %w", err)
+	}
+	if m.dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("sandbox state dir: %w", err)
+	}
+	if cfg.PidsLimit > 0 && m.caps.PidsCgroup != "" {
+		cg, err := makePidsCgroup(m.caps.PidsCgroup, "toolserverd-"+filepath.Base(m.dir), 0)
+		if err != nil {
+			cfg.Logger.Warn("sandbox: no pids cgroup, jobs are not limited in tasks", "err", err)
+		}
+		m.cgroupDir = cg
+	}
+	return m, nil
+}
+
+// Config returns the effective configuration (defaults applied).
+func (m *Manager) Config() Config { return m.cfg }
+
+// Capabilities returns what Detect found when the Manager was made.
+func (m *Manager) Capabilities() Capabilities { return m.caps }
+
+// Backend is how new sandboxes confine commands (BackendNone in local mode).
+func (m *Manager) Backend() Backend { return m.backend }
+
+// PidsLimited reports whether jobs run in a pids cgroup.
+func (m *Manager) PidsLimited() bool { return m.cgroupDir != "" }
+
+// New makes a sandbox rooted at root (absolute, existing). Most callers want For.
+func (m *Manager) New(root string, opt Options) (Sandbox, error) {
+	res, err := newResolver(root)
+	if err != nil {
+		return nil, err
+	}
+	if m.backend != BackendNone && within(m.dir, res.root) {
+		return nil, fmt.Errorf("sandbox: the state dir %s lies inside the working directory %s; an isolated command could rewrite its own logs", m.dir, res.root)
+	}
+	network := m.cfg.AllowNetwork
+	if opt.AllowNetwork != nil {
+		network = *opt.AllowNetwork
+	}
+	if m.backend == BackendNone {
+		network = true // a local command cannot be kept off the network
+	}
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	b := &box{
+		m: m, res: res, backend: m.backend, network: network,
+		dir:  filepath.Join(m.dir, "box_"+hex.EncodeToString(id[:])),
+		jobs: map[string]*Job{},
+	}
+	b.tmp = filepath.Join(b.dir, "tmp")
+	if err := os.MkdirAll(b.tmp, 0o700); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		_ = os.RemoveAll(b.dir)
+		return nil, ErrClosed
+	}
+	m.boxes[b] = struct{}{}
+	return b, nil
+}
+
+type slot struct {
+	mu sync.Mutex
+	sb *box
+}
+
+// For returns the session's sandbox, making it on first use (rooted at the session's
+// workdir, network from the session metadata key MetadataAllowNetwork or the
+// default) and keeping it in the session state. Jobs belong to the sandbox, so a job
+// of one session can never be found through another.
+func (m *Manager) For(sess *tool.Session) (Sandbox, error) {
+	if sess == nil || sess.State == nil {
+		return nil, errors.New("sandbox: the call has no session state")
+	}
+	s := sess.State.LoadOrStore(stateKey, func() any { return &slot{} }).(*slot)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sb != nil && !s.sb.isClosed() {
+		return s.sb, nil
+	}
+	var opt Options
+	if v, ok := sess.Metadata[MetadataAllowNetwork].(bool); ok {
+		opt.AllowNetwork = &v
+	}
+	sb, err := m.New(sess.Workdir, opt)
+	if err != nil {
+		return nil, err
+	}
+	s.sb = sb.(*box)
+	return sb, nil
+}
+
+// Release closes the session's sandbox if it has one: its jobs are killed and their
+// logs deleted. The session package calls it when a session ends.
+func (m *Manager) Release(ctx context.Context, sess *tool.Session) error {
+	if sess == nil || sess.State == nil {
+		return nil
+	}
+	s := sess.State.LoadOrStore(stateKey, func() any { return &slot{} }).(*slot)
+	s.mu.Lock()
+	sb := s.sb
+	s.sb = nil
+	s.mu.Unlock()
+	if sb == nil {
+		return nil
+	}
+	return sb.Close(ctx)
+}
+
+// Shutdown closes every sandbox (killing running jobs, waiting up to ctx) and removes
+// the instance's state directory and cgroup.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	boxes := make([]*box, 0, len(m.boxes))
+	for b := range m.boxes {
+		boxes = append(boxes, b)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, b := range boxes {
+		errs = append(errs, b.Close(ctx))
+	}
+	errs = append(errs, os.RemoveAll(m.dir))
+	if m.cgroupDir != "" {
+		errs = append(errs, removeCgroup(m.cgroupDir))
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) forget(b *box) {
+	m.mu.Lock()
+	delete(m.boxes, b)
+	m.mu.Unlock()
+}
+
+func (b *box) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}

@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync/atomic"
+)
+
+// Stream names.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+const (
+	// DefaultReadMax is what ReadOutputRange returns at most when max <= 0.
+	DefaultReadMax = 64 << 10
+	// MaxReadMax bounds one ReadOutputRange.
+	MaxReadMax = 16 << 20
+	// maxTailBytes bounds what Tail scans and returns.
+	maxTailBytes = 1 << 20
+)
+
+// outputLog is one stream of one job: an append-only file holding at most limit
+// bytes. Only the copier writes; size is published after each write, so readers never
+// see a byte that is not on disk.
+type outputLog struct {
+	path    string
+	limit   int64
+	size    atomic.Int64
+	dropped atomic.Int64
+	// werr is the first write error (disk full …); later bytes are dropped.
+	werr atomic.Pointer[error]
+}
+
+// copyFrom drains r into the log file w until EOF or a read error (a deadline set by
+// the job after its process exited), then closes both.
+func (o *outputLog) copyFrom(r, w *os.File, notify func()) {
+	defer r.Close()
+	defer w.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			keep := int64(n)
+			if room := o.limit - o.size.Load(); keep > room {
+				keep = room
+			}
+			if keep > 0 && o.werr.Load() == nil {
+				if m, werr := w.Write(buf[:keep]); werr != nil {
+					o.werr.Store(&werr)
+					keep = int64(m)
+				}
+				o.size.Add(keep)
+			} else {
+				keep = 0
+			}
+			o.dropped.Add(int64(n) - keep)
+			notify()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (o *outputLog) writeErr() error {
+	if p := o.werr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// readRange returns the bytes [offset, offset+max) that are on disk.
+func (o *outputLog) readRange(offset int64, max int) ([]byte, int64, error) {
+	if offset < 0 {
+		return nil, offset, fmt.Errorf("offset %d: must not be negative", offset)
+	}
+	if max <= 0 {
+		max = DefaultReadMax
+	}
+	max = min(max, MaxReadMax)
+	size := o.size.Load()
+	if offset >= size {
+		return []byte{}, offset, nil
+	}
+	n := min(int64(max), size-offset)
+	buf, err := o.readAt(offset, n)
+	if err != nil {
+		return nil, offset, err
+	}
+	return buf, offset + n, nil
+}
+
+func (o *outputLog) readAt(offset, n int64) ([]byte, error) {
+	f, err := os.Open(o.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrOutputDiscarded
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, offset); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// tail returns the last n lines (a final newline does not start a new line), at most
+// maxTailBytes, and the offset they start at.
+func (o *outputLog) tail(n int) ([]byte, int64, error) {
+	size := o.size.Load()
+	if n <= 0 || size == 0 {
+		return []byte{}, size, nil
+	}
+	floor := max(0, size-maxTailBytes)
+	data, err := o.readAt(floor, size-floor)
+	if err != nil {
+		return nil, size, err
+	}
+	end := len(data)
+	if data[end-1] == '\n' {
+		end--
+	}
+	start := 0
+	for i := end - 1; i >= 0; i-- {
+		if data[i] == '\n' {
+			n--
+			if n == 0 {
+				start = i + 1
+				break
+			}
+		}
+	}
+	if n > 0 && floor > 0 {
+		// Not enough lines in the window: start at the next line boundary inside it.
+		if i := bytes.IndexByte(data, '\n'); i >= 0 && i+1 < len(data) {
+			start = i + 1
+		}
+	}
+	return data[start:], floor + int64(start), nil
+}

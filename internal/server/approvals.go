@@ -1,0 +1,290 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// ApprovalStore is what the approvals API reads and decides.
+type ApprovalStore interface {
+	GetApproval(ctx context.Context, id string) (*store.Approval, error)
+	ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error)
+	DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error)
+}
+
+// Approvals wires the approvals API; nil disables it (every call is allowed).
+type Approvals struct {
+	Store    ApprovalStore
+	Notifier session.Notifier
+	// Answers finishes calls of external tools waiting for their answer.
+	Answers interface {
+		AnswerCall(ctx context.Context, id string, result *tool.Result, at time.Time) error
+	}
+	// RunGrace is how long after an approval the deciding replica leaves the call to
+	// a live waiter (whose stream shows its progress) before running it itself.
+	RunGrace time.Duration
+}
+
+type approvalJSON struct {
+	ID          string          `json:"id"`
+	SessionID   string          `json:"session_id"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Risk        tool.Risk       `json:"risk"`
+	Reason      string          `json:"reason"`
+	Suggestions []string        `json:"suggestions"`
+	Status      string          `json:"status"`
+	Decision    *decisionJSON   `json:"decision"`
+	CreatedAt   time.Time       `json:"created_at"`
+	ExpiresAt   *time.Time      `json:"expires_at"`
+	DecidedAt   *time.Time      `json:"decided_at"`
+}
+
+type decisionJSON struct {
+	Kind   string `json:"kind"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Actor  string `json:"actor"`
+}
+
+func toApprovalJSON(a *store.Approval) approvalJSON {
+	out := approvalJSON{ID: a.ID, SessionID: a.SessionID, CallID: a.CallID, Tool: a.Tool, Arguments: a.Arguments,
+		Risk: a.Risk, Reason: a.Reason, Suggestions: suggestionsOf(a), Status: string(a.Status),
+		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, DecidedAt: a.DecidedAt}
+	if a.Decision != nil {
+		out.Decision = &decisionJSON{Kind: a.Decision.Kind, Rule: a.Decision.Rule, Reason: a.Decision.Reason, Actor: a.Decision.Actor}
+	}
+	return out
+}
+
+func suggestionsOf(a *store.Approval) []string {
+	var s []string
+	_ = json.Unmarshal(a.Suggestions, &s)
+	if s == nil {
+		s = []string{}
+	}
+	return s
+}
+
+// approvalEvent is the approval_required line of a stream.
+type approvalEvent struct {
+	Type       string  `json:"type"`
+	ToolCallID string  `json:"tool_call_id"`
+	CallID     string  `json:"call_id"`
+	Name       string  `json:"name"`
+	Approval   any     `json:"approval"`
+	TS         float64 `json:"ts"`
+}
+
+func toApprovalEvent(ev session.Event) approvalEvent {
+	a := toApprovalJSON(ev.Approval)
+	a.Suggestions = ev.Suggestions
+	if a.Suggestions == nil {
+		a.Suggestions = []string{}
+	}
+	return approvalEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
+		Approval: map[string]any{"id": a.ID, "risk": a.Risk, "reason": a.Reason, "suggestions": a.Suggestions, "expires_at": a.ExpiresAt},
+		TS:       unixSeconds(ev.TS)}
+}
+
+// listApprovals lists approvals, newest first. With wait, an empty answer is held
+// until one appears (or the wait ends): approvers' consoles long-poll this.
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	if s.Approvals == nil {
+		s.writeError(w, r, errorf(CodeNotFound, "approvals are not enabled"))
+		return
+	}
+	q := r.URL.Query()
+	f := store.ApprovalFilter{Tenant: tenantDefault, Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"), Limit: 100}
+	if f.Status != "" && !f.Status.Valid() {
+		s.writeError(w, r, errorf(CodeBadRequest, "status must be pending, approved, denied or expired"))
+		return
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 1000"))
+			return
+		}
+		f.Limit = n
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 2*time.Minute {
+			s.writeError(w, r, errorf(CodeBadRequest, "wait must be a duration up to 2m, such as 30s"))
+			return
+		}
+		wait = d
+	}
+	var wake <-chan string
+	if wait > 0 {
+		created, stop := s.Approvals.Notifier.Subscribe(session.TopicApprovalCreated)
+		defer stop()
+		decided, stop2 := s.Approvals.Notifier.Subscribe(store.TopicApproval)
+		defer stop2()
+		wake = merge(r.Context(), created, decided)
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		list, err := s.Approvals.Store.ListApprovals(r.Context(), f)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if len(list) > 0 || wait == 0 {
+			out := make([]approvalJSON, len(list))
+			for i, a := range list {
+				out[i] = toApprovalJSON(a)
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-wake:
+		case <-deadline.C:
+			wait = 0 // answer with what there is (nothing)
+		}
+	}
+}
+
+func merge(ctx context.Context, chans ...<-chan string) <-chan string {
+	out := make(chan string, 1)
+	for _, ch := range chans {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case v, ok := <-ch:
+					if !ok {
+						return
+					}
+					select {
+					case out <- v:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	return out
+}
+
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
+	a, err := s.approval(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toApprovalJSON(a))
+}
+
+func (s *Server) approval(r *http.Request) (*store.Approval, error) {
+	if s.Approvals == nil {
+		return nil, errorf(CodeNotFound, "approvals are not enabled")
+	}
+	a, err := s.Approvals.Store.GetApproval(r.Context(), chi.URLParam(r, "approvalID"))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && a.Tenant != tenantDefault) {
+		return nil, errorf(CodeNotFound, "approval not found")
+	}
+	return a, err
+}
+
+type decisionRequest struct {
+	Decision string `json:"decision"`
+	Rule     string `json:"rule"`
+	Reason   string `json:"reason"`
+	Actor    string `json:"actor"`
+}
+
+// decideApproval records a person's decision. Approving "for session" adds the
+// approval's suggested rules to the session, "with rule" the one chosen; a denial's
+// reason reaches the model in a denied result. The call then runs exactly once: on
+// the replica whose stream waits for it or, if none claims it, here.
+func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
+	var req decisionRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.approval(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var rules []string
+	switch req.Decision {
+	case store.DecisionApprove, store.DecisionDeny:
+	case store.DecisionApproveForSession:
+		rules = suggestionsOf(a)
+		if len(rules) == 0 {
+			s.writeError(w, r, errorf(CodeBadRequest, "this request has no suggested rules (what it asks about cannot be allowed by a rule); use approve"))
+			return
+		}
+	case store.DecisionApproveWithRule:
+		if !slices.Contains(suggestionsOf(a), req.Rule) {
+			s.writeError(w, r, errorf(CodeBadRequest, "rule must be one of the suggestions: "+jsonString(suggestionsOf(a))))
+			return
+		}
+		rules = []string{req.Rule}
+	default:
+		s.writeError(w, r, errorf(CodeBadRequest, "decision must be approve, approve_for_session, approve_with_rule or deny"))
+		return
+	}
+	actor := req.Actor
+	if actor == "" {
+		actor = "api"
+	}
+	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, store.ApprovalDecision{Kind: req.Decision, Rule: req.Rule, Reason: req.Reason, Actor: actor})
+	if errors.Is(err, store.ErrConflict) {
+		msg := "the request was already decided"
+		if decided != nil {
+			msg += " (" + string(decided.Status) + ")"
+		}
+		s.writeError(w, r, errorf(CodeConflict, msg))
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(rules) > 0 {
+		if err := s.Sessions.AllowRules(r.Context(), tenantDefault, decided.SessionID, rules); err != nil {
+			s.log.ErrorContext(r.Context(), "adding session rules after an approval failed", "approval_id", a.ID, "err", err)
+		}
+	}
+	bg := context.WithoutCancel(r.Context())
+	_ = s.Approvals.Notifier.Notify(bg, store.TopicApproval, decided.ID)
+	if decided.Status == store.ApprovalApproved {
+		go func() {
+			time.Sleep(s.Approvals.RunGrace)
+			if err := s.Exec.RunApproved(bg, s.Sessions, decided.CallID); err != nil && !errors.Is(err, store.ErrConflict) {
+				s.log.Error("running an approved call failed", "call_id", decided.CallID, "err", err)
+			}
+		}()
+	} else {
+		_ = s.Approvals.Notifier.Notify(bg, store.TopicCall, decided.CallID)
+	}
+	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

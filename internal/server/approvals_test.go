@@ -1,0 +1,246 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+// streamUntilApproval posts a batch and reads it until its first approval_required
+// event; the rest of the stream is returned on a channel.
+func streamUntilApproval(t *testing.T, d *daemon, path, body string) (approval map[string]any, rest <-chan []event, cancel func()) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("stream ended before approval_required: %v", err)
+		}
+		validate(t, "StreamEvent", line)
+		var e map[string]any
+		_ = json.Unmarshal(line, &e)
+		if e["type"] == "approval_required" {
+			approval = e["approval"].(map[string]any)
+			break
+		}
+	}
+	out := make(chan []event, 1)
+	go func() {
+		defer resp.Body.Close()
+		b, _ := readRest(br)
+		out <- parseNDJSON(t, b)
+	}()
+	return approval, out, stop
+}
+
+func readRest(br *bufio.Reader) ([]byte, error) {
+	var all []byte
+	for {
+		line, err := br.ReadBytes('\n')
+		all = append(all, line...)
+		if err != nil {
+			return all, nil
+		}
+	}
+}
+
+func lines(t *testing.T, path string) int {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func TestApprovalFlow(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+
+	// A read-only command runs without asking.
+	_, evs := d.stream(calls, `{"calls":[{"id":"ro","name":"execute_command","arguments":{"command":"ls -la && git status 2>/dev/null; echo ok"}}]}`)
+	if m := messages(t, evs)["ro"]; m.m["is_error"] != false {
+		t.Fatalf("read-only command: %s", m.raw)
+	}
+
+	// A writing command asks; the approver sees it pending, approves for the session.
+	apr, rest, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"w1","name":"execute_command","arguments":{"command":"echo ran >> ran.txt"}}]}`)
+	defer stop()
+	if apr["risk"] == "" || apr["reason"] == "" || len(apr["suggestions"].([]any)) == 0 {
+		t.Fatalf("approval_required lacks risk, reason or suggestions: %v", apr)
+	}
+	code, _, body := d.do("GET", "/v1/approvals?status=pending", nil)
+	if code != 200 || !strings.Contains(string(body), apr["id"].(string)) || !strings.Contains(string(body), "ran.txt") {
+		t.Fatalf("pending list: %d %s", code, body)
+	}
+	if lines(t, filepath.Join(wd, "ran.txt")) != 0 {
+		t.Fatal("the command ran before approval")
+	}
+	code, _, body = d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve_for_session","actor":"ada"}`)
+	if code != 200 || !strings.Contains(string(body), `"approved"`) || !strings.Contains(string(body), `"actor":"ada"`) {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	validate(t, "Approval", body)
+	msgs := restMessages(t, <-rest)
+	if msgs["w1"].m["is_error"] != false {
+		t.Fatalf("approved call: %s", msgs["w1"].raw)
+	}
+	if code, _, _ := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"deny"}`); code != 409 {
+		t.Fatalf("second decision: %d", code)
+	}
+	// The session rule now allows the same kind of command without asking.
+	_, evs = d.stream(calls, `{"calls":[{"id":"w2","name":"execute_command","arguments":{"command":"echo ran >> ran.txt"}}]}`)
+	if m := messages(t, evs)["w2"]; m.m["is_error"] != false {
+		t.Fatalf("after approve_for_session: %s", m.raw)
+	}
+	if n := lines(t, filepath.Join(wd, "ran.txt")); n != 2 {
+		t.Fatalf("ran.txt has %d lines, want 2 (each call exactly once)", n)
+	}
+	code, _, body = d.do("GET", "/v1/sessions/"+id, nil)
+	if !strings.Contains(string(body), "execute_command(echo") {
+		t.Fatalf("session rule not persisted: %s", body)
+	}
+
+	// A denial reaches the model with the approver's reason; nothing runs.
+	apr, rest, stop2 := streamUntilApproval(t, d, calls, `{"calls":[{"id":"rm","name":"execute_command","arguments":{"command":"rm -rf build/ && git push --force"}}]}`)
+	defer stop2()
+	if apr["risk"] != "high" && apr["risk"] != "critical" {
+		t.Fatalf("destructive command risk = %v", apr["risk"])
+	}
+	code, _, _ = d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"deny","reason":"never force-push main","actor":"bob"}`)
+	if code != 200 {
+		t.Fatal(code)
+	}
+	m := restMessages(t, <-rest)["rm"]
+	if m.str("error_kind") != "denied" || !strings.Contains(string(m.raw), "never force-push main") {
+		t.Fatalf("denied message: %s", m.raw)
+	}
+
+	// Bad decisions.
+	for _, bad := range []string{`{"decision":"maybe"}`, `{"decision":"approve_with_rule","rule":"execute_command(*)"}`} {
+		if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", bad); code != 400 && code != 409 {
+			t.Fatalf("%s: %d %s", bad, code, body)
+		}
+	}
+	if code, _, _ := d.do("GET", "/v1/approvals/apr_nope", nil); code != 404 {
+		t.Fatalf("unknown approval: %d", code)
+	}
+}
+
+func TestApprovalLongPollAndDontAsk(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+
+	got := make(chan []byte, 1)
+	start := time.Now()
+	go func() {
+		_, _, body := d.do("GET", "/v1/approvals?status=pending&wait=20s", nil)
+		got <- body
+	}()
+	time.Sleep(200 * time.Millisecond) // the poll is waiting with nothing pending
+	_, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"touch x"}}]}`)
+	defer stop()
+	body := <-got
+	if !strings.Contains(string(body), `"touch x"`) || time.Since(start) > 15*time.Second {
+		t.Fatalf("long poll: %s after %s", body, time.Since(start))
+	}
+
+	// dont_ask turns the ask into a denial at once.
+	id2 := d.createSession(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "dont_ask"})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id2+"/tool-calls", `{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"touch x"}}]}`)
+	if m := messages(t, evs)["x"]; m.str("error_kind") != "denied" {
+		t.Fatalf("dont_ask: %s", m.raw)
+	}
+	// explore denies anything that is not read-only; a deny rule denies in every mode.
+	id3 := d.createSession(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "explore",
+		"rules": map[string]any{"deny": []string{"execute_command(cat:*)"}}})["id"].(string)
+	_, evs = d.stream("/v1/sessions/"+id3+"/tool-calls", `{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"touch y"}},{"id":"c","name":"execute_command","arguments":{"command":"cat /etc/hostname"}},{"id":"l","name":"execute_command","arguments":{"command":"ls"}}]}`)
+	msgs := messages(t, evs)
+	if msgs["w"].str("error_kind") != "denied" || msgs["c"].str("error_kind") != "denied" || msgs["l"].m["is_error"] != false {
+		t.Fatalf("explore: %s / %s / %s", msgs["w"].raw, msgs["c"].raw, msgs["l"].raw)
+	}
+	if code, _, body := d.do("POST", "/v1/sessions", `{"rules":{"allow":["execute_command(("]}}`); code != 400 {
+		t.Fatalf("bad session rule: %d %s", code, body)
+	}
+}
+
+// restMessages returns the message events of the rest of a stream (read past its
+// approval_required event), checking that it ends with done.
+func restMessages(t *testing.T, evs []event) map[string]event {
+	t.Helper()
+	if len(evs) == 0 || evs[len(evs)-1].str("type") != "done" {
+		t.Fatalf("stream does not end with done: %v", evs)
+	}
+	out := map[string]event{}
+	for _, e := range evs {
+		if e.str("type") == "message" {
+			out[e.str("tool_call_id")] = e
+		}
+	}
+	return out
+}
+
+// TestCallEventsReplayAndFollow: a client that lost its stream while the call waited
+// for approval follows it again at /v1/tool-calls/{id}/events: the replay shows the
+// start and the approval request, then the result arrives when the call is decided.
+func TestCallEventsReplayAndFollow(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"e","name":"execute_command","arguments":{"command":"echo followed > out.txt; cat out.txt"}}]}`)
+	stop() // the stream is gone; the approval stays pending
+	code, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil)
+	if code != 200 {
+		t.Fatal(code)
+	}
+	var a struct {
+		CallID string `json:"call_id"`
+	}
+	_ = json.Unmarshal(body, &a)
+
+	got := make(chan []event, 1)
+	go func() {
+		code, _, body := d.do("GET", "/v1/tool-calls/"+a.CallID+"/events", nil)
+		if code != 200 {
+			t.Errorf("events: %d %s", code, body)
+		}
+		got <- parseNDJSON(t, body)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	evs := <-got
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.str("type"))
+	}
+	joined := strings.Join(types, ",")
+	if !strings.HasPrefix(joined, "tool_start,approval_required,") || !strings.HasSuffix(joined, "message,done") {
+		t.Fatalf("events: %s", joined)
+	}
+	if m := evs[len(evs)-2]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "followed") {
+		t.Fatalf("message: %s", m.raw)
+	}
+}

@@ -1,0 +1,143 @@
+package server_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+)
+
+var (
+	specOnce sync.Once
+	specDoc  map[string]any
+	specErr  error
+	compiled sync.Map // schema name → *jsonschema.Schema
+	compiler *jsonschema.Compiler
+	compMu   sync.Mutex
+)
+
+func specPath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "api", "openapi.yaml")
+}
+
+func loadSpec(t testing.TB) map[string]any {
+	t.Helper()
+	specOnce.Do(func() {
+		var b []byte
+		if b, specErr = os.ReadFile(specPath()); specErr != nil {
+			return
+		}
+		specErr = yaml.Unmarshal(b, &specDoc)
+		if specErr != nil {
+			return
+		}
+		compiler = jsonschema.NewCompiler()
+		compiler.DefaultDraft(jsonschema.Draft2020)
+		specErr = compiler.AddResource("mem:///openapi.json", specDoc)
+	})
+	if specErr != nil {
+		t.Fatalf("api/openapi.yaml: %v", specErr)
+	}
+	return specDoc
+}
+
+// validate checks body (JSON) against components/schemas/name of api/openapi.yaml.
+func validate(t testing.TB, name string, body []byte) {
+	t.Helper()
+	loadSpec(t)
+	s, ok := compiled.Load(name)
+	if !ok {
+		compMu.Lock()
+		sch, err := compiler.Compile("mem:///openapi.json#/components/schemas/" + name)
+		compMu.Unlock()
+		if err != nil {
+			t.Fatalf("schema %s: %v", name, err)
+		}
+		compiled.Store(name, sch)
+		s = sch
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("response is not JSON: %v: %q", err, body)
+	}
+	if err := s.(*jsonschema.Schema).Validate(v); err != nil {
+		t.Fatalf("response does not match %s in api/openapi.yaml:\n%s\nbody: %s", name, err, body)
+	}
+}
+
+// TestRouterMatchesSpec keeps the router and api/openapi.yaml in step: every route is
+// documented and every documented operation is routed.
+func TestRouterMatchesSpec(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	doc := loadSpec(t)
+	documented := map[string]bool{}
+	for p, item := range doc["paths"].(map[string]any) {
+		for method := range item.(map[string]any) {
+			switch method {
+			case "get", "post", "put", "patch", "delete":
+				documented[strings.ToUpper(method)+" "+p] = true
+			}
+		}
+	}
+	routed := map[string]bool{}
+	routes, ok := d.app.API.Handler().(chi.Routes)
+	if !ok {
+		t.Fatal("handler is not a chi router")
+	}
+	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		routed[method+" "+strings.TrimSuffix(route, "/")] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing, extra []string
+	for r := range routed {
+		if !documented[r] {
+			missing = append(missing, r)
+		}
+	}
+	for r := range documented {
+		if !routed[r] {
+			extra = append(extra, r)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(missing) > 0 || len(extra) > 0 {
+		t.Fatalf("router and api/openapi.yaml disagree\nrouted but not documented: %v\ndocumented but not routed: %v", missing, extra)
+	}
+	if len(routed) < 10 {
+		t.Fatalf("only %d routes walked: %v", len(routed), routed)
+	}
+}
+
+// TestErrorCodesDocumented checks every error code the server can produce is in the
+// Error schema's enum.
+func TestErrorCodesDocumented(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	enum := schemas["Error"].(map[string]any)["properties"].(map[string]any)["error"].(map[string]any)["properties"].(map[string]any)["code"].(map[string]any)["enum"].([]any)
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(specPath()), "..", "internal", "server", "errors.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range enum {
+		if !strings.Contains(string(src), fmt.Sprintf("= %q", c)) {
+			t.Errorf("documented error code %q is not defined in errors.go", c)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// decodeJSON reads one JSON object from the body into v: the size is capped, unknown
+// fields and trailing data are rejected, and each failure maps to 400, 413 or 415 with
+// a message that says what is wrong and where.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return errorf(CodeUnsupportedMedia, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	return decodeBody(body, limit, v)
+}
+
+func decodeBody(body io.Reader, limit int64, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, limit)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return jsonError(err, limit)
+		}
+		return errorf(CodeInvalidJSON, "request body must hold a single JSON object; found data after it")
+	}
+	return nil
+}
+
+func jsonError(err error, limit int64) error {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+		mbe    *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return errorf(CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit))
+	case errors.As(err, &syntax):
+		return errorf(CodeInvalidJSON, fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, err))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(CodeInvalidJSON, "malformed JSON: the body ends in the middle of a value")
+	case errors.Is(err, io.EOF):
+		return errorf(CodeInvalidJSON, "request body is empty; send a JSON object")
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "(top level)"
+		}
+		return errorf(CodeInvalidJSON, fmt.Sprintf("field %s must be %s, not JSON %s", field, typeWord(typ.Type.String()), typ.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return errorf(CodeInvalidJSON, "unknown field "+strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return errorf(CodeInvalidJSON, "malformed JSON: "+err.Error())
+}
+
+func typeWord(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map[") || strings.HasPrefix(goType, "struct") || strings.Contains(goType, "."):
+		return "an object"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint") || strings.HasPrefix(goType, "float"):
+		return "a number"
+	}
+	return goType
+}

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+)
+
+// Error codes of HTTP errors. Each maps to one status.
+const (
+	CodeBadRequest       = "bad_request"
+	CodeInvalidJSON      = "invalid_json"
+	CodeTooLarge         = "body_too_large"
+	CodeUnsupportedMedia = "unsupported_media_type"
+	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+var statusOf = map[string]int{
+	CodeBadRequest:       http.StatusBadRequest,
+	CodeInvalidJSON:      http.StatusBadRequest,
+	CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
+	CodeNotFound:         http.StatusNotFound,
+	CodeConflict:         http.StatusConflict,
+	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	CodeUnavailable:      http.StatusServiceUnavailable,
+	CodeInternal:         http.StatusInternalServerError,
+}
+
+// apiError is an error with a code and a message safe to show the client.
+type apiError struct {
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func errorf(code, msg string) *apiError { return &apiError{Code: code, Message: msg} }
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers with {"error":{"code","message"}}. Errors that are not apiErrors
+// are logged with the request id and shown as "internal error".
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
+		ae = errorf(CodeInternal, "internal error (request id "+requestID(r.Context())+")")
+	}
+	status, ok := statusOf[ae.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	var body errorBody
+	body.Error.Code = ae.Code
+	body.Error.Message = ae.Message
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		slog.Error("encoding response", "err", err)
+		http.Error(w, `{"error":{"code":"internal","message":"internal error"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,82 @@
+package server_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestAskUser: the call waits for a person; the answer posted to the result endpoint
+// becomes the tool's result; a second answer is a conflict.
+func TestAskUser(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"ask_user", "task_create", "task_list", "memory_save", "memory_search"}})["id"].(string)
+	req, _ := http.NewRequest("POST", d.url+"/v1/sessions/"+id+"/tool-calls", strings.NewReader(
+		`{"calls":[{"id":"q","name":"ask_user","arguments":{"question":"Which colour?","options":["blue","red"]}}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var final string
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("stream ended: %v", err)
+		}
+		validate(t, "StreamEvent", line)
+		var e struct {
+			Type      string `json:"type"`
+			Call      string `json:"call_id"`
+			Arguments json.RawMessage
+			Message   struct{ Content string }
+		}
+		_ = json.Unmarshal(line, &e)
+		if e.Type == "input_required" {
+			if !strings.Contains(string(e.Arguments), "Which colour?") {
+				t.Fatalf("input_required without the question: %s", line)
+			}
+			if code, _, body := d.do("POST", "/v1/tool-calls/"+e.Call+"/result", `{"content":"blue","structured":{"choice":"blue"}}`); code != 200 {
+				t.Fatalf("answer: %d %s", code, body)
+			}
+			if code, _, _ := d.do("POST", "/v1/tool-calls/"+e.Call+"/result", `{"content":"red"}`); code != 409 {
+				t.Fatalf("second answer: %d", code)
+			}
+		}
+		if e.Type == "message" {
+			final = e.Message.Content
+		}
+		if e.Type == "done" {
+			break
+		}
+	}
+	if final != "blue" {
+		t.Fatalf("final = %q", final)
+	}
+	for _, bad := range []string{`{}`, `{"content":5}`, `{"content":[]}`} {
+		if code, _, _ := d.do("POST", "/v1/tool-calls/tc_nope/result", bad); code != 400 {
+			t.Fatalf("%s: %d", bad, code)
+		}
+	}
+
+	// Tasks and memory, persisted in the store.
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"strategy":"sequential","calls":[
+		{"id":"t1","name":"task_create","arguments":{"subject":"write the release notes"}},
+		{"id":"t2","name":"task_list","arguments":{}},
+		{"id":"m1","name":"memory_save","arguments":{"content":"the staging database is called orion"}},
+		{"id":"m2","name":"memory_search","arguments":{"query":"which staging database"}}]}`)
+	msgs := messages(t, evs)
+	for _, cid := range []string{"t1", "t2", "m1", "m2"} {
+		if msgs[cid].m["is_error"] != false {
+			t.Fatalf("%s: %s", cid, msgs[cid].raw)
+		}
+	}
+	if !strings.Contains(string(msgs["t2"].raw), "write the release notes") || !strings.Contains(string(msgs["m2"].raw), "orion") {
+		t.Fatalf("task_list %s / memory_search %s", msgs["t2"].raw, msgs["m2"].raw)
+	}
+}

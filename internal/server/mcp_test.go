@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"encoding/json"
+	"github.com/toolserverd/toolserverd/internal/config"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func everythingServer(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("MCP test server missing (%v): scripts/test.sh runs npm ci in testdata/npm", err)
+		}
+		t.Skip("MCP test server not installed: run npm ci in testdata/npm")
+	}
+	return p
+}
+
+// TestMCPServersThroughTheAPI adds a real MCP server (stdio) at run time, calls its
+// tools through a session whitelist pattern, restarts and removes it.
+func TestMCPServersThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	js := everythingServer(t)
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "mcp__everything__*") }})
+	code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything", "transport": "stdio", "command": "node", "args": []string{js, "stdio"},
+		"env": map[string]string{"SECRET_TOKEN": "hunter2"}})
+	if code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	validate(t, "MCPServerStatus", body)
+	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
+		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+		return strings.Contains(string(body), `"state":"ready"`)
+	})
+	_, _, list := d.do("GET", "/v1/mcp/servers", nil)
+	if strings.Contains(string(list), "hunter2") {
+		t.Fatal("the server's secrets are shown")
+	}
+	if code, _, _ := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything", "transport": "stdio", "command": "node"}); code != 409 {
+		t.Fatalf("duplicate name: %d", code)
+	}
+	if code, _, _ := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "Bad Name", "transport": "stdio"}); code != 400 {
+		t.Fatalf("bad config: %d", code)
+	}
+
+	s := d.createSession(map[string]any{"available_tools": []string{"mcp__everything__*"}})
+	tools := strings.Join(toStrings(s["tools"]), ",")
+	if !strings.Contains(tools, "mcp__everything__echo") || !strings.Contains(tools, "mcp__everything__get-sum") {
+		t.Fatalf("session tools: %s", tools)
+	}
+	_, evs := d.stream("/v1/sessions/"+s["id"].(string)+"/tool-calls", `{"calls":[
+		{"id":"e","name":"mcp__everything__echo","arguments":{"message":"hello mcp"}},
+		{"id":"s","name":"mcp__everything__get-sum","arguments":{"a":2,"b":40}},
+		{"id":"bad","name":"mcp__everything__get-sum","arguments":{"a":"x"}}]}`)
+	msgs := messages(t, evs)
+	if !strings.Contains(string(msgs["e"].raw), "hello mcp") || !strings.Contains(string(msgs["s"].raw), "42") || msgs["bad"].str("error_kind") != "invalid_args" {
+		t.Fatalf("mcp calls: %s\n%s\n%s", msgs["e"].raw, msgs["s"].raw, msgs["bad"].raw)
+	}
+	code, _, body = d.do("GET", "/readyz", nil)
+	var ready struct{ Info map[string]json.RawMessage }
+	_ = json.Unmarshal(body, &ready)
+	if code != 200 || !strings.Contains(string(ready.Info["mcp"]), `"servers":1`) {
+		t.Fatalf("readyz: %d %s", code, body)
+	}
+	if code, _, body := d.do("POST", "/v1/mcp/servers/everything/restart", nil); code != 202 {
+		t.Fatalf("restart: %d %s", code, body)
+	}
+	if code, _, _ := d.do("DELETE", "/v1/mcp/servers/everything", nil); code != 204 {
+		t.Fatalf("delete: %d", code)
+	}
+	if code, _, _ := d.do("DELETE", "/v1/mcp/servers/everything", nil); code != 404 {
+		t.Fatalf("delete twice: %d", code)
+	}
+	_, evs = d.stream("/v1/sessions/"+s["id"].(string)+"/tool-calls", `{"calls":[{"id":"e","name":"mcp__everything__echo","arguments":{"message":"x"}}]}`)
+	if m := messages(t, evs)["e"]; m.str("error_kind") != "not_found" {
+		t.Fatalf("after delete: %s", m.raw)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}

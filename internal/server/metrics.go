@@ -1,0 +1,103 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Metrics are the daemon's Prometheus metrics for HTTP and tool calls. They are
+// registered on the registry given, never on the global one.
+type Metrics struct {
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+	calls        *prometheus.CounterVec
+	callDuration *prometheus.HistogramVec
+	inFlight     prometheus.Gauge
+}
+
+// NewMetrics creates and registers the metrics.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolserverd_http_requests_total", Help: "HTTP requests by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toolserverd_http_request_duration_seconds", Help: "HTTP request duration by route pattern (whole stream for NDJSON routes).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"route", "method"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolserverd_tool_calls_total", Help: "Tool calls by tool and outcome (ok or the error kind).",
+		}, []string{"tool", "outcome"}),
+		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toolserverd_tool_call_duration_seconds", Help: "Tool call duration by tool, from start to result.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+		}, []string{"tool"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolserverd_tool_calls_in_flight", Help: "Tool calls executing now.",
+		}),
+	}
+	reg.MustRegister(m.httpRequests, m.httpDuration, m.calls, m.callDuration, m.inFlight)
+	return m
+}
+
+// CallStarted implements session.Observer.
+func (m *Metrics) CallStarted(string) { m.inFlight.Inc() }
+
+// CallFinished implements session.Observer. Calls that never started (unknown tool,
+// bad arguments) are counted but were not in flight.
+func (m *Metrics) CallFinished(name string, kind tool.ErrorKind, d time.Duration, started bool) {
+	if started {
+		m.inFlight.Dec()
+	}
+	outcome := "ok"
+	if kind != "" {
+		outcome = string(kind)
+	}
+	m.calls.WithLabelValues(name, outcome).Inc()
+	m.callDuration.WithLabelValues(name).Observe(d.Seconds())
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer (to flush streams).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (m *Metrics) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		if rec.code == 0 {
+			rec.code = http.StatusOK
+		}
+		m.httpRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
+		m.httpDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+	})
+}

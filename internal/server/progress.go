@@ -1,0 +1,277 @@
+package server
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolserverd/toolserverd/internal/progress"
+)
+
+type progressChunk struct {
+	CallID      string   `json:"call_id"`
+	Stream      string   `json:"stream"`
+	Offset      int64    `json:"offset"`
+	NextOffset  int64    `json:"next_offset"`
+	Data        string   `json:"data"`
+	Encoding    string   `json:"encoding"`
+	InvalidUTF8 bool     `json:"invalid_utf8,omitempty"`
+	Finished    bool     `json:"finished"`
+	Streams     []string `json:"streams"`
+}
+
+// getProgress serves a call's live output by byte offset: exactly the bytes from
+// offset (up to max_bytes), the offset to ask for next, and whether the output is
+// complete. Polling with next_offset loses nothing and repeats nothing.
+func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	stream := q.Get("stream")
+	if stream == "" {
+		stream = "stdout"
+	}
+	offset, err := queryInt(q.Get("offset"), 0, 0, 1<<62)
+	if err != nil {
+		s.writeError(w, r, errorf(CodeBadRequest, "offset: "+err.Error()))
+		return
+	}
+	max, err := queryInt(q.Get("max_bytes"), progress.DefaultReadMax, 1, progress.MaxRead)
+	if err != nil {
+		s.writeError(w, r, errorf(CodeBadRequest, "max_bytes: "+err.Error()))
+		return
+	}
+	encoding := q.Get("encoding")
+	if encoding == "" {
+		encoding = "text"
+	}
+	if encoding != "text" && encoding != "base64" {
+		s.writeError(w, r, errorf(CodeBadRequest, "encoding must be text or base64"))
+		return
+	}
+	rec, err := s.call(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp := progressChunk{CallID: rec.ID, Stream: stream, Offset: offset, NextOffset: offset, Encoding: encoding, Streams: []string{}}
+	if s.Progress == nil {
+		resp.Finished = rec.Status.Terminal()
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	data, next, finished, err := s.Progress.Read(rec.ID, stream, offset, int(max))
+	switch {
+	case errors.Is(err, progress.ErrUnknownCall):
+		// No output was recorded here (the call printed nothing, its logs expired, or
+		// it ran elsewhere): nothing to read, finished once the call is.
+		resp.Finished = rec.Status.Terminal()
+		writeJSON(w, http.StatusOK, resp)
+		return
+	case errors.Is(err, progress.ErrBadOffset):
+		s.writeError(w, r, errorf(CodeBadRequest, err.Error()))
+		return
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("progress read %s: %w", rec.ID, err))
+		return
+	}
+	if encoding == "text" && !finished {
+		// Do not split a character between two reads: hold back a trailing partial one.
+		if cut := incompleteTail(data); cut > 0 && cut < len(data) {
+			data = data[:len(data)-cut]
+			next -= int64(cut)
+		}
+	}
+	resp.NextOffset, resp.Finished = next, finished && next >= offset
+	resp.Streams = s.Progress.Streams(rec.ID)
+	if resp.Streams == nil {
+		resp.Streams = []string{}
+	}
+	if encoding == "base64" {
+		resp.Data = base64.StdEncoding.EncodeToString(data)
+	} else {
+		resp.Data = string(data)
+		resp.InvalidUTF8 = !utf8.Valid(data)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// incompleteTail is how many bytes at the end of b start a UTF-8 sequence that is
+// not complete yet.
+func incompleteTail(b []byte) int {
+	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+func queryInt(v string, def, lo, hi int64) (int64, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("must be an integer from %d to %d", lo, hi)
+	}
+	return n, nil
+}
+
+// streamProgress pushes a call's output as server-sent events: what was written so far,
+// then live output, then a closed event. Each event's id is the cursor of every stream
+// ("stdout:120,stderr:7"); a browser that reconnects sends it back as Last-Event-ID and
+// continues exactly where it stopped. Gaps (a slow client's dropped events) are filled
+// from the call's output log, so nothing is lost or repeated.
+func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.call(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cursor, err := parseCursor(r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		s.writeError(w, r, errorf(CodeBadRequest, "Last-Event-ID: "+err.Error()))
+		return
+	}
+	if s.Progress == nil {
+		s.writeError(w, r, errorf(CodeUnavailable, "live progress is disabled (progress.enabled=false)"))
+		return
+	}
+	sub := s.Progress.Subscribe(progress.Filter{CallIDs: []string{rec.ID}})
+	defer sub.Close()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(event string, v any) bool {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\nid: %s\ndata: %s\n\n", event, cursor.String(), b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	// catchUp sends everything in the logs beyond the cursor; it reports whether the
+	// call's output is complete.
+	catchUp := func() (finished, ok bool) {
+		streams := s.Progress.Streams(rec.ID)
+		finished = true
+		for _, st := range streams {
+			for {
+				data, next, fin, err := s.Progress.Read(rec.ID, st, cursor[st], progress.DefaultReadMax)
+				if err != nil {
+					return false, !errors.Is(err, progress.ErrUnknownCall)
+				}
+				if len(data) > 0 {
+					off := cursor[st]
+					cursor[st] = next
+					if !send("tool_progress", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Stream: st, Text: string(data), Offset: off, TS: time.Now()})) {
+						return false, false
+					}
+					continue
+				}
+				finished = finished && fin
+				break
+			}
+		}
+		if len(streams) == 0 {
+			_, _, fin, err := s.Progress.Read(rec.ID, "stdout", 0, 1)
+			finished = fin || (errors.Is(err, progress.ErrUnknownCall) && rec.Status.Terminal())
+		}
+		return finished, true
+	}
+	closed := func() {
+		send("closed", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Closed: true, TS: time.Now()}))
+	}
+	if finished, ok := catchUp(); !ok {
+		return
+	} else if finished {
+		closed()
+		return
+	}
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case ev, ok := <-sub.Events():
+			if !ok {
+				return
+			}
+			if ev.Closed {
+				if _, ok := catchUp(); ok {
+					closed()
+				}
+				return
+			}
+			end := ev.Offset + int64(len(ev.Text))
+			switch {
+			case end <= cursor[ev.Stream]:
+				continue // already sent (replayed from the log)
+			case ev.Offset > cursor[ev.Stream]:
+				if _, ok := catchUp(); !ok { // a gap: fill it from the log
+					return
+				}
+				continue
+			}
+			skip := cursor[ev.Stream] - ev.Offset
+			ev.Text = ev.Text[skip:]
+			ev.Offset += skip
+			cursor[ev.Stream] = end
+			if !send("tool_progress", toProgressEvent(ev)) {
+				return
+			}
+		}
+	}
+}
+
+// streamCursor is the byte offset reached in each stream.
+type streamCursor map[string]int64
+
+func (c streamCursor) String() string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ":" + strconv.FormatInt(c[k], 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseCursor(s string) (streamCursor, error) {
+	c := streamCursor{}
+	if strings.TrimSpace(s) == "" {
+		return c, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), ":")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || k == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not stream:offset", part)
+		}
+		c[k] = n
+	}
+	return c, nil
+}

@@ -1,0 +1,308 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+func TestProgressInStream(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Progress.FlushIntervalMS = 20 }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", map[string]any{"calls": []any{
+		map[string]any{"id": "c1", "name": "execute_command", "arguments": map[string]any{
+			"command": "for i in 1 2 3; do echo line$i; sleep 0.15; done; echo oops >&2"}},
+	}})
+	if code != 200 {
+		t.Fatal(code)
+	}
+	msgs := messages(t, evs)
+	var stdout, stderr strings.Builder
+	var chunks, closed int
+	phase := "before"
+	for _, e := range evs {
+		switch e.str("type") {
+		case "tool_start":
+			phase = "running"
+		case "message":
+			phase = "after"
+		case "tool_progress":
+			if phase != "running" {
+				t.Fatalf("tool_progress %s the call's start/message: %s", phase, e.raw)
+			}
+			if e.m["closed"] == true {
+				closed++
+				continue
+			}
+			chunks++
+			if e.str("stream") == "stderr" {
+				stderr.WriteString(e.str("text"))
+			} else {
+				stdout.WriteString(e.str("text"))
+			}
+		}
+	}
+	if stdout.String() != "line1\nline2\nline3\n" || stderr.String() != "oops\n" || closed != 1 || chunks < 3 {
+		t.Fatalf("progress: stdout %q stderr %q closed %d chunks %d", stdout.String(), stderr.String(), closed, chunks)
+	}
+	if msgs["c1"].m["is_error"] != false {
+		t.Fatalf("message: %s", msgs["c1"].raw)
+	}
+
+	// The same output through the polling endpoint, after the fact.
+	tc := msgs["c1"].str("call_id")
+	code, _, body := d.do("GET", "/v1/tool-calls/"+tc+"/progress?stream=stdout&offset=6", nil)
+	if code != 200 {
+		t.Fatalf("poll: %d %s", code, body)
+	}
+	validate(t, "ProgressChunk", body)
+	var ch struct {
+		Data       string   `json:"data"`
+		NextOffset int64    `json:"next_offset"`
+		Finished   bool     `json:"finished"`
+		Streams    []string `json:"streams"`
+	}
+	_ = json.Unmarshal(body, &ch)
+	if ch.Data != "line2\nline3\n" || ch.NextOffset != 18 || !ch.Finished || strings.Join(ch.Streams, ",") != "stderr,stdout" {
+		t.Fatalf("poll = %s", body)
+	}
+	code, _, body = d.do("GET", "/v1/tool-calls/"+tc+"/progress?offset=999", nil)
+	if code != 200 || !strings.Contains(string(body), `"data":""`) {
+		t.Fatalf("offset past the end: %d %s", code, body)
+	}
+	for _, bad := range []string{"offset=-1", "max_bytes=0", "encoding=hex", "offset=x"} {
+		if code, _, body := d.do("GET", "/v1/tool-calls/"+tc+"/progress?"+bad, nil); code != 400 {
+			t.Errorf("%s: %d %s", bad, code, body)
+		}
+	}
+	if code, _, _ := d.do("GET", "/v1/tool-calls/tc_nope/progress", nil); code != 404 {
+		t.Errorf("unknown call: %d", code)
+	}
+	// A call that printed nothing reads as empty and finished.
+	_, evs = d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"q","name":"execute_command","arguments":{"command":"true"}}]}`)
+	code, _, body = d.do("GET", "/v1/tool-calls/"+messages(t, evs)["q"].str("call_id")+"/progress", nil)
+	if code != 200 || !strings.Contains(string(body), `"finished":true`) {
+		t.Fatalf("silent call: %d %s", code, body)
+	}
+}
+
+// TestProgressExactness streams random bytes through a real command and checks that the
+// tool_progress events (gaps filled from the polling endpoint, as a client would) and
+// the polling endpoint alone both reproduce the output byte for byte.
+func TestProgressExactness(t *testing.T) {
+	t.Parallel()
+	size := 50 << 20
+	if testing.Short() {
+		size = 4 << 20
+	}
+	settings := []struct{ interval, bytes int }{{0, 16384}, {50, 16384}, {5, 4096}}
+	for _, s := range settings {
+		t.Run(fmt.Sprintf("interval=%dms,bytes=%d", s.interval, s.bytes), func(t *testing.T) {
+			d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+				c.Progress.FlushIntervalMS, c.Progress.FlushBytes = s.interval, s.bytes
+			}})
+			sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
+			want := make([]byte, size)
+			_, _ = rand.Read(want)
+			if err := os.WriteFile(filepath.Join(sess["workdir"].(string), "data.bin"), want, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			wantSum := sha256.Sum256(want)
+
+			req, _ := http.NewRequest("POST", d.url+"/v1/sessions/"+sess["id"].(string)+"/tool-calls",
+				strings.NewReader(`{"calls":[{"id":"cat","name":"execute_command","arguments":{"command":"cat data.bin"}}]}`))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got bytes.Buffer
+			var callID string
+			gaps := 0
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 64<<20)
+			for sc.Scan() {
+				var e struct {
+					Type, Stream, Text, Data string
+					CallID                   string `json:"call_id"`
+					Offset                   int64
+					Closed                   bool
+					IsError                  bool `json:"is_error"`
+				}
+				if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+					t.Fatal(err)
+				}
+				if e.Type == "tool_start" {
+					callID = e.CallID
+				}
+				if e.Type == "message" && e.IsError {
+					t.Fatalf("command failed: %.500s", sc.Bytes())
+				}
+				if e.Type != "tool_progress" || e.Closed || e.Stream != "stdout" {
+					continue
+				}
+				chunk := []byte(e.Text)
+				if e.Data != "" {
+					if chunk, err = base64.StdEncoding.DecodeString(e.Data); err != nil {
+						t.Fatal(err)
+					}
+				}
+				switch {
+				case e.Offset > int64(got.Len()):
+					gaps++
+					got.Write(poll(t, d, callID, int64(got.Len()), e.Offset))
+				case e.Offset < int64(got.Len()):
+					t.Fatalf("chunk at %d overlaps what was received (%d bytes)", e.Offset, got.Len())
+				}
+				got.Write(chunk)
+			}
+			if err := sc.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got.Len() < size { // events dropped at the very end
+				got.Write(poll(t, d, callID, int64(got.Len()), int64(size)))
+			}
+			if sha256.Sum256(got.Bytes()) != wantSum {
+				t.Fatalf("stream: %d bytes received, content differs from the %d bytes written", got.Len(), size)
+			}
+			if gaps > 0 {
+				t.Fatalf("the stream had %d gaps; it must fill dropped events from the log itself", gaps)
+			}
+			polled := poll(t, d, callID, 0, -1)
+			if sha256.Sum256(polled) != wantSum {
+				t.Fatalf("polling: %d bytes, content differs", len(polled))
+			}
+		})
+	}
+}
+
+// poll reads stdout of a call from offset to end (-1: until finished) in base64.
+func poll(t *testing.T, d *daemon, callID string, from, to int64) []byte {
+	t.Helper()
+	var out []byte
+	for off := from; to < 0 || off < to; {
+		code, _, body := d.do("GET", fmt.Sprintf("/v1/tool-calls/%s/progress?stream=stdout&encoding=base64&offset=%d&max_bytes=4194304", callID, off), nil)
+		if code != 200 {
+			t.Fatalf("poll %d: %d %s", off, code, body)
+		}
+		var ch struct {
+			Data       string `json:"data"`
+			NextOffset int64  `json:"next_offset"`
+			Finished   bool   `json:"finished"`
+		}
+		if err := json.Unmarshal(body, &ch); err != nil {
+			t.Fatal(err)
+		}
+		b, err := base64.StdEncoding.DecodeString(ch.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.NextOffset != off+int64(len(b)) {
+			t.Fatalf("next_offset %d after %d bytes from %d", ch.NextOffset, len(b), off)
+		}
+		out = append(out, b...)
+		off = ch.NextOffset
+		if to > 0 && off > to {
+			return out[:to-from]
+		}
+		if ch.Finished {
+			break
+		}
+	}
+	return out
+}
+
+func TestProgressSSE(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Progress.FlushIntervalMS = 10 }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command", "await_job"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"bg","name":"execute_command","arguments":{"command":"seq 1 5 | while read i; do echo tick$i; sleep 0.1; done","background":true}}]}`)
+	m := messages(t, evs)["bg"]
+	if m.m["is_error"] != false {
+		t.Fatalf("background start: %s", m.raw)
+	}
+	// Follow the job with await_job; watch that call's output over SSE while it runs.
+	done := make(chan []event, 1)
+	jobID := m.m["message"].(map[string]any)["structured"].(map[string]any)["job_id"].(string)
+	go func() {
+		_, e := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"aw","name":"await_job","arguments":{"job_id":"`+jobID+`","timeout_ms":10000}}]}`)
+		done <- e
+	}()
+	var awaitID string
+	for awaitID == "" {
+		code, _, body := d.do("GET", "/v1/sessions/"+id+"/tool-calls/aw", nil)
+		if code == 200 {
+			var rec struct{ ID string }
+			_ = json.Unmarshal(body, &rec)
+			awaitID = rec.ID
+		}
+	}
+	text, lastID := readSSE(t, d, awaitID, "")
+	<-done
+	if !strings.Contains(text, "tick5") {
+		t.Fatalf("SSE output: %q", text)
+	}
+	// Resuming from the last id replays nothing; from a mid cursor, exactly the rest.
+	rest, _ := readSSE(t, d, awaitID, lastID)
+	if rest != "" {
+		t.Fatalf("resume from the end replayed %q", rest)
+	}
+	rest, _ = readSSE(t, d, awaitID, "stdout:6")
+	if rest != text[6:] {
+		t.Fatalf("resume from 6: %q, want %q", rest, text[6:])
+	}
+}
+
+// readSSE reads a call's SSE stream to its closed event; it returns the stdout text and
+// the last event id.
+func readSSE(t *testing.T, d *daemon, callID, lastID string) (string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.url+"/v1/tool-calls/"+callID+"/progress/stream", nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("SSE: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var text strings.Builder
+	var event, id string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			var e struct{ Stream, Text string }
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e)
+			if event == "closed" {
+				return text.String(), id
+			}
+			if e.Stream == "stdout" {
+				text.WriteString(e.Text)
+			}
+		}
+	}
+	t.Fatal("SSE stream ended without a closed event")
+	return "", ""
+}

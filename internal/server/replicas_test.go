@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+)
+
+// TestTwoReplicasShareApprovals runs two daemons on one PostgreSQL: a decision taken on
+// replica B wakes the stream waiting on replica A (LISTEN/NOTIFY), and the call runs
+// exactly once; when nobody waits any more, the deciding replica runs it.
+func TestTwoReplicasShareApprovals(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	shared := t.TempDir()
+	opts := func(replica string) daemonOpts {
+		return daemonOpts{store: url, mutate: func(c *config.Config) {
+			c.ReplicaID = replica
+			c.Permissions.Allow = nil
+			c.Sessions.WorkdirRoots = []string{shared}
+		}}
+	}
+	a := startDaemon(t, opts("replica-a"))
+	b := startDaemon(t, opts("replica-b"))
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
+
+	// Stream on A; decide on B.
+	start := time.Now()
+	apr, rest, stop := streamUntilApproval(t, a, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo a >> ran.txt"}}]}`)
+	defer stop()
+	code, _, body := b.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve","actor":"ops"}`)
+	if code != 200 {
+		t.Fatalf("decide on B: %d %s", code, body)
+	}
+	m := restMessages(t, <-rest)["x"]
+	if m.m["is_error"] != false {
+		t.Fatalf("result on A: %s", m.raw)
+	}
+	t.Logf("approval on B → result on A's stream in %s", time.Since(start))
+	code, _, rec := a.do("GET", "/v1/tool-calls/"+m.str("call_id"), nil)
+	if code != 200 || !strings.Contains(string(rec), `"succeeded"`) {
+		t.Fatalf("record: %s", rec)
+	}
+
+	// A's client goes away while waiting; the decision on B runs the call on B.
+	apr, _, stop2 := streamUntilApproval(t, a, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"y","name":"execute_command","arguments":{"command":"echo b >> ran.txt"}}]}`)
+	stop2()
+	time.Sleep(100 * time.Millisecond)
+	if code, _, body := b.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	waitFor(t, 15*time.Second, "the call approved on B ran", func() bool {
+		b, _ := os.ReadFile(filepath.Join(shared, "ran.txt"))
+		return strings.Count(string(b), "\n") == 2
+	})
+	time.Sleep(500 * time.Millisecond) // a second run would show up now
+	got, _ := os.ReadFile(filepath.Join(shared, "ran.txt"))
+	if string(got) != "a\nb\n" {
+		t.Fatalf("ran.txt = %q: each call must run exactly once", got)
+	}
+}

@@ -1,0 +1,77 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop()
+	http.DefaultClient.CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestRestartKeepsEverything runs against both stores: sessions and call records
+// survive a restart, and a call the previous process left running is marked failed.
+func TestRestartKeepsEverything(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			opts := daemonOpts{dataDir: t.TempDir()}
+			if backend == "postgres" {
+				opts.store = pgtest.URL(t)
+			}
+			d := startDaemon(t, opts)
+			id := d.createSession(map[string]any{"available_tools": []string{"echo", "whoami"}, "metadata": map[string]any{"user": "ada"}})["id"].(string)
+			_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c1","name":"echo","arguments":{"text":"persist me"}}]}`)
+			tc := messages(t, evs)["c1"].str("call_id")
+
+			// A call this replica was running when it "crashed".
+			now := time.Now().UTC()
+			orphan := &store.Call{ID: "tc_orphan", SessionID: id, Tenant: "default", ToolCallID: "c2", Name: "echo",
+				Arguments: json.RawMessage(`{}`), Status: store.CallRunning, Owner: "test", CreatedAt: now, StartedAt: &now}
+			if err := d.app.Store.WriteCalls(context.Background(), []*store.Call{orphan}, nil); err != nil {
+				t.Fatal(err)
+			}
+			d.stop()
+
+			d2 := startDaemon(t, opts)
+			code, _, body := d2.do("GET", "/v1/sessions/"+id, nil)
+			if code != 200 || !strings.Contains(string(body), `"ada"`) || !strings.Contains(string(body), `"tools":["echo","whoami"]`) {
+				t.Fatalf("session after restart: %d %s", code, body)
+			}
+			code, _, body = d2.do("GET", "/v1/tool-calls/"+tc, nil)
+			if code != 200 || !strings.Contains(string(body), "persist me") || !strings.Contains(string(body), `"succeeded"`) {
+				t.Fatalf("record after restart: %d %s", code, body)
+			}
+			code, _, body = d2.do("GET", "/v1/tool-calls/tc_orphan", nil)
+			if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "daemon stopped") {
+				t.Fatalf("orphaned call after restart: %d %s", code, body)
+			}
+			// The session still runs calls, with its whitelist.
+			_, evs = d2.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c3","name":"whoami"},{"id":"c4","name":"big"}]}`)
+			msgs := messages(t, evs)
+			if msgs["c3"].m["is_error"] != false || msgs["c4"].str("error_kind") != "not_found" {
+				t.Fatalf("after restart: %s / %s", msgs["c3"].raw, msgs["c4"].raw)
+			}
+		})
+	}
+}

@@ -1,0 +1,125 @@
+package server_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+func toolNames(t *testing.T, body []byte) []string {
+	var tl struct {
+		Tools []struct{ Name string } `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &tl); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, x := range tl.Tools {
+		out = append(out, x.Name)
+	}
+	return out
+}
+
+// TestToolSuggestionAndExpansion follows seed contract §3.1: a ranked turn list with
+// tool_expand_tools; an allowed but unoffered tool is refused until expanded;
+// expansion takes exact names, validated against the session's allowed set only.
+func TestToolSuggestionAndExpansion(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	s := d.createSession(map[string]any{}) // every tool: more than 15
+	id := s["id"].(string)
+	if len(toStrings(s["tools"])) <= 15 {
+		t.Fatalf("need more than 15 tools, have %v", s["tools"])
+	}
+	code, _, body := d.do("GET", "/v1/sessions/"+id+"/tools?query=read+the+contents+of+a+file&limit=5", nil)
+	if code != 200 {
+		t.Fatal(code)
+	}
+	names := toolNames(t, body)
+	joined := strings.Join(names, ",")
+	if len(names) != 6 || !strings.Contains(joined, "read_file") || !strings.Contains(joined, "tool_expand_tools") {
+		t.Fatalf("ranked list: %v", names)
+	}
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	_, evs := d.stream(calls, `{"calls":[{"id":"a","name":"echo","arguments":{"text":"x"}}]}`)
+	if m := messages(t, evs)["a"]; m.str("error_kind") != "not_found" || !strings.Contains(string(m.raw), "tool_expand_tools") {
+		t.Fatalf("unoffered tool: %s", m.raw)
+	}
+	_, evs = d.stream(calls, `{"calls":[{"id":"x","name":"tool_expand_tools","arguments":{"tool_names":[" echo ","echo","read_file","no_such_tool"]}}]}`)
+	var res struct {
+		Success             bool     `json:"success"`
+		Expanded            []string `json:"expanded_tools"`
+		Invalid             []string `json:"invalid_tools"`
+		Already             []string `json:"already_selected_tools"`
+		AvailableExpandable []string `json:"available_expandable_tools"`
+	}
+	raw, _ := json.Marshal(messages(t, evs)["x"].m["message"].(map[string]any)["structured"])
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Success || strings.Join(res.Expanded, ",") != "echo" || strings.Join(res.Invalid, ",") != "no_such_tool" ||
+		strings.Join(res.Already, ",") != "read_file" || len(res.AvailableExpandable) == 0 || strings.Contains(strings.Join(res.AvailableExpandable, ","), "echo") {
+		t.Fatalf("expand result: %s", raw)
+	}
+	_, evs = d.stream(calls, `{"calls":[{"id":"a","name":"echo","arguments":{"text":"now"}},{"id":"y","name":"tool_expand_tools","arguments":{"tool_names":"echo"}}]}`)
+	msgs := messages(t, evs)
+	if msgs["a"].m["is_error"] != false || !strings.Contains(string(msgs["y"].raw), `\"success\":false`) {
+		t.Fatalf("after expansion: %s / %s", msgs["a"].raw, msgs["y"].raw)
+	}
+
+	// Expansion never reaches past the session's whitelist.
+	narrow := d.createSession(map[string]any{"available_tools": []string{"echo", "info"}})["id"].(string)
+	_, evs = d.stream("/v1/sessions/"+narrow+"/tool-calls", `{"calls":[{"id":"x","name":"tool_expand_tools","arguments":{"tool_names":["execute_command"]}}]}`)
+	if !strings.Contains(string(messages(t, evs)["x"].raw), `\"invalid_tools\":[\"execute_command\"]`) {
+		t.Fatalf("expansion outside the whitelist: %s", messages(t, evs)["x"].raw)
+	}
+	// A small toolset is returned whole, with nothing narrowed.
+	_, _, body = d.do("GET", "/v1/sessions/"+narrow+"/tools?query=anything", nil)
+	if got := strings.Join(toolNames(t, body), ","); got != "echo,info" {
+		t.Fatalf("small toolset: %s", got)
+	}
+}
+
+func TestToolGroups(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.ToolGroups = []config.ToolGroupConfig{
+			{Name: "web", Description: "Fetch web pages.", Instructions: "Cite every URL you used.", Tools: []string{"web_*"}},
+			{Name: "memory", Description: "Long-term memory.", Instructions: "Save only durable facts.", Tools: []string{"memory_*"}},
+		}
+	}})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo", "web_fetch", "memory_save", "memory_search"}})["id"].(string)
+	_, _, body := d.do("GET", "/v1/sessions/"+id+"/tools", nil)
+	if got := strings.Join(toolNames(t, body), ","); got != "echo,reset_tools" {
+		t.Fatalf("inactive groups' tools listed: %s", got)
+	}
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	_, evs := d.stream(calls, `{"calls":[{"id":"m","name":"memory_search","arguments":{"query":"x"}}]}`)
+	if m := messages(t, evs)["m"]; m.str("error_kind") != "not_found" {
+		t.Fatalf("tool of an inactive group ran: %s", m.raw)
+	}
+	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"reset_tools","arguments":{"memory":true,"web":false}}]}`)
+	if m := messages(t, evs)["r"]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "Save only durable facts") || strings.Contains(string(m.raw), "Cite every URL") {
+		t.Fatalf("reset_tools: %s", m.raw)
+	}
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools", nil)
+	if got := strings.Join(toolNames(t, body), ","); got != "echo,memory_save,memory_search,reset_tools" {
+		t.Fatalf("after reset_tools: %s", got)
+	}
+	// An unknown group changes nothing.
+	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"reset_tools","arguments":{"nope":true}}]}`)
+	if m := messages(t, evs)["r"]; m.str("error_kind") != "invalid_args" {
+		t.Fatalf("unknown group: %s", m.raw)
+	}
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools", nil)
+	if got := strings.Join(toolNames(t, body), ","); got != "echo,memory_save,memory_search,reset_tools" {
+		t.Fatalf("an invalid reset changed the set: %s", got)
+	}
+	// The active groups are part of the persisted session.
+	_, _, sb := d.do("GET", "/v1/sessions/"+id, nil)
+	if !strings.Contains(string(sb), `"tools":["echo","memory_save","memory_search"]`) {
+		t.Fatalf("session: %s", sb)
+	}
+}

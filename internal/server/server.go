@@ -1,0 +1,162 @@
+// Package server is toolserverd's HTTP API: the chi router, one handler file per
+// resource, the NDJSON stream writer, JSON decoding and errors, and HTTP metrics.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// CallStore reads call records.
+type CallStore interface {
+	GetCall(ctx context.Context, id string) (*store.Call, error)
+	GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*store.Call, error)
+	ListCalls(ctx context.Context, sessionID string, limit int) ([]*store.Call, error)
+}
+
+// ReadinessCheck is one named check behind /readyz.
+type ReadinessCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// Deps are the components the API serves.
+type Deps struct {
+	Tools    *toolmgr.Manager
+	Sessions *session.Manager
+	Exec     *session.Executor
+	Calls    CallStore
+	Ready    []ReadinessCheck
+	// Info is shown on /readyz (sandbox capabilities, store kind…).
+	Info map[string]any
+	// Skills is the skill registry; nil without one.
+	Skills *skills.Manager
+	// MCP manages upstream MCP servers; nil without the proxy.
+	MCP MCPServers
+	// Live adds current facts to /readyz (MCP server states…).
+	Live map[string]func() any
+	// Approvals serves the approvals API; nil when permissions are off.
+	Approvals *Approvals
+	// Progress is the live-output hub; nil disables tool_progress events.
+	Progress *progress.Hub
+	Registry *prometheus.Registry
+	Metrics  *Metrics
+	Log      *slog.Logger
+}
+
+// Config of the API.
+type Config struct {
+	MaxBodyBytes int64
+}
+
+// Server serves the API.
+type Server struct {
+	Deps
+	cfg Config
+	log *slog.Logger
+}
+
+// tenantDefault owns everything until API keys with tenants exist.
+const tenantDefault = "default"
+
+// New returns the API handler.
+func New(cfg Config, d Deps) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	return &Server{Deps: d, cfg: cfg, log: d.Log}
+}
+
+// Handler builds the router. Every route is listed in api/openapi.yaml; a test keeps
+// the two in step.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.requestIDMiddleware, s.recoverMiddleware, s.Metrics.middleware)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errorf(CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path))
+	})
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Get("/tools", s.listTools)
+		r.Post("/sessions", s.createSession)
+		r.Get("/sessions/{sessionID}", s.getSession)
+		r.Get("/sessions/{sessionID}/tools", s.listSessionTools)
+		r.Post("/sessions/{sessionID}/tool-calls", s.runSessionToolCalls)
+		r.Get("/sessions/{sessionID}/tool-calls", s.listSessionToolCalls)
+		r.Get("/sessions/{sessionID}/tool-calls/{toolCallID}", s.getSessionToolCall)
+		r.Post("/sessions/{sessionID}/interrupt", s.interruptSession)
+		r.Get("/sessions/{sessionID}/events", s.sessionEvents)
+		r.Get("/skills", s.listSkills)
+		r.Get("/skills/{name}", s.getSkill)
+		r.Get("/sessions/{sessionID}/prompt", s.sessionPrompt)
+		r.Get("/mcp/servers", s.listMCPServers)
+		r.Post("/mcp/servers", s.addMCPServer)
+		r.Delete("/mcp/servers/{name}", s.deleteMCPServer)
+		r.Post("/mcp/servers/{name}/restart", s.restartMCPServer)
+		r.Get("/approvals", s.listApprovals)
+		r.Get("/approvals/{approvalID}", s.getApproval)
+		r.Post("/approvals/{approvalID}/decision", s.decideApproval)
+		r.Post("/tool-calls", s.runOneShotToolCalls)
+		r.Get("/tool-calls/{callID}", s.getToolCall)
+		r.Get("/tool-calls/{callID}/events", s.callEvents)
+		r.Post("/tool-calls/{callID}/cancel", s.cancelToolCall)
+		r.Post("/tool-calls/{callID}/input", s.provideInput)
+		r.Post("/tool-calls/{callID}/result", s.answerCall)
+		r.Get("/tool-calls/{callID}/progress", s.getProgress)
+		r.Get("/tool-calls/{callID}/progress/stream", s.streamProgress)
+	})
+	return r
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type readyResponse struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+	Info   map[string]any    `json:"info,omitempty"`
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	info := map[string]any{}
+	for k, v := range s.Info {
+		info[k] = v
+	}
+	for k, f := range s.Live {
+		info[k] = f()
+	}
+	resp := readyResponse{Status: "ready", Checks: map[string]string{}, Info: info}
+	status := http.StatusOK
+	for _, c := range s.Ready {
+		if err := c.Check(ctx); err != nil {
+			resp.Checks[c.Name] = "failing: " + err.Error()
+			resp.Status = "not ready"
+			status = http.StatusServiceUnavailable
+			continue
+		}
+		resp.Checks[c.Name] = "ok"
+	}
+	writeJSON(w, status, resp)
+}

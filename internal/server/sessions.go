@@ -1,0 +1,138 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+type sessionResponse struct {
+	ID              string           `json:"id"`
+	Tools           []string         `json:"tools"`
+	AvailableTools  []string         `json:"available_tools"`
+	AvailableSkills []string         `json:"available_skills"`
+	PermissionMode  string           `json:"permission_mode"`
+	Workdir         string           `json:"workdir"`
+	Metadata        map[string]any   `json:"metadata,omitempty"`
+	Rules           *session.RuleSet `json:"rules,omitempty"`
+	CreatedAt       time.Time        `json:"created_at"`
+	Warnings        []string         `json:"warnings"`
+}
+
+func toSessionResponse(sess *session.Session, warnings []string) sessionResponse {
+	if warnings == nil {
+		warnings = []string{}
+	}
+	spec := sess.CurrentSpec()
+	skills := spec.AvailableSkills
+	if skills == nil {
+		skills = []string{}
+	}
+	return sessionResponse{
+		ID: sess.ID, Tools: sess.Tools.Names(), AvailableTools: spec.AvailableTools, AvailableSkills: skills,
+		PermissionMode: spec.PermissionMode, Workdir: sess.Info.Workdir, Metadata: spec.Metadata, Rules: spec.Rules,
+		CreatedAt: sess.CreatedAt, Warnings: warnings,
+	}
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var spec session.Spec
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &spec); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sess, warnings, err := s.Sessions.Create(r.Context(), tenantDefault, spec)
+	if err != nil {
+		s.writeError(w, r, sessionError(err))
+		return
+	}
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
+	writeJSON(w, http.StatusCreated, toSessionResponse(sess, warnings))
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionResponse(sess, nil))
+}
+
+type interruptRequest struct {
+	Message string `json:"message"`
+}
+
+// interruptSession makes the session's running batches skip calls not yet started.
+func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
+	var req interruptRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sess.Interrupt(req.Message)
+	writeJSON(w, http.StatusOK, map[string]any{"session_id": sess.ID, "interrupted": true, "message": req.Message})
+}
+
+// session loads the session named in the path.
+func (s *Server) session(r *http.Request) (*session.Session, error) {
+	sess, err := s.Sessions.Get(r.Context(), tenantDefault, chi.URLParam(r, "sessionID"))
+	if err != nil {
+		return nil, sessionError(err)
+	}
+	return sess, nil
+}
+
+func sessionError(err error) error {
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return errorf(CodeNotFound, "session not found")
+	case errors.Is(err, session.ErrInvalid):
+		return errorf(CodeBadRequest, err.Error())
+	}
+	return err
+}
+
+// sessionEvents streams the session's events that belong to no request (results of
+// background calls) as NDJSON until the client goes away.
+func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
+	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil || f == toolmgr.FormatMCP {
+		s.writeError(w, r, errorf(CodeBadRequest, "format must be native, openai or anthropic"))
+		return
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	events, stop := sess.Subscribe(64)
+	defer stop()
+	out := newNDJSON(w)
+	out.Flush()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev := <-events:
+			if ev.Type == session.EventApproval {
+				out.Encode(toApprovalEvent(ev))
+			} else {
+				out.Encode(resultLine(ev.Type, f, ev))
+			}
+			out.Flush()
+		}
+	}
+}

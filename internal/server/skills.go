@@ -1,0 +1,105 @@
+package server
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/toolserverd/toolserverd/internal/skills"
+)
+
+type skillJSON struct {
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`
+	Version      string   `json:"version,omitempty"`
+	AllowedTools []string `json:"allowed_tools"`
+	Files        []string `json:"files"`
+	Body         string   `json:"body,omitempty"`
+}
+
+func toSkillJSON(sk skills.Skill, body bool) skillJSON {
+	out := skillJSON{Name: sk.Name, Description: sk.Description, Version: sk.Version, AllowedTools: sk.AllowedTools, Files: sk.Files}
+	if out.AllowedTools == nil {
+		out.AllowedTools = []string{}
+	}
+	if out.Files == nil {
+		out.Files = []string{}
+	}
+	if body {
+		out.Body = sk.Body
+	}
+	return out
+}
+
+// listSkills lists the loaded skills and the folders that could not be loaded.
+func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
+	type problem struct {
+		Dir   string `json:"dir"`
+		Error string `json:"error"`
+	}
+	list := []skillJSON{}
+	problems := []problem{}
+	if s.Skills != nil {
+		for _, sk := range s.Skills.List() {
+			list = append(list, toSkillJSON(sk, false))
+		}
+		for _, p := range s.Skills.Problems() {
+			problems = append(problems, problem{Dir: p.Dir, Error: p.Error})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"skills": list, "problems": problems})
+}
+
+func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
+	if s.Skills == nil {
+		s.writeError(w, r, errorf(CodeNotFound, "no skills are configured"))
+		return
+	}
+	sk, ok := s.Skills.Get(chi.URLParam(r, "name"))
+	if !ok {
+		s.writeError(w, r, errorf(CodeNotFound, "skill not found"))
+		return
+	}
+	writeJSON(w, http.StatusOK, toSkillJSON(sk, true))
+}
+
+// sessionPrompt returns the system-prompt fragment for a session: the prompt hints of
+// its tools (in name order, so the prompt caches well) and its skills.
+func (s *Server) sessionPrompt(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var b strings.Builder
+	var hints []string
+	for _, spec := range sess.Tools.Specs() {
+		if spec.PromptHint != "" {
+			hints = append(hints, "- "+spec.Name+": "+spec.PromptHint)
+		}
+	}
+	if len(hints) > 0 {
+		b.WriteString("## Tools\n" + strings.Join(hints, "\n") + "\n")
+	}
+	var skillLines []string
+	var names []string
+	if sess.Skills != nil {
+		for _, sk := range sess.Skills.List() {
+			skillLines = append(skillLines, "- "+sk.Name+": "+sk.Description)
+			names = append(names, sk.Name)
+		}
+	}
+	sort.Strings(skillLines)
+	if len(skillLines) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("## Skills\nOpen a skill with the skill tool before a task it covers.\n" + strings.Join(skillLines, "\n") + "\n")
+	}
+	if names == nil {
+		names = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": b.String(), "skills": names})
+}

@@ -1,0 +1,94 @@
+package server_test
+
+import (
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+func TestSkills(t *testing.T) {
+	t.Parallel()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "testdata", "skills")
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{dir} }})
+
+	code, _, body := d.do("GET", "/v1/skills", nil)
+	if code != 200 || !strings.Contains(string(body), `"name":"greeting"`) || !strings.Contains(string(body), "broken") {
+		t.Fatalf("skills: %d %s", code, body)
+	}
+	code, _, body = d.do("GET", "/v1/skills/greeting", nil)
+	if code != 200 || !strings.Contains(string(body), "greet.sh NAME") || !strings.Contains(string(body), `"version":"1.2"`) {
+		t.Fatalf("skill: %d %s", code, body)
+	}
+	validate(t, "Skill", body)
+	if code, _, _ := d.do("GET", "/v1/skills/nope", nil); code != 404 {
+		t.Fatalf("unknown skill: %d", code)
+	}
+
+	s := d.createSession(map[string]any{"available_tools": []string{"skill", "execute_command", "read_file", "write_file"}, "available_skills": []string{"greeting", "nope"}})
+	if !strings.Contains(strings.Join(toStrings(s["warnings"]), ";"), "nope") {
+		t.Fatalf("unknown skill not warned: %v", s["warnings"])
+	}
+	id := s["id"].(string)
+	code, _, body = d.do("GET", "/v1/sessions/"+id+"/prompt", nil)
+	if code != 200 || !strings.Contains(string(body), "- greeting: Greets people") || !strings.Contains(string(body), "- skill: ") {
+		t.Fatalf("prompt: %d %s", code, body)
+	}
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"strategy":"sequential","calls":[
+		{"id":"open","name":"skill","arguments":{"name":"greeting"}},
+		{"id":"file","name":"skill","arguments":{"name":"greeting","file":"scripts/greet.sh"}},
+		{"id":"run","name":"execute_command","arguments":{"command":"bash .skills/greeting/scripts/greet.sh Ada"}},
+		{"id":"esc","name":"skill","arguments":{"name":"greeting","file":"../../../../etc/passwd"}},
+		{"id":"other","name":"skill","arguments":{"name":"broken"}}]}`)
+	msgs := messages(t, evs)
+	if !strings.Contains(string(msgs["open"].raw), ".skills/greeting") || !strings.Contains(string(msgs["open"].raw), "Run `bash .skills") {
+		t.Fatalf("open: %s", msgs["open"].raw)
+	}
+	if !strings.Contains(string(msgs["file"].raw), "from the greeting skill") {
+		t.Fatalf("file: %s", msgs["file"].raw)
+	}
+	if !strings.Contains(string(msgs["run"].raw), "Hello, Ada, from the greeting skill") {
+		t.Fatalf("run: %s", msgs["run"].raw)
+	}
+	if msgs["esc"].str("error_kind") != "not_found" || strings.Contains(string(msgs["esc"].raw), "root:") {
+		t.Fatalf("escape: %s", msgs["esc"].raw)
+	}
+	if msgs["other"].str("error_kind") != "not_found" {
+		t.Fatalf("skill outside the session: %s", msgs["other"].raw)
+	}
+	// The greeting skill is active and allows Bash and Read: other tools are refused.
+	_, evs = d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[
+		{"id":"ok","name":"read_file","arguments":{"path":".skills/greeting/SKILL.md"}},
+		{"id":"no","name":"write_file","arguments":{"path":"x.txt","content":"x"}}]}`)
+	msgs = messages(t, evs)
+	if msgs["ok"].m["is_error"] != false || msgs["no"].str("error_kind") != "denied" || !strings.Contains(string(msgs["no"].raw), "active skill greeting") {
+		t.Fatalf("allowed_tools: %s / %s", msgs["ok"].raw, msgs["no"].raw)
+	}
+}
+
+// TestSkillsInGroups: a skill bundled in a tool group is hidden until the group is on.
+func TestSkillsInGroups(t *testing.T) {
+	t.Parallel()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "testdata", "skills")
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.Skills.Dirs = []string{dir}
+		c.ToolGroups = []config.ToolGroupConfig{{Name: "social", Description: "Greetings.", Instructions: "Be warm.", Skills: []string{"greet*"}}}
+	}})
+	id := d.createSession(map[string]any{"available_tools": []string{"skill"}})["id"].(string)
+	_, _, body := d.do("GET", "/v1/sessions/"+id+"/prompt", nil)
+	if strings.Contains(string(body), "greeting") {
+		t.Fatalf("a skill of an inactive group is listed: %s", body)
+	}
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"strategy":"sequential","calls":[
+		{"id":"a","name":"skill","arguments":{"name":"greeting"}},
+		{"id":"r","name":"reset_tools","arguments":{"social":true}},
+		{"id":"b","name":"skill","arguments":{"name":"greeting"}}]}`)
+	msgs := messages(t, evs)
+	if msgs["a"].str("error_kind") != "not_found" || msgs["b"].m["is_error"] != false || !strings.Contains(string(msgs["r"].raw), "Be warm.") {
+		t.Fatalf("skills in groups: %s / %s / %s", msgs["a"].raw, msgs["r"].raw, msgs["b"].raw)
+	}
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// progressEvent is a tool_progress line. Text carries the output as text (bytes that
+// are not UTF-8 become U+FFFD); when the chunk is not valid UTF-8, Data carries its
+// exact bytes in base64. Offset is where the chunk starts in the call's stream, so a
+// client that sees a gap can fetch it from the progress endpoint.
+type progressEvent struct {
+	Type       string  `json:"type"`
+	ToolCallID string  `json:"tool_call_id"`
+	CallID     string  `json:"call_id"`
+	Stream     string  `json:"stream"`
+	Text       string  `json:"text"`
+	Data       string  `json:"data,omitempty"`
+	Offset     int64   `json:"offset"`
+	Closed     bool    `json:"closed"`
+	TS         float64 `json:"ts"`
+}
+
+func toProgressEvent(e progress.Event) progressEvent {
+	pe := progressEvent{Type: "tool_progress", ToolCallID: e.ToolCallID, CallID: e.CallID, Stream: e.Stream,
+		Text: e.Text, Offset: e.Offset, Closed: e.Closed, TS: unixSeconds(e.TS)}
+	if !utf8.ValidString(e.Text) {
+		pe.Data = base64.StdEncoding.EncodeToString([]byte(e.Text))
+	}
+	return pe
+}
+
+// streamBatch runs a planned batch and writes its NDJSON stream. One goroutine writes:
+// executor events arrive on a channel, progress events from the hub subscription.
+// Before a call's message, every progress event already published is written and the
+// rest of the call's output is read from its log (a call's progress is closed before
+// its message is emitted), so a call's tool_progress lines sit between its tool_start
+// and its message and are complete: events the subscription dropped because the
+// client was slow are filled in from the log. The writer flushes when it has nothing
+// more queued, so events that arrive together share one write.
+func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.Format, plan *session.Plan) {
+	sw := &streamWriter{out: nil, format: f, hub: s.Progress}
+	if s.Progress != nil {
+		ids := make([]string, len(plan.Calls))
+		for i, c := range plan.Calls {
+			ids[i] = c.ID
+		}
+		// A small buffer: the writer fills whatever is dropped from the call logs.
+		sub := s.Progress.Subscribe(progress.Filter{CallIDs: ids, Buffer: 16})
+		defer sub.Close()
+		sw.prog = sub.Events()
+		sw.cursors = map[string]map[string]int64{}
+		sw.closed = map[string]bool{}
+	}
+	// Results of the session's background calls arrive on any open stream of it.
+	bg, stopBG := plan.Session.Subscribe(16)
+	defer stopBG()
+	sw.background = bg
+	sw.out = newNDJSON(w)
+	events := make(chan session.Event, 64)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		sw.run(events)
+	}()
+	s.Exec.Execute(r.Context(), plan, func(ev session.Event) { events <- ev })
+	close(events)
+	<-written
+}
+
+type streamWriter struct {
+	out        *ndjsonWriter
+	background <-chan session.Event
+	format     toolmgr.Format
+	hub        *progress.Hub
+	prog       <-chan progress.Event
+	cursors    map[string]map[string]int64 // call → stream → bytes written to the client
+	closed     map[string]bool             // calls whose closed event was written
+}
+
+func (sw *streamWriter) run(events <-chan session.Event) {
+	for {
+		select {
+		case pe, ok := <-sw.prog:
+			if !ok {
+				sw.prog = nil
+				continue
+			}
+			sw.progress(pe)
+		case ev := <-sw.background:
+			if ev.Type == session.EventApproval {
+				sw.out.Encode(toApprovalEvent(ev))
+			} else {
+				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
+			}
+		case ev, ok := <-events:
+			if !ok {
+				sw.drain()
+				sw.out.Encode(doneEvent{Type: "done", TS: unixSeconds(time.Now())})
+				sw.out.Flush()
+				return
+			}
+			switch ev.Type {
+			case session.EventStart:
+				sw.out.Encode(startEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name, TS: unixSeconds(ev.TS)})
+			case session.EventApproval:
+				sw.drain()
+				sw.out.Encode(toApprovalEvent(ev))
+			case session.EventExternal:
+				sw.drain()
+				sw.out.Encode(inputEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
+					Arguments: ev.Call.Arguments, TS: unixSeconds(ev.TS)})
+			case session.EventYield:
+				sw.drain()
+				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
+			case session.EventMessage:
+				sw.drain()
+				sw.complete(ev.Call.ID, ev.Call.ToolCallID)
+				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
+			}
+		}
+		if len(events) == 0 && len(sw.prog) == 0 && len(sw.background) == 0 {
+			sw.out.Flush()
+		}
+	}
+}
+
+// drain writes the progress events already delivered to the subscription.
+func (sw *streamWriter) drain() {
+	for {
+		select {
+		case pe, ok := <-sw.prog:
+			if !ok {
+				sw.prog = nil
+				return
+			}
+			sw.progress(pe)
+		default:
+			return
+		}
+	}
+}
+
+// progress writes one event, first filling any gap before it from the call's log.
+func (sw *streamWriter) progress(pe progress.Event) {
+	if pe.Closed {
+		if !sw.closed[pe.CallID] {
+			sw.complete(pe.CallID, pe.ToolCallID)
+		}
+		return
+	}
+	cur := sw.cursor(pe.CallID)
+	if pe.Offset > cur[pe.Stream] {
+		sw.fill(pe.CallID, pe.ToolCallID, pe.Stream, pe.Offset)
+	}
+	end := pe.Offset + int64(len(pe.Text))
+	if end <= cur[pe.Stream] {
+		return // already written from the log
+	}
+	if skip := cur[pe.Stream] - pe.Offset; skip > 0 {
+		pe.Text, pe.Offset = pe.Text[skip:], pe.Offset+skip
+	}
+	sw.out.Encode(toProgressEvent(pe))
+	cur[pe.Stream] = end
+}
+
+// complete writes what is left of a finished call's output, then its closed event.
+func (sw *streamWriter) complete(callID, toolCallID string) {
+	if sw.hub == nil || sw.closed[callID] {
+		return
+	}
+	streams := sw.hub.Streams(callID)
+	sw.closed[callID] = true
+	if len(streams) == 0 {
+		return // the call wrote no progress: there is nothing to close
+	}
+	for _, st := range streams {
+		sw.fill(callID, toolCallID, st, -1)
+	}
+	sw.out.Encode(toProgressEvent(progress.Event{CallID: callID, ToolCallID: toolCallID, Closed: true, TS: time.Now()}))
+}
+
+// fill writes a stream's bytes from the client's cursor up to `to` (-1: the end of
+// the log), read from the call's output log.
+func (sw *streamWriter) fill(callID, toolCallID, stream string, to int64) {
+	cur := sw.cursor(callID)
+	for to < 0 || cur[stream] < to {
+		max := progress.DefaultReadMax
+		if to >= 0 {
+			max = int(min(to-cur[stream], int64(progress.DefaultReadMax)))
+		}
+		data, next, _, err := sw.hub.Read(callID, stream, cur[stream], max)
+		if err != nil || len(data) == 0 {
+			return
+		}
+		sw.out.Encode(toProgressEvent(progress.Event{CallID: callID, ToolCallID: toolCallID, Stream: stream, Text: string(data), Offset: cur[stream], TS: time.Now()}))
+		cur[stream] = next
+	}
+}
+
+func (sw *streamWriter) cursor(callID string) map[string]int64 {
+	c, ok := sw.cursors[callID]
+	if !ok {
+		c = map[string]int64{}
+		sw.cursors[callID] = c
+	}
+	return c
+}
+
+// resultLine shapes a result-carrying event (message, tool_yield, tool_result).
+func resultLine(t session.EventType, f toolmgr.Format, ev session.Event) messageEvent {
+	return messageEvent{
+		Type: string(t), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
+		IsError: ev.Result.IsError, ErrorKind: ev.Result.ErrorKind, Truncated: ev.Result.Truncated,
+		Message: message(f, ev.Call.ToolCallID, ev.Call.Name, ev.Result), TS: unixSeconds(ev.TS),
+	}
+}
+
+// inputEvent is the input_required line: an external tool's call (ask_user) waits for
+// an answer posted to POST /v1/tool-calls/{id}/result.
+type inputEvent struct {
+	Type       string          `json:"type"`
+	ToolCallID string          `json:"tool_call_id"`
+	CallID     string          `json:"call_id"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	TS         float64         `json:"ts"`
+}

@@ -1,0 +1,293 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
+	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil || f == toolmgr.FormatMCP {
+		s.writeError(w, r, errorf(CodeBadRequest, "format must be native, openai or anthropic"))
+		return
+	}
+	var req toolCallsRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Session != nil {
+		s.writeError(w, r, errorf(CodeBadRequest, "session is only accepted by POST /v1/tool-calls; this session is named in the path"))
+		return
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.run(w, r, f, sess, req)
+}
+
+// runOneShotToolCalls creates a session from the inline spec and runs the calls in it.
+func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
+	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil || f == toolmgr.FormatMCP {
+		s.writeError(w, r, errorf(CodeBadRequest, "format must be native, openai or anthropic"))
+		return
+	}
+	var req toolCallsRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Session == nil {
+		s.writeError(w, r, errorf(CodeBadRequest, "session is required: an inline session spec such as {\"available_tools\":[…]}"))
+		return
+	}
+	if _, err := req.toBatch(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sess, warnings, err := s.Sessions.Create(r.Context(), tenantDefault, *req.Session)
+	if err != nil {
+		s.writeError(w, r, sessionError(err))
+		return
+	}
+	for _, wmsg := range warnings {
+		s.log.InfoContext(r.Context(), "one-shot session whitelist", "session_id", sess.ID, "warning", wmsg)
+	}
+	w.Header().Set("X-Session-Id", sess.ID)
+	s.run(w, r, f, sess, req)
+}
+
+// run plans the batch (HTTP errors are still possible), then streams NDJSON: a
+// tool_start, tool_progress lines and a message per call, then done. A client that
+// disconnects cancels the calls still running; their records are still written.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, f toolmgr.Format, sess *session.Session, req toolCallsRequest) {
+	batch, err := req.toBatch()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	plan, err := s.Exec.Plan(sess, batch)
+	if err != nil {
+		var pe *session.PlanError
+		if errors.As(err, &pe) {
+			err = errorf(CodeBadRequest, pe.Msg)
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	s.streamBatch(w, r, f, plan)
+}
+
+// callResponse is a call record as the API shows it.
+type callResponse struct {
+	ID         string          `json:"id"`
+	SessionID  string          `json:"session_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Status     string          `json:"status"`
+	Result     *tool.Result    `json:"result"`
+	ErrorKind  tool.ErrorKind  `json:"error_kind,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+	DurationMS *float64        `json:"duration_ms"`
+}
+
+func toCallResponse(c *store.Call) callResponse {
+	resp := callResponse{
+		ID: c.ID, SessionID: c.SessionID, ToolCallID: c.ToolCallID, Name: c.Name, Arguments: c.Arguments,
+		Status: string(c.Status), Result: c.Result, ErrorKind: c.ErrorKind,
+		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt,
+	}
+	if c.StartedAt != nil && c.FinishedAt != nil {
+		ms := float64(c.FinishedAt.Sub(*c.StartedAt).Microseconds()) / 1000
+		resp.DurationMS = &ms
+	}
+	return resp
+}
+
+func (s *Server) getToolCall(w http.ResponseWriter, r *http.Request) {
+	c, err := s.call(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toCallResponse(c))
+}
+
+func (s *Server) call(r *http.Request) (*store.Call, error) {
+	c, err := s.Calls.GetCall(r.Context(), chi.URLParam(r, "callID"))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenantDefault) {
+		return nil, errorf(CodeNotFound, "tool call not found")
+	}
+	return c, err
+}
+
+func (s *Server) getSessionToolCall(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.Calls.GetCallByToolCallID(r.Context(), sess.ID, chi.URLParam(r, "toolCallID"))
+	if errors.Is(err, store.ErrNotFound) {
+		err = errorf(CodeNotFound, "no call with that tool_call_id in this session")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toCallResponse(c))
+}
+
+type callListResponse struct {
+	Calls []callResponse `json:"calls"`
+}
+
+func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 1000"))
+			return
+		}
+		limit = n
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	calls, err := s.Calls.ListCalls(r.Context(), sess.ID, limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp := callListResponse{Calls: make([]callResponse, 0, len(calls))}
+	for _, c := range calls {
+		resp.Calls = append(resp.Calls, toCallResponse(c))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// cancelToolCall cancels a running call. Its stream then gets a cancelled result.
+func (s *Server) cancelToolCall(w http.ResponseWriter, r *http.Request) {
+	c, err := s.call(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if c.Status.Terminal() {
+		s.writeError(w, r, errorf(CodeConflict, "the call has already finished ("+string(c.Status)+")"))
+		return
+	}
+	if !s.Exec.Cancel(c.ID) {
+		s.writeError(w, r, errorf(CodeConflict, "the call is "+string(c.Status)+" but not running in this process"))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "cancelled": true})
+}
+
+type inputRequest struct {
+	Input json.RawMessage `json:"input"`
+}
+
+// provideInput answers a stateful call that yielded an intermediate result.
+func (s *Server) provideInput(w http.ResponseWriter, r *http.Request) {
+	var req inputRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Input) == 0 {
+		s.writeError(w, r, errorf(CodeBadRequest, "input is required (any JSON value)"))
+		return
+	}
+	c, err := s.call(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.Exec.ProvideInput(c.ID, req.Input); err != nil {
+		s.writeError(w, r, errorf(CodeConflict, "the call is not waiting for input (status "+string(c.Status)+")"))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "accepted": true})
+}
+
+type answerRequest struct {
+	// Content is the answer: a string, or content blocks.
+	Content    json.RawMessage `json:"content"`
+	Structured json.RawMessage `json:"structured"`
+	IsError    bool            `json:"is_error"`
+	ErrorKind  tool.ErrorKind  `json:"error_kind"`
+}
+
+// answerCall completes a call of an external tool (ask_user) with the answer of the
+// person or system it was waiting for. It is durable: the call may have waited across
+// restarts, and a second answer is a conflict.
+func (s *Server) answerCall(w http.ResponseWriter, r *http.Request) {
+	var req answerRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res := &tool.Result{IsError: req.IsError, Structured: req.Structured}
+	var text string
+	switch {
+	case len(req.Content) == 0:
+		s.writeError(w, r, errorf(CodeBadRequest, "content is required: the answer as a string or content blocks"))
+		return
+	case json.Unmarshal(req.Content, &text) == nil:
+		res.Content = []tool.Content{{Type: tool.ContentText, Text: text}}
+	case json.Unmarshal(req.Content, &res.Content) != nil || len(res.Content) == 0:
+		s.writeError(w, r, errorf(CodeBadRequest, "content must be a string or an array of content blocks"))
+		return
+	}
+	if req.Structured != nil && !json.Valid(req.Structured) {
+		s.writeError(w, r, errorf(CodeBadRequest, "structured must be JSON"))
+		return
+	}
+	if res.IsError {
+		res.ErrorKind = req.ErrorKind
+		if res.ErrorKind == "" {
+			res.ErrorKind = tool.KindFailed
+		}
+	}
+	c, err := s.call(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.Approvals == nil || s.Approvals.Answers == nil {
+		s.writeError(w, r, errorf(CodeConflict, "this call is not waiting for an answer"))
+		return
+	}
+	err = s.Approvals.Answers.AnswerCall(r.Context(), c.ID, res, time.Now().UTC())
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		s.writeError(w, r, errorf(CodeConflict, "the call is not waiting for an answer (status "+string(c.Status)+")"))
+		return
+	case err != nil:
+		s.writeError(w, r, err)
+		return
+	}
+	_ = s.Approvals.Notifier.Notify(context.WithoutCancel(r.Context()), store.TopicCall, c.ID)
+	writeJSON(w, http.StatusOK, map[string]any{"id": c.ID, "answered": true})
+}

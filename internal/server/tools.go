@@ -1,0 +1,56 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+type toolsResponse struct {
+	Format toolmgr.Format `json:"format"`
+	Tools  []any          `json:"tools"`
+}
+
+// listTools lists every registered tool (the global registry).
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil {
+		s.writeError(w, r, errorf(CodeBadRequest, err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(s.Tools.Specs(), f)})
+}
+
+// listSessionTools lists the tools a session may call, in the provider's format.
+func (s *Server) listSessionTools(w http.ResponseWriter, r *http.Request) {
+	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil {
+		s.writeError(w, r, errorf(CodeBadRequest, err.Error()))
+		return
+	}
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 200"))
+			return
+		}
+		limit = n
+	}
+	sess, err := s.session(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	specs := sess.Tools.Specs()
+	if query := q.Get("query"); query != "" {
+		// The turn's text narrows the list: the best-ranked tools plus
+		// tool_expand_tools; the others stay callable after an expansion.
+		specs = s.Sessions.Suggest(sess, query, limit)
+	} else if sess.GroupsConfigured() {
+		specs = append(specs, sess.ResetToolSpec())
+	}
+	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f)})
+}

@@ -1,0 +1,231 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// toolCallsRequest is the body of POST /v1/sessions/{id}/tool-calls and, with Session,
+// of POST /v1/tool-calls.
+type toolCallsRequest struct {
+	Calls     []wireCall    `json:"calls"`
+	Strategy  string        `json:"strategy"`
+	BatchSize int           `json:"batch_size"`
+	TimeoutMS int64         `json:"timeout_ms"`
+	Session   *session.Spec `json:"session,omitempty"`
+}
+
+// wireCall is a call in any of the accepted shapes: the daemon's own
+// {"id","name","arguments":{…}}, an OpenAI tool_call
+// {"id","type":"function","function":{"name","arguments":"<JSON string>"}} or an
+// Anthropic tool_use block {"type":"tool_use","id","name","input":{…}}. Fields a
+// provider adds that we do not use are ignored, so calls can be forwarded untouched.
+type wireCall struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Input     json.RawMessage `json:"input"`
+	Function  *struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// UnmarshalJSON decodes leniently: unknown fields of provider shapes are allowed.
+func (c *wireCall) UnmarshalJSON(b []byte) error {
+	type plain wireCall
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*c = wireCall(p)
+	return nil
+}
+
+// toCallRequest normalizes a wire call. Arguments that cannot be read are reported in
+// ArgError (the call is then answered invalid_args), never replaced by {}.
+func (c wireCall) toCallRequest() session.CallRequest {
+	req := session.CallRequest{ToolCallID: c.ID, Name: c.Name}
+	var args json.RawMessage
+	switch {
+	case c.Function != nil || c.Type == "function":
+		if c.Function != nil {
+			req.Name = c.Function.Name
+			args = c.Function.Arguments
+		}
+	case c.Type == "tool_use":
+		args = c.Input
+	default:
+		args = c.Arguments
+		if len(args) == 0 {
+			args = c.Input
+		}
+	}
+	req.Arguments, req.ArgError = normalizeArgs(args)
+	return req
+}
+
+// normalizeArgs accepts an object, null/absent (no arguments) or a string holding JSON
+// (OpenAI's form; "" means no arguments).
+func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`{}`), ""
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, "the arguments string is not a valid JSON string"
+		}
+		inner := bytes.TrimSpace([]byte(s))
+		if len(inner) == 0 {
+			return json.RawMessage(`{}`), ""
+		}
+		if !json.Valid(inner) {
+			var v any
+			err := json.Unmarshal(inner, &v)
+			return json.RawMessage(s), fmt.Sprintf("malformed JSON in the arguments string (%v)", err)
+		}
+		raw = inner
+	}
+	if raw[0] != '{' {
+		return raw, "arguments must be a JSON object"
+	}
+	return raw, ""
+}
+
+func (req toolCallsRequest) toBatch() (session.Batch, error) {
+	strategy, err := session.ParseStrategy(req.Strategy)
+	if err != nil {
+		return session.Batch{}, errorf(CodeBadRequest, err.Error())
+	}
+	if req.BatchSize < 0 {
+		return session.Batch{}, errorf(CodeBadRequest, "batch_size must not be negative")
+	}
+	if req.TimeoutMS < 0 {
+		return session.Batch{}, errorf(CodeBadRequest, "timeout_ms must not be negative")
+	}
+	if req.Calls == nil {
+		return session.Batch{}, errorf(CodeBadRequest, "calls is required: an array of tool calls")
+	}
+	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond}
+	for _, c := range req.Calls {
+		b.Calls = append(b.Calls, c.toCallRequest())
+	}
+	return b, nil
+}
+
+// Stream events as they go on the wire.
+
+type startEvent struct {
+	Type       string  `json:"type"`
+	ToolCallID string  `json:"tool_call_id"`
+	CallID     string  `json:"call_id"`
+	Name       string  `json:"name"`
+	TS         float64 `json:"ts"`
+}
+
+type messageEvent struct {
+	Type       string         `json:"type"`
+	ToolCallID string         `json:"tool_call_id"`
+	CallID     string         `json:"call_id"`
+	Name       string         `json:"name"`
+	IsError    bool           `json:"is_error"`
+	ErrorKind  tool.ErrorKind `json:"error_kind,omitempty"`
+	Truncated  bool           `json:"truncated,omitempty"`
+	Message    any            `json:"message"`
+	TS         float64        `json:"ts"`
+}
+
+type doneEvent struct {
+	Type string  `json:"type"`
+	TS   float64 `json:"ts"`
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
+
+// message shapes a result as the provider's tool-result message.
+func message(f toolmgr.Format, toolCallID, name string, r *tool.Result) any {
+	switch f {
+	case toolmgr.FormatOpenAI:
+		return openAIMessage{Role: "tool", ToolCallID: toolCallID, Content: r.Text()}
+	case toolmgr.FormatAnthropic:
+		blocks := make([]any, 0, len(r.Content))
+		for _, c := range r.Content {
+			switch c.Type {
+			case tool.ContentImage:
+				blocks = append(blocks, anthropicImage{Type: "image", Source: anthropicSource{Type: "base64", MediaType: c.MimeType, Data: c.Data}})
+			default:
+				if t := (&tool.Result{Content: []tool.Content{c}}).Text(); t != "" {
+					blocks = append(blocks, anthropicText{Type: "text", Text: t})
+				}
+			}
+		}
+		if len(blocks) == 0 {
+			blocks = append(blocks, anthropicText{Type: "text", Text: "(no output)"})
+		}
+		return anthropicMessage{Role: "user", Content: []anthropicToolResult{{Type: "tool_result", ToolUseID: toolCallID, Content: blocks, IsError: r.IsError}}}
+	default:
+		m := nativeMessage{Role: "tool", ToolCallID: toolCallID, Name: name, Content: r.Text(), IsError: r.IsError, ErrorKind: r.ErrorKind, Structured: r.Structured}
+		for _, c := range r.Content {
+			if c.Type != tool.ContentText {
+				m.Blocks = r.Content
+				break
+			}
+		}
+		return m
+	}
+}
+
+type nativeMessage struct {
+	Role       string          `json:"role"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	Content    string          `json:"content"`
+	IsError    bool            `json:"is_error"`
+	ErrorKind  tool.ErrorKind  `json:"error_kind,omitempty"`
+	Structured json.RawMessage `json:"structured,omitempty"`
+	// Blocks holds every content block when some are not text (images, resources).
+	Blocks []tool.Content `json:"blocks,omitempty"`
+}
+
+type openAIMessage struct {
+	Role       string `json:"role"`
+	ToolCallID string `json:"tool_call_id"`
+	Content    string `json:"content"`
+}
+
+type anthropicMessage struct {
+	Role    string                `json:"role"`
+	Content []anthropicToolResult `json:"content"`
+}
+
+type anthropicToolResult struct {
+	Type      string `json:"type"`
+	ToolUseID string `json:"tool_use_id"`
+	Content   []any  `json:"content"`
+	IsError   bool   `json:"is_error,omitempty"`
+}
+
+type anthropicText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type anthropicImage struct {
+	Type   string          `json:"type"`
+	Source anthropicSource `json:"source"`
+}
+
+type anthropicSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}

@@ -1,0 +1,526 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// Strategy is how a batch's calls are scheduled.
+type Strategy string
+
+const (
+	Parallel   Strategy = "parallel"
+	Sequential Strategy = "sequential"
+	Batched    Strategy = "batched"
+)
+
+// ParseStrategy accepts "" (parallel), parallel, sequential and batched.
+func ParseStrategy(s string) (Strategy, error) {
+	switch Strategy(s) {
+	case "", Parallel:
+		return Parallel, nil
+	case Sequential, Batched:
+		return Strategy(s), nil
+	}
+	return "", fmt.Errorf("unknown strategy %q (use parallel, sequential or batched)", s)
+}
+
+// CallRequest is one call as the model produced it.
+type CallRequest struct {
+	ToolCallID string
+	Name       string
+	Arguments  json.RawMessage
+	// ArgError, when set, says why the arguments could not be read (a provider's
+	// malformed JSON string); the call is answered invalid_args without running.
+	ArgError string
+}
+
+// Batch is a request to run calls for a session.
+type Batch struct {
+	Calls     []CallRequest
+	Strategy  Strategy
+	BatchSize int
+	// Timeout overrides every call's default timeout (still capped by the server max).
+	Timeout time.Duration
+}
+
+// Call is a planned call with the daemon's id.
+type Call struct {
+	ID string
+	CallRequest
+	entry   *toolmgr.Entry
+	manager *toolmgr.Manager
+	preset  *tool.Result // answered without running (not found, bad arguments)
+	// timeout is the request's override of the tool's default, if any.
+	timeout time.Duration
+	// planned is the policy's answer at plan time: a call that will ask needs its
+	// intent record committed before an approval refers to it.
+	planned approval.Outcome
+	// approvalID is set once the call waited for a decision.
+	approvalID string
+	// settled: the record already holds the outcome (denied, expired, run by another
+	// replica) or must stay as it is (left waiting for a decision); finish leaves it.
+	settled bool
+}
+
+// Plan is a validated batch ready to execute.
+type Plan struct {
+	Session *Session
+	Batch   Batch
+	Calls   []*Call
+}
+
+// EventType names what happened to a call.
+type EventType string
+
+const (
+	EventStart   EventType = "tool_start"
+	EventMessage EventType = "message"
+	// EventYield is an intermediate result of a stateful call, waiting for input.
+	EventYield EventType = "tool_yield"
+	// EventResult is the final result of a background call, published to the session.
+	EventResult EventType = "tool_result"
+)
+
+// Event is what the executor reports as calls progress. Result is the message result:
+// already truncated to the token budget.
+type Event struct {
+	Type   EventType
+	Call   *Call
+	Result *tool.Result
+	// Approval and Suggestions are set on EventApproval.
+	Approval    *store.Approval
+	Suggestions []string
+	TS          time.Time
+}
+
+// Recorder persists call records durably.
+type Recorder interface {
+	// Insert returns when the record is durable.
+	Insert(ctx context.Context, c *store.Call) error
+	// Enqueue queues a record; a later Finish that succeeds implies it is durable.
+	Enqueue(c *store.Call) error
+	MarkRunning(ctx context.Context, id, owner string, at time.Time) error
+	Finish(ctx context.Context, f store.CallFinish) error
+}
+
+// Observer is told about calls, for metrics.
+type Observer interface {
+	CallStarted(tool string)
+	// CallFinished is called for every call; started says whether CallStarted was.
+	CallFinished(tool string, kind tool.ErrorKind, elapsed time.Duration, started bool)
+}
+
+// ProgressSource gives each running call its progress emitter.
+type ProgressSource interface {
+	Begin(callID, toolCallID, sessionID string) tool.Progress
+}
+
+// ExecConfig bounds execution.
+type ExecConfig struct {
+	DefaultTimeout time.Duration // a call's deadline when its tool names none
+	MaxTimeout     time.Duration // no call runs longer
+	Owner          string        // this replica's name, written on records
+}
+
+// Executor runs planned batches: resolution, validation, scheduling, serialization of
+// unsafe tools, timeouts, cancellation, records, truncation.
+type Executor struct {
+	cfg      ExecConfig
+	rec      Recorder
+	obs      Observer
+	progress ProgressSource
+	trunc    *toolmgr.Truncator
+	perm     *Permissions // nil: every call is allowed
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+	inputs  map[string]chan json.RawMessage // stateful calls waiting for the agent
+	wg      sync.WaitGroup
+}
+
+// NewExecutor returns an Executor. obs and progress may be nil.
+func NewExecutor(cfg ExecConfig, rec Recorder, trunc *toolmgr.Truncator, obs Observer, progress ProgressSource, log *slog.Logger) *Executor {
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = 2 * time.Minute
+	}
+	if cfg.MaxTimeout <= 0 || cfg.MaxTimeout < cfg.DefaultTimeout {
+		cfg.MaxTimeout = max(cfg.DefaultTimeout, 30*time.Minute)
+	}
+	return &Executor{cfg: cfg, rec: rec, obs: obs, progress: progress, trunc: trunc, log: log, running: map[string]context.CancelFunc{}, inputs: map[string]chan json.RawMessage{}}
+}
+
+// PlanError is a problem with a batch as a whole (an HTTP 400, not a tool result).
+type PlanError struct{ Msg string }
+
+func (e *PlanError) Error() string { return e.Msg }
+
+// Plan checks a batch and gives every call the daemon's id. Calls of unknown or
+// forbidden tools, and calls with unreadable arguments, are planned with their answer.
+func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
+	if len(b.Calls) == 0 {
+		return nil, &PlanError{"calls must hold at least one call"}
+	}
+	if b.Strategy == Batched && b.BatchSize <= 0 {
+		b.BatchSize = 1
+	}
+	seen := map[string]int{}
+	p := &Plan{Session: sess, Batch: b}
+	for i, c := range b.Calls {
+		if c.ToolCallID == "" {
+			return nil, &PlanError{fmt.Sprintf("calls[%d]: id is required", i)}
+		}
+		if j, dup := seen[c.ToolCallID]; dup {
+			return nil, &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
+		}
+		seen[c.ToolCallID] = i
+		call := &Call{ID: NewID("tc_"), CallRequest: c, timeout: b.Timeout}
+		switch m, e, ok := sess.Tools.Resolve(c.Name); {
+		case c.Name == "":
+			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "the call has no tool name")
+		case !ok:
+			call.preset = tool.ErrorResult(tool.KindNotFound, "tool %q is not available in this session; available tools: %s", c.Name, summarize(sess.Tools.Names()))
+		case c.ArgError != "":
+			call.entry, call.manager = e, m
+			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "arguments for %s could not be read: %s; send the arguments as one JSON object", c.Name, c.ArgError)
+		case !sess.skillAllows(c.Name):
+			call.entry, call.manager = e, m
+			_, sk, allowed := sess.activeSkill().Allows(c.Name)
+			call.preset = tool.ErrorResult(tool.KindDenied, "%s is not among the tools the active skill %s allows (%s); use those, or open another skill",
+				c.Name, sk, strings.Join(allowed, ", "))
+		case !sess.Selected(c.Name):
+			call.entry, call.manager = e, m
+			call.preset = tool.ErrorResult(tool.KindNotFound, "%s is available but was not offered this turn; call %s with {\"tool_names\": [%q]} first, then call it again",
+				c.Name, ExpandToolName, c.Name)
+		default:
+			call.entry, call.manager = e, m
+			if x.perm != nil {
+				d := x.decide(sess, call)
+				call.planned = d.Outcome
+				if d.Outcome == approval.Deny {
+					call.preset = tool.ErrorResult(tool.KindDenied, "%s was not run: %s", c.Name, d.Reason)
+				}
+			}
+		}
+		p.Calls = append(p.Calls, call)
+	}
+	return p, nil
+}
+
+func summarize(names []string) string {
+	const show = 30
+	if len(names) == 0 {
+		return "(none)"
+	}
+	if len(names) <= show {
+		return fmt.Sprint(names)
+	}
+	return fmt.Sprintf("%v and %d more", names[:show], len(names)-show)
+}
+
+// Execute runs a plan, reporting events to emit (called from several goroutines). It
+// returns when every call has its message. Cancelling ctx (the client went away)
+// cancels calls that have not finished; their records still get written.
+func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
+	x.wg.Add(1)
+	defer x.wg.Done()
+	seq := p.Session.currentSeq()
+	now := time.Now().UTC()
+
+	// Calls that start at once are recorded as running; the rest as pending first.
+	startsNow := func(i int) bool {
+		switch p.Batch.Strategy {
+		case Sequential:
+			return i == 0
+		case Batched:
+			return i < p.Batch.BatchSize
+		}
+		return true
+	}
+	recorded := make([]bool, len(p.Calls))
+	if len(p.Calls) == 1 {
+		recorded[0] = x.insert(ctx, p.Session, p.Calls[0], true, now)
+	} else {
+		var wg sync.WaitGroup
+		for i, c := range p.Calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				recorded[i] = x.insert(ctx, p.Session, c, startsNow(i), now)
+			}()
+		}
+		wg.Wait()
+	}
+
+	run := func(i int) { x.runOne(ctx, p.Session, p.Calls[i], seq, recorded[i], startsNow(i), emit) }
+	switch p.Batch.Strategy {
+	case Sequential:
+		for i := range p.Calls {
+			run(i)
+		}
+	case Batched:
+		for lo := 0; lo < len(p.Calls); lo += p.Batch.BatchSize {
+			hi := min(lo+p.Batch.BatchSize, len(p.Calls))
+			parallel(lo, hi, run)
+		}
+	default:
+		parallel(0, len(p.Calls), run)
+	}
+}
+
+func parallel(lo, hi int, fn func(int)) {
+	if hi-lo == 1 {
+		fn(lo)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := lo; i < hi; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn(i) }()
+	}
+	wg.Wait()
+}
+
+// Truncate cuts a result to the token budget, as messages are.
+func (x *Executor) Truncate(res *tool.Result) *tool.Result {
+	if x.trunc == nil || res == nil {
+		return res
+	}
+	return x.trunc.Apply(res)
+}
+
+// Wait blocks until every Execute in progress has returned, or ctx ends.
+func (x *Executor) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { x.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Cancel cancels a running call of this process. It reports whether the call was running here.
+func (x *Executor) Cancel(callID string) bool {
+	x.mu.Lock()
+	cancel, ok := x.running[callID]
+	x.mu.Unlock()
+	if ok {
+		cancel()
+	}
+	return ok
+}
+
+func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running bool, now time.Time) bool {
+	rec := &store.Call{
+		ID: c.ID, SessionID: sess.ID, Tenant: sess.Tenant, ToolCallID: c.ToolCallID, Name: c.Name,
+		Arguments: validJSONOrString(c.Arguments), Status: store.CallPending, Owner: x.cfg.Owner, CreatedAt: now,
+	}
+	if running && c.preset == nil {
+		rec.Status = store.CallRunning
+		rec.StartedAt = &now
+	}
+	// A call that changes something must be on record before it runs, so that a crash
+	// cannot hide a side effect. A read-only call, or one answered without running,
+	// has none: its record is queued, and the finish (committed in queue order)
+	// makes both durable before the result is sent.
+	var err error
+	if c.preset != nil || (c.entry.Spec.ReadOnly && c.planned != approval.Ask && !c.entry.Spec.External) {
+		err = x.rec.Enqueue(rec)
+	} else {
+		wctx, cancel := x.recordCtx(ctx)
+		// Calls that ask or wait for an answer are always inserted this way, so the
+		// approval or the wait can refer to a committed record.
+		err = x.rec.Insert(wctx, rec)
+		cancel()
+	}
+	if err != nil {
+		x.log.Error("recording call failed; it will not run", "call_id", c.ID, "session_id", sess.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+// recordCtx gives record writes their own deadline: a client that disconnects must not
+// stop its calls' records from being written.
+func (x *Executor) recordCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint64, recorded, startedAtInsert bool, emit func(Event)) {
+	start := time.Now()
+	emit(Event{Type: EventStart, Call: c, TS: start})
+	if recorded && c.preset == nil && c.entry.Spec.Mode == tool.ModeBackground {
+		x.runBackground(ctx, sess, c, seq, startedAtInsert, start, emit)
+		return
+	}
+	res, started := c.preset, false
+	switch {
+	case !recorded:
+		res = tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run; try again shortly")
+	case res != nil:
+	default:
+		res, started = x.execute(ctx, sess, c, seq, startedAtInsert, emit)
+	}
+	msg := x.finish(ctx, sess, c, res, start, started, recorded)
+	emit(Event{Type: EventMessage, Call: c, Result: msg, TS: time.Now()})
+}
+
+// finish records a call's result, reports it to the observer and returns the message
+// (the result cut to the token budget).
+func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool.Result, start time.Time, started, recorded bool) *tool.Result {
+	msg := res
+	if x.trunc != nil {
+		msg = x.trunc.Apply(res)
+	}
+	if recorded && !c.settled {
+		status := store.CallSucceeded
+		if res.IsError {
+			status = store.CallFailed
+		}
+		wctx, cancel := x.recordCtx(ctx)
+		err := x.rec.Finish(wctx, store.CallFinish{ID: c.ID, Status: status, Result: res, FinishedAt: time.Now().UTC()})
+		cancel()
+		if err != nil {
+			x.log.Error("recording call result failed", "call_id", c.ID, "session_id", sess.ID, "err", err)
+		}
+		x.notifyFinished(ctx, c)
+	}
+	if x.obs != nil {
+		name := c.Name
+		if c.entry == nil {
+			name = "unknown"
+		}
+		x.obs.CallFinished(name, res.ErrorKind, time.Since(start), started)
+	}
+	return msg
+}
+
+// execute runs one resolved call; started reports whether the tool was invoked. emit
+// receives a stateful call's intermediate results; nil for background calls.
+func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint64, startedAtInsert bool, emit func(Event)) (res *tool.Result, started bool) {
+	skip := func() *tool.Result {
+		if ok, why := sess.interruptedSince(seq); ok {
+			if why == "" {
+				why = "no reason given"
+			}
+			return tool.ErrorResult(tool.KindSkipped, "%s was not run: the batch was interrupted before it started (%s)", c.Name, why)
+		}
+		return nil
+	}
+	if r := skip(); r != nil {
+		return r, false
+	}
+	// Permission comes first: a call waiting for a person must not hold the session's
+	// serial lock.
+	run, claimed, res, err := x.permit(ctx, sess, c, emit)
+	switch {
+	case errors.Is(err, errLeftWaiting):
+		c.settled = true
+		return tool.ErrorResult(tool.KindCancelled, "the client went away while %s waited for approval; the request stays pending and the call runs if it is approved", c.Name), false
+	case errors.Is(err, errFinishedElsewhere):
+		c.settled = true
+		return res, false
+	case !run:
+		return res, false
+	}
+	if c.entry.Spec.External {
+		res, err := x.external(ctx, c, emit)
+		if err != nil { // left waiting, or answered: the record holds the outcome
+			c.settled = true
+		}
+		if errors.Is(err, errLeftWaiting) {
+			res = tool.ErrorResult(tool.KindCancelled, "the client went away while %s waited for its answer; the answer can still be posted", c.Name)
+		}
+		return res, false
+	}
+	// A background call runs detached for as long as it takes: it must not hold the
+	// session's serial lock.
+	if !c.entry.Spec.ConcurrencySafe && c.entry.Spec.Mode != tool.ModeBackground {
+		select {
+		case sess.serial <- struct{}{}:
+			defer func() { <-sess.serial }()
+		case <-ctx.Done():
+			return tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name), false
+		}
+		if r := skip(); r != nil {
+			return r, false
+		}
+	}
+	if !startedAtInsert && !claimed {
+		wctx, cancel := x.recordCtx(ctx)
+		err := x.rec.MarkRunning(wctx, c.ID, x.cfg.Owner, time.Now().UTC())
+		cancel()
+		if err != nil {
+			x.log.Error("recording call start failed; it will not run", "call_id", c.ID, "err", err)
+			return tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run; try again shortly"), false
+		}
+	}
+	return x.run(ctx, sess, c, emit), true
+}
+
+// run invokes the tool of a call that may run now, with cancellation, progress and,
+// for stateful tools, the agent's answers.
+func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Event)) *tool.Result {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	x.mu.Lock()
+	x.running[c.ID] = cancel
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		delete(x.running, c.ID)
+		x.mu.Unlock()
+	}()
+
+	progress := tool.NoProgress
+	if x.progress != nil {
+		progress = x.progress.Begin(c.ID, c.ToolCallID, sess.ID)
+	}
+	defer progress.Close()
+	if x.obs != nil {
+		x.obs.CallStarted(c.Name)
+	}
+	tc := &tool.Context{Context: cctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, Progress: progress}
+	if c.entry.Spec.Mode == tool.ModeStateful && emit != nil {
+		tc.Interact = interactor{x: x, c: c, emit: emit}
+	}
+	return c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout)})
+}
+
+// timeout is the request's override, else the tool's default, else the server's, and
+// never more than the server's maximum.
+func (x *Executor) timeout(spec tool.Spec, override time.Duration) time.Duration {
+	t := x.cfg.DefaultTimeout
+	if spec.Timeout > 0 {
+		t = spec.Timeout
+	}
+	if override > 0 {
+		t = override
+	}
+	return min(t, x.cfg.MaxTimeout)
+}
+
+func validJSONOrString(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	if json.Valid(raw) {
+		return raw
+	}
+	b, _ := json.Marshal(string(raw))
+	return b
+}

@@ -1,0 +1,252 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// EventApproval is emitted when a call waits for a person's decision.
+const EventApproval EventType = "approval_required"
+
+// TopicApprovalCreated is notified (payload: approval id) when a call starts waiting
+// for a decision, for approvers' long polls.
+const TopicApprovalCreated = "approval_created"
+
+// Policy decides whether a call may run.
+type Policy interface {
+	Check(approval.Request) approval.Decision
+}
+
+// ApprovalStore is the durable side of asks.
+type ApprovalStore interface {
+	CreateApproval(ctx context.Context, a *store.Approval) error
+	GetApproval(ctx context.Context, id string) (*store.Approval, error)
+	ClaimCall(ctx context.Context, callID, owner string, at time.Time) error
+	GetCall(ctx context.Context, id string) (*store.Call, error)
+	// WaitCall marks a call as waiting for an external answer (a durable wait).
+	WaitCall(ctx context.Context, id string) error
+}
+
+// EventExternal is emitted when a call of an external tool (ask_user) waits for an
+// answer posted to POST /v1/tool-calls/{id}/result.
+const EventExternal EventType = "input_required"
+
+// external waits, durably, for the answer to an external tool's call.
+func (x *Executor) external(ctx context.Context, c *Call, emit func(Event)) (*tool.Result, error) {
+	if x.perm == nil {
+		return tool.ErrorResult(tool.KindUnavailable, "%s needs an answer from outside, which this daemon cannot wait for", c.Name), nil
+	}
+	wctx, cancel := x.recordCtx(ctx)
+	err := x.perm.Store.WaitCall(wctx, c.ID)
+	cancel()
+	if err != nil {
+		return tool.ErrorResult(tool.KindUnavailable, "%s could not wait for its answer: %v", c.Name, err), nil
+	}
+	if emit != nil {
+		emit(Event{Type: EventExternal, Call: c, TS: time.Now()})
+	}
+	return x.awaitResult(ctx, c.ID)
+}
+
+// Notifier wakes waiters; every notification is a hint to re-read the store.
+type Notifier interface {
+	Notify(ctx context.Context, topic, payload string) error
+	Subscribe(topic string) (<-chan string, func())
+}
+
+// Permissions is what the executor needs to gate calls.
+type Permissions struct {
+	Policy   Policy
+	Store    ApprovalStore
+	Notifier Notifier
+	// TTL is how long an approval request waits before it expires (denied).
+	TTL time.Duration
+	// AutoApprove turns asks into allows (development only); deny rules still deny.
+	AutoApprove bool
+	// Recheck is how often a waiter re-reads the store besides notifications.
+	Recheck time.Duration
+}
+
+// UsePermissions gates every call of this executor through p. Call before serving.
+func (x *Executor) UsePermissions(p *Permissions) {
+	if p.TTL <= 0 {
+		p.TTL = time.Hour
+	}
+	if p.Recheck <= 0 {
+		p.Recheck = 2 * time.Second
+	}
+	x.perm = p
+}
+
+// decide runs the policy for a call of sess.
+func (x *Executor) decide(sess *Session, c *Call) approval.Decision {
+	d := x.perm.Policy.Check(approval.Request{
+		Tool: c.entry.Tool, Args: c.Arguments, Mode: approval.Mode(sess.CurrentSpec().PermissionMode),
+		SessionRules: sess.Rules(), Workdir: sess.Info.Workdir,
+	})
+	// Immune asks (rm -rf /, $(…), writes to .git or .env) are never auto-approved.
+	if d.Outcome == approval.Ask && x.perm.AutoApprove && !d.Immune {
+		d.Outcome, d.Reason = approval.Allow, "auto-approved (permissions.auto_approve): "+d.Reason
+	}
+	return d
+}
+
+// errLeftWaiting means the caller went away while the call waited for a decision:
+// the approval stays pending and the call's record stays waiting, to be run by
+// whoever decides.
+var errLeftWaiting = errors.New("left waiting for a decision")
+
+// permit gates one call. It returns run=true when the call may run now (claimed=true
+// when an approval's claim already marked it running), or the result to answer with.
+func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func(Event)) (run, claimed bool, res *tool.Result, err error) {
+	// Allowed at plan time stays allowed: rules added since then only allow more.
+	if x.perm == nil || c.planned == approval.Allow {
+		return true, false, nil, nil
+	}
+	d := x.decide(sess, c)
+	switch d.Outcome {
+	case approval.Allow:
+		return true, false, nil, nil
+	case approval.Deny:
+		return false, false, tool.ErrorResult(tool.KindDenied, "%s was not run: %s", c.Name, d.Reason), nil
+	}
+	suggestions := make([]string, len(d.Suggestions))
+	for i, r := range d.Suggestions {
+		suggestions[i] = r.String()
+	}
+	sj, _ := json.Marshal(suggestions)
+	now := time.Now().UTC()
+	exp := now.Add(x.perm.TTL)
+	apr := &store.Approval{
+		ID: NewID("apr_"), CallID: c.ID, Arguments: validJSONOrString(c.Arguments), Risk: d.Risk,
+		Reason: d.Reason, Suggestions: sj, CreatedAt: now, ExpiresAt: &exp,
+	}
+	decided, stop := x.perm.Notifier.Subscribe(store.TopicApproval)
+	defer stop()
+	wctx, cancel := x.recordCtx(ctx)
+	err = x.perm.Store.CreateApproval(wctx, apr)
+	cancel()
+	if err != nil {
+		x.log.Error("creating approval failed", "call_id", c.ID, "err", err)
+		return false, false, tool.ErrorResult(tool.KindUnavailable, "%s needs approval, but the request could not be recorded: try again", c.Name), nil
+	}
+	c.approvalID = apr.ID
+	_ = x.perm.Notifier.Notify(context.WithoutCancel(ctx), TopicApprovalCreated, apr.ID)
+	emit(Event{Type: EventApproval, Call: c, Approval: apr, Suggestions: suggestions, TS: time.Now()})
+
+	tick := time.NewTicker(x.perm.Recheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false, nil, errLeftWaiting
+		case id, ok := <-decided:
+			if !ok {
+				decided = nil
+				continue
+			}
+			if id != "" && id != apr.ID {
+				continue
+			}
+		case <-tick.C:
+		}
+		cur, err := x.perm.Store.GetApproval(ctx, apr.ID)
+		if err != nil {
+			continue
+		}
+		switch cur.Status {
+		case store.ApprovalPending:
+			continue
+		case store.ApprovalApproved:
+			err := x.perm.Store.ClaimCall(context.WithoutCancel(ctx), c.ID, x.cfg.Owner, time.Now().UTC())
+			if err == nil {
+				return true, true, nil, nil
+			}
+			if !errors.Is(err, store.ErrConflict) {
+				return false, false, tool.ErrorResult(tool.KindUnavailable, "%s was approved but could not be started: %v", c.Name, err), nil
+			}
+			// Another replica claimed it (the decider, when nobody was waiting there).
+			res, err := x.awaitResult(ctx, c.ID)
+			return false, false, res, err
+		default: // denied or expired: the store has finished the call
+			res, err := x.awaitResult(ctx, c.ID)
+			return false, false, res, err
+		}
+	}
+}
+
+// awaitResult waits until a call finished elsewhere and returns its result.
+func (x *Executor) awaitResult(ctx context.Context, id string) (*tool.Result, error) {
+	finished, stop := x.perm.Notifier.Subscribe(store.TopicCall)
+	defer stop()
+	tick := time.NewTicker(x.perm.Recheck)
+	defer tick.Stop()
+	for {
+		rec, err := x.perm.Store.GetCall(ctx, id)
+		if err == nil && rec.Status.Terminal() && rec.Result != nil {
+			return rec.Result, errFinishedElsewhere
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errLeftWaiting
+		case <-finished:
+		case <-tick.C:
+		}
+	}
+}
+
+// errFinishedElsewhere marks a result that is already recorded (denied, expired, or
+// run by another replica): it must not be recorded again.
+var errFinishedElsewhere = errors.New("finished elsewhere")
+
+// RunApproved runs an approved call that nobody is waiting for (its stream went away,
+// or the daemon restarted): it claims the call — exactly one claimer wins — and runs
+// it from its record. The result goes to the record and to waiters of the call.
+func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID string) error {
+	if x.perm == nil {
+		return errors.New("permissions are not enabled")
+	}
+	rec, err := x.perm.Store.GetCall(ctx, callID)
+	if err != nil {
+		return err
+	}
+	if err := x.perm.Store.ClaimCall(ctx, callID, x.cfg.Owner, time.Now().UTC()); err != nil {
+		return err // ErrConflict: someone else runs it
+	}
+	x.wg.Add(1)
+	defer x.wg.Done()
+	start := time.Now()
+	c := &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
+	var res *tool.Result
+	sess, err := sessions.Get(ctx, rec.Tenant, rec.SessionID)
+	if err == nil {
+		if m, e, ok := sess.Tools.Resolve(rec.Name); ok {
+			c.manager, c.entry = m, e
+		}
+	}
+	started := false
+	switch {
+	case err != nil:
+		res = tool.ErrorResult(tool.KindFailed, "the call's session could not be loaded: %v", err)
+	case c.entry == nil:
+		res = tool.ErrorResult(tool.KindNotFound, "tool %q is no longer available in this session", rec.Name)
+	default:
+		res, started = x.run(ctx, sess, c, nil), true
+	}
+	x.finish(ctx, sess, c, res, start, started, true)
+	return nil
+}
+
+// notifyFinished tells waiters on other replicas that a call which went through an
+// approval has its result.
+func (x *Executor) notifyFinished(ctx context.Context, c *Call) {
+	if x.perm != nil && c.approvalID != "" {
+		_ = x.perm.Notifier.Notify(context.WithoutCancel(ctx), store.TopicCall, c.ID)
+	}
+}

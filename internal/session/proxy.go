@@ -1,0 +1,147 @@
+package session
+
+import (
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// ToolProxy is a session's view of the tool registries: an ordered list of managers
+// (the first that has a name wins) filtered by a whitelist of exact names and glob
+// patterns (`mcp__github__*`). Patterns are evaluated at lookup time, so tools of an
+// MCP server that comes up later are covered.
+type ToolProxy struct {
+	managers []*toolmgr.Manager
+	all      bool
+	exact    map[string]bool
+	patterns []string
+	// protocol tools (tool_expand_tools, reset_tools) resolve in every session.
+	protocol *toolmgr.Manager
+	// gate hides tools of inactive groups; nil hides nothing.
+	gate func(tool.Spec) bool
+}
+
+// NewToolProxy builds a proxy. A nil whitelist allows every tool; an empty one allows
+// none. Exact names no manager knows are dropped and reported as warnings; patterns are
+// kept, with a warning when they match nothing yet.
+func NewToolProxy(managers []*toolmgr.Manager, whitelist []string) (*ToolProxy, []string) {
+	p := &ToolProxy{managers: managers, all: whitelist == nil, exact: map[string]bool{}}
+	var warnings []string
+	seen := map[string]bool{}
+	for _, raw := range whitelist {
+		name := strings.TrimSpace(raw)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if isPattern(name) {
+			if _, err := path.Match(name, ""); err != nil {
+				warnings = append(warnings, "invalid tool pattern: "+name)
+				continue
+			}
+			p.patterns = append(p.patterns, name)
+			if !p.anyMatch(name) {
+				warnings = append(warnings, "tool pattern matches no tool yet: "+name)
+			}
+			continue
+		}
+		if _, _, ok := p.lookup(name); !ok {
+			warnings = append(warnings, "unknown tool: "+name)
+			continue
+		}
+		p.exact[name] = true
+	}
+	return p, warnings
+}
+
+func isPattern(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+func (p *ToolProxy) anyMatch(pattern string) bool {
+	for _, m := range p.managers {
+		for _, n := range m.Names() {
+			if ok, _ := path.Match(pattern, n); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Allows reports whether the whitelist covers name (whether or not the tool exists).
+func (p *ToolProxy) Allows(name string) bool {
+	if p.all || p.exact[name] {
+		return true
+	}
+	for _, pat := range p.patterns {
+		if ok, _ := path.Match(pat, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *ToolProxy) lookup(name string) (*toolmgr.Manager, *toolmgr.Entry, bool) {
+	for _, m := range p.managers {
+		if e, ok := m.Lookup(name); ok {
+			return m, e, true
+		}
+	}
+	return nil, nil, false
+}
+
+// Resolve finds an allowed tool by name, in manager priority order.
+func (p *ToolProxy) Resolve(name string) (*toolmgr.Manager, *toolmgr.Entry, bool) {
+	if p.protocol != nil {
+		if e, ok := p.protocol.Lookup(name); ok {
+			return p.protocol, e, true
+		}
+	}
+	if !p.Allows(name) {
+		return nil, nil, false
+	}
+	m, e, ok := p.lookup(name)
+	if ok && p.gate != nil && !p.gate(e.Spec) {
+		return nil, nil, false
+	}
+	return m, e, ok
+}
+
+// Specs returns the allowed tools' specs sorted by name; on a name clash the
+// higher-priority manager's tool is the one listed.
+func (p *ToolProxy) Specs() []tool.Spec {
+	seen := map[string]bool{}
+	var out []tool.Spec
+	for _, m := range p.managers {
+		for _, s := range m.Specs() {
+			if seen[s.Name] || !p.Allows(s.Name) || (p.gate != nil && !p.gate(s)) {
+				continue
+			}
+			seen[s.Name] = true
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names returns the allowed tools' names, sorted.
+func (p *ToolProxy) Names() []string {
+	specs := p.Specs()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// Lookup implements tool.Catalog: the spec of an allowed tool.
+func (p *ToolProxy) Lookup(name string) (tool.Spec, bool) {
+	_, e, ok := p.Resolve(name)
+	if !ok {
+		return tool.Spec{}, false
+	}
+	return e.Spec, true
+}

@@ -1,0 +1,154 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+type named struct {
+	name, source string
+}
+
+func (n named) Spec() tool.Spec {
+	return tool.Spec{Name: n.name, Description: n.source, Source: n.source}
+}
+func (n named) Run(*tool.Context, json.RawMessage) (*tool.Result, error) {
+	return tool.TextResult(n.source), nil
+}
+
+func managers(t *testing.T) (*toolmgr.Manager, *toolmgr.Manager) {
+	hi, lo := toolmgr.New(), toolmgr.New()
+	hi.MustRegister(named{"read_file", "builtin"}, named{"shared", "builtin"})
+	lo.MustRegister(named{"shared", "mcp"}, named{"mcp__github__issues", "mcp"}, named{"mcp__github__prs", "mcp"}, named{"mcp__slack__post", "mcp"})
+	return hi, lo
+}
+
+func TestToolProxy(t *testing.T) {
+	t.Parallel()
+	hi, lo := managers(t)
+	cases := []struct {
+		name      string
+		whitelist []string
+		want      string
+		warnings  string
+	}{
+		{"nil allows all", nil, "mcp__github__issues mcp__github__prs mcp__slack__post read_file shared", ""},
+		{"empty allows none", []string{}, "", ""},
+		{"exact and pattern", []string{"read_file", "mcp__github__*"}, "mcp__github__issues mcp__github__prs read_file", ""},
+		{"unknown dropped", []string{"read_file", "nope", " read_file "}, "read_file", "unknown tool: nope"},
+		{"pattern matching nothing kept with warning", []string{"mcp__jira__*"}, "", "matches no tool yet: mcp__jira__*"},
+		{"bad pattern", []string{"mcp__[x"}, "", "invalid tool pattern"},
+		{"question mark", []string{"share?"}, "shared", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, w := NewToolProxy([]*toolmgr.Manager{hi, lo}, c.whitelist)
+			if got := strings.Join(p.Names(), " "); got != c.want {
+				t.Errorf("names = %q, want %q", got, c.want)
+			}
+			if got := strings.Join(w, "; "); c.warnings == "" && got != "" || !strings.Contains(got, c.warnings) {
+				t.Errorf("warnings = %q, want %q", got, c.warnings)
+			}
+		})
+	}
+
+	// The first manager wins a name clash, in listing and resolution.
+	p, _ := NewToolProxy([]*toolmgr.Manager{hi, lo}, []string{"shared"})
+	if _, e, ok := p.Resolve("shared"); !ok || e.Spec.Source != "builtin" {
+		t.Fatalf("resolve shared: %v %+v", ok, e)
+	}
+	if s := p.Specs(); len(s) != 1 || s[0].Source != "builtin" {
+		t.Fatalf("specs: %+v", s)
+	}
+	// Outside the whitelist: never resolved, even though it exists.
+	if _, _, ok := p.Resolve("read_file"); ok {
+		t.Fatal("a tool outside the whitelist resolved")
+	}
+	// A pattern covers tools that appear later (an MCP server coming up).
+	p, _ = NewToolProxy([]*toolmgr.Manager{hi, lo}, []string{"mcp__jira__*"})
+	lo.MustRegister(named{"mcp__jira__create", "mcp"})
+	if _, _, ok := p.Resolve("mcp__jira__create"); !ok {
+		t.Fatal("pattern did not cover a tool registered later")
+	}
+}
+
+type memStore struct{ m map[string]*store.Session }
+
+func (s *memStore) CreateSession(_ context.Context, r *store.Session) error {
+	s.m[r.ID] = r
+	return nil
+}
+func (s *memStore) UpdateSessionSpec(_ context.Context, id string, spec json.RawMessage, _ time.Time) error {
+	if r, ok := s.m[id]; ok {
+		r.Spec = spec
+		return nil
+	}
+	return store.ErrNotFound
+}
+func (s *memStore) GetSession(_ context.Context, id string) (*store.Session, error) {
+	if r, ok := s.m[id]; ok {
+		return r, nil
+	}
+	return nil, store.ErrNotFound
+}
+
+func TestManagerWorkdirAndTenancy(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	allowed := filepath.Join(root, "checkouts")
+	other := t.TempDir()
+	hi, _ := managers(t)
+	st := &memStore{m: map[string]*store.Session{}}
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(root, "ws"), WorkdirRoots: []string{allowed}}, st, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mkdirs(allowed+"/repo", other); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		workdir string
+		ok      bool
+	}{
+		{"", true},
+		{allowed + "/repo", true},
+		{allowed + "/repo/../repo", true},
+		{allowed + "/../ws", false},
+		{other, false},
+		{"relative", false},
+		{allowed + "/missing", false},
+		{"/etc\x00", false},
+	}
+	for _, c := range cases {
+		s, _, err := m.Create(context.Background(), "t1", Spec{Workdir: c.workdir})
+		if (err == nil) != c.ok {
+			t.Errorf("workdir %q: err %v, want ok=%v", c.workdir, err, c.ok)
+			continue
+		}
+		if err == nil && c.workdir == "" && !strings.HasPrefix(s.Info.Workdir, filepath.Join(root, "ws")) {
+			t.Errorf("default workdir %s", s.Info.Workdir)
+		}
+	}
+	s, _, err := m.Create(context.Background(), "t1", Spec{AvailableTools: []string{"read_file", "ghost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get(context.Background(), "t2", s.ID); err != ErrNotFound {
+		t.Fatalf("another tenant saw the session: %v", err)
+	}
+	// A fresh manager (a restart) loads it from the store with the accepted whitelist.
+	m2, _ := NewManager(Config{WorkspaceDir: filepath.Join(root, "ws")}, st, hi)
+	s2, err := m2.Get(context.Background(), "t1", s.ID)
+	if err != nil || fmt.Sprint(s2.Spec.AvailableTools) != "[read_file]" || s2.Spec.PermissionMode != "default" {
+		t.Fatalf("reloaded: %+v %v", s2, err)
+	}
+}

@@ -1,0 +1,344 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/toolserverd/toolserverd/internal/rank"
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// Protocol tools: every session may call them; they act on the session itself.
+const (
+	// ExpandToolName adds tools to the narrowed list of a turn (seed contract §3.1).
+	ExpandToolName = "tool_expand_tools"
+	// ResetToolName switches tool groups on and off.
+	ResetToolName = "reset_tools"
+)
+
+// SmallToolset is the size up to which a ranked listing returns every tool.
+const SmallToolset = 15
+
+// Group is a named bundle of tools (name patterns and MCP servers) that a session
+// switches on and off with reset_tools. Tools in no group are always available.
+type Group struct {
+	Name         string
+	Description  string
+	Instructions string   // returned when the group is switched on
+	Tools        []string // tool name patterns
+	MCPServers   []string // every tool of these servers
+	Skills       []string // skill name patterns
+}
+
+func (g Group) hasSkill(name string) bool {
+	for _, p := range g.Skills {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// skillGroupAllows reports whether a skill is in no group, or in an active one.
+func (s *Session) skillGroupAllows(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inSome := false
+	for _, g := range s.manager.cfg.Groups {
+		if g.hasSkill(name) {
+			if s.groups[g.Name] {
+				return true
+			}
+			inSome = true
+		}
+	}
+	return !inSome
+}
+
+func (g Group) contains(spec tool.Spec) bool {
+	for _, p := range g.Tools {
+		if ok, _ := path.Match(p, spec.Name); ok {
+			return true
+		}
+	}
+	return slices.Contains(g.MCPServers, strings.TrimPrefix(spec.Source, "mcp:")) && strings.HasPrefix(spec.Source, "mcp:")
+}
+
+// selection is a session's narrowed list for the current turn: nil means every
+// allowed tool may be called.
+type selection struct {
+	mu       sync.Mutex
+	narrowed map[string]bool
+}
+
+// Narrow restricts the tools the model may call to names (plus tool_expand_tools)
+// until it expands them; nil lifts the restriction.
+func (s *Session) Narrow(names []string) {
+	s.sel.mu.Lock()
+	defer s.sel.mu.Unlock()
+	if names == nil {
+		s.sel.narrowed = nil
+		return
+	}
+	s.sel.narrowed = map[string]bool{ExpandToolName: true}
+	for _, n := range names {
+		s.sel.narrowed[n] = true
+	}
+}
+
+// Selected reports whether name is in the current turn's list.
+func (s *Session) Selected(name string) bool {
+	s.sel.mu.Lock()
+	defer s.sel.mu.Unlock()
+	return s.sel.narrowed == nil || s.sel.narrowed[name] || name == ResetToolName
+}
+
+// expand applies tool_expand_tools: exact names, validated against the session's
+// allowed set (never the global registry), partial success.
+func (s *Session) expand(names []string) map[string]any {
+	allowed := s.Tools.Names()
+	isAllowed := map[string]bool{}
+	for _, n := range allowed {
+		isAllowed[n] = true
+	}
+	s.sel.mu.Lock()
+	defer s.sel.mu.Unlock()
+	expanded, invalid, already := []string{}, []string{}, []string{}
+	seen := map[string]bool{}
+	for _, raw := range names {
+		n := strings.TrimSpace(raw)
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		switch {
+		case !isAllowed[n]:
+			invalid = append(invalid, n)
+		case s.sel.narrowed == nil || s.sel.narrowed[n]:
+			already = append(already, n)
+		default:
+			s.sel.narrowed[n] = true
+			expanded = append(expanded, n)
+		}
+	}
+	available := []string{}
+	for _, n := range allowed {
+		if s.sel.narrowed != nil && !s.sel.narrowed[n] {
+			available = append(available, n)
+		}
+	}
+	return map[string]any{"success": len(expanded) > 0, "expanded_tools": expanded, "invalid_tools": invalid,
+		"already_selected_tools": already, "available_expandable_tools": available}
+}
+
+// Suggest ranks the session's allowed tools against the turn's text and narrows the
+// session to the best limit of them. With SmallToolset tools or fewer, every tool is
+// returned and nothing is narrowed. The specs are sorted by name (prompt caching);
+// tool_expand_tools is included whenever the list is narrowed.
+func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
+	specs := sess.Tools.Specs()
+	if len(specs) <= SmallToolset || strings.TrimSpace(query) == "" {
+		sess.Narrow(nil)
+		return specs
+	}
+	if limit <= 0 {
+		limit = 12
+	}
+	picked := m.index().RankFiltered(query, limit, sess.Tools.Allows)
+	names := make([]string, 0, len(picked))
+	for _, r := range picked {
+		names = append(names, r.Name)
+	}
+	sess.Narrow(names)
+	byName := map[string]tool.Spec{}
+	for _, sp := range specs {
+		byName[sp.Name] = sp
+	}
+	out := make([]tool.Spec, 0, len(names)+1)
+	for _, n := range names {
+		if sp, ok := byName[n]; ok {
+			out = append(out, sp)
+		}
+	}
+	for _, name := range []string{ExpandToolName, ResetToolName} {
+		if e, ok := m.protocol.Lookup(name); ok {
+			out = append(out, e.Spec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// index is the ranking index over every registered tool, rebuilt when a registry
+// changes (an MCP server comes or goes).
+func (m *Manager) index() *rank.Index {
+	var sum uint64
+	for _, tm := range m.managers {
+		sum = sum*31 + tm.Version()
+	}
+	m.idxMu.Lock()
+	defer m.idxMu.Unlock()
+	if m.idx != nil && m.idxVersion == sum {
+		return m.idx
+	}
+	var docs []rank.Doc
+	for _, tm := range m.managers {
+		for _, sp := range tm.Specs() {
+			docs = append(docs, rank.Doc{Name: sp.Name, Description: sp.Description, Params: paramNames(sp.Parameters)})
+		}
+	}
+	m.idx, m.idxVersion = rank.NewIndex(docs), sum
+	return m.idx
+}
+
+func paramNames(schema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(schema, &s)
+	out := make([]string, 0, len(s.Properties))
+	for k := range s.Properties {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sessionKey is where a session keeps itself in its tool.State, for protocol tools.
+const sessionKey = "session.self"
+
+func sessionOf(ctx *tool.Context) (*Session, error) {
+	if ctx.Session == nil || ctx.Session.State == nil {
+		return nil, tool.Errorf(tool.KindUnavailable, "%s works only in a session", ctx.ToolName)
+	}
+	s, _ := ctx.Session.State.LoadOrStore(sessionKey, func() any { return (*Session)(nil) }).(*Session)
+	if s == nil {
+		return nil, tool.Errorf(tool.KindUnavailable, "%s works only in a session", ctx.ToolName)
+	}
+	return s, nil
+}
+
+type expandTool struct{}
+
+func (expandTool) Spec() tool.Spec {
+	return tool.Spec{
+		Name: ExpandToolName, Label: "Load more tools",
+		Description: "Load tools that are available to you but were not offered this turn. Give their exact names; " +
+			"the result says which were loaded, which names are invalid, and which others you could load.",
+		Parameters: json.RawMessage(`{"type":"object","required":["tool_names"],"additionalProperties":false,"properties":{
+  "tool_names":{"anyOf":[{"type":"array","items":{"type":"string"},"maxItems":100},{"type":"string"}],"description":"Exact tool names."}}}`),
+		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe,
+	}
+}
+
+func (expandTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
+	sess, err := sessionOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var args struct {
+		ToolNames json.RawMessage `json:"tool_names"`
+	}
+	_ = json.Unmarshal(raw, &args)
+	var names []string
+	var one string
+	if json.Unmarshal(args.ToolNames, &one) == nil {
+		names = []string{one}
+	} else if err := json.Unmarshal(args.ToolNames, &names); err != nil {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "tool_names must be a list of tool names")
+	}
+	return tool.JSONResult(sess.expand(names))
+}
+
+type resetTool struct{ groups []Group }
+
+func (t resetTool) Spec() tool.Spec {
+	props := map[string]any{}
+	var lines []string
+	for _, g := range t.groups {
+		props[g.Name] = map[string]any{"type": "boolean", "description": g.Description}
+		lines = append(lines, "- "+g.Name+": "+g.Description)
+	}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "additionalProperties": false, "properties": props})
+	return tool.Spec{
+		Name: ResetToolName, Label: "Switch tool groups",
+		Description: "Choose which groups of tools are active; the call sets the whole set (groups you leave out or set " +
+			"false are switched off). Groups:\n" + strings.Join(lines, "\n"),
+		Parameters: schema, Flags: tool.Flags{ConcurrencySafe: true}, Risk: tool.RiskSafe,
+	}
+}
+
+func (t resetTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
+	sess, err := sessionOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var want map[string]bool
+	if err := json.Unmarshal(raw, &want); err != nil {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "give one boolean per group")
+	}
+	var active []string
+	for _, g := range t.groups {
+		if want[g.Name] {
+			active = append(active, g.Name)
+		}
+	}
+	newly, err := sess.manager.setGroups(ctx, sess, active)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Active groups: basic")
+	for _, a := range active {
+		b.WriteString(", " + a)
+	}
+	for _, g := range newly {
+		fmt.Fprintf(&b, "\n\n## %s\n%s", g.Name, g.Instructions)
+	}
+	res := tool.TextResult(b.String())
+	res.Structured, _ = json.Marshal(map[string]any{"active_groups": append([]string{"basic"}, active...)})
+	return res, nil
+}
+
+// protocolTools builds the registry of protocol tools for the configured groups.
+func protocolTools(groups []Group) *toolmgr.Manager {
+	m := toolmgr.New()
+	m.MustRegister(expandTool{})
+	if len(groups) > 0 {
+		m.MustRegister(resetTool{groups: groups})
+	}
+	return m
+}
+
+// GroupsConfigured reports whether tool groups exist (then reset_tools is offered).
+func (s *Session) GroupsConfigured() bool { return len(s.manager.cfg.Groups) > 0 }
+
+// ResetToolSpec is the spec of reset_tools for the configured groups.
+func (s *Session) ResetToolSpec() tool.Spec {
+	e, _ := s.manager.protocol.Lookup(ResetToolName)
+	return e.Spec
+}
+
+// metaTools stay callable whatever a skill allows.
+var metaTools = map[string]bool{ExpandToolName: true, ResetToolName: true, "skill": true, "info": true}
+
+func (s *Session) activeSkill() *skills.Active {
+	a, _ := s.Info.State.LoadOrStore(skills.ActiveStateKey, func() any { return &skills.Active{} }).(*skills.Active)
+	return a
+}
+
+// skillAllows applies the active skill's allowed tools.
+func (s *Session) skillAllows(name string) bool {
+	if metaTools[name] {
+		return true
+	}
+	ok, _, _ := s.activeSkill().Allows(name)
+	return ok
+}

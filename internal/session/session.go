@@ -1,0 +1,505 @@
+// Package session holds sessions (a whitelist of tools over the global registries plus
+// per-session state) and runs batches of tool calls for them.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/rank"
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// ErrNotFound is returned for an unknown session.
+var ErrNotFound = errors.New("session not found")
+
+// ErrInvalid wraps a problem with a session spec the client can fix.
+var ErrInvalid = errors.New("invalid session")
+
+// Permission modes.
+var permissionModes = map[string]bool{"default": true, "accept_edits": true, "explore": true, "bypass": true, "dont_ask": true}
+
+// Spec is what a client asks for when it creates a session.
+type Spec struct {
+	// AvailableTools is the whitelist: exact names and glob patterns. Absent means
+	// every tool; an empty list means none.
+	AvailableTools  []string       `json:"available_tools"`
+	AvailableSkills []string       `json:"available_skills,omitempty"`
+	PermissionMode  string         `json:"permission_mode,omitempty"`
+	Workdir         string         `json:"workdir,omitempty"`
+	Metadata        map[string]any `json:"metadata,omitempty"`
+	// Rules are the session's own permission rules (`execute_command(git status:*)`);
+	// approvals "for session" and "with rule" add allow rules here.
+	Rules *RuleSet `json:"rules,omitempty"`
+	// ActiveGroups are the tool groups switched on (basic is always on); reset_tools
+	// changes them.
+	ActiveGroups []string `json:"active_groups,omitempty"`
+}
+
+// RuleSet holds permission rules by action.
+type RuleSet struct {
+	Allow []string `json:"allow,omitempty"`
+	Ask   []string `json:"ask,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+func (r *RuleSet) parse() ([]approval.Rule, error) {
+	if r == nil {
+		return nil, nil
+	}
+	var out []approval.Rule
+	for _, g := range []struct {
+		action approval.Outcome
+		list   []string
+	}{{approval.Allow, r.Allow}, {approval.Ask, r.Ask}, {approval.Deny, r.Deny}} {
+		rules, err := approval.ParseRules(g.action, g.list)
+		if err != nil {
+			return nil, fmt.Errorf("%w: rules.%s: %v", ErrInvalid, g.action, err)
+		}
+		out = append(out, rules...)
+	}
+	return out, nil
+}
+
+// Session is a live session.
+type Session struct {
+	ID        string
+	Tenant    string
+	Spec      Spec
+	CreatedAt time.Time
+	Tools     *ToolProxy
+	// Skills is the session's view of the skills; nil without a skill registry.
+	Skills *skills.Proxy
+	// Info is what tools see of the session.
+	Info *tool.Session
+
+	// serial admits one call at a time of tools that are not concurrency-safe.
+	serial chan struct{}
+
+	mu           sync.Mutex
+	rules        []approval.Rule
+	groups       map[string]bool // active tool groups
+	sel          selection
+	manager      *Manager
+	interruptSeq uint64
+	interruptMsg string
+	subs         map[chan Event]struct{}
+}
+
+// Subscribe receives the session's events that belong to no request: results of
+// background calls. Events are dropped for a subscriber whose buffer is full (the
+// call record always has the result). cancel ends the subscription.
+func (s *Session) Subscribe(buf int) (events <-chan Event, cancel func()) {
+	ch := make(chan Event, max(buf, 1))
+	s.mu.Lock()
+	if s.subs == nil {
+		s.subs = map[chan Event]struct{}{}
+	}
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.subs, ch)
+		s.mu.Unlock()
+	}
+}
+
+func (s *Session) publish(ev Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// CurrentSpec returns the session's spec as it is now (approvals add rules to it).
+func (s *Session) CurrentSpec() Spec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Spec
+}
+
+// Rules returns the session's permission rules.
+func (s *Session) Rules() []approval.Rule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rules
+}
+
+// Interrupt makes every batch running now skip the calls it has not started yet.
+func (s *Session) Interrupt(message string) {
+	s.mu.Lock()
+	s.interruptSeq++
+	s.interruptMsg = message
+	s.mu.Unlock()
+}
+
+// interruptedSince reports whether Interrupt was called after seq was read, and why.
+func (s *Session) interruptedSince(seq uint64) (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.interruptSeq > seq, s.interruptMsg
+}
+
+func (s *Session) currentSeq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.interruptSeq
+}
+
+// Store is the persistence the session registry needs.
+type Store interface {
+	CreateSession(ctx context.Context, s *store.Session) error
+	GetSession(ctx context.Context, id string) (*store.Session, error)
+	UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error
+}
+
+// Config of the session registry.
+type Config struct {
+	// WorkspaceDir holds a fresh working directory per session that names none.
+	WorkspaceDir string
+	// WorkdirRoots are the directories a session may name as its workdir (or a
+	// directory under them). Empty: sessions get only their own workspace.
+	WorkdirRoots []string
+	// Groups are the tool groups sessions switch with reset_tools.
+	Groups []Group
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.WorkspaceDir == "" || !filepath.IsAbs(c.WorkspaceDir) {
+		return fmt.Errorf("session: workspace dir must be an absolute path, got %q", c.WorkspaceDir)
+	}
+	for _, r := range c.WorkdirRoots {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("session: workdir root must be an absolute path, got %q", r)
+		}
+	}
+	seen := map[string]bool{}
+	for i, g := range c.Groups {
+		if !groupName.MatchString(g.Name) || g.Name == "basic" || seen[g.Name] {
+			return fmt.Errorf("session: tool group %d: name %q must be unique, not basic, and match %s", i, g.Name, groupName)
+		}
+		seen[g.Name] = true
+	}
+	return nil
+}
+
+var groupName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// Manager creates sessions and finds them again, in memory or, after a restart, in the
+// store.
+type Manager struct {
+	cfg      Config
+	store    Store
+	managers []*toolmgr.Manager
+
+	mu       sync.Mutex
+	live     map[string]*Session
+	skills   *skills.Manager
+	protocol *toolmgr.Manager
+
+	idxMu      sync.Mutex
+	idx        *rank.Index
+	idxVersion uint64
+}
+
+// UseSkills gives sessions their view (available_skills) of the skill registry.
+func (m *Manager) UseSkills(s *skills.Manager) { m.skills = s }
+
+// NewManager returns a session registry over the given tool managers (in priority order).
+func NewManager(cfg Config, st Store, managers ...*toolmgr.Manager) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Manager{cfg: cfg, store: st, managers: managers, live: map[string]*Session{}, protocol: protocolTools(cfg.Groups)}, nil
+}
+
+// Create validates spec, persists a new session and returns it with warnings about
+// whitelist entries that were dropped.
+func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Session, []string, error) {
+	if spec.PermissionMode == "" {
+		spec.PermissionMode = "default"
+	}
+	if !permissionModes[spec.PermissionMode] {
+		return nil, nil, fmt.Errorf("%w: permission_mode %q is not one of default, accept_edits, explore, bypass, dont_ask", ErrInvalid, spec.PermissionMode)
+	}
+	id := NewID("ses_")
+	sess, warnings, err := m.build(id, tenant, spec, time.Now().UTC())
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := json.Marshal(sess.Spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := &store.Session{ID: id, Tenant: tenant, Spec: raw, CreatedAt: sess.CreatedAt, UpdatedAt: sess.CreatedAt}
+	if err := m.store.CreateSession(ctx, rec); err != nil {
+		return nil, nil, fmt.Errorf("session: persist: %w", err)
+	}
+	m.mu.Lock()
+	m.live[id] = sess
+	m.mu.Unlock()
+	return sess, warnings, nil
+}
+
+// Get returns a session by id, loading it from the store when this process has not
+// seen it (after a restart, or when another replica created it). A session of another
+// tenant is not found.
+func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) {
+	m.mu.Lock()
+	sess, ok := m.live[id]
+	m.mu.Unlock()
+	if ok {
+		if sess.Tenant != tenant {
+			return nil, ErrNotFound
+		}
+		return sess, nil
+	}
+	rec, err := m.store.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session: load %s: %w", id, err)
+	}
+	if rec.Tenant != tenant {
+		return nil, ErrNotFound
+	}
+	var spec Spec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("session: stored spec of %s: %w", id, err)
+	}
+	sess, _, err = m.build(id, rec.Tenant, spec, rec.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	if existing, ok := m.live[id]; ok {
+		sess = existing // another request loaded it meanwhile
+	} else {
+		m.live[id] = sess
+	}
+	m.mu.Unlock()
+	return sess, nil
+}
+
+func (m *Manager) build(id, tenant string, spec Spec, created time.Time) (*Session, []string, error) {
+	workdir, err := m.workdir(id, spec.Workdir)
+	if err != nil {
+		return nil, nil, err
+	}
+	rules, err := spec.Rules.parse()
+	if err != nil {
+		return nil, nil, err
+	}
+	proxy, warnings := NewToolProxy(m.managers, spec.AvailableTools)
+	proxy.protocol = m.protocol
+	for _, g := range spec.ActiveGroups {
+		if !m.hasGroup(g) {
+			return nil, nil, fmt.Errorf("%w: active_groups: unknown group %q", ErrInvalid, g)
+		}
+	}
+	if spec.AvailableTools != nil {
+		// Persist what was accepted, so a reload does not warn again.
+		kept := make([]string, 0, len(spec.AvailableTools))
+		for _, n := range spec.AvailableTools {
+			n = strings.TrimSpace(n)
+			if proxy.exact[n] || slices.Contains(proxy.patterns, n) {
+				kept = append(kept, n)
+			}
+		}
+		spec.AvailableTools = dedupe(kept)
+	}
+	info := &tool.Session{ID: id, Tenant: tenant, Workdir: workdir, Metadata: spec.Metadata, State: tool.NewState(), Tools: proxy}
+	var sp *skills.Proxy
+	if m.skills != nil {
+		var sw []string
+		sp, sw = skills.NewProxy(m.skills, spec.AvailableSkills)
+		warnings = append(warnings, sw...)
+		info.State.LoadOrStore(skills.SessionStateKey, func() any { return sp })
+	} else if len(spec.AvailableSkills) > 0 {
+		warnings = append(warnings, "no skills are configured (skills.dirs); available_skills is ignored")
+	}
+	sess := &Session{
+		ID:        id,
+		Tenant:    tenant,
+		Spec:      spec,
+		CreatedAt: created,
+		Tools:     proxy,
+		rules:     rules,
+		Skills:    sp,
+		Info:      info,
+		serial:    make(chan struct{}, 1),
+		manager:   m,
+		groups:    map[string]bool{},
+	}
+	for _, g := range spec.ActiveGroups {
+		sess.groups[g] = true
+	}
+	if len(m.cfg.Groups) > 0 {
+		proxy.gate = sess.groupAllows
+		if sp != nil {
+			sp.SetGate(sess.skillGroupAllows)
+		}
+	}
+	info.State.LoadOrStore(sessionKey, func() any { return sess })
+	return sess, warnings, nil
+}
+
+func (m *Manager) hasGroup(name string) bool {
+	for _, g := range m.cfg.Groups {
+		if g.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// groupAllows reports whether a tool is in no group, or in an active one.
+func (s *Session) groupAllows(spec tool.Spec) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inSome := false
+	for _, g := range s.manager.cfg.Groups {
+		if g.contains(spec) {
+			if s.groups[g.Name] {
+				return true
+			}
+			inSome = true
+		}
+	}
+	return !inSome
+}
+
+// setGroups makes active the final set of groups, persists it, and returns the
+// groups that were switched on.
+func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string) ([]Group, error) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	spec := sess.Spec
+	spec.ActiveGroups = active
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.store.UpdateSessionSpec(ctx, sess.ID, raw, time.Now().UTC()); err != nil {
+		return nil, fmt.Errorf("session: persist active groups: %w", err)
+	}
+	var newly []Group
+	next := map[string]bool{}
+	for _, g := range m.cfg.Groups {
+		if slices.Contains(active, g.Name) {
+			next[g.Name] = true
+			if !sess.groups[g.Name] {
+				newly = append(newly, g)
+			}
+		}
+	}
+	sess.Spec, sess.groups = spec, next
+	return newly, nil
+}
+
+// workdir resolves the session's working directory: a fresh directory under the
+// workspace dir, or the one asked for if it lies within an allowed root.
+func (m *Manager) workdir(id, asked string) (string, error) {
+	if asked == "" {
+		dir := filepath.Join(m.cfg.WorkspaceDir, id)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return "", fmt.Errorf("session: create workspace: %w", err)
+		}
+		return dir, nil
+	}
+	if strings.ContainsRune(asked, 0) || !filepath.IsAbs(asked) {
+		return "", fmt.Errorf("%w: workdir must be an absolute path", ErrInvalid)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(asked))
+	if err != nil {
+		return "", fmt.Errorf("%w: workdir %s: %v", ErrInvalid, asked, err)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%w: workdir %s is not a directory", ErrInvalid, asked)
+	}
+	for _, root := range m.cfg.WorkdirRoots {
+		rr, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(rr, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("%w: workdir %s is not under an allowed root (config sessions.workdir_roots)", ErrInvalid, asked)
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	out := in[:0]
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewID returns prefix followed by 128 random bits.
+func NewID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + idEncoding.EncodeToString(b[:])
+}
+
+// AllowRules adds allow rules to a session (an approval "for session" or "with rule")
+// and persists them, so they hold after a restart and on other replicas that load
+// the session afterwards.
+func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []string) error {
+	sess, err := m.Get(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	parsed, err := approval.ParseRules(approval.Allow, rules)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	spec := sess.Spec
+	rs := RuleSet{}
+	if spec.Rules != nil {
+		rs = *spec.Rules
+	}
+	rs.Allow = append(append([]string(nil), rs.Allow...), rules...)
+	spec.Rules = &rs
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	if err := m.store.UpdateSessionSpec(ctx, id, raw, time.Now().UTC()); err != nil {
+		return fmt.Errorf("session: persist rules: %w", err)
+	}
+	sess.Spec = spec
+	sess.rules = append(append([]approval.Rule(nil), sess.rules...), parsed...)
+	return nil
+}

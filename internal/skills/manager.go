@@ -1,0 +1,201 @@
+package skills
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Manager holds the skills of the configured directories. Reads (List, Get, Read,
+// Version) are lock-free against an immutable snapshot that each reload replaces.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	reloadMu sync.Mutex         // serializes reloads
+	folders  map[string]*folder // last scan's folders by path; guarded by reloadMu
+	snap     atomic.Pointer[snapshot]
+
+	lifeMu sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type snapshot struct {
+	version  uint64
+	digest   [32]byte
+	byName   map[string]Skill
+	list     []Skill
+	problems []Problem
+	// watch lists the configured directories that exist and every folder inside
+	// their skills, for the watcher.
+	watch []string
+}
+
+// NewManager validates cfg and loads every skill once. Broken skills do not fail it;
+// they are reported by Problems.
+func NewManager(cfg Config, log *slog.Logger) (*Manager, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{cfg: cfg, log: log, folders: map[string]*folder{}}
+	m.snap.Store(&snapshot{byName: map[string]Skill{}})
+	m.Reload()
+	return m, nil
+}
+
+// List returns every loaded skill, sorted by name.
+func (m *Manager) List() []Skill {
+	s := m.snap.Load()
+	out := make([]Skill, len(s.list))
+	for i, sk := range s.list {
+		out[i] = sk.clone()
+	}
+	return out
+}
+
+// Get returns the skill called name.
+func (m *Manager) Get(name string) (Skill, bool) {
+	sk, ok := m.snap.Load().byName[name]
+	if !ok {
+		return Skill{}, false
+	}
+	return sk.clone(), true
+}
+
+// Problems returns the folders (and configured directories) that could not be loaded,
+// in scan order.
+func (m *Manager) Problems() []Problem { return slices.Clone(m.snap.Load().problems) }
+
+// Version changes whenever a reload finds different skills, contents or problems.
+func (m *Manager) Version() uint64 { return m.snap.Load().version }
+
+// Read returns the content of one of a skill's files. relPath is relative to the skill
+// folder and must name one of Skill.Files; the file is opened through an os.Root of
+// the folder, so neither ".." nor a symlink swapped in since the scan leads outside it.
+func (m *Manager) Read(name, relPath string) ([]byte, error) {
+	sk, ok := m.snap.Load().byName[name]
+	if !ok {
+		return nil, fmt.Errorf("skill %q: %w", name, ErrNotFound)
+	}
+	return readSkillFile(sk, relPath, m.cfg.MaxSkillBytes)
+}
+
+func readSkillFile(sk Skill, relPath string, limit int64) ([]byte, error) {
+	rel, err := cleanRel(relPath)
+	if err != nil {
+		return nil, fmt.Errorf("skill %q: %w", sk.Name, err)
+	}
+	if _, found := slices.BinarySearch(sk.Files, rel); !found {
+		return nil, fmt.Errorf("skill %q: file %q: %w", sk.Name, rel, ErrNotFound)
+	}
+	root, err := os.OpenRoot(sk.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("skill %q: %w", sk.Name, err)
+	}
+	defer root.Close()
+	f, _, err := openRegular(root, rel)
+	if err != nil {
+		return nil, fmt.Errorf("skill %q: file %q: %w", sk.Name, rel, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("skill %q: file %q: %w", sk.Name, rel, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("skill %q: file %q: larger than %d bytes", sk.Name, rel, limit)
+	}
+	return data, nil
+}
+
+// Reload rescans every directory now and reports whether anything changed. Folders
+// whose file list, sizes and modification times are unchanged since the previous scan
+// are not read again (unless a file was modified within a couple of seconds of that
+// scan, see racyWindow).
+func (m *Manager) Reload() bool {
+	m.reloadMu.Lock()
+	defer m.reloadMu.Unlock()
+	start := time.Now()
+	next := &snapshot{byName: map[string]Skill{}}
+	folders := map[string]*folder{}
+	for _, root := range m.cfg.Dirs {
+		paths, err := candidates(root)
+		if err != nil {
+			next.problems = append(next.problems, Problem{Dir: root, Error: "skills directory: " + err.Error()})
+			continue
+		}
+		next.watch = append(next.watch, root)
+		for _, dir := range paths {
+			f := loadFolder(dir, m.folders[dir], m.cfg, start)
+			folders[dir] = f
+			next.watch = append(next.watch, f.dirs...)
+			if f.err != nil {
+				next.problems = append(next.problems, Problem{Dir: dir, Error: f.err.Error()})
+				continue
+			}
+			if other, dup := next.byName[f.skill.Name]; dup {
+				next.problems = append(next.problems, Problem{Dir: dir,
+					Error: fmt.Sprintf("duplicate skill name %q: already loaded from %s", f.skill.Name, other.Dir)})
+				continue
+			}
+			next.byName[f.skill.Name] = f.skill
+		}
+	}
+	m.folders = folders
+	for _, sk := range next.byName {
+		next.list = append(next.list, sk)
+	}
+	slices.SortFunc(next.list, func(a, b Skill) int { return strings.Compare(a.Name, b.Name) })
+	next.watch = dedupe(next.watch)
+	next.digest = digest(next)
+
+	prev := m.snap.Load()
+	next.version = prev.version
+	changed := next.digest != prev.digest || prev.version == 0
+	if changed {
+		next.version++
+		m.logChanges(prev, next, time.Since(start))
+	}
+	m.snap.Store(next)
+	return changed
+}
+
+func digest(s *snapshot) [32]byte {
+	h := sha256.New()
+	for _, sk := range s.list {
+		fmt.Fprintf(h, "s\x00%s\x00%s\x00%s\n", sk.Name, sk.Dir, sk.Hash)
+	}
+	for _, p := range s.problems {
+		fmt.Fprintf(h, "p\x00%s\x00%s\n", p.Dir, p.Error)
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func (m *Manager) logChanges(prev, next *snapshot, took time.Duration) {
+	known := map[Problem]bool{}
+	for _, p := range prev.problems {
+		known[p] = true
+	}
+	for _, p := range next.problems {
+		if !known[p] {
+			m.log.Warn("skill not loaded", "dir", p.Dir, "err", p.Error)
+		}
+	}
+	m.log.Info("skills loaded", "skills", len(next.list), "problems", len(next.problems),
+		"version", next.version, "took", took)
+}

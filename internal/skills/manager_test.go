@@ -1,0 +1,348 @@
+package skills
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestLoadFormats(t *testing.T) {
+	t.Parallel()
+	root := copyTree(t, "skills")
+	writeFile(t, filepath.Join(root, "toolkit", ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+	writeFile(t, filepath.Join(root, ".hidden", "SKILL.md"), "---\nname: hidden\ndescription: d\n---\n", 0o644)
+	m := newManager(t, Config{Dirs: []string{root}})
+
+	if ps := m.Problems(); len(ps) != 0 {
+		t.Fatalf("Problems = %+v, want none", ps)
+	}
+	var names []string
+	for _, s := range m.List() {
+		names = append(names, s.Name)
+	}
+	if want := []string{"claude-style", "frontmatter-only", "pdf", "toolkit", "with-yaml"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("List names = %q, want %q", names, want)
+	}
+
+	tests := []struct {
+		name  string
+		check func(t *testing.T, s Skill)
+	}{
+		{"frontmatter-only", func(t *testing.T, s Skill) {
+			eq(t, "Version", s.Version, "1.2.0")
+			eq(t, "AllowedTools", s.AllowedTools, []string{"read_file", "grep", "glob"})
+			eq(t, "Files", s.Files, []string{"SKILL.md"})
+			eq(t, "Scripts", s.Scripts, []string(nil))
+			if !strings.HasPrefix(s.Body, "# Summarise a package\n") {
+				t.Errorf("Body = %q", s.Body)
+			}
+		}},
+		{"with-yaml", func(t *testing.T, s Skill) {
+			eq(t, "Description", s.Description, "Draft release notes from the git history since the last tag.")
+			eq(t, "Version", s.Version, "2.0")
+			eq(t, "AllowedTools", s.AllowedTools, []string{"execute_command", "read_file", "write_file"})
+			eq(t, "Activation", s.Activation, []string{"the user asks for release notes or a changelog", "a release is being prepared"})
+			eq(t, "Metadata", s.Metadata, map[string]any{"owner": "release-team", "display_name": "Release Notes"})
+			eq(t, "Files", s.Files, []string{"SKILL.md", "skill.yaml"})
+			if !strings.HasPrefix(s.Body, "# Skill: Release Notes\n") {
+				t.Errorf("Body = %q", s.Body)
+			}
+		}},
+		{"pdf", func(t *testing.T, s Skill) {
+			eq(t, "License", s.License, "Proprietary. LICENSE.txt has complete terms")
+			eq(t, "AllowedTools", s.AllowedTools, []string{"Bash(python3:*)", "Read", "Write"})
+			eq(t, "Version", s.Version, "1.4")
+			eq(t, "Metadata", s.Metadata, map[string]any{"author": "example-org", "version": "1.4"})
+			eq(t, "Files", s.Files, []string{"LICENSE.txt", "SKILL.md", "assets/fields.json", "forms.md",
+				"scripts/extract_text.py", "scripts/fill_form.py"})
+			eq(t, "Scripts", s.Scripts, []string{"scripts/extract_text.py", "scripts/fill_form.py"})
+		}},
+		{"claude-style", func(t *testing.T, s Skill) {
+			eq(t, "AllowedTools", s.AllowedTools, []string{"Read", "Grep", "Glob", "Bash(git diff:*)"})
+			eq(t, "Description", s.Description, "Review a diff for risky changes: migrations, auth, concurrency.")
+		}},
+		{"toolkit", func(t *testing.T, s Skill) {
+			eq(t, "Description", s.Description, "Helper scripts and data tables for CSV clean-up.")
+			eq(t, "Version", s.Version, "0.3.0")
+			eq(t, "AllowedTools", s.AllowedTools, []string{"execute_command"})
+			eq(t, "Activation", s.Activation, []string{"cleaning CSV exports"})
+			eq(t, "Files", s.Files, []string{"SKILL.md", "assets/data/columns.csv", "assets/logo.txt",
+				"scripts/lib/helper.py", "scripts/run.sh", "skill.yaml"})
+			eq(t, "Scripts", s.Scripts, []string{"scripts/lib/helper.py", "scripts/run.sh"})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, ok := m.Get(tt.name)
+			if !ok {
+				t.Fatalf("Get(%q) missing", tt.name)
+			}
+			eq(t, "Name", s.Name, tt.name)
+			eq(t, "Dir", s.Dir, filepath.Join(root, tt.name))
+			if len(s.Hash) != 64 {
+				t.Errorf("Hash = %q, want 64 hex digits", s.Hash)
+			}
+			tt.check(t, s)
+		})
+	}
+
+	// Values handed out are copies: changing one does not change the Manager's.
+	s, _ := m.Get("pdf")
+	s.AllowedTools[0] = "changed"
+	s.Metadata["author"] = "changed"
+	again, _ := m.Get("pdf")
+	eq(t, "AllowedTools[0] after caller's change", again.AllowedTools[0], "Bash(python3:*)")
+	eq(t, "Metadata after caller's change", again.Metadata["author"], "example-org")
+}
+
+func eq(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s = %#v, want %#v", what, got, want)
+	}
+}
+
+func TestBrokenSkills(t *testing.T) {
+	t.Parallel()
+	root := copyTree(t, "broken")
+	m := newManager(t, Config{Dirs: []string{root}})
+	var names []string
+	for _, s := range m.List() {
+		names = append(names, s.Name)
+	}
+	eq(t, "loaded", names, []string{"good-one", "twin"})
+	if s, _ := m.Get("twin"); s.Dir != filepath.Join(root, "twin-a") {
+		t.Errorf("twin loaded from %s, want the first folder twin-a", s.Dir)
+	}
+	want := map[string]string{
+		"no-skill-md":    "missing SKILL.md",
+		"bad-yaml":       "SKILL.md frontmatter: yaml: ",
+		"unterminated":   "no closing --- line",
+		"no-name":        "missing name",
+		"no-description": "missing description",
+		"bad-name":       `invalid name "Bad_Name"`,
+		"long-name":      "invalid name",
+		"bad-skill-yaml": "skill.yaml: want a mapping",
+		"not-a-mapping":  "SKILL.md frontmatter: want a mapping",
+		"twin-b":         `duplicate skill name "twin": already loaded from ` + filepath.Join(root, "twin-a"),
+	}
+	ps := m.Problems()
+	if len(ps) != len(want) {
+		t.Errorf("%d problems, want %d: %+v", len(ps), len(want), ps)
+	}
+	for dir, msg := range want {
+		p, ok := problemFor(ps, filepath.Join(root, dir))
+		if !ok {
+			t.Errorf("no problem reported for %s", dir)
+			continue
+		}
+		if !strings.Contains(p.Error, msg) {
+			t.Errorf("problem for %s = %q, want it to contain %q", dir, p.Error, msg)
+		}
+	}
+}
+
+func TestDuplicateAcrossDirsFirstWins(t *testing.T) {
+	t.Parallel()
+	skillsDir, _ := filepath.Abs(filepath.Join("testdata", "skills"))
+	dupDir, _ := filepath.Abs(filepath.Join("testdata", "dup-first"))
+	for _, order := range [][]string{{skillsDir, dupDir}, {dupDir, skillsDir}} {
+		m := newManager(t, Config{Dirs: order})
+		s, ok := m.Get("frontmatter-only")
+		if !ok {
+			t.Fatal("frontmatter-only missing")
+		}
+		if want := filepath.Join(order[0], "frontmatter-only"); s.Dir != want {
+			t.Errorf("dirs %q: loaded from %s, want %s", order, s.Dir, want)
+		}
+		loser := filepath.Join(order[1], "frontmatter-only")
+		if p, ok := problemFor(m.Problems(), loser); !ok || !strings.Contains(p.Error, "duplicate skill name") {
+			t.Errorf("dirs %q: problem for %s = %+v, %v", order, loser, p, ok)
+		}
+	}
+}
+
+func TestSingleSkillDirAndMissingDir(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "nope")
+	m := newManager(t, Config{Dirs: []string{filepath.Join("testdata", "single"), missing}})
+	s, ok := m.Get("single")
+	if !ok || s.Body != "alone\n" {
+		t.Fatalf("Get(single) = %+v, %v", s, ok)
+	}
+	if p, ok := problemFor(m.Problems(), missing); !ok || !strings.Contains(p.Error, "skills directory") {
+		t.Errorf("problem for missing dir = %+v, %v", p, ok)
+	}
+	if len(m.List()) != 1 {
+		t.Errorf("List = %d skills, want 1", len(m.List()))
+	}
+}
+
+func TestReloadDetectsChangesAndKeepsVersionOtherwise(t *testing.T) {
+	t.Parallel()
+	root := copyTree(t, "skills")
+	m := newManager(t, Config{Dirs: []string{root}})
+	v0 := m.Version()
+	before, _ := m.Get("pdf")
+	if m.Reload() || m.Version() != v0 {
+		t.Fatalf("Reload without changes: version %d -> %d", v0, m.Version())
+	}
+
+	// Same size, same modification time: only the racy-window rule catches this.
+	forms := filepath.Join(root, "pdf", "forms.md")
+	info, _ := os.Stat(forms)
+	data, _ := os.ReadFile(forms)
+	data[0] = '%'
+	writeFile(t, forms, string(data), 0o644)
+	if err := os.Chtimes(forms, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Reload() {
+		t.Fatal("Reload missed a same-size, same-mtime edit of a recent file")
+	}
+	after, _ := m.Get("pdf")
+	if after.Hash == before.Hash || m.Version() != v0+1 {
+		t.Errorf("hash %s -> %s, version %d -> %d", before.Hash, after.Hash, v0, m.Version())
+	}
+
+	// An executable bit is part of the content hash.
+	if err := os.Chmod(forms, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.Reload()
+	if again, _ := m.Get("pdf"); again.Hash == after.Hash {
+		t.Error("chmod +x did not change the hash")
+	}
+
+	// Folders that are old enough are recognised by their stat data and not re-read.
+	old := time.Now().Add(-time.Hour)
+	for _, s := range m.List() {
+		for _, f := range s.Files {
+			_ = os.Chtimes(filepath.Join(s.Dir, f), old, old)
+		}
+	}
+	m.Reload()
+	m.Reload()
+	m.reloadMu.Lock()
+	stable := m.folders[filepath.Join(root, "pdf")].stable
+	m.reloadMu.Unlock()
+	if !stable {
+		t.Error("a folder untouched for an hour is not marked stable")
+	}
+}
+
+func TestReadConfinement(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	writeFile(t, filepath.Join(base, "outside.txt"), "SECRET", 0o644)
+	root := filepath.Join(base, "skills")
+	dir := writeSkill(t, root, "conf", "Confinement test.", "body\n")
+	writeFile(t, filepath.Join(dir, "docs", "guide.md"), "guide", 0o644)
+	writeFile(t, filepath.Join(dir, "swap.md"), "swap", 0o644)
+	mustSymlink(t, "../../outside.txt", filepath.Join(dir, "escape.txt"))
+	mustSymlink(t, filepath.Join(base, "outside.txt"), filepath.Join(dir, "absolute.txt"))
+	mustSymlink(t, "docs/guide.md", filepath.Join(dir, "alias.md"))
+	mustSymlink(t, "docs", filepath.Join(dir, "docs-link"))
+	mustSymlink(t, "missing", filepath.Join(dir, "dangling"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "other", "SKILL.md"), "---\nname: other\ndescription: d\n---\n", 0o644)
+
+	m := newManager(t, Config{Dirs: []string{root}})
+	s, ok := m.Get("conf")
+	if !ok {
+		t.Fatalf("conf not loaded: %+v", m.Problems())
+	}
+	eq(t, "Files", s.Files, []string{"SKILL.md", "alias.md", "docs/guide.md", "swap.md"})
+
+	got, err := m.Read("conf", "docs/guide.md")
+	if err != nil || string(got) != "guide" {
+		t.Errorf("Read(docs/guide.md) = %q, %v", got, err)
+	}
+	if got, err := m.Read("conf", "alias.md"); err != nil || string(got) != "guide" {
+		t.Errorf("Read(alias.md) = %q, %v", got, err)
+	}
+	for _, rel := range []string{"escape.txt", "absolute.txt", "../other/SKILL.md", "docs/../../other/SKILL.md",
+		"/etc/passwd", filepath.Join(base, "outside.txt"), "docs-link/guide.md", "dangling", "", "nope.md", "docs"} {
+		if got, err := m.Read("conf", rel); err == nil || strings.Contains(string(got), "SECRET") {
+			t.Errorf("Read(%q) = %q, %v; want an error", rel, got, err)
+		}
+	}
+	if _, err := m.Read("conf", "nope.md"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Read(nope.md) err = %v, want ErrNotFound", err)
+	}
+	if _, err := m.Read("missing", "SKILL.md"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Read of an unknown skill err = %v, want ErrNotFound", err)
+	}
+
+	// A listed file swapped for an escaping symlink after the scan is still refused.
+	if err := os.Remove(filepath.Join(dir, "swap.md")); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, "../../outside.txt", filepath.Join(dir, "swap.md"))
+	if got, err := m.Read("conf", "swap.md"); err == nil || strings.Contains(string(got), "SECRET") {
+		t.Errorf("Read(swap.md) after swap = %q, %v; want an error", got, err)
+	}
+	// A listed file replaced by a FIFO is refused without blocking on the open.
+	guide := filepath.Join(dir, "docs", "guide.md")
+	if err := os.Remove(guide); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(guide, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Read("conf", "docs/guide.md"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Read of a FIFO err = %v", err)
+	}
+}
+
+func mustSymlink(t testing.TB, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	big := writeSkill(t, root, "big", "Too many bytes.", "")
+	writeFile(t, filepath.Join(big, "blob.bin"), strings.Repeat("x", 4096), 0o644)
+	many := writeSkill(t, root, "many", "Too many files.", "")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		writeFile(t, filepath.Join(many, n), n, 0o644)
+	}
+	writeSkill(t, root, "small", "Fits.", "")
+	m := newManager(t, Config{Dirs: []string{root}, MaxSkillBytes: 2048, MaxFiles: 4})
+	if _, ok := m.Get("small"); !ok {
+		t.Error("small skill not loaded")
+	}
+	for dir, msg := range map[string]string{"big": "more than 2048 bytes", "many": "more than 4 files"} {
+		if p, ok := problemFor(m.Problems(), filepath.Join(root, dir)); !ok || !strings.Contains(p.Error, msg) {
+			t.Errorf("problem for %s = %+v, %v; want %q", dir, p, ok, msg)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	bad := Config{Dirs: []string{""}, MaxSkillBytes: -1, MaxFiles: -1, Debounce: -1, PollInterval: -1}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted an invalid config")
+	}
+	for _, want := range []string{"empty path", "max skill bytes", "max files", "debounce", "poll interval"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate error %q lacks %q", err, want)
+		}
+	}
+	if _, err := NewManager(bad, nil); err == nil {
+		t.Error("NewManager accepted an invalid config")
+	}
+}

@@ -1,0 +1,346 @@
+package skills
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxFrontmatterBytes bounds the YAML parsed from SKILL.md or skill.yaml; both hold a
+// few fields, and the bound keeps a hostile file from costing much.
+const maxFrontmatterBytes = 64 << 10
+
+// SplitFrontmatter separates SKILL.md into its YAML frontmatter and its body. The
+// frontmatter opens with a first line of "---" (after an optional UTF-8 byte order
+// mark) and closes with the next line that is "---" or "..."; trailing spaces and CRLF
+// line ends are accepted. A file whose first line is not "---" has no frontmatter and
+// is all body. An opening line without a closing one is an error. The body is returned
+// without the blank lines that separate it from the frontmatter.
+func SplitFrontmatter(src []byte) (front, body []byte, hasFront bool, err error) {
+	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
+	line, rest, _ := cutLine(src)
+	if !isFence(line, false) {
+		return nil, src, false, nil
+	}
+	start := len(src) - len(rest)
+	for pos := start; pos < len(src); {
+		l, r, _ := cutLine(src[pos:])
+		if isFence(l, true) {
+			return src[start:pos], bytes.TrimLeft(r, "\r\n"), true, nil
+		}
+		pos = len(src) - len(r)
+	}
+	return nil, nil, true, errors.New("SKILL.md frontmatter: no closing --- line")
+}
+
+func cutLine(b []byte) (line, rest []byte, found bool) {
+	line, rest, found = bytes.Cut(b, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), rest, found
+}
+
+func isFence(line []byte, closing bool) bool {
+	l := bytes.TrimRight(line, " \t")
+	return string(l) == "---" || closing && string(l) == "..."
+}
+
+// meta is what SKILL.md frontmatter and skill.yaml may say. Fields are pointers or
+// nil-able so that "not given" differs from "given empty" when the two are merged.
+type meta struct {
+	ID            *scalar        `yaml:"id"`
+	Name          *scalar        `yaml:"name"`
+	Description   *scalar        `yaml:"description"`
+	Version       *scalar        `yaml:"version"`
+	License       *scalar        `yaml:"license"`
+	Compatibility *scalar        `yaml:"compatibility"`
+	AllowedTools  *toolList      `yaml:"allowed_tools"`
+	AllowedTools2 *toolList      `yaml:"allowed-tools"`
+	Activation    *textList      `yaml:"activation"`
+	Scenarios     *textList      `yaml:"scenarios"`
+	Metadata      map[string]any `yaml:"metadata"`
+}
+
+// scalar accepts any YAML scalar as text, so `version: 1.0` or `name: 2048` load
+// rather than fail on a type mismatch.
+type scalar string
+
+func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a string", n.Line)
+	}
+	if n.Tag == "!!null" {
+		*s = ""
+		return nil
+	}
+	*s = scalar(strings.TrimSpace(n.Value))
+	return nil
+}
+
+func (s *scalar) String() string {
+	if s == nil {
+		return ""
+	}
+	return string(*s)
+}
+
+// toolList is a list of names written either as a YAML sequence or as one string
+// separated by spaces and/or commas (the public format's "Read Grep" or Claude
+// Code's "Read, Grep"). Parentheses group: "Bash(git status:*) Read" is two entries.
+type toolList []string
+
+func (t *toolList) UnmarshalYAML(n *yaml.Node) error {
+	var out []string
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag != "!!null" {
+			out = splitToolString(n.Value)
+		}
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			if item.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: list items must be strings", item.Line)
+			}
+			if v := strings.TrimSpace(item.Value); v != "" {
+				out = append(out, v)
+			}
+		}
+	default:
+		return fmt.Errorf("line %d: want a string or a list of strings", n.Line)
+	}
+	*t = dedupe(out)
+	return nil
+}
+
+// textList is a list of sentences: a YAML sequence, or one string as one item.
+type textList []string
+
+func (t *textList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*t = nil
+		if v := strings.TrimSpace(n.Value); v != "" && n.Tag != "!!null" {
+			*t = textList{v}
+		}
+		return nil
+	}
+	var l toolList
+	if err := l.UnmarshalYAML(n); err != nil {
+		return err
+	}
+	*t = textList(l)
+	return nil
+}
+
+// splitToolString splits on whitespace and commas outside parentheses.
+func splitToolString(s string) []string {
+	var out []string
+	var cur strings.Builder
+	depth := 0
+	flush := func() {
+		if v := strings.TrimSpace(cur.String()); v != "" {
+			out = append(out, v)
+		}
+		cur.Reset()
+	}
+	for _, r := range s {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')' && depth > 0:
+			depth--
+		case depth == 0 && (r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r'):
+			flush()
+			continue
+		}
+		cur.WriteRune(r)
+	}
+	flush()
+	return out
+}
+
+func dedupe(in []string) []string {
+	out := in[:0:0]
+	seen := make(map[string]bool, len(in))
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// parseMeta decodes one YAML mapping (frontmatter or skill.yaml). Empty input is an
+// empty mapping; unknown keys are ignored so skills written for other tools load.
+func parseMeta(src []byte, what string) (meta, error) {
+	var m meta
+	if len(src) > maxFrontmatterBytes {
+		return m, fmt.Errorf("%s: more than %d bytes of YAML", what, maxFrontmatterBytes)
+	}
+	if len(bytes.TrimSpace(src)) == 0 {
+		return m, nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return m, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(doc.Content) == 0 {
+		return m, nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return m, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return m, fmt.Errorf("%s: want a mapping of fields, got %s", what, kindName(root.Kind))
+	}
+	if err := root.Decode(&m); err != nil {
+		return m, fmt.Errorf("%s: %w", what, err)
+	}
+	return m, nil
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return "a single value"
+	case yaml.AliasNode:
+		return "an alias"
+	default:
+		return "something else"
+	}
+}
+
+// tools returns the allowed tools a file gives under either spelling, nil if none.
+func (m meta) tools() []string {
+	if m.AllowedTools == nil && m.AllowedTools2 == nil {
+		return nil
+	}
+	var all []string
+	if m.AllowedTools != nil {
+		all = append(all, *m.AllowedTools...)
+	}
+	if m.AllowedTools2 != nil {
+		all = append(all, *m.AllowedTools2...)
+	}
+	if all = dedupe(all); all == nil {
+		return []string{} // given, and empty: the skill expects no tools
+	}
+	return all
+}
+
+func (m meta) activation() []string {
+	var all []string
+	if m.Activation != nil {
+		all = append(all, *m.Activation...)
+	}
+	if m.Scenarios != nil {
+		all = append(all, *m.Scenarios...)
+	}
+	return dedupe(all)
+}
+
+// identity returns the name a file gives the skill and, for skill.yaml, a display
+// name: id names the skill when present, name is then only for display.
+func (m meta) identity() (name, display string) {
+	if id := m.ID.String(); id != "" {
+		return id, m.Name.String()
+	}
+	return m.Name.String(), ""
+}
+
+// buildSkill merges the SKILL.md frontmatter (front) over skill.yaml (side) and
+// validates the result. side is the zero meta when there is no skill.yaml.
+func buildSkill(front, side meta, body []byte) (Skill, error) {
+	var s Skill
+	name, _ := front.identity()
+	sideName, display := side.identity()
+	if name == "" {
+		name = sideName
+	}
+	s.Name = name
+	s.Description = firstNonEmpty(front.Description.String(), side.Description.String())
+	s.Version = firstNonEmpty(front.Version.String(), metaString(front.Metadata, "version"),
+		side.Version.String(), metaString(side.Metadata, "version"))
+	s.License = firstNonEmpty(front.License.String(), side.License.String())
+	s.Compatibility = firstNonEmpty(front.Compatibility.String(), side.Compatibility.String())
+	if t := front.tools(); t != nil {
+		s.AllowedTools = t
+	} else {
+		s.AllowedTools = side.tools()
+	}
+	s.Activation = front.activation()
+	if len(s.Activation) == 0 {
+		s.Activation = side.activation()
+	}
+	if len(s.Activation) == 0 {
+		s.Activation = nil
+	}
+	if len(front.Metadata)+len(side.Metadata) > 0 || display != "" {
+		s.Metadata = map[string]any{}
+		for k, v := range side.Metadata {
+			s.Metadata[k] = v
+		}
+		if display != "" && display != s.Name {
+			s.Metadata["display_name"] = display
+		}
+		for k, v := range front.Metadata {
+			s.Metadata[k] = v
+		}
+	}
+	s.Body = string(body)
+
+	var errs []error
+	switch {
+	case s.Name == "":
+		errs = append(errs, errors.New("missing name (SKILL.md frontmatter name, or skill.yaml id or name)"))
+	case !ValidName(s.Name):
+		errs = append(errs, fmt.Errorf("invalid name %q: want 1 to 64 of a-z, 0-9 and -", s.Name))
+	}
+	if s.Description == "" {
+		errs = append(errs, errors.New("missing description"))
+	}
+	return s, errors.Join(errs...)
+}
+
+func metaString(m map[string]any, key string) string {
+	switch v := m[key].(type) {
+	case string:
+		return strings.TrimSpace(v)
+	case int, int64, float64:
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ParseSkillFiles parses SKILL.md (and skill.yaml, which may be nil) into a Skill
+// without any file information. It is what the Manager uses for every folder.
+func ParseSkillFiles(skillMD, skillYAML []byte) (Skill, error) {
+	frontSrc, body, _, err := SplitFrontmatter(skillMD)
+	if err != nil {
+		return Skill{}, err
+	}
+	front, err := parseMeta(frontSrc, "SKILL.md frontmatter")
+	if err != nil {
+		return Skill{}, err
+	}
+	var side meta
+	if skillYAML != nil {
+		if side, err = parseMeta(skillYAML, "skill.yaml"); err != nil {
+			return Skill{}, err
+		}
+	}
+	return buildSkill(front, side, body)
+}

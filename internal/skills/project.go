@@ -1,0 +1,195 @@
+package skills
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// ProjectionDir is the folder, inside a sandbox root, that holds projected skills:
+// skill "pdf" lands in <root>/.skills/pdf/.
+const ProjectionDir = ".skills"
+
+// MarkerFile is written into every projected skill; it holds the content hash of what
+// was copied, so a later Project with the same hash copies nothing.
+const MarkerFile = ".skill-hash"
+
+// ProjectedPath returns where Project puts the skill called name inside sandboxRoot.
+func ProjectedPath(sandboxRoot, name string) string {
+	return filepath.Join(sandboxRoot, ProjectionDir, name)
+}
+
+// Project copies a skill's folder to <sandboxRoot>/.skills/<name>/ and returns that
+// path. It copies only when the projection is missing or its marker holds another hash
+// than skill.Hash; a projection that is current is left as it is, including any change
+// the session made to it.
+//
+// Only the skill's Files are copied, each read through an os.Root of the skill folder
+// (a symlink that leads out of it is never followed) and written through an os.Root
+// of the sandbox (a symlink the sandbox planted at .skills or .skills/<name> is never
+// followed either). Executable bits are kept. The copy is built in a temporary folder
+// and renamed into place, so a session never sees half a skill; when two sessions
+// project into the same root at once, one copy wins and both get its path.
+func Project(skill Skill, sandboxRoot string) (string, error) {
+	if !ValidName(skill.Name) {
+		return "", fmt.Errorf("project skill %q: invalid name", skill.Name)
+	}
+	if skill.Dir == "" {
+		return "", fmt.Errorf("project skill %q: no folder", skill.Name)
+	}
+	dst, err := os.OpenRoot(sandboxRoot)
+	if err != nil {
+		return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
+	}
+	defer dst.Close()
+	target := path.Join(ProjectionDir, skill.Name)
+	out := ProjectedPath(sandboxRoot, skill.Name)
+	if current(dst, target, skill.Hash) {
+		return out, nil
+	}
+	if err := dst.MkdirAll(ProjectionDir, 0o755); err != nil {
+		return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
+	}
+	tmp := path.Join(ProjectionDir, ".tmp-"+skill.Name+"-"+randomSuffix())
+	hash, err := copySkill(skill, dst, tmp)
+	if err != nil {
+		_ = dst.RemoveAll(tmp)
+		return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
+	}
+	// Concurrent projections into the same root race on the renames; a loser retries
+	// unless a winner already installed the same content.
+	for attempt := 1; ; attempt++ {
+		err := swapIn(dst, tmp, target, skill.Name)
+		if err == nil {
+			return out, nil
+		}
+		if current(dst, target, hash) || attempt == 3 {
+			_ = dst.RemoveAll(tmp)
+			if current(dst, target, hash) {
+				return out, nil
+			}
+			return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
+		}
+	}
+}
+
+// current reports whether target is a real folder whose marker holds hash.
+func current(root *os.Root, target, hash string) bool {
+	info, err := root.Lstat(target)
+	if err != nil || !info.IsDir() {
+		return false
+	}
+	marker, err := root.Lstat(path.Join(target, MarkerFile))
+	if err != nil || !marker.Mode().IsRegular() {
+		return false
+	}
+	got, err := root.ReadFile(path.Join(target, MarkerFile))
+	return err == nil && hash != "" && strings.TrimSpace(string(got)) == hash
+}
+
+// swapIn replaces target with tmp: the old projection (if any) is first renamed aside,
+// so the rename of tmp never lands inside it.
+func swapIn(root *os.Root, tmp, target, name string) error {
+	var old string
+	if _, err := root.Lstat(target); err == nil {
+		old = path.Join(ProjectionDir, ".old-"+name+"-"+randomSuffix())
+		if err := root.Rename(target, old); err != nil {
+			return err
+		}
+	}
+	if err := root.Rename(tmp, target); err != nil {
+		// Another projection took the place meanwhile; put the old copy back if the
+		// place is still free, else drop it.
+		if old != "" && root.Rename(old, target) != nil {
+			_ = root.RemoveAll(old)
+		}
+		return err
+	}
+	if old != "" {
+		_ = root.RemoveAll(old)
+	}
+	return nil
+}
+
+// copySkill copies skill.Files into dst/tmp and returns the content hash of what it
+// copied (which differs from skill.Hash when the folder changed since the scan).
+func copySkill(skill Skill, dst *os.Root, tmp string) (string, error) {
+	src, err := os.OpenRoot(skill.Dir)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	if err := dst.Mkdir(tmp, 0o755); err != nil {
+		return "", err
+	}
+	th := newTreeHash()
+	for _, rel := range skill.Files {
+		if _, err := cleanRel(rel); err != nil || rel == MarkerFile {
+			continue
+		}
+		sum, exec, err := copyFile(src, rel, dst, path.Join(tmp, rel))
+		if errors.Is(err, errSkip) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", rel, err)
+		}
+		th.add(rel, exec, sum)
+	}
+	hash := th.sum()
+	if err := dst.WriteFile(path.Join(tmp, MarkerFile), []byte(hash+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	return hash, nil
+}
+
+var errSkip = errors.New("skip")
+
+// copyFile copies one regular file. A file that vanished, or is no longer a regular
+// file inside the skill folder, is skipped (errSkip).
+func copyFile(src *os.Root, rel string, dst *os.Root, to string) ([32]byte, bool, error) {
+	var sum [32]byte
+	in, info, err := openRegular(src, rel)
+	if err != nil {
+		return sum, false, errSkip // missing, not regular, or a symlink out of the folder
+	}
+	defer in.Close()
+	exec := info.Mode()&0o111 != 0
+	perm := fs.FileMode(0o644)
+	if exec {
+		perm = 0o755
+	}
+	if dir := path.Dir(to); dir != "." {
+		if err := dst.MkdirAll(dir, 0o755); err != nil {
+			return sum, false, err
+		}
+	}
+	out, err := dst.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return sum, false, err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(out, h), in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return sum, false, err
+	}
+	h.Sum(sum[:0])
+	return sum, exec, nil
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

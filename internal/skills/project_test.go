@@ -1,0 +1,217 @@
+package skills
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func readProjected(t *testing.T, projected, rel string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(projected, rel))
+	if err != nil {
+		t.Fatalf("read projected %s: %v", rel, err)
+	}
+	return string(data)
+}
+
+func TestProjectCopiesOnceAndRefreshesAfterChange(t *testing.T) {
+	t.Parallel()
+	root := copyTree(t, "skills")
+	for _, f := range []string{"extract_text.py", "fill_form.py"} {
+		if err := os.Chmod(filepath.Join(root, "pdf", "scripts", f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newManager(t, Config{Dirs: []string{root}})
+	sandbox := t.TempDir()
+	s, _ := m.Get("pdf")
+
+	got, err := Project(s, sandbox)
+	if err != nil {
+		t.Fatalf("Project: %v", err)
+	}
+	want := filepath.Join(sandbox, ".skills", "pdf")
+	if got != want || ProjectedPath(sandbox, "pdf") != want {
+		t.Fatalf("Project path = %s, want %s", got, want)
+	}
+	for _, rel := range s.Files {
+		src, _ := os.ReadFile(filepath.Join(s.Dir, rel))
+		if readProjected(t, got, rel) != string(src) {
+			t.Errorf("projected %s differs from the source", rel)
+		}
+	}
+	if marker := readProjected(t, got, MarkerFile); strings.TrimSpace(marker) != s.Hash {
+		t.Errorf("marker = %q, want %s", marker, s.Hash)
+	}
+	if info, _ := os.Stat(filepath.Join(got, "scripts", "fill_form.py")); info.Mode()&0o111 == 0 {
+		t.Error("script lost its executable bit")
+	}
+	if info, _ := os.Stat(filepath.Join(got, "forms.md")); info.Mode()&0o111 != 0 {
+		t.Error("forms.md became executable")
+	}
+
+	// Same hash: nothing is copied, so a session's change to the copy survives.
+	writeFile(t, filepath.Join(got, "forms.md"), "session edit", 0o644)
+	if _, err := Project(s, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if readProjected(t, got, "forms.md") != "session edit" {
+		t.Error("Project copied again although the hash did not change")
+	}
+
+	// The skill changes on disk: the next projection replaces the whole copy.
+	writeFile(t, filepath.Join(root, "pdf", "SKILL.md"),
+		"---\nname: pdf\ndescription: PDF work, version two.\n---\nnew body\n", 0o644)
+	if err := os.Remove(filepath.Join(root, "pdf", "LICENSE.txt")); err != nil {
+		t.Fatal(err)
+	}
+	m.Reload()
+	s2, _ := m.Get("pdf")
+	if s2.Hash == s.Hash {
+		t.Fatal("hash did not change")
+	}
+	if _, err := Project(s2, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(readProjected(t, got, "SKILL.md"), "new body") {
+		t.Error("projection not refreshed after the skill changed")
+	}
+	if src, _ := os.ReadFile(filepath.Join(root, "pdf", "forms.md")); readProjected(t, got, "forms.md") != string(src) {
+		t.Error("session edit not replaced by the refreshed copy")
+	}
+	if _, err := os.Stat(filepath.Join(got, "LICENSE.txt")); !os.IsNotExist(err) {
+		t.Errorf("file removed from the skill still projected: %v", err)
+	}
+	if strings.TrimSpace(readProjected(t, got, MarkerFile)) != s2.Hash {
+		t.Error("marker not updated")
+	}
+	assertNoLeftovers(t, sandbox)
+}
+
+func assertNoLeftovers(t *testing.T, sandbox string) {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(sandbox, ProjectionDir))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("leftover %s in %s", e.Name(), ProjectionDir)
+		}
+	}
+}
+
+func TestProjectNeverFollowsSymlinksOut(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	writeFile(t, filepath.Join(base, "outside.txt"), "SECRET", 0o644)
+	root := filepath.Join(base, "skills")
+	dir := writeSkill(t, root, "links", "Symlink test.", "")
+	writeFile(t, filepath.Join(dir, "real.md"), "real", 0o644)
+	mustSymlink(t, "../../outside.txt", filepath.Join(dir, "escape.txt"))
+	mustSymlink(t, "real.md", filepath.Join(dir, "alias.md"))
+	m := newManager(t, Config{Dirs: []string{root}})
+	s, _ := m.Get("links")
+
+	// Also hand Project a Skill whose file list was tampered with.
+	s.Files = append(s.Files, "escape.txt", "../outside.txt")
+	sandbox := t.TempDir()
+	got, err := Project(s, sandbox)
+	if err != nil {
+		t.Fatalf("Project: %v", err)
+	}
+	if readProjected(t, got, "alias.md") != "real" {
+		t.Error("symlink inside the skill not copied as its content")
+	}
+	if info, _ := os.Lstat(filepath.Join(got, "alias.md")); info.Mode()&os.ModeSymlink != 0 {
+		t.Error("projected alias.md is a symlink")
+	}
+	for _, p := range []string{filepath.Join(got, "escape.txt"), filepath.Join(sandbox, ProjectionDir, "outside.txt")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was projected", p)
+		}
+	}
+	_ = filepath.Walk(sandbox, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			if data, _ := os.ReadFile(p); strings.Contains(string(data), "SECRET") {
+				t.Errorf("secret leaked into %s", p)
+			}
+		}
+		return nil
+	})
+}
+
+func TestProjectRefusesPlantedSymlinks(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, root, "plain", "Plain.", "body\n")
+	m := newManager(t, Config{Dirs: []string{root}})
+	s, _ := m.Get("plain")
+
+	// .skills itself points outside the sandbox: refused, nothing written outside.
+	outside := t.TempDir()
+	sandbox := t.TempDir()
+	mustSymlink(t, outside, filepath.Join(sandbox, ProjectionDir))
+	if _, err := Project(s, sandbox); err == nil {
+		t.Error("Project followed a .skills symlink out of the sandbox")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("Project wrote outside the sandbox: %v", entries)
+	}
+
+	// .skills/plain points outside: replaced by a real folder, the target untouched.
+	outside2 := t.TempDir()
+	writeFile(t, filepath.Join(outside2, MarkerFile), s.Hash, 0o644)
+	sandbox2 := t.TempDir()
+	if err := os.Mkdir(filepath.Join(sandbox2, ProjectionDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, outside2, filepath.Join(sandbox2, ProjectionDir, "plain"))
+	got, err := Project(s, sandbox2)
+	if err != nil {
+		t.Fatalf("Project: %v", err)
+	}
+	if info, err := os.Lstat(got); err != nil || !info.IsDir() {
+		t.Fatalf("projection is not a real folder: %v %v", info, err)
+	}
+	if readProjected(t, got, "SKILL.md") == "" {
+		t.Error("SKILL.md not projected")
+	}
+	if entries, _ := os.ReadDir(outside2); len(entries) != 1 {
+		t.Errorf("the symlink's target was changed: %v", entries)
+	}
+
+	if _, err := Project(Skill{Name: "../x", Dir: root}, t.TempDir()); err == nil {
+		t.Error("Project accepted an invalid name")
+	}
+	if _, err := Project(s, filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("Project into a missing sandbox root succeeded")
+	}
+}
+
+func TestProjectConcurrent(t *testing.T) {
+	t.Parallel()
+	root := copyTree(t, "skills")
+	m := newManager(t, Config{Dirs: []string{root}})
+	s, _ := m.Get("toolkit")
+	sandbox := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	paths := make([]string, 8)
+	for i := range 8 {
+		wg.Go(func() { paths[i], errs[i] = Project(s, sandbox) })
+	}
+	wg.Wait()
+	for i := range 8 {
+		if errs[i] != nil || paths[i] != ProjectedPath(sandbox, "toolkit") {
+			t.Errorf("projection %d: %s, %v", i, paths[i], errs[i])
+		}
+	}
+	if strings.TrimSpace(readProjected(t, paths[0], MarkerFile)) != s.Hash {
+		t.Error("marker wrong after concurrent projections")
+	}
+	if readProjected(t, paths[0], "scripts/run.sh") == "" {
+		t.Error("scripts/run.sh missing")
+	}
+	assertNoLeftovers(t, sandbox)
+}

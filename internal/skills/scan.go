@@ -1,0 +1,294 @@
+package skills
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// skipDirs are folders inside a skill that are not part of it.
+var skipDirs = map[string]bool{".git": true, ".hg": true, ".svn": true, "__pycache__": true}
+
+// racyWindow: a file modified this close to a scan may change again without its size
+// or modification time changing (coarse file system clocks), so a folder holding one
+// is read again on the next scan instead of trusting its fingerprint (as git does
+// with "racily clean" index entries).
+const racyWindow = 2 * time.Second
+
+type fileEntry struct {
+	rel   string // slash-separated, relative to the skill folder
+	size  int64
+	exec  bool
+	mtime int64
+}
+
+// folder is what a scan learned about one skill folder.
+type folder struct {
+	fp     [32]byte // fingerprint of the file list and its stat data
+	stable bool     // fp may be trusted by the next scan
+	skill  Skill
+	err    error
+	dirs   []string // absolute directories of the folder, for the watcher
+}
+
+// walkFolder lists a skill folder's files without reading them. Symlinks are
+// followed only while they stay inside the folder and point at regular files.
+func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	var files []fileEntry
+	var dirs []string
+	var total int64
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == "." {
+				return err
+			}
+			return nil // unreadable subfolder: not part of the skill
+		}
+		if d.IsDir() {
+			if p != "." && skipDirs[d.Name()] {
+				return fs.SkipDir
+			}
+			dirs = append(dirs, filepath.Join(dir, filepath.FromSlash(p)))
+			return nil
+		}
+		if p == MarkerFile {
+			return nil // a projection's marker, when a projected copy is scanned
+		}
+		var info fs.FileInfo
+		if d.Type()&fs.ModeSymlink != 0 {
+			info, err = root.Stat(p) // refuses targets outside the folder
+		} else {
+			info, err = d.Info()
+		}
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		files = append(files, fileEntry{rel: p, size: info.Size(), exec: info.Mode()&0o111 != 0, mtime: info.ModTime().UnixNano()})
+		total += info.Size()
+		if len(files) > cfg.MaxFiles {
+			return fmt.Errorf("more than %d files", cfg.MaxFiles)
+		}
+		if total > cfg.MaxSkillBytes {
+			return fmt.Errorf("more than %d bytes of files", cfg.MaxSkillBytes)
+		}
+		return nil
+	})
+	slices.SortFunc(files, func(a, b fileEntry) int { return strings.Compare(a.rel, b.rel) })
+	return files, dirs, err
+}
+
+func fingerprint(files []fileEntry) [32]byte {
+	h := sha256.New()
+	var buf [8]byte
+	for _, f := range files {
+		io.WriteString(h, f.rel)
+		h.Write([]byte{0, execByte(f.exec)})
+		binary.LittleEndian.PutUint64(buf[:], uint64(f.size))
+		h.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(f.mtime))
+		h.Write(buf[:])
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func execByte(x bool) byte {
+	if x {
+		return 'x'
+	}
+	return '-'
+}
+
+// treeHash is the content hash of a skill: for every file in path order, its path,
+// its executable bit and the SHA-256 of its content. Project computes the same hash
+// over what it copied.
+type treeHash struct{ h hash.Hash }
+
+func newTreeHash() *treeHash { return &treeHash{h: sha256.New()} }
+
+func (t *treeHash) add(rel string, exec bool, content [32]byte) {
+	io.WriteString(t.h, rel)
+	t.h.Write([]byte{0, execByte(exec), 0})
+	t.h.Write(content[:])
+}
+
+func (t *treeHash) sum() string { return hex.EncodeToString(t.h.Sum(nil)) }
+
+// loadFolder reads one skill folder, reusing prev when its fingerprint is unchanged.
+func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *folder {
+	files, dirs, err := walkFolder(dir, cfg)
+	if err != nil {
+		return &folder{err: err, dirs: dirs}
+	}
+	fp := fingerprint(files)
+	if prev != nil && prev.stable && prev.fp == fp {
+		return &folder{fp: fp, stable: true, skill: prev.skill, err: prev.err, dirs: dirs}
+	}
+	stable := true
+	cutoff := scanStart.Add(-racyWindow).UnixNano()
+	for _, f := range files {
+		if f.mtime >= cutoff {
+			stable = false
+		}
+	}
+	s, err := readFolder(dir, files)
+	if err != nil {
+		return &folder{fp: fp, stable: stable, err: err, dirs: dirs}
+	}
+	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs}
+}
+
+// readFolder hashes every file and parses SKILL.md and skill.yaml.
+func readFolder(dir string, files []fileEntry) (Skill, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Skill{}, err
+	}
+	defer root.Close()
+	var skillMD, skillYAML []byte
+	hasMD, hasYAML := false, false
+	th := newTreeHash()
+	rels := make([]string, 0, len(files))
+	var scripts []string
+	for _, f := range files {
+		isYAML := (f.rel == "skill.yaml" || f.rel == "skill.yml") && !hasYAML
+		keep := f.rel == "SKILL.md" || isYAML
+		sum, data, err := hashFile(root, f.rel, f.size, keep)
+		if err != nil {
+			return Skill{}, fmt.Errorf("%s: %w", f.rel, err)
+		}
+		th.add(f.rel, f.exec, sum)
+		rels = append(rels, f.rel)
+		if strings.HasPrefix(f.rel, "scripts/") {
+			scripts = append(scripts, f.rel)
+		}
+		if f.rel == "SKILL.md" {
+			skillMD, hasMD = data, true
+		} else if isYAML {
+			skillYAML, hasYAML = data, true
+		}
+	}
+	if !hasMD {
+		return Skill{}, errors.New("missing SKILL.md")
+	}
+	s, err := ParseSkillFiles(skillMD, skillYAML)
+	if err != nil {
+		return Skill{}, err
+	}
+	s.Dir, s.Files, s.Scripts, s.Hash = dir, rels, scripts, th.sum()
+	return s, nil
+}
+
+// hashFile returns the SHA-256 of a file and, when keep is set, its content. It reads
+// at most 1 MiB more than the size seen by the walk, so a file that grows meanwhile
+// cannot make the scan unbounded.
+func hashFile(root *os.Root, rel string, size int64, keep bool) ([32]byte, []byte, error) {
+	var sum [32]byte
+	f, _, err := openRegular(root, rel)
+	if err != nil {
+		return sum, nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	var w io.Writer = h
+	var buf bytes.Buffer
+	if keep {
+		w = io.MultiWriter(h, &buf)
+	}
+	if _, err := io.Copy(w, io.LimitReader(f, size+(1<<20))); err != nil {
+		return sum, nil, err
+	}
+	h.Sum(sum[:0])
+	if keep {
+		return sum, buf.Bytes(), nil
+	}
+	return sum, nil, nil
+}
+
+// openRegular opens a regular file through root. O_NONBLOCK keeps a FIFO swapped in
+// since the walk from blocking the open; anything but a regular file is refused.
+func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, info, nil
+}
+
+// candidates lists the skill folders of one configured directory: the directory
+// itself when it holds SKILL.md, else its child folders (and symlinks to folders)
+// whose names do not start with a dot.
+func candidates(root string) ([]string, error) {
+	info, err := os.Stat(root)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return nil, errors.New("not a directory")
+	}
+	if _, err := os.Stat(filepath.Join(root, "SKILL.md")); err == nil {
+		return []string{root}, nil
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(root, e.Name())
+		if e.Type()&fs.ModeSymlink != 0 {
+			if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+				continue
+			}
+		} else if !e.IsDir() {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// cleanRel turns a caller's path into a slash-separated path relative to a skill
+// folder, refusing absolute paths and any ".." element.
+func cleanRel(rel string) (string, error) {
+	rel = filepath.ToSlash(rel)
+	if rel == "" || path.IsAbs(rel) || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("path %q: want a path relative to the skill folder", rel)
+	}
+	for _, el := range strings.Split(rel, "/") {
+		if el == ".." {
+			return "", fmt.Errorf("path %q: must not contain ..", rel)
+		}
+	}
+	return path.Clean(rel), nil
+}

@@ -1,0 +1,141 @@
+package skills
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Start follows changes to the skill directories until ctx ends or Stop is called.
+//
+// fsnotify does not watch recursively, so the watcher holds one watch per configured
+// directory and per folder inside every skill (the list each scan produces). Any event
+// restarts a debounce timer (Config.Debounce); when it fires the Manager rescans every
+// directory (cheap: unchanged folders are recognised by their stat data and not read)
+// and then adds watches for new folders and drops those of removed ones. Adding a watch
+// schedules one more rescan, so files written into a new folder before its watch
+// existed are not missed. Without fsnotify (e.g. out of inotify instances) the Manager
+// falls back to polling. Start without Watch and without PollInterval does nothing.
+func (m *Manager) Start(ctx context.Context) error {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.done != nil {
+		return errors.New("skills: manager already started")
+	}
+	poll := m.cfg.PollInterval
+	var w *fsnotify.Watcher
+	if m.cfg.Watch {
+		var err error
+		if w, err = fsnotify.NewWatcher(); err != nil {
+			m.log.Warn("skills: file watcher unavailable, polling instead", "err", err, "interval", fallbackPollInterval)
+			if poll == 0 {
+				poll = fallbackPollInterval
+			}
+		}
+	}
+	m.done = make(chan struct{})
+	if w == nil && poll == 0 {
+		close(m.done)
+		m.cancel = func() {}
+		return nil
+	}
+	ctx, m.cancel = context.WithCancel(ctx)
+	go m.run(ctx, w, poll)
+	return nil
+}
+
+// Stop ends watching and waits for the watcher goroutine. It is safe to call more than
+// once and without Start.
+func (m *Manager) Stop() {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.done == nil {
+		return
+	}
+	m.cancel()
+	<-m.done
+}
+
+func (m *Manager) run(ctx context.Context, w *fsnotify.Watcher, poll time.Duration) {
+	defer close(m.done)
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	watched := map[string]bool{}
+	if w != nil {
+		defer w.Close()
+		events, errs = w.Events, w.Errors
+	}
+	var tick <-chan time.Time
+	if poll > 0 {
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		tick = t.C
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+
+	// sync makes the watch set match the latest scan; it reports whether it added any.
+	sync := func() bool {
+		if w == nil {
+			return false
+		}
+		want := map[string]bool{}
+		added := false
+		for _, dir := range m.snap.Load().watch {
+			want[dir] = true
+			if watched[dir] {
+				continue
+			}
+			if err := w.Add(dir); err != nil {
+				m.log.Warn("skills: cannot watch directory", "dir", dir, "err", err)
+				continue
+			}
+			watched[dir] = true
+			added = true
+		}
+		for dir := range watched {
+			if !want[dir] {
+				_ = w.Remove(dir) // fails when the folder is gone, which removed the watch
+				delete(watched, dir)
+			}
+		}
+		return added
+	}
+	rescan := func() {
+		m.Reload()
+		if sync() {
+			debounce.Reset(m.cfg.Debounce)
+		}
+	}
+	// Changes between NewManager's scan and the first watches are caught here.
+	sync()
+	rescan()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			debounce.Reset(m.cfg.Debounce)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			// Typically an event queue overflow: changes may have been lost, rescan.
+			m.log.Warn("skills: file watcher error", "err", err)
+			debounce.Reset(m.cfg.Debounce)
+		case <-debounce.C:
+			rescan()
+		case <-tick:
+			rescan()
+		}
+	}
+}

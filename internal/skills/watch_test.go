@@ -1,0 +1,145 @@
+package skills
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds or waitLimit passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestWatchPicksUpNewChangedAndRemovedSkills(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, root, "alpha", "First skill.", "alpha body\n")
+	m := newManager(t, Config{Dirs: []string{root}, Watch: true, Debounce: 20 * time.Millisecond})
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err == nil {
+		t.Error("second Start succeeded")
+	}
+
+	// New skill.
+	v := m.Version()
+	beta := writeSkill(t, root, "beta", "Second skill.", "v1\n")
+	waitFor(t, "beta to appear", func() bool { _, ok := m.Get("beta"); return ok })
+	if m.Version() == v {
+		t.Error("Version unchanged after a skill appeared")
+	}
+
+	// Edited SKILL.md.
+	v = m.Version()
+	writeFile(t, filepath.Join(beta, "SKILL.md"), "---\nname: beta\ndescription: Second skill, edited.\n---\nv2\n", 0o644)
+	waitFor(t, "beta's edit", func() bool { s, _ := m.Get("beta"); return s.Body == "v2\n" })
+	if s, _ := m.Get("beta"); s.Description != "Second skill, edited." || m.Version() == v {
+		t.Errorf("after edit: description %q, version %d (was %d)", s.Description, m.Version(), v)
+	}
+
+	// A file in a folder created after the watch started, then an edit of that file:
+	// the second change is only seen if the new folder got its own watch.
+	writeFile(t, filepath.Join(beta, "scripts", "deep", "run.sh"), "echo 1\n", 0o755)
+	waitFor(t, "the new script", func() bool {
+		s, _ := m.Get("beta")
+		return slices.Contains(s.Scripts, "scripts/deep/run.sh")
+	})
+	s, _ := m.Get("beta")
+	writeFile(t, filepath.Join(beta, "scripts", "deep", "run.sh"), "echo 22\n", 0o755)
+	waitFor(t, "the script edit", func() bool { again, _ := m.Get("beta"); return again.Hash != s.Hash })
+
+	// A skill that breaks is reported and dropped; fixed, it returns.
+	writeFile(t, filepath.Join(root, "alpha", "SKILL.md"), "---\nname: [alpha\n---\n", 0o644)
+	waitFor(t, "alpha to break", func() bool { _, ok := m.Get("alpha"); return !ok })
+	if p, ok := problemFor(m.Problems(), filepath.Join(root, "alpha")); !ok || !strings.Contains(p.Error, "yaml") {
+		t.Errorf("problem for broken alpha = %+v, %v", p, ok)
+	}
+	writeSkill(t, root, "alpha", "First skill, fixed.", "fixed\n")
+	waitFor(t, "alpha to be fixed", func() bool { s, _ := m.Get("alpha"); return s.Body == "fixed\n" })
+	if len(m.Problems()) != 0 {
+		t.Errorf("Problems after fix = %+v", m.Problems())
+	}
+
+	// Removed skill.
+	v = m.Version()
+	if err := os.RemoveAll(beta); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "beta to go", func() bool { _, ok := m.Get("beta"); return !ok })
+	if m.Version() == v {
+		t.Error("Version unchanged after a skill was removed")
+	}
+
+	// After Stop nothing changes any more.
+	m.Stop()
+	m.Stop()
+	v = m.Version()
+	writeSkill(t, root, "gamma", "Too late.", "")
+	time.Sleep(150 * time.Millisecond)
+	if _, ok := m.Get("gamma"); ok || m.Version() != v {
+		t.Error("a change after Stop was picked up")
+	}
+}
+
+func TestWatchDebouncesBursts(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	m := newManager(t, Config{Dirs: []string{root}, Watch: true, Debounce: 300 * time.Millisecond})
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the start-up rescan pass
+	v := m.Version()
+	// Ten skills written 10 ms apart: one debounced rescan sees all of them.
+	for i := range 10 {
+		writeSkill(t, root, "burst-"+string(rune('a'+i)), "Burst.", "")
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitFor(t, "the burst", func() bool { return len(m.List()) == 10 })
+	if got := m.Version() - v; got != 1 {
+		t.Errorf("burst of 10 writes caused %d versions, want 1", got)
+	}
+}
+
+func TestPollingWithoutWatcher(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	m := newManager(t, Config{Dirs: []string{root}, PollInterval: 20 * time.Millisecond})
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	writeSkill(t, root, "polled", "Found by polling.", "")
+	waitFor(t, "polled skill", func() bool { _, ok := m.Get("polled"); return ok })
+}
+
+func TestStartWithoutWatchIsStatic(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	m := newManager(t, Config{Dirs: []string{root}})
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	writeSkill(t, root, "later", "Needs a Reload.", "")
+	time.Sleep(50 * time.Millisecond)
+	if _, ok := m.Get("later"); ok {
+		t.Fatal("skill appeared without watching")
+	}
+	if !m.Reload() {
+		t.Fatal("Reload found nothing")
+	}
+	if _, ok := m.Get("later"); !ok {
+		t.Fatal("skill missing after Reload")
+	}
+}

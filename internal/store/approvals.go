@@ -1,0 +1,341 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// ApprovalStatus is where an approval request is in its life.
+type ApprovalStatus string
+
+const (
+	ApprovalPending  ApprovalStatus = "pending"  // waiting for a person
+	ApprovalApproved ApprovalStatus = "approved" // the call may be claimed and run
+	ApprovalDenied   ApprovalStatus = "denied"   // the call was finished as failed (denied)
+	ApprovalExpired  ApprovalStatus = "expired"  // nobody decided in time; the call was finished as failed (denied)
+)
+
+// Valid reports whether s is one of the known statuses.
+func (s ApprovalStatus) Valid() bool {
+	switch s {
+	case ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalExpired:
+		return true
+	}
+	return false
+}
+
+// Decision kinds (ApprovalDecision.Kind). Every kind but DecisionDeny approves the call;
+// what "for session" and "with rule" add (a session rule) is the caller's business.
+const (
+	DecisionApprove           = "approve"
+	DecisionApproveForSession = "approve_for_session"
+	DecisionApproveWithRule   = "approve_with_rule" // Rule must be set
+	DecisionDeny              = "deny"
+)
+
+// Audit actions written by the store itself. Other components may append their own.
+const (
+	AuditApprovalRequested = "approval.requested" // CreateApproval; actor "system"
+	AuditApprovalApproved  = "approval.approved"  // DecideApproval, any approving kind
+	AuditApprovalDenied    = "approval.denied"    // DecideApproval, kind deny
+	AuditApprovalExpired   = "approval.expired"   // ExpireApprovals or a late decision; actor "system"
+)
+
+// AuditActorSystem is the actor of entries the store writes on its own.
+const AuditActorSystem = "system"
+
+// Approval is a durable request for a person to allow one tool call.
+type Approval struct {
+	ID          string // apr_…
+	Tenant      string // "" in CreateApproval: the call's tenant
+	SessionID   string // "" in CreateApproval: the call's session
+	CallID      string // the tool_calls id (tc_…)
+	Tool        string // "" in CreateApproval: the call's name
+	Arguments   json.RawMessage
+	Risk        tool.Risk
+	Reason      string          // why the policy asked
+	Suggestions json.RawMessage // rules the approver may pick, as the policy proposed them
+	Status      ApprovalStatus
+	Decision    *ApprovalDecision // nil while pending and for an expired approval
+	CreatedAt   time.Time
+	ExpiresAt   *time.Time // nil: never expires
+	DecidedAt   *time.Time // when it was decided or marked expired
+}
+
+// ApprovalDecision is what a person decided. At is stored as the approval's DecidedAt.
+type ApprovalDecision struct {
+	Kind   string // Decision…
+	Rule   string // the rule added by approve_with_rule
+	Reason string
+	Actor  string // who decided; required
+	At     time.Time
+}
+
+// ApprovalFilter selects approvals for ListApprovals. Zero fields do not filter.
+type ApprovalFilter struct {
+	Tenant    string
+	Status    ApprovalStatus
+	SessionID string
+	// Limit caps the result; <= 0 means no limit.
+	Limit int
+	// Before pages backwards: only approvals created before it, or, when BeforeID is
+	// set too, ordered before (Before, BeforeID) — pass the last row of a page.
+	Before   time.Time
+	BeforeID string
+}
+
+// AuditEntry is one line of the audit log.
+type AuditEntry struct {
+	ID      int64     // assigned by the store, increasing
+	At      time.Time // the ts column; zero in AppendAudit: now
+	Tenant  string
+	Actor   string // required
+	Action  string // required, e.g. AuditApprovalApproved
+	Subject string // what it is about, e.g. an approval id
+	Detail  json.RawMessage
+}
+
+// ApprovalStore is the durable side of approvals: SQLite and Postgres implement it. It is
+// declared here to document the contract; consumers declare the small part they use.
+//
+// Every write is one transaction, so that an approval (and its effect on the call) is
+// durable before anyone is told about it, and so that of concurrent deciders or claimers
+// exactly one wins.
+type ApprovalStore interface {
+	// CreateApproval inserts a as pending and, in the same transaction, moves its call
+	// from pending or running to waiting and appends AuditApprovalRequested (actor
+	// "system"). Unknown call: ErrNotFound. Call in another state, or approval id taken:
+	// ErrConflict. Approval naming another session or tenant than its call: ErrInvalid.
+	// Empty Tenant, SessionID and Tool are taken from the call; they, Status and a zero
+	// CreatedAt (now) are written back into a. Nothing is written on error.
+	CreateApproval(ctx context.Context, a *Approval) error
+	// GetApproval returns ErrNotFound for an unknown id.
+	GetApproval(ctx context.Context, id string) (*Approval, error)
+	// ListApprovals returns matching approvals, newest first (ties: id descending);
+	// never nil.
+	ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Approval, error)
+	// DecideApproval decides a pending approval whose ExpiresAt is after d.At (zero:
+	// now), in one transaction with its follow-up and an audit entry (actor d.Actor):
+	// an approving kind makes it approved and leaves the call waiting for ClaimCall;
+	// deny makes it denied and finishes the call, if still waiting, as failed with a
+	// KindDenied result "denied by <actor>: <reason>". It returns the decided approval.
+	//
+	// Refusals: unknown id, ErrNotFound. No longer pending: ErrConflict, returned WITH
+	// the approval as it is (who decided what). Pending but expired at d.At: the
+	// approval is expired exactly as ExpireApprovals would (committed), and the answer
+	// is ErrConflict with the expired approval. Of concurrent deciders exactly one wins.
+	DecideApproval(ctx context.Context, id string, d ApprovalDecision) (*Approval, error)
+	// ClaimCall moves a waiting call to running on owner (StartedAt at; zero: now) if no
+	// approval of the call is anything but approved: it was approved, or it never
+	// needed one (an external tool's answer). One conditional UPDATE: of concurrent
+	// claimers, on any replica, exactly one gets nil. Not waiting (claimed, finished),
+	// or an approval pending, denied or expired: ErrConflict. Unknown: ErrNotFound.
+	ClaimCall(ctx context.Context, callID, owner string, at time.Time) error
+	// ExpireApprovals, in one transaction, marks every pending approval whose ExpiresAt
+	// is not after now expired (DecidedAt now, no Decision), finishes each one's call,
+	// if still waiting, as failed with a KindDenied result "approval expired", and
+	// appends AuditApprovalExpired (actor "system") for each. It returns how many; a
+	// caller that notifies waiters sends an empty payload ("re-check"), since it does
+	// not learn which. A zero now is the current time.
+	ExpireApprovals(ctx context.Context, now time.Time) (int, error)
+	// AppendAudit appends e, writing its ID (and a zero At, set to now) back into e.
+	AppendAudit(ctx context.Context, e *AuditEntry) error
+	// ListAudit returns a tenant's entries ("" for every tenant), newest first (ties: id
+	// descending), at most limit (<= 0: no limit).
+	ListAudit(ctx context.Context, tenant string, limit int) ([]*AuditEntry, error)
+}
+
+var (
+	_ ApprovalStore = (*SQLite)(nil)
+	_ ApprovalStore = (*Postgres)(nil)
+)
+
+// prepareApproval validates a new approval, sets it pending and fills a zero CreatedAt.
+func prepareApproval(a *Approval) error {
+	if a == nil {
+		return fmt.Errorf("nil approval: %w", ErrInvalid)
+	}
+	if a.ID == "" {
+		return fmt.Errorf("approval id is empty: %w", ErrInvalid)
+	}
+	if a.CallID == "" {
+		return fmt.Errorf("approval %s: call id is empty: %w", a.ID, ErrInvalid)
+	}
+	if a.Status != "" && a.Status != ApprovalPending {
+		return fmt.Errorf("approval %s: a new approval is pending, not %q: %w", a.ID, a.Status, ErrInvalid)
+	}
+	if a.Decision != nil || a.DecidedAt != nil {
+		return fmt.Errorf("approval %s: a new approval has no decision: %w", a.ID, ErrInvalid)
+	}
+	if a.Risk != "" && !a.Risk.Valid() {
+		return fmt.Errorf("approval %s: unknown risk %q: %w", a.ID, a.Risk, ErrInvalid)
+	}
+	if err := checkJSON("approval "+a.ID+": arguments", a.Arguments); err != nil {
+		return err
+	}
+	if err := checkJSON("approval "+a.ID+": suggestions", a.Suggestions); err != nil {
+		return err
+	}
+	a.Status = ApprovalPending
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = now()
+	}
+	return nil
+}
+
+// adoptCall fills the approval's empty session, tenant and tool from its call and
+// refuses an approval that names another session or tenant than its call.
+func adoptCall(a *Approval, sessionID, tenant, name string) error {
+	if a.SessionID == "" {
+		a.SessionID = sessionID
+	} else if a.SessionID != sessionID {
+		return fmt.Errorf("approval %s: session %q, but call %s is in session %q: %w", a.ID, a.SessionID, a.CallID, sessionID, ErrInvalid)
+	}
+	if a.Tenant == "" {
+		a.Tenant = tenant
+	} else if a.Tenant != tenant {
+		return fmt.Errorf("approval %s: tenant %q, but call %s belongs to %q: %w", a.ID, a.Tenant, a.CallID, tenant, ErrInvalid)
+	}
+	if a.Tool == "" {
+		a.Tool = name
+	}
+	return nil
+}
+
+// prepareDecision validates d and fills a zero At with the current time.
+func prepareDecision(d *ApprovalDecision) error {
+	switch d.Kind {
+	case DecisionApprove, DecisionApproveForSession, DecisionDeny:
+	case DecisionApproveWithRule:
+		if d.Rule == "" {
+			return fmt.Errorf("decision %s needs a rule: %w", d.Kind, ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("unknown decision kind %q: %w", d.Kind, ErrInvalid)
+	}
+	if d.Actor == "" {
+		return fmt.Errorf("decision has no actor: %w", ErrInvalid)
+	}
+	if d.At.IsZero() {
+		d.At = now()
+	}
+	return nil
+}
+
+// decisionStatus is the status a decision moves an approval to.
+func decisionStatus(d ApprovalDecision) ApprovalStatus {
+	if d.Kind == DecisionDeny {
+		return ApprovalDenied
+	}
+	return ApprovalApproved
+}
+
+// deniedResult is the result a denied call is finished with.
+func deniedResult(d ApprovalDecision) *tool.Result {
+	if d.Reason == "" {
+		return tool.ErrorResult(tool.KindDenied, "denied by %s", d.Actor)
+	}
+	return tool.ErrorResult(tool.KindDenied, "denied by %s: %s", d.Actor, d.Reason)
+}
+
+// expiredResult is the result a call whose approval expired is finished with.
+func expiredResult() *tool.Result { return tool.ErrorResult(tool.KindDenied, "approval expired") }
+
+// decisionJSON is the decision column; At lives in decided_at.
+type decisionJSON struct {
+	Kind   string `json:"kind"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Actor  string `json:"actor"`
+}
+
+// aprMarshal encodes v without HTML escaping, like encodeResult.
+func aprMarshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func encodeDecision(d ApprovalDecision) ([]byte, error) {
+	return aprMarshal(decisionJSON{Kind: d.Kind, Rule: d.Rule, Reason: d.Reason, Actor: d.Actor})
+}
+
+func decodeDecision(b []byte, decidedAt *time.Time) (*ApprovalDecision, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var j decisionJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, err
+	}
+	d := &ApprovalDecision{Kind: j.Kind, Rule: j.Rule, Reason: j.Reason, Actor: j.Actor}
+	if decidedAt != nil {
+		d.At = *decidedAt
+	}
+	return d, nil
+}
+
+// approvalAudit is the audit entry for an approval event.
+func approvalAudit(a *Approval, action, actor string, at time.Time, d *ApprovalDecision) (*AuditEntry, error) {
+	detail := struct {
+		CallID    string    `json:"call_id"`
+		SessionID string    `json:"session_id"`
+		Tool      string    `json:"tool"`
+		Risk      tool.Risk `json:"risk,omitempty"`
+		Kind      string    `json:"kind,omitempty"`
+		Rule      string    `json:"rule,omitempty"`
+		Reason    string    `json:"reason,omitempty"`
+	}{CallID: a.CallID, SessionID: a.SessionID, Tool: a.Tool, Risk: a.Risk}
+	switch {
+	case d != nil:
+		detail.Kind, detail.Rule, detail.Reason = d.Kind, d.Rule, d.Reason
+	case action == AuditApprovalRequested:
+		detail.Reason = a.Reason
+	}
+	b, err := aprMarshal(detail)
+	if err != nil {
+		return nil, err
+	}
+	return &AuditEntry{At: at, Tenant: a.Tenant, Actor: actor, Action: action, Subject: a.ID, Detail: b}, nil
+}
+
+// prepareAudit validates e and fills a zero At with the current time.
+func prepareAudit(e *AuditEntry) error {
+	if e == nil {
+		return fmt.Errorf("nil audit entry: %w", ErrInvalid)
+	}
+	if e.Actor == "" || e.Action == "" {
+		return fmt.Errorf("audit entry needs an actor and an action (got %q, %q): %w", e.Actor, e.Action, ErrInvalid)
+	}
+	if err := checkJSON("audit detail", e.Detail); err != nil {
+		return err
+	}
+	if e.At.IsZero() {
+		e.At = now()
+	}
+	return nil
+}
+
+func checkApprovalFilter(f ApprovalFilter) error {
+	if f.Status != "" && !f.Status.Valid() {
+		return fmt.Errorf("unknown approval status %q: %w", f.Status, ErrInvalid)
+	}
+	if f.BeforeID != "" && f.Before.IsZero() {
+		return fmt.Errorf("approval filter: BeforeID without Before: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// expiredNow reports whether a pending approval can no longer be decided at t.
+func expiredNow(a *Approval, t time.Time) bool {
+	return a.Status == ApprovalPending && a.ExpiresAt != nil && !a.ExpiresAt.After(utcMicro(t))
+}

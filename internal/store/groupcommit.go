@@ -1,0 +1,403 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrCommitterStopped is returned by GroupCommitter.Insert and Finish when the committer
+// is not running (not started yet, or stopping).
+var ErrCommitterStopped = errors.New("group committer is not running")
+
+// GroupCommitConfig tunes a GroupCommitter. The zero value is usable.
+type GroupCommitConfig struct {
+	// MaxBatch caps the operations (inserts, starts, finishes) in one transaction.
+	// Default 256.
+	MaxBatch int
+	// WriteTimeout bounds one batch's transaction. Callers do not bound it: their
+	// contexts only bound their wait. Default 30s.
+	WriteTimeout time.Duration
+}
+
+const (
+	defaultMaxBatch     = 256
+	defaultWriteTimeout = 30 * time.Second
+)
+
+// Validate rejects negative values; zero means the default.
+func (c GroupCommitConfig) Validate() error {
+	if c.MaxBatch < 0 {
+		return fmt.Errorf("store: group commit: max batch %d is negative", c.MaxBatch)
+	}
+	if c.WriteTimeout < 0 {
+		return fmt.Errorf("store: group commit: write timeout %s is negative", c.WriteTimeout)
+	}
+	return nil
+}
+
+func (c GroupCommitConfig) withDefaults() GroupCommitConfig {
+	if c.MaxBatch == 0 {
+		c.MaxBatch = defaultMaxBatch
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = defaultWriteTimeout
+	}
+	return c
+}
+
+// GroupCommitStats counts what a GroupCommitter has written.
+type GroupCommitStats struct {
+	Batches   uint64 // WriteCalls transactions attempted (retries of a split batch included)
+	Ops       uint64 // inserts, starts and finishes written, each counted once
+	FailedOps uint64 // operations whose waiter got an error
+}
+
+// GroupCommitter turns concurrent Insert, MarkRunning and Finish calls into few
+// transactions (WriteCallBatch when the store has it, else WriteCalls). One writer
+// goroutine drains a queue: whatever was queued while the previous transaction ran
+// goes into the next one, up to MaxBatch operations. Each
+// caller blocks until its record is committed (or the transaction failed), so the
+// durability of a returned nil is that of WriteCalls; the cost of a commit is shared by
+// everyone in the batch.
+//
+// A batch that fails fails every waiter in it with the error. The exception is an
+// error one record caused (ErrConflict for a duplicate id or a call that cannot be
+// started, ErrNotFound for an unknown call): the transaction rolled back, so the batch
+// is replayed one operation per transaction, in queue order, and only the culprit gets
+// the error.
+//
+// A caller whose ctx ends stops waiting and gets ctx's error, but its write is not
+// withdrawn: it is committed with the batch it is in. A client going away must not lose
+// the record of a call that ran. So an error wrapping context.Canceled or
+// context.DeadlineExceeded from Insert, MarkRunning or Finish does not mean the write
+// failed; it means the caller does not know.
+type GroupCommitter struct {
+	store Store
+	batch BatchWriter // nil when the store has no WriteCallBatch
+	cfg   GroupCommitConfig
+
+	mu       sync.Mutex
+	state    gcState
+	queue    []*gcOp
+	free     []*gcOp // the writer's spare batch buffer
+	wake     chan struct{}
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	exited   chan struct{}
+
+	batches, ops, failed atomic.Uint64
+}
+
+type gcState int
+
+const (
+	gcIdle gcState = iota
+	gcRunning
+	gcStopping // no new operations; the writer drains the queue
+)
+
+type gcOp struct {
+	call   *Call      // an insert (a private copy) when non-nil
+	start  *CallStart // a start when non-nil
+	finish CallFinish // otherwise, a finish
+	done   chan error // buffered: the writer never blocks on a waiter that left
+}
+
+// NewGroupCommitter returns a committer writing to s. Call Start before use.
+func NewGroupCommitter(s Store, cfg GroupCommitConfig) (*GroupCommitter, error) {
+	if s == nil {
+		return nil, errors.New("store: group commit: nil store")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	bw, _ := s.(BatchWriter)
+	return &GroupCommitter{
+		store:  s,
+		batch:  bw,
+		cfg:    cfg.withDefaults(),
+		wake:   make(chan struct{}, 1),
+		stopCh: make(chan struct{}),
+		exited: make(chan struct{}),
+	}, nil
+}
+
+// Start runs the writer until Stop is called or ctx ends; either way the queue is
+// drained first. Writes run under a context detached from ctx's cancellation (values
+// kept), bounded by WriteTimeout per batch.
+func (g *GroupCommitter) Start(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state != gcIdle {
+		return errors.New("store: group commit: already started")
+	}
+	g.state = gcRunning
+	go g.run(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+			g.Stop()
+		case <-g.exited:
+		}
+	}()
+	return nil
+}
+
+// Stop refuses new operations, waits until everything queued is written and the
+// waiters have their answers, then returns. Stop before Start just refuses new
+// operations. It is safe to call more than once and concurrently.
+func (g *GroupCommitter) Stop() {
+	g.mu.Lock()
+	started := g.state != gcIdle
+	g.state = gcStopping
+	g.mu.Unlock()
+	g.stopOnce.Do(func() { close(g.stopCh) })
+	if started {
+		<-g.exited
+	}
+}
+
+// Stats returns counters since construction.
+func (g *GroupCommitter) Stats() GroupCommitStats {
+	return GroupCommitStats{Batches: g.batches.Load(), Ops: g.ops.Load(), FailedOps: g.failed.Load()}
+}
+
+// Insert writes a new call record and returns when it is committed. c is validated
+// and a zero CreatedAt is set to now (in c) before queuing; the committer keeps a copy
+// of c, but shares c.Arguments and c.Result, which must not be modified afterwards.
+func (g *GroupCommitter) Insert(ctx context.Context, c *Call) error {
+	if err := prepareCall(c); err != nil {
+		return fmt.Errorf("store: insert call: %w", err)
+	}
+	cp := *c
+	cp.StartedAt = copyTime(c.StartedAt)
+	cp.FinishedAt = copyTime(c.FinishedAt)
+	if err := g.submit(ctx, &gcOp{call: &cp}); err != nil {
+		return fmt.Errorf("store: insert call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Enqueue queues a new call record without waiting for it to be committed. Operations
+// are committed in queue order, so a later Finish of the same call that returned nil
+// implies the insert is durable too. A failure of the insert itself is not reported to
+// the caller (a later Finish of the call then fails with ErrNotFound). Use it for
+// calls whose loss in a crash would not hide a side effect (read-only tools).
+func (g *GroupCommitter) Enqueue(c *Call) error {
+	if err := prepareCall(c); err != nil {
+		return fmt.Errorf("store: insert call: %w", err)
+	}
+	cp := *c
+	cp.StartedAt = copyTime(c.StartedAt)
+	cp.FinishedAt = copyTime(c.FinishedAt)
+	op := &gcOp{call: &cp, done: make(chan error, 1)}
+	if err := g.enqueue(op); err != nil {
+		return fmt.Errorf("store: insert call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// MarkRunning moves a pending or waiting call to running on owner and returns when
+// that is committed: a claim, so ErrConflict means the call is not (or no longer)
+// pending or waiting, and must not be run. A zero at is now. The store must implement
+// BatchWriter (SQLite and Postgres do).
+func (g *GroupCommitter) MarkRunning(ctx context.Context, id, owner string, at time.Time) error {
+	if g.batch == nil {
+		return fmt.Errorf("store: start call %s: the store cannot start calls (no WriteCallBatch)", id)
+	}
+	st := CallStart{ID: id, Owner: owner, StartedAt: at}
+	if err := prepareStart(&st); err != nil {
+		return fmt.Errorf("store: start call: %w", err)
+	}
+	if err := g.submit(ctx, &gcOp{start: &st}); err != nil {
+		return fmt.Errorf("store: start call %s: %w", id, err)
+	}
+	return nil
+}
+
+// Finish writes a call's final state and returns when it is committed. A finish of a
+// call that is already terminal is ignored; of an unknown call, ErrNotFound. A zero
+// FinishedAt is set to now. f.Result must not be modified afterwards.
+func (g *GroupCommitter) Finish(ctx context.Context, f CallFinish) error {
+	if err := prepareFinish(&f); err != nil {
+		return fmt.Errorf("store: finish call: %w", err)
+	}
+	if err := g.submit(ctx, &gcOp{finish: f}); err != nil {
+		return fmt.Errorf("store: finish call %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+func copyTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := *t
+	return &v
+}
+
+func (g *GroupCommitter) enqueue(op *gcOp) error {
+	g.mu.Lock()
+	if g.state != gcRunning {
+		g.mu.Unlock()
+		return ErrCommitterStopped
+	}
+	g.queue = append(g.queue, op)
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default: // the writer already has a wake-up pending
+	}
+	return nil
+}
+
+func (g *GroupCommitter) submit(ctx context.Context, op *gcOp) error {
+	op.done = make(chan error, 1)
+	if err := g.enqueue(op); err != nil {
+		return err
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("stopped waiting, the write goes ahead: %w", ctx.Err())
+	}
+}
+
+func (g *GroupCommitter) run(ctx context.Context) {
+	defer close(g.exited)
+	var w CallWrites
+	inserted := map[string]*Call{}
+	for {
+		g.mu.Lock()
+		batch := g.take()
+		stopping := g.state == gcStopping
+		g.mu.Unlock()
+		if len(batch) == 0 {
+			if stopping {
+				return
+			}
+			select {
+			case <-g.wake:
+			case <-g.stopCh:
+			}
+			continue
+		}
+
+		w.Inserts, w.Starts, w.Finishes = w.Inserts[:0], w.Starts[:0], w.Finishes[:0]
+		clear(inserted)
+		for _, op := range batch {
+			switch {
+			case op.call != nil:
+				w.Inserts = append(w.Inserts, op.call)
+				inserted[op.call.ID] = op.call
+			case op.start != nil:
+				w.Starts = append(w.Starts, *op.start)
+			default:
+				// A call inserted earlier in the same batch is written once, in its
+				// final state: one statement instead of an insert and an update.
+				if c, ok := inserted[op.finish.ID]; ok && !c.Status.Terminal() && !startedInBatch(w.Starts, c.ID) {
+					foldFinish(c, op.finish)
+					continue
+				}
+				w.Finishes = append(w.Finishes, op.finish)
+			}
+		}
+		g.ops.Add(uint64(len(batch)))
+		err := g.write(ctx, w)
+		if err != nil && len(batch) > 1 && isRecordError(err) {
+			for _, op := range batch {
+				op.done <- g.writeOne(ctx, op)
+			}
+		} else {
+			if err != nil {
+				g.failed.Add(uint64(len(batch)))
+			}
+			for _, op := range batch {
+				op.done <- err
+			}
+		}
+
+		clear(w.Inserts)
+		clear(w.Starts)
+		clear(w.Finishes)
+		clear(batch)
+		g.mu.Lock()
+		g.free = batch[:0]
+		g.mu.Unlock()
+	}
+}
+
+// take removes up to MaxBatch operations from the queue. The caller holds g.mu.
+func (g *GroupCommitter) take() []*gcOp {
+	if len(g.queue) == 0 {
+		return nil
+	}
+	var batch []*gcOp
+	if len(g.queue) <= g.cfg.MaxBatch {
+		batch, g.queue = g.queue, g.free
+	} else {
+		batch = append(g.free, g.queue[:g.cfg.MaxBatch]...)
+		n := copy(g.queue, g.queue[g.cfg.MaxBatch:])
+		clear(g.queue[n:])
+		g.queue = g.queue[:n]
+	}
+	g.free = nil
+	return batch
+}
+
+func (g *GroupCommitter) write(ctx context.Context, w CallWrites) error {
+	g.batches.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+	defer cancel()
+	if g.batch != nil {
+		return g.batch.WriteCallBatch(ctx, w)
+	}
+	return g.store.WriteCalls(ctx, w.Inserts, w.Finishes) // no starts: MarkRunning refused them
+}
+
+// writeOne replays one operation of a batch that a single record made fail.
+func (g *GroupCommitter) writeOne(ctx context.Context, op *gcOp) error {
+	var w CallWrites
+	switch {
+	case op.call != nil:
+		w.Inserts = []*Call{op.call}
+	case op.start != nil:
+		w.Starts = []CallStart{*op.start}
+	default:
+		w.Finishes = []CallFinish{op.finish}
+	}
+	err := g.write(ctx, w)
+	if err != nil {
+		g.failed.Add(1)
+	}
+	return err
+}
+
+// isRecordError reports an error caused by one record rather than by the database: the
+// transaction rolled back before commit, so replaying the others is safe.
+func isRecordError(err error) bool {
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid)
+}
+
+// foldFinish applies a finish to the private copy of a call not yet written.
+func foldFinish(c *Call, f CallFinish) {
+	c.Status = f.Status
+	c.Result = f.Result
+	c.ErrorKind = resultErrorKind(f.Result)
+	at := f.FinishedAt
+	c.FinishedAt = &at
+}
+
+func startedInBatch(starts []CallStart, id string) bool {
+	for _, s := range starts {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,212 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// benchWriters is how many goroutines record calls at once in the benchmarks: the
+// daemon handling many sessions' calls concurrently.
+const benchWriters = 32
+
+var benchBackends = []struct {
+	name string
+	open func(b *testing.B) store.Store
+}{
+	{"sqlite", func(b *testing.B) store.Store { return openSQLite(b) }},
+	{"postgres", func(b *testing.B) store.Store { return openPostgres(b) }},
+}
+
+func benchCall(id string) *store.Call {
+	now := time.Now()
+	return &store.Call{
+		ID: id, SessionID: "ses_bench", Tenant: "acme", ToolCallID: "call_" + id, Name: "read_file",
+		Arguments: json.RawMessage(`{"path":"internal/store/groupcommit.go","offset":0,"limit":200}`),
+		Status:    store.CallRunning, Owner: "replica-1", CreatedAt: now, StartedAt: &now,
+	}
+}
+
+var benchResult = tool.TextResult("package store\n\nimport (\n\t\"context\"\n\t\"errors\"\n)\n// 200 bytes of a file, more or less, as a typical small tool result would carry.\n")
+
+// runWriters records b.N calls (insert as running, then finish) from benchWriters
+// goroutines and reports calls/s.
+func runWriters(b *testing.B, record func(ctx context.Context, id string) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	prefix := strconv.FormatInt(time.Now().UnixNano(), 36) + "_"
+	b.ResetTimer()
+	start := time.Now()
+	for range benchWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > int64(b.N) {
+					return
+				}
+				if err := record(context.Background(), prefix+strconv.FormatInt(n, 10)); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+}
+
+// BenchmarkGroupCommit: each call is recorded twice (Insert, Finish) through a
+// GroupCommitter, as the daemon does.
+func BenchmarkGroupCommit(b *testing.B) {
+	for _, be := range benchBackends {
+		b.Run(be.name, func(b *testing.B) {
+			s := be.open(b)
+			g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := g.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			defer g.Stop()
+			runWriters(b, func(ctx context.Context, id string) error {
+				if err := g.Insert(ctx, benchCall(id)); err != nil {
+					return err
+				}
+				return g.Finish(ctx, store.CallFinish{ID: id, Status: store.CallSucceeded, Result: benchResult})
+			})
+			st := g.Stats()
+			b.ReportMetric(float64(st.Ops)/float64(st.Batches), "ops/txn")
+		})
+	}
+}
+
+// BenchmarkDirectWriteCalls: the same work, one WriteCalls transaction per record.
+func BenchmarkDirectWriteCalls(b *testing.B) {
+	for _, be := range benchBackends {
+		b.Run(be.name, func(b *testing.B) {
+			s := be.open(b)
+			runWriters(b, func(ctx context.Context, id string) error {
+				if err := s.WriteCalls(ctx, []*store.Call{benchCall(id)}, nil); err != nil {
+					return err
+				}
+				return s.WriteCalls(ctx, nil, []store.CallFinish{{ID: id, Status: store.CallSucceeded, Result: benchResult}})
+			})
+		})
+	}
+}
+
+// TestGroupCommitStartContext: ending Start's context stops the committer after it has
+// written what was queued, like Stop.
+func TestGroupCommitStartContext(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{MaxBatch: 4, WriteTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := g.Insert(t.Context(), benchCall(fmt.Sprintf("tc_%d", i)))
+			if err != nil && !errors.Is(err, store.ErrCommitterStopped) {
+				t.Errorf("Insert %d: %v", i, err)
+			}
+		}()
+	}
+	cancel()
+	wg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for probe := 0; ; probe++ {
+		err := g.Insert(t.Context(), benchCall(fmt.Sprintf("tc_probe_%d", probe)))
+		if errors.Is(err, store.ErrCommitterStopped) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committer still accepts work 10s after its context ended (last: %v)", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.Stop()
+	// Every Insert that returned nil is stored; the queue was drained, not dropped.
+	st := g.Stats()
+	calls, err := s.ListCalls(t.Context(), "ses_bench", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(len(calls)) != st.Ops || st.FailedOps != 0 {
+		t.Errorf("stored %d calls, committer wrote %d ops (%d failed); want equal, none failed", len(calls), st.Ops, st.FailedOps)
+	}
+}
+
+func TestGroupCommitConfig(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []store.GroupCommitConfig{{MaxBatch: -1}, {WriteTimeout: -time.Second}} {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", cfg)
+		}
+		if _, err := store.NewGroupCommitter(openSQLite(t), cfg); err == nil {
+			t.Errorf("NewGroupCommitter(%+v) succeeded", cfg)
+		}
+	}
+	if err := (store.GroupCommitConfig{}).Validate(); err != nil {
+		t.Errorf("zero config: %v", err)
+	}
+	if _, err := store.NewGroupCommitter(nil, store.GroupCommitConfig{}); err == nil {
+		t.Errorf("NewGroupCommitter(nil store) succeeded")
+	}
+}
+
+// plainStore hides WriteCallBatch: a Store with only the declared contract.
+type plainStore struct{ store.Store }
+
+func TestGroupCommitPlainStore(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	g, err := store.NewGroupCommitter(plainStore{s}, store.GroupCommitConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	c := benchCall("tc_1")
+	if err := g.Insert(t.Context(), c); err != nil {
+		t.Fatalf("Insert: %v", err)
+	}
+	if err := g.MarkRunning(t.Context(), "tc_1", "x", time.Time{}); err == nil {
+		t.Errorf("MarkRunning through a store without WriteCallBatch succeeded")
+	}
+	if err := g.Finish(t.Context(), store.CallFinish{ID: "tc_1", Status: store.CallSucceeded, Result: benchResult}); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	got, err := s.GetCall(t.Context(), "tc_1")
+	if err != nil || got.Status != store.CallSucceeded || got.Result.Text() != benchResult.Text() {
+		t.Errorf("GetCall = %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// SQLiteFileName is the database file created in Config.DataDir when no URL is given.
+const SQLiteFileName = "toolserverd.db"
+
+// Config selects and locates the store.
+type Config struct {
+	// URL is postgres://… or postgresql://… for PostgreSQL, sqlite:PATH for SQLite
+	// (sqlite:///abs/path also works), or empty for SQLite in DataDir.
+	URL string
+	// DataDir holds toolserverd.db when URL is empty.
+	DataDir string
+}
+
+type backend int
+
+const (
+	backendSQLite backend = iota
+	backendPostgres
+)
+
+// target resolves c to a backend and its location.
+func (c Config) target() (backend, string, error) {
+	u := strings.TrimSpace(c.URL)
+	lower := strings.ToLower(u)
+	switch {
+	case u == "":
+		if c.DataDir == "" {
+			return 0, "", errors.New("store: no url and no data dir: set one (sqlite goes to <data dir>/" + SQLiteFileName + ")")
+		}
+		return backendSQLite, filepath.Join(c.DataDir, SQLiteFileName), nil
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		return backendPostgres, u, nil
+	case strings.HasPrefix(lower, "sqlite:"):
+		path := u[len("sqlite:"):]
+		if strings.HasPrefix(path, "//") {
+			// URL form: sqlite:///abs/path.db → /abs/path.db
+			path = path[2:]
+		}
+		if path == "" {
+			return 0, "", errors.New("store: url " + u + ": sqlite: needs a file path (sqlite:/var/lib/toolserverd/toolserverd.db)")
+		}
+		return backendSQLite, path, nil
+	}
+	scheme, _, ok := strings.Cut(u, ":")
+	if !ok || strings.ContainsAny(scheme, "/ ") {
+		return 0, "", errors.New("store: url has no scheme: want postgres://…, postgresql://… or sqlite:PATH")
+	}
+	return 0, "", fmt.Errorf("store: url scheme %q is not supported: want postgres://…, postgresql://… or sqlite:PATH", scheme)
+}
+
+// Validate reports a configuration Open would refuse, without opening anything.
+func (c Config) Validate() error {
+	_, _, err := c.target()
+	return err
+}
+
+// Open opens the configured store and applies pending migrations.
+func Open(ctx context.Context, c Config) (Store, error) {
+	b, loc, err := c.target()
+	if err != nil {
+		return nil, err
+	}
+	if b == backendPostgres {
+		return OpenPostgres(ctx, loc)
+	}
+	return OpenSQLite(ctx, loc)
+}

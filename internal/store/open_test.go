@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+)
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cfg     store.Config
+		wantErr string
+	}{
+		{store.Config{DataDir: "/var/lib/toolserverd"}, ""},
+		{store.Config{URL: "sqlite:/tmp/x.db"}, ""},
+		{store.Config{URL: "sqlite:///tmp/x.db"}, ""},
+		{store.Config{URL: "sqlite:rel/x.db"}, ""},
+		{store.Config{URL: "postgres://u@h/db"}, ""},
+		{store.Config{URL: "postgresql://u@h/db?search_path=s"}, ""},
+		{store.Config{URL: "POSTGRES://u@h/db"}, ""},
+		{store.Config{}, "no url and no data dir"},
+		{store.Config{URL: "sqlite:"}, "needs a file path"},
+		{store.Config{URL: "mysql://u:pw@h/db"}, `scheme "mysql" is not supported`},
+		{store.Config{URL: "/var/lib/x.db"}, "no scheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cfg.URL+"|"+tt.cfg.DataDir, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate = %v, want an error containing %q", err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "pw") {
+				t.Errorf("error leaks a password: %v", err)
+			}
+			if _, openErr := store.Open(t.Context(), tt.cfg); openErr == nil || openErr.Error() != err.Error() {
+				t.Errorf("Open = %v, want the Validate error", openErr)
+			}
+		})
+	}
+}
+
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name     string
+		cfg      func(t *testing.T) store.Config
+		wantType string
+		wantFile string
+	}{
+		{"data dir", func(t *testing.T) store.Config { return store.Config{DataDir: filepath.Join(dir, "a")} },
+			"*store.SQLite", filepath.Join(dir, "a", store.SQLiteFileName)},
+		{"sqlite url", func(t *testing.T) store.Config {
+			return store.Config{URL: "sqlite:" + filepath.Join(dir, "b", "c.db"), DataDir: "/ignored"}
+		}, "*store.SQLite", filepath.Join(dir, "b", "c.db")},
+		{"sqlite url form", func(t *testing.T) store.Config {
+			return store.Config{URL: "sqlite://" + filepath.Join(dir, "d.db")}
+		}, "*store.SQLite", filepath.Join(dir, "d.db")},
+		{"postgres", func(t *testing.T) store.Config { return store.Config{URL: pgtest.URL(t), DataDir: dir} },
+			"*store.Postgres", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := store.Open(t.Context(), tt.cfg(t))
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer s.Close()
+			if got := typeName(s); got != tt.wantType {
+				t.Errorf("Open returned %s, want %s", got, tt.wantType)
+			}
+			if err := s.Ping(t.Context()); err != nil {
+				t.Errorf("Ping: %v", err)
+			}
+			if tt.wantFile != "" {
+				if _, err := os.Stat(tt.wantFile); err != nil {
+					t.Errorf("database file: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func typeName(s store.Store) string {
+	switch s.(type) {
+	case *store.SQLite:
+		return "*store.SQLite"
+	case *store.Postgres:
+		return "*store.Postgres"
+	}
+	return "other"
+}

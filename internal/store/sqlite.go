@@ -1,0 +1,628 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/migrations"
+)
+
+// SQLite is the embedded store: one database file in WAL mode. Every write goes through
+// one connection (SQLite has one writer anyway; queuing in Go is cheaper than
+// SQLITE_BUSY retries), reads use a separate pool so they never wait for the writer.
+type SQLite struct {
+	path string
+	w    *sql.DB // exactly one connection
+	r    *sql.DB // read-only connections
+
+	insertCall *sql.Stmt // on w
+	startCall  *sql.Stmt // on w
+	finishCall *sql.Stmt // on w
+	callStatus *sql.Stmt // on w
+
+	// The checkpointer copies the WAL into the database file on its own connection,
+	// so no commit of the writer pays for a checkpoint (and its fsync).
+	ckpt     *sql.DB
+	ckptStop chan struct{}
+	ckptDone chan struct{}
+}
+
+var _ Store = (*SQLite)(nil)
+
+const (
+	// writerParams: WAL so readers do not block the writer; synchronous=NORMAL is
+	// durable against process crashes in WAL mode (a power loss can drop the last
+	// commits, never corrupt); _txlock=immediate takes the write lock at BEGIN, so a
+	// second process waits on busy_timeout instead of failing a lock upgrade.
+	// wal_autocheckpoint(0): checkpoints run in the background (see checkpointLoop).
+	sqliteWriterParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
+	sqliteCkptParams   = "_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
+	sqliteReaderParams = "_pragma=busy_timeout(5000)&_pragma=query_only(1)"
+)
+
+// OpenSQLite opens (creating it and its parent directory if needed) the database at
+// path and applies pending migrations.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	if path == "" {
+		return nil, errors.New("store: open sqlite: empty path")
+	}
+	if path == ":memory:" {
+		return nil, errors.New("store: open sqlite: in-memory databases are not supported (readers and the writer need one shared file); give a file path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: create directory: %w", abs, err)
+	}
+	name := "file:" + (&url.URL{Path: abs}).EscapedPath()
+
+	s := &SQLite{path: abs}
+	if s.w, err = sql.Open("sqlite", name+"?"+sqliteWriterParams); err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: %w", abs, err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.openWriter(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: %w", abs, err)
+	}
+
+	if s.r, err = sql.Open("sqlite", name+"?"+sqliteReaderParams); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: readers: %w", abs, err)
+	}
+	readers := max(4, 2*runtime.GOMAXPROCS(0))
+	s.r.SetMaxOpenConns(readers)
+	s.r.SetMaxIdleConns(readers)
+	if err := s.r.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: readers: %w", abs, err)
+	}
+
+	if s.ckpt, err = sql.Open("sqlite", name+"?"+sqliteCkptParams); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: checkpointer: %w", abs, err)
+	}
+	s.ckpt.SetMaxOpenConns(1)
+	s.ckptStop, s.ckptDone = make(chan struct{}), make(chan struct{})
+	go s.checkpointLoop()
+
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&s.insertCall, sqliteInsertCall},
+		{&s.startCall, sqliteStartCall},
+		{&s.finishCall, sqliteFinishCall},
+		{&s.callStatus, `SELECT status FROM tool_calls WHERE id = ?`},
+	} {
+		if *p.stmt, err = s.w.PrepareContext(ctx, p.sql); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("store: open sqlite %s: prepare: %w", abs, err)
+		}
+	}
+	return s, nil
+}
+
+// Path is the absolute path of the database file.
+func (s *SQLite) Path() string { return s.path }
+
+const (
+	sqliteInsertCall = `INSERT INTO tool_calls
+	(id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqliteStartCall = `UPDATE tool_calls SET status = 'running', owner = ?, started_at = ?
+	WHERE id = ? AND status IN ('pending', 'waiting')`
+	sqliteFinishCall = `UPDATE tool_calls SET status = ?, result = ?, error_kind = ?, finished_at = ?
+	WHERE id = ? AND status NOT IN ('succeeded', 'failed')`
+	sqliteCallColumns = `id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at`
+)
+
+// sqliteText turns bytes into a TEXT value (a []byte would be stored as a BLOB).
+func sqliteText(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func sqliteTime(t time.Time) string { return utcMicro(t).Format(sqliteTimeLayout) }
+
+func sqliteTimePtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return sqliteTime(*t)
+}
+
+func parseSQLiteTime(s string) (time.Time, error) {
+	t, err := time.Parse(sqliteTimeLayout, s)
+	if err != nil {
+		// Written by something else (the sqlite3 shell, datetime('now')): accept RFC 3339.
+		t, err = time.Parse(time.RFC3339Nano, s)
+	}
+	return t.UTC(), err
+}
+
+func parseSQLiteTimePtr(s sql.NullString) (*time.Time, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	t, err := parseSQLiteTime(s.String)
+	return &t, err
+}
+
+func sqliteErrCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
+
+func isSQLiteUniqueViolation(err error) bool {
+	c := sqliteErrCode(err)
+	return c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || c == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}
+
+// CreateSession inserts s. A zero CreatedAt or UpdatedAt is set to now, in s.
+func (s *SQLite) CreateSession(ctx context.Context, sess *Session) error {
+	if err := prepareSession(sess); err != nil {
+		return fmt.Errorf("store: create session: %w", err)
+	}
+	_, err := s.w.ExecContext(ctx,
+		`INSERT INTO sessions (id, tenant, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
+		sess.ID, sess.Tenant, sqliteText(sess.Spec), sqliteTime(sess.CreatedAt), sqliteTime(sess.UpdatedAt))
+	if isSQLiteUniqueViolation(err) {
+		return fmt.Errorf("store: create session %s: already exists: %w", sess.ID, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("store: create session %s: %w", sess.ID, err)
+	}
+	return nil
+}
+
+func (s *SQLite) GetSession(ctx context.Context, id string) (*Session, error) {
+	var (
+		sess             Session
+		spec             []byte
+		created, updated string
+	)
+	err := s.r.QueryRowContext(ctx,
+		`SELECT id, tenant, spec, created_at, updated_at FROM sessions WHERE id = ?`, id,
+	).Scan(&sess.ID, &sess.Tenant, &spec, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: get session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get session %s: %w", id, err)
+	}
+	if len(spec) > 0 {
+		sess.Spec = json.RawMessage(spec)
+	}
+	if sess.CreatedAt, err = parseSQLiteTime(created); err != nil {
+		return nil, fmt.Errorf("store: get session %s: created_at: %w", id, err)
+	}
+	if sess.UpdatedAt, err = parseSQLiteTime(updated); err != nil {
+		return nil, fmt.Errorf("store: get session %s: updated_at: %w", id, err)
+	}
+	return &sess, nil
+}
+
+func (s *SQLite) UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error {
+	if err := checkJSON("spec", spec); err != nil {
+		return fmt.Errorf("store: update session %s: %w", id, err)
+	}
+	if at.IsZero() {
+		at = now()
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET spec = ?, updated_at = ? WHERE id = ?`,
+		sqliteText(spec), sqliteTime(at), id)
+	if err != nil {
+		return fmt.Errorf("store: update session %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: update session %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("store: update session %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// WriteCalls inserts and finishes calls in one transaction. A duplicate insert id is
+// ErrConflict, a finish of an unknown id is ErrNotFound; either rolls back everything.
+// Zero CreatedAt / FinishedAt are set to now, in the arguments.
+func (s *SQLite) WriteCalls(ctx context.Context, inserts []*Call, finishes []CallFinish) error {
+	return s.WriteCallBatch(ctx, CallWrites{Inserts: inserts, Finishes: finishes})
+}
+
+// WriteCallBatch is WriteCalls with starts (see BatchWriter).
+func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store: write calls: %w", err)
+	}
+	if w.empty() {
+		return nil
+	}
+	if err := prepareWrite(w); err != nil {
+		return fmt.Errorf("store: write calls: %w", err)
+	}
+	// Encode before BEGIN: the write lock is held for as short a time as possible.
+	insArgs := make([][]any, len(w.Inserts))
+	for i, c := range w.Inserts {
+		res, err := encodeResult(c.Result)
+		if err != nil {
+			return fmt.Errorf("store: write calls: insert %s: encode result: %w", c.ID, err)
+		}
+		insArgs[i] = []any{c.ID, c.SessionID, c.Tenant, c.ToolCallID, c.Name, sqliteText(c.Arguments),
+			string(c.Status), sqliteText(res), string(c.ErrorKind), c.Owner,
+			sqliteTime(c.CreatedAt), sqliteTimePtr(c.StartedAt), sqliteTimePtr(c.FinishedAt)}
+	}
+	finArgs := make([][]any, len(w.Finishes))
+	for i, f := range w.Finishes {
+		res, err := encodeResult(f.Result)
+		if err != nil {
+			return fmt.Errorf("store: write calls: finish %s: encode result: %w", f.ID, err)
+		}
+		finArgs[i] = []any{string(f.Status), sqliteText(res), string(resultErrorKind(f.Result)),
+			sqliteTime(f.FinishedAt), f.ID}
+	}
+
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: write calls: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if len(insArgs) > 0 {
+		ins := tx.StmtContext(ctx, s.insertCall)
+		for i, args := range insArgs {
+			if _, err := ins.ExecContext(ctx, args...); err != nil {
+				if isSQLiteUniqueViolation(err) {
+					return fmt.Errorf("store: write calls: insert %s: already exists: %w", w.Inserts[i].ID, ErrConflict)
+				}
+				return fmt.Errorf("store: write calls: insert %s: %w", w.Inserts[i].ID, err)
+			}
+		}
+	}
+	if len(w.Starts) > 0 {
+		start := tx.StmtContext(ctx, s.startCall)
+		for _, st := range w.Starts {
+			res, err := start.ExecContext(ctx, st.Owner, sqliteTime(st.StartedAt), st.ID)
+			if err != nil {
+				return fmt.Errorf("store: write calls: start %s: %w", st.ID, err)
+			}
+			if err := s.checkChanged(ctx, tx, res, st.ID, ErrConflict); err != nil {
+				return fmt.Errorf("store: write calls: start %s: %w", st.ID, err)
+			}
+		}
+	}
+	if len(finArgs) > 0 {
+		fin := tx.StmtContext(ctx, s.finishCall)
+		for i, args := range finArgs {
+			res, err := fin.ExecContext(ctx, args...)
+			if err != nil {
+				return fmt.Errorf("store: write calls: finish %s: %w", w.Finishes[i].ID, err)
+			}
+			// Already terminal is ignored (nil), unknown is an error.
+			if err := s.checkChanged(ctx, tx, res, w.Finishes[i].ID, nil); err != nil {
+				return fmt.Errorf("store: write calls: finish %s: %w", w.Finishes[i].ID, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: write calls: commit: %w", err)
+	}
+	return nil
+}
+
+// checkChanged explains a conditional update: nil if it changed a row; otherwise
+// ErrNotFound if the call does not exist, or unchanged (nil to ignore) if it does.
+// Only this rare path looks the call up.
+func (s *SQLite) checkChanged(ctx context.Context, tx *sql.Tx, res sql.Result, id string, unchanged error) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	var status string
+	err = tx.StmtContext(ctx, s.callStatus).QueryRowContext(ctx, id).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if unchanged != nil {
+		return fmt.Errorf("call is %s: %w", status, unchanged)
+	}
+	return nil
+}
+
+func scanSQLiteCall(row interface{ Scan(...any) error }) (*Call, error) {
+	var (
+		c                 Call
+		args, result      []byte
+		status, kind      string
+		created           string
+		started, finished sql.NullString
+	)
+	if err := row.Scan(&c.ID, &c.SessionID, &c.Tenant, &c.ToolCallID, &c.Name, &args, &status,
+		&result, &kind, &c.Owner, &created, &started, &finished); err != nil {
+		return nil, err
+	}
+	c.Status = CallStatus(status)
+	c.ErrorKind = tool.ErrorKind(kind)
+	if len(args) > 0 {
+		c.Arguments = json.RawMessage(args)
+	}
+	var err error
+	if c.Result, err = decodeResult(result); err != nil {
+		return nil, fmt.Errorf("decode result: %w", err)
+	}
+	if c.CreatedAt, err = parseSQLiteTime(created); err != nil {
+		return nil, fmt.Errorf("created_at: %w", err)
+	}
+	if c.StartedAt, err = parseSQLiteTimePtr(started); err != nil {
+		return nil, fmt.Errorf("started_at: %w", err)
+	}
+	if c.FinishedAt, err = parseSQLiteTimePtr(finished); err != nil {
+		return nil, fmt.Errorf("finished_at: %w", err)
+	}
+	return &c, nil
+}
+
+func (s *SQLite) GetCall(ctx context.Context, id string) (*Call, error) {
+	c, err := scanSQLiteCall(s.r.QueryRowContext(ctx,
+		`SELECT `+sqliteCallColumns+` FROM tool_calls WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: get call %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get call %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// GetCallByToolCallID returns the call with the latest created_at (ties: the greatest
+// id) among those with the model's id in the session.
+func (s *SQLite) GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*Call, error) {
+	c, err := scanSQLiteCall(s.r.QueryRowContext(ctx,
+		`SELECT `+sqliteCallColumns+` FROM tool_calls WHERE session_id = ? AND tool_call_id = ?
+		ORDER BY created_at DESC, id DESC LIMIT 1`, sessionID, toolCallID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: get call %s/%s: %w", sessionID, toolCallID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get call %s/%s: %w", sessionID, toolCallID, err)
+	}
+	return c, nil
+}
+
+// ListCalls returns the session's calls by created_at descending (ties: id descending).
+// limit <= 0 means no limit. An unknown session has no calls (not ErrNotFound).
+func (s *SQLite) ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT `+sqliteCallColumns+` FROM tool_calls WHERE session_id = ?
+		ORDER BY created_at DESC, id DESC LIMIT ?`, sessionID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
+	}
+	defer rows.Close()
+	calls := []*Call{}
+	for rows.Next() {
+		c, err := scanSQLiteCall(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
+		}
+		calls = append(calls, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
+	}
+	return calls, nil
+}
+
+func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error) {
+	if err := checkResult(result); err != nil {
+		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	enc, err := encodeResult(result)
+	if err != nil {
+		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+	}
+	if at.IsZero() {
+		at = now()
+	}
+	res, err := s.w.ExecContext(ctx,
+		`UPDATE tool_calls SET status = ?, result = ?, error_kind = ?, finished_at = ?
+		WHERE owner = ? AND status IN ('pending', 'running')`,
+		string(CallFailed), sqliteText(enc), string(resultErrorKind(result)), sqliteTime(at), owner)
+	if err != nil {
+		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	return int(n), nil
+}
+
+// Ping checks that both the writer and a reader answer.
+func (s *SQLite) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping sqlite: %w", err)
+	}
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping sqlite readers: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database. Calls in flight fail.
+func (s *SQLite) Close() error {
+	var errs []error
+	if s.ckptStop != nil {
+		close(s.ckptStop)
+		<-s.ckptDone
+		s.ckptStop = nil
+	}
+	if s.ckpt != nil {
+		// Leave a small file behind: fold the WAL in and truncate it.
+		_, _ = s.ckpt.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+		errs = append(errs, s.ckpt.Close())
+	}
+	for _, st := range []*sql.Stmt{s.insertCall, s.startCall, s.finishCall, s.callStatus} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close sqlite: %w", err)
+	}
+	return nil
+}
+
+// migrate applies pending migrations through the writer. Each runs in a BEGIN IMMEDIATE
+// transaction that re-checks schema_migrations, so two processes opening the same file
+// at once apply each migration exactly once.
+func (s *SQLite) migrate(ctx context.Context) error {
+	ms, err := loadMigrations(migrations.SQLite())
+	if err != nil {
+		return err
+	}
+	_, err = migrateUp(ctx, sqliteMigrations{s.w}, ms)
+	return err
+}
+
+type sqliteMigrations struct{ db *sql.DB }
+
+func (m sqliteMigrations) ensureTable(ctx context.Context) error {
+	_, err := m.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY NOT NULL,
+		name       TEXT NOT NULL,
+		applied_at TEXT NOT NULL
+	)`)
+	return err
+}
+
+func (m sqliteMigrations) applied(ctx context.Context) (map[int]bool, error) {
+	rows, err := m.db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	done := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		done[v] = true
+	}
+	return done, rows.Err()
+}
+
+func (m sqliteMigrations) step(ctx context.Context, mg migration, up bool) error {
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, mg.Version).Scan(&n); err != nil {
+		return err
+	}
+	if (n > 0) == up {
+		return nil // another process got here first
+	}
+	if up {
+		if _, err := tx.ExecContext(ctx, mg.Up); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			mg.Version, mg.Name, sqliteTime(time.Now())); err != nil {
+			return err
+		}
+	} else {
+		if _, err := tx.ExecContext(ctx, mg.Down); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM schema_migrations WHERE version = ?`, mg.Version); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// openWriter connects the writer and migrates. SQLite answers SQLITE_BUSY without
+// consulting busy_timeout in a few lock-upgrade cases (switching a new file to WAL while
+// another process does the same), so BUSY here is retried with backoff for a while.
+func (s *SQLite) openWriter(ctx context.Context) error {
+	const busy = 5 // SQLITE_BUSY
+	deadline := time.Now().Add(10 * time.Second)
+	wait := 5 * time.Millisecond
+	for {
+		err := s.w.PingContext(ctx)
+		if err == nil {
+			err = s.migrate(ctx)
+		}
+		if err == nil || sqliteErrCode(err)&0xff != busy || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait + time.Duration(rand.Int64N(int64(wait)))):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// checkpointLoop folds the WAL into the database file every half second (a passive
+// checkpoint never blocks the writer or readers), and harder when the WAL has grown
+// large, so it stays bounded under sustained writes.
+func (s *SQLite) checkpointLoop() {
+	defer close(s.ckptDone)
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ckptStop:
+			return
+		case <-t.C:
+		}
+		var busy, logPages, done int
+		err := s.ckpt.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &done)
+		if err == nil && logPages > 64<<10 { // WAL over ~256 MB: restart it once readers allow
+			_, _ = s.ckpt.Exec("PRAGMA wal_checkpoint(RESTART)")
+		}
+	}
+}

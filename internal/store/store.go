@@ -1,0 +1,95 @@
+// Package store persists sessions and tool-call records. Two implementations share one
+// contract and one conformance suite: embedded SQLite (the zero-setup default) and
+// PostgreSQL (production, several replicas).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// ErrNotFound is returned when a record does not exist (or belongs to another tenant).
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a conditional write found the record in another state.
+var ErrConflict = errors.New("conflict")
+
+// Session is a persisted session. Spec is the session's creation request as JSON
+// (whitelist, permission mode, workdir, metadata); the store does not interpret it.
+type Session struct {
+	ID        string
+	Tenant    string
+	Spec      json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// CallStatus is where a tool call is in its life.
+type CallStatus string
+
+const (
+	CallPending   CallStatus = "pending"   // accepted, not started
+	CallRunning   CallStatus = "running"   // executing on Owner
+	CallWaiting   CallStatus = "waiting"   // waiting for a person (approval, external answer)
+	CallSucceeded CallStatus = "succeeded" // finished, result is not an error
+	CallFailed    CallStatus = "failed"    // finished with an is_error result
+)
+
+// Terminal reports whether the status is final.
+func (s CallStatus) Terminal() bool { return s == CallSucceeded || s == CallFailed }
+
+// Call is the durable record of one tool call.
+type Call struct {
+	ID         string // daemon id, tc_…
+	SessionID  string
+	Tenant     string
+	ToolCallID string // the model's id, unique within the session
+	Name       string
+	Arguments  json.RawMessage
+	Status     CallStatus
+	Result     *tool.Result // full, untruncated; nil until finished
+	ErrorKind  tool.ErrorKind
+	Owner      string // replica that runs it
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// CallFinish is the final state of a call.
+type CallFinish struct {
+	ID         string
+	Status     CallStatus // CallSucceeded or CallFailed
+	Result     *tool.Result
+	FinishedAt time.Time
+}
+
+// Store is the persistence contract. Every method honours ctx.
+type Store interface {
+	CreateSession(ctx context.Context, s *Session) error
+	// GetSession returns ErrNotFound for an unknown id.
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// UpdateSessionSpec replaces a session's spec (rules added by approvals, active groups).
+	UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error
+
+	// WriteCalls inserts new call records and finishes existing ones in one transaction.
+	// A finish of a call that is already terminal is ignored (the first result wins).
+	// It is the unit of group commit (see GroupCommitter).
+	WriteCalls(ctx context.Context, inserts []*Call, finishes []CallFinish) error
+	// GetCall returns ErrNotFound for an unknown id.
+	GetCall(ctx context.Context, id string) (*Call, error)
+	// GetCallByToolCallID finds the newest call with the model's id in a session.
+	GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*Call, error)
+	// ListCalls returns a session's calls, newest first, at most limit.
+	ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error)
+	// AbandonCalls finishes every pending or running call of owner as failed with the
+	// given result: used at start-up for calls a previous process left behind.
+	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error)
+
+	// Ping checks the store is reachable.
+	Ping(ctx context.Context) error
+	Close() error
+}

@@ -1,0 +1,302 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+func testDecideApprove(t *testing.T, s store.Store, as store.ApprovalStore) {
+	for _, kind := range []string{store.DecisionApprove, store.DecisionApproveForSession, store.DecisionApproveWithRule} {
+		t.Run(kind, func(t *testing.T) {
+			id, callID := "apr_"+kind, "tc_"+kind
+			pendingApproval(t, s, as, id, callID)
+			d := store.ApprovalDecision{Kind: kind, Actor: "alice", Reason: "fine <b>&</b>", At: at(time.Minute)}
+			if kind == store.DecisionApproveWithRule {
+				d.Rule = "shell(rm -rf build)"
+			}
+			got, err := as.DecideApproval(t.Context(), id, d)
+			if err != nil {
+				t.Fatalf("DecideApproval: %v", err)
+			}
+			want := fullApproval(id, callID)
+			want.Status, want.DecidedAt, want.Decision = store.ApprovalApproved, ptr(d.At), &d
+			checkApproval(t, got, want)
+			checkApproval(t, mustGetApproval(t, as, id), want)
+			if c := mustGetCall(t, s, callID); c.Status != store.CallWaiting || c.Result != nil {
+				t.Errorf("approved call = %q with result %v, want waiting for its claimer", c.Status, c.Result)
+			}
+			checkOneAudit(t, as, id, store.AuditApprovalApproved, "alice", d.At,
+				map[string]any{"call_id": callID, "tool": "shell", "kind": kind, "reason": d.Reason, "rule": nilIfEmpty(d.Rule)})
+		})
+	}
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func testDecideDeny(t *testing.T, s store.Store, as store.ApprovalStore) {
+	tests := []struct {
+		reason, wantText string
+	}{
+		{"too risky", "denied by bob: too risky"},
+		{"", "denied by bob"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.wantText, func(t *testing.T) {
+			id, callID := fmt.Sprintf("apr_%d", i), fmt.Sprintf("tc_%d", i)
+			pendingApproval(t, s, as, id, callID)
+			d := store.ApprovalDecision{Kind: store.DecisionDeny, Actor: "bob", Reason: tt.reason, At: at(2 * time.Minute)}
+			got, err := as.DecideApproval(t.Context(), id, d)
+			if err != nil {
+				t.Fatalf("DecideApproval(deny): %v", err)
+			}
+			want := fullApproval(id, callID)
+			want.Status, want.DecidedAt, want.Decision = store.ApprovalDenied, ptr(d.At), &d
+			checkApproval(t, got, want)
+			checkApproval(t, mustGetApproval(t, as, id), want)
+
+			c := mustGetCall(t, s, callID)
+			if c.Status != store.CallFailed || c.ErrorKind != tool.KindDenied || c.Result == nil ||
+				!c.Result.IsError || c.Result.ErrorKind != tool.KindDenied || c.Result.Text() != tt.wantText {
+				t.Errorf("denied call = status %q kind %q result %+v, want failed/denied with %q", c.Status, c.ErrorKind, c.Result, tt.wantText)
+			}
+			checkTimePtr(t, "denied call FinishedAt", c.FinishedAt, ptr(d.At))
+			checkOneAudit(t, as, id, store.AuditApprovalDenied, "bob", d.At,
+				map[string]any{"call_id": callID, "kind": "deny", "reason": nilIfEmpty(tt.reason)})
+			// Denied is final: it cannot be claimed.
+			err = as.ClaimCall(t.Context(), callID, "replica-2", at(time.Hour))
+			wantErrIs(t, "ClaimCall of a denied call", err, store.ErrConflict)
+		})
+	}
+}
+
+func testDecideTwice(t *testing.T, s store.Store, as store.ApprovalStore) {
+	pendingApproval(t, s, as, "apr_1", "tc_1")
+	first := decide(t, as, "apr_1", store.DecisionApprove)
+	for _, kind := range []string{store.DecisionDeny, store.DecisionApprove} {
+		got, err := as.DecideApproval(t.Context(), "apr_1",
+			store.ApprovalDecision{Kind: kind, Actor: "mallory", At: at(3 * time.Minute)})
+		wantErrIs(t, "second DecideApproval ("+kind+")", err, store.ErrConflict)
+		if got == nil {
+			t.Fatalf("second decision: no approval returned with ErrConflict, want the current one")
+		}
+		checkApproval(t, got, first)
+	}
+	checkApproval(t, mustGetApproval(t, as, "apr_1"), first)
+	if c := mustGetCall(t, s, "tc_1"); c.Status != store.CallWaiting {
+		t.Errorf("call after a refused deny = %q, want still waiting", c.Status)
+	}
+	if n := len(auditFor(t, as, "apr_1", store.AuditApprovalDenied)) + len(auditFor(t, as, "apr_1", store.AuditApprovalApproved)); n != 1 {
+		t.Errorf("decision audit entries = %d, want 1 (refused decisions are not audited)", n)
+	}
+}
+
+// testDecideConcurrent: of deciders racing, one wins; the others see its decision.
+func testDecideConcurrent(t *testing.T, s store.Store, as store.ApprovalStore) {
+	pendingApproval(t, s, as, "apr_1", "tc_1")
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kind := store.DecisionApprove
+			if i%2 == 1 {
+				kind = store.DecisionDeny
+			}
+			<-start
+			_, errs[i] = as.DecideApproval(t.Context(), "apr_1",
+				store.ApprovalDecision{Kind: kind, Actor: fmt.Sprintf("approver-%d", i), At: at(time.Minute)})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("deciders %d and %d both won", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("decider %d: %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no decider won: %v", errs)
+	}
+	a := mustGetApproval(t, as, "apr_1")
+	if a.Decision == nil || a.Decision.Actor != fmt.Sprintf("approver-%d", winner) {
+		t.Errorf("stored decision %+v, want the winner's (approver-%d)", a.Decision, winner)
+	}
+	c := mustGetCall(t, s, "tc_1")
+	if denied := winner%2 == 1; denied != (c.Status == store.CallFailed) || (!denied && c.Status != store.CallWaiting) {
+		t.Errorf("call = %q after winner %d (deny=%v)", c.Status, winner, winner%2 == 1)
+	}
+	n2 := len(auditFor(t, as, "apr_1", store.AuditApprovalDenied)) + len(auditFor(t, as, "apr_1", store.AuditApprovalApproved))
+	if n2 != 1 {
+		t.Errorf("decision audit entries = %d, want 1", n2)
+	}
+}
+
+// testDecideExpired: a decision at or after ExpiresAt is refused and expires the
+// approval (committed), whoever decides.
+func testDecideExpired(t *testing.T, s store.Store, as store.ApprovalStore) {
+	a := pendingApproval(t, s, as, "apr_1", "tc_1")
+	// One microsecond before expiry still counts.
+	pendingApproval(t, s, as, "apr_ok", "tc_ok")
+	if _, err := as.DecideApproval(t.Context(), "apr_ok", store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "alice",
+		At: a.ExpiresAt.Add(-time.Microsecond)}); err != nil {
+		t.Fatalf("decision just before expiry: %v", err)
+	}
+
+	when := *a.ExpiresAt // at the instant of expiry: too late
+	got, err := as.DecideApproval(t.Context(), "apr_1", store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "alice", At: when})
+	wantErrIs(t, "DecideApproval after expiry", err, store.ErrConflict)
+	want := fullApproval("apr_1", "tc_1")
+	want.Status, want.DecidedAt = store.ApprovalExpired, ptr(when)
+	if got == nil {
+		t.Fatalf("no approval returned with the expiry conflict")
+	}
+	checkApproval(t, got, want)
+	checkApproval(t, mustGetApproval(t, as, "apr_1"), want)
+	checkExpiredCall(t, s, "tc_1", when)
+	checkOneAudit(t, as, "apr_1", store.AuditApprovalExpired, store.AuditActorSystem, when, map[string]any{"call_id": "tc_1"})
+	if n := len(auditFor(t, as, "apr_1", store.AuditApprovalApproved)); n != 0 {
+		t.Errorf("the refused decision was audited %d times", n)
+	}
+	// Still expired for the next decider, and not expired twice.
+	_, err = as.DecideApproval(t.Context(), "apr_1", store.ApprovalDecision{Kind: store.DecisionDeny, Actor: "bob", At: when.Add(time.Hour)})
+	wantErrIs(t, "DecideApproval of an expired approval", err, store.ErrConflict)
+	checkApproval(t, mustGetApproval(t, as, "apr_1"), want)
+	if n := len(auditFor(t, as, "apr_1", store.AuditApprovalExpired)); n != 1 {
+		t.Errorf("expiry audited %d times, want 1", n)
+	}
+}
+
+func checkExpiredCall(t *testing.T, s store.Store, id string, when time.Time) {
+	t.Helper()
+	c := mustGetCall(t, s, id)
+	if c.Status != store.CallFailed || c.ErrorKind != tool.KindDenied || c.Result == nil || !c.Result.IsError ||
+		c.Result.Text() != "approval expired" {
+		t.Errorf("call %s = status %q kind %q result %+v, want failed/denied 'approval expired'", id, c.Status, c.ErrorKind, c.Result)
+	}
+	checkTimePtr(t, id+" FinishedAt", c.FinishedAt, ptr(when))
+}
+
+func testDecideInvalid(t *testing.T, s store.Store, as store.ApprovalStore) {
+	pendingApproval(t, s, as, "apr_1", "tc_1")
+	for _, d := range []store.ApprovalDecision{
+		{Kind: "maybe", Actor: "alice"},
+		{Kind: "", Actor: "alice"},
+		{Kind: store.DecisionApprove},
+		{Kind: store.DecisionApproveWithRule, Actor: "alice"},
+	} {
+		_, err := as.DecideApproval(t.Context(), "apr_1", d)
+		wantErrIs(t, fmt.Sprintf("DecideApproval(%+v)", d), err, store.ErrInvalid)
+	}
+	if a := mustGetApproval(t, as, "apr_1"); a.Status != store.ApprovalPending || a.Decision != nil {
+		t.Errorf("approval after invalid decisions = %q %+v, want pending without decision", a.Status, a.Decision)
+	}
+	// A zero At is now.
+	before := time.Now().Add(-time.Second)
+	got, err := as.DecideApproval(t.Context(), "apr_1", store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "alice"})
+	if err == nil {
+		t.Fatalf("DecideApproval with At = now on an approval that expired in 2025 succeeded")
+	}
+	wantErrIs(t, "DecideApproval now, after the 2025 expiry", err, store.ErrConflict)
+	if got == nil || got.DecidedAt == nil || got.DecidedAt.Before(before) {
+		t.Errorf("expired with zero At: %+v, want DecidedAt about now", got)
+	}
+}
+
+// testDenyFinishedCall: a call finished while waiting (the client cancelled) keeps its
+// result when its approval is denied afterwards.
+func testDenyFinishedCall(t *testing.T, s store.Store, as store.ApprovalStore) {
+	pendingApproval(t, s, as, "apr_1", "tc_1")
+	cancelled := tool.ErrorResult(tool.KindCancelled, "client went away")
+	mustWrite(t, s, nil, []store.CallFinish{{ID: "tc_1", Status: store.CallFailed, Result: cancelled, FinishedAt: at(30 * time.Second)}})
+	decide(t, as, "apr_1", store.DecisionDeny)
+	c := mustGetCall(t, s, "tc_1")
+	if c.ErrorKind != tool.KindCancelled || c.Result.Text() != "client went away" {
+		t.Errorf("call = kind %q text %q, want the first result (cancelled)", c.ErrorKind, c.Result.Text())
+	}
+	checkTimePtr(t, "FinishedAt", c.FinishedAt, ptr(at(30*time.Second)))
+}
+
+func testExpireApprovals(t *testing.T, s store.Store, as store.ApprovalStore) {
+	now := at(2 * time.Hour)
+	mk := func(id string, expires *time.Time) {
+		mustCall(t, s, "tc_"+id, store.CallPending)
+		a := fullApproval(id, "tc_"+id)
+		a.ExpiresAt = expires
+		if err := as.CreateApproval(t.Context(), a); err != nil {
+			t.Fatalf("CreateApproval(%s): %v", id, err)
+		}
+	}
+	mk("apr_past", ptr(at(time.Hour)))
+	mk("apr_now", ptr(now))
+	mk("apr_future", ptr(now.Add(time.Microsecond)))
+	mk("apr_never", nil)
+	mk("apr_approved", ptr(at(time.Hour)))
+	mk("apr_denied", ptr(at(time.Hour)))
+	mk("apr_finished", ptr(at(time.Hour)))
+	decide(t, as, "apr_approved", store.DecisionApprove)
+	decide(t, as, "apr_denied", store.DecisionDeny)
+	mustWrite(t, s, nil, []store.CallFinish{{ID: "tc_apr_finished", Status: store.CallSucceeded, Result: tool.TextResult("ran"), FinishedAt: at(time.Minute)}})
+
+	n, err := as.ExpireApprovals(t.Context(), now)
+	if err != nil {
+		t.Fatalf("ExpireApprovals: %v", err)
+	}
+	if n != 3 {
+		t.Errorf("ExpireApprovals = %d, want 3 (past, now, finished)", n)
+	}
+	for id, want := range map[string]store.ApprovalStatus{
+		"apr_past": store.ApprovalExpired, "apr_now": store.ApprovalExpired, "apr_finished": store.ApprovalExpired,
+		"apr_future": store.ApprovalPending, "apr_never": store.ApprovalPending,
+		"apr_approved": store.ApprovalApproved, "apr_denied": store.ApprovalDenied,
+	} {
+		a := mustGetApproval(t, as, id)
+		if a.Status != want {
+			t.Errorf("%s status = %q, want %q", id, a.Status, want)
+		}
+		if want == store.ApprovalExpired {
+			checkTimePtr(t, id+" DecidedAt", a.DecidedAt, ptr(now))
+			if a.Decision != nil {
+				t.Errorf("%s expired with decision %+v, want none", id, a.Decision)
+			}
+			checkOneAudit(t, as, id, store.AuditApprovalExpired, store.AuditActorSystem, now, map[string]any{"call_id": "tc_" + id})
+		} else if len(auditFor(t, as, id, store.AuditApprovalExpired)) != 0 {
+			t.Errorf("%s (%s) has an expiry audit entry", id, want)
+		}
+	}
+	checkExpiredCall(t, s, "tc_apr_past", now)
+	checkExpiredCall(t, s, "tc_apr_now", now)
+	if c := mustGetCall(t, s, "tc_apr_finished"); c.Status != store.CallSucceeded || c.Result.Text() != "ran" {
+		t.Errorf("finished call = %q %q, want its own result kept", c.Status, c.Result.Text())
+	}
+	for _, id := range []string{"tc_apr_future", "tc_apr_never", "tc_apr_approved"} {
+		if c := mustGetCall(t, s, id); c.Status != store.CallWaiting {
+			t.Errorf("%s = %q, want waiting", id, c.Status)
+		}
+	}
+	if n, err := as.ExpireApprovals(t.Context(), now); err != nil || n != 0 {
+		t.Errorf("second ExpireApprovals = %d, %v; want 0, nil", n, err)
+	}
+	if n, err := as.ExpireApprovals(t.Context(), now.Add(time.Microsecond)); err != nil || n != 1 {
+		t.Errorf("ExpireApprovals a microsecond later = %d, %v; want 1 (apr_future)", n, err)
+	}
+}

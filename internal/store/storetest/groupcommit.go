@@ -1,0 +1,280 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+func startCommitter(t *testing.T, s store.Store) *store.GroupCommitter {
+	t.Helper()
+	g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	return g
+}
+
+func testGroupCommitConcurrent(t *testing.T, s store.Store) {
+	g := startCommitter(t, s)
+	const workers, perWorker = 32, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				id := fmt.Sprintf("tc_%d_%d", w, i)
+				if err := g.Insert(t.Context(), runningCall(id, "ses_1", "call_"+id, time.Now())); err != nil {
+					errs <- err
+					return
+				}
+				// Committed means readable, at once.
+				if c, err := s.GetCall(t.Context(), id); err != nil || c.Status != store.CallRunning {
+					errs <- fmt.Errorf("read after Insert of %s: %v, %v", id, c, err)
+					return
+				}
+				if err := g.Finish(t.Context(), store.CallFinish{ID: id, Status: store.CallSucceeded, Result: resultFor(id)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("group commit: %v", err)
+	}
+	for w := range workers {
+		for i := range perWorker {
+			checkFinished(t, s, fmt.Sprintf("tc_%d_%d", w, i))
+		}
+	}
+	st := g.Stats()
+	if st.Ops != 2*workers*perWorker || st.FailedOps != 0 {
+		t.Errorf("stats = %+v, want %d ops, 0 failed", st, 2*workers*perWorker)
+	}
+	if st.Batches >= st.Ops {
+		t.Errorf("stats = %+v: %d concurrent writers were never batched together", st, workers)
+	}
+	t.Logf("group commit: %d ops in %d transactions (%.1f per transaction)", st.Ops, st.Batches, float64(st.Ops)/float64(st.Batches))
+}
+
+func testGroupCommitRecordError(t *testing.T, s store.Store) {
+	mustWrite(t, s, []*store.Call{runningCall("tc_taken", "ses_1", "call_0", base)}, nil)
+	g := startCommitter(t, s)
+	const n = 40
+	var wg sync.WaitGroup
+	results := make([]error, n+2)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = g.Insert(t.Context(), runningCall(fmt.Sprintf("tc_%d", i), "ses_1", fmt.Sprintf("call_%d", i), base))
+		}()
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		results[n] = g.Insert(t.Context(), runningCall("tc_taken", "ses_1", "call_dup", base))
+	}()
+	go func() {
+		defer wg.Done()
+		results[n+1] = g.Finish(t.Context(), store.CallFinish{ID: "tc_missing", Status: store.CallSucceeded})
+	}()
+	wg.Wait()
+	for i := range n {
+		if results[i] != nil {
+			t.Errorf("Insert tc_%d: %v; a bad record in the same batch must not fail the others", i, results[i])
+		}
+		if _, err := s.GetCall(t.Context(), fmt.Sprintf("tc_%d", i)); err != nil {
+			t.Errorf("GetCall tc_%d: %v", i, err)
+		}
+	}
+	wantErrIs(t, "Insert of a duplicate id", results[n], store.ErrConflict)
+	wantErrIs(t, "Finish of an unknown call", results[n+1], store.ErrNotFound)
+	if got := mustGetCall(t, s, "tc_taken"); got.ToolCallID != "call_0" {
+		t.Errorf("tc_taken tool_call_id = %q, want the original call_0", got.ToolCallID)
+	}
+	if st := g.Stats(); st.FailedOps != 2 {
+		t.Errorf("stats = %+v, want exactly 2 failed ops", st)
+	}
+
+	// Invalid records are refused before they are queued.
+	err := g.Insert(t.Context(), &store.Call{ID: "tc_bad", SessionID: "ses_1", Name: "x", Status: "bogus"})
+	wantErrIs(t, "Insert of an invalid call", err, store.ErrInvalid)
+	err = g.Finish(t.Context(), store.CallFinish{ID: "tc_0", Status: store.CallRunning})
+	wantErrIs(t, "Finish to a non-terminal status", err, store.ErrInvalid)
+}
+
+func testGroupCommitStopDrains(t *testing.T, s store.Store) {
+	g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{MaxBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Insert(t.Context(), runningCall("tc_early", "ses_1", "call_early", base)); !errors.Is(err, store.ErrCommitterStopped) {
+		t.Errorf("Insert before Start: %v, want ErrCommitterStopped", err)
+	}
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); err == nil {
+		t.Errorf("second Start succeeded, want an error")
+	}
+
+	// Callers that give up at once: each gets its context's error, yet every write lands.
+	const n = 100
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = g.Insert(gone, runningCall(fmt.Sprintf("tc_%d", i), "ses_1", fmt.Sprintf("call_%d", i), base))
+		}()
+	}
+	wg.Wait()
+	g.Stop()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Insert %d with a cancelled context: %v, want nil or context.Canceled", i, err)
+		}
+	}
+	calls, err := s.ListCalls(t.Context(), "ses_1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != n {
+		t.Errorf("after Stop: %d calls stored, want all %d (a caller going away must not lose its record)", len(calls), n)
+	}
+	if st := g.Stats(); st.Ops != n || st.FailedOps != 0 {
+		t.Errorf("stats = %+v, want %d ops, none failed", st, n)
+	}
+	err = g.Insert(t.Context(), runningCall("tc_late", "ses_1", "call_late", base))
+	wantErrIs(t, "Insert after Stop", err, store.ErrCommitterStopped)
+	g.Stop() // idempotent
+}
+
+func testGroupCommitStoreFailure(t *testing.T, s store.Store) {
+	g := startCommitter(t, s)
+	if err := g.Insert(t.Context(), runningCall("tc_0", "ses_1", "call_0", base)); err != nil {
+		t.Fatalf("Insert on an open store: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = g.Insert(t.Context(), runningCall(fmt.Sprintf("tc_%d", i+1), "ses_1", "call", base))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("Insert %d on a closed store returned nil: a failed batch must reach every waiter", i)
+		}
+	}
+	if st := g.Stats(); st.FailedOps != n {
+		t.Errorf("stats = %+v, want %d failed ops", st, n)
+	}
+}
+
+func testGroupCommitMarkRunning(t *testing.T, s store.Store) {
+	batchWriter(t, s)
+	g := startCommitter(t, s)
+	const workers, perWorker = 16, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				id := fmt.Sprintf("tc_%d_%d", w, i)
+				c := runningCall(id, "ses_1", "call_"+id, time.Now())
+				c.Status, c.StartedAt = store.CallPending, nil
+				if err := g.Insert(t.Context(), c); err != nil {
+					errs <- err
+					return
+				}
+				if err := g.MarkRunning(t.Context(), id, fmt.Sprintf("owner-%d", w), time.Time{}); err != nil {
+					errs <- fmt.Errorf("MarkRunning %s: %w", id, err)
+					return
+				}
+				if got, err := s.GetCall(t.Context(), id); err != nil || got.Status != store.CallRunning ||
+					got.Owner != fmt.Sprintf("owner-%d", w) || got.StartedAt == nil {
+					errs <- fmt.Errorf("after MarkRunning %s: %+v, %v", id, got, err)
+					return
+				}
+				if err := g.Finish(t.Context(), store.CallFinish{ID: id, Status: store.CallSucceeded, Result: resultFor(id)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("group commit: %v", err)
+	}
+	for w := range workers {
+		for i := range perWorker {
+			checkFinished(t, s, fmt.Sprintf("tc_%d_%d", w, i))
+		}
+	}
+
+	// Racing claims on one waiting call: one winner.
+	c := runningCall("tc_contested", "ses_1", "call_c", base)
+	c.Status, c.StartedAt = store.CallWaiting, nil
+	if err := g.Insert(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	const claimers = 8
+	results := make([]error, claimers)
+	for i := range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = g.MarkRunning(t.Context(), "tc_contested", fmt.Sprintf("replica-%d", i), time.Time{})
+		}()
+	}
+	wg.Wait()
+	winners := 0
+	winner := ""
+	for i, err := range results {
+		switch {
+		case err == nil:
+			winners++
+			winner = fmt.Sprintf("replica-%d", i)
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("claim %d: %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d claims won, want exactly 1", winners)
+	}
+	if got := mustGetCall(t, s, "tc_contested"); got.Owner != winner || got.Status != store.CallRunning {
+		t.Errorf("contested call: owner %q status %q, want %q running", got.Owner, got.Status, winner)
+	}
+	err := g.MarkRunning(t.Context(), "tc_nope", "x", time.Time{})
+	wantErrIs(t, "MarkRunning of an unknown call", err, store.ErrNotFound)
+}

@@ -1,0 +1,191 @@
+// Package tool is the shared vocabulary of toolserverd: what a tool is, what a call
+// carries, what a result looks like and how failures are classified. It imports no
+// other internal package.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Risk is how much harm a call of a tool could do. Policies map it to allow, ask or deny.
+type Risk string
+
+const (
+	RiskSafe     Risk = "safe"
+	RiskLow      Risk = "low"
+	RiskMedium   Risk = "medium"
+	RiskHigh     Risk = "high"
+	RiskCritical Risk = "critical"
+)
+
+var riskOrder = map[Risk]int{RiskSafe: 0, RiskLow: 1, RiskMedium: 2, RiskHigh: 3, RiskCritical: 4}
+
+// Valid reports whether r is one of the known risk levels.
+func (r Risk) Valid() bool { _, ok := riskOrder[r]; return ok }
+
+// Rank orders risks from safe (0) to critical (4); unknown risks rank as medium.
+func (r Risk) Rank() int {
+	if n, ok := riskOrder[r]; ok {
+		return n
+	}
+	return riskOrder[RiskMedium]
+}
+
+// Mode is how a tool's result reaches the agent.
+type Mode string
+
+const (
+	// ModeDirect tools finish within the call and their result is the message.
+	ModeDirect Mode = "direct"
+	// ModeBackground tools return a handle at once; the result arrives later.
+	ModeBackground Mode = "background"
+	// ModeStateful tools yield intermediate results the agent can answer.
+	ModeStateful Mode = "stateful"
+)
+
+// Flags describe how a tool may be scheduled and who executes it.
+type Flags struct {
+	// ReadOnly tools change nothing outside the call.
+	ReadOnly bool `json:"read_only"`
+	// ConcurrencySafe tools may run in parallel with any other call of the session;
+	// the rest are serialized per session.
+	ConcurrencySafe bool `json:"concurrency_safe"`
+	// External tools are completed by someone outside the daemon (a person, a UI).
+	External bool `json:"external"`
+	// Hosted tools are executed by the model provider, never by the daemon.
+	Hosted bool `json:"hosted"`
+}
+
+// Spec is everything the registry and the model know about a tool.
+type Spec struct {
+	Name        string `json:"name"`
+	Label       string `json:"label,omitempty"`
+	Description string `json:"description"`
+	// Parameters is a JSON Schema for the arguments object.
+	Parameters json.RawMessage `json:"parameters"`
+	// Documentation is the full manual, returned on demand rather than in every prompt.
+	Documentation string `json:"documentation,omitempty"`
+	// PromptHint is a short paragraph for the system prompt.
+	PromptHint string `json:"prompt_hint,omitempty"`
+	Flags
+	Risk Risk `json:"risk"`
+	Mode Mode `json:"mode"`
+	// Timeout is the tool's default per-call deadline; zero means the server default.
+	Timeout time.Duration `json:"-"`
+	// Source names where the tool comes from ("local", "mcp:github", "openapi:petstore").
+	Source string `json:"source,omitempty"`
+}
+
+// ErrorKind classifies a failed call so the model can decide what to do next.
+type ErrorKind string
+
+const (
+	KindNotFound    ErrorKind = "not_found"
+	KindInvalidArgs ErrorKind = "invalid_args"
+	KindDenied      ErrorKind = "denied"
+	KindTimeout     ErrorKind = "timeout"
+	KindCancelled   ErrorKind = "cancelled"
+	KindFailed      ErrorKind = "failed"
+	KindUnavailable ErrorKind = "unavailable"
+	KindSkipped     ErrorKind = "skipped"
+)
+
+// Error is a tool failure with a kind. Tools return it (or any error, which counts as
+// KindFailed); the dispatcher turns it into an is_error Result.
+type Error struct {
+	Kind    ErrorKind
+	Message string
+}
+
+func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }
+
+// Errorf builds an *Error.
+func Errorf(kind ErrorKind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: sprintf(format, args...)}
+}
+
+// Progress receives live output of a running call. It is UI-only: what goes through it
+// never becomes part of the result. Implementations must never block the tool.
+type Progress interface {
+	// Emit sends text on a stream ("stdout", "stderr", "info").
+	Emit(stream, text string)
+	// Close ends the call's progress; later emits are dropped.
+	Close()
+}
+
+type noProgress struct{}
+
+func (noProgress) Emit(string, string) {}
+func (noProgress) Close()              {}
+
+// NoProgress discards everything.
+var NoProgress Progress = noProgress{}
+
+// Session is what a tool may know about the session it runs in.
+type Session struct {
+	ID       string
+	Tenant   string
+	Workdir  string
+	Metadata map[string]any
+	// State is per-session storage for tools (file guards, scratchpads, job tables).
+	State *State
+	// Tools finds the tools this session may call (its whitelist applied), for meta
+	// tools such as info.
+	Tools Catalog
+}
+
+// Catalog lists the tools a session may call.
+type Catalog interface {
+	// Lookup returns the spec of an allowed tool.
+	Lookup(name string) (Spec, bool)
+	// Names returns the allowed tools' names, sorted.
+	Names() []string
+}
+
+// Context is what a running call carries besides its arguments: cancellation and
+// deadline (the embedded context), ids, the session, and the progress emitter.
+type Context struct {
+	context.Context
+	// CallID is the daemon's id for the call (tc_…), unique across sessions.
+	CallID string
+	// ToolCallID is the model's id for the call, unique only within a session.
+	ToolCallID string
+	ToolName   string
+	Session    *Session
+	Progress   Progress
+	// Interact is set for stateful tools: it shows the agent an intermediate result
+	// and returns the agent's answer.
+	Interact Interactor
+}
+
+// Interactor lets a stateful tool yield an intermediate result and wait for the
+// agent's answer.
+type Interactor interface {
+	Ask(ctx context.Context, intermediate *Result) (json.RawMessage, error)
+}
+
+// Ask yields an intermediate result to the agent and returns its answer. It fails for
+// tools that are not run as stateful.
+func (c *Context) Ask(intermediate *Result) (json.RawMessage, error) {
+	if c.Interact == nil {
+		return nil, Errorf(KindFailed, "%s cannot ask the agent for input: it is not a stateful tool", c.ToolName)
+	}
+	return c.Interact.Ask(c.Context, intermediate)
+}
+
+// Emit is a shorthand for c.Progress.Emit that tolerates a nil emitter.
+func (c *Context) Emit(stream, text string) {
+	if c.Progress != nil {
+		c.Progress.Emit(stream, text)
+	}
+}
+
+// Tool is an executable capability.
+type Tool interface {
+	Spec() Spec
+	// Run executes one call. args has already been validated against Spec().Parameters.
+	// A returned error becomes an is_error result (kind from *Error, else failed).
+	Run(ctx *Context, args json.RawMessage) (*Result, error)
+}

@@ -1,0 +1,95 @@
+package toolmgr
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Format is a provider's schema and message dialect.
+type Format string
+
+const (
+	FormatNative    Format = "native"
+	FormatOpenAI    Format = "openai"
+	FormatAnthropic Format = "anthropic"
+	FormatMCP       Format = "mcp"
+)
+
+// ParseFormat accepts the formats a schema listing can be exported in; "" is native.
+func ParseFormat(s string) (Format, error) {
+	switch Format(s) {
+	case "", FormatNative:
+		return FormatNative, nil
+	case FormatOpenAI, FormatAnthropic, FormatMCP:
+		return Format(s), nil
+	}
+	return "", fmt.Errorf("unknown format %q (use openai, anthropic, mcp or native)", s)
+}
+
+// Export renders specs (already in the order wanted) as the provider expects them in a
+// request's tool list. Hosted tools are the provider's own and are left out of every
+// format but native, where they are marked.
+func Export(specs []tool.Spec, f Format) []any {
+	out := make([]any, 0, len(specs))
+	for _, s := range specs {
+		if s.Hosted && f != FormatNative {
+			continue
+		}
+		out = append(out, exportOne(s, f))
+	}
+	return out
+}
+
+func exportOne(s tool.Spec, f Format) any {
+	switch f {
+	case FormatOpenAI:
+		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: s.Parameters}}
+	case FormatAnthropic:
+		return anthropicTool{Name: s.Name, Description: s.Description, InputSchema: s.Parameters}
+	case FormatMCP:
+		t := mcpTool{Name: s.Name, Title: s.Label, Description: s.Description, InputSchema: s.Parameters}
+		t.Annotations.ReadOnlyHint = s.ReadOnly
+		destructive := !s.ReadOnly && s.Risk.Rank() >= tool.RiskHigh.Rank()
+		t.Annotations.DestructiveHint = &destructive
+		t.Annotations.Title = s.Label
+		return t
+	default:
+		return nativeTool{Spec: s, Timeout: s.Timeout.Milliseconds()}
+	}
+}
+
+type openAITool struct {
+	Type     string         `json:"type"`
+	Function openAIFunction `json:"function"`
+}
+
+type openAIFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+type anthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+type mcpTool struct {
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+	Annotations struct {
+		Title           string `json:"title,omitempty"`
+		ReadOnlyHint    bool   `json:"readOnlyHint"`
+		DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	} `json:"annotations"`
+}
+
+type nativeTool struct {
+	tool.Spec
+	Timeout int64 `json:"timeout_ms,omitempty"`
+}

@@ -1,0 +1,305 @@
+// Package toolmgr holds the registry of tools: registration with schema compilation,
+// argument validation, schema export per provider, dispatch with hooks, timeouts and
+// panic recovery, and truncation of results to a token budget.
+package toolmgr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// validName is what every provider accepts as a function name.
+var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Entry is a registered tool with its compiled argument schema.
+type Entry struct {
+	Tool   tool.Tool
+	Spec   tool.Spec
+	schema *jsonschema.Schema
+	// declared holds the top-level property names of the schema.
+	declared map[string]bool
+}
+
+// BeforeHook runs before a call; a non-nil error vetoes it and its message reaches the
+// model as a denied result.
+type BeforeHook func(ctx *tool.Context, spec tool.Spec, args json.RawMessage) error
+
+// AfterHook runs after a call with its result.
+type AfterHook func(ctx *tool.Context, spec tool.Spec, res *tool.Result, elapsed time.Duration)
+
+// Manager is the registry of tools. It is safe for concurrent use; tools may be added
+// and removed while calls run (MCP servers come and go).
+type Manager struct {
+	mu     sync.RWMutex
+	tools  map[string]*Entry
+	before []BeforeHook
+	after  []AfterHook
+	// version increases on every change, so callers can cache derived views.
+	version uint64
+}
+
+// New returns an empty Manager.
+func New() *Manager { return &Manager{tools: map[string]*Entry{}} }
+
+// Register adds tools. It fails, registering none of them, when a name is invalid or
+// taken, or a parameters schema does not compile.
+func (m *Manager) Register(tools ...tool.Tool) error {
+	entries := make([]*Entry, 0, len(tools))
+	for _, t := range tools {
+		e, err := newEntry(t)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, e)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if _, dup := m.tools[e.Spec.Name]; dup || seen[e.Spec.Name] {
+			return fmt.Errorf("toolmgr: tool %q is already registered", e.Spec.Name)
+		}
+		seen[e.Spec.Name] = true
+	}
+	for _, e := range entries {
+		m.tools[e.Spec.Name] = e
+	}
+	m.version++
+	return nil
+}
+
+// MustRegister is Register for tools built into the binary, where a failure is a bug.
+func (m *Manager) MustRegister(tools ...tool.Tool) {
+	if err := m.Register(tools...); err != nil {
+		panic(err)
+	}
+}
+
+// Unregister removes tools by name and reports how many were removed.
+func (m *Manager) Unregister(names ...string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		if _, ok := m.tools[name]; ok {
+			delete(m.tools, name)
+			n++
+		}
+	}
+	if n > 0 {
+		m.version++
+	}
+	return n
+}
+
+// Version changes whenever the set of tools does.
+func (m *Manager) Version() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.version
+}
+
+// Lookup returns the entry of a tool.
+func (m *Manager) Lookup(name string) (*Entry, bool) {
+	m.mu.RLock()
+	e, ok := m.tools[name]
+	m.mu.RUnlock()
+	return e, ok
+}
+
+// Names returns every registered name, sorted.
+func (m *Manager) Names() []string {
+	m.mu.RLock()
+	names := make([]string, 0, len(m.tools))
+	for n := range m.tools {
+		names = append(names, n)
+	}
+	m.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// Specs returns every tool's spec, sorted by name.
+func (m *Manager) Specs() []tool.Spec {
+	m.mu.RLock()
+	specs := make([]tool.Spec, 0, len(m.tools))
+	for _, e := range m.tools {
+		specs = append(specs, e.Spec)
+	}
+	m.mu.RUnlock()
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	return specs
+}
+
+// AddBeforeHook adds a hook that runs before every call, in the order added.
+func (m *Manager) AddBeforeHook(h BeforeHook) {
+	m.mu.Lock()
+	m.before = append(m.before, h)
+	m.mu.Unlock()
+}
+
+// AddAfterHook adds a hook that runs after every call, in the order added.
+func (m *Manager) AddAfterHook(h AfterHook) {
+	m.mu.Lock()
+	m.after = append(m.after, h)
+	m.mu.Unlock()
+}
+
+func (m *Manager) hooks() ([]BeforeHook, []AfterHook) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.before, m.after
+}
+
+func newEntry(t tool.Tool) (*Entry, error) {
+	spec := t.Spec()
+	if !validName.MatchString(spec.Name) {
+		return nil, fmt.Errorf("toolmgr: tool name %q must match %s", spec.Name, validName)
+	}
+	if spec.Risk == "" {
+		spec.Risk = tool.RiskMedium
+	}
+	if !spec.Risk.Valid() {
+		return nil, fmt.Errorf("toolmgr: tool %q: unknown risk %q", spec.Name, spec.Risk)
+	}
+	if spec.Mode == "" {
+		spec.Mode = tool.ModeDirect
+	}
+	if spec.Source == "" {
+		spec.Source = "local"
+	}
+	if len(spec.Parameters) == 0 {
+		spec.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	schema, declared, err := compileSchema(spec.Name, spec.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	return &Entry{Tool: t, Spec: spec, schema: schema, declared: declared}, nil
+}
+
+// Invocation is one call to dispatch.
+type Invocation struct {
+	Ctx  *tool.Context
+	Args json.RawMessage
+	// Timeout bounds the call; zero means no deadline beyond Ctx's own.
+	Timeout time.Duration
+}
+
+// Run validates and executes a call of the entry's tool: identity fields stripped,
+// arguments checked, before hooks (which may veto), the tool under a deadline with panic
+// recovery, after hooks. It always returns a result; failures are is_error results.
+func (m *Manager) Run(e *Entry, inv Invocation) *tool.Result {
+	start := time.Now()
+	args, res := e.Prepare(inv.Args)
+	if res != nil {
+		return res
+	}
+	before, after := m.hooks()
+	for _, h := range before {
+		if err := h(inv.Ctx, e.Spec, args); err != nil {
+			return tool.ErrorResult(tool.KindDenied, "call of %s was stopped before it ran: %v", e.Spec.Name, err)
+		}
+	}
+	res = execute(e, inv, args)
+	for _, h := range after {
+		h(inv.Ctx, e.Spec, res, time.Since(start))
+	}
+	return res
+}
+
+// Prepare strips identity fields the model could use to spoof another session or user
+// and validates what remains. It returns the arguments to run with, or an invalid_args
+// result.
+func (e *Entry) Prepare(raw json.RawMessage) (json.RawMessage, *tool.Result) {
+	args, err := decodeArgs(raw)
+	if err != nil {
+		return nil, tool.ErrorResult(tool.KindInvalidArgs, "invalid arguments for %s: %v", e.Spec.Name, err)
+	}
+	if stripIdentity(args, e.declared) {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return nil, tool.ErrorResult(tool.KindInvalidArgs, "invalid arguments for %s: %v", e.Spec.Name, err)
+		}
+		raw = b
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage(`{}`)
+	}
+	if err := e.schema.Validate(args); err != nil {
+		return nil, tool.ErrorResult(tool.KindInvalidArgs, "%s", describeValidation(e.Spec.Name, err))
+	}
+	return raw, nil
+}
+
+func execute(e *Entry, inv Invocation, args json.RawMessage) *tool.Result {
+	parent := inv.Ctx.Context
+	ctx, cancel := parent, context.CancelFunc(func() {})
+	if inv.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(parent, inv.Timeout)
+	}
+	defer cancel()
+	tc := *inv.Ctx
+	tc.Context = ctx
+
+	done := make(chan *tool.Result, 1)
+	go func() {
+		done <- runGuarded(e, &tc, args)
+	}()
+	select {
+	case res := <-done:
+		// A tool that returned an error because its deadline passed gets the right kind.
+		if res.IsError && res.ErrorKind == tool.KindFailed && ctx.Err() != nil {
+			return interrupted(e.Spec.Name, ctx, parent, inv.Timeout)
+		}
+		return res
+	case <-ctx.Done():
+		// The tool ignores cancellation; answer now. Its goroutine ends when it returns,
+		// and its result (buffered channel) is discarded.
+		return interrupted(e.Spec.Name, ctx, parent, inv.Timeout)
+	}
+}
+
+func interrupted(name string, ctx, parent context.Context, timeout time.Duration) *tool.Result {
+	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return tool.ErrorResult(tool.KindTimeout, "%s did not finish within %s and was stopped", name, timeout)
+	}
+	if errors.Is(parent.Err(), context.DeadlineExceeded) {
+		return tool.ErrorResult(tool.KindTimeout, "%s did not finish before the deadline and was stopped", name)
+	}
+	return tool.ErrorResult(tool.KindCancelled, "%s was cancelled before it finished", name)
+}
+
+func runGuarded(e *Entry, ctx *tool.Context, args json.RawMessage) (res *tool.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = tool.ErrorResult(tool.KindFailed, "%s failed with an internal error; the call did not complete", e.Spec.Name)
+			res.Details, _ = json.Marshal(map[string]string{"panic": fmt.Sprint(p), "stack": string(debug.Stack())})
+		}
+	}()
+	r, err := e.Tool.Run(ctx, args)
+	switch {
+	case err != nil:
+		return tool.FromError(err)
+	case r == nil:
+		return &tool.Result{Content: []tool.Content{}}
+	}
+	if r.Content == nil {
+		r.Content = []tool.Content{}
+	}
+	if r.IsError && r.ErrorKind == "" {
+		r.ErrorKind = tool.KindFailed
+	}
+	return r
+}

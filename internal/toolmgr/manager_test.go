@@ -1,0 +1,256 @@
+package toolmgr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+type fnTool struct {
+	spec tool.Spec
+	run  func(ctx *tool.Context, args json.RawMessage) (*tool.Result, error)
+}
+
+func (f *fnTool) Spec() tool.Spec { return f.spec }
+func (f *fnTool) Run(ctx *tool.Context, args json.RawMessage) (*tool.Result, error) {
+	return f.run(ctx, args)
+}
+
+const personSchema = `{"type":"object","properties":{
+  "name":{"type":"string","minLength":1},
+  "age":{"type":"integer","minimum":0},
+  "tags":{"type":"array","items":{"type":"string"}}},
+  "required":["name","age"],"additionalProperties":false}`
+
+func echoTool(name string) *fnTool {
+	return &fnTool{
+		spec: tool.Spec{Name: name, Description: "echo", Parameters: json.RawMessage(personSchema)},
+		run: func(_ *tool.Context, args json.RawMessage) (*tool.Result, error) {
+			return tool.TextResult(string(args)), nil
+		},
+	}
+}
+
+func newCtx(t *testing.T) *tool.Context {
+	return &tool.Context{Context: context.Background(), CallID: "tc_1", ToolCallID: "c1", Session: &tool.Session{ID: "s", State: tool.NewState()}}
+}
+
+func TestRegisterRejects(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		spec tool.Spec
+		want string
+	}{
+		{"bad name", tool.Spec{Name: "has space"}, "must match"},
+		{"empty name", tool.Spec{Name: ""}, "must match"},
+		{"not json", tool.Spec{Name: "x", Parameters: json.RawMessage(`{`)}, "not JSON"},
+		{"not object schema", tool.Spec{Name: "x", Parameters: json.RawMessage(`{"type":"string"}`)}, "type object"},
+		{"bad schema", tool.Spec{Name: "x", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"nope"}}}`)}, "does not compile"},
+		{"remote ref", tool.Spec{Name: "x", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:1/x.json"}}}`)}, "not fetched"},
+		{"bad risk", tool.Spec{Name: "x", Risk: "extreme"}, "unknown risk"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := New()
+			err := m.Register(&fnTool{spec: c.spec})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Register error = %v, want it to contain %q", err, c.want)
+			}
+			if len(m.Names()) != 0 {
+				t.Fatalf("a rejected tool was registered: %v", m.Names())
+			}
+		})
+	}
+	m := New()
+	if err := m.Register(echoTool("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Register(echoTool("b"), echoTool("a")); err == nil {
+		t.Fatal("duplicate name accepted")
+	}
+	if got := m.Names(); len(got) != 1 {
+		t.Fatalf("a failed batch registered some tools: %v", got)
+	}
+}
+
+func TestRunValidation(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.MustRegister(echoTool("person"))
+	e, _ := m.Lookup("person")
+	cases := []struct {
+		name      string
+		args      string
+		wantKind  tool.ErrorKind
+		wantLines []string
+	}{
+		{"ok", `{"name":"ada","age":36}`, "", nil},
+		{"missing both", `{}`, tool.KindInvalidArgs, []string{"/: missing properties"}},
+		{"every path listed", `{"name":"","age":-1,"tags":[1,"x",true]}`, tool.KindInvalidArgs,
+			[]string{"/age:", "/name:", "/tags/0:", "/tags/2:"}},
+		{"extra property", `{"name":"a","age":1,"evil":1}`, tool.KindInvalidArgs, []string{"evil"}},
+		{"array not object", `[1,2]`, tool.KindInvalidArgs, []string{"must be a JSON object, got an array"}},
+		{"malformed", `{"name":`, tool.KindInvalidArgs, []string{"not valid JSON"}},
+		{"wrong type", `{"name":"a","age":"36"}`, tool.KindInvalidArgs, []string{"/age:", "integer"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(c.args)})
+			if c.wantKind == "" {
+				if res.IsError {
+					t.Fatalf("unexpected error: %s", res.Text())
+				}
+				return
+			}
+			if !res.IsError || res.ErrorKind != c.wantKind {
+				t.Fatalf("got is_error=%v kind=%q text=%q", res.IsError, res.ErrorKind, res.Text())
+			}
+			for _, l := range c.wantLines {
+				if !strings.Contains(res.Text(), l) {
+					t.Errorf("message lacks %q:\n%s", l, res.Text())
+				}
+			}
+		})
+	}
+}
+
+func TestIdentityFieldsStripped(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.MustRegister(&fnTool{
+		spec: tool.Spec{Name: "open", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
+		run:  func(_ *tool.Context, a json.RawMessage) (*tool.Result, error) { return tool.TextResult(string(a)), nil },
+	}, &fnTool{
+		spec: tool.Spec{Name: "declares", Parameters: json.RawMessage(`{"type":"object","properties":{"user_id":{"type":"string"}}}`)},
+		run:  func(_ *tool.Context, a json.RawMessage) (*tool.Result, error) { return tool.TextResult(string(a)), nil },
+	})
+	e, _ := m.Lookup("open")
+	res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"q":"x","session_id":"other","user_id":"root","_agent_state":{}}`)})
+	var got map[string]any
+	if err := json.Unmarshal([]byte(res.Text()), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["q"] != "x" {
+		t.Fatalf("identity fields reached the tool: %v", got)
+	}
+	e, _ = m.Lookup("declares")
+	res = m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"user_id":"u1"}`)})
+	if !strings.Contains(res.Text(), `"u1"`) {
+		t.Fatalf("a declared parameter was stripped: %s", res.Text())
+	}
+}
+
+func TestHooks(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.MustRegister(echoTool("person"))
+	var after []string
+	m.AddBeforeHook(func(ctx *tool.Context, s tool.Spec, args json.RawMessage) error {
+		if strings.Contains(string(args), "mallory") {
+			return errors.New("mallory is not allowed")
+		}
+		return nil
+	})
+	m.AddAfterHook(func(ctx *tool.Context, s tool.Spec, r *tool.Result, d time.Duration) {
+		after = append(after, s.Name+":"+string(r.ErrorKind))
+	})
+	e, _ := m.Lookup("person")
+	res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"name":"mallory","age":1}`)})
+	if res.ErrorKind != tool.KindDenied || !strings.Contains(res.Text(), "mallory is not allowed") {
+		t.Fatalf("veto not applied: %+v", res)
+	}
+	res = m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"name":"ada","age":1}`)})
+	if res.IsError {
+		t.Fatal(res.Text())
+	}
+	if len(after) != 1 || after[0] != "person:" {
+		t.Fatalf("after hooks = %v, want one call after the allowed run only", after)
+	}
+}
+
+func TestRunFailures(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	m := New()
+	m.MustRegister(
+		&fnTool{spec: tool.Spec{Name: "panics"}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) { panic("boom") }},
+		&fnTool{spec: tool.Spec{Name: "errs"}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
+			return nil, tool.Errorf(tool.KindUnavailable, "upstream down")
+		}},
+		&fnTool{spec: tool.Spec{Name: "plainerr"}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
+			return nil, errors.New("disk on fire")
+		}},
+		&fnTool{spec: tool.Spec{Name: "deaf"}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
+			<-block // ignores its context
+			return tool.TextResult("late"), nil
+		}},
+		&fnTool{spec: tool.Spec{Name: "polite"}, run: func(ctx *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}},
+		&fnTool{spec: tool.Spec{Name: "nilres"}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) { return nil, nil }},
+	)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		tool    string
+		ctx     context.Context
+		timeout time.Duration
+		kind    tool.ErrorKind
+		text    string
+	}{
+		{"panics", context.Background(), 0, tool.KindFailed, "internal error"},
+		{"errs", context.Background(), 0, tool.KindUnavailable, "upstream down"},
+		{"plainerr", context.Background(), 0, tool.KindFailed, "disk on fire"},
+		{"deaf", context.Background(), 20 * time.Millisecond, tool.KindTimeout, "did not finish within 20ms"},
+		{"polite", context.Background(), 20 * time.Millisecond, tool.KindTimeout, "did not finish"},
+		{"polite", cancelled, time.Second, tool.KindCancelled, "cancelled"},
+		{"nilres", context.Background(), 0, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.tool+"/"+string(c.kind), func(t *testing.T) {
+			e, _ := m.Lookup(c.tool)
+			tc := newCtx(t)
+			tc.Context = c.ctx
+			res := m.Run(e, Invocation{Ctx: tc, Timeout: c.timeout})
+			if res.ErrorKind != c.kind || res.IsError != (c.kind != "") || !strings.Contains(res.Text(), c.text) {
+				t.Fatalf("got kind=%q is_error=%v text=%q; want kind %q containing %q", res.ErrorKind, res.IsError, res.Text(), c.kind, c.text)
+			}
+		})
+	}
+	e, _ := m.Lookup("panics")
+	res := m.Run(e, Invocation{Ctx: newCtx(t)})
+	if !strings.Contains(string(res.Details), "boom") {
+		t.Fatalf("panic value not kept in details: %s", res.Details)
+	}
+}
+
+func TestSpecsSortedAndUnregister(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.MustRegister(echoTool("zeta"), echoTool("alpha"), echoTool("mid"))
+	v := m.Version()
+	var names []string
+	for _, s := range m.Specs() {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, ",") != "alpha,mid,zeta" {
+		t.Fatalf("specs not sorted: %v", names)
+	}
+	if n := m.Unregister("mid", "nope"); n != 1 {
+		t.Fatalf("Unregister removed %d", n)
+	}
+	if m.Version() == v {
+		t.Fatal("version unchanged after unregister")
+	}
+	if _, ok := m.Lookup("mid"); ok {
+		t.Fatal("mid still registered")
+	}
+}

@@ -1,0 +1,184 @@
+package toolmgr
+
+import (
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// DefaultMaxResultTokens is the token budget of a result's text when none is configured.
+const DefaultMaxResultTokens = 12000
+
+// markerReserve is what the truncation marker may cost in tokens.
+const markerReserve = 64
+
+// Truncator cuts result text to a token budget, keeping the head and the tail (where
+// command output usually says what went wrong) with a marker saying what was removed.
+// The tokenizer (cl100k_base, embedded, never downloaded) is loaded on first need.
+type Truncator struct {
+	max int
+}
+
+// loadEncoding loads the tokenizer once per process: tiktoken-go keeps its loader in a
+// package variable, and the loaded encoding is immutable and safe to share.
+var loadEncoding = sync.OnceValues(func() (*tiktoken.Tiktoken, error) {
+	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+	return tiktoken.GetEncoding("cl100k_base")
+})
+
+// NewTruncator returns a Truncator with the given budget; max ≤ 0 means the default.
+func NewTruncator(max int) *Truncator {
+	if max <= 0 {
+		max = DefaultMaxResultTokens
+	}
+	if max < 2*markerReserve {
+		max = 2 * markerReserve
+	}
+	return &Truncator{max: max}
+}
+
+// Max is the budget in tokens.
+func (t *Truncator) Max() int { return t.max }
+
+func (t *Truncator) encoding() (*tiktoken.Tiktoken, error) { return loadEncoding() }
+
+// Warm loads the tokenizer now rather than on the first large result.
+func (t *Truncator) Warm() error { _, err := t.encoding(); return err }
+
+// Apply returns res with its text cut to the budget, or res itself when it fits. The
+// input is never modified: the full result is what gets persisted.
+func (t *Truncator) Apply(res *tool.Result) *tool.Result {
+	total := 0
+	for _, c := range res.Content {
+		total += len(c.Text)
+	}
+	// A token covers at least one byte, so text no longer than the budget in bytes fits
+	// without counting.
+	if total <= t.max {
+		return res
+	}
+	text := res.Text()
+	cut, ok := t.Cut(text)
+	if ok {
+		return res
+	}
+	out := *res
+	out.Content = []tool.Content{{Type: tool.ContentText, Text: cut}}
+	for _, c := range res.Content {
+		if c.Type == tool.ContentImage || c.Type == tool.ContentAudio {
+			out.Content = append(out.Content, c)
+		}
+	}
+	out.Structured = nil // it would blow the budget too; the record keeps it
+	out.Truncated = true
+	return &out
+}
+
+// Cut returns text unchanged with true when it fits the budget, otherwise the head and
+// tail that fit with a marker between them, and false.
+func (t *Truncator) Cut(text string) (string, bool) {
+	if len(text) <= t.max {
+		return text, true
+	}
+	enc, err := t.encoding()
+	if err != nil {
+		// Without a tokenizer, fall back to a conservative byte budget (≈3 bytes/token).
+		return t.cutBytes(text, t.max*3)
+	}
+	budget := t.max - markerReserve
+	headN := budget * 2 / 3
+	tailN := budget - headN
+	headEnd, headAll := prefixForTokens(enc, text, headN)
+	if headAll {
+		return text, true
+	}
+	tailStart, _ := suffixForTokens(enc, text, tailN)
+	if tailStart <= headEnd {
+		// Head and tail overlap: the whole text fits.
+		if len(enc.Encode(text, nil, nil)) <= t.max {
+			return text, true
+		}
+		tailStart = headEnd
+	}
+	removed := tailStart - headEnd
+	return fmt.Sprintf("%s\n\n[… %d of %d bytes removed here: the result exceeded the %d-token limit …]\n\n%s",
+		text[:headEnd], removed, len(text), t.max, text[tailStart:]), false
+}
+
+func (t *Truncator) cutBytes(text string, n int) (string, bool) {
+	if len(text) <= n {
+		return text, true
+	}
+	head := validPrefix(text, n*2/3)
+	tailStart := validSuffixStart(text, len(text)-(n-len(head)))
+	return fmt.Sprintf("%s\n\n[… %d of %d bytes removed here: the result exceeded the size limit …]\n\n%s",
+		head, tailStart-len(head), len(text), text[tailStart:]), false
+}
+
+// prefixForTokens returns the byte length of the first n tokens of text, encoding only
+// as much of the text as needed; all is true when the whole text has at most n tokens.
+func prefixForTokens(enc *tiktoken.Tiktoken, text string, n int) (end int, all bool) {
+	window := n * 4
+	for {
+		if window >= len(text) {
+			toks := enc.Encode(text, nil, nil)
+			if len(toks) <= n {
+				return len(text), true
+			}
+			return len(enc.Decode(toks[:n])), false
+		}
+		chunk := validPrefix(text, window)
+		toks := enc.Encode(chunk, nil, nil)
+		// The last token of a cut chunk may be a fragment; keep a margin of one.
+		if len(toks) > n {
+			return len(enc.Decode(toks[:n])), false
+		}
+		window *= 2
+	}
+}
+
+// suffixForTokens returns where the last n tokens of text begin.
+func suffixForTokens(enc *tiktoken.Tiktoken, text string, n int) (start int, all bool) {
+	window := n * 4
+	for {
+		if window >= len(text) {
+			toks := enc.Encode(text, nil, nil)
+			if len(toks) <= n {
+				return 0, true
+			}
+			return len(text) - len(enc.Decode(toks[len(toks)-n:])), false
+		}
+		s := validSuffixStart(text, len(text)-window)
+		toks := enc.Encode(text[s:], nil, nil)
+		if len(toks) > n+1 {
+			// Drop the first token of the chunk: it may be a fragment of a longer one.
+			return len(text) - len(enc.Decode(toks[len(toks)-n:])), false
+		}
+		window *= 2
+	}
+}
+
+func validPrefix(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func validSuffixStart(s string, i int) int {
+	if i <= 0 {
+		return 0
+	}
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return i
+}

@@ -1,0 +1,144 @@
+package toolmgr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+var printer = message.NewPrinter(language.English)
+
+// identityFields are argument names a model could use to act as another session or user.
+// They are removed unless the tool's schema declares them as its own parameters.
+var identityFields = []string{"session_id", "user_id", "tenant", "tenant_id", "_session", "_agent_state", "_user"}
+
+func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[string]bool, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters are not JSON: %w", name, err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters must be a JSON Schema object", name)
+	}
+	if t, ok := obj["type"]; ok && t != "object" {
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema must have type object, not %v", name, t)
+	}
+	c := jsonschema.NewCompiler()
+	// An absolute URL, so that nothing resolves against the working directory, and no
+	// loader, so that a schema can never make the daemon fetch a URL.
+	c.UseLoader(noLoader{})
+	url := "mem:///tools/" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: %w", name, err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema does not compile: %w", name, err)
+	}
+	declared := map[string]bool{}
+	if props, ok := obj["properties"].(map[string]any); ok {
+		for k := range props {
+			declared[k] = true
+		}
+	}
+	return s, declared, nil
+}
+
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema references %s, which is not loaded (remote references are not fetched)", url)
+}
+
+// decodeArgs parses arguments with numbers kept exact, as the validator expects.
+func decodeArgs(raw json.RawMessage) (any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return map[string]any{}, nil
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	if v == nil {
+		return map[string]any{}, nil
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, fmt.Errorf("arguments must be a JSON object, got %s", jsonType(v))
+	}
+	return v, nil
+}
+
+func stripIdentity(args any, declared map[string]bool) bool {
+	obj, ok := args.(map[string]any)
+	if !ok {
+		return false
+	}
+	changed := false
+	for _, f := range identityFields {
+		if _, present := obj[f]; present && !declared[f] {
+			delete(obj, f)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// describeValidation turns a validation error into one line per failing location, in
+// words a model can act on.
+func describeValidation(name string, err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return fmt.Sprintf("invalid arguments for %s: %v", name, err)
+	}
+	seen := map[string]bool{}
+	var lines []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		switch e.ErrorKind.(type) {
+		case *kind.Group, *kind.Schema, *kind.Reference:
+			return
+		}
+		loc := "/" + strings.Join(e.InstanceLocation, "/")
+		line := fmt.Sprintf("- %s: %s", loc, e.ErrorKind.LocalizedString(printer))
+		if !seen[line] {
+			seen[line] = true
+			lines = append(lines, line)
+		}
+	}
+	walk(ve)
+	if len(lines) == 0 {
+		lines = append(lines, "- /: "+ve.ErrorKind.LocalizedString(printer))
+	}
+	sort.Strings(lines)
+	return fmt.Sprintf("invalid arguments for %s (fix these and call again):\n%s", name, strings.Join(lines, "\n"))
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number, float64:
+		return "a number"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS tool_calls;
+DROP TABLE IF EXISTS sessions;

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS audit_log;
+DROP TABLE IF EXISTS approvals;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what the tests need (if it is missing), runs every
+# package under the race detector, then runs each fuzz target briefly.
+#   scripts/test.sh            # everything
+#   FUZZTIME=0 scripts/test.sh # skip the fuzzing pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CI="${CI:-}"
+FUZZTIME="${FUZZTIME:-8s}"
+
+have_pg_binaries() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi; }
+
+# PostgreSQL: the tests use TOOLSERVER_TEST_POSTGRES_URL, or start a throwaway cluster
+# from the local server binaries. Install them when neither is available.
+if [ -z "${TOOLSERVER_TEST_POSTGRES_URL:-}" ] && ! have_pg_binaries; then
+  echo "test.sh: installing PostgreSQL server binaries" >&2
+  as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
+    || echo "test.sh: could not install PostgreSQL; PostgreSQL tests will fail under CI=true" >&2
+fi
+# bubblewrap lets the sandbox tests cover the bwrap backend as well as raw namespaces.
+if ! command -v bwrap >/dev/null; then
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+    || echo "test.sh: bubblewrap not installed; the bwrap backend tests will be skipped" >&2
+fi
+
+# Real MCP servers for the MCP proxy tests, pinned in testdata/npm/package-lock.json.
+if command -v npm >/dev/null; then
+  (cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error) \
+    || echo "test.sh: npm ci failed; MCP proxy tests will fail under CI=true" >&2
+else
+  echo "test.sh: npm not found; MCP proxy tests will fail under CI=true" >&2
+fi
+
+go vet ./...
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
+
+go test -race -count=1 -timeout 30m ./...
+
+if [ "$FUZZTIME" != "0" ]; then
+  # Each fuzz target for a few seconds beyond its seed corpus (which ran above).
+  for pkg in $(go list ./...); do
+    dir=$(go list -f '{{.Dir}}' "$pkg")
+    for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+      echo "fuzz $pkg $target ($FUZZTIME)"
+      out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1) || { echo "$out"; exit 1; }
+    done
+  done
+fi
+echo "test.sh: all passed"
