@@ -142,6 +142,11 @@ type MCPServerConfig struct {
 	CallTimeout    time.Duration     `mapstructure:"call_timeout"`
 	Enabled        *bool             `mapstructure:"enabled"` // default true
 	Prefix         string            `mapstructure:"prefix"`
+	// Pooling is shared (default) or per_session; MaxSessions and
+	// SessionIdleTimeout bound per_session upstream sessions.
+	Pooling            string        `mapstructure:"pooling"`
+	MaxSessions        int           `mapstructure:"max_sessions"`
+	SessionIdleTimeout time.Duration `mapstructure:"session_idle_timeout"`
 }
 
 // ToolGroupConfig declares one tool group.

@@ -71,16 +71,38 @@ type ServerConfig struct {
 	Enabled bool `json:"enabled"`
 	// Prefix, when set, replaces the whole "mcp__{name}__" prefix of tool names.
 	Prefix string `json:"prefix,omitempty"`
+	// Pooling is shared (default: one upstream session serves every daemon session)
+	// or per_session (each daemon session gets its own upstream session — for stdio,
+	// its own process — for servers that keep per-client state).
+	Pooling string `json:"pooling,omitempty"`
+	// MaxSessions caps the upstream sessions of a per_session server (default 32).
+	MaxSessions int `json:"max_sessions,omitempty"`
+	// SessionIdleTimeout closes a per_session upstream session unused this long
+	// (default 10m).
+	SessionIdleTimeout time.Duration `json:"-"`
 }
+
+// Pooling modes.
+const (
+	PoolShared     = "shared"
+	PoolPerSession = "per_session"
+)
+
+// Per-session pooling defaults.
+const (
+	DefaultMaxSessions        = 32
+	DefaultSessionIdleTimeout = 10 * time.Minute
+)
 
 // serverConfigJSON is ServerConfig on the wire and in the store: durations as Go
 // duration strings ("30s"), so that a stored config reads well.
 // A missing "enabled" means enabled.
 type serverConfigJSON struct {
 	serverConfigFields
-	ConnectTimeout string `json:"connect_timeout,omitempty"`
-	CallTimeout    string `json:"call_timeout,omitempty"`
-	Enabled        *bool  `json:"enabled,omitempty"`
+	ConnectTimeout     string `json:"connect_timeout,omitempty"`
+	CallTimeout        string `json:"call_timeout,omitempty"`
+	SessionIdleTimeout string `json:"session_idle_timeout,omitempty"`
+	Enabled            *bool  `json:"enabled,omitempty"`
 }
 
 // serverConfigFields has ServerConfig's fields without its JSON methods.
@@ -94,6 +116,9 @@ func (c ServerConfig) MarshalJSON() ([]byte, error) {
 	}
 	if c.CallTimeout > 0 {
 		j.CallTimeout = c.CallTimeout.String()
+	}
+	if c.SessionIdleTimeout > 0 {
+		j.SessionIdleTimeout = c.SessionIdleTimeout.String()
 	}
 	return json.Marshal(j)
 }
@@ -109,7 +134,7 @@ func (c *ServerConfig) UnmarshalJSON(b []byte) error {
 	for _, d := range []struct {
 		s   string
 		dst *time.Duration
-	}{{j.ConnectTimeout, &c.ConnectTimeout}, {j.CallTimeout, &c.CallTimeout}} {
+	}{{j.ConnectTimeout, &c.ConnectTimeout}, {j.CallTimeout, &c.CallTimeout}, {j.SessionIdleTimeout, &c.SessionIdleTimeout}} {
 		if d.s == "" {
 			continue
 		}
@@ -148,8 +173,16 @@ func (c *ServerConfig) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("transport %q must be stdio, sse or streamable_http", c.Transport))
 	}
-	if c.ConnectTimeout < 0 || c.CallTimeout < 0 {
+	if c.ConnectTimeout < 0 || c.CallTimeout < 0 || c.SessionIdleTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must not be negative"))
+	}
+	switch c.Pooling {
+	case "", PoolShared, PoolPerSession:
+	default:
+		errs = append(errs, fmt.Errorf("pooling %q must be shared or per_session", c.Pooling))
+	}
+	if c.MaxSessions < 0 {
+		errs = append(errs, errors.New("max_sessions must not be negative"))
 	}
 	if c.Prefix != "" && !validToolName.MatchString(c.Prefix) {
 		errs = append(errs, fmt.Errorf("prefix %q may only contain [a-zA-Z0-9_-]", c.Prefix))
@@ -167,6 +200,15 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.Pooling == "" {
+		c.Pooling = PoolShared
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.SessionIdleTimeout == 0 {
+		c.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
 	return c
 }
@@ -261,4 +303,6 @@ type ServerStatus struct {
 	Notes []string `json:"notes,omitempty"`
 	// Persisted servers were added at run time and are kept in the store.
 	Persisted bool `json:"persisted,omitempty"`
+	// UpstreamSessions counts the open upstream sessions of a per_session server.
+	UpstreamSessions int `json:"upstream_sessions,omitempty"`
 }

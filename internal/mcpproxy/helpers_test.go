@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(statefulServerEnv) == "1" {
+		// This test binary, started as a stdio MCP server by a test.
+		serveStatefulStdio()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -319,6 +325,32 @@ func (h *harness) stdioPid(t *testing.T, name string) int {
 		t.Fatalf("server %s has no live stdio child", name)
 	}
 	return c.pid
+}
+
+// groupMembers lists the live (not zombie) processes of process group pgid.
+func groupMembers(pgid int) []int {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// After "(comm)": state, ppid, pgrp.
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) >= 3 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 func processAlive(pid int) bool {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -231,8 +230,9 @@ func TestStopKillsProcessGroup(t *testing.T) {
 	start := time.Now()
 	h.m.Stop()
 	t.Logf("Stop took %s", time.Since(start))
-	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("process group %d still has members after Stop (kill -0: %v)", pid, err)
+	// Killed members may linger briefly as zombies until their new parent reaps them.
+	if !eventually(5*time.Second, func() bool { return len(groupMembers(pid)) == 0 }) {
+		t.Errorf("process group %d still has live members %v after Stop", pid, groupMembers(pid))
 	}
 	if names := h.tools.Names(); len(names) != 0 {
 		t.Errorf("tools registered after Stop: %v", names)

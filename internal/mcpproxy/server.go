@@ -37,6 +37,7 @@ type server struct {
 	notes     []string
 	nTools    int           // registered
 	conn      *conn         // set while ready
+	pool      sessionPool   // per_session pooling: one upstream session per daemon session
 	changed   chan struct{} // closed and replaced on every state change
 
 	wake    chan struct{} // restart now
@@ -87,6 +88,7 @@ func (s *server) stop() {
 }
 
 func (s *server) run(ctx context.Context) {
+	defer s.closeSessions(true)
 	attempt := 0
 	for ctx.Err() == nil {
 		if attempt > 0 {
@@ -131,6 +133,9 @@ func (s *server) run(ctx context.Context) {
 			s.log.Warn("mcp server: connection lost", "err", reason)
 			s.setState(StateFailed, reason.Error(), nil)
 		}
+		// Upstream sessions of daemon sessions end with the server's: a restarted
+		// server has forgotten their state anyway.
+		s.closeSessions(false)
 		c.close()
 		if ctx.Err() != nil {
 			return
@@ -206,6 +211,9 @@ func (s *server) watch(ctx context.Context, c *conn) error {
 			}
 			continue
 		case <-tick.C:
+			if s.cfg.Pooling == PoolPerSession {
+				s.reapSessions(time.Now())
+			}
 		case <-s.check:
 		}
 		select {
@@ -336,6 +344,7 @@ func (s *server) status() ServerStatus {
 		Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Tools: s.nTools,
 		LastError: s.lastErr, Since: s.since, Restarts: s.restarts,
 		Notes: append([]string(nil), s.notes...), Persisted: s.persisted,
+		UpstreamSessions: s.sessionCount(),
 	}
 	// A connection that has died is not ready even before the supervisor notices:
 	// the status agrees with liveConn, which calls use.

@@ -42,6 +42,9 @@ func (t *proxyTool) Run(tc *tool.Context, args json.RawMessage) (*tool.Result, e
 	if c == nil {
 		return t.done(outcomeUnavailable, nil, s.unavailable())
 	}
+	if s.cfg.Pooling == PoolPerSession && sessionKey(tc) != "" {
+		return t.runPooled(tc, args)
+	}
 	res, err := t.call(tc, c, args)
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
 		// An HTTP server restarted and forgot the session; it refused the request
@@ -53,6 +56,36 @@ func (t *proxyTool) Run(tc *tool.Context, args json.RawMessage) (*tool.Result, e
 			res, err = t.call(tc, c, args)
 		}
 	}
+	return t.outcome(tc, c, res, err)
+}
+
+// runPooled calls through the daemon session's own upstream session.
+func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Result, error) {
+	s, key := t.srv, sessionKey(tc)
+	c, release, err := s.sessionConn(tc, key)
+	if err != nil {
+		if tc.Err() != nil {
+			return t.done(t.classify(tc, s.liveConn(), err))
+		}
+		return t.done(outcomeUnavailable, nil, err)
+	}
+	res, err := t.call(tc, c, args)
+	release()
+	if err != nil && isSessionLost(err) && tc.Err() == nil {
+		// The upstream forgot this session (it restarted): open a new one, once.
+		c.markDead(fmt.Errorf("session lost: %w", err))
+		nc, release, nerr := s.sessionConn(tc, key)
+		if nerr != nil {
+			return t.done(outcomeUnavailable, nil, nerr)
+		}
+		c = nc
+		res, err = t.call(tc, c, args)
+		release()
+	}
+	return t.outcome(tc, c, res, err)
+}
+
+func (t *proxyTool) outcome(tc *tool.Context, c *conn, res *tool.Result, err error) (*tool.Result, error) {
 	if err == nil {
 		if res.IsError {
 			return t.done(outcomeError, res, nil)

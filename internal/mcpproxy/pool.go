@@ -1,0 +1,221 @@
+package mcpproxy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// sessionPool holds the upstream sessions of a per_session server, one per daemon
+// session. The supervisor's own connection still lists tools and is health-checked;
+// a daemon session's first call opens its upstream session, which is closed when
+// unused for SessionIdleTimeout, when it dies (the next call opens a new one), or
+// when the server stops or restarts.
+type sessionPool struct {
+	mu     sync.Mutex
+	conns  map[string]*pooled
+	closed bool
+}
+
+type pooled struct {
+	ready    chan struct{} // closed once dialled; conn or err is set by then
+	conn     *conn
+	err      error
+	inflight int
+	lastUsed time.Time
+}
+
+func (p *pooled) dialled() bool {
+	select {
+	case <-p.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// usable says whether a dialled entry can take calls.
+func (p *pooled) usable() bool { return p.err == nil && p.conn.err() == nil }
+
+// sessionConn returns the upstream connection of a daemon session, opening it on
+// first use, and a release the caller calls when its call is over.
+func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func(), error) {
+	pool := &s.pool
+	pool.mu.Lock()
+	if pool.closed {
+		pool.mu.Unlock()
+		return nil, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s is stopping", s.cfg.Name)
+	}
+	if pool.conns == nil {
+		pool.conns = map[string]*pooled{}
+	}
+	var stale []*conn
+	p := pool.conns[sessionID]
+	if p != nil && p.dialled() && !p.usable() {
+		delete(pool.conns, sessionID)
+		if p.conn != nil {
+			stale = append(stale, p.conn)
+		}
+		p = nil
+	}
+	opener := p == nil
+	if opener {
+		if len(pool.conns) >= s.cfg.MaxSessions {
+			victim := pool.lruIdle()
+			if victim == "" {
+				pool.mu.Unlock()
+				closeAll(stale)
+				return nil, nil, tool.Errorf(tool.KindUnavailable,
+					"mcp server %s has all its %d upstream sessions busy; try again shortly", s.cfg.Name, s.cfg.MaxSessions)
+			}
+			stale = append(stale, pool.conns[victim].conn)
+			delete(pool.conns, victim)
+		}
+		p = &pooled{ready: make(chan struct{})}
+		pool.conns[sessionID] = p
+	}
+	p.inflight++
+	p.lastUsed = time.Now()
+	pool.mu.Unlock()
+	closeAll(stale)
+
+	release := func() {
+		pool.mu.Lock()
+		p.inflight--
+		p.lastUsed = time.Now()
+		pool.mu.Unlock()
+	}
+	if opener {
+		s.openSession(ctx, sessionID, p)
+	}
+	select {
+	case <-p.ready:
+	case <-ctx.Done():
+		release()
+		return nil, nil, ctx.Err()
+	}
+	if p.err != nil {
+		release()
+		return nil, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s: could not open an upstream session for this daemon session: %v", s.cfg.Name, p.err)
+	}
+	return p.conn, release, nil
+}
+
+// openSession dials p's connection and publishes the outcome.
+func (s *server) openSession(ctx context.Context, sessionID string, p *pooled) {
+	var self atomic.Pointer[conn]
+	// A stdio child that exits marks its connection dead: the next call opens another.
+	hint := func() {
+		if c := self.Load(); c != nil {
+			c.markDead(errors.New("the upstream process exited"))
+		}
+	}
+	c, _, err := dial(ctx, &s.cfg, s.log.With("daemon_session", sessionID), s.onNotification, hint)
+	if c != nil {
+		self.Store(c)
+	}
+	pool := &s.pool
+	pool.mu.Lock()
+	p.conn, p.err = c, err
+	if err == nil && (pool.closed || pool.conns[sessionID] != p) {
+		p.conn, p.err = nil, errors.New("the server restarted or stopped while the session was opening")
+	}
+	if p.err != nil && pool.conns[sessionID] == p {
+		delete(pool.conns, sessionID)
+	}
+	close(p.ready)
+	pool.mu.Unlock()
+	if err == nil && p.conn == nil {
+		c.close()
+	}
+	if err == nil && p.conn != nil {
+		s.log.Info("mcp server: upstream session opened for a daemon session", "daemon_session", sessionID)
+	}
+}
+
+// lruIdle returns the least recently used dialled session with no call in flight.
+func (pool *sessionPool) lruIdle() string {
+	var victim string
+	var oldest time.Time
+	for id, p := range pool.conns {
+		if p.inflight > 0 || !p.dialled() {
+			continue
+		}
+		if victim == "" || p.lastUsed.Before(oldest) {
+			victim, oldest = id, p.lastUsed
+		}
+	}
+	return victim
+}
+
+// reapSessions closes upstream sessions idle longer than the timeout and dead ones.
+func (s *server) reapSessions(now time.Time) {
+	pool := &s.pool
+	pool.mu.Lock()
+	var gone []*conn
+	for id, p := range pool.conns {
+		if p.inflight > 0 || !p.dialled() {
+			continue
+		}
+		if !p.usable() || now.Sub(p.lastUsed) >= s.cfg.SessionIdleTimeout {
+			delete(pool.conns, id)
+			if p.conn != nil {
+				gone = append(gone, p.conn)
+			}
+		}
+	}
+	pool.mu.Unlock()
+	if len(gone) > 0 {
+		s.log.Info("mcp server: closed idle upstream sessions", "count", len(gone))
+	}
+	closeAll(gone)
+}
+
+// closeSessions closes every upstream session; stopping also refuses new ones
+// until reopenSessions.
+func (s *server) closeSessions(stopping bool) {
+	pool := &s.pool
+	pool.mu.Lock()
+	var all []*conn
+	for id, p := range pool.conns {
+		if p.dialled() && p.conn != nil {
+			all = append(all, p.conn)
+		}
+		delete(pool.conns, id)
+	}
+	pool.closed = pool.closed || stopping
+	pool.mu.Unlock()
+	// A call on one of them ends now: its connection is cut.
+	for _, c := range all {
+		c.markDead(errors.New("the upstream server was restarted or stopped"))
+	}
+	closeAll(all)
+}
+
+// sessionCount is how many upstream sessions are open or opening.
+func (s *server) sessionCount() int {
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	return len(s.pool.conns)
+}
+
+func closeAll(cs []*conn) {
+	for _, c := range cs {
+		if c != nil {
+			c.close()
+		}
+	}
+}
+
+// sessionKey is the daemon session a call belongs to; calls without one share the
+// supervisor's connection.
+func sessionKey(tc *tool.Context) string {
+	if tc.Session == nil {
+		return ""
+	}
+	return tc.Session.ID
+}

@@ -1,0 +1,217 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+const statefulServerEnv = "TOOLSERVERD_TEST_STATEFUL_MCP"
+
+// serveStatefulStdio is a stdio MCP server that keeps per-client state: a counter,
+// and its pid. Tests start the test binary itself as this server.
+func serveStatefulStdio() {
+	var mu sync.Mutex
+	n := 0
+	s := mcpserver.NewMCPServer("stateful", "1.0.0", mcpserver.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("count", mcp.WithDescription("Counts calls in this process.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			return mcp.NewToolResultText(strconv.Itoa(n)), nil
+		})
+	s.AddTool(mcp.NewTool("pid", mcp.WithDescription("This process's id.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(strconv.Itoa(os.Getpid())), nil
+		})
+	s.AddTool(mcp.NewTool("wait", mcp.WithDescription("Waits until cancelled.")),
+		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	if err := mcpserver.ServeStdio(s); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func statefulServer(t *testing.T, name string) ServerConfig {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ServerConfig{Name: name, Transport: TransportStdio, Command: exe, Enabled: true,
+		Env: map[string]string{statefulServerEnv: "1"}, Pooling: PoolPerSession}
+}
+
+// sessionCall calls a tool as daemon session sid ("" for none).
+func (h *harness) sessionCall(ctx context.Context, t *testing.T, sid, name string) *tool.Result {
+	t.Helper()
+	e, ok := h.tools.Lookup(name)
+	if !ok {
+		t.Fatalf("tool %s is not registered (have %v)", name, h.tools.Names())
+	}
+	tc := &tool.Context{Context: ctx, CallID: "tc_test", ToolName: name, Progress: tool.NoProgress}
+	if sid != "" {
+		tc.Session = &tool.Session{ID: sid}
+	}
+	return h.tools.Run(e, toolmgr.Invocation{Ctx: tc, Args: json.RawMessage(`{}`)})
+}
+
+func (h *harness) sessionInt(t *testing.T, sid, name string) int {
+	t.Helper()
+	res := h.sessionCall(t.Context(), t, sid, name)
+	if res.IsError {
+		t.Fatalf("%s as %q: %s: %s", name, sid, res.ErrorKind, res.Text())
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(res.Text()))
+	if err != nil {
+		t.Fatalf("%s as %q answered %q", name, sid, res.Text())
+	}
+	return n
+}
+
+// TestPerSessionPooling: each daemon session gets its own upstream process with its
+// own state; calls without a session use the shared one; idle sessions close and
+// their processes die; the next call opens a fresh one.
+func TestPerSessionPooling(t *testing.T) {
+	t.Parallel()
+	cfg := statefulServer(t, "st")
+	cfg.SessionIdleTimeout = 400 * time.Millisecond
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: 100 * time.Millisecond})
+	h.start(t)
+	h.waitState(t, "st", StateReady, 30*time.Second)
+	shared := h.stdioPid(t, "st")
+
+	if a, b := h.sessionInt(t, "ses_a", "mcp__st__count"), h.sessionInt(t, "ses_a", "mcp__st__count"); a != 1 || b != 2 {
+		t.Errorf("session a counted %d then %d, want 1 then 2", a, b)
+	}
+	if n := h.sessionInt(t, "ses_b", "mcp__st__count"); n != 1 {
+		t.Errorf("session b counted %d, want 1: it has its own upstream session", n)
+	}
+	if n := h.sessionInt(t, "", "mcp__st__count"); n != 1 {
+		t.Errorf("a call without a session counted %d on the shared connection, want 1", n)
+	}
+	pa, pb := h.sessionInt(t, "ses_a", "mcp__st__pid"), h.sessionInt(t, "ses_b", "mcp__st__pid")
+	if pa == pb || pa == shared || pb == shared {
+		t.Fatalf("pids: session a %d, session b %d, shared %d; want three processes", pa, pb, shared)
+	}
+	if st := h.status(t, "st"); st.UpstreamSessions != 2 {
+		t.Errorf("upstream_sessions = %d, want 2", st.UpstreamSessions)
+	}
+
+	// Idle past the timeout: both close, their processes are gone, the shared one stays.
+	if !eventually(10*time.Second, func() bool { return h.status(t, "st").UpstreamSessions == 0 }) {
+		t.Fatalf("upstream sessions still open after the idle timeout: %d", h.status(t, "st").UpstreamSessions)
+	}
+	if !eventually(5*time.Second, func() bool { return !processAlive(pa) && !processAlive(pb) }) {
+		t.Errorf("idle upstream processes %d, %d still alive", pa, pb)
+	}
+	if !processAlive(shared) {
+		t.Error("the shared upstream process died with the idle sessions")
+	}
+	if n := h.sessionInt(t, "ses_a", "mcp__st__count"); n != 1 {
+		t.Errorf("session a counted %d after its upstream session closed, want a fresh 1", n)
+	}
+
+	// A session's process dying: the next call opens a new one.
+	pa = h.sessionInt(t, "ses_a", "mcp__st__pid")
+	if err := syscall.Kill(pa, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var again int
+	if !eventually(10*time.Second, func() bool {
+		res := h.sessionCall(t.Context(), t, "ses_a", "mcp__st__pid")
+		if res.IsError {
+			wantKind(t, res, tool.KindUnavailable)
+			return false
+		}
+		again, _ = strconv.Atoi(strings.TrimSpace(res.Text()))
+		return true
+	}) {
+		t.Fatal("session a has no upstream session 10s after its process was killed")
+	}
+	if again == pa || again == 0 {
+		t.Errorf("session a still on pid %d after it was killed (got %d)", pa, again)
+	}
+
+	h.m.Stop()
+	for _, pid := range []int{again, shared} {
+		if processAlive(pid) {
+			t.Errorf("upstream process %d alive after Stop", pid)
+		}
+	}
+}
+
+// TestPerSessionPoolingCap: past max_sessions the least recently used idle session
+// closes; with every session busy, a new one is refused as unavailable at once. A
+// restart ends every session, including a call in flight.
+func TestPerSessionPoolingCap(t *testing.T) {
+	t.Parallel()
+	cfg := statefulServer(t, "cap")
+	cfg.MaxSessions = 1
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "cap", StateReady, 30*time.Second)
+
+	pa := h.sessionInt(t, "ses_a", "mcp__cap__pid")
+	pb := h.sessionInt(t, "ses_b", "mcp__cap__pid") // evicts a
+	if pa == pb {
+		t.Fatalf("sessions a and b share pid %d", pa)
+	}
+	if !eventually(5*time.Second, func() bool { return !processAlive(pa) }) {
+		t.Errorf("evicted session a's process %d still alive", pa)
+	}
+	if st := h.status(t, "cap"); st.UpstreamSessions != 1 {
+		t.Errorf("upstream_sessions = %d, want 1", st.UpstreamSessions)
+	}
+
+	// b busy: a cannot have a session now.
+	busy := make(chan *tool.Result, 1)
+	go func() { busy <- h.sessionCall(context.Background(), t, "ses_b", "mcp__cap__wait") }()
+	if !eventually(10*time.Second, func() bool {
+		h.m.server("cap").pool.mu.Lock()
+		defer h.m.server("cap").pool.mu.Unlock()
+		p := h.m.server("cap").pool.conns["ses_b"]
+		return p != nil && p.inflight > 0
+	}) {
+		t.Fatal("the waiting call never started")
+	}
+	res := h.sessionCall(t.Context(), t, "ses_a", "mcp__cap__count")
+	wantKind(t, res, tool.KindUnavailable)
+	if !strings.Contains(res.Text(), "busy") {
+		t.Errorf("refusal %q does not say the sessions are busy", res.Text())
+	}
+
+	// A restart ends b's upstream session, and the call waiting on it.
+	if err := h.m.Restart("cap"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-busy:
+		wantKind(t, res, tool.KindUnavailable)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call on a per-session upstream still running 10s after a restart")
+	}
+	if !eventually(5*time.Second, func() bool { return !processAlive(pb) }) {
+		t.Errorf("session b's process %d alive after a restart", pb)
+	}
+	h.waitState(t, "cap", StateReady, 30*time.Second)
+	if n := h.sessionInt(t, "ses_a", "mcp__cap__count"); n != 1 {
+		t.Errorf("session a counted %d after the restart, want 1", n)
+	}
+}
