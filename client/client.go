@@ -316,3 +316,89 @@ func (c *Client) Decide(ctx context.Context, id string, d Decision) (*Approval, 
 	var a Approval
 	return &a, c.do(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(id)+"/decision", d, &a)
 }
+
+// APIKey is a key's metadata; Key is set only in the answer to CreateKey.
+type APIKey struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	Name      string     `json:"name"`
+	Roles     []string   `json:"roles"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	Key       string     `json:"key,omitempty"`
+}
+
+// APIKey returns the key the client sends.
+func (c *Client) APIKey() string { return c.apiKey }
+
+// CreateKey creates an API key (admin); the returned Key is shown only here.
+func (c *Client) CreateKey(ctx context.Context, name, tenant string, roles []string) (*APIKey, error) {
+	var k APIKey
+	return &k, c.do(ctx, http.MethodPost, "/v1/keys", map[string]any{"name": name, "tenant": tenant, "roles": roles}, &k)
+}
+
+// Keys lists API keys (admin); tenant "" lists every tenant's.
+func (c *Client) Keys(ctx context.Context, tenant string) ([]APIKey, error) {
+	var out struct {
+		Keys []APIKey `json:"keys"`
+	}
+	return out.Keys, c.do(ctx, http.MethodGet, "/v1/keys?"+url.Values{"tenant": {tenant}}.Encode(), nil, &out)
+}
+
+// RevokeKey revokes an API key (admin).
+func (c *Client) RevokeKey(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/keys/"+url.PathEscape(id)+"/revoke", nil, nil)
+}
+
+// Principal is who a key acts as.
+type Principal struct {
+	KeyID  string   `json:"key_id"`
+	Name   string   `json:"name"`
+	Tenant string   `json:"tenant"`
+	Roles  []string `json:"roles"`
+}
+
+// Whoami tells the tenant and roles of the client's key.
+func (c *Client) Whoami(ctx context.Context) (*Principal, error) {
+	var p Principal
+	return &p, c.do(ctx, http.MethodGet, "/v1/whoami", nil, &p)
+}
+
+// MCPServer is an upstream MCP server's state.
+type MCPServer struct {
+	Name             string    `json:"name"`
+	Transport        string    `json:"transport"`
+	State            string    `json:"state"`
+	Tools            int       `json:"tools"`
+	LastError        string    `json:"last_error,omitempty"`
+	Since            time.Time `json:"since"`
+	Restarts         int       `json:"restarts"`
+	Notes            []string  `json:"notes,omitempty"`
+	Persisted        bool      `json:"persisted,omitempty"`
+	UpstreamSessions int       `json:"upstream_sessions,omitempty"`
+}
+
+// MCPServers lists upstream MCP servers (admin).
+func (c *Client) MCPServers(ctx context.Context) ([]MCPServer, error) {
+	var out struct {
+		Servers []MCPServer `json:"servers"`
+	}
+	return out.Servers, c.do(ctx, http.MethodGet, "/v1/mcp/servers", nil, &out)
+}
+
+// AddMCPServer adds an upstream MCP server at run time (admin); cfg is its JSON
+// configuration (name, transport, command/args/env or url/headers, …).
+func (c *Client) AddMCPServer(ctx context.Context, cfg json.RawMessage) (*MCPServer, error) {
+	var s MCPServer
+	return &s, c.do(ctx, http.MethodPost, "/v1/mcp/servers", cfg, &s)
+}
+
+// RemoveMCPServer removes an upstream MCP server (admin).
+func (c *Client) RemoveMCPServer(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/mcp/servers/"+url.PathEscape(name), nil, nil)
+}
+
+// RestartMCPServer reconnects an upstream MCP server (admin).
+func (c *Client) RestartMCPServer(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodPost, "/v1/mcp/servers/"+url.PathEscape(name)+"/restart", nil, nil)
+}

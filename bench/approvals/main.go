@@ -144,6 +144,7 @@ func start(ctx context.Context, pgURL, replica, shared string) (*client.Client, 
 		return nil, nil, err
 	}
 	cfg := config.Defaults()
+	cfg.Auth.Unauthenticated = true // loopback only; the measured path is the same
 	cfg.DataDir, cfg.Store, cfg.ReplicaID = dir, pgURL, replica
 	cfg.Sessions.WorkdirRoots = []string{shared}
 	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -114,6 +114,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer os.RemoveAll(dir)
 	cfg := config.Defaults()
+	cfg.Auth.Unauthenticated = true // loopback only; the measured path is the same
 	cfg.DataDir = dir
 	cfg.Store = o.Store
 	cfg.ReplicaID = "bench"

@@ -1,5 +1,6 @@
 // Command toolserverctl is the command-line client of toolserverd: list tools, run a
-// call and stream its output, read call records, list and decide approvals.
+// call and stream its output, read call records, list and decide approvals, manage
+// API keys and upstream MCP servers.
 //
 //	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
 //
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/auth"
 )
 
 const usage = `usage: toolserverctl [--url URL] [--api-key KEY] COMMAND
@@ -34,6 +36,11 @@ commands:
   approvals approve ID [--for-session | --rule RULE]
   approvals deny ID --reason TEXT
   approvals watch                                          decide pending approvals interactively
+  whoami                                                   the key's tenant and roles
+  keys create --roles agent[,approver,admin] [--tenant T] [--name N]   prints the key once
+  keys list [--tenant T] | keys revoke KEY_ID
+  keys hash KEY                                            SHA-256 for auth.keys in the config
+  mcp list | mcp add CONFIG_JSON | mcp remove NAME | mcp restart NAME
 `
 
 func main() {
@@ -63,7 +70,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	c := client.New(*base, client.WithAPIKey(*key))
 	cmd, rest := rest[0], rest[1:]
 	var sub string
-	if len(rest) > 0 && (cmd == "session" || cmd == "call" || cmd == "approvals") {
+	if len(rest) > 0 && (cmd == "session" || cmd == "call" || cmd == "approvals" || cmd == "keys" || cmd == "mcp") {
 		sub, rest = rest[0], rest[1:]
 	}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
@@ -78,6 +85,9 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	forSession := fs.Bool("for-session", false, "approve for the rest of the session")
 	rule := fs.String("rule", "", "approve and add this suggested rule")
 	reason := fs.String("reason", "", "why (sent to the model on deny)")
+	roles := fs.String("roles", "", "comma-separated roles: agent, approver, admin")
+	tenant := fs.String("tenant", "", "tenant")
+	name := fs.String("name", "", "key name")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
 	}
@@ -139,6 +149,60 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		return 0, nil
 	case cmd == "approvals" && sub == "watch":
 		return watch(ctx, c, in, out)
+	case cmd == "whoami":
+		p, err := c.Whoami(ctx)
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, p)
+	case cmd == "keys" && sub == "create":
+		k, err := c.CreateKey(ctx, *name, *tenant, splitList(*roles))
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(errOut, "created %s (tenant %s, roles %s); the key is shown only now:\n", k.ID, k.Tenant, strings.Join(k.Roles, ","))
+		fmt.Fprintln(out, k.Key)
+		return 0, nil
+	case cmd == "keys" && sub == "list":
+		ks, err := c.Keys(ctx, *tenant)
+		if err != nil {
+			return 1, err
+		}
+		for _, k := range ks {
+			state := "active"
+			if k.RevokedAt != nil {
+				state = "revoked"
+			}
+			fmt.Fprintf(out, "%s  %-8s %-16s %-24s %s\n", k.ID, state, k.Tenant, strings.Join(k.Roles, ","), k.Name)
+		}
+		return 0, nil
+	case cmd == "keys" && sub == "revoke" && len(pos) == 1:
+		return exitOf(c.RevokeKey(ctx, pos[0]))
+	case cmd == "keys" && sub == "hash" && len(pos) == 1:
+		fmt.Fprintln(out, auth.Hash(pos[0]))
+		return 0, nil
+	case cmd == "mcp" && sub == "list":
+		ss, err := c.MCPServers(ctx)
+		if err != nil {
+			return 1, err
+		}
+		for _, s := range ss {
+			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d %s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, oneLine(s.LastError))
+		}
+		return 0, nil
+	case cmd == "mcp" && sub == "add" && len(pos) == 1:
+		if !json.Valid([]byte(pos[0])) {
+			return 2, errors.New("CONFIG_JSON is not valid JSON")
+		}
+		s, err := c.AddMCPServer(ctx, json.RawMessage(pos[0]))
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, s)
+	case cmd == "mcp" && sub == "remove" && len(pos) == 1:
+		return exitOf(c.RemoveMCPServer(ctx, pos[0]))
+	case cmd == "mcp" && sub == "restart" && len(pos) == 1:
+		return exitOf(c.RestartMCPServer(ctx, pos[0]))
 	}
 	fmt.Fprint(errOut, usage)
 	return 2, nil

@@ -52,6 +52,42 @@ func TestCommands(t *testing.T) {
 	}
 }
 
+// TestKeysAndMCPFromTheCLI: an admin creates a key, the key works and sees its
+// tenant, is listed, is revoked and then refused; MCP servers are listed.
+func TestKeysAndMCPFromTheCLI(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	code, out, errOut := ctl(t, d.URL, "keys", "create", "--roles", "agent,approver", "--tenant", "acme", "--name", "ci")
+	key := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(key, "tsk_") || !strings.Contains(errOut, "tenant acme") {
+		t.Fatalf("keys create: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = ctl(t, d.URL, "--api-key", key, "whoami")
+	if code != 0 || !strings.Contains(out, `"tenant": "acme"`) {
+		t.Fatalf("whoami with the new key: %d %s", code, out)
+	}
+	code, out, _ = ctl(t, d.URL, "keys", "list", "--tenant", "acme")
+	fields := strings.Fields(out)
+	if code != 0 || len(fields) < 4 || fields[1] != "active" || fields[3] != "agent,approver" {
+		t.Fatalf("keys list: %d %q", code, out)
+	}
+	if code, _, errOut := ctl(t, d.URL, "keys", "revoke", fields[0]); code != 0 {
+		t.Fatalf("keys revoke: %d %s", code, errOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "--api-key", key, "whoami"); code != 1 || !strings.Contains(errOut, "401") {
+		t.Fatalf("a revoked key: %d %s", code, errOut)
+	}
+	code, out, _ = ctl(t, d.URL, "keys", "hash", "tsk_abc")
+	if code != 0 || len(strings.TrimSpace(out)) != 64 {
+		t.Fatalf("keys hash: %d %q", code, out)
+	}
+	if code, _, errOut := ctl(t, d.URL, "mcp", "list"); code != 0 {
+		t.Fatalf("mcp list: %d %s", code, errOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "mcp", "remove", "nope"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("mcp remove unknown: %d %s", code, errOut)
+	}
+}
+
 // TestApproveFromTheCLI: a call waits for approval; the approver lists it and approves
 // it with toolserverctl; the call finishes.
 func TestApproveFromTheCLI(t *testing.T) {

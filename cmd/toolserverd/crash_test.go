@@ -77,7 +77,15 @@ func TestPendingApprovalsSurviveKill(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startProc(t, bin, dataDir)
 	ctx := context.Background()
-	c := client.New(d.url)
+	// A zero-configuration start requires a key: the first start wrote one.
+	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
+	if err != nil {
+		t.Fatalf("the first start wrote no admin key: %v", err)
+	}
+	if _, err := client.New(d.url).Approvals(ctx, "pending", 0); err == nil {
+		t.Fatal("a request without a key was served")
+	}
+	c := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
 	sess, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"execute_command"}})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +122,7 @@ func TestPendingApprovalsSurviveKill(t *testing.T) {
 	_ = d.cmd.Wait()
 
 	d = startProc(t, bin, dataDir)
-	c = client.New(d.url)
+	c = client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
 	pending, err = c.Approvals(ctx, "pending", 0)
 	if err != nil || len(pending) != n {
 		t.Fatalf("pending after the restart: %d %v", len(pending), err)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/builtin"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
@@ -51,6 +52,7 @@ type App struct {
 	MCPTools *toolmgr.Manager // tools of upstream MCP servers, after the built-ins
 	MCP      *mcpproxy.Manager
 	Skills   *skills.Manager
+	Auth     *auth.Authenticator
 	API      *server.Server
 
 	stopNotifier func()
@@ -187,6 +189,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err != nil {
 		return nil, err
 	}
+	keys, ok := a.Store.(store.APIKeyStore)
+	if !ok {
+		return nil, fmt.Errorf("store %T cannot keep API keys", a.Store)
+	}
+	if err := a.authenticator(ctx, keys); err != nil {
+		return nil, err
+	}
 
 	a.API = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes}, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Store,
@@ -199,6 +208,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Skills:    a.Skills,
 		Live:      map[string]func() any{"mcp": func() any { return a.MCP.Summary() }},
 		Registry:  a.Registry, Metrics: metrics, Log: log,
+		Auth: a.Auth, Keys: keys,
+		CORS: server.CORSConfig{AllowedOrigins: cfg.CORS.AllowedOrigins, MaxAge: cfg.CORS.MaxAge},
 	})
 	return a, nil
 }
@@ -208,6 +219,48 @@ func (a *App) storeKind() string {
 		return "postgres"
 	}
 	return "sqlite"
+}
+
+// authenticator builds the API key checker. With keys required and none declared or
+// stored, it creates an admin key for the default tenant and writes it to
+// data_dir/admin.key, so that a zero-configuration start is usable and still closed.
+func (a *App) authenticator(ctx context.Context, keys store.APIKeyStore) error {
+	ac := a.Config.Auth
+	cfg := auth.Config{Unauthenticated: ac.Unauthenticated, Limits: auth.Limits{
+		RequestsPerSecond: ac.RateLimit.RequestsPerSecond, Burst: ac.RateLimit.Burst, MaxConcurrent: ac.MaxConcurrentRequests}}
+	for _, k := range ac.Keys {
+		cfg.Keys = append(cfg.Keys, auth.ConfigKey{Name: k.Name, Tenant: k.Tenant, Roles: k.Roles, SHA256: k.SHA256})
+	}
+	var err error
+	if a.Auth, err = auth.New(cfg, keys); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if ac.Unauthenticated {
+		a.Log.Warn("auth.unauthenticated is on: every request is served without an API key, as an admin of tenant " + auth.DefaultTenant)
+		return nil
+	}
+	if a.Auth.HasConfigKeys() {
+		return nil
+	}
+	existing, err := keys.ListAPIKeys(ctx, "")
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	if len(existing) > 0 {
+		return nil
+	}
+	key, hash := auth.NewKey()
+	path := filepath.Join(a.DataDir, "admin.key")
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("auth: writing the first admin key: %w", err)
+	}
+	if err := keys.CreateAPIKey(ctx, &store.APIKey{ID: session.NewID("key_"), Tenant: auth.DefaultTenant, Name: "bootstrap admin",
+		Roles: []string{auth.RoleAdmin}, Hash: hash}); err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("auth: storing the first admin key: %w", err)
+	}
+	a.Log.Warn("no API keys existed: created an admin key for tenant "+auth.DefaultTenant+"; send it as Authorization: Bearer <key>", "key_file", path)
+	return nil
 }
 
 // progressSource gives each call an emitter of the progress hub.
@@ -220,6 +273,9 @@ func (p progressSource) Begin(callID, toolCallID, sessionID string) tool.Progres
 // Serve answers HTTP on ln until ctx ends, then drains: it stops accepting, lets
 // in-flight calls finish up to the shutdown timeout, and cancels what remains.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	if err := auth.CheckListen(a.Config.Auth.Unauthenticated, ln.Addr().String()); err != nil {
+		return err
+	}
 	// In-flight calls run under base; it is cancelled only after the drain deadline.
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()

@@ -62,11 +62,51 @@ type Config struct {
 	// /v1/tool-calls/{id}/result. YAML only.
 	ExternalTools []ExternalToolConfig `mapstructure:"external_tools"`
 	Permissions   PermissionsConfig    `mapstructure:"permissions"`
+	Auth          AuthConfig           `mapstructure:"auth"`
+	CORS          CORSConfig           `mapstructure:"cors"`
 
 	// File is the config file that was read, if any (not a key).
 	File string `mapstructure:"-"`
 	// Warnings are problems that did not stop start-up (not a key).
 	Warnings []string `mapstructure:"-"`
+}
+
+// AuthConfig configures API keys and per-key limits.
+type AuthConfig struct {
+	// Unauthenticated serves every request without a key, as an admin of the default
+	// tenant. Refused unless addr is a loopback address.
+	Unauthenticated bool `mapstructure:"unauthenticated"`
+	// Keys declared here by SHA-256 (toolserverctl keys hash KEY prints it), next to
+	// the keys created through the API. YAML only.
+	Keys []AuthKeyConfig `mapstructure:"keys"`
+	// RateLimit is a token bucket per key; 0 requests per second means no limit.
+	RateLimit RateLimitConfig `mapstructure:"rate_limit"`
+	// MaxConcurrentRequests caps the requests one key has in flight (NDJSON streams
+	// included); 0 means no limit.
+	MaxConcurrentRequests int `mapstructure:"max_concurrent_requests"`
+}
+
+// AuthKeyConfig is one key declared in the configuration.
+type AuthKeyConfig struct {
+	Name   string   `mapstructure:"name"`
+	Tenant string   `mapstructure:"tenant"`
+	Roles  []string `mapstructure:"roles"`
+	SHA256 string   `mapstructure:"sha256"`
+}
+
+// RateLimitConfig is a token bucket.
+type RateLimitConfig struct {
+	RequestsPerSecond float64 `mapstructure:"requests_per_second"`
+	Burst             int     `mapstructure:"burst"`
+}
+
+// CORSConfig lets web UIs on other origins call the API.
+type CORSConfig struct {
+	// AllowedOrigins lists origins (https://console.example.com, or * for any); none
+	// disables CORS.
+	AllowedOrigins []string `mapstructure:"allowed_origins"`
+	// MaxAge is how long browsers may cache a preflight answer.
+	MaxAge time.Duration `mapstructure:"max_age"`
 }
 
 // LogConfig configures logging.
@@ -233,6 +273,7 @@ func Defaults() Config {
 		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
 		MCP:                 MCPConfig{PrefixMode: "always", HealthInterval: 15 * time.Second},
 		Skills:              SkillsConfig{Watch: true},
+		CORS:                CORSConfig{MaxAge: 10 * time.Minute},
 	}
 }
 
@@ -316,7 +357,7 @@ func Load(args, environ []string) (Config, error) {
 
 // listKeys are the keys whose environment value is a comma-separated list.
 var listKeys = map[string]struct{}{"sessions.workdir_roots": {}, "web.fetch.allow_hosts": {}, "web.fetch.allow_cidrs": {},
-	"permissions.allow": {}, "permissions.ask": {}, "permissions.deny": {}, "skills.dirs": {}}
+	"permissions.allow": {}, "permissions.ask": {}, "permissions.deny": {}, "skills.dirs": {}, "cors.allowed_origins": {}}
 
 func splitList(s string) []string {
 	var out []string
@@ -417,7 +458,34 @@ func (c Config) Validate() error {
 	if c.Sandbox.OutputCapBytes < 1024 {
 		bad("sandbox.output_cap_bytes", "%d is below 1024", c.Sandbox.OutputCapBytes)
 	}
+	if c.Auth.Unauthenticated {
+		if host, _, err := net.SplitHostPort(c.Addr); err == nil && !isLoopback(host) {
+			bad("auth.unauthenticated", "is only allowed on a loopback addr (127.0.0.1, ::1, localhost), not %q", c.Addr)
+		}
+	}
+	if c.Auth.RateLimit.RequestsPerSecond < 0 || c.Auth.RateLimit.Burst < 0 {
+		bad("auth.rate_limit", "must not be negative")
+	}
+	if c.Auth.MaxConcurrentRequests < 0 {
+		bad("auth.max_concurrent_requests", "must not be negative")
+	}
+	for i, k := range c.Auth.Keys {
+		if len(k.SHA256) != 64 || len(k.Roles) == 0 {
+			bad(fmt.Sprintf("auth.keys[%d]", i), "needs sha256 (64 hex digits) and roles")
+		}
+	}
+	if c.CORS.MaxAge < 0 {
+		bad("cors.max_age", "must not be negative")
+	}
 	return errors.Join(errs...)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // redact hides a password in a URL for messages.

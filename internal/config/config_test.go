@@ -90,6 +90,10 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"wrong type in file", []string{"--config", write("max_body_bytes: lots\n")}, nil, "max_body_bytes"},
 		{"missing file", []string{"--config", "/nonexistent.yaml"}, nil, "nonexistent.yaml"},
 		{"unknown flag", []string{"--nope"}, nil, "nope"},
+		{"unauthenticated off loopback", []string{"--addr", "0.0.0.0:8080"}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "auth.unauthenticated"},
+		{"unauthenticated on all interfaces", []string{"--addr", ":8080"}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "auth.unauthenticated"},
+		{"short key hash", []string{"--config", write("auth:\n  keys:\n    - {name: x, roles: [agent], sha256: abc}\n")}, nil, "auth.keys[0]"},
+		{"negative rate", nil, []string{"TOOLSERVER_AUTH_RATE_LIMIT_REQUESTS_PER_SECOND=-1"}, "auth.rate_limit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -107,7 +107,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := store.ApprovalFilter{Tenant: tenantDefault, Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"), Limit: 100}
+	f := store.ApprovalFilter{Tenant: tenantOf(r), Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"), Limit: 100}
 	if f.Status != "" && !f.Status.Valid() {
 		s.writeError(w, r, errorf(CodeBadRequest, "status must be pending, approved, denied or expired"))
 		return
@@ -200,7 +200,7 @@ func (s *Server) approval(r *http.Request) (*store.Approval, error) {
 		return nil, errorf(CodeNotFound, "approvals are not enabled")
 	}
 	a, err := s.Approvals.Store.GetApproval(r.Context(), chi.URLParam(r, "approvalID"))
-	if errors.Is(err, store.ErrNotFound) || (err == nil && a.Tenant != tenantDefault) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && a.Tenant != tenantOf(r)) {
 		return nil, errorf(CodeNotFound, "approval not found")
 	}
 	return a, err
@@ -265,7 +265,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(rules) > 0 {
-		if err := s.Sessions.AllowRules(r.Context(), tenantDefault, decided.SessionID, rules); err != nil {
+		if err := s.Sessions.AllowRules(r.Context(), tenantOf(r), decided.SessionID, rules); err != nil {
 			s.log.ErrorContext(r.Context(), "adding session rules after an approval failed", "approval_id", a.ID, "err", err)
 		}
 	}

@@ -41,7 +41,7 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 	call := &session.Call{ID: rec.ID, CallRequest: session.CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
 	sw.out.Encode(startEvent{Type: string(session.EventStart), ToolCallID: rec.ToolCallID, CallID: rec.ID, Name: rec.Name, TS: unixSeconds(rec.CreatedAt)})
 	if s.Approvals != nil {
-		list, err := s.Approvals.Store.ListApprovals(r.Context(), store.ApprovalFilter{Tenant: tenantDefault, SessionID: rec.SessionID})
+		list, err := s.Approvals.Store.ListApprovals(r.Context(), store.ApprovalFilter{Tenant: tenantOf(r), SessionID: rec.SessionID})
 		if err == nil {
 			for i := len(list) - 1; i >= 0; i-- { // oldest first
 				if a := list[i]; a.CallID == rec.ID {

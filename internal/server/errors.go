@@ -14,6 +14,9 @@ const (
 	CodeTooLarge         = "body_too_large"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeNotFound         = "not_found"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeRateLimited      = "rate_limited"
 	CodeConflict         = "conflict"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnavailable      = "unavailable"
@@ -26,6 +29,9 @@ var statusOf = map[string]int{
 	CodeTooLarge:         http.StatusRequestEntityTooLarge,
 	CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
 	CodeNotFound:         http.StatusNotFound,
+	CodeUnauthorized:     http.StatusUnauthorized,
+	CodeForbidden:        http.StatusForbidden,
+	CodeRateLimited:      http.StatusTooManyRequests,
 	CodeConflict:         http.StatusConflict,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	CodeUnavailable:      http.StatusServiceUnavailable,

@@ -41,6 +41,7 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.Addr = "127.0.0.1:0"
+	cfg.Auth.Unauthenticated = true
 	cfg.DataDir = o.dataDir
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()

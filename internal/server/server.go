@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/skills"
@@ -54,6 +55,19 @@ type Deps struct {
 	Registry *prometheus.Registry
 	Metrics  *Metrics
 	Log      *slog.Logger
+	// Auth checks API keys; nil serves every request as an admin of the default
+	// tenant (tests that build the API directly).
+	Auth *auth.Authenticator
+	// Keys stores API keys for /v1/keys; nil without key management.
+	Keys store.APIKeyStore
+	// CORS, when it lists origins, lets browsers on them call the API.
+	CORS CORSConfig
+}
+
+// CORSConfig lets web UIs on other origins call the API.
+type CORSConfig struct {
+	AllowedOrigins []string
+	MaxAge         time.Duration
 }
 
 // Config of the API.
@@ -67,9 +81,6 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 }
-
-// tenantDefault owns everything until API keys with tenants exist.
-const tenantDefault = "default"
 
 // New returns the API handler.
 func New(cfg Config, d Deps) *Server {
@@ -96,33 +107,47 @@ func (s *Server) Handler() http.Handler {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Get("/tools", s.listTools)
-		r.Post("/sessions", s.createSession)
-		r.Get("/sessions/{sessionID}", s.getSession)
-		r.Get("/sessions/{sessionID}/tools", s.listSessionTools)
-		r.Post("/sessions/{sessionID}/tool-calls", s.runSessionToolCalls)
-		r.Get("/sessions/{sessionID}/tool-calls", s.listSessionToolCalls)
-		r.Get("/sessions/{sessionID}/tool-calls/{toolCallID}", s.getSessionToolCall)
-		r.Post("/sessions/{sessionID}/interrupt", s.interruptSession)
-		r.Get("/sessions/{sessionID}/events", s.sessionEvents)
-		r.Get("/skills", s.listSkills)
-		r.Get("/skills/{name}", s.getSkill)
-		r.Get("/sessions/{sessionID}/prompt", s.sessionPrompt)
-		r.Get("/mcp/servers", s.listMCPServers)
-		r.Post("/mcp/servers", s.addMCPServer)
-		r.Delete("/mcp/servers/{name}", s.deleteMCPServer)
-		r.Post("/mcp/servers/{name}/restart", s.restartMCPServer)
-		r.Get("/approvals", s.listApprovals)
-		r.Get("/approvals/{approvalID}", s.getApproval)
-		r.Post("/approvals/{approvalID}/decision", s.decideApproval)
-		r.Post("/tool-calls", s.runOneShotToolCalls)
-		r.Get("/tool-calls/{callID}", s.getToolCall)
-		r.Get("/tool-calls/{callID}/events", s.callEvents)
-		r.Post("/tool-calls/{callID}/cancel", s.cancelToolCall)
-		r.Post("/tool-calls/{callID}/input", s.provideInput)
-		r.Post("/tool-calls/{callID}/result", s.answerCall)
-		r.Get("/tool-calls/{callID}/progress", s.getProgress)
-		r.Get("/tool-calls/{callID}/progress/stream", s.streamProgress)
+		r.Use(s.corsMiddleware(), s.authenticate)
+		// Agents run tools; approvers may read what runs (to decide and to watch).
+		r.With(require(auth.RoleAgent)).Group(func(r chi.Router) {
+			r.Post("/sessions", s.createSession)
+			r.Post("/sessions/{sessionID}/tool-calls", s.runSessionToolCalls)
+			r.Post("/sessions/{sessionID}/interrupt", s.interruptSession)
+			r.Post("/tool-calls", s.runOneShotToolCalls)
+			r.Post("/tool-calls/{callID}/cancel", s.cancelToolCall)
+			r.Post("/tool-calls/{callID}/input", s.provideInput)
+			r.Post("/tool-calls/{callID}/result", s.answerCall)
+		})
+		r.With(require(auth.RoleAgent, auth.RoleApprover)).Group(func(r chi.Router) {
+			r.Get("/tools", s.listTools)
+			r.Get("/sessions/{sessionID}", s.getSession)
+			r.Get("/sessions/{sessionID}/tools", s.listSessionTools)
+			r.Get("/sessions/{sessionID}/tool-calls", s.listSessionToolCalls)
+			r.Get("/sessions/{sessionID}/tool-calls/{toolCallID}", s.getSessionToolCall)
+			r.Get("/sessions/{sessionID}/events", s.sessionEvents)
+			r.Get("/sessions/{sessionID}/prompt", s.sessionPrompt)
+			r.Get("/skills", s.listSkills)
+			r.Get("/skills/{name}", s.getSkill)
+			r.Get("/tool-calls/{callID}", s.getToolCall)
+			r.Get("/tool-calls/{callID}/events", s.callEvents)
+			r.Get("/tool-calls/{callID}/progress", s.getProgress)
+			r.Get("/tool-calls/{callID}/progress/stream", s.streamProgress)
+		})
+		r.With(require(auth.RoleApprover)).Group(func(r chi.Router) {
+			r.Get("/approvals", s.listApprovals)
+			r.Get("/approvals/{approvalID}", s.getApproval)
+			r.Post("/approvals/{approvalID}/decision", s.decideApproval)
+		})
+		r.With(require(auth.RoleAdmin)).Group(func(r chi.Router) {
+			r.Get("/mcp/servers", s.listMCPServers)
+			r.Post("/mcp/servers", s.addMCPServer)
+			r.Delete("/mcp/servers/{name}", s.deleteMCPServer)
+			r.Post("/mcp/servers/{name}/restart", s.restartMCPServer)
+			r.Get("/keys", s.listKeys)
+			r.Post("/keys", s.createKey)
+			r.Post("/keys/{keyID}/revoke", s.revokeKey)
+		})
+		r.Get("/whoami", s.whoami)
 	})
 	return r
 }

@@ -46,7 +46,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sess, warnings, err := s.Sessions.Create(r.Context(), tenantDefault, spec)
+	sess, warnings, err := s.Sessions.Create(r.Context(), tenantOf(r), spec)
 	if err != nil {
 		s.writeError(w, r, sessionError(err))
 		return
@@ -88,7 +88,7 @@ func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
 
 // session loads the session named in the path.
 func (s *Server) session(r *http.Request) (*session.Session, error) {
-	sess, err := s.Sessions.Get(r.Context(), tenantDefault, chi.URLParam(r, "sessionID"))
+	sess, err := s.Sessions.Get(r.Context(), tenantOf(r), chi.URLParam(r, "sessionID"))
 	if err != nil {
 		return nil, sessionError(err)
 	}

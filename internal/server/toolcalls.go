@@ -59,7 +59,7 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sess, warnings, err := s.Sessions.Create(r.Context(), tenantDefault, *req.Session)
+	sess, warnings, err := s.Sessions.Create(r.Context(), tenantOf(r), *req.Session)
 	if err != nil {
 		s.writeError(w, r, sessionError(err))
 		return
@@ -132,7 +132,7 @@ func (s *Server) getToolCall(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) call(r *http.Request) (*store.Call, error) {
 	c, err := s.Calls.GetCall(r.Context(), chi.URLParam(r, "callID"))
-	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenantDefault) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenantOf(r)) {
 		return nil, errorf(CodeNotFound, "tool call not found")
 	}
 	return c, err

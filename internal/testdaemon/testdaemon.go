@@ -29,6 +29,7 @@ func Start(t testing.TB, mutate func(*config.Config)) *Daemon {
 	cfg.DataDir = t.TempDir()
 	cfg.ReplicaID = "test"
 	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Auth.Unauthenticated = true // tests that need keys turn it off
 	if mutate != nil {
 		mutate(&cfg)
 	}

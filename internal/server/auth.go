@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/toolserverd/toolserverd/internal/auth"
+)
+
+// authenticate finds the request's principal (Authorization: Bearer KEY, or
+// X-API-Key), applies its key's limits, and puts it in the request context.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.Auth == nil {
+			next.ServeHTTP(w, r.WithContext(auth.With(r.Context(), anonymous)))
+			return
+		}
+		p, err := s.Auth.Authenticate(r.Context(), presentedKey(r))
+		if err != nil {
+			if errors.Is(err, auth.ErrNoKey) || errors.Is(err, auth.ErrBadKey) || errors.Is(err, auth.ErrRevoked) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="toolserverd"`)
+				s.writeError(w, r, errorf(CodeUnauthorized, err.Error()))
+				return
+			}
+			s.writeError(w, r, err)
+			return
+		}
+		done, retry, err := s.Auth.Admit(p)
+		if err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(retry.Seconds(), 1)))))
+			s.writeError(w, r, errorf(CodeRateLimited, err.Error()))
+			return
+		}
+		defer done()
+		next.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+	})
+}
+
+// anonymous is the principal when the server runs without an authenticator (tests
+// that build the API directly).
+var anonymous = &auth.Principal{Name: "unauthenticated", Tenant: auth.DefaultTenant, Roles: []string{auth.RoleAdmin}}
+
+func presentedKey(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if k, ok := strings.CutPrefix(h, "Bearer "); ok {
+			return strings.TrimSpace(k)
+		}
+		return h // a malformed header is a bad key, not a missing one
+	}
+	return strings.TrimSpace(r.Header.Get("X-API-Key"))
+}
+
+// require lets through principals holding any of roles.
+func require(roles ...string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p := principal(r.Context())
+			for _, role := range roles {
+				if p.Has(role) {
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
+			writeForbidden(w, "this API key lacks the role this route needs ("+strings.Join(roles, " or ")+")")
+		})
+	}
+}
+
+func writeForbidden(w http.ResponseWriter, msg string) {
+	var body errorBody
+	body.Error.Code, body.Error.Message = CodeForbidden, msg
+	writeJSON(w, http.StatusForbidden, body)
+}
+
+// principal is the request's principal (anonymous when none was set).
+func principal(ctx context.Context) *auth.Principal {
+	if p := auth.From(ctx); p != nil {
+		return p
+	}
+	return anonymous
+}
+
+// tenantOf is the tenant a request acts for.
+func tenantOf(r *http.Request) string { return principal(r.Context()).Tenant }

@@ -1,0 +1,326 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+// keyed sends one request with an API key ("" for none) and returns status, headers
+// and body.
+func keyed(t *testing.T, d *daemon, key, method, path, body string) (int, http.Header, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, d.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func wantStatus(t *testing.T, what string, got, want int, body []byte) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: HTTP %d, want %d: %s", what, got, want, body)
+	}
+}
+
+// TestAuthTenantsAndRoles starts the daemon the way a zero-configuration start does
+// (keys required, none declared): the first start writes an admin key; the admin makes
+// keys for two tenants, and every cross-tenant read or decision is refused.
+func TestAuthTenantsAndRoles(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.Auth.Unauthenticated = false
+		c.Permissions.Allow = []string{"echo", "memory_*"} // execute_command asks
+	}})
+	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
+	if err != nil {
+		t.Fatalf("no bootstrap key: %v", err)
+	}
+	if fi, _ := os.Stat(filepath.Join(d.dataDir, "admin.key")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin.key mode %v, want 0600", fi.Mode().Perm())
+	}
+	admin := strings.TrimSpace(string(raw))
+	ctx := t.Context()
+
+	// Without a key, or with a wrong one: 401 everywhere under /v1; probes stay open.
+	for _, k := range []string{"", "tsk_wrong", admin + "x"} {
+		st, h, b := keyed(t, d, k, "GET", "/v1/tools", "")
+		wantStatus(t, "GET /v1/tools with key "+strconv.Quote(k), st, 401, b)
+		if !strings.Contains(h.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("401 without WWW-Authenticate: %v", h)
+		}
+		validate(t, "Error", b)
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		st, _, b := keyed(t, d, "", "GET", p, "")
+		wantStatus(t, "GET "+p+" without a key", st, 200, b)
+	}
+
+	ac := client.New(d.url, client.WithAPIKey(admin))
+	mk := func(tenant string, roles ...string) *client.Client {
+		k, err := ac.CreateKey(ctx, tenant+" "+strings.Join(roles, "+"), tenant, roles)
+		if err != nil {
+			t.Fatalf("CreateKey(%s, %v): %v", tenant, roles, err)
+		}
+		if !strings.HasPrefix(k.Key, "tsk_") || k.Tenant != tenant {
+			t.Fatalf("created key %+v", k)
+		}
+		return client.New(d.url, client.WithAPIKey(k.Key))
+	}
+	agentA, approverA, agentB, approverB := mk("acme", "agent"), mk("acme", "approver"), mk("globex", "agent"), mk("globex", "approver")
+	if p, err := agentA.Whoami(ctx); err != nil || p.Tenant != "acme" || strings.Join(p.Roles, ",") != "agent" {
+		t.Fatalf("whoami = %+v, %v", p, err)
+	}
+
+	// Roles.
+	forbidden := func(what string, err error) {
+		t.Helper()
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Status != 403 || ce.Code != "forbidden" {
+			t.Errorf("%s: %v, want 403 forbidden", what, err)
+		}
+	}
+	_, err = approverA.CreateSession(ctx, client.SessionSpec{})
+	forbidden("an approver creating a session", err)
+	_, err = agentA.Approvals(ctx, "pending", 0)
+	forbidden("an agent listing approvals", err)
+	_, err = agentA.CreateKey(ctx, "x", "acme", []string{"admin"})
+	forbidden("an agent creating a key", err)
+	_, err = approverA.MCPServers(ctx)
+	forbidden("an approver listing MCP servers", err)
+	if _, err := ac.CreateKey(ctx, "x", "acme", []string{"root"}); err == nil {
+		t.Error("a key with an unknown role was created")
+	}
+
+	// Tenant acme: a session, a call that ran, a memory, a pending approval.
+	sa, err := agentA.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"echo", "execute_command", "memory_save", "memory_search"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var echoCall string
+	err = agentA.Run(ctx, sa.ID, "", client.Batch{Calls: []client.Call{
+		{ID: "c1", Name: "echo", Arguments: json.RawMessage(`{"text":"acme secret"}`)},
+		{ID: "c2", Name: "memory_save", Arguments: json.RawMessage(`{"content":"the acme launch code is 1234","key":"launch"}`)},
+	}}, func(ev client.Event) error {
+		if ev.Type == "message" && ev.Name == "echo" {
+			echoCall = ev.CallID
+		}
+		return nil
+	})
+	if err != nil || echoCall == "" {
+		t.Fatalf("acme run: %v (call %q)", err, echoCall)
+	}
+	rctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	approvalID := make(chan string, 1)
+	go func() {
+		_ = agentA.Run(rctx, sa.ID, "", client.Batch{Calls: []client.Call{{ID: "c3", Name: "execute_command",
+			Arguments: json.RawMessage(`{"command":"echo approved-run >> ran.txt"}`)}}}, func(ev client.Event) error {
+			if ev.Type == "approval_required" {
+				var a struct{ ID string }
+				_ = json.Unmarshal(ev.Approval, &a)
+				approvalID <- a.ID
+			}
+			return nil
+		})
+	}()
+	var aprID string
+	select {
+	case aprID = <-approvalID:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no approval_required for acme's command")
+	}
+
+	// globex sees none of it.
+	notFound := func(what string, err error) {
+		t.Helper()
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Status != 404 {
+			t.Errorf("%s: %v, want 404", what, err)
+		}
+	}
+	_, err = agentB.GetSession(ctx, sa.ID)
+	notFound("globex reading acme's session", err)
+	_, err = agentB.GetCall(ctx, echoCall)
+	notFound("globex reading acme's call", err)
+	notFound("globex running in acme's session", agentB.Run(ctx, sa.ID, "", client.Batch{Calls: []client.Call{{ID: "x", Name: "echo", Arguments: json.RawMessage(`{"text":"x"}`)}}}, func(client.Event) error { return nil }))
+	notFound("globex cancelling acme's call", agentB.CancelCall(ctx, echoCall))
+	bKey := agentB.APIKey()
+	for _, p := range []string{"/v1/sessions/" + sa.ID + "/tool-calls", "/v1/tool-calls/" + echoCall + "/progress", "/v1/tool-calls/" + echoCall + "/events"} {
+		st, _, b := keyed(t, d, bKey, "GET", p, "")
+		wantStatus(t, "globex GET "+p, st, 404, b)
+	}
+	if as, err := approverB.Approvals(ctx, "pending", 0); err != nil || len(as) != 0 {
+		t.Errorf("globex's approver sees %d pending approvals (%v), want 0", len(as), err)
+	}
+	_, err = approverB.GetApproval(ctx, aprID)
+	notFound("globex reading acme's approval", err)
+	_, err = approverB.Decide(ctx, aprID, client.Decision{Decision: "approve"})
+	notFound("globex deciding acme's approval", err)
+
+	// A memory search finds acme's memory for acme only.
+	search := func(c *client.Client, sessionID string) string {
+		t.Helper()
+		var found string
+		err := c.Run(ctx, sessionID, "", client.Batch{Calls: []client.Call{{ID: "m", Name: "memory_search", Arguments: json.RawMessage(`{"query":"launch code"}`)}}},
+			func(ev client.Event) error {
+				if ev.Type == "message" {
+					if ev.IsError {
+						t.Errorf("memory_search failed: %s", ev.Content())
+					}
+					found = ev.Content()
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if found := search(agentA, sa.ID); !strings.Contains(found, "1234") {
+		t.Errorf("acme's memory search did not find acme's memory: %s", found)
+	}
+	sb, err := agentB.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"memory_search"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found := search(agentB, sb.ID); strings.Contains(found, "1234") {
+		t.Errorf("globex's memory search found acme's memory: %s", found)
+	}
+
+	// acme's approver decides; the call runs.
+	if as, err := approverA.Approvals(ctx, "pending", 0); err != nil || len(as) != 1 || as[0].ID != aprID {
+		t.Fatalf("acme's approver sees %+v (%v), want the one approval", as, err)
+	}
+	if a, err := approverA.Decide(ctx, aprID, client.Decision{Decision: "approve"}); err != nil || a.Status != "approved" {
+		t.Fatalf("acme's decision: %+v %v", a, err)
+	}
+
+	// Revoking a key shuts it out at once.
+	keys, err := ac.Keys(ctx, "globex")
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("globex keys: %+v %v", keys, err)
+	}
+	for _, k := range keys {
+		if err := ac.RevokeKey(ctx, k.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = agentB.GetSession(ctx, sb.ID)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != 401 {
+		t.Errorf("a revoked key: %v, want 401", err)
+	}
+}
+
+// TestAuthLimitsAndCORS: per-key rate and concurrency limits answer 429 with
+// Retry-After; CORS answers preflights for configured origins only.
+func TestAuthLimitsAndCORS(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.Auth.RateLimit.RequestsPerSecond = 0.5
+		c.Auth.RateLimit.Burst = 3
+		c.CORS.AllowedOrigins = []string{"https://console.example.com"}
+	}})
+	var limited bool
+	for i := range 6 {
+		st, h, b := keyed(t, d, "", "GET", "/v1/tools", "")
+		if st == 429 {
+			limited = true
+			if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 1 {
+				t.Errorf("429 with Retry-After %q", h.Get("Retry-After"))
+			}
+			validate(t, "Error", b)
+			break
+		}
+		wantStatus(t, "request "+strconv.Itoa(i), st, 200, b)
+	}
+	if !limited {
+		t.Error("6 requests at once within a 3-request burst at 0.5/s were all served")
+	}
+
+	pre := func(origin string) http.Header {
+		req, _ := http.NewRequest("OPTIONS", d.url+"/v1/tools", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "GET")
+		req.Header.Set("Access-Control-Request-Headers", "authorization")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header
+	}
+	if h := pre("https://console.example.com"); h.Get("Access-Control-Allow-Origin") != "https://console.example.com" ||
+		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "authorization") {
+		t.Errorf("preflight from an allowed origin: %v", h)
+	}
+	if h := pre("https://evil.example.net"); h.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight from another origin allowed: %v", h)
+	}
+
+	// Concurrency: one stream in flight per key.
+	d2 := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Auth.MaxConcurrentRequests = 1 }})
+	sess := d2.createSession(map[string]any{"available_tools": []string{"block"}})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", d2.url+"/v1/sessions/"+sess["id"].(string)+"/tool-calls",
+		strings.NewReader(`{"calls":[{"id":"b","name":"block","arguments":{}}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := bufio.NewReader(resp.Body).ReadBytes('\n'); err != nil { // tool_start: the stream is open
+		t.Fatal(err)
+	}
+	st, _, b := keyed(t, d2, "", "GET", "/v1/tools", "")
+	wantStatus(t, "a second request while a stream is open", st, 429, b)
+	close(d2.tools.release)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if !eventuallyOK(func() bool { st, _, _ := keyed(t, d2, "", "GET", "/v1/tools", ""); return st == 200 }) {
+		t.Error("requests still refused after the stream ended")
+	}
+}
+
+func eventuallyOK(cond func() bool) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}

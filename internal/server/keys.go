@@ -1,0 +1,162 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/cors"
+
+	"github.com/toolserverd/toolserverd/internal/auth"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+type keyJSON struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	Name      string     `json:"name"`
+	Roles     []string   `json:"roles"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	// Key is the secret, shown once in the answer to its creation.
+	Key string `json:"key,omitempty"`
+}
+
+func toKeyJSON(k *store.APIKey) keyJSON {
+	return keyJSON{ID: k.ID, Tenant: k.Tenant, Name: k.Name, Roles: k.Roles, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+func (s *Server) keyStore() (store.APIKeyStore, error) {
+	if s.Keys == nil {
+		return nil, errorf(CodeUnavailable, "this daemon has no key store")
+	}
+	return s.Keys, nil
+}
+
+// listKeys lists API keys (admins see every tenant's; ?tenant= narrows).
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.keyStore()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	keys, err := ks.ListAPIKeys(r.Context(), r.URL.Query().Get("tenant"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, toKeyJSON(k))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+type createKeyRequest struct {
+	Name   string   `json:"name"`
+	Tenant string   `json:"tenant"`
+	Roles  []string `json:"roles"`
+}
+
+// createKey makes a key; the answer is the only place the key itself appears.
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.keyStore()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req createKeyRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Tenant == "" {
+		req.Tenant = tenantOf(r)
+	}
+	var problems []string
+	if len(req.Roles) == 0 {
+		problems = append(problems, "roles: name at least one of agent, approver, admin")
+	}
+	for _, role := range req.Roles {
+		if !auth.ValidRole(role) {
+			problems = append(problems, "roles: unknown role "+quote(role)+" (use agent, approver or admin)")
+		}
+	}
+	if len(req.Tenant) > 128 || strings.ContainsAny(req.Tenant, " \t\r\n,") {
+		problems = append(problems, "tenant: at most 128 characters, no spaces or commas")
+	}
+	if len(req.Name) > 200 {
+		problems = append(problems, "name: at most 200 characters")
+	}
+	if len(problems) > 0 {
+		s.writeError(w, r, errorf(CodeBadRequest, strings.Join(problems, "; ")))
+		return
+	}
+	slices.Sort(req.Roles)
+	key, hash := auth.NewKey()
+	k := &store.APIKey{ID: session.NewID("key_"), Tenant: req.Tenant, Name: req.Name, Roles: slices.Compact(req.Roles), Hash: hash}
+	if err := ks.CreateAPIKey(r.Context(), k); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "api key created", "key_id", k.ID, "tenant", k.Tenant, "roles", k.Roles, "by", principal(r.Context()).KeyID)
+	out := toKeyJSON(k)
+	out.Key = key
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// revokeKey revokes a key at once on this replica (other replicas within the
+// authenticator's cache time).
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.keyStore()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := chi.URLParam(r, "keyID")
+	err = ks.RevokeAPIKey(r.Context(), id, time.Now().UTC())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.writeError(w, r, errorf(CodeNotFound, "no API key "+quote(id)))
+		return
+	case errors.Is(err, store.ErrConflict):
+		s.writeError(w, r, errorf(CodeConflict, "API key "+quote(id)+" is already revoked"))
+		return
+	case err != nil:
+		s.writeError(w, r, err)
+		return
+	}
+	if s.Auth != nil {
+		s.Auth.Forget(id)
+	}
+	s.log.InfoContext(r.Context(), "api key revoked", "key_id", id, "by", principal(r.Context()).KeyID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// whoami tells a client which tenant and roles its key has.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{"key_id": p.KeyID, "name": p.Name, "tenant": p.Tenant, "roles": p.Roles})
+}
+
+// corsMiddleware answers browsers on the configured origins (go-chi/cors: preflight,
+// Vary and credential rules done right); without origins it does nothing.
+func (s *Server) corsMiddleware() func(http.Handler) http.Handler {
+	if len(s.CORS.AllowedOrigins) == 0 {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	return cors.Handler(cors.Options{
+		AllowedOrigins:   s.CORS.AllowedOrigins,
+		AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodDelete},
+		AllowedHeaders:   []string{"Authorization", "Content-Type", "X-API-Key", "X-Request-Id", "Last-Event-ID"},
+		ExposedHeaders:   []string{"X-Request-Id", "Retry-After"},
+		AllowCredentials: false, // keys travel in headers, never cookies
+		MaxAge:           int(s.CORS.MaxAge.Seconds()),
+	})
+}
+
+func quote(s string) string { return `"` + s + `"` }
