@@ -61,9 +61,11 @@ type App struct {
 // New builds every component. Close releases what New acquired.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
 	a = &App{Config: cfg, Log: log}
+	// "return nil, err" clears a before deferred calls run: close what was built.
+	built := a
 	defer func() {
 		if err != nil {
-			a.Close()
+			built.Close()
 		}
 	}()
 	if a.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
@@ -148,6 +150,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	builtins = append(builtins, builtin.MemoryTools(stateful)...)
 	builtins = append(builtins, builtin.ScratchpadTools(stateful)...)
 	if err := a.Tools.Register(builtins...); err != nil {
+		return nil, err
+	}
+	if err := a.registerOpenAPI(ctx); err != nil {
 		return nil, err
 	}
 	a.MCPTools = toolmgr.New()

@@ -587,3 +587,16 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("valid config refused: %v", err)
 	}
 }
+
+// TestOwnContractLoadsCleanly keeps api/openapi.yaml a document this adapter (and
+// kin-openapi's validator) reads without a finding.
+func TestOwnContractLoadsCleanly(t *testing.T) {
+	t.Parallel()
+	src, m := load(t, Config{Name: "self", Spec: filepath.Join("..", "..", "api", "openapi.yaml")})
+	if len(src.Warnings) != 0 {
+		t.Errorf("api/openapi.yaml: %v", src.Warnings)
+	}
+	if _, ok := m.Lookup("self__runToolCalls"); !ok || len(m.Names()) < 30 {
+		t.Errorf("tools: %v", m.Names())
+	}
+}
