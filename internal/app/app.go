@@ -155,6 +155,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err := a.registerOpenAPI(ctx); err != nil {
 		return nil, err
 	}
+	if err := a.registerProviderTools(); err != nil {
+		return nil, err
+	}
 	a.MCPTools = toolmgr.New()
 	mcpStore, _ := a.Store.(mcpproxy.ServerStore)
 	if a.MCP, err = mcpproxy.New(mcpConfig(cfg), a.MCPTools, func(name string) bool { _, ok := a.Tools.Lookup(name); return ok },
@@ -292,6 +295,7 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 	for name, risk := range a.Config.Permissions.RiskOverrides {
 		pc.RiskOverrides[name] = tool.Risk(risk)
 	}
+	a.providerSubjects(pc.Subjects)
 	engine, err := approval.NewEngine(pc)
 	if err != nil {
 		return nil, fmt.Errorf("config: permissions: %w", err)
