@@ -63,9 +63,11 @@ type App struct {
 // New builds every component. Close releases what New acquired.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
 	a = &App{Config: cfg, Log: log}
+	// "return nil, err" clears a before deferred calls run: close what was built.
+	built := a
 	defer func() {
 		if err != nil {
-			a.Close()
+			built.Close()
 		}
 	}()
 	if a.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
@@ -150,6 +152,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	builtins = append(builtins, builtin.MemoryTools(stateful)...)
 	builtins = append(builtins, builtin.ScratchpadTools(stateful)...)
 	if err := a.Tools.Register(builtins...); err != nil {
+		return nil, err
+	}
+	if err := a.registerOpenAPI(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.registerProviderTools(); err != nil {
 		return nil, err
 	}
 	a.MCPTools = toolmgr.New()
@@ -343,6 +351,7 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 	for name, risk := range a.Config.Permissions.RiskOverrides {
 		pc.RiskOverrides[name] = tool.Risk(risk)
 	}
+	a.providerSubjects(pc.Subjects)
 	engine, err := approval.NewEngine(pc)
 	if err != nil {
 		return nil, fmt.Errorf("config: permissions: %w", err)

@@ -64,6 +64,12 @@ type Config struct {
 	Permissions   PermissionsConfig    `mapstructure:"permissions"`
 	Auth          AuthConfig           `mapstructure:"auth"`
 	CORS          CORSConfig           `mapstructure:"cors"`
+	// OpenAPI are HTTP APIs whose operations are served as tools named
+	// {prefix}__{operationId}. YAML only.
+	OpenAPI []OpenAPIConfig `mapstructure:"openapi"`
+	// ProviderTools are tools the model provider executes (hosted) or declares in its
+	// own format (provider_defined, executed here by a handler). YAML only.
+	ProviderTools []ProviderToolConfig `mapstructure:"provider_tools"`
 
 	// File is the config file that was read, if any (not a key).
 	File string `mapstructure:"-"`
@@ -204,6 +210,40 @@ type ExternalToolConfig struct {
 	Name        string         `mapstructure:"name"`
 	Description string         `mapstructure:"description"`
 	Parameters  map[string]any `mapstructure:"parameters"` // JSON Schema of the arguments
+}
+
+// OpenAPIConfig declares one OpenAPI source.
+type OpenAPIConfig struct {
+	Name             string            `mapstructure:"name"`
+	Prefix           string            `mapstructure:"prefix"`   // default: name
+	Spec             string            `mapstructure:"spec"`     // file path or http(s) URL
+	BaseURL          string            `mapstructure:"base_url"` // overrides the document's servers
+	Auth             OpenAPIAuthConfig `mapstructure:"auth"`
+	Include          []string          `mapstructure:"include"` // operationId globs
+	Exclude          []string          `mapstructure:"exclude"`
+	Timeout          time.Duration     `mapstructure:"timeout"`
+	FetchTimeout     time.Duration     `mapstructure:"fetch_timeout"`
+	MaxResponseBytes int64             `mapstructure:"max_response_bytes"`
+}
+
+// OpenAPIAuthConfig names the environment variables holding an API's credentials.
+type OpenAPIAuthConfig struct {
+	BearerTokenEnv string `mapstructure:"bearer_token_env"`
+	APIKeyEnv      string `mapstructure:"api_key_env"`
+	APIKeyHeader   string `mapstructure:"api_key_header"`
+	APIKeyQuery    string `mapstructure:"api_key_query"`
+}
+
+// ProviderToolConfig declares one hosted or provider-defined tool.
+type ProviderToolConfig struct {
+	Name        string `mapstructure:"name"`
+	Kind        string `mapstructure:"kind"` // hosted or provider_defined
+	Description string `mapstructure:"description"`
+	// Specs are the native declarations by provider (openai, anthropic).
+	Specs map[string]map[string]any `mapstructure:"specs"`
+	// Handler executes a provider_defined tool: execute_command or external.
+	Handler    string         `mapstructure:"handler"`
+	Parameters map[string]any `mapstructure:"parameters"` // JSON Schema of the arguments
 }
 
 // PermissionsConfig is the operator's permission policy and approval settings.
@@ -450,6 +490,21 @@ func (c Config) Validate() error {
 	for i, t := range c.ExternalTools {
 		if t.Name == "" || t.Description == "" {
 			bad(fmt.Sprintf("external_tools[%d]", i), "needs a name and a description")
+		}
+	}
+	seen := map[string]bool{}
+	for i, o := range c.OpenAPI {
+		if o.Name == "" || o.Spec == "" {
+			bad(fmt.Sprintf("openapi[%d]", i), "needs a name and a spec (file path or URL)")
+		}
+		if seen[o.Name] {
+			bad(fmt.Sprintf("openapi[%d]", i), "name %q is used twice", o.Name)
+		}
+		seen[o.Name] = true
+	}
+	for i, p := range c.ProviderTools {
+		if p.Name == "" || (p.Kind != "hosted" && p.Kind != "provider_defined") {
+			bad(fmt.Sprintf("provider_tools[%d]", i), "needs a name and kind hosted or provider_defined")
 		}
 	}
 	if c.Permissions.ApprovalTTL <= 0 {

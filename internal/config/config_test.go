@@ -142,3 +142,45 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenAPIAndProviderToolsFromYAML(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := `openapi:
+  - name: pets
+    spec: https://example.com/openapi.json
+    auth: {api_key_env: PETS_KEY, api_key_header: X-API-Key}
+    include: ["get*"]
+    timeout: 5s
+provider_tools:
+  - name: web_search
+    kind: hosted
+    specs:
+      anthropic: {type: web_search_20250305, max_uses: 5}
+  - name: bash
+    kind: provider_defined
+    handler: execute_command
+    specs: {anthropic: {type: bash_20250124}}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]string{"--config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.OpenAPI[0]
+	if o.Name != "pets" || o.Auth.APIKeyHeader != "X-API-Key" || o.Timeout != 5*time.Second || o.Include[0] != "get*" {
+		t.Errorf("openapi = %+v", o)
+	}
+	p := c.ProviderTools[0]
+	if p.Kind != "hosted" || p.Specs["anthropic"]["type"] != "web_search_20250305" || c.ProviderTools[1].Handler != "execute_command" {
+		t.Errorf("provider_tools = %+v", c.ProviderTools)
+	}
+	if err := os.WriteFile(file, []byte("openapi:\n  - name: a\n  - name: a\n    spec: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load([]string{"--config", file}, nil); err == nil || !strings.Contains(err.Error(), "openapi[0]") || !strings.Contains(err.Error(), "used twice") {
+		t.Errorf("bad openapi entries: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolserverd/toolserverd/api"
 	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
@@ -104,6 +105,7 @@ func (s *Server) Handler() http.Handler {
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.yaml", s.openAPIDocument)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 
 	r.Route("/v1", func(r chi.Router) {
@@ -150,6 +152,14 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/whoami", s.whoami)
 	})
 	return r
+}
+
+// openAPIDocument serves the contract, so clients (and toolserverd's own OpenAPI
+// adapter) can drive the daemon from it.
+func (s *Server) openAPIDocument(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(api.OpenAPI)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -10,6 +10,8 @@ import (
 type toolsResponse struct {
 	Format toolmgr.Format `json:"format"`
 	Tools  []any          `json:"tools"`
+	// Omitted names hosted tools left out because another provider runs them.
+	Omitted []toolmgr.OmittedTool `json:"omitted,omitempty"`
 }
 
 // listTools lists every registered tool (the global registry).
@@ -19,7 +21,8 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeBadRequest, err.Error()))
 		return
 	}
-	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(s.Tools.Specs(), f)})
+	specs := s.Tools.Specs()
+	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f), Omitted: toolmgr.Omitted(specs, f)})
 }
 
 // listSessionTools lists the tools a session may call, in the provider's format.
@@ -52,5 +55,5 @@ func (s *Server) listSessionTools(w http.ResponseWriter, r *http.Request) {
 	} else if sess.GroupsConfigured() {
 		specs = append(specs, sess.ResetToolSpec())
 	}
-	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f)})
+	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f), Omitted: toolmgr.Omitted(specs, f)})
 }

@@ -6,6 +6,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"time"
 )
 
@@ -76,6 +77,24 @@ type Spec struct {
 	Timeout time.Duration `json:"-"`
 	// Source names where the tool comes from ("local", "mcp:github", "openapi:petstore").
 	Source string `json:"source,omitempty"`
+	// ProviderSpecs are the tool's declarations in model providers' own formats, by
+	// provider ("openai", "anthropic"): that provider's schema export sends them instead
+	// of the function shape. A Hosted tool is exported only to the providers listed.
+	ProviderSpecs map[string]json.RawMessage `json:"provider_specs,omitempty"`
+}
+
+// HostedBy lists the providers that execute a hosted tool, sorted; nil for tools the
+// daemon executes.
+func (s Spec) HostedBy() []string {
+	if !s.Hosted {
+		return nil
+	}
+	out := make([]string, 0, len(s.ProviderSpecs))
+	for p := range s.ProviderSpecs {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // ErrorKind classifies a failed call so the model can decide what to do next.

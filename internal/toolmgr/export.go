@@ -29,15 +29,42 @@ func ParseFormat(s string) (Format, error) {
 }
 
 // Export renders specs (already in the order wanted) as the provider expects them in a
-// request's tool list. Hosted tools are the provider's own and are left out of every
-// format but native, where they are marked.
+// request's tool list. A tool with a declaration in the provider's own format
+// (Spec.ProviderSpecs) is sent as that declaration. Hosted tools run at the provider:
+// they are sent only to the providers that host them (native lists them all, marked).
 func Export(specs []tool.Spec, f Format) []any {
 	out := make([]any, 0, len(specs))
 	for _, s := range specs {
-		if s.Hosted && f != FormatNative {
-			continue
+		if f != FormatNative {
+			if decl, ok := s.ProviderSpecs[string(f)]; ok {
+				out = append(out, decl)
+				continue
+			}
+			if s.Hosted {
+				continue
+			}
 		}
 		out = append(out, exportOne(s, f))
+	}
+	return out
+}
+
+// OmittedTool is a tool Export left out of a format because another provider runs it.
+type OmittedTool struct {
+	Name     string   `json:"name"`
+	HostedBy []string `json:"hosted_by"`
+}
+
+// Omitted lists the hosted tools Export leaves out of format f.
+func Omitted(specs []tool.Spec, f Format) []OmittedTool {
+	var out []OmittedTool
+	if f == FormatNative {
+		return nil
+	}
+	for _, s := range specs {
+		if _, ok := s.ProviderSpecs[string(f)]; s.Hosted && !ok {
+			out = append(out, OmittedTool{Name: s.Name, HostedBy: s.HostedBy()})
+		}
 	}
 	return out
 }

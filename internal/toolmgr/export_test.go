@@ -34,6 +34,27 @@ func TestExportShapes(t *testing.T) {
 	if len(native) != 2 {
 		t.Fatalf("native export should keep hosted tools, got %d", len(native))
 	}
+	// Declarations in a provider's own shape: hosted tools go only to their providers.
+	hosted := tool.Spec{Name: "code_interpreter", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Flags: tool.Flags{Hosted: true},
+		ProviderSpecs: map[string]json.RawMessage{"openai": json.RawMessage(`{"type":"code_interpreter"}`)}}
+	defined := tool.Spec{Name: "bash", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`),
+		ProviderSpecs: map[string]json.RawMessage{"anthropic": json.RawMessage(`{"type":"bash_20250124","name":"bash"}`)}}
+	both := []tool.Spec{hosted, defined}
+	for f, want := range map[Format]string{
+		FormatOpenAI:    `[{"type":"code_interpreter"},{"type":"function","function":{"name":"bash","description":"d","parameters":{"type":"object"}}}]`,
+		FormatAnthropic: `[{"type":"bash_20250124","name":"bash"}]`,
+	} {
+		b, _ := json.Marshal(Export(both, f))
+		if string(b) != want {
+			t.Errorf("%s provider declarations:\n got %s\nwant %s", f, b, want)
+		}
+	}
+	if o := Omitted(both, FormatAnthropic); len(o) != 1 || o[0].Name != "code_interpreter" || o[0].HostedBy[0] != "openai" {
+		t.Errorf("omitted from anthropic: %+v", o)
+	}
+	if o := Omitted(both, FormatOpenAI); len(o) != 0 {
+		t.Errorf("omitted from openai: %+v", o)
+	}
 	if _, err := ParseFormat("xml"); err == nil {
 		t.Fatal("unknown format accepted")
 	}

@@ -1,0 +1,37 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/toolserverd/toolserverd/internal/openapi"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// registerOpenAPI loads every configured OpenAPI document and registers its operations
+// as tools. A document that cannot be read or parsed stops start-up, naming it.
+func (a *App) registerOpenAPI(ctx context.Context) error {
+	for i, c := range a.Config.OpenAPI {
+		src, err := openapi.Load(ctx, openapi.Config{
+			Name: c.Name, Prefix: c.Prefix, Spec: c.Spec, BaseURL: c.BaseURL,
+			Auth:    openapi.Auth{BearerTokenEnv: c.Auth.BearerTokenEnv, APIKeyEnv: c.Auth.APIKeyEnv, APIKeyHeader: c.Auth.APIKeyHeader, APIKeyQuery: c.Auth.APIKeyQuery},
+			Include: c.Include, Exclude: c.Exclude,
+			Timeout: c.Timeout, FetchTimeout: c.FetchTimeout, MaxResponseBytes: c.MaxResponseBytes,
+		})
+		if err != nil {
+			return fmt.Errorf("config: openapi[%d]: %w", i, err)
+		}
+		tools := make([]tool.Tool, len(src.Tools))
+		for j, t := range src.Tools {
+			tools[j] = t
+		}
+		if err := a.Tools.Register(tools...); err != nil {
+			return fmt.Errorf("config: openapi[%d] %q: %w (set another prefix, or exclude the operation)", i, c.Name, err)
+		}
+		for _, w := range src.Warnings {
+			a.Log.Warn("openapi source", "source", c.Name, "problem", w)
+		}
+		a.Log.Info("openapi source loaded", "source", c.Name, "spec", c.Spec, "tools", len(tools))
+	}
+	return nil
+}

@@ -1,0 +1,439 @@
+package openapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+const maxNameLen = 64
+
+type builder struct {
+	cfg    Config
+	doc    *openapi3.T
+	root   any
+	base   *url.URL
+	secret string
+}
+
+// param is one argument of a tool and where it goes in the request.
+type param struct {
+	arg      string // the argument's name in the tool's schema
+	name     string // the name in the request
+	in       string // path, query, header, cookie
+	explode  bool
+	deepObj  bool
+	jsonText bool // content-encoded parameter: send the value as JSON text
+}
+
+// body is how the request body is built.
+type body struct {
+	mediaType string
+	// flat: the body object's properties are top-level arguments; else the body is
+	// the "body" argument.
+	flat  bool
+	props map[string]bool
+	// arg is the argument holding the whole body when it is not flat.
+	arg      string
+	required bool
+}
+
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodTrace}
+
+func (b *builder) build(src *Source) error {
+	names := map[string]string{} // tool name → operation, for collisions
+	var ops []*Operation
+	for _, p := range b.doc.Paths.InMatchingOrder() {
+		item := b.doc.Paths.Value(p)
+		if item == nil {
+			continue
+		}
+		for _, method := range methods {
+			op := item.GetOperation(method)
+			if op == nil {
+				continue
+			}
+			id := op.OperationID
+			if id == "" {
+				id = nameFromRoute(method, p)
+			}
+			if !b.selected(id) {
+				continue
+			}
+			if len(ops) >= MaxOperations {
+				return fmt.Errorf("more than %d operations; choose some with include", MaxOperations)
+			}
+			t, notes, err := b.operation(method, p, id, item, op)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", method, p, err)
+			}
+			for _, n := range notes {
+				src.Warnings = append(src.Warnings, fmt.Sprintf("%s %s: %s", method, p, n))
+			}
+			route := method + " " + p
+			if prev, dup := names[t.spec.Name]; dup {
+				renamed := withSuffix(t.spec.Name, "_"+shortHash(route))
+				src.Warnings = append(src.Warnings, fmt.Sprintf("%s and %s both make tool %s; %s is named %s", prev, route, t.spec.Name, route, renamed))
+				t.spec.Name = renamed
+			}
+			names[t.spec.Name] = route
+			ops = append(ops, t)
+		}
+	}
+	if len(ops) == 0 {
+		return fmt.Errorf("no operations left (include %v, exclude %v)", b.cfg.Include, b.cfg.Exclude)
+	}
+	src.Tools = ops
+	return nil
+}
+
+func (b *builder) selected(id string) bool {
+	match := func(globs []string) bool {
+		for _, g := range globs {
+			if ok, _ := path.Match(g, id); ok {
+				return true
+			}
+		}
+		return false
+	}
+	if len(b.cfg.Include) > 0 && !match(b.cfg.Include) {
+		return false
+	}
+	return !match(b.cfg.Exclude)
+}
+
+// nameFromRoute is a stable name for an operation without an id: get_pets_petId.
+func nameFromRoute(method, route string) string {
+	var parts []string
+	for _, seg := range strings.Split(route, "/") {
+		seg = strings.Trim(seg, "{}")
+		if seg != "" {
+			parts = append(parts, seg)
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"root"}
+	}
+	return strings.ToLower(method) + "_" + strings.Join(parts, "_")
+}
+
+func (b *builder) toolName(id string) string {
+	return capName(b.cfg.Prefix + "__" + sanitize(id))
+}
+
+// operation builds the tool of one operation.
+func (b *builder) operation(method, route, id string, item *openapi3.PathItem, op *openapi3.Operation) (*Operation, []string, error) {
+	in := &inliner{root: b.root, oas30: strings.HasPrefix(b.doc.OpenAPI, "3.0")}
+	props := map[string]any{}
+	var required []string
+	var params []param
+	taken := map[string]bool{}
+	argName := func(name, where string) string {
+		a := sanitizeArg(name)
+		if taken[a] {
+			a = sanitizeArg(where + "_" + name)
+		}
+		for i := 2; taken[a]; i++ {
+			a = fmt.Sprintf("%s_%d", sanitizeArg(where+"_"+name), i)
+		}
+		taken[a] = true
+		return a
+	}
+
+	// Operation parameters override path-item ones with the same name and location.
+	all := map[string]*openapi3.Parameter{}
+	var order []string
+	for _, list := range []openapi3.Parameters{item.Parameters, op.Parameters} {
+		for _, pr := range list {
+			if pr == nil || pr.Value == nil {
+				continue
+			}
+			key := pr.Value.In + ":" + pr.Value.Name
+			if _, seen := all[key]; !seen {
+				order = append(order, key)
+			}
+			all[key] = pr.Value
+		}
+	}
+	for _, key := range order {
+		p := all[key]
+		if p.In != openapi3.ParameterInPath && p.In != openapi3.ParameterInQuery && p.In != openapi3.ParameterInHeader && p.In != openapi3.ParameterInCookie {
+			return nil, nil, fmt.Errorf("parameter %q: unknown location %q", p.Name, p.In)
+		}
+		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) {
+			continue
+		}
+		pm := param{name: p.Name, in: p.In, explode: p.Explode == nil || *p.Explode, deepObj: p.Style == "deepObject"}
+		var schema any = map[string]any{}
+		if p.Schema != nil {
+			schema = in.inline(jsonValue(p.Schema), nil)
+		} else if len(p.Content) > 0 {
+			for _, mt := range p.Content {
+				if mt != nil && mt.Schema != nil {
+					schema = in.inline(jsonValue(mt.Schema), nil)
+				}
+				break
+			}
+			pm.jsonText = true
+		}
+		if sm, ok := schema.(map[string]any); ok {
+			sm = withDescription(sm, p.Description, p.In)
+			schema = sm
+		}
+		pm.arg = argName(p.Name, p.In)
+		props[pm.arg] = schema
+		if p.Required || p.In == openapi3.ParameterInPath {
+			required = append(required, pm.arg)
+		}
+		params = append(params, pm)
+	}
+
+	var bd *body
+	if op.RequestBody != nil && op.RequestBody.Value != nil {
+		rb := op.RequestBody.Value
+		mediaType, mt := pickMediaType(rb.Content)
+		if mt != nil {
+			bd = &body{mediaType: mediaType, required: rb.Required}
+			var schema any = map[string]any{}
+			if mt.Schema != nil {
+				schema = in.inline(jsonValue(mt.Schema), nil)
+			}
+			sm, _ := schema.(map[string]any)
+			bodyProps, _ := sm["properties"].(map[string]any)
+			flat := isJSON(mediaType) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
+				sm["oneOf"] == nil && sm["anyOf"] == nil && sm["allOf"] == nil
+			for name := range bodyProps {
+				if taken[name] || !validArg(name) {
+					flat = false
+				}
+			}
+			if flat {
+				bd.flat, bd.props = true, map[string]bool{}
+				for name, s := range bodyProps {
+					props[name] = s
+					bd.props[name] = true
+					taken[name] = true
+				}
+				if rb.Required {
+					if req, ok := sm["required"].([]any); ok {
+						for _, r := range req {
+							if s, ok := r.(string); ok {
+								required = append(required, s)
+							}
+						}
+					}
+				}
+			} else {
+				if sm != nil {
+					sm = withDescription(sm, rb.Description, "body")
+					schema = sm
+				}
+				bd.arg = argName("body", "request")
+				props[bd.arg] = schema
+				if rb.Required {
+					required = append(required, bd.arg)
+				}
+			}
+		}
+	}
+
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		sort.Strings(required)
+		schema["required"] = dedupe(required)
+	}
+	if bd == nil || !bd.flat {
+		schema["additionalProperties"] = false
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("schema: %w", err)
+	}
+
+	readOnly := method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+	risk := tool.RiskMedium
+	switch {
+	case readOnly:
+		risk = tool.RiskLow
+	case method == http.MethodDelete:
+		risk = tool.RiskHigh
+	}
+	desc := strings.TrimSpace(op.Summary)
+	if d := strings.TrimSpace(op.Description); d != "" {
+		if desc != "" && !strings.Contains(d, desc) {
+			desc += "\n\n" + d
+		} else {
+			desc = d
+		}
+	}
+	if desc == "" {
+		desc = method + " " + route
+	}
+	desc = fmt.Sprintf("%s\n\n(%s %s on the %s API)", clip(desc, 2000), method, route, b.cfg.Name)
+	t := &Operation{
+		spec: tool.Spec{
+			Name: b.toolName(id), Label: clip(firstLine(strings.TrimSpace(op.Summary)), 80), Description: desc, Parameters: raw,
+			Flags:   tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
+			Risk:    risk,
+			Mode:    tool.ModeDirect,
+			Timeout: b.cfg.Timeout,
+			Source:  "openapi:" + b.cfg.Name,
+		},
+		method: method, route: route, params: params, body: bd,
+		base: b.base, auth: b.cfg.Auth, secret: b.secret,
+		client: b.cfg.Client, maxBytes: b.cfg.MaxResponseBytes,
+	}
+	return t, in.notes, nil
+}
+
+// isManagedHeader reports headers the HTTP client sets itself.
+func isManagedHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "content-type", "accept", "authorization", "content-length", "host":
+		return true
+	}
+	return false
+}
+
+// pickMediaType prefers JSON, then form encoding, then anything else.
+func pickMediaType(content openapi3.Content) (string, *openapi3.MediaType) {
+	keys := make([]string, 0, len(content))
+	for k := range content {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, pref := range []func(string) bool{
+		func(k string) bool { return k == "application/json" },
+		isJSON,
+		func(k string) bool { return k == "application/x-www-form-urlencoded" },
+		func(string) bool { return true },
+	} {
+		for _, k := range keys {
+			if pref(k) {
+				return k, content[k]
+			}
+		}
+	}
+	return "", nil
+}
+
+func isJSON(mediaType string) bool {
+	m := strings.ToLower(mediaType)
+	return m == "application/json" || strings.HasSuffix(m, "+json") || strings.Contains(m, "/json")
+}
+
+func withDescription(s map[string]any, desc, where string) map[string]any {
+	note := "(" + where + ")"
+	if desc = strings.TrimSpace(desc); desc != "" {
+		note = clip(desc, 500) + " " + note
+	}
+	if d, ok := s["description"].(string); ok && d != "" && !strings.Contains(note, d) {
+		note = d + " " + note
+	}
+	out := make(map[string]any, len(s)+1)
+	for k, v := range s {
+		out[k] = v
+	}
+	out["description"] = note
+	return out
+}
+
+// jsonValue marshals a kin schema reference to plain JSON: nested references stay
+// $refs, which the inliner then resolves with its bounds.
+func jsonValue(ref *openapi3.SchemaRef) any {
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return map[string]any{}
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return map[string]any{}
+	}
+	return v
+}
+
+func dedupe(in []string) []string {
+	out := in[:0]
+	for i, s := range in {
+		if i == 0 || s != in[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// sanitize replaces characters providers reject in tool names with '_'.
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "_"
+	}
+	return b.String()
+}
+
+// sanitizeArg makes a property name every provider accepts ([a-zA-Z0-9_.-]{1,64}).
+func sanitizeArg(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if out == "" {
+		out = "_"
+	}
+	if len(out) > maxNameLen {
+		out = withSuffix(out, "_"+shortHash(s))
+	}
+	return out
+}
+
+func validArg(s string) bool { return s != "" && sanitizeArg(s) == s }
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:4])
+}
+
+func capName(s string) string {
+	if len(s) <= maxNameLen {
+		return s
+	}
+	return withSuffix(s, "_"+shortHash(s))
+}
+
+func withSuffix(s, suffix string) string {
+	if len(s)+len(suffix) > maxNameLen {
+		s = s[:maxNameLen-len(suffix)]
+	}
+	return s + suffix
+}

@@ -1,0 +1,309 @@
+package openapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Operation is the tool of one API operation.
+type Operation struct {
+	spec     tool.Spec
+	method   string
+	route    string
+	params   []param
+	body     *body
+	base     *url.URL
+	auth     Auth
+	secret   string
+	client   *http.Client
+	maxBytes int64
+}
+
+// Spec describes the tool.
+func (o *Operation) Spec() tool.Spec { return o.spec }
+
+// Run sends the request and turns the response into a result: 2xx is the body, any
+// other status an is_error result with the status and body.
+func (o *Operation) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
+	var args map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&args); err != nil {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "arguments must be a JSON object: %v", err)
+	}
+	req, err := o.request(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The dispatcher names it timeout or cancelled.
+			return nil, ctx.Err()
+		}
+		return nil, tool.Errorf(tool.KindUnavailable, "%s %s could not be reached: %v", o.method, o.base.Host, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, o.maxBytes+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, tool.Errorf(tool.KindUnavailable, "reading the response of %s %s failed: %v", o.method, o.route, err)
+	}
+	cut := int64(len(data)) > o.maxBytes
+	if cut {
+		data = data[:o.maxBytes]
+	}
+	return o.result(resp, data, cut), nil
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// request builds the HTTP request from the arguments.
+func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Request, error) {
+	route := o.route
+	query := url.Values{}
+	header := http.Header{}
+	var cookies []*http.Cookie
+	used := map[string]bool{}
+	for _, p := range o.params {
+		v, ok := args[p.arg]
+		used[p.arg] = true
+		if !ok || v == nil {
+			if p.in == "path" {
+				return nil, tool.Errorf(tool.KindInvalidArgs, "path parameter %s is required", p.arg)
+			}
+			continue
+		}
+		switch p.in {
+		case "path":
+			route = strings.ReplaceAll(route, "{"+p.name+"}", url.PathEscape(scalar(v, p.jsonText, ",")))
+		case "query":
+			addQuery(query, p, v)
+		case "header":
+			header.Set(p.name, scalar(v, p.jsonText, ","))
+		case "cookie":
+			cookies = append(cookies, &http.Cookie{Name: p.name, Value: url.QueryEscape(scalar(v, p.jsonText, ","))})
+		}
+	}
+	if strings.Contains(route, "{") {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "the path %s has parameters the document does not declare", o.route)
+	}
+	u := *o.base
+	u.Path = o.base.Path + route
+	u.RawPath = ""
+	if o.base.RawPath != "" || strings.Contains(route, "%") {
+		u.RawPath = o.base.EscapedPath() + route
+		if p, err := url.PathUnescape(u.RawPath); err == nil {
+			u.Path = p
+		}
+	}
+
+	var bodyReader io.Reader
+	if o.body != nil {
+		var payload any
+		present := false
+		if o.body.flat {
+			obj := map[string]any{}
+			for k, v := range args {
+				if !used[k] {
+					obj[k] = v
+				}
+			}
+			payload, present = obj, len(obj) > 0 || o.body.required
+		} else {
+			payload, present = args[o.body.arg]
+		}
+		if present {
+			b, err := encodeBody(o.body.mediaType, payload)
+			if err != nil {
+				return nil, tool.Errorf(tool.KindInvalidArgs, "the request body: %v", err)
+			}
+			bodyReader = bytes.NewReader(b)
+			header.Set("Content-Type", o.body.mediaType)
+		}
+	}
+	switch {
+	case o.auth.BearerTokenEnv != "":
+		header.Set("Authorization", "Bearer "+o.secret)
+	case o.auth.APIKeyHeader != "":
+		header.Set(o.auth.APIKeyHeader, o.secret)
+	case o.auth.APIKeyQuery != "":
+		query.Set(o.auth.APIKeyQuery, o.secret)
+	}
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, o.method, u.String(), bodyReader)
+	if err != nil {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "the request could not be built: %v", err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json, */*;q=0.8")
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	return req, nil
+}
+
+func addQuery(q url.Values, p param, v any) {
+	switch x := v.(type) {
+	case []any:
+		if !p.explode {
+			q.Add(p.name, scalar(v, false, ","))
+			return
+		}
+		for _, e := range x {
+			q.Add(p.name, scalar(e, false, ","))
+		}
+	case map[string]any:
+		if p.jsonText {
+			q.Add(p.name, scalar(v, true, ","))
+			return
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			switch {
+			case p.deepObj:
+				q.Add(p.name+"["+k+"]", scalar(x[k], false, ","))
+			case p.explode:
+				q.Add(k, scalar(x[k], false, ","))
+			default:
+				q.Add(p.name, k+","+scalar(x[k], false, ","))
+			}
+		}
+	default:
+		q.Add(p.name, scalar(v, p.jsonText, ","))
+	}
+}
+
+// scalar renders a value for a path, query, header or cookie.
+func scalar(v any, asJSON bool, sep string) string {
+	if asJSON {
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = scalar(e, false, sep)
+		}
+		return strings.Join(parts, sep)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func encodeBody(mediaType string, payload any) ([]byte, error) {
+	switch {
+	case isJSON(mediaType):
+		return json.Marshal(payload)
+	case mediaType == "application/x-www-form-urlencoded":
+		obj, ok := payload.(map[string]any)
+		if !ok {
+			return nil, errors.New("a form body must be an object")
+		}
+		form := url.Values{}
+		for k, v := range obj {
+			if arr, ok := v.([]any); ok {
+				for _, e := range arr {
+					form.Add(k, scalar(e, false, ","))
+				}
+				continue
+			}
+			form.Set(k, scalar(v, false, ","))
+		}
+		return []byte(form.Encode()), nil
+	}
+	if s, ok := payload.(string); ok {
+		return []byte(s), nil
+	}
+	return json.Marshal(payload)
+}
+
+// result turns a response into a tool result.
+func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Result {
+	ct := resp.Header.Get("Content-Type")
+	mediaType, _, _ := mime.ParseMediaType(ct)
+	details, _ := json.Marshal(map[string]any{"status": resp.StatusCode, "content_type": ct, "bytes": len(data), "cut": cut,
+		"method": o.method, "url": resp.Request.URL.Redacted()})
+	text := bodyText(mediaType, data)
+	if cut {
+		text += fmt.Sprintf("\n[response cut: only the first %d bytes were read]", o.maxBytes)
+	}
+	if resp.StatusCode/100 != 2 {
+		kind := tool.KindFailed
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			kind = tool.KindUnavailable
+		}
+		res := tool.ErrorResult(kind, "HTTP %d %s from %s %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.route, text)
+		res.Details = details
+		return res
+	}
+	if len(data) == 0 {
+		res := tool.TextResult(fmt.Sprintf("HTTP %d %s (no body)", resp.StatusCode, http.StatusText(resp.StatusCode)))
+		res.Details = details
+		return res
+	}
+	if strings.HasPrefix(mediaType, "image/") && !cut {
+		return &tool.Result{Content: []tool.Content{{Type: tool.ContentImage, Data: base64.StdEncoding.EncodeToString(data), MimeType: mediaType}}, Details: details}
+	}
+	res := tool.TextResult(text)
+	res.Details = details
+	if isJSON(mediaType) && !cut {
+		trimmed := bytes.TrimSpace(data)
+		if len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+			res.Structured = json.RawMessage(trimmed)
+		}
+	}
+	return res
+}
+
+func bodyText(mediaType string, data []byte) string {
+	if len(data) == 0 {
+		return "(no body)"
+	}
+	if !utf8.Valid(data) {
+		// A cut may split the last character; anything else is binary.
+		if v := bytes.ToValidUTF8(data, nil); len(data)-len(v) > 3 {
+			return fmt.Sprintf("[binary body: %d bytes of %s]", len(data), mediaType)
+		}
+		data = bytes.ToValidUTF8(data, nil)
+	}
+	return string(data)
+}

@@ -1,0 +1,225 @@
+package openapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"go.yaml.in/yaml/v3"
+)
+
+// Source is a loaded OpenAPI document's tools.
+type Source struct {
+	Name  string
+	Tools []*Operation
+	// Warnings are problems that did not stop loading (validation findings, renamed
+	// collisions, schemas left open).
+	Warnings []string
+}
+
+// Load reads and parses the document of cfg and builds one tool per operation. The
+// error names the source and says what is wrong.
+func Load(ctx context.Context, cfg Config) (*Source, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("openapi %q: %w", cfg.Name, err)
+	}
+	cfg.withDefaults()
+	fail := func(err error) (*Source, error) {
+		return nil, fmt.Errorf("openapi %q (%s): %w", cfg.Name, cfg.Spec, err)
+	}
+	secret, err := cfg.credentials()
+	if err != nil {
+		return fail(err)
+	}
+	data, specURL, err := readSpec(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	doc, err := parse(ctx, data, specURL)
+	if err != nil {
+		return fail(err)
+	}
+	src := &Source{Name: cfg.Name}
+	if err := doc.Validate(ctx, openapi3.DisableExamplesValidation(), openapi3.DisableSchemaDefaultsValidation(),
+		openapi3.DisableSchemaPatternValidation()); err != nil {
+		// Real-world documents often break a rule that does not matter for calling
+		// them; say so and go on. Broken references and syntax already failed above.
+		src.Warnings = append(src.Warnings, "document does not validate: "+firstLine(err.Error()))
+	}
+	base, err := baseURL(cfg, doc, specURL)
+	if err != nil {
+		return fail(err)
+	}
+	b := &builder{cfg: cfg, doc: doc, base: base, secret: secret}
+	if b.root, err = genericDoc(doc); err != nil {
+		return fail(err)
+	}
+	if err := b.build(src); err != nil {
+		return fail(err)
+	}
+	return src, nil
+}
+
+// readSpec reads the document from a URL (with the fetch timeout) or a file, refusing
+// anything over MaxSpecBytes.
+func readSpec(ctx context.Context, cfg Config) ([]byte, *url.URL, error) {
+	if strings.HasPrefix(cfg.Spec, "http://") || strings.HasPrefix(cfg.Spec, "https://") {
+		u, err := url.Parse(cfg.Spec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("spec URL: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, cfg.FetchTimeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Spec, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set("Accept", "application/yaml, application/json;q=0.9, */*;q=0.5")
+		resp, err := cfg.Client.Do(req)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, nil, fmt.Errorf("fetching the document took longer than %s", cfg.FetchTimeout)
+			}
+			return nil, nil, fmt.Errorf("fetching the document: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return nil, nil, fmt.Errorf("fetching the document: HTTP %s", resp.Status)
+		}
+		data, err := readCapped(resp.Body, MaxSpecBytes)
+		return data, u, err
+	}
+	f, err := os.Open(cfg.Spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	data, err := readCapped(f, MaxSpecBytes)
+	return data, nil, err
+}
+
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the document: %w", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("the document is larger than %d MiB", limit>>20)
+	}
+	return data, nil
+}
+
+// parse loads an OpenAPI 3.0 or 3.1 document. References to other files or URLs are
+// refused: a document must not make the daemon read files or reach hosts.
+func parse(ctx context.Context, data []byte, location *url.URL) (doc *openapi3.T, err error) {
+	// The loader panics on some malformed input; a bad document is an error, not a crash.
+	defer func() {
+		if p := recover(); p != nil {
+			doc, err = nil, fmt.Errorf("the document could not be parsed: %v", p)
+		}
+	}()
+	loader := openapi3.NewLoader()
+	loader.Context = ctx
+	loader.IsExternalRefsAllowed = false
+	if location != nil {
+		doc, err = loader.LoadFromDataWithPath(data, location)
+	} else {
+		doc, err = loader.LoadFromData(data)
+	}
+	if err != nil {
+		if v := swaggerVersion(data); v != "" {
+			return nil, fmt.Errorf("this is a Swagger %s document; only OpenAPI 3.0 and 3.1 are supported", v)
+		}
+		return nil, fmt.Errorf("the document could not be parsed: %s", firstLine(err.Error()))
+	}
+	v := doc.OpenAPI
+	if !strings.HasPrefix(v, "3.0") && !strings.HasPrefix(v, "3.1") {
+		if sv := swaggerVersion(data); sv != "" {
+			return nil, fmt.Errorf("this is a Swagger %s document; only OpenAPI 3.0 and 3.1 are supported", sv)
+		}
+		if v == "" {
+			return nil, errors.New("the document has no openapi version field; only OpenAPI 3.0 and 3.1 are supported")
+		}
+		return nil, fmt.Errorf("openapi version %q is not supported (use 3.0 or 3.1)", v)
+	}
+	if doc.Paths == nil || doc.Paths.Len() == 0 {
+		return nil, errors.New("the document has no paths")
+	}
+	return doc, nil
+}
+
+// swaggerVersion is the swagger field of an OpenAPI 2 document, or "".
+func swaggerVersion(data []byte) string {
+	var head struct {
+		Swagger string `yaml:"swagger"`
+	}
+	if yaml.Unmarshal(data, &head) != nil {
+		return ""
+	}
+	return head.Swagger
+}
+
+// genericDoc is the document as plain JSON values, for resolving references.
+func genericDoc(doc *openapi3.T) (any, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("the document could not be re-encoded: %w", err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// baseURL is the configured override, else the document's first server (resolved
+// against the document's own URL when relative).
+func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL) (*url.URL, error) {
+	raw := cfg.BaseURL
+	if raw == "" && len(doc.Servers) > 0 && doc.Servers[0] != nil {
+		raw = doc.Servers[0].URL
+		for name, v := range doc.Servers[0].Variables {
+			if v != nil {
+				raw = strings.ReplaceAll(raw, "{"+name+"}", v.Default)
+			}
+		}
+	}
+	if raw == "" {
+		if specURL == nil {
+			return nil, errors.New("no base URL: the document lists no servers; set base_url")
+		}
+		raw = "/"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("base URL %q: %w", raw, err)
+	}
+	if !u.IsAbs() {
+		if specURL == nil {
+			return nil, fmt.Errorf("the document's server URL %q is relative; set base_url", raw)
+		}
+		u = specURL.ResolveReference(u)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("base URL %q is not http(s)", u)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	return u, nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
+}

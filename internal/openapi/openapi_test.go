@@ -1,0 +1,602 @@
+package openapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// echoed is what the upstream test server saw.
+type echoed struct {
+	Method  string              `json:"method"`
+	Path    string              `json:"path"`
+	RawPath string              `json:"raw_path"`
+	Query   map[string][]string `json:"query"`
+	Header  map[string]string   `json:"header"`
+	Cookies map[string]string   `json:"cookies"`
+	Body    string              `json:"body"`
+	CT      string              `json:"content_type"`
+}
+
+// upstream is a real HTTP API on loopback: it echoes requests, answers /status/{code}
+// with that status, holds /slow until the client goes away and serves 10 MiB at /big.
+func upstream(t *testing.T) (srv *httptest.Server, slowStarted chan struct{}) {
+	t.Helper()
+	slowStarted = make(chan struct{}, 4)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/status/"):
+			var code int
+			fmt.Sscanf(strings.TrimPrefix(r.URL.Path, "/status/"), "%d", &code)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"error":"status body %d"}`, code)
+			return
+		case r.URL.Path == "/slow":
+			slowStarted <- struct{}{}
+			<-r.Context().Done()
+			return
+		case r.URL.Path == "/big":
+			w.Header().Set("Content-Type", "text/plain")
+			chunk := strings.Repeat("x", 1<<20)
+			for i := 0; i < 10; i++ {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+			}
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		e := echoed{Method: r.Method, Path: r.URL.Path, RawPath: r.URL.EscapedPath(), Query: r.URL.Query(), Header: map[string]string{},
+			Cookies: map[string]string{}, Body: string(b), CT: r.Header.Get("Content-Type")}
+		for _, h := range []string{"X-Trace", "Authorization", "X-Api-Key"} {
+			if v := r.Header.Get(h); v != "" {
+				e.Header[h] = v
+			}
+		}
+		for _, c := range r.Cookies() {
+			e.Cookies[c.Name] = c.Value
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(e)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, slowStarted
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// load builds a source and registers its tools in a fresh manager.
+func load(t *testing.T, cfg Config) (*Source, *toolmgr.Manager) {
+	t.Helper()
+	if cfg.Getenv == nil {
+		cfg.Getenv = env(nil)
+	}
+	src, err := Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	m := toolmgr.New()
+	tools := make([]tool.Tool, len(src.Tools))
+	for i, o := range src.Tools {
+		tools[i] = o
+	}
+	if err := m.Register(tools...); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	return src, m
+}
+
+func call(t *testing.T, m *toolmgr.Manager, name, args string) *tool.Result {
+	t.Helper()
+	return callCtx(t, context.Background(), m, name, args, 0)
+}
+
+func callCtx(t *testing.T, ctx context.Context, m *toolmgr.Manager, name, args string, timeout time.Duration) *tool.Result {
+	t.Helper()
+	e, ok := m.Lookup(name)
+	if !ok {
+		t.Fatalf("no tool %s; have %v", name, m.Names())
+	}
+	return m.Run(e, toolmgr.Invocation{Ctx: &tool.Context{Context: ctx, ToolName: name}, Args: json.RawMessage(args), Timeout: timeout})
+}
+
+func echo(t *testing.T, res *tool.Result) echoed {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("call failed: %s: %s", res.ErrorKind, res.Text())
+	}
+	var e echoed
+	if err := json.Unmarshal([]byte(res.Text()), &e); err != nil {
+		t.Fatalf("not an echo: %v: %s", err, res.Text())
+	}
+	return e
+}
+
+func schemaOf(t *testing.T, m *toolmgr.Manager, name string) map[string]any {
+	t.Helper()
+	e, ok := m.Lookup(name)
+	if !ok {
+		t.Fatalf("no tool %s; have %v", name, m.Names())
+	}
+	var s map[string]any
+	if err := json.Unmarshal(e.Spec.Parameters, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func prop(s map[string]any, names ...string) map[string]any {
+	cur := s
+	for _, n := range names {
+		props, _ := cur["properties"].(map[string]any)
+		next, _ := props[n].(map[string]any)
+		if next == nil {
+			if n == "[]" {
+				next, _ = cur["items"].(map[string]any)
+			}
+			if next == nil {
+				return nil
+			}
+		}
+		cur = next
+	}
+	return cur
+}
+
+func shop(t *testing.T, base string) Config {
+	return Config{Name: "shop", Spec: filepath.Join("testdata", "shop30.yaml"), BaseURL: base}
+}
+
+func TestOpenAPI30ToolsAndSchemas(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	src, m := load(t, shop(t, srv.URL))
+	want := []string{"shop__big", "shop__createItem", "shop__deleteItem", "shop__getItem", "shop__internalDebug", "shop__plantTree",
+		"shop__put_items_itemId", "shop__slow", "shop__status"}
+	if got := strings.Join(m.Names(), ","); got != strings.Join(want, ",") {
+		t.Fatalf("tools:\n got %s\nwant %s", got, strings.Join(want, ","))
+	}
+	if len(src.Warnings) != 0 {
+		t.Errorf("unexpected warnings: %v", src.Warnings)
+	}
+
+	get := schemaOf(t, m, "shop__getItem")
+	if p := prop(get, "itemId"); p == nil || p["type"] != "string" || p["pattern"] != "^[a-z0-9/ -]+$" {
+		t.Errorf("path parameter through two $refs not resolved: %v", p)
+	}
+	for _, n := range []string{"verbose", "tags", "X-Trace", "session", "filter"} {
+		if prop(get, n) == nil {
+			t.Errorf("getItem lacks parameter %s: %v", n, get)
+		}
+	}
+	if req := fmt.Sprint(get["required"]); req != "[X-Trace itemId]" {
+		t.Errorf("required = %s", req)
+	}
+	if get["additionalProperties"] != false {
+		t.Errorf("a tool without a flat body should refuse unknown arguments")
+	}
+
+	// The put body is flattened; nested $refs resolved and 3.0 keywords converted.
+	put := schemaOf(t, m, "shop__put_items_itemId")
+	amount := prop(put, "price", "amount")
+	if amount == nil || amount["exclusiveMinimum"] != float64(0) || amount["minimum"] != nil {
+		t.Errorf("exclusiveMinimum: true with minimum 0 should become exclusiveMinimum: 0: %v", amount)
+	}
+	cur := prop(put, "price", "currency")
+	if cur == nil || fmt.Sprint(cur["type"]) != "[string <nil>]" && fmt.Sprint(cur["type"]) != "[string null]" || fmt.Sprint(cur["enum"]) != "[EUR USD <nil>]" {
+		t.Errorf("nullable enum not converted: %v", cur)
+	}
+	if put["x-go-type"] != nil || prop(put, "name")["example"] != nil {
+		t.Errorf("extensions and examples should be dropped: %v", put)
+	}
+	if fmt.Sprint(put["required"]) != "[itemId name price]" {
+		t.Errorf("put required = %v", put["required"])
+	}
+
+	// A recursive schema is expanded to a bound and then left open.
+	tree := schemaOf(t, m, "shop__plantTree")
+	level := prop(tree, "children", "[]")
+	depth := 0
+	for level != nil && prop(level, "children") != nil {
+		level = prop(level, "children", "[]")
+		depth++
+	}
+	if level == nil || !strings.Contains(fmt.Sprint(level["description"]), "recursive reference") {
+		t.Errorf("recursive Tree not bounded with a note: depth %d, last %v", depth, level)
+	}
+	if depth != 0 {
+		t.Errorf("Tree should expand once and stop at the recursion, expanded %d levels", depth)
+	}
+
+	// A query parameter named like a body property keeps the body whole under "body".
+	create := schemaOf(t, m, "shop__createItem")
+	if prop(create, "name") == nil || prop(create, "body", "price", "amount") == nil {
+		t.Errorf("createItem should have query name and body.price: %v", create)
+	}
+
+	for name, want := range map[string]struct {
+		risk     tool.Risk
+		readOnly bool
+	}{"shop__getItem": {tool.RiskLow, true}, "shop__createItem": {tool.RiskMedium, false}, "shop__deleteItem": {tool.RiskHigh, false}} {
+		e, _ := m.Lookup(name)
+		if e.Spec.Risk != want.risk || e.Spec.ReadOnly != want.readOnly || e.Spec.Source != "openapi:shop" {
+			t.Errorf("%s: risk %s read_only %v source %s", name, e.Spec.Risk, e.Spec.ReadOnly, e.Spec.Source)
+		}
+	}
+}
+
+func TestEveryParameterLocation(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, shop(t, srv.URL))
+	e := echo(t, call(t, m, "shop__getItem", `{"itemId":"a b/c","verbose":true,"tags":["x","y"],"X-Trace":"t-1","session":"s1","filter":{"color":"red"}}`))
+	if e.Method != "GET" || e.RawPath != "/items/a%20b%2Fc" {
+		t.Errorf("path: %s %s", e.Method, e.RawPath)
+	}
+	if fmt.Sprint(e.Query["verbose"]) != "[true]" || fmt.Sprint(e.Query["tags"]) != "[x y]" || fmt.Sprint(e.Query["filter[color]"]) != "[red]" {
+		t.Errorf("query: %v", e.Query)
+	}
+	if e.Header["X-Trace"] != "t-1" || e.Cookies["session"] != "s1" {
+		t.Errorf("header %v cookies %v", e.Header, e.Cookies)
+	}
+
+	// Flat JSON body, path parameter beside it.
+	e = echo(t, call(t, m, "shop__put_items_itemId", `{"itemId":"i1","name":"saw","price":{"amount":3.5,"currency":"EUR"}}`))
+	if e.Method != "PUT" || e.Path != "/items/i1" || e.CT != "application/json" {
+		t.Errorf("put: %+v", e)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(e.Body), &body); err != nil || body["name"] != "saw" || body["itemId"] != nil {
+		t.Errorf("flat body: %s", e.Body)
+	}
+	// Whole body under "body" with a query parameter of the same name beside it.
+	e = echo(t, call(t, m, "shop__createItem", `{"name":"q","body":{"name":"b","price":{"amount":1}}}`))
+	if fmt.Sprint(e.Query["name"]) != "[q]" || !strings.Contains(e.Body, `"name":"b"`) {
+		t.Errorf("createItem: query %v body %s", e.Query, e.Body)
+	}
+	// Arguments are validated against the merged schema before any request.
+	if res := call(t, m, "shop__put_items_itemId", `{"itemId":"i1","name":"saw","price":{"amount":0}}`); res.ErrorKind != tool.KindInvalidArgs {
+		t.Errorf("exclusiveMinimum 0 should refuse amount 0: %s %s", res.ErrorKind, res.Text())
+	}
+	if res := call(t, m, "shop__getItem", `{"itemId":"x"}`); res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "X-Trace") {
+		t.Errorf("missing required header should be invalid_args naming it: %s %s", res.ErrorKind, res.Text())
+	}
+}
+
+func TestBasePathKept(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, shop(t, srv.URL+"/api/v1/"))
+	e := echo(t, call(t, m, "shop__deleteItem", `{"itemId":"z"}`))
+	if e.Path != "/api/v1/items/z" || e.Method != "DELETE" {
+		t.Errorf("base path lost: %s %s", e.Method, e.Path)
+	}
+}
+
+func TestOpenAPI31(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "notes", Spec: filepath.Join("testdata", "notes31.yaml"), BaseURL: srv.URL})
+	if got := strings.Join(m.Names(), ","); got != "notes__create_note,notes__get_notes_id" {
+		t.Fatalf("tools: %s", got)
+	}
+	s := schemaOf(t, m, "notes__create_note")
+	if prop(s, "text") == nil || prop(s, "kind")["const"] != "plain" || fmt.Sprint(prop(s, "due")["type"]) != "[string null]" {
+		t.Errorf("3.1 body schema: %v", s)
+	}
+	g := schemaOf(t, m, "notes__get_notes_id")
+	if prop(g, "fields__") == nil {
+		t.Fatalf("fields[] should become the argument fields__: %v", g)
+	}
+	e := echo(t, call(t, m, "notes__get_notes_id", `{"id":"n1","fields__":["a","b"]}`))
+	if e.Path != "/notes/n1" || fmt.Sprint(e.Query["fields[]"]) != "[a b]" {
+		t.Errorf("3.1 call: %s %v", e.Path, e.Query)
+	}
+	e = echo(t, call(t, m, "notes__create_note", `{"text":"hi","due":null}`))
+	if e.Body != `{"due":null,"text":"hi"}` {
+		t.Errorf("body: %s", e.Body)
+	}
+}
+
+func TestIncludeExclude(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	cfg := shop(t, srv.URL)
+	cfg.Include = []string{"get*", "status", "put_*"}
+	cfg.Exclude = []string{"getI*"}
+	_, m := load(t, cfg)
+	if got := strings.Join(m.Names(), ","); got != "shop__put_items_itemId,shop__status" {
+		t.Errorf("include/exclude: %s", got)
+	}
+	cfg.Include = []string{"nothing*"}
+	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "no operations left") {
+		t.Errorf("empty selection: %v", err)
+	}
+}
+
+func TestAuthPlacement(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	cases := []struct {
+		name  string
+		auth  Auth
+		check func(e echoed) bool
+	}{
+		{"bearer", Auth{BearerTokenEnv: "TOK"}, func(e echoed) bool { return e.Header["Authorization"] == "Bearer s3cret" }},
+		{"header", Auth{APIKeyEnv: "TOK", APIKeyHeader: "X-Api-Key"}, func(e echoed) bool { return e.Header["X-Api-Key"] == "s3cret" }},
+		{"query", Auth{APIKeyEnv: "TOK", APIKeyQuery: "api_key"}, func(e echoed) bool { return fmt.Sprint(e.Query["api_key"]) == "[s3cret]" }},
+	}
+	for _, c := range cases {
+		cfg := shop(t, srv.URL)
+		cfg.Auth, cfg.Getenv = c.auth, env(map[string]string{"TOK": "s3cret"})
+		_, m := load(t, cfg)
+		if e := echo(t, call(t, m, "shop__deleteItem", `{"itemId":"a"}`)); !c.check(e) {
+			t.Errorf("%s: credentials not where expected: %+v", c.name, e)
+		}
+	}
+	cfg := shop(t, srv.URL)
+	cfg.Auth = Auth{BearerTokenEnv: "MISSING_TOKEN"}
+	cfg.Getenv = env(nil)
+	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "MISSING_TOKEN is not set") || !strings.Contains(err.Error(), `"shop"`) {
+		t.Errorf("missing env: %v", err)
+	}
+	cfg.Auth = Auth{APIKeyEnv: "TOK"}
+	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "api_key_header") {
+		t.Errorf("api key without placement: %v", err)
+	}
+}
+
+func TestNon2xxAndUnavailable(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, shop(t, srv.URL))
+	res := call(t, m, "shop__status", `{"code":404}`)
+	if !res.IsError || res.ErrorKind != tool.KindFailed || !strings.Contains(res.Text(), "HTTP 404 Not Found") || !strings.Contains(res.Text(), "status body 404") {
+		t.Errorf("404: %s %s", res.ErrorKind, res.Text())
+	}
+	var d map[string]any
+	_ = json.Unmarshal(res.Details, &d)
+	if d["status"] != float64(404) {
+		t.Errorf("details: %s", res.Details)
+	}
+	if res := call(t, m, "shop__status", `{"code":503}`); res.ErrorKind != tool.KindUnavailable || !strings.Contains(res.Text(), "503") {
+		t.Errorf("503: %s %s", res.ErrorKind, res.Text())
+	}
+	if res := call(t, m, "shop__status", `{"code":201}`); res.IsError || string(res.Structured) != `{"error":"status body 201"}` {
+		t.Errorf("201 should succeed with structured JSON: %v %s", res.IsError, res.Structured)
+	}
+
+	// A dead upstream: a port nobody listens on any more.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	_, m = load(t, shop(t, dead))
+	if res := call(t, m, "shop__deleteItem", `{"itemId":"a"}`); res.ErrorKind != tool.KindUnavailable || !strings.Contains(res.Text(), "could not be reached") {
+		t.Errorf("dead upstream: %s %s", res.ErrorKind, res.Text())
+	}
+}
+
+func TestTimeoutAndCancellation(t *testing.T) {
+	t.Parallel()
+	srv, started := upstream(t)
+	_, m := load(t, shop(t, srv.URL))
+	if res := callCtx(t, context.Background(), m, "shop__slow", `{}`, 300*time.Millisecond); res.ErrorKind != tool.KindTimeout {
+		t.Errorf("deadline: %s %s", res.ErrorKind, res.Text())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *tool.Result, 1)
+	go func() { done <- callCtx(t, ctx, m, "shop__slow", `{}`, 0) }()
+	// Wait until the request reached the server twice (the timed-out one and this one).
+	for i := 0; i < 2; i++ {
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the request never reached the upstream")
+		}
+	}
+	cancel()
+	select {
+	case res := <-done:
+		if res.ErrorKind != tool.KindCancelled {
+			t.Errorf("cancel: %s %s", res.ErrorKind, res.Text())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cancelled call did not return")
+	}
+}
+
+func TestResponseCapped(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	cfg := shop(t, srv.URL)
+	cfg.MaxResponseBytes = 1 << 20
+	_, m := load(t, cfg)
+	res := call(t, m, "shop__big", `{}`)
+	if res.IsError || len(res.Text()) > (1<<20)+200 || !strings.Contains(res.Text(), "response cut") {
+		t.Errorf("big response: error %v, %d bytes", res.IsError, len(res.Text()))
+	}
+}
+
+func TestSpecFromURL(t *testing.T) {
+	t.Parallel()
+	spec, err := os.ReadFile(filepath.Join("testdata", "notes31.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, _ := upstream(t)
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/spec/openapi.yaml":
+			// A relative server URL resolves against the document's own address.
+			w.Write([]byte(strings.Replace(string(spec), "paths:", "servers: [{url: /api}]\npaths:", 1)))
+		case "/hang.yaml":
+			select {
+			case <-r.Context().Done():
+			case <-hang:
+			}
+		case "/api/notes/n1":
+			api.Config.Handler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) })
+	_, m := load(t, Config{Name: "notes", Spec: srv.URL + "/spec/openapi.yaml"})
+	if e := echo(t, call(t, m, "notes__get_notes_id", `{"id":"n1"}`)); e.Path != "/api/notes/n1" {
+		t.Errorf("relative server: %s", e.Path)
+	}
+	_, err = Load(context.Background(), Config{Name: "slow", Spec: srv.URL + "/hang.yaml", FetchTimeout: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "longer than 200ms") || !strings.Contains(err.Error(), "hang.yaml") {
+		t.Errorf("fetch timeout: %v", err)
+	}
+	_, err = Load(context.Background(), Config{Name: "gone", Spec: srv.URL + "/missing.yaml"})
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("missing spec: %v", err)
+	}
+}
+
+func TestNameCollisionsReported(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	doc := `openapi: 3.0.0
+info: {title: t, version: "1"}
+servers: [{url: "http://127.0.0.1:9"}]
+paths:
+  /a:
+    get: {operationId: "list items", responses: {"200": {description: ok}}}
+  /b:
+    get: {operationId: "list_items", responses: {"200": {description: ok}}}
+  /c:
+    get: {operationId: "` + strings.Repeat("verylong", 12) + `", responses: {"200": {description: ok}}}
+`
+	p := filepath.Join(dir, "dup.yaml")
+	if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, m := load(t, Config{Name: "dup", Spec: p})
+	names := m.Names()
+	if len(names) != 3 || names[0] != "dup__list_items" || !strings.HasPrefix(names[1], "dup__list_items_") {
+		t.Errorf("names: %v", names)
+	}
+	if len(names[2]) != 64 {
+		t.Errorf("long name should be capped to 64: %q", names[2])
+	}
+	if len(src.Warnings) != 1 || !strings.Contains(src.Warnings[0], "both make tool dup__list_items") {
+		t.Errorf("collision not reported: %v", src.Warnings)
+	}
+}
+
+func TestHostileSpecs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	head := "openapi: 3.0.0\ninfo: {title: t, version: \"1\"}\nservers: [{url: \"http://127.0.0.1:9\"}]\n"
+	op := func(schema string) string {
+		return head + "paths:\n  /x:\n    post:\n      operationId: x\n      requestBody:\n        content:\n          application/json:\n            schema: " + schema + "\n      responses: {\"200\": {description: ok}}\n"
+	}
+	huge := write("huge.yaml", head+"paths: {}\n#"+strings.Repeat("a", MaxSpecBytes+10))
+	bomb := write("bomb.yaml", `a: &a ["x","x","x","x","x","x","x","x","x"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+openapi: 3.0.0
+`)
+	cases := []struct{ name, path, want string }{
+		{"huge", huge, "larger than 16 MiB"},
+		{"not yaml", write("bad.yaml", "openapi: [3.0\n  : {"), "could not be parsed"},
+		{"swagger", write("sw.yaml", "swagger: \"2.0\"\ninfo: {title: t, version: \"1\"}\npaths: {}\n"), "Swagger 2.0"},
+		{"future", write("v4.yaml", "openapi: 4.0.0\ninfo: {title: t, version: \"1\"}\npaths: {/x: {get: {responses: {\"200\": {description: ok}}}}}\n"), "not supported"},
+		{"no paths", write("empty.yaml", head+"paths: {}\n"), "no paths"},
+		{"dangling ref", write("dangle.yaml", op(`{$ref: "#/components/schemas/Nope"}`)), "could not be parsed"},
+		{"file ref", write("file.yaml", op(`{$ref: "/etc/passwd#/x"}`)), "could not be parsed"},
+		{"alias bomb", bomb, "could not be parsed"},
+		{"missing file", filepath.Join(dir, "nope.yaml"), "no such file"},
+	}
+	for _, c := range cases {
+		_, err := Load(context.Background(), Config{Name: "h", Spec: c.path, Getenv: env(nil)})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `openapi "h"`) {
+			t.Errorf("%s: want an error with %q naming the source, got %v", c.name, c.want, err)
+		}
+	}
+
+	// A long chain of references and mutual recursion stay bounded and compile.
+	var chain strings.Builder
+	chain.WriteString(op(`{$ref: "#/components/schemas/S0"}`) + "components:\n  schemas:\n")
+	for i := 0; i < 60; i++ {
+		fmt.Fprintf(&chain, "    S%d: {type: object, properties: {next: {$ref: \"#/components/schemas/S%d\"}, a: {$ref: \"#/components/schemas/A\"}}}\n", i, i+1)
+	}
+	chain.WriteString("    S60: {type: string}\n    A: {type: object, properties: {b: {$ref: \"#/components/schemas/B\"}}}\n    B: {type: array, items: {$ref: \"#/components/schemas/A\"}}\n")
+	src, m := load(t, Config{Name: "deep", Spec: write("deep.yaml", chain.String())})
+	if len(src.Warnings) == 0 || !strings.Contains(strings.Join(src.Warnings, ";"), "deeper than") {
+		t.Errorf("deep chain should be reported: %v", src.Warnings)
+	}
+	e, _ := m.Lookup("deep__x")
+	if len(e.Spec.Parameters) > 1<<20 {
+		t.Errorf("schema of a deep chain is %d bytes", len(e.Spec.Parameters))
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	bad := []Config{
+		{Name: "", Spec: "x"},
+		{Name: "a b", Spec: "x"},
+		{Name: "a", Spec: ""},
+		{Name: "a", Spec: "x", Prefix: "p/q"},
+		{Name: "a", Spec: "x", BaseURL: "ftp://h"},
+		{Name: "a", Spec: "x", Auth: Auth{BearerTokenEnv: "A", APIKeyEnv: "B", APIKeyHeader: "H"}},
+		{Name: "a", Spec: "x", Auth: Auth{APIKeyHeader: "H"}},
+		{Name: "a", Spec: "x", Include: []string{"["}},
+	}
+	for i, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("case %d accepted: %+v", i, c)
+		}
+	}
+	if err := (Config{Name: "a", Spec: "x", Auth: Auth{APIKeyEnv: "K", APIKeyQuery: "key"}}).Validate(); err != nil {
+		t.Errorf("valid config refused: %v", err)
+	}
+}
+
+// TestOwnContractLoadsCleanly keeps api/openapi.yaml a document this adapter (and
+// kin-openapi's validator) reads without a finding.
+func TestOwnContractLoadsCleanly(t *testing.T) {
+	t.Parallel()
+	src, m := load(t, Config{Name: "self", Spec: filepath.Join("..", "..", "api", "openapi.yaml")})
+	if len(src.Warnings) != 0 {
+		t.Errorf("api/openapi.yaml: %v", src.Warnings)
+	}
+	if _, ok := m.Lookup("self__runToolCalls"); !ok || len(m.Names()) < 30 {
+		t.Errorf("tools: %v", m.Names())
+	}
+}

@@ -1,0 +1,194 @@
+package openapi
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Bounds of schema inlining: providers want self-contained schemas, and a recursive or
+// hostile document must not make one grow without end.
+const (
+	// maxRefDepth is how many $refs deep a schema is expanded; deeper, and any ref
+	// already being expanded (recursion), becomes an open schema with a note.
+	maxRefDepth = 8
+	// maxSchemaNodes caps the objects and arrays of one tool's schema.
+	maxSchemaNodes = 20000
+)
+
+// inliner replaces local $refs by what they point at, converting OpenAPI 3.0 schema
+// dialect (nullable, boolean exclusive bounds) to JSON Schema on the way.
+type inliner struct {
+	root  any // the whole document, as generic JSON
+	oas30 bool
+	nodes int
+	notes []string
+}
+
+// dataKeys hold values, not schemas: refs inside them are data.
+var dataKeys = map[string]bool{"enum": true, "const": true, "default": true, "examples": true, "example": true}
+
+// dropKeys mean nothing to a JSON Schema validator or a model.
+var dropKeys = map[string]bool{"example": true, "xml": true, "externalDocs": true, "discriminator": true, "$schema": true, "$id": true}
+
+func (in *inliner) note(format string, args ...any) {
+	if len(in.notes) < 20 {
+		in.notes = append(in.notes, fmt.Sprintf(format, args...))
+	}
+}
+
+// inline returns a copy of v with refs expanded. stack holds the refs being expanded.
+func (in *inliner) inline(v any, stack []string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		in.nodes++
+		if in.nodes > maxSchemaNodes {
+			return map[string]any{"description": "(schema cut: too large)"}
+		}
+		if ref, ok := x["$ref"].(string); ok {
+			return in.ref(ref, x, stack)
+		}
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			switch {
+			case dropKeys[k] || strings.HasPrefix(k, "x-"):
+				continue
+			case dataKeys[k]:
+				out[k] = val
+			case k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" || k == "dependentSchemas":
+				// Keys are names, values schemas.
+				if m, ok := val.(map[string]any); ok {
+					props := make(map[string]any, len(m))
+					for name, s := range m {
+						props[name] = in.inline(s, stack)
+					}
+					out[k] = props
+				} else {
+					out[k] = val
+				}
+			default:
+				out[k] = in.inline(val, stack)
+			}
+		}
+		if in.oas30 {
+			convert30(out)
+		}
+		return out
+	case []any:
+		in.nodes++
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = in.inline(e, stack)
+		}
+		return out
+	}
+	return v
+}
+
+func (in *inliner) ref(ref string, obj map[string]any, stack []string) any {
+	open := func(why string) any {
+		return map[string]any{"description": fmt.Sprintf("(%s: %s)", why, ref)}
+	}
+	if !strings.HasPrefix(ref, "#") {
+		in.note("reference %s is not in the document and is left open", ref)
+		return open("external reference, not expanded")
+	}
+	for _, s := range stack {
+		if s == ref {
+			return open("recursive reference, not expanded further")
+		}
+	}
+	if len(stack) >= maxRefDepth {
+		in.note("references nested deeper than %d are left open", maxRefDepth)
+		return open("reference nested too deep, not expanded")
+	}
+	target, err := pointer(in.root, ref)
+	if err != nil {
+		in.note("%v", err)
+		return open("unresolvable reference")
+	}
+	resolved := in.inline(target, append(stack, ref))
+	if len(obj) == 1 {
+		return resolved
+	}
+	// 3.1 allows keywords beside $ref; they apply together with the target.
+	siblings := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "$ref" {
+			siblings[k] = v
+		}
+	}
+	sib, _ := in.inline(siblings, stack).(map[string]any)
+	if len(sib) == 0 {
+		return resolved
+	}
+	if rm, ok := resolved.(map[string]any); ok {
+		merged := make(map[string]any, len(rm)+len(sib))
+		for k, v := range rm {
+			merged[k] = v
+		}
+		for k, v := range sib {
+			merged[k] = v
+		}
+		return merged
+	}
+	return resolved
+}
+
+// pointer resolves a local JSON pointer reference (#/components/schemas/Pet).
+func pointer(root any, ref string) (any, error) {
+	frag := strings.TrimPrefix(ref, "#")
+	if f, err := url.PathUnescape(frag); err == nil {
+		frag = f
+	}
+	if frag == "" {
+		return root, nil
+	}
+	cur := root
+	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := cur.(type) {
+		case map[string]any:
+			next, ok := c[tok]
+			if !ok {
+				return nil, fmt.Errorf("reference %s: %q not found", ref, tok)
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, fmt.Errorf("reference %s: bad index %q", ref, tok)
+			}
+			cur = c[i]
+		default:
+			return nil, fmt.Errorf("reference %s: cannot descend into %q", ref, tok)
+		}
+	}
+	return cur, nil
+}
+
+// convert30 rewrites OpenAPI 3.0 schema keywords to their JSON Schema meaning.
+func convert30(s map[string]any) {
+	if n, ok := s["nullable"].(bool); ok {
+		delete(s, "nullable")
+		if n {
+			if t, ok := s["type"].(string); ok {
+				s["type"] = []any{t, "null"}
+			}
+			if e, ok := s["enum"].([]any); ok {
+				s["enum"] = append(append([]any{}, e...), nil)
+			}
+		}
+	}
+	for _, k := range []string{"Minimum", "Maximum"} {
+		excl, bound := "exclusive"+k, strings.ToLower(k)
+		if b, ok := s[excl].(bool); ok {
+			delete(s, excl)
+			if v, has := s[bound]; b && has {
+				s[excl] = v
+				delete(s, bound)
+			}
+		}
+	}
+}
