@@ -113,9 +113,13 @@ func start(t *testing.T, mutate func(*config.Config)) *env {
 				return tool.TextResult("did it"), nil
 			}},
 		fn{tool.Spec{Name: "t_denied", Description: "denied by a rule", Flags: safe, Risk: tool.RiskSafe},
-			func(_ *tool.Context, _ json.RawMessage) (*tool.Result, error) { return tool.TextResult("must not run"), nil }},
+			func(_ *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+				return tool.TextResult("must not run"), nil
+			}},
 		fn{tool.Spec{Name: "t_hosted", Description: "runs at the provider", Flags: tool.Flags{Hosted: true}, Risk: tool.RiskSafe},
-			func(_ *tool.Context, _ json.RawMessage) (*tool.Result, error) { return tool.TextResult("must not run"), nil }},
+			func(_ *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+				return tool.TextResult("must not run"), nil
+			}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -545,4 +549,22 @@ func TestChainTotalTimeout(t *testing.T) {
 	r := e.chain(sess, "t_echo(text=\"first\")\nr = try_call(\"t_sleep\")\nt_echo(text=\"never\")\n")
 	wantError(t, r, "timeout", "total timeout")
 	e.checkTrace(r, step{"t_echo", "ok", ""}, step{"t_sleep", "error", "timeout"})
+
+	// A chain that runs out of time while a call waits for approval withdraws the
+	// request: nobody can approve, later, a call the model was told did not run.
+	r = e.chain(sess, "t_echo(text=\"first\")\nt_risky()\n")
+	wantError(t, r, "timeout", "total timeout")
+	e.checkTrace(r, step{"t_echo", "ok", ""}, step{"t_risky", "error", "cancelled"})
+	if len(r.Approvals) != 1 {
+		t.Fatalf("approvals %v", r.Approvals)
+	}
+	if _, apr := e.do("GET", "/v1/approvals/"+r.Approvals[0], nil); apr["status"] != "denied" {
+		t.Errorf("approval status %v, want denied", apr["status"])
+	}
+	if code, out := e.do("POST", "/v1/approvals/"+r.Approvals[0]+"/decision", map[string]any{"decision": "approve", "actor": "late"}); code == http.StatusOK {
+		t.Errorf("a late approval was accepted: %v", out)
+	}
+	if e.risky.Load() != 0 {
+		t.Errorf("t_risky ran %d times", e.risky.Load())
+	}
 }

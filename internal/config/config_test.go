@@ -90,6 +90,9 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"wrong type in file", []string{"--config", write("max_body_bytes: lots\n")}, nil, "max_body_bytes"},
 		{"missing file", []string{"--config", "/nonexistent.yaml"}, nil, "nonexistent.yaml"},
 		{"unknown flag", []string{"--nope"}, nil, "nope"},
+		{"chain risk", nil, []string{"TOOLSERVER_CHAIN_MAX_RISK_WITHOUT_APPROVAL=extreme"}, "chain.max_risk_without_approval"},
+		{"chain steps", []string{"--config", write("chain:\n  max_steps: 10\n")}, nil, "chain.max_steps"},
+		{"chain timeout", nil, []string{"TOOLSERVER_CHAIN_TOTAL_TIMEOUT=0s"}, "chain.total_timeout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -155,6 +155,10 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 	for {
 		select {
 		case <-ctx.Done():
+			if c.nested != nil && x.withdraw(ctx, apr.ID) {
+				// Nobody must approve, later, a call its chain already reported as not run.
+				return false, false, tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name), errFinishedElsewhere
+			}
 			return false, false, nil, errLeftWaiting
 		case <-expiry.C:
 			// Expire it now rather than at the next sweep, so the wait ends on time.
@@ -212,6 +216,28 @@ func (x *Executor) awaitResult(ctx context.Context, id string) (*tool.Result, er
 		case <-tick.C:
 		}
 	}
+}
+
+// withdraw denies a pending approval request on the system's behalf (the store then
+// finishes its call as denied). It reports whether it did; false when the store
+// cannot or a person decided first.
+func (x *Executor) withdraw(ctx context.Context, approvalID string) bool {
+	d, ok := x.perm.Store.(interface {
+		DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error)
+	})
+	if !ok {
+		return false
+	}
+	wctx, cancel := x.recordCtx(ctx)
+	defer cancel()
+	_, err := d.DecideApproval(wctx, approvalID, store.ApprovalDecision{Kind: store.DecisionDeny, Actor: store.AuditActorSystem,
+		Reason: "the chain that made this call stopped waiting for a decision", At: time.Now().UTC()})
+	if err != nil {
+		return false
+	}
+	_ = x.perm.Notifier.Notify(wctx, store.TopicApproval, approvalID)
+	_ = x.perm.Notifier.Notify(wctx, store.TopicCall, "")
+	return true
 }
 
 // expireDue expires the approval requests whose deadline has passed, when the store
