@@ -80,15 +80,16 @@ type traceEntry struct {
 	Artifact   string         `json:"artifact,omitempty"`
 }
 
-// outcome is the structured content of a chain's result.
+// outcome is the structured content of a chain's result. The trace comes before the
+// output and result: a result cut to the token budget keeps its head.
 type outcome struct {
 	Status     string          `json:"status"` // ok or error
 	Error      *outcomeError   `json:"error,omitempty"`
+	Calls      int             `json:"calls"`
+	CallTrace  []traceEntry    `json:"call_trace"`
 	Output     string          `json:"output"`
 	Truncated  bool            `json:"output_truncated,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
-	Calls      int             `json:"calls"`
-	CallTrace  []traceEntry    `json:"call_trace"`
 	Steps      uint64          `json:"steps"`
 	DurationMS int64           `json:"duration_ms"`
 }
