@@ -22,6 +22,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/approval"
 	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/builtin"
+	"github.com/toolserverd/toolserverd/internal/chain"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
 	"github.com/toolserverd/toolserverd/internal/progress"
@@ -151,6 +152,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	builtins = append(builtins, builtin.TaskTools(stateful)...)
 	builtins = append(builtins, builtin.MemoryTools(stateful)...)
 	builtins = append(builtins, builtin.ScratchpadTools(stateful)...)
+	if cfg.Chain.Enabled {
+		ct, err := a.chainTools()
+		if err != nil {
+			return nil, err
+		}
+		builtins = append(builtins, ct...)
+	}
 	if err := a.Tools.Register(builtins...); err != nil {
 		return nil, err
 	}
@@ -220,6 +228,24 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		CORS: server.CORSConfig{AllowedOrigins: cfg.CORS.AllowedOrigins, MaxAge: cfg.CORS.MaxAge},
 	})
 	return a, nil
+}
+
+// chainTools builds tool_chain and artifact_read from the chain: config block.
+func (a *App) chainTools() ([]tool.Tool, error) {
+	c := a.Config.Chain
+	p := chain.Policy{MaxToolCalls: c.MaxToolCalls, CallTimeout: c.CallTimeout, TotalTimeout: c.TotalTimeout,
+		MaxInlineResultBytes: c.MaxInlineResultBytes, ApprovalTimeout: c.ApprovalTimeout,
+		MaxRiskWithoutApproval: tool.Risk(c.MaxRiskWithoutApproval), MaxSteps: uint64(max(c.MaxSteps, 0)),
+		ArtifactBytesPerSession: c.ArtifactBytesPerSession}
+	store, err := chain.NewArtifacts(filepath.Join(a.DataDir, "artifacts"), c.ArtifactBytesPerSession)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := chain.Tools(p, store)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return ts, nil
 }
 
 func (a *App) storeKind() string {

@@ -70,6 +70,7 @@ type Config struct {
 	// ProviderTools are tools the model provider executes (hosted) or declares in its
 	// own format (provider_defined, executed here by a handler). YAML only.
 	ProviderTools []ProviderToolConfig `mapstructure:"provider_tools"`
+	Chain         ChainConfig          `mapstructure:"chain"`
 
 	// File is the config file that was read, if any (not a key).
 	File string `mapstructure:"-"`
@@ -265,6 +266,30 @@ type PermissionsConfig struct {
 	AutoApprove bool `mapstructure:"auto_approve"`
 }
 
+// ChainConfig is the policy of tool_chain, the tool that runs a Starlark script calling
+// the session's tools.
+type ChainConfig struct {
+	// Enabled registers tool_chain and artifact_read.
+	Enabled bool `mapstructure:"enabled"`
+	// MaxToolCalls is how many tool calls one script may make.
+	MaxToolCalls int `mapstructure:"max_tool_calls"`
+	// CallTimeout caps each chained call's deadline.
+	CallTimeout time.Duration `mapstructure:"call_timeout"`
+	// TotalTimeout bounds a whole script, calls and approval waits included.
+	TotalTimeout time.Duration `mapstructure:"total_timeout"`
+	// MaxInlineResultBytes: larger results are stored as artifacts (artifact_read).
+	MaxInlineResultBytes int `mapstructure:"max_inline_result_bytes"`
+	// ApprovalTimeout bounds how long a chained call waits for a person's decision.
+	ApprovalTimeout time.Duration `mapstructure:"approval_timeout"`
+	// MaxRiskWithoutApproval is the highest risk a chained call may run at without
+	// approval, whatever rules and mode allow.
+	MaxRiskWithoutApproval string `mapstructure:"max_risk_without_approval"`
+	// MaxSteps bounds a script's own computation (Starlark execution steps).
+	MaxSteps int64 `mapstructure:"max_steps"`
+	// ArtifactBytesPerSession bounds the stored artifacts of one session.
+	ArtifactBytesPerSession int64 `mapstructure:"artifact_bytes_per_session"`
+}
+
 // WebConfig configures web_fetch and web_search.
 type WebConfig struct {
 	Fetch  WebFetchConfig  `mapstructure:"fetch"`
@@ -314,6 +339,9 @@ func Defaults() Config {
 		MCP:                 MCPConfig{PrefixMode: "always", HealthInterval: 15 * time.Second},
 		Skills:              SkillsConfig{Watch: true},
 		CORS:                CORSConfig{MaxAge: 10 * time.Minute},
+		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
+			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
+			MaxSteps: 10_000_000, ArtifactBytesPerSession: 64 << 20},
 	}
 }
 
@@ -509,6 +537,28 @@ func (c Config) Validate() error {
 	}
 	if c.Permissions.ApprovalTTL <= 0 {
 		bad("permissions.approval_ttl", "must be positive")
+	}
+	if c.Chain.MaxToolCalls < 1 {
+		bad("chain.max_tool_calls", "must be at least 1")
+	}
+	for key, d := range map[string]time.Duration{"chain.call_timeout": c.Chain.CallTimeout, "chain.total_timeout": c.Chain.TotalTimeout, "chain.approval_timeout": c.Chain.ApprovalTimeout} {
+		if d <= 0 {
+			bad(key, "must be positive")
+		}
+	}
+	if c.Chain.MaxInlineResultBytes < 256 {
+		bad("chain.max_inline_result_bytes", "%d is below 256", c.Chain.MaxInlineResultBytes)
+	}
+	switch c.Chain.MaxRiskWithoutApproval {
+	case "safe", "low", "medium", "high", "critical":
+	default:
+		bad("chain.max_risk_without_approval", "%q is not safe, low, medium, high or critical", c.Chain.MaxRiskWithoutApproval)
+	}
+	if c.Chain.MaxSteps < 1000 {
+		bad("chain.max_steps", "%d is below 1000", c.Chain.MaxSteps)
+	}
+	if c.Chain.ArtifactBytesPerSession < int64(c.Chain.MaxInlineResultBytes) {
+		bad("chain.artifact_bytes_per_session", "%d is below chain.max_inline_result_bytes", c.Chain.ArtifactBytesPerSession)
 	}
 	if c.Sandbox.OutputCapBytes < 1024 {
 		bad("sandbox.output_cap_bytes", "%d is below 1024", c.Sandbox.OutputCapBytes)

@@ -94,6 +94,9 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"unauthenticated on all interfaces", []string{"--addr", ":8080"}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "auth.unauthenticated"},
 		{"short key hash", []string{"--config", write("auth:\n  keys:\n    - {name: x, roles: [agent], sha256: abc}\n")}, nil, "auth.keys[0]"},
 		{"negative rate", nil, []string{"TOOLSERVER_AUTH_RATE_LIMIT_REQUESTS_PER_SECOND=-1"}, "auth.rate_limit"},
+		{"chain risk", nil, []string{"TOOLSERVER_CHAIN_MAX_RISK_WITHOUT_APPROVAL=extreme"}, "chain.max_risk_without_approval"},
+		{"chain steps", []string{"--config", write("chain:\n  max_steps: 10\n")}, nil, "chain.max_steps"},
+		{"chain timeout", nil, []string{"TOOLSERVER_CHAIN_TOTAL_TIMEOUT=0s"}, "chain.total_timeout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

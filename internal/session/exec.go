@@ -53,6 +53,8 @@ type Batch struct {
 	BatchSize int
 	// Timeout overrides every call's default timeout (still capped by the server max).
 	Timeout time.Duration
+	// nested is set for the one-call batches a running tool makes (tool_chain).
+	nested *nestedOpts
 }
 
 // Call is a planned call with the daemon's id.
@@ -72,6 +74,8 @@ type Call struct {
 	// settled: the record already holds the outcome (denied, expired, run by another
 	// replica) or must stay as it is (left waiting for a decision); finish leaves it.
 	settled bool
+	// nested is set for a call made by another running call (tool_chain).
+	nested *nestedOpts
 }
 
 // Plan is a validated batch ready to execute.
@@ -103,6 +107,8 @@ type Event struct {
 	Approval    *store.Approval
 	Suggestions []string
 	TS          time.Time
+	// full is a message's result before truncation, for nested calls.
+	full *tool.Result
 }
 
 // Recorder persists call records durably.
@@ -186,7 +192,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 			return nil, &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
 		}
 		seen[c.ToolCallID] = i
-		call := &Call{ID: NewID("tc_"), CallRequest: c, timeout: b.Timeout}
+		call := &Call{ID: NewID("tc_"), CallRequest: c, timeout: b.Timeout, nested: b.nested}
 		switch m, e, ok := sess.Tools.Resolve(c.Name); {
 		case c.Name == "":
 			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "the call has no tool name")
@@ -204,6 +210,9 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 			call.entry, call.manager = e, m
 			call.preset = tool.ErrorResult(tool.KindNotFound, "%s is available but was not offered this turn; call %s with {\"tool_names\": [%q]} first, then call it again",
 				c.Name, ExpandToolName, c.Name)
+		case b.nested != nil && NestedCallable(e.Spec) != nil:
+			call.entry, call.manager = e, m
+			call.preset = tool.ErrorResult(tool.KindDenied, "%s", NestedCallable(e.Spec).Error())
 		default:
 			call.entry, call.manager = e, m
 			if x.perm != nil {
@@ -376,7 +385,7 @@ func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint6
 		res, started = x.execute(ctx, sess, c, seq, startedAtInsert, emit)
 	}
 	msg := x.finish(ctx, sess, c, res, start, started, recorded)
-	emit(Event{Type: EventMessage, Call: c, Result: msg, TS: time.Now()})
+	emit(Event{Type: EventMessage, Call: c, Result: msg, full: res, TS: time.Now()})
 }
 
 // finish records a call's result, reports it to the observer and returns the message
@@ -497,6 +506,11 @@ func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Ev
 	tc := &tool.Context{Context: cctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, Progress: progress}
 	if c.entry.Spec.Mode == tool.ModeStateful && emit != nil {
 		tc.Interact = interactor{x: x, c: c, emit: emit}
+	}
+	if c.entry.Spec.Invokes {
+		inv := &invoker{x: x, sess: sess, parent: c, emit: emit}
+		defer inv.close()
+		tc.Invoke = inv
 	}
 	return c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout)})
 }

@@ -90,6 +90,9 @@ func (x *Executor) decide(sess *Session, c *Call) approval.Decision {
 		Tool: c.entry.Tool, Args: c.Arguments, Mode: approval.Mode(sess.CurrentSpec().PermissionMode),
 		SessionRules: sess.Rules(), Workdir: sess.Info.Workdir,
 	})
+	if c.nested != nil {
+		d = c.nested.capRisk(c.Name, d)
+	}
 	// Immune asks (rm -rf /, $(…), writes to .git or .env) are never auto-approved.
 	if d.Outcome == approval.Ask && x.perm.AutoApprove && !d.Immune {
 		d.Outcome, d.Reason = approval.Allow, "auto-approved (permissions.auto_approve): "+d.Reason
@@ -123,6 +126,11 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 	sj, _ := json.Marshal(suggestions)
 	now := time.Now().UTC()
 	exp := now.Add(x.perm.TTL)
+	if c.nested != nil && c.nested.approvalTimeout > 0 && c.nested.approvalTimeout < x.perm.TTL {
+		// A chained call waits only as long as its chain allows; the request expires
+		// then, so a late approval cannot run a call the chain has given up on.
+		exp = now.Add(c.nested.approvalTimeout)
+	}
 	apr := &store.Approval{
 		ID: NewID("apr_"), CallID: c.ID, Arguments: validJSONOrString(c.Arguments), Risk: d.Risk,
 		Reason: d.Reason, Suggestions: sj, CreatedAt: now, ExpiresAt: &exp,
@@ -142,10 +150,19 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 
 	tick := time.NewTicker(x.perm.Recheck)
 	defer tick.Stop()
+	expiry := time.NewTimer(time.Until(exp))
+	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			if c.nested != nil && x.withdraw(ctx, apr.ID) {
+				// Nobody must approve, later, a call its chain already reported as not run.
+				return false, false, tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name), errFinishedElsewhere
+			}
 			return false, false, nil, errLeftWaiting
+		case <-expiry.C:
+			// Expire it now rather than at the next sweep, so the wait ends on time.
+			x.expireDue(ctx)
 		case id, ok := <-decided:
 			if !ok {
 				decided = nil
@@ -198,6 +215,47 @@ func (x *Executor) awaitResult(ctx context.Context, id string) (*tool.Result, er
 		case <-finished:
 		case <-tick.C:
 		}
+	}
+}
+
+// withdraw denies a pending approval request on the system's behalf (the store then
+// finishes its call as denied). It reports whether it did; false when the store
+// cannot or a person decided first.
+func (x *Executor) withdraw(ctx context.Context, approvalID string) bool {
+	d, ok := x.perm.Store.(interface {
+		DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error)
+	})
+	if !ok {
+		return false
+	}
+	wctx, cancel := x.recordCtx(ctx)
+	defer cancel()
+	_, err := d.DecideApproval(wctx, approvalID, store.ApprovalDecision{Kind: store.DecisionDeny, Actor: store.AuditActorSystem,
+		Reason: "the chain that made this call stopped waiting for a decision", At: time.Now().UTC()})
+	if err != nil {
+		return false
+	}
+	_ = x.perm.Notifier.Notify(wctx, store.TopicApproval, approvalID)
+	_ = x.perm.Notifier.Notify(wctx, store.TopicCall, "")
+	return true
+}
+
+// expireDue expires the approval requests whose deadline has passed, when the store
+// can, and wakes their waiters.
+func (x *Executor) expireDue(ctx context.Context) {
+	ex, ok := x.perm.Store.(interface {
+		ExpireApprovals(ctx context.Context, at time.Time) (int, error)
+	})
+	if !ok {
+		return
+	}
+	wctx, cancel := x.recordCtx(ctx)
+	defer cancel()
+	if n, err := ex.ExpireApprovals(wctx, time.Now().UTC()); err != nil {
+		x.log.Error("expiring approvals failed", "err", err)
+	} else if n > 0 {
+		_ = x.perm.Notifier.Notify(wctx, store.TopicApproval, "")
+		_ = x.perm.Notifier.Notify(wctx, store.TopicCall, "")
 	}
 }
 

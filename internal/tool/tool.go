@@ -57,6 +57,9 @@ type Flags struct {
 	External bool `json:"external"`
 	// Hosted tools are executed by the model provider, never by the daemon.
 	Hosted bool `json:"hosted"`
+	// Invokes tools call other tools of their session (tool_chain): the executor gives
+	// their Context an Invoker. Not shown to models.
+	Invokes bool `json:"-"`
 }
 
 // Spec is everything the registry and the model know about a tool.
@@ -177,6 +180,9 @@ type Context struct {
 	// Interact is set for stateful tools: it shows the agent an intermediate result
 	// and returns the agent's answer.
 	Interact Interactor
+	// Invoke is set for tools whose spec has Invokes: it calls another tool of the
+	// session through the same path as a direct call.
+	Invoke Invoker
 }
 
 // Interactor lets a stateful tool yield an intermediate result and wait for the

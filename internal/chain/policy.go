@@ -1,0 +1,77 @@
+// Package chain is code-mode chaining: the tool_chain tool runs a Starlark script in
+// which the session's tools are functions, so a model can call several tools and pass
+// data between them in one turn; artifact_read reads results too large to inline.
+// Every call the script makes goes through the session's executor (tool.Invoker), so
+// it is checked, approved and recorded like a call from the model.
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Policy bounds a chain.
+type Policy struct {
+	// MaxToolCalls is how many tool calls one script may make.
+	MaxToolCalls int
+	// CallTimeout caps each call's deadline (a tool's shorter default still applies).
+	CallTimeout time.Duration
+	// TotalTimeout bounds the whole script, tool calls and approval waits included.
+	TotalTimeout time.Duration
+	// MaxInlineResultBytes is the largest result handed to the script as a value;
+	// larger ones are stored as artifacts and handed over as a reference and preview.
+	MaxInlineResultBytes int
+	// ApprovalTimeout bounds how long a call that needs approval waits for a decision;
+	// the request then expires and the call is denied.
+	ApprovalTimeout time.Duration
+	// MaxRiskWithoutApproval is the highest risk a chained call may run at without a
+	// person's approval, whatever the rules and mode would allow.
+	MaxRiskWithoutApproval tool.Risk
+	// MaxSteps bounds the script's own computation (Starlark execution steps).
+	MaxSteps uint64
+	// ArtifactBytesPerSession bounds the artifacts kept per session; the oldest are
+	// deleted to make room.
+	ArtifactBytesPerSession int64
+}
+
+// DefaultPolicy is the policy when the configuration changes nothing.
+func DefaultPolicy() Policy {
+	return Policy{
+		MaxToolCalls:            50,
+		CallTimeout:             60 * time.Second,
+		TotalTimeout:            300 * time.Second,
+		MaxInlineResultBytes:    4096,
+		ApprovalTimeout:         120 * time.Second,
+		MaxRiskWithoutApproval:  tool.RiskMedium,
+		MaxSteps:                10_000_000,
+		ArtifactBytesPerSession: 64 << 20,
+	}
+}
+
+// Validate checks the policy.
+func (p Policy) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("chain: "+format, args...)) }
+	if p.MaxToolCalls < 1 {
+		bad("max tool calls must be at least 1")
+	}
+	if p.CallTimeout <= 0 || p.TotalTimeout <= 0 || p.ApprovalTimeout <= 0 {
+		bad("timeouts must be positive")
+	}
+	if p.MaxInlineResultBytes < 256 {
+		bad("max inline result bytes %d is below 256", p.MaxInlineResultBytes)
+	}
+	if !p.MaxRiskWithoutApproval.Valid() {
+		bad("max risk without approval %q is not safe, low, medium, high or critical", p.MaxRiskWithoutApproval)
+	}
+	if p.MaxSteps < 1000 {
+		bad("max steps %d is below 1000", p.MaxSteps)
+	}
+	if p.ArtifactBytesPerSession < int64(p.MaxInlineResultBytes) {
+		bad("artifact bytes per session %d is below the max inline result bytes", p.ArtifactBytesPerSession)
+	}
+	return errors.Join(errs...)
+}
