@@ -23,6 +23,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/builtin"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
+	"github.com/toolserverd/toolserverd/internal/mcpserver"
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/server"
@@ -52,6 +53,8 @@ type App struct {
 	MCP      *mcpproxy.Manager
 	Skills   *skills.Manager
 	API      *server.Server
+	// MCPEndpoint serves sessions' tools to MCP clients; nil when disabled.
+	MCPEndpoint *mcpserver.Endpoint
 
 	stopNotifier func()
 	stopExpiry   context.CancelFunc
@@ -188,6 +191,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, err
 	}
 
+	if cfg.MCPEndpoint.Enabled {
+		if a.MCPEndpoint, err = mcpserver.New(mcpserver.Config{SessionIdleTTL: cfg.MCPEndpoint.SessionIdleTTL}, mcpserver.Deps{
+			Sessions: a.Sessions, Exec: a.Exec, Progress: a.Progress, Approvals: approvals.Store, Notifier: a.Notifier, Log: log,
+		}); err != nil {
+			return nil, fmt.Errorf("config: mcp_endpoint: %w", err)
+		}
+	}
+
 	a.API = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes}, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Store,
 		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}},
@@ -200,6 +211,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Live:      map[string]func() any{"mcp": func() any { return a.MCP.Summary() }},
 		Registry:  a.Registry, Metrics: metrics, Log: log,
 	})
+	if a.MCPEndpoint != nil {
+		a.API.MCPEndpoint = a.MCPEndpoint
+	}
 	return a, nil
 }
 
@@ -228,6 +242,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	if a.MCPEndpoint != nil {
+		// MCP clients' GET streams stay open; end them so the drain does not wait.
+		srv.RegisterOnShutdown(a.MCPEndpoint.CloseStreams)
 	}
 	go func() {
 		// The tokenizer takes a few hundred milliseconds to load; not on the first call.
@@ -344,6 +362,9 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 
 // Close stops jobs, flushes pending records and progress, and closes the store.
 func (a *App) Close() {
+	if a.MCPEndpoint != nil {
+		a.MCPEndpoint.Close()
+	}
 	if a.stopExpiry != nil {
 		a.stopExpiry()
 		<-a.expiryDone

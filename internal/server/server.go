@@ -49,6 +49,8 @@ type Deps struct {
 	Live map[string]func() any
 	// Approvals serves the approvals API; nil when permissions are off.
 	Approvals *Approvals
+	// MCPEndpoint serves sessions' tools to MCP clients; nil answers 404.
+	MCPEndpoint MCPEndpoint
 	// Progress is the live-output hub; nil disables tool_progress events.
 	Progress *progress.Hub
 	Registry *prometheus.Registry
@@ -94,6 +96,11 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+	for _, p := range []string{"/mcp", "/v1/sessions/{sessionID}/mcp"} {
+		r.Post(p, s.serveMCP)
+		r.Get(p, s.serveMCP)
+		r.Delete(p, s.serveMCP)
+	}
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/tools", s.listTools)
