@@ -83,7 +83,6 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	}
 	stopHelpers()
 	wg.Wait()
-	e.poke()
 	if result == nil {
 		return nil, errors.New("the call ended without a result")
 	}

@@ -212,6 +212,12 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	}
 	r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess))
 	e.http.ServeHTTP(flushWriter{w}, r)
+	if r.Method == http.MethodPost {
+		// A call may have changed the session's tools (reset_tools,
+		// tool_expand_tools). Compared only now: while this request's stream is
+		// open, mcp-go could hand the notification to it as it closes, and lose it.
+		e.poke()
+	}
 }
 
 // httpContext runs for every request inside mcp-go, with the MCP client session in
