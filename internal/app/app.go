@@ -25,6 +25,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/chain"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
+	"github.com/toolserverd/toolserverd/internal/mcpserver"
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/server"
@@ -55,6 +56,8 @@ type App struct {
 	Skills   *skills.Manager
 	Auth     *auth.Authenticator
 	API      *server.Server
+	// MCPEndpoint serves sessions' tools to MCP clients; nil when disabled.
+	MCPEndpoint *mcpserver.Endpoint
 
 	stopNotifier func()
 	stopExpiry   context.CancelFunc
@@ -213,6 +216,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, err
 	}
 
+	if cfg.MCPEndpoint.Enabled {
+		if a.MCPEndpoint, err = mcpserver.New(mcpserver.Config{SessionIdleTTL: cfg.MCPEndpoint.SessionIdleTTL}, mcpserver.Deps{
+			Sessions: a.Sessions, Exec: a.Exec, Progress: a.Progress, Approvals: approvals.Store, Notifier: a.Notifier, Log: log,
+		}); err != nil {
+			return nil, fmt.Errorf("config: mcp_endpoint: %w", err)
+		}
+	}
+
 	a.API = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes}, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Store,
 		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}},
@@ -227,6 +238,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Auth: a.Auth, Keys: keys,
 		CORS: server.CORSConfig{AllowedOrigins: cfg.CORS.AllowedOrigins, MaxAge: cfg.CORS.MaxAge},
 	})
+	if a.MCPEndpoint != nil {
+		a.API.MCPEndpoint = a.MCPEndpoint
+	}
 	return a, nil
 }
 
@@ -319,7 +333,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	if a.MCPEndpoint != nil {
+		// MCP clients' GET streams stay open; end them so the drain does not wait.
+		srv.RegisterOnShutdown(a.MCPEndpoint.CloseStreams)
+	}
+	warmed := make(chan struct{})
+	defer func() { <-warmed }() // Serve leaves nothing running behind it
 	go func() {
+		defer close(warmed)
 		// The tokenizer takes a few hundred milliseconds to load; not on the first call.
 		if err := a.Trunc.Warm(); err != nil {
 			a.Log.Error("tokenizer unavailable; large results are cut by bytes", "err", err)
@@ -435,6 +456,9 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 
 // Close stops jobs, flushes pending records and progress, and closes the store.
 func (a *App) Close() {
+	if a.MCPEndpoint != nil {
+		a.MCPEndpoint.Close()
+	}
 	if a.stopExpiry != nil {
 		a.stopExpiry()
 		<-a.expiryDone

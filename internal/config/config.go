@@ -51,6 +51,8 @@ type Config struct {
 	Web      WebConfig      `mapstructure:"web"`
 	MCP      MCPConfig      `mapstructure:"mcp"`
 	Skills   SkillsConfig   `mapstructure:"skills"`
+	// MCPEndpoint serves sessions' tools to MCP clients at /mcp.
+	MCPEndpoint MCPEndpointConfig `mapstructure:"mcp_endpoint"`
 	// MCPServers are the upstream MCP servers whose tools are served as
 	// mcp__{name}__{tool}. YAML only; servers can also be added at run time.
 	MCPServers []MCPServerConfig `mapstructure:"mcp_servers"`
@@ -165,6 +167,15 @@ type SkillsConfig struct {
 	Dirs []string `mapstructure:"dirs"`
 	// Watch picks up changes on disk without a restart.
 	Watch bool `mapstructure:"watch"`
+}
+
+// MCPEndpointConfig configures the MCP endpoint (/mcp and /v1/sessions/{id}/mcp).
+type MCPEndpointConfig struct {
+	// Enabled serves the endpoint; off, its routes answer 404.
+	Enabled bool `mapstructure:"enabled"`
+	// SessionIdleTTL forgets MCP client sessions idle for this long (they
+	// re-initialize); 0 keeps them until the client deletes them.
+	SessionIdleTTL time.Duration `mapstructure:"session_idle_ttl"`
 }
 
 // MCPConfig tunes the MCP proxy.
@@ -342,6 +353,7 @@ func Defaults() Config {
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
 			MaxSteps: 10_000_000, ArtifactBytesPerSession: 64 << 20},
+		MCPEndpoint: MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute},
 	}
 }
 
@@ -486,6 +498,9 @@ func (c Config) Validate() error {
 	}
 	if c.Progress.FlushIntervalMS < 0 {
 		bad("progress.flush_interval_ms", "must not be negative")
+	}
+	if c.MCPEndpoint.SessionIdleTTL < 0 {
+		bad("mcp_endpoint.session_idle_ttl", "must not be negative")
 	}
 	if c.Progress.FlushBytes < 1 {
 		bad("progress.flush_bytes", "must be at least 1")

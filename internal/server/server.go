@@ -51,6 +51,8 @@ type Deps struct {
 	Live map[string]func() any
 	// Approvals serves the approvals API; nil when permissions are off.
 	Approvals *Approvals
+	// MCPEndpoint serves sessions' tools to MCP clients; nil answers 404.
+	MCPEndpoint MCPEndpoint
 	// Progress is the live-output hub; nil disables tool_progress events.
 	Progress *progress.Hub
 	Registry *prometheus.Registry
@@ -107,6 +109,13 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", s.openAPIDocument)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+	for _, p := range []string{"/mcp", "/v1/sessions/{sessionID}/mcp"} {
+		// MCP clients authenticate like agents; the key's tenant owns the session.
+		mcp := r.With(s.authenticate, require(auth.RoleAgent))
+		mcp.Post(p, s.serveMCP)
+		mcp.Get(p, s.serveMCP)
+		mcp.Delete(p, s.serveMCP)
+	}
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.corsMiddleware(), s.authenticate)

@@ -1,0 +1,231 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpsrv "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// ActorMCPClient is recorded as the actor of decisions an MCP client took by
+// answering an elicitation.
+const ActorMCPClient = "mcp-client"
+
+// callTool runs one tools/call as a batch of one call of the session: the same
+// path as POST /v1/sessions/{id}/tool-calls. A cancelled request (the client sent
+// notifications/cancelled, or went away) cancels the call.
+func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	sess := sessionFrom(ctx)
+	if sess == nil {
+		return nil, errors.New("no toolserverd session in this request")
+	}
+	args, argErr := rawArguments(req)
+	call := session.CallRequest{ToolCallID: session.NewID("mcp_"), Name: req.Params.Name, Arguments: args, ArgError: argErr}
+	plan, err := e.deps.Exec.Plan(sess, session.Batch{Calls: []session.CallRequest{call}, Strategy: session.Parallel})
+	if err != nil {
+		return nil, err
+	}
+	c := plan.Calls[0]
+
+	n := &notifier{srv: e.mcp, ctx: ctx}
+	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		n.token = req.Params.Meta.ProgressToken
+	}
+	// Helpers (progress forwarding, elicitation) end before the result is returned.
+	helpers, stopHelpers := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopHelpers()
+	var sub *progress.Subscription
+	if n.token != nil && e.deps.Progress != nil {
+		sub = e.deps.Progress.Subscribe(progress.Filter{CallIDs: []string{c.ID}, Buffer: 64})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.forwardProgress(sub, n)
+		}()
+	}
+
+	var result *tool.Result
+	e.deps.Exec.Execute(ctx, plan, func(ev session.Event) {
+		switch ev.Type {
+		case session.EventMessage:
+			result = ev.Result
+		case session.EventApproval:
+			n.note(fmt.Sprintf("%s is waiting for approval %s (risk %s): %s", c.Name, ev.Approval.ID, ev.Approval.Risk, ev.Approval.Reason))
+			if e.elicits(ctx) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					e.askClient(helpers, c.ID, c.Name, ev.Approval)
+				}()
+			}
+		case session.EventExternal:
+			n.note(fmt.Sprintf("%s is waiting for its answer at POST /v1/tool-calls/%s/result", c.Name, c.ID))
+		case session.EventYield:
+			n.note(fmt.Sprintf("%s yielded and waits for input at POST /v1/tool-calls/%s/input: %s", c.Name, c.ID, ev.Result.Text()))
+		}
+	})
+	if sub != nil {
+		// The call's progress is complete before its message: what is buffered is
+		// all there is; the forwarder drains it and ends.
+		sub.Close()
+	}
+	stopHelpers()
+	wg.Wait()
+	if result == nil {
+		return nil, errors.New("the call ended without a result")
+	}
+	return toCallToolResult(c.ID, result), nil
+}
+
+// rawArguments returns the call's arguments as JSON, or why they cannot be used.
+func rawArguments(req mcp.CallToolRequest) (json.RawMessage, string) {
+	var raw json.RawMessage
+	switch v := req.GetRawArguments().(type) {
+	case json.RawMessage:
+		raw = v
+	case nil:
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err.Error()
+		}
+		raw = b
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage(`{}`)
+	}
+	return raw, ""
+}
+
+// notifier sends notifications/progress for one request with a progress token.
+// progress counts the notifications sent, so it always increases.
+type notifier struct {
+	srv   *mcpsrv.MCPServer
+	ctx   context.Context
+	token mcp.ProgressToken
+
+	mu sync.Mutex
+	n  float64
+}
+
+func (n *notifier) note(msg string) {
+	if n.token == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.n++
+	// Non-blocking in mcp-go: a client that does not read loses notifications, and
+	// the call is never held up by them.
+	_ = n.srv.SendNotificationToClient(n.ctx, string(mcp.MethodNotificationProgress), map[string]any{
+		"progressToken": n.token, "progress": n.n, "message": msg,
+	})
+}
+
+// forwardProgress sends the call's output as progress notifications, in order,
+// filling from the call's log what the subscription dropped.
+func (e *Endpoint) forwardProgress(sub *progress.Subscription, n *notifier) {
+	cursor := map[string]int64{}
+	for ev := range sub.Events() {
+		if ev.Closed {
+			continue
+		}
+		if cur := cursor[ev.Stream]; ev.Offset > cur {
+			data, next, _, err := e.deps.Progress.Read(ev.CallID, ev.Stream, cur, int(ev.Offset-cur))
+			if err == nil && len(data) > 0 {
+				n.note(string(data))
+				cursor[ev.Stream] = next
+			}
+		}
+		end := ev.Offset + int64(len(ev.Text))
+		if cur := cursor[ev.Stream]; end > cur {
+			text := ev.Text
+			if skip := cur - ev.Offset; skip > 0 {
+				text = text[skip:]
+			}
+			n.note(text)
+			cursor[ev.Stream] = end
+		}
+	}
+}
+
+// elicits reports whether the client declared elicitation support (and decisions
+// can be recorded).
+func (e *Endpoint) elicits(ctx context.Context) bool {
+	if e.deps.Approvals == nil || e.deps.Notifier == nil {
+		return false
+	}
+	cs, ok := mcpsrv.ClientSessionFromContext(ctx).(mcpsrv.SessionWithClientInfo)
+	return ok && cs.GetClientCapabilities().Elicitation != nil
+}
+
+// askClient asks the client, by elicitation, to decide an approval the call waits
+// for. Accept approves and decline denies, recorded like a REST decision with the
+// actor mcp-client; cancel (or no answer before a REST decision) decides nothing.
+func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *store.Approval) {
+	var args string
+	if b, err := json.MarshalIndent(json.RawMessage(apr.Arguments), "", "  "); err == nil {
+		args = string(b)
+	}
+	res, err := e.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+		Message: fmt.Sprintf("Allow %s to run? Risk: %s. %s\nArguments: %s\nAccept to approve, decline to deny.", name, apr.Risk, apr.Reason, args),
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"reason": map[string]any{"type": "string", "title": "Reason", "description": "Optional note recorded with the decision."},
+		}},
+	}})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.deps.Log.Info("mcp endpoint: elicitation for an approval failed; waiting for a REST decision", "approval_id", apr.ID, "err", err)
+		}
+		return
+	}
+	d := store.ApprovalDecision{Actor: ActorMCPClient}
+	switch res.Action {
+	case mcp.ElicitationResponseActionAccept:
+		d.Kind = store.DecisionApprove
+	case mcp.ElicitationResponseActionDecline:
+		d.Kind, d.Reason = store.DecisionDeny, "declined by the MCP client"
+	default:
+		return
+	}
+	if m, ok := res.Content.(map[string]any); ok {
+		if r, ok := m["reason"].(string); ok && r != "" {
+			d.Reason = r
+		}
+	}
+	bg := context.WithoutCancel(ctx)
+	dctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	decided, err := e.deps.Approvals.DecideApproval(dctx, apr.ID, d)
+	if errors.Is(err, store.ErrConflict) {
+		return // decided through REST meanwhile
+	}
+	if err != nil {
+		e.deps.Log.Error("mcp endpoint: recording the client's decision failed", "approval_id", apr.ID, "err", err)
+		return
+	}
+	_ = e.deps.Notifier.Notify(bg, store.TopicApproval, decided.ID)
+	if decided.Status != store.ApprovalApproved {
+		_ = e.deps.Notifier.Notify(bg, store.TopicCall, callID)
+		return
+	}
+	if ctx.Err() != nil {
+		// The call stopped waiting as the answer came: run it here (a live waiter
+		// that claimed it first wins, and this returns a conflict).
+		if err := e.deps.Exec.RunApproved(bg, e.deps.Sessions, callID); err != nil && !errors.Is(err, store.ErrConflict) {
+			e.deps.Log.Error("mcp endpoint: running an approved call failed", "call_id", callID, "err", err)
+		}
+	}
+}

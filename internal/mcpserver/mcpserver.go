@@ -1,0 +1,277 @@
+// Package mcpserver serves a toolserverd session's tools to MCP clients over
+// streamable HTTP (mark3labs/mcp-go). The tool list is the session's (whitelist,
+// tool groups, the turn's selection); tools/call runs through the session's
+// executor like a REST batch of one call (validation, permissions, durable
+// approvals, records, truncation); the call's live output goes out as
+// notifications/progress; a call waiting for approval also asks the client by
+// elicitation when it supports it.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpsrv "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/auth"
+	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// SessionHeader names the toolserverd session on requests to /mcp.
+const SessionHeader = "X-Toolserver-Session"
+
+// tenantOf is the tenant of the request's API key (the server authenticates /mcp
+// like the REST API); the default tenant when no principal was set.
+func tenantOf(ctx context.Context) string {
+	if p := auth.From(ctx); p != nil {
+		return p.Tenant
+	}
+	return auth.DefaultTenant
+}
+
+// ApprovalDecider records a decision on an approval request (the approval store).
+type ApprovalDecider interface {
+	DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error)
+}
+
+// Config of the endpoint.
+type Config struct {
+	// SessionIdleTTL forgets MCP client sessions idle this long; 0 never does.
+	SessionIdleTTL time.Duration
+	// ListChangedInterval is how often the tool sets of connected clients' sessions
+	// are compared with what they were told (upstream MCP servers come and go);
+	// calls through the endpoint trigger a comparison at once. Default 2s.
+	ListChangedInterval time.Duration
+	// Version is reported to clients in serverInfo.
+	Version string
+}
+
+// Deps are the components calls run through.
+type Deps struct {
+	Sessions *session.Manager
+	Exec     *session.Executor
+	// Progress is the live-output hub; nil sends no progress notifications.
+	Progress *progress.Hub
+	// Approvals and Notifier let an MCP client's elicitation answer decide an
+	// approval; nil Approvals disables elicitation.
+	Approvals ApprovalDecider
+	Notifier  session.Notifier
+	Log       *slog.Logger
+}
+
+// Endpoint is the MCP server. ServeMCP answers its HTTP requests.
+type Endpoint struct {
+	cfg  Config
+	deps Deps
+	mcp  *mcpsrv.MCPServer
+	http *mcpsrv.StreamableHTTPServer
+
+	mu       sync.Mutex
+	bindings map[string]*binding // MCP session id → toolserverd session
+
+	kick     chan struct{}
+	stop     chan struct{}
+	loopDone chan struct{}
+	closed   sync.Once
+}
+
+// binding ties an MCP client session to the toolserverd session it initialized
+// with, and remembers the tool set it was last told about.
+type binding struct {
+	tenant    string
+	sessionID string
+	print     uint64
+}
+
+// New builds the endpoint and starts its list_changed watcher; Close stops it.
+func New(cfg Config, d Deps) (*Endpoint, error) {
+	if d.Sessions == nil || d.Exec == nil {
+		return nil, errors.New("mcpserver: Sessions and Exec are required")
+	}
+	if cfg.SessionIdleTTL < 0 {
+		return nil, errors.New("mcpserver: session idle TTL must not be negative")
+	}
+	if cfg.ListChangedInterval <= 0 {
+		cfg.ListChangedInterval = 2 * time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), loopDone: make(chan struct{})}
+
+	hooks := &mcpsrv.Hooks{}
+	hooks.AddOnRegisterSession(e.onRegister)
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs mcpsrv.ClientSession) {
+		e.mu.Lock()
+		delete(e.bindings, cs.SessionID())
+		e.mu.Unlock()
+	})
+	opts := []mcpsrv.ServerOption{
+		mcpsrv.WithToolCapabilities(true),
+		mcpsrv.WithHooks(hooks),
+		mcpsrv.WithRecovery(),
+		mcpsrv.WithInstructions("Tools of a toolserverd session. Calls that need a person's approval wait for it; " +
+			"their progress notifications say so."),
+	}
+	if d.Approvals != nil {
+		opts = append(opts, mcpsrv.WithElicitation())
+	}
+	e.mcp = mcpsrv.NewMCPServer("toolserverd", cfg.Version, opts...)
+	httpOpts := []mcpsrv.StreamableHTTPOption{
+		// Stateful: a client session is bound to one toolserverd session, and
+		// list_changed and elicitation need a session to reach the client.
+		mcpsrv.WithStateful(true),
+		// Protocol 2026-07-28 has no sessions (and no server-initiated requests);
+		// offering only the session-oriented revisions keeps per-session tools,
+		// list_changed and elicitation working. Clients fall back to them.
+		mcpsrv.WithStreamableHTTPProtocolVersions(mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326),
+		mcpsrv.WithHTTPContextFunc(e.httpContext),
+		mcpsrv.WithStreamableHTTPLogger(d.Log),
+	}
+	if cfg.SessionIdleTTL > 0 {
+		httpOpts = append(httpOpts, mcpsrv.WithSessionIdleTTL(cfg.SessionIdleTTL))
+	}
+	e.http = mcpsrv.NewStreamableHTTPServer(e.mcp, httpOpts...)
+	go e.watch()
+	return e, nil
+}
+
+// Close ends open client streams, stops the watcher and mcp-go's session sweeper.
+func (e *Endpoint) Close() {
+	e.closed.Do(func() {
+		close(e.stop)
+		<-e.loopDone
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.http.Shutdown(ctx)
+	})
+}
+
+// CloseStreams ends the long-lived GET streams of connected clients, so that an
+// HTTP server shutdown does not wait for them. Their sessions end too.
+func (e *Endpoint) CloseStreams() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e.http.CloseSessions(ctx)
+}
+
+type sessionKey struct{}
+
+func sessionFrom(ctx context.Context) *session.Session {
+	s, _ := ctx.Value(sessionKey{}).(*session.Session)
+	return s
+}
+
+// ServeMCP answers one request of the MCP transport. sessionID comes from a
+// session-scoped URL; when empty, the X-Toolserver-Session header names the session,
+// or the MCP session the request continues.
+func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID string) {
+	header := r.Header.Get(SessionHeader)
+	if sessionID == "" {
+		sessionID = header
+	} else if header != "" && header != sessionID {
+		writeError(w, http.StatusBadRequest, "bad_request", "the "+SessionHeader+" header names another session than the URL")
+		return
+	}
+	tenant := tenantOf(r.Context())
+	mcpSID := r.Header.Get(mcpsrv.HeaderKeySessionID)
+	if mcpSID != "" {
+		e.mu.Lock()
+		b := e.bindings[mcpSID]
+		e.mu.Unlock()
+		switch {
+		case b != nil && b.tenant != tenant:
+			// Another tenant's MCP session is not found, like its records.
+			writeError(w, http.StatusNotFound, "not_found", "session not found")
+			return
+		case b == nil:
+			// Unknown or ended MCP session: mcp-go answers 404, and the client
+			// initializes again.
+		case sessionID == "":
+			sessionID = b.sessionID
+		case sessionID != b.sessionID:
+			writeError(w, http.StatusBadRequest, "bad_request",
+				"this MCP session was initialized for session "+b.sessionID+"; initialize a new MCP session to use "+sessionID)
+			return
+		}
+	}
+	if sessionID == "" {
+		writeError(w, http.StatusBadRequest, "bad_request",
+			"no session: send the "+SessionHeader+" header (a session id from POST /v1/sessions) or use /v1/sessions/{id}/mcp")
+		return
+	}
+	sess, err := e.deps.Sessions.Get(r.Context(), tenant, sessionID)
+	if errors.Is(err, session.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "session not found")
+		return
+	}
+	if err != nil {
+		e.deps.Log.ErrorContext(r.Context(), "mcp endpoint: loading session failed", "session_id", sessionID, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess))
+	e.http.ServeHTTP(flushWriter{w}, r)
+	if r.Method == http.MethodPost {
+		// A call may have changed the session's tools (reset_tools,
+		// tool_expand_tools). Compared only now: while this request's stream is
+		// open, mcp-go could hand the notification to it as it closes, and lose it.
+		e.poke()
+	}
+}
+
+// httpContext runs for every request inside mcp-go, with the MCP client session in
+// ctx: it gives that session the toolserverd session's current tools, so tools/list
+// and tools/call see exactly them.
+func (e *Endpoint) httpContext(ctx context.Context, _ *http.Request) context.Context {
+	sess := sessionFrom(ctx)
+	if sess == nil {
+		return ctx
+	}
+	if cs, ok := mcpsrv.ClientSessionFromContext(ctx).(mcpsrv.SessionWithTools); ok && cs.SessionID() != "" {
+		specs := visibleSpecs(sess)
+		tools := make(map[string]mcpsrv.ServerTool, len(specs))
+		for _, sp := range specs {
+			tools[sp.Name] = mcpsrv.ServerTool{Tool: toMCPTool(sp), Handler: e.callTool}
+		}
+		cs.SetSessionTools(tools)
+	}
+	return ctx
+}
+
+func (e *Endpoint) onRegister(ctx context.Context, cs mcpsrv.ClientSession) {
+	sess := sessionFrom(ctx)
+	if sess == nil {
+		return
+	}
+	e.mu.Lock()
+	e.bindings[cs.SessionID()] = &binding{tenant: sess.Tenant, sessionID: sess.ID, print: fingerprint(visibleSpecs(sess))}
+	e.mu.Unlock()
+}
+
+// flushWriter lets mcp-go stream (it looks for http.Flusher) through middleware
+// whose writers only offer Unwrap.
+type flushWriter struct{ http.ResponseWriter }
+
+func (f flushWriter) Flush() { _ = http.NewResponseController(f.ResponseWriter).Flush() }
+
+func (f flushWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// writeError writes the API's error shape.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}

@@ -1,0 +1,452 @@
+package mcpserver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+func listNames(t *testing.T, c *client.Client) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestToolsListIsTheSessionsTools(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	s := d.session(map[string]any{"available_tools": []string{"execute_command", "read_file", "grep*"}})
+	if len(s.Tools) < 3 {
+		t.Fatalf("session tools %v: want execute_command, read_file and the grep tools", s.Tools)
+	}
+	want := slices.Sorted(slices.Values(s.Tools))
+	if got := listNames(t, d.connect(s.ID)); !slices.Equal(got, want) {
+		t.Fatalf("tools/list over /mcp = %v, want the session's tools %v", got, want)
+	}
+	// The session-scoped URL needs no header.
+	c, err := d.dial(d.URL+"/v1/sessions/"+s.ID+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listNames(t, c); !slices.Equal(got, want) {
+		t.Fatalf("tools/list over the session URL = %v, want %v", got, want)
+	}
+	// Another session sees its own tools through the same endpoint.
+	other := d.session(map[string]any{"available_tools": []string{"read_file"}})
+	if got := listNames(t, d.connect(other.ID)); !slices.Equal(got, []string{"read_file"}) {
+		t.Fatalf("tools/list of the second session = %v, want [read_file]", got)
+	}
+}
+
+func TestCallBuiltinRecordsTheCall(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	s := d.session(map[string]any{"available_tools": []string{"execute_command", "read_file"}})
+	c := d.connect(s.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	res, err := c.CallTool(ctx, callReq("execute_command", map[string]any{"command": "echo hello-from-mcp"}))
+	if err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	if res.IsError || !strings.Contains(resultText(res), "hello-from-mcp") {
+		t.Fatalf("result: is_error=%v text=%q", res.IsError, resultText(res))
+	}
+	callID := metaString(res, "toolserverd/call_id")
+	if !strings.HasPrefix(callID, "tc_") {
+		t.Fatalf("result _meta has no call id: %+v", res.Meta)
+	}
+	var rec struct {
+		SessionID string `json:"session_id"`
+		Name      string `json:"name"`
+		Status    string `json:"status"`
+	}
+	d.do(http.MethodGet, "/v1/tool-calls/"+callID, nil, http.StatusOK, &rec)
+	if rec.SessionID != s.ID || rec.Name != "execute_command" || rec.Status != "succeeded" {
+		t.Fatalf("call record %+v", rec)
+	}
+
+	// A tool outside the whitelist is not callable; bad arguments are a result the
+	// model can fix.
+	if _, err := c.CallTool(ctx, callReq("write_file", map[string]any{"path": "x", "content": "y"})); err == nil {
+		t.Fatal("calling a tool outside the session's whitelist succeeded")
+	}
+	res, err = c.CallTool(ctx, callReq("read_file", map[string]any{"path": 42}))
+	if err != nil {
+		t.Fatalf("tools/call with bad arguments: %v", err)
+	}
+	if !res.IsError || metaString(res, "toolserverd/error_kind") != "invalid_args" {
+		t.Fatalf("bad arguments: is_error=%v kind=%q text=%q", res.IsError, metaString(res, "toolserverd/error_kind"), resultText(res))
+	}
+}
+
+// progressLog collects the progress notifications of one token.
+type progressLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (p *progressLog) handler(token string) func(mcp.JSONRPCNotification) {
+	return func(n mcp.JSONRPCNotification) {
+		if n.Method != string(mcp.MethodNotificationProgress) || fmt.Sprint(n.Params.AdditionalFields["progressToken"]) != token {
+			return
+		}
+		msg, _ := n.Params.AdditionalFields["message"].(string)
+		p.mu.Lock()
+		p.msgs = append(p.msgs, msg)
+		p.mu.Unlock()
+	}
+}
+
+func (p *progressLog) snapshot() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.msgs)
+}
+
+func TestProgressNotifications(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
+	c := d.connect(s.ID)
+	var log progressLog
+	c.OnNotification(log.handler("tok-1"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	req := callReq("execute_command", map[string]any{"command": "for i in 1 2 3 4; do echo line$i; sleep 0.3; done"})
+	req.Params.Meta = &mcp.Meta{ProgressToken: "tok-1"}
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	if res.IsError || !strings.Contains(resultText(res), "line4") {
+		t.Fatalf("result: is_error=%v text=%q", res.IsError, resultText(res))
+	}
+	// Notifications of a request arrive on its stream before its response. mcp-go
+	// may drop the very last one, so only the first lines are asserted.
+	got := strings.Join(log.snapshot(), "")
+	if !strings.Contains(got, "line1") {
+		t.Fatalf("no progress with the first line before the result; got %q", got)
+	}
+	if i, j := strings.Index(got, "line1"), strings.Index(got, "line2"); j >= 0 && j < i {
+		t.Fatalf("progress out of order: %q", got)
+	}
+}
+
+type callRecord struct {
+	ID        string         `json:"id"`
+	Name      string         `json:"name"`
+	Status    string         `json:"status"`
+	ErrorKind string         `json:"error_kind"`
+	Arguments map[string]any `json:"arguments"`
+}
+
+func (d *daemon) calls(sessionID string) []callRecord {
+	var out struct {
+		Calls []callRecord `json:"calls"`
+	}
+	d.do(http.MethodGet, "/v1/sessions/"+sessionID+"/tool-calls", nil, http.StatusOK, &out)
+	return out.Calls
+}
+
+func TestCancellationCancelsTheCall(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
+	c := d.connect(s.ID)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctx, callReq("execute_command", map[string]any{"command": "sleep 120"}))
+		errc <- err
+	}()
+	var id string
+	waitFor(t, "the call to run", func() bool {
+		for _, r := range d.calls(s.ID) {
+			if r.Status == "running" {
+				id = r.ID
+				return true
+			}
+		}
+		return false
+	})
+	cancel() // mcp-go sends notifications/cancelled and drops the request
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled tools/call returned no error")
+	}
+	var rec callRecord
+	waitFor(t, "the call to be cancelled", func() bool {
+		d.do(http.MethodGet, "/v1/tool-calls/"+id, nil, http.StatusOK, &rec)
+		return rec.Status != "running" && rec.Status != "pending"
+	})
+	if rec.ErrorKind != "cancelled" {
+		t.Fatalf("cancelled call record: %+v", rec)
+	}
+}
+
+type approvalRec struct {
+	ID       string `json:"id"`
+	CallID   string `json:"call_id"`
+	Status   string `json:"status"`
+	Decision *struct {
+		Kind   string `json:"kind"`
+		Actor  string `json:"actor"`
+		Reason string `json:"reason"`
+	} `json:"decision"`
+}
+
+func (d *daemon) pendingApproval(sessionID string) approvalRec {
+	d.t.Helper()
+	var out struct {
+		Approvals []approvalRec `json:"approvals"`
+	}
+	waitFor(d.t, "a pending approval", func() bool {
+		d.do(http.MethodGet, "/v1/approvals?status=pending&wait=30s&session_id="+sessionID, nil, http.StatusOK, &out)
+		return len(out.Approvals) > 0
+	})
+	return out.Approvals[0]
+}
+
+const riskyCommand = "rm -rf build-output && echo removed"
+
+func TestApprovalDecidedThroughREST(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		decision  string
+		wantError bool
+	}{{"approve", false}, {"deny", true}} {
+		t.Run(tc.decision, func(t *testing.T) {
+			t.Parallel()
+			d := start(t, nil)
+			s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
+			c := d.connect(s.ID)
+			type outcome struct {
+				res *mcp.CallToolResult
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+				defer cancel()
+				res, err := c.CallTool(ctx, callReq("execute_command", map[string]any{"command": riskyCommand}))
+				done <- outcome{res, err}
+			}()
+			apr := d.pendingApproval(s.ID)
+			d.do(http.MethodPost, "/v1/approvals/"+apr.ID+"/decision",
+				map[string]any{"decision": tc.decision, "reason": "checked by a person"}, http.StatusOK, nil)
+			out := <-done
+			if out.err != nil {
+				t.Fatalf("tools/call: %v", out.err)
+			}
+			if out.res.IsError != tc.wantError {
+				t.Fatalf("%s: is_error=%v text=%q", tc.decision, out.res.IsError, resultText(out.res))
+			}
+			if tc.wantError {
+				if k := metaString(out.res, "toolserverd/error_kind"); k != "denied" || !strings.Contains(resultText(out.res), "checked by a person") {
+					t.Fatalf("denied call: kind=%q text=%q", k, resultText(out.res))
+				}
+			} else if !strings.Contains(resultText(out.res), "removed") {
+				t.Fatalf("approved call did not run: %q", resultText(out.res))
+			}
+		})
+	}
+}
+
+func TestApprovalDecidedByElicitation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		action    mcp.ElicitationResponseAction
+		wantError bool
+		wantKind  string
+	}{{mcp.ElicitationResponseActionAccept, false, "approve"}, {mcp.ElicitationResponseActionDecline, true, "deny"}} {
+		t.Run(string(tc.action), func(t *testing.T) {
+			t.Parallel()
+			d := start(t, nil)
+			s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
+			asked := make(chan string, 1)
+			c := d.connect(s.ID, client.WithElicitationHandler(elicitFunc(func(req mcp.ElicitationRequest) *mcp.ElicitationResult {
+				select {
+				case asked <- req.Params.Message:
+				default:
+				}
+				return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: tc.action,
+					Content: map[string]any{"reason": "answered in the IDE"}}}
+			})))
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			res, err := c.CallTool(ctx, callReq("execute_command", map[string]any{"command": riskyCommand}))
+			if err != nil {
+				t.Fatalf("tools/call: %v", err)
+			}
+			msg := <-asked
+			if !strings.Contains(msg, "execute_command") || !strings.Contains(msg, "rm -rf build-output") {
+				t.Fatalf("elicitation message does not describe the call: %q", msg)
+			}
+			if res.IsError != tc.wantError {
+				t.Fatalf("is_error=%v text=%q", res.IsError, resultText(res))
+			}
+			var apr approvalRec
+			var list struct {
+				Approvals []approvalRec `json:"approvals"`
+			}
+			d.do(http.MethodGet, "/v1/approvals?session_id="+s.ID, nil, http.StatusOK, &list)
+			if len(list.Approvals) != 1 {
+				t.Fatalf("approvals of the session: %+v", list.Approvals)
+			}
+			apr = list.Approvals[0]
+			if apr.Decision == nil || apr.Decision.Kind != tc.wantKind || apr.Decision.Actor != "mcp-client" || apr.Decision.Reason != "answered in the IDE" {
+				t.Fatalf("recorded decision: %+v", apr.Decision)
+			}
+		})
+	}
+}
+
+type elicitFunc func(mcp.ElicitationRequest) *mcp.ElicitationResult
+
+func (f elicitFunc) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	return f(req), nil
+}
+
+func TestUnknownOrMissingSession(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	initialize := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": mcp.ProtocolVersion20250618, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "curl", "version": "0"}}}
+	for _, tc := range []struct {
+		path    string
+		headers map[string]string
+		status  int
+		want    string
+	}{
+		{"/mcp", map[string]string{"X-Toolserver-Session": "ses_doesnotexist"}, http.StatusNotFound, "session not found"},
+		{"/v1/sessions/ses_doesnotexist/mcp", nil, http.StatusNotFound, "session not found"},
+		{"/mcp", nil, http.StatusBadRequest, "X-Toolserver-Session"},
+	} {
+		// A real client fails to connect…
+		if _, err := d.dial(d.URL+tc.path, tc.headers); err == nil {
+			t.Errorf("%s %v: an mcp-go client connected", tc.path, tc.headers)
+		}
+		// …and the answer says why, in the API's error shape.
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		d.doHeaders(http.MethodPost, tc.path, tc.headers, initialize, tc.status, &body)
+		if !strings.Contains(body.Error.Message, tc.want) {
+			t.Errorf("%s %v: error %+v, want one mentioning %q", tc.path, tc.headers, body.Error, tc.want)
+		}
+	}
+}
+
+func TestEndpointDisabled(t *testing.T) {
+	t.Parallel()
+	d := start(t, func(c *config.Config) { c.MCPEndpoint.Enabled = false })
+	s := d.session(map[string]any{"available_tools": []string{"read_file"}})
+	d.do(http.MethodPost, "/v1/sessions/"+s.ID+"/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}, http.StatusNotFound, nil)
+}
+
+func TestListChangedWhenGroupsSwitch(t *testing.T) {
+	t.Parallel()
+	d := start(t, func(c *config.Config) {
+		c.ToolGroups = []config.ToolGroupConfig{{Name: "files", Description: "Read files", Tools: []string{"read_file"}}}
+	})
+	s := d.session(map[string]any{"available_tools": []string{"execute_command", "read_file"}})
+	changed := make(chan struct{}, 8)
+	d.onNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	c := d.connect(s.ID)
+	if got := listNames(t, c); slices.Contains(got, "read_file") || !slices.Contains(got, "reset_tools") {
+		t.Fatalf("before switching groups: %v", got)
+	}
+	// The groups change outside this MCP client (REST), as when another client or an
+	// upstream MCP server changes the set.
+	stream := d.doRaw(http.MethodPost, "/v1/sessions/"+s.ID+"/tool-calls",
+		map[string]any{"calls": []map[string]any{{"id": "c1", "name": "reset_tools", "arguments": map[string]any{"files": true}}}}, http.StatusOK)
+	if !strings.Contains(stream, "Active groups: basic, files") {
+		t.Fatalf("reset_tools over REST: %s", stream)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed after the session's groups changed")
+	}
+	if got := listNames(t, c); !slices.Contains(got, "read_file") {
+		t.Fatalf("after switching the files group on: %v", got)
+	}
+}
+
+// TestEndpointWithAPIKeys: with keys required, the endpoint wants an agent key, and
+// a key of another tenant cannot reach a session (not found, as in the REST API).
+func TestEndpointWithAPIKeys(t *testing.T) {
+	t.Parallel()
+	d := start(t, func(c *config.Config) { c.Auth.Unauthenticated = false })
+	raw, err := os.ReadFile(filepath.Join(d.App.DataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(raw))}
+	mkKey := func(tenant string, roles ...string) string {
+		var k struct{ Key string }
+		d.doHeaders(http.MethodPost, "/v1/keys", admin, map[string]any{"tenant": tenant, "roles": roles}, http.StatusCreated, &k)
+		return k.Key
+	}
+	acme, globex, approver := mkKey("acme", "agent"), mkKey("globex", "agent"), mkKey("acme", "approver")
+	var s sessionResp
+	d.doHeaders(http.MethodPost, "/v1/sessions", map[string]string{"Authorization": "Bearer " + acme},
+		map[string]any{"available_tools": []string{"read_file"}}, http.StatusCreated, &s)
+
+	c, err := d.dial(d.URL+"/v1/sessions/"+s.ID+"/mcp", map[string]string{"Authorization": "Bearer " + acme})
+	if err != nil {
+		t.Fatalf("acme's agent key: %v", err)
+	}
+	if names := listNames(t, c); !slices.Contains(names, "read_file") {
+		t.Errorf("tools/list = %v, want read_file", names)
+	}
+	for _, tc := range []struct {
+		who     string
+		headers map[string]string
+	}{
+		{"no key", nil},
+		{"globex's agent", map[string]string{"Authorization": "Bearer " + globex}},
+		{"acme's approver", map[string]string{"Authorization": "Bearer " + approver}},
+	} {
+		if _, err := d.dial(d.URL+"/v1/sessions/"+s.ID+"/mcp", tc.headers); err == nil {
+			t.Errorf("%s connected to acme's session", tc.who)
+		}
+	}
+	initialize := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": mcp.ProtocolVersion20250618, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "curl", "version": "0"}}}
+	d.doHeaders(http.MethodPost, "/mcp", map[string]string{"X-Toolserver-Session": s.ID}, initialize, http.StatusUnauthorized, nil)
+	d.doHeaders(http.MethodPost, "/mcp", map[string]string{"X-Toolserver-Session": s.ID, "Authorization": "Bearer " + globex}, initialize, http.StatusNotFound, nil)
+	d.doHeaders(http.MethodPost, "/mcp", map[string]string{"X-Toolserver-Session": s.ID, "Authorization": "Bearer " + approver}, initialize, http.StatusForbidden, nil)
+}
