@@ -17,6 +17,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/skills"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
+	"github.com/toolserverd/toolserverd/internal/webui"
 )
 
 // CallStore reads call records.
@@ -24,6 +25,7 @@ type CallStore interface {
 	GetCall(ctx context.Context, id string) (*store.Call, error)
 	GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*store.Call, error)
 	ListCalls(ctx context.Context, sessionID string, limit int) ([]*store.Call, error)
+	ListRecentCalls(ctx context.Context, f store.CallFilter) ([]*store.Call, error)
 }
 
 // ReadinessCheck is one named check behind /readyz.
@@ -95,6 +97,10 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 
+	// The web console: static files embedded in the binary, talking to /v1.
+	r.Get("/ui", webui.Redirect)
+	r.Get("/ui/*", webui.New().ServeHTTP)
+
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/tools", s.listTools)
 		r.Post("/sessions", s.createSession)
@@ -116,6 +122,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/approvals/{approvalID}", s.getApproval)
 		r.Post("/approvals/{approvalID}/decision", s.decideApproval)
 		r.Post("/tool-calls", s.runOneShotToolCalls)
+		r.Get("/tool-calls", s.listToolCalls)
 		r.Get("/tool-calls/{callID}", s.getToolCall)
 		r.Get("/tool-calls/{callID}/events", s.callEvents)
 		r.Post("/tool-calls/{callID}/cancel", s.cancelToolCall)
