@@ -20,6 +20,10 @@ import (
 
 const chromiumPath = "/usr/bin/chromium"
 
+// screens are the screenshots console.mjs saves.
+var screens = []string{"approve-pending", "approve-decided", "stream-midway", "stream-finished",
+	"approvals", "live", "calls", "call", "tools", "mcp"}
+
 // need reports a missing dependency: a failure under CI=true, a skip elsewhere.
 func need(t *testing.T, what string, err error) {
 	t.Helper()
@@ -47,7 +51,7 @@ func artifactDir(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, old := range []string{"approvals", "approvals-decided", "live", "live-finished", "calls", "call", "tools", "mcp", "failure"} {
+	for _, old := range append(screens, "failure") {
 		_ = os.Remove(filepath.Join(dir, old+".png"))
 	}
 	return dir
@@ -105,6 +109,7 @@ func TestConsoleInChromium(t *testing.T) {
 		ApprovedCall string   `json:"approvedCall"`
 		Approval     string   `json:"approval"`
 		StreamedCall string   `json:"streamedCall"`
+		DeniedCall   string   `json:"deniedCall"`
 		Increments   []string `json:"increments"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &summary); err != nil {
@@ -135,11 +140,17 @@ func TestConsoleInChromium(t *testing.T) {
 	if call.Status != "succeeded" || !strings.Contains(string(call.Result), "approved-result") {
 		t.Fatalf("approved call: %s %s", call.Status, call.Result)
 	}
+	call.Result = nil
+	getJSON(t, d.URL+"/v1/tool-calls/"+summary.DeniedCall, &call)
+	if call.Status != "failed" || !strings.Contains(string(call.Result), "not on a Friday") {
+		t.Fatalf("denied call: %s %s", call.Status, call.Result)
+	}
+	call.Result = nil
 	getJSON(t, d.URL+"/v1/tool-calls/"+summary.StreamedCall, &call)
 	if call.Status != "succeeded" || !strings.Contains(string(call.Result), "line 4") {
 		t.Fatalf("streamed call: %s %s", call.Status, call.Result)
 	}
-	for _, name := range []string{"approvals", "approvals-decided", "live", "live-finished", "calls", "call", "tools", "mcp"} {
+	for _, name := range screens {
 		b, err := os.ReadFile(filepath.Join(artifacts, name+".png"))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) || len(b) < 5000 {
 			t.Errorf("screenshot %s.png: %d bytes, %v", name, len(b), err)

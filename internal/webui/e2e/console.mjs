@@ -30,6 +30,13 @@ function fail(msg) {
   throw new Error(msg);
 }
 
+// within fails instead of waiting forever for promise.
+function within(promise, what) {
+  let timer;
+  const limit = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), LONG); });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
 // --- REST helpers (Node's fetch) ---------------------------------------------------
 
 async function api(method, path, body) {
@@ -115,7 +122,8 @@ function checkClean() {
 }
 
 async function shot(name) {
-  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
+  // The tools page is long: its first screen (with the opened schema) is enough.
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: name !== 'tools' });
 }
 
 const textOf = (sel) => page.evaluate((s) => document.querySelector(s)?.textContent ?? null, sel);
@@ -133,14 +141,16 @@ try {
   // --- 1. approve a pending call from the page --------------------------------------
   step('approve');
   const s1 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+  // The page is open (and empty) before the request exists: it must show up unasked.
+  const resp = await page.goto(base + '/ui');
+  if (!page.url().endsWith('/ui/')) fail(`/ui did not land on /ui/: ${page.url()}`);
+  if (!resp.ok()) fail(`/ui/: ${resp.status()}`);
+  await page.locator('#approvals .empty').waitFor();
   const pending = startCalls(s1.id, { calls: [{ id: 'needs_ok', name: 'execute_command', arguments: { command: 'touch approved.txt && echo approved-result' } }] });
   const asked = await pending.waitFor((e) => e.type === 'approval_required', 'approval_required');
   summary.approvedCall = asked.call_id;
   summary.approval = asked.approval.id;
 
-  const resp = await page.goto(base + '/ui');
-  if (!page.url().endsWith('/ui/')) fail(`/ui did not land on /ui/: ${page.url()}`);
-  if (!resp.ok()) fail(`/ui/: ${resp.status()}`);
   const card = page.locator(`article.approval[data-approval-id="${asked.approval.id}"]`);
   await card.waitFor();
   const cardText = await card.textContent();
@@ -153,19 +163,37 @@ try {
   for (const rule of asked.approval.suggestions) {
     if (!cardText.includes(rule)) fail(`suggested rule ${rule} not shown`);
   }
-  await shot('approvals');
+  await page.locator('#pending-count:not([hidden])').waitFor();
+  await shot('approve-pending');
   await card.getByRole('button', { name: 'Approve', exact: true }).click();
   const decided = page.locator(`article.decided[data-approval-id="${asked.approval.id}"][data-call-status="succeeded"]`);
   await decided.waitFor();
   const decidedText = await decided.textContent();
   if (!decidedText.includes('approved-result') || !decidedText.includes('by web-console')) fail(`decided card: ${decidedText}`);
   if (await card.count() !== 0) fail('the approved request is still listed as pending');
-  await pending.done;
+  await within(pending.done, 'the approved call\'s stream');
   const msg = pending.events.find((e) => e.type === 'message');
   if (!msg || msg.is_error || !JSON.stringify(msg).includes('approved-result')) fail(`the agent's stream got ${JSON.stringify(msg)}`);
-  await shot('approvals-decided');
+  await page.locator('#pending-count[hidden]').waitFor({ state: 'attached' }); // the count follows the decision
+
+  // A denial with a reason reaches the agent as a denied result quoting it.
+  step('deny');
+  const refused = startCalls(s1.id, { calls: [{ id: 'refuse_me', name: 'execute_command', arguments: { command: 'touch denied.txt' } }] });
+  const asked2 = await refused.waitFor((e) => e.type === 'approval_required', 'second approval_required');
+  const card2 = page.locator(`article.approval[data-approval-id="${asked2.approval.id}"]`);
+  await card2.locator('input[name=reason]').fill('not on a Friday');
+  await card2.getByRole('button', { name: 'Deny' }).click();
+  const denied = page.locator(`article.decided[data-approval-id="${asked2.approval.id}"][data-call-status="failed"]`);
+  await denied.waitFor();
+  const deniedText = await denied.textContent();
+  if (!deniedText.includes('not on a Friday') || !deniedText.includes('denied')) fail(`denied card: ${deniedText}`);
+  await within(refused.done, 'the denied call\'s stream');
+  const msg2 = refused.events.find((e) => e.type === 'message');
+  if (!msg2?.is_error || msg2.error_kind !== 'denied' || !JSON.stringify(msg2).includes('not on a Friday')) fail(`the agent's stream got ${JSON.stringify(msg2)}`);
+  summary.deniedCall = asked2.call_id;
+  await shot('approve-decided');
   checkClean();
-  console.log('scenario 1 ok: approved from the page, result shown');
+  console.log('scenario 1 ok: approved and denied from the page, results shown');
 
   // --- 2. watch a command's output stream in, reload mid-stream ----------------------
   step('stream');
@@ -189,7 +217,7 @@ try {
   increments.push(await textOf(out));
   const statusNow = await page.getAttribute(panel, 'data-status');
   if (statusNow === 'succeeded' || statusNow === 'failed') fail(`call already ${statusNow} while blocked`);
-  await shot('live');
+  await shot('stream-midway');
 
   step('reload');
   await page.reload();
@@ -207,13 +235,15 @@ try {
   if (final !== 'line 1\nline 2\nline 3\nline 4\n') fail(`final output ${JSON.stringify(final)}`);
   const result = await page.locator(`${panel} .call-result`).textContent();
   if (!result.includes('line 4')) fail(`result not shown: ${result}`);
-  await running.done;
+  await within(running.done, 'the streamed call\'s stream');
   summary.increments = increments;
-  await shot('live-finished');
+  await shot('stream-finished');
   checkClean();
   console.log(`scenario 2 ok: ${increments.length} increments seen before completion, reload showed each line once`);
 
   // --- 3. every page renders cleanly ---------------------------------------------------
+  // A call the model got wrong, so the recent calls show an error too.
+  await within(startCalls(s2.id, { calls: [{ id: 'bad_args', name: 'execute_command', arguments: { command: '' } }] }).done, 'the invalid call');
   const pages = [
     ['approvals', '#/approvals', '#approvals .empty'],
     ['live', '#/live', '#live-calls .empty'],
@@ -231,6 +261,8 @@ try {
       const detail = await page.locator('#recent-calls tr.detail').textContent();
       if (!detail.includes('approved-result')) fail(`call detail: ${detail}`);
       if (await page.locator(`#recent-calls tr[data-call-id="${id}"]`).count() !== 1) fail('streamed call not listed');
+      const bad = await page.locator('#recent-calls tbody tr').first().textContent();
+      if (!bad.includes('failed') || !bad.includes('invalid_args')) fail(`newest call row: ${bad}`);
     }
     if (name === 'tools') {
       await page.locator('#tools details.tool[data-tool="execute_command"] summary').click();

@@ -44,16 +44,22 @@ onConnection((ok, err) => {
   conn.textContent = ok ? 'connected' : (err?.status === 401 || err?.status === 403 ? 'API key needed' : 'unreachable');
 });
 
-// The pending count in the navigation, kept fresh whatever page is shown.
+// The pending count in the navigation, kept fresh whatever page is shown (the
+// approvals page reports its own count at once).
+const pendingBadge = document.getElementById('pending-count');
+function showPending(n) {
+  pendingBadge.hidden = n === 0;
+  pendingBadge.textContent = String(n);
+}
+window.addEventListener('pending-count', (e) => showPending(e.detail));
+
 async function watchPending() {
-  const badge = document.getElementById('pending-count');
   for (;;) {
     try {
       const { approvals: list } = await get('/v1/approvals?status=pending&limit=1000');
-      badge.hidden = list.length === 0;
-      badge.textContent = String(list.length);
+      showPending(list.length);
     } catch (err) {
-      badge.hidden = true;
+      showPending(0);
       if (err.status === 404) return; // approvals are off on this daemon
     }
     await sleep(3000);

@@ -21,6 +21,7 @@ export async function mount(main, ctx) {
   const cards = new Map(); // approval id → card
   const onDecided = (a, card, result) => {
     cards.delete(a.id);
+    window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
     card.remove();
     decidedSection.hidden = false;
     decided.prepend(decidedCard(result, ctx.signal));
@@ -53,6 +54,7 @@ export async function mount(main, ctx) {
         anchor = card.nextSibling;
       }
       showEmpty();
+      window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
       if (cards.size > 0) await sleep(2000, ctx.signal);
     } catch (err) {
       if (isAbort(err)) return;
@@ -134,7 +136,7 @@ function decidedCard(a, signal) {
   const card = h('article', { class: 'card decided', dataset: { approvalId: a.id, callId: a.call_id } },
     h('header', {},
       h('span', { class: 'title mono' }, a.tool), st,
-      h('span', { class: 'meta' }, `${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} by ${d.actor || '?'}`,
+      h('span', { class: 'meta' }, `decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`,
         d.reason ? ` — “${d.reason}”` : '')),
     h('div', { class: 'meta' }, 'call ', h('a', { href: `#/calls/${a.call_id}` }, a.call_id)),
     result);
