@@ -191,9 +191,24 @@ try {
   const msg2 = refused.events.find((e) => e.type === 'message');
   if (!msg2?.is_error || msg2.error_kind !== 'denied' || !JSON.stringify(msg2).includes('not on a Friday')) fail(`the agent's stream got ${JSON.stringify(msg2)}`);
   summary.deniedCall = asked2.call_id;
+
+  // Approve for session: the suggested rules join the session, so the next such
+  // command runs without asking.
+  step('approve for session');
+  const third = startCalls(s1.id, { calls: [{ id: 'for_session', name: 'execute_command', arguments: { command: 'touch one.txt' } }] });
+  const asked3 = await third.waitFor((e) => e.type === 'approval_required', 'third approval_required');
+  if (!asked3.approval.suggestions.length) fail('no suggested rules to approve for the session');
+  await page.locator(`article.approval[data-approval-id="${asked3.approval.id}"]`).getByRole('button', { name: 'Approve for session' }).click();
+  await page.locator(`article.decided[data-approval-id="${asked3.approval.id}"][data-call-status="succeeded"]`).waitFor();
+  await within(third.done, 'the call approved for the session');
+  const fourth = startCalls(s1.id, { calls: [{ id: 'after_rule', name: 'execute_command', arguments: { command: 'touch two.txt' } }] });
+  await within(fourth.done, 'a call covered by the new session rule');
+  if (fourth.events.some((e) => e.type === 'approval_required') || fourth.events.find((e) => e.type === 'message')?.is_error) {
+    fail(`after approve for session the same kind of call still asked: ${JSON.stringify(fourth.events)}`);
+  }
   await shot('approve-decided');
   checkClean();
-  console.log('scenario 1 ok: approved and denied from the page, results shown');
+  console.log('scenario 1 ok: approved, denied and approved for the session from the page, results shown');
 
   // --- 2. watch a command's output stream in, reload mid-stream ----------------------
   step('stream');
