@@ -25,12 +25,23 @@ if ! command -v bwrap >/dev/null; then
     || echo "test.sh: bubblewrap not installed; the bwrap backend tests will be skipped" >&2
 fi
 
+# Headless Chromium for the web console's end-to-end tests (internal/webui), driven by
+# playwright-core from npm; the browser is always the Debian package, never a download.
+if [ ! -x /usr/bin/chromium ]; then
+  echo "test.sh: installing chromium" >&2
+  { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+    || echo "test.sh: could not install chromium; the web console tests will fail under CI=true" >&2
+fi
+
 # Real MCP servers for the MCP proxy tests, pinned in testdata/npm/package-lock.json.
 if command -v npm >/dev/null; then
   (cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error) \
     || echo "test.sh: npm ci failed; MCP proxy tests will fail under CI=true" >&2
+  # playwright-core for the web console tests, pinned in internal/webui/e2e/package-lock.json.
+  (cd internal/webui/e2e && npm ci --no-audit --no-fund --loglevel=error) \
+    || echo "test.sh: npm ci failed; web console tests will fail under CI=true" >&2
 else
-  echo "test.sh: npm not found; MCP proxy tests will fail under CI=true" >&2
+  echo "test.sh: npm not found; MCP proxy and web console tests will fail under CI=true" >&2
 fi
 
 go vet ./...

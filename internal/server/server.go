@@ -19,6 +19,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/skills"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
+	"github.com/toolserverd/toolserverd/internal/webui"
 )
 
 // CallStore reads call records.
@@ -26,6 +27,7 @@ type CallStore interface {
 	GetCall(ctx context.Context, id string) (*store.Call, error)
 	GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*store.Call, error)
 	ListCalls(ctx context.Context, sessionID string, limit int) ([]*store.Call, error)
+	ListRecentCalls(ctx context.Context, f store.CallFilter) ([]*store.Call, error)
 }
 
 // ReadinessCheck is one named check behind /readyz.
@@ -117,6 +119,10 @@ func (s *Server) Handler() http.Handler {
 		mcp.Delete(p, s.serveMCP)
 	}
 
+	// The web console: static files embedded in the binary, talking to /v1.
+	r.Get("/ui", webui.Redirect)
+	r.Get("/ui/*", webui.New().ServeHTTP)
+
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.corsMiddleware(), s.authenticate)
 		// Agents run tools; approvers may read what runs (to decide and to watch).
@@ -139,6 +145,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/sessions/{sessionID}/prompt", s.sessionPrompt)
 			r.Get("/skills", s.listSkills)
 			r.Get("/skills/{name}", s.getSkill)
+			r.Get("/tool-calls", s.listToolCalls)
 			r.Get("/tool-calls/{callID}", s.getToolCall)
 			r.Get("/tool-calls/{callID}/events", s.callEvents)
 			r.Get("/tool-calls/{callID}/progress", s.getProgress)

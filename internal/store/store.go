@@ -85,6 +85,8 @@ type Store interface {
 	GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*Call, error)
 	// ListCalls returns a session's calls, newest first, at most limit.
 	ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error)
+	// ListRecentCalls returns a tenant's calls across sessions, newest first.
+	ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error)
 	// AbandonCalls finishes every pending or running call of owner as failed with the
 	// given result: used at start-up for calls a previous process left behind.
 	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error)

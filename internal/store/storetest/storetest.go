@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FinishInSameWrite", testFinishInSameWrite},
 		{"GetCallByToolCallIDNewest", testGetCallByToolCallIDNewest},
 		{"ListCalls", testListCalls},
+		{"ListRecentCalls", testListRecentCalls},
 		{"AbandonCalls", testAbandonCalls},
 		{"ContextCancelled", testContextCancelled},
 		{"Ping", testPing},

@@ -1,0 +1,310 @@
+// End-to-end test of the web console in headless Chromium (the Debian package), driven
+// by playwright-core. Run by internal/webui/e2e_test.go against a real daemon:
+//
+//   node e2e/console.mjs BASE_URL ARTIFACT_DIR
+//
+// Scenarios:
+//   1. A call waiting for approval (started through the REST API) is approved by a
+//      click on the approvals page; its result appears on the page.
+//   2. A command's output streams into the live calls page: each line is seen before
+//      the next is printed (the command waits for a file this script creates after
+//      seeing the line), the page is reloaded mid-stream and shows every line once.
+//   3. Every page renders without console errors and loads nothing from elsewhere.
+// A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
+// is a JSON summary (call ids) for the Go test to check against the API.
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [base, artifacts] = process.argv.slice(2);
+if (!base || !artifacts) {
+  console.error('usage: node console.mjs BASE_URL ARTIFACT_DIR');
+  process.exit(2);
+}
+mkdirSync(artifacts, { recursive: true });
+const origin = new URL(base).origin;
+const LONG = 60_000; // generous: two cores shared with other work
+
+function fail(msg) {
+  throw new Error(msg);
+}
+
+// within fails instead of waiting forever for promise.
+function within(promise, what) {
+  let timer;
+  const limit = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), LONG); });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
+// --- REST helpers (Node's fetch) ---------------------------------------------------
+
+async function api(method, path, body) {
+  const resp = await fetch(base + path, {
+    method,
+    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await resp.text();
+  if (!resp.ok) fail(`${method} ${path}: ${resp.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+// startCalls posts a batch and reads its NDJSON stream in the background.
+function startCalls(sessionID, body) {
+  const events = [];
+  let wake = () => {};
+  const done = (async () => {
+    const resp = await fetch(`${base}/v1/sessions/${sessionID}/tool-calls`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    });
+    if (!resp.ok) fail(`tool-calls: ${resp.status} ${await resp.text()}`);
+    const dec = new TextDecoder();
+    let buf = '';
+    for await (const chunk of resp.body) {
+      buf += dec.decode(chunk, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (line.trim()) events.push(JSON.parse(line));
+        wake();
+      }
+    }
+    return events;
+  })();
+  done.catch(() => {});
+  const waitFor = async (pred, what) => {
+    const deadline = Date.now() + LONG;
+    for (;;) {
+      const ev = events.find(pred);
+      if (ev) return ev;
+      if (Date.now() > deadline) fail(`timed out waiting for ${what}; events: ${JSON.stringify(events)}`);
+      await Promise.race([new Promise((r) => { wake = r; }), done.catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
+    }
+  };
+  return { events, done, waitFor };
+}
+
+// --- the browser --------------------------------------------------------------------
+
+const userDataDir = mkdtempSync(join(tmpdir(), 'toolserverd-ui-'));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1280, height: 900 },
+  timeout: LONG,
+});
+context.setDefaultTimeout(LONG);
+
+const problems = []; // console errors, page errors, requests to other origins
+let currentStep = 'start';
+const page = context.pages()[0] || await context.newPage();
+page.on('console', (m) => { if (m.type() === 'error') problems.push(`[${currentStep}] console error: ${m.text()}`); });
+page.on('pageerror', (e) => problems.push(`[${currentStep}] page error: ${e.message}`));
+context.on('request', (r) => {
+  const u = r.url();
+  if (!u.startsWith('data:') && new URL(u).origin !== origin) problems.push(`[${currentStep}] request to another origin: ${u}`);
+});
+context.on('response', (r) => {
+  if (r.status() >= 400) problems.push(`[${currentStep}] HTTP ${r.status()} for ${r.url()}`);
+});
+
+function step(name) {
+  currentStep = name;
+  console.log(`step: ${name}`);
+}
+
+function checkClean() {
+  if (problems.length) fail(`problems in the page:\n${problems.join('\n')}`);
+}
+
+async function shot(name) {
+  // The tools page is long: its first screen (with the opened schema) is enough.
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: name !== 'tools' });
+}
+
+const textOf = (sel) => page.evaluate((s) => document.querySelector(s)?.textContent ?? null, sel);
+
+async function waitText(sel, want, what) {
+  try {
+    await page.waitForFunction(([s, w]) => document.querySelector(s)?.textContent === w, [sel, want], { timeout: LONG, polling: 50 });
+  } catch (err) {
+    fail(`${what}: ${sel} has ${JSON.stringify(await textOf(sel))}, want ${JSON.stringify(want)} (${err.message.split('\n')[0]})`);
+  }
+}
+
+const summary = {};
+try {
+  // --- 1. approve a pending call from the page --------------------------------------
+  step('approve');
+  const s1 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+  // The page is open (and empty) before the request exists: it must show up unasked.
+  const resp = await page.goto(base + '/ui');
+  if (!page.url().endsWith('/ui/')) fail(`/ui did not land on /ui/: ${page.url()}`);
+  if (!resp.ok()) fail(`/ui/: ${resp.status()}`);
+  await page.locator('#approvals .empty').waitFor();
+  const pending = startCalls(s1.id, { calls: [{ id: 'needs_ok', name: 'execute_command', arguments: { command: 'touch approved.txt && echo approved-result' } }] });
+  const asked = await pending.waitFor((e) => e.type === 'approval_required', 'approval_required');
+  summary.approvedCall = asked.call_id;
+  summary.approval = asked.approval.id;
+
+  const card = page.locator(`article.approval[data-approval-id="${asked.approval.id}"]`);
+  await card.waitFor();
+  const cardText = await card.textContent();
+  for (const want of ['execute_command', 'touch approved.txt && echo approved-result', `risk: ${asked.approval.risk}`, asked.approval.reason]) {
+    if (!cardText.includes(want)) fail(`approval card lacks ${JSON.stringify(want)}: ${cardText}`);
+  }
+  // Arguments are pretty-printed JSON.
+  const args = await card.locator('pre.json').first().textContent();
+  if (args !== JSON.stringify({ command: 'touch approved.txt && echo approved-result' }, null, 2)) fail(`arguments shown as ${args}`);
+  for (const rule of asked.approval.suggestions) {
+    if (!cardText.includes(rule)) fail(`suggested rule ${rule} not shown`);
+  }
+  await page.locator('#pending-count:not([hidden])').waitFor();
+  await shot('approve-pending');
+  await card.getByRole('button', { name: 'Approve', exact: true }).click();
+  const decided = page.locator(`article.decided[data-approval-id="${asked.approval.id}"][data-call-status="succeeded"]`);
+  await decided.waitFor();
+  const decidedText = await decided.textContent();
+  if (!decidedText.includes('approved-result') || !decidedText.includes('by web-console')) fail(`decided card: ${decidedText}`);
+  if (await card.count() !== 0) fail('the approved request is still listed as pending');
+  await within(pending.done, 'the approved call\'s stream');
+  const msg = pending.events.find((e) => e.type === 'message');
+  if (!msg || msg.is_error || !JSON.stringify(msg).includes('approved-result')) fail(`the agent's stream got ${JSON.stringify(msg)}`);
+  await page.locator('#pending-count[hidden]').waitFor({ state: 'attached' }); // the count follows the decision
+
+  // A denial with a reason reaches the agent as a denied result quoting it.
+  step('deny');
+  const refused = startCalls(s1.id, { calls: [{ id: 'refuse_me', name: 'execute_command', arguments: { command: 'touch denied.txt' } }] });
+  const asked2 = await refused.waitFor((e) => e.type === 'approval_required', 'second approval_required');
+  const card2 = page.locator(`article.approval[data-approval-id="${asked2.approval.id}"]`);
+  await card2.locator('input[name=reason]').fill('not on a Friday');
+  await card2.getByRole('button', { name: 'Deny' }).click();
+  const denied = page.locator(`article.decided[data-approval-id="${asked2.approval.id}"][data-call-status="failed"]`);
+  await denied.waitFor();
+  const deniedText = await denied.textContent();
+  if (!deniedText.includes('not on a Friday') || !deniedText.includes('denied')) fail(`denied card: ${deniedText}`);
+  await within(refused.done, 'the denied call\'s stream');
+  const msg2 = refused.events.find((e) => e.type === 'message');
+  if (!msg2?.is_error || msg2.error_kind !== 'denied' || !JSON.stringify(msg2).includes('not on a Friday')) fail(`the agent's stream got ${JSON.stringify(msg2)}`);
+  summary.deniedCall = asked2.call_id;
+
+  // Approve for session: the suggested rules join the session, so the next such
+  // command runs without asking.
+  step('approve for session');
+  const third = startCalls(s1.id, { calls: [{ id: 'for_session', name: 'execute_command', arguments: { command: 'touch one.txt' } }] });
+  const asked3 = await third.waitFor((e) => e.type === 'approval_required', 'third approval_required');
+  if (!asked3.approval.suggestions.length) fail('no suggested rules to approve for the session');
+  await page.locator(`article.approval[data-approval-id="${asked3.approval.id}"]`).getByRole('button', { name: 'Approve for session' }).click();
+  await page.locator(`article.decided[data-approval-id="${asked3.approval.id}"][data-call-status="succeeded"]`).waitFor();
+  await within(third.done, 'the call approved for the session');
+  const fourth = startCalls(s1.id, { calls: [{ id: 'after_rule', name: 'execute_command', arguments: { command: 'touch two.txt' } }] });
+  await within(fourth.done, 'a call covered by the new session rule');
+  if (fourth.events.some((e) => e.type === 'approval_required') || fourth.events.find((e) => e.type === 'message')?.is_error) {
+    fail(`after approve for session the same kind of call still asked: ${JSON.stringify(fourth.events)}`);
+  }
+  await shot('approve-decided');
+  checkClean();
+  console.log('scenario 1 ok: approved, denied and approved for the session from the page, results shown');
+
+  // --- 2. watch a command's output stream in, reload mid-stream ----------------------
+  step('stream');
+  const s2 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'], permission_mode: 'bypass' });
+  const waitFile = (f) => `while [ ! -e ${f} ]; do sleep 0.05; done`;
+  const command = ['echo line 1', waitFile('go2'), 'echo line 2', waitFile('go3'), 'echo line 3 >&2', waitFile('go4'), 'echo line 4'].join('; ');
+  const running = startCalls(s2.id, { calls: [{ id: 'stream_me', name: 'execute_command', arguments: { command } }], timeout_ms: 170000 });
+  const started = await running.waitFor((e) => e.type === 'tool_start', 'tool_start');
+  const id = started.call_id;
+  summary.streamedCall = id;
+  const release = (f) => writeFileSync(join(s2.workdir, f), '');
+
+  await page.goto(base + '/ui/#/live');
+  const out = `pre.output[data-call-id="${id}"]`;
+  const panel = `article.call[data-call-id="${id}"]`;
+  const increments = [];
+  await waitText(out, 'line 1\n', 'first line');
+  increments.push(await textOf(out));
+  release('go2');
+  await waitText(out, 'line 1\nline 2\n', 'second line');
+  increments.push(await textOf(out));
+  const statusNow = await page.getAttribute(panel, 'data-status');
+  if (statusNow === 'succeeded' || statusNow === 'failed') fail(`call already ${statusNow} while blocked`);
+  await shot('stream-midway');
+
+  step('reload');
+  await page.reload();
+  await waitText(out, 'line 1\nline 2\n', 'after reload (nothing lost, nothing repeated)');
+  release('go3');
+  await waitText(out, 'line 1\nline 2\nline 3\n', 'third line (stderr)');
+  increments.push(await textOf(out));
+  const stderr = await page.locator(`${out} span.stderr`).allTextContents();
+  if (stderr.join('') !== 'line 3\n') fail(`stderr spans: ${JSON.stringify(stderr)}`);
+  const stdout = await page.locator(`${out} span.stdout`).allTextContents();
+  if (stdout.join('') !== 'line 1\nline 2\n') fail(`stdout spans before the last line: ${JSON.stringify(stdout)}`);
+  release('go4');
+  await page.locator(`${panel}[data-status="succeeded"][data-output-complete="true"]`).waitFor();
+  const final = await textOf(out);
+  if (final !== 'line 1\nline 2\nline 3\nline 4\n') fail(`final output ${JSON.stringify(final)}`);
+  const result = await page.locator(`${panel} .call-result`).textContent();
+  if (!result.includes('line 4')) fail(`result not shown: ${result}`);
+  await within(running.done, 'the streamed call\'s stream');
+  summary.increments = increments;
+  await shot('stream-finished');
+  checkClean();
+  console.log(`scenario 2 ok: ${increments.length} increments seen before completion, reload showed each line once`);
+
+  // --- 3. every page renders cleanly ---------------------------------------------------
+  // A call the model got wrong, so the recent calls show an error too.
+  await within(startCalls(s2.id, { calls: [{ id: 'bad_args', name: 'execute_command', arguments: { command: '' } }] }).done, 'the invalid call');
+  const pages = [
+    ['approvals', '#/approvals', '#approvals .empty'],
+    ['live', '#/live', '#live-calls .empty'],
+    ['calls', '#/calls', `#recent-calls tr[data-call-id="${summary.approvedCall}"]`],
+    ['call', `#/calls/${id}`, `article.call[data-call-id="${id}"][data-output-complete="true"]`],
+    ['tools', '#/tools', '#tools details.tool[data-tool="execute_command"]'],
+    ['mcp', '#/mcp', '#mcp-servers tr[data-server]'],
+  ];
+  for (const [name, hash, ready] of pages) {
+    step(`page ${name}`);
+    await page.goto(`${base}/ui/${hash}`);
+    await page.locator(ready).first().waitFor();
+    if (name === 'calls') {
+      await page.locator(`#recent-calls tr[data-call-id="${summary.approvedCall}"]`).click();
+      const detail = await page.locator('#recent-calls tr.detail').textContent();
+      if (!detail.includes('approved-result')) fail(`call detail: ${detail}`);
+      if (await page.locator(`#recent-calls tr[data-call-id="${id}"]`).count() !== 1) fail('streamed call not listed');
+      const bad = await page.locator('#recent-calls tbody tr').first().textContent();
+      if (!bad.includes('failed') || !bad.includes('invalid_args')) fail(`newest call row: ${bad}`);
+    }
+    if (name === 'tools') {
+      await page.locator('#tools details.tool[data-tool="execute_command"] summary').click();
+      const schema = await page.locator('#tools details.tool[data-tool="execute_command"] pre.json').textContent();
+      if (!JSON.parse(schema).properties?.command) fail(`schema shown: ${schema}`);
+      const skill = page.locator('#skills details.skill').first();
+      await skill.locator('summary').click();
+      await page.waitForFunction(() => !document.querySelector('#skills details.skill pre.json')?.textContent.startsWith('loading'));
+    }
+    if (name === 'mcp') {
+      const state = await page.locator('#mcp-servers tr[data-server]').first().getAttribute('data-state');
+      if (!state) fail('no MCP server state shown');
+    }
+    const navActive = await page.locator('#nav a.active').getAttribute('data-page');
+    if (navActive !== name.replace('call', 'calls').replace('callss', 'calls')) fail(`nav shows ${navActive} on ${name}`);
+    await shot(name);
+    checkClean();
+    console.log(`page ${name} ok`);
+  }
+  console.log('scenario 3 ok: every page rendered without console errors');
+  console.log(JSON.stringify(summary));
+} catch (err) {
+  await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});
+  console.error(`FAIL at ${currentStep}: ${err.stack || err}`);
+  if (problems.length) console.error(problems.join('\n'));
+  process.exitCode = 1;
+} finally {
+  await context.close().catch(() => {});
+  rmSync(userDataDir, { recursive: true, force: true });
+}

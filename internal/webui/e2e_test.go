@@ -1,0 +1,186 @@
+package webui_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/testdaemon"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// screens are the screenshots console.mjs saves.
+var screens = []string{"approve-pending", "approve-decided", "stream-midway", "stream-finished",
+	"approvals", "live", "calls", "call", "tools", "mcp"}
+
+// need reports a missing dependency: a failure under CI=true, a skip elsewhere.
+func need(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required under CI=true: %v (scripts/test.sh installs it)", what, err)
+	}
+	t.Skipf("%s missing (%v); scripts/test.sh installs it", what, err)
+}
+
+func packageDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(file)
+}
+
+// artifactDir is where the screenshots go: $TOOLSERVER_UI_ARTIFACTS, or artifacts/ui
+// at the repository root (ignored by git).
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("TOOLSERVER_UI_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(packageDir(), "..", "..", "artifacts", "ui")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, old := range append(screens, "failure") {
+		_ = os.Remove(filepath.Join(dir, old+".png"))
+	}
+	return dir
+}
+
+// TestConsoleInChromium runs e2e/console.mjs (playwright-core driving the Debian
+// chromium) against a real daemon whose permissions make a command ask for approval,
+// then checks through the API that what the page did really happened.
+func TestConsoleInChromium(t *testing.T) {
+	node, err := exec.LookPath("node")
+	need(t, "node", err)
+	_, err = os.Stat(chromiumPath)
+	need(t, "chromium ("+chromiumPath+")", err)
+	_, err = os.Stat(filepath.Join(packageDir(), "e2e", "node_modules", "playwright-core", "package.json"))
+	need(t, "playwright-core (npm ci in internal/webui/e2e)", err)
+
+	skills := t.TempDir()
+	writeSkill(t, skills)
+	// Default permissions: execute_command asks unless the session says otherwise. An
+	// MCP server that cannot start gives the health page something to report.
+	d := testdaemon.Start(t, func(c *config.Config) {
+		c.Skills.Dirs = []string{skills}
+		c.MCPServers = []config.MCPServerConfig{{Name: "broken", Transport: "stdio", Command: "/bin/false"}}
+	})
+	artifacts := artifactDir(t)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "e2e/console.mjs", d.URL, artifacts)
+	cmd.Dir = packageDir()
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// node and the browser it starts share a process group: the whole group goes when
+	// the deadline passes, and whatever is left when the script ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	err = cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	t.Logf("console.mjs stdout:\n%s", stdout.String())
+	if err != nil {
+		t.Fatalf("console.mjs: %v\nstderr:\n%s\n(screenshots in %s)", err, stderr.String(), artifacts)
+	}
+	out := stdout.String()
+	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("console.mjs did not report %q", want)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var summary struct {
+		ApprovedCall string   `json:"approvedCall"`
+		Approval     string   `json:"approval"`
+		StreamedCall string   `json:"streamedCall"`
+		DeniedCall   string   `json:"deniedCall"`
+		Increments   []string `json:"increments"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &summary); err != nil {
+		t.Fatalf("summary line: %v", err)
+	}
+	if len(summary.Increments) < 2 || summary.Increments[0] != "line 1\n" || summary.Increments[1] != "line 1\nline 2\n" {
+		t.Fatalf("increments seen before completion: %q", summary.Increments)
+	}
+
+	// What the page did, seen through the API: the approval was decided by the
+	// console, the call ran once and succeeded.
+	var apr struct {
+		Status   string `json:"status"`
+		Decision struct {
+			Kind  string `json:"kind"`
+			Actor string `json:"actor"`
+		} `json:"decision"`
+	}
+	getJSON(t, d.URL+"/v1/approvals/"+summary.Approval, &apr)
+	if apr.Status != "approved" || apr.Decision.Kind != "approve" || apr.Decision.Actor != "web-console" {
+		t.Fatalf("approval after the click: %+v", apr)
+	}
+	var call struct {
+		Status string          `json:"status"`
+		Result json.RawMessage `json:"result"`
+	}
+	getJSON(t, d.URL+"/v1/tool-calls/"+summary.ApprovedCall, &call)
+	if call.Status != "succeeded" || !strings.Contains(string(call.Result), "approved-result") {
+		t.Fatalf("approved call: %s %s", call.Status, call.Result)
+	}
+	call.Result = nil
+	getJSON(t, d.URL+"/v1/tool-calls/"+summary.DeniedCall, &call)
+	if call.Status != "failed" || !strings.Contains(string(call.Result), "not on a Friday") {
+		t.Fatalf("denied call: %s %s", call.Status, call.Result)
+	}
+	call.Result = nil
+	getJSON(t, d.URL+"/v1/tool-calls/"+summary.StreamedCall, &call)
+	if call.Status != "succeeded" || !strings.Contains(string(call.Result), "line 4") {
+		t.Fatalf("streamed call: %s %s", call.Status, call.Result)
+	}
+	for _, name := range screens {
+		b, err := os.ReadFile(filepath.Join(artifacts, name+".png"))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) || len(b) < 5000 {
+			t.Errorf("screenshot %s.png: %d bytes, %v", name, len(b), err)
+		}
+	}
+}
+
+func writeSkill(t *testing.T, dir string) {
+	t.Helper()
+	skill := filepath.Join(dir, "release-notes")
+	if err := os.MkdirAll(skill, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	md := "---\nname: release-notes\ndescription: Writes release notes from the git log. Use when asked for a changelog.\nversion: \"0.3\"\n---\n# Release notes\n\nRun `git log --oneline` since the last tag and group the lines by kind.\n"
+	if err := os.WriteFile(filepath.Join(skill, "SKILL.md"), []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}

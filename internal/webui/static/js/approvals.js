@@ -1,0 +1,161 @@
+// Pending approvals: what waits for a person, with the arguments, risk, reason and
+// suggested rules; approve, approve for the session, approve with one rule, or deny
+// with a reason. The list refreshes as requests arrive (long poll while empty).
+import { get, post } from './api.js';
+import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult } from './dom.js';
+
+const ACTOR = 'web-console';
+
+export async function mount(main, ctx) {
+  const list = h('div', { id: 'approvals' });
+  const decided = h('div', { id: 'decided' });
+  const decidedSection = h('section', { hidden: true },
+    h('div', { class: 'section-title' }, h('h2', {}, 'Decided here'),
+      h('span', { class: 'meta' }, 'what became of the requests decided on this page')),
+    decided);
+  main.append(
+    h('div', { class: 'section-title' }, h('h1', {}, 'Pending approvals'),
+      h('span', { class: 'meta' }, 'updates as requests arrive')),
+    list, decidedSection);
+
+  const cards = new Map(); // approval id → card
+  const onDecided = (a, card, result) => {
+    cards.delete(a.id);
+    window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
+    card.remove();
+    decidedSection.hidden = false;
+    decided.prepend(decidedCard(result, ctx.signal));
+    showEmpty();
+  };
+  const showEmpty = () => {
+    list.querySelector('.empty')?.remove();
+    if (cards.size === 0) list.append(h('p', { class: 'empty' }, 'No calls are waiting for approval.'));
+  };
+
+  for (let first = true; !ctx.signal.aborted; first = false) {
+    try {
+      // While nothing is pending the daemon holds the request until something is.
+      const wait = cards.size === 0 && !first ? '&wait=25s' : '';
+      const { approvals } = await get(`/v1/approvals?status=pending&limit=200${wait}`, ctx.signal);
+      ctx.ok();
+      const ids = new Set(approvals.map((a) => a.id));
+      for (const [id, card] of cards) {
+        if (!ids.has(id)) { card.remove(); cards.delete(id); } // decided elsewhere or expired
+      }
+      // Newest first: insert unseen ones in order above the ones already shown.
+      let anchor = list.firstChild;
+      for (const a of approvals) {
+        let card = cards.get(a.id);
+        if (!card) {
+          card = approvalCard(a, ctx, onDecided);
+          cards.set(a.id, card);
+          list.insertBefore(card, anchor);
+        }
+        anchor = card.nextSibling;
+      }
+      showEmpty();
+      window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
+      if (cards.size > 0) await sleep(2000, ctx.signal);
+    } catch (err) {
+      if (isAbort(err)) return;
+      if (err.status === 404) {
+        clear(list);
+        list.append(h('p', { class: 'empty' }, 'Approvals are not enabled on this daemon (permissions are off).'));
+        return;
+      }
+      ctx.error(err);
+      await sleep(3000, ctx.signal).catch(() => {});
+    }
+  }
+}
+
+function approvalCard(a, ctx, onDecided) {
+  const rules = a.suggestions || [];
+  const reason = h('input', { type: 'text', name: 'reason', placeholder: 'reason for a denial (the model sees it)', 'aria-label': 'denial reason' });
+  const buttons = [];
+  const status = h('span', { class: 'meta' });
+  const card = h('article', { class: 'card approval', dataset: { approvalId: a.id, callId: a.call_id } });
+
+  async function decide(decision, extra) {
+    for (const b of buttons) b.disabled = true;
+    status.textContent = 'sending…';
+    try {
+      const res = await post(`/v1/approvals/${encodeURIComponent(a.id)}/decision`, { decision, actor: ACTOR, ...extra }, ctx.signal);
+      onDecided(a, card, res);
+    } catch (err) {
+      if (isAbort(err)) return;
+      if (err.status === 409) { // someone else decided first, or it expired
+        const now = await get(`/v1/approvals/${encodeURIComponent(a.id)}`, ctx.signal).catch(() => null);
+        if (now) { onDecided(a, card, now); return; }
+      }
+      status.textContent = err.message;
+      for (const b of buttons) b.disabled = false;
+    }
+  }
+  const button = (label, cls, fn, title) => {
+    const b = h('button', { type: 'button', class: cls, title, onclick: fn }, label);
+    buttons.push(b);
+    return b;
+  };
+
+  card.append(
+    h('header', {},
+      h('span', { class: 'title mono' }, a.tool),
+      badge(`risk: ${a.risk}`, `risk-${a.risk}`),
+      h('span', { class: 'meta' }, 'requested ', time(a.created_at), ` (${ago(a.created_at)})`,
+        a.expires_at ? [' · expires ', time(a.expires_at)] : '')),
+    h('p', { class: 'reason' }, a.reason || h('span', { class: 'muted' }, 'no reason given')),
+    h('h3', {}, 'Arguments'),
+    jsonBlock(a.arguments),
+    h('h3', {}, 'Suggested rules'),
+    rules.length === 0
+      ? h('p', { class: 'muted' }, 'None: what this call asks cannot be allowed by a rule, only approved once.')
+      : h('ul', { class: 'rules' }, rules.map((r) => h('li', {}, h('code', {}, r), ' ',
+        button('approve with this rule', 'ghost small', () => decide('approve_with_rule', { rule: r }),
+          'approve and allow calls matching this rule for the rest of the session')))),
+    h('div', { class: 'actions' },
+      button('Approve', 'ok', () => decide('approve'), 'run this call once'),
+      (() => {
+        const b = button('Approve for session', '', () => decide('approve_for_session'),
+          rules.length ? `also allow for the rest of the session: ${rules.join(', ')}` : 'no suggested rules');
+        b.disabled = rules.length === 0;
+        return b;
+      })(),
+      reason,
+      button('Deny', 'danger', () => decide('deny', { reason: reason.value.trim() || 'denied from the web console' }))),
+    h('div', { class: 'meta' }, `session ${a.session_id} · call `, h('a', { href: `#/calls/${a.call_id}` }, a.call_id), ' · ', status),
+  );
+  return card;
+}
+
+// decidedCard shows a decision and, once the call has run (or was denied), its result.
+function decidedCard(a, signal) {
+  const d = a.decision || {};
+  const result = h('div', { class: 'call-result' }, h('p', { class: 'muted' }, 'waiting for the result…'));
+  const st = h('span', {}, badge(a.status, `st-${a.status}`));
+  const card = h('article', { class: 'card decided', dataset: { approvalId: a.id, callId: a.call_id } },
+    h('header', {},
+      h('span', { class: 'title mono' }, a.tool), st,
+      h('span', { class: 'meta' }, `decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`,
+        d.reason ? ` — “${d.reason}”` : '')),
+    h('div', { class: 'meta' }, 'call ', h('a', { href: `#/calls/${a.call_id}` }, a.call_id)),
+    result);
+  (async () => {
+    for (;;) {
+      try {
+        const c = await get(`/v1/tool-calls/${encodeURIComponent(a.call_id)}`, signal);
+        if (c.status === 'succeeded' || c.status === 'failed') {
+          clear(result);
+          result.append(renderResult(c.result));
+          card.dataset.callStatus = c.status;
+          return;
+        }
+      } catch (err) {
+        if (isAbort(err)) return;
+      }
+      await sleep(700, signal).catch(() => {});
+      if (signal.aborted) return;
+    }
+  })();
+  return card;
+}

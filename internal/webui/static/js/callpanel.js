@@ -1,0 +1,141 @@
+// callPanel shows one call: its arguments, its live output (stdout, stderr, info)
+// as it arrives, and its result. Output comes from the progress stream (server-sent
+// events read with fetch); each event carries the byte offset where it starts, so the
+// panel shows every byte exactly once, also after a reconnect (Last-Event-ID) and after
+// a page reload (it reads again from offset 0). When the call has finished, whatever
+// the stream did not deliver is read by offset from GET /v1/tool-calls/{id}/progress.
+import { get, sse } from './api.js';
+import { h, clear, badge, pretty, time, duration, sleep, isAbort, renderResult } from './dom.js';
+
+const terminal = (s) => s === 'succeeded' || s === 'failed';
+const enc = new TextEncoder();
+
+function b64bytes(s) {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+export function callPanel(call, signal) {
+  const id = call.id;
+  const out = h('pre', { class: 'output', dataset: { callId: id } });
+  const statusEl = h('span', { class: 'status' });
+  const timing = h('span', { class: 'meta' });
+  const note = h('div', { class: 'meta note' });
+  const result = h('div', { class: 'call-result' });
+  const args = call.arguments && typeof call.arguments === 'object' && typeof call.arguments.command === 'string'
+    ? h('pre', { class: 'json' }, '$ ' + call.arguments.command)
+    : h('pre', { class: 'json' }, pretty(call.arguments));
+  const card = h('article', { class: 'card call', dataset: { callId: id } },
+    h('header', {},
+      h('span', { class: 'title mono' }, call.name), statusEl, timing,
+      h('span', { class: 'meta' }, `session ${call.session_id} · model id ${call.tool_call_id} · `, h('a', { href: `#/calls/${id}` }, id))),
+    h('details', { open: true }, h('summary', {}, 'Arguments'), args),
+    h('h3', {}, 'Output'), out, note,
+    h('h3', {}, 'Result'), result);
+
+  const cursor = {}; // stream → bytes shown
+  const decoders = {};
+  let last = { stream: null, span: null };
+
+  function append(stream, bytes, offset) {
+    const have = cursor[stream] || 0;
+    if (offset + bytes.length <= have) return; // already shown
+    if (offset < have) bytes = bytes.subarray(have - offset);
+    cursor[stream] = Math.max(have, offset) + bytes.length;
+    const dec = decoders[stream] || (decoders[stream] = new TextDecoder('utf-8'));
+    const text = dec.decode(bytes, { stream: true });
+    if (!text) return;
+    const follow = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+    if (last.stream !== stream) {
+      last = { stream, span: h('span', { class: stream || 'stdout', dataset: { stream } }) };
+      out.append(last.span);
+    }
+    last.span.append(text);
+    out.dataset.bytes = String(Object.values(cursor).reduce((a, b) => a + b, 0));
+    if (follow) out.scrollTop = out.scrollHeight;
+  }
+
+  let rec = call;
+  function showRecord(c) {
+    rec = c;
+    clear(statusEl);
+    statusEl.append(badge(c.status, `st-${c.status}`));
+    card.dataset.status = c.status;
+    clear(timing);
+    timing.append(time(c.created_at), c.duration_ms != null ? ` · ${duration(c.duration_ms)}` : '');
+    if (terminal(c.status)) {
+      clear(result);
+      result.append(renderResult(c.result));
+    } else if (!result.firstChild || result.dataset.status !== c.status) {
+      clear(result);
+      result.append(h('p', { class: 'muted' }, c.status === 'waiting' ? 'waiting for a person (approval or answer)…' : 'running…'));
+    }
+    result.dataset.status = c.status;
+  }
+  showRecord(call);
+
+  // Follow the progress stream until it closes or the record says the call is over.
+  const streamStop = new AbortController();
+  signal.addEventListener('abort', () => streamStop.abort(), { once: true });
+  let closed = false;
+  const followStream = (async () => {
+    let lastId = '';
+    while (!closed && !streamStop.signal.aborted) {
+      try {
+        await sse(`/v1/tool-calls/${encodeURIComponent(id)}/progress/stream`, {
+          lastEventId: lastId,
+          signal: streamStop.signal,
+          onEvent(ev) {
+            if (ev.id) lastId = ev.id;
+            const d = JSON.parse(ev.data);
+            if (ev.event === 'closed' || d.closed) { closed = true; return; }
+            if (ev.event !== 'tool_progress') return;
+            append(d.stream, d.data ? b64bytes(d.data) : enc.encode(d.text), d.offset);
+          },
+        });
+      } catch (err) {
+        if (isAbort(err)) return;
+        if (err.status === 503) { note.textContent = 'Live output is turned off on this daemon (progress.enabled=false).'; return; }
+        if (err.status === 404) return;
+      }
+      if (!closed) await sleep(1000, streamStop.signal).catch(() => {});
+    }
+  })();
+
+  // Poll the record until the call is over; then read what the stream has not shown.
+  (async () => {
+    try {
+      while (!terminal(rec.status)) {
+        await sleep(terminal(rec.status) ? 0 : 1000, signal);
+        showRecord(await get(`/v1/tool-calls/${encodeURIComponent(id)}`, signal).catch((err) => { if (isAbort(err)) throw err; return rec; }));
+      }
+      if (!closed) {
+        streamStop.abort();
+        await followStream;
+        await drain();
+      }
+      await followStream;
+      card.dataset.outputComplete = 'true';
+    } catch (err) {
+      if (!isAbort(err)) note.textContent = err.message;
+    }
+  })();
+
+  async function drain() {
+    const first = await get(`/v1/tool-calls/${encodeURIComponent(id)}/progress?stream=stdout&offset=${cursor.stdout || 0}&encoding=base64`, signal);
+    const streams = new Set([...first.streams, ...Object.keys(cursor)]);
+    for (const st of streams) {
+      for (;;) {
+        const r = await get(`/v1/tool-calls/${encodeURIComponent(id)}/progress?stream=${encodeURIComponent(st)}&offset=${cursor[st] || 0}&encoding=base64`, signal);
+        const bytes = b64bytes(r.data);
+        if (bytes.length) append(st, bytes, r.offset);
+        if (r.finished && !bytes.length) break;
+        if (!bytes.length) await sleep(300, signal);
+      }
+    }
+  }
+
+  return card;
+}
