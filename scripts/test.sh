@@ -25,10 +25,13 @@ if ! command -v bwrap >/dev/null; then
     || echo "test.sh: bubblewrap not installed; the bwrap backend tests will be skipped" >&2
 fi
 
-# Real MCP servers for the MCP proxy tests, pinned in testdata/npm/package-lock.json.
+# Real MCP servers for the MCP proxy tests, pinned in testdata/npm/package-lock.json,
+# and the npm MCP proxies the mcpcompare benchmark (and its smoke test) compares with.
 if command -v npm >/dev/null; then
   (cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error) \
     || echo "test.sh: npm ci failed; MCP proxy tests will fail under CI=true" >&2
+  (cd bench/mcpcompare && npm ci --no-audit --no-fund --loglevel=error) \
+    || echo "test.sh: npm ci failed in bench/mcpcompare; its smoke test will fail under CI=true" >&2
 else
   echo "test.sh: npm not found; MCP proxy tests will fail under CI=true" >&2
 fi
