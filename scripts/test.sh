@@ -33,10 +33,13 @@ if [ ! -x /usr/bin/chromium ]; then
     || echo "test.sh: could not install chromium; the web console tests will fail under CI=true" >&2
 fi
 
-# Real MCP servers for the MCP proxy tests, pinned in testdata/npm/package-lock.json.
+# Real MCP servers for the MCP proxy tests, pinned in testdata/npm/package-lock.json,
+# and the npm MCP proxies the mcpcompare benchmark (and its smoke test) compares with.
 if command -v npm >/dev/null; then
   (cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error) \
     || echo "test.sh: npm ci failed; MCP proxy tests will fail under CI=true" >&2
+  (cd bench/mcpcompare && npm ci --no-audit --no-fund --loglevel=error) \
+    || echo "test.sh: npm ci failed in bench/mcpcompare; its smoke test will fail under CI=true" >&2
   # playwright-core for the web console tests, pinned in internal/webui/e2e/package-lock.json.
   (cd internal/webui/e2e && npm ci --no-audit --no-fund --loglevel=error) \
     || echo "test.sh: npm ci failed; web console tests will fail under CI=true" >&2
