@@ -25,7 +25,14 @@ const statefulServerEnv = "TOOLSERVERD_TEST_STATEFUL_MCP"
 func serveStatefulStdio() {
 	var mu sync.Mutex
 	n := 0
-	s := mcpserver.NewMCPServer("stateful", "1.0.0", mcpserver.WithToolCapabilities(false))
+	s := mcpserver.NewMCPServer("stateful", "1.0.0", mcpserver.WithToolCapabilities(true))
+	s.AddTool(mcp.NewTool("grow", mcp.WithDescription("Adds a tool named grown (the server announces tools/list_changed).")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.AddTool(mcp.NewTool("grown"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText("grown here"), nil
+			})
+			return mcp.NewToolResultText("grew"), nil
+		})
 	s.AddTool(mcp.NewTool("count", mcp.WithDescription("Counts calls in this process.")),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			mu.Lock()
@@ -214,4 +221,23 @@ func TestPerSessionPoolingCap(t *testing.T) {
 	if n := h.sessionInt(t, "ses_a", "mcp__cap__count"); n != 1 {
 		t.Errorf("session a counted %d after the restart, want 1", n)
 	}
+}
+
+// TestStdioListChanged: a stdio server that adds a tool announces
+// tools/list_changed, and the proxy registers the new tool without a restart.
+func TestStdioListChanged(t *testing.T) {
+	t.Parallel()
+	cfg := statefulServer(t, "grows")
+	cfg.Pooling = PoolShared
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "grows", StateReady, 30*time.Second)
+	if _, ok := h.tools.Lookup("mcp__grows__grown"); ok {
+		t.Fatal("grown is registered before the server added it")
+	}
+	wantText(t, h.sessionCall(t.Context(), t, "", "mcp__grows__grow"), "grew")
+	if !eventually(10*time.Second, func() bool { _, ok := h.tools.Lookup("mcp__grows__grown"); return ok }) {
+		t.Fatalf("the added tool never appeared: %v", h.tools.Names())
+	}
+	wantText(t, h.sessionCall(t.Context(), t, "", "mcp__grows__grown"), "grown here")
 }
