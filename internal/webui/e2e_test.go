@@ -72,7 +72,10 @@ func TestConsoleInChromium(t *testing.T) {
 	writeSkill(t, skills)
 	// Default permissions: execute_command asks unless the session says otherwise. An
 	// MCP server that cannot start gives the health page something to report.
+	// Keys required, as in production: the page and the script use the admin key the
+	// first start wrote.
 	d := testdaemon.Start(t, func(c *config.Config) {
+		c.Auth.Unauthenticated = false
 		c.Skills.Dirs = []string{skills}
 		c.MCPServers = []config.MCPServerConfig{{Name: "broken", Transport: "stdio", Command: "/bin/false"}}
 	})
@@ -82,7 +85,12 @@ func TestConsoleInChromium(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "e2e/console.mjs", d.URL, artifacts)
 	cmd.Dir = packageDir()
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath)
+	key, err := os.ReadFile(filepath.Join(d.App.DataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminKey = strings.TrimSpace(string(key))
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "TOOLSERVER_API_KEY="+adminKey)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// node and the browser it starts share a process group: the whole group goes when
@@ -170,9 +178,17 @@ func writeSkill(t *testing.T, dir string) {
 	}
 }
 
+// adminKey is the key of the daemon under test.
+var adminKey string
+
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

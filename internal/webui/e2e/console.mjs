@@ -24,6 +24,9 @@ if (!base || !artifacts) {
 }
 mkdirSync(artifacts, { recursive: true });
 const origin = new URL(base).origin;
+// The daemon requires API keys: the script's own REST calls and the page use this one.
+const apiKey = process.env.TOOLSERVER_API_KEY || '';
+const auth = apiKey ? { Authorization: `Bearer ${apiKey}` } : {};
 const LONG = 60_000; // generous: two cores shared with other work
 
 function fail(msg) {
@@ -42,7 +45,7 @@ function within(promise, what) {
 async function api(method, path, body) {
   const resp = await fetch(base + path, {
     method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    headers: body === undefined ? { ...auth } : { ...auth, 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await resp.text();
@@ -56,7 +59,7 @@ function startCalls(sessionID, body) {
   let wake = () => {};
   const done = (async () => {
     const resp = await fetch(`${base}/v1/sessions/${sessionID}/tool-calls`, {
-      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+      method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
     });
     if (!resp.ok) fail(`tool-calls: ${resp.status} ${await resp.text()}`);
     const dec = new TextDecoder();
@@ -101,6 +104,8 @@ context.setDefaultTimeout(LONG);
 
 const problems = []; // console errors, page errors, requests to other origins
 let currentStep = 'start';
+// The key as the console's API key button stores it, before any page script runs.
+if (apiKey) await context.addInitScript((k) => localStorage.setItem('toolserverd.apiKey', k), apiKey);
 const page = context.pages()[0] || await context.newPage();
 page.on('console', (m) => { if (m.type() === 'error') problems.push(`[${currentStep}] console error: ${m.text()}`); });
 page.on('pageerror', (e) => problems.push(`[${currentStep}] page error: ${e.message}`));
