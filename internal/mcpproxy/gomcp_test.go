@@ -16,6 +16,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // goServer is an mcp-go MCP server over streamable HTTP on a loopback port: a real
@@ -111,9 +112,9 @@ func TestGoServer(t *testing.T) {
 
 	t.Run("names", func(t *testing.T) {
 		long := "mcp__go__" + strings.Repeat("long_name_", 7)
-		cut := capName(long)
+		cut := toolmgr.CapName(long)
 		if len(cut) != 64 || !strings.HasPrefix(cut, long[:55]) {
-			t.Fatalf("capName(%q) = %q", long, cut)
+			t.Fatalf("toolmgr.CapName(%q) = %q", long, cut)
 		}
 		for _, name := range []string{"mcp__go__files_read", "mcp__go__slow", cut} {
 			if _, ok := h.tools.Lookup(name); !ok {
@@ -122,7 +123,7 @@ func TestGoServer(t *testing.T) {
 		}
 		// "files.read" sanitizes to the name "files_read" holds: the later one in
 		// sort order ("files_read" > "files.read") gets a hash suffix, and it is reported.
-		alt := "mcp__go__files_read_" + shortHash("go/files_read")
+		alt := "mcp__go__files_read_" + toolmgr.ShortHash("go/files_read")
 		wantText(t, h.call(t.Context(), t, alt, `{}`, nil), "I am files_read")
 		wantText(t, h.call(t.Context(), t, "mcp__go__files_read", `{}`, nil), "I am files.read")
 		if len(st.Notes) != 1 || !strings.Contains(st.Notes[0], alt) {

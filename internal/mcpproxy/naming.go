@@ -1,57 +1,14 @@
 package mcpproxy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"regexp"
 	"sort"
-	"strings"
+
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
-// maxNameLen is the longest function name the model providers accept.
-const maxNameLen = 64
-
 var validToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
-
-// sanitizeName replaces every character a provider rejects (anything outside
-// [a-zA-Z0-9_-]) with '_'.
-func sanitizeName(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
-
-// shortHash is a stable 8-hex-digit digest of s.
-func shortHash(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:4])
-}
-
-// capName cuts a name longer than maxNameLen and appends a hash of the whole name,
-// so that two long names sharing their first 55 characters stay distinct.
-func capName(s string) string {
-	if len(s) <= maxNameLen {
-		return s
-	}
-	return withSuffix(s, "_"+shortHash(s))
-}
-
-// withSuffix appends suffix, cutting s so that the result fits maxNameLen.
-func withSuffix(s, suffix string) string {
-	if len(s)+len(suffix) > maxNameLen {
-		s = s[:maxNameLen-len(suffix)]
-	}
-	return s + suffix
-}
 
 // serverTools is what naming needs to know about one server.
 type serverTools struct {
@@ -98,8 +55,8 @@ func assignNames(mode string, servers []serverTools, reserved func(string) bool)
 				notes[s.server] = append(notes[s.server], "a tool with an empty name is ignored")
 				continue
 			}
-			bare := capName(sanitizeName(t))
-			prefixed := capName(sanitizeName(s.prefix + t))
+			bare := toolmgr.CapName(toolmgr.SanitizeName(t))
+			prefixed := toolmgr.CapName(toolmgr.SanitizeName(s.prefix + t))
 			var candidates []string
 			switch mode {
 			case PrefixNever:
@@ -123,7 +80,7 @@ func assignNames(mode string, servers []serverTools, reserved func(string) bool)
 			if chosen == "" && mode != PrefixNever {
 				// Two upstream names that sanitize or cut to the same name: the later
 				// one (in sort order) gets a hash of its own name.
-				alt := withSuffix(candidates[len(candidates)-1], "_"+shortHash(s.server+"/"+t))
+				alt := toolmgr.WithSuffix(candidates[len(candidates)-1], "_"+toolmgr.ShortHash(s.server+"/"+t))
 				if _, taken := takenBy(alt); !taken {
 					chosen = alt
 				}

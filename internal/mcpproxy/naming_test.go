@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 func TestSanitizeAndCap(t *testing.T) {
@@ -17,20 +19,20 @@ func TestSanitizeAndCap(t *testing.T) {
 		{"emoji🙂", "emoji_"},
 		{"UPPER_lower-09", "UPPER_lower-09"},
 	} {
-		if got := sanitizeName(tt.in); got != tt.want {
-			t.Errorf("sanitizeName(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := toolmgr.SanitizeName(tt.in); got != tt.want {
+			t.Errorf("toolmgr.SanitizeName(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 	short := strings.Repeat("a", 64)
-	if capName(short) != short {
+	if toolmgr.CapName(short) != short {
 		t.Errorf("capName cut a 64-character name")
 	}
 	long1, long2 := strings.Repeat("a", 70), strings.Repeat("a", 69)+"b"
-	c1, c2 := capName(long1), capName(long2)
+	c1, c2 := toolmgr.CapName(long1), toolmgr.CapName(long2)
 	if len(c1) != 64 || len(c2) != 64 || c1 == c2 || !strings.HasPrefix(c1, strings.Repeat("a", 55)+"_") {
 		t.Errorf("capName: %q and %q, want 64 characters, distinct, 55 kept + _ + hash", c1, c2)
 	}
-	if capName(long1) != c1 {
+	if toolmgr.CapName(long1) != c1 {
 		t.Error("capName is not stable")
 	}
 }
@@ -81,21 +83,21 @@ func TestAssignNames(t *testing.T) {
 			name: "sanitized collision gets a hash", mode: PrefixAlways,
 			servers: []serverTools{{server: "x", prefix: "mcp__x__", tools: []string{"a_b", "a.b", "a b"}}},
 			want: want{
-				"mcp__x__a_b":                       {"x", "a b"}, // "a b" < "a.b" < "a_b"
-				"mcp__x__a_b_" + shortHash("x/a.b"): {"x", "a.b"},
-				"mcp__x__a_b_" + shortHash("x/a_b"): {"x", "a_b"},
+				"mcp__x__a_b": {"x", "a b"}, // "a b" < "a.b" < "a_b"
+				"mcp__x__a_b_" + toolmgr.ShortHash("x/a.b"): {"x", "a.b"},
+				"mcp__x__a_b_" + toolmgr.ShortHash("x/a_b"): {"x", "a_b"},
 			},
 			wantNotes: map[string][]string{"x": {
-				`tool "a.b" is registered as "mcp__x__a_b_` + shortHash("x/a.b") + `": "mcp__x__a_b" is taken by tool "a b" of mcp server x`,
-				`tool "a_b" is registered as "mcp__x__a_b_` + shortHash("x/a_b") + `": "mcp__x__a_b" is taken by tool "a b" of mcp server x`,
+				`tool "a.b" is registered as "mcp__x__a_b_` + toolmgr.ShortHash("x/a.b") + `": "mcp__x__a_b" is taken by tool "a b" of mcp server x`,
+				`tool "a_b" is registered as "mcp__x__a_b_` + toolmgr.ShortHash("x/a_b") + `": "mcp__x__a_b" is taken by tool "a b" of mcp server x`,
 			}},
 		},
 		{
 			name: "custom prefix, long name, duplicates and empty names", mode: PrefixAlways,
 			servers: []serverTools{{server: "y", prefix: "yy_", tools: []string{strings.Repeat("t", 80), "dup", "dup", ""}}},
 			want: want{
-				capName("yy_" + strings.Repeat("t", 80)): {"y", strings.Repeat("t", 80)},
-				"yy_dup":                                 {"y", "dup"},
+				toolmgr.CapName("yy_" + strings.Repeat("t", 80)): {"y", strings.Repeat("t", 80)},
+				"yy_dup": {"y", "dup"},
 			},
 			wantNotes: map[string][]string{"y": {"a tool with an empty name is ignored", `tool "dup" is listed twice; the second is ignored`}},
 		},
@@ -113,7 +115,7 @@ func TestAssignNames(t *testing.T) {
 				t.Errorf("notes = %q\nwant    %q", notes, tt.wantNotes)
 			}
 			for name := range names {
-				if len(name) > maxNameLen || !validToolName.MatchString(name) {
+				if len(name) > toolmgr.MaxNameLen || !validToolName.MatchString(name) {
 					t.Errorf("invalid registry name %q", name)
 				}
 			}

@@ -1,8 +1,6 @@
 package openapi
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,9 +12,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
-
-const maxNameLen = 64
 
 type builder struct {
 	cfg    Config
@@ -82,7 +79,7 @@ func (b *builder) build(src *Source) error {
 			}
 			route := method + " " + p
 			if prev, dup := names[t.spec.Name]; dup {
-				renamed := withSuffix(t.spec.Name, "_"+shortHash(route))
+				renamed := toolmgr.WithSuffix(t.spec.Name, "_"+toolmgr.ShortHash(route))
 				src.Warnings = append(src.Warnings, fmt.Sprintf("%s and %s both make tool %s; %s is named %s", prev, route, t.spec.Name, route, renamed))
 				t.spec.Name = renamed
 			}
@@ -128,7 +125,7 @@ func nameFromRoute(method, route string) string {
 }
 
 func (b *builder) toolName(id string) string {
-	return capName(b.cfg.Prefix + "__" + sanitize(id))
+	return toolmgr.CapName(b.cfg.Prefix + "__" + sanitize(id))
 }
 
 // operation builds the tool of one operation.
@@ -381,19 +378,10 @@ func clip(s string, n int) string {
 
 // sanitize replaces characters providers reject in tool names with '_'.
 func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
+	if s = toolmgr.SanitizeName(s); s == "" {
 		return "_"
 	}
-	return b.String()
+	return s
 }
 
 // sanitizeArg makes a property name every provider accepts ([a-zA-Z0-9_.-]{1,64}).
@@ -411,29 +399,10 @@ func sanitizeArg(s string) string {
 	if out == "" {
 		out = "_"
 	}
-	if len(out) > maxNameLen {
-		out = withSuffix(out, "_"+shortHash(s))
+	if len(out) > toolmgr.MaxNameLen {
+		out = toolmgr.WithSuffix(out, "_"+toolmgr.ShortHash(s))
 	}
 	return out
 }
 
 func validArg(s string) bool { return s != "" && sanitizeArg(s) == s }
-
-func shortHash(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:4])
-}
-
-func capName(s string) string {
-	if len(s) <= maxNameLen {
-		return s
-	}
-	return withSuffix(s, "_"+shortHash(s))
-}
-
-func withSuffix(s, suffix string) string {
-	if len(s)+len(suffix) > maxNameLen {
-		s = s[:maxNameLen-len(suffix)]
-	}
-	return s + suffix
-}
