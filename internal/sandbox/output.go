@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"sync/atomic"
+	"syscall"
 )
 
 // Stream names.
@@ -45,6 +46,12 @@ func (o *outputLog) copyFrom(r, w *os.File, notify func()) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) && n == 0 {
+			// The drain deadline passed, perhaps before this goroutine ran at all on a
+			// loaded machine: what the process wrote before it exited is still in the
+			// pipe, and Read no longer returns it. Take it without waiting.
+			n, err = drainNow(r, buf)
+		}
 		if n > 0 {
 			keep := int64(n)
 			if room := o.limit - o.size.Load(); keep > room {
@@ -66,6 +73,35 @@ func (o *outputLog) copyFrom(r, w *os.File, notify func()) {
 			return
 		}
 	}
+}
+
+// drainNow reads what is in the pipe now, without waiting and whatever its deadline.
+// It returns io.EOF once nothing is left, so the caller's loop ends.
+func drainNow(r *os.File, buf []byte) (int, error) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	cerr := rc.Control(func(fd uintptr) {
+		for {
+			m, err := syscall.Read(int(fd), buf)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if m > 0 {
+				n = m
+			}
+			return
+		}
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 func (o *outputLog) writeErr() error {

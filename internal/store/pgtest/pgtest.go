@@ -214,8 +214,7 @@ func startCluster() (*cluster, error) {
 			os.RemoveAll(c.dir)
 			return nil, err
 		}
-		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off", c.port, c.dir)
-		out, err := c.run(time.Minute, "pg_ctl", "-D", c.data, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60", "-o", opts, "start")
+		out, err := c.start()
 		if err == nil {
 			break
 		}
@@ -227,6 +226,40 @@ func startCluster() (*cluster, error) {
 	}
 	c.startWatchdog()
 	return c, nil
+}
+
+func (c *cluster) start() (string, error) {
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off", c.port, c.dir)
+	return c.run(time.Minute, "pg_ctl", "-D", c.data, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60", "-o", opts, "start")
+}
+
+// StopServer stops the throwaway cluster's server (fast shutdown: sessions are
+// disconnected) and keeps its data, so that StartServer brings it back on the same
+// port: for tests of a database outage. It fails when the server is not the throwaway
+// cluster (TOOLSERVER_TEST_POSTGRES_URL is set, or URL was never called).
+func StopServer() error {
+	mu.Lock()
+	defer mu.Unlock()
+	if cl == nil {
+		return errors.New("pgtest: no throwaway cluster to stop (unset " + EnvURL + " and call URL first)")
+	}
+	if out, err := cl.run(time.Minute, "pg_ctl", "-D", cl.data, "-m", "fast", "-w", "stop"); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// StartServer starts the server StopServer stopped, on the same port.
+func StartServer() error {
+	mu.Lock()
+	defer mu.Unlock()
+	if cl == nil {
+		return errors.New("pgtest: no throwaway cluster to start")
+	}
+	if out, err := cl.start(); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // run runs a PostgreSQL binary, as the postgres user when we are root. Output goes
