@@ -90,8 +90,8 @@ func TestDiskFullSQLite(t *testing.T) {
 		_, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: mixedTools, Metadata: map[string]any{"pad": strings.Repeat("x", 8<<10)}})
 		if err != nil {
 			var ae *client.Error
-			if !errors.As(err, &ae) || ae.Status < 500 || ae.Code == "http" || ae.Message == "" {
-				t.Fatalf("create session %d on a full disk: want a 5xx JSON error, got %v", i, err)
+			if !errors.As(err, &ae) || ae.Status != 503 || ae.Code != "unavailable" || !strings.Contains(ae.Message, "out of disk space") {
+				t.Fatalf("create session %d on a full disk: want a 503 saying the store is out of disk space, got %v", i, err)
 			}
 			failures++
 			if failures == 1 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+
+	"github.com/toolserverd/toolserverd/internal/store"
 )
 
 // Error codes of HTTP errors. Each maps to one status.
@@ -59,7 +61,12 @@ type errorBody struct {
 // are logged with the request id and shown as "internal error".
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	if !errors.As(err, &ae) && store.IsStorageFull(err) {
+		s.log.ErrorContext(r.Context(), "the store is out of space", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
+		w.Header().Set("Retry-After", "30")
+		ae = errorf(CodeUnavailable, "the daemon's store is out of disk space; nothing was recorded for this request. Retry once an operator has freed space (request id "+requestID(r.Context())+")")
+	}
+	if ae == nil && !errors.As(err, &ae) {
 		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
 		ae = errorf(CodeInternal, "internal error (request id "+requestID(r.Context())+")")
 	}
