@@ -59,7 +59,16 @@ if [ "$FUZZTIME" != "0" ]; then
     dir=$(go list -f '{{.Dir}}' "$pkg")
     for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
       echo "fuzz $pkg $target ($FUZZTIME)"
-      out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1) || { echo "$out"; exit 1; }
+      for attempt in 1 2; do
+        if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then break; fi
+        # A finding always writes its input to testdata/fuzz. On a loaded machine the fuzz
+        # coordinator can also give up on a busy worker at the time limit ("context
+        # deadline exceeded") without any finding: try once more, then say so and go on.
+        if grep -q 'Failing input written' <<<"$out" || ! grep -q 'context deadline exceeded' <<<"$out"; then
+          echo "$out"; exit 1
+        fi
+        [ "$attempt" = 2 ] && echo "test.sh: $target: the fuzz engine timed out stopping its workers twice, with no finding; not a failure" >&2
+      done
     done
   done
 fi
