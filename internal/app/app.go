@@ -247,6 +247,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if a.MCPEndpoint != nil {
 		a.API.MCPEndpoint = a.MCPEndpoint
 	}
+	a.API.Replicas = a.replicaForwarding()
 	return a, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/toolserverd/toolserverd/internal/cluster"
+	"github.com/toolserverd/toolserverd/internal/server"
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
@@ -60,4 +61,14 @@ func advertiseURL(configured string, addr net.Addr) string {
 		}
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// replicaForwarding lets this replica forward progress reads to the replica running
+// the call; nil with SQLite.
+func (a *App) replicaForwarding() *server.Replicas {
+	rs, ok := a.Store.(store.ReplicaStore)
+	if a.storeKind() != "postgres" || !ok {
+		return nil
+	}
+	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs}
 }

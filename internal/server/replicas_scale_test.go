@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
@@ -77,4 +80,107 @@ func TestUnsafeCallsSerializedAcrossReplicas(t *testing.T) {
 			t.Fatalf("in-process overlap on %s", d.url)
 		}
 	}
+}
+
+// TestProgressReadOnAnotherReplica: a call runs on replica A; its live output is read
+// through replica B, by offset and as an SSE stream, and B answers with A's output
+// (forwarded to A's advertised address). Once A is gone, B answers from the store:
+// the finished call reads as finished, with no output.
+func TestProgressReadOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	shared := t.TempDir()
+	opts := func(replica string) daemonOpts {
+		return daemonOpts{store: url, mutate: func(c *config.Config) {
+			c.ReplicaID = replica
+			c.Sessions.WorkdirRoots = []string{shared}
+		}}
+	}
+	a, b := startDaemon(t, opts("replica-a")), startDaemon(t, opts("replica-b"))
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
+
+	callID := make(chan string, 1)
+	done := make(chan []byte, 1)
+	go func() {
+		defer close(done)
+		resp, err := http.Post(a.url+"/v1/sessions/"+id+"/tool-calls", "application/json", strings.NewReader(
+			`{"calls":[{"id":"p","name":"execute_command","arguments":{"command":"echo first-line; while [ ! -e go ]; do sleep 0.05; done; echo second-line"}}]}`))
+		if err != nil {
+			close(callID)
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var rest []byte
+		for sc.Scan() {
+			var ev struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+			}
+			_ = json.Unmarshal(sc.Bytes(), &ev)
+			if ev.Type == "tool_start" {
+				callID <- ev.CallID
+			}
+			rest = append(append(rest, sc.Bytes()...), '\n')
+		}
+		done <- rest
+	}()
+	var cid string
+	select {
+	case c, ok := <-callID:
+		if !ok {
+			t.Fatal("the call could not be posted to A")
+		}
+		cid = c
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call did not start on A")
+	}
+
+	read := func(d *daemon) progressRead {
+		code, _, body := d.do("GET", "/v1/tool-calls/"+cid+"/progress?offset=0", nil)
+		if code != 200 {
+			t.Fatalf("progress on %s: %d %s", d.url, code, body)
+		}
+		var p progressRead
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	waitFor(t, 30*time.Second, "A's live output read through B", func() bool {
+		return strings.Contains(read(b).Data, "first-line")
+	})
+	if p := read(b); p.Finished {
+		t.Fatalf("the running call reads as finished through B: %+v", p)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case rest := <-done:
+		if m := messages(t, parseNDJSON(t, rest))["p"]; m.m["is_error"] != false {
+			t.Fatalf("the call on A: %s", m.raw)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call on A did not finish")
+	}
+	waitFor(t, 30*time.Second, "the finished output read through B", func() bool {
+		p := read(b)
+		return p.Finished && p.Data == "first-line\nsecond-line\n"
+	})
+	if text, _ := readSSE(t, b, cid, ""); text != "first-line\nsecond-line\n" {
+		t.Fatalf("SSE through B: %q", text)
+	}
+
+	// A is gone: B answers from the store.
+	a.stop()
+	if p := read(b); !p.Finished || p.Data != "" {
+		t.Fatalf("with the owner gone: %+v", p)
+	}
+}
+
+type progressRead struct {
+	Data       string `json:"data"`
+	NextOffset int64  `json:"next_offset"`
+	Finished   bool   `json:"finished"`
 }
