@@ -36,8 +36,14 @@ func buildBinary(t *testing.T) string {
 
 func startProc(t *testing.T, bin, dataDir string) *daemonProc {
 	t.Helper()
-	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
-	cmd.Env = append(os.Environ(), "TOOLSERVER_REPLICA_ID=crash-test")
+	return startProcWith(t, exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json"), "TOOLSERVER_REPLICA_ID=crash-test")
+}
+
+// startProcWith starts cmd with env added to the test's environment and waits until
+// it listens.
+func startProcWith(t *testing.T, cmd *exec.Cmd, env ...string) *daemonProc {
+	t.Helper()
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

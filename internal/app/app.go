@@ -62,6 +62,9 @@ type App struct {
 	stopNotifier func()
 	stopExpiry   context.CancelFunc
 	expiryDone   chan struct{}
+
+	// sessionLockPool serializes sessions' unsafe calls across replicas (PostgreSQL).
+	sessionLockPool *store.PGSessionLocks
 }
 
 // New builds every component. Close releases what New acquired.
@@ -204,6 +207,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Owner:          cfg.ReplicaID,
 	}, a.Commits, a.Trunc, metrics, progressSource{a.Progress}, log)
 
+	if err := a.sessionLocks(ctx); err != nil {
+		return nil, err
+	}
 	approvals, err := a.permissions(ctx)
 	if err != nil {
 		return nil, err
@@ -241,6 +247,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if a.MCPEndpoint != nil {
 		a.API.MCPEndpoint = a.MCPEndpoint
 	}
+	a.API.Replicas = a.replicaForwarding()
 	return a, nil
 }
 
@@ -349,6 +356,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.Log.Info("toolserverd listening", "addr", ln.Addr().String(), "data_dir", a.DataDir, "store", a.storeKind(),
 		"tools", len(a.Tools.Names()), "replica_id", a.Config.ReplicaID, "config_file", a.Config.File)
 
+	leave, err := a.joinCluster(ctx, ln)
+	if err != nil {
+		return err
+	}
+	defer leave() // after the drain: heartbeats go on while calls finish
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -484,6 +496,9 @@ func (a *App) Close() {
 	}
 	if a.Commits != nil {
 		a.Commits.Stop()
+	}
+	if a.sessionLockPool != nil {
+		a.sessionLockPool.Close()
 	}
 	if a.Store != nil {
 		_ = a.Store.Close()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -73,6 +74,8 @@ type Config struct {
 	// own format (provider_defined, executed here by a handler). YAML only.
 	ProviderTools []ProviderToolConfig `mapstructure:"provider_tools"`
 	Chain         ChainConfig          `mapstructure:"chain"`
+	// Cluster is how replicas sharing one PostgreSQL find each other; unused with SQLite.
+	Cluster ClusterConfig `mapstructure:"cluster"`
 
 	// File is the config file that was read, if any (not a key).
 	File string `mapstructure:"-"`
@@ -116,6 +119,18 @@ type CORSConfig struct {
 	AllowedOrigins []string `mapstructure:"allowed_origins"`
 	// MaxAge is how long browsers may cache a preflight answer.
 	MaxAge time.Duration `mapstructure:"max_age"`
+}
+
+// ClusterConfig configures replicas sharing one PostgreSQL database.
+type ClusterConfig struct {
+	// AdvertiseURL is the base URL other replicas reach this one at; empty derives it
+	// from addr (an unspecified host becomes the host name).
+	AdvertiseURL string `mapstructure:"advertise_url"`
+	// Lease is how long a replica may go without a heartbeat before the others mark
+	// its unfinished calls failed. It heartbeats every lease/3.
+	Lease time.Duration `mapstructure:"lease"`
+	// SessionLockConnections caps the connections holding sessions' advisory locks.
+	SessionLockConnections int `mapstructure:"session_lock_connections"`
 }
 
 // LogConfig configures logging.
@@ -354,6 +369,7 @@ func Defaults() Config {
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
 			MaxSteps: 10_000_000, ArtifactBytesPerSession: 64 << 20},
 		MCPEndpoint: MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute},
+		Cluster:     ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
 	}
 }
 
@@ -474,6 +490,17 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
+	}
+	if u := c.Cluster.AdvertiseURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			bad("cluster.advertise_url", "%q is not an http(s) base URL like http://10.0.0.7:8080", u)
+		}
+	}
+	if c.Cluster.Lease < time.Second {
+		bad("cluster.lease", "%s is below 1s", c.Cluster.Lease)
+	}
+	if c.Cluster.SessionLockConnections < 1 {
+		bad("cluster.session_lock_connections", "must be at least 1")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

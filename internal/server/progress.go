@@ -59,6 +59,9 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if s.forwardToOwner(w, r, rec, s.getProgress) {
+		return
+	}
 	resp := progressChunk{CallID: rec.ID, Stream: stream, Offset: offset, NextOffset: offset, Encoding: encoding, Streams: []string{}}
 	if s.Progress == nil {
 		resp.Finished = rec.Status.Terminal()
@@ -136,6 +139,9 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.call(r)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.forwardToOwner(w, r, rec, s.streamProgress) {
 		return
 	}
 	cursor, err := parseCursor(r.Header.Get("Last-Event-ID"))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -67,6 +68,9 @@ type Deps struct {
 	Keys store.APIKeyStore
 	// CORS, when it lists origins, lets browsers on them call the API.
 	CORS CORSConfig
+	// Replicas forwards progress reads to the replica running the call; nil when the
+	// store is not shared.
+	Replicas *Replicas
 }
 
 // CORSConfig lets web UIs on other origins call the API.
@@ -85,6 +89,9 @@ type Server struct {
 	Deps
 	cfg Config
 	log *slog.Logger
+
+	transportOnce sync.Once
+	transport     http.RoundTripper // to other replicas
 }
 
 // New returns the API handler.

@@ -148,7 +148,8 @@ type Executor struct {
 	obs      Observer
 	progress ProgressSource
 	trunc    *toolmgr.Truncator
-	perm     *Permissions // nil: every call is allowed
+	perm     *Permissions  // nil: every call is allowed
+	locks    SessionLocker // nil: unsafe calls are serialized in this process only
 	log      *slog.Logger
 
 	mu      sync.Mutex
@@ -465,6 +466,11 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		case <-ctx.Done():
 			return tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name), false
 		}
+		unlock, r := x.lockAcross(ctx, sess, c)
+		if r != nil {
+			return r, false
+		}
+		defer unlock()
 		if r := skip(); r != nil {
 			return r, false
 		}

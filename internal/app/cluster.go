@@ -1,0 +1,74 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/toolserverd/toolserverd/internal/cluster"
+	"github.com/toolserverd/toolserverd/internal/server"
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// sessionLocks makes unsafe calls take a per-session advisory lock when replicas
+// share PostgreSQL. With SQLite (one process) the in-process lock is all there is.
+func (a *App) sessionLocks(ctx context.Context) error {
+	if a.storeKind() != "postgres" {
+		return nil
+	}
+	l, err := store.NewPGSessionLocks(ctx, a.Config.Store, a.Config.Cluster.SessionLockConnections)
+	if err != nil {
+		return err
+	}
+	a.sessionLockPool = l
+	a.Exec.UseSessionLocks(l)
+	return nil
+}
+
+// joinCluster starts heartbeating this replica (reachable at the address derived
+// from ln) and failing the calls of replicas that stopped. It returns the stop
+// function; nothing to do with SQLite.
+func (a *App) joinCluster(ctx context.Context, ln net.Listener) (stop func(), err error) {
+	rs, ok := a.Store.(store.ReplicaStore)
+	if a.storeKind() != "postgres" || !ok {
+		return func() {}, nil
+	}
+	m, err := cluster.New(cluster.Config{ReplicaID: a.Config.ReplicaID, Address: advertiseURL(a.Config.Cluster.AdvertiseURL, ln.Addr()),
+		Lease: a.Config.Cluster.Lease}, rs, a.Notifier, a.Log)
+	if err != nil {
+		return nil, fmt.Errorf("config: cluster: %w", err)
+	}
+	if err := m.Start(ctx); err != nil {
+		return nil, err
+	}
+	return m.Stop, nil
+}
+
+// advertiseURL is the configured URL, or http:// + the listen address with an
+// unspecified host replaced by the host name.
+func advertiseURL(configured string, addr net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// replicaForwarding lets this replica forward progress reads to the replica running
+// the call; nil with SQLite.
+func (a *App) replicaForwarding() *server.Replicas {
+	rs, ok := a.Store.(store.ReplicaStore)
+	if a.storeKind() != "postgres" || !ok {
+		return nil
+	}
+	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs}
+}

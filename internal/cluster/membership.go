@@ -1,0 +1,154 @@
+// Package cluster keeps a replica's membership among the daemons sharing one
+// PostgreSQL database: it heartbeats this replica's row and, as a survivor, fails the
+// unfinished calls of replicas whose lease ran out, so that a killed replica's calls
+// are never left running forever.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Store is what membership needs of the store.
+type Store interface {
+	Heartbeat(ctx context.Context, id, address string, startedAt time.Time) error
+	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string) *tool.Result) ([]store.ExpiredCall, error)
+}
+
+// Notifier wakes the waiters of a call that was failed.
+type Notifier interface {
+	Notify(ctx context.Context, topic, payload string) error
+}
+
+// Config describes this replica.
+type Config struct {
+	ReplicaID string
+	// Address is this replica's advertised base URL.
+	Address string
+	// Lease is how long a replica may go without a heartbeat before the others fail
+	// its unfinished calls.
+	Lease time.Duration
+	// Interval is how often to heartbeat and sweep; 0 means Lease/3.
+	Interval time.Duration
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.ReplicaID == "":
+		return errors.New("cluster: replica id is empty")
+	case c.Lease <= 0:
+		return fmt.Errorf("cluster: lease %s is not positive", c.Lease)
+	case c.Interval < 0 || (c.Interval > 0 && c.Interval >= c.Lease):
+		return fmt.Errorf("cluster: heartbeat interval %s must be shorter than the lease %s", c.Interval, c.Lease)
+	}
+	return nil
+}
+
+// Membership heartbeats and sweeps. Start it once; Stop it once.
+type Membership struct {
+	cfg     Config
+	st      Store
+	notify  Notifier
+	log     *slog.Logger
+	started time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// New returns a Membership; notify may be nil.
+func New(cfg Config, st Store, notify Notifier, log *slog.Logger) (*Membership, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = cfg.Lease / 3
+	}
+	return &Membership{cfg: cfg, st: st, notify: notify, log: log}, nil
+}
+
+// ExpiredReason is the text of the result given to a call whose replica stopped.
+func ExpiredReason(owner string) string {
+	return fmt.Sprintf("replica %s stopped answering while this call ran; the call may have run partly", owner)
+}
+
+// Start writes the first heartbeat (an unreachable store fails the start), then
+// heartbeats and sweeps every interval until Stop.
+func (m *Membership) Start(ctx context.Context) error {
+	m.started = time.Now().UTC()
+	if err := m.st.Heartbeat(ctx, m.cfg.ReplicaID, m.cfg.Address, m.started); err != nil {
+		return fmt.Errorf("cluster: first heartbeat: %w", err)
+	}
+	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.done = make(chan struct{})
+	go m.loop(ctx)
+	return nil
+}
+
+func (m *Membership) loop(ctx context.Context) {
+	defer close(m.done)
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	m.Sweep(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Each store operation gets at most one interval, so a hung database cannot
+		// make the heartbeat fall further behind than it must.
+		hctx, cancel := context.WithTimeout(ctx, m.cfg.Interval)
+		if err := m.st.Heartbeat(hctx, m.cfg.ReplicaID, m.cfg.Address, m.started); err != nil && ctx.Err() == nil {
+			m.log.Error("replica heartbeat failed; if it keeps failing for the lease, other replicas fail this replica's calls",
+				"replica_id", m.cfg.ReplicaID, "lease", m.cfg.Lease.String(), "err", err)
+		}
+		cancel()
+		m.Sweep(ctx)
+	}
+}
+
+// Sweep fails the calls of replicas whose lease ran out and wakes their waiters. It
+// returns how many calls it failed.
+func (m *Membership) Sweep(ctx context.Context) int {
+	sctx, cancel := context.WithTimeout(ctx, m.cfg.Interval)
+	defer cancel()
+	expired, err := m.st.ExpireReplicas(sctx, m.cfg.ReplicaID, m.cfg.Lease, func(owner string) *tool.Result {
+		return tool.ErrorResult(tool.KindFailed, "%s", ExpiredReason(owner))
+	})
+	if err != nil && ctx.Err() == nil {
+		m.log.Error("failing the calls of stopped replicas failed", "err", err)
+	}
+	owners := map[string]int{}
+	for _, c := range expired {
+		owners[c.Owner]++
+		if m.notify != nil {
+			_ = m.notify.Notify(ctx, store.TopicCall, c.ID)
+		}
+	}
+	for owner, n := range owners {
+		m.log.Warn("a replica stopped heartbeating; its unfinished calls were marked failed",
+			"replica_id", owner, "calls", n, "lease", m.cfg.Lease.String())
+	}
+	return len(expired)
+}
+
+// Stop ends heartbeats and sweeps. The row stays: if calls were left unfinished, the
+// survivors fail them once the lease runs out.
+func (m *Membership) Stop() {
+	m.once.Do(func() {
+		if m.cancel != nil {
+			m.cancel()
+			<-m.done
+		}
+	})
+}

@@ -1,0 +1,41 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Replica is a daemon process sharing the database with others.
+type Replica struct {
+	ID string
+	// Address is the replica's advertised base URL (http://10.0.0.7:8080), where the
+	// others forward reads of what only it holds (live output of its calls).
+	Address   string
+	StartedAt time.Time
+	LastSeen  time.Time // by the database's clock
+}
+
+// ExpiredCall is a call failed because its owner stopped heartbeating.
+type ExpiredCall struct {
+	ID    string
+	Owner string
+}
+
+// ReplicaStore keeps the replicas' heartbeats and fails the calls of the ones that
+// stopped. Only PostgreSQL has it: SQLite is one machine, where a restarted process
+// fails its own leftovers (AbandonCalls). Every time is the database's clock, so the
+// replicas' clocks need not agree.
+type ReplicaStore interface {
+	// Heartbeat records that replica id, reachable at address, is alive now.
+	// startedAt is written when the row is created.
+	Heartbeat(ctx context.Context, id, address string, startedAt time.Time) error
+	// GetReplica returns ErrNotFound for an id that never heartbeated.
+	GetReplica(ctx context.Context, id string) (*Replica, error)
+	// ExpireReplicas finishes as failed, with result(owner), every pending or running
+	// call owned by a replica other than self whose last heartbeat is older than
+	// lease. Each call is failed once however many replicas sweep at the same time
+	// (a conditional update); the returned calls are the ones this sweep failed.
+	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string) *tool.Result) ([]ExpiredCall, error)
+}

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+var _ ReplicaStore = (*Postgres)(nil)
+
+// replicaRetention is how long the row of a replica that stopped, and owns no
+// unfinished call, is kept (pods get new names on every rollout).
+const replicaRetention = 24 * time.Hour
+
+func (p *Postgres) Heartbeat(ctx context.Context, id, address string, startedAt time.Time) error {
+	if id == "" {
+		return fmt.Errorf("store: heartbeat: empty replica id: %w", ErrInvalid)
+	}
+	if startedAt.IsZero() {
+		startedAt = now()
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO replicas (id, address, started_at, last_seen) VALUES ($1, $2, $3, now())
+		ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, last_seen = now()`, id, address, utcMicro(startedAt))
+	if err != nil {
+		return fmt.Errorf("store: heartbeat of %s: %w", id, err)
+	}
+	return nil
+}
+
+func (p *Postgres) GetReplica(ctx context.Context, id string) (*Replica, error) {
+	var r Replica
+	err := p.pool.QueryRow(ctx, `SELECT id, address, started_at, last_seen FROM replicas WHERE id = $1`, id).
+		Scan(&r.ID, &r.Address, &r.StartedAt, &r.LastSeen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("store: get replica %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get replica %s: %w", id, err)
+	}
+	r.StartedAt, r.LastSeen = r.StartedAt.UTC(), r.LastSeen.UTC()
+	return &r, nil
+}
+
+func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string) *tool.Result) ([]ExpiredCall, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("store: expire replicas: lease %s is not positive: %w", lease, ErrInvalid)
+	}
+	leaseUS := lease.Microseconds()
+	rows, err := p.pool.Query(ctx, `SELECT id FROM replicas r WHERE id <> $1 AND last_seen < now() - $2 * interval '1 microsecond'
+		AND EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))`, self, leaseUS)
+	if err != nil {
+		return nil, fmt.Errorf("store: expire replicas: %w", err)
+	}
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: expire replicas: %w", err)
+	}
+	var out []ExpiredCall
+	for _, owner := range stale {
+		res := result(owner)
+		if err := checkResult(res); err != nil {
+			return out, fmt.Errorf("store: expire calls of %s: %w", owner, err)
+		}
+		enc, err := encodeResult(res)
+		if err != nil {
+			return out, fmt.Errorf("store: expire calls of %s: encode result: %w", owner, err)
+		}
+		// The staleness is checked again in the update: the replica may have come back
+		// since the select. Concurrent sweeps serialize on the rows; the loser's
+		// re-checked status condition no longer matches.
+		rows, err := p.pool.Query(ctx, `UPDATE tool_calls SET status = 'failed', result = $1, error_kind = $2, finished_at = $3
+			WHERE owner = $4 AND status IN ('pending', 'running')
+			AND EXISTS (SELECT 1 FROM replicas WHERE id = $4 AND last_seen < now() - $5 * interval '1 microsecond')
+			RETURNING id`, enc, string(resultErrorKind(res)), now(), owner, leaseUS)
+		if err != nil {
+			return out, fmt.Errorf("store: expire calls of %s: %w", owner, err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return out, fmt.Errorf("store: expire calls of %s: %w", owner, err)
+		}
+		for _, id := range ids {
+			out = append(out, ExpiredCall{ID: id, Owner: owner})
+		}
+	}
+	if _, err := p.pool.Exec(ctx, `DELETE FROM replicas r WHERE last_seen < now() - $1 * interval '1 microsecond'
+		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))`,
+		replicaRetention.Microseconds()); err != nil {
+		return out, fmt.Errorf("store: forget old replicas: %w", err)
+	}
+	return out, nil
+}

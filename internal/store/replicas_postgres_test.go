@@ -1,0 +1,199 @@
+package store_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// TestExpireReplicas: the unfinished calls of a replica whose heartbeat is older than
+// the lease are failed once, by exactly one of two concurrent sweeps; waiting and
+// finished calls, the calls of a live replica and the sweeper's own are untouched.
+func TestExpireReplicas(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	ctx := t.Context()
+	s1, err := store.OpenPostgres(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s1.Close() })
+	s2, err := store.OpenPostgres(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+
+	for _, id := range []string{"dead", "alive", "sweeper-1", "sweeper-2"} {
+		if err := s1.Heartbeat(ctx, id, "http://"+id+":8080", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s1.CreateSession(ctx, &store.Session{ID: "ses_1", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var calls []*store.Call
+	add := func(id, owner string, st store.CallStatus) {
+		c := &store.Call{ID: id, SessionID: "ses_1", Tenant: "t", ToolCallID: id, Name: "x", Status: st, Owner: owner}
+		if st.Terminal() {
+			c.Result = tool.TextResult("done")
+		}
+		calls = append(calls, c)
+	}
+	add("tc_dead_running", "dead", store.CallRunning)
+	add("tc_dead_pending", "dead", store.CallPending)
+	add("tc_dead_waiting", "dead", store.CallWaiting)
+	add("tc_dead_done", "dead", store.CallSucceeded)
+	add("tc_alive_running", "alive", store.CallRunning)
+	add("tc_sweeper_running", "sweeper-1", store.CallRunning)
+	if err := s1.WriteCalls(ctx, calls, nil); err != nil {
+		t.Fatal(err)
+	}
+	// "dead" and "sweeper-1" last heartbeated an hour ago (by the database's clock).
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `UPDATE replicas SET last_seen = now() - interval '1 hour' WHERE id IN ('dead', 'sweeper-1')`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s1.GetReplica(ctx, "alive")
+	if err != nil || r.Address != "http://alive:8080" {
+		t.Fatalf("GetReplica: %+v %v", r, err)
+	}
+	if _, err := s1.GetReplica(ctx, "nobody"); err == nil {
+		t.Fatal("GetReplica of an unknown id succeeded")
+	}
+
+	reason := func(owner string) *tool.Result {
+		return tool.ErrorResult(tool.KindFailed, "replica %s stopped", owner)
+	}
+	var (
+		wg  sync.WaitGroup
+		got [2][]store.ExpiredCall
+	)
+	for i, s := range []*store.Postgres{s1, s2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if got[i], err = s.ExpireReplicas(ctx, []string{"sweeper-1", "sweeper-2"}[i], time.Minute, reason); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var ids []string
+	for _, g := range got {
+		for _, c := range g {
+			if !strings.HasPrefix(c.ID, "tc_"+strings.Split(c.Owner, "-")[0]+"_") {
+				t.Errorf("expired %s of %s", c.ID, c.Owner)
+			}
+			ids = append(ids, c.ID)
+		}
+	}
+	sort.Strings(ids)
+	// sweeper-2 also sees sweeper-1 as stale; sweeper-1 never expires itself.
+	want := []string{"tc_dead_pending", "tc_dead_running", "tc_sweeper_running"}
+	if strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Fatalf("expired %v (sweep 1: %v, sweep 2: %v), want each of %v exactly once", ids, got[0], got[1], want)
+	}
+	for _, c := range got[0] {
+		if c.Owner == "sweeper-1" {
+			t.Fatalf("sweeper-1 expired its own call %s", c.ID)
+		}
+	}
+	check := func(id string, st store.CallStatus, text string) {
+		t.Helper()
+		c, err := s1.GetCall(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status != st {
+			t.Fatalf("%s is %s, want %s", id, c.Status, st)
+		}
+		if text != "" && (c.Result == nil || !strings.Contains(c.Result.Content[0].Text, text) || c.ErrorKind != tool.KindFailed || c.FinishedAt == nil) {
+			t.Fatalf("%s result %+v kind %q", id, c.Result, c.ErrorKind)
+		}
+	}
+	check("tc_dead_running", store.CallFailed, "replica dead stopped")
+	check("tc_dead_pending", store.CallFailed, "replica dead stopped")
+	check("tc_dead_waiting", store.CallWaiting, "")
+	check("tc_dead_done", store.CallSucceeded, "")
+	check("tc_alive_running", store.CallRunning, "")
+
+	// A later sweep finds nothing more.
+	again, err := s1.ExpireReplicas(ctx, "sweeper-2", time.Minute, reason)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second sweep: %v %v", again, err)
+	}
+}
+
+// TestSessionLocksAcrossPools: two lock pools (two replicas) exclude each other on one
+// session, not on two. (A holder that dies releases its lock with its connection:
+// cmd/toolserverd's replica test kills one.)
+func TestSessionLocksAcrossPools(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	ctx := t.Context()
+	a, err := store.NewPGSessionLocks(ctx, u, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	b, err := store.NewPGSessionLocks(ctx, u, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+
+	unlockA, err := a.LockSession(ctx, "ses_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another session is not blocked.
+	unlockOther, err := b.LockSession(ctx, "ses_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockOther()
+	// The same session is: b waits until a unlocks, or its context ends.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = b.LockSession(short, "ses_1")
+	cancel()
+	if err == nil {
+		t.Fatal("b took ses_1 while a held it")
+	}
+	got := make(chan func(), 1)
+	go func() {
+		u, err := b.LockSession(ctx, "ses_1")
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- u
+	}()
+	unlockA()
+	unlockB, ok := <-got
+	if !ok {
+		t.FailNow()
+	}
+	// Unlocked, a takes it again.
+	unlockB()
+	unlockAgain, err := a.LockSession(ctx, "ses_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockAgain()
+}
