@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolserverd/toolserverd/api"
 	"github.com/toolserverd/toolserverd/internal/auth"
@@ -67,6 +68,8 @@ type Deps struct {
 	Keys store.APIKeyStore
 	// CORS, when it lists origins, lets browsers on them call the API.
 	CORS CORSConfig
+	// Tracer, when set, gives every request an HTTP server span.
+	Tracer trace.TracerProvider
 }
 
 // CORSConfig lets web UIs on other origins call the API.
@@ -99,7 +102,7 @@ func New(cfg Config, d Deps) *Server {
 // the two in step.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestIDMiddleware, s.recoverMiddleware, s.Metrics.middleware)
+	r.Use(s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
 	})
