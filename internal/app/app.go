@@ -32,6 +32,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/skills"
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/telemetry"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -58,6 +59,10 @@ type App struct {
 	API      *server.Server
 	// MCPEndpoint serves sessions' tools to MCP clients; nil when disabled.
 	MCPEndpoint *mcpserver.Endpoint
+	// Tracing is the OpenTelemetry tracer provider; disabled unless configured.
+	Tracing *telemetry.Tracing
+	// StoreMetrics time store operations.
+	StoreMetrics *telemetry.StoreMetrics
 
 	stopNotifier func()
 	stopExpiry   context.CancelFunc
@@ -69,6 +74,8 @@ type App struct {
 
 // New builds every component. Close releases what New acquired.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
+	// Log lines written with a request's or a call's context carry its ids.
+	log = slog.New(telemetry.NewLogHandler(log.Handler()))
 	a = &App{Config: cfg, Log: log}
 	// "return nil, err" clears a before deferred calls run: close what was built.
 	built := a
@@ -94,7 +101,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if abandoned > 0 {
 		log.Warn("calls left unfinished by a previous run were marked failed", "count", abandoned, "replica_id", cfg.ReplicaID)
 	}
-	if a.Commits, err = store.NewGroupCommitter(a.Store, store.GroupCommitConfig{}); err != nil {
+	a.Registry = prometheus.NewRegistry()
+	a.StoreMetrics = telemetry.NewStoreMetrics(a.Registry)
+	if a.Commits, err = store.NewGroupCommitter(a.Store, store.GroupCommitConfig{Observe: a.StoreMetrics.Observe}); err != nil {
 		return nil, err
 	}
 	if err := a.Commits.Start(context.WithoutCancel(ctx)); err != nil {
@@ -102,7 +111,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, err
 	}
 
-	a.Registry = prometheus.NewRegistry()
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(a.Registry)
 
@@ -206,6 +214,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		MaxTimeout:     cfg.Calls.MaxTimeout,
 		Owner:          cfg.ReplicaID,
 	}, a.Commits, a.Trunc, metrics, progressSource{a.Progress}, log)
+	if a.Tracing, err = telemetry.NewTracing(ctx, telemetry.TracingConfig{Enabled: cfg.Tracing.Enabled, Endpoint: cfg.Tracing.Endpoint,
+		SampleRatio: cfg.Tracing.SampleRatio, ServiceName: cfg.Tracing.ServiceName, InstanceID: cfg.ReplicaID}); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	a.Exec.UseTracer(a.Tracing.Provider())
 
 	if err := a.sessionLocks(ctx); err != nil {
 		return nil, err
@@ -242,7 +255,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Live:      map[string]func() any{"mcp": func() any { return a.MCP.Summary() }},
 		Registry:  a.Registry, Metrics: metrics, Log: log,
 		Auth: a.Auth, Keys: keys,
-		CORS: server.CORSConfig{AllowedOrigins: cfg.CORS.AllowedOrigins, MaxAge: cfg.CORS.MaxAge},
+		CORS:   server.CORSConfig{AllowedOrigins: cfg.CORS.AllowedOrigins, MaxAge: cfg.CORS.MaxAge},
+		Tracer: a.Tracing.Provider(),
 	})
 	if a.MCPEndpoint != nil {
 		a.API.MCPEndpoint = a.MCPEndpoint
@@ -415,15 +429,13 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: permissions: %w", err)
 	}
-	aps, ok := a.Store.(interface {
-		session.ApprovalStore
-		server.ApprovalStore
-		ExpireApprovals(ctx context.Context, at time.Time) (int, error)
-		AnswerCall(ctx context.Context, id string, result *tool.Result, at time.Time) error
-	})
+	raw, ok := a.Store.(approvalStore)
 	if !ok {
 		return nil, fmt.Errorf("store %T cannot keep approvals", a.Store)
 	}
+	// Pending approvals are counted from the shared store on scrape (cached 5s, 2s timeout).
+	aps := observedApprovals{approvalStore: raw, ops: a.StoreMetrics,
+		approvals: telemetry.NewApprovalMetrics(a.Registry, countPending(raw), 5*time.Second, 2*time.Second)}
 	if a.storeKind() == "postgres" {
 		n, err := store.NewPGNotifier(ctx, a.Config.Store)
 		if err != nil {
@@ -499,6 +511,13 @@ func (a *App) Close() {
 	}
 	if a.sessionLockPool != nil {
 		a.sessionLockPool.Close()
+	}
+	if a.Tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.Tracing.Shutdown(ctx); err != nil {
+			a.Log.Error("tracing shutdown: spans may be lost", "err", err)
+		}
+		cancel()
 	}
 	if a.Store != nil {
 		_ = a.Store.Close()

@@ -45,6 +45,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 
 	Log      LogConfig      `mapstructure:"log"`
+	Tracing  TracingConfig  `mapstructure:"tracing"`
 	Calls    CallsConfig    `mapstructure:"calls"`
 	Sessions SessionsConfig `mapstructure:"sessions"`
 	Progress ProgressConfig `mapstructure:"progress"`
@@ -139,6 +140,18 @@ type LogConfig struct {
 	Level string `mapstructure:"level"`
 	// Format is json or text.
 	Format string `mapstructure:"format"`
+}
+
+// TracingConfig turns on OpenTelemetry tracing (OTLP over HTTP); off by default.
+type TracingConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// Endpoint is the collector's OTLP/HTTP traces URL (no path: /v1/traces).
+	Endpoint string `mapstructure:"endpoint"`
+	// SampleRatio is the share of new traces recorded, 0 to 1; requests with a
+	// traceparent follow their caller's decision.
+	SampleRatio float64 `mapstructure:"sample_ratio"`
+	// ServiceName is the service.name resource attribute.
+	ServiceName string `mapstructure:"service_name"`
 }
 
 // CallsConfig bounds tool calls.
@@ -358,6 +371,7 @@ func Defaults() Config {
 		MaxToolResultTokens: 12000,
 		ShutdownTimeout:     30 * time.Second,
 		Log:                 LogConfig{Level: "info", Format: "json"},
+		Tracing:             TracingConfig{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 1, ServiceName: "toolserverd"},
 		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute},
 		Progress:            ProgressConfig{Enabled: true, FlushIntervalMS: 50, FlushBytes: 16384},
 		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20},
@@ -511,6 +525,17 @@ func (c Config) Validate() error {
 	case "json", "text":
 	default:
 		bad("log.format", "%q is not json or text", c.Log.Format)
+	}
+	if c.Tracing.Enabled {
+		if u, err := url.Parse(c.Tracing.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("tracing.endpoint", "%q is not an http(s) URL", c.Tracing.Endpoint)
+		}
+		if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+			bad("tracing.sample_ratio", "%v is not between 0 and 1", c.Tracing.SampleRatio)
+		}
+		if c.Tracing.ServiceName == "" {
+			bad("tracing.service_name", "must not be empty")
+		}
 	}
 	if c.Calls.DefaultTimeout <= 0 {
 		bad("calls.default_timeout", "must be positive")

@@ -19,6 +19,7 @@ type Metrics struct {
 	calls        *prometheus.CounterVec
 	callDuration *prometheus.HistogramVec
 	inFlight     prometheus.Gauge
+	queueWait    *prometheus.HistogramVec
 }
 
 // NewMetrics creates and registers the metrics.
@@ -42,8 +43,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "toolserverd_tool_calls_in_flight", Help: "Tool calls executing now.",
 		}),
 	}
-	reg.MustRegister(m.httpRequests, m.httpDuration, m.calls, m.callDuration, m.inFlight)
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "toolserverd_tool_call_queue_wait_seconds", Help: "Time calls of tools that are not concurrency-safe waited for their session's serial lock, by tool.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+	}, []string{"tool"})
+	reg.MustRegister(m.httpRequests, m.httpDuration, m.calls, m.callDuration, m.inFlight, m.queueWait)
 	return m
+}
+
+// CallQueued implements session.QueueObserver.
+func (m *Metrics) CallQueued(name string, waited time.Duration) {
+	m.queueWait.WithLabelValues(name).Observe(waited.Seconds())
 }
 
 // CallStarted implements session.Observer.

@@ -8,11 +8,8 @@ import (
 	"runtime/debug"
 
 	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/telemetry"
 )
-
-type ctxKey int
-
-const requestIDKey ctxKey = 0
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
@@ -25,14 +22,11 @@ func (s *Server) requestIDMiddleware(next http.Handler) http.Handler {
 			id = session.NewID("req_")
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		next.ServeHTTP(w, r.WithContext(telemetry.WithRequestID(r.Context(), id)))
 	})
 }
 
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
+func requestID(ctx context.Context) string { return telemetry.RequestID(ctx) }
 
 // recoverMiddleware turns a handler panic into a logged 500 instead of a dead connection.
 func (s *Server) recoverMiddleware(next http.Handler) http.Handler {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolserverd/toolserverd/api"
 	"github.com/toolserverd/toolserverd/internal/auth"
@@ -71,6 +72,8 @@ type Deps struct {
 	// Replicas forwards progress reads to the replica running the call; nil when the
 	// store is not shared.
 	Replicas *Replicas
+	// Tracer, when set, gives every request an HTTP server span.
+	Tracer trace.TracerProvider
 }
 
 // CORSConfig lets web UIs on other origins call the API.
@@ -106,7 +109,7 @@ func New(cfg Config, d Deps) *Server {
 // the two in step.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestIDMiddleware, s.recoverMiddleware, s.Metrics.middleware)
+	r.Use(s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
 	})

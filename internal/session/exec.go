@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolserverd/toolserverd/internal/approval"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -76,6 +78,8 @@ type Call struct {
 	settled bool
 	// nested is set for a call made by another running call (tool_chain).
 	nested *nestedOpts
+	// span is the call's trace span while it runs; nil without tracing.
+	span trace.Span
 }
 
 // Plan is a validated batch ready to execute.
@@ -151,6 +155,7 @@ type Executor struct {
 	perm     *Permissions  // nil: every call is allowed
 	locks    SessionLocker // nil: unsafe calls are serialized in this process only
 	log      *slog.Logger
+	tracer   trace.Tracer // nil: no spans
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
@@ -358,7 +363,7 @@ func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running b
 		cancel()
 	}
 	if err != nil {
-		x.log.Error("recording call failed; it will not run", "call_id", c.ID, "session_id", sess.ID, "err", err)
+		x.log.ErrorContext(ctx, "recording call failed; it will not run", "call_id", c.ID, "session_id", sess.ID, "err", err)
 		return false
 	}
 	return true
@@ -372,6 +377,7 @@ func (x *Executor) recordCtx(ctx context.Context) (context.Context, context.Canc
 
 func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint64, recorded, startedAtInsert bool, emit func(Event)) {
 	start := time.Now()
+	ctx = x.beginCall(ctx, sess.ID, sess.Tenant, c)
 	emit(Event{Type: EventStart, Call: c, TS: start})
 	if recorded && c.preset == nil && c.entry.Spec.Mode == tool.ModeBackground {
 		x.runBackground(ctx, sess, c, seq, startedAtInsert, start, emit)
@@ -405,7 +411,7 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 		err := x.rec.Finish(wctx, store.CallFinish{ID: c.ID, Status: status, Result: res, FinishedAt: time.Now().UTC()})
 		cancel()
 		if err != nil {
-			x.log.Error("recording call result failed", "call_id", c.ID, "session_id", sess.ID, "err", err)
+			x.log.ErrorContext(ctx, "recording call result failed", "call_id", c.ID, "err", err)
 		}
 		x.notifyFinished(ctx, c)
 	}
@@ -416,6 +422,7 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 		}
 		x.obs.CallFinished(name, res.ErrorKind, time.Since(start), started)
 	}
+	x.endCall(ctx, c, c.Name, res, time.Since(start))
 	return msg
 }
 
@@ -460,17 +467,22 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	// A background call runs detached for as long as it takes: it must not hold the
 	// session's serial lock.
 	if !c.entry.Spec.ConcurrencySafe && c.entry.Spec.Mode != tool.ModeBackground {
+		waitStart := time.Now()
 		select {
 		case sess.serial <- struct{}{}:
 			defer func() { <-sess.serial }()
 		case <-ctx.Done():
+			x.queued(ctx, c.Name, time.Since(waitStart))
 			return tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name), false
 		}
 		unlock, r := x.lockAcross(ctx, sess, c)
 		if r != nil {
+			x.queued(ctx, c.Name, time.Since(waitStart))
 			return r, false
 		}
 		defer unlock()
+		// The wait covers this replica's lock and the one across replicas.
+		x.queued(ctx, c.Name, time.Since(waitStart))
 		if r := skip(); r != nil {
 			return r, false
 		}
@@ -480,7 +492,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		err := x.rec.MarkRunning(wctx, c.ID, x.cfg.Owner, time.Now().UTC())
 		cancel()
 		if err != nil {
-			x.log.Error("recording call start failed; it will not run", "call_id", c.ID, "err", err)
+			x.log.ErrorContext(ctx, "recording call start failed; it will not run", "call_id", c.ID, "err", err)
 			return tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run; try again shortly"), false
 		}
 	}

@@ -281,6 +281,7 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	defer x.wg.Done()
 	start := time.Now()
 	c := &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
+	ctx = x.beginCall(ctx, rec.SessionID, rec.Tenant, c)
 	var res *tool.Result
 	sess, err := sessions.Get(ctx, rec.Tenant, rec.SessionID)
 	if err == nil {

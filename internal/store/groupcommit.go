@@ -21,6 +21,8 @@ type GroupCommitConfig struct {
 	// WriteTimeout bounds one batch's transaction. Callers do not bound it: their
 	// contexts only bound their wait. Default 30s.
 	WriteTimeout time.Duration
+	// Observe, when set, is told about every transaction ("write_calls") when it ends.
+	Observe func(op string, start time.Time)
 }
 
 const (
@@ -352,6 +354,9 @@ func (g *GroupCommitter) take() []*gcOp {
 
 func (g *GroupCommitter) write(ctx context.Context, w CallWrites) error {
 	g.batches.Add(1)
+	if g.cfg.Observe != nil {
+		defer g.cfg.Observe("write_calls", time.Now())
+	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
 	defer cancel()
 	if g.batch != nil {

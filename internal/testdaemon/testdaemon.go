@@ -24,6 +24,15 @@ type Daemon struct {
 // the test ends.
 func Start(t testing.TB, mutate func(*config.Config)) *Daemon {
 	t.Helper()
+	return StartWithLog(t, mutate, nil)
+}
+
+// StartWithLog is Start with the daemon's logs going to log (nil: discarded).
+func StartWithLog(t testing.TB, mutate func(*config.Config), log *slog.Logger) *Daemon {
+	t.Helper()
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	cfg := config.Defaults()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
@@ -34,7 +43,7 @@ func Start(t testing.TB, mutate func(*config.Config)) *Daemon {
 		mutate(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := app.New(ctx, cfg, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("app.New: %v", err)

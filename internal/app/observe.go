@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/server"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/telemetry"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// approvalStore is what the executor, the approvals API and the expiry loop need of
+// the store.
+type approvalStore interface {
+	session.ApprovalStore
+	server.ApprovalStore
+	ExpireApprovals(ctx context.Context, at time.Time) (int, error)
+	AnswerCall(ctx context.Context, id string, result *tool.Result, at time.Time) error
+}
+
+// observedApprovals times the approval store's operations and records each decision's
+// latency, whoever decides (the REST API, an MCP client, the executor withdrawing).
+// One time.Now pair per operation: negligible beside a transaction.
+type observedApprovals struct {
+	approvalStore
+	ops       *telemetry.StoreMetrics
+	approvals *telemetry.ApprovalMetrics
+}
+
+func (o observedApprovals) CreateApproval(ctx context.Context, a *store.Approval) error {
+	defer o.ops.Observe("create_approval", time.Now())
+	return o.approvalStore.CreateApproval(ctx, a)
+}
+
+func (o observedApprovals) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
+	defer o.ops.Observe("get_approval", time.Now())
+	return o.approvalStore.GetApproval(ctx, id)
+}
+
+func (o observedApprovals) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
+	defer o.ops.Observe("list_approvals", time.Now())
+	return o.approvalStore.ListApprovals(ctx, f)
+}
+
+func (o observedApprovals) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error) {
+	start := time.Now()
+	a, err := o.approvalStore.DecideApproval(ctx, id, d)
+	o.ops.Observe("decide_approval", start)
+	if err == nil && a != nil && a.Decision != nil && a.DecidedAt != nil {
+		o.approvals.Decided(a.Decision.Kind, a.CreatedAt, *a.DecidedAt)
+	}
+	return a, err
+}
+
+func (o observedApprovals) ClaimCall(ctx context.Context, callID, owner string, at time.Time) error {
+	defer o.ops.Observe("claim_call", time.Now())
+	return o.approvalStore.ClaimCall(ctx, callID, owner, at)
+}
+
+func (o observedApprovals) GetCall(ctx context.Context, id string) (*store.Call, error) {
+	defer o.ops.Observe("get_call", time.Now())
+	return o.approvalStore.GetCall(ctx, id)
+}
+
+func (o observedApprovals) ExpireApprovals(ctx context.Context, at time.Time) (int, error) {
+	defer o.ops.Observe("expire_approvals", time.Now())
+	return o.approvalStore.ExpireApprovals(ctx, at)
+}
+
+// countPending counts pending approvals of every tenant for the gauge.
+func countPending(s server.ApprovalStore) telemetry.PendingCounter {
+	return func(ctx context.Context) (int, error) {
+		list, err := s.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalPending})
+		return len(list), err
+	}
+}
