@@ -110,6 +110,17 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
+// Health asks the daemon whether it is alive (GET /healthz) or, with ready, whether
+// its checks pass (GET /readyz, which fails while the store is unreachable). It
+// returns nil on HTTP 200 and an *Error otherwise. Neither endpoint needs a key.
+func (c *Client) Health(ctx context.Context, ready bool) error {
+	path := "/healthz"
+	if ready {
+		path = "/readyz"
+	}
+	return c.do(ctx, http.MethodGet, path, nil, nil)
+}
+
 // SessionSpec is what a session is created with.
 type SessionSpec struct {
 	AvailableTools  []string       `json:"available_tools,omitempty"`

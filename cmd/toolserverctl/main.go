@@ -41,6 +41,7 @@ commands:
   keys list [--tenant T] | keys revoke KEY_ID
   keys hash KEY                                            SHA-256 for auth.keys in the config
   mcp list | mcp add CONFIG_JSON | mcp remove NAME | mcp restart NAME
+  health [--ready] [--timeout 5s]                          exit 0 if /healthz (/readyz) answers 200
 `
 
 func main() {
@@ -88,6 +89,8 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	roles := fs.String("roles", "", "comma-separated roles: agent, approver, admin")
 	tenant := fs.String("tenant", "", "tenant")
 	name := fs.String("name", "", "key name")
+	ready := fs.Bool("ready", false, "health: ask /readyz instead of /healthz")
+	timeout := fs.Duration("timeout", 5*time.Second, "health: give up after this long")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
 	}
@@ -149,6 +152,15 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		return 0, nil
 	case cmd == "approvals" && sub == "watch":
 		return watch(ctx, c, in, out)
+	case cmd == "health" && len(pos) == 0:
+		// The container image's HEALTHCHECK: distroless images have no curl.
+		hctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		if err := c.Health(hctx, *ready); err != nil {
+			return 1, err
+		}
+		fmt.Fprintln(out, "ok")
+		return 0, nil
 	case cmd == "whoami":
 		p, err := c.Whoami(ctx)
 		if err != nil {
@@ -320,7 +332,10 @@ func reorder(args []string) []string {
 	return append(flags, pos...)
 }
 
-func isBool(flag string) bool { return strings.TrimLeft(flag, "-") == "for-session" }
+func isBool(flag string) bool {
+	f := strings.TrimLeft(flag, "-")
+	return f == "for-session" || f == "ready"
+}
 
 func splitList(s string) []string {
 	if s == "" {

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
@@ -117,5 +121,46 @@ func TestApproveFromTheCLI(t *testing.T) {
 	}
 	if code, _, errOut := ctl(t, d.URL, "approvals", "deny", id, "--reason", "late"); code != 1 || !strings.Contains(errOut, "409") {
 		t.Fatalf("second decision: %d %s", code, errOut)
+	}
+}
+
+// TestHealth: the container image's HEALTHCHECK. It needs no key, exits 0 when the
+// endpoint answers 200 and 1 when it answers anything else or nothing.
+func TestHealth(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) { c.Auth.Unauthenticated = false })
+	for _, args := range [][]string{{"health"}, {"health", "--ready"}, {"health", "--timeout", "2s"}} {
+		if code, out, errOut := ctl(t, d.URL, args...); code != 0 || out != "ok\n" {
+			t.Fatalf("%v: %d %q %q", args, code, out, errOut)
+		}
+	}
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"not ready","checks":{"store":"failing: down"}}`))
+	}))
+	defer notReady.Close()
+	if code, _, _ := ctl(t, notReady.URL, "health"); code != 0 {
+		t.Fatalf("alive but not ready, health: %d", code)
+	}
+	if code, _, errOut := ctl(t, notReady.URL, "health", "--ready"); code != 1 || !strings.Contains(errOut, "503") {
+		t.Fatalf("alive but not ready, health --ready: %d %q", code, errOut)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	if code, _, errOut := ctl(t, dead, "health"); code != 1 || errOut == "" {
+		t.Fatalf("nothing listening: %d %q", code, errOut)
+	}
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hang.Close()
+	start := time.Now()
+	if code, _, _ := ctl(t, hang.URL, "health", "--timeout", "200ms"); code != 1 || time.Since(start) > 5*time.Second {
+		t.Fatalf("hanging server: %d after %s", code, time.Since(start))
 	}
 }
