@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/toolserverd/toolserverd/internal/builtin"
 	"github.com/toolserverd/toolserverd/internal/cluster"
 	"github.com/toolserverd/toolserverd/internal/server"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -71,4 +72,14 @@ func (a *App) replicaForwarding() *server.Replicas {
 		return nil
 	}
 	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs}
+}
+
+// jobRelay lets the job tools reach background jobs that other replicas run; nil
+// (every job is in this process) with SQLite.
+func (a *App) jobRelay() builtin.JobDirectory {
+	st, ok := a.Store.(cluster.JobStore)
+	if a.storeKind() != "postgres" || !ok {
+		return nil
+	}
+	return cluster.NewJobRelay(a.Config.ReplicaID, st, nil)
 }
