@@ -36,7 +36,7 @@ func (a *App) joinCluster(ctx context.Context, ln net.Listener) (stop func(), er
 		return func() {}, nil
 	}
 	m, err := cluster.New(cluster.Config{ReplicaID: a.Config.ReplicaID, Address: advertiseURL(a.Config.Cluster.AdvertiseURL, ln.Addr()),
-		Lease: a.Config.Cluster.Lease}, rs, a.Notifier, a.Log)
+		Lease: a.Config.Cluster.Lease, Fence: a.Exec.CancelAll}, rs, a.Notifier, a.Log)
 	if err != nil {
 		return nil, fmt.Errorf("config: cluster: %w", err)
 	}
