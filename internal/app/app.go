@@ -146,7 +146,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err != nil {
 		return nil, fmt.Errorf("web tools: %w", err)
 	}
-	builtins := append(append(builtin.CommandTools(a.Sandbox), builtin.FileTools(a.Sandbox)...), web...)
+	builtins := append(append(builtin.CommandTools(a.Sandbox, a.jobRelay()), builtin.FileTools(a.Sandbox)...), web...)
 	builtins = append(builtins, builtin.InfoTool(), builtin.AskUserTool(), builtin.SkillTool(a.Sandbox))
 	for _, et := range cfg.ExternalTools {
 		params, err := json.Marshal(et.Parameters)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/toolserverd/toolserverd/internal/builtin"
 	"github.com/toolserverd/toolserverd/internal/cluster"
 	"github.com/toolserverd/toolserverd/internal/server"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -35,7 +36,7 @@ func (a *App) joinCluster(ctx context.Context, ln net.Listener) (stop func(), er
 		return func() {}, nil
 	}
 	m, err := cluster.New(cluster.Config{ReplicaID: a.Config.ReplicaID, Address: advertiseURL(a.Config.Cluster.AdvertiseURL, ln.Addr()),
-		Lease: a.Config.Cluster.Lease}, rs, a.Notifier, a.Log)
+		Lease: a.Config.Cluster.Lease, Fence: a.Exec.CancelAll}, rs, a.Notifier, a.Log)
 	if err != nil {
 		return nil, fmt.Errorf("config: cluster: %w", err)
 	}
@@ -71,4 +72,14 @@ func (a *App) replicaForwarding() *server.Replicas {
 		return nil
 	}
 	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs}
+}
+
+// jobRelay lets the job tools reach background jobs that other replicas run; nil
+// (every job is in this process) with SQLite.
+func (a *App) jobRelay() builtin.JobDirectory {
+	st, ok := a.Store.(cluster.JobStore)
+	if a.storeKind() != "postgres" || !ok {
+		return nil
+	}
+	return cluster.NewJobRelay(a.Config.ReplicaID, st, nil)
 }

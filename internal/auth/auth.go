@@ -65,6 +65,21 @@ func From(ctx context.Context) *Principal {
 	return p
 }
 
+type credentialKey struct{}
+
+// WithCredential returns ctx carrying the API key the request presented, so that a
+// replica forwarding work to another can authenticate as the caller (forwarding
+// grants nothing the caller does not hold). Never log it.
+func WithCredential(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, credentialKey{}, key)
+}
+
+// Credential returns the API key the request presented; "" when none was.
+func Credential(ctx context.Context) string {
+	k, _ := ctx.Value(credentialKey{}).(string)
+	return k
+}
+
 // NewKey returns a new random key and its hash.
 func NewKey() (key, hash string) {
 	b := make([]byte, 32)

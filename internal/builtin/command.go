@@ -17,9 +17,20 @@ import (
 )
 
 // CommandTools returns execute_command, await_job, read_job_output and kill_job, all
-// running in the sandboxes p hands out.
-func CommandTools(p *sandbox.Manager) []tool.Tool {
-	return []tool.Tool{&executeCommand{p}, &awaitJob{p}, &readJobOutput{p}, &killJob{p}}
+// running in the sandboxes p hands out. jobs finds the jobs other replicas run; nil
+// when this process is the only one.
+func CommandTools(p *sandbox.Manager, jobs JobDirectory) []tool.Tool {
+	return []tool.Tool{&executeCommand{p, jobs}, &awaitJob{p, jobs}, &readJobOutput{p, jobs}, &killJob{p, jobs}}
+}
+
+// JobDirectory knows which replica runs each background job, when replicas share a
+// store: a job's process and output logs live on the replica that started it.
+type JobDirectory interface {
+	// Started records that this replica runs job jobID of sess.
+	Started(ctx context.Context, sess *tool.Session, jobID string) error
+	// Forward runs ctx's call (a job tool's, with args) on the replica that runs
+	// jobID. handled is false when no other replica runs such a job of ctx's session.
+	Forward(ctx *tool.Context, jobID string, args json.RawMessage) (res *tool.Result, handled bool, err error)
 }
 
 // decodeArgs unmarshals args strictly; the dispatcher has validated them already, so
@@ -63,7 +74,10 @@ func startError(err error) error {
 	return tool.Errorf(kind, "%v", err)
 }
 
-type executeCommand struct{ p *sandbox.Manager }
+type executeCommand struct {
+	p    *sandbox.Manager
+	jobs JobDirectory
+}
 
 type executeArgs struct {
 	Command    string `json:"command"`
@@ -141,6 +155,14 @@ func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resu
 		// The job belongs to the session, not to this call: it outlives both the call
 		// and the client's connection.
 		job, err := sb.Start(context.WithoutCancel(ctx), cmd)
+		if err == nil && t.jobs != nil {
+			if rerr := t.jobs.Started(ctx, ctx.Session, job.ID()); rerr != nil {
+				// A job other replicas cannot find would answer not_found half the time
+				// behind a load balancer: stop it rather than hand out its id.
+				job.Kill()
+				return nil, tool.Errorf(tool.KindUnavailable, "job %s was stopped: recording where it runs failed: %v", job.ID(), rerr)
+			}
+		}
 		if err != nil {
 			return nil, startError(err)
 		}

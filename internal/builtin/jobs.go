@@ -44,6 +44,20 @@ func findJob(p *sandbox.Manager, ctx *tool.Context, id string) (*sandbox.Job, er
 	return job, err
 }
 
+// elsewhere answers a call about a job this replica does not have (findJob failed
+// with notFound): the replica running it answers, when there is one.
+func elsewhere(jobs JobDirectory, ctx *tool.Context, id string, raw json.RawMessage, notFound error) (*tool.Result, error) {
+	var te *tool.Error
+	if jobs == nil || !errors.As(notFound, &te) || te.Kind != tool.KindNotFound {
+		return nil, notFound
+	}
+	res, handled, err := jobs.Forward(ctx, id, raw)
+	if !handled {
+		return nil, notFound
+	}
+	return res, err
+}
+
 // cursors remember, per session and job, how much output await_job has returned.
 type cursors struct {
 	mu sync.Mutex
@@ -80,7 +94,10 @@ func (c *cursors) advance(id string, end func() [2]int64) (from, to [2]int64) {
 	return from, to
 }
 
-type awaitJob struct{ p *sandbox.Manager }
+type awaitJob struct {
+	p    *sandbox.Manager
+	jobs JobDirectory
+}
 
 func (t *awaitJob) Spec() tool.Spec {
 	return tool.Spec{
@@ -123,7 +140,7 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	}
 	job, err := findJob(t.p, ctx, args.JobID)
 	if err != nil {
-		return nil, err
+		return elsewhere(t.jobs, ctx, args.JobID, raw, err)
 	}
 	cur := cursorsOf(ctx.Session)
 	p := &pump{job: job, off: cur.get(job.ID()), emit: ctx.Emit}
@@ -180,7 +197,10 @@ type awaitOutput struct {
 	StderrOffset int64 `json:"stderr_offset"`
 }
 
-type readJobOutput struct{ p *sandbox.Manager }
+type readJobOutput struct {
+	p    *sandbox.Manager
+	jobs JobDirectory
+}
 
 func (t *readJobOutput) Spec() tool.Spec {
 	return tool.Spec{
@@ -259,7 +279,7 @@ func (t *readJobOutput) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resul
 	}
 	job, err := findJob(t.p, ctx, args.JobID)
 	if err != nil {
-		return nil, err
+		return elsewhere(t.jobs, ctx, args.JobID, raw, err)
 	}
 	info := job.Info() // before reading: if the job is done, the sizes are final
 	var data []byte
@@ -320,7 +340,10 @@ func (t *readJobOutput) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resul
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: text}}, Structured: structured}, nil
 }
 
-type killJob struct{ p *sandbox.Manager }
+type killJob struct {
+	p    *sandbox.Manager
+	jobs JobDirectory
+}
 
 func (t *killJob) Spec() tool.Spec {
 	return tool.Spec{
@@ -351,7 +374,7 @@ func (t *killJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 	}
 	job, err := findJob(t.p, ctx, args.JobID)
 	if err != nil {
-		return nil, err
+		return elsewhere(t.jobs, ctx, args.JobID, raw, err)
 	}
 	already := job.Status() != sandbox.StatusRunning
 	if !already {

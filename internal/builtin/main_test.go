@@ -77,7 +77,7 @@ func newEnv(t *testing.T, cfg sandbox.Config) *env {
 		}
 	})
 	e := &env{m: m, tools: map[string]tool.Tool{}}
-	for _, tl := range CommandTools(m) {
+	for _, tl := range CommandTools(m, nil) {
 		e.tools[tl.Spec().Name] = tl
 	}
 	return e

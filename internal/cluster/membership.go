@@ -37,6 +37,11 @@ type Config struct {
 	Lease time.Duration
 	// Interval is how often to heartbeat and sweep; 0 means Lease/3.
 	Interval time.Duration
+	// Fence is called at every heartbeat tick once this replica's heartbeats have
+	// failed for longer than the lease: by then the other replicas fail its unfinished
+	// calls, so it must stop running them. It cancels the running calls and returns
+	// how many it cancelled. Nil: nothing is fenced.
+	Fence func() int
 }
 
 // Validate checks the configuration.
@@ -98,6 +103,13 @@ func (m *Membership) loop(ctx context.Context) {
 	defer close(m.done)
 	t := time.NewTicker(m.cfg.Interval)
 	defer t.Stop()
+	// lastOK is when the last heartbeat that succeeded was sent, by this process's
+	// monotonic clock. The row's last_seen is no earlier, so this replica fences
+	// itself no later than the others may start failing its calls (give or take one
+	// interval, which the store's conditional finish covers: a late result never
+	// replaces the survivors' failed record).
+	lastOK := time.Now()
+	fenced := false
 	m.Sweep(ctx)
 	for {
 		select {
@@ -107,12 +119,31 @@ func (m *Membership) loop(ctx context.Context) {
 		}
 		// Each store operation gets at most one interval, so a hung database cannot
 		// make the heartbeat fall further behind than it must.
+		sent := time.Now()
 		hctx, cancel := context.WithTimeout(ctx, m.cfg.Interval)
-		if err := m.st.Heartbeat(hctx, m.cfg.ReplicaID, m.cfg.Address, m.started); err != nil && ctx.Err() == nil {
+		err := m.st.Heartbeat(hctx, m.cfg.ReplicaID, m.cfg.Address, m.started)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			if fenced {
+				m.log.Warn("replica heartbeat works again; this replica runs calls again", "replica_id", m.cfg.ReplicaID)
+				fenced = false
+			}
+			lastOK = sent
+		default:
 			m.log.Error("replica heartbeat failed; if it keeps failing for the lease, other replicas fail this replica's calls",
 				"replica_id", m.cfg.ReplicaID, "lease", m.cfg.Lease.String(), "err", err)
+			if since := time.Since(lastOK); since > m.cfg.Lease && m.cfg.Fence != nil {
+				if n := m.cfg.Fence(); n > 0 || !fenced {
+					m.log.Error("FENCED: this replica has not heartbeated for longer than its lease; the other replicas fail its calls, "+
+						"so it cancelled the calls it was running", "replica_id", m.cfg.ReplicaID, "lease", m.cfg.Lease.String(),
+						"since_last_heartbeat", since.Round(time.Millisecond).String(), "cancelled_calls", n)
+				}
+				fenced = true
+			}
 		}
-		cancel()
 		m.Sweep(ctx)
 	}
 }

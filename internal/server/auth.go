@@ -36,7 +36,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		defer done()
-		next.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+		ctx := auth.WithCredential(auth.With(r.Context(), p), presentedKey(r))
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

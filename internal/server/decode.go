@@ -14,14 +14,23 @@ import (
 // fields and trailing data are rejected, and each failure maps to 400, 413 or 415 with
 // a message that says what is wrong and where.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return errorf(CodeUnsupportedMedia, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
-		}
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	return decodeBody(body, limit, v)
+}
+
+// checkContentType accepts JSON media types and an absent header.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return errorf(CodeUnsupportedMedia, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
+	}
+	return nil
 }
 
 func decodeBody(body io.Reader, limit int64, v any) error {

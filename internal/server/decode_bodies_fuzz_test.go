@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/toolserverd/toolserverd/internal/cluster"
 	"github.com/toolserverd/toolserverd/internal/session"
 )
 
 // FuzzDecodeBodies feeds arbitrary bodies to the shared JSON decoder with the request
-// types of the other routes (session specs, approval decisions): it must never panic,
+// types of the other routes (session specs, approval decisions, forwarded job calls): it must never panic,
 // every rejection must be an API error with a known code and a message, and a body
 // over the limit is never accepted.
 func FuzzDecodeBodies(f *testing.F) {
@@ -19,7 +20,7 @@ func FuzzDecodeBodies(f *testing.F) {
 		`{"available_tools":["read_file","mcp__github__*"],"permission_mode":"default","metadata":{"a":1}}`,
 		`{"available_tools":"read_file"}`, `{"workdir":"../x","rules":[{"tool":"x","action":"allow"}]}`,
 		`{"decision":"approve","rule":"execute_command(git *)","reason":"ok"}`, `{"decision":1}`,
-		`{"unknown":true}`, `{} {}`, `{`, ``, `null`, `[]`, "\xff",
+		`{"name":"read_job_output","arguments":{"job_id":"job_1"}}`, `{"unknown":true}`, `{} {}`, `{`, ``, `null`, `[]`, "\xff",
 	} {
 		f.Add([]byte(s), uint16(1<<12))
 		f.Add([]byte(s), uint16(8))
@@ -28,7 +29,8 @@ func FuzzDecodeBodies(f *testing.F) {
 		lim := int64(limit) + 1
 		var spec session.Spec
 		var dec decisionRequest
-		for _, v := range []any{&spec, &dec} {
+		var job cluster.JobCallRequest
+		for _, v := range []any{&spec, &dec, &job} {
 			// decodeJSON's cap: MaxBytesReader in front of decodeBody.
 			err := decodeBody(http.MaxBytesReader(nil, io.NopCloser(bytes.NewReader(body)), lim), lim, v)
 			if err == nil {

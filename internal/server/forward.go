@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/cluster"
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
@@ -31,7 +32,7 @@ type Replicas struct {
 
 // forwardedHeader marks a request one replica forwarded to another; a replica never
 // forwards such a request again (no loops when two replicas disagree on an owner).
-const forwardedHeader = "X-Toolserverd-Forwarded-By"
+const forwardedHeader = cluster.ForwardedHeader
 
 func defaultReplicaTransport() http.RoundTripper {
 	return &http.Transport{

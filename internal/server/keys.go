@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,19 +64,19 @@ type createKeyRequest struct {
 }
 
 // createKey makes a key; the answer is the only place the key itself appears.
-func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
-	ks, err := s.keyStore()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+// decodeCreateKey reads and checks a key creation body (already capped at limit): the
+// tenant defaults to the caller's, every problem is listed in one bad_request, and
+// the roles come back sorted without duplicates.
+func decodeCreateKey(body io.Reader, limit int64, contentType, callerTenant string) (createKeyRequest, error) {
 	var req createKeyRequest
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		s.writeError(w, r, err)
-		return
+	if err := checkContentType(contentType); err != nil {
+		return req, err
+	}
+	if err := decodeBody(body, limit, &req); err != nil {
+		return req, err
 	}
 	if req.Tenant == "" {
-		req.Tenant = tenantOf(r)
+		req.Tenant = callerTenant
 	}
 	var problems []string
 	if len(req.Roles) == 0 {
@@ -93,12 +94,26 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		problems = append(problems, "name: at most 200 characters")
 	}
 	if len(problems) > 0 {
-		s.writeError(w, r, errorf(CodeBadRequest, strings.Join(problems, "; ")))
-		return
+		return req, errorf(CodeBadRequest, strings.Join(problems, "; "))
 	}
 	slices.Sort(req.Roles)
+	req.Roles = slices.Compact(req.Roles)
+	return req, nil
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.keyStore()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := decodeCreateKey(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), s.cfg.MaxBodyBytes, r.Header.Get("Content-Type"), tenantOf(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	key, hash := auth.NewKey()
-	k := &store.APIKey{ID: session.NewID("key_"), Tenant: req.Tenant, Name: req.Name, Roles: slices.Compact(req.Roles), Hash: hash}
+	k := &store.APIKey{ID: session.NewID("key_"), Tenant: req.Tenant, Name: req.Name, Roles: req.Roles, Hash: hash}
 	if err := ks.CreateAPIKey(r.Context(), k); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -144,6 +144,7 @@ func (s *Server) Handler() http.Handler {
 			r.Post("/tool-calls/{callID}/cancel", s.cancelToolCall)
 			r.Post("/tool-calls/{callID}/input", s.provideInput)
 			r.Post("/tool-calls/{callID}/result", s.answerCall)
+			r.Post("/sessions/{sessionID}/job-calls", s.runForwardedJobCall)
 		})
 		r.With(require(auth.RoleAgent, auth.RoleApprover)).Group(func(r chi.Router) {
 			r.Get("/tools", s.listTools)

@@ -339,6 +339,21 @@ func (x *Executor) Cancel(callID string) bool {
 	return ok
 }
 
+// CancelAll cancels every call running in this process and returns how many it
+// cancelled. A replica that lost its lease uses it: the others fail its calls.
+func (x *Executor) CancelAll() int {
+	x.mu.Lock()
+	cancels := make([]context.CancelFunc, 0, len(x.running))
+	for _, c := range x.running {
+		cancels = append(cancels, c)
+	}
+	x.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+	return len(cancels)
+}
+
 func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running bool, now time.Time) bool {
 	rec := &store.Call{
 		ID: c.ID, SessionID: sess.ID, Tenant: sess.Tenant, ToolCallID: c.ToolCallID, Name: c.Name,

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -196,4 +197,40 @@ func TestSessionLocksAcrossPools(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlockAgain()
+}
+
+// TestJobOwners: a job's owner is found by its id; an unknown id is ErrNotFound, a
+// record with a missing field is ErrInvalid, and an owner that never heartbeated is
+// refused (the row would otherwise outlive every replica).
+func TestJobOwners(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := store.OpenPostgres(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Heartbeat(ctx, "replica-a", "http://a:8080", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	want := &store.Job{ID: "job_1", SessionID: "ses_1", Tenant: "t", Owner: "replica-a"}
+	if err := s.RecordJob(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetJob(ctx, "job_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != want.ID || got.SessionID != want.SessionID || got.Tenant != want.Tenant || got.Owner != want.Owner || got.CreatedAt.IsZero() {
+		t.Fatalf("GetJob = %+v, want %+v", got, want)
+	}
+	if _, err := s.GetJob(ctx, "job_2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown job: %v", err)
+	}
+	if err := s.RecordJob(ctx, &store.Job{ID: "job_3", SessionID: "ses_1", Tenant: "t"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("no owner: %v", err)
+	}
+	if err := s.RecordJob(ctx, &store.Job{ID: "job_4", SessionID: "ses_1", Tenant: "t", Owner: "never-seen"}); err == nil {
+		t.Fatal("a job of a replica that never heartbeated was recorded")
+	}
 }

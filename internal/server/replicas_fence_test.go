@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+)
+
+// TestReplicaFencesItselfOnLostLease: replica A runs a long command; then its
+// heartbeats start failing for real (a CHECK constraint refuses its row's update,
+// while every other query of A still works). Survivor B, with a shorter lease, fails
+// A's call; A, once its own lease has passed without a heartbeat, cancels the call
+// (its stream gets an error result instead of running on for minutes), and its late
+// result does not replace the survivor's failed record.
+func TestReplicaFencesItselfOnLostLease(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	shared := t.TempDir()
+	opts := func(replica string, lease time.Duration) daemonOpts {
+		return daemonOpts{store: url, mutate: func(c *config.Config) {
+			c.ReplicaID = replica
+			c.Sessions.WorkdirRoots = []string{shared}
+			c.Cluster.Lease = lease
+		}}
+	}
+	a := startDaemon(t, opts("replica-a", 5*time.Second))
+	b := startDaemon(t, opts("replica-b", time.Second))
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
+
+	result := make(chan []byte, 1)
+	go func() {
+		defer close(result)
+		body := `{"calls":[{"id":"long","name":"execute_command","arguments":{"command":"sleep 300","timeout_ms":600000}}],"timeout_ms":600000}`
+		resp, err := http.Post(a.url+"/v1/sessions/"+id+"/tool-calls", "application/json", strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		result <- out
+	}()
+	waitFor(t, 60*time.Second, "the long call running on A", func() bool {
+		code, _, body := b.do("GET", "/v1/sessions/"+id+"/tool-calls/long", nil)
+		return code == 200 && strings.Contains(string(body), `"running"`)
+	})
+
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	if _, err := conn.Exec(t.Context(), `ALTER TABLE replicas ADD CONSTRAINT fence_replica_a CHECK (id <> 'replica-a') NOT VALID`); err != nil {
+		t.Fatal(err)
+	}
+
+	// B fails the call once its own (shorter) lease has passed; A fences itself
+	// after its own.
+	waitFor(t, 60*time.Second, "B failing A's call", func() bool {
+		_, _, body := b.do("GET", "/v1/sessions/"+id+"/tool-calls/long", nil)
+		return strings.Contains(string(body), `"failed"`)
+	})
+	var out []byte
+	select {
+	case out = <-result:
+	case <-time.After(90 * time.Second):
+		t.Fatal("A did not stop its call after losing its lease")
+	}
+	if out == nil {
+		t.Fatal("the call could not be posted to A")
+	}
+	m := messages(t, parseNDJSON(t, out))["long"]
+	if m.m["is_error"] != true {
+		t.Fatalf("A's result of the fenced call: %s", m.raw)
+	}
+	_, _, rec := b.do("GET", "/v1/sessions/"+id+"/tool-calls/long", nil)
+	if !strings.Contains(string(rec), `"failed"`) || !strings.Contains(string(rec), "replica replica-a stopped answering") {
+		t.Fatalf("the record after A's late result: %s", rec)
+	}
+}
