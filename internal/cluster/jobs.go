@@ -31,6 +31,10 @@ func JobCallPath(sessionID string) string {
 
 // JobCallRequest is a job tool's call forwarded to the replica running the job.
 type JobCallRequest struct {
+	// CallID is the forwarding replica's record of this call (tc_…): the owner runs
+	// the call only if that record exists, in this session, for this tool and these
+	// arguments, and is running — which only the executor's permission path produces.
+	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 }
@@ -115,7 +119,7 @@ func (r *JobRelay) Forward(ctx *tool.Context, jobID string, args json.RawMessage
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up replica %s, which runs job %s: %v", j.Owner, jobID, err)
 	}
-	res, err = r.call(ctx, rep, JobCallRequest{Name: ctx.ToolName, Arguments: args})
+	res, err = r.call(ctx, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "job %s runs on replica %s (%s), which did not answer: %v; "+
 			"if that replica stopped, the job and its output are gone", jobID, j.Owner, rep.Address, err)

@@ -118,9 +118,19 @@ func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 	if code, out := forwardAs(otherKey); code != 404 {
 		t.Fatalf("another tenant's key on the job route: %d %s", code, out)
 	}
-	if code, out := forwardAs(key); code != 200 || !strings.Contains(string(out), `"status":"killed"`) {
-		t.Fatalf("a forwarded call with the session's key: %d %s", code, out)
+	// A client cannot use the route to skip the permission policy: the call must be
+	// on record, running, in this session, for this tool with these arguments.
+	if code, out := forwardAs(key); code != 400 || !strings.Contains(string(out), "call_id") {
+		t.Fatalf("a forged forwarded call without a call id: %d %s", code, out)
 	}
+	finished := call(b, "read_job_output", args).str("call_id")
+	for _, id := range []string{"tc_doesnotexist", finished} {
+		jobCall = fmt.Sprintf(`{"call_id":%q,"name":"kill_job","arguments":%s}`, id, args)
+		if code, out := forwardAs(key); code != 403 {
+			t.Fatalf("a forged forwarded kill_job with call id %s: %d %s", id, code, out)
+		}
+	}
+	jobCall = fmt.Sprintf(`{"name":"read_job_output","arguments":%s}`, args)
 	if code, _, out := keyed(t, a, "", "POST", route, jobCall); code != 401 {
 		t.Fatalf("no key on the job route: %d %s", code, out)
 	}
