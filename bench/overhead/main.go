@@ -22,6 +22,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/app"
@@ -69,6 +70,10 @@ type Stats struct {
 	Errors   int
 	RPS      float64
 	P50, P99 time.Duration
+	// CPUPerReq is this process's CPU time (user+system, all threads) per measured
+	// request: the clients and the target together. Less sensitive to other load on
+	// the machine than requests/s.
+	CPUPerReq time.Duration
 }
 
 // Result of a run.
@@ -83,12 +88,13 @@ type Result struct {
 
 // Print writes the comparison table.
 func (r Result) Print(w io.Writer) {
-	fmt.Fprintf(w, "%-12s %10s %8s %10s %10s\n", "target", "req/s", "errors", "p50", "p99")
+	fmt.Fprintf(w, "%-12s %10s %8s %10s %10s %12s\n", "target", "req/s", "errors", "p50", "p99", "CPU/req")
 	for _, s := range []Stats{r.Bare, r.Toolsrv} {
-		fmt.Fprintf(w, "%-12s %10.0f %8d %10s %10s\n", s.Name, s.RPS, s.Errors, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond))
+		fmt.Fprintf(w, "%-12s %10.0f %8d %10s %10s %12s\n", s.Name, s.RPS, s.Errors, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.CPUPerReq.Round(100*time.Nanosecond))
 	}
 	fmt.Fprintf(w, "throughput ratio (toolserverd/bare): %.2f   (target ≥ 0.80)\n", r.Toolsrv.RPS/r.Bare.RPS)
 	fmt.Fprintf(w, "p99 ratio        (toolserverd/bare): %.2f   (target ≤ 2.00)\n", float64(r.Toolsrv.P99)/float64(r.Bare.P99))
+	fmt.Fprintf(w, "CPU per request added by toolserverd (same clients): %s\n", (r.Toolsrv.CPUPerReq - r.Bare.CPUPerReq).Round(100*time.Nanosecond))
 	fmt.Fprintf(w, "calls durably recorded: %d of %d (%d record writes in %d store transactions, %.1f per transaction)\n",
 		r.Recorded, r.RecordsExpected, r.StoreOps, r.Transactions, float64(r.StoreOps)/float64(max(r.Transactions, 1)))
 }
@@ -249,17 +255,26 @@ func load(ctx context.Context, name string, o Options, target func(client int) (
 		return all, errs
 	}
 	warm, _ := run(o.Warmup) // counted, so records can be checked, not timed
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), processCPU()
 	lat, errs := run(o.Duration)
-	elapsed := time.Since(t0)
+	elapsed, cpu := time.Since(t0), processCPU()-cpu0
 	if len(lat) == 0 {
 		return Stats{}, fmt.Errorf("%s: no successful request (%d errors)", name, errs)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return Stats{
 		Name: name, Requests: len(lat), Warmup: len(warm), Errors: errs, RPS: float64(len(lat)) / elapsed.Seconds(),
-		P50: lat[len(lat)/2], P99: lat[len(lat)*99/100],
+		P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], CPUPerReq: cpu / time.Duration(len(lat)),
 	}, nil
+}
+
+// processCPU is the user+system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func roundTrip(c *http.Client, url string, body []byte, br *bufio.Reader) error {

@@ -43,8 +43,15 @@ func toProgressEvent(e progress.Event) progressEvent {
 // rest of the call's output is read from its log (a call's progress is closed before
 // its message is emitted), so a call's tool_progress lines sit between its tool_start
 // and its message and are complete: events the subscription dropped because the
-// client was slow are filled in from the log. The writer flushes when it has nothing
-// more queued, so events that arrive together share one write.
+// client was slow are filled in from the log.
+//
+// Flushing: events that arrive together share one write. When nothing more is queued,
+// a tool_start or message line waits up to flushDelay for what usually follows at
+// once (the call's message, the next call's line, done), so a fast batch goes out in
+// one write; every other line (progress, approval_required, input_required, results)
+// is flushed as soon as nothing more is queued. done is not flushed here: the handler
+// returns right after it and net/http sends the rest of the buffer with the end of
+// the response in the same write.
 func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.Format, plan *session.Plan) {
 	sw := &streamWriter{out: nil, format: f, hub: s.Progress}
 	if s.Progress != nil {
@@ -64,7 +71,9 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.F
 	defer stopBG()
 	sw.background = bg
 	sw.out = newNDJSON(w)
-	events := make(chan session.Event, 64)
+	// Room for each call's tool_start and message, so fast calls never wait for the
+	// writer; more events than that wait (as they did), up to 64 queued.
+	events := make(chan session.Event, min(2*len(plan.Calls)+1, 64))
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
@@ -74,6 +83,10 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.F
 	close(events)
 	<-written
 }
+
+// flushDelay bounds how long a tool_start or message line may wait in the buffer for
+// the lines that usually follow it at once (see streamBatch).
+const flushDelay = time.Millisecond
 
 type streamWriter struct {
 	out        *ndjsonWriter
@@ -86,8 +99,21 @@ type streamWriter struct {
 }
 
 func (sw *streamWriter) run(events <-chan session.Event) {
+	// flushAt is armed while lines wait for a delayed flush; created on first use.
+	var flushAt *time.Timer
+	var flushC <-chan time.Time
+	defer func() {
+		if flushAt != nil {
+			flushAt.Stop()
+		}
+	}()
 	for {
+		delay := false // the line written this turn may wait for flushDelay
 		select {
+		case <-flushC:
+			flushC = nil
+			sw.out.Flush()
+			continue
 		case pe, ok := <-sw.prog:
 			if !ok {
 				sw.prog = nil
@@ -103,12 +129,14 @@ func (sw *streamWriter) run(events <-chan session.Event) {
 		case ev, ok := <-events:
 			if !ok {
 				sw.drain()
+				// Not flushed: streamBatch returns at once and net/http writes the
+				// buffered lines with the end of the response.
 				sw.out.Encode(doneEvent{Type: "done", TS: unixSeconds(time.Now())})
-				sw.out.Flush()
 				return
 			}
 			switch ev.Type {
 			case session.EventStart:
+				delay = true
 				sw.out.Encode(startEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name, TS: unixSeconds(ev.TS)})
 			case session.EventApproval:
 				sw.drain()
@@ -121,13 +149,30 @@ func (sw *streamWriter) run(events <-chan session.Event) {
 				sw.drain()
 				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
 			case session.EventMessage:
+				delay = true
 				sw.drain()
 				sw.complete(ev.Call.ID, ev.Call.ToolCallID)
 				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
 			}
 		}
-		if len(events) == 0 && len(sw.prog) == 0 && len(sw.background) == 0 {
+		if len(events) > 0 || len(sw.prog) > 0 || len(sw.background) > 0 {
+			continue // more lines to write first
+		}
+		if !delay {
 			sw.out.Flush()
+			if flushC != nil {
+				flushAt.Stop()
+				flushC = nil
+			}
+			continue
+		}
+		if flushC == nil { // keep an armed deadline: the first waiting line sets it
+			if flushAt == nil {
+				flushAt = time.NewTimer(flushDelay)
+			} else {
+				flushAt.Reset(flushDelay)
+			}
+			flushC = flushAt.C
 		}
 	}
 }

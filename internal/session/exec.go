@@ -198,7 +198,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 			return nil, &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
 		}
 		seen[c.ToolCallID] = i
-		call := &Call{ID: NewID("tc_"), CallRequest: c, timeout: b.Timeout, nested: b.nested}
+		call := &Call{ID: NewTimeID("tc_"), CallRequest: c, timeout: b.Timeout, nested: b.nested}
 		switch m, e, ok := sess.Tools.Resolve(c.Name); {
 		case c.Name == "":
 			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "the call has no tool name")

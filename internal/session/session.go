@@ -471,6 +471,21 @@ func NewID(prefix string) string {
 	return prefix + idEncoding.EncodeToString(b[:])
 }
 
+// NewTimeID returns prefix followed by 128 bits: the time in milliseconds (48 bits,
+// big-endian) then 80 random bits, in NewID's format. Ids made close in time share
+// their leading characters, so a store's index on them is appended to in a few pages
+// instead of one random page per insert (call records: one index page written per
+// commit instead of one per call). 80 random bits keep them unguessable and unique.
+func NewTimeID(prefix string) string {
+	var b [16]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (8 * (5 - i)))
+	}
+	_, _ = rand.Read(b[6:])
+	return prefix + idEncoding.EncodeToString(b[:])
+}
+
 // AllowRules adds allow rules to a session (an approval "for session" or "with rule")
 // and persists them, so they hold after a restart and on other replicas that load
 // the session afterwards.
