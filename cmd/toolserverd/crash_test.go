@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
 // daemonProc is the real toolserverd binary running as a child process.
@@ -24,15 +23,7 @@ type daemonProc struct {
 	url string
 }
 
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "toolserverd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildBinary(t *testing.T) string { return testdaemon.Build(t) }
 
 func startProc(t *testing.T, bin, dataDir string) *daemonProc {
 	t.Helper()
@@ -43,33 +34,7 @@ func startProc(t *testing.T, bin, dataDir string) *daemonProc {
 // it listens.
 func startProcWith(t *testing.T, cmd *exec.Cmd, env ...string) *daemonProc {
 	t.Helper()
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var l struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "toolserverd listening" {
-				addr <- l.Addr
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case a := <-addr:
-		return &daemonProc{cmd: cmd, url: "http://" + a}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the daemon did not start listening")
-	}
-	return nil
+	return &daemonProc{cmd: cmd, url: testdaemon.Exec(t, cmd, env...)}
 }
 
 // TestPendingApprovalsSurviveKill starts the real binary, leaves approvals pending,

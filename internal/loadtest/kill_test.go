@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
 // proc is the real toolserverd binary running as a child process.
@@ -24,42 +24,10 @@ type proc struct {
 	url string
 }
 
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "toolserverd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/toolserverd/toolserverd/cmd/toolserverd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func startProc(t *testing.T, bin, dataDir string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
-	cmd.Env = append(os.Environ(), "TOOLSERVER_REPLICA_ID=kill-test")
-	stderr, err := cmd.StderrPipe()
-	fatalIf(t, err)
-	fatalIf(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var l struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "toolserverd listening" {
-				addr <- l.Addr
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case a := <-addr:
-		return &proc{cmd: cmd, url: "http://" + a}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the daemon did not start listening")
-	}
-	return nil
+	return &proc{cmd: cmd, url: testdaemon.Exec(t, cmd, "TOOLSERVER_REPLICA_ID=kill-test")}
 }
 
 // TestKillMidBatch runs a sequential batch whose every call appends its number to a
@@ -73,7 +41,7 @@ func TestKillMidBatch(t *testing.T) {
 		t.Skip("builds and kills the real binary")
 	}
 	const calls, killAt = 8, 3
-	bin := buildBinary(t)
+	bin := testdaemon.Build(t)
 	dataDir := t.TempDir()
 	d := startProc(t, bin, dataDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
