@@ -89,7 +89,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adminKey = strings.TrimSpace(string(key))
+	adminKey := strings.TrimSpace(string(key))
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "TOOLSERVER_API_KEY="+adminKey)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -136,7 +136,7 @@ func TestConsoleInChromium(t *testing.T) {
 			Actor string `json:"actor"`
 		} `json:"decision"`
 	}
-	getJSON(t, d.URL+"/v1/approvals/"+summary.Approval, &apr)
+	getJSON(t, adminKey, d.URL+"/v1/approvals/"+summary.Approval, &apr)
 	if apr.Status != "approved" || apr.Decision.Kind != "approve" || apr.Decision.Actor != "web-console" {
 		t.Fatalf("approval after the click: %+v", apr)
 	}
@@ -144,17 +144,17 @@ func TestConsoleInChromium(t *testing.T) {
 		Status string          `json:"status"`
 		Result json.RawMessage `json:"result"`
 	}
-	getJSON(t, d.URL+"/v1/tool-calls/"+summary.ApprovedCall, &call)
+	getJSON(t, adminKey, d.URL+"/v1/tool-calls/"+summary.ApprovedCall, &call)
 	if call.Status != "succeeded" || !strings.Contains(string(call.Result), "approved-result") {
 		t.Fatalf("approved call: %s %s", call.Status, call.Result)
 	}
 	call.Result = nil
-	getJSON(t, d.URL+"/v1/tool-calls/"+summary.DeniedCall, &call)
+	getJSON(t, adminKey, d.URL+"/v1/tool-calls/"+summary.DeniedCall, &call)
 	if call.Status != "failed" || !strings.Contains(string(call.Result), "not on a Friday") {
 		t.Fatalf("denied call: %s %s", call.Status, call.Result)
 	}
 	call.Result = nil
-	getJSON(t, d.URL+"/v1/tool-calls/"+summary.StreamedCall, &call)
+	getJSON(t, adminKey, d.URL+"/v1/tool-calls/"+summary.StreamedCall, &call)
 	if call.Status != "succeeded" || !strings.Contains(string(call.Result), "line 4") {
 		t.Fatalf("streamed call: %s %s", call.Status, call.Result)
 	}
@@ -178,10 +178,7 @@ func writeSkill(t *testing.T, dir string) {
 	}
 }
 
-// adminKey is the key of the daemon under test.
-var adminKey string
-
-func getJSON(t *testing.T, url string, v any) {
+func getJSON(t *testing.T, adminKey, url string, v any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
