@@ -2,7 +2,10 @@
 // it loads (a) a bare net/http handler that writes three flushed NDJSON lines and (b) a
 // real toolserverd (SQLite store, every call durably recorded) executing one no-op tool
 // call per request, over the same loopback HTTP/NDJSON path with the same clients, and
-// prints requests/s, p50 and p99 of both and their ratios.
+// prints requests/s, p50 and p99 of both and their ratios. A third target, (c) "floor",
+// is the bare handler plus the one thing toolserverd cannot skip: the call's record,
+// committed through the same group committer and SQLite store before the message line.
+// It shows how much of the gap is durability and how much is toolserverd's own work.
 //
 //	go run ./bench/overhead [-clients 32] [-duration 5s] [-store postgres://…] [-cpuprofile f]
 package main
@@ -19,14 +22,18 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/app"
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -78,23 +85,26 @@ type Stats struct {
 
 // Result of a run.
 type Result struct {
-	Clients         int
-	Bare, Toolsrv   Stats
-	Recorded        int64 // call records found in the store after the run
-	RecordsExpected int64
-	Transactions    uint64 // store transactions during the toolserverd phase
-	StoreOps        uint64 // record writes (inserts, finishes) in them
+	Clients              int
+	Bare, Floor, Toolsrv Stats
+	Recorded             int64 // call records found in the store after the run
+	RecordsExpected      int64
+	Transactions         uint64 // store transactions during the toolserverd phase
+	StoreOps             uint64 // record writes (inserts, finishes) in them
 }
 
 // Print writes the comparison table.
 func (r Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "%-12s %10s %8s %10s %10s %12s\n", "target", "req/s", "errors", "p50", "p99", "CPU/req")
-	for _, s := range []Stats{r.Bare, r.Toolsrv} {
+	for _, s := range []Stats{r.Bare, r.Floor, r.Toolsrv} {
 		fmt.Fprintf(w, "%-12s %10.0f %8d %10s %10s %12s\n", s.Name, s.RPS, s.Errors, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.CPUPerReq.Round(100*time.Nanosecond))
 	}
 	fmt.Fprintf(w, "throughput ratio (toolserverd/bare): %.2f   (target ≥ 0.80)\n", r.Toolsrv.RPS/r.Bare.RPS)
 	fmt.Fprintf(w, "p99 ratio        (toolserverd/bare): %.2f   (target ≤ 2.00)\n", float64(r.Toolsrv.P99)/float64(r.Bare.P99))
-	fmt.Fprintf(w, "CPU per request added by toolserverd (same clients): %s\n", (r.Toolsrv.CPUPerReq - r.Bare.CPUPerReq).Round(100*time.Nanosecond))
+	fmt.Fprintf(w, "floor: bare + one durable record per request: throughput %.2f of bare, p99 %.2f× bare; toolserverd is %.2f of the floor\n",
+		r.Floor.RPS/r.Bare.RPS, float64(r.Floor.P99)/float64(r.Bare.P99), r.Toolsrv.RPS/r.Floor.RPS)
+	fmt.Fprintf(w, "CPU per request added (same clients): by the record %s, by toolserverd %s\n",
+		(r.Floor.CPUPerReq - r.Bare.CPUPerReq).Round(100*time.Nanosecond), (r.Toolsrv.CPUPerReq - r.Bare.CPUPerReq).Round(100*time.Nanosecond))
 	fmt.Fprintf(w, "calls durably recorded: %d of %d (%d record writes in %d store transactions, %.1f per transaction)\n",
 		r.Recorded, r.RecordsExpected, r.StoreOps, r.Transactions, float64(r.StoreOps)/float64(max(r.Transactions, 1)))
 }
@@ -119,6 +129,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
+
+	floorURL, stopFloor, err := serveFloor(ctx, filepath.Join(dir, "floor.db"))
+	if err != nil {
+		return res, err
+	}
+	res.Floor, err = load(ctx, "floor", o, func(i int) (string, []byte) { return floorURL + "?session=" + strconv.Itoa(i), body })
+	stopFloor()
+	if err != nil {
+		return res, err
+	}
 	cfg := config.Defaults()
 	cfg.Auth.Unauthenticated = true // loopback only; the measured path is the same
 	cfg.DataDir = dir
@@ -192,22 +212,24 @@ func (noop) Run(*tool.Context, json.RawMessage) (*tool.Result, error) {
 	return tool.TextResult("ok"), nil
 }
 
+// floorLines are the three lines the bare and floor handlers write, shaped like toolserverd's.
+var floorLines = [][]byte{
+	[]byte(`{"type":"tool_start","tool_call_id":"call_1","call_id":"tc_aaaaaaaaaaaaaaaaaaaaaaaaaa","name":"noop","ts":1761700000.123456}` + "\n"),
+	[]byte(`{"type":"message","tool_call_id":"call_1","call_id":"tc_aaaaaaaaaaaaaaaaaaaaaaaaaa","name":"noop","is_error":false,"message":{"role":"tool","tool_call_id":"call_1","name":"noop","content":"ok","is_error":false},"ts":1761700000.123456}` + "\n"),
+	[]byte(`{"type":"done","ts":1761700000.123456}` + "\n"),
+}
+
 // serveBare starts the baseline: three flushed NDJSON lines shaped like toolserverd's.
 func serveBare() (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	lines := [][]byte{
-		[]byte(`{"type":"tool_start","tool_call_id":"call_1","call_id":"tc_aaaaaaaaaaaaaaaaaaaaaaaaaa","name":"noop","ts":1761700000.123456}` + "\n"),
-		[]byte(`{"type":"message","tool_call_id":"call_1","call_id":"tc_aaaaaaaaaaaaaaaaaaaaaaaaaa","name":"noop","is_error":false,"message":{"role":"tool","tool_call_id":"call_1","name":"noop","content":"ok","is_error":false},"ts":1761700000.123456}` + "\n"),
-		[]byte(`{"type":"done","ts":1761700000.123456}` + "\n"),
-	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		rc := http.NewResponseController(w)
-		for _, l := range lines {
+		for _, l := range floorLines {
 			_, _ = w.Write(l)
 			_ = rc.Flush()
 		}
@@ -215,6 +237,58 @@ func serveBare() (string, func(), error) {
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// serveFloor starts the bare handler plus a durable record per request: the record is
+// queued when the call starts (as toolserverd queues a read-only call's) and the
+// handler waits for its final state to commit before writing the message line. The
+// records go through store.GroupCommitter into a SQLite store opened as the daemon
+// opens it; one session per client, time-ordered call ids, as toolserverd writes them.
+func serveFloor(ctx context.Context, path string) (string, func(), error) {
+	db, err := store.OpenSQLite(ctx, path)
+	if err != nil {
+		return "", nil, err
+	}
+	gc, err := store.NewGroupCommitter(db, store.GroupCommitConfig{})
+	if err == nil {
+		err = gc.Start(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		db.Close()
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		gc.Stop()
+		db.Close()
+		return "", nil, err
+	}
+	result := tool.TextResult("ok")
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		now := time.Now().UTC()
+		c := &store.Call{ID: session.NewTimeID("tc"), SessionID: "ses_" + r.URL.Query().Get("session"), Tenant: "default",
+			ToolCallID: "call_1", Name: "noop", Arguments: json.RawMessage(`{}`), Status: store.CallRunning,
+			Owner: "bench", CreatedAt: now, StartedAt: &now}
+		if err := gc.Enqueue(c); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		rc := http.NewResponseController(w)
+		_, _ = w.Write(floorLines[0])
+		_ = rc.Flush()
+		if err := gc.Finish(r.Context(), store.CallFinish{ID: c.ID, Status: store.CallSucceeded, Result: result}); err != nil {
+			return // the client sees a short answer and counts an error
+		}
+		for _, l := range floorLines[1:] {
+			_, _ = w.Write(l)
+			_ = rc.Flush()
+		}
+	})
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close(); gc.Stop(); db.Close() }, nil
 }
 
 // load runs o.Clients clients for o.Warmup (unmeasured) then o.Duration; each request
