@@ -23,6 +23,25 @@ func (f CallFilter) limit() int {
 	return f.Limit
 }
 
+// activeOnly reports whether the filter keeps only calls that have not finished, which
+// the partial index tool_calls_tenant_active_idx answers. A planner uses a partial
+// index only when the query repeats its condition, so such queries carry
+// activeCondition as well as their own filter.
+func (f CallFilter) activeOnly() bool {
+	if len(f.Statuses) == 0 {
+		return false
+	}
+	for _, st := range f.Statuses {
+		if st != CallPending && st != CallRunning && st != CallWaiting {
+			return false
+		}
+	}
+	return true
+}
+
+// activeCondition is the WHERE of tool_calls_tenant_active_idx (migration 0008), verbatim.
+const activeCondition = ` AND status IN ('pending', 'running', 'waiting')`
+
 func (f CallFilter) statuses() []string {
 	out := make([]string, len(f.Statuses))
 	for i, s := range f.Statuses {
@@ -31,11 +50,12 @@ func (f CallFilter) statuses() []string {
 	return out
 }
 
-// ListRecentCalls returns the tenant's calls in any session, newest first (ties: id
-// descending), at most f.Limit.
-func (s *SQLite) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error) {
+func sqliteRecentCallsQuery(f CallFilter) (string, []any) {
 	q := `SELECT ` + sqliteCallColumns + ` FROM tool_calls WHERE tenant = ?`
 	args := []any{f.Tenant}
+	if f.activeOnly() {
+		q += activeCondition
+	}
 	if st := f.statuses(); len(st) > 0 {
 		q += ` AND status IN (?` + strings.Repeat(`, ?`, len(st)-1) + `)`
 		for _, v := range st {
@@ -43,7 +63,13 @@ func (s *SQLite) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, er
 		}
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
-	args = append(args, f.limit())
+	return q, append(args, f.limit())
+}
+
+// ListRecentCalls returns the tenant's calls in any session, newest first (ties: id
+// descending), at most f.Limit.
+func (s *SQLite) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error) {
+	q, args := sqliteRecentCallsQuery(f)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
@@ -66,13 +92,8 @@ func (s *SQLite) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, er
 // ListRecentCalls returns the tenant's calls in any session, newest first (ties: id
 // descending), at most f.Limit.
 func (p *Postgres) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error) {
-	var statuses []string // NULL: every status
-	if st := f.statuses(); len(st) > 0 {
-		statuses = st
-	}
-	rows, err := p.pool.Query(ctx,
-		`SELECT `+pgCallColumns+` FROM tool_calls WHERE tenant = $1 AND ($2::text[] IS NULL OR status = ANY($2))
-		ORDER BY created_at DESC, id DESC LIMIT $3`, f.Tenant, statuses, f.limit())
+	q, args := pgRecentCallsQuery(f)
+	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
@@ -89,4 +110,17 @@ func (p *Postgres) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, 
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
 	return calls, nil
+}
+
+func pgRecentCallsQuery(f CallFilter) (string, []any) {
+	var statuses []string // NULL: every status
+	if st := f.statuses(); len(st) > 0 {
+		statuses = st
+	}
+	cond := ""
+	if f.activeOnly() {
+		cond = activeCondition
+	}
+	return `SELECT ` + pgCallColumns + ` FROM tool_calls WHERE tenant = $1` + cond + ` AND ($2::text[] IS NULL OR status = ANY($2))
+		ORDER BY created_at DESC, id DESC LIMIT $3`, []any{f.Tenant, statuses, f.limit()}
 }

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS tool_calls_tenant_active_idx;
+DROP INDEX IF EXISTS tool_calls_tenant_created_idx;
