@@ -7,7 +7,11 @@
 // committed through the same group committer and SQLite store before the message line.
 // It shows how much of the gap is durability and how much is toolserverd's own work.
 //
-//	go run ./bench/overhead [-clients 32] [-duration 5s] [-store postgres://…] [-cpuprofile f]
+// The targets take turns, -rounds times (A B C A B C …), and each figure printed is the
+// median of its rounds: on a shared machine whose speed drifts by a quarter within a
+// minute, one pass of each target compares two different machines.
+//
+//	go run ./bench/overhead [-clients 32] [-duration 5s] [-rounds 3] [-store postgres://…] [-cpuprofile f]
 package main
 
 import (
@@ -39,13 +43,14 @@ import (
 
 func main() {
 	clients := flag.Int("clients", 32, "concurrent clients")
-	duration := flag.Duration("duration", 5*time.Second, "load time per target")
+	duration := flag.Duration("duration", 5*time.Second, "load time per target and round")
+	rounds := flag.Int("rounds", 3, "turns of the three targets; figures are medians over them")
 	warmup := flag.Duration("warmup", time.Second, "unmeasured load before each target")
 	storeURL := flag.String("store", "", "toolserverd store (default: SQLite in a temp dir)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the toolserverd phase")
 	memprofile := flag.String("memprofile", "", "write an allocation profile after the run")
 	flag.Parse()
-	res, err := Run(context.Background(), Options{Clients: *clients, Duration: *duration, Warmup: *warmup, Store: *storeURL, CPUProfile: *cpuprofile})
+	res, err := Run(context.Background(), Options{Clients: *clients, Duration: *duration, Rounds: *rounds, Warmup: *warmup, Store: *storeURL, CPUProfile: *cpuprofile})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
@@ -64,6 +69,7 @@ func main() {
 type Options struct {
 	Clients    int
 	Duration   time.Duration
+	Rounds     int // <= 0: 1
 	Warmup     time.Duration
 	Store      string
 	CPUProfile string
@@ -72,8 +78,9 @@ type Options struct {
 // Stats of one target.
 type Stats struct {
 	Name     string
-	Requests int
-	Warmup   int // successful requests during the unmeasured warm-up
+	Rounds   int
+	Requests int // in all rounds
+	Warmup   int // successful requests during the unmeasured warm-ups
 	Errors   int
 	RPS      float64
 	P50, P99 time.Duration
@@ -95,6 +102,7 @@ type Result struct {
 
 // Print writes the comparison table.
 func (r Result) Print(w io.Writer) {
+	fmt.Fprintf(w, "%d clients; medians of %d rounds (targets taking turns)\n", r.Clients, r.Toolsrv.Rounds)
 	fmt.Fprintf(w, "%-12s %10s %8s %10s %10s %12s\n", "target", "req/s", "errors", "p50", "p99", "CPU/req")
 	for _, s := range []Stats{r.Bare, r.Floor, r.Toolsrv} {
 		fmt.Fprintf(w, "%-12s %10.0f %8d %10s %10s %12s\n", s.Name, s.RPS, s.Errors, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.CPUPerReq.Round(100*time.Nanosecond))
@@ -112,17 +120,13 @@ func (r Result) Print(w io.Writer) {
 // Run loads both targets one after the other with the same client setup.
 func Run(ctx context.Context, o Options) (Result, error) {
 	res := Result{Clients: o.Clients}
+	body := []byte(`{"calls":[{"id":"call_1","name":"noop","arguments":{}}]}`)
 
 	bareURL, stopBare, err := serveBare()
 	if err != nil {
 		return res, err
 	}
-	body := []byte(`{"calls":[{"id":"call_1","name":"noop","arguments":{}}]}`)
-	res.Bare, err = load(ctx, "bare", o, func(int) (string, []byte) { return bareURL, body })
-	stopBare()
-	if err != nil {
-		return res, err
-	}
+	defer stopBare()
 
 	dir, err := os.MkdirTemp("", "toolserverd-bench-")
 	if err != nil {
@@ -134,11 +138,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Floor, err = load(ctx, "floor", o, func(i int) (string, []byte) { return floorURL + "?session=" + strconv.Itoa(i), body })
-	stopFloor()
-	if err != nil {
-		return res, err
-	}
+	defer stopFloor()
+
 	cfg := config.Defaults()
 	cfg.Auth.Unauthenticated = true // loopback only; the measured path is the same
 	cfg.DataDir = dir
@@ -176,29 +177,75 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		urls[i] = base + "/v1/sessions/" + s.ID + "/tool-calls"
 	}
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
+	var bare, floor, toolsrv []Stats
+	var before, after store.GroupCommitStats
+	for round := range max(o.Rounds, 1) {
+		st, err := load(ctx, "bare", o, func(int) (string, []byte) { return bareURL, body })
 		if err != nil {
 			return res, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		bare = append(bare, st)
+		if st, err = load(ctx, "floor", o, func(i int) (string, []byte) { return floorURL + "?session=" + strconv.Itoa(i), body }); err != nil {
 			return res, err
 		}
-		defer pprof.StopCPUProfile()
+		floor = append(floor, st)
+		if round == 0 {
+			before = a.Commits.Stats()
+		}
+		if st, err = loadProfiled(ctx, "toolserverd", o, round == 0, func(i int) (string, []byte) { return urls[i], body }); err != nil {
+			return res, err
+		}
+		toolsrv = append(toolsrv, st)
+		after = a.Commits.Stats()
 	}
-	before := a.Commits.Stats()
-	res.Toolsrv, err = load(ctx, "toolserverd", o, func(i int) (string, []byte) { return urls[i], body })
-	if err != nil {
-		return res, err
-	}
+	res.Bare, res.Floor, res.Toolsrv = median(bare), median(floor), median(toolsrv)
 	// Each call is two durable writes (insert + finish), acknowledged before its
 	// message is sent; count them to show nothing was skipped.
-	after := a.Commits.Stats()
 	res.Recorded = int64(after.Ops-before.Ops) / 2
 	res.StoreOps, res.Transactions = after.Ops-before.Ops, after.Batches-before.Batches
 	res.RecordsExpected = int64(res.Toolsrv.Requests + res.Toolsrv.Warmup)
 	return res, nil
+}
+
+// loadProfiled is load, under the CPU profile of o.CPUProfile when profile is set.
+func loadProfiled(ctx context.Context, name string, o Options, profile bool, target func(int) (string, []byte)) (Stats, error) {
+	if !profile || o.CPUProfile == "" {
+		return load(ctx, name, o, target)
+	}
+	f, err := os.Create(o.CPUProfile)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return Stats{}, err
+	}
+	defer pprof.StopCPUProfile()
+	return load(ctx, name, o, target)
+}
+
+// median combines rounds: each figure is the median of its rounds (the upper one of
+// an even count); counts are summed.
+func median(rounds []Stats) Stats {
+	pick := func(v func(Stats) float64) float64 {
+		xs := make([]float64, len(rounds))
+		for i, s := range rounds {
+			xs[i] = v(s)
+		}
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	out := Stats{Name: rounds[0].Name, Rounds: len(rounds)}
+	for _, s := range rounds {
+		out.Requests += s.Requests
+		out.Warmup += s.Warmup
+		out.Errors += s.Errors
+	}
+	out.RPS = pick(func(s Stats) float64 { return s.RPS })
+	out.P50 = time.Duration(pick(func(s Stats) float64 { return float64(s.P50) }))
+	out.P99 = time.Duration(pick(func(s Stats) float64 { return float64(s.P99) }))
+	out.CPUPerReq = time.Duration(pick(func(s Stats) float64 { return float64(s.CPUPerReq) }))
+	return out
 }
 
 type noop struct{}
