@@ -68,6 +68,9 @@ type App struct {
 	stopExpiry   context.CancelFunc
 	expiryDone   chan struct{}
 
+	// artifacts holds tool_chain's large results; nil when chain is disabled.
+	artifacts *chain.Artifacts
+
 	// sessionLockPool serializes sessions' unsafe calls across replicas (PostgreSQL).
 	sessionLockPool *store.PGSessionLocks
 }
@@ -171,6 +174,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		if err != nil {
 			return nil, err
 		}
+		if err := a.artifacts.Start(context.WithoutCancel(ctx), log); err != nil {
+			return nil, err
+		}
 		builtins = append(builtins, ct...)
 	}
 	if err := a.Tools.Register(builtins...); err != nil {
@@ -272,11 +278,11 @@ func (a *App) chainTools() ([]tool.Tool, error) {
 		MaxInlineResultBytes: c.MaxInlineResultBytes, ApprovalTimeout: c.ApprovalTimeout,
 		MaxRiskWithoutApproval: tool.Risk(c.MaxRiskWithoutApproval), MaxSteps: uint64(max(c.MaxSteps, 0)),
 		ArtifactBytesPerSession: c.ArtifactBytesPerSession}
-	store, err := chain.NewArtifacts(filepath.Join(a.DataDir, "artifacts"), c.ArtifactBytesPerSession)
-	if err != nil {
+	var err error
+	if a.artifacts, err = chain.NewArtifacts(filepath.Join(a.DataDir, "artifacts"), c.ArtifactBytesPerSession, c.ArtifactRetention); err != nil {
 		return nil, err
 	}
-	ts, err := chain.Tools(p, store)
+	ts, err := chain.Tools(p, a.artifacts)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -505,6 +511,9 @@ func (a *App) Close() {
 	}
 	if a.Progress != nil {
 		a.Progress.Stop()
+	}
+	if a.artifacts != nil {
+		a.artifacts.Stop()
 	}
 	if a.Commits != nil {
 		a.Commits.Stop()

@@ -1,16 +1,20 @@
 package chain
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 )
 
 // ErrNoArtifact is returned for a reference this session does not have.
@@ -25,21 +29,36 @@ var (
 // Artifacts keeps large results of chained calls as files, one directory per session
 // under dir, at most maxPerSession bytes per session (the oldest go first). A session
 // reads only its own: the reference is looked up under the caller's session.
+//
+// A session's directory unused for longer than the retention is deleted by Sweep
+// (run every so often after Start). Its last use is the newest modification time of
+// the directory and its files: Put creates and renames files in it, which updates the
+// directory's, and Read touches the directory.
 type Artifacts struct {
 	dir           string
 	maxPerSession int64
-	mu            sync.Mutex // serializes a session's store-and-evict
+	retention     time.Duration // 0: kept forever
+
+	// mu serializes Put's store-and-evict, Read's touch and the sweep of a directory,
+	// and guards stop and done (set by Start).
+	mu   sync.Mutex
+	stop context.CancelFunc
+	done chan struct{}
 }
 
-// NewArtifacts returns a store rooted at dir (created if missing).
-func NewArtifacts(dir string, maxPerSession int64) (*Artifacts, error) {
+// NewArtifacts returns a store rooted at dir (created if missing) that keeps a
+// session's artifacts for retention after their last use (0: forever).
+func NewArtifacts(dir string, maxPerSession int64, retention time.Duration) (*Artifacts, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("chain: artifact dir must be absolute, got %q", dir)
+	}
+	if retention < 0 {
+		return nil, fmt.Errorf("chain: artifact retention %v is negative", retention)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("chain: artifact dir: %w", err)
 	}
-	return &Artifacts{dir: dir, maxPerSession: maxPerSession}, nil
+	return &Artifacts{dir: dir, maxPerSession: maxPerSession, retention: retention}, nil
 }
 
 func (a *Artifacts) sessionDir(sessionID string) (string, error) {
@@ -130,6 +149,11 @@ func (a *Artifacts) Read(sessionID, ref string, offset, limit int64) ([]byte, in
 	if err != nil || !refPattern.MatchString(ref) {
 		return nil, 0, ErrNoArtifact
 	}
+	if err := a.touch(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, 0, ErrNoArtifact
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("chain: read artifact: %w", err)
+	}
 	f, err := os.Open(filepath.Join(dir, ref))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, ErrNoArtifact
@@ -152,4 +176,144 @@ func (a *Artifacts) Read(sessionID, ref string, offset, limit int64) ([]byte, in
 		return nil, 0, fmt.Errorf("chain: read artifact: %w", err)
 	}
 	return buf[:n], size, nil
+}
+
+// touch marks a session's directory used now. Reading is use: under mu, so the
+// sweep either sees the read and keeps the session for another retention, or has
+// already deleted it and the read finds nothing.
+func (a *Artifacts) touch(dir string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	return os.Chtimes(dir, now, now)
+}
+
+// sweepInterval checks often enough that a session outlives the retention by at most
+// half of it, and at most every 10 minutes.
+func (a *Artifacts) sweepInterval() time.Duration {
+	return min(max(a.retention/2, time.Second), 10*time.Minute)
+}
+
+// Start sweeps every sweepInterval until ctx ends or Stop is called, logging to log
+// (nil: nowhere). With retention 0 nothing is ever deleted and no sweeper runs.
+func (a *Artifacts) Start(ctx context.Context, log *slog.Logger) error {
+	if a.retention == 0 {
+		return nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stop != nil {
+		return errors.New("chain: artifact sweeper already started")
+	}
+	ctx, a.stop = context.WithCancel(ctx)
+	a.done = make(chan struct{})
+	go func(done chan<- struct{}) {
+		defer close(done)
+		t := time.NewTicker(a.sweepInterval())
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				n, err := a.Sweep(now)
+				if err != nil {
+					log.Warn("sweeping chain artifacts", "err", err)
+				}
+				if n > 0 {
+					log.Info("chain artifacts of unused sessions deleted", "sessions", n)
+				}
+			}
+		}
+	}(a.done)
+	return nil
+}
+
+// Stop ends the sweeper and waits for it. It is idempotent.
+func (a *Artifacts) Stop() {
+	a.mu.Lock()
+	stop, done := a.stop, a.done
+	a.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// Sweep deletes, whole, the directory of every session whose last use is more than
+// the retention before now, and in the others the temporary files a failed Put left
+// that long. It returns how many sessions it deleted.
+func (a *Artifacts) Sweep(now time.Time) (int, error) {
+	if a.retention == 0 {
+		return 0, nil
+	}
+	entries, err := os.ReadDir(a.dir)
+	if err != nil {
+		return 0, fmt.Errorf("chain: sweep artifacts: %w", err)
+	}
+	cutoff := now.Add(-a.retention)
+	deleted := 0
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || !sessionPattern.MatchString(e.Name()) {
+			continue
+		}
+		gone, err := a.sweepSession(filepath.Join(a.dir, e.Name()), cutoff)
+		if gone {
+			deleted++
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// sweepSession holds mu, as Put does, so that a Put never finds its directory
+// removed half-way and a directory is judged and removed with nothing added between.
+func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("chain: sweep artifacts: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("chain: sweep artifacts: %w", err)
+	}
+	last := fi.ModTime()
+	var staleTemp []string
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		mod := info.ModTime()
+		if mod.After(last) {
+			last = mod
+		}
+		if strings.HasPrefix(e.Name(), ".tmp-") && mod.Before(cutoff) {
+			staleTemp = append(staleTemp, e.Name())
+		}
+	}
+	if last.Before(cutoff) {
+		if err := os.RemoveAll(dir); err != nil {
+			return false, fmt.Errorf("chain: sweep artifacts: %w", err)
+		}
+		return true, nil
+	}
+	var errs []error
+	for _, name := range staleTemp {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("chain: sweep artifacts: %w", err))
+		}
+	}
+	return false, errors.Join(errs...)
 }

@@ -23,10 +23,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Taken before the tests: taken after, it would ignore every goroutine they left.
+	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+		if err := goleak.Find(before); err != nil {
 			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
 			code = 1
 		}

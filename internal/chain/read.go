@@ -54,7 +54,7 @@ func (t readTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 	}
 	data, size, err := t.store.Read(ctx.Session.ID, args.Ref, args.Offset, args.Limit)
 	if errors.Is(err, ErrNoArtifact) {
-		return nil, tool.Errorf(tool.KindNotFound, "artifact %q does not exist in this session (references come from tool_chain results; the oldest artifacts are deleted when a session holds too many)", args.Ref)
+		return nil, tool.Errorf(tool.KindNotFound, "artifact %q does not exist in this session (references come from tool_chain results; the oldest artifacts are deleted when a session holds too many, and all of a session's when it has not used them for a long time)", args.Ref)
 	}
 	if err != nil {
 		return nil, err

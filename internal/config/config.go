@@ -327,6 +327,9 @@ type ChainConfig struct {
 	MaxSteps int64 `mapstructure:"max_steps"`
 	// ArtifactBytesPerSession bounds the stored artifacts of one session.
 	ArtifactBytesPerSession int64 `mapstructure:"artifact_bytes_per_session"`
+	// ArtifactRetention is how long a session's artifacts are kept after their last
+	// use (0: forever).
+	ArtifactRetention time.Duration `mapstructure:"artifact_retention"`
 }
 
 // WebConfig configures web_fetch and web_search.
@@ -381,7 +384,7 @@ func Defaults() Config {
 		CORS:                CORSConfig{MaxAge: 10 * time.Minute},
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
-			MaxSteps: 10_000_000, ArtifactBytesPerSession: 64 << 20},
+			MaxSteps: 10_000_000, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
 		MCPEndpoint: MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute},
 		Cluster:     ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
 	}
@@ -626,6 +629,9 @@ func (c Config) Validate() error {
 	}
 	if c.Chain.ArtifactBytesPerSession < int64(c.Chain.MaxInlineResultBytes) {
 		bad("chain.artifact_bytes_per_session", "%d is below chain.max_inline_result_bytes", c.Chain.ArtifactBytesPerSession)
+	}
+	if c.Chain.ArtifactRetention < 0 {
+		bad("chain.artifact_retention", "must not be negative")
 	}
 	if c.Sandbox.OutputCapBytes < 1024 {
 		bad("sandbox.output_cap_bytes", "%d is below 1024", c.Sandbox.OutputCapBytes)

@@ -43,6 +43,7 @@ func TestPrecedence(t *testing.T) {
 		{"env bool", c.Progress.Enabled, false},
 		{"env list beats file", strings.Join(c.Sessions.WorkdirRoots, "|"), "/srv/c|/srv/d"},
 		{"default kept", c.Calls.MaxTimeout, 30 * time.Minute},
+		{"default duration kept", c.Chain.ArtifactRetention, 24 * time.Hour},
 		{"file recorded", c.File, file},
 	}
 	for _, ch := range checks {
@@ -97,6 +98,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"chain risk", nil, []string{"TOOLSERVER_CHAIN_MAX_RISK_WITHOUT_APPROVAL=extreme"}, "chain.max_risk_without_approval"},
 		{"chain steps", []string{"--config", write("chain:\n  max_steps: 10\n")}, nil, "chain.max_steps"},
 		{"chain timeout", nil, []string{"TOOLSERVER_CHAIN_TOTAL_TIMEOUT=0s"}, "chain.total_timeout"},
+		{"negative artifact retention", nil, []string{"TOOLSERVER_CHAIN_ARTIFACT_RETENTION=-1h"}, "chain.artifact_retention"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,6 +107,14 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 				t.Fatalf("error %v does not name %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestArtifactRetentionZeroKeepsForever(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, []string{"TOOLSERVER_CHAIN_ARTIFACT_RETENTION=0"})
+	if err != nil || c.Chain.ArtifactRetention != 0 {
+		t.Fatalf("retention %v, err %v; want 0 accepted", c.Chain.ArtifactRetention, err)
 	}
 }
 
