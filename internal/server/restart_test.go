@@ -16,11 +16,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Taken before the tests: taken after, it would ignore every goroutine they left.
+	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	pgtest.Stop()
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+		if err := goleak.Find(before); err != nil {
 			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
 			code = 1
 		}
