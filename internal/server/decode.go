@@ -49,6 +49,24 @@ func decodeBody(body io.Reader, limit int64, v any) error {
 	return nil
 }
 
+// readBody reads the whole body, for handlers that pass it on unparsed: the size is
+// capped like decodeJSON's (413 beyond it).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge(limit)
+	case err != nil:
+		return nil, errorf(CodeBadRequest, "reading the request body: "+err.Error())
+	}
+	return b, nil
+}
+
+func tooLarge(limit int64) *apiError {
+	return errorf(CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit))
+}
+
 func jsonError(err error, limit int64) error {
 	var (
 		syntax *json.SyntaxError
@@ -57,7 +75,7 @@ func jsonError(err error, limit int64) error {
 	)
 	switch {
 	case errors.As(err, &mbe):
-		return errorf(CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit))
+		return tooLarge(limit)
 	case errors.As(err, &syntax):
 		return errorf(CodeInvalidJSON, fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, err))
 	case errors.Is(err, io.ErrUnexpectedEOF):

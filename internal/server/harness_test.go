@@ -23,7 +23,7 @@ import (
 
 // daemon is a real toolserverd (app.New, real store) serving on loopback.
 type daemon struct {
-	t       *testing.T
+	t       testing.TB
 	app     *app.App
 	url     string
 	stop    func()
@@ -35,9 +35,11 @@ type daemonOpts struct {
 	dataDir string
 	store   string
 	mutate  func(*config.Config)
+	// errorLog, when set, receives the daemon's error-level log lines.
+	errorLog io.Writer
 }
 
-func startDaemon(t *testing.T, o daemonOpts) *daemon {
+func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.Addr = "127.0.0.1:0"
@@ -56,6 +58,9 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 		o.mutate(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.errorLog != nil {
+		log = slog.New(slog.NewTextHandler(o.errorLog, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, log)
 	if err != nil {
@@ -115,7 +120,7 @@ func track(now, peak *atomic.Int32) func() {
 	return func() { now.Add(-1) }
 }
 
-func registerTestTools(t *testing.T, m *toolmgr.Manager) *testTools {
+func registerTestTools(t testing.TB, m *toolmgr.Manager) *testTools {
 	tt := &testTools{release: make(chan struct{}), blockStarts: make(chan string, 64)}
 	type echoArgs struct {
 		Text string `json:"text" jsonschema:"description=what to echo"`
@@ -217,6 +222,13 @@ func mustJSON(v any) json.RawMessage {
 // do sends a request and returns status, headers and body.
 func (d *daemon) do(method, path string, body any) (int, http.Header, []byte) {
 	d.t.Helper()
+	return send(d.t, http.DefaultClient, method, d.url+path, nil, body)
+}
+
+// send sends a request with the headers h (and Content-Type: application/json when it
+// has a body) through c, and returns status, headers and body.
+func send(t testing.TB, c *http.Client, method, url string, h http.Header, body any) (int, http.Header, []byte) {
+	t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -227,21 +239,24 @@ func (d *daemon) do(method, path string, body any) (int, http.Header, []byte) {
 	default:
 		r = bytes.NewReader(mustJSON(b))
 	}
-	req, err := http.NewRequest(method, d.url+path, r)
+	req, err := http.NewRequest(method, url, r)
 	if err != nil {
-		d.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
 	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
-		d.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, out
 }
@@ -279,7 +294,7 @@ func (d *daemon) stream(path string, body any) (int, []event) {
 	return code, parseNDJSON(d.t, out)
 }
 
-func parseNDJSON(t *testing.T, out []byte) []event {
+func parseNDJSON(t testing.TB, out []byte) []event {
 	t.Helper()
 	var evs []event
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -3,6 +3,7 @@ package toolmgr
 import (
 	"fmt"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
@@ -100,7 +101,7 @@ func (t *Truncator) Cut(text string) (string, bool) {
 	tailStart, _ := suffixForTokens(enc, text, tailN)
 	if tailStart <= headEnd {
 		// Head and tail overlap: the whole text fits.
-		if len(enc.Encode(text, nil, nil)) <= t.max {
+		if len(encode(enc, text)) <= t.max {
 			return text, true
 		}
 		tailStart = headEnd
@@ -120,20 +121,61 @@ func (t *Truncator) cutBytes(text string, n int) (string, bool) {
 		head, tailStart-len(head), len(text), text[tailStart:]), false
 }
 
+// maxPiece bounds the text the tokenizer is given at once. Its byte-pair merging takes
+// worse than quadratic time in the length of one pre-tokenized word, and a result may
+// hold a word of any length (a line of base64 zeros, a run of one character): 80 KB of
+// "x" took half a minute to count, a tool call's result held up all that time. Text is cut before a space that follows a non-space,
+// where the tokenizer splits anyway, so ordinary text encodes to the very same tokens;
+// only a run of maxPiece bytes without such a space is cut inside, which may count a
+// token more per cut.
+const maxPiece = 128
+
+// encode returns the tokens of text, given to the tokenizer piece by piece.
+func encode(enc *tiktoken.Tiktoken, text string) []int {
+	var toks []int
+	for text != "" {
+		n := pieceEnd(text)
+		toks = append(toks, enc.Encode(text[:n], nil, nil)...)
+		text = text[n:]
+	}
+	return toks
+}
+
+// pieceEnd is where the first piece of text ends: all of it when it is at most
+// maxPiece bytes, else before its last space that follows a non-space within them, else
+// at a rune boundary (at maxPiece when there is none: the text is not UTF-8).
+func pieceEnd(text string) int {
+	if len(text) <= maxPiece {
+		return len(text)
+	}
+	for i := maxPiece; i > 0; i-- {
+		if text[i] != ' ' {
+			continue
+		}
+		if r, _ := utf8.DecodeLastRuneInString(text[:i]); !unicode.IsSpace(r) {
+			return i
+		}
+	}
+	if n := len(validPrefix(text, maxPiece)); n > 0 {
+		return n
+	}
+	return maxPiece
+}
+
 // prefixForTokens returns the byte length of the first n tokens of text, encoding only
 // as much of the text as needed; all is true when the whole text has at most n tokens.
 func prefixForTokens(enc *tiktoken.Tiktoken, text string, n int) (end int, all bool) {
 	window := n * 4
 	for {
 		if window >= len(text) {
-			toks := enc.Encode(text, nil, nil)
+			toks := encode(enc, text)
 			if len(toks) <= n {
 				return len(text), true
 			}
 			return len(enc.Decode(toks[:n])), false
 		}
 		chunk := validPrefix(text, window)
-		toks := enc.Encode(chunk, nil, nil)
+		toks := encode(enc, chunk)
 		// The last token of a cut chunk may be a fragment; keep a margin of one.
 		if len(toks) > n {
 			return len(enc.Decode(toks[:n])), false
@@ -147,14 +189,14 @@ func suffixForTokens(enc *tiktoken.Tiktoken, text string, n int) (start int, all
 	window := n * 4
 	for {
 		if window >= len(text) {
-			toks := enc.Encode(text, nil, nil)
+			toks := encode(enc, text)
 			if len(toks) <= n {
 				return 0, true
 			}
 			return len(text) - len(enc.Decode(toks[len(toks)-n:])), false
 		}
 		s := validSuffixStart(text, len(text)-window)
-		toks := enc.Encode(text[s:], nil, nil)
+		toks := encode(enc, text[s:])
 		if len(toks) > n+1 {
 			// Drop the first token of the chunk: it may be a fragment of a longer one.
 			return len(text) - len(enc.Decode(toks[len(toks)-n:])), false

@@ -2,8 +2,12 @@ package toolmgr
 
 import (
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/pkoukk/tiktoken-go"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -18,13 +22,20 @@ func words(r *rand.Rand, n int) string {
 	return b.String()
 }
 
-func TestTruncator(t *testing.T) {
-	t.Parallel()
-	tr := NewTruncator(1000)
+// truncatorWithEncoding returns a Truncator with budget max and its tokenizer.
+func truncatorWithEncoding(t *testing.T, max int) (*Truncator, *tiktoken.Tiktoken) {
+	t.Helper()
+	tr := NewTruncator(max)
 	enc, err := tr.encoding()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr, enc
+}
+
+func TestTruncator(t *testing.T) {
+	t.Parallel()
+	tr, enc := truncatorWithEncoding(t, 1000)
 	r := rand.New(rand.NewSource(1))
 
 	small := tool.TextResult(words(r, 100))
@@ -61,6 +72,53 @@ func TestTruncator(t *testing.T) {
 	mid := strings.Repeat("compile ", 300) // 2400 bytes, ~300 tokens
 	if got, ok := tr.Cut(mid); !ok || got != mid {
 		t.Fatal("text under the token budget was cut")
+	}
+}
+
+// TestEncodeInPieces: ordinary text encodes to exactly the tokenizer's tokens, however
+// it is spaced; text without spaces is cut into pieces of at most maxPiece bytes on rune
+// boundaries (bytes that are not UTF-8 still make progress), and the tokens of the
+// pieces still decode to the text.
+func TestEncodeInPieces(t *testing.T) {
+	t.Parallel()
+	_, enc := truncatorWithEncoding(t, 0)
+	r := rand.New(rand.NewSource(3))
+	var spaced strings.Builder
+	for _, sep := range []string{" ", "  ", "\t ", "\n ", "\n\n  ", "\u00a0 ", "\u00a0 \n", "\u3000 ", " 12 ", "3 ", " (", ". "} {
+		spaced.WriteString(words(r, 300) + sep + strings.Repeat("a", maxPiece/2) + sep)
+	}
+	for _, text := range []string{words(r, 5000), spaced.String(), "x " + strings.Repeat(" ", 3*maxPiece) + "y"} {
+		if got, want := encode(enc, text), enc.Encode(text, nil, nil); !slices.Equal(got, want) {
+			t.Fatalf("encode of %d bytes: %d tokens, the tokenizer's %d", len(text), len(got), len(want))
+		}
+	}
+	for _, run := range []string{strings.Repeat("x", 10*maxPiece+3), strings.Repeat("日本語", 2*maxPiece), strings.Repeat(" ", 5*maxPiece), strings.Repeat("\x80", 3*maxPiece)} {
+		for rest := run; rest != ""; {
+			n := pieceEnd(rest)
+			if n <= 0 || n > maxPiece || (utf8.ValidString(run) && !utf8.ValidString(rest[:n])) {
+				t.Fatalf("piece of %d bytes ends at %d", len(rest), n)
+			}
+			rest = rest[n:]
+		}
+		if got := enc.Decode(encode(enc, run)); utf8.ValidString(run) && got != run {
+			t.Fatalf("the pieces of a run of %d bytes decode to %d bytes", len(run), len(got))
+		}
+	}
+}
+
+// TestTruncatorLongRun cuts results that are one long word or one long run of spaces:
+// the tokenizer would take minutes on them whole.
+func TestTruncatorLongRun(t *testing.T) {
+	t.Parallel()
+	tr, enc := truncatorWithEncoding(t, 1000)
+	for _, text := range []string{"HEAD" + strings.Repeat("x", 300_000) + "TAIL", "HEAD" + strings.Repeat(" ", 300_000) + "TAIL"} {
+		cut, ok := tr.Cut(text)
+		if ok || !strings.HasPrefix(cut, "HEAD") || !strings.HasSuffix(cut, "TAIL") || !strings.Contains(cut, "bytes removed here") {
+			t.Fatalf("cut of %d bytes: ok=%v, %d bytes: %.80q…", len(text), ok, len(cut), cut)
+		}
+		if n := len(encode(enc, cut)); n > tr.Max() || n < tr.Max()/2 {
+			t.Fatalf("cut of %d bytes has %d tokens, budget %d", len(text), n, tr.Max())
+		}
 	}
 }
 

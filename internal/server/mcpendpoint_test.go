@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+// mcpInitializeBody is an MCP client's first message.
+const mcpInitializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"0"}}}`
+
+// mcpHeaders are the headers of an MCP client's POST for a toolserverd session;
+// mcpSessionID continues an MCP session when not empty.
+func mcpHeaders(sessionID, mcpSessionID string) http.Header {
+	h := http.Header{}
+	h.Set("X-Toolserver-Session", sessionID)
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("Mcp-Protocol-Version", "2025-11-25")
+	if mcpSessionID != "" {
+		h.Set("Mcp-Session-Id", mcpSessionID)
+	}
+	return h
+}
+
+// mcpInitialize opens an MCP session for the toolserverd session at url (an MCP
+// endpoint) and returns its Mcp-Session-Id.
+func mcpInitialize(t testing.TB, c *http.Client, url, sessionID string) string {
+	t.Helper()
+	code, hdr, body := send(t, c, http.MethodPost, url, mcpHeaders(sessionID, ""), mcpInitializeBody)
+	var resp struct {
+		ID     int `json:"id"`
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &resp) != nil || resp.ID != 1 || resp.Result.ProtocolVersion == "" {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	mcpSID := hdr.Get("Mcp-Session-Id")
+	if mcpSID == "" {
+		t.Fatal("initialize: no Mcp-Session-Id")
+	}
+	code, _, body = send(t, c, http.MethodPost, url, mcpHeaders(sessionID, mcpSID), `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", code, body)
+	}
+	return mcpSID
+}
+
+// TestMCPEndpointBodyLimit: the MCP endpoint caps POST bodies at max_body_bytes like
+// the REST routes. One byte over is 413 with the API's error body before mcp-go reads
+// anything; a body of exactly the limit reaches mcp-go whole.
+func TestMCPEndpointBodyLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 4096
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.MaxBodyBytes = limit }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	// The message padded with trailing spaces (valid JSON) to n bytes.
+	padded := func(msg string, n int) string { return msg + strings.Repeat(" ", n-len(msg)) }
+	mcpSID := mcpInitialize(t, http.DefaultClient, d.url+"/mcp", sess)
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"within the limit"}}}`
+
+	for _, path := range []string{"/mcp", "/v1/sessions/" + sess + "/mcp"} {
+		code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+path, mcpHeaders(sess, mcpSID), padded(call, limit+1))
+		if code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%s: a body of %d bytes: %d %s, want 413", path, limit+1, code, body)
+		}
+		validate(t, "Error", body)
+		if !bytes.Contains(body, []byte(`"code":"body_too_large"`)) {
+			t.Fatalf("%s: 413 body %s", path, body)
+		}
+		code, _, body = send(t, http.DefaultClient, http.MethodPost, d.url+path, mcpHeaders(sess, mcpSID), padded(call, limit))
+		var resp struct {
+			ID     int `json:"id"`
+			Result struct {
+				Content []struct{ Text string } `json:"content"`
+			} `json:"result"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &resp) != nil || resp.ID != 9 ||
+			len(resp.Result.Content) != 1 || resp.Result.Content[0].Text != "within the limit" {
+			t.Fatalf("%s: a body of %d bytes: %d %s, want the echo result", path, limit, code, body)
+		}
+	}
+	// The REST route of the same session answers the same size the same way.
+	calls := `{"calls":[{"id":"a","name":"echo","arguments":{"text":"x"}}]}`
+	if code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+"/v1/sessions/"+sess+"/tool-calls", nil, padded(calls, limit+1)); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("REST tool-calls with %d bytes: %d %s", limit+1, code, body)
+	}
+}
