@@ -124,10 +124,10 @@ func (t *Truncator) cutBytes(text string, n int) (string, bool) {
 // maxPiece bounds the text the tokenizer is given at once. Its byte-pair merging takes
 // worse than quadratic time in the length of one pre-tokenized word, and a result may
 // hold a word of any length (a line of base64 zeros, a run of one character): 80 KB of
-// "x" took half a minute to count, a tool call's result held up all that time. Text is cut before a space that follows a non-space,
-// where the tokenizer splits anyway, so ordinary text encodes to the very same tokens;
-// only a run of maxPiece bytes without such a space is cut inside, which may count a
-// token more per cut.
+// "x" took half a minute to count, a tool call's result held up all that time. Text is
+// cut before a space that follows a non-space, where the tokenizer splits anyway, so
+// ordinary text encodes to the very same tokens; only a run of maxPiece bytes without
+// such a space is cut inside, which may count a token more per cut.
 const maxPiece = 128
 
 // encode returns the tokens of text, given to the tokenizer piece by piece.
