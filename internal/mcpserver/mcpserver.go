@@ -76,6 +76,7 @@ type Endpoint struct {
 
 	mu       sync.Mutex
 	bindings map[string]*binding // MCP session id → toolserverd session
+	ids      *sessionIDs
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -108,7 +109,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{},
+	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), loopDone: make(chan struct{})}
 
 	hooks := &mcpsrv.Hooks{}
@@ -131,8 +132,10 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	e.mcp = mcpsrv.NewMCPServer("toolserverd", cfg.Version, opts...)
 	httpOpts := []mcpsrv.StreamableHTTPOption{
 		// Stateful: a client session is bound to one toolserverd session, and
-		// list_changed and elicitation need a session to reach the client.
-		mcpsrv.WithStateful(true),
+		// list_changed and elicitation need a session to reach the client. The ids
+		// come from sessionIDs, which forgets ended sessions (mcp-go's WithStateful
+		// manager keeps every one).
+		mcpsrv.WithSessionIdManager(e.ids),
 		// Protocol 2026-07-28 has no sessions (and no server-initiated requests);
 		// offering only the session-oriented revisions keeps per-session tools,
 		// list_changed and elicitation working. Clients fall back to them.
