@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -30,5 +31,62 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	s.MCPEndpoint.ServeMCP(w, r, chi.URLParam(r, "sessionID"))
+	ew := &mcpErrorWriter{ResponseWriter: w}
+	s.MCPEndpoint.ServeMCP(ew, r, chi.URLParam(r, "sessionID"))
+	if ew.code == "" {
+		return
+	}
+	msg := strings.TrimSpace(string(ew.text))
+	if ew.code == CodeInternal {
+		s.log.ErrorContext(r.Context(), "MCP endpoint failed", "err", msg, "request_id", requestID(r.Context()), "path", r.URL.Path)
+		msg = "internal error (request id " + requestID(r.Context()) + ")"
+	}
+	s.writeError(w, r, errorf(ew.code, "MCP endpoint: "+msg))
 }
+
+// mcpErrorWriter holds back mcp-go's plain-text error answers (an error status with a
+// text/plain body) so serveMCP can answer them with the API's error body, like every
+// other route; anything else passes straight through, event streams included.
+type mcpErrorWriter struct {
+	http.ResponseWriter
+	code string // set when an error answer is held back
+	text []byte
+}
+
+// mcpErrorCodes are the error statuses mcp-go answers in plain text.
+var mcpErrorCodes = map[int]string{
+	http.StatusBadRequest:           CodeBadRequest,
+	http.StatusNotFound:             CodeNotFound,
+	http.StatusMethodNotAllowed:     CodeMethodNotAllowed,
+	http.StatusUnsupportedMediaType: CodeUnsupportedMedia,
+	http.StatusInternalServerError:  CodeInternal,
+}
+
+func (m *mcpErrorWriter) WriteHeader(status int) {
+	if code, ok := mcpErrorCodes[status]; ok && m.code == "" && strings.HasPrefix(m.Header().Get("Content-Type"), "text/plain") {
+		m.code = code
+		m.Header().Del("Content-Type")
+		return
+	}
+	m.ResponseWriter.WriteHeader(status)
+}
+
+func (m *mcpErrorWriter) Write(b []byte) (int, error) {
+	if m.code != "" {
+		if room := 1024 - len(m.text); room > 0 {
+			m.text = append(m.text, b[:min(len(b), room)]...)
+		}
+		return len(b), nil
+	}
+	return m.ResponseWriter.Write(b)
+}
+
+// Flush sends what was written, unless an error answer is being held back.
+func (m *mcpErrorWriter) Flush() {
+	if m.code == "" {
+		_ = http.NewResponseController(m.ResponseWriter).Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (m *mcpErrorWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }

@@ -91,3 +91,48 @@ func TestMCPEndpointBodyLimit(t *testing.T) {
 		t.Fatalf("REST tool-calls with %d bytes: %d %s", limit+1, code, body)
 	}
 }
+
+// TestMCPEndpointErrorBodies: the errors mcp-go answers in plain text (an unknown MCP
+// session, a wrong content type) come back with the API's error body and their status,
+// on both MCP paths; a body that is not JSON-RPC keeps its JSON-RPC parse error.
+func TestMCPEndpointErrorBodies(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	sess := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	mcpSID := mcpInitialize(t, http.DefaultClient, d.url+"/mcp", sess)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	textHeaders := mcpHeaders(sess, mcpSID)
+	textHeaders.Set("Content-Type", "text/plain")
+	for _, path := range []string{"/mcp", "/v1/sessions/" + sess + "/mcp"} {
+		for _, tc := range []struct {
+			name   string
+			method string
+			hdr    http.Header
+			body   string
+			status int
+			code   string
+		}{
+			{"unknown MCP session", http.MethodPost, mcpHeaders(sess, "mcp-session-unknown"), list, http.StatusNotFound, "not_found"},
+			{"wrong content type", http.MethodPost, textHeaders, list, http.StatusBadRequest, "bad_request"},
+		} {
+			code, hdr, body := send(t, http.DefaultClient, tc.method, d.url+path, tc.hdr, tc.body)
+			if code != tc.status || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+				t.Fatalf("%s %s: %d %q %s, want %d with a JSON body", path, tc.name, code, hdr.Get("Content-Type"), body, tc.status)
+			}
+			validate(t, "Error", body)
+			if !bytes.Contains(body, []byte(`"code":"`+tc.code+`"`)) || !bytes.Contains(body, []byte("MCP endpoint: ")) {
+				t.Fatalf("%s %s: body %s, want code %s", path, tc.name, body, tc.code)
+			}
+		}
+		code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+path, mcpHeaders(sess, mcpSID), `{"jsonrpc":`)
+		if code != http.StatusBadRequest || !bytes.Contains(body, []byte(`"code":-32700`)) {
+			t.Fatalf("%s: a body that is not JSON: %d %s, want 400 with a JSON-RPC parse error", path, code, body)
+		}
+		validate(t, "JSONRPCError", body)
+	}
+	// The session still works, and its answers are untouched.
+	code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+"/mcp", mcpHeaders(sess, mcpSID), list)
+	if code != http.StatusOK || !bytes.Contains(body, []byte(`"echo"`)) {
+		t.Fatalf("tools/list after the errors: %d %s", code, body)
+	}
+}
