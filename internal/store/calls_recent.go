@@ -75,15 +75,8 @@ func (s *SQLite) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, er
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
 	defer rows.Close()
-	calls := []*Call{}
-	for rows.Next() {
-		c, err := scanSQLiteCall(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list recent calls: %w", err)
-		}
-		calls = append(calls, c)
-	}
-	if err := rows.Err(); err != nil {
+	calls, err := collectCalls(rows, func() (*Call, error) { return scanSQLiteCall(rows) })
+	if err != nil {
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
 	return calls, nil
@@ -98,15 +91,8 @@ func (p *Postgres) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, 
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
 	defer rows.Close()
-	calls := []*Call{}
-	for rows.Next() {
-		c, err := scanPGCall(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list recent calls: %w", err)
-		}
-		calls = append(calls, c)
-	}
-	if err := rows.Err(); err != nil {
+	calls, err := collectCalls(rows, func() (*Call, error) { return scanPGCall(rows) })
+	if err != nil {
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
 	return calls, nil
@@ -123,4 +109,21 @@ func pgRecentCallsQuery(f CallFilter) (string, []any) {
 	}
 	return `SELECT ` + pgCallColumns + ` FROM tool_calls WHERE tenant = $1` + cond + ` AND ($2::text[] IS NULL OR status = ANY($2))
 		ORDER BY created_at DESC, id DESC LIMIT $3`, []any{f.Tenant, statuses, f.limit()}
+}
+
+// collectCalls reads every row of rows (*sql.Rows or pgx.Rows) with scan; no rows is
+// an empty slice, not nil.
+func collectCalls(rows interface {
+	Next() bool
+	Err() error
+}, scan func() (*Call, error)) ([]*Call, error) {
+	calls := []*Call{}
+	for rows.Next() {
+		c, err := scan()
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, c)
+	}
+	return calls, rows.Err()
 }

@@ -314,15 +314,8 @@ func (p *Postgres) ListCalls(ctx context.Context, sessionID string, limit int) (
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}
 	defer rows.Close()
-	calls := []*Call{}
-	for rows.Next() {
-		c, err := scanPGCall(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
-		}
-		calls = append(calls, c)
-	}
-	if err := rows.Err(); err != nil {
+	calls, err := collectCalls(rows, func() (*Call, error) { return scanPGCall(rows) })
+	if err != nil {
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}
 	return calls, nil

@@ -430,15 +430,8 @@ func (s *SQLite) ListCalls(ctx context.Context, sessionID string, limit int) ([]
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}
 	defer rows.Close()
-	calls := []*Call{}
-	for rows.Next() {
-		c, err := scanSQLiteCall(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
-		}
-		calls = append(calls, c)
-	}
-	if err := rows.Err(); err != nil {
+	calls, err := collectCalls(rows, func() (*Call, error) { return scanSQLiteCall(rows) })
+	if err != nil {
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}
 	return calls, nil
