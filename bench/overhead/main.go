@@ -98,6 +98,7 @@ type Result struct {
 	RecordsExpected      int64
 	Transactions         uint64 // store transactions during the toolserverd phase
 	StoreOps             uint64 // record writes (inserts, finishes) in them
+	Folded               uint64 // finishes written with their call's insert, as one row
 }
 
 // Print writes the comparison table.
@@ -113,8 +114,8 @@ func (r Result) Print(w io.Writer) {
 		r.Floor.RPS/r.Bare.RPS, float64(r.Floor.P99)/float64(r.Bare.P99), r.Toolsrv.RPS/r.Floor.RPS)
 	fmt.Fprintf(w, "CPU per request added (same clients): by the record %s, by toolserverd %s\n",
 		(r.Floor.CPUPerReq - r.Bare.CPUPerReq).Round(100*time.Nanosecond), (r.Toolsrv.CPUPerReq - r.Bare.CPUPerReq).Round(100*time.Nanosecond))
-	fmt.Fprintf(w, "calls durably recorded: %d of %d (%d record writes in %d store transactions, %.1f per transaction)\n",
-		r.Recorded, r.RecordsExpected, r.StoreOps, r.Transactions, float64(r.StoreOps)/float64(max(r.Transactions, 1)))
+	fmt.Fprintf(w, "calls durably recorded: %d of %d (%d record writes in %d store transactions, %.1f per transaction; %d finishes folded into their insert)\n",
+		r.Recorded, r.RecordsExpected, r.StoreOps, r.Transactions, float64(r.StoreOps)/float64(max(r.Transactions, 1)), r.Folded)
 }
 
 // Run loads both targets one after the other with the same client setup.
@@ -203,6 +204,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// message is sent; count them to show nothing was skipped.
 	res.Recorded = int64(after.Ops-before.Ops) / 2
 	res.StoreOps, res.Transactions = after.Ops-before.Ops, after.Batches-before.Batches
+	res.Folded = after.Folded - before.Folded
 	res.RecordsExpected = int64(res.Toolsrv.Requests + res.Toolsrv.Warmup)
 	return res, nil
 }

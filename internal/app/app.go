@@ -106,7 +106,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.Registry = prometheus.NewRegistry()
 	a.StoreMetrics = telemetry.NewStoreMetrics(a.Registry)
-	if a.Commits, err = store.NewGroupCommitter(a.Store, store.GroupCommitConfig{Observe: a.StoreMetrics.Observe}); err != nil {
+	if a.Commits, err = store.NewGroupCommitter(a.Store, store.GroupCommitConfig{FoldWindow: cfg.Calls.RecordFoldWindow, Observe: a.StoreMetrics.Observe}); err != nil {
 		return nil, err
 	}
 	if err := a.Commits.Start(context.WithoutCancel(ctx)); err != nil {
@@ -250,7 +250,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 
 	a.API = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes}, server.Deps{
-		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Store,
+		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Commits,
 		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}},
 		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID,
 			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(), "host": a.Sandbox.Capabilities()}},

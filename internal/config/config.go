@@ -160,6 +160,9 @@ type CallsConfig struct {
 	DefaultTimeout time.Duration `mapstructure:"default_timeout"`
 	// MaxTimeout caps every call's deadline, whatever the tool or request asks.
 	MaxTimeout time.Duration `mapstructure:"max_timeout"`
+	// RecordFoldWindow is how long the record of a read-only call waits for the call's
+	// result, so both are written as one row; 0 writes it when the call starts.
+	RecordFoldWindow time.Duration `mapstructure:"record_fold_window"`
 }
 
 // SessionsConfig configures sessions.
@@ -375,7 +378,7 @@ func Defaults() Config {
 		ShutdownTimeout:     30 * time.Second,
 		Log:                 LogConfig{Level: "info", Format: "json"},
 		Tracing:             TracingConfig{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 1, ServiceName: "toolserverd"},
-		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute},
+		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond},
 		Progress:            ProgressConfig{Enabled: true, FlushIntervalMS: 50, FlushBytes: 16384},
 		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20},
 		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
@@ -542,6 +545,9 @@ func (c Config) Validate() error {
 	}
 	if c.Calls.DefaultTimeout <= 0 {
 		bad("calls.default_timeout", "must be positive")
+	}
+	if c.Calls.RecordFoldWindow < 0 || c.Calls.RecordFoldWindow > 10*time.Second {
+		bad("calls.record_fold_window", "%s must be from 0 to 10s", c.Calls.RecordFoldWindow)
 	}
 	if c.Calls.MaxTimeout < c.Calls.DefaultTimeout {
 		bad("calls.max_timeout", "%s is below calls.default_timeout %s", c.Calls.MaxTimeout, c.Calls.DefaultTimeout)

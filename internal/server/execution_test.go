@@ -245,3 +245,39 @@ func TestOneShotAndHealth(t *testing.T) {
 		t.Fatal(code)
 	}
 }
+
+// TestReadOnlyRecordWhileRunning: a read-only call's record waits for its result
+// (calls.record_fold_window) instead of being written when the call starts, yet the
+// API shows the call while it runs, by id and in lists, and its result after.
+func TestReadOnlyRecordWhileRunning(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Calls.RecordFoldWindow = time.Hour }})
+	id := d.createSession(map[string]any{"available_tools": []string{"block_read"}})["id"].(string)
+	out := make(chan []event, 1)
+	go func() {
+		_, e := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"r1","name":"block_read"}]}`)
+		out <- e
+	}()
+	tc := <-d.tools.blockStarts
+	code, _, body := d.do("GET", "/v1/tool-calls/"+tc, nil)
+	if code != 200 || !strings.Contains(string(body), `"status":"running"`) {
+		t.Fatalf("GET a running read-only call: %d %s", code, body)
+	}
+	code, _, body = d.do("GET", "/v1/sessions/"+id+"/tool-calls/r1", nil)
+	if code != 200 || !strings.Contains(string(body), tc) {
+		t.Fatalf("GET it by tool_call_id: %d %s", code, body)
+	}
+	code, _, body = d.do("GET", "/v1/tool-calls?status=running", nil)
+	if code != 200 || !strings.Contains(string(body), tc) {
+		t.Fatalf("list running calls: %d %s, want %s in it", code, body, tc)
+	}
+	close(d.tools.release)
+	msgs := messages(t, <-out)
+	if msgs["r1"].m["is_error"] != false {
+		t.Fatalf("message: %s", msgs["r1"].raw)
+	}
+	code, _, body = d.do("GET", "/v1/tool-calls/"+tc, nil)
+	if code != 200 || !strings.Contains(string(body), `"status":"succeeded"`) || !strings.Contains(string(body), "released") {
+		t.Fatalf("GET after the result: %d %s", code, body)
+	}
+}

@@ -52,7 +52,7 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	cfg.ReplicaID = "test"
 	cfg.ShutdownTimeout = 5 * time.Second
 	// The operator trusts the test tools and commands; permission tests set their own.
-	cfg.Permissions.Allow = []string{"echo", "sleep_*", "block", "panics", "big", "whoami", "bg_sleep", "confirm", "task_*", "memory_*", "skill", "web_*", "write_file",
+	cfg.Permissions.Allow = []string{"echo", "sleep_*", "block", "block_read", "panics", "big", "whoami", "bg_sleep", "confirm", "task_*", "memory_*", "skill", "web_*", "write_file",
 		"execute_command", "kill_job"}
 	if o.mutate != nil {
 		o.mutate(&cfg)
@@ -155,17 +155,20 @@ func registerTestTools(t testing.TB, m *toolmgr.Manager) *testTools {
 		}
 		return ft
 	}
+	block := func(ctx *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+		tt.blockStarts <- ctx.CallID
+		select {
+		case <-tt.release:
+			return tool.TextResult("released"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	m.MustRegister(echo, sleeper("sleep_safe", true), sleeper("sleep_unsafe", false),
 		fn{spec: tool.Spec{Name: "block", Description: "Waits until the test releases it or the call is cancelled.", Parameters: json.RawMessage(`{"type":"object"}`), Flags: tool.Flags{ConcurrencySafe: true}},
-			run: func(ctx *tool.Context, _ json.RawMessage) (*tool.Result, error) {
-				tt.blockStarts <- ctx.CallID
-				select {
-				case <-tt.release:
-					return tool.TextResult("released"), nil
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}},
+			run: block},
+		fn{spec: tool.Spec{Name: "block_read", Description: "A read-only block.", Parameters: json.RawMessage(`{"type":"object"}`), Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}},
+			run: block},
 		fn{spec: tool.Spec{Name: "panics", Description: "Panics.", Flags: tool.Flags{ConcurrencySafe: true}},
 			run: func(*tool.Context, json.RawMessage) (*tool.Result, error) { panic("tool bug") }},
 		fn{spec: tool.Spec{Name: "big", Description: "Returns a large text.", Flags: tool.Flags{ConcurrencySafe: true}},

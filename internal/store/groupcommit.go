@@ -21,6 +21,12 @@ type GroupCommitConfig struct {
 	// WriteTimeout bounds one batch's transaction. Callers do not bound it: their
 	// contexts only bound their wait. Default 30s.
 	WriteTimeout time.Duration
+	// FoldWindow is how long a record queued with Enqueue waits for its call's Finish,
+	// so that both are written as one row (one insert) instead of an insert and an
+	// update. A record still waiting when the window ends is written then. Reads
+	// through the committer see waiting records (GetCall, GetCallByToolCallID) or
+	// write them first (ListCalls, ListRecentCalls). Zero writes them at once.
+	FoldWindow time.Duration
 	// Observe, when set, is told about every transaction ("write_calls") when it ends.
 	Observe func(op string, start time.Time)
 }
@@ -37,6 +43,9 @@ func (c GroupCommitConfig) Validate() error {
 	}
 	if c.WriteTimeout < 0 {
 		return fmt.Errorf("store: group commit: write timeout %s is negative", c.WriteTimeout)
+	}
+	if c.FoldWindow < 0 {
+		return fmt.Errorf("store: group commit: fold window %s is negative", c.FoldWindow)
 	}
 	return nil
 }
@@ -56,6 +65,7 @@ type GroupCommitStats struct {
 	Batches   uint64 // WriteCalls transactions attempted (retries of a split batch included)
 	Ops       uint64 // inserts, starts and finishes written, each counted once
 	FailedOps uint64 // operations whose waiter got an error
+	Folded    uint64 // finishes written as part of their call's insert (one row write for both)
 }
 
 // GroupCommitter turns concurrent Insert, MarkRunning and Finish calls into few
@@ -85,13 +95,15 @@ type GroupCommitter struct {
 	mu       sync.Mutex
 	state    gcState
 	queue    []*gcOp
-	free     []*gcOp // the writer's spare batch buffer
+	free     []*gcOp          // the writer's spare batch buffer
+	held     map[string]*gcOp // Enqueue'd inserts waiting for their Finish (FoldWindow)
+	heldFIFO []*gcOp          // the same, oldest first; entries no longer in held are skipped
 	wake     chan struct{}
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	exited   chan struct{}
 
-	batches, ops, failed atomic.Uint64
+	batches, ops, failed, folded atomic.Uint64
 }
 
 type gcState int
@@ -105,8 +117,12 @@ const (
 type gcOp struct {
 	call   *Call      // an insert (a private copy) when non-nil
 	start  *CallStart // a start when non-nil
+	flush  bool       // a barrier: every held insert is written with it
 	finish CallFinish // otherwise, a finish
 	done   chan error // buffered: the writer never blocks on a waiter that left
+
+	foldable bool      // an Enqueue'd insert, which may wait for its Finish
+	heldAt   time.Time // when the writer started holding it
 }
 
 // NewGroupCommitter returns a committer writing to s. Call Start before use.
@@ -122,6 +138,7 @@ func NewGroupCommitter(s Store, cfg GroupCommitConfig) (*GroupCommitter, error) 
 		store:  s,
 		batch:  bw,
 		cfg:    cfg.withDefaults(),
+		held:   map[string]*gcOp{},
 		wake:   make(chan struct{}, 1),
 		stopCh: make(chan struct{}),
 		exited: make(chan struct{}),
@@ -165,7 +182,7 @@ func (g *GroupCommitter) Stop() {
 
 // Stats returns counters since construction.
 func (g *GroupCommitter) Stats() GroupCommitStats {
-	return GroupCommitStats{Batches: g.batches.Load(), Ops: g.ops.Load(), FailedOps: g.failed.Load()}
+	return GroupCommitStats{Batches: g.batches.Load(), Ops: g.ops.Load(), FailedOps: g.failed.Load(), Folded: g.folded.Load()}
 }
 
 // Insert writes a new call record and returns when it is committed. c is validated
@@ -196,7 +213,7 @@ func (g *GroupCommitter) Enqueue(c *Call) error {
 	cp := *c
 	cp.StartedAt = copyTime(c.StartedAt)
 	cp.FinishedAt = copyTime(c.FinishedAt)
-	op := &gcOp{call: &cp, done: make(chan error, 1)}
+	op := &gcOp{call: &cp, done: make(chan error, 1), foldable: g.cfg.FoldWindow > 0}
 	if err := g.enqueue(op); err != nil {
 		return fmt.Errorf("store: insert call %s: %w", c.ID, err)
 	}
@@ -273,27 +290,46 @@ func (g *GroupCommitter) submit(ctx context.Context, op *gcOp) error {
 func (g *GroupCommitter) run(ctx context.Context) {
 	defer close(g.exited)
 	var w CallWrites
+	var batch []*gcOp
 	inserted := map[string]*Call{}
+	release := time.NewTimer(time.Hour)
+	release.Stop()
 	for {
 		g.mu.Lock()
-		batch := g.take()
+		taken := g.take()
 		stopping := g.state == gcStopping
+		batch = g.arrange(batch[:0], taken, time.Now(), stopping)
+		next := g.nextRelease()
+		if taken != nil {
+			clear(taken)
+			g.free = taken[:0]
+		}
 		g.mu.Unlock()
 		if len(batch) == 0 {
 			if stopping {
-				return
+				return // arrange released every held insert when stopping
+			}
+			var releaseC <-chan time.Time
+			if next > 0 {
+				release.Reset(next)
+				releaseC = release.C
 			}
 			select {
 			case <-g.wake:
 			case <-g.stopCh:
+			case <-releaseC:
 			}
+			release.Stop()
 			continue
 		}
 
 		w.Inserts, w.Starts, w.Finishes = w.Inserts[:0], w.Starts[:0], w.Finishes[:0]
 		clear(inserted)
+		ops := 0
 		for _, op := range batch {
 			switch {
+			case op.flush:
+				continue
 			case op.call != nil:
 				w.Inserts = append(w.Inserts, op.call)
 				inserted[op.call.ID] = op.call
@@ -304,20 +340,26 @@ func (g *GroupCommitter) run(ctx context.Context) {
 				// final state: one statement instead of an insert and an update.
 				if c, ok := inserted[op.finish.ID]; ok && !c.Status.Terminal() && !startedInBatch(w.Starts, c.ID) {
 					foldFinish(c, op.finish)
+					g.folded.Add(1)
+					ops++
 					continue
 				}
 				w.Finishes = append(w.Finishes, op.finish)
 			}
+			ops++
 		}
-		g.ops.Add(uint64(len(batch)))
-		err := g.write(ctx, w)
+		g.ops.Add(uint64(ops))
+		var err error
+		if !w.empty() {
+			err = g.write(ctx, w)
+		}
 		if err != nil && len(batch) > 1 && isRecordError(err) {
 			for _, op := range batch {
 				op.done <- g.writeOne(ctx, op)
 			}
 		} else {
 			if err != nil {
-				g.failed.Add(uint64(len(batch)))
+				g.failed.Add(uint64(ops))
 			}
 			for _, op := range batch {
 				op.done <- err
@@ -328,10 +370,149 @@ func (g *GroupCommitter) run(ctx context.Context) {
 		clear(w.Starts)
 		clear(w.Finishes)
 		clear(batch)
-		g.mu.Lock()
-		g.free = batch[:0]
-		g.mu.Unlock()
 	}
+}
+
+// arrange appends to batch the operations of taken that are to be written now, in
+// order. An Enqueue'd insert is held back (FoldWindow) unless the committer is
+// stopping; a held insert rejoins the queue order just before the first operation
+// that refers to its call, or at a flush, or when its window has passed (the
+// oldest first). The caller holds g.mu.
+func (g *GroupCommitter) arrange(batch, taken []*gcOp, now time.Time, releaseAll bool) []*gcOp {
+	for _, op := range taken {
+		switch {
+		case op.foldable && !releaseAll:
+			op.heldAt = now
+			g.held[op.call.ID] = op
+			g.heldFIFO = append(g.heldFIFO, op)
+			continue
+		case op.flush:
+			releaseAll = true
+		case op.start != nil:
+			batch = g.releaseHeld(batch, op.start.ID)
+		case op.call == nil:
+			batch = g.releaseHeld(batch, op.finish.ID)
+		}
+		batch = append(batch, op)
+	}
+	cutoff := now.Add(-g.cfg.FoldWindow)
+	i := 0
+	for ; i < len(g.heldFIFO); i++ {
+		op := g.heldFIFO[i]
+		if g.held[op.call.ID] != op {
+			continue // released earlier
+		}
+		if !releaseAll && op.heldAt.After(cutoff) {
+			break
+		}
+		delete(g.held, op.call.ID)
+		batch = append(batch, op)
+	}
+	n := copy(g.heldFIFO, g.heldFIFO[i:])
+	clear(g.heldFIFO[n:])
+	g.heldFIFO = g.heldFIFO[:n]
+	return batch
+}
+
+// releaseHeld appends the held insert of call id, if any, to batch.
+func (g *GroupCommitter) releaseHeld(batch []*gcOp, id string) []*gcOp {
+	if op, ok := g.held[id]; ok {
+		delete(g.held, id)
+		batch = append(batch, op)
+	}
+	return batch
+}
+
+// nextRelease is how long until the oldest held insert's window ends (> 0), or 0 when
+// nothing is held. The caller holds g.mu.
+func (g *GroupCommitter) nextRelease() time.Duration {
+	for _, op := range g.heldFIFO {
+		if g.held[op.call.ID] == op {
+			return max(time.Until(op.heldAt.Add(g.cfg.FoldWindow)), time.Millisecond)
+		}
+	}
+	return 0
+}
+
+// Flush writes every insert waiting in the fold window and returns when that is
+// committed (at once when none waits).
+func (g *GroupCommitter) Flush(ctx context.Context) error {
+	if g.cfg.FoldWindow == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	waiting := len(g.held) > 0
+	for _, op := range g.queue {
+		waiting = waiting || op.foldable
+	}
+	g.mu.Unlock()
+	if !waiting {
+		return nil
+	}
+	if err := g.submit(ctx, &gcOp{flush: true}); err != nil {
+		return fmt.Errorf("store: flush held records: %w", err)
+	}
+	return nil
+}
+
+// GetCall returns a call's record: one not yet written (queued, or waiting in the fold
+// window) as it stands, else the store's.
+func (g *GroupCommitter) GetCall(ctx context.Context, id string) (*Call, error) {
+	if c := g.unwritten(func(c *Call) bool { return c.ID == id }); c != nil {
+		return c, nil
+	}
+	return g.store.GetCall(ctx, id)
+}
+
+// GetCallByToolCallID is the store's, seeing records not yet written too (a call
+// queued now is newer than any written one).
+func (g *GroupCommitter) GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*Call, error) {
+	if c := g.unwritten(func(c *Call) bool { return c.SessionID == sessionID && c.ToolCallID == toolCallID }); c != nil {
+		return c, nil
+	}
+	return g.store.GetCallByToolCallID(ctx, sessionID, toolCallID)
+}
+
+// ListCalls is the store's, after writing the records waiting in the fold window.
+func (g *GroupCommitter) ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error) {
+	if err := g.Flush(ctx); err != nil {
+		return nil, err
+	}
+	return g.store.ListCalls(ctx, sessionID, limit)
+}
+
+// ListRecentCalls is the store's, after writing the records waiting in the fold window.
+func (g *GroupCommitter) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error) {
+	if err := g.Flush(ctx); err != nil {
+		return nil, err
+	}
+	return g.store.ListRecentCalls(ctx, f)
+}
+
+// unwritten returns a copy of the newest insert not yet handed to the store that
+// match accepts, or nil.
+func (g *GroupCommitter) unwritten(match func(*Call) bool) *Call {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var found *Call
+	consider := func(op *gcOp) {
+		if op.call != nil && match(op.call) && (found == nil || op.call.CreatedAt.After(found.CreatedAt)) {
+			found = op.call
+		}
+	}
+	for _, op := range g.held {
+		consider(op)
+	}
+	for _, op := range g.queue {
+		consider(op)
+	}
+	if found == nil {
+		return nil
+	}
+	cp := *found
+	cp.StartedAt = copyTime(found.StartedAt)
+	cp.FinishedAt = copyTime(found.FinishedAt)
+	return &cp
 }
 
 // take removes up to MaxBatch operations from the queue. The caller holds g.mu.
@@ -369,6 +550,8 @@ func (g *GroupCommitter) write(ctx context.Context, w CallWrites) error {
 func (g *GroupCommitter) writeOne(ctx context.Context, op *gcOp) error {
 	var w CallWrites
 	switch {
+	case op.flush:
+		return nil
 	case op.call != nil:
 		w.Inserts = []*Call{op.call}
 	case op.start != nil:

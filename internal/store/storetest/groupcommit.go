@@ -278,3 +278,102 @@ func testGroupCommitMarkRunning(t *testing.T, s store.Store) {
 	err := g.MarkRunning(t.Context(), "tc_nope", "x", time.Time{})
 	wantErrIs(t, "MarkRunning of an unknown call", err, store.ErrNotFound)
 }
+
+// testGroupCommitFoldWindow: an Enqueue'd record waits in the fold window for its
+// Finish and both are written as one row; reads through the committer see it while it
+// waits, lists write it first, and a window that ends, a start of the call or Stop
+// write it without a Finish.
+func testGroupCommitFoldWindow(t *testing.T, s store.Store) {
+	g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{FoldWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	ctx := t.Context()
+
+	if err := g.Enqueue(runningCall("tc_a", "ses_fold", "call_a", base)); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := g.GetCall(ctx, "tc_a"); err != nil || c.Status != store.CallRunning {
+		t.Errorf("committer GetCall of a waiting record = %+v, %v; want it, running", c, err)
+	}
+	if c, err := g.GetCallByToolCallID(ctx, "ses_fold", "call_a"); err != nil || c.ID != "tc_a" {
+		t.Errorf("committer GetCallByToolCallID of a waiting record = %+v, %v; want tc_a", c, err)
+	}
+	if _, err := s.GetCall(ctx, "tc_a"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("store GetCall of a record in the fold window: %v, want ErrNotFound (not written yet)", err)
+	}
+	if err := g.Finish(ctx, store.CallFinish{ID: "tc_a", Status: store.CallSucceeded, Result: resultFor("tc_a")}); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	checkFinished(t, s, "tc_a")
+	if st := g.Stats(); st.Folded != 1 || st.Batches != 1 {
+		t.Errorf("stats = %+v, want the insert and finish folded into 1 transaction", st)
+	}
+
+	// A list writes what waits, so it shows every call the committer has.
+	if err := g.Enqueue(runningCall("tc_b", "ses_fold", "call_b", base.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := g.ListCalls(ctx, "ses_fold", 10)
+	if err != nil || len(calls) != 2 || calls[0].ID != "tc_b" || calls[0].Status != store.CallRunning {
+		t.Errorf("ListCalls through the committer = %v, %v; want tc_b (running) and tc_a", calls, err)
+	}
+	recent, err := g.ListRecentCalls(ctx, store.CallFilter{Tenant: "acme", Limit: 10})
+	if err != nil || len(recent) != 2 {
+		t.Errorf("ListRecentCalls through the committer = %v, %v; want 2 calls", recent, err)
+	}
+	if err := g.Finish(ctx, store.CallFinish{ID: "tc_b", Status: store.CallSucceeded, Result: resultFor("tc_b")}); err != nil {
+		t.Fatalf("Finish after the record was written: %v", err)
+	}
+	checkFinished(t, s, "tc_b")
+
+	// A start of a waiting pending record writes the record first.
+	pending := runningCall("tc_c", "ses_fold", "call_c", base.Add(2*time.Second))
+	pending.Status, pending.StartedAt = store.CallPending, nil
+	if err := g.Enqueue(pending); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.MarkRunning(ctx, "tc_c", "replica-2", base.Add(3*time.Second)); err != nil {
+		t.Fatalf("MarkRunning of a waiting record: %v", err)
+	}
+	if c := mustGetCall(t, s, "tc_c"); c.Status != store.CallRunning || c.Owner != "replica-2" {
+		t.Errorf("after MarkRunning: %+v, want running on replica-2", c)
+	}
+
+	// Stop writes what still waits.
+	if err := g.Enqueue(runningCall("tc_d", "ses_fold", "call_d", base.Add(4*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	g.Stop()
+	if c := mustGetCall(t, s, "tc_d"); c.Status != store.CallRunning {
+		t.Errorf("after Stop: %+v, want the waiting record written, running", c)
+	}
+
+	// A window that ends writes the record without a Finish.
+	short, err := store.NewGroupCommitter(s, store.GroupCommitConfig{FoldWindow: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := short.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer short.Stop()
+	if err := short.Enqueue(runningCall("tc_e", "ses_fold", "call_e", base.Add(5*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := s.GetCall(ctx, "tc_e")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
+			t.Fatalf("record of a call never finished, 20 ms window: still not written after 10 s (%v)", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

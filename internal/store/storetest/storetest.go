@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentWriteCalls", testConcurrentWriteCalls},
 		{"StartCalls", testStartCalls},
 		{"GroupCommitConcurrent", testGroupCommitConcurrent},
+		{"GroupCommitFoldWindow", testGroupCommitFoldWindow},
 		{"GroupCommitMarkRunning", testGroupCommitMarkRunning},
 		{"GroupCommitRecordError", testGroupCommitRecordError},
 		{"GroupCommitStopDrains", testGroupCommitStopDrains},
