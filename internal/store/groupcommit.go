@@ -15,8 +15,8 @@ var ErrCommitterStopped = errors.New("group committer is not running")
 
 // GroupCommitConfig tunes a GroupCommitter. The zero value is usable.
 type GroupCommitConfig struct {
-	// MaxBatch caps the operations (inserts, starts, finishes) in one transaction.
-	// Default 256.
+	// MaxBatch caps the operations (inserts, starts, finishes) taken from the queue
+	// for one transaction; inserts leaving the fold window join it. Default 256.
 	MaxBatch int
 	// WriteTimeout bounds one batch's transaction. Callers do not bound it: their
 	// contexts only bound their wait. Default 30s.
@@ -381,13 +381,16 @@ func (g *GroupCommitter) run(ctx context.Context) {
 func (g *GroupCommitter) arrange(batch, taken []*gcOp, now time.Time, releaseAll bool) []*gcOp {
 	for _, op := range taken {
 		switch {
-		case op.foldable && !releaseAll:
+		case op.foldable && !releaseAll && g.held[op.call.ID] == nil:
 			op.heldAt = now
 			g.held[op.call.ID] = op
 			g.heldFIFO = append(g.heldFIFO, op)
 			continue
 		case op.flush:
 			releaseAll = true
+		case op.call != nil:
+			// A second insert of a held id goes after the first, and fails as a duplicate.
+			batch = g.releaseHeld(batch, op.call.ID)
 		case op.start != nil:
 			batch = g.releaseHeld(batch, op.start.ID)
 		case op.call == nil:

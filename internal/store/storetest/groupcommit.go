@@ -344,6 +344,21 @@ func testGroupCommitFoldWindow(t *testing.T, s store.Store) {
 		t.Errorf("after MarkRunning: %+v, want running on replica-2", c)
 	}
 
+	// A second record with a waiting record's id is the duplicate: the first stays.
+	first := runningCall("tc_dup", "ses_fold", "call_first", base.Add(3*time.Second))
+	if err := g.Enqueue(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Enqueue(runningCall("tc_dup", "ses_fold", "call_second", base.Add(3*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Finish(ctx, store.CallFinish{ID: "tc_dup", Status: store.CallSucceeded, Result: resultFor("tc_dup")}); err != nil {
+		t.Fatalf("Finish after a duplicate record: %v", err)
+	}
+	if c := mustGetCall(t, s, "tc_dup"); c.ToolCallID != "call_first" || c.Status != store.CallSucceeded {
+		t.Errorf("after a duplicate record: %+v, want the first one, finished", c)
+	}
+
 	// Stop writes what still waits.
 	if err := g.Enqueue(runningCall("tc_d", "ses_fold", "call_d", base.Add(4*time.Second))); err != nil {
 		t.Fatal(err)
