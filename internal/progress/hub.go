@@ -41,7 +41,7 @@ type Hub struct {
 	cfg     Config
 	metrics *metrics
 
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	calls   map[string]*call
 	started bool
 	stopped bool
@@ -180,8 +180,8 @@ func (h *Hub) Begin(m CallMeta) *Emitter {
 }
 
 func (h *Hub) lookup(callID string) *call {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	return h.calls[callID]
 }
 
