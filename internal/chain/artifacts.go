@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -258,6 +259,13 @@ func (a *Artifacts) Sweep(now time.Time) (int, error) {
 	deleted := 0
 	var errs []error
 	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), doomedPrefix) {
+			// Set aside by a sweep that did not finish deleting it (the process ended).
+			if err := os.RemoveAll(filepath.Join(a.dir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("chain: sweep artifacts: %w", err))
+			}
+			continue
+		}
 		if !e.IsDir() || !sessionPattern.MatchString(e.Name()) {
 			continue
 		}
@@ -272,21 +280,40 @@ func (a *Artifacts) Sweep(now time.Time) (int, error) {
 	return deleted, errors.Join(errs...)
 }
 
-// sweepSession holds mu, as Put does, so that a Put never finds its directory
-// removed half-way and a directory is judged and removed with nothing added between.
+// doomedPrefix names a session directory the sweep has set aside for deletion. Session
+// names cannot start with a dot, so it is never a session's.
+const doomedPrefix = ".deleting-"
+
+// sweepSession judges a session's directory under mu, as Put holds it, so that a Put
+// never finds its directory removed half-way and nothing is added between judging and
+// removing. A directory to delete is renamed aside under mu and deleted after: a large
+// one would otherwise hold every session's Put and Read for as long as that takes.
 func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, err error) {
+	doomed, err := a.judgeSession(dir, cutoff)
+	if doomed == "" || err != nil {
+		return false, err
+	}
+	if err := os.RemoveAll(doomed); err != nil {
+		return true, fmt.Errorf("chain: sweep artifacts: %w", err)
+	}
+	return true, nil
+}
+
+// judgeSession removes the stale temporary files of a session in use, or sets the
+// directory of an unused session aside and returns where. The caller deletes that.
+func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	fi, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("chain: sweep artifacts: %w", err)
+		return "", fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return false, fmt.Errorf("chain: sweep artifacts: %w", err)
+		return "", fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	last := fi.ModTime()
 	var staleTemp []string
@@ -304,10 +331,11 @@ func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, err e
 		}
 	}
 	if last.Before(cutoff) {
-		if err := os.RemoveAll(dir); err != nil {
-			return false, fmt.Errorf("chain: sweep artifacts: %w", err)
+		doomed := filepath.Join(filepath.Dir(dir), doomedPrefix+filepath.Base(dir)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		if err := os.Rename(dir, doomed); err != nil {
+			return "", fmt.Errorf("chain: sweep artifacts: %w", err)
 		}
-		return true, nil
+		return doomed, nil
 	}
 	var errs []error
 	for _, name := range staleTemp {
@@ -315,5 +343,5 @@ func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, err e
 			errs = append(errs, fmt.Errorf("chain: sweep artifacts: %w", err))
 		}
 	}
-	return false, errors.Join(errs...)
+	return "", errors.Join(errs...)
 }

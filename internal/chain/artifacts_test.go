@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -132,10 +133,27 @@ func TestSweepDeletesUnusedSessions(t *testing.T) {
 	}
 	age(t, filepath.Join(dir, "not.a.session"), 2*time.Hour)
 	age(t, filepath.Join(dir, "stray-file"), 2*time.Hour)
+	// A directory an earlier sweep set aside and did not finish deleting.
+	leftover := filepath.Join(dir, doomedPrefix+"ses_gone-1")
+	if err := os.MkdirAll(filepath.Join(leftover, "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(leftover, "sub", "artifact"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	n, err := a.Sweep(time.Now())
 	if err != nil || n != 2 {
 		t.Fatalf("Sweep = %d, %v; want 2 sessions deleted", n, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), doomedPrefix) {
+			t.Errorf("%s left behind: set-aside directories must be deleted", e.Name())
+		}
 	}
 	for name, want := range map[string]bool{
 		"ses_old": false, "ses_empty_old": false, "ses_new": true, "ses_mixed": true, "ses_empty_new": true,
