@@ -113,6 +113,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		a.Commits = nil
 		return nil, err
 	}
+	commits := a.Commits
+	a.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolserverd_store_call_record_writes_total",
+			Help: "Call record writes (inserts, starts, finishes) handed to the group committer's transactions.",
+		}, func() float64 { return float64(commits.Stats().Ops) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolserverd_store_call_records_folded_total",
+			Help: "Finishes written with their call's insert as one row (calls.record_fold_window).",
+		}, func() float64 { return float64(commits.Stats().Folded) }),
+	)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(a.Registry)

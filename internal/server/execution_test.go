@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/toolserverd/toolserverd/internal/config"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 func TestStrategiesAndSerialization(t *testing.T) {
@@ -279,5 +281,28 @@ func TestReadOnlyRecordWhileRunning(t *testing.T) {
 	code, _, body = d.do("GET", "/v1/tool-calls/"+tc, nil)
 	if code != 200 || !strings.Contains(string(body), `"status":"succeeded"`) || !strings.Contains(string(body), "released") {
 		t.Fatalf("GET after the result: %d %s", code, body)
+	}
+}
+
+// TestRecordFoldMetrics: read-only calls that end within the fold window are written
+// as one row each, and /metrics counts it.
+func TestRecordFoldMetrics(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Calls.RecordFoldWindow = time.Hour }})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	for i := range 3 {
+		_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", fmt.Sprintf(`{"calls":[{"id":"e%d","name":"echo","arguments":{"text":"x"}}]}`, i))
+		if m := messages(t, evs)[fmt.Sprintf("e%d", i)]; m.m["is_error"] != false {
+			t.Fatalf("echo: %s", m.raw)
+		}
+	}
+	_, _, metrics := d.do("GET", "/metrics", nil)
+	for _, want := range []string{
+		"toolserverd_store_call_records_folded_total 3",
+		"toolserverd_store_call_record_writes_total 6",
+	} {
+		if !strings.Contains(string(metrics), want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
