@@ -98,6 +98,7 @@ type GroupCommitter struct {
 	free     []*gcOp          // the writer's spare batch buffer
 	held     map[string]*gcOp // Enqueue'd inserts waiting for their Finish (FoldWindow)
 	heldFIFO []*gcOp          // the same, oldest first; entries no longer in held are skipped
+	inflight []*gcOp          // the batch being written: out of the queue, not committed yet
 	wake     chan struct{}
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -304,8 +305,8 @@ func (g *GroupCommitter) run(ctx context.Context) {
 			clear(taken)
 			g.free = taken[:0]
 		}
-		g.mu.Unlock()
 		if len(batch) == 0 {
+			g.mu.Unlock()
 			if stopping {
 				return // arrange released every held insert when stopping
 			}
@@ -323,6 +324,9 @@ func (g *GroupCommitter) run(ctx context.Context) {
 			continue
 		}
 
+		// The batch is built (and finishes folded into their inserts) under g.mu: until
+		// it is committed, reads find its records in g.inflight.
+		g.inflight = batch
 		w.Inserts, w.Starts, w.Finishes = w.Inserts[:0], w.Starts[:0], w.Finishes[:0]
 		clear(inserted)
 		ops := 0
@@ -348,20 +352,28 @@ func (g *GroupCommitter) run(ctx context.Context) {
 			}
 			ops++
 		}
+		g.mu.Unlock()
 		g.ops.Add(uint64(ops))
 		var err error
 		if !w.empty() {
 			err = g.write(ctx, w)
 		}
+		var errs []error // per operation, when one record made the batch fail
 		if err != nil && len(batch) > 1 && isRecordError(err) {
-			for _, op := range batch {
-				op.done <- g.writeOne(ctx, op)
+			errs = make([]error, len(batch))
+			for i, op := range batch {
+				errs[i] = g.writeOne(ctx, op)
 			}
-		} else {
-			if err != nil {
-				g.failed.Add(uint64(ops))
-			}
-			for _, op := range batch {
+		} else if err != nil {
+			g.failed.Add(uint64(ops))
+		}
+		g.mu.Lock()
+		g.inflight = nil
+		g.mu.Unlock()
+		for i, op := range batch {
+			if errs != nil {
+				op.done <- errs[i]
+			} else {
 				op.done <- err
 			}
 		}
@@ -458,8 +470,8 @@ func (g *GroupCommitter) Flush(ctx context.Context) error {
 	return nil
 }
 
-// GetCall returns a call's record: one not yet written (queued, or waiting in the fold
-// window) as it stands, else the store's.
+// GetCall returns a call's record: one not yet committed (queued, waiting in the fold
+// window, or in the transaction being written) as it stands, else the store's.
 func (g *GroupCommitter) GetCall(ctx context.Context, id string) (*Call, error) {
 	if c := g.unwritten(func(c *Call) bool { return c.ID == id }); c != nil {
 		return c, nil
@@ -492,8 +504,8 @@ func (g *GroupCommitter) ListRecentCalls(ctx context.Context, f CallFilter) ([]*
 	return g.store.ListRecentCalls(ctx, f)
 }
 
-// unwritten returns a copy of the newest insert not yet handed to the store that
-// match accepts, or nil.
+// unwritten returns a copy of the newest insert not yet committed that match
+// accepts, or nil.
 func (g *GroupCommitter) unwritten(match func(*Call) bool) *Call {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -507,6 +519,9 @@ func (g *GroupCommitter) unwritten(match func(*Call) bool) *Call {
 		consider(op)
 	}
 	for _, op := range g.queue {
+		consider(op)
+	}
+	for _, op := range g.inflight {
 		consider(op)
 	}
 	if found == nil {

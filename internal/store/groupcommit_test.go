@@ -238,3 +238,65 @@ func BenchmarkGroupCommitReadOnly(b *testing.B) {
 		})
 	}
 }
+
+// gatedStore holds each WriteCallBatch until the test releases it.
+type gatedStore struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s gatedStore) WriteCallBatch(ctx context.Context, w store.CallWrites) error {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.(store.BatchWriter).WriteCallBatch(ctx, w)
+}
+
+// TestGroupCommitReadDuringWrite: a record the writer has taken from the queue but not
+// committed yet is neither queued nor in the store; reads must still find it, never
+// answer "not found" for a call that exists.
+func TestGroupCommitReadDuringWrite(t *testing.T) {
+	t.Parallel()
+	for _, fold := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprint("fold=", fold), func(t *testing.T) {
+			s := gatedStore{Store: openSQLite(t), entered: make(chan struct{}), release: make(chan struct{})}
+			g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{FoldWindow: fold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			defer g.Stop()
+			c := benchCall("tc_inflight")
+			done := make(chan error, 1)
+			if fold == 0 {
+				go func() { done <- g.Insert(t.Context(), c) }()
+			} else {
+				// Held in the window until its Finish, which then writes it.
+				if err := g.Enqueue(c); err != nil {
+					t.Fatal(err)
+				}
+				go func() {
+					done <- g.Finish(t.Context(), store.CallFinish{ID: c.ID, Status: store.CallSucceeded, Result: benchResult})
+				}()
+			}
+			<-s.entered // the batch is being written
+			got, err := g.GetCall(t.Context(), c.ID)
+			if err != nil || got.ID != c.ID {
+				t.Errorf("GetCall during the write = %+v, %v; want the record", got, err)
+			}
+			got, err = g.GetCallByToolCallID(t.Context(), c.SessionID, c.ToolCallID)
+			if err != nil || got.ID != c.ID {
+				t.Errorf("GetCallByToolCallID during the write = %+v, %v; want the record", got, err)
+			}
+			close(s.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got, err := g.GetCall(t.Context(), c.ID); err != nil || got.ID != c.ID {
+				t.Errorf("GetCall after the write = %+v, %v", got, err)
+			}
+		})
+	}
+}
