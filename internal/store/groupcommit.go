@@ -122,7 +122,8 @@ type gcOp struct {
 	finish CallFinish // otherwise, a finish
 	done   chan error // buffered: the writer never blocks on a waiter that left
 
-	foldable bool      // an Enqueue'd insert, which may wait for its Finish
+	detached bool      // an Enqueue'd insert: nobody waits for its commit
+	foldable bool      // detached, and may wait for its Finish (FoldWindow)
 	heldAt   time.Time // when the writer started holding it
 }
 
@@ -214,7 +215,7 @@ func (g *GroupCommitter) Enqueue(c *Call) error {
 	cp := *c
 	cp.StartedAt = copyTime(c.StartedAt)
 	cp.FinishedAt = copyTime(c.FinishedAt)
-	op := &gcOp{call: &cp, done: make(chan error, 1), foldable: g.cfg.FoldWindow > 0}
+	op := &gcOp{call: &cp, done: make(chan error, 1), detached: true, foldable: g.cfg.FoldWindow > 0}
 	if err := g.enqueue(op); err != nil {
 		return fmt.Errorf("store: insert call %s: %w", c.ID, err)
 	}
@@ -449,16 +450,16 @@ func (g *GroupCommitter) nextRelease() time.Duration {
 	return 0
 }
 
-// Flush writes every insert waiting in the fold window and returns when that is
-// committed (at once when none waits).
+// Flush writes every insert waiting in the fold window and returns when that and
+// every other Enqueue'd insert are committed (at once when there are none).
 func (g *GroupCommitter) Flush(ctx context.Context) error {
-	if g.cfg.FoldWindow == 0 {
-		return nil
-	}
 	g.mu.Lock()
 	waiting := len(g.held) > 0
 	for _, op := range g.queue {
-		waiting = waiting || op.foldable
+		waiting = waiting || op.detached
+	}
+	for _, op := range g.inflight {
+		waiting = waiting || op.detached
 	}
 	g.mu.Unlock()
 	if !waiting {
@@ -488,7 +489,7 @@ func (g *GroupCommitter) GetCallByToolCallID(ctx context.Context, sessionID, too
 	return g.store.GetCallByToolCallID(ctx, sessionID, toolCallID)
 }
 
-// ListCalls is the store's, after writing the records waiting in the fold window.
+// ListCalls is the store's, after committing the Enqueue'd records (see Flush).
 func (g *GroupCommitter) ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error) {
 	if err := g.Flush(ctx); err != nil {
 		return nil, err
@@ -496,7 +497,7 @@ func (g *GroupCommitter) ListCalls(ctx context.Context, sessionID string, limit 
 	return g.store.ListCalls(ctx, sessionID, limit)
 }
 
-// ListRecentCalls is the store's, after writing the records waiting in the fold window.
+// ListRecentCalls is the store's, after committing the Enqueue'd records (see Flush).
 func (g *GroupCommitter) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error) {
 	if err := g.Flush(ctx); err != nil {
 		return nil, err

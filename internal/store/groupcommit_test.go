@@ -242,25 +242,37 @@ func BenchmarkGroupCommitReadOnly(b *testing.B) {
 // gatedStore holds each WriteCallBatch until the test releases it.
 type gatedStore struct {
 	store.Store
-	entered chan struct{}
+	entered chan struct{} // buffered (1): tells of the first write only
 	release chan struct{}
 }
 
 func (s gatedStore) WriteCallBatch(ctx context.Context, w store.CallWrites) error {
-	s.entered <- struct{}{}
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
 	<-s.release
 	return s.Store.(store.BatchWriter).WriteCallBatch(ctx, w)
 }
 
 // TestGroupCommitReadDuringWrite: a record the writer has taken from the queue but not
 // committed yet is neither queued nor in the store; reads must still find it, never
-// answer "not found" for a call that exists.
+// answer "not found" for a call that exists, and a list started meanwhile must wait
+// for it when nobody else does (Enqueue).
 func TestGroupCommitReadDuringWrite(t *testing.T) {
 	t.Parallel()
-	for _, fold := range []time.Duration{0, time.Hour} {
-		t.Run(fmt.Sprint("fold=", fold), func(t *testing.T) {
-			s := gatedStore{Store: openSQLite(t), entered: make(chan struct{}), release: make(chan struct{})}
-			g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{FoldWindow: fold})
+	for _, tt := range []struct {
+		name    string
+		enqueue bool
+		fold    time.Duration
+	}{
+		{"insert", false, 0},
+		{"enqueue", true, 0},
+		{"enqueue in fold window", true, time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := gatedStore{Store: openSQLite(t), entered: make(chan struct{}, 1), release: make(chan struct{})}
+			g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{FoldWindow: tt.fold})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,18 +282,18 @@ func TestGroupCommitReadDuringWrite(t *testing.T) {
 			defer g.Stop()
 			c := benchCall("tc_inflight")
 			done := make(chan error, 1)
-			if fold == 0 {
-				go func() { done <- g.Insert(t.Context(), c) }()
-			} else {
-				// Held in the window until its Finish, which then writes it.
+			if tt.enqueue {
 				if err := g.Enqueue(c); err != nil {
 					t.Fatal(err)
 				}
+				// In the fold window the insert waits for this Finish, which releases it.
 				go func() {
 					done <- g.Finish(t.Context(), store.CallFinish{ID: c.ID, Status: store.CallSucceeded, Result: benchResult})
 				}()
+			} else {
+				go func() { done <- g.Insert(t.Context(), c) }()
 			}
-			<-s.entered // the batch is being written
+			<-s.entered // the insert is being written
 			got, err := g.GetCall(t.Context(), c.ID)
 			if err != nil || got.ID != c.ID {
 				t.Errorf("GetCall during the write = %+v, %v; want the record", got, err)
@@ -290,9 +302,22 @@ func TestGroupCommitReadDuringWrite(t *testing.T) {
 			if err != nil || got.ID != c.ID {
 				t.Errorf("GetCallByToolCallID during the write = %+v, %v; want the record", got, err)
 			}
+			if tt.enqueue {
+				// Nobody waits for this insert's commit, so a list must: while the write
+				// is held it cannot answer (without the call) before its deadline.
+				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+				calls, err := g.ListCalls(ctx, c.SessionID, 10)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("ListCalls during the write = %d calls, %v; want it to wait for the write", len(calls), err)
+				}
+			}
 			close(s.release)
 			if err := <-done; err != nil {
 				t.Fatal(err)
+			}
+			if calls, err := g.ListCalls(t.Context(), c.SessionID, 10); err != nil || len(calls) != 1 || calls[0].ID != c.ID {
+				t.Errorf("ListCalls after the write = %d calls, %v; want the one written", len(calls), err)
 			}
 			if got, err := g.GetCall(t.Context(), c.ID); err != nil || got.ID != c.ID {
 				t.Errorf("GetCall after the write = %+v, %v", got, err)
