@@ -256,3 +256,31 @@ func TestInfoToolSeesOnlyTheWhitelist(t *testing.T) {
 		t.Fatalf("info on a tool outside the whitelist: %s", msgs["b"].raw)
 	}
 }
+
+// TestToolCallIDInPath: a model's tool_call_id may hold characters that clients
+// percent-encode in a path (encodeURIComponent encodes ":" and "/"); the record is
+// found either way.
+func TestToolCallIDInPath(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	body := `{"calls":[{"id":"functions.echo:0","name":"echo","arguments":{"text":"a"}},
+	  {"id":"x/y","name":"echo","arguments":{"text":"b"}}]}`
+	if code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", body); code != 200 {
+		t.Fatalf("tool-calls: %d %s", code, evs[0].raw)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"functions.echo:0", "functions.echo:0"},
+		{"functions.echo%3A0", "functions.echo:0"},
+		{"x%2Fy", "x/y"},
+	} {
+		code, _, rec := d.do("GET", "/v1/sessions/"+id+"/tool-calls/"+tt.path, nil)
+		if code != 200 || !strings.Contains(string(rec), `"tool_call_id":"`+tt.want+`"`) {
+			t.Errorf("GET .../tool-calls/%s = %d %s; want the record of %s", tt.path, code, rec, tt.want)
+		}
+	}
+	// Session ids are decoded too.
+	if code, _, body := d.do("GET", "/v1/sessions/"+strings.Replace(id, "_", "%5F", 1), nil); code != 200 {
+		t.Errorf("GET session with an escaped id = %d %s", code, body)
+	}
+}

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -199,7 +197,7 @@ func (s *Server) approval(r *http.Request) (*store.Approval, error) {
 	if s.Approvals == nil {
 		return nil, errorf(CodeNotFound, "approvals are not enabled")
 	}
-	a, err := s.Approvals.Store.GetApproval(r.Context(), chi.URLParam(r, "approvalID"))
+	a, err := s.Approvals.Store.GetApproval(r.Context(), pathParam(r, "approvalID"))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && a.Tenant != tenantOf(r)) {
 		return nil, errorf(CodeNotFound, "approval not found")
 	}

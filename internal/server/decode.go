@@ -7,7 +7,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // decodeJSON reads one JSON object from the body into v: the size is capped, unknown
@@ -108,4 +111,19 @@ func typeWord(goType string) string {
 		return "a number"
 	}
 	return goType
+}
+
+// pathParam is a route parameter, decoded. chi matches the escaped path when the
+// request's differs from Go's own encoding of it (r.URL.RawPath is set, as for
+// "functions.read%3A0" from encodeURIComponent), and its parameters are then still
+// escaped.
+func pathParam(r *http.Request, key string) string {
+	v := chi.URLParam(r, key)
+	if r.URL.RawPath == "" {
+		return v
+	}
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
 }

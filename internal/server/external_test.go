@@ -58,9 +58,23 @@ func TestAskUser(t *testing.T) {
 	if final != "blue" {
 		t.Fatalf("final = %q", final)
 	}
-	for _, bad := range []string{`{}`, `{"content":5}`, `{"content":[]}`} {
-		if code, _, _ := d.do("POST", "/v1/tool-calls/tc_nope/result", bad); code != 400 {
-			t.Fatalf("%s: %d", bad, code)
+	// Answers the contract forbids are refused before the call is looked up.
+	for _, bad := range []string{`{}`, `{"content":5}`, `{"content":[]}`, `{"content":null}`,
+		`{"content":[{"type":"bogus"}]}`, `{"content":[{"type":"image","data":"!!","mime_type":"image/png"}]}`,
+		`{"content":[{"type":"image","data":"aGk="}]}`, `{"content":[{"type":"resource"}]}`,
+		`{"content":"no","is_error":true,"error_kind":"attacker-chosen-label"}`,
+		`{"content":"ok","error_kind":"failed"}`} {
+		code, _, body := d.do("POST", "/v1/tool-calls/tc_nope/result", bad)
+		if code != 400 {
+			t.Errorf("%s: %d %s; want 400", bad, code, body)
+		}
+		validate(t, "Error", body)
+	}
+	// Well-formed answers get as far as the lookup.
+	for _, good := range []string{`{"content":""}`, `{"content":"no","is_error":true,"error_kind":"denied"}`,
+		`{"content":[{"type":"image","data":"aGk=","mime_type":"image/png"},{"type":"resource","uri":"file:///x"}]}`} {
+		if code, _, body := d.do("POST", "/v1/tool-calls/tc_nope/result", good); code != 404 {
+			t.Errorf("%s: %d %s; want 404 (valid answer, unknown call)", good, code, body)
 		}
 	}
 

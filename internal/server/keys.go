@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/cors"
 
 	"github.com/toolserverd/toolserverd/internal/auth"
@@ -132,7 +131,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	id := chi.URLParam(r, "keyID")
+	id := pathParam(r, "keyID")
 	err = ks.RevokeAPIKey(r.Context(), id, time.Now().UTC())
 	switch {
 	case errors.Is(err, store.ErrNotFound):

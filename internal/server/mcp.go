@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
 )
 
@@ -85,7 +83,7 @@ func (s *Server) mcpAction(w http.ResponseWriter, r *http.Request, fn func(strin
 		s.writeError(w, r, errorf(CodeNotFound, "unknown MCP server"))
 		return
 	}
-	name := chi.URLParam(r, "name")
+	name := pathParam(r, "name")
 	err := fn(name)
 	switch {
 	case errors.Is(err, mcpproxy.ErrUnknownServer):

@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/go-chi/chi/v5"
 )
 
 // MCPEndpoint serves a session's tools over the MCP streamable-HTTP transport.
@@ -32,7 +30,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	ew := &mcpErrorWriter{ResponseWriter: w}
-	s.MCPEndpoint.ServeMCP(ew, r, chi.URLParam(r, "sessionID"))
+	s.MCPEndpoint.ServeMCP(ew, r, pathParam(r, "sessionID"))
 	if ew.code == "" {
 		return
 	}

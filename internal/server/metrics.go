@@ -66,8 +66,11 @@ func (m *Metrics) CallFinished(name string, kind tool.ErrorKind, d time.Duration
 		m.inFlight.Dec()
 	}
 	outcome := "ok"
-	if kind != "" {
+	switch {
+	case kind.Known():
 		outcome = string(kind)
+	case kind != "": // a label value per unknown kind would let anyone grow /metrics
+		outcome = string(tool.KindFailed)
 	}
 	m.calls.WithLabelValues(name, outcome).Inc()
 	m.callDuration.WithLabelValues(name).Observe(d.Seconds())
@@ -107,7 +110,19 @@ func (m *Metrics) middleware(next http.Handler) http.Handler {
 		if rec.code == 0 {
 			rec.code = http.StatusOK
 		}
-		m.httpRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
-		m.httpDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		method := methodLabel(r.Method)
+		m.httpRequests.WithLabelValues(route, method, strconv.Itoa(rec.code)).Inc()
+		m.httpDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is the method, or "other" for one outside RFC 9110's: a client may send
+// any token, and a label value per made-up method would grow /metrics without bound.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }

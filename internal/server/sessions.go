@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -88,7 +86,7 @@ func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
 
 // session loads the session named in the path.
 func (s *Server) session(r *http.Request) (*session.Session, error) {
-	sess, err := s.Sessions.Get(r.Context(), tenantOf(r), chi.URLParam(r, "sessionID"))
+	sess, err := s.Sessions.Get(r.Context(), tenantOf(r), pathParam(r, "sessionID"))
 	if err != nil {
 		return nil, sessionError(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/toolserverd/toolserverd/internal/skills"
 )
 
@@ -57,7 +55,7 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no skills are configured"))
 		return
 	}
-	sk, ok := s.Skills.Get(chi.URLParam(r, "name"))
+	sk, ok := s.Skills.Get(pathParam(r, "name"))
 	if !ok {
 		s.writeError(w, r, errorf(CodeNotFound, "skill not found"))
 		return

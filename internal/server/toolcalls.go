@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -131,7 +130,7 @@ func (s *Server) getToolCall(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) call(r *http.Request) (*store.Call, error) {
-	c, err := s.Calls.GetCall(r.Context(), chi.URLParam(r, "callID"))
+	c, err := s.Calls.GetCall(r.Context(), pathParam(r, "callID"))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenantOf(r)) {
 		return nil, errorf(CodeNotFound, "tool call not found")
 	}
@@ -144,7 +143,7 @@ func (s *Server) getSessionToolCall(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.Calls.GetCallByToolCallID(r.Context(), sess.ID, chi.URLParam(r, "toolCallID"))
+	c, err := s.Calls.GetCallByToolCallID(r.Context(), sess.ID, pathParam(r, "toolCallID"))
 	if errors.Is(err, store.ErrNotFound) {
 		err = errorf(CodeNotFound, "no call with that tool_call_id in this session")
 	}
@@ -239,6 +238,40 @@ type answerRequest struct {
 	ErrorKind  tool.ErrorKind  `json:"error_kind"`
 }
 
+// result checks an answer against the contract and makes it the call's result.
+func (req *answerRequest) result() (*tool.Result, error) {
+	res := &tool.Result{IsError: req.IsError, Structured: req.Structured}
+	var text string
+	switch {
+	case len(req.Content) == 0 || string(req.Content) == "null":
+		return nil, errorf(CodeBadRequest, "content is required: the answer as a string or content blocks")
+	case json.Unmarshal(req.Content, &text) == nil:
+		res.Content = []tool.Content{{Type: tool.ContentText, Text: text}}
+	case json.Unmarshal(req.Content, &res.Content) != nil || len(res.Content) == 0:
+		return nil, errorf(CodeBadRequest, "content must be a string or a non-empty array of content blocks")
+	}
+	for i, b := range res.Content {
+		if err := b.Validate(); err != nil {
+			return nil, errorf(CodeBadRequest, fmt.Sprintf("content[%d]: %v", i, err))
+		}
+	}
+	if req.Structured != nil && !json.Valid(req.Structured) {
+		return nil, errorf(CodeBadRequest, "structured must be JSON")
+	}
+	switch {
+	case req.ErrorKind != "" && !req.IsError:
+		return nil, errorf(CodeBadRequest, "error_kind is only for answers with is_error: true")
+	case req.ErrorKind != "" && !req.ErrorKind.Known():
+		return nil, errorf(CodeBadRequest, fmt.Sprintf("error_kind %q is not one of not_found, invalid_args, denied, timeout, cancelled, failed, unavailable, skipped", req.ErrorKind))
+	case res.IsError:
+		res.ErrorKind = req.ErrorKind
+		if res.ErrorKind == "" {
+			res.ErrorKind = tool.KindFailed
+		}
+	}
+	return res, nil
+}
+
 // answerCall completes a call of an external tool (ask_user) with the answer of the
 // person or system it was waiting for. It is durable: the call may have waited across
 // restarts, and a second answer is a conflict.
@@ -248,27 +281,10 @@ func (s *Server) answerCall(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res := &tool.Result{IsError: req.IsError, Structured: req.Structured}
-	var text string
-	switch {
-	case len(req.Content) == 0:
-		s.writeError(w, r, errorf(CodeBadRequest, "content is required: the answer as a string or content blocks"))
+	res, err := req.result()
+	if err != nil {
+		s.writeError(w, r, err)
 		return
-	case json.Unmarshal(req.Content, &text) == nil:
-		res.Content = []tool.Content{{Type: tool.ContentText, Text: text}}
-	case json.Unmarshal(req.Content, &res.Content) != nil || len(res.Content) == 0:
-		s.writeError(w, r, errorf(CodeBadRequest, "content must be a string or an array of content blocks"))
-		return
-	}
-	if req.Structured != nil && !json.Valid(req.Structured) {
-		s.writeError(w, r, errorf(CodeBadRequest, "structured must be JSON"))
-		return
-	}
-	if res.IsError {
-		res.ErrorKind = req.ErrorKind
-		if res.ErrorKind == "" {
-			res.ErrorKind = tool.KindFailed
-		}
 	}
 	c, err := s.call(r)
 	if err != nil {

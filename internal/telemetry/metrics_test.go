@@ -161,6 +161,18 @@ func TestMetricsFromADaemon(t *testing.T) {
 		}
 	}
 
+	// Made-up methods share one label value: nobody can grow /metrics by inventing them.
+	for _, m := range []string{"BREW", "BREW2", "X-ANY"} {
+		request(t, m, d.URL+"/nope", "", nil)
+	}
+	fams = scrape(t, d.URL)
+	if s := series(fams, "toolserverd_http_requests_total", map[string]string{"method": "BREW"}); s != nil {
+		t.Errorf("a made-up method got its own series: %v", s)
+	}
+	if v := value(series(fams, "toolserverd_http_requests_total", map[string]string{"route": "unmatched", "method": "other"})); v != 3 {
+		t.Errorf("toolserverd_http_requests_total{unmatched,other} = %v, want 3", v)
+	}
+
 	// The whole registry passes Prometheus' naming lint.
 	problems, err := testutil.GatherAndLint(d.App.Registry)
 	if err != nil {

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,28 @@ type Content struct {
 	Data     string `json:"data,omitempty"`
 	MimeType string `json:"mime_type,omitempty"`
 	URI      string `json:"uri,omitempty"`
+}
+
+// Validate reports what makes a block unusable: an unknown type, or a field its type
+// needs that is missing or malformed.
+func (c Content) Validate() error {
+	switch c.Type {
+	case ContentText:
+	case ContentImage, ContentAudio:
+		if c.MimeType == "" {
+			return fmt.Errorf("a %s block needs mime_type", c.Type)
+		}
+		if _, err := base64.StdEncoding.DecodeString(c.Data); err != nil || c.Data == "" {
+			return fmt.Errorf("a %s block needs its bytes in data, base64-encoded", c.Type)
+		}
+	case ContentResource:
+		if c.URI == "" {
+			return errors.New("a resource block needs uri")
+		}
+	default:
+		return fmt.Errorf("block type %q is not one of text, image, audio, resource", c.Type)
+	}
+	return nil
 }
 
 // Result is what a call produced.

@@ -114,6 +114,15 @@ const (
 	KindSkipped     ErrorKind = "skipped"
 )
 
+// Known reports whether k is one of the kinds above.
+func (k ErrorKind) Known() bool {
+	switch k {
+	case KindNotFound, KindInvalidArgs, KindDenied, KindTimeout, KindCancelled, KindFailed, KindUnavailable, KindSkipped:
+		return true
+	}
+	return false
+}
+
 // Error is a tool failure with a kind. Tools return it (or any error, which counts as
 // KindFailed); the dispatcher turns it into an is_error Result.
 type Error struct {
