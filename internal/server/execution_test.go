@@ -306,3 +306,21 @@ func TestRecordFoldMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeTimeout: a timeout_ms too large for a duration means the server's maximum,
+// not a wrapped-around one of a few microseconds.
+func TestHugeTimeout(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"sleep_safe"}})["id"].(string)
+	for _, ms := range []string{"18446744073709552", "9223372036854775807", "9223372036854"} {
+		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls",
+			`{"timeout_ms":`+ms+`,"calls":[{"id":"s","name":"sleep_safe","arguments":{"ms":50}}]}`)
+		if code != 200 {
+			t.Fatalf("timeout_ms %s: %d %s", ms, code, evs[0].raw)
+		}
+		if m := messages(t, evs)["s"]; m.m["is_error"] != false {
+			t.Errorf("timeout_ms %s: %s; want the sleep to finish", ms, m.raw)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/session"
@@ -115,7 +116,13 @@ func (req toolCallsRequest) toBatch() (session.Batch, error) {
 	if req.Calls == nil {
 		return session.Batch{}, errorf(CodeBadRequest, "calls is required: an array of tool calls")
 	}
-	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond}
+	// Saturated, not wrapped: a huge timeout_ms means "as long as the server allows"
+	// (the executor caps it at calls.max_timeout), never a timeout of a few µs.
+	timeout := time.Duration(math.MaxInt64)
+	if req.TimeoutMS <= int64(timeout/time.Millisecond) {
+		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: timeout}
 	for _, c := range req.Calls {
 		b.Calls = append(b.Calls, c.toCallRequest())
 	}
