@@ -412,6 +412,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if err := a.Exec.Wait(waitCtx); err != nil {
 		a.Log.Error("calls still running after cancellation", "err", err)
 	}
+	// The cancelled calls' messages and done are still on their way to the clients:
+	// wait for those handlers to return (Shutdown again) before closing what is left.
+	if err := srv.Shutdown(waitCtx); err != nil {
+		a.Log.Error("responses still being written after cancellation", "err", err)
+	}
 	_ = srv.Close()
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

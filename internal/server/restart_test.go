@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
@@ -75,5 +78,45 @@ func TestRestartKeepsEverything(t *testing.T) {
 				t.Fatalf("after restart: %s / %s", msgs["c3"].raw, msgs["c4"].raw)
 			}
 		})
+	}
+}
+
+// TestShutdownEndsEveryStream: calls still running when the drain deadline passes are
+// cancelled, and every open stream still gets their messages and done before the
+// connections close.
+func TestShutdownEndsEveryStream(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.ShutdownTimeout = 100 * time.Millisecond }})
+	const streams = 16
+	type ended struct {
+		body []byte
+		err  error
+	}
+	out := make(chan ended, streams)
+	for i := range streams {
+		id := d.createSession(map[string]any{"available_tools": []string{"block"}})["id"].(string)
+		go func() {
+			resp, err := http.Post(d.url+"/v1/sessions/"+id+"/tool-calls", "application/json",
+				strings.NewReader(fmt.Sprintf(`{"calls":[{"id":"b%d","name":"block"}]}`, i)))
+			if err != nil {
+				out <- ended{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			out <- ended{b, err}
+		}()
+	}
+	for range streams {
+		<-d.tools.blockStarts
+	}
+	d.stop()
+	for range streams {
+		e := <-out
+		lines := strings.Split(strings.TrimSpace(string(e.body)), "\n")
+		last := lines[len(lines)-1]
+		if e.err != nil || len(lines) != 3 || !strings.Contains(lines[1], `"error_kind":"cancelled"`) || !strings.Contains(last, `"type":"done"`) {
+			t.Errorf("stream at shutdown: err %v, %d lines, ending %s", e.err, len(lines), last)
+		}
 	}
 }
