@@ -192,6 +192,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"duplicate ids", "POST", calls, `{"calls":[{"id":"a","name":"echo"},{"id":"a","name":"echo"}]}`, "", 400, "bad_request", "unique"},
 		{"missing id", "POST", calls, `{"calls":[{"name":"echo"}]}`, "", 400, "bad_request", "id is required"},
 		{"no calls", "POST", calls, `{"calls":[]}`, "", 400, "bad_request", "at least one"},
+		{"fractional timeout", "POST", calls, `{"calls":[{"id":"a","name":"echo"}],"timeout_ms":1.5}`, "", 400, "invalid_json", "timeout_ms must be an integer"},
 		{"calls absent", "POST", calls, `{}`, "", 400, "bad_request", "calls is required"},
 		{"bad strategy", "POST", calls, `{"calls":[{"id":"a","name":"echo"}],"strategy":"random"}`, "", 400, "bad_request", "strategy"},
 		{"session on session route", "POST", calls, `{"calls":[{"id":"a","name":"echo"}],"session":{}}`, "", 400, "bad_request", "only accepted"},

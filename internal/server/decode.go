@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,22 @@ func decodeBody(body io.Reader, limit int64, v any) error {
 		return errorf(CodeInvalidJSON, "request body must hold a single JSON object; found data after it")
 	}
 	return nil
+}
+
+// decodeOptionalJSON is decodeJSON for a body that may be absent: an empty body (by
+// Content-Length, or chunked with nothing in it) leaves v as it is.
+func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	b, err := readBody(w, r, limit)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return err
+	}
+	return decodeBody(bytes.NewReader(b), limit, v)
 }
 
 // readBody reads the whole body, for handlers that pass it on unparsed: the size is
@@ -107,7 +124,9 @@ func typeWord(goType string) string {
 		return "a string"
 	case goType == "bool":
 		return "a boolean"
-	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint") || strings.HasPrefix(goType, "float"):
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
 		return "a number"
 	}
 	return goType

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,6 +116,24 @@ func TestInterruptSkipsUnstartedCalls(t *testing.T) {
 	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"after","name":"echo","arguments":{"text":"z"}}]}`)
 	if messages(t, evs)["after"].m["is_error"] != false {
 		t.Fatal("a batch after the interrupt was skipped")
+	}
+	// The body is optional: absent, or empty and chunked (no Content-Length).
+	for _, chunked := range []bool{false, true} {
+		req, _ := http.NewRequest("POST", d.url+"/v1/sessions/"+id+"/interrupt", io.MultiReader())
+		if chunked {
+			req.ContentLength = -1
+		} else {
+			req.Body = nil
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("interrupt without a body (chunked %v): %d %s", chunked, resp.StatusCode, b)
+		}
 	}
 }
 

@@ -69,11 +69,9 @@ type interruptRequest struct {
 // interruptSession makes the session's running batches skip calls not yet started.
 func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
 	var req interruptRequest
-	if r.ContentLength != 0 {
-		if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	if err := decodeOptionalJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	sess, err := s.session(r)
 	if err != nil {

@@ -25,14 +25,19 @@ type ToolProxy struct {
 }
 
 // NewToolProxy builds a proxy. A nil whitelist allows every tool; an empty one allows
-// none. Exact names no manager knows are dropped and reported as warnings; patterns are
-// kept, with a warning when they match nothing yet.
+// none. Exact names no manager knows, and empty names, are dropped and reported as
+// warnings; patterns are kept, with a warning when they match nothing yet.
 func NewToolProxy(managers []*toolmgr.Manager, whitelist []string) (*ToolProxy, []string) {
 	p := &ToolProxy{managers: managers, all: whitelist == nil, exact: map[string]bool{}}
 	var warnings []string
 	seen := map[string]bool{}
+	empty := false
 	for _, raw := range whitelist {
 		name := strings.TrimSpace(raw)
+		if name == "" && !empty {
+			empty = true
+			warnings = append(warnings, "empty tool name (\"\" or null) dropped")
+		}
 		if name == "" || seen[name] {
 			continue
 		}

@@ -45,6 +45,7 @@ func TestToolProxy(t *testing.T) {
 		{"empty allows none", []string{}, "", ""},
 		{"exact and pattern", []string{"read_file", "mcp__github__*"}, "mcp__github__issues mcp__github__prs read_file", ""},
 		{"unknown dropped", []string{"read_file", "nope", " read_file "}, "read_file", "unknown tool: nope"},
+		{"empty dropped", []string{"read_file", "", "  "}, "read_file", "empty tool name"},
 		{"pattern matching nothing kept with warning", []string{"mcp__jira__*"}, "", "matches no tool yet: mcp__jira__*"},
 		{"bad pattern", []string{"mcp__[x"}, "", "invalid tool pattern"},
 		{"question mark", []string{"share?"}, "shared", ""},
