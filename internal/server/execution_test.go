@@ -343,3 +343,27 @@ func TestHugeTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestCallWithoutToolName: a call that names no tool is answered invalid_args, and
+// recorded (under a placeholder name), not refused as unrecordable.
+func TestCallWithoutToolName(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"x"},{"id":"e","name":"echo","arguments":{"text":"ok"}}]}`)
+	msgs := messages(t, evs)
+	if m := msgs["x"]; m.m["is_error"] != true || m.str("error_kind") != "invalid_args" || !strings.Contains(string(m.raw), "the call has no tool name") {
+		t.Fatalf("message of the call without a name: %s", m.raw)
+	}
+	if msgs["e"].m["is_error"] != false {
+		t.Fatalf("the other call: %s", msgs["e"].raw)
+	}
+	code, _, body := d.do("GET", "/v1/sessions/"+id+"/tool-calls/x", nil)
+	var rec map[string]any
+	if err := json.Unmarshal(body, &rec); code != http.StatusOK || err != nil {
+		t.Fatalf("record of the call without a name: %d %s", code, body)
+	}
+	if rec["status"] != "failed" || rec["error_kind"] != "invalid_args" || rec["name"] != "(no name)" || rec["started_at"] != nil {
+		t.Fatalf("record of the call without a name: %v", rec)
+	}
+}

@@ -354,9 +354,18 @@ func (x *Executor) CancelAll() int {
 	return len(cancels)
 }
 
+// UnnamedCall is the name a call that named no tool is recorded under: a record needs
+// a name, and this one cannot be a tool's (tool names are letters, digits, _ and -).
+// The call is answered invalid_args without running.
+const UnnamedCall = "(no name)"
+
 func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running bool, now time.Time) bool {
+	name := c.Name
+	if name == "" {
+		name = UnnamedCall
+	}
 	rec := &store.Call{
-		ID: c.ID, SessionID: sess.ID, Tenant: sess.Tenant, ToolCallID: c.ToolCallID, Name: c.Name,
+		ID: c.ID, SessionID: sess.ID, Tenant: sess.Tenant, ToolCallID: c.ToolCallID, Name: name,
 		Arguments: validJSONOrString(c.Arguments), Status: store.CallPending, Owner: x.cfg.Owner, CreatedAt: now,
 	}
 	if running && c.preset == nil {
