@@ -74,6 +74,10 @@ type ApprovalDecision struct {
 	Reason string
 	Actor  string // who decided; required
 	At     time.Time
+	// Result, for a deny by the system on the call's behalf (a call cancelled while
+	// it waited), is the result its call is finished with instead of "denied by …".
+	// It is not part of the stored decision.
+	Result *tool.Result
 }
 
 // ApprovalFilter selects approvals for ListApprovals. Zero fields do not filter.
@@ -123,7 +127,8 @@ type ApprovalStore interface {
 	// now), in one transaction with its follow-up and an audit entry (actor d.Actor):
 	// an approving kind makes it approved and leaves the call waiting for ClaimCall;
 	// deny makes it denied and finishes the call, if still waiting, as failed with a
-	// KindDenied result "denied by <actor>: <reason>". It returns the decided approval.
+	// KindDenied result "denied by <actor>: <reason>", or with d.Result when set. It
+	// returns the decided approval.
 	//
 	// Refusals: unknown id, ErrNotFound. No longer pending: ErrConflict, returned WITH
 	// the approval as it is (who decided what). Pending but expired at d.At: the
@@ -221,6 +226,14 @@ func prepareDecision(d *ApprovalDecision) error {
 	if d.Actor == "" {
 		return fmt.Errorf("decision has no actor: %w", ErrInvalid)
 	}
+	if d.Result != nil {
+		if d.Kind != DecisionDeny || !d.Result.IsError {
+			return fmt.Errorf("decision %s: only a deny finishes its call, with an error result: %w", d.Kind, ErrInvalid)
+		}
+		if err := checkResult(d.Result); err != nil {
+			return fmt.Errorf("decision result: %w", err)
+		}
+	}
 	if d.At.IsZero() {
 		d.At = now()
 	}
@@ -237,6 +250,9 @@ func decisionStatus(d ApprovalDecision) ApprovalStatus {
 
 // deniedResult is the result a denied call is finished with.
 func deniedResult(d ApprovalDecision) *tool.Result {
+	if d.Result != nil {
+		return d.Result
+	}
 	if d.Reason == "" {
 		return tool.ErrorResult(tool.KindDenied, "denied by %s", d.Actor)
 	}

@@ -27,6 +27,7 @@ func RunApprovals(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListApprovals", testListApprovals},
 		{"DecideApprove", testDecideApprove},
 		{"DecideDeny", testDecideDeny},
+		{"DenyWithResult", testDenyWithResult},
 		{"DecideTwice", testDecideTwice},
 		{"DecideConcurrent", testDecideConcurrent},
 		{"DecideExpired", testDecideExpired},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -77,6 +78,45 @@ func testDecideDeny(t *testing.T, s store.Store, as store.ApprovalStore) {
 			err = as.ClaimCall(t.Context(), callID, "replica-2", at(time.Hour))
 			wantErrIs(t, "ClaimCall of a denied call", err, store.ErrConflict)
 		})
+	}
+}
+
+// testDenyWithResult: a deny by the system for a call that was cancelled while it
+// waited finishes the call with the given result, and the approval, denied, can no
+// longer be approved (so nothing runs the call later).
+func testDenyWithResult(t *testing.T, s store.Store, as store.ApprovalStore) {
+	pendingApproval(t, s, as, "apr_1", "tc_1")
+	res := tool.ErrorResult(tool.KindCancelled, "shell was cancelled by request before it ran")
+	d := store.ApprovalDecision{Kind: store.DecisionDeny, Actor: store.AuditActorSystem, Reason: "cancelled", Result: res, At: at(2 * time.Minute)}
+	got, err := as.DecideApproval(t.Context(), "apr_1", d)
+	if err != nil {
+		t.Fatalf("DecideApproval(deny with a result): %v", err)
+	}
+	if got.Status != store.ApprovalDenied || got.Decision == nil || got.Decision.Result != nil || got.Decision.Reason != "cancelled" {
+		t.Errorf("approval = %q %+v, want denied, reason cancelled, no result in the stored decision", got.Status, got.Decision)
+	}
+	c := mustGetCall(t, s, "tc_1")
+	if c.Status != store.CallFailed || c.ErrorKind != tool.KindCancelled || c.Result == nil || !c.Result.IsError ||
+		c.Result.Text() != res.Text() {
+		t.Errorf("call = status %q kind %q result %+v, want failed/cancelled %q", c.Status, c.ErrorKind, c.Result, res.Text())
+	}
+	_, err = as.DecideApproval(t.Context(), "apr_1", store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "alice"})
+	wantErrIs(t, "DecideApproval(approve) after the withdrawal", err, store.ErrConflict)
+	err = as.ClaimCall(t.Context(), "tc_1", "replica-2", at(time.Hour))
+	wantErrIs(t, "ClaimCall of a withdrawn call", err, store.ErrConflict)
+
+	// Only a deny finishes its call, and only with an error result.
+	pendingApproval(t, s, as, "apr_2", "tc_2")
+	for _, d := range []store.ApprovalDecision{
+		{Kind: store.DecisionApprove, Actor: "system", Result: res},
+		{Kind: store.DecisionDeny, Actor: "system", Result: tool.TextResult("fine")},
+		{Kind: store.DecisionDeny, Actor: "system", Result: &tool.Result{IsError: true, Structured: json.RawMessage(`{`)}},
+	} {
+		_, err := as.DecideApproval(t.Context(), "apr_2", d)
+		wantErrIs(t, fmt.Sprintf("DecideApproval(%+v)", d), err, store.ErrInvalid)
+	}
+	if a := mustGetApproval(t, as, "apr_2"); a.Status != store.ApprovalPending {
+		t.Errorf("approval after invalid decisions = %q, want pending", a.Status)
 	}
 }
 
