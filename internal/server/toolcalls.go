@@ -185,7 +185,9 @@ func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// cancelToolCall cancels a running call. Its stream then gets a cancelled result.
+// cancelToolCall cancels a call of this process that has not finished: a running one
+// is stopped, one still waiting to start (its turn, the session's lock, a decision)
+// never runs. Its stream then gets a cancelled result.
 func (s *Server) cancelToolCall(w http.ResponseWriter, r *http.Request) {
 	c, err := s.call(r)
 	if err != nil {
@@ -197,7 +199,7 @@ func (s *Server) cancelToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.Exec.Cancel(c.ID) {
-		s.writeError(w, r, errorf(CodeConflict, "the call is "+string(c.Status)+" but not running in this process"))
+		s.writeError(w, r, errorf(CodeConflict, "the call is "+string(c.Status)+" but not in this process"))
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "cancelled": true})

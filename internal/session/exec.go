@@ -157,10 +157,13 @@ type Executor struct {
 	log      *slog.Logger
 	tracer   trace.Tracer // nil: no spans
 
-	mu      sync.Mutex
-	running map[string]context.CancelFunc
-	inputs  map[string]chan json.RawMessage // stateful calls waiting for the agent
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	// unfinished holds the calls of this process from before their record is written
+	// until their result is: Cancel reaches a call waiting for its turn, for the
+	// session's lock or for a decision, not only one whose tool runs.
+	unfinished map[string]*callCancel
+	inputs     map[string]chan json.RawMessage // stateful calls waiting for the agent
+	wg         sync.WaitGroup
 }
 
 // NewExecutor returns an Executor. obs and progress may be nil.
@@ -171,7 +174,7 @@ func NewExecutor(cfg ExecConfig, rec Recorder, trunc *toolmgr.Truncator, obs Obs
 	if cfg.MaxTimeout <= 0 || cfg.MaxTimeout < cfg.DefaultTimeout {
 		cfg.MaxTimeout = max(cfg.DefaultTimeout, 30*time.Minute)
 	}
-	return &Executor{cfg: cfg, rec: rec, obs: obs, progress: progress, trunc: trunc, log: log, running: map[string]context.CancelFunc{}, inputs: map[string]chan json.RawMessage{}}
+	return &Executor{cfg: cfg, rec: rec, obs: obs, progress: progress, trunc: trunc, log: log, unfinished: map[string]*callCancel{}, inputs: map[string]chan json.RawMessage{}}
 }
 
 // PlanError is a problem with a batch as a whole (an HTTP 400, not a tool result).
@@ -264,22 +267,32 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 		}
 		return true
 	}
+	// A call can be cancelled from before its record is written: once a client can
+	// read the record, Cancel finds the call.
+	ctxs := make([]context.Context, len(p.Calls))
+	untrack := make([]func(), len(p.Calls))
+	for i, c := range p.Calls {
+		ctxs[i], untrack[i] = x.track(ctx, c.ID)
+	}
 	recorded := make([]bool, len(p.Calls))
 	if len(p.Calls) == 1 {
-		recorded[0] = x.insert(ctx, p.Session, p.Calls[0], true, now)
+		recorded[0] = x.insert(ctxs[0], p.Session, p.Calls[0], true, now)
 	} else {
 		var wg sync.WaitGroup
 		for i, c := range p.Calls {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				recorded[i] = x.insert(ctx, p.Session, c, startsNow(i), now)
+				recorded[i] = x.insert(ctxs[i], p.Session, c, startsNow(i), now)
 			}()
 		}
 		wg.Wait()
 	}
 
-	run := func(i int) { x.runOne(ctx, p.Session, p.Calls[i], seq, recorded[i], startsNow(i), emit) }
+	run := func(i int) {
+		defer untrack[i]()
+		x.runOne(ctxs[i], p.Session, p.Calls[i], seq, recorded[i], startsNow(i), emit)
+	}
 	switch p.Batch.Strategy {
 	case Sequential:
 		for i := range p.Calls {
@@ -326,32 +339,6 @@ func (x *Executor) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Cancel cancels a running call of this process. It reports whether the call was running here.
-func (x *Executor) Cancel(callID string) bool {
-	x.mu.Lock()
-	cancel, ok := x.running[callID]
-	x.mu.Unlock()
-	if ok {
-		cancel()
-	}
-	return ok
-}
-
-// CancelAll cancels every call running in this process and returns how many it
-// cancelled. A replica that lost its lease uses it: the others fail its calls.
-func (x *Executor) CancelAll() int {
-	x.mu.Lock()
-	cancels := make([]context.CancelFunc, 0, len(x.running))
-	for _, c := range x.running {
-		cancels = append(cancels, c)
-	}
-	x.mu.Unlock()
-	for _, c := range cancels {
-		c()
-	}
-	return len(cancels)
 }
 
 // UnnamedCall is the name a call that named no tool is recorded under: a record needs
@@ -403,7 +390,7 @@ func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint6
 	start := time.Now()
 	ctx = x.beginCall(ctx, sess.ID, sess.Tenant, c)
 	emit(Event{Type: EventStart, Call: c, TS: start})
-	if recorded && c.preset == nil && c.entry.Spec.Mode == tool.ModeBackground {
+	if recorded && c.preset == nil && c.entry.Spec.Mode == tool.ModeBackground && !cancelledByRequest(ctx) {
 		x.runBackground(ctx, sess, c, seq, startedAtInsert, start, emit)
 		return
 	}
@@ -454,6 +441,9 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 // receives a stateful call's intermediate results; nil for background calls.
 func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint64, startedAtInsert bool, emit func(Event)) (res *tool.Result, started bool) {
 	skip := func() *tool.Result {
+		if ctx.Err() != nil {
+			return notStarted(ctx, c)
+		}
 		if ok, why := sess.interruptedSince(seq); ok {
 			if why == "" {
 				why = "no reason given"
@@ -480,11 +470,14 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	}
 	if c.entry.Spec.External {
 		res, err := x.external(ctx, c, emit)
-		if err != nil { // left waiting, or answered: the record holds the outcome
+		switch {
+		case errors.Is(err, errLeftWaiting) && cancelledByRequest(ctx):
+			return x.cancelExternal(ctx, c), false
+		case errors.Is(err, errLeftWaiting):
 			c.settled = true
-		}
-		if errors.Is(err, errLeftWaiting) {
 			res = tool.ErrorResult(tool.KindCancelled, "the client went away while %s waited for its answer; the answer can still be posted", c.Name)
+		case err != nil: // answered: the record holds the outcome
+			c.settled = true
 		}
 		return res, false
 	}
@@ -497,6 +490,9 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 			defer func() { <-sess.serial }()
 		case <-ctx.Done():
 			x.queued(ctx, c.Name, time.Since(waitStart))
+			if cancelledByRequest(ctx) {
+				return notStarted(ctx, c), false
+			}
 			return tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name), false
 		}
 		unlock, r := x.lockAcross(ctx, sess, c)
@@ -511,6 +507,9 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 			return r, false
 		}
 	}
+	if ctx.Err() != nil { // cancelled while it waited for permission or the lock
+		return notStarted(ctx, c), false
+	}
 	if !startedAtInsert && !claimed {
 		wctx, cancel := x.recordCtx(ctx)
 		err := x.rec.MarkRunning(wctx, c.ID, x.cfg.Owner, time.Now().UTC())
@@ -523,20 +522,9 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	return x.run(ctx, sess, c, emit), true
 }
 
-// run invokes the tool of a call that may run now, with cancellation, progress and,
-// for stateful tools, the agent's answers.
+// run invokes the tool of a call that may run now, with progress and, for stateful
+// tools, the agent's answers. Its caller made ctx cancellable by Cancel (track).
 func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Event)) *tool.Result {
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	x.mu.Lock()
-	x.running[c.ID] = cancel
-	x.mu.Unlock()
-	defer func() {
-		x.mu.Lock()
-		delete(x.running, c.ID)
-		x.mu.Unlock()
-	}()
-
 	progress := tool.NoProgress
 	if x.progress != nil {
 		progress = x.progress.Begin(c.ID, c.ToolCallID, sess.ID)
@@ -545,7 +533,7 @@ func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Ev
 	if x.obs != nil {
 		x.obs.CallStarted(c.Name)
 	}
-	tc := &tool.Context{Context: cctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, Progress: progress}
+	tc := &tool.Context{Context: ctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, Progress: progress}
 	if c.entry.Spec.Mode == tool.ModeStateful && emit != nil {
 		tc.Interact = interactor{x: x, c: c, emit: emit}
 	}

@@ -24,10 +24,12 @@ func (x *Executor) runBackground(ctx context.Context, sess *Session, c *Call, se
 		"status": "running", "call_id": c.ID, "mode": "background",
 		"note": "the result arrives later as a tool_result event on the session's streams and at GET /v1/tool-calls/" + c.ID,
 	})
+	// Detached from the request, it stays cancellable by Cancel.
+	bctx, untrack := x.track(context.WithoutCancel(ctx), c.ID)
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
-		bctx := context.WithoutCancel(ctx)
+		defer untrack()
 		// Its approval request, if it needs one, goes to the session's streams.
 		res, started := x.execute(bctx, sess, c, seq, startedAtInsert, sess.publish)
 		msg := x.finish(bctx, sess, c, res, start, started, true)

@@ -155,9 +155,14 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 	for {
 		select {
 		case <-ctx.Done():
-			if c.nested != nil && x.withdraw(ctx, apr.ID) {
-				// Nobody must approve, later, a call its chain already reported as not run.
-				return false, false, tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name), errFinishedElsewhere
+			if cancelledByRequest(ctx) {
+				return x.cancelWaiting(ctx, c, apr.ID)
+			}
+			if c.nested != nil {
+				if _, err := x.withdraw(ctx, apr.ID, "the chain that made this call stopped waiting for a decision", nil); err == nil {
+					// Nobody must approve, later, a call its chain already reported as not run.
+					return false, false, tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name), errFinishedElsewhere
+				}
 			}
 			return false, false, nil, errLeftWaiting
 		case <-expiry.C:
@@ -218,26 +223,29 @@ func (x *Executor) awaitResult(ctx context.Context, id string) (*tool.Result, er
 	}
 }
 
-// withdraw denies a pending approval request on the system's behalf (the store then
-// finishes its call as denied). It reports whether it did; false when the store
-// cannot or a person decided first.
-func (x *Executor) withdraw(ctx context.Context, approvalID string) bool {
+// errNoWithdraw: the approval store cannot decide requests itself.
+var errNoWithdraw = errors.New("the approval store cannot withdraw requests")
+
+// withdraw denies a pending approval request on the system's behalf, for reason; the
+// store then finishes its call with res, or as denied when res is nil. A person who
+// decided first wins: ErrConflict, with the approval as it is.
+func (x *Executor) withdraw(ctx context.Context, approvalID, reason string, res *tool.Result) (*store.Approval, error) {
 	d, ok := x.perm.Store.(interface {
 		DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error)
 	})
 	if !ok {
-		return false
+		return nil, errNoWithdraw
 	}
 	wctx, cancel := x.recordCtx(ctx)
 	defer cancel()
-	_, err := d.DecideApproval(wctx, approvalID, store.ApprovalDecision{Kind: store.DecisionDeny, Actor: store.AuditActorSystem,
-		Reason: "the chain that made this call stopped waiting for a decision", At: time.Now().UTC()})
+	a, err := d.DecideApproval(wctx, approvalID, store.ApprovalDecision{Kind: store.DecisionDeny, Actor: store.AuditActorSystem,
+		Reason: reason, Result: res, At: time.Now().UTC()})
 	if err != nil {
-		return false
+		return a, err
 	}
 	_ = x.perm.Notifier.Notify(wctx, store.TopicApproval, approvalID)
 	_ = x.perm.Notifier.Notify(wctx, store.TopicCall, "")
-	return true
+	return a, nil
 }
 
 // expireDue expires the approval requests whose deadline has passed, when the store
@@ -279,6 +287,8 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	}
 	x.wg.Add(1)
 	defer x.wg.Done()
+	ctx, untrack := x.track(ctx, callID)
+	defer untrack()
 	start := time.Now()
 	c := &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
 	ctx = x.beginCall(ctx, rec.SessionID, rec.Tenant, c)

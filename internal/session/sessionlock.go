@@ -31,6 +31,8 @@ func (x *Executor) lockAcross(ctx context.Context, sess *Session, c *Call) (unlo
 	switch {
 	case err == nil:
 		return unlock, nil
+	case cancelledByRequest(ctx):
+		return nil, notStarted(ctx, c)
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return nil, tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name)
 	}

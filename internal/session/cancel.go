@@ -1,0 +1,132 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Cancellation: every call of this process can be cancelled from before its record is
+// written until its result is. A call whose tool runs is stopped; one still waiting to
+// start — for its turn in the batch, the session's lock, a decision or an answer —
+// ends as cancelled without running.
+
+// errCancelRequested is the cause of a call's context when Cancel ended it.
+var errCancelRequested = errors.New("cancelled by request")
+
+// callCancel ends one unfinished call; a pointer, so that only its own tracker
+// removes it.
+type callCancel struct{ cancel context.CancelCauseFunc }
+
+// track makes a call cancellable by Cancel until untrack is called. A call that is
+// tracked again (a background call detaching from its request) is then cancelled
+// through its newest context.
+func (x *Executor) track(ctx context.Context, callID string) (context.Context, func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	cc := &callCancel{cancel: cancel}
+	x.mu.Lock()
+	x.unfinished[callID] = cc
+	x.mu.Unlock()
+	return cctx, func() {
+		x.mu.Lock()
+		if x.unfinished[callID] == cc {
+			delete(x.unfinished, callID)
+		}
+		x.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// cancelledByRequest reports whether Cancel ended the call of ctx.
+func cancelledByRequest(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errCancelRequested)
+}
+
+// notStarted is the result of a call whose context ended before its tool was invoked.
+func notStarted(ctx context.Context, c *Call) *tool.Result {
+	if cancelledByRequest(ctx) {
+		return tool.ErrorResult(tool.KindCancelled, "%s was cancelled by request before it ran", c.Name)
+	}
+	return tool.ErrorResult(tool.KindCancelled, "%s was cancelled before it ran", c.Name)
+}
+
+// Cancel cancels a call of this process that has not finished: a running tool is
+// stopped, and a call still waiting to start (its turn in the batch, the session's
+// lock, a decision) ends without running. It reports whether the call was here.
+func (x *Executor) Cancel(callID string) bool {
+	x.mu.Lock()
+	cc, ok := x.unfinished[callID]
+	x.mu.Unlock()
+	if ok {
+		cc.cancel(errCancelRequested)
+	}
+	return ok
+}
+
+// CancelAll cancels every unfinished call of this process and returns how many it
+// cancelled. A replica that lost its lease uses it: the others fail its calls.
+func (x *Executor) CancelAll() int {
+	x.mu.Lock()
+	cancels := make([]*callCancel, 0, len(x.unfinished))
+	for _, c := range x.unfinished {
+		cancels = append(cancels, c)
+	}
+	x.mu.Unlock()
+	for _, c := range cancels {
+		c.cancel(nil)
+	}
+	return len(cancels)
+}
+
+// cancelWaiting ends a call that Cancel reached while it waited for a decision: its
+// request is withdrawn, so that an approval given afterwards cannot run it, and the
+// call is finished as cancelled. (A client that goes away leaves the request pending
+// instead: someone may still want the call run.) It returns as permit does.
+func (x *Executor) cancelWaiting(ctx context.Context, c *Call, approvalID string) (run, claimed bool, res *tool.Result, err error) {
+	res = notStarted(ctx, c)
+	a, err := x.withdraw(ctx, approvalID, "the call was cancelled by request before a decision", res)
+	switch {
+	case err == nil: // the store finished the call with res
+		return false, false, res, errFinishedElsewhere
+	case errors.Is(err, store.ErrConflict) && a != nil && a.Status == store.ApprovalApproved:
+		// Approved just before: claim the call, so that nobody else runs it, and
+		// finish it as cancelled without running it.
+		cerr := x.perm.Store.ClaimCall(context.WithoutCancel(ctx), c.ID, x.cfg.Owner, time.Now().UTC())
+		if cerr == nil {
+			return false, true, res, nil
+		}
+		if errors.Is(cerr, store.ErrConflict) {
+			return false, false, tool.ErrorResult(tool.KindUnavailable, "%s was approved and started elsewhere before the cancel reached it; its result will be on its record", c.Name), errFinishedElsewhere
+		}
+		err = cerr
+	case errors.Is(err, store.ErrConflict) && a != nil: // denied or expired: the store finished the call
+		wctx, cancel := x.recordCtx(ctx)
+		defer cancel()
+		if r, werr := x.awaitResult(wctx, c.ID); errors.Is(werr, errFinishedElsewhere) {
+			return false, false, r, werr
+		}
+	}
+	x.log.ErrorContext(ctx, "withdrawing the approval request of a cancelled call failed", "call_id", c.ID, "approval_id", approvalID, "err", err)
+	return false, false, tool.ErrorResult(tool.KindCancelled, "%s was cancelled by request while it waited for approval, but the request could not be withdrawn; it stays pending and the call runs if it is approved", c.Name), errFinishedElsewhere
+}
+
+// cancelExternal ends a call that Cancel reached while it waited for its answer: it
+// is finished as cancelled, so a later answer is refused. An answer recorded first
+// wins (a finish never replaces a final state) and is the result.
+func (x *Executor) cancelExternal(ctx context.Context, c *Call) *tool.Result {
+	c.settled = true
+	res := notStarted(ctx, c)
+	wctx, cancel := x.recordCtx(ctx)
+	defer cancel()
+	if err := x.rec.Finish(wctx, store.CallFinish{ID: c.ID, Status: store.CallFailed, Result: res, FinishedAt: time.Now().UTC()}); err != nil {
+		x.log.ErrorContext(ctx, "recording call result failed", "call_id", c.ID, "err", err)
+		return res
+	}
+	if rec, err := x.perm.Store.GetCall(wctx, c.ID); err == nil && rec.Result != nil {
+		return rec.Result
+	}
+	return res
+}
