@@ -37,7 +37,7 @@ func checkCancelledBeforeRun(t *testing.T, d *daemon, sessionID string, m event)
 		t.Fatalf("message of the cancelled call: %s", m.raw)
 	}
 	rec := record(t, d, sessionID, m.str("tool_call_id"))
-	if rec["status"] != "failed" || rec["error_kind"] != "cancelled" ||
+	if rec["status"] != "failed" || rec["error_kind"] != "cancelled" || rec["started_at"] != nil ||
 		!strings.Contains(jsonOf(rec["result"]), "cancelled by request before it ran") {
 		t.Fatalf("record of the cancelled call: %v", rec)
 	}
@@ -92,7 +92,8 @@ func TestCancelCallNotYetStarted(t *testing.T) {
 }
 
 // TestCancelCallWaitingForSessionLock: a call of a tool that is not concurrency-safe,
-// queued behind the session's serial lock, can be cancelled there; it then never runs.
+// queued behind the session's serial lock, is recorded pending (not running) while it
+// waits, and can be cancelled there; it then never runs.
 func TestCancelCallWaitingForSessionLock(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
@@ -115,7 +116,12 @@ func TestCancelCallWaitingForSessionLock(t *testing.T) {
 		out <- evs
 	}()
 	queued := record(t, d, id, "queued")
-	time.Sleep(200 * time.Millisecond) // it reaches the lock
+	// Give it time to reach the lock: a record that says running would show by now.
+	time.Sleep(200 * time.Millisecond)
+	queued = record(t, d, id, "queued")
+	if queued["status"] != "pending" || queued["started_at"] != nil {
+		t.Fatalf("record of the call waiting for the session's lock: %v", queued)
+	}
 	code, _, body := d.do("POST", "/v1/tool-calls/"+queued["id"].(string)+"/cancel", nil)
 	if code != http.StatusAccepted {
 		t.Fatalf("cancel of the call waiting for the lock: %d %s", code, body)

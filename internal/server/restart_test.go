@@ -53,7 +53,10 @@ func TestRestartKeepsEverything(t *testing.T) {
 			now := time.Now().UTC()
 			orphan := &store.Call{ID: "tc_orphan", SessionID: id, Tenant: "default", ToolCallID: "c2", Name: "echo",
 				Arguments: json.RawMessage(`{}`), Status: store.CallRunning, Owner: "test", CreatedAt: now, StartedAt: &now}
-			if err := d.app.Store.WriteCalls(context.Background(), []*store.Call{orphan}, nil); err != nil {
+			// And one that waited for its turn, pending: it never ran.
+			queued := &store.Call{ID: "tc_queued", SessionID: id, Tenant: "default", ToolCallID: "c5", Name: "echo",
+				Arguments: json.RawMessage(`{}`), Status: store.CallPending, Owner: "test", CreatedAt: now}
+			if err := d.app.Store.WriteCalls(context.Background(), []*store.Call{orphan, queued}, nil); err != nil {
 				t.Fatal(err)
 			}
 			d.stop()
@@ -70,6 +73,11 @@ func TestRestartKeepsEverything(t *testing.T) {
 			code, _, body = d2.do("GET", "/v1/tool-calls/tc_orphan", nil)
 			if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "daemon stopped") {
 				t.Fatalf("orphaned call after restart: %d %s", code, body)
+			}
+			code, _, body = d2.do("GET", "/v1/tool-calls/tc_queued", nil)
+			if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "it was not run") ||
+				strings.Contains(string(body), "may have run") {
+				t.Fatalf("pending call after restart: %d %s", code, body)
 			}
 			// The session still runs calls, with its whitelist.
 			_, evs = d2.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c3","name":"whoami"},{"id":"c4","name":"big"}]}`)

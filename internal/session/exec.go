@@ -82,6 +82,18 @@ type Call struct {
 	span trace.Span
 }
 
+// startsAtOnce reports whether c's tool is invoked as soon as its turn comes: it needs
+// neither the session's serial lock nor a decision nor an outside answer. Such a call
+// is recorded running at insert, which saves a write; the others are recorded pending,
+// and running only once they start.
+func (c *Call) startsAtOnce() bool {
+	if c.preset != nil || c.planned == approval.Ask {
+		return false
+	}
+	s := c.entry.Spec
+	return !s.External && (s.ConcurrencySafe || s.Mode == tool.ModeBackground)
+}
+
 // Plan is a validated batch ready to execute.
 type Plan struct {
 	Session *Session
@@ -257,15 +269,21 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 	seq := p.Session.currentSeq()
 	now := time.Now().UTC()
 
-	// Calls that start at once are recorded as running; the rest as pending first.
+	// Calls that start at once are recorded as running; the rest as pending first, and
+	// as running only when they start, so that a record never says running, nor a
+	// crash "may have run partly", for a call that waited and never ran.
 	startsNow := func(i int) bool {
 		switch p.Batch.Strategy {
 		case Sequential:
-			return i == 0
+			if i != 0 {
+				return false
+			}
 		case Batched:
-			return i < p.Batch.BatchSize
+			if i >= p.Batch.BatchSize {
+				return false
+			}
 		}
-		return true
+		return p.Calls[i].startsAtOnce()
 	}
 	// A call can be cancelled from before its record is written: once a client can
 	// read the record, Cancel finds the call.
@@ -276,7 +294,7 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 	}
 	recorded := make([]bool, len(p.Calls))
 	if len(p.Calls) == 1 {
-		recorded[0] = x.insert(ctxs[0], p.Session, p.Calls[0], true, now)
+		recorded[0] = x.insert(ctxs[0], p.Session, p.Calls[0], startsNow(0), now)
 	} else {
 		var wg sync.WaitGroup
 		for i, c := range p.Calls {

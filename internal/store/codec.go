@@ -148,6 +148,12 @@ func prepareCall(c *Call) error {
 	return nil
 }
 
+// NotStartedResult is the result AbandonCalls gives a call that was still pending: its
+// process stopped before the call started, so, unlike a running one, it did not run.
+func NotStartedResult() *tool.Result {
+	return tool.ErrorResult(tool.KindFailed, "the daemon stopped before this call started; it was not run")
+}
+
 // prepareFinish validates f and fills a zero FinishedAt with the current time.
 func prepareFinish(f *CallFinish) error {
 	if f.ID == "" {

@@ -329,13 +329,21 @@ func (p *Postgres) AbandonCalls(ctx context.Context, owner string, result *tool.
 	if err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
+	notStarted := NotStartedResult()
+	encNS, err := encodeResult(notStarted)
+	if err != nil {
+		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+	}
 	if at.IsZero() {
 		at = now()
 	}
+	// The CASEs read the status before the update.
 	tag, err := p.pool.Exec(ctx,
-		`UPDATE tool_calls SET status = $1, result = $2, error_kind = $3, finished_at = $4
-		WHERE owner = $5 AND status IN ('pending', 'running')`,
-		string(CallFailed), enc, string(resultErrorKind(result)), utcMicro(at), owner)
+		`UPDATE tool_calls SET status = $1,
+			result = CASE status WHEN 'pending' THEN $2::json ELSE $3::json END,
+			error_kind = CASE status WHEN 'pending' THEN $4 ELSE $5 END, finished_at = $6
+		WHERE owner = $7 AND status IN ('pending', 'running')`,
+		string(CallFailed), encNS, enc, string(resultErrorKind(notStarted)), string(resultErrorKind(result)), utcMicro(at), owner)
 	if err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}

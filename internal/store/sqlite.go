@@ -445,13 +445,22 @@ func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Re
 	if err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
+	notStarted := NotStartedResult()
+	encNS, err := encodeResult(notStarted)
+	if err != nil {
+		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+	}
 	if at.IsZero() {
 		at = now()
 	}
+	// The CASEs read the status before the update.
 	res, err := s.w.ExecContext(ctx,
-		`UPDATE tool_calls SET status = ?, result = ?, error_kind = ?, finished_at = ?
+		`UPDATE tool_calls SET status = ?,
+			result = CASE status WHEN 'pending' THEN ? ELSE ? END,
+			error_kind = CASE status WHEN 'pending' THEN ? ELSE ? END, finished_at = ?
 		WHERE owner = ? AND status IN ('pending', 'running')`,
-		string(CallFailed), sqliteText(enc), string(resultErrorKind(result)), sqliteTime(at), owner)
+		string(CallFailed), sqliteText(encNS), sqliteText(enc), string(resultErrorKind(notStarted)), string(resultErrorKind(result)),
+		sqliteTime(at), owner)
 	if err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}

@@ -87,8 +87,9 @@ type Store interface {
 	ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error)
 	// ListRecentCalls returns a tenant's calls across sessions, newest first.
 	ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error)
-	// AbandonCalls finishes every pending or running call of owner as failed with the
-	// given result: used at start-up for calls a previous process left behind.
+	// AbandonCalls finishes every pending or running call of owner as failed, a running
+	// one with the given result and a pending one, which never started, with
+	// NotStartedResult: used at start-up for calls a previous process left behind.
 	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error)
 
 	// Ping checks the store is reachable.

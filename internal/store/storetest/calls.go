@@ -349,9 +349,14 @@ func testAbandonCalls(t *testing.T, s store.Store) {
 	for _, c := range calls {
 		got := mustGetCall(t, s, c.ID)
 		want := orig[c.ID]
-		if c.ID == "a_pending" || c.ID == "a_running" {
+		switch c.ID {
+		case "a_running":
 			w := *want
 			w.Status, w.Result, w.ErrorKind, w.FinishedAt = store.CallFailed, res, tool.KindUnavailable, ptr(when)
+			want = &w
+		case "a_pending": // it never started: not "may have run"
+			w := *want
+			w.Status, w.Result, w.ErrorKind, w.FinishedAt = store.CallFailed, store.NotStartedResult(), tool.KindFailed, ptr(when)
 			want = &w
 		}
 		checkCall(t, got, want)
