@@ -363,8 +363,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	// In-flight calls run under base; it is cancelled only after the drain deadline.
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
+	base, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelBase(nil)
 	srv := &http.Server{
 		Handler:           a.API.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -406,7 +406,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(drainCtx); errors.Is(err, context.DeadlineExceeded) {
 		a.Log.Warn("drain deadline passed; cancelling the calls still running")
 	}
-	cancelBase()
+	cancelBase(session.ErrShuttingDown)
 	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelWait()
 	if err := a.Exec.Wait(waitCtx); err != nil {

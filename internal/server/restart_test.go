@@ -118,7 +118,27 @@ func TestShutdownEndsEveryStream(t *testing.T) {
 	for range streams {
 		<-d.tools.blockStarts
 	}
+	// And a call waiting for an answer: its result must blame the shutdown, not the client.
+	askID := d.createSession(map[string]any{"available_tools": []string{"ask_user"}})["id"].(string)
+	asked := make(chan []byte, 1)
+	go func() {
+		_, _, b := d.do("POST", "/v1/sessions/"+askID+"/tool-calls", `{"calls":[{"id":"q","name":"ask_user","arguments":{"question":"?"}}]}`)
+		asked <- b
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, _, b := d.do("GET", "/v1/sessions/"+askID+"/tool-calls/q", nil); strings.Contains(string(b), `"status":"waiting"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ask_user never waited for its answer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	d.stop()
+	if b := <-asked; !strings.Contains(string(b), "the server shut down while ask_user waited") || !strings.Contains(string(b), `"type":"done"`) {
+		t.Errorf("ask_user's stream at shutdown: %s", b)
+	}
 	for range streams {
 		e := <-out
 		lines := strings.Split(strings.TrimSpace(string(e.body)), "\n")

@@ -17,6 +17,19 @@ import (
 // errCancelRequested is the cause of a call's context when Cancel ended it.
 var errCancelRequested = errors.New("cancelled by request")
 
+// ErrShuttingDown is the cause the daemon cancels its calls with when it stops, so
+// that their results say so instead of blaming the client.
+var ErrShuttingDown = errors.New("the server is shutting down")
+
+// whoLeft names what ended the wait of a call whose ctx is done: the server stopping,
+// or the client going away.
+func whoLeft(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		return "the server shut down"
+	}
+	return "the client went away"
+}
+
 // callCancel ends one unfinished call; a pointer, so that only its own tracker
 // removes it.
 type callCancel struct{ cancel context.CancelCauseFunc }

@@ -479,7 +479,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	switch {
 	case errors.Is(err, errLeftWaiting):
 		c.settled = true
-		return tool.ErrorResult(tool.KindCancelled, "the client went away while %s waited for approval; the request stays pending and the call runs if it is approved", c.Name), false
+		return tool.ErrorResult(tool.KindCancelled, "%s while %s waited for approval; the request stays pending and the call runs if it is approved", whoLeft(ctx), c.Name), false
 	case errors.Is(err, errFinishedElsewhere):
 		c.settled = true
 		return res, false
@@ -493,7 +493,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 			return x.cancelExternal(ctx, c), false
 		case errors.Is(err, errLeftWaiting):
 			c.settled = true
-			res = tool.ErrorResult(tool.KindCancelled, "the client went away while %s waited for its answer; the answer can still be posted", c.Name)
+			res = tool.ErrorResult(tool.KindCancelled, "%s while %s waited for its answer; the answer can still be posted", whoLeft(ctx), c.Name)
 		case err != nil: // answered: the record holds the outcome
 			c.settled = true
 		}
