@@ -42,6 +42,7 @@ const (
 	DefaultConnectTimeout = 30 * time.Second
 	DefaultCallTimeout    = 60 * time.Second
 	DefaultHealthInterval = 15 * time.Second
+	DefaultMinBackoff     = 250 * time.Millisecond
 	DefaultMaxBackoff     = time.Minute
 )
 
@@ -230,6 +231,9 @@ type Config struct {
 	PrefixMode string
 	// HealthInterval is how often a connected server is pinged (default 15s).
 	HealthInterval time.Duration
+	// MinBackoff is the delay before the first retry of an outage (default 250ms);
+	// it doubles with each failed attempt, up to MaxBackoff.
+	MinBackoff time.Duration
 	// MaxBackoff caps the delay between reconnection attempts (default 1m).
 	MaxBackoff time.Duration
 }
@@ -242,8 +246,11 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("mcp prefix mode %q must be always, on_collision or never", c.PrefixMode))
 	}
-	if c.HealthInterval < 0 || c.MaxBackoff < 0 {
-		errs = append(errs, errors.New("mcp health interval and max backoff must not be negative"))
+	if c.HealthInterval < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 {
+		errs = append(errs, errors.New("mcp health interval and backoffs must not be negative"))
+	}
+	if c.MinBackoff > 0 && c.MaxBackoff > 0 && c.MinBackoff > c.MaxBackoff {
+		errs = append(errs, fmt.Errorf("mcp min backoff %s is above max backoff %s", c.MinBackoff, c.MaxBackoff))
 	}
 	seen := map[string]bool{}
 	for i := range c.Servers {
@@ -267,7 +274,10 @@ func (c Config) withDefaults() Config {
 		c.HealthInterval = DefaultHealthInterval
 	}
 	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
+		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = min(DefaultMinBackoff, c.MaxBackoff)
 	}
 	return c
 }
@@ -281,7 +291,7 @@ const (
 	// StateReady: connected; its tools answer.
 	StateReady State = "ready"
 	// StateFailed: the last attempt failed or the connection was lost; a retry is
-	// scheduled with backoff.
+	// scheduled with backoff (ServerStatus.NextAttempt). Calls fail at once.
 	StateFailed State = "failed"
 	// StateDisabled: configured with enabled: false.
 	StateDisabled State = "disabled"
@@ -298,6 +308,8 @@ type ServerStatus struct {
 	LastError string    `json:"last_error,omitempty"`
 	Since     time.Time `json:"since"`
 	Restarts  int       `json:"restarts"`
+	// NextAttempt is when a failed server is tried again (zero unless failed).
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	// Notes are naming decisions and refusals: renamed on collision, refused
 	// under prefix mode never, a schema the registry rejected.
 	Notes []string `json:"notes,omitempty"`

@@ -207,7 +207,7 @@ func TestServerConfigJSON(t *testing.T) {
 
 func TestBackoff(t *testing.T) {
 	t.Parallel()
-	m := &Manager{cfg: Config{MaxBackoff: 4 * time.Second}}
+	m := &Manager{cfg: Config{MaxBackoff: 4 * time.Second}.withDefaults()}
 	for _, tt := range []struct {
 		attempt  int
 		min, max time.Duration

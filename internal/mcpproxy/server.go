@@ -12,9 +12,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// minBackoff is the first delay before a reconnection; it doubles up to MaxBackoff.
-const minBackoff = 250 * time.Millisecond
-
 var (
 	errRestart = errors.New("restart requested")
 	errStopped = errors.New("stopped")
@@ -27,18 +24,19 @@ type server struct {
 	cfg ServerConfig // with defaults
 	log *slog.Logger
 
-	mu        sync.Mutex
-	persisted bool
-	state     State
-	lastErr   string
-	since     time.Time
-	restarts  int
-	tools     []mcp.Tool // last known list, kept while the server is down
-	notes     []string
-	nTools    int           // registered
-	conn      *conn         // set while ready
-	pool      sessionPool   // per_session pooling: one upstream session per daemon session
-	changed   chan struct{} // closed and replaced on every state change
+	mu          sync.Mutex
+	persisted   bool
+	state       State
+	lastErr     string
+	since       time.Time
+	restarts    int
+	nextAttempt time.Time  // while failed: when the supervisor tries again
+	tools       []mcp.Tool // last known list, kept while the server is down
+	notes       []string
+	nTools      int           // registered
+	conn        *conn         // set while ready
+	pool        sessionPool   // per_session pooling: one upstream session per daemon session
+	changed     chan struct{} // closed and replaced on every state change
 
 	wake    chan struct{} // restart now
 	check   chan struct{} // health check now
@@ -89,14 +87,19 @@ func (s *server) stop() {
 
 func (s *server) run(ctx context.Context) {
 	defer s.closeSessions(true)
-	attempt := 0
+	// failures counts the failed attempts of the current outage. A successful
+	// connection ends the outage and resets it: how long an earlier outage lasted
+	// must not delay the recovery from the next one.
+	failures := 0
+	first := true
 	for ctx.Err() == nil {
-		if attempt > 0 {
+		if !first {
 			s.mu.Lock()
 			s.restarts++
 			s.mu.Unlock()
 			s.m.metrics.restart(s.cfg.Name)
 		}
+		first = false
 		s.setState(StateConnecting, "", nil)
 		start := time.Now()
 		c, tools, err := dial(ctx, &s.cfg, s.log, s.onNotification, s.checkNow)
@@ -104,34 +107,44 @@ func (s *server) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Warn("mcp server: connection failed", "err", err, "attempt", attempt+1)
-			s.setState(StateFailed, err.Error(), nil)
-			attempt++
-			if !s.pause(ctx, s.m.backoff(attempt)) {
+			failures++
+			delay := s.m.backoff(failures)
+			s.log.Warn("mcp server: connection failed", "err", err, "attempt", failures, "retry_in", delay.Round(time.Millisecond))
+			s.setFailed(err.Error(), delay)
+			if !s.pause(ctx, delay) {
 				return
 			}
 			continue
 		}
+		failures = 0
 		s.log.Info("mcp server: connected", "tools", len(tools), "took", time.Since(start).Round(time.Millisecond))
 		s.mu.Lock()
 		s.tools = tools
 		s.mu.Unlock()
 		s.m.syncRegistry() // before ready: Status never shows ready without the tools
 		s.setState(StateReady, "", c)
-		up := time.Now()
 
 		reason := s.watch(ctx, c)
+		answered := upstreamAnswers(&s.cfg, reason)
 		reason = c.describe(reason)
 		// Calls fail fast from here on; then the connection closes.
+		var delay time.Duration
 		switch {
 		case ctx.Err() != nil:
 			s.setState(StateFailed, "stopped", nil)
 		case errors.Is(reason, errRestart):
 			s.log.Info("mcp server: restarting")
 			s.setState(StateConnecting, "", nil)
+		case answered:
+			// The upstream is up (it restarted and forgot the session): waiting
+			// would only keep its tools unavailable.
+			s.log.Warn("mcp server: the upstream no longer knows the session; reconnecting at once", "err", reason)
+			s.setState(StateConnecting, reason.Error(), nil)
 		default:
-			s.log.Warn("mcp server: connection lost", "err", reason)
-			s.setState(StateFailed, reason.Error(), nil)
+			failures = 1 // the lost connection is the new outage's first failure
+			delay = s.m.backoff(failures)
+			s.log.Warn("mcp server: connection lost", "err", reason, "retry_in", delay.Round(time.Millisecond))
+			s.setFailed(reason.Error(), delay)
 		}
 		// Upstream sessions of daemon sessions end with the server's: a restarted
 		// server has forgotten their state anyway.
@@ -140,18 +153,20 @@ func (s *server) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(reason, errRestart) {
-			attempt = 1
-			continue
-		}
-		if time.Since(up) >= min(s.m.cfg.MaxBackoff, 30*time.Second) {
-			attempt = 0 // it was healthy for a while: start the backoff over
-		}
-		attempt++
-		if !s.pause(ctx, s.m.backoff(attempt)) {
+		if delay > 0 && !s.pause(ctx, delay) {
 			return
 		}
 	}
+}
+
+// upstreamAnswers reports whether a connection ended because the upstream refused
+// its session (404, "session not found"): a refusal is an answer, so the upstream
+// is up — it restarted and forgot the session — and a new one can be opened at
+// once. Only HTTP transports have sessions to forget; a stdio child's stderr, which
+// describe adds to reason, could say anything.
+func upstreamAnswers(cfg *ServerConfig, reason error) bool {
+	return cfg.Transport != TransportStdio && !errors.Is(reason, errRestart) && !errors.Is(reason, errStopped) &&
+		isSessionLost(reason)
 }
 
 // watch returns why a ready connection ended: lost, failed health checks, a
@@ -240,7 +255,8 @@ func (s *server) watch(ctx context.Context, c *conn) error {
 	}
 }
 
-// pause waits d, or less when a restart is asked for. It reports whether to go on.
+// pause waits d (the backoff setFailed announced), or less when a restart is asked
+// for. It reports whether to go on.
 func (s *server) pause(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -273,6 +289,15 @@ func signal(ch chan struct{}) {
 }
 
 func (s *server) setState(st State, lastErr string, c *conn) {
+	s.setStateRetry(st, lastErr, c, time.Time{})
+}
+
+// setFailed marks the server failed, with its next attempt in delay.
+func (s *server) setFailed(lastErr string, delay time.Duration) {
+	s.setStateRetry(StateFailed, lastErr, nil, time.Now().Add(delay))
+}
+
+func (s *server) setStateRetry(st State, lastErr string, c *conn, next time.Time) {
 	s.mu.Lock()
 	if st != s.state {
 		s.since = time.Now()
@@ -282,6 +307,7 @@ func (s *server) setState(st State, lastErr string, c *conn) {
 		s.lastErr = lastErr // kept after recovery: why the server last went down
 	}
 	s.conn = c
+	s.nextAttempt = next
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
@@ -298,12 +324,12 @@ func (s *server) liveConn() *conn {
 	return s.conn
 }
 
-// awaitConn waits up to d for a connection other than old to be ready. It gives up
-// when an attempt fails: the caller should not wait through backoff.
+// awaitConn waits up to d for a connection other than old to be ready: while the
+// supervisor has yet to notice old's end, and while an attempt is under way. A
+// server in backoff ends the wait at once: a call never waits through backoff.
 func (s *server) awaitConn(ctx context.Context, old *conn, d time.Duration) *conn {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	sawAttempt := false
 	for {
 		s.mu.Lock()
 		c, st, changed := s.conn, s.state, s.changed
@@ -311,9 +337,7 @@ func (s *server) awaitConn(ctx context.Context, old *conn, d time.Duration) *con
 		switch {
 		case st == StateReady && c != nil && c != old && c.err() == nil:
 			return c
-		case st == StateConnecting:
-			sawAttempt = true
-		case st == StateFailed && sawAttempt:
+		case st == StateFailed || st == StateDisabled:
 			return nil
 		}
 		select {
@@ -326,13 +350,21 @@ func (s *server) awaitConn(ctx context.Context, old *conn, d time.Duration) *con
 	}
 }
 
-// unavailable is the error a call gets while the server is down.
+// unavailable is the error a call gets while the server is down: since when, why,
+// and when it is tried again.
 func (s *server) unavailable() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	msg := fmt.Sprintf("mcp server %s is not available (%s since %s)", s.cfg.Name, s.state, s.since.UTC().Format(time.RFC3339))
 	if s.lastErr != "" {
 		msg += ": " + s.lastErr
+	}
+	switch {
+	case s.state == StateConnecting:
+		msg += "; a connection attempt is under way"
+	case !s.nextAttempt.IsZero():
+		msg += fmt.Sprintf("; next attempt in %s (at %s)", max(time.Until(s.nextAttempt), 0).Round(100*time.Millisecond),
+			s.nextAttempt.UTC().Format(time.RFC3339))
 	}
 	return toolError(msg)
 }
@@ -342,7 +374,7 @@ func (s *server) status() ServerStatus {
 	defer s.mu.Unlock()
 	st := ServerStatus{
 		Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Tools: s.nTools,
-		LastError: s.lastErr, Since: s.since, Restarts: s.restarts,
+		LastError: s.lastErr, Since: s.since, Restarts: s.restarts, NextAttempt: s.nextAttempt,
 		Notes: append([]string(nil), s.notes...), Persisted: s.persisted,
 		UpstreamSessions: s.sessionCount(),
 	}
@@ -356,11 +388,11 @@ func (s *server) status() ServerStatus {
 	return st
 }
 
-// backoff is the delay before attempt n (1-based): minBackoff doubling up to
-// MaxBackoff, drawn uniformly from its upper half so that servers that failed
-// together do not retry together.
+// backoff is the delay after the n-th consecutive failure (1-based): MinBackoff
+// doubling up to MaxBackoff, drawn uniformly from its upper half so that servers
+// that failed together do not retry together.
 func (m *Manager) backoff(n int) time.Duration {
-	d := min(minBackoff, m.cfg.MaxBackoff)
+	d := min(m.cfg.MinBackoff, m.cfg.MaxBackoff)
 	for i := 1; i < n && d < m.cfg.MaxBackoff; i++ {
 		d *= 2
 	}

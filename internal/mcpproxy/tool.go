@@ -49,9 +49,15 @@ func (t *proxyTool) Run(tc *tool.Context, args json.RawMessage) (*tool.Result, e
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
 		// An HTTP server restarted and forgot the session; it refused the request
 		// before running it, so the call may go again once a new session is up.
+		// The supervisor opens one at once (the upstream answered); if that fails,
+		// the server is in backoff and the call is unavailable now.
 		c.markDead(fmt.Errorf("session lost: %w", err))
 		wait := min(s.cfg.ConnectTimeout, remaining(tc))
-		if nc := s.awaitConn(tc, c, wait); nc != nil {
+		nc := s.awaitConn(tc, c, wait)
+		if nc == nil && tc.Err() == nil {
+			return t.done(outcomeUnavailable, nil, s.unavailable())
+		}
+		if nc != nil {
 			c = nc
 			res, err = t.call(tc, c, args)
 		}
@@ -73,7 +79,9 @@ func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Res
 	release()
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
 		// The upstream forgot this session (it restarted): open a new one, once.
+		// The supervisor's session is likely forgotten too: have it checked now.
 		c.markDead(fmt.Errorf("session lost: %w", err))
+		s.checkNow()
 		nc, release, nerr := s.sessionConn(tc, key)
 		if nerr != nil {
 			return t.done(outcomeUnavailable, nil, nerr)

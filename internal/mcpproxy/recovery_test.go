@@ -1,0 +1,216 @@
+package mcpproxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// restartableServer is an mcp-go streamable-HTTP server on a fixed loopback port
+// that a test takes down and brings back. Each start is a new server that knows
+// none of the old sessions, as after an upstream process restarted.
+type restartableServer struct {
+	t    *testing.T
+	addr string
+
+	mu   sync.Mutex
+	http *http.Server
+	mcp  *mcpserver.StreamableHTTPServer
+	done chan struct{}
+}
+
+func newRestartableServer(t *testing.T) *restartableServer {
+	t.Helper()
+	r := &restartableServer{t: t, addr: net.JoinHostPort("127.0.0.1", "0")}
+	r.up()
+	t.Cleanup(r.down)
+	return r
+}
+
+func (r *restartableServer) url() string { return "http://" + r.addr + "/mcp" }
+
+// up serves a fresh server on the port.
+func (r *restartableServer) up() {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.http != nil {
+		r.t.Fatal("restartableServer: up while up")
+	}
+	var l net.Listener
+	var err error
+	// The port was ours a moment ago; give the kernel a moment if it disagrees.
+	if !eventually(5*time.Second, func() bool { l, err = net.Listen("tcp", r.addr); return err == nil }) {
+		r.t.Fatalf("listen on %s: %v", r.addr, err)
+	}
+	r.addr = l.Addr().String()
+	s := mcpserver.NewMCPServer("restartable", "1.0.0")
+	s.AddTool(mcp.NewTool("echo", mcp.WithString("message")),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("echo: " + req.GetString("message", "")), nil
+		})
+	// Stateful: it refuses session ids it did not issue (404), as a restarted
+	// upstream does. mcp-go's default accepts any id without looking.
+	r.mcp = mcpserver.NewStreamableHTTPServer(s, mcpserver.WithStateful(true))
+	r.http = &http.Server{Handler: r.mcp, ReadHeaderTimeout: 5 * time.Second}
+	r.done = make(chan struct{})
+	go func(srv *http.Server, done chan struct{}) {
+		defer close(done)
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			r.t.Errorf("serve: %v", err)
+		}
+	}(r.http, r.done)
+}
+
+// down stops the server abruptly, like kill -9: the listener and every connection
+// close at once.
+func (r *restartableServer) down() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.http == nil {
+		return
+	}
+	_ = r.http.Close()
+	<-r.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.mcp.Shutdown(ctx)
+	r.http, r.mcp = nil, nil
+}
+
+// failWith waits until server name is failed (in backoff) and returns its status.
+func (h *harness) failWith(t *testing.T, name string) ServerStatus {
+	t.Helper()
+	h.m.server(name).checkNow()
+	return h.waitState(t, name, StateFailed, 10*time.Second)
+}
+
+// TestUpstreamRestartSkipsBackoff: a streamable-HTTP upstream that restarted
+// refuses the old session, which shows it is up: the proxy reconnects at once,
+// whether a call or a health check finds out, instead of waiting its backoff.
+// A call while the server is in backoff is unavailable at once and says when the
+// next attempt is. Backoff is set to 20-40s so that waiting through it cannot
+// pass for promptness.
+func TestUpstreamRestartSkipsBackoff(t *testing.T) {
+	t.Parallel()
+	const longBackoff = 40 * time.Second
+	const prompt = 10 * time.Second // a hang guard, far below the 20s floor of the backoff
+	for _, tt := range []struct {
+		name   string
+		notice func(t *testing.T, h *harness) // how the proxy learns of the restart
+	}{
+		{"a call", func(t *testing.T, h *harness) {
+			start := time.Now()
+			res := h.call(t.Context(), t, "mcp__web__echo", `{"message":"after the restart"}`, nil)
+			wantText(t, res, "echo: after the restart")
+			if took := time.Since(start); took > prompt {
+				t.Errorf("the call after the upstream restarted took %s", took)
+			}
+			t.Logf("call after the upstream restarted: %s", time.Since(start))
+		}},
+		{"a health check", func(t *testing.T, h *harness) {
+			old := h.m.server("web").liveConn()
+			start := time.Now()
+			h.m.server("web").checkNow()
+			if !eventually(prompt, func() bool { c := h.m.server("web").liveConn(); return c != nil && c != old }) {
+				st := h.status(t, "web")
+				t.Fatalf("no new connection %s after a health check met the restarted upstream: state %s, last error %q",
+					prompt, st.State, st.LastError)
+			}
+			t.Logf("reconnected %s after the health check", time.Since(start))
+			wantText(t, h.call(t.Context(), t, "mcp__web__echo", `{"message":"x"}`, nil), "echo: x")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			up := newRestartableServer(t)
+			// No periodic health checks: the test says when the proxy looks.
+			h := newHarness(t, Config{HealthInterval: time.Hour, MinBackoff: longBackoff, MaxBackoff: longBackoff,
+				Servers: []ServerConfig{{Name: "web", Transport: TransportStreamableHTTP, URL: up.url(), Enabled: true}}})
+			h.start(t)
+			h.waitState(t, "web", StateReady, 10*time.Second)
+
+			// An outage: the server fails and waits its backoff.
+			up.down()
+			st := h.failWith(t, "web")
+			if wait := time.Until(st.NextAttempt); wait < 15*time.Second {
+				t.Fatalf("next attempt in %s, want the configured backoff of at least 20s", wait)
+			}
+			// Calls during the backoff answer at once, upstream down or up again.
+			for _, upstream := range []string{"down", "up"} {
+				if upstream == "up" {
+					up.up()
+				}
+				start := time.Now()
+				res := h.call(t.Context(), t, "mcp__web__echo", `{"message":"x"}`, nil)
+				wantKind(t, res, tool.KindUnavailable)
+				if took := time.Since(start); took > time.Second {
+					t.Errorf("upstream %s: a call to a server in backoff took %s, want at once", upstream, took)
+				}
+				if !strings.Contains(res.Text(), "next attempt in") {
+					t.Errorf("upstream %s: unavailable error %q does not say when the next attempt is", upstream, res.Text())
+				}
+			}
+			// The operator restarts it rather than waiting.
+			if err := h.m.Restart("web"); err != nil {
+				t.Fatal(err)
+			}
+			h.waitState(t, "web", StateReady, prompt)
+			before := h.status(t, "web").Restarts
+
+			// The upstream restarts, as after kill -9 and a supervisor starting it again
+			// 50ms later (by then the proxy's HTTP client has seen its sockets close).
+			up.down()
+			time.Sleep(50 * time.Millisecond)
+			up.up()
+			tt.notice(t, h)
+			st = h.status(t, "web")
+			if st.State != StateReady || st.Restarts <= before || !st.NextAttempt.IsZero() {
+				t.Errorf("after reconnecting: state %s, restarts %d (before %d), next attempt %v; want ready, one more restart, none scheduled",
+					st.State, st.Restarts, before, st.NextAttempt)
+			}
+		})
+	}
+}
+
+// TestBackoffResetsOnConnect: the backoff counts the failed attempts of the current
+// outage only. After an outage long enough to grow it, a successful connection
+// resets it: the first retry after the next loss comes after the first delay.
+func TestBackoffResetsOnConnect(t *testing.T) {
+	t.Parallel()
+	const first = 100 * time.Millisecond
+	up := newRestartableServer(t)
+	h := newHarness(t, Config{HealthInterval: time.Hour, MinBackoff: first, MaxBackoff: time.Minute,
+		Servers: []ServerConfig{{Name: "web", Transport: TransportStreamableHTTP, URL: up.url(), Enabled: true}}})
+	h.start(t)
+	h.waitState(t, "web", StateReady, 10*time.Second)
+
+	up.down()
+	h.failWith(t, "web")
+	// Five failed attempts: the delay is up to 16× the first by now.
+	var st ServerStatus
+	if !eventually(20*time.Second, func() bool { st = h.status(t, "web"); return st.Restarts >= 5 && st.State == StateFailed }) {
+		t.Fatalf("restarts %d, state %s; want 5 failed attempts", st.Restarts, st.State)
+	}
+	if grown := st.NextAttempt.Sub(st.Since); grown < 4*first {
+		t.Fatalf("after %d failed attempts the next is %s after the failure; want a grown backoff", st.Restarts, grown)
+	}
+	up.up()
+	h.waitState(t, "web", StateReady, 20*time.Second)
+
+	up.down()
+	st = h.failWith(t, "web")
+	if delay := st.NextAttempt.Sub(st.Since); delay > first {
+		t.Errorf("first retry of a new outage %s after the failure, want at most the first delay %s", delay, first)
+	}
+}
