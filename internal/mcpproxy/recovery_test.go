@@ -214,3 +214,41 @@ func TestBackoffResetsOnConnect(t *testing.T) {
 		t.Errorf("first retry of a new outage %s after the failure, want at most the first delay %s", delay, first)
 	}
 }
+
+// TestRestartAbandonsHungAttempt: a restart while a connection attempt hangs (a
+// child that never answers initialize, with a long connect timeout) kills that
+// child and starts a new attempt at once, rather than after the connect timeout.
+func TestRestartAbandonsHungAttempt(t *testing.T) {
+	t.Parallel()
+	prefix, pids := pidRecorder(t)
+	h := newHarness(t, Config{Servers: []ServerConfig{{Name: "silent", Transport: TransportStdio, Command: "sh",
+		Args: []string{"-c", prefix + "sleep 600"}, ConnectTimeout: 10 * time.Minute, Enabled: true}}})
+	h.start(t)
+	if !eventually(10*time.Second, func() bool { return len(pids()) == 1 }) {
+		t.Fatalf("children started: %v, want the first attempt's", pids())
+	}
+	first := pids()[0]
+	for range 2 { // the second restart finds the second attempt hung in turn
+		before := len(pids())
+		if err := h.m.Restart("silent"); err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(5*time.Second, func() bool { return len(pids()) > before }) {
+			st := h.status(t, "silent")
+			t.Fatalf("no new child 5s after a restart (children %v, state %s, restarts %d)", pids(), st.State, st.Restarts)
+		}
+	}
+	all := pids()
+	for _, pid := range all[:len(all)-1] {
+		if !eventually(5*time.Second, func() bool { return !processAlive(pid) }) {
+			t.Errorf("child %d of an abandoned attempt is still alive", pid)
+		}
+	}
+	if st := h.status(t, "silent"); st.State != StateConnecting || st.Restarts != 2 || len(all) != 3 || all[0] != first {
+		t.Errorf("state %s, restarts %d, children %v; want a third attempt under way after two restarts", st.State, st.Restarts, all)
+	}
+	h.m.Stop()
+	if pid := all[len(all)-1]; processAlive(pid) {
+		t.Errorf("child %d alive after Stop", pid)
+	}
+}

@@ -102,7 +102,11 @@ func (s *server) run(ctx context.Context) {
 		first = false
 		s.setState(StateConnecting, "", nil)
 		start := time.Now()
-		c, tools, err := dial(ctx, &s.cfg, s.log, s.onNotification, s.checkNow)
+		c, tools, err := s.connect(ctx)
+		if errors.Is(err, errRestart) {
+			s.log.Info("mcp server: restart requested; the connection attempt under way was abandoned")
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -157,6 +161,36 @@ func (s *server) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// connect makes one connection attempt. A restart asked for meanwhile abandons it
+// (its stdio child is killed) and is reported as errRestart: a hung attempt must
+// not hold a restart until the connect timeout.
+func (s *server) connect(ctx context.Context) (*conn, []mcp.Tool, error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-s.wake:
+			cancel(errRestart)
+			if !errors.Is(context.Cause(actx), errRestart) {
+				signal(s.wake) // the attempt was over already: the restart is watch's
+			}
+		case <-actx.Done():
+		}
+	}()
+	c, tools, err := dial(actx, &s.cfg, s.log, s.onNotification, s.checkNow)
+	cancel(nil)
+	<-watched
+	if errors.Is(context.Cause(actx), errRestart) {
+		if c != nil {
+			c.close() // connected as the restart came: start over all the same
+		}
+		return nil, nil, errRestart
+	}
+	return c, tools, err
 }
 
 // upstreamAnswers reports whether a connection ended because the upstream refused
