@@ -22,7 +22,8 @@ type sessionPool struct {
 }
 
 type pooled struct {
-	ready    chan struct{} // closed once dialled; conn or err is set by then
+	ready    chan struct{}      // closed once dialled; conn or err is set by then
+	abort    context.CancelFunc // ends the dial while it runs (the server stops or restarts)
 	conn     *conn
 	err      error
 	inflight int
@@ -78,6 +79,13 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func
 		p = &pooled{ready: make(chan struct{})}
 		pool.conns[sessionID] = p
 	}
+	// The opening belongs to the caller (its end abandons it) and to the server's
+	// current connection (closeSessions abandons it), whichever ends first.
+	var octx context.Context
+	if opener {
+		octx, p.abort = context.WithCancel(ctx)
+		defer p.abort()
+	}
 	p.inflight++
 	p.lastUsed = time.Now()
 	pool.mu.Unlock()
@@ -90,7 +98,7 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func
 		pool.mu.Unlock()
 	}
 	if opener {
-		s.openSession(ctx, sessionID, p)
+		s.openSession(octx, sessionID, p)
 	}
 	select {
 	case <-p.ready:
@@ -121,7 +129,8 @@ func (s *server) openSession(ctx context.Context, sessionID string, p *pooled) {
 	pool := &s.pool
 	pool.mu.Lock()
 	p.conn, p.err = c, err
-	if err == nil && (pool.closed || pool.conns[sessionID] != p) {
+	if pool.closed || pool.conns[sessionID] != p {
+		// closeSessions took it out (and, if it was still dialling, cut the dial).
 		p.conn, p.err = nil, errors.New("the server restarted or stopped while the session was opening")
 	}
 	if p.err != nil && pool.conns[sessionID] == p {
@@ -175,14 +184,18 @@ func (s *server) reapSessions(now time.Time) {
 	closeAll(gone)
 }
 
-// closeSessions closes every upstream session; stopping also refuses new ones
-// until reopenSessions.
+// closeSessions closes every upstream session, and abandons those still opening
+// (their children are killed, their calls answer unavailable); stopping also
+// refuses new ones.
 func (s *server) closeSessions(stopping bool) {
 	pool := &s.pool
 	pool.mu.Lock()
 	var all []*conn
 	for id, p := range pool.conns {
-		if p.dialled() && p.conn != nil {
+		switch {
+		case !p.dialled():
+			p.abort()
+		case p.conn != nil:
 			all = append(all, p.conn)
 		}
 		delete(pool.conns, id)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -250,5 +253,77 @@ func TestRestartAbandonsHungAttempt(t *testing.T) {
 	h.m.Stop()
 	if pid := all[len(all)-1]; processAlive(pid) {
 		t.Errorf("child %d alive after Stop", pid)
+	}
+}
+
+// TestStopAbandonsOpeningSessions: removing or restarting a per_session server
+// while a daemon session's upstream session is still opening (its child takes 30s
+// to start) kills that child and ends the call waiting on it at once, unavailable.
+func TestStopAbandonsOpeningSessions(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		stop func(h *harness) error
+	}{
+		{"remove", func(h *harness) error { return h.m.Remove("slow") }},
+		{"restart", func(h *harness) error { return h.m.Restart("slow") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := statefulServer(t, "slow")
+			file := filepath.Join(t.TempDir(), "pids")
+			// The second child, the daemon session's, is slow to start; the shared
+			// connection's (first, and third after a restart) is not.
+			cfg.Args = []string{"-c", `echo $$ >> "$1"; if [ "$(wc -l < "$1")" -eq 2 ]; then sleep 30; fi; exec "$0"`, cfg.Command, file}
+			cfg.Command = "sh"
+			cfg.ConnectTimeout = time.Minute
+			pids := func() []string { b, _ := os.ReadFile(file); return strings.Fields(string(b)) }
+			h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+			h.start(t)
+			h.waitState(t, "slow", StateReady, 30*time.Second)
+
+			type ended struct {
+				res *tool.Result
+				at  time.Time
+			}
+			res := make(chan ended, 1)
+			go func() {
+				r := h.sessionCall(context.Background(), t, "ses_a", "mcp__slow__count")
+				res <- ended{r, time.Now()}
+			}()
+			if !eventually(10*time.Second, func() bool { return len(pids()) == 2 }) {
+				t.Fatalf("the session's child did not start: children %v", pids())
+			}
+			opening, _ := strconv.Atoi(pids()[1])
+			time.Sleep(200 * time.Millisecond) // well into its 30s start
+			start := time.Now()
+			if err := tt.stop(h); err != nil {
+				t.Fatal(err)
+			}
+			// Remove returns when the server's shared connection is closed too; the
+			// call is timed on its own.
+			select {
+			case e := <-res:
+				wantKind(t, e.res, tool.KindUnavailable)
+				if !strings.Contains(e.res.Text(), "while the session was opening") {
+					t.Errorf("error %q does not say the session was opening", e.res.Text())
+				}
+				if took := e.at.Sub(start); took > 2*time.Second {
+					t.Errorf("the call ended %s after the %s, want at once", took, tt.name)
+				}
+				t.Logf("the call ended %s after the %s", e.at.Sub(start), tt.name)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the call waiting for its session still runs 5s after the %s", tt.name)
+			}
+			if !eventually(5*time.Second, func() bool { return len(groupMembers(opening)) == 0 }) {
+				t.Errorf("the opening session's process group %d still has %v", opening, groupMembers(opening))
+			}
+			if tt.name == "restart" {
+				h.waitState(t, "slow", StateReady, 30*time.Second)
+				if n := h.sessionInt(t, "ses_b", "mcp__slow__count"); n != 1 {
+					t.Errorf("a new session after the restart counted %d, want 1", n)
+				}
+			}
+		})
 	}
 }
