@@ -79,9 +79,7 @@ func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Res
 	release()
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
 		// The upstream forgot this session (it restarted): open a new one, once.
-		// The supervisor's session is likely forgotten too: have it checked now.
 		c.markDead(fmt.Errorf("session lost: %w", err))
-		s.checkNow()
 		nc, release, nerr := s.sessionConn(tc, key)
 		if nerr != nil {
 			return t.done(outcomeUnavailable, nil, nerr)
