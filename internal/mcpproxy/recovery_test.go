@@ -91,11 +91,20 @@ func (r *restartableServer) down() {
 	r.http, r.mcp = nil, nil
 }
 
-// failWith waits until server name is failed (in backoff) and returns its status.
+// failWith has server name health-checked and waits until it is failed with a
+// retry scheduled (the supervisor's state, not only a dead connection) and
+// returns its status.
 func (h *harness) failWith(t *testing.T, name string) ServerStatus {
 	t.Helper()
 	h.m.server(name).checkNow()
-	return h.waitState(t, name, StateFailed, 10*time.Second)
+	var st ServerStatus
+	if !eventually(10*time.Second, func() bool {
+		st = h.status(t, name)
+		return st.State == StateFailed && !st.NextAttempt.IsZero()
+	}) {
+		t.Fatalf("server %s: state %s, next attempt %v; want failed with a retry scheduled", name, st.State, st.NextAttempt)
+	}
+	return st
 }
 
 // TestUpstreamRestartSkipsBackoff: a streamable-HTTP upstream that restarted
