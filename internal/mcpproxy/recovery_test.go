@@ -196,8 +196,10 @@ func TestUpstreamRestartSkipsBackoff(t *testing.T) {
 }
 
 // TestBackoffResetsOnConnect: the backoff counts the failed attempts of the current
-// outage only. After an outage long enough to grow it, a successful connection
-// resets it: the first retry after the next loss comes after the first delay.
+// outage only. After an outage long enough to grow it, a connection lost at once
+// continues it (a server crashing right after each connect is not restarted every
+// first delay), while one that stayed up longer than the grown delay resets it: the
+// first retry after that loss comes after the first delay.
 func TestBackoffResetsOnConnect(t *testing.T) {
 	t.Parallel()
 	const first = 100 * time.Millisecond
@@ -220,6 +222,18 @@ func TestBackoffResetsOnConnect(t *testing.T) {
 	up.up()
 	h.waitState(t, "web", StateReady, 20*time.Second)
 
+	// Lost at once: the outage goes on, its backoff keeps growing.
+	up.down()
+	st = h.failWith(t, "web")
+	crash := st.NextAttempt.Sub(st.Since)
+	if crash < 4*first {
+		t.Errorf("a connection lost right after it was made: next attempt %s after, want the grown backoff (>= %s)", crash, 4*first)
+	}
+	up.up()
+	h.waitState(t, "web", StateReady, 30*time.Second)
+
+	// Up for longer than that: a new outage starts from the first delay.
+	time.Sleep(2*crash + 100*time.Millisecond)
 	up.down()
 	st = h.failWith(t, "web")
 	if delay := st.NextAttempt.Sub(st.Since); delay > first {

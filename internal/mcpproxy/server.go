@@ -87,9 +87,11 @@ func (s *server) stop() {
 
 func (s *server) run(ctx context.Context) {
 	defer s.closeSessions(true)
-	// failures counts the failed attempts of the current outage. A successful
-	// connection ends the outage and resets it: how long an earlier outage lasted
-	// must not delay the recovery from the next one.
+	// failures counts the failed attempts of the current outage. A connection that
+	// stays up longer than the backoff its outage had reached ends the outage: how
+	// long an earlier outage lasted must not delay the recovery from the next one. One
+	// lost sooner continues it, so that a server that crashes right after each
+	// connect is not restarted every MinBackoff forever.
 	failures := 0
 	first := true
 	for ctx.Err() == nil {
@@ -120,6 +122,7 @@ func (s *server) run(ctx context.Context) {
 			}
 			continue
 		}
+		outage := failures
 		failures = 0
 		s.log.Info("mcp server: connected", "tools", len(tools), "took", time.Since(start).Round(time.Millisecond))
 		s.mu.Lock()
@@ -127,6 +130,7 @@ func (s *server) run(ctx context.Context) {
 		s.mu.Unlock()
 		s.m.syncRegistry() // before ready: Status never shows ready without the tools
 		s.setState(StateReady, "", c)
+		up := time.Now()
 
 		reason := s.watch(ctx, c)
 		answered := upstreamAnswers(&s.cfg, reason)
@@ -145,7 +149,10 @@ func (s *server) run(ctx context.Context) {
 			s.log.Warn("mcp server: the upstream no longer knows the session; reconnecting at once", "err", reason)
 			s.setState(StateConnecting, reason.Error(), nil)
 		default:
-			failures = 1 // the lost connection is the new outage's first failure
+			failures = 1 // the lost connection is a new outage's first failure
+			if outage > 0 && time.Since(up) < s.m.backoffCeiling(outage) {
+				failures = outage + 1 // or the last one's next, when it came back only briefly
+			}
 			delay = s.m.backoff(failures)
 			s.log.Warn("mcp server: connection lost", "err", reason, "retry_in", delay.Round(time.Millisecond))
 			s.setFailed(reason.Error(), delay)
@@ -426,12 +433,17 @@ func (s *server) status() ServerStatus {
 // doubling up to MaxBackoff, drawn uniformly from its upper half so that servers
 // that failed together do not retry together.
 func (m *Manager) backoff(n int) time.Duration {
+	d := m.backoffCeiling(n)
+	return d/2 + rand.N(d/2+1)
+}
+
+// backoffCeiling is the longest delay backoff(n) returns.
+func (m *Manager) backoffCeiling(n int) time.Duration {
 	d := min(m.cfg.MinBackoff, m.cfg.MaxBackoff)
 	for i := 1; i < n && d < m.cfg.MaxBackoff; i++ {
 		d *= 2
 	}
-	d = min(d, m.cfg.MaxBackoff)
-	return d/2 + rand.N(d/2+1)
+	return min(d, m.cfg.MaxBackoff)
 }
 
 // pingTimeout bounds one health check.
