@@ -230,6 +230,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		DefaultTimeout: cfg.Calls.DefaultTimeout,
 		MaxTimeout:     cfg.Calls.MaxTimeout,
 		Owner:          cfg.ReplicaID,
+		MaxBatchCalls:  cfg.Calls.MaxBatchCalls,
 	}, a.Commits, a.Trunc, metrics, progressSource{a.Progress}, log)
 	if a.Tracing, err = telemetry.NewTracing(ctx, telemetry.TracingConfig{Enabled: cfg.Tracing.Enabled, Endpoint: cfg.Tracing.Endpoint,
 		SampleRatio: cfg.Tracing.SampleRatio, ServiceName: cfg.Tracing.ServiceName, InstanceID: cfg.ReplicaID}); err != nil {

@@ -163,6 +163,8 @@ type CallsConfig struct {
 	// RecordFoldWindow is how long the record of a read-only call waits for the call's
 	// result, so both are written as one row; 0 writes it when the call starts.
 	RecordFoldWindow time.Duration `mapstructure:"record_fold_window"`
+	// MaxBatchCalls caps the calls of one request; a larger batch is refused (400).
+	MaxBatchCalls int `mapstructure:"max_batch_calls"`
 }
 
 // SessionsConfig configures sessions.
@@ -378,7 +380,7 @@ func Defaults() Config {
 		ShutdownTimeout:     30 * time.Second,
 		Log:                 LogConfig{Level: "info", Format: "json"},
 		Tracing:             TracingConfig{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 1, ServiceName: "toolserverd"},
-		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond},
+		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond, MaxBatchCalls: 256},
 		Progress:            ProgressConfig{Enabled: true, FlushIntervalMS: 50, FlushBytes: 16384},
 		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20},
 		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
@@ -551,6 +553,9 @@ func (c Config) Validate() error {
 	}
 	if c.Calls.MaxTimeout < c.Calls.DefaultTimeout {
 		bad("calls.max_timeout", "%s is below calls.default_timeout %s", c.Calls.MaxTimeout, c.Calls.DefaultTimeout)
+	}
+	if c.Calls.MaxBatchCalls < 1 {
+		bad("calls.max_batch_calls", "%d is below 1", c.Calls.MaxBatchCalls)
 	}
 	for _, r := range c.Sessions.WorkdirRoots {
 		if !filepath.IsAbs(r) {

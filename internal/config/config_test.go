@@ -99,6 +99,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"chain steps", []string{"--config", write("chain:\n  max_steps: 10\n")}, nil, "chain.max_steps"},
 		{"chain timeout", nil, []string{"TOOLSERVER_CHAIN_TOTAL_TIMEOUT=0s"}, "chain.total_timeout"},
 		{"negative artifact retention", nil, []string{"TOOLSERVER_CHAIN_ARTIFACT_RETENTION=-1h"}, "chain.artifact_retention"},
+		{"batch cap zero", nil, []string{"TOOLSERVER_CALLS_MAX_BATCH_CALLS=0"}, "calls.max_batch_calls"},
+		{"batch cap not a number", nil, []string{"TOOLSERVER_CALLS_MAX_BATCH_CALLS=many"}, "calls.max_batch_calls"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -107,6 +109,19 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 				t.Fatalf("error %v does not name %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestBatchCapDefault: a batch holds at most 256 calls unless configured otherwise.
+func TestBatchCapDefault(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, nil)
+	if err != nil || c.Calls.MaxBatchCalls != 256 {
+		t.Fatalf("max_batch_calls %d (%v), want 256", c.Calls.MaxBatchCalls, err)
+	}
+	c, err = Load(nil, []string{"TOOLSERVER_CALLS_MAX_BATCH_CALLS=1000"})
+	if err != nil || c.Calls.MaxBatchCalls != 1000 {
+		t.Fatalf("max_batch_calls %d (%v), want 1000", c.Calls.MaxBatchCalls, err)
 	}
 }
 

@@ -154,7 +154,14 @@ type ExecConfig struct {
 	DefaultTimeout time.Duration // a call's deadline when its tool names none
 	MaxTimeout     time.Duration // no call runs longer
 	Owner          string        // this replica's name, written on records
+	// MaxBatchCalls caps the calls of one batch; 0 means DefaultMaxBatchCalls.
+	MaxBatchCalls int
 }
+
+// DefaultMaxBatchCalls is the cap on a batch's calls when none is configured. Models
+// make a few parallel calls per turn, tens at most; a batch of thousands is a client
+// bug or an attack, and each call costs a goroutine and a record.
+const DefaultMaxBatchCalls = 256
 
 // Executor runs planned batches: resolution, validation, scheduling, serialization of
 // unsafe tools, timeouts, cancellation, records, truncation.
@@ -186,6 +193,9 @@ func NewExecutor(cfg ExecConfig, rec Recorder, trunc *toolmgr.Truncator, obs Obs
 	if cfg.MaxTimeout <= 0 || cfg.MaxTimeout < cfg.DefaultTimeout {
 		cfg.MaxTimeout = max(cfg.DefaultTimeout, 30*time.Minute)
 	}
+	if cfg.MaxBatchCalls <= 0 {
+		cfg.MaxBatchCalls = DefaultMaxBatchCalls
+	}
 	return &Executor{cfg: cfg, rec: rec, obs: obs, progress: progress, trunc: trunc, log: log, unfinished: map[string]*callCancel{}, inputs: map[string]chan json.RawMessage{}}
 }
 
@@ -199,6 +209,10 @@ func (e *PlanError) Error() string { return e.Msg }
 func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 	if len(b.Calls) == 0 {
 		return nil, &PlanError{"calls must hold at least one call"}
+	}
+	if len(b.Calls) > x.cfg.MaxBatchCalls {
+		return nil, &PlanError{fmt.Sprintf("calls holds %d calls; a batch may hold at most %d (calls.max_batch_calls): send them in several batches",
+			len(b.Calls), x.cfg.MaxBatchCalls)}
 	}
 	if b.Strategy == Batched && b.BatchSize <= 0 {
 		b.BatchSize = 1
