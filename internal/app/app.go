@@ -212,9 +212,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		WorkspaceDir: filepath.Join(a.DataDir, "workspaces"),
 		WorkdirRoots: cfg.Sessions.WorkdirRoots,
 		Groups:       toolGroups(cfg),
+		IdleTimeout:  cfg.Sessions.IdleTimeout,
+		MaxLive:      cfg.Sessions.MaxLive,
 	}, a.Store, a.Tools, a.MCPTools); err != nil {
 		return nil, fmt.Errorf("config: tool_groups: %w", err)
 	}
+	a.Sessions.UseResources(a.Sandbox)
+	sessions := a.Sessions
+	a.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolserverd_sessions_live",
+		Help: "Sessions held in memory by this replica; sessions.idle_timeout and sessions.max_live evict them.",
+	}, func() float64 { return float64(sessions.Live()) }))
 	if a.Skills, err = skills.NewManager(skills.Config{Dirs: cfg.Skills.Dirs, Watch: cfg.Skills.Watch}, log); err != nil {
 		return nil, fmt.Errorf("config: skills: %w", err)
 	}
@@ -225,6 +233,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		log.Warn("skill not loaded", "dir", p.Dir, "problem", p.Error)
 	}
 	a.Sessions.UseSkills(a.Skills)
+	if err := a.Sessions.Start(context.WithoutCancel(ctx), log); err != nil {
+		return nil, err
+	}
 	a.Trunc = toolmgr.NewTruncator(cfg.MaxToolResultTokens)
 	a.Exec = session.NewExecutor(session.ExecConfig{
 		DefaultTimeout: cfg.Calls.DefaultTimeout,
@@ -512,6 +523,9 @@ func (a *App) Close() {
 	}
 	if a.stopNotifier != nil {
 		a.stopNotifier()
+	}
+	if a.Sessions != nil {
+		a.Sessions.Stop() // before the sandbox: the sweeper releases sandboxes
 	}
 	if a.MCP != nil {
 		a.MCP.Stop()

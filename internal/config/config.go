@@ -172,6 +172,11 @@ type SessionsConfig struct {
 	// WorkdirRoots are directories under which a session may set its workdir. Without
 	// any, each session works in its own directory under data_dir/workspaces.
 	WorkdirRoots []string `mapstructure:"workdir_roots"`
+	// IdleTimeout drops a session from memory when nothing has used it for this long
+	// (it is loaded from the store on its next use); 0 keeps every session in memory.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// MaxLive caps the sessions in memory (least recently used evicted first); 0: no cap.
+	MaxLive int `mapstructure:"max_live"`
 }
 
 // ProgressConfig configures the live tool_progress channel.
@@ -381,6 +386,7 @@ func Defaults() Config {
 		Log:                 LogConfig{Level: "info", Format: "json"},
 		Tracing:             TracingConfig{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 1, ServiceName: "toolserverd"},
 		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond, MaxBatchCalls: 256},
+		Sessions:            SessionsConfig{IdleTimeout: 30 * time.Minute, MaxLive: 10000},
 		Progress:            ProgressConfig{Enabled: true, FlushIntervalMS: 50, FlushBytes: 16384},
 		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20},
 		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
@@ -556,6 +562,13 @@ func (c Config) Validate() error {
 	}
 	if c.Calls.MaxBatchCalls < 1 {
 		bad("calls.max_batch_calls", "%d is below 1", c.Calls.MaxBatchCalls)
+	}
+	// A bare number is read as nanoseconds: "idle_timeout: 30" would evict constantly.
+	if d := c.Sessions.IdleTimeout; d < 0 || (d > 0 && d < time.Second) {
+		bad("sessions.idle_timeout", "%s must be 0 (never evict) or at least 1s", d)
+	}
+	if c.Sessions.MaxLive < 0 {
+		bad("sessions.max_live", "%d is negative (0 means no cap)", c.Sessions.MaxLive)
 	}
 	for _, r := range c.Sessions.WorkdirRoots {
 		if !filepath.IsAbs(r) {

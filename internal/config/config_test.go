@@ -101,6 +101,9 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"negative artifact retention", nil, []string{"TOOLSERVER_CHAIN_ARTIFACT_RETENTION=-1h"}, "chain.artifact_retention"},
 		{"batch cap zero", nil, []string{"TOOLSERVER_CALLS_MAX_BATCH_CALLS=0"}, "calls.max_batch_calls"},
 		{"batch cap not a number", nil, []string{"TOOLSERVER_CALLS_MAX_BATCH_CALLS=many"}, "calls.max_batch_calls"},
+		{"negative idle timeout", nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=-1m"}, "sessions.idle_timeout"},
+		{"idle timeout without unit", []string{"--config", write("sessions:\n  idle_timeout: 30\n")}, nil, "sessions.idle_timeout"},
+		{"negative live cap", nil, []string{"TOOLSERVER_SESSIONS_MAX_LIVE=-1"}, "sessions.max_live"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -122,6 +125,24 @@ func TestBatchCapDefault(t *testing.T) {
 	c, err = Load(nil, []string{"TOOLSERVER_CALLS_MAX_BATCH_CALLS=1000"})
 	if err != nil || c.Calls.MaxBatchCalls != 1000 {
 		t.Fatalf("max_batch_calls %d (%v), want 1000", c.Calls.MaxBatchCalls, err)
+	}
+}
+
+// TestSessionEvictionDefaults: sessions leave memory after 30 idle minutes and at most
+// 10000 stay; 0 turns eviction and the cap off.
+func TestSessionEvictionDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, nil)
+	if err != nil || c.Sessions.IdleTimeout != 30*time.Minute || c.Sessions.MaxLive != 10000 {
+		t.Fatalf("idle_timeout %s, max_live %d (%v)", c.Sessions.IdleTimeout, c.Sessions.MaxLive, err)
+	}
+	c, err = Load(nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=0", "TOOLSERVER_SESSIONS_MAX_LIVE=0"})
+	if err != nil || c.Sessions.IdleTimeout != 0 || c.Sessions.MaxLive != 0 {
+		t.Fatalf("0 not accepted: %+v %v", c.Sessions, err)
+	}
+	c, err = Load(nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=1s"})
+	if err != nil || c.Sessions.IdleTimeout != time.Second {
+		t.Fatalf("1s not accepted: %+v %v", c.Sessions, err)
 	}
 }
 

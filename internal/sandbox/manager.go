@@ -160,7 +160,7 @@ func (m *Manager) For(sess *tool.Session) (Sandbox, error) {
 }
 
 // Release closes the session's sandbox if it has one: its jobs are killed and their
-// logs deleted. The session package calls it when a session ends.
+// logs deleted. The session package calls it when it evicts a session from memory.
 func (m *Manager) Release(ctx context.Context, sess *tool.Session) error {
 	if sess == nil || sess.State == nil {
 		return nil
@@ -174,6 +174,19 @@ func (m *Manager) Release(ctx context.Context, sess *tool.Session) error {
 		return nil
 	}
 	return sb.Close(ctx)
+}
+
+// Busy reports whether the session's sandbox runs a job (or is starting one), which
+// Release would kill: a session that idles while its background job runs is kept.
+func (m *Manager) Busy(sess *tool.Session) bool {
+	if sess == nil || sess.State == nil {
+		return false
+	}
+	s := sess.State.LoadOrStore(stateKey, func() any { return &slot{} }).(*slot)
+	s.mu.Lock()
+	sb := s.sb
+	s.mu.Unlock()
+	return sb != nil && sb.busy()
 }
 
 // Shutdown closes every sandbox (killing running jobs, waiting up to ctx) and removes
@@ -201,6 +214,23 @@ func (m *Manager) forget(b *box) {
 	m.mu.Lock()
 	delete(m.boxes, b)
 	m.mu.Unlock()
+}
+
+func (b *box) busy() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	if b.starting > 0 {
+		return true
+	}
+	for _, j := range b.order {
+		if !isDone(j) {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *box) isClosed() bool {

@@ -3,8 +3,10 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 )
@@ -67,5 +69,49 @@ func TestBatchCallCapConfigured(t *testing.T) {
 	}
 	if code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", batchOf(2, "")); code != 200 || len(messages(t, evs)) != 2 {
 		t.Fatalf("2 calls with a cap of 2: %d", code)
+	}
+}
+
+// TestIdleSessionsLeaveMemory: with sessions.idle_timeout set, sessions (one-shot ones
+// included) leave memory once idle, the live-sessions gauge says so, and the next
+// request loads the session again with its whitelist.
+func TestIdleSessionsLeaveMemory(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Sessions.IdleTimeout = time.Second }})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	code, hdr, body := d.do("POST", "/v1/tool-calls", `{"session":{"available_tools":["echo"]},"calls":[{"id":"a","name":"echo","arguments":{"text":"x"}}]}`)
+	if code != 200 {
+		t.Fatalf("one-shot: %d %s", code, body)
+	}
+	oneShot := hdr.Get("X-Session-Id")
+	if n := d.app.Sessions.Live(); n != 2 {
+		t.Fatalf("live sessions after use: %d, want 2", n)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for d.app.Sessions.Live() > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := d.app.Sessions.Live(); n != 0 {
+		t.Fatalf("live sessions after the idle timeout: %d, want 0", n)
+	}
+	_, _, metrics := d.do("GET", "/metrics", nil)
+	if !regexp.MustCompile(`(?m)^toolserverd_sessions_live 0$`).Match(metrics) {
+		t.Errorf("metrics lack toolserverd_sessions_live 0")
+	}
+
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"b","name":"echo","arguments":{"text":"back"}},{"id":"c","name":"other_tool"}]}`)
+	if code != 200 {
+		t.Fatalf("call after eviction: %d %s", code, evs[0].raw)
+	}
+	msgs := messages(t, evs)
+	if !strings.Contains(string(msgs["b"].raw), "back") || !strings.Contains(string(msgs["c"].raw), "not_found") {
+		t.Fatalf("after reload the whitelist does not hold: %s / %s", msgs["b"].raw, msgs["c"].raw)
+	}
+	code, _, body = d.do("GET", "/v1/sessions/"+oneShot, nil)
+	if code != 200 || !strings.Contains(string(body), `"tools":["echo"]`) {
+		t.Fatalf("one-shot session after eviction: %d %s", code, body)
+	}
+	if n := d.app.Sessions.Live(); n != 2 {
+		t.Errorf("live sessions after reloading both: %d, want 2", n)
 	}
 }

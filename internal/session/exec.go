@@ -280,6 +280,8 @@ func summarize(names []string) string {
 func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 	x.wg.Add(1)
 	defer x.wg.Done()
+	// The session stays in memory while its calls run or wait (approval, input).
+	defer p.Session.hold()()
 	seq := p.Session.currentSeq()
 	now := time.Now().UTC()
 

@@ -27,8 +27,10 @@ func (x *Executor) runBackground(ctx context.Context, sess *Session, c *Call, se
 	// Detached from the request, it stays cancellable by Cancel.
 	bctx, untrack := x.track(context.WithoutCancel(ctx), c.ID)
 	x.wg.Add(1)
+	release := sess.hold() // the session stays in memory until the call's result is published
 	go func() {
 		defer x.wg.Done()
+		defer release()
 		defer untrack()
 		// Its approval request, if it needs one, goes to the session's streams.
 		res, started := x.execute(bctx, sess, c, seq, startedAtInsert, sess.publish)

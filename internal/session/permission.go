@@ -295,6 +295,7 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	var res *tool.Result
 	sess, err := sessions.Get(ctx, rec.Tenant, rec.SessionID)
 	if err == nil {
+		defer sess.hold()()
 		if m, e, ok := sess.Tools.Resolve(rec.Name); ok {
 			c.manager, c.entry = m, e
 		}

@@ -99,6 +99,12 @@ type Session struct {
 	interruptSeq uint64
 	interruptMsg string
 	subs         map[chan Event]struct{}
+
+	// What eviction looks at (see evict.go).
+	holds        int       // calls of the session running or waiting in this process
+	lastUsed     time.Time // last Get, or end of a call or subscription
+	evicted      bool      // dropped from the manager's live sessions
+	resumeStored bool      // the stored spec carries a resume part
 }
 
 // Subscribe receives the session's events that belong to no request: results of
@@ -115,6 +121,7 @@ func (s *Session) Subscribe(buf int) (events <-chan Event, cancel func()) {
 	return ch, func() {
 		s.mu.Lock()
 		delete(s.subs, ch)
+		s.lastUsed = time.Now()
 		s.mu.Unlock()
 	}
 }
@@ -181,6 +188,13 @@ type Config struct {
 	WorkdirRoots []string
 	// Groups are the tool groups sessions switch with reset_tools.
 	Groups []Group
+	// IdleTimeout drops a session from memory when nothing has used it for this long
+	// and nothing of it runs; its next use loads it from the store. 0 keeps sessions
+	// in memory for the life of the process.
+	IdleTimeout time.Duration
+	// MaxLive caps the sessions kept in memory: past it the least recently used of
+	// those that could be evicted are, before they are idle. 0: no cap.
+	MaxLive int
 }
 
 // Validate checks the config.
@@ -192,6 +206,12 @@ func (c Config) Validate() error {
 		if !filepath.IsAbs(r) {
 			return fmt.Errorf("session: workdir root must be an absolute path, got %q", r)
 		}
+	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("session: idle timeout must not be negative, got %s", c.IdleTimeout)
+	}
+	if c.MaxLive < 0 {
+		return fmt.Errorf("session: max live sessions must not be negative, got %d", c.MaxLive)
 	}
 	seen := map[string]bool{}
 	for i, g := range c.Groups {
@@ -205,17 +225,24 @@ func (c Config) Validate() error {
 
 var groupName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
-// Manager creates sessions and finds them again, in memory or, after a restart, in the
-// store.
+// Manager creates sessions and finds them again, in memory or, after a restart or an
+// eviction, in the store.
 type Manager struct {
 	cfg      Config
 	store    Store
 	managers []*toolmgr.Manager
+	res      Resources // nil: tools hold nothing for sessions outside their calls
 
 	mu       sync.Mutex
 	live     map[string]*Session
 	skills   *skills.Manager
 	protocol *toolmgr.Manager
+
+	// The sweeper (evict.go); kick asks it to sweep now (MaxLive passed).
+	sweepMu sync.Mutex
+	stop    context.CancelFunc
+	done    chan struct{}
+	kick    chan struct{}
 
 	idxMu      sync.Mutex
 	idx        *rank.Index
@@ -230,7 +257,8 @@ func NewManager(cfg Config, st Store, managers ...*toolmgr.Manager) (*Manager, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, store: st, managers: managers, live: map[string]*Session{}, protocol: protocolTools(cfg.Groups)}, nil
+	return &Manager{cfg: cfg, store: st, managers: managers, live: map[string]*Session{}, protocol: protocolTools(cfg.Groups),
+		kick: make(chan struct{}, 1)}, nil
 }
 
 // Create validates spec, persists a new session and returns it with warnings about
@@ -255,15 +283,13 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 	if err := m.store.CreateSession(ctx, rec); err != nil {
 		return nil, nil, fmt.Errorf("session: persist: %w", err)
 	}
-	m.mu.Lock()
-	m.live[id] = sess
-	m.mu.Unlock()
+	m.admit(sess)
 	return sess, warnings, nil
 }
 
-// Get returns a session by id, loading it from the store when this process has not
-// seen it (after a restart, or when another replica created it). A session of another
-// tenant is not found.
+// Get returns a session by id, loading it from the store when this process does not
+// hold it (after a restart or an eviction, or when another replica created it). A
+// session of another tenant is not found.
 func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) {
 	m.mu.Lock()
 	sess, ok := m.live[id]
@@ -272,6 +298,7 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 		if sess.Tenant != tenant {
 			return nil, ErrNotFound
 		}
+		sess.touch()
 		return sess, nil
 	}
 	rec, err := m.store.GetSession(ctx, id)
@@ -284,22 +311,41 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 	if rec.Tenant != tenant {
 		return nil, ErrNotFound
 	}
-	var spec Spec
-	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+	var stored storedSpec
+	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
 		return nil, fmt.Errorf("session: stored spec of %s: %w", id, err)
 	}
-	sess, _, err = m.build(id, rec.Tenant, spec, rec.CreatedAt)
+	sess, _, err = m.build(id, rec.Tenant, stored.Spec, rec.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
+	sess.restore(stored.Resume)
+	return m.admit(sess), nil
+}
+
+// admit makes sess live and returns the live session of its id: sess, or the one
+// another request loaded meanwhile.
+func (m *Manager) admit(sess *Session) *Session {
+	sess.touch() // before it is live: the sweeper must not find it unused since ever
 	m.mu.Lock()
-	if existing, ok := m.live[id]; ok {
-		sess = existing // another request loaded it meanwhile
+	existing, loaded := m.live[sess.ID]
+	if loaded {
+		sess = existing
 	} else {
-		m.live[id] = sess
+		m.live[sess.ID] = sess
 	}
+	over := m.cfg.MaxLive > 0 && len(m.live) > m.cfg.MaxLive
 	m.mu.Unlock()
-	return sess, nil
+	if loaded {
+		sess.touch()
+	}
+	if over {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+	return sess
 }
 
 func (m *Manager) build(id, tenant string, spec Spec, created time.Time) (*Session, []string, error) {
@@ -404,6 +450,7 @@ func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string)
 	if err := m.store.UpdateSessionSpec(ctx, sess.ID, raw, time.Now().UTC()); err != nil {
 		return nil, fmt.Errorf("session: persist active groups: %w", err)
 	}
+	sess.resumeStored = false // the write replaced the stored spec, resume part included
 	var newly []Group
 	next := map[string]bool{}
 	for _, g := range m.cfg.Groups {
@@ -514,6 +561,7 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 	if err := m.store.UpdateSessionSpec(ctx, id, raw, time.Now().UTC()); err != nil {
 		return fmt.Errorf("session: persist rules: %w", err)
 	}
+	sess.resumeStored = false // the write replaced the stored spec, resume part included
 	sess.Spec = spec
 	sess.rules = append(append([]approval.Rule(nil), sess.rules...), parsed...)
 	return nil

@@ -24,6 +24,14 @@ func (a *Active) Set(sk Skill) {
 	a.name, a.allowed = sk.Name, sk.AllowedTools
 }
 
+// Current returns the active skill's name and the tools it allows ("" and nil when no
+// skill is active).
+func (a *Active) Current() (name string, allowed []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.name, append([]string(nil), a.allowed...)
+}
+
 // agentSkillTools maps the tool names of the public Agent Skills format to
 // toolserverd's.
 var agentSkillTools = map[string][]string{

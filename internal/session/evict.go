@@ -1,0 +1,306 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Eviction. Sessions are persisted, so the live map is a cache: a session nothing has
+// used for Config.IdleTimeout is dropped from memory, and Get loads it again on its
+// next use. A session is never evicted while something of it runs in this process:
+// a batch (its calls, their approval and input waits, nested calls), a background
+// call, an approved call run by RunApproved, a subscription to its events, or a job
+// its sandbox still runs.
+//
+// Reloading rebuilds a session from its stored spec: whitelist, permission mode,
+// rules (approvals' allow rules are written to the spec when granted), active tool
+// groups. What lives only in memory is handled here:
+//   - the turn's tool selection and the active skill are written with the spec when
+//     the session is evicted (its resume part) and restored when it is loaded;
+//   - the sandbox is released (Resources): finished jobs and their logs go with it;
+//   - the file guard's read records are lost, as after a restart: a file must be read
+//     again before it is overwritten;
+//   - interrupts concern the batches running when they are made, and none runs.
+
+// Resources is what tools hold for a session outside its calls (the sandbox).
+type Resources interface {
+	// Busy reports whether work of the session runs outside any call: a job.
+	Busy(s *tool.Session) bool
+	// Release frees what is held for the session; it is made again when needed.
+	Release(ctx context.Context, s *tool.Session) error
+}
+
+// UseResources makes eviction keep sessions r says are busy and release what r holds
+// for the others. Call it before Start.
+func (m *Manager) UseResources(r Resources) { m.res = r }
+
+// resumeState is what a session keeps in memory only that must outlive its eviction.
+type resumeState struct {
+	// Narrowed is the turn's narrowed tool list (Suggest, tool_expand_tools).
+	Narrowed []string `json:"narrowed,omitempty"`
+	// Skill and SkillAllowedTools are the active skill, which limits the tools.
+	Skill             string   `json:"skill,omitempty"`
+	SkillAllowedTools []string `json:"skill_allowed_tools,omitempty"`
+}
+
+// storedSpec is a session's record in the store: its spec and, once it was evicted
+// holding some, its resume state. Clients never send it: they send a Spec.
+type storedSpec struct {
+	Spec
+	Resume *resumeState `json:"resume,omitempty"`
+}
+
+// resume returns what must be kept of the session's memory, nil when nothing.
+func (s *Session) resume() *resumeState {
+	var r resumeState
+	s.sel.mu.Lock()
+	if s.sel.narrowed != nil {
+		for n := range s.sel.narrowed {
+			r.Narrowed = append(r.Narrowed, n)
+		}
+		sort.Strings(r.Narrowed)
+	}
+	s.sel.mu.Unlock()
+	r.Skill, r.SkillAllowedTools = s.activeSkill().Current()
+	if r.Narrowed == nil && r.Skill == "" {
+		return nil
+	}
+	return &r
+}
+
+// restore applies what resume kept, to a session just built from the store.
+func (s *Session) restore(r *resumeState) {
+	if r == nil {
+		return
+	}
+	s.resumeStored = true
+	if r.Narrowed != nil {
+		s.Narrow(r.Narrowed)
+	}
+	if r.Skill != "" {
+		s.activeSkill().Set(skills.Skill{Name: r.Skill, AllowedTools: r.SkillAllowedTools})
+	}
+}
+
+// touch records a use of the session.
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+// hold keeps the session in memory until release is called (a call runs). A session
+// evicted while its caller still held it is made live again, unless the store's copy
+// was loaded meanwhile.
+func (s *Session) hold() (release func()) {
+	s.mu.Lock()
+	s.holds++
+	s.lastUsed = time.Now()
+	evicted := s.evicted
+	s.evicted = false
+	s.mu.Unlock()
+	if evicted {
+		s.manager.mu.Lock()
+		if _, ok := s.manager.live[s.ID]; !ok {
+			s.manager.live[s.ID] = s
+		}
+		s.manager.mu.Unlock()
+	}
+	return func() {
+		s.mu.Lock()
+		s.holds--
+		s.lastUsed = time.Now()
+		s.mu.Unlock()
+	}
+}
+
+// unused reports whether nothing holds the session, and since when it was last used.
+func (s *Session) unused() (since time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUsed, s.holds == 0 && len(s.subs) == 0
+}
+
+// Live returns how many sessions are in memory.
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// Start runs the sweeper: every quarter of the idle timeout (at most every minute) and
+// whenever MaxLive is passed, it evicts. Without an idle timeout or a cap it does
+// nothing. Stop ends it.
+func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
+	if m.cfg.IdleTimeout == 0 && m.cfg.MaxLive == 0 {
+		return nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m.sweepMu.Lock()
+	defer m.sweepMu.Unlock()
+	if m.stop != nil {
+		return errors.New("session: sweeper already started")
+	}
+	ctx, m.stop = context.WithCancel(ctx)
+	m.done = make(chan struct{})
+	go func(done chan<- struct{}) {
+		defer close(done)
+		t := time.NewTicker(m.sweepInterval())
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-m.kick:
+			}
+			n, err := m.Sweep(ctx, time.Now())
+			if err != nil && ctx.Err() == nil {
+				log.Warn("evicting sessions", "err", err)
+			}
+			if n > 0 {
+				log.Debug("sessions evicted from memory", "count", n, "live", m.Live())
+			}
+		}
+	}(m.done)
+	return nil
+}
+
+// Stop ends the sweeper and waits for it. It is idempotent.
+func (m *Manager) Stop() {
+	m.sweepMu.Lock()
+	stop, done := m.stop, m.done
+	m.sweepMu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+func (m *Manager) sweepInterval() time.Duration {
+	if m.cfg.IdleTimeout <= 0 {
+		return time.Minute
+	}
+	return min(max(m.cfg.IdleTimeout/4, time.Second), time.Minute)
+}
+
+// Sweep evicts the sessions unused since before now minus the idle timeout, then, past
+// MaxLive, the least recently used of the others that nothing holds. It returns how
+// many it evicted.
+func (m *Manager) Sweep(ctx context.Context, now time.Time) (int, error) {
+	type candidate struct {
+		s    *Session
+		seen time.Time
+	}
+	m.mu.Lock()
+	sessions := make([]*Session, 0, len(m.live))
+	for _, s := range m.live {
+		sessions = append(sessions, s)
+	}
+	m.mu.Unlock()
+	var idle, others []candidate
+	for _, s := range sessions {
+		seen, ok := s.unused()
+		switch {
+		case !ok:
+		case m.cfg.IdleTimeout > 0 && now.Sub(seen) >= m.cfg.IdleTimeout:
+			idle = append(idle, candidate{s, seen})
+		case m.cfg.MaxLive > 0:
+			others = append(others, candidate{s, seen})
+		}
+	}
+	n := 0
+	var errs []error
+	for _, c := range idle {
+		ok, err := m.evict(ctx, c.s, c.seen)
+		if ok {
+			n++
+		}
+		errs = append(errs, err)
+	}
+	if over := len(sessions) - n - m.cfg.MaxLive; m.cfg.MaxLive > 0 && over > 0 {
+		slices.SortFunc(others, func(a, b candidate) int { return a.seen.Compare(b.seen) })
+		for _, c := range others {
+			if over == 0 {
+				break
+			}
+			ok, err := m.evict(ctx, c.s, c.seen)
+			if ok {
+				n++
+				over--
+			}
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// evict drops s from memory unless its tools' resources are busy or it was used
+// after seen. What it keeps only in memory is written to the store first; when that
+// fails, s stays.
+func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, error) {
+	if m.res != nil && m.res.Busy(s.Info) {
+		return false, nil
+	}
+	if err := m.saveResume(ctx, s); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	s.mu.Lock()
+	ok := s.lastUsed.Equal(seen) && s.holds == 0 && len(s.subs) == 0 && m.live[s.ID] == s
+	if ok {
+		delete(m.live, s.ID)
+		s.evicted = true
+	}
+	s.mu.Unlock()
+	m.mu.Unlock()
+	if !ok || m.res == nil {
+		return ok, nil
+	}
+	if err := m.res.Release(ctx, s.Info); err != nil {
+		return true, fmt.Errorf("session %s: releasing its resources: %w", s.ID, err)
+	}
+	return true, nil
+}
+
+// saveResume writes s's resume state into its stored spec, when it has one or the
+// stored spec holds an old one. The stored spec is read again, under s's lock (which
+// AllowRules and setGroups hold while they write), so that no rule written meanwhile,
+// here or by another replica, is lost.
+func (m *Manager) saveResume(ctx context.Context, s *Session) error {
+	r := s.resume()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == nil && !s.resumeStored {
+		return nil
+	}
+	rec, err := m.store.GetSession(ctx, s.ID)
+	if err != nil {
+		return fmt.Errorf("session %s: reading it before eviction: %w", s.ID, err)
+	}
+	var stored storedSpec
+	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
+		return fmt.Errorf("session %s: stored spec: %w", s.ID, err)
+	}
+	stored.Resume = r
+	raw, err := json.Marshal(stored)
+	if err != nil {
+		return err
+	}
+	if err := m.store.UpdateSessionSpec(ctx, s.ID, raw, time.Now().UTC()); err != nil {
+		return fmt.Errorf("session %s: saving its selection and skill before eviction: %w", s.ID, err)
+	}
+	s.resumeStored = r != nil
+	return nil
+}
