@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -155,7 +156,11 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 	// with bench/mcpcompare.
 	c.client = client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
 	c.client.OnNotification(notify)
-	if err := c.client.Start(c.ctx); err != nil {
+	start := c.client.Start
+	if cfg.Transport == TransportStdio && pinStartThread {
+		start = c.startPinned
+	}
+	if err := start(c.ctx); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	if c.cmd != nil && c.cmd.Process != nil {
@@ -166,6 +171,29 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 	return c.listTools(c.ctx)
+}
+
+// startPinned starts the client (which forks the stdio child) on a goroutine locked
+// to its OS thread, and keeps the thread locked until the connection ends: the
+// child's parent-death signal follows that thread (see pinStartThread), which must
+// therefore not exit while the child runs. It costs one idle thread per stdio child.
+func (c *conn) startPinned(ctx context.Context) error {
+	started := make(chan error, 1)
+	ok := c.spawn(func() {
+		runtime.LockOSThread()
+		// Unlocked, never left locked: a goroutine that returns locked ends its thread.
+		defer runtime.UnlockOSThread()
+		err := c.client.Start(ctx)
+		started <- err
+		if err == nil {
+			// The connection's end kills the child's process group.
+			<-c.ctx.Done()
+		}
+	})
+	if !ok {
+		return errors.New("connection closed")
+	}
+	return <-started
 }
 
 func (c *conn) listTools(ctx context.Context) ([]mcp.Tool, error) {

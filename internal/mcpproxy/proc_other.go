@@ -9,3 +9,6 @@ import "os/exec"
 func ownProcessGroup(*exec.Cmd) {}
 
 func killGroup(int) {}
+
+// pinStartThread: nothing depends on which thread starts a child.
+const pinStartThread = false

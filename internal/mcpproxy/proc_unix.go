@@ -8,9 +8,10 @@ import (
 )
 
 // ownProcessGroup puts a stdio server in a process group of its own, so that
-// cancelling the connection kills what it started too (npx, shell wrappers).
+// cancelling the connection kills what it started too (npx, shell wrappers). Where
+// the OS allows it, the child is also killed when the daemon dies (see childAttr).
 func ownProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	cmd.Cancel = func() error {
 		killGroup(cmd.Process.Pid)
 		return nil

@@ -1,0 +1,13 @@
+//go:build unix && !linux
+
+package mcpproxy
+
+import "syscall"
+
+// childAttr starts a stdio server in its own process group. There is no parent-death
+// signal here: a daemon killed with SIGKILL leaves a server that ignores stdin EOF
+// running.
+func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// pinStartThread: nothing depends on which thread starts a child.
+const pinStartThread = false
