@@ -53,6 +53,8 @@ type conn struct {
 	tailMu  sync.Mutex
 	tail    []byte // last bytes of stderr, read by the exit watcher
 	sockets *socketSet
+	// progress admits notifications/progress for the calls of this connection only.
+	progress progressGate
 
 	goMu    sync.Mutex
 	closing bool
@@ -110,7 +112,7 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		for _, k := range keys {
 			env = append(env, k+"="+cfg.Env[k])
 		}
-		tr = transport.NewStdioWithOptions(cfg.Command, nil, cfg.Args,
+		st := transport.NewStdioWithOptions(cfg.Command, nil, cfg.Args,
 			transport.WithCommandFunc(func(ctx context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
 				cmd := exec.CommandContext(ctx, command, args...)
 				cmd.Env = env
@@ -121,6 +123,7 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 			}),
 			transport.WithCommandStderrWriter(newStderrLog(c.log)),
 			transport.WithCommandLogger(quiet))
+		tr = &stdioTransport{Stdio: st, progress: &c.progress}
 	case TransportSSE:
 		sse, err := transport.NewSSE(cfg.URL,
 			transport.WithHTTPClient(c.httpClient()),
@@ -394,6 +397,23 @@ func (t *trackedConn) Close() error {
 	return t.Conn.Close()
 }
 
+// stdioTransport is mcp-go's stdio transport with the connection's progress gate
+// (see progressGate). It embeds *transport.Stdio so that everything else the client
+// looks for (Stderr, SetRequestHandler) is still there.
+type stdioTransport struct {
+	*transport.Stdio
+	progress *progressGate
+}
+
+func (t *stdioTransport) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	defer t.progress.track(req)()
+	return t.Stdio.SendRequest(ctx, req)
+}
+
+func (t *stdioTransport) SetNotificationHandler(h func(mcp.JSONRPCNotification)) {
+	t.Stdio.SetNotificationHandler(t.progress.filter(h))
+}
+
 // cancelNotifier sends notifications/cancelled for a tools/call whose context ended,
 // over HTTP transports: mcp-go sends it over stdio only (on the 2025 protocol an
 // HTTP request that is abandoned is not a cancellation).
@@ -421,8 +441,15 @@ func (t *cancelNotifier) RequiresLegacyProtocol() bool {
 	return ok && l.RequiresLegacyProtocol()
 }
 
+// SetNotificationHandler admits progress for this connection's calls only.
+func (t *cancelNotifier) SetNotificationHandler(h func(mcp.JSONRPCNotification)) {
+	t.HTTPConnection.SetNotificationHandler(t.conn.progress.filter(h))
+}
+
 func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	forget := t.conn.progress.track(req)
 	resp, err := t.HTTPConnection.SendRequest(ctx, req)
+	forget()
 	if err == nil || ctx.Err() == nil || req.Method != string(mcp.MethodToolsCall) || t.conn.err() != nil {
 		return resp, err
 	}

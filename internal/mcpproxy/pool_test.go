@@ -49,6 +49,7 @@ func serveStatefulStdio() {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
+	addSprayTool(s)
 	if err := mcpserver.ServeStdio(s); err != nil {
 		os.Exit(1)
 	}

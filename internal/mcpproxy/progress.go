@@ -1,10 +1,12 @@
 package mcpproxy
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -12,7 +14,9 @@ import (
 
 // progressRouter hands notifications/progress to the call that asked for them. Every
 // call gets its own token; mcp-go delivers all notifications of a connection to one
-// callback, so the token is the only way back to the call.
+// callback, so the token is the only way back to the call. Tokens are the manager's,
+// and guessable: each connection's progressGate lets through only the tokens of its
+// own calls, so that no server can write into calls made on other connections.
 type progressRouter struct {
 	mu    sync.Mutex
 	next  uint64
@@ -57,6 +61,91 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	if text := progressText(f); text != "" {
 		tc.Emit("info", text)
 	}
+}
+
+// progressGate binds progress tokens to one connection: a notifications/progress
+// arriving on the connection passes only when its token belongs to a request in flight
+// over that same connection. The connection's transport calls track for each request
+// it sends and filters the notifications it receives.
+type progressGate struct {
+	mu     sync.Mutex
+	tokens map[string]int // progress token → requests in flight carrying it
+}
+
+// track records the progress token of an outgoing request, if it has one, until the
+// returned function is called (when the request is answered or abandoned).
+func (g *progressGate) track(req transport.JSONRPCRequest) func() {
+	token := requestProgressToken(req)
+	if token == "" {
+		return func() {}
+	}
+	g.mu.Lock()
+	if g.tokens == nil {
+		g.tokens = map[string]int{}
+	}
+	g.tokens[token]++
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		if g.tokens[token]--; g.tokens[token] <= 0 {
+			delete(g.tokens, token)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// filter wraps a connection's notification handler: progress for a token not in
+// flight on this connection is dropped.
+func (g *progressGate) filter(h func(mcp.JSONRPCNotification)) func(mcp.JSONRPCNotification) {
+	return func(n mcp.JSONRPCNotification) {
+		if n.Method == string(mcp.MethodNotificationProgress) && !g.admits(tokenString(n.Params.AdditionalFields["progressToken"])) {
+			return
+		}
+		h(n)
+	}
+}
+
+func (g *progressGate) admits(token string) bool {
+	if token == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.tokens[token] > 0
+}
+
+// requestProgressToken is the _meta.progressToken of a tools/call, the only request
+// the proxy gives one; "" for the others.
+func requestProgressToken(req transport.JSONRPCRequest) string {
+	if req.Method != string(mcp.MethodToolsCall) {
+		return ""
+	}
+	switch p := req.Params.(type) {
+	case mcp.CallToolParams:
+		if p.Meta != nil {
+			return tokenString(p.Meta.ProgressToken)
+		}
+		return ""
+	case *mcp.CallToolParams:
+		if p != nil && p.Meta != nil {
+			return tokenString(p.Meta.ProgressToken)
+		}
+		return ""
+	}
+	// Other shapes (mcp-go rewrites params as a field map on the 2026 protocol).
+	b, err := json.Marshal(req.Params)
+	if err != nil {
+		return ""
+	}
+	var meta struct {
+		Meta struct {
+			ProgressToken any `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(b, &meta) != nil {
+		return ""
+	}
+	return tokenString(meta.Meta.ProgressToken)
 }
 
 func tokenString(v any) string {
