@@ -251,8 +251,8 @@ func TestDisabledServer(t *testing.T) {
 	if st.State != StateDisabled || st.Restarts != 0 || st.LastError != "" {
 		t.Errorf("disabled server status = %+v", st)
 	}
-	if err := h.m.Restart("off"); err == nil {
-		t.Error("Restart of a disabled server succeeded")
+	if err := h.m.Restart("off"); !errors.Is(err, ErrServerDisabled) {
+		t.Errorf("Restart of a disabled server = %v, want ErrServerDisabled", err)
 	}
 	if !h.m.Ready() || h.m.Summary().Disabled != 1 {
 		t.Errorf("summary %+v ready %v: a disabled server is not down", h.m.Summary(), h.m.Ready())

@@ -32,6 +32,9 @@ var (
 	ErrServerExists  = errors.New("mcp server already exists")
 	ErrUnknownServer = errors.New("unknown mcp server")
 	ErrNotRunning    = errors.New("mcp proxy is not running")
+	// ErrServerDisabled: a disabled server is never connected, so there is nothing
+	// to restart. Only its configuration enables it.
+	ErrServerDisabled = errors.New("mcp server is disabled")
 )
 
 // storeTimeout bounds store calls made without a caller's context.
@@ -256,14 +259,15 @@ func (m *Manager) Remove(name string) error {
 	return nil
 }
 
-// Restart drops a server's connection and connects again at once (no backoff).
+// Restart drops a server's connection and connects again at once (no backoff). It
+// fails with ErrUnknownServer, ErrServerDisabled or ErrNotRunning.
 func (m *Manager) Restart(name string) error {
 	s := m.server(name)
 	if s == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
 	}
 	if !s.cfg.Enabled {
-		return fmt.Errorf("mcp server %s is disabled", name)
+		return fmt.Errorf("%w: %s", ErrServerDisabled, name)
 	}
 	m.mu.Lock()
 	running := m.started && !m.stopped

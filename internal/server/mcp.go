@@ -53,6 +53,9 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, mcpproxy.ErrServerExists):
 		s.writeError(w, r, errorf(CodeConflict, "an MCP server named "+cfg.Name+" exists"))
 		return
+	case errors.Is(err, mcpproxy.ErrNotRunning):
+		s.writeError(w, r, errorf(CodeUnavailable, "the MCP proxy is not running"))
+		return
 	case err != nil:
 		s.writeError(w, r, err)
 		return
@@ -90,6 +93,10 @@ func (s *Server) mcpAction(w http.ResponseWriter, r *http.Request, fn func(strin
 		s.writeError(w, r, errorf(CodeNotFound, "unknown MCP server "+name))
 	case errors.Is(err, mcpproxy.ErrNotRunning):
 		s.writeError(w, r, errorf(CodeUnavailable, "the MCP proxy is not running"))
+	case errors.Is(err, mcpproxy.ErrServerDisabled):
+		// The API cannot change a server's configuration: enabling is re-adding.
+		s.writeError(w, r, errorf(CodeConflict, "MCP server "+name+` is disabled, so it is not connected and cannot be restarted; `+
+			`to enable it, set "enabled": true in its configuration (for a server added through the API: DELETE it, then POST it again with "enabled": true)`))
 	case err != nil:
 		s.writeError(w, r, err)
 	case status == http.StatusNoContent:

@@ -91,3 +91,34 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// TestRestartDisabledMCPServer: restarting a server added with "enabled": false is a
+// conflict that says how to enable it, not an internal error; its state stays
+// disabled, and an unknown server is still a 404.
+func TestRestartDisabledMCPServer(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "dis", "transport": "stdio", "command": "node", "enabled": false})
+	if code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	code, _, body = d.do("POST", "/v1/mcp/servers/dis/restart", nil)
+	if code != 409 {
+		t.Fatalf("restart of a disabled server: %d %s, want 409", code, body)
+	}
+	validate(t, "Error", body)
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "conflict" ||
+		!strings.Contains(e.Error.Message, "dis is disabled") || !strings.Contains(e.Error.Message, `"enabled": true`) {
+		t.Fatalf("restart of a disabled server: %s (%v), want code conflict and how to enable it", body, err)
+	}
+	_, _, list := d.do("GET", "/v1/mcp/servers", nil)
+	if !strings.Contains(string(list), `"state":"disabled"`) {
+		t.Fatalf("servers after the refused restart: %s", list)
+	}
+	if code, _, body := d.do("POST", "/v1/mcp/servers/nope/restart", nil); code != 404 {
+		t.Fatalf("restart of an unknown server: %d %s", code, body)
+	}
+}
