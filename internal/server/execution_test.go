@@ -256,6 +256,18 @@ func TestOneShotAndHealth(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("one-shot session not persisted: %d %s", code, body)
 	}
+	// A one-shot request refused for its batch makes no session.
+	live := d.app.Sessions.Live()
+	for _, bad := range []string{`{"session":{},"calls":[]}`, `{"session":{},"calls":[{"id":"a","name":"echo"},{"id":"a","name":"echo"}]}`,
+		`{"session":{},"calls":[{"name":"echo"}]}`, `{"session":{},"calls":[{"id":"a","name":"echo"}],"strategy":"random"}`} {
+		code, hdr, body := d.do("POST", "/v1/tool-calls", bad)
+		if code != 400 || hdr.Get("X-Session-Id") != "" {
+			t.Errorf("%s: %d, X-Session-Id %q, %s; want 400 and no session", bad, code, hdr.Get("X-Session-Id"), body)
+		}
+	}
+	if n := d.app.Sessions.Live(); n != live {
+		t.Errorf("sessions in memory %d after refused one-shot requests, want %d", n, live)
+	}
 	code, _, body = d.do("GET", "/readyz", nil)
 	if code != 200 || !strings.Contains(string(body), `"store":"ok"`) {
 		t.Fatalf("readyz: %d %s", code, body)

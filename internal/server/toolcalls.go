@@ -54,7 +54,13 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeBadRequest, "session is required: an inline session spec such as {\"available_tools\":[…]}"))
 		return
 	}
-	if _, err := req.toBatch(); err != nil {
+	// Everything that can refuse the batch before it runs is checked before the
+	// session is made: a refused request leaves nothing behind.
+	batch, err := req.toBatch()
+	if err == nil {
+		err = planError(s.Exec.Check(batch))
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -81,14 +87,19 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, f toolmgr.Format, s
 	}
 	plan, err := s.Exec.Plan(sess, batch)
 	if err != nil {
-		var pe *session.PlanError
-		if errors.As(err, &pe) {
-			err = errorf(CodeBadRequest, pe.Msg)
-		}
-		s.writeError(w, r, err)
+		s.writeError(w, r, planError(err))
 		return
 	}
 	s.streamBatch(w, r, f, plan)
+}
+
+// planError makes a batch's *session.PlanError a 400; other errors pass as they are.
+func planError(err error) error {
+	var pe *session.PlanError
+	if errors.As(err, &pe) {
+		return errorf(CodeBadRequest, pe.Msg)
+	}
+	return err
 }
 
 // callResponse is a call record as the API shows it.

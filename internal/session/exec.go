@@ -204,29 +204,40 @@ type PlanError struct{ Msg string }
 
 func (e *PlanError) Error() string { return e.Msg }
 
+// Check is what Plan finds wrong with a batch as a whole, whatever the session: no
+// calls, too many, a call without an id, two with the same id. A *PlanError.
+func (x *Executor) Check(b Batch) error {
+	if len(b.Calls) == 0 {
+		return &PlanError{"calls must hold at least one call"}
+	}
+	if len(b.Calls) > x.cfg.MaxBatchCalls {
+		return &PlanError{fmt.Sprintf("calls holds %d calls; a batch may hold at most %d (calls.max_batch_calls): send them in several batches",
+			len(b.Calls), x.cfg.MaxBatchCalls)}
+	}
+	seen := make(map[string]int, len(b.Calls))
+	for i, c := range b.Calls {
+		if c.ToolCallID == "" {
+			return &PlanError{fmt.Sprintf("calls[%d]: id is required", i)}
+		}
+		if j, dup := seen[c.ToolCallID]; dup {
+			return &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
+		}
+		seen[c.ToolCallID] = i
+	}
+	return nil
+}
+
 // Plan checks a batch and gives every call the daemon's id. Calls of unknown or
 // forbidden tools, and calls with unreadable arguments, are planned with their answer.
 func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
-	if len(b.Calls) == 0 {
-		return nil, &PlanError{"calls must hold at least one call"}
-	}
-	if len(b.Calls) > x.cfg.MaxBatchCalls {
-		return nil, &PlanError{fmt.Sprintf("calls holds %d calls; a batch may hold at most %d (calls.max_batch_calls): send them in several batches",
-			len(b.Calls), x.cfg.MaxBatchCalls)}
+	if err := x.Check(b); err != nil {
+		return nil, err
 	}
 	if b.Strategy == Batched && b.BatchSize <= 0 {
 		b.BatchSize = 1
 	}
-	seen := map[string]int{}
 	p := &Plan{Session: sess, Batch: b}
-	for i, c := range b.Calls {
-		if c.ToolCallID == "" {
-			return nil, &PlanError{fmt.Sprintf("calls[%d]: id is required", i)}
-		}
-		if j, dup := seen[c.ToolCallID]; dup {
-			return nil, &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
-		}
-		seen[c.ToolCallID] = i
+	for _, c := range b.Calls {
 		call := &Call{ID: NewTimeID("tc_"), CallRequest: c, timeout: b.Timeout, nested: b.nested}
 		switch m, e, ok := sess.Tools.Resolve(c.Name); {
 		case c.Name == "":
