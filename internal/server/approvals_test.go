@@ -244,3 +244,55 @@ func TestCallEventsReplayAndFollow(t *testing.T) {
 		t.Fatalf("message: %s", m.raw)
 	}
 }
+
+// TestApprovedCallWaitsForSessionLock: an approved call that nobody waits for any more
+// (its stream went away) is run by the daemon, still as one of its session's calls: a
+// tool that is not concurrency-safe waits for the session's running one to finish.
+func TestApprovedCallWaitsForSessionLock(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = []string{"execute_command(sleep:*)"} }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	held := make(chan []event, 1)
+	go func() {
+		_, evs := d.stream(calls, `{"calls":[{"id":"holder","name":"execute_command","arguments":{"command":"sleep 2"}}]}`)
+		held <- evs
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, _, b := d.do("GET", calls+"/holder", nil); strings.Contains(string(b), `"status":"running"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holder never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	apr, _, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"asked","name":"execute_command","arguments":{"command":"echo ran > asked.txt"}}]}`)
+	stop() // nobody waits for it now
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	if m := messages(t, <-held)["holder"]; m.m["is_error"] != false {
+		t.Fatalf("holder: %s", m.raw)
+	}
+	var rec struct {
+		Status     string    `json:"status"`
+		FinishedAt time.Time `json:"finished_at"`
+	}
+	for deadline = time.Now().Add(10 * time.Second); rec.Status != "succeeded"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved call did not finish: %+v", rec)
+		}
+		_, _, b := d.do("GET", calls+"/asked", nil)
+		_ = json.Unmarshal(b, &rec)
+	}
+	var holder struct {
+		FinishedAt time.Time `json:"finished_at"`
+	}
+	_, _, b := d.do("GET", calls+"/holder", nil)
+	_ = json.Unmarshal(b, &holder)
+	if rec.FinishedAt.Before(holder.FinishedAt) {
+		t.Errorf("the approved call finished at %s, before the session's running call (%s): it did not wait for the lock", rec.FinishedAt, holder.FinishedAt)
+	}
+}

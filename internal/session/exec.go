@@ -528,26 +528,12 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	}
 	// A background call runs detached for as long as it takes: it must not hold the
 	// session's serial lock.
-	if !c.entry.Spec.ConcurrencySafe && c.entry.Spec.Mode != tool.ModeBackground {
-		waitStart := time.Now()
-		select {
-		case sess.serial <- struct{}{}:
-			defer func() { <-sess.serial }()
-		case <-ctx.Done():
-			x.queued(ctx, c.Name, time.Since(waitStart))
-			if cancelledByRequest(ctx) {
-				return notStarted(ctx, c), false
-			}
-			return tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name), false
-		}
-		unlock, r := x.lockAcross(ctx, sess, c)
+	if c.entry.Spec.Mode != tool.ModeBackground {
+		unlock, r := x.serialize(ctx, sess, c)
 		if r != nil {
-			x.queued(ctx, c.Name, time.Since(waitStart))
 			return r, false
 		}
 		defer unlock()
-		// The wait covers this replica's lock and the one across replicas.
-		x.queued(ctx, c.Name, time.Since(waitStart))
 		if r := skip(); r != nil {
 			return r, false
 		}
@@ -565,6 +551,33 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		}
 	}
 	return x.run(ctx, sess, c, emit), true
+}
+
+// serialize waits until c may run as far as the session's other calls go: a tool that
+// is not concurrency-safe takes the session's serial lock, on this replica and across
+// replicas. unlock releases what was taken; a non-nil result means c must not run.
+func (x *Executor) serialize(ctx context.Context, sess *Session, c *Call) (unlock func(), res *tool.Result) {
+	if c.entry.Spec.ConcurrencySafe {
+		return func() {}, nil
+	}
+	waitStart := time.Now()
+	select {
+	case sess.serial <- struct{}{}:
+	case <-ctx.Done():
+		x.queued(ctx, c.Name, time.Since(waitStart))
+		if cancelledByRequest(ctx) {
+			return nil, notStarted(ctx, c)
+		}
+		return nil, tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name)
+	}
+	across, r := x.lockAcross(ctx, sess, c)
+	// The wait covers this replica's lock and the one across replicas.
+	x.queued(ctx, c.Name, time.Since(waitStart))
+	if r != nil {
+		<-sess.serial
+		return nil, r
+	}
+	return func() { across(); <-sess.serial }, nil
 }
 
 // run invokes the tool of a call that may run now, with progress and, for stateful

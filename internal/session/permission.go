@@ -307,7 +307,15 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	case c.entry == nil:
 		res = tool.ErrorResult(tool.KindNotFound, "tool %q is no longer available in this session", rec.Name)
 	default:
+		// Nobody waits for it, but it is still one of the session's calls: a tool that is
+		// not concurrency-safe waits for the session's lock like any other.
+		unlock, r := x.serialize(ctx, sess, c)
+		if r != nil {
+			res = r
+			break
+		}
 		res, started = x.run(ctx, sess, c, nil), true
+		unlock()
 	}
 	x.finish(ctx, sess, c, res, start, started, true)
 	return nil
