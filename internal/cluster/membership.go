@@ -19,7 +19,7 @@ import (
 // Store is what membership needs of the store.
 type Store interface {
 	Heartbeat(ctx context.Context, id, address string, startedAt time.Time) error
-	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string) *tool.Result) ([]store.ExpiredCall, error)
+	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]store.ExpiredCall, error)
 }
 
 // Notifier wakes the waiters of a call that was failed.
@@ -153,7 +153,10 @@ func (m *Membership) loop(ctx context.Context) {
 func (m *Membership) Sweep(ctx context.Context) int {
 	sctx, cancel := context.WithTimeout(ctx, m.cfg.Interval)
 	defer cancel()
-	expired, err := m.st.ExpireReplicas(sctx, m.cfg.ReplicaID, m.cfg.Lease, func(owner string) *tool.Result {
+	expired, err := m.st.ExpireReplicas(sctx, m.cfg.ReplicaID, m.cfg.Lease, func(owner string, started bool) *tool.Result {
+		if !started {
+			return tool.ErrorResult(tool.KindFailed, "replica %s stopped answering before this call started; it was not run", owner)
+		}
 		return tool.ErrorResult(tool.KindFailed, "%s", ExpiredReason(owner))
 	})
 	if err != nil && ctx.Err() == nil {

@@ -33,9 +33,9 @@ type ReplicaStore interface {
 	Heartbeat(ctx context.Context, id, address string, startedAt time.Time) error
 	// GetReplica returns ErrNotFound for an id that never heartbeated.
 	GetReplica(ctx context.Context, id string) (*Replica, error)
-	// ExpireReplicas finishes as failed, with result(owner), every pending or running
-	// call owned by a replica other than self whose last heartbeat is older than
-	// lease. Each call is failed once however many replicas sweep at the same time
+	// ExpireReplicas finishes as failed, with result(owner, started), every pending or
+	// running call owned by a replica other than self whose last heartbeat is older
+	// than lease; started tells running calls from pending ones, which never ran. Each call is failed once however many replicas sweep at the same time
 	// (a conditional update); the returned calls are the ones this sweep failed.
-	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string) *tool.Result) ([]ExpiredCall, error)
+	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]ExpiredCall, error)
 }

@@ -46,7 +46,7 @@ func (p *Postgres) GetReplica(ctx context.Context, id string) (*Replica, error) 
 	return &r, nil
 }
 
-func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string) *tool.Result) ([]ExpiredCall, error) {
+func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]ExpiredCall, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("store: expire replicas: lease %s is not positive: %w", lease, ErrInvalid)
 	}
@@ -62,21 +62,29 @@ func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.D
 	}
 	var out []ExpiredCall
 	for _, owner := range stale {
-		res := result(owner)
-		if err := checkResult(res); err != nil {
-			return out, fmt.Errorf("store: expire calls of %s: %w", owner, err)
-		}
-		enc, err := encodeResult(res)
-		if err != nil {
-			return out, fmt.Errorf("store: expire calls of %s: encode result: %w", owner, err)
+		res, notRun := result(owner, true), result(owner, false)
+		var enc, encNotRun []byte
+		for _, r := range []struct {
+			res *tool.Result
+			enc *[]byte
+		}{{res, &enc}, {notRun, &encNotRun}} {
+			if err := checkResult(r.res); err != nil {
+				return out, fmt.Errorf("store: expire calls of %s: %w", owner, err)
+			}
+			if *r.enc, err = encodeResult(r.res); err != nil {
+				return out, fmt.Errorf("store: expire calls of %s: encode result: %w", owner, err)
+			}
 		}
 		// The staleness is checked again in the update: the replica may have come back
 		// since the select. Concurrent sweeps serialize on the rows; the loser's
 		// re-checked status condition no longer matches.
-		rows, err := p.pool.Query(ctx, `UPDATE tool_calls SET status = 'failed', result = $1, error_kind = $2, finished_at = $3
+		// The CASEs read the status before the update: a pending call never ran.
+		rows, err := p.pool.Query(ctx, `UPDATE tool_calls SET status = 'failed',
+			result = CASE status WHEN 'pending' THEN $6::json ELSE $1::json END,
+			error_kind = CASE status WHEN 'pending' THEN $7 ELSE $2 END, finished_at = $3
 			WHERE owner = $4 AND status IN ('pending', 'running')
 			AND EXISTS (SELECT 1 FROM replicas WHERE id = $4 AND last_seen < now() - $5 * interval '1 microsecond')
-			RETURNING id`, enc, string(resultErrorKind(res)), now(), owner, leaseUS)
+			RETURNING id`, enc, string(resultErrorKind(res)), now(), owner, leaseUS, encNotRun, string(resultErrorKind(notRun)))
 		if err != nil {
 			return out, fmt.Errorf("store: expire calls of %s: %w", owner, err)
 		}

@@ -76,7 +76,10 @@ func TestExpireReplicas(t *testing.T) {
 		t.Fatal("GetReplica of an unknown id succeeded")
 	}
 
-	reason := func(owner string) *tool.Result {
+	reason := func(owner string, started bool) *tool.Result {
+		if !started {
+			return tool.ErrorResult(tool.KindFailed, "replica %s never ran the call", owner)
+		}
 		return tool.ErrorResult(tool.KindFailed, "replica %s stopped", owner)
 	}
 	var (
@@ -128,7 +131,7 @@ func TestExpireReplicas(t *testing.T) {
 		}
 	}
 	check("tc_dead_running", store.CallFailed, "replica dead stopped")
-	check("tc_dead_pending", store.CallFailed, "replica dead stopped")
+	check("tc_dead_pending", store.CallFailed, "replica dead never ran the call")
 	check("tc_dead_waiting", store.CallWaiting, "")
 	check("tc_dead_done", store.CallSucceeded, "")
 	check("tc_alive_running", store.CallRunning, "")
