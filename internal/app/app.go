@@ -272,7 +272,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		}
 	}
 
-	a.API = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes}, server.Deps{
+	apiCfg := server.Config{MaxBodyBytes: cfg.MaxBodyBytes}
+	if a.storeKind() == "postgres" { // replicas may share it
+		apiCfg.RecordHold = cfg.Calls.RecordFoldWindow
+	}
+	a.API = server.New(apiCfg, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Commits,
 		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}},
 		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID,

@@ -64,3 +64,36 @@ func TestTwoReplicasShareApprovals(t *testing.T) {
 		t.Fatalf("ran.txt = %q: each call must run exactly once", got)
 	}
 }
+
+// TestHeldRecordSeenFromAnotherReplica: a read-only call's record waits on its replica
+// (calls.record_fold_window) before it is written; another replica asked for the call
+// meanwhile waits for it rather than answering 404 for a call that has started.
+func TestHeldRecordSeenFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	opts := func(replica string) daemonOpts {
+		return daemonOpts{store: url, mutate: func(c *config.Config) {
+			c.ReplicaID = replica
+			c.Calls.RecordFoldWindow = 500 * time.Millisecond
+		}}
+	}
+	a := startDaemon(t, opts("replica-a"))
+	b := startDaemon(t, opts("replica-b"))
+	id := a.createSession(map[string]any{"available_tools": []string{"block_read"}})["id"].(string)
+	out := make(chan []event, 1)
+	go func() {
+		_, e := a.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"r1","name":"block_read"}]}`)
+		out <- e
+	}()
+	tc := <-a.tools.blockStarts
+	code, _, body := b.do("GET", "/v1/tool-calls/"+tc, nil)
+	if code != 200 || !strings.Contains(string(body), `"status":"running"`) {
+		t.Errorf("GET on replica B of a call running on A: %d %s", code, body)
+	}
+	close(a.tools.release)
+	<-out
+	// An id nobody made is still 404 (once the window it names has passed).
+	if code, _, _ := b.do("GET", "/v1/tool-calls/tc_nope", nil); code != 404 {
+		t.Errorf("unknown call: %d", code)
+	}
+}

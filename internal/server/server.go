@@ -85,6 +85,11 @@ type CORSConfig struct {
 // Config of the API.
 type Config struct {
 	MaxBodyBytes int64
+	// RecordHold is how long another replica may hold a new call's record before
+	// writing it (its calls.record_fold_window) when replicas share the store: a call
+	// id this replica does not find yet may still appear within it. 0: a single
+	// process, whose committer shows held records itself.
+	RecordHold time.Duration
 }
 
 // Server serves the API.

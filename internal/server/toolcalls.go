@@ -93,6 +93,34 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, f toolmgr.Format, s
 	s.streamBatch(w, r, f, plan)
 }
 
+// awaitHeld looks for a call another replica may still hold in its fold window: an id
+// made less than RecordHold ago (ids carry their time) is looked up again until the
+// window has passed, so that a client polling a call through any replica does not
+// get 404 for a call that has started. Anything else is not found at once.
+func (s *Server) awaitHeld(ctx context.Context, id string) (*store.Call, error) {
+	at, ok := session.TimeOfID("tc_", id)
+	if s.cfg.RecordHold <= 0 || !ok {
+		return nil, store.ErrNotFound
+	}
+	// The other replica writes a held record when its window ends: allow it a commit.
+	deadline := at.Add(s.cfg.RecordHold + 100*time.Millisecond)
+	for {
+		wait := min(time.Until(deadline), 20*time.Millisecond)
+		if wait <= 0 {
+			return nil, store.ErrNotFound
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		c, err := s.Calls.GetCall(ctx, id)
+		if !errors.Is(err, store.ErrNotFound) {
+			return c, err
+		}
+	}
+}
+
 // planError makes a batch's *session.PlanError a 400; other errors pass as they are.
 func planError(err error) error {
 	var pe *session.PlanError
@@ -141,7 +169,11 @@ func (s *Server) getToolCall(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) call(r *http.Request) (*store.Call, error) {
-	c, err := s.Calls.GetCall(r.Context(), pathParam(r, "callID"))
+	id := pathParam(r, "callID")
+	c, err := s.Calls.GetCall(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		c, err = s.awaitHeld(r.Context(), id)
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenantOf(r)) {
 		return nil, errorf(CodeNotFound, "tool call not found")
 	}

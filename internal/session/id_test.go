@@ -26,6 +26,14 @@ func TestNewTimeID(t *testing.T) {
 	if ms < before || ms > after {
 		t.Fatalf("id %q carries %d ms, want between %d and %d", id, ms, before, after)
 	}
+	if at, ok := TimeOfID("tc_", id); !ok || at.UnixMilli() != ms {
+		t.Fatalf("TimeOfID(%q) = %v, %v; want %d ms", id, at, ok, ms)
+	}
+	for _, bad := range []string{"", "tc_", "ses_" + strings.TrimPrefix(id, "tc_"), "tc_x", id + "a"} {
+		if _, ok := TimeOfID("tc_", bad); ok {
+			t.Errorf("TimeOfID(%q) accepted", bad)
+		}
+	}
 	if NewTimeID("tc_") == NewTimeID("tc_") {
 		t.Fatal("two ids are equal")
 	}

@@ -533,6 +533,24 @@ func NewTimeID(prefix string) string {
 	return prefix + idEncoding.EncodeToString(b[:])
 }
 
+// TimeOfID returns the time NewTimeID(prefix) put in id, or false when id is not
+// such an id.
+func TimeOfID(prefix, id string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	b, err := idEncoding.DecodeString(rest)
+	if err != nil || len(b) != 16 {
+		return time.Time{}, false
+	}
+	var ms int64
+	for _, c := range b[:6] {
+		ms = ms<<8 | int64(c)
+	}
+	return time.UnixMilli(ms), true
+}
+
 // AllowRules adds allow rules to a session (an approval "for session" or "with rule")
 // and persists them, so they hold after a restart and on other replicas that load
 // the session afterwards.
