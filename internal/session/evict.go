@@ -109,6 +109,10 @@ func (s *Session) hold() (release func()) {
 	s.evicted = false
 	s.mu.Unlock()
 	if evicted {
+		// Wait until eviction has released what it held for the session (its jobs
+		// would die with it), then make it live again; its resources are made anew.
+		s.releasing.Lock()
+		s.releasing.Unlock() //nolint:staticcheck // a barrier: wait for evict's release
 		s.manager.mu.Lock()
 		if _, ok := s.manager.live[s.ID]; !ok {
 			s.manager.live[s.ID] = s
@@ -195,8 +199,14 @@ func (m *Manager) sweepInterval() time.Duration {
 	return min(max(m.cfg.IdleTimeout/4, time.Second), time.Minute)
 }
 
+// lruGrace: past MaxLive, a session used this recently is not evicted. A request
+// holds a session only once its batch starts, a moment after Get returned it; the cap
+// may be passed for a moment, never a session lost from under a request.
+const lruGrace = 10 * time.Second
+
 // Sweep evicts the sessions unused since before now minus the idle timeout, then, past
-// MaxLive, the least recently used of the others that nothing holds. It returns how
+// MaxLive, the least recently used of the others that nothing holds and nothing used
+// in the last lruGrace. It returns how
 // many it evicted.
 func (m *Manager) Sweep(ctx context.Context, now time.Time) (int, error) {
 	type candidate struct {
@@ -216,7 +226,7 @@ func (m *Manager) Sweep(ctx context.Context, now time.Time) (int, error) {
 		case !ok:
 		case m.cfg.IdleTimeout > 0 && now.Sub(seen) >= m.cfg.IdleTimeout:
 			idle = append(idle, candidate{s, seen})
-		case m.cfg.MaxLive > 0:
+		case m.cfg.MaxLive > 0 && now.Sub(seen) >= lruGrace:
 			others = append(others, candidate{s, seen})
 		}
 	}
@@ -262,11 +272,16 @@ func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, 
 	if ok {
 		delete(m.live, s.ID)
 		s.evicted = true
+		s.releasing.Lock() // before s.mu is let go: a hold from now on waits for the release
 	}
 	s.mu.Unlock()
 	m.mu.Unlock()
-	if !ok || m.res == nil {
-		return ok, nil
+	if !ok {
+		return false, nil
+	}
+	defer s.releasing.Unlock()
+	if m.res == nil {
+		return true, nil
 	}
 	if err := m.res.Release(ctx, s.Info); err != nil {
 		return true, fmt.Errorf("session %s: releasing its resources: %w", s.ID, err)

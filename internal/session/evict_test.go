@@ -39,15 +39,24 @@ func (b blockTool) Run(ctx *tool.Context, _ json.RawMessage) (*tool.Result, erro
 }
 
 type evictEnv struct {
-	st    *store.SQLite
-	m     *Manager
-	x     *Executor
-	block blockTool
+	st      *store.SQLite
+	commits *store.GroupCommitter
+	m       *Manager
+	x       *Executor
+	block   blockTool
+}
+
+// envOpts adds tools to an evictEnv, and may wrap the executor's recorder.
+type envOpts struct {
+	tools    []tool.Tool
+	recorder func(*store.GroupCommitter) Recorder
 }
 
 // newEvictEnv builds a Manager and an Executor over a real SQLite store and a real
 // group committer.
-func newEvictEnv(t *testing.T, cfg Config) *evictEnv {
+func newEvictEnv(t *testing.T, cfg Config) *evictEnv { return newExecEnv(t, cfg, envOpts{}) }
+
+func newExecEnv(t *testing.T, cfg Config, o envOpts) *evictEnv {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -64,14 +73,18 @@ func newEvictEnv(t *testing.T, cfg Config) *evictEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(commits.Stop)
-	env := &evictEnv{st: st, block: blockTool{started: make(chan struct{}, 1), release: make(chan struct{})}}
+	env := &evictEnv{st: st, commits: commits, block: blockTool{started: make(chan struct{}, 1), release: make(chan struct{})}}
 	tm := toolmgr.New()
-	tm.MustRegister(named{"echo", "builtin"}, named{"other", "builtin"}, env.block)
+	tm.MustRegister(append([]tool.Tool{named{"echo", "builtin"}, named{"other", "builtin"}, env.block}, o.tools...)...)
 	cfg.WorkspaceDir = filepath.Join(dir, "workspaces")
 	if env.m, err = NewManager(cfg, st, tm); err != nil {
 		t.Fatal(err)
 	}
-	env.x = NewExecutor(ExecConfig{Owner: "test"}, commits, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var rec Recorder = commits
+	if o.recorder != nil {
+		rec = o.recorder(commits)
+	}
+	env.x = NewExecutor(ExecConfig{Owner: "test"}, rec, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return env
 }
 
@@ -305,7 +318,10 @@ func TestMaxLiveEvictsLeastRecentlyUsed(t *testing.T) {
 	if len(e.m.kick) != 1 {
 		t.Error("passing the cap did not ask the sweeper to run")
 	}
-	n, err := e.m.Sweep(ctx, time.Now())
+	if n, err := e.m.Sweep(ctx, time.Now()); err != nil || n != 0 {
+		t.Fatalf("sweep evicted %d (%v) sessions used a moment ago, want none (lruGrace)", n, err)
+	}
+	n, err := e.m.Sweep(ctx, time.Now().Add(lruGrace))
 	if err != nil || n != 2 {
 		t.Fatalf("sweep evicted %d (%v), want 2", n, err)
 	}

@@ -549,6 +549,9 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 			x.log.ErrorContext(ctx, "recording call start failed; it will not run", "call_id", c.ID, "err", err)
 			return tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run; try again shortly"), false
 		}
+		if ctx.Err() != nil { // cancelled while its start was being written
+			return notStarted(ctx, c), false
+		}
 	}
 	return x.run(ctx, sess, c, emit), true
 }

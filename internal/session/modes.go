@@ -26,6 +26,9 @@ func (x *Executor) runBackground(ctx context.Context, sess *Session, c *Call, se
 	})
 	// Detached from the request, it stays cancellable by Cancel.
 	bctx, untrack := x.track(context.WithoutCancel(ctx), c.ID)
+	if cancelledByRequest(ctx) { // Cancel reached the request's context just before
+		x.Cancel(c.ID)
+	}
 	x.wg.Add(1)
 	release := sess.hold() // the session stays in memory until the call's result is published
 	go func() {

@@ -309,10 +309,14 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	default:
 		// Nobody waits for it, but it is still one of the session's calls: a tool that is
 		// not concurrency-safe waits for the session's lock like any other.
-		unlock, r := x.serialize(ctx, sess, c)
-		if r != nil {
-			res = r
-			break
+		// (A background tool runs detached for as long as it takes: never under the lock.)
+		unlock := func() {}
+		if c.entry.Spec.Mode != tool.ModeBackground {
+			var r *tool.Result
+			if unlock, r = x.serialize(ctx, sess, c); r != nil {
+				res = r
+				break
+			}
 		}
 		res, started = x.run(ctx, sess, c, nil), true
 		unlock()

@@ -101,10 +101,11 @@ type Session struct {
 	subs         map[chan Event]struct{}
 
 	// What eviction looks at (see evict.go).
-	holds        int       // calls of the session running or waiting in this process
-	lastUsed     time.Time // last Get, or end of a call or subscription
-	evicted      bool      // dropped from the manager's live sessions
-	resumeStored bool      // the stored spec carries a resume part
+	holds        int        // calls of the session running or waiting in this process
+	lastUsed     time.Time  // last Get, or end of a call or subscription
+	evicted      bool       // dropped from the manager's live sessions
+	releasing    sync.Mutex // held by evict while it releases the session's resources
+	resumeStored bool       // the stored spec carries a resume part
 }
 
 // Subscribe receives the session's events that belong to no request: results of
@@ -293,12 +294,16 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) {
 	m.mu.Lock()
 	sess, ok := m.live[id]
+	if ok && sess.Tenant == tenant {
+		// Under m.mu, as evict checks it: a sweep either took the session out of live
+		// before this (and it is loaded again below) or sees it used now.
+		sess.touch()
+	}
 	m.mu.Unlock()
 	if ok {
 		if sess.Tenant != tenant {
 			return nil, ErrNotFound
 		}
-		sess.touch()
 		return sess, nil
 	}
 	rec, err := m.store.GetSession(ctx, id)
@@ -331,14 +336,12 @@ func (m *Manager) admit(sess *Session) *Session {
 	existing, loaded := m.live[sess.ID]
 	if loaded {
 		sess = existing
+		sess.touch() // under m.mu, as in Get
 	} else {
 		m.live[sess.ID] = sess
 	}
 	over := m.cfg.MaxLive > 0 && len(m.live) > m.cfg.MaxLive
 	m.mu.Unlock()
-	if loaded {
-		sess.touch()
-	}
 	if over {
 		select {
 		case m.kick <- struct{}{}:

@@ -1,0 +1,75 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+type allowAll struct{}
+
+func (allowAll) Check(approval.Request) approval.Decision {
+	return approval.Decision{Outcome: approval.Allow}
+}
+
+// bgTool is a background tool (not concurrency-safe, like a long build).
+type bgTool struct{ started, release chan struct{} }
+
+func (b bgTool) Spec() tool.Spec {
+	return tool.Spec{Name: "bg", Description: "Runs long.", Mode: tool.ModeBackground}
+}
+func (b bgTool) Run(ctx *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+	close(b.started)
+	<-b.release
+	return tool.TextResult("done"), nil
+}
+
+// TestRunApprovedBackgroundWithoutLock: a background call runs detached, without the
+// session's serial lock, also when RunApproved runs it after its approval: the
+// session's other unsafe calls do not wait for it.
+func TestRunApprovedBackgroundWithoutLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bg := bgTool{started: make(chan struct{}), release: make(chan struct{})}
+	ran := make(chan struct{})
+	defer func() { close(bg.release); <-ran }()
+	e := newExecEnv(t, Config{}, envOpts{tools: []tool.Tool{bg}})
+	st, m, x := e.st, e.m, e.x
+	x.UsePermissions(&Permissions{Policy: allowAll{}, Store: st, Notifier: store.NewInProcessNotifier(16)})
+	sess, _, err := m.Create(ctx, "t1", Spec{AvailableTools: []string{"bg", "echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The approved call whose requester went away: waiting, approval given.
+	now := time.Now().UTC()
+	if err := st.WriteCalls(ctx, []*store.Call{{ID: "tc_bg", SessionID: sess.ID, Tenant: "t1", ToolCallID: "b1", Name: "bg",
+		Arguments: json.RawMessage(`{}`), Status: store.CallWaiting, Owner: "test", CreatedAt: now}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	go func() { defer close(ran); _ = x.RunApproved(ctx, m, "tc_bg") }()
+	select {
+	case <-bg.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the approved background call did not start")
+	}
+	p, err := x.Plan(sess, Batch{Calls: []CallRequest{{ToolCallID: "e1", Name: "echo"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go x.Execute(ctx, p, func(ev Event) {
+		if ev.Type == EventMessage {
+			close(done)
+		}
+	})
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Error("an unsafe call of the session waited for a background call run by RunApproved (the session's lock is held for the background call's whole run)")
+	}
+}
