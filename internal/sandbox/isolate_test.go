@@ -126,6 +126,10 @@ func TestIsolationNetwork(t *testing.T) {
 			allow := true
 			on, _ := newSandbox(t, m, Options{AllowNetwork: &allow})
 			j, _ = run(t, on, Cmd{Command: connect})
+			// The accept loop counts the connection a moment after the command made it.
+			for deadline := time.Now().Add(5 * time.Second); accepted.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			if j.ExitCode() != 0 || output(t, j, Stdout) != "connected\n" || accepted.Load() != 1 {
 				t.Errorf("with network: code %d %q %q, accepted %d", j.ExitCode(), output(t, j, Stdout), output(t, j, Stderr), accepted.Load())
 			}
