@@ -80,6 +80,21 @@ func TestToolSuggestionAndExpansion(t *testing.T) {
 	if got := strings.Join(toolNames(t, body), ","); got != "echo,info" {
 		t.Fatalf("small toolset: %s", got)
 	}
+
+	// A query nothing matches, or a limit as large as the set, narrows nothing: the
+	// turn keeps every tool (it used to keep none).
+	all := len(toStrings(s["tools"]))
+	for _, q := range []string{"query=bonjour+comment+%C3%A7a+va&limit=5", "query=read+a+file&limit=200"} {
+		other := d.createSession(map[string]any{})["id"].(string)
+		_, _, body = d.do("GET", "/v1/sessions/"+other+"/tools?"+q, nil)
+		if got := len(toolNames(t, body)); got < all {
+			t.Errorf("%s: %d tools listed, want all %d", q, got, all)
+		}
+		_, evs = d.stream("/v1/sessions/"+other+"/tool-calls", `{"calls":[{"id":"g","name":"echo","arguments":{"text":"x"}}]}`)
+		if m := messages(t, evs)["g"]; m.m["is_error"] != false {
+			t.Errorf("%s: then a call of echo: %s", q, m.raw)
+		}
+	}
 }
 
 func TestToolGroups(t *testing.T) {

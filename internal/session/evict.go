@@ -261,6 +261,9 @@ func (m *Manager) Sweep(ctx context.Context, now time.Time) (int, error) {
 // fails, s stays.
 func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, error) {
 	if m.res != nil && m.res.Busy(s.Info) {
+		// A job runs: the idle clock starts again when it ends, so that its result
+		// can still be read for a whole idle timeout after.
+		s.touch()
 		return false, nil
 	}
 	if err := m.saveResume(ctx, s); err != nil {

@@ -271,12 +271,20 @@ func TestEvictionKeepsSessionsInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := e.m.Sweep(ctx, far()); n != 0 || !e.isLive(sess.ID) {
+	sess.mu.Lock()
+	sess.lastUsed = time.Now().Add(-2 * idle) // last requested long ago; the job runs on
+	sess.mu.Unlock()
+	if n, _ := e.m.Sweep(ctx, time.Now()); n != 0 || !e.isLive(sess.ID) {
 		t.Fatal("a session whose sandbox runs a job was evicted")
 	}
 	job.Kill()
 	if _, err := job.Wait(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The idle clock started again when the sweep found the job running: the job's
+	// result stays readable for an idle timeout after it ends.
+	if n, _ := e.m.Sweep(ctx, time.Now().Add(idle/2)); n != 0 || !e.isLive(sess.ID) {
+		t.Fatal("a session was evicted less than its idle timeout after its job was last seen running")
 	}
 
 	// Nothing runs: evicted, and its sandbox released.
@@ -358,5 +366,23 @@ func TestSweeperStops(t *testing.T) {
 	case <-e.m.done:
 	default:
 		t.Error("Stop returned before the sweeper ended")
+	}
+}
+
+// TestStoredSpecKeepsNoSkills: available_skills [] (none) and absent (every skill)
+// must come back apart from the stored spec, or a reload opens every skill.
+func TestStoredSpecKeepsNoSkills(t *testing.T) {
+	for _, in := range []storedSpec{{Spec: Spec{AvailableSkills: []string{}}}, {Spec: Spec{}}} {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out storedSpec
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatal(err)
+		}
+		if (out.AvailableSkills == nil) != (in.AvailableSkills == nil) {
+			t.Errorf("available_skills %#v stored as %s came back %#v", in.AvailableSkills, raw, out.AvailableSkills)
+		}
 	}
 }

@@ -152,6 +152,12 @@ func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
 		limit = 12
 	}
 	picked := m.index().RankFiltered(query, limit, sess.Tools.Allows)
+	if len(picked) == 0 || limit >= len(specs) {
+		// Nothing matches (narrowing to no tool would leave the turn with none), or
+		// the best limit are all of them: the whole set, no narrowing.
+		sess.Narrow(nil)
+		return specs
+	}
 	names := make([]string, 0, len(picked))
 	for _, r := range picked {
 		names = append(names, r.Name)

@@ -38,8 +38,10 @@ var permissionModes = map[string]bool{"default": true, "accept_edits": true, "ex
 type Spec struct {
 	// AvailableTools is the whitelist: exact names and glob patterns. Absent means
 	// every tool; an empty list means none.
-	AvailableTools  []string       `json:"available_tools"`
-	AvailableSkills []string       `json:"available_skills,omitempty"`
+	AvailableTools []string `json:"available_tools"`
+	// AvailableSkills: absent (null) means every skill, [] none. Not omitempty: the
+	// stored spec must keep [] apart from absent, or a reload opens every skill.
+	AvailableSkills []string       `json:"available_skills"`
 	PermissionMode  string         `json:"permission_mode,omitempty"`
 	Workdir         string         `json:"workdir,omitempty"`
 	Metadata        map[string]any `json:"metadata,omitempty"`
