@@ -320,6 +320,8 @@ type Decision struct {
 	Decision string `json:"decision"`
 	Rule     string `json:"rule,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Actor names the person deciding; the record names the API key as well.
+	Actor string `json:"actor,omitempty"`
 }
 
 // Decide records a decision; a second decision on the same approval is a 409 Error.

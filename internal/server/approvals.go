@@ -245,7 +245,20 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeBadRequest, "decision must be approve, approve_for_session, approve_with_rule or deny"))
 		return
 	}
+	// The audit trail names the key that decided; a client-sent actor (the person
+	// behind a shared UI key) goes with it, never instead of it.
 	actor := req.Actor
+	if p := principal(r.Context()); p.KeyID != "" {
+		by := "key " + p.KeyID
+		if p.Name != "" {
+			by = "key " + p.Name + " (" + p.KeyID + ")"
+		}
+		if actor == "" {
+			actor = by
+		} else {
+			actor += " via " + by
+		}
+	}
 	if actor == "" {
 		actor = "api"
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/store"
 )
 
 // keyed sends one request with an API key ("" for none) and returns status, headers
@@ -221,8 +222,12 @@ func TestAuthTenantsAndRoles(t *testing.T) {
 	if as, err := approverA.Approvals(ctx, "pending", 0); err != nil || len(as) != 1 || as[0].ID != aprID {
 		t.Fatalf("acme's approver sees %+v (%v), want the one approval", as, err)
 	}
-	if a, err := approverA.Decide(ctx, aprID, client.Decision{Decision: "approve"}); err != nil || a.Status != "approved" {
+	if a, err := approverA.Decide(ctx, aprID, client.Decision{Decision: "approve", Actor: "bob"}); err != nil || a.Status != "approved" {
 		t.Fatalf("acme's decision: %+v %v", a, err)
+	}
+	// The decision names the key that took it, with the person the client named.
+	if a, err := d.app.Store.(store.ApprovalStore).GetApproval(ctx, aprID); err != nil || a.Decision == nil || !strings.HasPrefix(a.Decision.Actor, "bob via key acme approver (") {
+		t.Errorf("decided approval: %+v %v; want its actor to name bob and the approver's key", a, err)
 	}
 
 	// Revoking a key shuts it out at once.
