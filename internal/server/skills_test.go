@@ -67,6 +67,21 @@ func TestSkills(t *testing.T) {
 	if msgs["ok"].m["is_error"] != false || msgs["no"].str("error_kind") != "denied" || !strings.Contains(string(msgs["no"].raw), "active skill greeting") {
 		t.Fatalf("allowed_tools: %s / %s", msgs["ok"].raw, msgs["no"].raw)
 	}
+
+	// A ranked listing (every tool: more than a small set) offers only what the active
+	// skill allows.
+	all := d.createSession(map[string]any{"available_skills": []string{"greeting"}})["id"].(string)
+	_, evs = d.stream("/v1/sessions/"+all+"/tool-calls", `{"calls":[{"id":"open","name":"skill","arguments":{"name":"greeting"}}]}`)
+	if m := messages(t, evs)["open"]; m.m["is_error"] != false {
+		t.Fatalf("open the skill: %s", m.raw)
+	}
+	for _, q := range []string{"write+a+file&limit=5", "read+the+contents+of+a+file&limit=5", "zzzz+qqqq&limit=5"} {
+		_, _, body = d.do("GET", "/v1/sessions/"+all+"/tools?query="+q, nil)
+		names := strings.Join(toolNames(t, body), ",")
+		if strings.Contains(names, "write_file") || strings.Contains(names, "glob") || !strings.Contains(names, "read_file") {
+			t.Errorf("query %s under the greeting skill offers %s; want read_file and no tool the skill refuses", q, names)
+		}
+	}
 }
 
 // TestSkillsInGroups: a skill bundled in a tool group is hidden until the group is on.

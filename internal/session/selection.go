@@ -143,7 +143,8 @@ func (s *Session) expand(names []string) map[string]any {
 // returned and nothing is narrowed. The specs are sorted by name (prompt caching);
 // tool_expand_tools is included whenever the list is narrowed.
 func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
-	specs := sess.Tools.Specs()
+	// Only tools a call could use now: the whitelist's, and the active skill's.
+	specs := slices.DeleteFunc(sess.Tools.Specs(), func(sp tool.Spec) bool { return !sess.skillAllows(sp.Name) })
 	if len(specs) <= SmallToolset || strings.TrimSpace(query) == "" {
 		sess.Narrow(nil)
 		return specs
@@ -151,7 +152,9 @@ func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
 	if limit <= 0 {
 		limit = 12
 	}
-	picked := m.index().RankFiltered(query, limit, sess.Tools.Allows)
+	picked := m.index().RankFiltered(query, limit, func(name string) bool {
+		return sess.Tools.Allows(name) && sess.skillAllows(name)
+	})
 	if len(picked) == 0 || limit >= len(specs) {
 		// Nothing matches (narrowing to no tool would leave the turn with none), or
 		// the best limit are all of them: the whole set, no narrowing.
