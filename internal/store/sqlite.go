@@ -290,6 +290,12 @@ func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
 		return fmt.Errorf("store: write calls: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	// The statements run without ctx's cancellation: modernc starts a goroutine per
+	// statement to watch a cancellable context, one per record here. Nothing after
+	// BEGIN waits for a lock (_txlock=immediate took the write lock there, under ctx),
+	// and the transaction still ends with ctx: database/sql rolls it back when ctx is
+	// done (after the statement running then) and refuses the statements after it.
+	ctx = context.WithoutCancel(ctx)
 	if len(insArgs) > 0 {
 		ins := tx.StmtContext(ctx, s.insertCall)
 		for i, args := range insArgs {
