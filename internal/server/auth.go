@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/auth"
 )
@@ -37,6 +38,42 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		defer done()
 		ctx := auth.WithCredential(auth.With(r.Context(), p), presentedKey(r))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// endOnRevoke ends a long-lived response (an event stream) once the key that opened it
+// is no longer valid: every request is authenticated when it arrives, but a stream
+// outlives that check, and a revoked key must stop seeing events too. The key is
+// checked every cfg.RevokeCheck: a revocation through this replica ends the stream
+// within that, one through another replica within auth's cache TTL as well.
+func (s *Server) endOnRevoke(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := auth.Credential(r.Context())
+		if s.Auth == nil || key == "" {
+			next.ServeHTTP(w, r) // no key to revoke
+			return
+		}
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		go func() {
+			t := time.NewTicker(s.cfg.RevokeCheck)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				_, err := s.Auth.Authenticate(ctx, key)
+				if errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrBadKey) {
+					s.log.InfoContext(ctx, "event stream ended: its API key is no longer valid",
+						"key_id", principal(r.Context()).KeyID, "reason", err.Error())
+					cancel(err)
+					return
+				}
+			}
+		}()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -329,3 +329,91 @@ func eventuallyOK(cond func() bool) bool {
 	}
 	return false
 }
+
+// TestRevokedKeyEndsEventStreams: an event stream opened with a key ends once the key
+// is revoked; a stream of another key of the same tenant stays open.
+func TestRevokedKeyEndsEventStreams(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.Auth.Unauthenticated = false
+	}})
+	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	ac := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(raw))))
+	revoked, err := ac.CreateKey(ctx, "leaked", "acme", []string{"agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := ac.CreateKey(ctx, "kept", "acme", []string{"agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := client.New(d.url, client.WithAPIKey(kept.Key)).CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// open starts a stream and reports when its body ends.
+	open := func(key, path string, h http.Header) <-chan error {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "GET", d.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h != nil {
+			req.Header = h.Clone()
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Fatalf("GET %s: HTTP %d: %s", path, resp.StatusCode, b)
+		}
+		ended := make(chan error, 1)
+		go func() {
+			defer resp.Body.Close()
+			_, err := io.Copy(io.Discard, resp.Body)
+			ended <- err
+		}()
+		return ended
+	}
+	events := "/v1/sessions/" + sess.ID + "/events"
+	leakedEvents, keptEvents := open(revoked.Key, events, nil), open(kept.Key, events, nil)
+	// An MCP client's GET stream (server-to-client messages) of its MCP session.
+	mcpHdr := mcpHeaders(sess.ID, "")
+	mcpHdr.Set("Authorization", "Bearer "+revoked.Key)
+	code, hdr, body := send(t, http.DefaultClient, http.MethodPost, d.url+"/mcp", mcpHdr, mcpInitializeBody)
+	if code != 200 || hdr.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("MCP initialize: %d %s", code, body)
+	}
+	mcpHdr.Set("Mcp-Session-Id", hdr.Get("Mcp-Session-Id"))
+	if code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+"/mcp", mcpHdr, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", code, body)
+	}
+	mcpHdr.Set("Accept", "text/event-stream")
+	leakedMCP := open(revoked.Key, "/mcp", mcpHdr)
+
+	if err := ac.RevokeKey(ctx, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	for what, ended := range map[string]<-chan error{"session events": leakedEvents, "MCP stream": leakedMCP} {
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s opened with a revoked key still open 10s after the revocation", what)
+		}
+	}
+	select {
+	case err := <-keptEvents:
+		t.Errorf("the stream of a key still valid ended: %v", err)
+	default:
+	}
+	st, _, b := keyed(t, d, revoked.Key, "GET", events, "")
+	wantStatus(t, "reopening with the revoked key", st, 401, b)
+}

@@ -90,6 +90,9 @@ type Config struct {
 	// id this replica does not find yet may still appear within it. 0: a single
 	// process, whose committer shows held records itself.
 	RecordHold time.Duration
+	// RevokeCheck is how often an open event stream checks that the key that opened
+	// it is still valid (default 1s); see endOnRevoke.
+	RevokeCheck time.Duration
 }
 
 // Server serves the API.
@@ -106,6 +109,9 @@ type Server struct {
 func New(cfg Config, d Deps) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 8 << 20
+	}
+	if cfg.RevokeCheck <= 0 {
+		cfg.RevokeCheck = time.Second
 	}
 	return &Server{Deps: d, cfg: cfg, log: d.Log}
 }
@@ -130,7 +136,7 @@ func (s *Server) Handler() http.Handler {
 		// MCP clients authenticate like agents; the key's tenant owns the session.
 		mcp := r.With(s.authenticate, require(auth.RoleAgent))
 		mcp.Post(p, s.serveMCP)
-		mcp.Get(p, s.serveMCP)
+		mcp.With(s.endOnRevoke).Get(p, s.serveMCP)
 		mcp.Delete(p, s.serveMCP)
 	}
 
@@ -157,15 +163,15 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/sessions/{sessionID}/tools", s.listSessionTools)
 			r.Get("/sessions/{sessionID}/tool-calls", s.listSessionToolCalls)
 			r.Get("/sessions/{sessionID}/tool-calls/{toolCallID}", s.getSessionToolCall)
-			r.Get("/sessions/{sessionID}/events", s.sessionEvents)
+			r.With(s.endOnRevoke).Get("/sessions/{sessionID}/events", s.sessionEvents)
 			r.Get("/sessions/{sessionID}/prompt", s.sessionPrompt)
 			r.Get("/skills", s.listSkills)
 			r.Get("/skills/{name}", s.getSkill)
 			r.Get("/tool-calls", s.listToolCalls)
 			r.Get("/tool-calls/{callID}", s.getToolCall)
-			r.Get("/tool-calls/{callID}/events", s.callEvents)
+			r.With(s.endOnRevoke).Get("/tool-calls/{callID}/events", s.callEvents)
 			r.Get("/tool-calls/{callID}/progress", s.getProgress)
-			r.Get("/tool-calls/{callID}/progress/stream", s.streamProgress)
+			r.With(s.endOnRevoke).Get("/tool-calls/{callID}/progress/stream", s.streamProgress)
 		})
 		r.With(require(auth.RoleApprover)).Group(func(r chi.Router) {
 			r.Get("/approvals", s.listApprovals)
