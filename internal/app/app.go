@@ -569,7 +569,8 @@ func (a *App) Close() {
 }
 
 func mcpConfig(cfg config.Config) mcpproxy.Config {
-	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval}
+	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval,
+		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff}
 	for _, s := range cfg.MCPServers {
 		enabled := s.Enabled == nil || *s.Enabled
 		mc.Servers = append(mc.Servers, mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,

@@ -223,6 +223,10 @@ type MCPConfig struct {
 	PrefixMode string `mapstructure:"prefix_mode"`
 	// HealthInterval is how often each server is pinged.
 	HealthInterval time.Duration `mapstructure:"health_interval"`
+	// MinBackoff is the delay before the first reconnection attempt of an outage; it
+	// doubles with each failed attempt up to MaxBackoff.
+	MinBackoff time.Duration `mapstructure:"min_backoff"`
+	MaxBackoff time.Duration `mapstructure:"max_backoff"`
 }
 
 // MCPServerConfig declares one upstream MCP server.
@@ -390,7 +394,7 @@ func Defaults() Config {
 		Progress:            ProgressConfig{Enabled: true, FlushIntervalMS: 50, FlushBytes: 16384},
 		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20},
 		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
-		MCP:                 MCPConfig{PrefixMode: "always", HealthInterval: 15 * time.Second},
+		MCP:                 MCPConfig{PrefixMode: "always", HealthInterval: 15 * time.Second, MinBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute},
 		Skills:              SkillsConfig{Watch: true},
 		CORS:                CORSConfig{MaxAge: 10 * time.Minute},
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
@@ -608,6 +612,12 @@ func (c Config) Validate() error {
 	}
 	if c.MCP.HealthInterval <= 0 {
 		bad("mcp.health_interval", "must be positive")
+	}
+	switch {
+	case c.MCP.MinBackoff <= 0:
+		bad("mcp.min_backoff", "must be positive")
+	case c.MCP.MaxBackoff < c.MCP.MinBackoff:
+		bad("mcp.max_backoff", "%s is below mcp.min_backoff %s", c.MCP.MaxBackoff, c.MCP.MinBackoff)
 	}
 	for i, t := range c.ExternalTools {
 		if t.Name == "" || t.Description == "" {

@@ -26,7 +26,7 @@ func TestPrecedence(t *testing.T) {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"TOOLSERVER_ADDR=127.0.0.1:9001", "TOOLSERVER_PROGRESS_FLUSH_INTERVAL_MS=0", "TOOLSERVER_PROGRESS_ENABLED=false", "TOOLSERVER_SESSIONS_WORKDIR_ROOTS=/srv/c, /srv/d", "OTHER=1"}
+	env := []string{"TOOLSERVER_ADDR=127.0.0.1:9001", "TOOLSERVER_PROGRESS_FLUSH_INTERVAL_MS=0", "TOOLSERVER_PROGRESS_ENABLED=false", "TOOLSERVER_SESSIONS_WORKDIR_ROOTS=/srv/c, /srv/d", "TOOLSERVER_MCP_MAX_BACKOFF=10s", "OTHER=1"}
 	c, err := Load([]string{"--config", file, "--addr", "127.0.0.1:0"}, env)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +44,8 @@ func TestPrecedence(t *testing.T) {
 		{"env list beats file", strings.Join(c.Sessions.WorkdirRoots, "|"), "/srv/c|/srv/d"},
 		{"default kept", c.Calls.MaxTimeout, 30 * time.Minute},
 		{"default duration kept", c.Chain.ArtifactRetention, 24 * time.Hour},
+		{"default backoff kept", c.MCP.MinBackoff, 250 * time.Millisecond},
+		{"env backoff", c.MCP.MaxBackoff, 10 * time.Second},
 		{"file recorded", c.File, file},
 	}
 	for _, ch := range checks {
@@ -104,6 +106,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"negative idle timeout", nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=-1m"}, "sessions.idle_timeout"},
 		{"idle timeout without unit", []string{"--config", write("sessions:\n  idle_timeout: 30\n")}, nil, "sessions.idle_timeout"},
 		{"negative live cap", nil, []string{"TOOLSERVER_SESSIONS_MAX_LIVE=-1"}, "sessions.max_live"},
+		{"zero min backoff", nil, []string{"TOOLSERVER_MCP_MIN_BACKOFF=0s"}, "mcp.min_backoff"},
+		{"max backoff below min", []string{"--config", write("mcp:\n  min_backoff: 5s\n  max_backoff: 1s\n")}, nil, "mcp.max_backoff"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -122,3 +122,34 @@ func TestRestartDisabledMCPServer(t *testing.T) {
 		t.Fatalf("restart of an unknown server: %d %s", code, body)
 	}
 }
+
+// TestMCPBackoffFromConfig: mcp.min_backoff sets how long a failed server waits before
+// its next attempt (the status says when).
+func TestMCPBackoffFromConfig(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.MCP.MinBackoff, c.MCP.MaxBackoff = 10*time.Minute, time.Hour
+	}})
+	missing := filepath.Join(t.TempDir(), "no-such-server")
+	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "dead", "transport": "stdio", "command": missing}); code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	var next time.Time
+	waitFor(t, 30*time.Second, "the failed server's next attempt", func() bool {
+		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+		var list struct {
+			Servers []struct {
+				NextAttempt time.Time `json:"next_attempt"`
+			} `json:"servers"`
+		}
+		if json.Unmarshal(body, &list) != nil || len(list.Servers) != 1 || list.Servers[0].NextAttempt.IsZero() {
+			return false
+		}
+		next = list.Servers[0].NextAttempt
+		return true
+	})
+	// The first delay is drawn from the upper half of min_backoff: 5 to 10 minutes.
+	if wait := time.Until(next); wait < 4*time.Minute || wait > 11*time.Minute {
+		t.Fatalf("next attempt in %s, want 5m to 10m (mcp.min_backoff 10m)", wait)
+	}
+}
