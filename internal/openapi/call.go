@@ -11,10 +11,13 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -98,11 +101,21 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 		}
 		switch p.in {
 		case "path":
-			route = strings.ReplaceAll(route, "{"+p.name+"}", url.PathEscape(scalar(v, p.jsonText, ",")))
+			s := url.PathEscape(scalar(v, p.jsonText, ","))
+			if (s == "" || s == "." || s == "..") && slices.Contains(strings.Split(o.route, "/"), "{"+p.name+"}") {
+				// A whole segment "." or ".." is resolved away by the server, and an empty
+				// one collapses: the request would reach another route.
+				return nil, tool.Errorf(tool.KindInvalidArgs, "path parameter %s cannot be %q", p.arg, s)
+			}
+			route = strings.ReplaceAll(route, "{"+p.name+"}", s)
 		case "query":
 			addQuery(query, p, v)
 		case "header":
-			header.Set(p.name, scalar(v, p.jsonText, ","))
+			s := scalar(v, p.jsonText, ",")
+			if !httpguts.ValidHeaderFieldValue(s) {
+				return nil, tool.Errorf(tool.KindInvalidArgs, "header parameter %s: line breaks and control characters cannot be sent in a header", p.arg)
+			}
+			header.Set(p.name, s)
 		case "cookie":
 			cookies = append(cookies, &http.Cookie{Name: p.name, Value: url.QueryEscape(scalar(v, p.jsonText, ","))})
 		}

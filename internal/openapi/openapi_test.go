@@ -278,6 +278,56 @@ func TestEveryParameterLocation(t *testing.T) {
 	}
 }
 
+// TestPathParameterCannotLeaveTheRoute: a path parameter whose value would make a whole
+// segment "." or ".." (or drop it) would reach another route once the server resolves
+// dot segments; such values are invalid_args and no request is sent.
+func TestPathParameterCannotLeaveTheRoute(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := filepath.Join(t.TempDir(), "users.yaml")
+	doc := `openapi: 3.0.3
+info: {title: Users, version: "1"}
+paths:
+  /users/{id}/posts/{post}.json:
+    get:
+      operationId: post
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+        - {name: post, in: path, required: true, schema: {type: string}}
+      responses: {"200": {description: ok}}
+`
+	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, m := load(t, Config{Name: "users", Spec: spec, BaseURL: srv.URL + "/api"})
+	for _, id := range []string{"..", ".", ""} {
+		res := call(t, m, "users__post", `{"id":"`+id+`","post":"p"}`)
+		if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "id") {
+			t.Errorf("id %q: %s %s", id, res.ErrorKind, res.Text())
+		}
+	}
+	// Dots inside a segment, or beside literal text, stay as they are.
+	for id, want := range map[string]string{"...": "/api/users/.../posts/..json", "a.b": "/api/users/a.b/posts/..json"} {
+		if e := echo(t, call(t, m, "users__post", `{"id":"`+id+`","post":"."}`)); e.Path != want {
+			t.Errorf("id %q: path %s, want %s", id, e.Path, want)
+		}
+	}
+}
+
+// TestHeaderValueRefused: a header value the HTTP client cannot send is the model's
+// mistake (invalid_args), not an unreachable upstream.
+func TestHeaderValueRefused(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, shop(t, srv.URL))
+	for _, v := range []string{`t\r\nX-Api-Key: forged`, `a\u0000b`} {
+		res := call(t, m, "shop__getItem", `{"itemId":"x","X-Trace":"`+v+`"}`)
+		if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "X-Trace") {
+			t.Errorf("X-Trace %s: %s %s", v, res.ErrorKind, res.Text())
+		}
+	}
+}
+
 func TestBasePathKept(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
