@@ -86,7 +86,7 @@ func unwrapURLError(err error) error {
 // request builds the HTTP request from the arguments.
 func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Request, error) {
 	route := o.route
-	query := url.Values{}
+	query := o.base.Query() // a base URL may carry a query (api-version=…) for every call
 	header := http.Header{}
 	var cookies []*http.Cookie
 	used := map[string]bool{}
@@ -273,7 +273,7 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 	ct := resp.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(ct)
 	details, _ := json.Marshal(map[string]any{"status": resp.StatusCode, "content_type": ct, "bytes": len(data), "cut": cut,
-		"method": o.method, "url": resp.Request.URL.Redacted()})
+		"method": o.method, "url": o.redacted(resp.Request.URL)})
 	text := bodyText(mediaType, data)
 	if cut {
 		text += fmt.Sprintf("\n[response cut: only the first %d bytes were read]", o.maxBytes)
@@ -305,6 +305,20 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 	}
 	return res
+}
+
+// redacted is u for logs and UIs: without a password, nor the API key of the query.
+func (o *Operation) redacted(u *url.URL) string {
+	if o.auth.APIKeyQuery == "" {
+		return u.Redacted()
+	}
+	c := *u
+	q := c.Query()
+	if q.Has(o.auth.APIKeyQuery) {
+		q.Set(o.auth.APIKeyQuery, "xxxxx")
+		c.RawQuery = q.Encode()
+	}
+	return c.Redacted()
 }
 
 func bodyText(mediaType string, data []byte) string {

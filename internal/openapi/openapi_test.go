@@ -336,6 +336,12 @@ func TestBasePathKept(t *testing.T) {
 	if e.Path != "/api/v1/items/z" || e.Method != "DELETE" {
 		t.Errorf("base path lost: %s %s", e.Method, e.Path)
 	}
+	// A query in the base URL (api-version=… and the like) goes with every call.
+	_, m = load(t, shop(t, srv.URL+"/api?api-version=2024-01&tenant=t1"))
+	e = echo(t, call(t, m, "shop__getItem", `{"itemId":"z","X-Trace":"t","tags":["a"]}`))
+	if e.Path != "/api/items/z" || fmt.Sprint(e.Query) != "map[api-version:[2024-01] tags:[a] tenant:[t1]]" {
+		t.Errorf("base query lost: %s %v", e.Path, e.Query)
+	}
 }
 
 func TestOpenAPI31(t *testing.T) {
@@ -395,8 +401,13 @@ func TestAuthPlacement(t *testing.T) {
 		cfg := shop(t, srv.URL)
 		cfg.Auth, cfg.Getenv = c.auth, env(map[string]string{"TOK": "s3cret"})
 		_, m := load(t, cfg)
-		if e := echo(t, call(t, m, "shop__deleteItem", `{"itemId":"a"}`)); !c.check(e) {
+		res := call(t, m, "shop__deleteItem", `{"itemId":"a"}`)
+		if e := echo(t, res); !c.check(e) {
 			t.Errorf("%s: credentials not where expected: %+v", c.name, e)
+		}
+		// Details are persisted and shown in UIs: the credentials stay out of them.
+		if strings.Contains(string(res.Details), "s3cret") || !strings.Contains(string(res.Details), "/items/a") {
+			t.Errorf("%s: details: %s", c.name, res.Details)
 		}
 	}
 	cfg := shop(t, srv.URL)
