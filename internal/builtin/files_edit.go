@@ -139,6 +139,11 @@ func applyEdit(text string, e editSpec) (editResult, string) {
 		return editResult{}, fmt.Sprintf("old_string matches %d times (at lines %s); include more of the surrounding text to make it unique, or set replace_all to replace every occurrence.",
 			n, listLines(lines))
 	}
+	// Checked before building it: replace_all of one character, or edits that each
+	// double the text, would otherwise grow it beyond the daemon's memory.
+	if size := int64(len(text)) + int64(n)*int64(len(newS)-len(oldS)); size > maxTextFile {
+		return editResult{}, fmt.Sprintf("the result would be %s, larger than the %s this tool handles.", sizeText(size), sizeText(maxTextFile))
+	}
 	return editResult{text: strings.Replace(text, oldS, newS, n), count: n, lines: lines, newText: newS}, ""
 }
 

@@ -178,3 +178,32 @@ func TestMultiEditGuard(t *testing.T) {
 	}
 	e.fail(t, "multi_edit", map[string]any{"path": "g.txt", "edits": edits, "mode": "all"}, tool.KindInvalidArgs, "mode")
 }
+
+// TestEditResultBounded: an edit whose result would pass the size the file tools
+// handle is refused before the text is built. replace_all of one character, or a
+// multi_edit whose every edit doubles the text, would otherwise grow it without bound
+// (a few dozen doublings exhaust the daemon's memory).
+func TestEditResultBounded(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	big := strings.Repeat("a", 1<<20)
+	e.put(t, "big.txt", big)
+	e.ok(t, "read_file", map[string]any{"path": "big.txt"})
+	e.fail(t, "edit_file", map[string]any{"path": "big.txt", "old_string": "a", "new_string": strings.Repeat("b", 16), "replace_all": true},
+		tool.KindInvalidArgs, "larger than", "Nothing was written")
+	if e.disk(t, "big.txt") != big {
+		t.Errorf("big.txt changed")
+	}
+
+	e.put(t, "seed.txt", "a")
+	e.ok(t, "read_file", map[string]any{"path": "seed.txt"})
+	edits := make([]map[string]any, 40)
+	for i := range edits {
+		edits[i] = map[string]any{"old_string": "a", "new_string": "aa", "replace_all": true}
+	}
+	res := e.fail(t, "multi_edit", map[string]any{"path": "seed.txt", "edits": edits, "mode": "strict"}, tool.KindInvalidArgs, "larger than")
+	fileContains(t, res.Text(), "edits[22]: rolled back", "edits[23]: failed")
+	if got := e.disk(t, "seed.txt"); got != "a" {
+		t.Errorf("seed.txt holds %d bytes", len(got))
+	}
+}
