@@ -3,6 +3,7 @@ package builtin
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -122,7 +123,7 @@ func (t *readFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 			"%q is %s, more than the %s read_file reads at once; read a part of it with offset and limit (e.g. offset 1, limit 500), or search it with grep",
 			tg.given, sizeText(fi.Size()), sizeText(maxTextFile))
 	}
-	hr := &hashingReader{r: io.MultiReader(bytes.NewReader(head), f)}
+	hr := &hashingReader{r: ctxReader{ctx, io.MultiReader(bytes.NewReader(head), f)}}
 	if fi.Size() <= maxGuardHash {
 		hr.h = sha256.New()
 	}
@@ -131,6 +132,9 @@ func (t *readFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	// them for the guard; larger ones stop once the window is shown.
 	whole, err := lr.run(ctx, fi.Size() <= maxTextFile)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, callEndError(ctx)
+		}
 		return nil, filePathError(tg.given, err)
 	}
 	guard.record(tg.abs, stampFromHash(fi, hr, whole))
@@ -149,6 +153,20 @@ func (t *readFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	}
 	lr.notes(tg, fi, whole)
 	return fileResult(strings.TrimRight(lr.w.String(), "\n"), nil, details)
+}
+
+// ctxReader fails once the call has ended. The line reader looks at the context
+// between lines only, and one line of a sparse file can be terabytes long.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // lineReader renders the lines [offset, offset+limit) of a text in cat -n style,

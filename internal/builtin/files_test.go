@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -368,5 +369,32 @@ func TestFileToolsDispatch(t *testing.T) {
 	}
 	if got := e.disk(t, "d.txt"); got != "bye\n" {
 		t.Errorf("d.txt holds %q", got)
+	}
+}
+
+// TestReadFileCancelledInALongLine: the end of the call stops read_file even inside one
+// line. A sparse file makes a line of many gigabytes in no time; reading it to its end
+// kept a goroutine and a file busy long after the dispatcher had answered.
+func TestReadFileCancelledInALongLine(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	// Text for the type sniffing, then a second line that never ends.
+	p := e.put(t, "sparse.txt", "first line\n"+strings.Repeat("x", sniffLen))
+	if err := os.Truncate(p, 8<<30); err != nil {
+		t.Skipf("no sparse files here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	tctx := &tool.Context{Context: ctx, CallID: "tc_x", ToolName: "read_file", Session: e.sess, Progress: tool.NoProgress}
+	start := time.Now()
+	res, err := e.tools["read_file"].Run(tctx, json.RawMessage(`{"path":"sparse.txt","offset":2,"limit":1}`))
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("read_file went on for %s after its deadline", took)
+	}
+	if err == nil {
+		t.Fatalf("want a timeout, got %.200s", res.Text())
+	}
+	if res := tool.FromError(err); res.ErrorKind != tool.KindTimeout {
+		t.Errorf("kind %q: %s", res.ErrorKind, res.Text())
 	}
 }
