@@ -55,7 +55,20 @@ func WebSearch(cfg SearchConfig) (tool.Tool, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: cfg.Timeout,
 	}
-	return &webSearch{cfg: cfg, provider: p, client: &http.Client{Transport: rt}}, nil
+	return &webSearch{cfg: cfg, provider: p, client: &http.Client{Transport: rt, CheckRedirect: providerRedirects}}, nil
+}
+
+// providerRedirects follows a provider's redirects on its own host only: Go forwards
+// custom headers (Brave's X-Subscription-Token) to any host a redirect names.
+func providerRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("stopped after 5 redirects")
+	}
+	if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+		return fmt.Errorf("it redirected to another host (%s://%s), which is not followed with the API key; set web.search.base_url to the address it redirects to",
+			req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
 
 type webSearch struct {

@@ -242,3 +242,29 @@ func TestWebToolsConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestWebSearchKeyStaysWithTheProvider: a provider that redirects to another host does
+// not get the API key sent there (Go forwards custom headers such as Brave's
+// X-Subscription-Token on redirects); the call fails saying where it was sent.
+func TestWebSearchKeyStaysWithTheProvider(t *testing.T) {
+	t.Parallel()
+	leaked := make(chan string, 4)
+	other := webServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked <- r.Header.Get("X-Subscription-Token") + r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"type":"search","web":{"results":[]},"results":[]}`)
+	}))
+	for _, provider := range []string{"brave", "searxng"} {
+		srv := webServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+		}))
+		tl := newWebSearch(t, SearchConfig{Provider: provider, BaseURL: srv.URL, APIKey: "secret-key"})
+		res := runWeb(t, context.Background(), tl, map[string]any{"query": "q"})
+		select {
+		case got := <-leaked:
+			t.Errorf("%s: the other host received the request (credentials %q)", provider, got)
+		default:
+		}
+		wantKind(t, res, tool.KindUnavailable, "redirected to another host")
+	}
+}
