@@ -123,8 +123,10 @@ func (c *Client) Health(ctx context.Context, ready bool) error {
 
 // SessionSpec is what a session is created with.
 type SessionSpec struct {
-	AvailableTools  []string       `json:"available_tools,omitempty"`
-	AvailableSkills []string       `json:"available_skills,omitempty"`
+	// AvailableTools whitelists tools by name or glob pattern: nil for every tool, an
+	// empty slice for none. AvailableSkills does the same for skills.
+	AvailableTools  []string       `json:"available_tools"`
+	AvailableSkills []string       `json:"available_skills"`
 	PermissionMode  string         `json:"permission_mode,omitempty"`
 	Workdir         string         `json:"workdir,omitempty"`
 	Metadata        map[string]any `json:"metadata,omitempty"`
@@ -138,6 +140,10 @@ type Session struct {
 	Workdir        string    `json:"workdir"`
 	CreatedAt      time.Time `json:"created_at"`
 	Warnings       []string  `json:"warnings"`
+	// AvailableTools and AvailableSkills are the session's whitelists as created: nil
+	// means every tool (skill), empty none.
+	AvailableTools  []string `json:"available_tools"`
+	AvailableSkills []string `json:"available_skills"`
 }
 
 // CreateSession creates a session.

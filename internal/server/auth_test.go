@@ -417,3 +417,38 @@ func TestRevokedKeyEndsEventStreams(t *testing.T) {
 	st, _, b := keyed(t, d, revoked.Key, "GET", events, "")
 	wantStatus(t, "reopening with the revoked key", st, 401, b)
 }
+
+// TestClientWhitelists: through the Go client, an empty whitelist means no tool (no
+// skill), a nil one every tool (every skill), and the session says which it has.
+func TestClientWhitelists(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	ctx := t.Context()
+	c := client.New(d.url)
+	none, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{}, AvailableSkills: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(none.Tools) != 0 || none.AvailableTools == nil || len(none.AvailableTools) != 0 || none.AvailableSkills == nil || len(none.AvailableSkills) != 0 {
+		t.Errorf("empty whitelists: tools %v, available_tools %#v, available_skills %#v; want no tool, [] and []",
+			none.Tools, none.AvailableTools, none.AvailableSkills)
+	}
+	all, err := c.CreateSession(ctx, client.SessionSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Tools) == 0 || all.AvailableTools != nil || all.AvailableSkills != nil {
+		t.Errorf("no whitelists: %d tools, available_tools %#v, available_skills %#v; want every tool, null and null",
+			len(all.Tools), all.AvailableTools, all.AvailableSkills)
+	}
+	for _, s := range []*client.Session{none, all} {
+		got, err := c.GetSession(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.AvailableSkills == nil) != (s.AvailableSkills == nil) || (got.AvailableTools == nil) != (s.AvailableTools == nil) {
+			t.Errorf("GET session %s: available_tools %#v, available_skills %#v; created with %#v, %#v",
+				s.ID, got.AvailableTools, got.AvailableSkills, s.AvailableTools, s.AvailableSkills)
+		}
+	}
+}

@@ -27,12 +27,9 @@ func toSessionResponse(sess *session.Session, warnings []string) sessionResponse
 		warnings = []string{}
 	}
 	spec := sess.CurrentSpec()
-	skills := spec.AvailableSkills
-	if skills == nil {
-		skills = []string{}
-	}
+	// Whitelists as given: null is every tool (skill), [] none.
 	return sessionResponse{
-		ID: sess.ID, Tools: sess.Tools.Names(), AvailableTools: spec.AvailableTools, AvailableSkills: skills,
+		ID: sess.ID, Tools: sess.Tools.Names(), AvailableTools: spec.AvailableTools, AvailableSkills: spec.AvailableSkills,
 		PermissionMode: spec.PermissionMode, Workdir: sess.Info.Workdir, Metadata: spec.Metadata, Rules: spec.Rules,
 		CreatedAt: sess.CreatedAt, Warnings: warnings,
 	}
