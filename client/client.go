@@ -203,7 +203,9 @@ type Event struct {
 	Offset     int64           `json:"offset"`
 	Closed     bool            `json:"closed"`
 	Approval   json.RawMessage `json:"approval"`
-	TS         float64         `json:"ts"`
+	// Arguments are the call's arguments on input_required (what ask_user asks).
+	Arguments json.RawMessage `json:"arguments"`
+	TS        float64         `json:"ts"`
 }
 
 // Content returns a native message's content text.
@@ -248,6 +250,51 @@ func (c *Client) Run(ctx context.Context, sessionID, format string, b Batch, fn 
 		return err
 	}
 	return errors.New("toolserverd: the stream ended before done")
+}
+
+// Answer is the answer to a call of an external tool (ask_user) that waits for one:
+// Text (or Content, blocks such as {"type":"text","text":"…"}), optionally Structured,
+// and IsError when the person declined or could not answer.
+type Answer struct {
+	Text       string            `json:"-"`
+	Content    []json.RawMessage `json:"-"`
+	Structured json.RawMessage   `json:"structured,omitempty"`
+	IsError    bool              `json:"is_error,omitempty"`
+	ErrorKind  string            `json:"error_kind,omitempty"`
+}
+
+// MarshalJSON sends Content when set, else Text.
+func (a Answer) MarshalJSON() ([]byte, error) {
+	type plain Answer
+	var content any = a.Text
+	if len(a.Content) > 0 {
+		content = a.Content
+	}
+	return json.Marshal(struct {
+		Content any `json:"content"`
+		plain
+	}{content, plain(a)})
+}
+
+// AnswerCall answers a waiting external call (POST /v1/tool-calls/{id}/result); the
+// answer becomes its result. A second answer is a 409 Error.
+func (c *Client) AnswerCall(ctx context.Context, callID string, a Answer) error {
+	return c.do(ctx, http.MethodPost, "/v1/tool-calls/"+url.PathEscape(callID)+"/result", a, nil)
+}
+
+// ProvideInput answers a stateful call that yielded (tool_yield) with any JSON value.
+func (c *Client) ProvideInput(ctx context.Context, callID string, input any) error {
+	return c.do(ctx, http.MethodPost, "/v1/tool-calls/"+url.PathEscape(callID)+"/input", map[string]any{"input": input}, nil)
+}
+
+// Interrupt steers a session's running batches: calls not started yet return skipped,
+// quoting message.
+func (c *Client) Interrupt(ctx context.Context, sessionID, message string) error {
+	var body any
+	if message != "" {
+		body = map[string]string{"message": message}
+	}
+	return c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(sessionID)+"/interrupt", body, nil)
 }
 
 // CallRecord is the durable record of a call.
@@ -395,6 +442,8 @@ type MCPServer struct {
 	Notes            []string  `json:"notes,omitempty"`
 	Persisted        bool      `json:"persisted,omitempty"`
 	UpstreamSessions int       `json:"upstream_sessions,omitempty"`
+	// NextAttempt is when a failed server is tried again.
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
 }
 
 // MCPServers lists upstream MCP servers (admin).

@@ -3,9 +3,12 @@ package server_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/toolserverd/toolserverd/client"
 )
 
 // TestAskUser: the call waits for a person; the answer posted to the result endpoint
@@ -92,5 +95,50 @@ func TestAskUser(t *testing.T) {
 	}
 	if !strings.Contains(string(msgs["t2"].raw), "write the release notes") || !strings.Contains(string(msgs["m2"].raw), "orion") {
 		t.Fatalf("task_list %s / memory_search %s", msgs["t2"].raw, msgs["m2"].raw)
+	}
+}
+
+// TestClientAnswersAndInterrupts: a Go backend using the client sees what ask_user asks,
+// answers it, and can interrupt a session.
+func TestClientAnswersAndInterrupts(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	ctx := t.Context()
+	c := client.New(d.url)
+	sess, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"ask_user"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final client.Event
+	err = c.Run(ctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: "q", Name: "ask_user", Arguments: json.RawMessage(`{"question":"Which colour?"}`)}}},
+		func(ev client.Event) error {
+			switch ev.Type {
+			case "input_required":
+				if !strings.Contains(string(ev.Arguments), "Which colour?") {
+					t.Errorf("input_required arguments %s, want the question", ev.Arguments)
+				}
+				if err := c.AnswerCall(ctx, ev.CallID, client.Answer{Text: "blue", Structured: json.RawMessage(`{"choice":"blue"}`)}); err != nil {
+					t.Errorf("AnswerCall: %v", err)
+				}
+				var ce *client.Error
+				if err := c.AnswerCall(ctx, ev.CallID, client.Answer{Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"red"}`)}}); !errors.As(err, &ce) || ce.Status != 409 {
+					t.Errorf("second answer: %v, want a 409", err)
+				}
+			case "message":
+				final = ev
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.IsError || final.Content() != "blue" {
+		t.Fatalf("final message %s, want the answer", final.Message)
+	}
+	if err := c.Interrupt(ctx, sess.ID, "the user changed topic"); err != nil {
+		t.Fatalf("Interrupt: %v", err)
+	}
+	if err := c.Interrupt(ctx, "ses_nope", ""); !client.IsNotFound(err) {
+		t.Fatalf("Interrupt of an unknown session: %v, want 404", err)
 	}
 }
