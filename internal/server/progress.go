@@ -161,6 +161,10 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// Open the stream now: a quiet call may send nothing for a long while.
+	if rc.Flush() != nil {
+		return
+	}
 	send := func(event string, v any) bool {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 )
@@ -305,4 +307,27 @@ func readSSE(t *testing.T, d *daemon, callID, lastID string) (string, string) {
 	}
 	t.Fatal("SSE stream ended without a closed event")
 	return "", ""
+}
+
+// TestProgressSSEOpensAtOnce: the SSE response starts (status and headers reach the
+// client) as soon as it is subscribed, not at the first output or keep-alive, so a
+// client watching a quiet call knows it is connected.
+func TestProgressSSEOpensAtOnce(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"block"}})["id"].(string)
+	go d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"b","name":"block","arguments":{}}]}`)
+	callID := <-d.tools.blockStarts
+	defer close(d.tools.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v1/tool-calls/"+callID+"/progress/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the stream of a call without output did not open: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("SSE: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 }
