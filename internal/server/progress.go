@@ -215,7 +215,22 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 	}
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
+	var dropped int64
 	for {
+		// Events the subscription dropped (this client was slow) may include the last
+		// output and the closed event: once the backlog is drained, read the rest from
+		// the logs, and end the stream if the call has finished.
+		if n := sub.Dropped(); n > dropped && len(sub.Events()) == 0 {
+			dropped = n
+			finished, ok := catchUp()
+			if !ok {
+				return
+			}
+			if finished {
+				closed()
+				return
+			}
+		}
 		select {
 		case <-r.Context().Done():
 			return

@@ -9,14 +9,17 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/progress"
 )
 
 func TestProgressInStream(t *testing.T) {
@@ -307,6 +310,63 @@ func readSSE(t *testing.T, d *daemon, callID, lastID string) (string, string) {
 	}
 	t.Fatal("SSE stream ended without a closed event")
 	return "", ""
+}
+
+// TestProgressSSEClosedAfterDrops: a slow SSE client whose subscription dropped the
+// call's last events (the closed one among them) still gets all the output and the
+// closed event, instead of a stream that stays open for ever.
+func TestProgressSSEClosedAfterDrops(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Progress.FlushIntervalMS = 0 }})
+	id := d.createSession(map[string]any{"available_tools": []string{"block"}})["id"].(string)
+	go d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"b","name":"block","arguments":{}}]}`)
+	callID := <-d.tools.blockStarts
+	defer close(d.tools.release)
+	em := d.app.Progress.Begin(progress.CallMeta{CallID: callID})
+
+	// A client that reads nothing until told to, with a small receive buffer, so that
+	// the handler blocks writing the first (large) event while the rest pile up.
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}).DialContext}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a stream that never closes
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v1/tool-calls/"+callID+"/progress/stream", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	big := strings.Repeat("a", 16<<20)
+	em.Emit("stdout", big)
+	const small = 3000 // more than the subscriber buffer (1024)
+	for range small {
+		em.Emit("stdout", "b")
+	}
+	em.Close()
+
+	got, closed := 0, false
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var event string
+	for sc.Scan() && !closed {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var e struct{ Text string }
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e)
+			got += len(e.Text)
+			closed = event == "closed"
+		}
+	}
+	if !closed {
+		t.Fatalf("no closed event after %d of %d bytes (stream: %v)", got, len(big)+small, ctx.Err())
+	}
+	if got != len(big)+small {
+		t.Fatalf("SSE delivered %d bytes, want %d", got, len(big)+small)
+	}
 }
 
 // TestProgressSSEOpensAtOnce: the SSE response starts (status and headers reach the
