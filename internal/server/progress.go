@@ -84,8 +84,9 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if encoding == "text" && !finished {
-		// Do not split a character between two reads: hold back a trailing partial one.
-		if cut := incompleteTail(data); cut > 0 && cut < len(data) {
+		// Do not split a character between two reads: hold back a trailing partial one,
+		// even when it is all there is yet, unless max_bytes is smaller than it.
+		if cut := incompleteTail(data); cut > 0 && (cut < len(data) || int64(len(data)) < max) {
 			data = data[:len(data)-cut]
 			next -= int64(cut)
 		}

@@ -391,3 +391,47 @@ func TestProgressSSEOpensAtOnce(t *testing.T) {
 		t.Fatalf("SSE: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestProgressPollTextKeepsCharacters: in text encoding a character whose bytes have
+// not all been written yet is held back, also when it is all there is to read, so a
+// poller that keeps up with the output never gets it split into two U+FFFD.
+func TestProgressPollTextKeepsCharacters(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Progress.FlushIntervalMS = 0 }})
+	id := d.createSession(map[string]any{"available_tools": []string{"block"}})["id"].(string)
+	go d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"b","name":"block","arguments":{}}]}`)
+	callID := <-d.tools.blockStarts
+	defer close(d.tools.release)
+	em := d.app.Progress.Begin(progress.CallMeta{CallID: callID})
+	var text strings.Builder
+	off := int64(0)
+	read := func() {
+		t.Helper()
+		code, _, body := d.do("GET", fmt.Sprintf("/v1/tool-calls/%s/progress?offset=%d", callID, off), nil)
+		if code != 200 {
+			t.Fatalf("poll: %d %s", code, body)
+		}
+		validate(t, "ProgressChunk", body)
+		var ch struct {
+			Data        string `json:"data"`
+			NextOffset  int64  `json:"next_offset"`
+			InvalidUTF8 bool   `json:"invalid_utf8"`
+		}
+		if err := json.Unmarshal(body, &ch); err != nil {
+			t.Fatal(err)
+		}
+		if ch.InvalidUTF8 {
+			t.Fatalf("poll from %d: invalid UTF-8 in %s", off, body)
+		}
+		text.WriteString(ch.Data)
+		off = ch.NextOffset
+	}
+	em.Emit("stdout", "price: \xe2\x82") // "€" is e2 82 ac
+	read()                               // "price: ", the partial character held back
+	read()                               // nothing new but the partial character
+	em.Emit("stdout", "\xac 12\n")
+	read()
+	if got := text.String(); got != "price: € 12\n" {
+		t.Fatalf("polled text %q, want %q", got, "price: € 12\n")
+	}
+}
