@@ -11,8 +11,8 @@ import (
 var readOnlyCommands = map[string]func(args []string) bool{}
 
 func init() {
-	for _, name := range strings.Fields(`ls cat head tail wc grep egrep fgrep zgrep ag echo printf pwd which
-		whereis type printenv uname whoami id groups uptime df du free ps file stat realpath readlink
+	for _, name := range strings.Fields(`ls cat head tail wc grep egrep fgrep zgrep echo printf pwd which
+		whereis type printenv uname whoami id groups uptime df du free ps stat realpath readlink
 		dirname basename cut tr nl od hexdump md5sum sha1sum sha224sum sha256sum sha384sum sha512sum shasum
 		cksum b2sum diff cmp comm column fold tac rev strings jq true false test [ seq expr sleep nproc
 		arch tty locale getconf cal cd pushd popd dirs : lsblk lscpu whatis less more zcat read`) {
@@ -26,6 +26,8 @@ func init() {
 		"uniq":     maxPositional(1, "fsw"),
 		"xxd":      maxPositional(1, "cglsoCn"),
 		"rg":       rgReadOnly,
+		"ag":       runsNone("", "--pager", 5),    // --pager=CMD runs CMD through the shell
+		"file":     runsNone("C", "--compile", 4), // -C writes a compiled magic file
 		"fd":       fdReadOnly,
 		"tree":     noneOf("-o"),
 		"date":     dateReadOnly,
@@ -103,7 +105,42 @@ func goReadOnly(args []string) bool {
 	if len(args) > 0 && args[0] == "env" {
 		return !contains(args, "-w") && !contains(args, "-u")
 	}
+	for _, a := range args {
+		// -vettool and -toolexec run the program they name.
+		name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "vettool" || name == "toolexec") {
+			return false
+		}
+	}
 	return subcommands("version", "list", "vet", "doc", "help")(args)
+}
+
+// runsNone refuses the option that makes an otherwise read-only command run a
+// program or write a file: one of shorts anywhere in a cluster of short options,
+// or long, also abbreviated to at least minLong characters (getopt_long takes any
+// unambiguous prefix).
+func runsNone(shorts, long string, minLong int) func([]string) bool {
+	return func(args []string) bool {
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if abbrevOf(a, long, minLong) {
+				return false
+			}
+			if shorts != "" && len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsAny(a[1:], shorts) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// abbrevOf reports whether arg names the long option long ("--pager"), in full or
+// by a prefix of at least min characters, with or without "=value".
+func abbrevOf(arg, long string, min int) bool {
+	name, _, _ := strings.Cut(arg, "=")
+	return strings.HasPrefix(name, "--") && len(name) >= min && strings.HasPrefix(long, name)
 }
 
 func versionOnly(args []string) bool {
@@ -160,7 +197,8 @@ func sortReadOnly(args []string) bool {
 
 func rgReadOnly(args []string) bool {
 	for _, a := range args {
-		if a == "--pre" || strings.HasPrefix(a, "--pre=") {
+		// --pre and --hostname-bin run the program they name.
+		if a == "--pre" || strings.HasPrefix(a, "--pre=") || a == "--hostname-bin" || strings.HasPrefix(a, "--hostname-bin=") {
 			return false
 		}
 	}
@@ -251,6 +289,10 @@ func gitReadOnly(args []string) bool {
 		if strings.HasPrefix(a, "--output") || a == "--ext-diff" {
 			return false
 		}
+	}
+	// git grep -O<cmd> (--open-files-in-pager) runs cmd through the shell.
+	if sub == "grep" && !runsNone("O", "--open-files-in-pager", 4)(rest) {
+		return false
 	}
 	switch {
 	case gitReadOnlySubs[sub]:
