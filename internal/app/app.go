@@ -511,9 +511,36 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 				_ = a.Notifier.Notify(ectx, store.TopicApproval, "")
 				_ = a.Notifier.Notify(ectx, store.TopicCall, "")
 			}
+			a.runApprovedUnclaimed(ectx, aps)
 		}
 	}()
 	return &server.Approvals{Store: aps, Notifier: a.Notifier, Answers: aps, RunGrace: 300 * time.Millisecond}, nil
+}
+
+// approvedUnclaimedAfter is how long an approved call may stay unclaimed before any
+// replica's sweep runs it: its waiting stream (or the deciding replica, after
+// RunGrace) normally claims it within milliseconds.
+const approvedUnclaimedAfter = 2 * time.Second
+
+// runApprovedUnclaimed runs the approved calls nobody ran: the deciding replica
+// stopped or died between the decision and the claim, or its run could not start.
+// ClaimCall lets exactly one replica run each.
+func (a *App) runApprovedUnclaimed(ctx context.Context, aps approvalStore) {
+	ids, err := aps.ApprovedUnclaimed(ctx, time.Now().UTC().Add(-approvedUnclaimedAfter), 100)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.Log.Error("looking for approved calls nobody ran failed", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		a.Log.Warn("running an approved call that nobody ran", "call_id", id)
+		go func() {
+			if err := a.Exec.RunApproved(context.WithoutCancel(ctx), a.Sessions, id); err != nil && !errors.Is(err, store.ErrConflict) {
+				a.Log.Error("running an approved call failed", "call_id", id, "err", err)
+			}
+		}()
+	}
 }
 
 // Close stops jobs, flushes pending records and progress, and closes the store.

@@ -17,6 +17,7 @@ type approvalStore interface {
 	session.ApprovalStore
 	server.ApprovalStore
 	ExpireApprovals(ctx context.Context, at time.Time) (int, error)
+	ApprovedUnclaimed(ctx context.Context, decidedBefore time.Time, limit int) ([]string, error)
 	AnswerCall(ctx context.Context, id string, result *tool.Result, at time.Time) error
 }
 

@@ -141,6 +141,12 @@ type ApprovalStore interface {
 	// claimers, on any replica, exactly one gets nil. Not waiting (claimed, finished),
 	// or an approval pending, denied or expired: ErrConflict. Unknown: ErrNotFound.
 	ClaimCall(ctx context.Context, callID, owner string, at time.Time) error
+	// ApprovedUnclaimed returns the ids of calls still waiting although an approval
+	// approved them at or before decidedBefore, and none of their approvals is anything
+	// but approved: approved calls nobody claimed (the decider stopped or died before
+	// running it). Oldest first, at most limit (<= 0: 100). ClaimCall still decides
+	// who runs each.
+	ApprovedUnclaimed(ctx context.Context, decidedBefore time.Time, limit int) ([]string, error)
 	// ExpireApprovals, in one transaction, marks every pending approval whose ExpiresAt
 	// is not after now expired (DecidedAt now, no Decision), finishes each one's call,
 	// if still waiting, as failed with a KindDenied result "approval expired", and
@@ -354,4 +360,15 @@ func checkApprovalFilter(f ApprovalFilter) error {
 // expiredNow reports whether a pending approval can no longer be decided at t.
 func expiredNow(a *Approval, t time.Time) bool {
 	return a.Status == ApprovalPending && a.ExpiresAt != nil && !a.ExpiresAt.After(utcMicro(t))
+}
+
+// approvedUnclaimedQuery is ApprovedUnclaimed's query in either dialect, given its two
+// placeholders (the cutoff, the limit). The status condition repeats the partial
+// index's (tool_calls_tenant_active_idx) so that only active calls are read.
+func approvedUnclaimedQuery(cutoff, limit string) string {
+	return `SELECT c.id FROM tool_calls c
+		WHERE c.status IN ('pending', 'running', 'waiting') AND c.status = 'waiting'
+		AND EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'approved' AND a.decided_at <= ` + cutoff + `)
+		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status <> 'approved')
+		ORDER BY c.created_at, c.id LIMIT ` + limit
 }

@@ -328,6 +328,25 @@ func (p *Postgres) ExpireApprovals(ctx context.Context, at time.Time) (int, erro
 	return len(expired), nil
 }
 
+// ApprovedUnclaimed implements ApprovalStore.ApprovedUnclaimed.
+func (p *Postgres) ApprovedUnclaimed(ctx context.Context, decidedBefore time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := p.pool.Query(ctx, approvedUnclaimedQuery("$1", "$2"), utcMicro(decidedBefore), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: approved unclaimed calls: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: approved unclaimed calls: %w", err)
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	return ids, nil
+}
+
 // ClaimCall implements ApprovalStore.ClaimCall. Concurrent claimers on any
 // replica queue on the call's row lock; after the winner commits, the others re-check
 // status = 'waiting', find running, and get ErrConflict.

@@ -341,6 +341,30 @@ func (s *SQLite) ExpireApprovals(ctx context.Context, at time.Time) (int, error)
 	return len(expired), nil
 }
 
+// ApprovedUnclaimed implements ApprovalStore.ApprovedUnclaimed.
+func (s *SQLite) ApprovedUnclaimed(ctx context.Context, decidedBefore time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, approvedUnclaimedQuery("?", "?"), sqliteTime(decidedBefore), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: approved unclaimed calls: %w", err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: approved unclaimed calls: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: approved unclaimed calls: %w", err)
+	}
+	return ids, nil
+}
+
 // ClaimCall implements ApprovalStore.ClaimCall.
 func (s *SQLite) ClaimCall(ctx context.Context, callID, owner string, at time.Time) error {
 	if err := ctx.Err(); err != nil {

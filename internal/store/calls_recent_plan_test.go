@@ -29,21 +29,7 @@ func TestRecentCallsPlanSQLite(t *testing.T) {
 	defer s.Close()
 	for _, tc := range recentPlanCases {
 		q, args := sqliteRecentCallsQuery(tc.f)
-		rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		got := strings.Join(plan, "; ")
+		got := sqlitePlan(t, s, q, args...)
 		if !strings.Contains(got, "USING INDEX "+tc.index) || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan %q, want a search of %s with no sort", tc.name, got, tc.index)
 		}
@@ -88,4 +74,39 @@ func TestRecentCallsPlanPostgres(t *testing.T) {
 			t.Errorf("%s: plan %q, want a scan of %s with no sort", tc.name, got, tc.index)
 		}
 	}
+}
+
+// TestApprovedUnclaimedPlanSQLite: the sweep for approved calls nobody ran reads the
+// active calls' partial index, not every call ever recorded.
+func TestApprovedUnclaimedPlanSQLite(t *testing.T) {
+	t.Parallel()
+	s, err := OpenSQLite(t.Context(), t.TempDir()+"/plan.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := sqlitePlan(t, s, approvedUnclaimedQuery("?", "?"), "2025-01-01T00:00:00.000000Z", 100)
+	if !strings.Contains(got, "tool_calls_tenant_active_idx") || strings.Contains(got, "SCAN c;") || strings.HasSuffix(got, "SCAN c") {
+		t.Errorf("plan %q, want the calls read through tool_calls_tenant_active_idx", got)
+	}
+}
+
+// sqlitePlan is SQLite's query plan of q, its steps joined by "; ".
+func sqlitePlan(t *testing.T, s *SQLite, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "; ")
 }

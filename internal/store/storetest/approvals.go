@@ -36,6 +36,7 @@ func RunApprovals(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ExpireApprovals", testExpireApprovals},
 		{"ClaimCall", testClaimCall},
 		{"ClaimAgainAfterSecondApproval", testClaimAgainAfterSecondApproval},
+		{"ApprovedUnclaimed", testApprovedUnclaimed},
 		{"ClaimExclusive", func(t *testing.T, s store.Store, _ store.ApprovalStore) { ClaimRace(t, s) }},
 		{"WaitingSurvivesAbandonCalls", testWaitingSurvivesAbandonCalls},
 		{"Audit", testAudit},

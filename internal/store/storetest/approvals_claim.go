@@ -330,3 +330,66 @@ func AuditIsTransactional(t *testing.T, s store.Store, breakAudit func(t *testin
 		t.Errorf("call after failed deny/expiry = %q %+v, want still waiting", c.Status, c.Result)
 	}
 }
+
+// testApprovedUnclaimed: only calls still waiting after an approval, with no other
+// approval undecided or refused, decided at or before the cutoff, are found.
+func testApprovedUnclaimed(t *testing.T, s store.Store, as store.ApprovalStore) {
+	approve := func(id string) {
+		pendingApproval(t, s, as, "apr_"+id, id)
+		decide(t, as, "apr_"+id, store.DecisionApprove) // decided at(time.Minute)
+	}
+	approve("tc_a")
+	approve("tc_b")
+	pendingApproval(t, s, as, "apr_pending", "tc_pending")
+	pendingApproval(t, s, as, "apr_denied", "tc_denied")
+	decide(t, as, "apr_denied", store.DecisionDeny)
+	approve("tc_claimed")
+	if err := as.ClaimCall(t.Context(), "tc_claimed", "replica-1", at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	mustCall(t, s, "tc_external", store.CallWaiting)
+	// Approved, claimed, then asking again: waiting on a pending second approval.
+	approve("tc_again")
+	if err := as.ClaimCall(t.Context(), "tc_again", "replica-1", at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	second := fullApproval("apr_again_2", "tc_again")
+	second.CreatedAt = at(2 * time.Minute)
+	if err := as.CreateApproval(t.Context(), second); err != nil {
+		t.Fatal(err)
+	}
+
+	find := func(before time.Time, limit int) []string {
+		t.Helper()
+		ids, err := as.ApprovedUnclaimed(t.Context(), before, limit)
+		if err != nil {
+			t.Fatalf("ApprovedUnclaimed: %v", err)
+		}
+		return ids
+	}
+	if got := find(at(time.Hour), 0); !reflect.DeepEqual(got, []string{"tc_a", "tc_b"}) {
+		t.Errorf("approved and unclaimed: %q, want tc_a and tc_b", got)
+	}
+	if got := find(at(time.Minute), 0); !reflect.DeepEqual(got, []string{"tc_a", "tc_b"}) {
+		t.Errorf("cutoff at the decision: %q, want both (at or before)", got)
+	}
+	if got := find(at(59*time.Second), 0); len(got) != 0 || got == nil {
+		t.Errorf("cutoff before the decision: %#v, want an empty list", got)
+	}
+	if got := find(at(time.Hour), 1); !reflect.DeepEqual(got, []string{"tc_a"}) {
+		t.Errorf("limit 1: %q, want the oldest", got)
+	}
+	// The second approval approved: the call is found again; claimed: it is not.
+	if _, err := as.DecideApproval(t.Context(), "apr_again_2", store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "alice", At: at(3 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(at(time.Hour), 0); !reflect.DeepEqual(got, []string{"tc_a", "tc_again", "tc_b"}) {
+		t.Errorf("after the second approval: %q, want tc_a, tc_again, tc_b", got)
+	}
+	if err := as.ClaimCall(t.Context(), "tc_a", "replica-1", at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(at(time.Hour), 0); !reflect.DeepEqual(got, []string{"tc_again", "tc_b"}) {
+		t.Errorf("after claiming tc_a: %q, want tc_again, tc_b", got)
+	}
+}
