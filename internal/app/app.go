@@ -233,9 +233,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		log.Warn("skill not loaded", "dir", p.Dir, "problem", p.Error)
 	}
 	a.Sessions.UseSkills(a.Skills)
-	if err := a.Sessions.Start(context.WithoutCancel(ctx), log); err != nil {
-		return nil, err
-	}
 	a.Trunc = toolmgr.NewTruncator(cfg.MaxToolResultTokens)
 	a.Exec = session.NewExecutor(session.ExecConfig{
 		DefaultTimeout: cfg.Calls.DefaultTimeout,
@@ -254,6 +251,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	approvals, err := a.permissions(ctx)
 	if err != nil {
+		return nil, err
+	}
+	// Sessions changed on another replica are read again before their next use here.
+	a.Sessions.UseNotifier(a.Notifier, cfg.ReplicaID)
+	if err := a.Sessions.Start(context.WithoutCancel(ctx), log); err != nil {
 		return nil, err
 	}
 	keys, ok := a.Store.(store.APIKeyStore)

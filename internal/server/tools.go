@@ -52,6 +52,10 @@ func (s *Server) listSessionTools(w http.ResponseWriter, r *http.Request) {
 		// The turn's text narrows the list: the best-ranked tools plus
 		// tool_expand_tools; the others stay callable after an expansion.
 		specs = s.Sessions.Suggest(sess, query, limit)
+		if err := s.Sessions.SaveState(r.Context(), sess); err != nil {
+			// The listing holds on this replica; others and a restart miss it.
+			s.log.WarnContext(r.Context(), "saving the session's tool selection failed", "session_id", sess.ID, "err", err)
+		}
 	} else if sess.GroupsConfigured() {
 		specs = append(specs, sess.ResetToolSpec())
 	}

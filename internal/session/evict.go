@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -24,8 +25,9 @@ import (
 // Reloading rebuilds a session from its stored spec: whitelist, permission mode,
 // rules (approvals' allow rules are written to the spec when granted), active tool
 // groups. What lives only in memory is handled here:
-//   - the turn's tool selection and the active skill are written with the spec when
-//     the session is evicted (its resume part) and restored when it is loaded;
+//   - the turn's tool selection and the active skill are written with the spec (its
+//     resume part) when they change (shared.go) and when the session is evicted, and
+//     restored when it is loaded;
 //   - the sandbox is released (Resources): finished jobs and their logs go with it;
 //   - the file guard's read records are lost, as after a restart: a file must be read
 //     again before it is overwritten;
@@ -142,10 +144,12 @@ func (m *Manager) Live() int {
 }
 
 // Start runs the sweeper: every quarter of the idle timeout (at most every minute) and
-// whenever MaxLive is passed, it evicts. Without an idle timeout or a cap it does
-// nothing. Stop ends it.
+// whenever MaxLive is passed, it evicts; without an idle timeout or a cap it does not.
+// With a notifier (UseNotifier) it also listens for other replicas' changes to
+// sessions. Stop ends it.
 func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
-	if m.cfg.IdleTimeout == 0 && m.cfg.MaxLive == 0 {
+	evicting := m.cfg.IdleTimeout != 0 || m.cfg.MaxLive != 0
+	if !evicting && m.notifier == nil {
 		return nil
 	}
 	if log == nil {
@@ -158,16 +162,40 @@ func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 	}
 	ctx, m.stop = context.WithCancel(ctx)
 	m.done = make(chan struct{})
+	// Subscribed before Start returns: no change made after it is missed.
+	var changes <-chan string
+	unsubscribe := func() {}
+	if m.notifier != nil {
+		changes, unsubscribe = m.notifier.Subscribe(TopicSession)
+	}
+	var tick <-chan time.Time
+	var ticker *time.Ticker
+	if evicting {
+		ticker = time.NewTicker(m.sweepInterval())
+		tick = ticker.C
+	}
 	go func(done chan<- struct{}) {
 		defer close(done)
-		t := time.NewTicker(m.sweepInterval())
-		defer t.Stop()
+		defer unsubscribe()
+		if ticker != nil {
+			defer ticker.Stop()
+		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case payload, ok := <-changes:
+				if !ok {
+					changes = nil
+				} else {
+					m.heard(payload)
+				}
+				continue
+			case <-tick:
 			case <-m.kick:
+				if !evicting {
+					continue
+				}
 			}
 			n, err := m.Sweep(ctx, time.Now())
 			if err != nil && ctx.Err() == nil {
@@ -266,7 +294,7 @@ func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, 
 		s.touch()
 		return false, nil
 	}
-	if err := m.saveResume(ctx, s); err != nil {
+	if _, err := m.saveResume(ctx, s); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
@@ -293,32 +321,36 @@ func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, 
 }
 
 // saveResume writes s's resume state into its stored spec, when it has one or the
-// stored spec holds an old one. The stored spec is read again, under s's lock (which
-// AllowRules and setGroups hold while they write), so that no rule written meanwhile,
-// here or by another replica, is lost.
-func (m *Manager) saveResume(ctx context.Context, s *Session) error {
+// stored spec holds an old one, and reports whether it wrote. The stored spec is read
+// again, under s's lock (which AllowRules and setGroups hold while they write), so
+// that no rule written meanwhile, here or by another replica, is lost.
+func (m *Manager) saveResume(ctx context.Context, s *Session) (bool, error) {
 	r := s.resume()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r == nil && !s.resumeStored {
-		return nil
+		return false, nil
 	}
 	rec, err := m.store.GetSession(ctx, s.ID)
 	if err != nil {
-		return fmt.Errorf("session %s: reading it before eviction: %w", s.ID, err)
+		return false, fmt.Errorf("session %s: reading its stored spec: %w", s.ID, err)
 	}
 	var stored storedSpec
 	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
-		return fmt.Errorf("session %s: stored spec: %w", s.ID, err)
+		return false, fmt.Errorf("session %s: stored spec: %w", s.ID, err)
+	}
+	if reflect.DeepEqual(stored.Resume, r) {
+		s.resumeStored = r != nil
+		return false, nil // already so (written by another replica, or unchanged)
 	}
 	stored.Resume = r
 	raw, err := json.Marshal(stored)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := m.store.UpdateSessionSpec(ctx, s.ID, raw, time.Now().UTC()); err != nil {
-		return fmt.Errorf("session %s: saving its selection and skill before eviction: %w", s.ID, err)
+		return false, fmt.Errorf("session %s: saving its tool selection and skill: %w", s.ID, err)
 	}
 	s.resumeStored = r != nil
-	return nil
+	return true, nil
 }

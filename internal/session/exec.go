@@ -454,6 +454,12 @@ func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint6
 // finish records a call's result, reports it to the observer and returns the message
 // (the result cut to the token budget).
 func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool.Result, start time.Time, started, recorded bool) *tool.Result {
+	if started && !res.IsError && sess != nil && changesSession[c.Name] {
+		// Before the result is sent: the model's next call may reach another replica.
+		if err := sess.manager.SaveState(ctx, sess); err != nil {
+			x.log.WarnContext(ctx, "saving the session's state failed", "session_id", sess.ID, "call_id", c.ID, "err", err)
+		}
+	}
 	msg := res
 	if x.trunc != nil {
 		msg = x.trunc.Apply(res)
@@ -481,6 +487,10 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 	x.endCall(ctx, c, c.Name, res, time.Since(start))
 	return msg
 }
+
+// changesSession names the tools whose calls change what a session holds in memory
+// only (its narrowed tool list, its active skill); see Manager.SaveState.
+var changesSession = map[string]bool{ExpandToolName: true, "skill": true}
 
 // execute runs one resolved call; started reports whether the tool was invoked. emit
 // receives a stateful call's intermediate results; nil for background calls.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
@@ -103,11 +104,12 @@ type Session struct {
 	subs         map[chan Event]struct{}
 
 	// What eviction looks at (see evict.go).
-	holds        int        // calls of the session running or waiting in this process
-	lastUsed     time.Time  // last Get, or end of a call or subscription
-	evicted      bool       // dropped from the manager's live sessions
-	releasing    sync.Mutex // held by evict while it releases the session's resources
-	resumeStored bool       // the stored spec carries a resume part
+	holds        int         // calls of the session running or waiting in this process
+	lastUsed     time.Time   // last Get, or end of a call or subscription
+	evicted      bool        // dropped from the manager's live sessions
+	releasing    sync.Mutex  // held by evict while it releases the session's resources
+	resumeStored bool        // the stored spec carries a resume part
+	stale        atomic.Bool // another replica changed the stored spec (shared.go)
 }
 
 // Subscribe receives the session's events that belong to no request: results of
@@ -250,6 +252,10 @@ type Manager struct {
 	idxMu      sync.Mutex
 	idx        *rank.Index
 	idxVersion uint64
+
+	// Sharing sessions with other replicas (shared.go); nil: one process.
+	notifier store.Notifier
+	replica  string
 }
 
 // UseSkills gives sessions their view (available_skills) of the skill registry.
@@ -305,6 +311,11 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 	if ok {
 		if sess.Tenant != tenant {
 			return nil, ErrNotFound
+		}
+		if sess.stale.Load() {
+			// Served as this process has it when the store cannot say (the next use
+			// tries again); calls need the store anyway.
+			_ = m.refresh(ctx, sess)
 		}
 		return sess, nil
 	}
@@ -448,14 +459,16 @@ func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string)
 	defer sess.mu.Unlock()
 	spec := sess.Spec
 	spec.ActiveGroups = active
-	raw, err := json.Marshal(spec)
+	resume := sess.resume()
+	raw, err := json.Marshal(storedSpec{Spec: spec, Resume: resume})
 	if err != nil {
 		return nil, err
 	}
 	if err := m.store.UpdateSessionSpec(ctx, sess.ID, raw, time.Now().UTC()); err != nil {
 		return nil, fmt.Errorf("session: persist active groups: %w", err)
 	}
-	sess.resumeStored = false // the write replaced the stored spec, resume part included
+	sess.resumeStored = resume != nil
+	m.changed(ctx, sess.ID)
 	var newly []Group
 	next := map[string]bool{}
 	for _, g := range m.cfg.Groups {
@@ -577,15 +590,17 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 	}
 	rs.Allow = append(append([]string(nil), rs.Allow...), rules...)
 	spec.Rules = &rs
-	raw, err := json.Marshal(spec)
+	resume := sess.resume()
+	raw, err := json.Marshal(storedSpec{Spec: spec, Resume: resume})
 	if err != nil {
 		return err
 	}
 	if err := m.store.UpdateSessionSpec(ctx, id, raw, time.Now().UTC()); err != nil {
 		return fmt.Errorf("session: persist rules: %w", err)
 	}
-	sess.resumeStored = false // the write replaced the stored spec, resume part included
+	sess.resumeStored = resume != nil
 	sess.Spec = spec
 	sess.rules = append(append([]approval.Rule(nil), sess.rules...), parsed...)
+	m.changed(ctx, id)
 	return nil
 }

@@ -1,0 +1,106 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// Sessions are shared through the store. Every change a turn makes to a session is
+// written to its stored spec when it is made: rules an approval adds (AllowRules),
+// tool groups (reset_tools), and, in the spec's resume part, the narrowed tool list
+// (a ranked listing, tool_expand_tools) and the active skill (SaveState). So they
+// hold after a restart, and a replica loading the session sees them. A replica that
+// holds the session live already learns of a change from the notifier (TopicSession)
+// and reads the stored spec again before the session's next use (refresh).
+// Notifications can be lost (see store.Notifier): a replica that missed one acts on
+// the session as it had it until the next change it hears of.
+
+// TopicSession is notified when a session's stored state changed; the payload is the
+// session id and the replica that changed it, separated by a space.
+const TopicSession = "session"
+
+// UseNotifier makes the manager tell other replicas of its changes to sessions and
+// listen for theirs (from Start); replica names this process. Call it before Start.
+func (m *Manager) UseNotifier(n store.Notifier, replica string) {
+	m.notifier, m.replica = n, replica
+}
+
+// changed tells the other replicas that session id's stored state changed.
+func (m *Manager) changed(ctx context.Context, id string) {
+	if m.notifier != nil {
+		_ = m.notifier.Notify(context.WithoutCancel(ctx), TopicSession, id+" "+m.replica)
+	}
+}
+
+// SaveState writes what the session holds in memory only — the narrowed tool list
+// and the active skill — into its stored spec when it differs from what is stored.
+func (m *Manager) SaveState(ctx context.Context, s *Session) error {
+	wrote, err := m.saveResume(ctx, s)
+	if wrote {
+		m.changed(ctx, s.ID)
+	}
+	return err
+}
+
+// heard marks the live session a notification names as changed elsewhere; an empty
+// payload (notifications may have been missed) marks every live session.
+func (m *Manager) heard(payload string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if payload == "" {
+		for _, s := range m.live {
+			s.stale.Store(true)
+		}
+		return
+	}
+	id, replica, _ := strings.Cut(payload, " ")
+	if replica == m.replica {
+		return // this process's own change
+	}
+	if s, ok := m.live[id]; ok {
+		s.stale.Store(true)
+	}
+}
+
+// refresh reads the stored spec of a session another replica changed and applies
+// what may change: rules, active groups, narrowed tools and active skill.
+func (m *Manager) refresh(ctx context.Context, s *Session) error {
+	s.stale.Store(false) // first: a change heard during the read marks it again
+	rec, err := m.store.GetSession(ctx, s.ID)
+	if err != nil {
+		s.stale.Store(true)
+		return fmt.Errorf("session %s: reading what another replica changed: %w", s.ID, err)
+	}
+	var stored storedSpec
+	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
+		return fmt.Errorf("session %s: stored spec: %w", s.ID, err)
+	}
+	rules, err := stored.Spec.Rules.parse()
+	if err != nil {
+		return fmt.Errorf("session %s: stored rules: %w", s.ID, err)
+	}
+	groups := map[string]bool{}
+	for _, g := range stored.Spec.ActiveGroups {
+		if m.hasGroup(g) {
+			groups[g] = true
+		}
+	}
+	s.mu.Lock()
+	s.Spec.Rules, s.rules = stored.Spec.Rules, append([]approval.Rule(nil), rules...)
+	s.Spec.ActiveGroups, s.groups = stored.Spec.ActiveGroups, groups
+	s.resumeStored = stored.Resume != nil
+	s.mu.Unlock()
+	r := stored.Resume
+	if r == nil {
+		r = &resumeState{}
+	}
+	s.Narrow(r.Narrowed)
+	s.activeSkill().Set(skills.Skill{Name: r.Skill, AllowedTools: r.SkillAllowedTools})
+	return nil
+}

@@ -1,0 +1,118 @@
+package session
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// TestSharedSessionState: two managers on one store (two replicas) with one
+// notifier. What one changes — narrowed tools, active skill, rules — the other, which
+// holds the session live already, applies before the session's next use; an empty
+// notification (some may have been missed) makes it read every live session again.
+func TestSharedSessionState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := store.NewInProcessNotifier(0)
+	tm := toolmgr.New()
+	tm.MustRegister(named{"echo", "builtin"}, named{"other", "builtin"})
+	replica := func(name string) *Manager {
+		m, err := NewManager(Config{WorkspaceDir: filepath.Join(dir, "ws")}, st, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.UseNotifier(n, name)
+		if err := m.Start(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		return m
+	}
+	a, b := replica("a"), replica("b")
+	sa, _, err := a.Create(ctx, "t1", Spec{AvailableTools: []string{"echo", "other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Get(ctx, "t1", sa.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// eventually: notifications are delivered asynchronously.
+	eventually := func(what string, cond func(*Session) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s, err := b.Get(ctx, "t1", sa.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s != sb {
+				t.Fatal("b loaded a second copy of a session it holds")
+			}
+			if cond(s) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("b never saw %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	sa.Narrow([]string{"echo"})
+	sa.activeSkill().Set(skills.Skill{Name: "review", AllowedTools: []string{"echo"}})
+	if err := a.SaveState(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the narrowed list and the skill", func(s *Session) bool {
+		name, allowed := s.activeSkill().Current()
+		return !s.Selected("other") && s.Selected("echo") && name == "review" && slices.Equal(allowed, []string{"echo"})
+	})
+	if err := a.AllowRules(ctx, "t1", sa.ID, []string{"echo"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the rule", func(s *Session) bool {
+		rs := s.CurrentSpec().Rules
+		return rs != nil && slices.Equal(rs.Allow, []string{"echo"}) && len(s.Rules()) == 1
+	})
+	// Adding the rule kept the narrowed list and the skill.
+	if name, _ := sb.activeSkill().Current(); name != "review" || sb.Selected("other") {
+		t.Fatalf("after the rule, b has skill %q and other selected %v", name, sb.Selected("other"))
+	}
+	// Lifted on a, through the store alone, then an empty notification.
+	sa.Narrow(nil)
+	sa.activeSkill().Set(skills.Skill{})
+	if _, err := a.saveResume(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if !sb.Selected("echo") || sb.Selected("other") {
+		t.Fatal("b changed without a notification")
+	}
+	if err := n.Notify(ctx, TopicSession, ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the change after an empty notification", func(s *Session) bool {
+		name, _ := s.activeSkill().Current()
+		return s.Selected("other") && name == ""
+	})
+	// A's own changes do not make a read its own copy again.
+	if err := a.AllowRules(ctx, "t1", sa.ID, []string{"other"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if sa.stale.Load() {
+		t.Fatal("a marked its own change stale")
+	}
+}
