@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -95,6 +96,11 @@ func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 			return json.RawMessage(s), fmt.Sprintf("malformed JSON in the arguments string (%v)", err)
 		}
 		raw = inner
+	}
+	if !utf8.Valid(raw) {
+		// Bytes that are not UTF-8 (Latin-1 text) reach the tool as U+FFFD, and are
+		// recorded so: no store could keep them as they are.
+		raw = bytes.ToValidUTF8(raw, []byte("\uFFFD"))
 	}
 	if raw[0] != '{' {
 		return raw, "arguments must be a JSON object"

@@ -219,6 +219,10 @@ func (x *Executor) Check(b Batch) error {
 		if c.ToolCallID == "" {
 			return &PlanError{fmt.Sprintf("calls[%d]: id is required", i)}
 		}
+		// No store can keep a NUL in these (PostgreSQL refuses it in text).
+		if strings.IndexByte(c.ToolCallID, 0) >= 0 || strings.IndexByte(c.Name, 0) >= 0 {
+			return &PlanError{fmt.Sprintf("calls[%d]: id and name must not contain a NUL character", i)}
+		}
 		if j, dup := seen[c.ToolCallID]; dup {
 			return &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
 		}

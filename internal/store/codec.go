@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -51,7 +52,13 @@ func encodeResult(r *tool.Result) ([]byte, error) {
 	if err := enc.Encode(r); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if !utf8.Valid(b) {
+		// Only a tool's raw structured or details JSON can hold such bytes (inside its
+		// strings); PostgreSQL refuses them, so every store keeps U+FFFD instead.
+		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
+	}
+	return b, nil
 }
 
 func decodeResult(b []byte) (*tool.Result, error) {
@@ -132,6 +139,15 @@ func prepareCall(c *Call) error {
 	}
 	if c.Name == "" {
 		return fmt.Errorf("call %s: name is empty: %w", c.ID, ErrInvalid)
+	}
+	for _, f := range []struct{ what, s string }{{"session id", c.SessionID}, {"tenant", c.Tenant},
+		{"tool_call_id", c.ToolCallID}, {"name", c.Name}, {"owner", c.Owner}} {
+		if err := checkStoredText("call "+c.ID+": "+f.what, f.s); err != nil {
+			return err
+		}
+	}
+	if !utf8.Valid(c.Arguments) {
+		return fmt.Errorf("call %s: arguments are not valid UTF-8: %w", c.ID, ErrInvalid)
 	}
 	if !validStatus(c.Status) {
 		return fmt.Errorf("call %s: unknown status %q: %w", c.ID, c.Status, ErrInvalid)

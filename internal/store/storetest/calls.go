@@ -155,6 +155,12 @@ func testInvalidRecords(t *testing.T, s store.Store) {
 			Arguments: json.RawMessage(`{"path":`)}}, nil},
 		{"structured not JSON", []*store.Call{{ID: "tc_x", SessionID: "ses_1", Name: "x", Status: store.CallSucceeded,
 			Result: &tool.Result{Structured: json.RawMessage(`nope`)}}}, nil},
+		// Text PostgreSQL cannot keep is refused by every store, before anything is
+		// written, so that one such call never fails the writes batched with it.
+		{"tool_call_id with a NUL byte", []*store.Call{{ID: "tc_x", SessionID: "ses_1", ToolCallID: "call\x00", Name: "x", Status: store.CallRunning}}, nil},
+		{"name not UTF-8", []*store.Call{{ID: "tc_x", SessionID: "ses_1", ToolCallID: "call_x", Name: "x\xff", Status: store.CallRunning}}, nil},
+		{"arguments not UTF-8", []*store.Call{{ID: "tc_x", SessionID: "ses_1", ToolCallID: "call_x", Name: "x", Status: store.CallRunning,
+			Arguments: json.RawMessage("{\"path\":\"Jos\xe9\"}")}}, nil},
 		{"finish to a non-terminal status", nil, []store.CallFinish{{ID: "tc_ok", Status: store.CallRunning}}},
 		{"finish without id", nil, []store.CallFinish{{Status: store.CallSucceeded}}},
 	}
@@ -172,6 +178,32 @@ func testInvalidRecords(t *testing.T, s store.Store) {
 	wantErrIs(t, "CreateSession(bad spec)", err, store.ErrInvalid)
 	err = s.CreateSession(t.Context(), &store.Session{Tenant: "acme"})
 	wantErrIs(t, "CreateSession(no id)", err, store.ErrInvalid)
+}
+
+// testResultNotUTF8: a tool's structured output may hold bytes that are not UTF-8 (an
+// upstream API answering JSON in Latin-1). PostgreSQL cannot keep them, so every store
+// keeps U+FFFD in their place; the finish, and the other calls written with it, succeed.
+func testResultNotUTF8(t *testing.T, s store.Store) {
+	mustWrite(t, s, []*store.Call{runningCall("tc_latin1", "ses_1", "call_1", base), runningCall("tc_other", "ses_2", "call_1", base)}, nil)
+	res := &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "ok"}},
+		Structured: json.RawMessage("{\"name\":\"Jos\xe9\"}"), Details: json.RawMessage("\"caf\xe9\"")}
+	mustWrite(t, s, nil, []store.CallFinish{
+		{ID: "tc_latin1", Status: store.CallSucceeded, Result: res, FinishedAt: at(time.Second)},
+		{ID: "tc_other", Status: store.CallSucceeded, Result: tool.TextResult("fine"), FinishedAt: at(time.Second)},
+	})
+	got := mustGetCall(t, s, "tc_latin1")
+	if got.Status != store.CallSucceeded || got.Result == nil {
+		t.Fatalf("tc_latin1 = %+v", got)
+	}
+	if want := "{\"name\":\"Jos\uFFFD\"}"; string(got.Result.Structured) != want {
+		t.Errorf("Structured = %q, want %q", got.Result.Structured, want)
+	}
+	if want := "\"caf\uFFFD\""; string(got.Result.Details) != want {
+		t.Errorf("Details = %q, want %q", got.Result.Details, want)
+	}
+	if got := mustGetCall(t, s, "tc_other"); got.Status != store.CallSucceeded {
+		t.Errorf("tc_other = %s, want succeeded", got.Status)
+	}
 }
 
 func testFinishOnce(t *testing.T, s store.Store) {

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InsertDuplicate", testInsertDuplicate},
 		{"InvalidRecords", testInvalidRecords},
 		{"FinishOnce", testFinishOnce},
+		{"ResultNotUTF8", testResultNotUTF8},
 		{"FinishUnknown", testFinishUnknown},
 		{"FinishInSameWrite", testFinishInSameWrite},
 		{"GetCallByToolCallIDNewest", testGetCallByToolCallIDNewest},
