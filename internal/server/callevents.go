@@ -73,9 +73,17 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 		case <-finished:
 		case <-tick.C:
 		}
-		if rec, err = s.Calls.GetCall(r.Context(), rec.ID); err != nil {
-			return
+		cur, err := s.Calls.GetCall(r.Context(), rec.ID)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return
+			}
+			// The store is briefly unreachable (a lost connection, a restart): read
+			// again at the next tick rather than end the stream without its message.
+			s.log.WarnContext(r.Context(), "reading a followed call's record failed; retrying", "call_id", rec.ID, "err", err)
+			continue
 		}
+		rec = cur
 	}
 	sw.drain()
 	sw.complete(rec.ID, rec.ToolCallID)
