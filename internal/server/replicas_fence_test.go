@@ -76,7 +76,10 @@ func TestReplicaFencesItselfOnLostLease(t *testing.T) {
 		t.Fatal("the call could not be posted to A")
 	}
 	m := messages(t, parseNDJSON(t, out))["long"]
-	if m.m["is_error"] != true {
+	// The stream says what the record says: the call failed because A lost its lease
+	// (not "cancelled", which reads as if someone had cancelled it).
+	if m.m["is_error"] != true || m.m["error_kind"] != "failed" ||
+		!strings.Contains(string(m.raw), "lost its lease") || !strings.Contains(string(m.raw), "may have run partly") {
 		t.Fatalf("A's result of the fenced call: %s", m.raw)
 	}
 	_, _, rec := b.do("GET", "/v1/sessions/"+id+"/tool-calls/long", nil)

@@ -79,6 +79,9 @@ func (x *Executor) Cancel(callID string) bool {
 	return ok
 }
 
+// errFenced is the cause CancelAll cancels calls with.
+var errFenced = errors.New("this replica lost its lease")
+
 // CancelAll cancels every unfinished call of this process and returns how many it
 // cancelled. A replica that lost its lease uses it: the others fail its calls.
 func (x *Executor) CancelAll() int {
@@ -89,7 +92,7 @@ func (x *Executor) CancelAll() int {
 	}
 	x.mu.Unlock()
 	for _, c := range cancels {
-		c.cancel(nil)
+		c.cancel(errFenced)
 	}
 	return len(cancels)
 }

@@ -617,7 +617,13 @@ func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Ev
 		defer inv.close()
 		tc.Invoke = inv
 	}
-	return c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout)})
+	res := c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout)})
+	if res.IsError && errors.Is(context.Cause(ctx), errFenced) {
+		// Say what the record says (the other replicas failed the call), not "cancelled".
+		return tool.ErrorResult(tool.KindFailed, "%s was stopped: this replica lost its lease on the shared database (its heartbeats failed), "+
+			"so the other replicas marked the call failed; the call may have run partly", c.Name)
+	}
+	return res
 }
 
 // timeout is the request's override, else the tool's default, else the server's, and
