@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/session"
@@ -219,6 +220,10 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	var req decisionRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if strings.IndexByte(req.Actor+req.Reason+req.Rule, 0) >= 0 {
+		s.writeError(w, r, errorf(CodeBadRequest, "actor, reason and rule must not contain a NUL character"))
 		return
 	}
 	a, err := s.approval(r)

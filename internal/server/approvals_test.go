@@ -343,3 +343,27 @@ func TestApprovedCallRunsAfterRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestNULInNamesAndDecisions: PostgreSQL keeps no NUL in text; a key name or tenant,
+// or a decision's actor or reason, holding one is a 400 on every store (it was a 500
+// on PostgreSQL), and the approval stays pending.
+func TestNULInNamesAndDecisions(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{store: pgtest.URL(t), mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	for _, body := range []string{`{"name":"a\u0000b","tenant":"default","roles":["agent"]}`, `{"name":"ok","tenant":"a\u0000b","roles":["agent"]}`} {
+		code, _, resp := d.do("POST", "/v1/keys", body)
+		wantStatus(t, "create key "+body, code, 400, resp)
+		validate(t, "Error", resp)
+	}
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"echo ran >> ran.txt"}}]}`)
+	defer stop()
+	for _, body := range []string{`{"decision":"deny","actor":"a\u0000b"}`, `{"decision":"deny","reason":"no\u0000"}`} {
+		code, _, resp := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", body)
+		wantStatus(t, "decide "+body, code, 400, resp)
+		validate(t, "Error", resp)
+	}
+	if code, _, resp := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil); code != 200 || !strings.Contains(string(resp), `"status":"pending"`) {
+		t.Fatalf("approval after refused decisions: %d %s", code, resp)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/go-chi/cors"
 
@@ -86,11 +87,11 @@ func decodeCreateKey(body io.Reader, limit int64, contentType, callerTenant stri
 			problems = append(problems, "roles: unknown role "+quote(role)+" (use agent, approver or admin)")
 		}
 	}
-	if len(req.Tenant) > 128 || strings.ContainsAny(req.Tenant, " \t\r\n,") {
-		problems = append(problems, "tenant: at most 128 characters, no spaces or commas")
+	if len(req.Tenant) > 128 || strings.ContainsAny(req.Tenant, " \t\r\n,") || hasControl(req.Tenant) {
+		problems = append(problems, "tenant: at most 128 characters, no spaces, commas or control characters")
 	}
-	if len(req.Name) > 200 {
-		problems = append(problems, "name: at most 200 characters")
+	if len(req.Name) > 200 || hasControl(req.Name) {
+		problems = append(problems, "name: at most 200 characters, no control characters")
 	}
 	if len(problems) > 0 {
 		return req, errorf(CodeBadRequest, strings.Join(problems, "; "))
@@ -174,3 +175,9 @@ func (s *Server) corsMiddleware() func(http.Handler) http.Handler {
 }
 
 func quote(s string) string { return `"` + s + `"` }
+
+// hasControl reports a control character (NUL, line breaks, escapes) in a name: no
+// store keeps a NUL in text, and the others garble logs and listings.
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, unicode.IsControl) >= 0
+}
