@@ -305,7 +305,7 @@ func (a *App) chainTools() ([]tool.Tool, error) {
 	c := a.Config.Chain
 	p := chain.Policy{MaxToolCalls: c.MaxToolCalls, CallTimeout: c.CallTimeout, TotalTimeout: c.TotalTimeout,
 		MaxInlineResultBytes: c.MaxInlineResultBytes, ApprovalTimeout: c.ApprovalTimeout,
-		MaxRiskWithoutApproval: tool.Risk(c.MaxRiskWithoutApproval), MaxSteps: uint64(max(c.MaxSteps, 0)),
+		MaxRiskWithoutApproval: tool.Risk(c.MaxRiskWithoutApproval), MaxSteps: uint64(max(c.MaxSteps, 0)), MaxMemoryBytes: c.MaxMemoryBytes,
 		ArtifactBytesPerSession: c.ArtifactBytesPerSession}
 	var err error
 	if a.artifacts, err = chain.NewArtifacts(filepath.Join(a.DataDir, "artifacts"), c.ArtifactBytesPerSession, c.ArtifactRetention); err != nil {

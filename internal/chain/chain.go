@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -121,6 +122,7 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	}
 	stop := context.AfterFunc(ctx, func() { r.thread.Cancel("the chain was stopped: " + r.ctxReason()) })
 	defer stop()
+	defer r.watchMemory(t.policy.MaxMemoryBytes)()
 
 	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true, Set: true},
 		r.thread, "script.star", args.Script, r.predeclared())
@@ -205,6 +207,47 @@ func (r *run) fail(kind tool.ErrorKind, msg string) {
 	if r.failure == nil {
 		r.failure = &outcomeError{Kind: kind, Message: msg}
 	}
+}
+
+// readLiveHeap is the live heap as of the last garbage collection.
+func readLiveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// watchMemory stops the script when the daemon's live heap has grown by more than
+// limit since it started: Starlark bounds steps, not bytes, and a script keeping what
+// it builds (strings doubled in a loop, a list of copies) would take the daemon's
+// memory. The live heap is measured at each garbage collection (a runaway script
+// makes them happen) and is the whole process's, so the limit is a guard against a
+// runaway, not an exact account. The returned function ends the watch.
+func (r *run) watchMemory(limit int64) (stop func()) {
+	if limit <= 0 {
+		return func() {}
+	}
+	base := readLiveHeap()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if grown := readLiveHeap() - base; grown > limit {
+				r.fail(tool.KindFailed, fmt.Sprintf("the script kept more than %d MiB in memory (chain.max_memory_bytes) and was stopped", limit>>20))
+				r.thread.Cancel("too much memory")
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 func (r *run) ctxReason() string {

@@ -570,3 +570,21 @@ func TestChainTotalTimeout(t *testing.T) {
 		t.Errorf("t_risky ran %d times", e.risky.Load())
 	}
 }
+
+// TestChainMemoryLimit: a script that keeps what it builds (Starlark counts steps, not
+// bytes) is stopped once the heap has grown by chain.max_memory_bytes, and the daemon
+// lives on.
+func TestChainMemoryLimit(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.MaxMemoryBytes = 32 << 20 })
+	sess := e.session("tool_chain", "t_*")
+	// 40 strings of 4 MiB, all kept: 160 MiB.
+	r := e.chain(sess, "t_echo(text=\"first\")\nkept = []\nfor i in range(40):\n    kept.append(\"a\" * (4 << 20) + str(i))\nt_echo(text=\"never\")\n")
+	wantError(t, r, "failed", "memory")
+	e.checkTrace(r, step{"t_echo", "ok", ""})
+	// A script within the limit still runs.
+	r = e.chain(sess, "t_echo(text=\"small\")\nresult = len(\"a\" * 1000)\n")
+	if r.IsError {
+		t.Fatalf("a small script failed: %+v", r.Out)
+	}
+}

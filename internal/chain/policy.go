@@ -32,6 +32,9 @@ type Policy struct {
 	MaxRiskWithoutApproval tool.Risk
 	// MaxSteps bounds the script's own computation (Starlark execution steps).
 	MaxSteps uint64
+	// MaxMemoryBytes bounds how much the daemon's live heap may grow while a script
+	// runs (Starlark has no allocation accounting of its own); see watchMemory.
+	MaxMemoryBytes int64
 	// ArtifactBytesPerSession bounds the artifacts kept per session; the oldest are
 	// deleted to make room.
 	ArtifactBytesPerSession int64
@@ -47,6 +50,7 @@ func DefaultPolicy() Policy {
 		ApprovalTimeout:         120 * time.Second,
 		MaxRiskWithoutApproval:  tool.RiskMedium,
 		MaxSteps:                10_000_000,
+		MaxMemoryBytes:          256 << 20,
 		ArtifactBytesPerSession: 64 << 20,
 	}
 }
@@ -69,6 +73,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxSteps < 1000 {
 		bad("max steps %d is below 1000", p.MaxSteps)
+	}
+	if p.MaxMemoryBytes < 1<<20 {
+		bad("max memory bytes %d is below 1 MiB", p.MaxMemoryBytes)
 	}
 	if p.ArtifactBytesPerSession < int64(p.MaxInlineResultBytes) {
 		bad("artifact bytes per session %d is below the max inline result bytes", p.ArtifactBytesPerSession)

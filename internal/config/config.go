@@ -339,6 +339,8 @@ type ChainConfig struct {
 	MaxRiskWithoutApproval string `mapstructure:"max_risk_without_approval"`
 	// MaxSteps bounds a script's own computation (Starlark execution steps).
 	MaxSteps int64 `mapstructure:"max_steps"`
+	// MaxMemoryBytes bounds how much the live heap may grow while a script runs.
+	MaxMemoryBytes int64 `mapstructure:"max_memory_bytes"`
 	// ArtifactBytesPerSession bounds the stored artifacts of one session.
 	ArtifactBytesPerSession int64 `mapstructure:"artifact_bytes_per_session"`
 	// ArtifactRetention is how long a session's artifacts are kept after their last
@@ -399,7 +401,7 @@ func Defaults() Config {
 		CORS:                CORSConfig{MaxAge: 10 * time.Minute},
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
-			MaxSteps: 10_000_000, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
+			MaxSteps: 10_000_000, MaxMemoryBytes: 256 << 20, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
 		MCPEndpoint: MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute},
 		Cluster:     ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
 	}
@@ -649,6 +651,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			bad(key, "must be positive")
 		}
+	}
+	if c.Chain.MaxMemoryBytes < 1<<20 {
+		bad("chain.max_memory_bytes", "%d is below 1048576 (1 MiB)", c.Chain.MaxMemoryBytes)
 	}
 	if c.Chain.MaxInlineResultBytes < 256 {
 		bad("chain.max_inline_result_bytes", "%d is below 256", c.Chain.MaxInlineResultBytes)
