@@ -64,9 +64,10 @@ type App struct {
 	// StoreMetrics time store operations.
 	StoreMetrics *telemetry.StoreMetrics
 
-	stopNotifier func()
-	stopExpiry   context.CancelFunc
-	expiryDone   chan struct{}
+	stopNotifier   func()
+	releaseReplica func() // the claim on the replica id (PostgreSQL)
+	stopExpiry     context.CancelFunc
+	expiryDone     chan struct{}
 
 	// artifacts holds tool_chain's large results; nil when chain is disabled.
 	artifacts *chain.Artifacts
@@ -95,6 +96,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	if a.Store, err = store.Open(ctx, store.Config{URL: cfg.Store, DataDir: a.DataDir}); err != nil {
 		return nil, err
+	}
+	// Before AbandonCalls: with the id of a process still running, that would fail its
+	// calls as this id's previous run's.
+	if c, ok := a.Store.(interface {
+		ClaimReplica(ctx context.Context, id string, lost func(error)) (func(), error)
+	}); ok {
+		if a.releaseReplica, err = c.ClaimReplica(ctx, cfg.ReplicaID, func(err error) { log.Error("replica id", "err", err) }); err != nil {
+			return nil, err
+		}
 	}
 	abandoned, err := a.Store.AbandonCalls(ctx, cfg.ReplicaID,
 		tool.ErrorResult(tool.KindFailed, "the daemon stopped before this call finished; it may have run partly"), time.Now().UTC())
@@ -591,6 +601,9 @@ func (a *App) Close() {
 			a.Log.Error("tracing shutdown: spans may be lost", "err", err)
 		}
 		cancel()
+	}
+	if a.releaseReplica != nil {
+		a.releaseReplica()
 	}
 	if a.Store != nil {
 		_ = a.Store.Close()

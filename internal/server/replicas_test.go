@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/app"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
@@ -96,4 +99,38 @@ func TestHeldRecordSeenFromAnotherReplica(t *testing.T) {
 	if code, _, _ := b.do("GET", "/v1/tool-calls/tc_nope", nil); code != 404 {
 		t.Errorf("unknown call: %d", code)
 	}
+}
+
+// TestReplicaIDInUse: a second daemon started with the replica_id of one running on
+// the same database refuses to start, saying why, and leaves the first one's running
+// call alone; once the first has stopped, the id is free.
+func TestReplicaIDInUse(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	opts := daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = "dup" }}
+	a := startDaemon(t, opts)
+	id := a.createSession(map[string]any{"available_tools": []string{"block"}})["id"].(string)
+	go a.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"b","name":"block","arguments":{}}]}`)
+	callID := <-a.tools.blockStarts
+
+	cfg := config.Defaults()
+	cfg.Store, cfg.ReplicaID, cfg.DataDir, cfg.Auth.Unauthenticated = url, "dup", t.TempDir(), true
+	b, err := app.New(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		b.Close()
+		t.Fatal("a second daemon with the same replica_id started")
+	}
+	if !strings.Contains(err.Error(), `replica_id "dup" is in use`) {
+		t.Fatalf("error %v does not say the replica id is in use", err)
+	}
+	if _, _, rec := a.do("GET", "/v1/tool-calls/"+callID, nil); !strings.Contains(string(rec), `"status":"running"`) {
+		t.Fatalf("the first daemon's running call after the refused start: %s", rec)
+	}
+	close(a.tools.release)
+	a.stop()
+	again := startDaemon(t, opts) // the id is free again
+	waitFor(t, 10*time.Second, "the new daemon is ready", func() bool {
+		code, _, _ := again.do("GET", "/readyz", nil)
+		return code == 200
+	})
 }

@@ -20,7 +20,8 @@ import (
 // Tables live in the first schema of the connection's search_path, which may be set as
 // a runtime parameter in the URL (postgres://…/db?search_path=myschema).
 type Postgres struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	connCfg *pgx.ConnConfig // for connections of their own (migrations, ClaimReplica)
 }
 
 var _ Store = (*Postgres)(nil)
@@ -37,7 +38,7 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
-	p := &Postgres{pool: pool}
+	p := &Postgres{pool: pool, connCfg: cfg.ConnConfig}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: open postgres %s: %w", describePG(cfg.ConnConfig), err)
