@@ -73,12 +73,13 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if err != nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "the session's sandbox is not available: %v", err)
 	}
-	active, _ := ctx.Session.State.LoadOrStore(skills.ActiveStateKey, func() any { return &skills.Active{} }).(*skills.Active)
-	active.Set(sk)
 	path, err := skills.Project(sk, box.Root())
 	if err != nil {
 		return nil, tool.Errorf(tool.KindFailed, "skill %s could not be copied into the working directory: %v", sk.Name, err)
 	}
+	// Active (its allowed-tools apply) only once it is there to be used.
+	active, _ := ctx.Session.State.LoadOrStore(skills.ActiveStateKey, func() any { return &skills.Active{} }).(*skills.Active)
+	active.Set(sk)
 	rel, _ := filepath.Rel(box.Root(), path)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Skill: %s\n%s\n\nFolder: %s/ (in your working directory)\nFiles: %s\n", sk.Name, sk.Description, rel, strings.Join(sk.Files, ", "))

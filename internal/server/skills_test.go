@@ -107,3 +107,22 @@ func TestSkillsInGroups(t *testing.T) {
 		t.Fatalf("skills in groups: %s / %s / %s", msgs["a"].raw, msgs["r"].raw, msgs["b"].raw)
 	}
 }
+
+// TestSkillNotActiveWhenCopyFails: a skill that could not be copied into the working
+// directory (the call failed) does not restrict the session's tools.
+func TestSkillNotActiveWhenCopyFails(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{skillsDir()} }})
+	id := d.createSession(map[string]any{"available_tools": []string{"skill", "write_file"}, "available_skills": []string{"greeting"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"strategy":"sequential","calls":[
+		{"id":"block","name":"write_file","arguments":{"path":".skills","content":"a file where the skills folder goes"}},
+		{"id":"open","name":"skill","arguments":{"name":"greeting"}}]}`)
+	msgs := messages(t, evs)
+	if msgs["block"].m["is_error"] != false || msgs["open"].str("error_kind") != "failed" {
+		t.Fatalf("setup: %s / %s", msgs["block"].raw, msgs["open"].raw)
+	}
+	_, evs = d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"after","name":"write_file","arguments":{"path":"x.txt","content":"x"}}]}`)
+	if m := messages(t, evs)["after"]; m.m["is_error"] != false {
+		t.Fatalf("after a skill failed to open, write_file: %s", m.raw)
+	}
+}
