@@ -36,6 +36,24 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		return nil, err
 	}
 	c := plan.Calls[0]
+	// The call runs as long as the HTTP request. notifications/cancelled ends ctx
+	// while the request is still open: the client cancelled the call, so it is
+	// cancelled by request (a call waiting for a decision withdraws its request)
+	// rather than left as by a client that went away.
+	execCtx := ctx
+	if httpCtx, ok := ctx.Value(requestKey{}).(context.Context); ok {
+		var cancelExec context.CancelCauseFunc
+		execCtx, cancelExec = context.WithCancelCause(context.WithoutCancel(ctx))
+		defer cancelExec(nil)
+		stopHTTP := context.AfterFunc(httpCtx, func() { cancelExec(context.Cause(httpCtx)) })
+		defer stopHTTP()
+		stopCancelled := context.AfterFunc(ctx, func() {
+			if httpCtx.Err() != nil || !e.deps.Exec.Cancel(c.ID) {
+				cancelExec(context.Cause(ctx))
+			}
+		})
+		defer stopCancelled()
+	}
 
 	n := &notifier{srv: e.mcp, ctx: ctx}
 	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
@@ -57,7 +75,7 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	}
 
 	var result *tool.Result
-	e.deps.Exec.Execute(ctx, plan, func(ev session.Event) {
+	e.deps.Exec.Execute(execCtx, plan, func(ev session.Event) {
 		switch ev.Type {
 		case session.EventMessage:
 			result = ev.Result

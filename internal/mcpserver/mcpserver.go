@@ -172,6 +172,10 @@ func (e *Endpoint) CloseStreams() {
 
 type sessionKey struct{}
 
+// requestKey holds the context of the HTTP request a message came in: it ends when
+// the client goes away (or the server stops), not on notifications/cancelled.
+type requestKey struct{}
+
 func sessionFrom(ctx context.Context) *session.Session {
 	s, _ := ctx.Value(sessionKey{}).(*session.Session)
 	return s
@@ -225,7 +229,7 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess))
+	r = r.WithContext(context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context()))
 	e.http.ServeHTTP(flushWriter{w}, r)
 	if r.Method == http.MethodPost {
 		// A call may have changed the session's tools (reset_tools,

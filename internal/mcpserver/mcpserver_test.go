@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -449,4 +451,72 @@ func TestEndpointWithAPIKeys(t *testing.T) {
 	d.doHeaders(http.MethodPost, "/mcp", map[string]string{"X-Toolserver-Session": s.ID}, initialize, http.StatusUnauthorized, nil)
 	d.doHeaders(http.MethodPost, "/mcp", map[string]string{"X-Toolserver-Session": s.ID, "Authorization": "Bearer " + globex}, initialize, http.StatusNotFound, nil)
 	d.doHeaders(http.MethodPost, "/mcp", map[string]string{"X-Toolserver-Session": s.ID, "Authorization": "Bearer " + approver}, initialize, http.StatusForbidden, nil)
+}
+
+// TestCancelledNotificationWithdrawsTheApproval: a client that sends
+// notifications/cancelled for a call waiting for approval, keeping its request open
+// (as the TypeScript SDK does), cancels the call: the request is withdrawn, the
+// result says the call was cancelled, and an approval given afterwards cannot run it.
+func TestCancelledNotificationWithdrawsTheApproval(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
+	post := func(mcpSID, body string) (int, http.Header, string) {
+		req, err := http.NewRequest(http.MethodPost, d.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Toolserver-Session", s.ID)
+		req.Header.Set("Mcp-Protocol-Version", mcp.ProtocolVersion20250618)
+		if mcpSID != "" {
+			req.Header.Set("Mcp-Session-Id", mcpSID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("POST %s: %v", body, err)
+			return 0, nil, ""
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(raw)
+	}
+	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ts-like","version":"0"}}}`)
+	mcpSID := hdr.Get("Mcp-Session-Id")
+	if code != http.StatusOK || mcpSID == "" {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	if code, _, body := post(mcpSID, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", code, body)
+	}
+	result := make(chan string, 1)
+	go func() {
+		_, _, body := post(mcpSID, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"`+riskyCommand+`"}}}`)
+		result <- body
+	}()
+	apr := d.pendingApproval(s.ID)
+	if code, _, body := post(mcpSID, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user pressed stop"}}`); code != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: %d %s", code, body)
+	}
+	var out string
+	select {
+	case out = <-result:
+	case <-time.After(waitLimit):
+		t.Fatal("the cancelled call did not end")
+	}
+	if !strings.Contains(out, `"toolserverd/error_kind":"cancelled"`) || !strings.Contains(out, "cancelled by request") {
+		t.Fatalf("result of the cancelled call: %s", out)
+	}
+	var got approvalRec
+	d.do(http.MethodGet, "/v1/approvals/"+apr.ID, nil, http.StatusOK, &got)
+	if got.Status == "pending" {
+		t.Fatalf("the approval of the cancelled call is still pending: %+v", got)
+	}
+	d.do(http.MethodPost, "/v1/approvals/"+apr.ID+"/decision", map[string]any{"decision": "approve"}, http.StatusConflict, nil)
+	var rec callRecord
+	d.do(http.MethodGet, "/v1/tool-calls/"+apr.CallID, nil, http.StatusOK, &rec)
+	if rec.ErrorKind != "cancelled" && rec.ErrorKind != "denied" {
+		t.Fatalf("record of the cancelled call: %+v", rec)
+	}
 }
