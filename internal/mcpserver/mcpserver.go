@@ -214,6 +214,19 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 			return
 		}
 	}
+	if r.Method == http.MethodGet {
+		// The event stream belongs to a live MCP session. mcp-go opens one for any
+		// id, or none, and nothing ever reaches it: the client would listen forever
+		// instead of initializing again.
+		if mcpSID == "" {
+			writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send the "+mcpsrv.HeaderKeySessionID+" header that initialize returned")
+			return
+		}
+		if ended, _ := e.ids.Validate(mcpSID); ended {
+			writeError(w, http.StatusNotFound, "not_found", "MCP session not found or ended: initialize a new one")
+			return
+		}
+	}
 	if sessionID == "" {
 		writeError(w, http.StatusBadRequest, "bad_request",
 			"no session: send the "+SessionHeader+" header (a session id from POST /v1/sessions) or use /v1/sessions/{id}/mcp")

@@ -3,9 +3,11 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 )
@@ -134,5 +136,61 @@ func TestMCPEndpointErrorBodies(t *testing.T) {
 	code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+"/mcp", mcpHeaders(sess, mcpSID), list)
 	if code != http.StatusOK || !bytes.Contains(body, []byte(`"echo"`)) {
 		t.Fatalf("tools/list after the errors: %d %s", code, body)
+	}
+}
+
+// TestMCPEndpointListenNeedsALiveSession: the GET event stream belongs to an MCP
+// session. Without Mcp-Session-Id it is a 400, and with an id that is not live (made
+// up, deleted, or from before a restart) a 404, so the client initializes again
+// instead of listening on a stream nothing will ever reach; a live session's stream
+// opens.
+func TestMCPEndpointListenNeedsALiveSession(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	sess := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	live := mcpInitialize(t, http.DefaultClient, d.url+"/mcp", sess)
+	deleted := mcpInitialize(t, http.DefaultClient, d.url+"/mcp", sess)
+	if code, _, body := send(t, http.DefaultClient, http.MethodDelete, d.url+"/mcp", mcpHeaders(sess, deleted), nil); code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	listen := func(path, mcpSID string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, d.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = mcpHeaders(sess, mcpSID)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s (%q): %v", path, mcpSID, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return resp.StatusCode, nil // a stream: not read to its end
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+	for _, path := range []string{"/mcp", "/v1/sessions/" + sess + "/mcp"} {
+		for _, tc := range []struct {
+			name   string
+			mcpSID string
+			status int
+		}{
+			{"no MCP session", "", http.StatusBadRequest},
+			{"made-up MCP session", "mcp-session-MADEUP", http.StatusNotFound},
+			{"deleted MCP session", deleted, http.StatusNotFound},
+			{"live MCP session", live, http.StatusOK},
+		} {
+			code, body := listen(path, tc.mcpSID)
+			if code != tc.status {
+				t.Fatalf("GET %s, %s: %d %s, want %d", path, tc.name, code, body, tc.status)
+			}
+			if code != http.StatusOK {
+				validate(t, "Error", body)
+			}
+		}
 	}
 }
