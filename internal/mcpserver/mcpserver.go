@@ -44,7 +44,9 @@ type ApprovalDecider interface {
 
 // Config of the endpoint.
 type Config struct {
-	// SessionIdleTTL forgets MCP client sessions idle this long; 0 never does.
+	// SessionIdleTTL forgets MCP client sessions idle this long (no request of
+	// theirs open, event streams included); 0 never does. Checked every
+	// ListChangedInterval.
 	SessionIdleTTL time.Duration
 	// ListChangedInterval is how often the tool sets of connected clients' sessions
 	// are compared with what they were told (upstream MCP servers come and go);
@@ -143,9 +145,6 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		mcpsrv.WithHTTPContextFunc(e.httpContext),
 		mcpsrv.WithStreamableHTTPLogger(d.Log),
 	}
-	if cfg.SessionIdleTTL > 0 {
-		httpOpts = append(httpOpts, mcpsrv.WithSessionIdleTTL(cfg.SessionIdleTTL))
-	}
 	e.http = mcpsrv.NewStreamableHTTPServer(e.mcp, httpOpts...)
 	go e.watch()
 	return e, nil
@@ -243,6 +242,10 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		return
 	}
 	r = r.WithContext(context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context()))
+	// A session is idle only while none of its requests is open (mcp-go's own
+	// sweeper counted a client listening on its event stream, or waiting for a long
+	// call, as idle).
+	defer e.ids.begin(mcpSID)()
 	e.http.ServeHTTP(flushWriter{w}, r)
 	if r.Method == http.MethodPost {
 		// A call may have changed the session's tools (reset_tools,

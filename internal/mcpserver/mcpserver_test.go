@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/config"
@@ -518,5 +519,54 @@ func TestCancelledNotificationWithdrawsTheApproval(t *testing.T) {
 	d.do(http.MethodGet, "/v1/tool-calls/"+apr.CallID, nil, http.StatusOK, &rec)
 	if rec.ErrorKind != "cancelled" && rec.ErrorKind != "denied" {
 		t.Fatalf("record of the cancelled call: %+v", rec)
+	}
+}
+
+// TestIdleTTLSparesConnectedClients: mcp_endpoint.session_idle_ttl forgets MCP
+// sessions nobody uses, not a connected client's: one listening on its event stream,
+// or one whose call runs longer than the TTL, keeps its session and calls on; a
+// session with neither is forgotten (404, the client initializes again).
+func TestIdleTTLSparesConnectedClients(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	d := start(t, func(c *config.Config) { c.MCPEndpoint.SessionIdleTTL = ttl })
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
+	call := func(c *client.Client, command string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		_, err := c.CallTool(ctx, callReq("execute_command", map[string]any{"command": command}))
+		return err
+	}
+	listening := d.connect(s.ID)
+	time.Sleep(4 * ttl) // the sweep runs every 2s
+	if err := call(listening, "echo still here"); err != nil {
+		t.Fatalf("a client listening on its event stream, after %s without requests: %v", 4*ttl, err)
+	}
+	// A client without the event stream: its call outlasts the TTL.
+	tr, err := transport.NewStreamableHTTP(d.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"X-Toolserver-Session": s.ID}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := client.NewClient(tr)
+	t.Cleanup(func() { _ = quiet.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := quiet.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	if _, err := quiet.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(quiet, "sleep 4"); err != nil {
+		t.Fatalf("a call that outlasts the TTL: %v", err)
+	}
+	if err := call(quiet, "echo next"); err != nil {
+		t.Fatalf("the call after one that outlasted the TTL: %v", err)
+	}
+	time.Sleep(4 * ttl)
+	if err := call(quiet, "echo forgotten"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("a call after %s idle without an event stream: %v, want 404", 4*ttl, err)
 	}
 }

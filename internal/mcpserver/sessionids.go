@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"crypto/rand"
 	"sync"
+	"time"
 )
 
 // sessionIDs issues the endpoint's MCP session ids and knows which are live. mcp-go's
@@ -13,16 +14,23 @@ import (
 // the same way.
 type sessionIDs struct {
 	mu   sync.Mutex
-	live map[string]struct{}
+	live map[string]*use
 }
 
-func newSessionIDs() *sessionIDs { return &sessionIDs{live: map[string]struct{}{}} }
+// use is when a live session was last used, and how many of its requests (calls,
+// event streams) are open: a session with one open is not idle.
+type use struct {
+	last time.Time
+	open int
+}
+
+func newSessionIDs() *sessionIDs { return &sessionIDs{live: map[string]*use{}} }
 
 // Generate returns a new id with 128 random bits.
 func (m *sessionIDs) Generate() string {
 	id := "mcp-session-" + rand.Text()
 	m.mu.Lock()
-	m.live[id] = struct{}{}
+	m.live[id] = &use{last: time.Now()}
 	m.mu.Unlock()
 	return id
 }
@@ -48,4 +56,36 @@ func (m *sessionIDs) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.live)
+}
+
+// begin counts a request of a live session as open until the returned func is
+// called; an id that is not live is not counted.
+func (m *sessionIDs) begin(id string) (end func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.live[id]
+	if u == nil {
+		return func() {}
+	}
+	u.open++
+	u.last = time.Now()
+	return func() {
+		m.mu.Lock()
+		u.open--
+		u.last = time.Now()
+		m.mu.Unlock()
+	}
+}
+
+// idle returns the live sessions with no open request, last used before cutoff.
+func (m *sessionIDs) idle(cutoff time.Time) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for id, u := range m.live {
+		if u.open == 0 && u.last.Before(cutoff) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -2,9 +2,11 @@ package mcpserver
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	mcpsrv "github.com/mark3labs/mcp-go/server"
 )
 
 // watch sends notifications/tools/list_changed to a client whose session's tool
@@ -23,8 +25,33 @@ func (e *Endpoint) watch() {
 		case <-e.kick:
 		}
 		e.compare()
+		e.forgetIdle()
 	}
 }
+
+// forgetIdle ends the MCP sessions idle longer than the TTL, as a DELETE from their
+// client would.
+func (e *Endpoint) forgetIdle() {
+	if e.cfg.SessionIdleTTL <= 0 {
+		return
+	}
+	for _, id := range e.ids.idle(time.Now().Add(-e.cfg.SessionIdleTTL)) {
+		req, err := http.NewRequest(http.MethodDelete, "/mcp", nil)
+		if err != nil {
+			continue
+		}
+		req.Header.Set(mcpsrv.HeaderKeySessionID, id)
+		e.http.ServeHTTP(discardWriter{}, req)
+		e.deps.Log.Info("mcp endpoint: forgot an idle MCP session", "mcp_session_id", id)
+	}
+}
+
+// discardWriter is the response writer of the endpoint's own DELETEs.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (discardWriter) WriteHeader(int)             {}
 
 // poke asks the watcher to compare now.
 func (e *Endpoint) poke() {
