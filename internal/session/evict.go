@@ -321,9 +321,7 @@ func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, 
 }
 
 // saveResume writes s's resume state into its stored spec, when it has one or the
-// stored spec holds an old one, and reports whether it wrote. The stored spec is read
-// again, under s's lock (which AllowRules and setGroups hold while they write), so
-// that no rule written meanwhile, here or by another replica, is lost.
+// stored spec holds an old one, and reports whether it wrote.
 func (m *Manager) saveResume(ctx context.Context, s *Session) (bool, error) {
 	r := s.resume()
 	s.mu.Lock()
@@ -331,26 +329,41 @@ func (m *Manager) saveResume(ctx context.Context, s *Session) (bool, error) {
 	if r == nil && !s.resumeStored {
 		return false, nil
 	}
-	rec, err := m.store.GetSession(ctx, s.ID)
-	if err != nil {
-		return false, fmt.Errorf("session %s: reading its stored spec: %w", s.ID, err)
-	}
-	var stored storedSpec
-	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
-		return false, fmt.Errorf("session %s: stored spec: %w", s.ID, err)
-	}
-	if reflect.DeepEqual(stored.Resume, r) {
-		s.resumeStored = r != nil
-		return false, nil // already so (written by another replica, or unchanged)
-	}
-	stored.Resume = r
-	raw, err := json.Marshal(stored)
-	if err != nil {
-		return false, err
-	}
-	if err := m.store.UpdateSessionSpec(ctx, s.ID, raw, time.Now().UTC()); err != nil {
+	wrote := false
+	if _, err := m.rewrite(ctx, s.ID, func(st *storedSpec) bool {
+		if reflect.DeepEqual(st.Resume, r) {
+			return false // already so (written by another replica, or unchanged)
+		}
+		st.Resume, wrote = r, true
+		return true
+	}); err != nil {
 		return false, fmt.Errorf("session %s: saving its tool selection and skill: %w", s.ID, err)
 	}
 	s.resumeStored = r != nil
-	return true, nil
+	return wrote, nil
+}
+
+// rewrite reads session id's stored spec, lets change alter it and, when change says
+// so, writes it back; the caller holds the session's lock (so this process does not
+// race itself). What other replicas wrote meanwhile is kept.
+func (m *Manager) rewrite(ctx context.Context, id string, change func(*storedSpec) bool) (*storedSpec, error) {
+	rec, err := m.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading the stored spec: %w", err)
+	}
+	var stored storedSpec
+	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
+		return nil, fmt.Errorf("stored spec: %w", err)
+	}
+	if !change(&stored) {
+		return &stored, nil
+	}
+	raw, err := json.Marshal(stored)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.store.UpdateSessionSpec(ctx, id, raw, time.Now().UTC()); err != nil {
+		return nil, err
+	}
+	return &stored, nil
 }

@@ -457,17 +457,16 @@ func (s *Session) groupAllows(spec tool.Spec) bool {
 func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string) ([]Group, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	spec := sess.Spec
-	spec.ActiveGroups = active
-	resume := sess.resume()
-	raw, err := json.Marshal(storedSpec{Spec: spec, Resume: resume})
+	stored, err := m.rewrite(ctx, sess.ID, func(st *storedSpec) bool {
+		st.Spec.ActiveGroups = active
+		return true
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := m.store.UpdateSessionSpec(ctx, sess.ID, raw, time.Now().UTC()); err != nil {
 		return nil, fmt.Errorf("session: persist active groups: %w", err)
 	}
-	sess.resumeStored = resume != nil
+	spec := sess.Spec
+	spec.ActiveGroups = active
+	sess.resumeStored = stored.Resume != nil
 	m.changed(ctx, sess.ID)
 	var newly []Group
 	next := map[string]bool{}
@@ -577,30 +576,31 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 	if err != nil {
 		return err
 	}
-	parsed, err := approval.ParseRules(approval.Allow, rules)
-	if err != nil {
+	if _, err := approval.ParseRules(approval.Allow, rules); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	spec := sess.Spec
-	rs := RuleSet{}
-	if spec.Rules != nil {
-		rs = *spec.Rules
+	// Added to the stored rules, not to this process's copy: rules another replica
+	// wrote meanwhile are kept.
+	stored, err := m.rewrite(ctx, id, func(st *storedSpec) bool {
+		rs := RuleSet{}
+		if st.Spec.Rules != nil {
+			rs = *st.Spec.Rules
+		}
+		rs.Allow = append(append([]string(nil), rs.Allow...), rules...)
+		st.Spec.Rules = &rs
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("session: persist rules: %w", err)
 	}
-	rs.Allow = append(append([]string(nil), rs.Allow...), rules...)
-	spec.Rules = &rs
-	resume := sess.resume()
-	raw, err := json.Marshal(storedSpec{Spec: spec, Resume: resume})
+	all, err := stored.Spec.Rules.parse()
 	if err != nil {
 		return err
 	}
-	if err := m.store.UpdateSessionSpec(ctx, id, raw, time.Now().UTC()); err != nil {
-		return fmt.Errorf("session: persist rules: %w", err)
-	}
-	sess.resumeStored = resume != nil
-	sess.Spec = spec
-	sess.rules = append(append([]approval.Rule(nil), sess.rules...), parsed...)
+	sess.Spec.Rules, sess.rules = stored.Spec.Rules, all
+	sess.resumeStored = stored.Resume != nil
 	m.changed(ctx, id)
 	return nil
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -114,5 +115,56 @@ func TestSharedSessionState(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if sa.stale.Load() {
 		t.Fatal("a marked its own change stale")
+	}
+}
+
+// TestRulesFromTwoReplicasKept: a replica that has not heard of another's new rule
+// (a lost notification) adds its own to the stored rules, not to its copy: both stay.
+func TestRulesFromTwoReplicasKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	tm := toolmgr.New()
+	tm.MustRegister(named{"echo", "builtin"}, named{"other", "builtin"})
+	a, err := NewManager(Config{WorkspaceDir: filepath.Join(dir, "ws")}, st, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewManager(Config{WorkspaceDir: filepath.Join(dir, "ws")}, st, tm) // hears nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, _, err := a.Create(ctx, "t1", Spec{AvailableTools: []string{"echo", "other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Get(ctx, "t1", sa.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AllowRules(ctx, "t1", sa.ID, []string{"echo"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AllowRules(ctx, "t1", sa.ID, []string{"other"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetSession(ctx, sa.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored storedSpec
+	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Spec.Rules == nil || !slices.Equal(stored.Spec.Rules.Allow, []string{"echo", "other"}) {
+		t.Fatalf("stored rules %+v, want echo and other", stored.Spec.Rules)
+	}
+	if got := sb.CurrentSpec().Rules; got == nil || !slices.Equal(got.Allow, []string{"echo", "other"}) || len(sb.Rules()) != 2 {
+		t.Fatalf("b's rules %+v, want both", got)
 	}
 }
