@@ -20,20 +20,10 @@ import (
 func TestSharedSessionState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	_, newManager := sharedStore(t)
 	n := store.NewInProcessNotifier(0)
-	tm := toolmgr.New()
-	tm.MustRegister(named{"echo", "builtin"}, named{"other", "builtin"})
 	replica := func(name string) *Manager {
-		m, err := NewManager(Config{WorkspaceDir: filepath.Join(dir, "ws")}, st, tm)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := newManager()
 		m.UseNotifier(n, name)
 		if err := m.Start(ctx, nil); err != nil {
 			t.Fatal(err)
@@ -123,22 +113,8 @@ func TestSharedSessionState(t *testing.T) {
 func TestRulesFromTwoReplicasKept(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.OpenSQLite(ctx, filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	tm := toolmgr.New()
-	tm.MustRegister(named{"echo", "builtin"}, named{"other", "builtin"})
-	a, err := NewManager(Config{WorkspaceDir: filepath.Join(dir, "ws")}, st, tm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewManager(Config{WorkspaceDir: filepath.Join(dir, "ws")}, st, tm) // hears nothing
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, newManager := sharedStore(t)
+	a, b := newManager(), newManager() // b hears nothing
 	sa, _, err := a.Create(ctx, "t1", Spec{AvailableTools: []string{"echo", "other"}})
 	if err != nil {
 		t.Fatal(err)
@@ -166,5 +142,26 @@ func TestRulesFromTwoReplicasKept(t *testing.T) {
 	}
 	if got := sb.CurrentSpec().Rules; got == nil || !slices.Equal(got.Allow, []string{"echo", "other"}) || len(sb.Rules()) != 2 {
 		t.Fatalf("b's rules %+v, want both", got)
+	}
+}
+
+// sharedStore is one SQLite store, as replicas share one database, and a function
+// making managers over it (tools echo and other).
+func sharedStore(t *testing.T) (*store.SQLite, func() *Manager) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.OpenSQLite(context.Background(), filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	tm := toolmgr.New()
+	tm.MustRegister(named{"echo", "builtin"}, named{"other", "builtin"})
+	return st, func() *Manager {
+		m, err := NewManager(Config{WorkspaceDir: filepath.Join(dir, "ws")}, st, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
 }
