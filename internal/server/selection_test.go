@@ -69,6 +69,16 @@ func TestToolSuggestionAndExpansion(t *testing.T) {
 		t.Fatalf("after expansion: %s / %s", msgs["a"].raw, msgs["y"].raw)
 	}
 
+	// A tool expanded in the same batch as its call is offered to that call (a model
+	// often sends both together); one the batch does not expand is still refused.
+	_, evs = d.stream(calls, `{"calls":[{"id":"x","name":"tool_expand_tools","arguments":{"tool_names":["memory_save"]}},
+		{"id":"m","name":"memory_save","arguments":{"content":"batched with its expansion"}},
+		{"id":"g","name":"glob","arguments":{"pattern":"*"}}]}`)
+	msgs = messages(t, evs)
+	if msgs["m"].m["is_error"] != false || msgs["g"].str("error_kind") != "not_found" {
+		t.Fatalf("expansion and call in one batch: %s / %s", msgs["m"].raw, msgs["g"].raw)
+	}
+
 	// Expansion never reaches past the session's whitelist.
 	narrow := d.createSession(map[string]any{"available_tools": []string{"echo", "info"}})["id"].(string)
 	_, evs = d.stream("/v1/sessions/"+narrow+"/tool-calls", `{"calls":[{"id":"x","name":"tool_expand_tools","arguments":{"tool_names":["execute_command"]}}]}`)

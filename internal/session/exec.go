@@ -241,6 +241,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 		b.BatchSize = 1
 	}
 	p := &Plan{Session: sess, Batch: b}
+	expanding := expandedBy(b.Calls)
 	for _, c := range b.Calls {
 		call := &Call{ID: NewTimeID("tc_"), CallRequest: c, timeout: b.Timeout, nested: b.nested}
 		switch m, e, ok := sess.Tools.Resolve(c.Name); {
@@ -256,7 +257,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 			_, sk, allowed := sess.activeSkill().Allows(c.Name)
 			call.preset = tool.ErrorResult(tool.KindDenied, "%s is not among the tools the active skill %s allows (%s); use those, or open another skill",
 				c.Name, sk, strings.Join(allowed, ", "))
-		case !sess.Selected(c.Name):
+		case !sess.Selected(c.Name) && !expanding[c.Name]:
 			call.entry, call.manager = e, m
 			call.preset = tool.ErrorResult(tool.KindNotFound, "%s is available but was not offered this turn; call %s with {\"tool_names\": [%q]} first, then call it again",
 				c.Name, ExpandToolName, c.Name)

@@ -252,18 +252,48 @@ func (expandTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 	if err != nil {
 		return nil, err
 	}
+	names, ok := expandNames(raw)
+	if !ok {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "tool_names must be a list of tool names")
+	}
+	return tool.JSONResult(sess.expand(names))
+}
+
+// expandNames reads tool_expand_tools' arguments: one name or a list.
+func expandNames(raw json.RawMessage) ([]string, bool) {
 	var args struct {
 		ToolNames json.RawMessage `json:"tool_names"`
 	}
 	_ = json.Unmarshal(raw, &args)
-	var names []string
 	var one string
 	if json.Unmarshal(args.ToolNames, &one) == nil {
-		names = []string{one}
-	} else if err := json.Unmarshal(args.ToolNames, &names); err != nil {
-		return nil, tool.Errorf(tool.KindInvalidArgs, "tool_names must be a list of tool names")
+		return []string{one}, true
 	}
-	return tool.JSONResult(sess.expand(names))
+	var names []string
+	if err := json.Unmarshal(args.ToolNames, &names); err != nil {
+		return nil, false
+	}
+	return names, true
+}
+
+// expandedBy is what the batch's tool_expand_tools calls expand: the batch's other
+// calls of those tools are offered (a model often sends an expansion and its call
+// together, and the turn's selection is checked when the batch is planned).
+func expandedBy(calls []CallRequest) map[string]bool {
+	var out map[string]bool
+	for _, c := range calls {
+		if c.Name != ExpandToolName {
+			continue
+		}
+		names, _ := expandNames(c.Arguments)
+		for _, n := range names {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[strings.TrimSpace(n)] = true
+		}
+	}
+	return out
 }
 
 type resetTool struct{ groups []Group }
