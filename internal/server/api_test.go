@@ -192,6 +192,8 @@ func TestHTTPErrors(t *testing.T) {
 		{"duplicate ids", "POST", calls, `{"calls":[{"id":"a","name":"echo"},{"id":"a","name":"echo"}]}`, "", 400, "bad_request", "unique"},
 		{"missing id", "POST", calls, `{"calls":[{"name":"echo"}]}`, "", 400, "bad_request", "id is required"},
 		{"no calls", "POST", calls, `{"calls":[]}`, "", 400, "bad_request", "at least one"},
+		{"wrong type in the third call", "POST", calls, `{"calls":[{"id":"a","name":"echo"},{"id":"b","name":"echo"},{"id":"c","name":5}]}`, "", 400, "invalid_json", "calls[2].name must be a string"},
+		{"wrong type in a whitelist", "POST", "/v1/sessions", `{"available_tools":["echo","info",7]}`, "", 400, "invalid_json", "available_tools[2] must be a string"},
 		{"fractional timeout", "POST", calls, `{"calls":[{"id":"a","name":"echo"}],"timeout_ms":1.5}`, "", 400, "invalid_json", "timeout_ms must be an integer"},
 		{"calls absent", "POST", calls, `{}`, "", 400, "bad_request", "calls is required"},
 		{"bad strategy", "POST", calls, `{"calls":[{"id":"a","name":"echo"}],"strategy":"random"}`, "", 400, "bad_request", "strategy"},

@@ -21,8 +21,22 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 		return err
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	return decodeBody(body, limit, v)
+	b, err := readBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	return decodeBytes(b, limit, v)
+}
+
+// decodeBytes is decodeBody for a body already read: a wrong type is located with
+// array indexes (calls[2].name), which encoding/json leaves out.
+func decodeBytes(b []byte, limit int64, v any) error {
+	err := decodeBody(bytes.NewReader(b), limit, v)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.typ != nil {
+		ae.Message = typeMessage(ae.typ, locate(b, ae.typ))
+	}
+	return err
 }
 
 // checkContentType accepts JSON media types and an absent header.
@@ -66,7 +80,7 @@ func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, limit int64, v a
 	if err != nil || len(bytes.TrimSpace(b)) == 0 {
 		return err
 	}
-	return decodeBody(bytes.NewReader(b), limit, v)
+	return decodeBytes(b, limit, v)
 }
 
 // readBody reads the whole body, for handlers that pass it on unparsed: the size is
@@ -103,15 +117,81 @@ func jsonError(err error, limit int64) error {
 	case errors.Is(err, io.EOF):
 		return errorf(CodeInvalidJSON, "request body is empty; send a JSON object")
 	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "(top level)"
-		}
-		return errorf(CodeInvalidJSON, fmt.Sprintf("field %s must be %s, not JSON %s", field, typeWord(typ.Type.String()), typ.Value))
+		e := errorf(CodeInvalidJSON, typeMessage(typ, typ.Field))
+		e.typ = typ
+		return e
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return errorf(CodeInvalidJSON, "unknown field "+strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
 	return errorf(CodeInvalidJSON, "malformed JSON: "+err.Error())
+}
+
+func typeMessage(typ *json.UnmarshalTypeError, field string) string {
+	if field == "" {
+		field = "(top level)"
+	}
+	return fmt.Sprintf("field %s must be %s, not JSON %s", field, typeWord(typ.Type.String()), typ.Value)
+}
+
+// locate finds where in body the value of a type error is: its field path with the
+// index of every array on the way (calls[2].name), the first value of the wrong JSON
+// type along typ.Field. It falls back to typ.Field.
+func locate(body []byte, typ *json.UnmarshalTypeError) string {
+	var doc any
+	if json.Unmarshal(body, &doc) != nil || typ.Field == "" {
+		return typ.Field
+	}
+	kind, _, _ := strings.Cut(typ.Value, " ") // "number 1.5": the kind is number
+	if p, ok := findKind(doc, strings.Split(typ.Field, "."), kind, ""); ok {
+		return p
+	}
+	return typ.Field
+}
+
+func findKind(v any, fields []string, kind, path string) (string, bool) {
+	if arr, ok := v.([]any); ok {
+		for i, e := range arr {
+			if p, ok := findKind(e, fields, kind, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, true
+			}
+		}
+		return "", false
+	}
+	if len(fields) == 0 {
+		return path, jsonKind(v) == kind
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	for k, e := range obj {
+		if strings.EqualFold(k, fields[0]) { // encoding/json matches keys so
+			next := fields[0]
+			if path != "" {
+				next = path + "." + fields[0]
+			}
+			if p, ok := findKind(e, fields[1:], kind, next); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 func typeWord(goType string) string {

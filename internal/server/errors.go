@@ -44,6 +44,9 @@ var statusOf = map[string]int{
 type apiError struct {
 	Code    string
 	Message string
+	// typ is the JSON type error behind an invalid_json error, for decodeBytes to
+	// locate in the body.
+	typ *json.UnmarshalTypeError
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
