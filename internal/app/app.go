@@ -365,16 +365,41 @@ func (a *App) authenticator(ctx context.Context, keys store.APIKeyStore) error {
 	}
 	key, hash := auth.NewKey()
 	path := filepath.Join(a.DataDir, "admin.key")
-	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+	// A new 0600 file renamed into place: an admin.key already there (from a wiped
+	// store, or another daemon starting on this data dir) neither lends the key its
+	// mode nor redirects it through a symlink, and a failure removes only our file.
+	tmp, err := writeNewFile(a.DataDir, ".admin.key-*", []byte(key+"\n"))
+	if err != nil {
 		return fmt.Errorf("auth: writing the first admin key: %w", err)
 	}
+	defer func() { _ = os.Remove(tmp) }() // gone after the rename
 	if err := keys.CreateAPIKey(ctx, &store.APIKey{ID: session.NewID("key_"), Tenant: auth.DefaultTenant, Name: "bootstrap admin",
 		Roles: []string{auth.RoleAdmin}, Hash: hash}); err != nil {
-		_ = os.Remove(path)
 		return fmt.Errorf("auth: storing the first admin key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("auth: writing the first admin key: %w", err)
 	}
 	a.Log.Warn("no API keys existed: created an admin key for tenant "+auth.DefaultTenant+"; send it as Authorization: Bearer <key>", "key_file", path)
 	return nil
+}
+
+// writeNewFile writes b to a new file in dir (mode 0600, named after pattern as
+// os.CreateTemp does) and returns its path.
+func writeNewFile(dir, pattern string, b []byte) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
 
 // progressSource gives each call an emitter of the progress hub.

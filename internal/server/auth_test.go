@@ -247,6 +247,42 @@ func TestAuthTenantsAndRoles(t *testing.T) {
 	}
 }
 
+// TestBootstrapKeyReplacesStaleFile: a data dir can hold an admin.key from an earlier
+// store (wiped, or another daemon's). The new bootstrap key must not inherit that
+// file's looser mode or follow a symlink put in its place: admin.key is a new 0600 file.
+func TestBootstrapKeyReplacesStaleFile(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"loose mode", "symlink"} {
+		dir, elsewhere := t.TempDir(), filepath.Join(t.TempDir(), "elsewhere")
+		path := filepath.Join(dir, "admin.key")
+		if kind == "symlink" {
+			if err := os.WriteFile(elsewhere, []byte("not a key\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, path); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(path, []byte("tsk_stale\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d := startDaemon(t, daemonOpts{dataDir: dir, mutate: func(c *config.Config) { c.Auth.Unauthenticated = false }})
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: admin.key is %v, want a regular file with mode 0600", kind, fi.Mode())
+		}
+		if b, _ := os.ReadFile(elsewhere); kind == "symlink" && string(b) != "not a key\n" {
+			t.Errorf("%s: the key was written through the link: %q", kind, b)
+		}
+		raw, _ := os.ReadFile(path)
+		st, _, b := keyed(t, d, strings.TrimSpace(string(raw)), "GET", "/v1/whoami", "")
+		wantStatus(t, kind+": whoami with the key in admin.key", st, 200, b)
+		d.stop()
+	}
+}
+
 // TestAuthLimitsAndCORS: per-key rate and concurrency limits answer 429 with
 // Retry-After; CORS answers preflights for configured origins only.
 func TestAuthLimitsAndCORS(t *testing.T) {
