@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpsrv "github.com/mark3labs/mcp-go/server"
 
+	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -179,10 +180,14 @@ func (e *Endpoint) forwardProgress(sub *progress.Subscription, n *notifier) {
 	}
 }
 
-// elicits reports whether the client declared elicitation support (and decisions
-// can be recorded).
+// elicits reports whether the client declared elicitation support, decisions can be
+// recorded, and the request's key may decide approvals (the approver role, as on
+// POST /v1/approvals/{id}/decision): an agent key does not approve its own calls.
 func (e *Endpoint) elicits(ctx context.Context) bool {
 	if e.deps.Approvals == nil || e.deps.Notifier == nil {
+		return false
+	}
+	if p := auth.From(ctx); p == nil || !p.Has(auth.RoleApprover) {
 		return false
 	}
 	cs, ok := mcpsrv.ClientSessionFromContext(ctx).(mcpsrv.SessionWithClientInfo)

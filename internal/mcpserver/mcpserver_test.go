@@ -327,6 +327,67 @@ func TestApprovalDecidedByElicitation(t *testing.T) {
 	}
 }
 
+// TestElicitationNeedsApproverRole: deciding an approval takes the approver role, on
+// REST and by elicitation alike. A client with an agent-only key is not asked: its
+// "accept" would let an agent key approve its own calls.
+func TestElicitationNeedsApproverRole(t *testing.T) {
+	t.Parallel()
+	d := start(t, func(c *config.Config) { c.Auth.Unauthenticated = false })
+	raw, err := os.ReadFile(filepath.Join(d.App.DataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
+	admin := bearer(strings.TrimSpace(string(raw)))
+	mkKey := func(roles ...string) map[string]string {
+		var k struct{ Key string }
+		d.doHeaders(http.MethodPost, "/v1/keys", admin, map[string]any{"tenant": "acme", "roles": roles}, http.StatusCreated, &k)
+		return bearer(k.Key)
+	}
+	agent, approver := mkKey("agent"), mkKey("approver")
+	var s sessionResp
+	d.doHeaders(http.MethodPost, "/v1/sessions", agent,
+		map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"}, http.StatusCreated, &s)
+	asked := make(chan struct{}, 1)
+	c, err := d.dial(d.URL+"/v1/sessions/"+s.ID+"/mcp", agent, client.WithElicitationHandler(elicitFunc(func(mcp.ElicitationRequest) *mcp.ElicitationResult {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept}}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		res, _ := c.CallTool(ctx, callReq("execute_command", map[string]any{"command": riskyCommand}))
+		done <- res
+	}()
+	var list struct {
+		Approvals []approvalRec `json:"approvals"`
+	}
+	waitFor(t, "the approval request", func() bool {
+		d.doHeaders(http.MethodGet, "/v1/approvals?session_id="+s.ID, approver, nil, http.StatusOK, &list)
+		return len(list.Approvals) == 1
+	})
+	select {
+	case <-asked:
+		t.Error("a client with an agent-only key was asked to decide the approval")
+	case <-time.After(500 * time.Millisecond):
+	}
+	d.doHeaders(http.MethodGet, "/v1/approvals/"+list.Approvals[0].ID, approver, nil, http.StatusOK, &list.Approvals[0])
+	if apr := list.Approvals[0]; apr.Status != "pending" {
+		t.Fatalf("approval %s is %s (decision %+v), want pending: only an approver decides", apr.ID, apr.Status, apr.Decision)
+	}
+	d.doHeaders(http.MethodPost, "/v1/approvals/"+list.Approvals[0].ID+"/decision", approver, map[string]any{"decision": "deny"}, http.StatusOK, nil)
+	if res := <-done; res == nil || !res.IsError {
+		t.Errorf("the denied call: %+v", res)
+	}
+}
+
 type elicitFunc func(mcp.ElicitationRequest) *mcp.ElicitationResult
 
 func (f elicitFunc) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
