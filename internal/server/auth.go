@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +24,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(auth.With(r.Context(), anonymous)))
 			return
 		}
-		p, err := s.Auth.Authenticate(r.Context(), presentedKey(r))
+		key := presentedKey(r)
+		p, err := s.Auth.Authenticate(r.Context(), key)
 		if err != nil {
 			if errors.Is(err, auth.ErrNoKey) || errors.Is(err, auth.ErrBadKey) || errors.Is(err, auth.ErrRevoked) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="toolserverd"`)
@@ -30,6 +35,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		if key == "" && s.Auth.Unauthenticated() {
+			if msg := s.fromWebPage(r); msg != "" {
+				writeForbidden(w, msg)
+				return
+			}
+		}
 		done, retry, err := s.Auth.Admit(p)
 		if err != nil {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(retry.Seconds(), 1)))))
@@ -37,9 +48,44 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		defer done()
-		ctx := auth.WithCredential(auth.With(r.Context(), p), presentedKey(r))
+		ctx := auth.WithCredential(auth.With(r.Context(), p), key)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// fromWebPage says why a request without a key in unauthenticated mode is refused,
+// or "" to serve it. That mode listens on loopback only, yet a browser on the machine
+// reaches loopback for any web site: a page's no-cors POST without Content-Type needs
+// no preflight (Origin names the page's site), and a name rebound to 127.0.0.1 makes
+// the page same-origin (Host is then that name). Pages on localhost or a loopback
+// address (the console) and the configured CORS origins are served.
+func (s *Server) fromWebPage(r *http.Request) string {
+	if !loopbackHost(r.Host) {
+		return "without an API key only requests to localhost or a loopback address are served, not to " + quote(r.Host)
+	}
+	o := r.Header.Get("Origin")
+	if o == "" || slices.Contains(s.CORS.AllowedOrigins, o) || slices.Contains(s.CORS.AllowedOrigins, "*") {
+		return ""
+	}
+	if u, err := url.Parse(o); err == nil && (u.Scheme == "http" || u.Scheme == "https") && loopbackHost(u.Host) {
+		return ""
+	}
+	return "without an API key requests from web pages of other sites are refused (Origin " + quote(o) + ")"
+}
+
+// loopbackHost reports whether a Host header value (host, host:port, [v6]:port) is
+// localhost or a loopback address.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // endOnRevoke ends a long-lived response (an event stream) once the key that opened it

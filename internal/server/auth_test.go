@@ -283,6 +283,58 @@ func TestBootstrapKeyReplacesStaleFile(t *testing.T) {
 	}
 }
 
+// TestUnauthenticatedRefusesWebPages: unauthenticated mode listens on loopback only,
+// but a browser on the same machine reaches loopback for any web site: with a body
+// without Content-Type a page's no-cors POST needs no preflight, and a name rebound to
+// 127.0.0.1 makes the page same-origin. Requests from other sites' pages (Origin) and
+// to other host names (Host) are refused; local clients and the console are served.
+func TestUnauthenticatedRefusesWebPages(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	port := d.url[strings.LastIndexByte(d.url, ':')+1:]
+	send := func(method, path, host, origin, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	for _, tc := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"127.0.0.1:" + port, "", 200},
+		{"localhost:" + port, "", 200},
+		{"[::1]:" + port, "", 200},
+		{"127.0.0.1:" + port, "http://127.0.0.1:" + port, 200}, // the console
+		{"127.0.0.1:" + port, "http://localhost:3000", 200},    // a local dev server's page
+		{"127.0.0.1:" + port, "https://evil.example", 403},
+		{"127.0.0.1:" + port, "null", 403},
+		{"rebound.evil.example:" + port, "http://rebound.evil.example:" + port, 403},
+		{"rebound.evil.example:" + port, "", 403},
+	} {
+		st, b := send("GET", "/v1/whoami", tc.host, tc.origin, "")
+		wantStatus(t, "GET /v1/whoami, Host "+tc.host+", Origin "+strconv.Quote(tc.origin), st, tc.want, b)
+	}
+	// What such a page would send: a command run without asking.
+	marker := filepath.Join(t.TempDir(), "pwned")
+	body := `{"session":{"available_tools":["execute_command"],"permission_mode":"bypass"},` +
+		`"calls":[{"id":"1","name":"execute_command","arguments":{"command":"touch ` + marker + `"}}]}`
+	st, b := send("POST", "/v1/tool-calls", "127.0.0.1:"+port, "https://evil.example", body)
+	wantStatus(t, "POST /v1/tool-calls from another site's page", st, 403, b)
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command of another site's page ran")
+	}
+}
+
 // TestAuthLimitsAndCORS: per-key rate and concurrency limits answer 429 with
 // Retry-After; CORS answers preflights for configured origins only.
 func TestAuthLimitsAndCORS(t *testing.T) {
