@@ -150,8 +150,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, err
 	}
 	if a.Sandbox, err = sandbox.NewManager(sandbox.Config{
-		Mode:           sandbox.Mode(cfg.Sandbox.Mode),
-		StateDir:       filepath.Join(a.DataDir, "sandbox"),
+		Mode:     sandbox.Mode(cfg.Sandbox.Mode),
+		StateDir: filepath.Join(a.DataDir, "sandbox"),
+		// Isolated commands do not see the daemon's data: its database and keys,
+		// other sessions' workspaces, logs and artifacts.
+		Hide:           []string{a.DataDir},
 		OutputCap:      cfg.Sandbox.OutputCapBytes,
 		DefaultTimeout: cfg.Calls.DefaultTimeout,
 		MaxTimeout:     cfg.Calls.MaxTimeout,

@@ -71,6 +71,11 @@ type Config struct {
 	// KillGrace is how long a process group gets between SIGTERM and SIGKILL.
 	// Default 2 seconds.
 	KillGrace time.Duration
+	// Hide lists directories isolated commands must not see (the daemon's data dir:
+	// its database, keys, other sessions' workspaces): each is covered by an empty
+	// read-only tmpfs, with the session's own directories inside bound back.
+	// StateDir is always hidden so. Local commands see everything.
+	Hide []string
 	// AllowNetwork is the default for sessions that do not say (see
 	// MetadataAllowNetwork). Only isolated sandboxes can deny the network.
 	AllowNetwork bool

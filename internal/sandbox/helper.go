@@ -20,8 +20,10 @@ import (
 // uid), so it may mount in its own mount namespace:
 //
 //  1. every mount becomes private, so nothing propagates back to the host;
-//  2. the writable directories (the root, the session's temp dir) are bind-mounted
-//     onto themselves;
+//  2. the hidden directories (the daemon's data and state) are covered by an empty
+//     tmpfs, and the writable directories (the root, the session's temp dir) are
+//     bind-mounted onto themselves (those inside a hidden one from a descriptor
+//     opened before it was covered);
 //  3. a fresh /proc is mounted for the new pid namespace and, without network, an
 //     empty tmpfs hides /run and the host's privileged Unix sockets in it;
 //  4. every mount is made read-only, recursively, then the writable binds are made
@@ -42,6 +44,7 @@ const helperExe = "/proc/self/exe"
 // helperSpec is handed to the helper in argv[1].
 type helperSpec struct {
 	RW          []string `json:"rw"`
+	Hide        []string `json:"hide"`
 	Dir         string   `json:"dir"`
 	LandlockABI int      `json:"landlock_abi"`
 	Network     bool     `json:"network"`
@@ -67,9 +70,43 @@ func runHelper(specJSON string, argv []string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	// Hidden dirs (the daemon's data): each is covered by an empty tmpfs; a writable
+	// dir inside one is opened before and bound back from its descriptor. One inside
+	// a writable dir is covered after that dir's bind.
+	outer, inner := splitHidden(spec.Hide, spec.RW)
+	fds := map[string]int{}
 	for _, p := range spec.RW {
-		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		if insideAny(p, outer) {
+			fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", p, err)
+			}
+			fds[p] = fd
+		}
+	}
+	for _, h := range outer {
+		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=755"); err != nil {
+			return fmt.Errorf("hide %s: %w", h, err)
+		}
+	}
+	for _, p := range spec.RW {
+		src := p
+		if fd, ok := fds[p]; ok {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return fmt.Errorf("mount point %s: %w", p, err)
+			}
+			src = fmt.Sprintf("/proc/self/fd/%d", fd)
+		}
+		if err := unix.Mount(src, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s: %w", p, err)
+		}
+	}
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+	for _, h := range inner {
+		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=755"); err != nil {
+			return fmt.Errorf("hide %s: %w", h, err)
 		}
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {

@@ -51,8 +51,8 @@ const nsInit = `exec 3>&2 2>/dev/null; "$0" -c "$1" 2>&3 3>&-; exit $?`
 // (helper.go): read-only host, writable rw (the root and the session's temp dir), no
 // capabilities, Landlock. A command whose shell dies of a signal shows as exit code
 // 128+n, like in bwrap.
-func namespacesLaunch(bash, dir, command string, env []string, rw []string, network bool, abi int) (launch, error) {
-	spec, err := json.Marshal(helperSpec{RW: rw, Dir: dir, LandlockABI: abi, Network: network, MaskRun: maskRun(rw, network)})
+func namespacesLaunch(bash, dir, command string, env []string, rw, hide []string, network bool, abi int) (launch, error) {
+	spec, err := json.Marshal(helperSpec{RW: rw, Hide: hide, Dir: dir, LandlockABI: abi, Network: network, MaskRun: maskRun(rw, network)})
 	if err != nil {
 		return launch{}, err
 	}
@@ -86,13 +86,26 @@ func maskRun(rw []string, network bool) bool {
 // fresh /dev, a fresh read-only /proc (bwrap alone leaves /proc/sys writable, and
 // the command is uid 0), the rw directories bound writable at the same paths, every
 // namespace unshared (the network too unless allowed) and no capabilities.
-func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw []string, network bool) launch {
+func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw, hide []string, network bool) launch {
 	argv := []string{bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"}
 	if maskRun(rw, network) {
 		argv = append(argv, "--tmpfs", "/run", "--remount-ro", "/run")
 	}
+	// Hidden dirs: an empty tmpfs over each, the writable dirs inside bound back on top
+	// (bwrap takes bind sources from the host), then the tmpfs made read-only. One
+	// inside a writable dir is covered after that dir's bind.
+	outer, inner := splitHidden(hide, rw)
+	for _, h := range outer {
+		argv = append(argv, "--tmpfs", h)
+	}
 	for _, p := range rw {
 		argv = append(argv, "--bind", p, p)
+	}
+	for _, h := range inner {
+		argv = append(argv, "--tmpfs", h)
+	}
+	for _, h := range outer {
+		argv = append(argv, "--remount-ro", h)
 	}
 	argv = append(argv, "--unshare-all")
 	if network {
@@ -100,4 +113,26 @@ func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw []string, ne
 	}
 	argv = append(argv, "--die-with-parent", "--cap-drop", "ALL", "--chdir", dir, "--", bash, "-c", command)
 	return launch{argv: argv, env: env, dir: dir, attr: groupAttr()}
+}
+
+// splitHidden sorts the hidden dirs: those inside no writable dir (covered first, the
+// writable dirs inside them bound back) and those inside one (covered after it).
+func splitHidden(hide, rw []string) (outer, inner []string) {
+	for _, h := range hide {
+		if insideAny(h, rw) {
+			inner = append(inner, h)
+		} else {
+			outer = append(outer, h)
+		}
+	}
+	return outer, inner
+}
+
+func insideAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if within(p, d) {
+			return true
+		}
+	}
+	return false
 }

@@ -311,3 +311,60 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("defaults: %+v", d)
 	}
 }
+
+// TestIsolationHidesDaemonDirs: an isolated command does not see the directories the
+// daemon hides (its data dir: the admin key, the database, other sessions'
+// workspaces) nor other sessions' job state; its own root inside them stays usable.
+func TestIsolationHidesDaemonDirs(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			data := t.TempDir()
+			for name, content := range map[string]string{"admin.key": "tsk_secret", "workspaces/ses_other/notes.txt": "other tenant"} {
+				p := filepath.Join(data, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			root := filepath.Join(data, "workspaces", "ses_mine")
+			if err := os.MkdirAll(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := bc.cfg
+			cfg.Hide = []string{data}
+			m := newManager(t, cfg)
+			sb, err := m.New(root, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := m.New(t.TempDir(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			oj, _ := run(t, other, Cmd{Command: "echo other-job-output"})
+			otherLog := filepath.Join(oj.dirPath, Stdout+".log")
+			for _, cmd := range []string{
+				"cat " + filepath.Join(data, "admin.key"),
+				"cat ../../admin.key",
+				"cat ../ses_other/notes.txt",
+				"cat " + otherLog,
+			} {
+				j, _ := run(t, sb, Cmd{Command: cmd})
+				if out := output(t, j, Stdout); j.ExitCode() == 0 || strings.Contains(out, "secret") || strings.Contains(out, "other") {
+					t.Errorf("%q: exit %d, stdout %q", cmd, j.ExitCode(), out)
+				}
+			}
+			j, info := run(t, sb, Cmd{Command: "echo mine > f.txt && cat f.txt && ls ../ && cat $TMPDIR/../nothing 2>/dev/null; touch $TMPDIR/t && echo tmp-ok"})
+			if out := output(t, j, Stdout); info.Status != StatusExited || out != "mine\nses_mine\ntmp-ok\n" {
+				t.Errorf("work in the root: %+v %q %q", info, out, output(t, j, Stderr))
+			}
+			if b, err := os.ReadFile(filepath.Join(root, "f.txt")); err != nil || string(b) != "mine\n" {
+				t.Errorf("the root's file on the host: %q %v", b, err)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -26,8 +27,9 @@ type Manager struct {
 	cfg       Config
 	caps      Capabilities
 	backend   Backend
-	dir       string // <StateDir>/sandbox-<random>, physical
-	cgroupDir string // pids cgroup of this instance, "" without one
+	dir       string   // <StateDir>/sandbox-<random>, physical
+	cgroupDir string   // pids cgroup of this instance, "" without one
+	hide      []string // physical dirs isolated commands do not see (Config.Hide)
 
 	mu     sync.Mutex
 	boxes  map[*box]struct{}
@@ -69,6 +71,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if m.dir, err = filepath.EvalSymlinks(dir); err != nil {
 		return nil, fmt.Errorf("sandbox state dir: %w", err)
 	}
+	m.hide = hiddenDirs(append([]string{cfg.StateDir}, cfg.Hide...))
 	if cfg.PidsLimit > 0 && m.caps.PidsCgroup != "" {
 		cg, err := makePidsCgroup(m.caps.PidsCgroup, "toolserverd-"+filepath.Base(m.dir), 0)
 		if err != nil {
@@ -237,4 +240,24 @@ func (b *box) isClosed() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.closed
+}
+
+// hiddenDirs is dirs as physical paths, without the ones that do not exist, "/" and
+// the ones inside another of them.
+func hiddenDirs(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		p, err := filepath.Abs(d)
+		if err == nil {
+			p, err = filepath.EvalSymlinks(p)
+		}
+		if err != nil || p == "/" {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.CompactFunc(out, func(a, b string) bool { return within(b, a) })
 }

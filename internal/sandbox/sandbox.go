@@ -289,9 +289,9 @@ func (b *box) launch(dir, command string, env []string) (launch, error) {
 	bash, rw := b.m.caps.Bash, []string{b.res.root, b.tmp}
 	switch b.backend {
 	case BackendBwrap:
-		return bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.network), nil
+		return bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, b.network), nil
 	case BackendNamespaces:
-		return namespacesLaunch(bash, dir, command, env, rw, b.network, b.m.caps.LandlockABI)
+		return namespacesLaunch(bash, dir, command, env, rw, b.m.hide, b.network, b.m.caps.LandlockABI)
 	default:
 		return localLaunch(bash, dir, command, env), nil
 	}
