@@ -106,6 +106,10 @@ func (t *Truncator) Cut(text string) (string, bool) {
 		}
 		tailStart = headEnd
 	}
+	// A token may hold part of a character (CJK, emoji): cut between characters, so
+	// the text stays valid UTF-8; the head gives up, the tail skips, the partial one.
+	headEnd = len(validPrefix(text, headEnd))
+	tailStart = validSuffixStart(text, tailStart)
 	removed := tailStart - headEnd
 	return fmt.Sprintf("%s\n\n[… %d of %d bytes removed here: the result exceeded the %d-token limit …]\n\n%s",
 		text[:headEnd], removed, len(text), t.max, text[tailStart:]), false

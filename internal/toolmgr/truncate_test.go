@@ -149,3 +149,27 @@ func BenchmarkTruncateLarge(b *testing.B) {
 		tr.Apply(res)
 	}
 }
+
+// TestTruncatorKeepsRunesWhole: the tokenizer splits many characters (CJK, flags,
+// mathematical letters) across tokens, so a cut at a token boundary may fall inside a
+// character. The text sent to the model must stay valid UTF-8, and every byte kept
+// must be the original's.
+func TestTruncatorKeepsRunesWhole(t *testing.T) {
+	t.Parallel()
+	tr := NewTruncator(200)
+	for _, unit := range []string{"日本語 ", "🇫🇷", "ﬃ", "𝔘𝔫𝔦", "é😀 "} {
+		text := strings.Repeat(unit, 5000)
+		cut, ok := tr.Cut(text)
+		if ok {
+			t.Fatalf("%q: %d bytes not cut", unit, len(text))
+		}
+		head, rest, _ := strings.Cut(cut, "\n\n[…")
+		_, tail, _ := strings.Cut(rest, "…]\n\n")
+		if !utf8.ValidString(cut) {
+			t.Errorf("%q: the cut text is not valid UTF-8: head ends %q, tail starts %q", unit, head[max(0, len(head)-8):], tail[:min(8, len(tail))])
+		}
+		if !strings.HasPrefix(text, head) || !strings.HasSuffix(text, tail) {
+			t.Errorf("%q: the head or the tail is not the text's own", unit)
+		}
+	}
+}
