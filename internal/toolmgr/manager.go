@@ -186,6 +186,9 @@ func newEntry(t tool.Tool) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.Parameters, err = objectSchema(spec.Parameters); err != nil {
+		return nil, fmt.Errorf("toolmgr: tool %q: %w", spec.Name, err)
+	}
 	return &Entry{Tool: t, Spec: spec, schema: schema, declared: declared}, nil
 }
 

@@ -53,6 +53,29 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 	return s, declared, nil
 }
 
+// objectSchema returns a compiled parameters schema with the top-level "type":"object"
+// and "properties" that providers require of a function's parameters (OpenAI refuses
+// one without properties, Anthropic an input_schema without type) and JSON Schema
+// lets a tool leave out; adding them changes nothing that validates.
+func objectSchema(raw json.RawMessage) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	_, hasType := obj["type"]
+	_, hasProps := obj["properties"]
+	if hasType && hasProps {
+		return raw, nil
+	}
+	if !hasType {
+		obj["type"] = json.RawMessage(`"object"`)
+	}
+	if !hasProps {
+		obj["properties"] = json.RawMessage(`{}`)
+	}
+	return json.Marshal(obj)
+}
+
 type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
