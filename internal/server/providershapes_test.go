@@ -1,8 +1,13 @@
 package server_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 )
@@ -65,3 +70,84 @@ func TestExportedSchemasAreObjects(t *testing.T) {
 		}
 	}
 }
+
+// firstEvents posts a batch and reads its stream for at most wait: the events read,
+// and whether done was among them.
+func firstEvents(t *testing.T, d *daemon, path, body string, wait time.Duration) ([]event, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var evs []event
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return evs, false
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("bad NDJSON line %q: %v", line, err)
+		}
+		evs = append(evs, event{raw: line, m: m})
+		if m["type"] == "done" {
+			return evs, true
+		}
+	}
+}
+
+func rawLines(evs []event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		b.Write(e.raw)
+	}
+	return b.String()
+}
+
+// TestArgumentsCheckedBeforeAnyoneIsAsked: arguments are validated (and stripped of
+// identity fields) before the permission check and before an external tool's call
+// is handed out (the design's order: validate, then permission). Bad arguments come
+// back at once as invalid_args the model can fix, instead of a person being asked to
+// approve, or to answer, a call that cannot run; and spoofed identity fields never
+// reach the UI that answers an external tool.
+func TestArgumentsCheckedBeforeAnyoneIsAsked(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"ask_user", "execute_command"}})["id"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+
+	for _, c := range []struct{ name, args string }{
+		{"ask_user", `{"question":5}`},
+		{"execute_command", `{"command":"echo ran >> ran.txt","no_such_option":true}`},
+	} {
+		evs, done := firstEvents(t, d, calls, `{"calls":[{"id":"a","name":"`+c.name+`","arguments":`+c.args+`}]}`, 5*time.Second)
+		if !done {
+			t.Errorf("%s %s: the call waits instead of being answered: %s", c.name, c.args, rawLines(evs))
+			continue
+		}
+		if m := messages(t, evs)["a"]; m.str("error_kind") != "invalid_args" {
+			t.Fatalf("%s %s: %s", c.name, c.args, m.raw)
+		}
+	}
+
+	evs, _ := firstEvents(t, d, calls, `{"calls":[{"id":"q","name":"ask_user","arguments":{"question":"Which colour?","user_id":"admin","session_id":"ses_other"}}]}`, 3*time.Second)
+	var input *event
+	for i := range evs {
+		if evs[i].str("type") == "input_required" {
+			input = &evs[i]
+		}
+	}
+	if input == nil {
+		t.Fatalf("no input_required: %s", rawLines(evs))
+	}
+	if args := string(input.raw); !strings.Contains(args, "Which colour?") || strings.Contains(args, "admin") || strings.Contains(args, "ses_other") {
+		t.Fatalf("input_required carries identity fields the model made up: %s", args)
+	}
+}
+

@@ -266,6 +266,15 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 			call.preset = tool.ErrorResult(tool.KindDenied, "%s", NestedCallable(e.Spec).Error())
 		default:
 			call.entry, call.manager = e, m
+			// Arguments are checked before the permission check: nobody is asked to
+			// approve (or, for an external tool, to answer) a call that cannot run, or
+			// shown identity fields the model made up.
+			args, bad := e.Prepare(c.Arguments)
+			if bad != nil {
+				call.preset = bad
+				break
+			}
+			call.Arguments = args
 			if x.perm != nil {
 				d := x.decide(sess, call)
 				call.planned = d.Outcome
