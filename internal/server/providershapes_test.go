@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // TestExportedSchemasAreObjects: a tool declared in the config with a schema that
@@ -151,3 +152,64 @@ func TestArgumentsCheckedBeforeAnyoneIsAsked(t *testing.T) {
 	}
 }
 
+// TestAnthropicToolResultBlocks: Anthropic refuses a tool_result whose text block is
+// empty or only whitespace ("text content blocks must contain non-whitespace text")
+// and an image whose media type is not JPEG, PNG, GIF or WebP. A command that prints
+// a blank line, or an MCP tool returning an SVG chart, must not make the backend's
+// next request fail.
+func TestAnthropicToolResultBlocks(t *testing.T) {
+	t.Parallel()
+	const png = "iVBORw0KGgo="
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "draw") }})
+	draw := fn{spec: tool.Spec{Name: "draw", Description: "Draws.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Risk: tool.RiskSafe},
+		run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
+			return &tool.Result{Content: []tool.Content{
+				{Type: tool.ContentText, Text: "\n"},
+				{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"},
+				{Type: tool.ContentImage, MimeType: "image/png", Data: png},
+			}}, nil
+		}}
+	if err := d.app.Tools.Register(draw); err != nil {
+		t.Fatal(err)
+	}
+	id := d.createSession(map[string]any{"available_tools": []string{"echo", "draw"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=anthropic",
+		`{"calls":[{"type":"tool_use","id":"blank","name":"echo","input":{"text":" \n\t"}},{"type":"tool_use","id":"img","name":"draw","input":{}}]}`)
+	msgs := messages(t, evs)
+	for _, id := range []string{"blank", "img"} {
+		var m struct {
+			Content []struct {
+				Type    string `json:"type"`
+				Content []struct {
+					Type   string `json:"type"`
+					Text   *string
+					Source *struct {
+						MediaType string `json:"media_type"`
+						Data      string `json:"data"`
+					} `json:"source"`
+				} `json:"content"`
+			} `json:"content"`
+		}
+		raw, _ := json.Marshal(msgs[id].m["message"])
+		if err := json.Unmarshal(raw, &m); err != nil || len(m.Content) != 1 || len(m.Content[0].Content) == 0 {
+			t.Fatalf("%s: %s", id, raw)
+		}
+		images := 0
+		for _, b := range m.Content[0].Content {
+			switch b.Type {
+			case "text":
+				if b.Text == nil || strings.TrimSpace(*b.Text) == "" {
+					t.Errorf("%s: a text block Anthropic refuses: %s", id, raw)
+				}
+			case "image":
+				images++
+				if mt := b.Source.MediaType; mt != "image/png" || b.Source.Data != png {
+					t.Errorf("%s: an image block Anthropic refuses: %s", id, raw)
+				}
+			}
+		}
+		if id == "img" && (images != 1 || !strings.Contains(string(raw), "image/svg+xml")) {
+			t.Errorf("%s: the PNG must stay an image and the SVG be named in text: %s", id, raw)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -172,13 +173,14 @@ func message(f toolmgr.Format, toolCallID, name string, r *tool.Result) any {
 	case toolmgr.FormatAnthropic:
 		blocks := make([]any, 0, len(r.Content))
 		for _, c := range r.Content {
-			switch c.Type {
-			case tool.ContentImage:
-				blocks = append(blocks, anthropicImage{Type: "image", Source: anthropicSource{Type: "base64", MediaType: c.MimeType, Data: c.Data}})
-			default:
-				if t := (&tool.Result{Content: []tool.Content{c}}).Text(); t != "" {
-					blocks = append(blocks, anthropicText{Type: "text", Text: t})
-				}
+			if mt := strings.ToLower(c.MimeType); c.Type == tool.ContentImage && anthropicImageTypes[mt] {
+				blocks = append(blocks, anthropicImage{Type: "image", Source: anthropicSource{Type: "base64", MediaType: mt, Data: c.Data}})
+				continue
+			}
+			// Anthropic refuses text blocks that are empty or only whitespace; images
+			// of other types are named in text.
+			if t := (&tool.Result{Content: []tool.Content{c}}).Text(); strings.TrimSpace(t) != "" {
+				blocks = append(blocks, anthropicText{Type: "text", Text: t})
 			}
 		}
 		if len(blocks) == 0 {
@@ -196,6 +198,9 @@ func message(f toolmgr.Format, toolCallID, name string, r *tool.Result) any {
 		return m
 	}
 }
+
+// anthropicImageTypes are the media types Anthropic accepts in an image block.
+var anthropicImageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
 
 type nativeMessage struct {
 	Role       string          `json:"role"`
