@@ -145,21 +145,31 @@ func (s *Session) expand(names []string) map[string]any {
 func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
 	// Only tools a call could use now: the whitelist's, and the active skill's.
 	specs := slices.DeleteFunc(sess.Tools.Specs(), func(sp tool.Spec) bool { return !sess.skillAllows(sp.Name) })
-	if len(specs) <= SmallToolset || strings.TrimSpace(query) == "" {
+	// The whole set, no narrowing; with reset_tools, as the unranked listing has it.
+	whole := func() []tool.Spec {
 		sess.Narrow(nil)
+		if e, ok := m.protocol.Lookup(ResetToolName); ok {
+			specs = append(specs, e.Spec)
+		}
 		return specs
+	}
+	if len(specs) <= SmallToolset || strings.TrimSpace(query) == "" {
+		return whole()
 	}
 	if limit <= 0 {
 		limit = 12
 	}
-	picked := m.index().RankFiltered(query, limit, func(name string) bool {
-		return sess.Tools.Allows(name) && sess.skillAllows(name)
-	})
+	// Ranked among the tools listed (whitelist, active groups, active skill), so that
+	// a tool that cannot be called now takes no place.
+	listed := make(map[string]bool, len(specs))
+	for _, sp := range specs {
+		listed[sp.Name] = true
+	}
+	picked := m.index().RankFiltered(query, limit, func(name string) bool { return listed[name] })
 	if len(picked) == 0 || limit >= len(specs) {
 		// Nothing matches (narrowing to no tool would leave the turn with none), or
-		// the best limit are all of them: the whole set, no narrowing.
-		sess.Narrow(nil)
-		return specs
+		// the best limit are all of them.
+		return whole()
 	}
 	names := make([]string, 0, len(picked))
 	for _, r := range picked {
