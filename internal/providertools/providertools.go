@@ -212,12 +212,23 @@ type command struct {
 func (c command) Spec() tool.Spec { return c.spec }
 
 func (c command) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
-	var args struct {
-		Command string `json:"command"`
-		Restart bool   `json:"restart"`
-	}
-	if err := json.Unmarshal(raw, &args); err != nil {
+	// Arguments are read by their exact names, as the permission check reads
+	// "command": decoding into a struct would also take "Command" (the last of the
+	// two winning) and run a command nobody checked.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "arguments: %v", err)
+	}
+	var args struct {
+		Command string
+		Restart bool
+	}
+	for name, dst := range map[string]any{"command": &args.Command, "restart": &args.Restart} {
+		if v, ok := fields[name]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return nil, tool.Errorf(tool.KindInvalidArgs, "arguments: %s: %v", name, err)
+			}
+		}
 	}
 	if strings.TrimSpace(args.Command) == "" {
 		if args.Restart {
