@@ -66,6 +66,8 @@ type Call struct {
 	entry   *toolmgr.Entry
 	manager *toolmgr.Manager
 	preset  *tool.Result // answered without running (not found, bad arguments)
+	// prepared: Arguments went through the entry's Prepare when the call was planned.
+	prepared bool
 	// timeout is the request's override of the tool's default, if any.
 	timeout time.Duration
 	// planned is the policy's answer at plan time: a call that will ask needs its
@@ -274,7 +276,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 				call.preset = bad
 				break
 			}
-			call.Arguments = args
+			call.Arguments, call.prepared = args, true
 			if x.perm != nil {
 				d := x.decide(sess, call)
 				call.planned = d.Outcome
@@ -627,7 +629,7 @@ func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Ev
 		defer inv.close()
 		tc.Invoke = inv
 	}
-	res := c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout)})
+	res := c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout), Prepared: c.prepared})
 	if res.IsError && errors.Is(context.Cause(ctx), errFenced) {
 		// Say what the record says (the other replicas failed the call), not "cancelled".
 		return tool.ErrorResult(tool.KindFailed, "%s was stopped: this replica lost its lease on the shared database (its heartbeats failed), "+

@@ -198,6 +198,9 @@ type Invocation struct {
 	Args json.RawMessage
 	// Timeout bounds the call; zero means no deadline beyond Ctx's own.
 	Timeout time.Duration
+	// Prepared says Args are what Entry.Prepare returned for this call already (the
+	// executor prepares when it plans): Run does not validate them again.
+	Prepared bool
 }
 
 // Run validates and executes a call of the entry's tool: identity fields stripped,
@@ -205,9 +208,11 @@ type Invocation struct {
 // recovery, after hooks. It always returns a result; failures are is_error results.
 func (m *Manager) Run(e *Entry, inv Invocation) *tool.Result {
 	start := time.Now()
-	args, res := e.Prepare(inv.Args)
-	if res != nil {
-		return res
+	args, res := inv.Args, (*tool.Result)(nil)
+	if !inv.Prepared {
+		if args, res = e.Prepare(inv.Args); res != nil {
+			return res
+		}
 	}
 	before, after := m.hooks()
 	for _, h := range before {
