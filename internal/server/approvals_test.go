@@ -367,3 +367,43 @@ func TestNULInNamesAndDecisions(t *testing.T) {
 		t.Fatalf("approval after refused decisions: %d %s", code, resp)
 	}
 }
+
+// TestApprovedCallOutlivesItsClient: a call approved while its client waited runs to
+// the end even when that client goes away after the approval (here while the call
+// waits for the session's lock): a person approved it, and nobody else will run it.
+func TestApprovedCallOutlivesItsClient(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = []string{"execute_command(sleep:*)"} }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	held := make(chan []event, 1)
+	go func() {
+		_, evs := d.stream(calls, `{"calls":[{"id":"holder","name":"execute_command","arguments":{"command":"sleep 2"}}]}`)
+		held <- evs
+	}()
+	waitFor(t, 10*time.Second, "the holder runs", func() bool {
+		_, _, b := d.do("GET", calls+"/holder", nil)
+		return strings.Contains(string(b), `"status":"running"`)
+	})
+	apr, _, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"asked","name":"execute_command","arguments":{"command":"echo ran > asked.txt"}}]}`)
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	// The waiting stream claims the approved call, which then waits for the lock.
+	waitFor(t, 10*time.Second, "the approved call is claimed", func() bool {
+		_, _, b := d.do("GET", calls+"/asked", nil)
+		return strings.Contains(string(b), `"status":"running"`)
+	})
+	stop() // its client goes away
+	<-held
+	var rec string
+	waitFor(t, 15*time.Second, "the approved call finishes", func() bool {
+		_, _, b := d.do("GET", calls+"/asked", nil)
+		rec = string(b)
+		return !strings.Contains(rec, `"status":"running"`)
+	})
+	if !strings.Contains(rec, `"status":"succeeded"`) || lines(t, filepath.Join(wd, "asked.txt")) != 1 {
+		t.Fatalf("the approved call after its client left: %s", rec)
+	}
+}

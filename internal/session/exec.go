@@ -539,6 +539,17 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	case !run:
 		return res, false
 	}
+	if claimed {
+		// Approved and claimed here: it runs to the end whether or not this stream's
+		// client stays, as it would if nobody had waited (RunApproved) — a person
+		// approved it and no one else will run it. Cancel still reaches it.
+		dctx, untrack := x.track(context.WithoutCancel(ctx), c.ID)
+		defer untrack()
+		if cancelledByRequest(ctx) {
+			x.Cancel(c.ID)
+		}
+		ctx = dctx
+	}
 	if c.entry.Spec.External {
 		res, err := x.external(ctx, c, emit)
 		switch {
