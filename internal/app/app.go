@@ -485,6 +485,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // and starts the loop that expires approval requests nobody decided.
 func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 	pc := approval.DefaultConfig()
+	// Local commands run with the daemon's rights: naming its data dir asks.
+	pc.PrivateDirs = []string{a.DataDir}
 	for _, g := range []struct {
 		key    string
 		action approval.Outcome

@@ -121,6 +121,12 @@ type Config struct {
 	// EditTools are what accept_edits mode allows inside the working directory.
 	// nil means DefaultEditTools.
 	EditTools []string
+	// PrivateDirs are absolute directories a command must not even read without a
+	// person's approval, in every mode (the daemon's data dir: its keys, database and
+	// other sessions' workspaces); the session's working directory inside one is its
+	// own. Commands are read as written, so this guards what a command names, not
+	// every path it could reach (a sandbox does that).
+	PrivateDirs []string
 }
 
 // DefaultConfig is the policy with no operator rules.

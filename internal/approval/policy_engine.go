@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -17,6 +18,7 @@ type Engine struct {
 	subjects  globTable[Subject]
 	policy    map[tool.Risk]Outcome
 	immune    []string
+	private   []string // cleaned absolute slash paths (Config.PrivateDirs)
 	edit      map[string]bool
 }
 
@@ -40,6 +42,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	for _, t := range cfg.EditTools {
 		e.edit[t] = true
+	}
+	for _, d := range cfg.PrivateDirs {
+		if d = path.Clean(filepath.ToSlash(d)); path.IsAbs(d) && d != "/" {
+			e.private = append(e.private, d)
+		}
 	}
 	return e, nil
 }
@@ -145,6 +152,36 @@ func (c *check) commandImmune(present bool) string {
 	for _, w := range c.cmd.Writes {
 		if g := c.e.immunePath(newPathSubject(w, c.req.Workdir)); g != "" {
 			return fmt.Sprintf("the command may change %q, a protected path (%s)", w, g)
+		}
+	}
+	return c.readsPrivate()
+}
+
+// readsPrivate names a path of the command (any word that looks like one, cd's too)
+// that lies in a private dir outside the session's working directory.
+func (c *check) readsPrivate() string {
+	if len(c.e.private) == 0 {
+		return ""
+	}
+	for _, sc := range c.cmd.Commands {
+		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+			for _, w := range words {
+				if _, v, ok := strings.Cut(w, "="); ok {
+					w = v // --file=PATH
+				}
+				if w != ".." && !strings.Contains(w, "/") {
+					continue
+				}
+				ps := newPathSubject(w, c.req.Workdir)
+				if ps.inside || ps.abs == "" {
+					continue
+				}
+				for _, d := range c.e.private {
+					if ps.abs == d || strings.HasPrefix(ps.abs, d+"/") {
+						return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+					}
+				}
+			}
 		}
 	}
 	return ""

@@ -242,3 +242,36 @@ func TestCheckTable(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateDirs: a command naming a private dir outside the working directory asks,
+// immune, in every mode; the working directory inside it is the session's own.
+func TestPrivateDirs(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.PrivateDirs = []string{"/work"} // testWorkdir /work/proj lies inside
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		command string
+		ask     bool
+	}{
+		{"cat ../admin.key", true},
+		{"cat /work/toolserverd.db", true},
+		{"ls ..", true},
+		{"cd .. && ls", true},
+		{"grep --file=/work/admin.key x", true},
+		{`sh -c "cat ../other/notes"`, true},
+		{"cat README.md ./src/a.go /work/proj/b.go", false},
+		{"ls /usr/include", false},
+		{"cat /workshop/x", false},
+	} {
+		for _, mode := range []Mode{ModeDefault, ModeBypass} {
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: testWorkdir, Args: commandArgs(tc.command)})
+			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,33 @@ func TestApprovedCallOutlivesItsClient(t *testing.T) {
 	})
 	if !strings.Contains(rec, `"status":"succeeded"`) || lines(t, filepath.Join(wd, "asked.txt")) != 1 {
 		t.Fatalf("the approved call after its client left: %s", rec)
+	}
+}
+
+// TestReadingTheDataDirAsks: in local mode a command runs with the daemon's rights, so a
+// "read-only" command reading the daemon's data dir (its admin key, its database,
+// other sessions' workspaces) is not run without a person's approval, whatever the
+// mode; reading inside the session's own workspace still runs at once.
+func TestReadingTheDataDirAsks(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	for _, mode := range []string{"default", "bypass"} {
+		sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": mode})
+		id, wd := sess["id"].(string), sess["workdir"].(string)
+		calls := "/v1/sessions/" + id + "/tool-calls"
+		for _, cmd := range []string{"cat ../../admin.key", "cat " + filepath.Join(d.dataDir, "toolserverd.db"), "ls ..", "cd ../.. && cat admin.key"} {
+			apr, _, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"r","name":"execute_command","arguments":{"command":`+strconv.Quote(cmd)+`}}]}`)
+			stop()
+			if !strings.Contains(apr["reason"].(string), "data") {
+				t.Errorf("%s mode, %q: asked, but the reason does not say why: %v", mode, cmd, apr["reason"])
+			}
+		}
+		if err := os.WriteFile(filepath.Join(wd, "mine.txt"), []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, evs := d.stream(calls, `{"calls":[{"id":"own","name":"execute_command","arguments":{"command":"cat mine.txt ./mine.txt `+filepath.Join(wd, "mine.txt")+`"}}]}`)
+		if m := messages(t, evs)["own"]; m.m["is_error"] != false {
+			t.Errorf("%s mode: reading the session's own files: %s", mode, m.raw)
+		}
 	}
 }
