@@ -436,3 +436,42 @@ func TestReadingTheDataDirAsks(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidArgumentsAreNotSentForApproval: a call that would ask a person but whose
+// arguments the tool refuses is answered invalid_args at once (the model fixes it on
+// its next turn); no approval request is made for a call that cannot run.
+func TestInvalidArgumentsAreNotSentForApproval(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command", "write_file"}})["id"].(string)
+	done := make(chan []event, 1)
+	go func() {
+		_, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=openai", `{"calls":[
+			{"id":"c1","type":"function","function":{"name":"execute_command","arguments":"{\"cmd\":\"rm -rf build\",\"timeout_ms\":\"x\"}"}},
+			{"id":"c2","type":"function","function":{"name":"execute_command","arguments":""}},
+			{"id":"c3","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"a.txt\"}"}}]}`)
+		done <- evs
+	}()
+	var evs []event
+	select {
+	case evs = <-done:
+	case <-time.After(10 * time.Second):
+		_, _, body := d.do("GET", "/v1/approvals?status=pending", nil)
+		t.Fatalf("calls with invalid arguments wait (pending approvals: %s)", body)
+	}
+	for _, e := range evs {
+		if e.str("type") == "approval_required" {
+			t.Fatalf("approval requested for a call with invalid arguments: %s", e.raw)
+		}
+	}
+	msgs := messages(t, evs)
+	for id, want := range map[string]string{"c1": "missing property 'command'", "c2": "missing property 'command'", "c3": "missing property 'content'"} {
+		m := msgs[id]
+		if m.str("error_kind") != "invalid_args" || !strings.Contains(string(m.raw), want) {
+			t.Errorf("%s: want invalid_args mentioning %q, got %s", id, want, m.raw)
+		}
+	}
+	if _, _, body := d.do("GET", "/v1/approvals?status=pending", nil); strings.Contains(string(body), "apr_") {
+		t.Fatalf("pending approvals were created: %s", body)
+	}
+}
