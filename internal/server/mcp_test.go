@@ -153,3 +153,28 @@ func TestMCPBackoffFromConfig(t *testing.T) {
 		t.Fatalf("next attempt in %s, want 5m to 10m (mcp.min_backoff 10m)", wait)
 	}
 }
+
+// TestToolListingIncludesMCPTools: GET /v1/tools ("every registered tool") lists the
+// tools of the connected MCP servers too, as sessions see them.
+func TestToolListingIncludesMCPTools(t *testing.T) {
+	t.Parallel()
+	js := everythingServer(t)
+	d := startDaemon(t, daemonOpts{})
+	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}}); code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
+		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+		return strings.Contains(string(body), `"state":"ready"`)
+	})
+	for _, f := range []string{"native", "openai"} {
+		code, _, body := d.do("GET", "/v1/tools?format="+f, nil)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", f, code, body)
+		}
+		validate(t, "ToolList", body)
+		if !strings.Contains(string(body), `"mcp__everything__echo"`) || !strings.Contains(string(body), `"read_file"`) {
+			t.Fatalf("GET /v1/tools?format=%s lacks the MCP server's or the built-in tools: %.600s", f, body)
+		}
+	}
+}

@@ -22,6 +22,9 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	specs := s.Tools.Specs()
+	if s.Sessions != nil { // every registry, MCP servers' tools included
+		specs = s.Sessions.Specs()
+	}
 	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f), Omitted: toolmgr.Omitted(specs, f)})
 }
 

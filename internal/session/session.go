@@ -261,6 +261,14 @@ type Manager struct {
 // UseSkills gives sessions their view (available_skills) of the skill registry.
 func (m *Manager) UseSkills(s *skills.Manager) { m.skills = s }
 
+// Specs returns every registered tool's spec (built-ins, OpenAPI and provider tools,
+// and the tools of the MCP servers connected now), sorted by name; on a name clash
+// the higher-priority registry's tool is the one listed, as in a session.
+func (m *Manager) Specs() []tool.Spec {
+	p, _ := NewToolProxy(m.managers, nil)
+	return p.Specs()
+}
+
 // NewManager returns a session registry over the given tool managers (in priority order).
 func NewManager(cfg Config, st Store, managers ...*toolmgr.Manager) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
