@@ -191,7 +191,8 @@ type ProgressConfig struct {
 
 // SandboxConfig configures where commands run.
 type SandboxConfig struct {
-	// Mode is local (confined to the session's workdir) or isolated (namespaces).
+	// Mode is local (commands start in the session's workdir as the daemon's user) or
+	// isolated (namespaces: read-only host, writable workdir).
 	Mode string `mapstructure:"mode"`
 	// AllowNetwork lets isolated commands reach the network.
 	AllowNetwork bool `mapstructure:"allow_network"`
