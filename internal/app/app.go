@@ -457,6 +457,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 
 	a.Log.Info("shutting down: draining in-flight calls", "timeout", a.Config.ShutdownTimeout.String())
+	// Calls waiting for a person's decision or an external answer are kept by the
+	// store, not by this process: leave them now rather than at the drain deadline.
+	if n := a.Exec.ReleaseWaiting(); n > 0 {
+		a.Log.Info("left calls waiting for a decision or an answer; they stay pending", "calls", n)
+	}
 	drainCtx, cancelDrain := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
 	defer cancelDrain()
 	if err := srv.Shutdown(drainCtx); errors.Is(err, context.DeadlineExceeded) {

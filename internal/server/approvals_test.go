@@ -475,3 +475,42 @@ func TestInvalidArgumentsAreNotSentForApproval(t *testing.T) {
 		t.Fatalf("pending approvals were created: %s", body)
 	}
 }
+
+// TestShutdownDoesNotWaitForApprovals: a redeploy while a call waits for a person
+// (scenario 4) stops at once instead of holding the drain for shutdown_timeout: the
+// waiting stream is told the request stays pending, and after the restart the
+// approval runs the call exactly once.
+func TestShutdownDoesNotWaitForApprovals(t *testing.T) {
+	t.Parallel()
+	opts := daemonOpts{dataDir: t.TempDir(), mutate: func(c *config.Config) {
+		c.Permissions.Allow = nil
+		c.ShutdownTimeout = 20 * time.Second
+	}}
+	d := startDaemon(t, opts)
+	sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"echo ran >> ran.txt"}}]}`)
+	defer stop()
+	start := time.Now()
+	d.stop()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("shutdown took %v with a call waiting for approval (shutdown_timeout 20s)", took)
+	}
+	m := restMessages(t, <-rest)["w"]
+	if m.str("error_kind") != "cancelled" || !strings.Contains(string(m.raw), "shut down") || !strings.Contains(string(m.raw), "stays pending") {
+		t.Fatalf("the waiting stream's message: %s", m.raw)
+	}
+
+	d2 := startDaemon(t, opts)
+	if code, _, body := d2.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide after restart: %d %s", code, body)
+	}
+	waitFor(t, 30*time.Second, "the approved call to run", func() bool {
+		return lines(t, filepath.Join(wd, "ran.txt")) == 1
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := lines(t, filepath.Join(wd, "ran.txt")); n != 1 {
+		t.Fatalf("ran.txt has %d lines, want 1", n)
+	}
+}

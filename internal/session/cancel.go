@@ -32,7 +32,12 @@ func whoLeft(ctx context.Context) string {
 
 // callCancel ends one unfinished call; a pointer, so that only its own tracker
 // removes it.
-type callCancel struct{ cancel context.CancelCauseFunc }
+type callCancel struct {
+	cancel context.CancelCauseFunc
+	// durable is set (under Executor.mu) while the call waits for a decision or an
+	// answer that the store keeps: ReleaseWaiting ends such a wait at shutdown.
+	durable bool
+}
 
 // track makes a call cancellable by Cancel until untrack is called. A call that is
 // tracked again (a background call detaching from its request) is then cancelled
@@ -145,4 +150,47 @@ func (x *Executor) cancelExternal(ctx context.Context, c *Call) *tool.Result {
 		return rec.Result
 	}
 	return res
+}
+
+// waitingDurably marks the call callID as waiting for something the store keeps (a
+// decision, an external answer) until done is called: the daemon need not keep it
+// while it stops, since whoever decides or answers later gets it run or finished.
+// Once ReleaseWaiting was called, the wait is ended at once.
+func (x *Executor) waitingDurably(callID string) (done func()) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	cc, ok := x.unfinished[callID]
+	if !ok {
+		return func() {}
+	}
+	if x.releasing {
+		cc.cancel(ErrShuttingDown)
+		return func() {}
+	}
+	cc.durable = true
+	return func() {
+		x.mu.Lock()
+		cc.durable = false
+		x.mu.Unlock()
+	}
+}
+
+// ReleaseWaiting ends, as the server shutting down, the waits of the calls that wait
+// for a decision or an external answer, now and from now on: their requests stay
+// pending in the store (the call runs, or takes its answer, when it comes), so a drain
+// need not wait for a person. It returns how many waits it ended.
+func (x *Executor) ReleaseWaiting() int {
+	x.mu.Lock()
+	x.releasing = true
+	var cancels []*callCancel
+	for _, cc := range x.unfinished {
+		if cc.durable {
+			cancels = append(cancels, cc)
+		}
+	}
+	x.mu.Unlock()
+	for _, cc := range cancels {
+		cc.cancel(ErrShuttingDown)
+	}
+	return len(cancels)
 }

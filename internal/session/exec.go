@@ -184,6 +184,7 @@ type Executor struct {
 	// session's lock or for a decision, not only one whose tool runs.
 	unfinished map[string]*callCancel
 	inputs     map[string]chan json.RawMessage // stateful calls waiting for the agent
+	releasing  bool                            // ReleaseWaiting was called: the daemon stops
 	wg         sync.WaitGroup
 }
 

@@ -51,6 +51,9 @@ func (x *Executor) external(ctx context.Context, c *Call, emit func(Event)) (*to
 	if emit != nil {
 		emit(Event{Type: EventExternal, Call: c, TS: time.Now()})
 	}
+	if c.nested == nil {
+		defer x.waitingDurably(c.ID)()
+	}
 	return x.awaitResult(ctx, c.ID)
 }
 
@@ -147,6 +150,9 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 	c.approvalID = apr.ID
 	_ = x.perm.Notifier.Notify(context.WithoutCancel(ctx), TopicApprovalCreated, apr.ID)
 	emit(Event{Type: EventApproval, Call: c, Approval: apr, Suggestions: suggestions, TS: time.Now()})
+	if c.nested == nil { // a chained call's wait ends with its chain's
+		defer x.waitingDurably(c.ID)()
+	}
 
 	tick := time.NewTicker(x.perm.Recheck)
 	defer tick.Stop()
