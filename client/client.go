@@ -340,8 +340,19 @@ type Approval struct {
 	Reason      string          `json:"reason"`
 	Suggestions []string        `json:"suggestions"`
 	Status      string          `json:"status"`
-	CreatedAt   time.Time       `json:"created_at"`
-	ExpiresAt   time.Time       `json:"expires_at"`
+	// Decision is who decided what, once the request is decided.
+	Decision  *ApprovalDecision `json:"decision,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExpiresAt time.Time         `json:"expires_at"`
+	DecidedAt *time.Time        `json:"decided_at,omitempty"`
+}
+
+// ApprovalDecision is the decision of a decided approval request.
+type ApprovalDecision struct {
+	Kind   string `json:"kind"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Actor  string `json:"actor"`
 }
 
 // Approvals lists approvals with a status (pending, approved, denied, expired or ""

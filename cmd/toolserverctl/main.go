@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -263,10 +264,18 @@ func runCall(ctx context.Context, c *client.Client, session string, tools, pos [
 	return 0, nil
 }
 
-// watch long-polls pending approvals and asks on the terminal for each.
+// watch long-polls pending approvals and asks on the terminal for each. A denial
+// asks for the reason, which the model sees.
 func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (int, error) {
 	seen := map[string]bool{}
-	var line string
+	r := bufio.NewReader(in)
+	readLine := func() (string, bool) {
+		line, err := r.ReadString('\n')
+		if err != nil && line == "" {
+			return "", false
+		}
+		return strings.TrimSpace(line), true
+	}
 	for ctx.Err() == nil {
 		as, err := c.Approvals(ctx, "pending", 30*time.Second)
 		if err != nil {
@@ -281,27 +290,44 @@ func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (
 			for i, s := range a.Suggestions {
 				fmt.Fprintf(out, "  rule %d: %s\n", i+1, s)
 			}
-			fmt.Fprint(out, "approve [y], for session [s], with rule [1-9], deny [n], skip [enter]: ")
-			if _, err := fmt.Fscanln(in, &line); err != nil && err.Error() != "unexpected newline" {
-				return 0, nil
+			var d client.Decision
+			for d.Decision == "" {
+				fmt.Fprint(out, "approve [y], for session [s], with rule [1-9], deny [n], skip [enter]: ")
+				line, ok := readLine()
+				if !ok {
+					return 0, nil
+				}
+				switch {
+				case line == "":
+				case line == "y":
+					d.Decision = "approve"
+				case line == "s":
+					d.Decision = "approve_for_session"
+				case line == "n":
+					fmt.Fprint(out, "reason (the model sees it): ")
+					reason, ok := readLine()
+					if !ok {
+						return 0, nil
+					}
+					if reason == "" {
+						reason = "denied from toolserverctl"
+					}
+					d.Decision, d.Reason = "deny", reason
+				case len(line) == 1 && line[0] >= '1' && int(line[0]-'1') < len(a.Suggestions):
+					d.Decision, d.Rule = "approve_with_rule", a.Suggestions[line[0]-'1']
+				default:
+					fmt.Fprintf(out, "  %q is not an answer\n", line)
+					continue
+				}
+				break
 			}
-			d := client.Decision{}
-			switch line = strings.TrimSpace(line); {
-			case line == "y":
-				d.Decision = "approve"
-			case line == "s":
-				d.Decision = "approve_for_session"
-			case line == "n":
-				d.Decision, d.Reason = "deny", "denied from toolserverctl"
-			case len(line) == 1 && line[0] >= '1' && int(line[0]-'1') < len(a.Suggestions):
-				d.Decision, d.Rule = "approve_with_rule", a.Suggestions[line[0]-'1']
-			default:
+			if d.Decision == "" {
+				fmt.Fprintln(out, "  skipped")
 				continue
 			}
 			if _, err := c.Decide(ctx, a.ID, d); err != nil {
 				fmt.Fprintln(out, "  ", err)
 			}
-			line = ""
 		}
 	}
 	return 0, nil

@@ -164,3 +164,53 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("hanging server: %d after %s", code, time.Since(start))
 	}
 }
+
+// TestWatchDeniesWithAReason: `approvals watch` asks for the reason of a denial (the
+// model sees it), asks again after an answer it does not know, and `approvals show`
+// prints the decision.
+func TestWatchDeniesWithAReason(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	done := make(chan string, 1)
+	go func() {
+		_, out, _ := ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", `{"command":"touch denied.txt"}`)
+		done <- out
+	}()
+	var id string
+	for i := 0; i < 200 && id == ""; i++ {
+		_, out, _ := ctl(t, d.URL, "approvals", "list", "--wait", "5s")
+		if f := strings.Fields(out); len(f) > 0 && strings.HasPrefix(f[0], "apr_") {
+			id = f[0]
+		}
+	}
+	if id == "" {
+		t.Fatal("no pending approval listed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut bytes.Buffer
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		_, _ = run(ctx, []string{"--url", d.URL, "approvals", "watch"}, strings.NewReader("d\nn\nno new files in the repo\n"), &out, &errOut)
+	}()
+	var runOut string
+	select {
+	case runOut = <-done:
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-watched
+		t.Fatalf("the call was not decided; watch wrote:\n%s%s", out.String(), errOut.String())
+	}
+	cancel()
+	<-watched
+	if !strings.Contains(out.String(), `"d" is not an answer`) {
+		t.Errorf("an unknown answer is not reported:\n%s", out.String())
+	}
+	if !strings.Contains(runOut, "no new files in the repo") {
+		t.Fatalf("the model does not see the approver's reason:\n%s", runOut)
+	}
+	_, show, _ := ctl(t, d.URL, "approvals", "show", id)
+	if !strings.Contains(show, `"kind": "deny"`) || !strings.Contains(show, "no new files in the repo") || !strings.Contains(show, "decided_at") {
+		t.Fatalf("approvals show lacks the decision:\n%s", show)
+	}
+}
