@@ -445,7 +445,7 @@ func (c *check) suggest() []Rule {
 			if sc.ReadOnly || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") || c.allowRule(sc) != nil {
 				continue
 			}
-			if p := suggestCommand(sc.Words); p != "" {
+			if p := suggestCommand(sc.Words, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank()); p != "" {
 				add(p)
 			}
 		}

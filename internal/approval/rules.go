@@ -163,11 +163,21 @@ func (c *compiledRule) matchWords(words []string) bool {
 	return true
 }
 
-// suggestCommand proposes a prefix rule for a command: its name and, when the
-// second word looks like a subcommand (git push, npm run), that word too.
-func suggestCommand(words []string) string {
+// suggestCommand proposes a rule for a command: a prefix rule of its name and, when
+// the second word looks like a subcommand (git push, npm run), that word too; or,
+// for a call of high risk and for commands that delete or take away (rm, chmod, …),
+// the command exactly as written: approving "rm -rf build" for the session must not
+// allow every later rm.
+func suggestCommand(words []string, exact bool) string {
 	if len(words) == 0 || words[0] == "" {
 		return ""
+	}
+	if exact || exactOnly[words[0]] {
+		q := make([]string, len(words))
+		for i, w := range words {
+			q[i] = quoteWord(w)
+		}
+		return strings.Join(q, " ")
 	}
 	out := []string{quoteWord(words[0])}
 	if len(words) > 1 && subcommandLike(words[1]) {
@@ -175,6 +185,11 @@ func suggestCommand(words []string) string {
 	}
 	return strings.Join(out, " ") + ":*"
 }
+
+// exactOnly are commands whose suggested rule is always the exact command: a prefix
+// rule would allow them on any path or process.
+var exactOnly = map[string]bool{"rm": true, "rmdir": true, "shred": true, "unlink": true, "dd": true, "truncate": true,
+	"chmod": true, "chown": true, "chgrp": true, "kill": true, "pkill": true, "killall": true, "mkfs": true}
 
 func subcommandLike(s string) bool {
 	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {

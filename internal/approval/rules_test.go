@@ -132,12 +132,33 @@ func TestCommandPatternErrors(t *testing.T) {
 	}
 }
 
+// TestSuggestExactCommand: for a call of high risk the suggestion is the command as
+// written, which matches it and not its variations.
+func TestSuggestExactCommand(t *testing.T) {
+	t.Parallel()
+	a := AnalyzeCommand(`git push --force origin "my branch"`)
+	want := `git push --force origin 'my branch'`
+	if got := suggestCommand(a.Commands[0].Words, true); got != want {
+		t.Fatalf("exact suggestion %q, want %q", got, want)
+	}
+	r := compileRule(Rule{Allow, "execute_command", want})
+	if !r.matchWords(a.Commands[0].Words) {
+		t.Errorf("exact suggestion %q does not match its command", want)
+	}
+	for _, other := range []string{"git push --force origin main", "git push --force origin 'my branch' --tags"} {
+		if r.matchWords(AnalyzeCommand(other).Commands[0].Words) {
+			t.Errorf("exact suggestion %q matches %q", want, other)
+		}
+	}
+}
+
 func TestSuggestCommand(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
 		"git push origin main": "git push:*",
 		"npm run build":        "npm run:*",
-		"rm -rf build":         "rm:*",
+		"rm -rf build":         "rm -rf build",
+		"chmod -R 777 .":       "chmod -R 777 .",
 		"ls":                   "ls:*",
 		"cat foo.txt":          "cat:*",
 		"go test ./...":        "go test:*",
@@ -148,7 +169,7 @@ func TestSuggestCommand(t *testing.T) {
 	}
 	for in, want := range cases {
 		a := AnalyzeCommand(in)
-		if got := suggestCommand(a.Commands[0].Words); got != want {
+		if got := suggestCommand(a.Commands[0].Words, false); got != want {
 			t.Errorf("suggestCommand(%q) = %q, want %q", in, got, want)
 		}
 		// A suggestion must allow the command it was made for.

@@ -514,3 +514,26 @@ func TestShutdownDoesNotWaitForApprovals(t *testing.T) {
 		t.Fatalf("ran.txt has %d lines, want 1", n)
 	}
 }
+
+// TestApproveForSessionIsNarrow: approving "for session" a destructive command allows
+// that command again, not every command of its name (scenario 4's rm -rf build/ && git
+// push --force must not allow a later rm of anything else, or any force-push).
+func TestApproveForSessionIsNarrow(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	apr, rest, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"rm","name":"execute_command","arguments":{"command":"rm -rf build/ && git push --force"}}]}`)
+	defer stop()
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve_for_session"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	<-rest
+	_, _, body := d.do("GET", "/v1/sessions/"+id, nil)
+	if !strings.Contains(string(body), `execute_command(rm -rf build/)`) || strings.Contains(string(body), ":*") {
+		t.Fatalf("session rules after approve_for_session: %s", body)
+	}
+	// Another rm still asks (streamUntilApproval fails the test if it runs instead).
+	_, _, stop2 := streamUntilApproval(t, d, calls, `{"calls":[{"id":"rm2","name":"execute_command","arguments":{"command":"rm -rf src/"}}]}`)
+	stop2()
+}
