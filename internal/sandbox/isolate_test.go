@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -366,5 +367,27 @@ func TestIsolationHidesDaemonDirs(t *testing.T) {
 				t.Errorf("the root's file on the host: %q %v", b, err)
 			}
 		})
+	}
+}
+
+// TestHiddenDirsDropNested: a hidden dir inside another is dropped even when a
+// sibling sorts between them (covering both would mount onto a path the outer tmpfs
+// no longer has).
+func TestHiddenDirsDropNested(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	for _, d := range []string{"d", "d-x", "d/sandbox"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hiddenDirs([]string{filepath.Join(base, "d/sandbox"), filepath.Join(base, "d-x"), filepath.Join(base, "d"), "/", filepath.Join(base, "missing")})
+	want := []string{filepath.Join(real, "d"), filepath.Join(real, "d-x")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hiddenDirs = %q, want %q", got, want)
 	}
 }

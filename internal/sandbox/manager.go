@@ -259,5 +259,9 @@ func hiddenDirs(dirs []string) []string {
 		}
 	}
 	slices.Sort(out)
-	return slices.CompactFunc(out, func(a, b string) bool { return within(b, a) })
+	out = slices.Compact(out)
+	// Not by neighbours: "/d-x" sorts between "/d" and "/d/sandbox".
+	return slices.DeleteFunc(slices.Clone(out), func(p string) bool {
+		return slices.ContainsFunc(out, func(q string) bool { return q != p && within(p, q) })
+	})
 }
