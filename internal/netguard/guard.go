@@ -1,6 +1,7 @@
 // Package netguard keeps outgoing HTTP requests made on behalf of a model away from
 // the server's own network: loopback, private, link-local, metadata and other
-// non-public addresses are refused unless an operator allowlists them.
+// non-public addresses, and the machine's own public addresses, are refused unless an
+// operator allowlists them.
 //
 // The decision is taken on the address actually connected to, after name resolution,
 // for every connection a transport opens (each redirect hop, each address of a name
@@ -176,6 +177,9 @@ func (g *Guard) CheckAddr(host string, ip netip.Addr) error {
 	}
 	if what := Classify(ip); what != "" {
 		return &DeniedError{Host: host, Addr: ip, Reason: what}
+	}
+	if isLocal(ip) {
+		return &DeniedError{Host: host, Addr: ip, Reason: "an address of this machine"}
 	}
 	return nil
 }
