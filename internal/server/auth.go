@@ -130,7 +130,8 @@ var anonymous = &auth.Principal{Name: "unauthenticated", Tenant: auth.DefaultTen
 
 func presentedKey(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
-		if k, ok := strings.CutPrefix(h, "Bearer "); ok {
+		// The scheme is case-insensitive (RFC 9110 §11.1).
+		if scheme, k, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(k)
 		}
 		return h // a malformed header is a bad key, not a missing one

@@ -85,6 +85,19 @@ func TestAuthTenantsAndRoles(t *testing.T) {
 		st, _, b := keyed(t, d, "", "GET", p, "")
 		wantStatus(t, "GET "+p+" without a key", st, 200, b)
 	}
+	// The scheme is case-insensitive (RFC 9110 §11.1) and may be followed by several
+	// spaces; another scheme is a bad key.
+	for h, want := range map[string]int{"bearer " + admin: 200, "BEARER  " + admin: 200, "Bearer\t" + admin: 401, "Basic " + admin: 401, "Bearer": 401} {
+		req, _ := http.NewRequest("GET", d.url+"/v1/tools", nil)
+		req.Header.Set("Authorization", h)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantStatus(t, "Authorization: "+strings.Replace(h, admin, "<admin key>", 1), resp.StatusCode, want, b)
+	}
 
 	ac := client.New(d.url, client.WithAPIKey(admin))
 	mk := func(tenant string, roles ...string) *client.Client {
