@@ -212,6 +212,17 @@ func TestEnvironment(t *testing.T) {
 			if got := output(t, j, Stdout); got != "x\n" {
 				t.Errorf("TMPDIR is not writable: %q %q", got, output(t, j, Stderr))
 			}
+			// HOME is the sandbox's own writable directory outside the workspace: tool
+			// caches and dotfiles (go build, pip, npm, git config --global) do not land
+			// in the project the model works on.
+			j, _ = run(t, sb, Cmd{Command: `mkdir -p ~/.cache/go-build && git config --global user.name agent && echo "$HOME"`})
+			home := strings.TrimSpace(output(t, j, Stdout))
+			if j.ExitCode() != 0 || !strings.HasPrefix(home, m.dir) || within(root, home) {
+				t.Errorf("HOME %q (exit %d, %q): want a writable directory under %s, outside %s", home, j.ExitCode(), output(t, j, Stderr), m.dir, root)
+			}
+			if ents, _ := os.ReadDir(root); len(ents) != 0 {
+				t.Errorf("the workspace got %v", ents)
+			}
 			if _, err := sb.Start(context.Background(), Cmd{Command: "true", Env: []string{"1BAD=x"}}); !errors.Is(err, ErrInvalidCommand) {
 				t.Errorf("bad env entry: %v", err)
 			}

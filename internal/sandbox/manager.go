@@ -117,9 +117,12 @@ func (m *Manager) New(root string, opt Options) (Sandbox, error) {
 		dir:  filepath.Join(m.dir, "box_"+hex.EncodeToString(id[:])),
 		jobs: map[string]*Job{},
 	}
-	b.tmp = filepath.Join(b.dir, "tmp")
-	if err := os.MkdirAll(b.tmp, 0o700); err != nil {
-		return nil, err
+	b.tmp, b.home = filepath.Join(b.dir, "tmp"), filepath.Join(b.dir, "home")
+	for _, d := range []string{b.tmp, b.home} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			_ = os.RemoveAll(b.dir)
+			return nil, err
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

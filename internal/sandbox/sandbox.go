@@ -61,6 +61,7 @@ type box struct {
 	network bool
 	dir     string // holds jobs/ and tmp/
 	tmp     string // the commands' TMPDIR
+	home    string // the commands' HOME: caches and dotfiles stay out of the workspace
 
 	mu       sync.Mutex
 	jobs     map[string]*Job
@@ -123,7 +124,7 @@ func (b *box) Start(ctx context.Context, c Cmd) (*Job, error) {
 		}
 		return nil, &PathError{Path: c.Dir, Root: b.res.root, Err: ErrNotDir, Reason: reason}
 	}
-	env, err := buildEnv(os.Environ(), cfg.EnvAllow, b.res.root, b.tmp, b.m.caps.Bash, c.Env)
+	env, err := buildEnv(os.Environ(), cfg.EnvAllow, b.home, b.tmp, b.m.caps.Bash, c.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +287,7 @@ func (b *box) spawn(ctx context.Context, command, dir string, env []string, time
 }
 
 func (b *box) launch(dir, command string, env []string) (launch, error) {
-	bash, rw := b.m.caps.Bash, []string{b.res.root, b.tmp}
+	bash, rw := b.m.caps.Bash, []string{b.res.root, b.tmp, b.home}
 	switch b.backend {
 	case BackendBwrap:
 		return bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, b.network), nil
