@@ -52,9 +52,11 @@ func (t *Truncator) encoding() (*tiktoken.Tiktoken, error) { return loadEncoding
 func (t *Truncator) Warm() error { _, err := t.encoding(); return err }
 
 // Apply returns res with its text cut to the budget, or res itself when it fits. The
-// input is never modified: the full result is what gets persisted.
+// structured output counts too: when the text fits but not with it, it is dropped and
+// the text kept whole. The input is never modified: the full result is what gets
+// persisted.
 func (t *Truncator) Apply(res *tool.Result) *tool.Result {
-	total := 0
+	total := len(res.Structured)
 	for _, c := range res.Content {
 		total += len(c.Text)
 	}
@@ -66,7 +68,16 @@ func (t *Truncator) Apply(res *tool.Result) *tool.Result {
 	text := res.Text()
 	cut, ok := t.Cut(text)
 	if ok {
-		return res
+		if len(res.Structured) == 0 {
+			return res
+		}
+		if _, fits := t.Cut(text + string(res.Structured)); fits {
+			return res
+		}
+		out := *res
+		out.Structured = nil
+		out.Truncated = true
+		return &out
 	}
 	out := *res
 	out.Content = []tool.Content{{Type: tool.ContentText, Text: cut}}

@@ -68,6 +68,22 @@ func TestTruncator(t *testing.T) {
 		t.Error("structured content kept in a truncated message")
 	}
 
+	// Structured output counts against the budget: short text with a huge structured
+	// value keeps its text whole and loses the structured value (the record keeps it);
+	// both small together are left alone.
+	huge := []byte(`{"rows":"` + strings.Repeat("row ", 5000) + `"}`)
+	withHuge := &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "20000 bytes of rows"}}, Structured: huge}
+	if out := tr.Apply(withHuge); out == withHuge || out.Structured != nil || !out.Truncated || out.Text() != "20000 bytes of rows" {
+		t.Errorf("huge structured output: structured kept %v, truncated %v, text %q", out.Structured != nil, out.Truncated, out.Text())
+	}
+	if withHuge.Structured == nil {
+		t.Error("the input result was modified")
+	}
+	both := &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: strings.Repeat("compile ", 80)}}, Structured: []byte(`{"a":"` + strings.Repeat("compile ", 80) + `"}`)}
+	if got := tr.Apply(both); got != both {
+		t.Error("text and structured output under the budget together were changed")
+	}
+
 	// Text just over the budget in bytes but under it in tokens is kept whole.
 	mid := strings.Repeat("compile ", 300) // 2400 bytes, ~300 tokens
 	if got, ok := tr.Cut(mid); !ok || got != mid {
