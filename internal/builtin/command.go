@@ -4,7 +4,6 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,12 +35,7 @@ type JobDirectory interface {
 // decodeArgs unmarshals args strictly; the dispatcher has validated them already, so
 // this only guards direct callers.
 func decodeArgs(args json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := tool.DecodeArgs(args, v); err != nil {
 		return tool.Errorf(tool.KindInvalidArgs, "arguments: %v", err)
 	}
 	return nil

@@ -166,6 +166,10 @@ func TestReadFileLarge(t *testing.T) {
 	if res.Text() != want {
 		t.Errorf("text:\n%s\nwant:\n%s", res.Text(), want)
 	}
+	// Integers as models also write them (JSON Schema's integers): 10.0, 2e0.
+	if res := e.ok(t, "read_file", map[string]any{"path": "big.log", "offset": json.Number("10.0"), "limit": json.Number("2e0")}); res.Text() != want {
+		t.Errorf("offset 10.0, limit 2e0:\n%s\nwant:\n%s", res.Text(), want)
+	}
 	// A file within the size limit but beyond the output budget is shown in part.
 	e.put(t, "wide.txt", strings.Repeat(strings.Repeat("y", 999)+"\n", 200))
 	res = e.ok(t, "read_file", map[string]any{"path": "wide.txt"})

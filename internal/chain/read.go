@@ -42,7 +42,7 @@ func (t readTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 		Offset int64  `json:"offset"`
 		Limit  int64  `json:"limit"`
 	}
-	if err := json.Unmarshal(raw, &args); err != nil {
+	if err := tool.UnmarshalArgs(raw, &args); err != nil {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "arguments: %v", err)
 	}
 	if args.Limit <= 0 {

@@ -42,7 +42,7 @@ func (f *FuncTool[A]) Spec() tool.Spec { return f.spec }
 // Run implements tool.Tool.
 func (f *FuncTool[A]) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a A
-	if err := json.Unmarshal(raw, &a); err != nil {
+	if err := tool.UnmarshalArgs(raw, &a); err != nil {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "arguments do not fit %s: %v", f.spec.Name, err)
 	}
 	return f.fn(ctx, a)

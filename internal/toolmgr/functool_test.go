@@ -45,6 +45,10 @@ func TestFuncToolSchemaAndRun(t *testing.T) {
 	if res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"name":"ada","times":2}`)}); res.Text() != "hi ada;hi ada;" {
 		t.Fatalf("got %q", res.Text())
 	}
+	// 2.0 is an integer to JSON Schema, and the Go field takes it too.
+	if res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"name":"ada","times":2.0}`)}); res.Text() != "hi ada;hi ada;" {
+		t.Fatalf("times 2.0: got %q", res.Text())
+	}
 	res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"times":9}`)})
 	if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "/times") || !strings.Contains(res.Text(), "name") {
 		t.Fatalf("derived schema not enforced: %s", res.Text())
