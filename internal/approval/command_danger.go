@@ -393,6 +393,8 @@ var dangerousEnvNames = map[string]bool{
 	"PERL5OPT": true, "PERL5LIB": true, "PERLLIB": true, "RUBYOPT": true, "RUBYLIB": true,
 	"GIT_CONFIG_GLOBAL": true, "GIT_CONFIG_SYSTEM": true, "GIT_CONFIG_PARAMETERS": true, "GIT_CONFIG_COUNT": true,
 	"GIT_EXTERNAL_DIFF": true, "GIT_DIFF_OPTS": true, "HOME": true,
+	// Another repository's config runs its programs (see gitSubcommand).
+	"GIT_DIR": true, "GIT_COMMON_DIR": true,
 }
 
 // dangerousEnv reports whether setting name to val can change what a command runs.

@@ -253,7 +253,9 @@ func xargsReadOnly(args []string) bool {
 }
 
 // gitSubcommand skips git's global options. configured is set when -c or
-// --exec-path change what git runs.
+// --exec-path change what git runs, or --git-dir names a repository that is not a
+// .git directory: its config can run programs (core.fsmonitor, core.pager,
+// diff.external, gpg.program), and only .git directories are immune to writes.
 func gitSubcommand(args []string) (sub string, rest []string, configured bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -261,7 +263,16 @@ func gitSubcommand(args []string) (sub string, rest []string, configured bool) {
 		case a == "-c" || a == "--config-env":
 			configured = true
 			i++
-		case a == "-C" || a == "--git-dir" || a == "--work-tree" || a == "--namespace" || a == "--super-prefix":
+		case a == "--git-dir":
+			if i+1 >= len(args) || !isDotGit(args[i+1]) {
+				configured = true
+			}
+			i++
+		case strings.HasPrefix(a, "--git-dir="):
+			if !isDotGit(strings.TrimPrefix(a, "--git-dir=")) {
+				configured = true
+			}
+		case a == "-C" || a == "--work-tree" || a == "--namespace" || a == "--super-prefix":
 			i++
 		case strings.HasPrefix(a, "--exec-path") || strings.HasPrefix(a, "--config-env="):
 			configured = true
@@ -271,6 +282,11 @@ func gitSubcommand(args []string) (sub string, rest []string, configured bool) {
 		}
 	}
 	return "", nil, configured
+}
+
+// isDotGit reports whether dir is a directory named .git ("sub/.git", ".git/").
+func isDotGit(dir string) bool {
+	return path.Base(path.Clean(dir)) == ".git"
 }
 
 var gitReadOnlySubs = map[string]bool{

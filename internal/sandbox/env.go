@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -56,6 +57,16 @@ func buildEnv(host, extraAllow []string, home, tmp, shell string, extra []string
 	set("HOME", home)
 	set("TMPDIR", tmp)
 	set("SHELL", shell)
+	// git uses a repository it finds by walking up only when it is a .git directory
+	// (or named by --git-dir / GIT_DIR): a directory laid out as a bare repository
+	// would otherwise have its config (core.fsmonitor, core.pager …) run programs
+	// under commands that read as harmless, like `cd dir && git status`. The setting
+	// is added after any the host passes through (GIT_CONFIG_COUNT in env_allow).
+	n, _ := strconv.Atoi(vars["GIT_CONFIG_COUNT"])
+	n = max(n, 0)
+	set("GIT_CONFIG_KEY_"+strconv.Itoa(n), "safe.bareRepository")
+	set("GIT_CONFIG_VALUE_"+strconv.Itoa(n), "explicit")
+	set("GIT_CONFIG_COUNT", strconv.Itoa(n+1))
 	for _, kv := range extra {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || !validEnvName(k) || strings.IndexByte(v, 0) >= 0 {

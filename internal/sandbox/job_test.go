@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -191,7 +192,8 @@ func TestEnvironment(t *testing.T) {
 			if _, ok := env[secretEnv]; ok {
 				t.Errorf("%s leaked into the command", secretEnv)
 			}
-			want := map[string]string{allowedEnv: "passed-through", "EXTRA": "1", "HOME": "/overridden-later-wins", "SHELL": m.caps.Bash, "PWD": root}
+			want := map[string]string{allowedEnv: "passed-through", "EXTRA": "1", "HOME": "/overridden-later-wins", "SHELL": m.caps.Bash, "PWD": root,
+				"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.bareRepository", "GIT_CONFIG_VALUE_0": "explicit"}
 			for k, v := range want {
 				if env[k] != v {
 					t.Errorf("%s=%q; want %q", k, env[k], v)
@@ -203,7 +205,7 @@ func TestEnvironment(t *testing.T) {
 			for k := range env {
 				switch {
 				case k == "" || k == "_" || k == "SHLVL" || k == "PWD" || strings.HasPrefix(k, "LC_"):
-				case strings.Contains("PATH LANG LANGUAGE TERM TZ USER LOGNAME HOME TMPDIR SHELL EXTRA "+allowedEnv, k):
+				case strings.Contains("PATH LANG LANGUAGE TERM TZ USER LOGNAME HOME TMPDIR SHELL EXTRA GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0 "+allowedEnv, k):
 				default:
 					t.Errorf("unexpected variable %s=%q", k, env[k])
 				}
@@ -225,6 +227,52 @@ func TestEnvironment(t *testing.T) {
 			}
 			if _, err := sb.Start(context.Background(), Cmd{Command: "true", Env: []string{"1BAD=x"}}); !errors.Is(err, ErrInvalidCommand) {
 				t.Errorf("bad env entry: %v", err)
+			}
+		})
+	}
+}
+
+// A directory laid out as a bare repository whose config names programs
+// (core.fsmonitor here) must not run them when a command that reads as harmless
+// (`cd evil && git status`) lands in it: the file tools may write such a directory
+// without asking in accept_edits mode, and only .git directories are immune.
+// Commands run with safe.bareRepository=explicit; ordinary repositories still work.
+func TestGitIgnoresImplicitBareRepositories(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("git is not installed")
+	}
+	for _, bc := range allBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			sb, root := newSandbox(t, m, Options{})
+			for name, content := range map[string]string{
+				"evil/HEAD":   "ref: refs/heads/main\n",
+				"evil/config": "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n\tfsmonitor = \"touch " + root + "/pwned; false\"\n",
+			} {
+				if err := os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, d := range []string{"evil/objects", "evil/refs"} {
+				if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j, _ := run(t, sb, Cmd{Command: "cd evil && git status"})
+			if _, err := os.Stat(filepath.Join(root, "pwned")); err == nil {
+				t.Errorf("git status ran the fsmonitor of an implicit bare repository (exit %d: %s)", j.ExitCode(), output(t, j, Stderr))
+			}
+			j, _ = run(t, sb, Cmd{Command: "mkdir repo && cd repo && git init -q && echo x > f && git status --short"})
+			if got := output(t, j, Stdout); j.ExitCode() != 0 || got != "?? f\n" {
+				t.Errorf("an ordinary repository: exit %d, %q, %q", j.ExitCode(), got, output(t, j, Stderr))
 			}
 		})
 	}
