@@ -266,8 +266,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err != nil {
 		return nil, err
 	}
-	// Sessions changed on another replica are read again before their next use here.
+	// Sessions changed on another replica are read again before their next use here:
+	// on a store replicas share, checked against the store at every use (the next
+	// request may arrive before the notification); the notification covers the rest.
 	a.Sessions.UseNotifier(a.Notifier, cfg.ReplicaID)
+	if a.storeKind() == "postgres" {
+		a.Sessions.ReadThrough()
+	}
 	if err := a.Sessions.Start(context.WithoutCancel(ctx), log); err != nil {
 		return nil, err
 	}

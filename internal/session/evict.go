@@ -81,6 +81,9 @@ func (s *Session) resume() *resumeState {
 
 // restore applies what resume kept, to a session just built from the store.
 func (s *Session) restore(r *resumeState) {
+	s.mu.Lock()
+	s.savedResume = r
+	s.mu.Unlock()
 	if r == nil {
 		return
 	}
@@ -340,6 +343,7 @@ func (m *Manager) saveResume(ctx context.Context, s *Session) (bool, error) {
 		return false, fmt.Errorf("session %s: saving its tool selection and skill: %w", s.ID, err)
 	}
 	s.resumeStored = r != nil
+	s.savedResume = r
 	return wrote, nil
 }
 

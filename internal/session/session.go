@@ -104,12 +104,14 @@ type Session struct {
 	subs         map[chan Event]struct{}
 
 	// What eviction looks at (see evict.go).
-	holds        int         // calls of the session running or waiting in this process
-	lastUsed     time.Time   // last Get, or end of a call or subscription
-	evicted      bool        // dropped from the manager's live sessions
-	releasing    sync.Mutex  // held by evict while it releases the session's resources
-	resumeStored bool        // the stored spec carries a resume part
-	stale        atomic.Bool // another replica changed the stored spec (shared.go)
+	holds        int          // calls of the session running or waiting in this process
+	lastUsed     time.Time    // last Get, or end of a call or subscription
+	evicted      bool         // dropped from the manager's live sessions
+	releasing    sync.Mutex   // held by evict while it releases the session's resources
+	resumeStored bool         // the stored spec carries a resume part
+	stale        atomic.Bool  // another replica changed the stored spec (shared.go)
+	applied      []byte       // the stored spec last applied from the store (ReadThrough)
+	savedResume  *resumeState // the resume part as last saved or applied from the store
 }
 
 // Subscribe receives the session's events that belong to no request: results of
@@ -254,8 +256,9 @@ type Manager struct {
 	idxVersion uint64
 
 	// Sharing sessions with other replicas (shared.go); nil: one process.
-	notifier store.Notifier
-	replica  string
+	notifier    store.Notifier
+	replica     string
+	readThrough bool // ReadThrough: live sessions are checked against the store on every use
 }
 
 // UseSkills gives sessions their view (available_skills) of the skill registry.
@@ -300,6 +303,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 	if err := m.store.CreateSession(ctx, rec); err != nil {
 		return nil, nil, fmt.Errorf("session: persist: %w", err)
 	}
+	sess.applied = raw // not live yet: no lock needed
 	m.admit(sess)
 	return sess, warnings, nil
 }
@@ -320,7 +324,11 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 		if sess.Tenant != tenant {
 			return nil, ErrNotFound
 		}
-		if sess.stale.Load() {
+		switch {
+		case m.readThrough:
+			// As above: served as this process has it when the store cannot say.
+			_ = m.syncStored(ctx, sess)
+		case sess.stale.Load():
 			// Served as this process has it when the store cannot say (the next use
 			// tries again); calls need the store anyway.
 			_ = m.refresh(ctx, sess)
@@ -346,6 +354,7 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 		return nil, err
 	}
 	sess.restore(stored.Resume)
+	sess.applied = rec.Spec // not live yet: no lock needed
 	return m.admit(sess), nil
 }
 

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
@@ -18,8 +20,10 @@ import (
 // hold after a restart, and a replica loading the session sees them. A replica that
 // holds the session live already learns of a change from the notifier (TopicSession)
 // and reads the stored spec again before the session's next use (refresh).
-// Notifications can be lost (see store.Notifier): a replica that missed one acts on
-// the session as it had it until the next change it hears of.
+// Notifications can be lost (see store.Notifier) and arrive after the next request:
+// on a store replicas share, a live session is also checked against the store at
+// every use (ReadThrough), so a change is in force on every replica from the answer
+// of the request that made it.
 
 // TopicSession is notified when a session's stored state changed; the payload is the
 // session id and the replica that changed it, separated by a space.
@@ -29,6 +33,30 @@ const TopicSession = "session"
 // listen for theirs (from Start); replica names this process. Call it before Start.
 func (m *Manager) UseNotifier(n store.Notifier, replica string) {
 	m.notifier, m.replica = n, replica
+}
+
+// ReadThrough makes every use of a live session read its stored spec and apply it
+// when another replica changed it, instead of waiting for the notification: a
+// backend whose next request reaches another replica a moment after the answer
+// would otherwise be served the session as it was (a skill opened, a rule added or
+// a tool list narrowed on the first replica not yet in force). For stores that
+// replicas share; it costs one read of the session per use. Call it before Start.
+func (m *Manager) ReadThrough() { m.readThrough = true }
+
+// syncStored applies the stored spec of a live session when it is not the one the
+// session last applied (ReadThrough).
+func (m *Manager) syncStored(ctx context.Context, s *Session) error {
+	rec, err := m.store.GetSession(ctx, s.ID)
+	if err != nil {
+		return fmt.Errorf("session %s: reading its stored state: %w", s.ID, err)
+	}
+	s.mu.Lock()
+	same := bytes.Equal(rec.Spec, s.applied)
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	return m.apply(s, rec)
 }
 
 // changed tells the other replicas that session id's stored state changed.
@@ -77,6 +105,11 @@ func (m *Manager) refresh(ctx context.Context, s *Session) error {
 		s.stale.Store(true)
 		return fmt.Errorf("session %s: reading what another replica changed: %w", s.ID, err)
 	}
+	return m.apply(s, rec)
+}
+
+// apply makes the live session s hold what its stored record says may change.
+func (m *Manager) apply(s *Session, rec *store.Session) error {
 	var stored storedSpec
 	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
 		return fmt.Errorf("session %s: stored spec: %w", s.ID, err)
@@ -91,11 +124,22 @@ func (m *Manager) refresh(ctx context.Context, s *Session) error {
 			groups[g] = true
 		}
 	}
+	local := s.resume()
 	s.mu.Lock()
 	s.Spec.Rules, s.rules = stored.Spec.Rules, append([]approval.Rule(nil), rules...)
 	s.Spec.ActiveGroups, s.groups = stored.Spec.ActiveGroups, groups
 	s.resumeStored = stored.Resume != nil
+	s.applied = rec.Spec
+	// A narrowed list or skill changed here and not saved yet (its save follows)
+	// is newer than the stored one: kept, and written by that save.
+	unsaved := !sameResume(local, s.savedResume)
+	if !unsaved {
+		s.savedResume = stored.Resume
+	}
 	s.mu.Unlock()
+	if unsaved {
+		return nil
+	}
 	r := stored.Resume
 	if r == nil {
 		r = &resumeState{}
@@ -103,4 +147,15 @@ func (m *Manager) refresh(ctx context.Context, s *Session) error {
 	s.Narrow(r.Narrowed)
 	s.activeSkill().Set(skills.Skill{Name: r.Skill, AllowedTools: r.SkillAllowedTools})
 	return nil
+}
+
+// sameResume compares two resume parts, an absent one and an empty one alike.
+func sameResume(a, b *resumeState) bool {
+	if a == nil {
+		a = &resumeState{}
+	}
+	if b == nil {
+		b = &resumeState{}
+	}
+	return slices.Equal(a.Narrowed, b.Narrowed) && a.Skill == b.Skill && slices.Equal(a.SkillAllowedTools, b.SkillAllowedTools)
 }

@@ -165,3 +165,71 @@ func sharedStore(t *testing.T) (*store.SQLite, func() *Manager) {
 		return m
 	}
 }
+
+// TestReadThrough: with ReadThrough and no notification at all, a change one replica
+// made is in force on the other at the very next use (the request after the answer
+// may reach it at once). A narrowed list changed on a replica and not yet saved is
+// not undone there by the older stored one.
+func TestReadThrough(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, newManager := sharedStore(t)
+	replica := func() *Manager {
+		m := newManager()
+		m.ReadThrough()
+		if err := m.Start(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		return m
+	}
+	a, b := replica(), replica()
+	sa, _, err := a.Create(ctx, "t1", Spec{AvailableTools: []string{"echo", "other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Get(ctx, "t1", sa.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sb.Selected("other") {
+		t.Fatal("b starts narrowed")
+	}
+
+	sa.Narrow([]string{"echo"})
+	sa.activeSkill().Set(skills.Skill{Name: "review", AllowedTools: []string{"echo"}})
+	if err := a.SaveState(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AllowRules(ctx, "t1", sa.ID, []string{"echo"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.Get(ctx, "t1", sa.ID)
+	if err != nil || s != sb {
+		t.Fatalf("b.Get: %v (same session %v)", err, s == sb)
+	}
+	name, _ := s.activeSkill().Current()
+	if s.Selected("other") || !s.Selected("echo") || name != "review" || len(s.Rules()) != 1 {
+		t.Fatalf("b after a's change: other selected %v, skill %q, rules %v", s.Selected("other"), name, s.Rules())
+	}
+
+	// On a, a narrowing not saved yet survives a use that reads the store.
+	sa.Narrow([]string{"other"})
+	if s, err := a.Get(ctx, "t1", sa.ID); err != nil || !s.Selected("other") || s.Selected("echo") {
+		t.Fatalf("a's unsaved narrowing was undone by the stored one (%v)", err)
+	}
+	if err := a.SaveState(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := b.Get(ctx, "t1", sa.ID); !s.Selected("other") || s.Selected("echo") {
+		t.Fatal("b missed a's second narrowing")
+	}
+	// And b's own change, saved, goes back to a.
+	sb.Narrow(nil)
+	if err := b.SaveState(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := a.Get(ctx, "t1", sa.ID); !s.Selected("echo") || !s.Selected("other") {
+		t.Fatal("a missed b's widening")
+	}
+}
