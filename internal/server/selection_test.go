@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,5 +147,43 @@ func TestToolGroups(t *testing.T) {
 	_, _, sb := d.do("GET", "/v1/sessions/"+id, nil)
 	if !strings.Contains(string(sb), `"tools":["echo","memory_save","memory_search"]`) {
 		t.Fatalf("session: %s", sb)
+	}
+}
+
+// TestSessionToolListingIsTheTurnsSelection: after a ranked listing, the listing
+// without a query is what the turn may call (the ranked tools, those expanded since,
+// tool_expand_tools), so a backend that lists again after an expansion gets the
+// expanded tool's schema and never offers a tool its call would refuse. A present but
+// empty query lifts the narrowing.
+func TestSessionToolListingIsTheTurnsSelection(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{})["id"].(string)
+	_, _, body := d.do("GET", "/v1/sessions/"+id+"/tools?query=read+the+contents+of+a+file&limit=5", nil)
+	ranked := toolNames(t, body)
+	if strings.Contains(strings.Join(ranked, ","), "echo") {
+		t.Fatalf("echo ranked for a file query: %v", ranked)
+	}
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	d.stream(calls, `{"calls":[{"id":"x","name":"tool_expand_tools","arguments":{"tool_names":["echo"]}}]}`)
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools", nil)
+	listed := toolNames(t, body)
+	want := append(append([]string(nil), ranked...), "echo")
+	slices.Sort(want)
+	if strings.Join(listed, ",") != strings.Join(want, ",") {
+		t.Fatalf("listing after the ranked one and an expansion:\n got %v\nwant %v", listed, want)
+	}
+	for _, name := range listed {
+		if name == "glob" {
+			t.Fatalf("glob listed though not offered this turn")
+		}
+	}
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools?query=", nil)
+	if got := toolNames(t, body); len(got) <= len(want) || !slices.Contains(got, "glob") {
+		t.Fatalf("an empty query should list every tool: %v", got)
+	}
+	_, evs := d.stream(calls, `{"calls":[{"id":"g","name":"glob","arguments":{"pattern":"*"}}]}`)
+	if m := messages(t, evs)["g"]; m.m["is_error"] != false {
+		t.Fatalf("glob after an empty query: %s", m.raw)
 	}
 }

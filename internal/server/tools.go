@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
@@ -50,17 +51,19 @@ func (s *Server) listSessionTools(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	specs := sess.Tools.Specs()
-	if query := q.Get("query"); query != "" {
+	var specs []tool.Spec
+	if q.Has("query") {
 		// The turn's text narrows the list: the best-ranked tools plus
-		// tool_expand_tools; the others stay callable after an expansion.
-		specs = s.Sessions.Suggest(sess, query, limit)
+		// tool_expand_tools; the others stay callable after an expansion. An empty
+		// query lifts the narrowing.
+		specs = s.Sessions.Suggest(sess, q.Get("query"), limit)
 		if err := s.Sessions.SaveState(r.Context(), sess); err != nil {
 			// The listing holds on this replica; others and a restart miss it.
 			s.log.WarnContext(r.Context(), "saving the session's tool selection failed", "session_id", sess.ID, "err", err)
 		}
-	} else if sess.GroupsConfigured() {
-		specs = append(specs, sess.ResetToolSpec())
+	} else {
+		// Without a query the turn goes on: what it may call now, expansions included.
+		specs = sess.SelectedSpecs()
 	}
 	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f), Omitted: toolmgr.Omitted(specs, f)})
 }

@@ -366,6 +366,30 @@ func protocolTools(groups []Group) *toolmgr.Manager {
 	return m
 }
 
+// SelectedSpecs are the allowed tools the turn's selection offers, sorted by name:
+// with the list narrowed, the ranked and expanded ones plus tool_expand_tools; with
+// reset_tools when groups exist. A listing of more would offer tools whose calls are
+// refused.
+func (s *Session) SelectedSpecs() []tool.Spec {
+	specs := s.Tools.Specs()
+	narrowed := false
+	specs = slices.DeleteFunc(specs, func(sp tool.Spec) bool {
+		hide := !s.Selected(sp.Name)
+		narrowed = narrowed || hide
+		return hide
+	})
+	for _, name := range []string{ExpandToolName, ResetToolName} {
+		if name == ExpandToolName && !narrowed {
+			continue
+		}
+		if e, ok := s.manager.protocol.Lookup(name); ok {
+			specs = append(specs, e.Spec)
+		}
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	return specs
+}
+
 // GroupsConfigured reports whether tool groups exist (then reset_tools is offered).
 func (s *Session) GroupsConfigured() bool { return len(s.manager.cfg.Groups) > 0 }
 
