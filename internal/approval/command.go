@@ -68,6 +68,8 @@ type CommandAnalysis struct {
 	// Writes are the paths the command may write or delete: redirection targets
 	// and the arguments of commands that are not read-only.
 	Writes []string
+	// Redirects are the redirection targets among Writes.
+	Redirects []string
 	// ParseError is set when the command is not valid shell.
 	ParseError string
 }
@@ -223,6 +225,7 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		}
 		wrote = true
 		a.res.Writes = append(a.res.Writes, target)
+		a.res.Redirects = append(a.res.Redirects, target)
 		if !a.redirectDanger(a.text(r), target) {
 			a.add(Finding{Part: a.text(r), What: "writes to " + strconv.Quote(target)})
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -381,15 +382,16 @@ func (c *check) allowed() []*Rule {
 	}
 	switch {
 	case c.cmd != nil:
-		if len(c.cmd.Commands) == 0 {
+		if len(c.cmd.Commands) == 0 || c.redirectsOutside() != "" {
 			return nil
 		}
+		argsOutside := c.argsOutside() != ""
 		for _, sc := range c.cmd.Commands {
 			if sc.ReadOnly {
 				continue
 			}
 			r := c.allowRule(sc)
-			if r == nil {
+			if r == nil || argsOutside && isPrefixRule(r) {
 				return nil
 			}
 			used = appendRule(used, r)
@@ -427,8 +429,44 @@ func appendRule(list []*Rule, r *Rule) []*Rule {
 	return append(list, r)
 }
 
+// A command rule allows commands, inside the working directory. It does not cover
+// a redirection to a file outside it (or to a path known only at run time: $VAR,
+// ~), which the rule's words do not show: such a command asks every time. Nor does
+// a prefix rule (`git commit:*`) cover an argument naming a path outside it; an
+// exact rule, which names every word, does.
+
+// isPrefixRule reports whether r allows a command prefix (`git commit:*`).
+func isPrefixRule(r *Rule) bool { return strings.HasSuffix(r.Pattern, ":*") }
+
+// redirectsOutside names a redirection target outside the working directory.
+func (c *check) redirectsOutside() string {
+	for _, w := range c.cmd.Redirects {
+		if strings.HasPrefix(w, "~") || strings.Contains(w, "$") || !newPathSubject(w, c.req.Workdir).inside {
+			return w
+		}
+	}
+	return ""
+}
+
+// argsOutside names a written argument that is a path outside the working
+// directory (absolute, .., ~); words with variables are not judged.
+func (c *check) argsOutside() string {
+	for _, w := range c.cmd.Writes {
+		if strings.Contains(w, "$") || slices.Contains(c.cmd.Redirects, w) {
+			continue
+		}
+		if strings.HasPrefix(w, "~") || !newPathSubject(w, c.req.Workdir).inside {
+			return w
+		}
+	}
+	return ""
+}
+
 // suggest proposes allow rules that would let calls like this one through.
 func (c *check) suggest() []Rule {
+	if c.cmd != nil && c.redirectsOutside() != "" {
+		return nil // no rule would cover it
+	}
 	var out []Rule
 	add := func(pattern string) {
 		r := Rule{Action: Allow, Tool: c.name, Pattern: pattern}
@@ -441,11 +479,15 @@ func (c *check) suggest() []Rule {
 	}
 	switch {
 	case c.cmd != nil:
+		argsOutside := c.argsOutside() != ""
 		for _, sc := range c.cmd.Commands {
-			if sc.ReadOnly || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") || c.allowRule(sc) != nil {
+			if sc.ReadOnly || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") {
 				continue
 			}
-			if p := suggestCommand(sc.Words, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank()); p != "" {
+			if r := c.allowRule(sc); r != nil && !(argsOutside && isPrefixRule(r)) {
+				continue // already allowed
+			}
+			if p := suggestCommand(sc.Words, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank() || argsOutside); p != "" {
 				add(p)
 			}
 		}
