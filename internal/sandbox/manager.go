@@ -29,6 +29,7 @@ type Manager struct {
 	backend   Backend
 	dir       string   // <StateDir>/sandbox-<random>, physical
 	cgroupDir string   // pids cgroup of this instance, "" without one
+	lock      *os.File // holds the state dir's owner lock (reap.go)
 	hide      []string // physical dirs isolated commands do not see (Config.Hide)
 
 	mu     sync.Mutex
@@ -71,6 +72,11 @@ func NewManager(cfg Config) (*Manager, error) {
 	if m.dir, err = filepath.EvalSymlinks(dir); err != nil {
 		return nil, fmt.Errorf("sandbox state dir: %w", err)
 	}
+	if m.lock, err = lockState(m.dir); err != nil {
+		_ = os.RemoveAll(m.dir)
+		return nil, fmt.Errorf("sandbox state dir: %w", err)
+	}
+	reapStale(cfg.StateDir, m.dir, m.caps.PidsCgroup, cfg.Logger)
 	m.hide = hiddenDirs(append([]string{cfg.StateDir}, cfg.Hide...))
 	if cfg.PidsLimit > 0 && m.caps.PidsCgroup != "" {
 		cg, err := makePidsCgroup(m.caps.PidsCgroup, "toolserverd-"+filepath.Base(m.dir), 0)
@@ -213,6 +219,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	if m.cgroupDir != "" {
 		errs = append(errs, removeCgroup(m.cgroupDir))
 	}
+	_ = m.lock.Close()
 	return errors.Join(errs...)
 }
 
