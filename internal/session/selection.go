@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/toolserverd/toolserverd/internal/rank"
 	"github.com/toolserverd/toolserverd/internal/skills"
@@ -252,7 +253,7 @@ func (expandTool) Spec() tool.Spec {
 		Description: "Load tools that are available to you but were not offered this turn. Give their exact names; " +
 			"the result says which were loaded, which names are invalid, and which others you could load.",
 		Parameters: json.RawMessage(`{"type":"object","required":["tool_names"],"additionalProperties":false,"properties":{
-  "tool_names":{"anyOf":[{"type":"array","items":{"type":"string"},"maxItems":100},{"type":"string"}],"description":"Exact tool names."}}}`),
+  "tool_names":{"anyOf":[{"type":"array","items":{"type":"string"},"maxItems":100},{"type":"string"}],"description":"Exact tool names (a list, or one string)."}}}`),
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe,
 	}
 }
@@ -269,19 +270,24 @@ func (expandTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 	return tool.JSONResult(sess.expand(names))
 }
 
-// expandNames reads tool_expand_tools' arguments: one name or a list.
+// expandNames reads tool_expand_tools' arguments: one name or a list. Tool names
+// hold neither commas nor spaces, so a string that does ("a, b", as models write
+// several names) is read as the names it lists.
 func expandNames(raw json.RawMessage) ([]string, bool) {
 	var args struct {
 		ToolNames json.RawMessage `json:"tool_names"`
 	}
 	_ = json.Unmarshal(raw, &args)
+	var list []string
 	var one string
 	if json.Unmarshal(args.ToolNames, &one) == nil {
-		return []string{one}, true
-	}
-	var names []string
-	if err := json.Unmarshal(args.ToolNames, &names); err != nil {
+		list = []string{one}
+	} else if err := json.Unmarshal(args.ToolNames, &list); err != nil {
 		return nil, false
+	}
+	names := make([]string, 0, len(list))
+	for _, s := range list {
+		names = append(names, strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })...)
 	}
 	return names, true
 }
