@@ -67,8 +67,10 @@ func reapStale(stateDir, own, cgroupParent string, log *slog.Logger) int {
 	return n
 }
 
-// ownerGone reports whether no live Manager holds dir. A lock taken here is kept
-// until the directory is removed (its file is closed, the lock with it, by then).
+// ownerGone reports whether no live Manager holds dir. The lock taken to find out
+// is released at once: a Manager never takes an existing directory's lock, so
+// nothing can claim the directory before it is removed (two Managers starting
+// together may both remove it, which is harmless).
 func ownerGone(dir string) bool {
 	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
