@@ -19,6 +19,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the whole configuration. The mapstructure tags are the YAML keys; the
@@ -463,16 +464,13 @@ func Load(args, environ []string) (Config, error) {
 	}
 
 	var c Config
-	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
-		dc.ErrorUnused = true
-		dc.WeaklyTypedInput = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.StringToSliceHookFunc(","),
-		)
-	})
-	if err != nil {
+	if err := v.Unmarshal(&c, decoderOptions); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if *file != "" {
+		if err := keepCase(*file, &c); err != nil {
+			return Config{}, err
+		}
 	}
 	if c.MaxToolResultTokens <= 0 {
 		warnings = append(warnings, fmt.Sprintf("max_tool_result_tokens %d is not positive; using %d", c.MaxToolResultTokens, Defaults().MaxToolResultTokens))
@@ -484,6 +482,81 @@ func Load(args, environ []string) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+func decoderOptions(dc *mapstructure.DecoderConfig) {
+	dc.ErrorUnused = true
+	dc.WeaklyTypedInput = true
+	dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+		mapstructure.StringToTimeDurationHookFunc(),
+		mapstructure.StringToSliceHookFunc(","),
+	)
+}
+
+// keepCase decodes again, from the file as written, the YAML-only keys whose maps
+// hold data rather than keys: viper lower-cases every map key it reads, which turned
+// env: {GITHUB_TOKEN: …} into github_token, a JSON Schema's additionalProperties and
+// camelCase property names into unknown words, and a risk override of pets__deletePet
+// into one that matches no tool.
+func keepCase(file string, c *Config) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("config: read %s: %w", file, err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("config: read %s: %w", file, err)
+	}
+	// Keys above the data are matched as viper matched them, in any case.
+	pick := func(m map[string]any, key string) (any, bool) {
+		for k, v := range m {
+			if strings.EqualFold(k, key) {
+				return v, true
+			}
+		}
+		return nil, false
+	}
+	var cased struct {
+		MCPServers    []MCPServerConfig    `mapstructure:"mcp_servers"`
+		ExternalTools []ExternalToolConfig `mapstructure:"external_tools"`
+		ProviderTools []ProviderToolConfig `mapstructure:"provider_tools"`
+		RiskOverrides map[string]string    `mapstructure:"risk_overrides"`
+	}
+	sections := map[string]any{}
+	for _, key := range []string{"mcp_servers", "external_tools", "provider_tools"} {
+		if v, ok := pick(raw, key); ok {
+			sections[key] = v
+		}
+	}
+	if p, ok := pick(raw, "permissions"); ok {
+		if pm, ok := p.(map[string]any); ok {
+			if v, ok := pick(pm, "risk_overrides"); ok {
+				sections["risk_overrides"] = v
+			}
+		}
+	}
+	dc := &mapstructure.DecoderConfig{Result: &cased}
+	decoderOptions(dc)
+	d, err := mapstructure.NewDecoder(dc)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := d.Decode(sections); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if _, ok := sections["mcp_servers"]; ok {
+		c.MCPServers = cased.MCPServers
+	}
+	if _, ok := sections["external_tools"]; ok {
+		c.ExternalTools = cased.ExternalTools
+	}
+	if _, ok := sections["provider_tools"]; ok {
+		c.ProviderTools = cased.ProviderTools
+	}
+	if _, ok := sections["risk_overrides"]; ok {
+		c.Permissions.RiskOverrides = cased.RiskOverrides
+	}
+	return nil
 }
 
 // listKeys are the keys whose environment value is a comma-separated list.

@@ -237,3 +237,56 @@ provider_tools:
 		t.Errorf("bad openapi entries: %v", err)
 	}
 }
+
+// TestYAMLOnlyMapsKeepTheirCase: viper lower-cases every key it reads, but in these
+// maps the keys are data: environment variable names, JSON Schema keywords and
+// property names, tool names.
+func TestYAMLOnlyMapsKeepTheirCase(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := `permissions:
+  risk_overrides: {pets__deletePet: critical, "mcp__GitHub__*": high}
+mcp_servers:
+  - name: gh
+    transport: stdio
+    command: /bin/true
+    env: {GITHUB_TOKEN: x}
+    headers: {X-Api-Key: y}
+external_tools:
+  - name: review
+    description: Ask a reviewer.
+    parameters: {type: object, required: [prURL], additionalProperties: false, properties: {prURL: {type: string, minLength: 1}}}
+provider_tools:
+  - name: computer
+    kind: provider_defined
+    handler: external
+    specs: {anthropic: {type: computer_20250124, displayWidthPx: 1024}}
+    parameters: {type: object, properties: {screenShot: {type: boolean}}}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]string{"--config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := c.ExternalTools[0].Parameters
+	props, _ := params["properties"].(map[string]any)
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"risk override of a camelCase tool", c.Permissions.RiskOverrides["pets__deletePet"] == "critical"},
+		{"risk override glob", c.Permissions.RiskOverrides["mcp__GitHub__*"] == "high"},
+		{"MCP server env name", c.MCPServers[0].Env["GITHUB_TOKEN"] == "x"},
+		{"JSON Schema keyword", params["additionalProperties"] == false},
+		{"JSON Schema property", props["prURL"] != nil},
+		{"provider spec field", c.ProviderTools[0].Specs["anthropic"]["displayWidthPx"] == 1024},
+		{"provider tool parameters", c.ProviderTools[0].Parameters["properties"].(map[string]any)["screenShot"] != nil},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			t.Errorf("%s: case lost\n%+v\n%+v\n%+v\n%+v", ch.name, c.Permissions.RiskOverrides, c.MCPServers, c.ExternalTools, c.ProviderTools)
+		}
+	}
+}
