@@ -488,9 +488,28 @@ func decoderOptions(dc *mapstructure.DecoderConfig) {
 	dc.ErrorUnused = true
 	dc.WeaklyTypedInput = true
 	dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+		bareNumberDuration,
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 	)
+}
+
+// bareNumberDuration refuses a number where a duration goes: YAML reads
+// "approval_ttl: 3600" as a number, which would be 3600 nanoseconds. The environment
+// already refuses it (time.ParseDuration wants a unit); 0 needs none.
+func bareNumberDuration(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(time.Duration(0)) || from == to {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if !reflect.ValueOf(data).IsZero() {
+			return nil, fmt.Errorf("%v has no unit: write a duration such as %vs or %vm", data, data, data)
+		}
+	}
+	return data, nil
 }
 
 // keepCase decodes again, from the file as written, the YAML-only keys whose maps
@@ -643,7 +662,7 @@ func (c Config) Validate() error {
 	if c.Calls.MaxBatchCalls < 1 {
 		bad("calls.max_batch_calls", "%d is below 1", c.Calls.MaxBatchCalls)
 	}
-	// A bare number is read as nanoseconds: "idle_timeout: 30" would evict constantly.
+	// "idle_timeout: 30ms" would evict constantly.
 	if d := c.Sessions.IdleTimeout; d < 0 || (d > 0 && d < time.Second) {
 		bad("sessions.idle_timeout", "%s must be 0 (never evict) or at least 1s", d)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -288,5 +289,39 @@ provider_tools:
 		if !ch.ok {
 			t.Errorf("%s: case lost\n%+v\n%+v\n%+v\n%+v", ch.name, c.Permissions.RiskOverrides, c.MCPServers, c.ExternalTools, c.ProviderTools)
 		}
+	}
+}
+
+// TestDurationsNeedAUnit: a bare number in YAML is not read as nanoseconds (which made
+// "approval_ttl: 3600" expire every approval at once and "health_interval: 15" ping
+// MCP servers in a loop); it stops start-up naming the key, as it does in the
+// environment. 0 needs no unit.
+func TestDurationsNeedAUnit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := []struct{ yaml, key string }{
+		{"shutdown_timeout: 30\n", "shutdown_timeout"},
+		{"permissions:\n  approval_ttl: 3600\n", "permissions.approval_ttl"},
+		{"mcp:\n  health_interval: 15\n", "mcp.health_interval"},
+		{"cors:\n  max_age: 1.5\n", "cors.max_age"},
+		{"mcp_servers:\n  - {name: a, transport: stdio, command: x, connect_timeout: 5}\n", "connect_timeout"},
+		{"openapi:\n  - {name: a, spec: x, timeout: 30}\n", "timeout"},
+	}
+	for i, c := range cases {
+		f := filepath.Join(dir, fmt.Sprintf("c%d.yaml", i))
+		if err := os.WriteFile(f, []byte(c.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load([]string{"--config", f}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), "unit") {
+			t.Errorf("%q: error %v, want one naming %s and asking for a unit", c.yaml, err, c.key)
+		}
+	}
+	f := filepath.Join(dir, "zero.yaml")
+	if err := os.WriteFile(f, []byte("chain:\n  artifact_retention: 0\nsessions:\n  idle_timeout: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load([]string{"--config", f}, nil); err != nil || c.Chain.ArtifactRetention != 0 || c.Sessions.IdleTimeout != 0 {
+		t.Errorf("bare 0: %v %v %v", err, c.Chain.ArtifactRetention, c.Sessions.IdleTimeout)
 	}
 }
