@@ -441,8 +441,10 @@ func Load(args, environ []string) (Config, error) {
 			return Config{}, fmt.Errorf("config: read %s: %w", *file, err)
 		}
 	}
+	known := map[string]bool{}
 	for key := range keys(reflect.TypeOf(Config{}), "") {
 		name := "TOOLSERVER_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		known[name] = true
 		if val, ok := env[name]; ok {
 			if key == "max_tool_result_tokens" {
 				if n, err := strconv.Atoi(strings.TrimSpace(val)); err != nil || n <= 0 {
@@ -457,6 +459,12 @@ func Load(args, environ []string) (Config, error) {
 			v.Set(key, val)
 		}
 	}
+	for name := range env {
+		if !known[name] && !otherVariables[name] {
+			warnings = append(warnings, fmt.Sprintf("%s is not a configuration key; ignored", name))
+		}
+	}
+	sort.Strings(warnings)
 	for flag, key := range map[string]string{"addr": "addr", "data-dir": "data_dir", "store": "store", "log-level": "log.level", "log-format": "log.format"} {
 		if f := fs.Lookup(flag); f.Changed {
 			v.Set(key, f.Value.String())
@@ -577,6 +585,10 @@ func keepCase(file string, c *Config) error {
 	}
 	return nil
 }
+
+// otherVariables share the TOOLSERVER_ prefix without being keys: the config file's
+// path and toolserverctl's.
+var otherVariables = map[string]bool{"TOOLSERVER_CONFIG": true, "TOOLSERVER_URL": true, "TOOLSERVER_API_KEY": true}
 
 // listKeys are the keys whose environment value is a comma-separated list.
 var listKeys = map[string]struct{}{"sessions.workdir_roots": {}, "web.fetch.allow_hosts": {}, "web.fetch.allow_cidrs": {},

@@ -325,3 +325,17 @@ func TestDurationsNeedAUnit(t *testing.T) {
 		t.Errorf("bare 0: %v %v %v", err, c.Chain.ArtifactRetention, c.Sessions.IdleTimeout)
 	}
 }
+
+// TestUnknownEnvironmentVariableIsReported: a misspelt TOOLSERVER_ variable (here one
+// meant to isolate commands) is named in a start-up warning instead of being dropped
+// silently; toolserverctl's variables, which share the prefix, are not.
+func TestUnknownEnvironmentVariableIsReported(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, []string{"TOOLSERVER_SANDBOX_MOD=isolated", "TOOLSERVER_URL=http://127.0.0.1:8080", "TOOLSERVER_API_KEY=tsk_x", "TOOLSERVER_CONFIG="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "TOOLSERVER_SANDBOX_MOD") {
+		t.Fatalf("warnings %q, want one naming TOOLSERVER_SANDBOX_MOD", c.Warnings)
+	}
+}
