@@ -796,6 +796,13 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("auth.keys[%d]", i), "needs sha256 (64 hex digits) and roles")
 		}
 	}
+	for _, o := range c.CORS.AllowedOrigins {
+		// Browsers send scheme://host[:port]; go-chi/cors allows one * in the host.
+		if u, err := url.Parse(o); o != "*" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery) {
+			bad("cors.allowed_origins", "%q is not an origin like https://console.example.com (no path, not even /) or *", o)
+		}
+	}
 	if c.CORS.MaxAge < 0 {
 		bad("cors.max_age", "must not be negative")
 	}

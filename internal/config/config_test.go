@@ -339,3 +339,20 @@ func TestUnknownEnvironmentVariableIsReported(t *testing.T) {
 		t.Fatalf("warnings %q, want one naming TOOLSERVER_SANDBOX_MOD", c.Warnings)
 	}
 }
+
+// TestCORSOriginsAreOrigins: a browser's Origin is scheme://host[:port], nothing
+// more; an entry with a path (a trailing slash) or without a scheme never matches one,
+// so it stops start-up instead of leaving the UI refused for no visible reason.
+func TestCORSOriginsAreOrigins(t *testing.T) {
+	t.Parallel()
+	for _, o := range []string{"https://console.example.com/", "console.example.com", "https://console.example.com/app", "ftp://x.example.com", "https://x.example.com?a=1"} {
+		_, err := Load(nil, []string{"TOOLSERVER_CORS_ALLOWED_ORIGINS=http://localhost:3000," + o})
+		if err == nil || !strings.Contains(err.Error(), "cors.allowed_origins") || !strings.Contains(err.Error(), o) {
+			t.Errorf("%q: error %v, want one naming cors.allowed_origins and the origin", o, err)
+		}
+	}
+	c, err := Load(nil, []string{"TOOLSERVER_CORS_ALLOWED_ORIGINS=https://console.example.com,http://127.0.0.1:5173,https://*.example.com,*"})
+	if err != nil || len(c.CORS.AllowedOrigins) != 4 {
+		t.Fatalf("valid origins: %v %v", c.CORS.AllowedOrigins, err)
+	}
+}
