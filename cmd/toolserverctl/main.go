@@ -10,6 +10,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -248,7 +249,7 @@ func runCall(ctx context.Context, c *client.Client, session string, tools, pos [
 				fmt.Fprint(out, ev.Text)
 			}
 		case "approval_required":
-			fmt.Fprintf(errOut, "[waiting for approval: %s]\n", ev.Approval)
+			fmt.Fprintf(errOut, "[waiting for approval: %s]\n", plainJSON(ev.Approval))
 		case "message":
 			failed = ev.IsError
 			fmt.Fprintf(out, "\n--- %s (%s)%s ---\n%s\n", ev.Name, ev.CallID, kindSuffix(ev), ev.Content())
@@ -286,7 +287,7 @@ func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (
 				continue
 			}
 			seen[a.ID] = true
-			fmt.Fprintf(out, "\n%s wants to run %s (risk %s): %s\n  arguments: %s\n", a.SessionID, a.Tool, a.Risk, a.Reason, a.Arguments)
+			fmt.Fprintf(out, "\n%s wants to run %s (risk %s): %s\n  arguments: %s\n", a.SessionID, a.Tool, a.Risk, a.Reason, plainJSON(a.Arguments))
 			for i, s := range a.Suggestions {
 				fmt.Fprintf(out, "  rule %d: %s\n", i+1, s)
 			}
@@ -385,10 +386,47 @@ func envOr(k, def string) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// printJSON writes v indented, with &, < and > as themselves: an approver reads
+// commands such as "make && make install > log" here.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(unescapeHTML(b), '\n'))
+	return err
+}
+
+// plainJSON is raw JSON from the daemon on one line, with &, < and > as themselves.
+func plainJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return string(unescapeHTML(b.Bytes()))
+}
+
+// unescapeHTML undoes the \u0026, \u003c and \u003e that Go's JSON encoders (the
+// daemon's too) write for &, < and >. A backslash only occurs in a JSON string, as
+// the start of an escape, so every escape is read as a pair and \\u0026 stays as it is.
+func unescapeHTML(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 == len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) {
+			if c, ok := map[string]byte{"0026": '&', "003c": '<', "003e": '>'}[strings.ToLower(string(b[i+2:i+6]))]; ok {
+				out = append(out, c)
+				i += 5
+				continue
+			}
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
 }
 
 func exitOf(err error) (int, error) {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -212,5 +214,46 @@ func TestWatchDeniesWithAReason(t *testing.T) {
 	_, show, _ := ctl(t, d.URL, "approvals", "show", id)
 	if !strings.Contains(show, `"kind": "deny"`) || !strings.Contains(show, "no new files in the repo") || !strings.Contains(show, "decided_at") {
 		t.Fatalf("approvals show lacks the decision:\n%s", show)
+	}
+}
+
+// pendingApproval starts a call of command that asks for approval and returns the
+// approval's id.
+func pendingApproval(t *testing.T, url, command string) string {
+	t.Helper()
+	args, _ := json.Marshal(map[string]string{"command": command})
+	go func() { _, _, _ = ctl(t, url, "run", "--tools", "execute_command", "execute_command", string(args)) }()
+	for i := 0; i < 200; i++ {
+		_, out, _ := ctl(t, url, "approvals", "list", "--wait", "5s")
+		if f := strings.Fields(out); len(f) > 0 && strings.HasPrefix(f[0], "apr_") {
+			return f[0]
+		}
+	}
+	t.Fatal("no pending approval listed")
+	return ""
+}
+
+// watchFor runs `approvals watch` with input for d and returns what it wrote.
+func watchFor(t *testing.T, url, input string, d time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out bytes.Buffer
+	_, _ = run(ctx, []string{"--url", url, "approvals", "watch"}, strings.NewReader(input), &out, io.Discard)
+	return out.String()
+}
+
+// TestApprovalShowsTheCommandAsWritten: the approver reads the command the call would
+// run; `&&`, `<` and `>` must not reach the terminal as \u0026, \u003c and \u003e.
+func TestApprovalShowsTheCommandAsWritten(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	const command = `echo "<a>" && touch b.txt > /dev/null`
+	id := pendingApproval(t, d.URL, command)
+	want := strings.ReplaceAll(command, `"`, `\"`) // as a JSON string
+	if _, show, _ := ctl(t, d.URL, "approvals", "show", id); !strings.Contains(show, want) {
+		t.Errorf("approvals show does not print %s as written:\n%s", want, show)
+	}
+	if out := watchFor(t, d.URL, "\n", time.Second); !strings.Contains(out, `arguments: {"command":"`+want+`"}`) {
+		t.Errorf("approvals watch does not print the arguments as written:\n%s", out)
 	}
 }
