@@ -282,11 +282,12 @@ func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (
 		if err != nil {
 			return 1, err
 		}
+		fresh := false
 		for _, a := range as {
 			if seen[a.ID] {
 				continue
 			}
-			seen[a.ID] = true
+			seen[a.ID], fresh = true, true
 			fmt.Fprintf(out, "\n%s wants to run %s (risk %s): %s\n  arguments: %s\n", a.SessionID, a.Tool, a.Risk, a.Reason, plainJSON(a.Arguments))
 			for i, s := range a.Suggestions {
 				fmt.Fprintf(out, "  rule %d: %s\n", i+1, s)
@@ -328,6 +329,14 @@ func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (
 			}
 			if _, err := c.Decide(ctx, a.ID, d); err != nil {
 				fmt.Fprintln(out, "  ", err)
+			}
+		}
+		if !fresh {
+			// The long poll only waits while nothing is pending: with skipped
+			// requests left it answers at once, so wait here before asking again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
 			}
 		}
 	}

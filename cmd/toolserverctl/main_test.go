@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -256,4 +257,39 @@ func TestApprovalShowsTheCommandAsWritten(t *testing.T) {
 	if out := watchFor(t, d.URL, "\n", time.Second); !strings.Contains(out, `arguments: {"command":"`+want+`"}`) {
 		t.Errorf("approvals watch does not print the arguments as written:\n%s", out)
 	}
+}
+
+// TestWatchWaitsWhileNothingIsNew: with a skipped request still pending the daemon
+// answers the long poll at once; watch must not turn that into a busy loop of
+// requests.
+func TestWatchWaitsWhileNothingIsNew(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	pendingApproval(t, d.URL, "touch skipped.txt")
+	before := approvalListings(t, d.URL)
+	if out := watchFor(t, d.URL, "\n", 2*time.Second); !strings.Contains(out, "skipped") {
+		t.Fatalf("watch did not offer the request:\n%s", out)
+	}
+	if n := approvalListings(t, d.URL) - before; n > 5 {
+		t.Fatalf("watch listed approvals %d times in 2 s", n)
+	}
+}
+
+// approvalListings is how many GET /v1/approvals the daemon has answered.
+func approvalListings(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "toolserverd_http_requests_total{") && strings.Contains(l, `method="GET",route="/v1/approvals"}`) {
+			var v float64
+			_, _ = fmt.Sscan(l[strings.LastIndex(l, " ")+1:], &v)
+			n += int(v)
+		}
+	}
+	return n
 }
