@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,6 +52,10 @@ func main() {
 
 func run(ctx context.Context, args, environ []string, logOut io.Writer) error {
 	cfg, err := config.Load(args, environ)
+	if errors.Is(err, config.ErrHelp) {
+		_, err = fmt.Fprint(logOut, config.Usage())
+		return err
+	}
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
@@ -21,6 +24,19 @@ func TestGCPercent(t *testing.T) {
 	for _, env := range [][]string{{"GOGC=100"}, {"HOME=/root", "GOGC=off"}, {"GOGC="}} {
 		if _, ok := gcPercent(env); ok {
 			t.Errorf("environment %q: the daemon would override the operator's GOGC", env)
+		}
+	}
+}
+
+// TestHelp: --help prints the flags and exits 0; it is not a configuration error.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{arg}, nil, &out); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+		if !strings.Contains(out.String(), "--config") || !strings.Contains(out.String(), "TOOLSERVER_") {
+			t.Errorf("%s printed %q, want the flags", arg, out.String())
 		}
 	}
 }

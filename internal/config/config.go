@@ -409,18 +409,36 @@ func Defaults() Config {
 	}
 }
 
-// Load reads the configuration from args (flags, without the program name) and the
-// environment (as os.Environ returns it).
-func Load(args, environ []string) (Config, error) {
+// ErrHelp is what Load returns when the flags ask for help (--help, -h); Usage is
+// the answer.
+var ErrHelp = errors.New("config: help requested")
+
+// Usage describes the flags.
+func Usage() string {
+	fs, _ := flags()
+	return "usage: toolserverd [flags]\n\n" + fs.FlagUsages() +
+		"\nEvery key is also read from the YAML file and from TOOLSERVER_* environment variables (docs/config.md).\n"
+}
+
+func flags() (*pflag.FlagSet, *string) {
 	fs := pflag.NewFlagSet("toolserverd", pflag.ContinueOnError)
 	fs.SetOutput(nopWriter{})
-	file := fs.String("config", "", "YAML config file")
+	file := fs.String("config", "", "YAML config file (TOOLSERVER_CONFIG)")
 	fs.String("addr", "", "listen address (TOOLSERVER_ADDR)")
 	fs.String("data-dir", "", "data directory (TOOLSERVER_DATA_DIR)")
 	fs.String("store", "", "store: postgres://… or sqlite:PATH (TOOLSERVER_STORE)")
 	fs.String("log-level", "", "debug, info, warn or error (TOOLSERVER_LOG_LEVEL)")
 	fs.String("log-format", "", "json or text (TOOLSERVER_LOG_FORMAT)")
-	if err := fs.Parse(args); err != nil {
+	return fs, file
+}
+
+// Load reads the configuration from args (flags, without the program name) and the
+// environment (as os.Environ returns it).
+func Load(args, environ []string) (Config, error) {
+	fs, file := flags()
+	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
+		return Config{}, ErrHelp
+	} else if err != nil {
 		return Config{}, fmt.Errorf("config: %w\n%s", err, fs.FlagUsages())
 	}
 	if fs.NArg() > 0 {
