@@ -279,6 +279,9 @@ func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (
 	}
 	for ctx.Err() == nil {
 		as, err := c.Approvals(ctx, "pending", 30*time.Second)
+		if ctx.Err() != nil {
+			return 0, nil // interrupted: how watch ends
+		}
 		if err != nil {
 			return 1, err
 		}

@@ -293,3 +293,15 @@ func approvalListings(t *testing.T, url string) int {
 	}
 	return n
 }
+
+// TestWatchEndsCleanlyOnInterrupt: Ctrl-C is how watch is left; while it waits for
+// requests that is not an error.
+func TestWatchEndsCleanlyOnInterrupt(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	code, err := run(ctx, []string{"--url", d.URL, "approvals", "watch"}, strings.NewReader(""), io.Discard, io.Discard)
+	if code != 0 || err != nil {
+		t.Fatalf("watch interrupted while waiting: exit %d, error %v", code, err)
+	}
+}
