@@ -250,6 +250,8 @@ func runCall(ctx context.Context, c *client.Client, session string, tools, pos [
 			}
 		case "approval_required":
 			fmt.Fprintf(errOut, "[waiting for approval: %s]\n", plainJSON(ev.Approval))
+		case "input_required":
+			fmt.Fprintf(errOut, "[waiting for an answer to POST /v1/tool-calls/%s/result: %s]\n", ev.CallID, plainJSON(ev.Arguments))
 		case "message":
 			failed = ev.IsError
 			fmt.Fprintf(out, "\n--- %s (%s)%s ---\n%s\n", ev.Name, ev.CallID, kindSuffix(ev), ev.Content())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
@@ -303,5 +305,50 @@ func TestWatchEndsCleanlyOnInterrupt(t *testing.T) {
 	code, err := run(ctx, []string{"--url", d.URL, "approvals", "watch"}, strings.NewReader(""), io.Discard, io.Discard)
 	if code != 0 || err != nil {
 		t.Fatalf("watch interrupted while waiting: exit %d, error %v", code, err)
+	}
+}
+
+// TestRunSaysWhatAnExternalCallWaitsFor: a call of ask_user waits for an answer posted
+// to its record; run says so (with the call id to answer) instead of waiting in
+// silence, and prints the answer when it comes.
+func TestRunSaysWhatAnExternalCallWaitsFor(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		code, err := run(ctx, []string{"--url", d.URL, "run", "--tools", "ask_user", "ask_user", `{"question":"which branch?"}`}, strings.NewReader(""), &out, pw)
+		pw.Close()
+		done <- fmt.Sprint(code, err, out.String())
+	}()
+	waiting := make(chan string, 1)
+	go func() {
+		lines := bufio.NewScanner(pr)
+		for lines.Scan() {
+			if l := lines.Text(); strings.Contains(l, "waiting for an answer") && strings.Contains(l, "which branch?") {
+				if _, rest, ok := strings.Cut(l, "/v1/tool-calls/"); ok {
+					waiting <- strings.SplitN(rest, "/", 2)[0]
+				}
+			}
+		}
+	}()
+	var callID string
+	select {
+	case callID = <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not say that the call waits for an answer")
+	}
+	if err := client.New(d.URL).AnswerCall(context.Background(), callID, client.Answer{Text: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if !strings.HasPrefix(res, "0 <nil>") || !strings.Contains(res, "main") {
+			t.Fatalf("run after the answer: %s", res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not end after the answer")
 	}
 }
