@@ -10,6 +10,8 @@
 //      the next is printed (the command waits for a file this script creates after
 //      seeing the line), the page is reloaded mid-stream and shows every line once.
 //   3. Every page renders without console errors and loads nothing from elsewhere.
+//   4. The key is revoked while a call's panel follows the call: the page says so and
+//      stops asking; the command's output, HTML, is shown as text.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
 import { chromium } from 'playwright-core';
@@ -303,6 +305,32 @@ try {
     console.log(`page ${name} ok`);
   }
   console.log('scenario 3 ok: every page rendered without console errors');
+
+  // --- 4. the key is revoked while a call's panel follows it ------------------------
+  // The page says so and stops asking for that call; text from the command (here
+  // HTML) stays text.
+  step('revoked key');
+  const revokedKey = await api('POST', '/v1/keys', { name: 'console-revoked', roles: ['agent', 'approver'] });
+  const hostile = '<img src=x onerror=window.__xss=1>';
+  const slow = startCalls(s2.id, { calls: [{ id: 'revoked', name: 'execute_command', arguments: { command: `echo '${hostile}'; ${waitFile('go5')}` } }], timeout_ms: 170000 });
+  const slowID = (await slow.waitFor((e) => e.type === 'tool_start', 'tool_start')).call_id;
+  await page.goto(`${base}/ui/#/calls`); // the init script stores the admin key on every load
+  await page.evaluate((k) => { localStorage.setItem('toolserverd.apiKey', k); location.hash = '#/live'; }, revokedKey.key);
+  await waitText(`pre.output[data-call-id="${slowID}"]`, hostile + '\n', 'the hostile line, as text');
+  if (await page.evaluate(() => window.__xss !== undefined || document.querySelector('img[src="x"]') !== null)) fail('command output was rendered as HTML');
+  let requests = 0;
+  const count = (r) => { if (r.url().includes(`/v1/tool-calls/${slowID}`)) requests++; };
+  await api('POST', `/v1/keys/${revokedKey.id}/revoke`);
+  await page.locator(`article.call[data-call-id="${slowID}"] .note`, { hasText: 'revoked' }).waitFor();
+  page.on('response', count);
+  await page.waitForTimeout(4000);
+  page.off('response', count);
+  if (requests > 0) fail(`the panel asked ${requests} times in 4 s after the page learnt the key was revoked`);
+  if (!(await textOf('#banner')).includes('revoked')) fail(`banner: ${await textOf('#banner')}`);
+  release('go5');
+  await within(slow.done, 'the revoked scenario\'s call');
+  problems.length = 0; // the 401s were the point
+  console.log('scenario 4 ok: a revoked key is reported and the call panel stops asking');
   console.log(JSON.stringify(summary));
 } catch (err) {
   await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});

@@ -8,6 +8,9 @@ import { get, sse } from './api.js';
 import { h, clear, badge, pretty, time, duration, sleep, isAbort, renderResult } from './dom.js';
 
 const terminal = (s) => s === 'succeeded' || s === 'failed';
+// denied: the key is missing, revoked or lacks the role. Asking again every second
+// changes nothing until a key is set, which mounts the page anew.
+const denied = (err) => err.status === 401 || err.status === 403;
 const enc = new TextEncoder();
 
 function b64bytes(s) {
@@ -99,6 +102,7 @@ export function callPanel(call, signal) {
         if (isAbort(err)) return;
         if (err.status === 503) { note.textContent = 'Live output is turned off on this daemon (progress.enabled=false).'; return; }
         if (err.status === 404) return;
+        if (denied(err)) { note.textContent = err.message; return; }
       }
       if (!closed) await sleep(1000, streamStop.signal).catch(() => {});
     }
@@ -109,7 +113,7 @@ export function callPanel(call, signal) {
     try {
       while (!terminal(rec.status)) {
         await sleep(terminal(rec.status) ? 0 : 1000, signal);
-        showRecord(await get(`/v1/tool-calls/${encodeURIComponent(id)}`, signal).catch((err) => { if (isAbort(err)) throw err; return rec; }));
+        showRecord(await get(`/v1/tool-calls/${encodeURIComponent(id)}`, signal).catch((err) => { if (isAbort(err) || denied(err)) throw err; return rec; }));
       }
       if (!closed) {
         streamStop.abort();
@@ -119,7 +123,9 @@ export function callPanel(call, signal) {
       await followStream;
       card.dataset.outputComplete = 'true';
     } catch (err) {
-      if (!isAbort(err)) note.textContent = err.message;
+      if (isAbort(err)) return;
+      streamStop.abort();
+      note.textContent = err.message;
     }
   })();
 
