@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,5 +71,26 @@ external_tools:
 			t.Fatal("the stdio MCP server never started")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUnreachableStoreIsAnError: a store that cannot be opened stops start-up with a
+// message naming it, not with a panic.
+func TestUnreachableStoreIsAnError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the real binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	for _, store := range []string{"postgres://u:pw@127.0.0.1:1/db?connect_timeout=5", "sqlite:" + filepath.Join(dir, "file", "x.db")} {
+		if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--store", store)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || strings.Contains(string(out), "panic") || !strings.Contains(string(out), "toolserverd: store: open") {
+			t.Errorf("%s: %v\n%s", store, err, out)
+		}
 	}
 }

@@ -69,8 +69,18 @@ func Open(ctx context.Context, c Config) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A failed open returns a nil Store, not a Store holding a nil pointer, which the
+	// caller's clean-up would Close (and panic).
 	if b == backendPostgres {
-		return OpenPostgres(ctx, loc)
+		p, err := OpenPostgres(ctx, loc)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
-	return OpenSQLite(ctx, loc)
+	s, err := OpenSQLite(ctx, loc)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
