@@ -80,6 +80,22 @@ func TestReplicaLossFailsItsCalls(t *testing.T) {
 	lost, _ := runUntilStart(t, ca, s1.ID, "sleep 60")
 	// B's call spans A's death and several of B's sweeps (every lease/3).
 	healthy, healthyMsg := runUntilStart(t, cb, s2.ID, "while [ ! -e a-expired ]; do sleep 0.1; done; sleep 3; echo healthy")
+	// tool_start comes before the call takes the session lock and records that it
+	// runs: killed before that, A's call never ran and is failed as not started.
+	// This test is about a call that was running.
+	for _, id := range []string{lost, healthy} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			rec, err := cb.GetCall(ctx, id)
+			if err == nil && rec.Status == "running" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("call %s is not recorded running: %+v %v", id, rec, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 
 	killed := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
