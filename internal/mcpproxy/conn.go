@@ -123,7 +123,7 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 			}),
 			transport.WithCommandStderrWriter(newStderrLog(c.log)),
 			transport.WithCommandLogger(quiet))
-		tr = &stdioTransport{Stdio: st, progress: &c.progress}
+		tr = &stdioTransport{Stdio: st, conn: c}
 	case TransportSSE:
 		sse, err := transport.NewSSE(cfg.URL,
 			transport.WithHTTPClient(c.httpClient()),
@@ -398,20 +398,42 @@ func (t *trackedConn) Close() error {
 }
 
 // stdioTransport is mcp-go's stdio transport with the connection's progress gate
-// (see progressGate). It embeds *transport.Stdio so that everything else the client
-// looks for (Stderr, SetRequestHandler) is still there.
+// (see progressGate), whose requests end with their context. It embeds
+// *transport.Stdio so that everything else the client looks for (Stderr,
+// SetRequestHandler) is still there.
 type stdioTransport struct {
 	*transport.Stdio
-	progress *progressGate
+	conn *conn
 }
 
+// SendRequest returns when ctx ends even if the request is still being written:
+// mcp-go's write to the child's stdin ignores ctx and blocks for as long as a
+// server that stopped reading leaves its pipe full, and with it every later
+// request (health checks included, which would never find the server dead). The
+// abandoned write ends when the connection closes.
 func (t *stdioTransport) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-	defer t.progress.track(req)()
-	return t.Stdio.SendRequest(ctx, req)
+	defer t.conn.progress.track(req)()
+	type answer struct {
+		resp *transport.JSONRPCResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	if !t.conn.spawn(func() {
+		resp, err := t.Stdio.SendRequest(ctx, req)
+		done <- answer{resp, err}
+	}) {
+		return nil, transport.ErrTransportClosed
+	}
+	select {
+	case a := <-done:
+		return a.resp, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (t *stdioTransport) SetNotificationHandler(h func(mcp.JSONRPCNotification)) {
-	t.Stdio.SetNotificationHandler(t.progress.filter(h))
+	t.Stdio.SetNotificationHandler(t.conn.progress.filter(h))
 }
 
 // cancelNotifier sends notifications/cancelled for a tools/call whose context ended,
