@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,7 +111,7 @@ func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
 func convertResult(r *mcp.CallToolResult) *tool.Result {
 	res := &tool.Result{Content: make([]tool.Content, 0, len(r.Content))}
 	for _, c := range r.Content {
-		res.Content = append(res.Content, convertContent(c))
+		res.Content = append(res.Content, usable(convertContent(c)))
 	}
 	switch {
 	case len(r.RawStructuredContent) > 0:
@@ -153,6 +154,26 @@ func convertContent(c mcp.Content) tool.Content {
 		b, _ := json.Marshal(c)
 		return tool.Content{Type: tool.ContentText, Text: string(b)}
 	}
+}
+
+// usable replaces an image or audio block that a model provider would refuse (no
+// media type, data that is not base64) with a text block saying so: one such block
+// makes the provider refuse the whole request that carries it, and with it every
+// later turn of the conversation.
+func usable(c tool.Content) tool.Content {
+	if c.Type != tool.ContentImage && c.Type != tool.ContentAudio {
+		return c
+	}
+	reason := ""
+	if c.MimeType == "" {
+		reason = "it has no mime type"
+	} else if _, err := base64.StdEncoding.DecodeString(c.Data); err != nil || c.Data == "" {
+		reason = "its data is not valid base64"
+	}
+	if reason == "" {
+		return c
+	}
+	return tool.Content{Type: tool.ContentText, Text: fmt.Sprintf("[%s %s from the MCP server omitted: %s]", c.Type, c.MimeType, reason)}
 }
 
 func embedded(r mcp.ResourceContents) tool.Content {

@@ -31,6 +31,9 @@ func serveHostileStdio(mode string) {
 		{"name": "echo", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "big", "inputSchema": map[string]any{"type": "object"}},
 	}
+	for name := range hostileResults {
+		tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}})
+	}
 	for {
 		line, err := in.ReadString('\n')
 		if err != nil {
@@ -72,6 +75,11 @@ func serveHostileStdio(mode string) {
 				out.WriteString(`"}]}}` + "\n")
 				out.Flush()
 			default:
+				if raw, ok := hostileResults[req.Params.Name]; ok {
+					out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,` + raw + "}\n")
+					out.Flush()
+					continue
+				}
 				b, _ := json.Marshal(req.Params.Arguments)
 				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": "echo " + string(b)}}})
 			}
@@ -126,4 +134,64 @@ func TestStdioServerStopsReading(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Stop still waiting 10s later on a server that stopped reading its stdin")
 	}
+}
+
+// hostileResults are the raw answers (after the id) of the hostile server's tools.
+var hostileResults = map[string]string{
+	"unknown_block":     `"result":{"content":[{"type":"hologram","data":"x"},{"type":"text","text":"ok"}]}`,
+	"bad_image":         `"result":{"content":[{"type":"image","data":"!!!not base64!!!","mimeType":"image/png"}]}`,
+	"image_bad_mime":    `"result":{"content":[{"type":"image","data":"aGVsbG8=","mimeType":"text/html"}]}`,
+	"invalid_utf8":      "\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"a\xff\xfeb\"}]}",
+	"embedded":          `"result":{"content":[{"type":"resource","resource":{"uri":"file:///x","text":"inside"}},{"type":"resource","resource":{"uri":"file:///b","blob":"!!","mimeType":"application/octet-stream"}}]}`,
+	"no_content":        `"result":{}`,
+	"null_content":      `"result":{"content":null}`,
+	"content_not_array": `"result":{"content":"hello"}`,
+	"structured_only":   `"result":{"content":[],"structuredContent":{"a":1}}`,
+	"error_result":      `"result":{"isError":true,"content":[{"type":"text","text":"broken widget"}]}`,
+	"rpc_invalid":       `"error":{"code":-32602,"message":"bad args"}`,
+	"rpc_error":         `"error":{"code":-32000,"message":"boom","data":{"x":1}}`,
+	"null_result":       `"result":null`,
+	"result_string":     `"result":"hello"`,
+	"block_not_object":  `"result":{"content":[1,"two",null]}`,
+}
+
+// TestHostileResults: answers a broken server sends for tools/call. None crashes
+// anything; each is a result the model can use or an error saying what was wrong.
+// Image and audio blocks whose bytes are not base64 never reach the model as such
+// (a provider refuses the whole request that carries one).
+func TestHostileResults(t *testing.T) {
+	t.Parallel()
+	cfg := hostileServer(t, "res", "results")
+	cfg.CallTimeout = 2 * time.Second
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "res", StateReady, 30*time.Second)
+	call := func(name string) *tool.Result {
+		return h.call(t.Context(), t, "mcp__res__"+name, `{}`, nil)
+	}
+
+	res := call("bad_image")
+	for _, c := range res.Content {
+		if err := c.Validate(); err != nil {
+			t.Errorf("bad_image: block %+v is invalid: %v", c, err)
+		}
+	}
+	wantText(t, res, "not valid base64")
+	wantText(t, call("invalid_utf8"), "a\uFFFD\uFFFDb")
+	wantText(t, call("embedded"), "inside")
+	wantKind(t, call("rpc_invalid"), tool.KindInvalidArgs)
+	for _, name := range []string{"no_content", "null_result", "result_string", "content_not_array", "block_not_object", "unknown_block", "rpc_error"} {
+		res := call(name)
+		wantKind(t, res, tool.KindFailed)
+		if !strings.Contains(res.Text(), "mcp server res failed to run "+name) {
+			t.Errorf("%s: %q does not say which server and tool failed", name, res.Text())
+		}
+	}
+	res = call("error_result")
+	wantKind(t, res, tool.KindFailed)
+	if res.Text() != "broken widget" {
+		t.Errorf("error_result: %q", res.Text())
+	}
+	// The server is still up and answering.
+	wantText(t, call("echo"), "echo {}")
 }
