@@ -351,7 +351,20 @@ func (c *conn) httpClient() *http.Client {
 	}
 	c.sockets.tr = tr
 	context.AfterFunc(c.ctx, c.sockets.closeAll)
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}
+}
+
+// sameOrigin follows a redirect only within the server's origin (scheme, host and
+// port): the request carries the server's configured headers, credentials often,
+// which Go forwards to any host but Authorization and cookies.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if from := via[0].URL; req.URL.Scheme != from.Scheme || req.URL.Host != from.Host {
+		return fmt.Errorf("redirect to another origin (%s://%s) refused", req.URL.Scheme, req.URL.Host)
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
 }
 
 // socketSet tracks a connection's sockets so that cancelling it closes them all.
