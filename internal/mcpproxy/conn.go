@@ -351,7 +351,7 @@ func (c *conn) httpClient() *http.Client {
 	}
 	c.sockets.tr = tr
 	context.AfterFunc(c.ctx, c.sockets.closeAll)
-	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}
+	return &http.Client{Transport: boundedBodies{tr}, CheckRedirect: sameOrigin}
 }
 
 // sameOrigin follows a redirect only within the server's origin (scheme, host and

@@ -2,14 +2,19 @@ package mcpproxy
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // TestHTTPRedirectToAnotherOrigin: an upstream that redirects its MCP endpoint to
@@ -54,5 +59,159 @@ func TestHTTPRedirectToAnotherOrigin(t *testing.T) {
 	}
 	if n := leaked.Load(); n > 0 {
 		t.Errorf("the configured headers reached another origin %d times", n)
+	}
+}
+
+// hostileHTTP is a streamable-HTTP MCP server written by hand: it answers the
+// handshake and tools/list properly and tools/call as the tool's name says.
+func hostileHTTP(t *testing.T) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", "s1")
+		head := `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":`
+		switch req.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, head+`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}}`)
+		case "tools/list":
+			w.Header().Set("Content-Type", "application/json")
+			var tools []string
+			for _, n := range []string{"big_json", "big_sse", "many_data_lines", "big_error", "html", "endless_sse", "many_events"} {
+				tools = append(tools, `{"name":"`+n+`","inputSchema":{"type":"object"}}`)
+			}
+			io.WriteString(w, head+`{"tools":[`+strings.Join(tools, ",")+`]}}`)
+		case "ping":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, head+`{}}`)
+		case "tools/call":
+			chunk := strings.Repeat("x", 1<<20)
+			switch req.Params.Name {
+			case "big_json":
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, head+`{"content":[{"type":"text","text":"`)
+				for range 200 {
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return
+					}
+				}
+				io.WriteString(w, `"}]}}`)
+			case "big_sse":
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "event: message\ndata: "+head+`{"content":[{"type":"text","text":"`)
+				for range 200 {
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return
+					}
+				}
+				io.WriteString(w, `"}]}}`+"\n\n")
+			case "many_data_lines":
+				w.Header().Set("Content-Type", "text/event-stream")
+				lines := strings.Repeat("data: "+strings.Repeat("y", 1000)+"\n", 1000)
+				for range 200 {
+					if _, err := io.WriteString(w, lines); err != nil {
+						return
+					}
+				}
+				io.WriteString(w, "\n")
+			case "big_error":
+				w.Header().Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusInternalServerError)
+				for range 200 {
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return
+					}
+				}
+			case "many_events":
+				w.Header().Set("Content-Type", "text/event-stream")
+				note := "event: message\r\ndata: " + `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("z", 1000) + `"}}` + "\r\n\r\n"
+				for range 20000 {
+					if _, err := io.WriteString(w, note); err != nil {
+						return
+					}
+				}
+				io.WriteString(w, "event: message\ndata: "+head+`{"content":[{"type":"text","text":"after 20 MB of events"}]}}`+"\n\n")
+			case "html":
+				w.Header().Set("Content-Type", "text/html")
+				io.WriteString(w, "<html>hello</html>")
+			case "endless_sse":
+				w.Header().Set("Content-Type", "text/event-stream")
+				rc := http.NewResponseController(w)
+				for {
+					if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+						return
+					}
+					select {
+					case <-r.Context().Done():
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+			}
+		}
+	}))
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	return ts.URL + "/mcp"
+}
+
+// TestHTTPHostileAnswers: over streamable HTTP, answers of 200 MiB (a JSON body, one
+// SSE event, an SSE event of many data lines, an error body) are cut off at the
+// message limit and fail the call with an error saying so (each would cost GBs), while a stream of many
+// small events passes; a body that is not JSON
+// fails with its content type; an event stream that never answers ends at the call
+// timeout. The server stays usable.
+func TestHTTPHostileAnswers(t *testing.T) {
+	// Not parallel: it measures what the process allocates.
+	h := newHarness(t, Config{HealthInterval: time.Hour, Servers: []ServerConfig{{
+		Name: "hostile", Transport: TransportStreamableHTTP, URL: hostileHTTP(t), Enabled: true, CallTimeout: 20 * time.Second}}})
+	h.start(t)
+	h.waitState(t, "hostile", StateReady, 10*time.Second)
+
+	for _, name := range []string{"big_json", "big_sse", "many_data_lines", "big_error"} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		res := h.call(t.Context(), t, "mcp__hostile__"+name, `{}`, nil)
+		runtime.ReadMemStats(&after)
+		if alloc := (after.TotalAlloc - before.TotalAlloc) >> 20; alloc > 300 {
+			t.Errorf("%s: the call allocated %d MiB", name, alloc)
+		}
+		if !res.IsError || !strings.Contains(res.Text(), "MiB") {
+			t.Errorf("%s: is_error=%v kind=%q text %.300q; want an error naming the limit", name, res.IsError, res.ErrorKind, res.Text())
+		}
+		t.Logf("%s: %s: %.300s after %s", name, res.ErrorKind, res.Text(), time.Since(start).Round(time.Millisecond))
+	}
+	// Many events of a stream are many messages, not one.
+	wantText(t, h.call(t.Context(), t, "mcp__hostile__many_events", `{}`, nil), "after 20 MB of events")
+	res := h.call(t.Context(), t, "mcp__hostile__html", `{}`, nil)
+	if !res.IsError || !strings.Contains(res.Text(), "text/html") {
+		t.Errorf("html: is_error=%v %q", res.IsError, res.Text())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	wantKind(t, h.call(ctx, t, "mcp__hostile__endless_sse", `{}`, nil), tool.KindTimeout)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("endless stream held the call %s", took)
+	}
+	if st := h.status(t, "hostile"); st.State != StateReady {
+		t.Errorf("server state %s (%s) after hostile answers", st.State, st.LastError)
 	}
 }

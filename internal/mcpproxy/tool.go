@@ -104,6 +104,7 @@ func (t *proxyTool) outcome(tc *tool.Context, c *conn, res *tool.Result, err err
 func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool.Result, error) {
 	ctx, cancel := context.WithTimeout(tc.Context, t.srv.cfg.CallTimeout)
 	defer cancel()
+	ctx, tooLarge := withOversizeFlag(ctx)
 	// The connection dying ends the call now: mcp-go's SSE client would wait for
 	// the deadline.
 	stop := context.AfterFunc(c.ctx, cancel)
@@ -121,16 +122,18 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 	req.Params.Meta = &mcp.Meta{ProgressToken: token}
 	res, err := c.client.CallTool(ctx, req)
 	if err != nil {
-		return nil, callError{err: err, deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil}
+		return nil, callError{err: err, deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil,
+			tooLarge: tooLarge.Load() || isTooLarge(err)}
 	}
 	return convertResult(res), nil
 }
 
 // callError remembers whether the call's own deadline (not the caller's, not the
-// connection's end) stopped it.
+// connection's end) stopped it, or an answer too large to read.
 type callError struct {
 	err      error
 	deadline bool
+	tooLarge bool
 }
 
 func (e callError) Error() string { return e.err.Error() }
@@ -147,6 +150,9 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 			return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish before the deadline and was stopped", t.spec.Name)
 		}
 		return outcomeCancelled, nil, tool.Errorf(tool.KindCancelled, "%s was cancelled before it finished", t.spec.Name)
+	case ce.tooLarge:
+		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s answered %s with a message larger than %d MiB, which was not read",
+			name, t.upstream, maxMessageBytes>>20)
 	case ce.deadline:
 		return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish within %s (timeout of mcp server %s) and was stopped",
 			t.spec.Name, t.srv.cfg.CallTimeout, name)

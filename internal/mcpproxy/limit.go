@@ -1,0 +1,101 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync/atomic"
+)
+
+// maxMessageBytes bounds one message from a server: an HTTP response body, one
+// event of an SSE stream. mcp-go reads each whole into memory, several copies of it,
+// with no bound of its own, so a server could otherwise take the daemon's memory
+// with one answer. A result this large is far beyond what a model reads anyway (the
+// token budget keeps some 50 KB of text).
+const maxMessageBytes = 16 << 20
+
+var errMessageTooLarge = fmt.Errorf("message larger than %d MiB", maxMessageBytes>>20)
+
+// oversizeKey marks a call's context: the body reader that cut off a message of the
+// call sets the flag, so that the call can say why it failed (mcp-go replaces the
+// read error of an SSE stream with its own words).
+type oversizeKey struct{}
+
+func withOversizeFlag(ctx context.Context) (context.Context, *atomic.Bool) {
+	f := new(atomic.Bool)
+	return context.WithValue(ctx, oversizeKey{}, f), f
+}
+
+// boundedBodies cuts off HTTP response bodies at maxMessageBytes per message.
+type boundedBodies struct{ http.RoundTripper }
+
+func (b boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.RoundTripper.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	flag, _ := req.Context().Value(oversizeKey{}).(*atomic.Bool)
+	resp.Body = &boundedBody{ReadCloser: resp.Body, events: mt == "text/event-stream", flag: flag}
+	return resp, nil
+}
+
+// boundedBody fails a read once the current message passes maxMessageBytes: the
+// whole body, or, in an event stream, the bytes since the last blank line. mcp-go
+// joins an event's data lines by copying what it has at each line, so an event of
+// many lines also fails once those copies pass maxEventCopyBytes.
+type boundedBody struct {
+	io.ReadCloser
+	events  bool
+	flag    *atomic.Bool // the call's, or nil
+	n       int          // bytes of the current message
+	copies  int          // bytes mcp-go copies for the current event's lines
+	line    int          // bytes of the current line but '\r'
+	tripped bool
+}
+
+// maxEventCopyBytes bounds the copying an event of many lines costs: an event of
+// 1,000 lines may have 128 KiB, one of 100 lines about 1.3 MiB.
+const maxEventCopyBytes = 4 * maxMessageBytes
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.tripped {
+		if b.flag != nil {
+			b.flag.Store(true)
+		}
+		return 0, errMessageTooLarge
+	}
+	n, err := b.ReadCloser.Read(p)
+	if !b.events {
+		b.n += n
+		b.tripped = b.n > maxMessageBytes
+		return n, err
+	}
+	data := p[:n]
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			b.n += len(data)
+			b.line += len(data) - bytes.Count(data, []byte{'\r'})
+			break
+		}
+		b.line += i - bytes.Count(data[:i], []byte{'\r'})
+		if b.line == 0 {
+			b.n, b.copies = 0, 0 // a blank line ends an event
+		} else {
+			b.n += i + 1
+			b.copies += b.n
+		}
+		b.line = 0
+		data = data[i+1:]
+	}
+	b.tripped = b.n > maxMessageBytes || b.copies > maxEventCopyBytes
+	return n, err
+}
+
+// isTooLarge reports a message cut off by maxMessageBytes.
+func isTooLarge(err error) bool { return errors.Is(err, errMessageTooLarge) }
