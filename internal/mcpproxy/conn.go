@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -49,6 +50,7 @@ type conn struct {
 
 	cmd     *exec.Cmd // stdio
 	pid     int       // stdio child, leader of its process group
+	stderr  io.Reader // stdio child's
 	exited  chan struct{}
 	tailMu  sync.Mutex
 	tail    []byte // last bytes of stderr, read by the exit watcher
@@ -112,17 +114,28 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		for _, k := range keys {
 			env = append(env, k+"="+cfg.Env[k])
 		}
-		st := transport.NewStdioWithOptions(cfg.Command, nil, cfg.Args,
-			transport.WithCommandFunc(func(ctx context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
-				cmd := exec.CommandContext(ctx, command, args...)
-				cmd.Env = env
-				cmd.WaitDelay = 2 * time.Second
-				ownProcessGroup(cmd)
-				c.cmd = cmd
-				return cmd, nil
-			}),
-			transport.WithCommandStderrWriter(newStderrLog(c.log)),
-			transport.WithCommandLogger(quiet))
+		// The daemon starts the child itself, so that what mcp-go reads from it
+		// passes through a bound (see boundedLines).
+		cmd := exec.CommandContext(c.ctx, cfg.Command, cfg.Args...)
+		cmd.Env = env
+		cmd.WaitDelay = 2 * time.Second
+		ownProcessGroup(cmd)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return nil, err
+		}
+		c.cmd = cmd
+		c.stderr = stderr
+		st := transport.NewIO(&boundedLines{r: stdout, conn: c}, stdin, stderr)
+		transport.WithCommandLogger(quiet)(st)
 		tr = &stdioTransport{Stdio: st, conn: c}
 	case TransportSSE:
 		sse, err := transport.NewSSE(cfg.URL,
@@ -160,15 +173,21 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 	c.client = client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
 	c.client.OnNotification(notify)
 	start := c.client.Start
-	if cfg.Transport == TransportStdio && pinStartThread {
-		start = c.startPinned
+	if c.cmd != nil {
+		start = func(ctx context.Context) error {
+			if err := c.cmd.Start(); err != nil {
+				return fmt.Errorf("failed to start command: %w", err)
+			}
+			c.pid = c.cmd.Process.Pid
+			c.watchExit(hint)
+			return c.client.Start(ctx)
+		}
+		if pinStartThread {
+			start = c.startPinned(start)
+		}
 	}
 	if err := start(c.ctx); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
-	}
-	if c.cmd != nil && c.cmd.Process != nil {
-		c.pid = c.cmd.Process.Pid
-		c.watchExit(hint)
 	}
 	if _, err := c.client.Initialize(c.ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: clientInfo}}); err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
@@ -176,27 +195,29 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 	return c.listTools(c.ctx)
 }
 
-// startPinned starts the client (which forks the stdio child) on a goroutine locked
-// to its OS thread, and keeps the thread locked until the connection ends: the
-// child's parent-death signal follows that thread (see pinStartThread), which must
+// startPinned runs start (which forks the stdio child) on a goroutine locked to its
+// OS thread, and keeps the thread locked until the connection ends: the child's
+// parent-death signal follows that thread (see pinStartThread), which must
 // therefore not exit while the child runs. It costs one idle thread per stdio child.
-func (c *conn) startPinned(ctx context.Context) error {
-	started := make(chan error, 1)
-	ok := c.spawn(func() {
-		runtime.LockOSThread()
-		// Unlocked, never left locked: a goroutine that returns locked ends its thread.
-		defer runtime.UnlockOSThread()
-		err := c.client.Start(ctx)
-		started <- err
-		if err == nil {
-			// The connection's end kills the child's process group.
-			<-c.ctx.Done()
+func (c *conn) startPinned(start func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		started := make(chan error, 1)
+		ok := c.spawn(func() {
+			runtime.LockOSThread()
+			// Unlocked, never left locked: a goroutine that returns locked ends its thread.
+			defer runtime.UnlockOSThread()
+			err := start(ctx)
+			started <- err
+			if c.pid != 0 {
+				// The connection's end kills the child's process group.
+				<-c.ctx.Done()
+			}
+		})
+		if !ok {
+			return errors.New("connection closed")
 		}
-	})
-	if !ok {
-		return errors.New("connection closed")
+		return <-started
 	}
-	return <-started
 }
 
 func (c *conn) listTools(ctx context.Context) ([]mcp.Tool, error) {
@@ -219,20 +240,18 @@ func (c *conn) ping(timeout time.Duration) error {
 	return c.client.Ping(ctx) //nolint:staticcheck // the legacy protocol's liveness check
 }
 
-// watchExit reads the stdio child's stderr (mcp-go's bounded copy of it, next to the
-// writer that logs it) until it ends, which is when the child exits.
+// watchExit drains the stdio child's stderr into the log until it ends, which is
+// when the child exits, keeping the last bytes for describe.
 func (c *conn) watchExit(hint func()) {
-	r, ok := client.GetStderr(c.client)
-	if !ok || r == nil {
-		return
-	}
+	r, logw := c.stderr, newStderrLog(c.log)
 	c.exited = make(chan struct{})
 	c.spawn(func() {
 		defer close(c.exited)
-		buf := make([]byte, 4096)
+		buf := make([]byte, 32*1024)
 		for {
 			n, err := r.Read(buf)
 			if n > 0 {
+				_, _ = logw.Write(buf[:n])
 				c.tailMu.Lock()
 				c.tail = append(c.tail, buf[:n]...)
 				if len(c.tail) > stderrTailBytes {
@@ -304,7 +323,8 @@ func (c *conn) spawn(f func()) bool {
 	return true
 }
 
-// close ends the connection, politely first, and waits for its goroutines.
+// close ends the connection, politely first (a stdio child gets closeGrace to exit
+// once its stdin is closed), and waits for its goroutines and its child.
 func (c *conn) close() {
 	if c.client != nil {
 		done := make(chan struct{})
@@ -317,6 +337,19 @@ func (c *conn) close() {
 		case <-time.After(closeGrace):
 			c.cancel()
 			<-done
+		}
+	}
+	if c.pid != 0 {
+		waited := make(chan struct{})
+		go func() {
+			_ = c.cmd.Wait()
+			close(waited)
+		}()
+		select {
+		case <-waited:
+		case <-time.After(closeGrace):
+			c.cancel() // kills the process group (see ownProcessGroup)
+			<-waited
 		}
 	}
 	c.cancel()

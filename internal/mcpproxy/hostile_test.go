@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +195,33 @@ func TestHostileResults(t *testing.T) {
 	}
 	// The server is still up and answering.
 	wantText(t, call("echo"), "echo {}")
+}
+
+// TestStdioHugeLine: a stdio server that writes one line of 200 MiB is cut off at
+// the message limit: the call fails at once saying so (it does not cost the GBs of
+// reading the line), the connection is replaced, and the server works again.
+func TestStdioHugeLine(t *testing.T) {
+	// Not parallel: it measures what the process allocates.
+	cfg := hostileServer(t, "huge", "bigline")
+	cfg.CallTimeout = 20 * time.Second
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour, MinBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	h.start(t)
+	h.waitState(t, "huge", StateReady, 30*time.Second)
+	pid := h.stdioPid(t, "huge")
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res := h.call(t.Context(), t, "mcp__huge__big", `{}`, nil)
+	runtime.ReadMemStats(&after)
+	if alloc := (after.TotalAlloc - before.TotalAlloc) >> 20; alloc > 300 {
+		t.Errorf("the call allocated %d MiB", alloc)
+	}
+	if res.ErrorKind != tool.KindFailed || !strings.Contains(res.Text(), "16 MiB") {
+		t.Fatalf("is_error=%v kind=%q text %.300q; want failed, naming the limit", res.IsError, res.ErrorKind, res.Text())
+	}
+	if !eventually(10*time.Second, func() bool { return !processAlive(pid) }) {
+		t.Errorf("child %d still alive after its connection was cut", pid)
+	}
+	h.waitState(t, "huge", StateReady, 10*time.Second)
+	wantText(t, h.call(t.Context(), t, "mcp__huge__echo", `{"a":1}`, nil), `echo {"a":1}`)
 }

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 )
 
-// maxMessageBytes bounds one message from a server: an HTTP response body, one
-// event of an SSE stream. mcp-go reads each whole into memory, several copies of it,
+// maxMessageBytes bounds one message from a server: a line of a stdio server, an
+// HTTP response body, one event of an SSE stream. mcp-go reads each whole into memory, several copies of it,
 // with no bound of its own, so a server could otherwise take the daemon's memory
 // with one answer. A result this large is far beyond what a model reads anyway (the
 // token budget keeps some 50 KB of text).
@@ -94,6 +94,29 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		data = data[i+1:]
 	}
 	b.tripped = b.n > maxMessageBytes || b.copies > maxEventCopyBytes
+	return n, err
+}
+
+// boundedLines is a stdio child's stdout, failing once a line passes
+// maxMessageBytes. The line cannot be skipped (the call it answers would wait for
+// ever), so the connection ends, saying why.
+type boundedLines struct {
+	r    io.Reader
+	conn *conn
+	n    int // bytes of the current line
+}
+
+func (b *boundedLines) Read(p []byte) (int, error) {
+	if b.n > maxMessageBytes {
+		b.conn.markDead(fmt.Errorf("the server wrote a %w", errMessageTooLarge))
+		return 0, errMessageTooLarge
+	}
+	n, err := b.r.Read(p)
+	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+		b.n = n - i - 1
+	} else {
+		b.n += n
+	}
 	return n, err
 }
 

@@ -156,6 +156,11 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 	case ce.deadline:
 		return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish within %s (timeout of mcp server %s) and was stopped",
 			t.spec.Name, t.srv.cfg.CallTimeout, name)
+	case isTooLarge(c.err()):
+		// Over stdio a message cannot be told apart from the call it answers before
+		// it is read: the call of the connection that likely sent it is told so.
+		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s wrote a message larger than %d MiB during the call of %s, which was not read; the connection was closed and is opened again",
+			name, maxMessageBytes>>20, t.upstream)
 	case c.err() != nil:
 		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s is not available: it went away during the call (%v)", name, c.err())
 	case isTransportFailure(err) || isSessionLost(err):
