@@ -57,6 +57,7 @@ type conn struct {
 	sockets *socketSet
 	// progress admits notifications/progress for the calls of this connection only.
 	progress progressGate
+	listing  toolListing
 
 	goMu    sync.Mutex
 	closing bool
@@ -472,6 +473,11 @@ func (t *stdioTransport) SendRequest(ctx context.Context, req transport.JSONRPCR
 	}
 	select {
 	case a := <-done:
+		if a.err == nil {
+			if err := t.conn.listing.screen(req, a.resp); err != nil {
+				return nil, err
+			}
+		}
 		return a.resp, a.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -518,6 +524,11 @@ func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCR
 	forget := t.conn.progress.track(req)
 	resp, err := t.HTTPConnection.SendRequest(ctx, req)
 	forget()
+	if err == nil {
+		if err := t.conn.listing.screen(req, resp); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil || ctx.Err() == nil || req.Method != string(mcp.MethodToolsCall) || t.conn.err() != nil {
 		return resp, err
 	}

@@ -107,6 +107,50 @@ func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
 	return json.Marshal(obj)
 }
 
+// readableTools returns a tools/list result without the entries mcp-go cannot
+// decode (an inputSchema that is not an object or whose type is a list, a name that
+// is not a string), which would make it refuse the whole list and with it every tool
+// of the server; how many tools the page has; and a note per dropped entry.
+func readableTools(result json.RawMessage) (json.RawMessage, int, []string) {
+	var page map[string]json.RawMessage
+	var tools []json.RawMessage
+	if json.Unmarshal(result, &page) != nil || json.Unmarshal(page["tools"], &tools) != nil {
+		return result, 0, nil // mcp-go says what is wrong
+	}
+	var whole mcp.ListToolsResult
+	if json.Unmarshal(result, &whole) == nil {
+		return result, len(tools), nil
+	}
+	kept := make([]json.RawMessage, 0, len(tools))
+	var notes []string
+	for _, raw := range tools {
+		var t mcp.Tool
+		err := json.Unmarshal(raw, &t)
+		if err == nil {
+			kept = append(kept, raw)
+			continue
+		}
+		var named struct {
+			Name json.RawMessage `json:"name"`
+		}
+		_ = json.Unmarshal(raw, &named)
+		name := string(named.Name)
+		if len(name) > 100 {
+			name = name[:100] + "…"
+		}
+		notes = append(notes, fmt.Sprintf("tool %s is not registered: its entry in tools/list does not decode: %s", name, oneLine(err.Error())))
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return result, len(tools), nil
+	}
+	page["tools"] = b
+	if b, err = json.Marshal(page); err != nil {
+		return result, len(tools), nil
+	}
+	return b, len(kept), notes
+}
+
 // convertResult maps an MCP call result, block for block, into a tool result.
 func convertResult(r *mcp.CallToolResult) *tool.Result {
 	res := &tool.Result{Content: make([]tool.Content, 0, len(r.Content))}

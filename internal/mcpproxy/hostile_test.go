@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ const hostileServerEnv = "TOOLSERVERD_TEST_HOSTILE_MCP"
 //   - bigline: answers tools/call "big" with one line of 200 MiB.
 func serveHostileStdio(mode string) {
 	in := bufio.NewReader(os.Stdin)
+	pages := 0
 	out := bufio.NewWriter(os.Stdout)
 	send := func(v any) {
 		b, _ := json.Marshal(v)
@@ -59,6 +61,22 @@ func serveHostileStdio(mode string) {
 			answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "hostile-" + mode, "version": "1"}})
 		case "tools/list":
+			switch mode {
+			case "tools":
+				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"tools":` + hostileTools() + "}}\n")
+				out.Flush()
+				continue
+			case "pages":
+				// Pages of 1,000 tools, each with a cursor never seen before.
+				pages++
+				var page []string
+				for i := range 1000 {
+					page = append(page, `{"name":"t`+strconv.Itoa(pages)+`_`+strconv.Itoa(i)+`","inputSchema":{"type":"object"}}`)
+				}
+				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"tools":[` + strings.Join(page, ",") + `],"nextCursor":"c` + strconv.Itoa(pages) + `"}}` + "\n")
+				out.Flush()
+				continue
+			}
 			answer(map[string]any{"tools": tools})
 			if mode == "deaf" {
 				select {}
@@ -195,6 +213,79 @@ func TestHostileResults(t *testing.T) {
 	}
 	// The server is still up and answering.
 	wantText(t, call("echo"), "echo {}")
+}
+
+// hostileTools is the tool list of the hostile server in mode tools.
+func hostileTools() string {
+	obj := `{"type":"object"}`
+	list := []string{
+		`{"name":"","inputSchema":` + obj + `}`,
+		`{"name":"` + strings.Repeat("n", 10000) + `","inputSchema":` + obj + `}`,
+		`{"name":"a b/c..é","inputSchema":` + obj + `}`,
+		`{"name":"dup","inputSchema":` + obj + `}`,
+		`{"name":"dup","inputSchema":{"type":"object","properties":{"x":{"type":"string"}}}}`,
+		`{"name":"schema_string","inputSchema":{"type":"string"}}`,
+		`{"name":"schema_bogus_type","inputSchema":{"type":"object","properties":{"a":{"type":"nonsense"}}}}`,
+		`{"name":"schema_remote_ref","inputSchema":{"type":"object","properties":{"a":{"$ref":"http://169.254.169.254/x"}}}}`,
+		`{"name":"schema_dangling_ref","inputSchema":{"type":"object","properties":{"a":{"$ref":"#/nope"}}}}`,
+		`{"name":"schema_self_ref","inputSchema":{"type":"object","properties":{"a":{"$ref":"#"}}}}`,
+		`{"name":"schema_bad_regex","inputSchema":{"type":"object","properties":{"a":{"type":"string","pattern":"(("}}}}`,
+		`{"name":"schema_not_object","inputSchema":"hello"}`,
+		`{"name":"schema_null","inputSchema":null}`,
+		`{"name":"schema_missing"}`,
+		`{"name":"schema_array_type","inputSchema":{"type":["object","null"]}}`,
+		`{"name":"huge_description","description":"` + strings.Repeat("d", 1<<20) + `","inputSchema":` + obj + `}`,
+		`{"name":"not_a_string_name_next","inputSchema":` + obj + `}`,
+		`{"name":42,"inputSchema":` + obj + `}`,
+		`{"name":"ok","inputSchema":` + obj + `}`,
+	}
+	for i := range 3000 {
+		list = append(list, `{"name":"many_`+strconv.Itoa(i)+`","inputSchema":`+obj+`}`)
+	}
+	return "[" + strings.Join(list, ",") + "]"
+}
+
+// TestHostileToolList: a tool list with entries mcp-go cannot decode (a schema that
+// is not an object, a type that is a list, a name that is a number), names that
+// are empty, huge, odd or listed twice, schemas that do not compile, and thousands
+// of tools. The server's other tools are registered; each refusal is in its notes.
+func TestHostileToolList(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "tl", "tools")}, HealthInterval: time.Hour})
+	h.start(t)
+	st := h.waitState(t, "tl", StateReady, 10*time.Second)
+	if st.Tools != 3000+9 {
+		t.Errorf("%d tools registered, want 3009", st.Tools)
+	}
+	notes := strings.Join(st.Notes, "\n")
+	for _, want := range []string{`"schema_not_object"`, `"schema_array_type"`, "42", "empty name", `"dup" is listed twice`,
+		`"schema_bogus_type" is not registered`, `"schema_remote_ref" is not registered`, `"schema_dangling_ref" is not registered`,
+		`"schema_bad_regex" is not registered`, `"schema_string" is not registered`} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes do not mention %s:\n%.3000s", want, notes)
+		}
+	}
+	for _, name := range []string{"ok", "dup", "a_b_c___", "schema_null", "schema_missing", "schema_self_ref", "huge_description", "many_2999"} {
+		if _, ok := h.tools.Lookup("mcp__tl__" + name); !ok {
+			t.Errorf("mcp__tl__%s is not registered", name)
+		}
+	}
+	wantText(t, h.call(t.Context(), t, "mcp__tl__ok", `{"x":1}`, nil), `echo {"x":1}`)
+	wantKind(t, h.call(t.Context(), t, "mcp__tl__schema_self_ref", `{"a":{"a":1}}`, nil), tool.KindInvalidArgs)
+}
+
+// TestEndlessToolList: a server whose tools/list pages never end fails to connect
+// at once, saying so, instead of filling memory until the connect timeout.
+func TestEndlessToolList(t *testing.T) {
+	t.Parallel()
+	cfg := hostileServer(t, "endless", "pages")
+	cfg.ConnectTimeout = time.Minute
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	h.start(t)
+	st := h.waitState(t, "endless", StateFailed, 20*time.Second)
+	if !strings.Contains(st.LastError, "tools") {
+		t.Errorf("last error %q does not say the tool list is too long", st.LastError)
+	}
 }
 
 // TestStdioHugeLine: a stdio server that writes one line of 200 MiB is cut off at

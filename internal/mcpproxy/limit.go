@@ -3,12 +3,17 @@ package mcpproxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // maxMessageBytes bounds one message from a server: a line of a stdio server, an
@@ -122,3 +127,72 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 
 // isTooLarge reports a message cut off by maxMessageBytes.
 func isTooLarge(err error) bool { return errors.Is(err, errMessageTooLarge) }
+
+// Bounds of one tools/list, all its pages: mcp-go follows a server's cursors for as
+// long as they are new.
+const (
+	maxListedTools = 10000
+	maxListPages   = 1000
+)
+
+// toolListing screens the pages of a connection's tools/list as they arrive (a
+// connection lists its tools one listing at a time): entries mcp-go cannot decode are
+// dropped with a note, and a listing past the bounds fails.
+type toolListing struct {
+	mu    sync.Mutex
+	tools int
+	pages int
+	notes []string
+}
+
+// screen checks the answer to a tools/list request and may rewrite its result.
+func (l *toolListing) screen(req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) error {
+	if req.Method != string(mcp.MethodToolsList) {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if listCursor(req) == "" {
+		l.tools, l.pages, l.notes = 0, 0, nil
+	}
+	if resp == nil || resp.Error != nil {
+		return nil
+	}
+	result, n, notes := readableTools(resp.Result)
+	resp.Result = result
+	l.tools += n
+	l.pages++
+	l.notes = append(l.notes, notes...)
+	if l.tools > maxListedTools || l.pages > maxListPages {
+		return fmt.Errorf("the server lists more than %d tools or %d pages of them", maxListedTools, maxListPages)
+	}
+	return nil
+}
+
+// takeNotes returns the notes of the last listing.
+func (l *toolListing) takeNotes() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.notes
+}
+
+func listCursor(req transport.JSONRPCRequest) mcp.Cursor {
+	switch p := req.Params.(type) {
+	case mcp.PaginatedParams:
+		return p.Cursor
+	case *mcp.PaginatedParams:
+		if p != nil {
+			return p.Cursor
+		}
+		return ""
+	}
+	b, err := json.Marshal(req.Params)
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Cursor mcp.Cursor `json:"cursor"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return p.Cursor
+}

@@ -360,14 +360,16 @@ func (m *Manager) syncRegistry() {
 	list := m.serverList()
 	byName := map[string]*server{}
 	known := map[string]map[string]mcp.Tool{} // server → upstream name → tool
+	unread := map[string][]string{}           // server → notes on entries not decoded
 	var input []serverTools
 	for _, s := range list {
 		if !s.cfg.Enabled {
 			continue
 		}
 		s.mu.Lock()
-		tools := s.tools
+		tools, listNotes := s.tools, s.listNotes
 		s.mu.Unlock()
+		unread[s.cfg.Name] = listNotes
 		byName[s.cfg.Name] = s
 		st := serverTools{server: s.cfg.Name, prefix: s.cfg.prefix()}
 		known[s.cfg.Name] = map[string]mcp.Tool{}
@@ -380,6 +382,11 @@ func (m *Manager) syncRegistry() {
 		input = append(input, st)
 	}
 	names, notes := assignNames(m.cfg.PrefixMode, input, m.reserved)
+	for server, n := range unread {
+		if len(n) > 0 {
+			notes[server] = append(append([]string(nil), n...), notes[server]...)
+		}
+	}
 
 	desired := map[string]*proxyTool{}
 	for name, p := range names {

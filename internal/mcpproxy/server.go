@@ -32,6 +32,7 @@ type server struct {
 	restarts    int
 	nextAttempt time.Time  // while failed: when the supervisor tries again
 	tools       []mcp.Tool // last known list, kept while the server is down
+	listNotes   []string   // entries of the last list that could not be read
 	notes       []string
 	nTools      int           // registered
 	conn        *conn         // set while ready
@@ -126,7 +127,7 @@ func (s *server) run(ctx context.Context) {
 		failures = 0
 		s.log.Info("mcp server: connected", "tools", len(tools), "took", time.Since(start).Round(time.Millisecond))
 		s.mu.Lock()
-		s.tools = tools
+		s.tools, s.listNotes = tools, c.listing.takeNotes()
 		s.mu.Unlock()
 		s.m.syncRegistry() // before ready: Status never shows ready without the tools
 		s.setState(StateReady, "", c)
@@ -256,7 +257,7 @@ func (s *server) watch(ctx context.Context, c *conn) error {
 				s.log.Warn("mcp server: refreshing the tool list failed", "err", l.err)
 			} else {
 				s.mu.Lock()
-				s.tools = l.tools
+				s.tools, s.listNotes = l.tools, c.listing.takeNotes()
 				s.mu.Unlock()
 				s.log.Info("mcp server: tool list changed", "tools", len(l.tools))
 				s.m.syncRegistry()
