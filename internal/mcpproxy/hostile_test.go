@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +23,13 @@ const hostileServerEnv = "TOOLSERVERD_TEST_HOSTILE_MCP"
 //   - bigline: answers tools/call "big" with one line of 200 MiB.
 func serveHostileStdio(mode string) {
 	in := bufio.NewReader(os.Stdin)
-	pages := 0
+	pages, lists := 0, 0
+	var writeMu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
 	send := func(v any) {
 		b, _ := json.Marshal(v)
+		writeMu.Lock()
+		defer writeMu.Unlock()
 		out.Write(b)
 		out.WriteByte('\n')
 		out.Flush()
@@ -33,6 +37,7 @@ func serveHostileStdio(mode string) {
 	tools := []map[string]any{
 		{"name": "echo", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "big", "inputSchema": map[string]any{"type": "object"}},
+		{"name": "lists", "inputSchema": map[string]any{"type": "object"}},
 	}
 	for name := range hostileResults {
 		tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}})
@@ -61,6 +66,21 @@ func serveHostileStdio(mode string) {
 			answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "hostile-" + mode, "version": "1"}})
 		case "tools/list":
+			lists++
+			if mode == "storm" && lists == 1 {
+				go func() {
+					for {
+						writeMu.Lock()
+						out.WriteString(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` + "\n")
+						out.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"spam"}}` + "\n")
+						err := out.Flush()
+						writeMu.Unlock()
+						if err != nil {
+							os.Exit(0)
+						}
+					}
+				}()
+			}
 			switch mode {
 			case "tools":
 				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"tools":` + hostileTools() + "}}\n")
@@ -93,6 +113,8 @@ func serveHostileStdio(mode string) {
 				}
 				out.WriteString(`"}]}}` + "\n")
 				out.Flush()
+			case "lists":
+				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": strconv.Itoa(lists)}}})
 			default:
 				if raw, ok := hostileResults[req.Params.Name]; ok {
 					out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,` + raw + "}\n")
@@ -315,4 +337,23 @@ func TestStdioHugeLine(t *testing.T) {
 	}
 	h.waitState(t, "huge", StateReady, 10*time.Second)
 	wantText(t, h.call(t.Context(), t, "mcp__huge__echo", `{"a":1}`, nil), `echo {"a":1}`)
+}
+
+// TestToolListChangedStorm: a server that sends tools/list_changed (and log
+// messages) without pause is listed again at a bounded rate, and its calls work.
+func TestToolListChangedStorm(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "storm", "storm")}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "storm", StateReady, 10*time.Second)
+	time.Sleep(3 * time.Second)
+	res := h.call(t.Context(), t, "mcp__storm__lists", `{}`, nil)
+	n, err := strconv.Atoi(res.Text())
+	if err != nil {
+		t.Fatalf("lists: %s %q", res.ErrorKind, res.Text())
+	}
+	t.Logf("tools/list %d times in about 3s of storm", n)
+	if n > 10 {
+		t.Errorf("the server was listed %d times in 3s of tools/list_changed", n)
+	}
 }

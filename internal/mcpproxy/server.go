@@ -211,9 +211,15 @@ func upstreamAnswers(cfg *ServerConfig, reason error) bool {
 		isSessionLost(reason)
 }
 
+// minRefreshInterval spaces the tool-list refreshes of a server: each one lists
+// every tool and brings the whole registry in line, and a server may announce
+// tools/list_changed without pause.
+const minRefreshInterval = time.Second
+
 // watch returns why a ready connection ended: lost, failed health checks, a
 // restart, or the supervisor stopping. Tool-list refreshes run beside it, one at a
-// time, so that a server hanging in tools/list is still health-checked.
+// time and at most one per minRefreshInterval, so that a server hanging in
+// tools/list is still health-checked.
 func (s *server) watch(ctx context.Context, c *conn) error {
 	tick := time.NewTicker(s.m.cfg.HealthInterval)
 	defer tick.Stop()
@@ -224,8 +230,20 @@ func (s *server) watch(ctx context.Context, c *conn) error {
 	}
 	listed := make(chan listing, 1)
 	refreshing, again := false, false
+	var lastRefresh time.Time
+	var delayed <-chan time.Time // a refresh waiting for minRefreshInterval
 	refresh := func() {
-		refreshing = true
+		if refreshing {
+			again = true
+			return
+		}
+		if wait := minRefreshInterval - time.Since(lastRefresh); wait > 0 {
+			if delayed == nil {
+				delayed = time.After(wait)
+			}
+			return
+		}
+		refreshing, lastRefresh = true, time.Now()
 		c.spawn(func() {
 			lctx, cancel := context.WithTimeout(c.ctx, s.cfg.ConnectTimeout)
 			defer cancel()
@@ -242,11 +260,11 @@ func (s *server) watch(ctx context.Context, c *conn) error {
 		case <-s.wake:
 			return errRestart
 		case <-s.refresh:
-			if refreshing {
-				again = true
-			} else {
-				refresh()
-			}
+			refresh()
+			continue
+		case <-delayed:
+			delayed = nil
+			refresh()
 			continue
 		case l := <-listed:
 			refreshing = false
