@@ -38,6 +38,7 @@ func serveHostileStdio(mode string) {
 		{"name": "echo", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "big", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "lists", "inputSchema": map[string]any{"type": "object"}},
+		{"name": "progress_flood", "inputSchema": map[string]any{"type": "object"}},
 	}
 	for name := range hostileResults {
 		tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}})
@@ -53,6 +54,9 @@ func serveHostileStdio(mode string) {
 			Params struct {
 				Name      string         `json:"name"`
 				Arguments map[string]any `json:"arguments"`
+				Meta      struct {
+					ProgressToken any `json:"progressToken"`
+				} `json:"_meta"`
 			} `json:"params"`
 		}
 		if json.Unmarshal([]byte(line), &req) != nil || len(req.ID) == 0 {
@@ -113,6 +117,14 @@ func serveHostileStdio(mode string) {
 				}
 				out.WriteString(`"}]}}` + "\n")
 				out.Flush()
+			case "progress_flood":
+				// 16 MiB of progress for its own call, then the answer.
+				msg := strings.Repeat("p", 16<<10)
+				for range 1000 {
+					send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress",
+						"params": map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "message": msg}})
+				}
+				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": "flooded"}}})
 			case "lists":
 				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": strconv.Itoa(lists)}}})
 			default:
@@ -355,5 +367,46 @@ func TestToolListChangedStorm(t *testing.T) {
 	t.Logf("tools/list %d times in about 3s of storm", n)
 	if n > 10 {
 		t.Errorf("the server was listed %d times in 3s of tools/list_changed", n)
+	}
+}
+
+// progressBytes counts what a call emitted as progress.
+type progressBytes struct {
+	mu    sync.Mutex
+	n     int
+	texts int
+	last  string
+}
+
+func (p *progressBytes) Emit(_, text string) {
+	p.mu.Lock()
+	p.n += len(text)
+	p.texts++
+	p.last = text
+	p.mu.Unlock()
+}
+
+func (p *progressBytes) Close() {}
+
+// TestProgressFlood: a server that sends 16 MiB of progress for its call, in
+// messages of 16 KiB, passes on a bounded amount of it (progress is written to the
+// call's logs and streams), saying so, and its answer still arrives.
+func TestProgressFlood(t *testing.T) {
+	t.Parallel()
+	cfg := hostileServer(t, "flood", "results")
+	cfg.CallTimeout = 30 * time.Second
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "flood", StateReady, 10*time.Second)
+	prog := &progressBytes{}
+	wantText(t, h.call(t.Context(), t, "mcp__flood__progress_flood", `{}`, prog), "flooded")
+	prog.mu.Lock()
+	defer prog.mu.Unlock()
+	t.Logf("%d bytes of progress in %d emits; the last: %.200q", prog.n, prog.texts, prog.last)
+	if prog.n > 1<<20+8<<10 {
+		t.Errorf("the call emitted %d MiB of progress", prog.n>>20)
+	}
+	if !strings.Contains(prog.last, "dropped") {
+		t.Errorf("the last progress %.200q does not say the rest was dropped", prog.last)
 	}
 }

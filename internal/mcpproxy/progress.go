@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -20,11 +21,24 @@ import (
 type progressRouter struct {
 	mu    sync.Mutex
 	next  uint64
-	calls map[string]*tool.Context
+	calls map[string]*progressCall
+}
+
+// Bounds of the progress a server may send for one call: it is written to the call's
+// logs and streams, and a status line needs no more.
+const (
+	maxProgressText  = 4 << 10 // one notification's message, cut beyond
+	maxProgressBytes = 1 << 20 // one call's, dropped beyond
+)
+
+// progressCall is a call that may receive progress, with what it received so far.
+type progressCall struct {
+	tc    *tool.Context
+	bytes int
 }
 
 func newProgressRouter() *progressRouter {
-	return &progressRouter{calls: map[string]*tool.Context{}}
+	return &progressRouter{calls: map[string]*progressCall{}}
 }
 
 // add registers a call and returns its token; remove must follow when the call ends.
@@ -33,7 +47,7 @@ func (p *progressRouter) add(tc *tool.Context) string {
 	defer p.mu.Unlock()
 	p.next++
 	token := "tsd-" + strconv.FormatUint(p.next, 10)
-	p.calls[token] = tc
+	p.calls[token] = &progressCall{tc: tc}
 	return token
 }
 
@@ -52,15 +66,25 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	if token == "" {
 		return
 	}
-	p.mu.Lock()
-	tc := p.calls[token]
-	p.mu.Unlock()
-	if tc == nil {
+	text := progressText(f)
+	if text == "" {
 		return
 	}
-	if text := progressText(f); text != "" {
-		tc.Emit("info", text)
+	if len(text) > maxProgressText {
+		text = strings.ToValidUTF8(text[:maxProgressText], "") + "…"
 	}
+	p.mu.Lock()
+	pc := p.calls[token]
+	if pc == nil || pc.bytes > maxProgressBytes {
+		p.mu.Unlock()
+		return
+	}
+	pc.bytes += len(text)
+	if pc.bytes > maxProgressBytes {
+		text = fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]", maxProgressBytes>>20)
+	}
+	p.mu.Unlock()
+	pc.tc.Emit("info", text)
 }
 
 // progressGate binds progress tokens to one connection: a notifications/progress
