@@ -38,6 +38,8 @@ func serveHostileStdio(mode string) {
 		{"name": "echo", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "big", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "lists", "inputSchema": map[string]any{"type": "object"}},
+		{"name": "asks_client", "inputSchema": map[string]any{"type": "object"}},
+		{"name": "wrong_id", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "progress_flood", "inputSchema": map[string]any{"type": "object"}},
 	}
 	for name := range hostileResults {
@@ -102,8 +104,20 @@ func serveHostileStdio(mode string) {
 				continue
 			}
 			answer(map[string]any{"tools": tools})
-			if mode == "deaf" {
+			switch mode {
+			case "deaf":
 				select {}
+			case "reqflood":
+				// Requests without end, and never a read of the answers.
+				for i := 0; ; i++ {
+					writeMu.Lock()
+					out.WriteString(`{"jsonrpc":"2.0","id":"f` + strconv.Itoa(i) + `","method":"ping"}` + "\n")
+					err := out.Flush()
+					writeMu.Unlock()
+					if err != nil {
+						os.Exit(0)
+					}
+				}
 			}
 		case "ping":
 			answer(map[string]any{})
@@ -125,6 +139,41 @@ func serveHostileStdio(mode string) {
 						"params": map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "message": msg}})
 				}
 				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": "flooded"}}})
+			case "asks_client":
+				// Requests of its own before answering; it answers once the client
+				// answered them all.
+				asked := map[string]bool{}
+				for i, m := range []string{"sampling/createMessage", "elicitation/create", "roots/list", "ping", "bogus/method"} {
+					id := "srv-" + strconv.Itoa(i)
+					asked[id] = true
+					send(map[string]any{"jsonrpc": "2.0", "id": id, "method": m, "params": map[string]any{"messages": []any{}, "maxTokens": 10, "message": "?", "requestedSchema": map[string]any{"type": "object"}}})
+				}
+				var got []string
+				for len(asked) > 0 {
+					l, err := in.ReadString('\n')
+					if err != nil {
+						os.Exit(0)
+					}
+					var r struct {
+						ID     string          `json:"id"`
+						Result json.RawMessage `json:"result"`
+						Error  *struct {
+							Message string `json:"message"`
+						} `json:"error"`
+					}
+					if json.Unmarshal([]byte(l), &r) != nil || !asked[r.ID] {
+						continue
+					}
+					delete(asked, r.ID)
+					if r.Error != nil {
+						got = append(got, r.ID+": error "+r.Error.Message)
+					} else {
+						got = append(got, r.ID+": "+string(r.Result))
+					}
+				}
+				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": strings.Join(got, "\n")}}})
+			case "wrong_id":
+				send(map[string]any{"jsonrpc": "2.0", "id": "not-yours", "result": map[string]any{"content": []any{}}})
 			case "lists":
 				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": strconv.Itoa(lists)}}})
 			default:
@@ -409,4 +458,48 @@ func TestProgressFlood(t *testing.T) {
 	if !strings.Contains(prog.last, "dropped") {
 		t.Errorf("the last progress %.200q does not say the rest was dropped", prog.last)
 	}
+}
+
+// TestServerRequestsClient: requests a server sends the client during a call
+// (sampling, elicitation, roots, ping, an unknown method) are answered, with errors
+// for what toolserverd does not offer, and the call completes; an answer with an id
+// the client never used is ignored and the call ends at its timeout.
+func TestServerRequestsClient(t *testing.T) {
+	t.Parallel()
+	cfg := hostileServer(t, "asks", "results")
+	cfg.CallTimeout = time.Second
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "asks", StateReady, 10*time.Second)
+	res := h.call(t.Context(), t, "mcp__asks__asks_client", `{}`, nil)
+	t.Logf("%s", res.Text())
+	wantText(t, res, "srv-3: {}")
+	for _, id := range []string{"srv-0: error", "srv-1: error", "srv-2: error", "srv-4: error"} {
+		wantText(t, res, id)
+	}
+	wantKind(t, h.call(t.Context(), t, "mcp__asks__wrong_id", `{}`, nil), tool.KindTimeout)
+	wantText(t, h.call(t.Context(), t, "mcp__asks__echo", `{}`, nil), "echo {}")
+}
+
+// TestServerRequestFlood: a server that sends requests without end and never reads
+// the answers neither piles up goroutines in the daemon nor survives its health
+// checks.
+func TestServerRequestFlood(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "reqflood", "reqflood")}, HealthInterval: 300 * time.Millisecond, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	h.start(t)
+	h.waitState(t, "reqflood", StateReady, 10*time.Second)
+	peak := 0
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		peak = max(peak, runtime.NumGoroutine())
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("peak goroutines %d; server %s", peak, h.status(t, "reqflood").LastError)
+	// Without a bound: 140,000 after a second. Each request still passes through
+	// a goroutine of mcp-go's, for an instant.
+	if peak > 20000 {
+		t.Errorf("%d goroutines while a server floods requests", peak)
+	}
+	h.waitState(t, "reqflood", StateFailed, 10*time.Second)
 }
