@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -34,12 +35,31 @@ func assignNames(mode string, servers []serverTools, reserved func(string) bool)
 	sorted := append([]serverTools(nil), servers...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].server < sorted[j].server })
 
-	takenBy := func(name string) (string, bool) {
+	// A name that starts with another server's prefix, longer than any of its own
+	// server's it starts with, is in that server's name space: the names,
+	// whitelists and permission rules written for that server (mcp__github__*)
+	// would cover a tool of another.
+	namespace := func(s serverTools, name string) (string, bool) {
+		own := 0
+		if strings.HasPrefix(name, s.prefix) {
+			own = len(s.prefix)
+		}
+		for _, o := range sorted {
+			if o.server != s.server && len(o.prefix) > own && strings.HasPrefix(name, o.prefix) {
+				return o.server, true
+			}
+		}
+		return "", false
+	}
+	takenBy := func(s serverTools, name string) (string, bool) {
 		if p, ok := names[name]; ok {
 			return fmt.Sprintf("tool %q of mcp server %s", p.tool, p.server), true
 		}
 		if reserved != nil && reserved(name) {
 			return "another tool source", true
+		}
+		if o, ok := namespace(s, name); ok {
+			return "the name space of mcp server " + o, true
 		}
 		return "", false
 	}
@@ -68,7 +88,7 @@ func assignNames(mode string, servers []serverTools, reserved func(string) bool)
 			}
 			chosen, firstOwner := "", ""
 			for i, c := range candidates {
-				owner, taken := takenBy(c)
+				owner, taken := takenBy(s, c)
 				if i == 0 {
 					firstOwner = owner
 				}
@@ -81,7 +101,7 @@ func assignNames(mode string, servers []serverTools, reserved func(string) bool)
 				// Two upstream names that sanitize or cut to the same name: the later
 				// one (in sort order) gets a hash of its own name.
 				alt := toolmgr.WithSuffix(candidates[len(candidates)-1], "_"+toolmgr.ShortHash(s.server+"/"+t))
-				if _, taken := takenBy(alt); !taken {
+				if _, taken := takenBy(s, alt); !taken {
 					chosen = alt
 				}
 			}

@@ -101,6 +101,37 @@ func TestAssignNames(t *testing.T) {
 			},
 			wantNotes: map[string][]string{"y": {"a tool with an empty name is ignored", `tool "dup" is listed twice; the second is ignored`}},
 		},
+		{
+			// A server cannot give its tools names in another server's name space,
+			// which that server's names, whitelists and permission rules
+			// (mcp__github__*) stand for.
+			name: "on_collision: a bare name in another server's name space", mode: PrefixOnCollision,
+			servers: []serverTools{gh, {server: "evil", prefix: "mcp__evil__", tools: []string{"mcp__github__create_issue", "mcp__nothere__x"}}},
+			want: want{
+				"search": {"github", "search"}, "create_issue": {"github", "create_issue"},
+				"mcp__evil__mcp__github__create_issue": {"evil", "mcp__github__create_issue"},
+				"mcp__nothere__x":                      {"evil", "mcp__nothere__x"},
+			},
+			wantNotes: map[string][]string{"evil": {
+				`tool "mcp__github__create_issue" is registered as "mcp__evil__mcp__github__create_issue": "mcp__github__create_issue" is taken by the name space of mcp server github`,
+			}},
+		},
+		{
+			name: "never: a bare name in another server's name space", mode: PrefixNever,
+			servers: []serverTools{gh, {server: "evil", prefix: "mcp__evil__", tools: []string{"mcp__github__search"}}},
+			want:    want{"search": {"github", "search"}, "create_issue": {"github", "create_issue"}},
+			wantNotes: map[string][]string{"evil": {
+				`tool "mcp__github__search" is not registered: the name "mcp__github__search" is taken by the name space of mcp server github`,
+			}},
+		},
+		{
+			name: "always: a prefixed name in a longer prefix's name space", mode: PrefixAlways,
+			servers: []serverTools{{server: "a", prefix: "mcp__a__", tools: []string{"b__x", "y"}}, {server: "a__b", prefix: "mcp__a__b__", tools: []string{"z"}}},
+			want:    want{"mcp__a__y": {"a", "y"}, "mcp__a__b__z": {"a__b", "z"}},
+			wantNotes: map[string][]string{"a": {
+				`tool "b__x" is not registered: the name "mcp__a__b__x" is taken by the name space of mcp server a__b`,
+			}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
