@@ -92,6 +92,13 @@ func serveHostileStdio(mode string) {
 				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"tools":` + hostileTools() + "}}\n")
 				out.Flush()
 				continue
+			case "fatpages":
+				// Pages of one tool with a description of 8 MiB, without end.
+				pages++
+				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"tools":[{"name":"t` + strconv.Itoa(pages) + `","description":"` +
+					strings.Repeat("d", 8<<20) + `","inputSchema":{"type":"object"}}],"nextCursor":"c` + strconv.Itoa(pages) + `"}}` + "\n")
+				out.Flush()
+				continue
 			case "pages":
 				// Pages of 1,000 tools, each with a cursor never seen before.
 				pages++
@@ -357,17 +364,20 @@ func TestHostileToolList(t *testing.T) {
 	wantKind(t, h.call(t.Context(), t, "mcp__tl__schema_self_ref", `{"a":{"a":1}}`, nil), tool.KindInvalidArgs)
 }
 
-// TestEndlessToolList: a server whose tools/list pages never end fails to connect
-// at once, saying so, instead of filling memory until the connect timeout.
+// TestEndlessToolList: a server whose tools/list pages never end (pages of many
+// tools, or of one tool of 8 MiB) fails to connect at once, saying so, instead of
+// filling memory until the connect timeout.
 func TestEndlessToolList(t *testing.T) {
 	t.Parallel()
-	cfg := hostileServer(t, "endless", "pages")
-	cfg.ConnectTimeout = time.Minute
-	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour, MinBackoff: time.Hour, MaxBackoff: time.Hour})
-	h.start(t)
-	st := h.waitState(t, "endless", StateFailed, 20*time.Second)
-	if !strings.Contains(st.LastError, "tools") {
-		t.Errorf("last error %q does not say the tool list is too long", st.LastError)
+	for _, mode := range []string{"pages", "fatpages"} {
+		cfg := hostileServer(t, mode, mode)
+		cfg.ConnectTimeout = time.Minute
+		h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+		h.start(t)
+		st := h.waitState(t, mode, StateFailed, time.Minute) // 64 MiB of JSON, slow under -race
+		if !strings.Contains(st.LastError, "tool list") {
+			t.Errorf("%s: last error %q does not say the tool list is too long", mode, st.LastError)
+		}
 	}
 }
 

@@ -133,6 +133,7 @@ func isTooLarge(err error) bool { return errors.Is(err, errMessageTooLarge) }
 const (
 	maxListedTools = 10000
 	maxListPages   = 1000
+	maxListBytes   = 4 * maxMessageBytes
 )
 
 // toolListing screens the pages of a connection's tools/list as they arrive (a
@@ -142,6 +143,7 @@ type toolListing struct {
 	mu    sync.Mutex
 	tools int
 	pages int
+	bytes int
 	notes []string
 }
 
@@ -153,7 +155,7 @@ func (l *toolListing) screen(req transport.JSONRPCRequest, resp *transport.JSONR
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if listCursor(req) == "" {
-		l.tools, l.pages, l.notes = 0, 0, nil
+		l.tools, l.pages, l.bytes, l.notes = 0, 0, 0, nil
 	}
 	if resp == nil || resp.Error != nil {
 		return nil
@@ -162,9 +164,11 @@ func (l *toolListing) screen(req transport.JSONRPCRequest, resp *transport.JSONR
 	resp.Result = result
 	l.tools += n
 	l.pages++
+	l.bytes += len(result)
 	l.notes = append(l.notes, notes...)
-	if l.tools > maxListedTools || l.pages > maxListPages {
-		return fmt.Errorf("the server lists more than %d tools or %d pages of them", maxListedTools, maxListPages)
+	if l.tools > maxListedTools || l.pages > maxListPages || l.bytes > maxListBytes {
+		return fmt.Errorf("the server's tool list is too long: more than %d tools, %d pages or %d MiB",
+			maxListedTools, maxListPages, maxListBytes>>20)
 	}
 	return nil
 }
