@@ -328,11 +328,23 @@ func hostileTools() string {
 		`{"name":"not_a_string_name_next","inputSchema":` + obj + `}`,
 		`{"name":42,"inputSchema":` + obj + `}`,
 		`{"name":"ok","inputSchema":` + obj + `}`,
+		`{"name":"tree","inputSchema":{"type":"object","properties":{"root":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#/$defs/node"}},"v":{"anyOf":[{"type":"string"},{"type":"number"}]}}}}}}`,
+		`{"name":"schema_bomb","inputSchema":{"type":"object","properties":{"a":{"$ref":"#/$defs/L0"}},"$defs":{` + schemaBomb(30) + `}}}`,
 	}
 	for i := range 3000 {
 		list = append(list, `{"name":"many_`+strconv.Itoa(i)+`","inputSchema":`+obj+`}`)
 	}
 	return "[" + strings.Join(list, ",") + "]"
+}
+
+// schemaBomb is $defs of depth levels, each an anyOf of the next twice: a value
+// that matches none is checked 2^depth times.
+func schemaBomb(depth int) string {
+	var defs []string
+	for i := range depth {
+		defs = append(defs, `"L`+strconv.Itoa(i)+`":{"anyOf":[{"$ref":"#/$defs/L`+strconv.Itoa(i+1)+`"},{"$ref":"#/$defs/L`+strconv.Itoa(i+1)+`"}]}`)
+	}
+	return strings.Join(append(defs, `"L`+strconv.Itoa(depth)+`":{"type":"string"}`), ",")
 }
 
 // TestHostileToolList: a tool list with entries mcp-go cannot decode (a schema that
@@ -344,24 +356,26 @@ func TestHostileToolList(t *testing.T) {
 	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "tl", "tools")}, HealthInterval: time.Hour})
 	h.start(t)
 	st := h.waitState(t, "tl", StateReady, 10*time.Second)
-	if st.Tools != 3000+9 {
-		t.Errorf("%d tools registered, want 3009", st.Tools)
+	if st.Tools != 3000+10 {
+		t.Errorf("%d tools registered, want 3010", st.Tools)
 	}
 	notes := strings.Join(st.Notes, "\n")
 	for _, want := range []string{`"schema_not_object"`, `"schema_array_type"`, "42", "empty name", `"dup" is listed twice`,
 		`"schema_bogus_type" is not registered`, `"schema_remote_ref" is not registered`, `"schema_dangling_ref" is not registered`,
-		`"schema_bad_regex" is not registered`, `"schema_string" is not registered`} {
+		`"schema_bad_regex" is not registered`, `"schema_string" is not registered`, `"schema_bomb" is not registered`} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes do not mention %s:\n%.3000s", want, notes)
 		}
 	}
-	for _, name := range []string{"ok", "dup", "a_b_c___", "schema_null", "schema_missing", "schema_self_ref", "huge_description", "many_2999"} {
+	for _, name := range []string{"ok", "tree", "dup", "a_b_c___", "schema_null", "schema_missing", "schema_self_ref", "huge_description", "many_2999"} {
 		if _, ok := h.tools.Lookup("mcp__tl__" + name); !ok {
 			t.Errorf("mcp__tl__%s is not registered", name)
 		}
 	}
 	wantText(t, h.call(t.Context(), t, "mcp__tl__ok", `{"x":1}`, nil), `echo {"x":1}`)
 	wantKind(t, h.call(t.Context(), t, "mcp__tl__schema_self_ref", `{"a":{"a":1}}`, nil), tool.KindInvalidArgs)
+	wantKind(t, h.call(t.Context(), t, "mcp__tl__tree", `{"root":{"children":[{"v":true}]}}`, nil), tool.KindInvalidArgs)
+	wantText(t, h.call(t.Context(), t, "mcp__tl__tree", `{"root":{"children":[{"v":1},{"children":[]}]}}`, nil), "echo")
 }
 
 // TestEndlessToolList: a server whose tools/list pages never end (pages of many
