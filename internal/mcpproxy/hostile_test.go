@@ -69,6 +69,10 @@ func serveHostileStdio(mode string) {
 		}
 		switch req.Method {
 		case "initialize":
+			if mode == "initerr" {
+				send(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32000, "message": "no: " + strings.Repeat("e", 1<<20)}})
+				continue
+			}
 			answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "hostile-" + mode, "version": "1"}})
 		case "tools/list":
@@ -526,4 +530,16 @@ func TestServerRequestFlood(t *testing.T) {
 		t.Errorf("%d goroutines while a server floods requests", peak)
 	}
 	h.waitState(t, "reqflood", StateFailed, 10*time.Second)
+}
+
+// TestHugeErrorMessage: a server that refuses initialize with an error message of
+// 1 MiB does not put it whole into its status (shown by the API) or the log.
+func TestHugeErrorMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "initerr", "initerr")}, HealthInterval: time.Hour, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	h.start(t)
+	st := h.waitState(t, "initerr", StateFailed, 10*time.Second)
+	if !strings.Contains(st.LastError, "no: eee") || len(st.LastError) > 2000 {
+		t.Errorf("last error of %d bytes: %.200q", len(st.LastError), st.LastError)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,8 +118,8 @@ func (s *server) run(ctx context.Context) {
 			}
 			failures++
 			delay := s.m.backoff(failures)
-			s.log.Warn("mcp server: connection failed", "err", err, "attempt", failures, "retry_in", delay.Round(time.Millisecond))
-			s.setFailed(err.Error(), delay)
+			s.log.Warn("mcp server: connection failed", "err", errText(err), "attempt", failures, "retry_in", delay.Round(time.Millisecond))
+			s.setFailed(errText(err), delay)
 			if !s.pause(ctx, delay) {
 				return
 			}
@@ -147,16 +149,16 @@ func (s *server) run(ctx context.Context) {
 		case answered:
 			// The upstream is up (it restarted and forgot the session): waiting
 			// would only keep its tools unavailable.
-			s.log.Warn("mcp server: the upstream no longer knows the session; reconnecting at once", "err", reason)
-			s.setState(StateConnecting, reason.Error(), nil)
+			s.log.Warn("mcp server: the upstream no longer knows the session; reconnecting at once", "err", errText(reason))
+			s.setState(StateConnecting, errText(reason), nil)
 		default:
 			failures = 1 // the lost connection is a new outage's first failure
 			if outage > 0 && time.Since(up) < s.m.backoffCeiling(outage) {
 				failures = outage + 1 // or the last one's next, when it came back only briefly
 			}
 			delay = s.m.backoff(failures)
-			s.log.Warn("mcp server: connection lost", "err", reason, "retry_in", delay.Round(time.Millisecond))
-			s.setFailed(reason.Error(), delay)
+			s.log.Warn("mcp server: connection lost", "err", errText(reason), "retry_in", delay.Round(time.Millisecond))
+			s.setFailed(errText(reason), delay)
 		}
 		// Upstream sessions of daemon sessions end with the server's: a restarted
 		// server has forgotten their state anyway.
@@ -442,7 +444,7 @@ func (s *server) status() ServerStatus {
 	// the status agrees with liveConn, which calls use.
 	if s.state == StateReady && s.conn != nil {
 		if err := s.conn.err(); err != nil {
-			st.State, st.LastError = StateFailed, err.Error()
+			st.State, st.LastError = StateFailed, errText(err)
 		}
 	}
 	return st
@@ -468,4 +470,16 @@ func (m *Manager) backoffCeiling(n int) time.Duration {
 // pingTimeout bounds one health check.
 func (m *Manager) pingTimeout() time.Duration {
 	return min(max(m.cfg.HealthInterval, time.Second), 10*time.Second)
+}
+
+// maxErrText bounds an error's text in the status and the log: it may quote what the
+// server sent (an error message of any length).
+const maxErrText = 1000
+
+func errText(err error) string {
+	s := err.Error()
+	if len(s) > maxErrText {
+		s = strings.ToValidUTF8(s[:maxErrText], "") + "… (" + strconv.Itoa(len(s)) + " bytes)"
+	}
+	return s
 }
