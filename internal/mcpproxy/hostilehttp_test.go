@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,4 +215,97 @@ func TestHTTPHostileAnswers(t *testing.T) {
 	if st := h.status(t, "hostile"); st.State != StateReady {
 		t.Errorf("server state %s (%s) after hostile answers", st.State, st.LastError)
 	}
+}
+
+// hostileSSE is a legacy HTTP+SSE MCP server written by hand: answers go out on the
+// event stream; tools/call "big" answers with one event of 200 MiB.
+func hostileSSE(t *testing.T) string {
+	t.Helper()
+	var mu sync.Mutex
+	var stream chan string // the open stream's events
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/sse":
+			ch := make(chan string, 16)
+			mu.Lock()
+			stream = ch
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			rc := http.NewResponseController(w)
+			io.WriteString(w, "event: endpoint\ndata: /msg\n\n")
+			rc.Flush()
+			for {
+				select {
+				case <-r.Context().Done():
+					return
+				case ev := <-ch:
+					if _, err := io.WriteString(w, ev); err != nil {
+						return
+					}
+					rc.Flush()
+				}
+			}
+		case r.Method == http.MethodPost && r.URL.Path == "/msg":
+			var req struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			w.WriteHeader(http.StatusAccepted)
+			if len(req.ID) == 0 {
+				return
+			}
+			head := "event: message\ndata: " + `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":`
+			var ev string
+			switch req.Method {
+			case "initialize":
+				ev = head + `{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"hostile-sse","version":"1"}}}` + "\n\n"
+			case "tools/list":
+				ev = head + `{"tools":[{"name":"big","inputSchema":{"type":"object"}},{"name":"echo","inputSchema":{"type":"object"}}]}}` + "\n\n"
+			case "tools/call":
+				text := "echoed"
+				if req.Params.Name == "big" {
+					text = strings.Repeat("x", 200<<20)
+				}
+				ev = head + `{"content":[{"type":"text","text":"` + text + `"}]}}` + "\n\n"
+			default:
+				ev = head + "{}}\n\n"
+			}
+			mu.Lock()
+			ch := stream
+			mu.Unlock()
+			if ch != nil {
+				select {
+				case ch <- ev:
+				case <-time.After(5 * time.Second):
+				}
+			}
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	return ts.URL + "/sse"
+}
+
+// TestSSEHugeEvent: over the legacy SSE transport an event of 200 MiB is cut off at
+// the message limit: the call fails saying so, and the server is connected again.
+func TestSSEHugeEvent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{HealthInterval: time.Hour, MinBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Servers: []ServerConfig{{
+		Name: "ssebig", Transport: TransportSSE, URL: hostileSSE(t), Enabled: true, CallTimeout: 20 * time.Second}}})
+	h.start(t)
+	h.waitState(t, "ssebig", StateReady, 10*time.Second)
+	res := h.call(t.Context(), t, "mcp__ssebig__big", `{}`, nil)
+	if res.ErrorKind != tool.KindFailed || !strings.Contains(res.Text(), "16 MiB") {
+		t.Errorf("is_error=%v kind=%q text %.300q; want failed, naming the limit", res.IsError, res.ErrorKind, res.Text())
+	}
+	h.waitState(t, "ssebig", StateReady, 10*time.Second)
+	wantText(t, h.call(t.Context(), t, "mcp__ssebig__echo", `{}`, nil), "echoed")
 }
