@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 const hostileServerEnv = "TOOLSERVERD_TEST_HOSTILE_MCP"
@@ -25,6 +26,23 @@ func serveHostileStdio(mode string) {
 	in := bufio.NewReader(os.Stdin)
 	pages, lists := 0, 0
 	var writeMu sync.Mutex
+	if mode == "stderrflood" {
+		// Lines, and then a line without end, as fast as the pipe takes them.
+		go func() {
+			line := []byte(strings.Repeat("noise ", 20) + "\n")
+			for range 200000 {
+				if _, err := os.Stderr.Write(line); err != nil {
+					return
+				}
+			}
+			chunk := []byte(strings.Repeat("z", 64<<10))
+			for {
+				if _, err := os.Stderr.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+	}
 	out := bufio.NewWriter(os.Stdout)
 	send := func(v any) {
 		b, _ := json.Marshal(v)
@@ -541,5 +559,59 @@ func TestHugeErrorMessage(t *testing.T) {
 	st := h.waitState(t, "initerr", StateFailed, 10*time.Second)
 	if !strings.Contains(st.LastError, "no: eee") || len(st.LastError) > 2000 {
 		t.Errorf("last error of %d bytes: %.200q", len(st.LastError), st.LastError)
+	}
+}
+
+// TestStderrFlood: a stdio server that writes to stderr without pause (lines, then
+// one line without end) keeps working; what it writes is logged at a bounded rate.
+func TestStderrFlood(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "noisy", "stderrflood")}, HealthInterval: 200 * time.Millisecond})
+	h.start(t)
+	h.waitState(t, "noisy", StateReady, 10*time.Second)
+	for range 20 {
+		wantText(t, h.call(t.Context(), t, "mcp__noisy__echo", `{"n":1}`, nil), `echo {"n":1}`)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := h.status(t, "noisy"); st.State != StateReady || st.Restarts != 0 {
+		t.Errorf("state %s, restarts %d (%s)", st.State, st.Restarts, st.LastError)
+	}
+}
+
+// TestPooledSessionStopsReading: a per_session upstream that stops reading its
+// stdin is not kept for ever (the pooled sessions have no health checks of their
+// own): a call that times out is followed by a check, and a session that fails it
+// is closed, its process killed, so that the next call opens a fresh one.
+func TestPooledSessionStopsReading(t *testing.T) {
+	t.Parallel()
+	cfg := hostileServer(t, "pdeaf", "deaf")
+	cfg.Pooling = PoolPerSession
+	cfg.CallTimeout = 500 * time.Millisecond
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "pdeaf", StateReady, 10*time.Second)
+	pooledPid := func() int {
+		pool := &h.m.server("pdeaf").pool
+		pool.mu.Lock()
+		defer pool.mu.Unlock()
+		if p := pool.conns["ses_a"]; p != nil && p.conn != nil {
+			return p.conn.pid
+		}
+		return 0
+	}
+	e, _ := h.tools.Lookup("mcp__pdeaf__echo")
+	args := json.RawMessage(`{"pad":"` + strings.Repeat("p", 1<<20) + `"}`)
+	res := h.tools.Run(e, toolmgr.Invocation{Ctx: &tool.Context{Context: t.Context(), CallID: "tc_1", Session: &tool.Session{ID: "ses_a"}, Progress: tool.NoProgress}, Args: args})
+	wantKind(t, res, tool.KindTimeout)
+	pid := pooledPid()
+	if pid == 0 {
+		t.Fatal("no pooled upstream session for ses_a")
+	}
+	// The ping after the call waits up to 10s (the health interval is 1h here).
+	if !eventually(20*time.Second, func() bool { return !processAlive(pid) }) {
+		t.Errorf("the deaf per-session upstream %d is still alive 20s after a call to it timed out", pid)
+	}
+	if st := h.status(t, "pdeaf"); st.Restarts != 0 {
+		t.Errorf("the server restarted (%s); only the daemon session's upstream session should have been closed", st.LastError)
 	}
 }

@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,4 +232,18 @@ func sessionKey(tc *tool.Context) string {
 		return ""
 	}
 	return tc.Session.ID
+}
+
+// checkPooled pings a daemon session's upstream session after a call to it missed
+// its deadline: pooled sessions have no health checks of their own, and one whose
+// server hangs or stopped reading would otherwise time out every call of its daemon
+// session for as long as they keep it in use. The missed call and a missed ping, as
+// two missed pings on the server's own connection, close it.
+func (s *server) checkPooled(c *conn) {
+	c.spawn(func() {
+		err := c.ping(s.m.pingTimeout())
+		if err != nil && c.err() == nil && (isTimeout(err) || isTransportFailure(err) || isSessionLost(err)) {
+			c.markDead(fmt.Errorf("a call missed its deadline and the health check after it failed: %w", err))
+		}
+	})
 }

@@ -77,6 +77,10 @@ func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Res
 	}
 	res, err := t.call(tc, c, args)
 	release()
+	var ce callError
+	if errors.As(err, &ce) && ce.deadline {
+		s.checkPooled(c)
+	}
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
 		// The upstream forgot this session (it restarted): open a new one, once.
 		c.markDead(fmt.Errorf("session lost: %w", err))
