@@ -94,6 +94,15 @@ func serveHostileStdio(mode string) {
 			answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "hostile-" + mode, "version": "1"}})
 		case "tools/list":
+			if mode == "oddlines" {
+				// Lines that are JSON but odd JSON-RPC, before the answer.
+				writeMu.Lock()
+				for _, l := range oddLines() {
+					out.WriteString(l + "\n")
+				}
+				out.Flush()
+				writeMu.Unlock()
+			}
 			lists++
 			if mode == "storm" && lists == 1 {
 				go func() {
@@ -613,5 +622,44 @@ func TestPooledSessionStopsReading(t *testing.T) {
 	}
 	if st := h.status(t, "pdeaf"); st.Restarts != 0 {
 		t.Errorf("the server restarted (%s); only the daemon session's upstream session should have been closed", st.LastError)
+	}
+}
+
+func oddLines() []string {
+	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	return []string{
+		`null`, `[]`, `{}`, `42`, `"str"`, `true`,
+		`[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"ping","id":2}]`,
+		`{"jsonrpc":"2.0","id":{"a":1},"result":{}}`, `{"jsonrpc":"2.0","id":[1,2],"result":{}}`,
+		`{"jsonrpc":"2.0","id":1e400,"result":{}}`, `{"jsonrpc":"2.0","id":-1,"result":{}}`,
+		`{"jsonrpc":"2.0","id":null,"result":{}}`, `{"jsonrpc":"2.0","id":1.5,"error":{"code":"x","message":7}}`,
+		`{"jsonrpc":"2.0","id":"x","method":{"not":"a string"}}`, `{"jsonrpc":"2.0","method":"ping","id":{"a":1}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":null}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":{"x":1},"progress":"a"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tsd-1","progress":1e308,"total":-0}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":[1,2]}`,
+		`{"jsonrpc":"2.0","method":"sampling/createMessage","id":"s1","params":{"messages":[{"role":"user","content":{"type":"image","data":7}}]}}`,
+		`{"jsonrpc":"2.0","method":"elicitation/create","id":"s2","params":"nope"}`,
+		`{"jsonrpc":"2.0","method":"roots/list","id":"s3","params":{"_meta":5}}`,
+		`{"jsonrpc":"2.0","method":"ping","id":"s4","params":` + deep + `}`,
+		`{"jsonrpc":"2.0","id":3,"result":` + deep + `}`,
+		"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"\xff\xfe\x00\"}}",
+	}
+}
+
+// TestOddJSONRPCLines: lines that are JSON but odd JSON-RPC (batches, ids of every
+// type, params of the wrong shape, server requests with broken params, nesting past
+// the decoder's limit) crash nothing, and the server still works.
+func TestOddJSONRPCLines(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "odd", "oddlines")}, HealthInterval: 200 * time.Millisecond})
+	h.start(t)
+	h.waitState(t, "odd", StateReady, 10*time.Second)
+	for range 5 {
+		wantText(t, h.call(t.Context(), t, "mcp__odd__echo", `{}`, nil), "echo {}")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := h.status(t, "odd"); st.Restarts != 0 {
+		t.Errorf("restarts %d: %s", st.Restarts, st.LastError)
 	}
 }
