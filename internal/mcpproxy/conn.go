@@ -478,6 +478,7 @@ func (t *stdioTransport) SendRequest(ctx context.Context, req transport.JSONRPCR
 			if err := t.conn.listing.screen(req, a.resp); err != nil {
 				return nil, err
 			}
+			keepResult(ctx, req, a.resp)
 		}
 		return a.resp, a.err
 	case <-ctx.Done():
@@ -562,6 +563,7 @@ func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCR
 		if err := t.conn.listing.screen(req, resp); err != nil {
 			return nil, err
 		}
+		keepResult(ctx, req, resp)
 	}
 	if err == nil || ctx.Err() == nil || req.Method != string(mcp.MethodToolsCall) || t.conn.err() != nil {
 		return resp, err

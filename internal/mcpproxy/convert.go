@@ -154,6 +154,48 @@ func readableTools(result json.RawMessage) (json.RawMessage, int, []string) {
 	return b, len(kept), notes
 }
 
+// lenientResult decodes a tools/call result that mcp-go refused because of content
+// blocks it does not know (a type of a later protocol version, a block that is not an
+// object): those become text blocks holding their JSON, the others are kept. It
+// reports false for a result refused for another reason.
+func lenientResult(raw json.RawMessage) (*tool.Result, bool) {
+	if raw == nil {
+		return nil, false
+	}
+	var r struct {
+		Content    []json.RawMessage `json:"content"`
+		Structured json.RawMessage   `json:"structuredContent"`
+		IsError    bool              `json:"isError"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.Content == nil {
+		return nil, false
+	}
+	res := &tool.Result{Content: make([]tool.Content, 0, len(r.Content))}
+	unknown := 0
+	for _, b := range r.Content {
+		if c, err := mcp.UnmarshalContent(b); err == nil {
+			res.Content = append(res.Content, usable(convertContent(c)))
+			continue
+		}
+		unknown++
+		text := string(b)
+		if len(text) > 1000 {
+			text = strings.ToValidUTF8(text[:1000], "") + "…"
+		}
+		res.Content = append(res.Content, tool.Content{Type: tool.ContentText, Text: "[a content block the proxy cannot read: " + text + "]"})
+	}
+	if unknown == 0 {
+		return nil, false
+	}
+	if len(r.Structured) > 0 && string(r.Structured) != "null" {
+		res.Structured = r.Structured
+	}
+	if r.IsError {
+		res.IsError, res.ErrorKind = true, tool.KindFailed
+	}
+	return res, true
+}
+
 // convertResult maps an MCP call result, block for block, into a tool result.
 func convertResult(r *mcp.CallToolResult) *tool.Result {
 	res := &tool.Result{Content: make([]tool.Content, 0, len(r.Content))}

@@ -320,7 +320,13 @@ func TestHostileResults(t *testing.T) {
 	wantText(t, call("invalid_utf8"), "a\uFFFD\uFFFDb")
 	wantText(t, call("embedded"), "inside")
 	wantKind(t, call("rpc_invalid"), tool.KindInvalidArgs)
-	for _, name := range []string{"no_content", "null_result", "result_string", "content_not_array", "block_not_object", "unknown_block", "rpc_error"} {
+	// Blocks mcp-go cannot read are kept as text, the others as they are.
+	res = call("unknown_block")
+	if res.IsError || len(res.Content) != 2 || !strings.Contains(res.Content[0].Text, `"hologram"`) || res.Content[1].Text != "ok" {
+		t.Errorf("unknown_block: %+v", res)
+	}
+	wantText(t, call("block_not_object"), `[a content block the proxy cannot read: "two"]`)
+	for _, name := range []string{"no_content", "null_result", "result_string", "content_not_array", "rpc_error"} {
 		res := call(name)
 		wantKind(t, res, tool.KindFailed)
 		if !strings.Contains(res.Text(), "mcp server res failed to run "+name) {

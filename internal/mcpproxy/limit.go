@@ -25,14 +25,36 @@ const maxMessageBytes = 16 << 20
 
 var errMessageTooLarge = fmt.Errorf("message larger than %d MiB", maxMessageBytes>>20)
 
-// oversizeKey marks a call's context: the body reader that cut off a message of the
-// call sets the flag, so that the call can say why it failed (mcp-go replaces the
-// read error of an SSE stream with its own words).
-type oversizeKey struct{}
+// callTrace is what the transport saw of one tools/call, for the call to use when
+// mcp-go fails it: whether a body reader cut off a message of the call (mcp-go
+// replaces the read error of an SSE stream with its own words), and the result as
+// received.
+type callTrace struct {
+	tooLarge atomic.Bool
+	result   json.RawMessage // set on the calling goroutine
+}
 
-func withOversizeFlag(ctx context.Context) (context.Context, *atomic.Bool) {
-	f := new(atomic.Bool)
-	return context.WithValue(ctx, oversizeKey{}, f), f
+type callTraceKey struct{}
+
+func withCallTrace(ctx context.Context) (context.Context, *callTrace) {
+	tr := new(callTrace)
+	return context.WithValue(ctx, callTraceKey{}, tr), tr
+}
+
+// traceOf is ctx's call trace, or nil.
+func traceOf(ctx context.Context) *callTrace {
+	tr, _ := ctx.Value(callTraceKey{}).(*callTrace)
+	return tr
+}
+
+// keepResult records the result of a tools/call in its trace.
+func keepResult(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
+	if req.Method != string(mcp.MethodToolsCall) || resp == nil {
+		return
+	}
+	if tr := traceOf(ctx); tr != nil {
+		tr.result = resp.Result
+	}
 }
 
 // boundedBodies cuts off HTTP response bodies at maxMessageBytes per message.
@@ -44,8 +66,7 @@ func (b boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	flag, _ := req.Context().Value(oversizeKey{}).(*atomic.Bool)
-	resp.Body = &boundedBody{ReadCloser: resp.Body, events: mt == "text/event-stream", flag: flag}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, events: mt == "text/event-stream", trace: traceOf(req.Context())}
 	return resp, nil
 }
 
@@ -56,10 +77,10 @@ func (b boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 type boundedBody struct {
 	io.ReadCloser
 	events  bool
-	flag    *atomic.Bool // the call's, or nil
-	n       int          // bytes of the current message
-	copies  int          // bytes mcp-go copies for the current event's lines
-	line    int          // bytes of the current line but '\r'
+	trace   *callTrace // the call's, or nil
+	n       int        // bytes of the current message
+	copies  int        // bytes mcp-go copies for the current event's lines
+	line    int        // bytes of the current line but '\r'
 	tripped bool
 }
 
@@ -69,8 +90,8 @@ const maxEventCopyBytes = 4 * maxMessageBytes
 
 func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.tripped {
-		if b.flag != nil {
-			b.flag.Store(true)
+		if b.trace != nil {
+			b.trace.tooLarge.Store(true)
 		}
 		return 0, errMessageTooLarge
 	}

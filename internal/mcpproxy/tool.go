@@ -108,7 +108,7 @@ func (t *proxyTool) outcome(tc *tool.Context, c *conn, res *tool.Result, err err
 func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool.Result, error) {
 	ctx, cancel := context.WithTimeout(tc.Context, t.srv.cfg.CallTimeout)
 	defer cancel()
-	ctx, tooLarge := withOversizeFlag(ctx)
+	ctx, trace := withCallTrace(ctx)
 	// The connection dying ends the call now: mcp-go's SSE client would wait for
 	// the deadline.
 	stop := context.AfterFunc(c.ctx, cancel)
@@ -126,8 +126,11 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 	req.Params.Meta = &mcp.Meta{ProgressToken: token}
 	res, err := c.client.CallTool(ctx, req)
 	if err != nil {
+		if r, ok := lenientResult(trace.result); ok {
+			return r, nil
+		}
 		return nil, callError{err: err, deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil,
-			tooLarge: tooLarge.Load() || isTooLarge(err)}
+			tooLarge: trace.tooLarge.Load() || isTooLarge(err)}
 	}
 	return convertResult(res), nil
 }
