@@ -19,7 +19,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"golang.org/x/time/rate"
 )
 
 const (
@@ -493,33 +492,6 @@ func (t *stdioTransport) SetNotificationHandler(h func(mcp.JSONRPCNotification))
 // SetRequestHandler answers the server's requests to the client at a bounded rate.
 func (t *stdioTransport) SetRequestHandler(h transport.RequestHandler) {
 	t.Stdio.SetRequestHandler(t.conn.limitRequests(h))
-}
-
-// Server-to-client requests (ping, and sampling, elicitation and roots, which the
-// proxy refuses) a connection answers per second; more are left unanswered.
-const (
-	serverRequestsPerSec = 50
-	serverRequestBurst   = 50
-)
-
-// limitRequests bounds the answers to the server's requests: mcp-go answers each on
-// a goroutine of its own, which waits for as long as the server does not read, so a
-// server that sends requests without reading the answers would make goroutines
-// without end (140,000 a second over stdio) until its health checks failed. A
-// request left unanswered costs nothing past its reading.
-func (c *conn) limitRequests(h transport.RequestHandler) transport.RequestHandler {
-	lim := rate.NewLimiter(serverRequestsPerSec, serverRequestBurst)
-	var dropped atomic.Int64
-	return func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-		if !lim.Allow() {
-			if dropped.Add(1) == 1 {
-				c.log.Warn("mcp server: it sends the client more requests than it may; the excess is not answered",
-					"per_second", serverRequestsPerSec)
-			}
-			return nil, nil
-		}
-		return h(ctx, req)
-	}
 }
 
 // cancelNotifier sends notifications/cancelled for a tools/call whose context ended,

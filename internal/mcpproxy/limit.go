@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/time/rate"
 )
 
 // maxMessageBytes bounds one message from a server: a line of a stdio server, an
@@ -220,4 +221,31 @@ func listCursor(req transport.JSONRPCRequest) mcp.Cursor {
 	}
 	_ = json.Unmarshal(b, &p)
 	return p.Cursor
+}
+
+// Server-to-client requests (ping, and sampling, elicitation and roots, which the
+// proxy refuses) a connection answers per second; more are left unanswered.
+const (
+	serverRequestsPerSec = 50
+	serverRequestBurst   = 50
+)
+
+// limitRequests bounds the answers to the server's requests: mcp-go answers each on
+// a goroutine of its own, which waits for as long as the server does not read, so a
+// server that sends requests without reading the answers would make goroutines
+// without end (140,000 a second over stdio) until its health checks failed. A
+// request left unanswered costs nothing past its reading.
+func (c *conn) limitRequests(h transport.RequestHandler) transport.RequestHandler {
+	lim := rate.NewLimiter(serverRequestsPerSec, serverRequestBurst)
+	var dropped atomic.Int64
+	return func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		if !lim.Allow() {
+			if dropped.Add(1) == 1 {
+				c.log.Warn("mcp server: it sends the client more requests than it may; the excess is not answered",
+					"per_second", serverRequestsPerSec)
+			}
+			return nil, nil
+		}
+		return h(ctx, req)
+	}
 }
