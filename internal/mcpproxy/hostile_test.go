@@ -390,9 +390,12 @@ func schemaBomb(depth int) string {
 // of tools. The server's other tools are registered; each refusal is in its notes.
 func TestHostileToolList(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "tl", "tools")}, HealthInterval: time.Hour})
+	// 3,000 tools and their schemas are slow to register under -race on a busy machine.
+	cfg := hostileServer(t, "tl", "tools")
+	cfg.ConnectTimeout = 2 * time.Minute
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
 	h.start(t)
-	st := h.waitState(t, "tl", StateReady, 10*time.Second)
+	st := h.waitState(t, "tl", StateReady, 2*time.Minute)
 	if st.Tools != 3000+10 {
 		t.Errorf("%d tools registered, want 3010", st.Tools)
 	}
