@@ -127,7 +127,7 @@ func (s *server) run(ctx context.Context) {
 		}
 		outage := failures
 		failures = 0
-		s.log.Info("mcp server: connected", "tools", len(tools), "took", time.Since(start).Round(time.Millisecond))
+		s.log.Info("mcp server: connected", "tools", len(tools), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 		s.mu.Lock()
 		s.tools, s.listNotes = tools, c.listing.takeNotes()
 		s.mu.Unlock()

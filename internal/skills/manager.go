@@ -197,5 +197,5 @@ func (m *Manager) logChanges(prev, next *snapshot, took time.Duration) {
 		}
 	}
 	m.log.Info("skills loaded", "skills", len(next.list), "problems", len(next.problems),
-		"version", next.version, "took", took)
+		"version", next.version, "duration_ms", float64(took.Microseconds())/1000)
 }
