@@ -146,3 +146,26 @@ func TestErrorCodesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodNotAllowedListsAllow checks a 405 names the path's methods in Allow, as
+// RFC 9110 §15.5.6 requires, so a client can tell what the path does take.
+func TestMethodNotAllowedListsAllow(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	for _, tc := range []struct{ method, path, allow string }{
+		{"PUT", "/v1/sessions", "POST"},
+		{"DELETE", "/v1/tool-calls", "GET, POST"},
+		{"PATCH", "/v1/sessions/ses_x/mcp", "DELETE, GET, POST"},
+		{"POST", "/healthz", "GET"},
+		{"GET", "/v1/keys/key_x/revoke", "POST"},
+	} {
+		code, hdr, body := d.do(tc.method, tc.path, nil)
+		if code != http.StatusMethodNotAllowed {
+			t.Fatalf("%s %s: %d %s", tc.method, tc.path, code, body)
+		}
+		validate(t, "Error", body)
+		if got := hdr.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow = %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,8 +125,9 @@ func (s *Server) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errorf(CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowedMethods(r, req))
+		s.writeError(w, req, errorf(CodeMethodNotAllowed, req.Method+" is not allowed on "+req.URL.Path))
 	})
 
 	r.Get("/healthz", s.healthz)
@@ -190,6 +192,22 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/whoami", s.whoami)
 	})
 	return r
+}
+
+// allowedMethods lists the methods routed for the request's path, for the Allow header
+// a 405 must carry (RFC 9110 §15.5.6).
+func allowedMethods(routes chi.Routes, r *http.Request) string {
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	var allow []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut} {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // openAPIDocument serves the contract, so clients (and toolserverd's own OpenAPI
