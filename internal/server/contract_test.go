@@ -52,14 +52,19 @@ func loadSpec(t testing.TB) map[string]any {
 	return specDoc
 }
 
-// validate checks body (JSON) against components/schemas/name of api/openapi.yaml.
+// validate checks body (JSON) against components/schemas/name of api/openapi.yaml, or
+// against the schema at name when it is a JSON pointer (#/paths/…).
 func validate(t testing.TB, name string, body []byte) {
 	t.Helper()
 	loadSpec(t)
 	s, ok := compiled.Load(name)
 	if !ok {
+		ref := "mem:///openapi.json#/components/schemas/" + name
+		if strings.HasPrefix(name, "#/") {
+			ref = "mem:///openapi.json" + name
+		}
 		compMu.Lock()
-		sch, err := compiler.Compile("mem:///openapi.json#/components/schemas/" + name)
+		sch, err := compiler.Compile(ref)
 		compMu.Unlock()
 		if err != nil {
 			t.Fatalf("schema %s: %v", name, err)
@@ -74,6 +79,14 @@ func validate(t testing.TB, name string, body []byte) {
 	if err := s.(*jsonschema.Schema).Validate(v); err != nil {
 		t.Fatalf("response does not match %s in api/openapi.yaml:\n%s\nbody: %s", name, err, body)
 	}
+}
+
+// validateResponse checks body (JSON) against the schema api/openapi.yaml documents for
+// one response of an operation: the route's own schema, whatever it refers to.
+func validateResponse(t testing.TB, method, path, status, contentType string, body []byte) {
+	t.Helper()
+	esc := strings.NewReplacer("~", "~0", "/", "~1")
+	validate(t, "#/paths/"+esc.Replace(path)+"/"+strings.ToLower(method)+"/responses/"+status+"/content/"+esc.Replace(contentType)+"/schema", body)
 }
 
 // TestRouterMatchesSpec keeps the router and api/openapi.yaml in step: every route is

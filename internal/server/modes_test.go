@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 func TestBackgroundMode(t *testing.T) {
@@ -200,4 +203,31 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestSessionEventsCarryApprovals checks GET /v1/sessions/{id}/events against its
+// documented schema when a background call waits for approval: the approval_required
+// line goes to the session's streams, as its result does later.
+func TestSessionEventsCarryApprovals(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.Permissions.Allow = slices.DeleteFunc(c.Permissions.Allow, func(r string) bool { return r == "bg_sleep" })
+		c.Permissions.Ask = []string{"bg_sleep"}
+	}})
+	id := d.createSession(map[string]any{})["id"].(string)
+	resp, err := http.Get(d.url + "/v1/sessions/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	follow := bufio.NewReader(resp.Body)
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"bg","name":"bg_sleep","arguments":{"ms":10}}]}`)
+	if code != 200 || messages(t, evs)["bg"].m["is_error"] != false {
+		t.Fatalf("%d %v", code, evs)
+	}
+	line, err := follow.ReadBytes('\n')
+	if err != nil || !strings.Contains(string(line), `"type":"approval_required"`) {
+		t.Fatalf("session events: %q %v", line, err)
+	}
+	validateResponse(t, "GET", "/v1/sessions/{sessionID}/events", "200", "application/x-ndjson", line)
 }
