@@ -12,6 +12,7 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,6 +131,23 @@ func (c *ServerConfig) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
+	return c.fromJSON(j)
+}
+
+// DecodeServerConfig reads a configuration a client sent: as UnmarshalJSON does, but
+// a field it does not know (a misspelt call_timeout) is an error, not ignored.
+func DecodeServerConfig(b []byte) (ServerConfig, error) {
+	var j serverConfigJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return ServerConfig{}, err
+	}
+	var c ServerConfig
+	return c, c.fromJSON(j)
+}
+
+func (c *ServerConfig) fromJSON(j serverConfigJSON) error {
 	*c = ServerConfig(j.serverConfigFields)
 	c.Enabled = j.Enabled == nil || *j.Enabled
 	for _, d := range []struct {

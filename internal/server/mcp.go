@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
 )
@@ -39,16 +40,16 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var cfg mcpproxy.ServerConfig
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		s.writeError(w, r, errorf(CodeInvalidJSON, "server config: "+err.Error()))
+	cfg, err := mcpproxy.DecodeServerConfig(raw)
+	if err != nil {
+		s.writeError(w, r, errorf(CodeInvalidJSON, "server config: "+strings.TrimPrefix(err.Error(), "json: ")))
 		return
 	}
 	if err := cfg.Validate(); err != nil {
 		s.writeError(w, r, errorf(CodeBadRequest, err.Error()))
 		return
 	}
-	err := s.MCP.Add(r.Context(), cfg)
+	err = s.MCP.Add(r.Context(), cfg)
 	switch {
 	case errors.Is(err, mcpproxy.ErrServerExists):
 		s.writeError(w, r, errorf(CodeConflict, "an MCP server named "+cfg.Name+" exists"))

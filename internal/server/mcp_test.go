@@ -178,3 +178,23 @@ func TestToolListingIncludesMCPTools(t *testing.T) {
 		}
 	}
 }
+
+// TestAddMCPServerRefusesUnknownFields checks a misspelt field of a server's
+// configuration is refused, as in every other request body, not silently dropped (the
+// server would run without the timeout its operator asked for).
+func TestAddMCPServerRefusesUnknownFields(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "typo", "transport": "stdio", "command": "/bin/true", "call_timout": "5s"})
+	if code != 400 || !strings.Contains(string(body), `"invalid_json"`) || !strings.Contains(string(body), "call_timout") {
+		t.Fatalf("add with a misspelt field: %d %s", code, body)
+	}
+	validate(t, "Error", body)
+	if _, _, body := d.do("GET", "/v1/mcp/servers", nil); strings.Contains(string(body), "typo") {
+		t.Fatalf("the server was added: %s", body)
+	}
+	code, _, body = d.do("POST", "/v1/mcp/servers", map[string]any{"name": "ok", "transport": "stdio", "command": "/bin/true", "call_timeout": "5s", "enabled": false})
+	if code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+}
