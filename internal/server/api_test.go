@@ -188,6 +188,10 @@ func TestHTTPErrors(t *testing.T) {
 		{"unknown field", "POST", calls, `{"calls":[{"id":"a","name":"echo"}],"stratgy":"x"}`, "", 400, "invalid_json", "stratgy"},
 		{"wrong type", "POST", calls, `{"calls":{}}`, "", 400, "invalid_json", "calls must be an array"},
 		{"empty body", "POST", calls, ``, "", 400, "invalid_json", "empty"},
+		// null is no object: it must not create a session with every tool.
+		{"null session spec", "POST", "/v1/sessions", `null`, "", 400, "invalid_json", "JSON object"},
+		{"null batch", "POST", calls, ` null `, "", 400, "invalid_json", "JSON object"},
+		{"null interrupt", "POST", "/v1/sessions/" + id + "/interrupt", `null`, "", 400, "invalid_json", "JSON object"},
 		{"too large", "POST", calls, `{"calls":[{"id":"a","name":"echo","arguments":{"text":"` + strings.Repeat("x", 5000) + `"}}]}`, "", 413, "body_too_large", "4096"},
 		{"duplicate ids", "POST", calls, `{"calls":[{"id":"a","name":"echo"},{"id":"a","name":"echo"}]}`, "", 400, "bad_request", "unique"},
 		{"missing id", "POST", calls, `{"calls":[{"name":"echo"}]}`, "", 400, "bad_request", "id is required"},

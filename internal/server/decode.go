@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -52,10 +53,15 @@ func checkContentType(ct string) error {
 }
 
 func decodeBody(body io.Reader, limit int64, v any) error {
-	dec := json.NewDecoder(body)
+	br := bufio.NewReader(body)
+	first := firstByte(br)
+	dec := json.NewDecoder(br)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err, limit)
+	}
+	if first == 'n' { // null decodes into anything as "nothing sent"; it is no object
+		return errorf(CodeInvalidJSON, "request body must be a JSON object, not null")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var mbe *http.MaxBytesError
@@ -65,6 +71,21 @@ func decodeBody(body io.Reader, limit int64, v any) error {
 		return errorf(CodeInvalidJSON, "request body must hold a single JSON object; found data after it")
 	}
 	return nil
+}
+
+// firstByte returns the first byte of br that is not JSON whitespace, leaving it unread
+// (0 when there is none).
+func firstByte(br *bufio.Reader) byte {
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return 0
+		}
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			_ = br.UnreadByte()
+			return c
+		}
+	}
 }
 
 // decodeOptionalJSON is decodeJSON for a body that may be absent: an empty body (by
