@@ -130,6 +130,17 @@ type SessionSpec struct {
 	PermissionMode  string         `json:"permission_mode,omitempty"`
 	Workdir         string         `json:"workdir,omitempty"`
 	Metadata        map[string]any `json:"metadata,omitempty"`
+	// ActiveGroups are the tool groups switched on at creation.
+	ActiveGroups []string `json:"active_groups,omitempty"`
+	// Rules are the session's own permission rules.
+	Rules *Rules `json:"rules,omitempty"`
+}
+
+// Rules are permission rules, such as execute_command(git status:*).
+type Rules struct {
+	Allow []string `json:"allow,omitempty"`
+	Ask   []string `json:"ask,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
 }
 
 // Session is a created session.
@@ -142,8 +153,11 @@ type Session struct {
 	Warnings       []string  `json:"warnings"`
 	// AvailableTools and AvailableSkills are the session's whitelists as created: nil
 	// means every tool (skill), empty none.
-	AvailableTools  []string `json:"available_tools"`
-	AvailableSkills []string `json:"available_skills"`
+	AvailableTools  []string       `json:"available_tools"`
+	AvailableSkills []string       `json:"available_skills"`
+	Metadata        map[string]any `json:"metadata,omitempty"`
+	// Rules are the session's rules now (approvals for the session add to them).
+	Rules *Rules `json:"rules,omitempty"`
 }
 
 // CreateSession creates a session.
@@ -191,18 +205,23 @@ type Batch struct {
 // Event is one line of a tool-calls stream. Message is the provider-shaped message
 // (native unless another format was asked for).
 type Event struct {
-	Type       string          `json:"type"`
-	ToolCallID string          `json:"tool_call_id"`
-	CallID     string          `json:"call_id"`
-	Name       string          `json:"name"`
-	IsError    bool            `json:"is_error"`
-	ErrorKind  string          `json:"error_kind"`
-	Message    json.RawMessage `json:"message"`
-	Stream     string          `json:"stream"`
-	Text       string          `json:"text"`
-	Offset     int64           `json:"offset"`
-	Closed     bool            `json:"closed"`
-	Approval   json.RawMessage `json:"approval"`
+	Type       string `json:"type"`
+	ToolCallID string `json:"tool_call_id"`
+	CallID     string `json:"call_id"`
+	Name       string `json:"name"`
+	IsError    bool   `json:"is_error"`
+	ErrorKind  string `json:"error_kind"`
+	// Truncated says the message was cut to the token budget (the record is whole).
+	Truncated bool            `json:"truncated"`
+	Message   json.RawMessage `json:"message"`
+	Stream    string          `json:"stream"`
+	Text      string          `json:"text"`
+	// Data is the base64 of a progress chunk's exact bytes, set when they are not
+	// UTF-8 (Text then has U+FFFD in their place).
+	Data     string          `json:"data"`
+	Offset   int64           `json:"offset"`
+	Closed   bool            `json:"closed"`
+	Approval json.RawMessage `json:"approval"`
 	// Arguments are the call's arguments on input_required (what ask_user asks).
 	Arguments json.RawMessage `json:"arguments"`
 	TS        float64         `json:"ts"`
@@ -307,15 +326,24 @@ type CallRecord struct {
 	Status     string          `json:"status"`
 	Result     *struct {
 		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
+			Type     string `json:"type"`
+			Text     string `json:"text,omitempty"`
+			Data     string `json:"data,omitempty"`
+			MimeType string `json:"mime_type,omitempty"`
+			URI      string `json:"uri,omitempty"`
 		} `json:"content"`
-		Structured json.RawMessage `json:"structured"`
+		Structured json.RawMessage `json:"structured,omitempty"`
+		Details    json.RawMessage `json:"details,omitempty"`
 		IsError    bool            `json:"is_error"`
-		ErrorKind  string          `json:"error_kind"`
+		ErrorKind  string          `json:"error_kind,omitempty"`
+		Truncated  bool            `json:"truncated,omitempty"`
 	} `json:"result"`
+	ErrorKind  string     `json:"error_kind,omitempty"`
 	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
+	// DurationMS is from start to finish; nil for a call that did not run.
+	DurationMS *float64 `json:"duration_ms"`
 }
 
 // GetCall reads a call record by the daemon's id.

@@ -1,0 +1,149 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/testdaemon"
+)
+
+// getJSON reads a route with plain HTTP, as the raw reference for the client's types.
+func getJSON(t *testing.T, method, url, body string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s %v", method, url, resp.StatusCode, b, err)
+	}
+	return b
+}
+
+// lost lists the fields of raw (JSON) that are not in the JSON of mine: what a value
+// of a client type drops of the answer it was decoded from.
+func lost(t *testing.T, raw []byte, mine any) []string {
+	t.Helper()
+	b, err := json.Marshal(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r, m any
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(r, m any, path string)
+	walk = func(r, m any, path string) {
+		switch rv := r.(type) {
+		case map[string]any:
+			mv, _ := m.(map[string]any)
+			for k, v := range rv {
+				if _, ok := mv[k]; !ok {
+					out = append(out, path+"."+k)
+					continue
+				}
+				walk(v, mv[k], path+"."+k)
+			}
+		case []any:
+			mv, _ := m.([]any)
+			for i, v := range rv {
+				if i < len(mv) {
+					walk(v, mv[i], path+"[]")
+				}
+			}
+		}
+	}
+	walk(r, m, "")
+	sort.Strings(out)
+	return slicesCompact(out)
+}
+
+func slicesCompact(s []string) []string {
+	var out []string
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestTypesKeepEveryField checks the client's types decode every field the daemon
+// sends for sessions, call records and stream events.
+func TestTypesKeepEveryField(t *testing.T) {
+	t.Parallel()
+	d := testdaemon.Start(t, func(c *config.Config) { c.Permissions.Allow = []string{"execute_command"} })
+	ctx := context.Background()
+	c := client.New(d.URL)
+
+	raw := getJSON(t, "POST", d.URL+"/v1/sessions", `{"available_tools":["execute_command"],"metadata":{"user":"u1"},"rules":{"allow":["execute_command(ls:*)"]}}`)
+	var s struct{ ID string }
+	_ = json.Unmarshal(raw, &s)
+	raw = getJSON(t, "GET", d.URL+"/v1/sessions/"+s.ID, "")
+	sess, err := c.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := lost(t, raw, sess); len(l) > 0 {
+		t.Errorf("Session drops %v of %s", l, raw)
+	}
+
+	// A call with output that is not UTF-8 (progress carries its bytes in data) and
+	// one refused for its arguments (the record has an error_kind).
+	var events []client.Event
+	err = c.Run(ctx, s.ID, "", client.Batch{Strategy: "sequential", Calls: []client.Call{
+		{ID: "a", Name: "execute_command", Arguments: json.RawMessage(`{"command":"printf 'x\\377y'"}`)},
+		{ID: "b", Name: "execute_command", Arguments: json.RawMessage(`{}`)},
+	}}, func(ev client.Event) error { events = append(events, ev); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.CallID == "" {
+			continue
+		}
+		replay := getJSON(t, "GET", d.URL+"/v1/tool-calls/"+ev.CallID+"/events", "")
+		for _, line := range bytes.Split(bytes.TrimSpace(replay), []byte("\n")) {
+			var typ struct{ Type string }
+			_ = json.Unmarshal(line, &typ)
+			if typ.Type != ev.Type {
+				continue
+			}
+			if l := lost(t, line, ev); len(l) > 0 {
+				t.Errorf("Event drops %v of %s", l, line)
+			}
+		}
+		if ev.Type != "message" {
+			continue
+		}
+		raw := getJSON(t, "GET", d.URL+"/v1/tool-calls/"+ev.CallID, "")
+		rec, err := c.GetCall(ctx, ev.CallID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := lost(t, raw, rec); len(l) > 0 {
+			t.Errorf("CallRecord drops %v of %s", l, raw)
+		}
+	}
+}
