@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -48,6 +49,9 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is how long to wait before trying again, from the Retry-After header
+	// of a 429 (a key over its limits) or a 503; 0 without one.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -89,12 +93,29 @@ func (c *Client) request(ctx context.Context, method, path string, body any) (*h
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
-			return nil, &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(b))}
+			e.Code, e.Message = "http", strings.TrimSpace(string(b))
+		} else {
+			e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		}
-		return nil, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		return nil, e
 	}
 	return resp, nil
+}
+
+// retryAfter reads a Retry-After value: seconds, or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/config"
@@ -145,5 +149,34 @@ func TestTypesKeepEveryField(t *testing.T) {
 		if l := lost(t, raw, rec); len(l) > 0 {
 			t.Errorf("CallRecord drops %v of %s", l, raw)
 		}
+	}
+}
+
+// TestErrorCarriesRetryAfter checks a 429 tells the caller when to try again, from the
+// Retry-After header the API sends with it.
+func TestErrorCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	var dataDir string
+	d := testdaemon.Start(t, func(c *config.Config) {
+		c.Auth.Unauthenticated = false
+		c.Auth.RateLimit = config.RateLimitConfig{RequestsPerSecond: 0.2, Burst: 1}
+		dataDir = c.DataDir
+	})
+	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(d.URL, client.WithAPIKey(strings.TrimSpace(string(key))))
+	ctx := context.Background()
+	if _, err := c.Whoami(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Whoami(ctx)
+	var e *client.Error
+	if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.Code != "rate_limited" {
+		t.Fatalf("second request: %v", err)
+	}
+	if e.RetryAfter < time.Second || e.RetryAfter > 5*time.Second {
+		t.Fatalf("RetryAfter = %s, want the 5 s the bucket needs (at most)", e.RetryAfter)
 	}
 }
