@@ -182,3 +182,22 @@ func TestMethodNotAllowedListsAllow(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptedRequestsMatchSpec checks request bodies the server accepts, and that
+// clients send, are valid against the request schemas of api/openapi.yaml: a client
+// generated from the contract must be able to send them.
+func TestAcceptedRequestsMatchSpec(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	for _, tc := range []struct{ name, schema, body string }{
+		// The Go client sends null for "every tool" and "every skill"; sessions show it.
+		{"null whitelists", "SessionSpec", `{"available_tools":null,"available_skills":null}`},
+		{"empty whitelists", "SessionSpec", `{"available_tools":[],"available_skills":[]}`},
+	} {
+		code, _, body := d.do("POST", "/v1/sessions", tc.body)
+		if code != http.StatusCreated {
+			t.Fatalf("%s: %d %s", tc.name, code, body)
+		}
+		validate(t, tc.schema, []byte(tc.body))
+	}
+}
