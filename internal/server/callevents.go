@@ -40,16 +40,39 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 	sw.out = newNDJSON(w)
 	call := &session.Call{ID: rec.ID, CallRequest: session.CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
 	sw.out.Encode(startEvent{Type: string(session.EventStart), ToolCallID: rec.ToolCallID, CallID: rec.ID, Name: rec.Name, TS: unixSeconds(rec.CreatedAt)})
-	if s.Approvals != nil {
-		list, err := s.Approvals.Store.ListApprovals(r.Context(), store.ApprovalFilter{Tenant: tenantOf(r), SessionID: rec.SessionID})
-		if err == nil {
+	// The call's approval requests and, once it waits for an external answer (ask_user),
+	// input_required: each once, as the call's own stream had them, also when they
+	// come while the call is followed.
+	announced := map[string]bool{}
+	announce := func(rec *store.Call) {
+		pending := false
+		if s.Approvals != nil {
+			list, err := s.Approvals.Store.ListApprovals(r.Context(), store.ApprovalFilter{Tenant: tenantOf(r), SessionID: rec.SessionID})
+			if err != nil {
+				return // the next wake reads them again
+			}
 			for i := len(list) - 1; i >= 0; i-- { // oldest first
-				if a := list[i]; a.CallID == rec.ID {
+				a := list[i]
+				if a.CallID != rec.ID {
+					continue
+				}
+				pending = pending || a.Status == store.ApprovalPending
+				if !announced[a.ID] {
+					announced[a.ID] = true
 					sw.out.Encode(toApprovalEvent(session.Event{Type: session.EventApproval, Call: call, Approval: a, Suggestions: suggestionsOf(a), TS: a.CreatedAt}))
 				}
 			}
 		}
+		if rec.Status != store.CallWaiting || pending || announced[""] || s.Tools == nil {
+			return
+		}
+		if e, ok := s.Tools.Lookup(rec.Name); ok && e.Spec.External {
+			announced[""] = true
+			sw.out.Encode(inputEvent{Type: string(session.EventExternal), ToolCallID: rec.ToolCallID, CallID: rec.ID, Name: rec.Name,
+				Arguments: rec.Arguments, TS: unixSeconds(timeOr(rec.StartedAt))})
+		}
 	}
+	announce(rec)
 	if s.Progress != nil {
 		for _, st := range s.Progress.Streams(rec.ID) {
 			sw.fill(rec.ID, rec.ToolCallID, st, -1)
@@ -84,6 +107,10 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		rec = cur
+		if !rec.Status.Terminal() {
+			announce(rec)
+			sw.out.Flush()
+		}
 	}
 	sw.drain()
 	sw.complete(rec.ID, rec.ToolCallID)

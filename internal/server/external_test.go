@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/client"
 )
@@ -140,5 +143,84 @@ func TestClientAnswersAndInterrupts(t *testing.T) {
 	}
 	if err := c.Interrupt(ctx, "ses_nope", ""); !client.IsNotFound(err) {
 		t.Fatalf("Interrupt of an unknown session: %v, want 404", err)
+	}
+}
+
+// TestCallEventsReplayInputRequired: a client that lost its stream and follows a call
+// waiting for an answer at /v1/tool-calls/{id}/events learns it waits, with the
+// question, as the original stream said; after the answer it gets the message.
+func TestCallEventsReplayInputRequired(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"ask_user"}})["id"].(string)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/sessions/"+id+"/tool-calls", strings.NewReader(
+		`{"calls":[{"id":"q","name":"ask_user","arguments":{"question":"Which colour?"}}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var callID string
+	br := bufio.NewReader(resp.Body)
+	for callID == "" {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(line), `"input_required"`) {
+			var e struct {
+				CallID string `json:"call_id"`
+			}
+			_ = json.Unmarshal(line, &e)
+			callID = e.CallID
+		}
+	}
+	cancel() // the stream is lost; the call still waits, durably
+	resp.Body.Close()
+
+	follow, err := http.Get(d.url + "/v1/tool-calls/" + callID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Body.Close()
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		fr := bufio.NewReader(follow.Body)
+		for {
+			line, err := fr.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	var types []string
+	var answered atomic.Bool
+	for line := range lines {
+		validate(t, "StreamEvent", line)
+		var e struct {
+			Type      string
+			Arguments json.RawMessage
+		}
+		_ = json.Unmarshal(line, &e)
+		types = append(types, e.Type)
+		if e.Type == "input_required" && !strings.Contains(string(e.Arguments), "Which colour?") {
+			t.Fatalf("input_required without the question: %s", line)
+		}
+		if e.Type == "tool_start" {
+			// Answer a moment later: the replay must have said the call waits by then.
+			time.AfterFunc(300*time.Millisecond, func() {
+				answered.Store(true)
+				d.do("POST", "/v1/tool-calls/"+callID+"/result", `{"content":"blue"}`)
+			})
+		}
+		if e.Type == "input_required" && answered.Load() {
+			t.Fatal("input_required came only after the answer")
+		}
+	}
+	if strings.Join(types, ",") != "tool_start,input_required,message,done" {
+		t.Fatalf("replayed events: %v", types)
 	}
 }
