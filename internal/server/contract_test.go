@@ -201,3 +201,46 @@ func TestAcceptedRequestsMatchSpec(t *testing.T) {
 		validate(t, tc.schema, []byte(tc.body))
 	}
 }
+
+// TestSpecDocumentsCommonErrors checks every operation lists the HTTP errors any
+// request to it can get, so a client generated from the contract expects them: 401, 403
+// and 429 where a key is needed (authentication, roles and the key's limits come
+// before the handler), 400 and 413 where it takes a body, and 415 where that body is
+// decoded as the API's JSON (the MCP endpoint answers a wrong type with 400).
+func TestSpecDocumentsCommonErrors(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	var missing []string
+	for p, item := range doc["paths"].(map[string]any) {
+		for method, o := range item.(map[string]any) {
+			op, ok := o.(map[string]any)
+			if !ok || method == "parameters" {
+				continue
+			}
+			sec, ok := op["security"].([]any)
+			if !ok {
+				sec = doc["security"].([]any)
+			}
+			var want []string
+			if len(sec) > 0 {
+				want = append(want, "401", "403", "429")
+			}
+			if _, ok := op["requestBody"]; ok {
+				want = append(want, "400", "413")
+				if !strings.HasSuffix(p, "/mcp") {
+					want = append(want, "415")
+				}
+			}
+			responses := op["responses"].(map[string]any)
+			for _, code := range want {
+				if _, ok := responses[code]; !ok {
+					missing = append(missing, strings.ToUpper(method)+" "+p+" "+code)
+				}
+			}
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Fatalf("responses not documented in api/openapi.yaml:\n%s", strings.Join(missing, "\n"))
+	}
+}
