@@ -233,12 +233,18 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	var rules []string
 	switch req.Decision {
-	case store.DecisionApprove, store.DecisionDeny:
-	case store.DecisionApproveForSession:
-		rules = suggestionsOf(a)
-		if len(rules) == 0 {
-			s.writeError(w, r, errorf(CodeBadRequest, "this request has no suggested rules (what it asks about cannot be allowed by a rule); use approve"))
+	case store.DecisionApprove, store.DecisionDeny, store.DecisionApproveForSession:
+		// Dropping it would leave a record naming a rule the session never got.
+		if req.Rule != "" {
+			s.writeError(w, r, errorf(CodeBadRequest, "rule goes with approve_with_rule only; "+req.Decision+" takes none"))
 			return
+		}
+		if req.Decision == store.DecisionApproveForSession {
+			rules = suggestionsOf(a)
+			if len(rules) == 0 {
+				s.writeError(w, r, errorf(CodeBadRequest, "this request has no suggested rules (what it asks about cannot be allowed by a rule); use approve"))
+				return
+			}
 		}
 	case store.DecisionApproveWithRule:
 		if !slices.Contains(suggestionsOf(a), req.Rule) {

@@ -537,3 +537,29 @@ func TestApproveForSessionIsNarrow(t *testing.T) {
 	_, _, stop2 := streamUntilApproval(t, d, calls, `{"calls":[{"id":"rm2","name":"execute_command","arguments":{"command":"rm -rf src/"}}]}`)
 	stop2()
 }
+
+// TestRuleOnlyWithApproveWithRule: a rule sent with another decision is refused, not
+// dropped: the record would name a rule that was never added to the session.
+func TestRuleOnlyWithApproveWithRule(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"t","name":"execute_command","arguments":{"command":"touch a"}}]}`)
+	defer stop()
+	decision := "/v1/approvals/" + apr["id"].(string) + "/decision"
+	for _, kind := range []string{"approve", "approve_for_session", "deny"} {
+		code, _, body := d.do("POST", decision, `{"decision":"`+kind+`","rule":"execute_command(touch:*)"}`)
+		if code != 400 || !strings.Contains(string(body), "approve_with_rule") {
+			t.Fatalf("%s with a rule: %d %s", kind, code, body)
+		}
+		validate(t, "Error", body)
+	}
+	code, _, body := d.do("POST", decision, `{"decision":"approve","rule":""}`)
+	if code != 200 || strings.Contains(string(body), `"rule"`) {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	<-rest
+	if _, _, body := d.do("GET", "/v1/sessions/"+id, nil); strings.Contains(string(body), "touch") {
+		t.Fatalf("a rule was added: %s", body)
+	}
+}
