@@ -213,10 +213,11 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 			return
 		}
 	}
-	if r.Method == http.MethodGet {
+	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
 		// The event stream belongs to a live MCP session. mcp-go opens one for any
 		// id, or none, and nothing ever reaches it: the client would listen forever
-		// instead of initializing again.
+		// instead of initializing again. And it answers DELETE with 200 for any id, or
+		// none, where MCP's transport wants 404 for a session that is not live.
 		if mcpSID == "" {
 			writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send the "+mcpsrv.HeaderKeySessionID+" header that initialize returned")
 			return

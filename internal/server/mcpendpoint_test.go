@@ -194,3 +194,34 @@ func TestMCPEndpointListenNeedsALiveSession(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPEndpointEndNeedsALiveSession: DELETE ends an MCP session. Without
+// Mcp-Session-Id it is a 400 and with one that is not live (made up, or ended already)
+// a 404, as MCP's transport requires for ended sessions and as GET answers: a client
+// is not told it ended a session that never was.
+func TestMCPEndpointEndNeedsALiveSession(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	sess := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	for _, path := range []string{"/mcp", "/v1/sessions/" + sess + "/mcp"} {
+		live := mcpInitialize(t, http.DefaultClient, d.url+path, sess)
+		for _, tc := range []struct {
+			name   string
+			mcpSID string
+			status int
+		}{
+			{"no MCP session", "", http.StatusBadRequest},
+			{"made-up MCP session", "mcp-session-MADEUP", http.StatusNotFound},
+			{"live MCP session", live, http.StatusOK},
+			{"ended MCP session", live, http.StatusNotFound},
+		} {
+			code, _, body := send(t, http.DefaultClient, http.MethodDelete, d.url+path, mcpHeaders(sess, tc.mcpSID), nil)
+			if code != tc.status {
+				t.Fatalf("DELETE %s, %s: %d %s, want %d", path, tc.name, code, body, tc.status)
+			}
+			if code != http.StatusOK {
+				validate(t, "Error", body)
+			}
+		}
+	}
+}
