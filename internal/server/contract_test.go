@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -87,6 +90,20 @@ func validateResponse(t testing.TB, method, path, status, contentType string, bo
 	t.Helper()
 	esc := strings.NewReplacer("~", "~0", "/", "~1")
 	validate(t, "#/paths/"+esc.Replace(path)+"/"+strings.ToLower(method)+"/responses/"+status+"/content/"+esc.Replace(contentType)+"/schema", body)
+}
+
+// documentsHeader reports whether api/openapi.yaml lists the header in the response.
+func documentsHeader(t testing.TB, method, route string, status int, header string) bool {
+	t.Helper()
+	node := any(loadSpec(t))
+	for _, k := range []string{"paths", route, strings.ToLower(method), "responses", fmt.Sprint(status), "headers", header} {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return false
+		}
+		node = m[k]
+	}
+	return node != nil
 }
 
 // TestRouterMatchesSpec keeps the router and api/openapi.yaml in step: every route is
@@ -242,5 +259,93 @@ func TestSpecDocumentsCommonErrors(t *testing.T) {
 	sort.Strings(missing)
 	if len(missing) > 0 {
 		t.Fatalf("responses not documented in api/openapi.yaml:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// TestResponsesMatchRouteSchemas sends one successful request to each JSON route and
+// checks the answer against the schema that route documents (inline ones included,
+// which tests validating a chosen component never reach), and that 201s name the new
+// resource in Location where the contract says so.
+func TestResponsesMatchRouteSchemas(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	const js = "application/json"
+	check := func(method, route, path string, body any, status int) []byte {
+		t.Helper()
+		code, hdr, out := d.do(method, path, body)
+		if code != status {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, code, out, status)
+		}
+		if ct := hdr.Get("Content-Type"); ct != js {
+			t.Fatalf("%s %s: Content-Type %q", method, path, ct)
+		}
+		validateResponse(t, method, route, fmt.Sprint(status), js, out)
+		if documentsHeader(t, method, route, status, "Location") {
+			if loc := hdr.Get("Location"); !strings.HasPrefix(loc, route) {
+				t.Fatalf("%s %s: Location %q", method, path, loc)
+			}
+		}
+		return out
+	}
+	var sess struct{ ID string }
+	_ = json.Unmarshal(check("POST", "/v1/sessions", "/v1/sessions", map[string]any{"available_tools": []string{"echo", "confirm"}, "metadata": map[string]any{"k": "v"}}, 201), &sess)
+	s := "/v1/sessions/" + sess.ID
+	check("GET", "/v1/sessions/{sessionID}", s, nil, 200)
+	check("GET", "/v1/tools", "/v1/tools?format=anthropic", nil, 200)
+	check("GET", "/v1/sessions/{sessionID}/tools", s+"/tools?format=mcp&query=echo", nil, 200)
+	check("GET", "/v1/sessions/{sessionID}/prompt", s+"/prompt", nil, 200)
+	check("POST", "/v1/sessions/{sessionID}/interrupt", s+"/interrupt", map[string]any{"message": "stop"}, 200)
+	check("POST", "/v1/sessions/{sessionID}/interrupt", s+"/interrupt", nil, 200)
+	_, evs := d.stream(s+"/tool-calls", `{"calls":[{"id":"e","name":"echo","arguments":{"text":"hi"}}]}`)
+	callID := evs[0].str("call_id")
+	check("GET", "/v1/sessions/{sessionID}/tool-calls", s+"/tool-calls", nil, 200)
+	check("GET", "/v1/sessions/{sessionID}/tool-calls/{toolCallID}", s+"/tool-calls/e", nil, 200)
+	check("GET", "/v1/tool-calls", "/v1/tool-calls?status=succeeded,failed", nil, 200)
+	check("GET", "/v1/tool-calls/{callID}", "/v1/tool-calls/"+callID, nil, 200)
+	check("GET", "/v1/tool-calls/{callID}/progress", "/v1/tool-calls/"+callID+"/progress?encoding=base64", nil, 200)
+	check("GET", "/v1/skills", "/v1/skills", nil, 200)
+	check("GET", "/v1/whoami", "/v1/whoami", nil, 200)
+	check("GET", "/v1/approvals", "/v1/approvals?status=pending", nil, 200)
+	check("GET", "/v1/mcp/servers", "/v1/mcp/servers", nil, 200)
+	var key struct{ ID string }
+	_ = json.Unmarshal(check("POST", "/v1/keys", "/v1/keys", map[string]any{"roles": []string{"agent"}, "name": "k"}, 201), &key)
+	check("GET", "/v1/keys", "/v1/keys", nil, 200)
+	if code, _, out := d.do("POST", "/v1/keys/"+key.ID+"/revoke", nil); code != 204 || len(out) != 0 {
+		t.Fatalf("revoke: %d %q", code, out)
+	}
+	check("POST", "/v1/mcp/servers", "/v1/mcp/servers", map[string]any{"name": "down", "transport": "stdio", "command": "/bin/false"}, 201)
+	check("POST", "/v1/mcp/servers/{name}/restart", "/v1/mcp/servers/down/restart", nil, 202)
+
+	// A stateful call: its input answer, and the cancel of a call waiting for one.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+s+"/tool-calls", strings.NewReader(`{"calls":[{"id":"c","name":"confirm"}]}`))
+	req.Header.Set("Content-Type", js)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	yields := 0
+	for yields < 2 {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		var e struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+		}
+		_ = json.Unmarshal(line, &e)
+		if e.Type != "tool_yield" {
+			continue
+		}
+		yields++
+		if yields == 1 {
+			check("POST", "/v1/tool-calls/{callID}/input", "/v1/tool-calls/"+e.CallID+"/input", map[string]any{"input": "yes"}, 202)
+		} else {
+			check("POST", "/v1/tool-calls/{callID}/cancel", "/v1/tool-calls/"+e.CallID+"/cancel", nil, 202)
+		}
 	}
 }
