@@ -18,6 +18,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 var (
@@ -346,6 +348,46 @@ func TestResponsesMatchRouteSchemas(t *testing.T) {
 			check("POST", "/v1/tool-calls/{callID}/input", "/v1/tool-calls/"+e.CallID+"/input", map[string]any{"input": "yes"}, 202)
 		} else {
 			check("POST", "/v1/tool-calls/{callID}/cancel", "/v1/tool-calls/"+e.CallID+"/cancel", nil, 202)
+		}
+	}
+}
+
+// TestCORSExposesDocumentedHeaders: a browser UI on an allowed origin can read every
+// response header the contract documents (X-Session-Id of a one-shot call, Location,
+// Retry-After …): CORS hides all but a few unless they are exposed.
+func TestCORSExposesDocumentedHeaders(t *testing.T) {
+	t.Parallel()
+	const origin = "https://console.example.com"
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.CORS.AllowedOrigins = []string{origin} }})
+	want := map[string]bool{"Retry-After": true, "WWW-Authenticate": true, "X-Request-Id": true}
+	for p, item := range loadSpec(t)["paths"].(map[string]any) {
+		if !strings.HasPrefix(p, "/v1/") {
+			continue
+		}
+		for _, o := range item.(map[string]any) {
+			op, _ := o.(map[string]any)
+			responses, _ := op["responses"].(map[string]any)
+			for _, r := range responses {
+				headers, _ := r.(map[string]any)["headers"].(map[string]any)
+				for h := range headers {
+					want[h] = true
+				}
+			}
+		}
+	}
+	code, hdr, body := send(t, http.DefaultClient, "POST", d.url+"/v1/sessions", http.Header{"Origin": {origin}}, `{}`)
+	if code != http.StatusCreated || hdr.Get("Access-Control-Allow-Origin") != origin {
+		t.Fatalf("%d %v %s", code, hdr, body)
+	}
+	exposed := map[string]bool{}
+	for _, v := range hdr.Values("Access-Control-Expose-Headers") {
+		for _, h := range strings.Split(v, ",") {
+			exposed[http.CanonicalHeaderKey(strings.TrimSpace(h))] = true
+		}
+	}
+	for h := range want {
+		if !exposed[http.CanonicalHeaderKey(h)] {
+			t.Errorf("%s is not exposed to browsers (Access-Control-Expose-Headers: %q)", h, hdr.Values("Access-Control-Expose-Headers"))
 		}
 	}
 }

@@ -165,10 +165,11 @@ func (s *Server) corsMiddleware() func(http.Handler) http.Handler {
 		return func(next http.Handler) http.Handler { return next }
 	}
 	return cors.Handler(cors.Options{
-		AllowedOrigins:   s.CORS.AllowedOrigins,
-		AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-		AllowedHeaders:   []string{"Authorization", "Content-Type", "X-API-Key", "X-Request-Id", "Last-Event-ID"},
-		ExposedHeaders:   []string{"X-Request-Id", "Retry-After"},
+		AllowedOrigins: s.CORS.AllowedOrigins,
+		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
+		AllowedHeaders: []string{"Authorization", "Content-Type", "X-API-Key", "X-Request-Id", "Last-Event-ID"},
+		// Every response header the contract documents; browsers hide the others.
+		ExposedHeaders:   []string{"X-Request-Id", "Retry-After", "Location", "X-Session-Id", "WWW-Authenticate"},
 		AllowCredentials: false, // keys travel in headers, never cookies
 		MaxAge:           int(s.CORS.MaxAge.Seconds()),
 	})
