@@ -44,6 +44,9 @@ type Config struct {
 	// ShutdownTimeout is how long in-flight calls may run after SIGTERM before they are
 	// cancelled.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// StreamKeepalive is how long an NDJSON stream may stay quiet before it writes a
+	// keepalive line, for proxies that cut idle connections; 0: never.
+	StreamKeepalive time.Duration `mapstructure:"stream_keepalive"`
 
 	Log      LogConfig      `mapstructure:"log"`
 	Tracing  TracingConfig  `mapstructure:"tracing"`
@@ -391,6 +394,7 @@ func Defaults() Config {
 		MaxBodyBytes:        8 << 20,
 		MaxToolResultTokens: 12000,
 		ShutdownTimeout:     30 * time.Second,
+		StreamKeepalive:     15 * time.Second,
 		Log:                 LogConfig{Level: "info", Format: "json"},
 		Tracing:             TracingConfig{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 1, ServiceName: "toolserverd"},
 		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond, MaxBatchCalls: 256},
@@ -647,6 +651,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
+	}
+	if c.StreamKeepalive < 0 {
+		bad("stream_keepalive", "must not be negative")
 	}
 	if u := c.Cluster.AdvertiseURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {

@@ -31,7 +31,7 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 		defer stop()
 		finished = ch
 	}
-	sw := &streamWriter{format: f, hub: s.Progress, cursors: map[string]map[string]int64{}, closed: map[string]bool{}}
+	sw := &streamWriter{format: f, hub: s.Progress, cursors: map[string]map[string]int64{}, closed: map[string]bool{}, keepAlive: s.cfg.KeepAlive}
 	if s.Progress != nil {
 		sub := s.Progress.Subscribe(progress.Filter{CallIDs: []string{rec.ID}, Buffer: 16})
 		defer sub.Close()
@@ -81,10 +81,17 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 	sw.out.Flush()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
+	ka, kaC := keepalive(s.cfg.KeepAlive)
+	if ka != nil {
+		defer ka.Stop()
+	}
 	for !rec.Status.Terminal() || rec.Result == nil {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-kaC:
+			sw.out.keepAlive(ka, s.cfg.KeepAlive)
+			continue
 		case pe, ok := <-sw.prog:
 			if !ok {
 				sw.prog = nil

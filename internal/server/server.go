@@ -94,6 +94,9 @@ type Config struct {
 	// RevokeCheck is how often an open event stream checks that the key that opened
 	// it is still valid (default 1s); see endOnRevoke.
 	RevokeCheck time.Duration
+	// KeepAlive is how long an NDJSON stream may stay quiet before it writes a
+	// keepalive line (0: never).
+	KeepAlive time.Duration
 }
 
 // Server serves the API.

@@ -115,10 +115,16 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	out := newNDJSON(w)
 	out.Flush()
+	ka, kaC := keepalive(s.cfg.KeepAlive)
+	if ka != nil {
+		defer ka.Stop()
+	}
 	for {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-kaC:
+			out.keepAlive(ka, s.cfg.KeepAlive)
 		case ev := <-events:
 			if ev.Type == session.EventApproval {
 				out.Encode(toApprovalEvent(ev))

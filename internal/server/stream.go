@@ -53,7 +53,7 @@ func toProgressEvent(e progress.Event) progressEvent {
 // returns right after it and net/http sends the rest of the buffer with the end of
 // the response in the same write.
 func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.Format, plan *session.Plan) {
-	sw := &streamWriter{out: nil, format: f, hub: s.Progress}
+	sw := &streamWriter{out: nil, format: f, hub: s.Progress, keepAlive: s.cfg.KeepAlive}
 	if s.Progress != nil {
 		ids := make([]string, len(plan.Calls))
 		for i, c := range plan.Calls {
@@ -96,15 +96,20 @@ type streamWriter struct {
 	prog       <-chan progress.Event
 	cursors    map[string]map[string]int64 // call → stream → bytes written to the client
 	closed     map[string]bool             // calls whose closed event was written
+	keepAlive  time.Duration               // a quiet stream's keepalive interval (0: none)
 }
 
 func (sw *streamWriter) run(events <-chan session.Event) {
 	// flushAt is armed while lines wait for a delayed flush; created on first use.
 	var flushAt *time.Timer
 	var flushC <-chan time.Time
+	ka, kaC := keepalive(sw.keepAlive)
 	defer func() {
 		if flushAt != nil {
 			flushAt.Stop()
+		}
+		if ka != nil {
+			ka.Stop()
 		}
 	}()
 	for {
@@ -113,6 +118,9 @@ func (sw *streamWriter) run(events <-chan session.Event) {
 		case <-flushC:
 			flushC = nil
 			sw.out.Flush()
+			continue
+		case <-kaC:
+			sw.out.keepAlive(ka, sw.keepAlive)
 			continue
 		case pe, ok := <-sw.prog:
 			if !ok {
