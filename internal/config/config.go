@@ -219,6 +219,9 @@ type MCPEndpointConfig struct {
 	// SessionIdleTTL forgets MCP client sessions idle for this long (they
 	// re-initialize); 0 keeps them until the client deletes them.
 	SessionIdleTTL time.Duration `mapstructure:"session_idle_ttl"`
+	// MaxSessions caps the MCP client sessions kept; past it the least recently
+	// used of those with no request open are forgotten. 0: no cap.
+	MaxSessions int `mapstructure:"max_sessions"`
 }
 
 // MCPConfig tunes the MCP proxy.
@@ -408,7 +411,7 @@ func Defaults() Config {
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
 			MaxSteps: 10_000_000, MaxMemoryBytes: 256 << 20, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
-		MCPEndpoint: MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute},
+		MCPEndpoint: MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute, MaxSessions: 10000},
 		Cluster:     ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
 	}
 }
@@ -716,6 +719,9 @@ func (c Config) Validate() error {
 	}
 	if c.MCPEndpoint.SessionIdleTTL < 0 {
 		bad("mcp_endpoint.session_idle_ttl", "must not be negative")
+	}
+	if c.MCPEndpoint.MaxSessions < 0 {
+		bad("mcp_endpoint.max_sessions", "%d is negative (0 means no cap)", c.MCPEndpoint.MaxSessions)
 	}
 	if c.Progress.FlushBytes < 1 {
 		bad("progress.flush_bytes", "must be at least 1")

@@ -48,6 +48,10 @@ type Config struct {
 	// theirs open, event streams included); 0 never does. Checked every
 	// ListChangedInterval.
 	SessionIdleTTL time.Duration
+	// MaxSessions caps the MCP client sessions kept: past it, each new session makes
+	// the endpoint forget the least recently used of those with no request open.
+	// 0: no cap.
+	MaxSessions int
 	// ListChangedInterval is how often the tool sets of connected clients' sessions
 	// are compared with what they were told (upstream MCP servers come and go);
 	// calls through the endpoint trigger a comparison at once. Default 2s.
@@ -248,6 +252,10 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	// call, as idle).
 	defer e.ids.begin(mcpSID)()
 	e.http.ServeHTTP(flushWriter{w}, r)
+	if r.Method == http.MethodPost && mcpSID == "" {
+		// An initialize may have made one session too many.
+		e.forgetOverCap()
+	}
 	if r.Method == http.MethodPost {
 		// A call may have changed the session's tools (reset_tools,
 		// tool_expand_tools). Compared only now: while this request's stream is

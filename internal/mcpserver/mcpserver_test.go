@@ -1,7 +1,9 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -629,5 +631,74 @@ func TestIdleTTLSparesConnectedClients(t *testing.T) {
 	time.Sleep(4 * ttl)
 	if err := call(quiet, "echo forgotten"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("a call after %s idle without an event stream: %v, want 404", 4*ttl, err)
+	}
+}
+
+// TestMaxSessionsBoundsClientSessions: every initialize leaves an MCP session (with a
+// copy of its session's tools) in memory until the client deletes it or the idle TTL
+// passes, so a client that initializes in a loop grew the daemon without bound for
+// the TTL (30 minutes by default). mcp_endpoint.max_sessions caps them: past it the
+// least recently used session with no request open is forgotten (404: its client
+// initializes again), never a connected client's.
+func TestMaxSessionsBoundsClientSessions(t *testing.T) {
+	t.Parallel()
+	const limit = 20
+	d := start(t, func(c *config.Config) { c.MCPEndpoint.MaxSessions = limit })
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
+	listening := d.connect(s.ID) // its event stream stays open: never forgotten
+	post := func(mcpSID string, msg map[string]any) (int, string) {
+		t.Helper()
+		b, _ := json.Marshal(msg)
+		req, _ := http.NewRequest(http.MethodPost, d.URL+"/v1/sessions/"+s.ID+"/mcp", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if mcpSID != "" {
+			req.Header.Set("Mcp-Session-Id", mcpSID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+	}
+	initialize := func() string {
+		t.Helper()
+		status, id := post("", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+			"protocolVersion": mcp.ProtocolVersion20250326, "capabilities": map[string]any{},
+			"clientInfo": map[string]any{"name": "loop", "version": "0"}}})
+		if status != http.StatusOK || id == "" {
+			t.Fatalf("initialize: status %d, session id %q", status, id)
+		}
+		return id
+	}
+	list := func(mcpSID string) int {
+		status, _ := post(mcpSID, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+		return status
+	}
+	ids := make([]string, 5*limit)
+	for i := range ids {
+		ids[i] = initialize()
+	}
+	if got := list(ids[len(ids)-1]); got != http.StatusOK {
+		t.Errorf("tools/list of the newest session: status %d, want 200", got)
+	}
+	if got := list(ids[0]); got != http.StatusNotFound {
+		t.Errorf("tools/list of the oldest of %d sessions past a cap of %d: status %d, want 404 (forgotten)", len(ids), limit, got)
+	}
+	live := 0
+	for _, id := range ids {
+		if list(id) == http.StatusOK {
+			live++
+		}
+	}
+	if live > limit-1 { // the listening client's session is the other one
+		t.Errorf("%d of %d sessions still answer with a cap of %d", live, len(ids), limit)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if _, err := listening.CallTool(ctx, callReq("execute_command", map[string]any{"command": "echo kept"})); err != nil {
+		t.Fatalf("the connected client, after %d newer sessions: %v", 5*limit, err)
 	}
 }

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"crypto/rand"
+	"slices"
 	"sync"
 	"time"
 )
@@ -86,6 +87,28 @@ func (m *sessionIDs) idle(cutoff time.Time) []string {
 		if u.open == 0 && u.last.Before(cutoff) {
 			out = append(out, id)
 		}
+	}
+	return out
+}
+
+// overCap returns the sessions to forget so that at most max stay live: the least
+// recently used of those with no request open. Sessions with one open are counted
+// but kept, so the count may stay above max while they last.
+func (m *sessionIDs) overCap(max int) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for excess := len(m.live) - max; excess > 0; excess-- {
+		oldest, at := "", time.Time{}
+		for id, u := range m.live {
+			if u.open == 0 && !slices.Contains(out, id) && (oldest == "" || u.last.Before(at)) {
+				oldest, at = id, u.last
+			}
+		}
+		if oldest == "" {
+			break
+		}
+		out = append(out, oldest)
 	}
 	return out
 }

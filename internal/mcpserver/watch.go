@@ -36,14 +36,30 @@ func (e *Endpoint) forgetIdle() {
 		return
 	}
 	for _, id := range e.ids.idle(time.Now().Add(-e.cfg.SessionIdleTTL)) {
-		req, err := http.NewRequest(http.MethodDelete, "/mcp", nil)
-		if err != nil {
-			continue
-		}
-		req.Header.Set(mcpsrv.HeaderKeySessionID, id)
-		e.http.ServeHTTP(discardWriter{}, req)
+		e.forget(id)
 		e.deps.Log.Info("mcp endpoint: forgot an idle MCP session", "mcp_session_id", id)
 	}
+}
+
+// forgetOverCap ends the least recently used MCP sessions past MaxSessions.
+func (e *Endpoint) forgetOverCap() {
+	if e.cfg.MaxSessions <= 0 {
+		return
+	}
+	for _, id := range e.ids.overCap(e.cfg.MaxSessions) {
+		e.forget(id)
+		e.deps.Log.Debug("mcp endpoint: forgot the least recently used MCP session (mcp_endpoint.max_sessions)", "mcp_session_id", id)
+	}
+}
+
+// forget ends an MCP session as a DELETE from its client would.
+func (e *Endpoint) forget(id string) {
+	req, err := http.NewRequest(http.MethodDelete, "/mcp", nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(mcpsrv.HeaderKeySessionID, id)
+	e.http.ServeHTTP(discardWriter{}, req)
 }
 
 // discardWriter is the response writer of the endpoint's own DELETEs.
