@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -68,7 +69,7 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
-	data, next, finished, err := s.Progress.Read(rec.ID, stream, offset, int(max))
+	data, next, finished, err := s.Progress.Read(rec.ID, stream, offset, int(min(max, progressPiece)))
 	switch {
 	case errors.Is(err, progress.ErrUnknownCall):
 		// No output was recorded here (the call printed nothing, its logs expired, or
@@ -83,26 +84,83 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("progress read %s: %w", rec.ID, err))
 		return
 	}
-	if encoding == "text" && !finished {
-		// Do not split a character between two reads: hold back a trailing partial one,
-		// even when it is all there is yet, unless max_bytes is smaller than it.
-		if cut := incompleteTail(data); cut > 0 && (cut < len(data) || int64(len(data)) < max) {
-			data = data[:len(data)-cut]
-			next -= int64(cut)
+	s.writeProgress(w, resp, data, next, finished, max)
+}
+
+// progressPiece is how much of a log a poll holds at a time while it writes its
+// answer: a poll may ask for 16 MiB, text of control characters escapes to six times
+// that in JSON, and a client that stops reading would hold all that was not sent.
+const progressPiece = 64 << 10
+
+// writeProgress writes the answer to a poll whose first piece, read from
+// resp.Offset, is data: the data field goes out piece by piece, read from the log as
+// it goes, and the fields that depend on how much was read follow it.
+func (s *Server) writeProgress(w http.ResponseWriter, resp progressChunk, data []byte, next int64, finished bool, max int64) {
+	head, _ := json.Marshal(struct {
+		CallID   string `json:"call_id"`
+		Stream   string `json:"stream"`
+		Offset   int64  `json:"offset"`
+		Encoding string `json:"encoding"`
+	}{resp.CallID, resp.Stream, resp.Offset, resp.Encoding})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(head[:len(head)-1])
+	_, _ = io.WriteString(w, `,"data":"`)
+	var b64 io.WriteCloser
+	if resp.Encoding == "base64" {
+		b64 = base64.NewEncoder(base64.StdEncoding, w)
+	}
+	var held []byte // text: the start of a character the next piece completes
+	invalid := false
+	for read := int64(0); ; {
+		read += int64(len(data))
+		last := len(data) == 0 || read >= max
+		if b64 != nil {
+			_, _ = b64.Write(data)
+		} else {
+			text := append(held, data...)
+			cut := incompleteTail(text)
+			if last && (finished || (int64(cut) == read && read >= max)) {
+				// The end of the output, or max_bytes smaller than one character: a
+				// partial character is all there is to send.
+				cut = 0
+			}
+			text, held = text[:len(text)-cut], append([]byte(nil), text[len(text)-cut:]...)
+			invalid = invalid || !utf8.Valid(text)
+			q, _ := json.Marshal(string(text))
+			_, _ = w.Write(q[1 : len(q)-1])
+			if last {
+				// Do not split a character between two reads: a trailing partial one
+				// is read again by the next poll.
+				next -= int64(len(held))
+			}
+		}
+		if last {
+			break
+		}
+		var err error
+		data, next, finished, err = s.Progress.Read(resp.CallID, resp.Stream, next, int(min(max-read, progressPiece)))
+		if err != nil {
+			// The answer has begun: only cutting it short tells the client it failed.
+			panic(http.ErrAbortHandler)
 		}
 	}
-	resp.NextOffset, resp.Finished = next, finished && next >= offset
-	resp.Streams = s.Progress.Streams(rec.ID)
+	if b64 != nil {
+		_ = b64.Close()
+	}
+	resp.Streams = s.Progress.Streams(resp.CallID)
 	if resp.Streams == nil {
 		resp.Streams = []string{}
 	}
-	if encoding == "base64" {
-		resp.Data = base64.StdEncoding.EncodeToString(data)
-	} else {
-		resp.Data = string(data)
-		resp.InvalidUTF8 = !utf8.Valid(data)
-	}
-	writeJSON(w, http.StatusOK, resp)
+	tail, _ := json.Marshal(struct {
+		NextOffset  int64    `json:"next_offset"`
+		InvalidUTF8 bool     `json:"invalid_utf8,omitempty"`
+		Finished    bool     `json:"finished"`
+		Streams     []string `json:"streams"`
+	}{next, invalid, finished && next >= resp.Offset, resp.Streams})
+	_, _ = io.WriteString(w, `",`)
+	_, _ = w.Write(tail[1:])
+	_, _ = io.WriteString(w, "\n")
 }
 
 // incompleteTail is how many bytes at the end of b start a UTF-8 sequence that is

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -433,5 +434,90 @@ func TestProgressPollTextKeepsCharacters(t *testing.T) {
 	read()
 	if got := text.String(); got != "price: € 12\n" {
 		t.Fatalf("polled text %q, want %q", got, "price: € 12\n")
+	}
+}
+
+// TestProgressPollSlowReaderHoldsLittle: a poll may ask for 16 MiB, and text that is
+// all control characters escapes to six times its size in JSON. The answer was built
+// whole before the first byte went out, and a client that did not read held all of it
+// (about 200 MB for 16 MiB of NUL bytes) for as long as it kept the connection. Now
+// the answer is written piece by piece from the log, so a reader that stalls holds one
+// piece; a reader that reads gets exactly the same bytes.
+func TestProgressPollSlowReaderHoldsLittle(t *testing.T) {
+	// Not parallel: it measures the process's heap.
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	const size = 16 << 20
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", fmt.Sprintf(
+		`{"calls":[{"id":"z","name":"execute_command","arguments":{"command":"head -c %d /dev/zero"}}]}`, size))
+	callID := messages(t, evs)["z"].str("call_id")
+	path := fmt.Sprintf("/v1/tool-calls/%s/progress?stream=stdout&offset=0&max_bytes=%d", callID, size)
+
+	code, _, body := d.do("GET", path, nil)
+	if code != 200 {
+		t.Fatalf("poll: %d %.300s", code, body)
+	}
+	validate(t, "ProgressChunk", body)
+	var ch struct {
+		Data       string `json:"data"`
+		NextOffset int64  `json:"next_offset"`
+		Finished   bool   `json:"finished"`
+	}
+	if err := json.Unmarshal(body, &ch); err != nil {
+		t.Fatal(err)
+	}
+	if ch.Data != strings.Repeat("\x00", size) || ch.NextOffset != size || !ch.Finished {
+		t.Fatalf("poll of %d NUL bytes: %d bytes of data, next_offset %d, finished %v", size, len(ch.Data), ch.NextOffset, ch.Finished)
+	}
+	body, ch.Data = nil, ""
+
+	// A character across the boundary of two pieces arrives whole, and one that
+	// max_bytes cuts is held back for the next poll, as from a single read.
+	_, evs = d.stream("/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"e","name":"execute_command","arguments":{"command":"head -c 65535 /dev/zero | tr '\\0' a; printf '\\342\\202\\254 end'"}}]}`)
+	euroID := messages(t, evs)["e"].str("call_id")
+	want := strings.Repeat("a", 65535) + "€ end"
+	for _, c := range []struct {
+		max      int
+		data     string
+		next     int64
+		finished bool
+	}{
+		{1 << 20, want, int64(len(want)), true},
+		{65537, want[:65535], 65535, false},
+	} {
+		code, _, body := d.do("GET", fmt.Sprintf("/v1/tool-calls/%s/progress?max_bytes=%d", euroID, c.max), nil)
+		ch.Data, ch.NextOffset, ch.Finished = "", 0, false
+		if err := json.Unmarshal(body, &ch); code != 200 || err != nil {
+			t.Fatalf("max_bytes %d: %d %v %.200s", c.max, code, err, body)
+		}
+		if ch.Data != c.data || ch.NextOffset != c.next || ch.Finished != c.finished || strings.Contains(string(body), "invalid_utf8") {
+			t.Errorf("max_bytes %d: %d bytes ending %q, next_offset %d, finished %v; want %d bytes ending %q, %d, %v",
+				c.max, len(ch.Data), ch.Data[max(len(ch.Data)-8, 0):], ch.NextOffset, ch.Finished, len(c.data), c.data[len(c.data)-8:], c.next, c.finished)
+		}
+	}
+
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	const stalled = 4
+	for range stalled {
+		c, err := net.Dial("tcp", strings.TrimPrefix(d.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // the answers fill the sockets and stall
+	if grew := int64(heap()) - int64(before); grew > 32<<20 {
+		t.Fatalf("%d polls of %d NUL bytes whose clients do not read hold %d MB", stalled, size, grew>>20)
 	}
 }
