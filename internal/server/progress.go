@@ -87,9 +87,9 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
 	s.writeProgress(w, resp, data, next, finished, max)
 }
 
-// progressPiece is how much of a log a poll holds at a time while it writes its
-// answer: a poll may ask for 16 MiB, text of control characters escapes to six times
-// that in JSON, and a client that stops reading would hold all that was not sent.
+// progressPiece is how much of a log a poll, or a stream's event, holds at a time
+// while it is written: a poll may ask for 16 MiB, text of control characters escapes
+// to six times that in JSON, and a client that stops reading holds what is unsent.
 const progressPiece = 64 << 10
 
 // writeProgress writes the answer to a poll whose first piece, read from
@@ -241,7 +241,7 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 		finished = true
 		for _, st := range streams {
 			for {
-				data, next, fin, err := s.Progress.Read(rec.ID, st, cursor[st], progress.DefaultReadMax)
+				data, next, fin, err := s.Progress.Read(rec.ID, st, cursor[st], progressPiece)
 				if err != nil {
 					return false, !errors.Is(err, progress.ErrUnknownCall)
 				}

@@ -521,3 +521,41 @@ func TestProgressPollSlowReaderHoldsLittle(t *testing.T) {
 		t.Fatalf("%d polls of %d NUL bytes whose clients do not read hold %d MB", stalled, size, grew>>20)
 	}
 }
+
+// TestProgressStreamsSlowReaderHoldsLittle: the progress SSE stream and a call's
+// events replay catch up from the output log; each event carried up to 1 MiB of
+// output, six times that once control characters are escaped, and a client that did
+// not read held it (about 17 MB a stream). Events now carry at most a piece of it.
+func TestProgressStreamsSlowReaderHoldsLittle(t *testing.T) {
+	// Not parallel: it measures the process's heap.
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"z","name":"execute_command","arguments":{"command":"head -c 8000000 /dev/zero | tr '\\\\0' '\\\\1'"}}]}`)
+	callID := messages(t, evs)["z"].str("call_id")
+	evs = nil
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	paths := []string{"/v1/tool-calls/" + callID + "/progress/stream", "/v1/tool-calls/" + callID + "/events"}
+	const stalled = 4
+	for i := range 2 * stalled {
+		c, err := net.Dial("tcp", strings.TrimPrefix(d.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", paths[i%2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // the streams fill the sockets and stall
+	if grew := int64(heap()) - int64(before); grew > 16<<20 {
+		t.Fatalf("%d progress streams and %d events replays whose clients do not read hold %d MB", stalled, stalled, grew>>20)
+	}
+}

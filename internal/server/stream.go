@@ -245,9 +245,9 @@ func (sw *streamWriter) complete(callID, toolCallID string) {
 func (sw *streamWriter) fill(callID, toolCallID, stream string, to int64) {
 	cur := sw.cursor(callID)
 	for to < 0 || cur[stream] < to {
-		max := progress.DefaultReadMax
+		max := progressPiece // what a client that stops reading holds, escaped
 		if to >= 0 {
-			max = int(min(to-cur[stream], int64(progress.DefaultReadMax)))
+			max = int(min(to-cur[stream], progressPiece))
 		}
 		data, next, _, err := sw.hub.Read(callID, stream, cur[stream], max)
 		if err != nil || len(data) == 0 {
