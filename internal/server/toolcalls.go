@@ -199,6 +199,17 @@ func (s *Server) getSessionToolCall(w http.ResponseWriter, r *http.Request) {
 
 type callListResponse struct {
 	Calls []callResponse `json:"calls"`
+	// Truncated: the listing stopped at store.ListBytes; ask for fewer (limit), or
+	// read the calls one by one.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+func toCallList(calls []*store.Call) callListResponse {
+	resp := callListResponse{Calls: make([]callResponse, 0, len(calls)), Truncated: store.ListCut(calls)}
+	for _, c := range calls {
+		resp.Calls = append(resp.Calls, toCallResponse(c))
+	}
+	return resp
 }
 
 func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
@@ -221,11 +232,7 @@ func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	resp := callListResponse{Calls: make([]callResponse, 0, len(calls))}
-	for _, c := range calls {
-		resp.Calls = append(resp.Calls, toCallResponse(c))
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, toCallList(calls))
 }
 
 // cancelToolCall cancels a call of this process that has not finished: a running one

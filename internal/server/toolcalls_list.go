@@ -38,9 +38,5 @@ func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	resp := callListResponse{Calls: make([]callResponse, 0, len(calls))}
-	for _, c := range calls {
-		resp.Calls = append(resp.Calls, toCallResponse(c))
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, toCallList(calls))
 }

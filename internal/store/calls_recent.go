@@ -111,19 +111,48 @@ func pgRecentCallsQuery(f CallFilter) (string, []any) {
 		ORDER BY created_at DESC, id DESC LIMIT $3`, []any{f.Tenant, statuses, f.limit()}
 }
 
-// collectCalls reads every row of rows (*sql.Rows or pgx.Rows) with scan; no rows is
-// an empty slice, not nil.
+// ListBytes bounds what one listing of calls reads: rows are taken in order until
+// their arguments and results pass it (the row that passes it included), so that a
+// listing of records holding megabytes each cannot take gigabytes. ListCut tells a
+// listing that stopped there.
+const ListBytes = 32 << 20
+
+// Size is what the call's arguments and result hold, in bytes.
+func (c *Call) Size() int {
+	n := len(c.Arguments)
+	if r := c.Result; r != nil {
+		n += len(r.Structured) + len(r.Details)
+		for _, b := range r.Content {
+			n += len(b.Text) + len(b.Data)
+		}
+	}
+	return n
+}
+
+// ListCut reports whether a listing stopped at ListBytes (there may be more).
+func ListCut(calls []*Call) bool {
+	n := 0
+	for _, c := range calls {
+		n += c.Size()
+	}
+	return n >= ListBytes
+}
+
+// collectCalls reads the rows of rows (*sql.Rows or pgx.Rows) with scan, up to
+// ListBytes; no rows is an empty slice, not nil.
 func collectCalls(rows interface {
 	Next() bool
 	Err() error
 }, scan func() (*Call, error)) ([]*Call, error) {
 	calls := []*Call{}
-	for rows.Next() {
+	size := 0
+	for size < ListBytes && rows.Next() {
 		c, err := scan()
 		if err != nil {
 			return nil, err
 		}
 		calls = append(calls, c)
+		size += c.Size()
 	}
 	return calls, rows.Err()
 }

@@ -1,0 +1,48 @@
+package server_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// A listing of calls whose arguments and results are megabytes each stops at
+// store.ListBytes and says so (truncated), instead of loading every record whole: a
+// thousand such records would have taken about 20 GB for one request.
+func TestCallListsStopAtTheirByteBudget(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	big := strings.Repeat("x", 3<<20) // 3 MiB of arguments, and as much of result
+	n := store.ListBytes/(6<<20) + 3
+	for i := range n {
+		_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c`+strconv.Itoa(i)+`","name":"echo","arguments":{"text":"`+big+`"}}]}`)
+		if m := messages(t, evs)["c"+strconv.Itoa(i)]; m.m["is_error"] != false {
+			t.Fatalf("call %d: %.300s", i, m.raw)
+		}
+	}
+	for _, path := range []string{"/v1/sessions/" + id + "/tool-calls?limit=1000", "/v1/tool-calls?limit=1000"} {
+		code, _, body := d.do("GET", path, nil)
+		var list struct {
+			Calls     []json.RawMessage `json:"calls"`
+			Truncated bool              `json:"truncated"`
+		}
+		if err := json.Unmarshal(body, &list); code != 200 || err != nil {
+			t.Fatalf("%s: %d %v", path, code, err)
+		}
+		if !list.Truncated || len(list.Calls) >= n || len(list.Calls) == 0 {
+			t.Errorf("%s: %d of %d calls, truncated %v; want fewer, and truncated", path, len(list.Calls), n, list.Truncated)
+		}
+		if len(body) > 2*store.ListBytes {
+			t.Errorf("%s: %d MiB answered", path, len(body)>>20)
+		}
+	}
+	// A small listing is whole and says nothing.
+	code, _, body := d.do("GET", "/v1/sessions/"+id+"/tool-calls?limit=1", nil)
+	if code != 200 || strings.Contains(string(body), `"truncated"`) {
+		t.Errorf("limit=1: %d %.200s", code, body)
+	}
+}
