@@ -106,7 +106,8 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := store.ApprovalFilter{Tenant: tenantOf(r), Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"), Limit: 100}
+	f := store.ApprovalFilter{Tenant: tenantOf(r), Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"), Limit: 100,
+		MaxBytes: store.ListBytes}
 	if f.Status != "" && !f.Status.Valid() {
 		s.writeError(w, r, errorf(CodeBadRequest, "status must be pending, approved, denied or expired"))
 		return
@@ -149,7 +150,11 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 			for i, a := range list {
 				out[i] = toApprovalJSON(a)
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+			resp := map[string]any{"approvals": out}
+			if store.ApprovalsCut(list, f.MaxBytes) {
+				resp["truncated"] = true // ask for fewer (limit), or page with before
+			}
+			writeJSON(w, http.StatusOK, resp)
 			return
 		}
 		select {

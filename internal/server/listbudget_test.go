@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
@@ -45,4 +46,31 @@ func TestCallListsStopAtTheirByteBudget(t *testing.T) {
 	if code != 200 || strings.Contains(string(body), `"truncated"`) {
 		t.Errorf("limit=1: %d %.200s", code, body)
 	}
+}
+
+// The same holds for approval listings: every call that waits for a person holds
+// its arguments in its approval request.
+func TestApprovalListsStopAtTheirByteBudget(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"write_file"}})["id"].(string)
+	big := strings.Repeat("x", 6<<20)
+	n := store.ListBytes/(6<<20) + 2
+	for i := range n {
+		_, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+			`{"calls":[{"id":"w`+strconv.Itoa(i)+`","name":"write_file","arguments":{"path":"f`+strconv.Itoa(i)+`","content":"`+big+`"}}]}`)
+		stop() // the request stays pending
+	}
+	code, _, body := d.do("GET", "/v1/approvals?status=pending&limit=1000", nil)
+	var list struct {
+		Approvals []json.RawMessage `json:"approvals"`
+		Truncated bool              `json:"truncated"`
+	}
+	if err := json.Unmarshal(body, &list); code != 200 || err != nil {
+		t.Fatalf("list: %d %v", code, err)
+	}
+	if !list.Truncated || len(list.Approvals) >= n || len(list.Approvals) == 0 {
+		t.Errorf("%d of %d approvals, truncated %v; want fewer, and truncated", len(list.Approvals), n, list.Truncated)
+	}
+	validate(t, "#/paths/~1v1~1approvals/get/responses/200/content/application~1json/schema", body)
 }

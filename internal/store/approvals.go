@@ -91,6 +91,22 @@ type ApprovalFilter struct {
 	// set too, ordered before (Before, BeforeID) — pass the last row of a page.
 	Before   time.Time
 	BeforeID string
+	// MaxBytes stops the listing once the approvals read hold this many bytes of
+	// arguments (the one that passes it included); <= 0: no bound. ApprovalsCut
+	// tells such a listing.
+	MaxBytes int
+}
+
+// full reports whether approvals holding n bytes of arguments reach f.MaxBytes.
+func (f ApprovalFilter) full(n int) bool { return f.MaxBytes > 0 && n >= f.MaxBytes }
+
+// ApprovalsCut reports whether a listing stopped at max bytes of arguments.
+func ApprovalsCut(list []*Approval, max int) bool {
+	n := 0
+	for _, a := range list {
+		n += len(a.Arguments)
+	}
+	return max > 0 && n >= max
 }
 
 // AuditEntry is one line of the audit log.

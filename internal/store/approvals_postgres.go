@@ -164,12 +164,14 @@ func (p *Postgres) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Appr
 	}
 	defer rows.Close()
 	out := []*Approval{}
-	for rows.Next() {
+	size := 0
+	for !f.full(size) && rows.Next() {
 		a, err := scanPGApproval(rows)
 		if err != nil {
 			return nil, fmt.Errorf("store: list approvals: %w", err)
 		}
 		out = append(out, a)
+		size += len(a.Arguments)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: list approvals: %w", err)

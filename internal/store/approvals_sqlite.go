@@ -166,12 +166,14 @@ func (s *SQLite) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Approv
 	}
 	defer rows.Close()
 	out := []*Approval{}
-	for rows.Next() {
+	size := 0
+	for !f.full(size) && rows.Next() {
 		a, err := scanSQLiteApproval(rows)
 		if err != nil {
 			return nil, fmt.Errorf("store: list approvals: %w", err)
 		}
 		out = append(out, a)
+		size += len(a.Arguments)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: list approvals: %w", err)
