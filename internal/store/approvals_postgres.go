@@ -380,3 +380,13 @@ func (p *Postgres) ClaimCall(ctx context.Context, callID, owner string, at time.
 	}
 	return fmt.Errorf("store: claim: %w", pgExplainCall(ctx, p.pool, callID))
 }
+
+// CountPendingApprovals counts the pending approvals of every tenant, without reading
+// them (the pending gauge).
+func (p *Postgres) CountPendingApprovals(ctx context.Context) (int, error) {
+	var n int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE status = 'pending'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count pending approvals: %w", err)
+	}
+	return n, nil
+}

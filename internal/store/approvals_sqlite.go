@@ -398,3 +398,13 @@ func (s *SQLite) ClaimCall(ctx context.Context, callID, owner string, at time.Ti
 	}
 	return fmt.Errorf("store: claim: %w", sqliteExplainCall(ctx, s.r, callID))
 }
+
+// CountPendingApprovals counts the pending approvals of every tenant, without reading
+// them (the pending gauge).
+func (s *SQLite) CountPendingApprovals(ctx context.Context) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM approvals WHERE status = 'pending'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count pending approvals: %w", err)
+	}
+	return n, nil
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -394,6 +395,14 @@ func testListApprovals(t *testing.T, s store.Store, as store.ApprovalStore) {
 			[]string{"apr_3a", "apr_2", "apr_1"}},
 		{"before a row, limited", store.ApprovalFilter{Before: at(5 * time.Second), BeforeID: "apr_5", Limit: 2},
 			[]string{"apr_4", "apr_3b"}},
+	}
+	// The pending gauge counts without reading: every tenant's pending requests.
+	if c, ok := as.(interface {
+		CountPendingApprovals(context.Context) (int, error)
+	}); !ok {
+		t.Errorf("%T cannot count pending approvals", as)
+	} else if n, err := c.CountPendingApprovals(t.Context()); err != nil || n != 4 {
+		t.Errorf("CountPendingApprovals = %d, %v; want 4 (apr_1, apr_3a, apr_3b, apr_4)", n, err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
