@@ -20,26 +20,8 @@ import (
 func TestSharedSessionState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, newManager := sharedStore(t)
 	n := store.NewInProcessNotifier(0)
-	replica := func(name string) *Manager {
-		m := newManager()
-		m.UseNotifier(n, name)
-		if err := m.Start(ctx, nil); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Stop)
-		return m
-	}
-	a, b := replica("a"), replica("b")
-	sa, _, err := a.Create(ctx, "t1", Spec{AvailableTools: []string{"echo", "other"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := b.Get(ctx, "t1", sa.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, sa, sb := twoReplicas(t, func(m *Manager, name string) { m.UseNotifier(n, name) })
 	// eventually: notifications are delivered asynchronously.
 	eventually := func(what string, cond func(*Session) bool) {
 		t.Helper()
@@ -173,25 +155,7 @@ func sharedStore(t *testing.T) (*store.SQLite, func() *Manager) {
 func TestReadThrough(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, newManager := sharedStore(t)
-	replica := func() *Manager {
-		m := newManager()
-		m.ReadThrough()
-		if err := m.Start(ctx, nil); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Stop)
-		return m
-	}
-	a, b := replica(), replica()
-	sa, _, err := a.Create(ctx, "t1", Spec{AvailableTools: []string{"echo", "other"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := b.Get(ctx, "t1", sa.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, sa, sb := twoReplicas(t, func(m *Manager, _ string) { m.ReadThrough() })
 	if !sb.Selected("other") {
 		t.Fatal("b starts narrowed")
 	}
@@ -232,4 +196,30 @@ func TestReadThrough(t *testing.T) {
 	if s, _ := a.Get(ctx, "t1", sa.ID); !s.Selected("echo") || !s.Selected("other") {
 		t.Fatal("a missed b's widening")
 	}
+}
+
+// twoReplicas starts managers a and b on one store, each set up by setup before
+// Start, and returns a session a created and b loaded.
+func twoReplicas(t *testing.T, setup func(m *Manager, name string)) (a, b *Manager, sa, sb *Session) {
+	t.Helper()
+	ctx := context.Background()
+	_, newManager := sharedStore(t)
+	replica := func(name string) *Manager {
+		m := newManager()
+		setup(m, name)
+		if err := m.Start(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		return m
+	}
+	a, b = replica("a"), replica("b")
+	sa, _, err := a.Create(ctx, "t1", Spec{AvailableTools: []string{"echo", "other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, err = b.Get(ctx, "t1", sa.ID); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, sa, sb
 }
