@@ -3,6 +3,9 @@ package store
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
@@ -38,40 +41,84 @@ func TestRecentCallsPlanSQLite(t *testing.T) {
 
 func TestRecentCallsPlanPostgres(t *testing.T) {
 	t.Parallel()
+	conn := pgConnNoSeqScan(t)
+	for _, tc := range recentPlanCases {
+		q, args := pgRecentCallsQuery(tc.f)
+		got := pgPlan(t, conn, q, args...)
+		if !strings.Contains(got, tc.index) || strings.Contains(got, "Sort") {
+			t.Errorf("%s: plan %q, want a scan of %s with no sort", tc.name, got, tc.index)
+		}
+	}
+}
+
+// pgConnNoSeqScan is a connection of a fresh PostgreSQL store on which sequential
+// scans are off: on an empty table one is cheapest, and the plan tests want to see
+// which index the planner can use.
+func pgConnNoSeqScan(t *testing.T) *pgxpool.Conn {
+	t.Helper()
 	s, err := OpenPostgres(t.Context(), pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	conn, err := s.pool.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	// An empty table makes a sequential scan cheapest; forbid it to see which index
-	// the planner can use.
+	t.Cleanup(conn.Release)
 	if _, err := conn.Exec(t.Context(), "SET enable_seqscan = off"); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Exec(t.Context(), "RESET enable_seqscan") //nolint:errcheck // best effort on a released test connection
-	for _, tc := range recentPlanCases {
-		q, args := pgRecentCallsQuery(tc.f)
-		rows, err := conn.Query(t.Context(), "EXPLAIN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
+	return conn
+}
+
+// pgPlan is PostgreSQL's plan of q (EXPLAIN, which does not run it), its lines
+// joined by "; ".
+func pgPlan(t *testing.T, conn *pgxpool.Conn, q string, args ...any) string {
+	t.Helper()
+	rows, err := conn.Query(t.Context(), "EXPLAIN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
 		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, strings.TrimSpace(line))
-		}
-		rows.Close()
-		got := strings.Join(plan, "; ")
-		if !strings.Contains(got, tc.index) || strings.Contains(got, "Sort") {
-			t.Errorf("%s: plan %q, want a scan of %s with no sort", tc.name, got, tc.index)
+		plan = append(plan, strings.TrimSpace(line))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
+}
+
+// Crash recovery and the replica sweep find a replica's unfinished calls through the
+// small partial index of unfinished calls, not the table nor an index of every call.
+func TestOwnerActivePlanSQLite(t *testing.T) {
+	t.Parallel()
+	s, err := OpenSQLite(t.Context(), t.TempDir()+"/plan.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := sqlitePlan(t, s, sqliteAbandonCalls, "failed", "{}", "{}", "failed", "failed", "2025-01-01T00:00:00.000000Z", "r1")
+	if !strings.Contains(got, "USING INDEX tool_calls_owner_active_idx") {
+		t.Errorf("plan %q, want a search of tool_calls_owner_active_idx", got)
+	}
+}
+
+func TestOwnerActivePlanPostgres(t *testing.T) {
+	t.Parallel()
+	conn := pgConnNoSeqScan(t)
+	for name, got := range map[string]string{
+		"abandon": pgPlan(t, conn, pgAbandonCalls, "failed", []byte("{}"), []byte("{}"), "failed", "failed", time.Now(), "r1"),
+		"stale":   pgPlan(t, conn, pgStaleReplicas, "r1", int64(1000)),
+	} {
+		if !strings.Contains(got, "tool_calls_owner_active_idx") {
+			t.Errorf("%s: plan %q, want tool_calls_owner_active_idx", name, got)
 		}
 	}
 }

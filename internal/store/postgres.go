@@ -322,6 +322,13 @@ func (p *Postgres) ListCalls(ctx context.Context, sessionID string, limit int) (
 	return calls, nil
 }
 
+// pgAbandonCalls fails a replica's unfinished calls. Its status condition is the
+// predicate of tool_calls_owner_active_idx, so that index answers it.
+const pgAbandonCalls = `UPDATE tool_calls SET status = $1,
+		result = CASE status WHEN 'pending' THEN $2::json ELSE $3::json END,
+		error_kind = CASE status WHEN 'pending' THEN $4 ELSE $5 END, finished_at = $6
+	WHERE owner = $7 AND status IN ('pending', 'running')`
+
 func (p *Postgres) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error) {
 	if err := checkResult(result); err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
@@ -339,11 +346,7 @@ func (p *Postgres) AbandonCalls(ctx context.Context, owner string, result *tool.
 		at = now()
 	}
 	// The CASEs read the status before the update.
-	tag, err := p.pool.Exec(ctx,
-		`UPDATE tool_calls SET status = $1,
-			result = CASE status WHEN 'pending' THEN $2::json ELSE $3::json END,
-			error_kind = CASE status WHEN 'pending' THEN $4 ELSE $5 END, finished_at = $6
-		WHERE owner = $7 AND status IN ('pending', 'running')`,
+	tag, err := p.pool.Exec(ctx, pgAbandonCalls,
 		string(CallFailed), encNS, enc, string(resultErrorKind(notStarted)), string(resultErrorKind(result)), utcMicro(at), owner)
 	if err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)

@@ -46,13 +46,17 @@ func (p *Postgres) GetReplica(ctx context.Context, id string) (*Replica, error) 
 	return &r, nil
 }
 
+// pgStaleReplicas finds replicas past their lease that still own unfinished calls;
+// tool_calls_owner_active_idx answers the EXISTS.
+const pgStaleReplicas = `SELECT id FROM replicas r WHERE id <> $1 AND last_seen < now() - $2 * interval '1 microsecond'
+	AND EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))`
+
 func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]ExpiredCall, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("store: expire replicas: lease %s is not positive: %w", lease, ErrInvalid)
 	}
 	leaseUS := lease.Microseconds()
-	rows, err := p.pool.Query(ctx, `SELECT id FROM replicas r WHERE id <> $1 AND last_seen < now() - $2 * interval '1 microsecond'
-		AND EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))`, self, leaseUS)
+	rows, err := p.pool.Query(ctx, pgStaleReplicas, self, leaseUS)
 	if err != nil {
 		return nil, fmt.Errorf("store: expire replicas: %w", err)
 	}

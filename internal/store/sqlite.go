@@ -443,6 +443,13 @@ func (s *SQLite) ListCalls(ctx context.Context, sessionID string, limit int) ([]
 	return calls, nil
 }
 
+// sqliteAbandonCalls fails a replica's unfinished calls. Its status condition is the
+// predicate of tool_calls_owner_active_idx, word for word, so that index answers it.
+const sqliteAbandonCalls = `UPDATE tool_calls SET status = ?,
+		result = CASE status WHEN 'pending' THEN ? ELSE ? END,
+		error_kind = CASE status WHEN 'pending' THEN ? ELSE ? END, finished_at = ?
+	WHERE owner = ? AND status IN ('pending', 'running')`
+
 func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error) {
 	if err := checkResult(result); err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
@@ -460,11 +467,7 @@ func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Re
 		at = now()
 	}
 	// The CASEs read the status before the update.
-	res, err := s.w.ExecContext(ctx,
-		`UPDATE tool_calls SET status = ?,
-			result = CASE status WHEN 'pending' THEN ? ELSE ? END,
-			error_kind = CASE status WHEN 'pending' THEN ? ELSE ? END, finished_at = ?
-		WHERE owner = ? AND status IN ('pending', 'running')`,
+	res, err := s.w.ExecContext(ctx, sqliteAbandonCalls,
 		string(CallFailed), sqliteText(encNS), sqliteText(enc), string(resultErrorKind(notStarted)), string(resultErrorKind(result)),
 		sqliteTime(at), owner)
 	if err != nil {
