@@ -106,7 +106,8 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := store.ApprovalFilter{Tenant: tenantOf(r), Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"), Limit: 100,
+	f := store.ApprovalFilter{Tenant: tenantOf(r), Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"),
+		CallID: q.Get("call_id"), Limit: 100,
 		MaxBytes: store.ListBytes}
 	if f.Status != "" && !f.Status.Valid() {
 		s.writeError(w, r, errorf(CodeBadRequest, "status must be pending, approved, denied or expired"))
@@ -119,6 +120,18 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.Limit = n
+	}
+	if v := q.Get("before"); v != "" {
+		a, err := s.Approvals.Store.GetApproval(r.Context(), v)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && a.Tenant != f.Tenant) {
+			s.writeError(w, r, errorf(CodeBadRequest, "before must be the id of a listed approval (apr_…): the last one of the previous page"))
+			return
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		f.Before, f.BeforeID = a.CreatedAt, a.ID
 	}
 	var wait time.Duration
 	if v := q.Get("wait"); v != "" {

@@ -47,15 +47,12 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 	announce := func(rec *store.Call) {
 		pending := false
 		if s.Approvals != nil {
-			list, err := s.Approvals.Store.ListApprovals(r.Context(), store.ApprovalFilter{Tenant: tenantOf(r), SessionID: rec.SessionID})
+			list, err := s.Approvals.Store.ListApprovals(r.Context(), store.ApprovalFilter{Tenant: tenantOf(r), CallID: rec.ID})
 			if err != nil {
 				return // the next wake reads them again
 			}
 			for i := len(list) - 1; i >= 0; i-- { // oldest first
 				a := list[i]
-				if a.CallID != rec.ID {
-					continue
-				}
 				pending = pending || a.Status == store.ApprovalPending
 				if !announced[a.ID] {
 					announced[a.ID] = true

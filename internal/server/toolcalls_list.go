@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,7 +10,8 @@ import (
 )
 
 // listToolCalls lists call records across sessions, newest first: what runs now
-// (?status=pending,running,waiting) and what ran, for consoles.
+// (?status=pending,running,waiting) and what ran, for consoles; ?before=tc_… pages
+// back from the last call of the previous page.
 func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.CallFilter{Tenant: tenantOf(r), Limit: 50}
@@ -32,6 +34,18 @@ func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	if v := q.Get("before"); v != "" {
+		c, err := s.Calls.GetCall(r.Context(), v)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != f.Tenant) {
+			s.writeError(w, r, errorf(CodeBadRequest, "before must be the id of a listed call (tc_…): the last one of the previous page"))
+			return
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		f.Before, f.BeforeID = c.CreatedAt, c.ID
 	}
 	calls, err := s.Calls.ListRecentCalls(r.Context(), f)
 	if err != nil {

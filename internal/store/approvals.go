@@ -85,6 +85,7 @@ type ApprovalFilter struct {
 	Tenant    string
 	Status    ApprovalStatus
 	SessionID string
+	CallID    string // the approvals of one call (approvals_call_id_idx)
 	// Limit caps the result; <= 0 means no limit.
 	Limit int
 	// Before pages backwards: only approvals created before it, or, when BeforeID is

@@ -144,6 +144,9 @@ func (p *Postgres) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Appr
 	if f.SessionID != "" {
 		where = append(where, "session_id = "+arg(f.SessionID))
 	}
+	if f.CallID != "" {
+		where = append(where, "call_id = "+arg(f.CallID))
+	}
 	switch {
 	case f.BeforeID != "":
 		where = append(where, "(created_at, id) < ("+arg(utcMicro(f.Before))+", "+arg(f.BeforeID)+")")

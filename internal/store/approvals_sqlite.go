@@ -145,10 +145,13 @@ func (s *SQLite) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Approv
 	if f.SessionID != "" {
 		add("session_id = ?", f.SessionID)
 	}
+	if f.CallID != "" {
+		add("call_id = ?", f.CallID)
+	}
 	switch {
 	case f.BeforeID != "":
 		b := sqliteTime(f.Before)
-		add("(created_at < ? OR (created_at = ? AND id < ?))", b, b, f.BeforeID)
+		add("(created_at, id) < (?, ?)", b, f.BeforeID)
 	case !f.Before.IsZero():
 		add("created_at < ?", sqliteTime(f.Before))
 	}

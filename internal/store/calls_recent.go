@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // CallFilter selects calls across sessions (for consoles: what runs now, what ran).
@@ -14,6 +15,11 @@ type CallFilter struct {
 	Statuses []CallStatus
 	// Limit caps the answer; <= 0 means 100.
 	Limit int
+	// Before pages backwards: only calls ordered after (Before, BeforeID) in the
+	// listing's order (created_at, then id, descending), such as the last call of the
+	// previous page. Zero Before: from the newest.
+	Before   time.Time
+	BeforeID string
 }
 
 func (f CallFilter) limit() int {
@@ -62,6 +68,12 @@ func sqliteRecentCallsQuery(f CallFilter) (string, []any) {
 			args = append(args, v)
 		}
 	}
+	if !f.Before.IsZero() {
+		// A row value, so that the index answers it as a range (an OR of the two
+		// conditions would walk every newer row of the tenant first).
+		q += ` AND (created_at, id) < (?, ?)`
+		args = append(args, sqliteTime(f.Before), f.BeforeID)
+	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	return q, append(args, f.limit())
 }
@@ -107,8 +119,13 @@ func pgRecentCallsQuery(f CallFilter) (string, []any) {
 	if f.activeOnly() {
 		cond = activeCondition
 	}
+	args := []any{f.Tenant, statuses, f.limit()}
+	if !f.Before.IsZero() {
+		cond += ` AND (created_at, id) < ($4, $5)`
+		args = append(args, utcMicro(f.Before), f.BeforeID)
+	}
 	return `SELECT ` + pgCallColumns + ` FROM tool_calls WHERE tenant = $1` + cond + ` AND ($2::text[] IS NULL OR status = ANY($2))
-		ORDER BY created_at DESC, id DESC LIMIT $3`, []any{f.Tenant, statuses, f.limit()}
+		ORDER BY created_at DESC, id DESC LIMIT $3`, args
 }
 
 // ListBytes bounds what one listing of calls reads: rows are taken in order until

@@ -21,6 +21,9 @@ var recentPlanCases = []struct {
 	{"all", CallFilter{Tenant: "acme"}, "tool_calls_tenant_created_idx"},
 	{"active", CallFilter{Tenant: "acme", Statuses: []CallStatus{CallPending, CallRunning, CallWaiting}}, "tool_calls_tenant_active_idx"},
 	{"running", CallFilter{Tenant: "acme", Statuses: []CallStatus{CallRunning}}, "tool_calls_tenant_active_idx"},
+	{"page", CallFilter{Tenant: "acme", Before: time.Now(), BeforeID: "tc_x"}, "tool_calls_tenant_created_idx"},
+	{"active page", CallFilter{Tenant: "acme", Statuses: []CallStatus{CallPending, CallRunning, CallWaiting}, Before: time.Now(), BeforeID: "tc_x"},
+		"tool_calls_tenant_active_idx"},
 }
 
 func TestRecentCallsPlanSQLite(t *testing.T) {
@@ -36,6 +39,9 @@ func TestRecentCallsPlanSQLite(t *testing.T) {
 		if !strings.Contains(got, "USING INDEX "+tc.index) || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan %q, want a search of %s with no sort", tc.name, got, tc.index)
 		}
+		if !tc.f.Before.IsZero() && !strings.Contains(got, "(created_at,id)<(?,?)") {
+			t.Errorf("%s: plan %q, want the page's cursor as a range of the index", tc.name, got)
+		}
 	}
 }
 
@@ -47,6 +53,9 @@ func TestRecentCallsPlanPostgres(t *testing.T) {
 		got := pgPlan(t, conn, q, args...)
 		if !strings.Contains(got, tc.index) || strings.Contains(got, "Sort") {
 			t.Errorf("%s: plan %q, want a scan of %s with no sort", tc.name, got, tc.index)
+		}
+		if !tc.f.Before.IsZero() && !strings.Contains(got, "AND (ROW(created_at, id) < ROW(") {
+			t.Errorf("%s: plan %q, want the page's cursor in the index condition", tc.name, got)
 		}
 	}
 }

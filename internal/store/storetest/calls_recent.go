@@ -44,6 +44,12 @@ func testListRecentCalls(t *testing.T, s store.Store) {
 			[]string{"tc_b5"}},
 		{"other tenant", store.CallFilter{Tenant: "other"}, []string{"tc_x4"}},
 		{"unknown tenant", store.CallFilter{Tenant: "nobody"}, []string{}},
+		{"page after a tie", store.CallFilter{Tenant: "acme", Before: at(5 * time.Second), BeforeID: "tc_b5", Limit: 2},
+			[]string{"tc_a5", "tc_a3"}},
+		{"page of live calls", store.CallFilter{Tenant: "acme", Statuses: []store.CallStatus{store.CallPending, store.CallRunning, store.CallWaiting},
+			Before: at(3 * time.Second), BeforeID: "tc_a3"}, []string{"tc_b2"}},
+		{"page past the oldest", store.CallFilter{Tenant: "acme", Before: at(1 * time.Second), BeforeID: "tc_a1"}, []string{}},
+		{"before a time", store.CallFilter{Tenant: "acme", Before: at(3 * time.Second)}, []string{"tc_b2", "tc_a1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +64,24 @@ func testListRecentCalls(t *testing.T, s store.Store) {
 				t.Errorf("ListRecentCalls(%+v) = %v, want %v", tt.f, ids(got), tt.want)
 			}
 		})
+	}
+	// Pages of 2, each after the last call of the one before, walk everything once.
+	var all []string
+	f := store.CallFilter{Tenant: "acme", Limit: 2}
+	for range 10 {
+		page, err := s.ListRecentCalls(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		all = append(all, ids(page)...)
+		last := page[len(page)-1]
+		f.Before, f.BeforeID = last.CreatedAt, last.ID
+	}
+	if want := []string{"tc_b5", "tc_a5", "tc_a3", "tc_b2", "tc_a1"}; !reflect.DeepEqual(all, want) {
+		t.Errorf("paging = %v, want %v", all, want)
 	}
 	// Full records, results included.
 	got, err := s.ListRecentCalls(t.Context(), store.CallFilter{Tenant: "acme", Statuses: []store.CallStatus{store.CallSucceeded}})
