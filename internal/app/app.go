@@ -27,6 +27,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
 	"github.com/toolserverd/toolserverd/internal/mcpserver"
 	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/retention"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/server"
 	"github.com/toolserverd/toolserverd/internal/session"
@@ -74,6 +75,9 @@ type App struct {
 
 	// sessionLockPool serializes sessions' unsafe calls across replicas (PostgreSQL).
 	sessionLockPool *store.PGSessionLocks
+
+	// retention deletes old call records and unused sessions (config retention).
+	retention *retention.Sweeper
 }
 
 // New builds every component. Close releases what New acquired.
@@ -231,6 +235,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, fmt.Errorf("config: tool_groups: %w", err)
 	}
 	a.Sessions.UseResources(a.Sandbox)
+	a.Sessions.UseRetention(a.Store, cfg.Retention.Sessions)
 	sessions := a.Sessions
 	a.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolserverd_sessions_live",
@@ -274,6 +279,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		a.Sessions.ReadThrough()
 	}
 	if err := a.Sessions.Start(context.WithoutCancel(ctx), log); err != nil {
+		return nil, err
+	}
+	if a.retention, err = retention.New(retention.Config{Calls: cfg.Retention.Calls, Sessions: cfg.Retention.Sessions},
+		a.Store, a.Sessions, a.Registry, log); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := a.retention.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, err
 	}
 	keys, ok := a.Store.(store.APIKeyStore)
@@ -606,6 +618,9 @@ func (a *App) Close() {
 	}
 	if a.stopNotifier != nil {
 		a.stopNotifier()
+	}
+	if a.retention != nil {
+		a.retention.Stop() // before the sessions and the store it deletes from
 	}
 	if a.Sessions != nil {
 		a.Sessions.Stop() // before the sandbox: the sweeper releases sandboxes

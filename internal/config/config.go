@@ -79,6 +79,8 @@ type Config struct {
 	// own format (provider_defined, executed here by a handler). YAML only.
 	ProviderTools []ProviderToolConfig `mapstructure:"provider_tools"`
 	Chain         ChainConfig          `mapstructure:"chain"`
+	// Retention deletes old call records and unused sessions; 0 keeps them forever.
+	Retention RetentionConfig `mapstructure:"retention"`
 	// Cluster is how replicas sharing one PostgreSQL find each other; unused with SQLite.
 	Cluster ClusterConfig `mapstructure:"cluster"`
 
@@ -181,6 +183,18 @@ type SessionsConfig struct {
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// MaxLive caps the sessions in memory (least recently used evicted first); 0: no cap.
 	MaxLive int `mapstructure:"max_live"`
+}
+
+// RetentionConfig bounds what the daemon keeps over time. 0 keeps forever (the default:
+// turning retention on deletes data, so it is the operator's choice).
+type RetentionConfig struct {
+	// Calls: a finished call's record, and its decided approvals, are deleted this
+	// long after the call finished.
+	Calls time.Duration `mapstructure:"calls"`
+	// Sessions: a session nothing used for this long is deleted, with its call
+	// records, tasks and scratchpad and the workspace directory the daemon made for
+	// it (never a workdir the client named).
+	Sessions time.Duration `mapstructure:"sessions"`
 }
 
 // ProgressConfig configures the live tool_progress channel.
@@ -705,6 +719,15 @@ func (c Config) Validate() error {
 	// "idle_timeout: 30ms" would evict constantly.
 	if d := c.Sessions.IdleTimeout; d < 0 || (d > 0 && d < time.Second) {
 		bad("sessions.idle_timeout", "%s must be 0 (never evict) or at least 1s", d)
+	}
+	// A retention of seconds would delete a call's record while its client still reads it.
+	for _, r := range []struct {
+		key string
+		d   time.Duration
+	}{{"retention.calls", c.Retention.Calls}, {"retention.sessions", c.Retention.Sessions}} {
+		if r.d < 0 || (r.d > 0 && r.d < time.Minute) {
+			bad(r.key, "%s must be 0 (keep forever) or at least 1m", r.d)
+		}
 	}
 	if c.Sessions.MaxLive < 0 {
 		bad("sessions.max_live", "%d is negative (0 means no cap)", c.Sessions.MaxLive)

@@ -107,6 +107,11 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"negative idle timeout", nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=-1m"}, "sessions.idle_timeout"},
 		{"idle timeout without unit", []string{"--config", write("sessions:\n  idle_timeout: 30\n")}, nil, "sessions.idle_timeout"},
 		{"negative live cap", nil, []string{"TOOLSERVER_SESSIONS_MAX_LIVE=-1"}, "sessions.max_live"},
+		{"negative call retention", nil, []string{"TOOLSERVER_RETENTION_CALLS=-1h"}, "retention.calls"},
+		{"call retention of seconds", nil, []string{"TOOLSERVER_RETENTION_CALLS=30s"}, "retention.calls"},
+		{"call retention not a duration", nil, []string{"TOOLSERVER_RETENTION_CALLS=weekly"}, "retention.calls"},
+		{"session retention of seconds", []string{"--config", write("retention:\n  sessions: 59s\n")}, nil, "retention.sessions"},
+		{"negative session retention", nil, []string{"TOOLSERVER_RETENTION_SESSIONS=-720h"}, "retention.sessions"},
 		{"zero min backoff", nil, []string{"TOOLSERVER_MCP_MIN_BACKOFF=0s"}, "mcp.min_backoff"},
 		{"max backoff below min", []string{"--config", write("mcp:\n  min_backoff: 5s\n  max_backoff: 1s\n")}, nil, "mcp.max_backoff"},
 	}
@@ -148,6 +153,25 @@ func TestSessionEvictionDefaults(t *testing.T) {
 	c, err = Load(nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=1s"})
 	if err != nil || c.Sessions.IdleTimeout != time.Second {
 		t.Fatalf("1s not accepted: %+v %v", c.Sessions, err)
+	}
+}
+
+// TestRetentionDefaultsKeepForever: without the keys nothing is deleted (an upgrade
+// must not delete anyone's data), and the keys read as durations from the file and
+// the environment.
+func TestRetentionDefaultsKeepForever(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, nil)
+	if err != nil || c.Retention.Calls != 0 || c.Retention.Sessions != 0 {
+		t.Fatalf("defaults: %+v, %v; want 0 and 0", c.Retention, err)
+	}
+	f := filepath.Join(t.TempDir(), "r.yaml")
+	if err := os.WriteFile(f, []byte("retention:\n  calls: 168h\n  sessions: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load([]string{"--config", f}, []string{"TOOLSERVER_RETENTION_SESSIONS=720h"})
+	if err != nil || c.Retention.Calls != 168*time.Hour || c.Retention.Sessions != 720*time.Hour {
+		t.Fatalf("from file and env: %+v, %v", c.Retention, err)
 	}
 }
 
@@ -304,6 +328,8 @@ func TestDurationsNeedAUnit(t *testing.T) {
 		{"permissions:\n  approval_ttl: 3600\n", "permissions.approval_ttl"},
 		{"mcp:\n  health_interval: 15\n", "mcp.health_interval"},
 		{"cors:\n  max_age: 1.5\n", "cors.max_age"},
+		{"retention:\n  calls: 86400\n", "retention.calls"},
+		{"retention:\n  sessions: 720\n", "retention.sessions"},
 		{"mcp_servers:\n  - {name: a, transport: stdio, command: x, connect_timeout: 5}\n", "connect_timeout"},
 		{"openapi:\n  - {name: a, spec: x, timeout: 30}\n", "timeout"},
 	}

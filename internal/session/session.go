@@ -112,6 +112,7 @@ type Session struct {
 	stale        atomic.Bool  // another replica changed the stored spec (shared.go)
 	applied      []byte       // the stored spec last applied from the store (ReadThrough)
 	savedResume  *resumeState // the resume part as last saved or applied from the store
+	storedUsed   time.Time    // the stored updated_at as this process last wrote or read it (retention.go)
 }
 
 // Subscribe receives the session's events that belong to no request: results of
@@ -242,8 +243,12 @@ type Manager struct {
 
 	mu       sync.Mutex
 	live     map[string]*Session
-	skills   *skills.Manager
-	protocol *toolmgr.Manager
+	loading  map[string]int           // sessions Get is loading from the store, how many times
+	deleting map[string]chan struct{} // sessions retention is deleting; closed when done
+	// retention deletes unused sessions (retention.go); nil: never.
+	retention *retention
+	skills    *skills.Manager
+	protocol  *toolmgr.Manager
 
 	// The sweeper (evict.go); kick asks it to sweep now (MaxLive passed).
 	sweepMu sync.Mutex
@@ -278,7 +283,7 @@ func NewManager(cfg Config, st Store, managers ...*toolmgr.Manager) (*Manager, e
 		return nil, err
 	}
 	return &Manager{cfg: cfg, store: st, managers: managers, live: map[string]*Session{}, protocol: protocolTools(cfg.Groups),
-		kick: make(chan struct{}, 1)}, nil
+		kick: make(chan struct{}, 1), loading: map[string]int{}, deleting: map[string]chan struct{}{}}, nil
 }
 
 // Create validates spec, persists a new session and returns it with warnings about
@@ -304,25 +309,26 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 		return nil, nil, fmt.Errorf("session: persist: %w", err)
 	}
 	sess.applied = raw // not live yet: no lock needed
+	sess.storedUsed = rec.UpdatedAt
 	m.admit(sess)
 	return sess, warnings, nil
 }
 
 // Get returns a session by id, loading it from the store when this process does not
 // hold it (after a restart or an eviction, or when another replica created it). A
-// session of another tenant is not found.
+// session of another tenant is not found. A session being deleted (retention) is
+// waited for: then it is not found, or, kept after all, loaded.
 func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) {
-	m.mu.Lock()
-	sess, ok := m.live[id]
-	if ok && sess.Tenant == tenant {
-		// Under m.mu, as evict checks it: a sweep either took the session out of live
-		// before this (and it is loaded again below) or sees it used now.
-		sess.touch()
+	sess, ok, err := m.lookup(ctx, tenant, id)
+	if err != nil {
+		return nil, err
 	}
-	m.mu.Unlock()
 	if ok {
 		if sess.Tenant != tenant {
 			return nil, ErrNotFound
+		}
+		if err := m.touchStored(ctx, sess); err != nil {
+			return nil, err
 		}
 		switch {
 		case m.readThrough:
@@ -335,6 +341,8 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 		}
 		return sess, nil
 	}
+	// lookup counted this load: retention does not delete the session meanwhile.
+	defer m.loaded(id)
 	rec, err := m.store.GetSession(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrNotFound
@@ -344,6 +352,10 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 	}
 	if rec.Tenant != tenant {
 		return nil, ErrNotFound
+	}
+	used, err := m.touchLoaded(ctx, rec)
+	if err != nil {
+		return nil, err
 	}
 	var stored storedSpec
 	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
@@ -355,7 +367,45 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 	}
 	sess.restore(stored.Resume)
 	sess.applied = rec.Spec // not live yet: no lock needed
+	sess.storedUsed = used
 	return m.admit(sess), nil
+}
+
+// lookup returns the live session id (ok), touched, or, when there is none, counts a
+// load of it (the caller calls loaded when done). It waits while retention deletes
+// the session.
+func (m *Manager) lookup(ctx context.Context, tenant, id string) (*Session, bool, error) {
+	for {
+		m.mu.Lock()
+		sess, ok := m.live[id]
+		if ok && sess.Tenant == tenant {
+			// Under m.mu, as evict checks it: a sweep either took the session out of
+			// live before this (and it is loaded again) or sees it used now.
+			sess.touch()
+		}
+		deleting := m.deleting[id]
+		if !ok && deleting == nil {
+			m.loading[id]++
+		}
+		m.mu.Unlock()
+		if ok || deleting == nil {
+			return sess, ok, nil
+		}
+		select {
+		case <-deleting:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// loaded ends a load counted by lookup.
+func (m *Manager) loaded(id string) {
+	m.mu.Lock()
+	if m.loading[id]--; m.loading[id] <= 0 {
+		delete(m.loading, id)
+	}
+	m.mu.Unlock()
 }
 
 // admit makes sess live and returns the live session of its id: sess, or the one

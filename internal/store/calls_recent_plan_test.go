@@ -166,3 +166,23 @@ func sqlitePlan(t *testing.T, s *SQLite, q string, args ...any) string {
 	}
 	return strings.Join(plan, "; ")
 }
+
+// TestRetentionPlanSQLite: retention's batches are read from their indexes, oldest
+// first, without reading every call or session ever recorded or sorting them.
+func TestRetentionPlanSQLite(t *testing.T) {
+	t.Parallel()
+	s, err := OpenSQLite(t.Context(), t.TempDir()+"/plan.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct{ name, q, index string }{
+		{"finished calls", sqliteFinishedCalls, "tool_calls_finished_idx"},
+		{"unused sessions", sqliteUnusedSessions + ` ORDER BY updated_at, id LIMIT ?`, "sessions_updated_idx"},
+	} {
+		got := sqlitePlan(t, s, tc.q, "2025-01-01", 10)
+		if !strings.Contains(got, "USING INDEX "+tc.index) || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want a search of %s with no sort", tc.name, got, tc.index)
+		}
+	}
+}

@@ -92,6 +92,9 @@ type Store interface {
 	// NotStartedResult: used at start-up for calls a previous process left behind.
 	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error)
 
+	// Retention deletes old call records and unused sessions (retention.go).
+	Retention
+
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
 	Close() error

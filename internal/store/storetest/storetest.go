@@ -54,6 +54,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GroupCommitRecordError", testGroupCommitRecordError},
 		{"GroupCommitStopDrains", testGroupCommitStopDrains},
 		{"GroupCommitStoreFailure", testGroupCommitStoreFailure},
+		{"DeleteFinishedCalls", testDeleteFinishedCalls},
+		{"DeleteFinishedCallsConcurrent", testDeleteFinishedCallsConcurrent},
+		{"UnusedSessions", testUnusedSessions},
+		{"DeleteUnusedSession", testDeleteUnusedSession},
+		{"DeleteUnusedSessionConcurrent", testDeleteUnusedSessionConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,247 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// Retention (config retention.sessions). A session nothing has used for the retention
+// is deleted: its stored record with everything of its own (store.Retention says
+// what) and the workspace directory the daemon made for it under Config.WorkspaceDir.
+// A workdir the client named is never touched: it is the client's checkout.
+//
+// Eviction only drops a session from memory; this deletes it. What counts as a use
+// has to be visible to every replica, so it is the store's updated_at: written when
+// the session is created or its spec changes and, with retention on, when it is used
+// (touchStored, touchLoaded): a use of a session whose stored time is touchEvery old
+// writes it. The sweep writes it too for the live sessions something holds (a call,
+// a subscription, a job). So the stored time is at most touchEvery behind the last
+// use, and a session is deleted once it is older than the retention plus touchEvery.
+// The store deletes only under the session row's lock and after checking again that
+// it is unused (no unfinished or recent call, no pending approval): a replica that
+// touched it first keeps it, and one that touches it after finds it gone.
+//
+// In this process a session that is live, or that Get is loading, is not deleted;
+// a Get that arrives while it is being deleted waits for the outcome (lookup).
+
+// RetentionStore is what deleting unused sessions needs of the store.
+type RetentionStore interface {
+	UnusedSessions(ctx context.Context, before time.Time, after *store.Session, limit int) ([]*store.Session, error)
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+}
+
+type retention struct {
+	store      RetentionStore
+	after      time.Duration // unused this long: deleted
+	touchEvery time.Duration // a use is written to the store when the stored one is this old
+}
+
+// UseRetention makes the manager record sessions' uses in st and lets DeleteUnused
+// delete the sessions unused for after. after <= 0 turns retention off. Call it
+// before serving.
+func (m *Manager) UseRetention(st RetentionStore, after time.Duration) {
+	if after <= 0 || st == nil {
+		m.retention = nil
+		return
+	}
+	m.retention = &retention{store: st, after: after, touchEvery: touchEvery(after)}
+}
+
+// touchEvery: an eighth of the retention (a session outlives its last use by at most
+// that much more), at least a second, at most an hour (one write an hour for a
+// session in constant use).
+func touchEvery(after time.Duration) time.Duration {
+	return min(max(after/8, time.Second), time.Hour)
+}
+
+// touchStored records a use of the live session s in the store when the stored time
+// is touchEvery old. A session the store no longer has was deleted by another
+// replica: it is dropped from memory and not found. Other failures are ignored (the
+// next use tries again).
+func (m *Manager) touchStored(ctx context.Context, s *Session) error {
+	r := m.retention
+	if r == nil {
+		return nil
+	}
+	now := time.Now()
+	s.mu.Lock()
+	due := now.Sub(s.storedUsed) >= r.touchEvery
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	err := r.store.TouchSession(ctx, s.ID, now.UTC())
+	switch {
+	case err == nil:
+		s.mu.Lock()
+		if now.After(s.storedUsed) {
+			s.storedUsed = now
+		}
+		s.mu.Unlock()
+	case errors.Is(err, store.ErrNotFound):
+		m.mu.Lock()
+		if m.live[s.ID] == s {
+			delete(m.live, s.ID)
+		}
+		m.mu.Unlock()
+		return ErrNotFound
+	}
+	return nil
+}
+
+// touchLoaded records the use of a session Get is loading, when its stored time is
+// touchEvery old, and returns the stored time as it is now.
+func (m *Manager) touchLoaded(ctx context.Context, rec *store.Session) (time.Time, error) {
+	r := m.retention
+	now := time.Now()
+	if r == nil || now.Sub(rec.UpdatedAt) < r.touchEvery {
+		return rec.UpdatedAt, nil
+	}
+	err := r.store.TouchSession(ctx, rec.ID, now.UTC())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return time.Time{}, ErrNotFound
+	case err != nil:
+		return rec.UpdatedAt, nil
+	}
+	return now, nil
+}
+
+// retentionPage is how many candidate sessions the sweep reads at once.
+const retentionPage = 500
+
+// DeleteUnused deletes the sessions unused since now minus the retention (and
+// touchEvery: see above), and returns how many sessions and call records it deleted.
+// Before that it records the use of the live sessions something holds, and evicts
+// the live ones unused for the retention so that they can go. Without retention
+// (UseRetention) it does nothing.
+func (m *Manager) DeleteUnused(ctx context.Context, now time.Time) (sessions, calls int, err error) {
+	r := m.retention
+	if r == nil {
+		return 0, 0, nil
+	}
+	var errs []error
+	errs = append(errs, m.retainLive(ctx, now))
+	cutoff := now.Add(-r.after - r.touchEvery).UTC()
+	var after *store.Session
+	for {
+		page, err := r.store.UnusedSessions(ctx, cutoff, after, retentionPage)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		for _, rec := range page {
+			gone, n, err := m.deleteUnused(ctx, rec, cutoff)
+			if gone {
+				sessions++
+			}
+			calls += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(page) < retentionPage || ctx.Err() != nil {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	return sessions, calls, errors.Join(errs...)
+}
+
+// retainLive writes the use of the live sessions something holds or runs a job for,
+// and evicts the live ones nothing used for the retention.
+func (m *Manager) retainLive(ctx context.Context, now time.Time) error {
+	r := m.retention
+	m.mu.Lock()
+	sessions := make([]*Session, 0, len(m.live))
+	for _, s := range m.live {
+		sessions = append(sessions, s)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		seen, unused := s.unused()
+		busy := m.res != nil && m.res.Busy(s.Info)
+		switch {
+		case !unused || busy:
+			_ = m.touchStored(ctx, s)
+		case now.Sub(seen) >= r.after:
+			if _, err := m.evict(ctx, s, seen); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteUnused deletes one candidate unless this process has it live or is loading
+// it, then its workspace directory when the daemon made it. gone reports that this
+// call deleted the session; calls, how many call records went with it.
+func (m *Manager) deleteUnused(ctx context.Context, rec *store.Session, cutoff time.Time) (gone bool, calls int, err error) {
+	id := rec.ID
+	m.mu.Lock()
+	_, live := m.live[id]
+	if live || m.loading[id] > 0 || m.deleting[id] != nil {
+		m.mu.Unlock()
+		return false, 0, nil
+	}
+	done := make(chan struct{})
+	m.deleting[id] = done
+	m.mu.Unlock()
+	release := func() {
+		m.mu.Lock()
+		delete(m.deleting, id)
+		m.mu.Unlock()
+		close(done)
+	}
+	for {
+		n, deleted, err := m.retention.store.DeleteUnusedSession(ctx, id, cutoff, 0)
+		calls += n
+		switch {
+		case errors.Is(err, store.ErrConflict): // used meanwhile, maybe on another replica
+			release()
+			return false, calls, nil
+		case errors.Is(err, store.ErrNotFound): // another replica deleted it
+		case err != nil:
+			release()
+			return false, calls, fmt.Errorf("session %s: deleting it: %w", id, err)
+		case !deleted:
+			continue // more call records than one transaction takes
+		default:
+			gone = true
+		}
+		break
+	}
+	// From here the store does not have the session: a Get finds nothing, so nothing
+	// makes its directory again, and the waiting ones can go on.
+	release()
+	if err := m.removeWorkspace(rec); err != nil {
+		return gone, calls, err
+	}
+	return gone, calls, nil
+}
+
+// removeWorkspace deletes the directory the daemon made for a session that named no
+// workdir. A session that named one, or whose spec cannot be read, keeps it.
+func (m *Manager) removeWorkspace(rec *store.Session) error {
+	var spec storedSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil || spec.Workdir != "" {
+		return nil
+	}
+	if !filepath.IsLocal(rec.ID) || strings.ContainsAny(rec.ID, `/\`) || strings.HasPrefix(rec.ID, ".") {
+		return nil // not a name workdir could have made
+	}
+	if err := os.RemoveAll(filepath.Join(m.cfg.WorkspaceDir, rec.ID)); err != nil {
+		return fmt.Errorf("session %s: removing its workspace: %w", rec.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// runEcho runs one call of echo in sess and waits for its record to be final.
+func (e *evictEnv) runEcho(t *testing.T, sess *Session) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := e.x.Plan(sess, Batch{Calls: []CallRequest{{ToolCallID: "c1", Name: "echo"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.x.Execute(ctx, p, func(Event) {})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		calls, err := e.st.ListCalls(ctx, sess.ID, 0)
+		if err == nil && len(calls) == 1 && calls[0].Status.Terminal() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call's record is not final: %v, %v", calls, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestRetentionDeletesUnusedSessions: past the retention, a session nothing used goes
+// from the store with its call records and the workspace directory the daemon made
+// for it; one that named its own workdir goes too, but its workdir and the files in
+// it stay; a live session something holds stays whole.
+func TestRetentionDeletesUnusedSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	checkout := filepath.Join(root, "checkout")
+	if err := mkdirs(checkout); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(checkout, "main.go"), []byte("package main\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEvictEnv(t, Config{WorkdirRoots: []string{root}})
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+
+	old, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldDir := old.Info.Workdir
+	if filepath.Dir(oldDir) != e.m.cfg.WorkspaceDir {
+		t.Fatalf("workspace %s is not under %s", oldDir, e.m.cfg.WorkspaceDir)
+	}
+	if err := os.WriteFile(filepath.Join(oldDir, "notes.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.runEcho(t, old)
+	user, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}, Workdir: checkout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runEcho(t, user)
+	held, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unsubscribe := held.Subscribe(1) // a client follows its events: live, in use
+	defer unsubscribe()
+
+	// Within the retention nothing goes.
+	if n, calls, err := e.m.DeleteUnused(ctx, time.Now().Add(keep/2)); n != 0 || calls != 0 || err != nil {
+		t.Fatalf("DeleteUnused within the retention = %d, %d, %v", n, calls, err)
+	}
+	n, calls, err := e.m.DeleteUnused(ctx, time.Now().Add(2*keep))
+	if err != nil || n != 2 || calls != 2 {
+		t.Fatalf("DeleteUnused = %d sessions, %d calls, %v; want 2, 2", n, calls, err)
+	}
+	for _, s := range []*Session{old, user} {
+		if _, err := e.st.GetSession(ctx, s.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s still stored: %v", s.ID, err)
+		}
+		if cs, err := e.st.ListCalls(ctx, s.ID, 0); err != nil || len(cs) != 0 {
+			t.Errorf("%s: %d call records left (%v)", s.ID, len(cs), err)
+		}
+		if _, err := e.m.Get(ctx, "t1", s.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(%s) after deletion: %v, want ErrNotFound", s.ID, err)
+		}
+	}
+	if exists(t, oldDir) {
+		t.Errorf("the daemon's workspace %s was not removed", oldDir)
+	}
+	if !exists(t, filepath.Join(checkout, "main.go")) {
+		t.Error("the client's own workdir lost its files")
+	}
+	if _, err := e.st.GetSession(ctx, held.ID); err != nil {
+		t.Errorf("the held session was deleted: %v", err)
+	}
+	if !exists(t, held.Info.Workdir) || !e.isLive(held.ID) {
+		t.Error("the held session lost its workspace or left memory")
+	}
+	// Let go of it: the next sweep past the retention takes it.
+	unsubscribe()
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now().Add(2*keep)); err != nil || n != 1 || exists(t, held.Info.Workdir) {
+		t.Fatalf("after unsubscribing: deleted %d (%v), workspace there %v", n, err, exists(t, held.Info.Workdir))
+	}
+}
+
+// TestRetentionOtherReplicaUse: two managers over one store are two replicas. A
+// session stored long ago that one replica loads (a use, recorded in the store) is
+// not deleted by the other's sweep; left alone for the retention, it is, and the
+// first replica's next use finds it gone.
+func TestRetentionOtherReplicaUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	tm := toolmgr.New()
+	tm.MustRegister(named{"echo", "builtin"})
+	other, err := NewManager(Config{WorkspaceDir: e.m.cfg.WorkspaceDir}, e.st, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.UseRetention(e.st, keep)
+
+	spec, _ := json.Marshal(storedSpec{Spec: Spec{AvailableTools: []string{"echo"}}})
+	long := time.Now().Add(-3 * keep).UTC()
+	if err := e.st.CreateSession(ctx, &store.Session{ID: "ses_old", Tenant: "t1", Spec: spec, CreatedAt: long, UpdatedAt: long}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Get(ctx, "t1", "ses_old"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now()); err != nil || n != 0 {
+		t.Fatalf("a session the other replica just used was deleted: %d, %v", n, err)
+	}
+	rec, err := e.st.GetSession(ctx, "ses_old")
+	if err != nil || time.Since(rec.UpdatedAt) > time.Minute {
+		t.Fatalf("the use was not recorded: %v, %v", rec, err)
+	}
+	// Nobody uses it for the retention (and the touch interval).
+	n, _, err := e.m.DeleteUnused(ctx, time.Now().Add(keep+touchEvery(keep)+time.Second))
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteUnused = %d, %v; want it deleted", n, err)
+	}
+	// The other replica still holds it in memory; its stored time is old to it (as it
+	// would be after the retention): the next use learns it is gone.
+	s, _ := func() (*Session, bool) {
+		other.mu.Lock()
+		defer other.mu.Unlock()
+		s, ok := other.live["ses_old"]
+		return s, ok
+	}()
+	s.mu.Lock()
+	s.storedUsed = time.Now().Add(-2 * keep)
+	s.mu.Unlock()
+	if _, err := other.Get(ctx, "t1", "ses_old"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get on the other replica after deletion: %v, want ErrNotFound", err)
+	}
+	if other.Live() != 0 {
+		t.Errorf("the deleted session stayed in the other replica's memory")
+	}
+}
+
+// TestRetentionSkipsLoading: a session Get is loading is not deleted; one being
+// deleted makes Get wait and then not find it.
+func TestRetentionSkipsLoading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{IdleTimeout: time.Minute})
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	sess, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.m.Sweep(ctx, time.Now().Add(time.Hour)); n != 1 || err != nil {
+		t.Fatalf("evicted %d, %v", n, err)
+	}
+	later := time.Now().Add(3 * keep)
+	e.m.mu.Lock()
+	e.m.loading[sess.ID]++ // as Get does between reading the record and admitting it
+	e.m.mu.Unlock()
+	if n, _, err := e.m.DeleteUnused(ctx, later); n != 0 || err != nil {
+		t.Fatalf("a session being loaded was deleted: %d, %v", n, err)
+	}
+	e.m.loaded(sess.ID)
+	if !exists(t, sess.Info.Workdir) {
+		t.Fatal("workspace removed while loading")
+	}
+
+	// Many Gets race one sweep: each either loaded the session (then it is live and
+	// kept, workspace and all) or found it deleted; never a live session without its
+	// record or workspace.
+	var wg sync.WaitGroup
+	results := make([]error, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, results[i] = e.m.Get(ctx, "t1", sess.ID)
+		}()
+	}
+	deleted, _, err := e.m.DeleteUnused(ctx, later)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stErr := e.st.GetSession(ctx, sess.ID)
+	for _, r := range results {
+		switch {
+		case r == nil && (stErr != nil || !exists(t, sess.Info.Workdir) || !e.isLive(sess.ID)):
+			t.Fatalf("a Get got the session but it was deleted: store %v", stErr)
+		case r != nil && !errors.Is(r, ErrNotFound):
+			t.Fatalf("Get: %v", r)
+		}
+	}
+	if (deleted == 1) != errors.Is(stErr, store.ErrNotFound) {
+		t.Fatalf("sweep says %d deleted, store says %v", deleted, stErr)
+	}
+}

@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Retention: how the store forgets what is old (config retention.calls and
+// retention.sessions). Both stores implement it; the conformance suite checks it.
+//
+// A finished call record (CallStatus.Terminal) goes once its finished_at is older than
+// the cutoff, with its approvals (decided or expired: an approval is a copy of its
+// call's request, arguments included, and would otherwise be listed pointing at a call
+// that no longer exists). A call with a pending approval stays. The audit log is never
+// touched: it is the lasting record of who decided what, and holds no arguments.
+//
+// A session goes once it is unused at the cutoff (SessionUnused), with every record
+// that belongs to it only: its call records and their approvals, its tasks and its
+// scratchpad. Memories are the tenant's and stay. Its workspace directory is the
+// session manager's business.
+
+// RetentionBatch is how many call records one retention transaction deletes at most
+// when the caller gives no limit: a first sweep over millions of rows is many short
+// transactions, never one that holds the writer (SQLite) or a long lock.
+const RetentionBatch = 1000
+
+// Retention is the part of Store that forgets.
+type Retention interface {
+	// DeleteFinishedCalls deletes, in one transaction, at most limit (<= 0:
+	// RetentionBatch) call records that finished before before, oldest first, and
+	// their approvals. A call that is not terminal, or has a pending approval, stays.
+	// It returns how many calls it deleted: fewer than limit means no more are due.
+	DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error)
+	// UnusedSessions returns at most limit (<= 0: RetentionBatch) sessions whose
+	// updated_at is before before, ordered by (updated_at, id) and after the cursor
+	// after (the last session of the previous page; nil: from the start). It is a
+	// list of candidates: DeleteUnusedSession decides.
+	UnusedSessions(ctx context.Context, before time.Time, after *Session, limit int) ([]*Session, error)
+	// TouchSession records a use of the session at at: its updated_at becomes at,
+	// unless it is later already. Unknown session: ErrNotFound (another process
+	// deleted it).
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	// DeleteUnusedSession deletes session id with its call records, their approvals,
+	// its tasks and scratchpad, if the session is unused at before: its updated_at is
+	// before it, none of its calls is unfinished, created or finished at or after it,
+	// and none of its approvals is pending. Unknown session: ErrNotFound; in use:
+	// ErrConflict. One transaction deletes at most limit (<= 0: RetentionBatch) call
+	// records; a session with more loses that many and gone is false: call again
+	// (each call checks again that the session is unused). gone is true once the
+	// session itself is deleted. The check and the delete are one transaction under
+	// the session row's lock (PostgreSQL) or the writer's (SQLite), so replicas
+	// sweeping at once delete a session once, and a TouchSession that committed
+	// first keeps it.
+	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+}
+
+var (
+	_ Retention = (*SQLite)(nil)
+	_ Retention = (*Postgres)(nil)
+)
+
+// terminalStatuses is CallStatus.Terminal in SQL.
+const terminalStatuses = `('succeeded', 'failed')`
+
+// sessionUnusedCond is DeleteUnusedSession's test in either dialect, for the session
+// aliased s, given the placeholder of the cutoff (used three times: pass it three
+// times in SQLite).
+func sessionUnusedCond(c1, c2, c3 string) string {
+	return `s.updated_at < ` + c1 + `
+		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.session_id = s.id
+			AND (c.status NOT IN ` + terminalStatuses + ` OR c.created_at >= ` + c2 + ` OR c.finished_at >= ` + c3 + `))
+		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.session_id = s.id AND a.status = 'pending')`
+}
+
+func retentionLimit(limit int) int {
+	if limit <= 0 {
+		return RetentionBatch
+	}
+	return limit
+}
