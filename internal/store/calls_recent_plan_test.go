@@ -176,13 +176,30 @@ func TestRetentionPlanSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for _, tc := range []struct{ name, q, index string }{
-		{"finished calls", sqliteFinishedCalls, "tool_calls_finished_idx"},
-		{"unused sessions", sqliteUnusedSessions + ` ORDER BY updated_at, id LIMIT ?`, "sessions_updated_idx"},
+	for _, tc := range []struct {
+		name, q, index string
+		args           []any
+	}{
+		{"finished calls", sqliteFinishedCalls, "tool_calls_tenant_created_idx (tenant=? AND created_at<?)", []any{"acme", "2025-01-01", "2025-01-01", 10}},
+		{"unused sessions", sqliteUnusedSessions + ` ORDER BY updated_at, id LIMIT ?`, "sessions_updated_idx", []any{"2025-01-01", 10}},
 	} {
-		got := sqlitePlan(t, s, tc.q, "2025-01-01", 10)
+		got := sqlitePlan(t, s, tc.q, tc.args...)
 		if !strings.Contains(got, "USING INDEX "+tc.index) || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan %q, want a search of %s with no sort", tc.name, got, tc.index)
 		}
+	}
+	// The tenants come from index probes, not a scan of the calls.
+	if got := sqlitePlan(t, s, retentionTenants); strings.Contains(got, "SCAN tool_calls") {
+		t.Errorf("tenants: plan %q, want no scan of tool_calls", got)
+	}
+}
+
+// TestRetentionPlanPostgres: as on SQLite, the finished calls of a tenant are a range
+// of tool_calls_tenant_created_idx.
+func TestRetentionPlanPostgres(t *testing.T) {
+	t.Parallel()
+	conn := pgConnNoSeqScan(t)
+	if got := pgPlan(t, conn, pgFinishedCalls, time.Now(), 10, "acme"); !strings.Contains(got, "tool_calls_tenant_created_idx") {
+		t.Errorf("finished calls: plan %q, want tool_calls_tenant_created_idx", got)
 	}
 }

@@ -26,10 +26,13 @@ const RetentionBatch = 1000
 
 // Retention is the part of Store that forgets.
 type Retention interface {
-	// DeleteFinishedCalls deletes, in one transaction, at most limit (<= 0:
-	// RetentionBatch) call records that finished before before, oldest first, and
-	// their approvals. A call that is not terminal, or has a pending approval, stays.
+	// DeleteFinishedCalls deletes at most limit (<= 0: RetentionBatch) call records
+	// that finished before before, and their approvals: tenant by tenant, the oldest
+	// created first. A call that is not terminal, or has a pending approval, stays.
 	// It returns how many calls it deleted: fewer than limit means no more are due.
+	// A call finishes after it was created, so the due ones are among those created
+	// before the cutoff: a range of tool_calls_tenant_created_idx, which every record
+	// pays for already (an index on finished_at would cost each one more).
 	DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error)
 	// UnusedSessions returns at most limit (<= 0: RetentionBatch) sessions whose
 	// updated_at is before before, ordered by (updated_at, id) and after the cursor
@@ -58,6 +61,15 @@ var (
 	_ Retention = (*SQLite)(nil)
 	_ Retention = (*Postgres)(nil)
 )
+
+// retentionTenants lists the tenants that have call records, from
+// tool_calls_tenant_created_idx (one index probe per tenant, not a scan): the
+// recursive query steps from each tenant to the next. Same text in both dialects.
+const retentionTenants = `WITH RECURSIVE t(tenant) AS (
+		SELECT MIN(tenant) FROM tool_calls
+		UNION ALL
+		SELECT (SELECT MIN(tenant) FROM tool_calls WHERE tenant > t.tenant) FROM t WHERE t.tenant IS NOT NULL)
+	SELECT tenant FROM t WHERE tenant IS NOT NULL`
 
 // terminalStatuses is CallStatus.Terminal in SQL.
 const terminalStatuses = `('succeeded', 'failed')`

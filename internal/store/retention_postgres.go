@@ -10,24 +10,43 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DeleteFinishedCalls is one statement: the calls it picks are locked (others sweeping
-// at the same time skip them and take the next ones) and deleted with their approvals.
+// pgFinishedCalls deletes a tenant's part of DeleteFinishedCalls' batch, a range of
+// tool_calls_tenant_created_idx, in one statement: the calls it picks are locked
+// (others sweeping at the same time skip them and take the next ones) and deleted
+// with their approvals. Args: cutoff, limit, tenant.
+const pgFinishedCalls = `WITH doomed AS (
+		SELECT c.id FROM tool_calls c
+		WHERE c.tenant = $3 AND c.created_at < $1 AND c.finished_at < $1 AND c.status IN ` + terminalStatuses + `
+		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
+		ORDER BY c.created_at, c.id LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	), approvals_gone AS (
+		DELETE FROM approvals a USING doomed d WHERE a.call_id = d.id AND a.status <> 'pending'
+	)
+	DELETE FROM tool_calls c USING doomed d WHERE c.id = d.id`
+
+// DeleteFinishedCalls runs pgFinishedCalls tenant by tenant until limit calls are gone.
 func (p *Postgres) DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := p.pool.Exec(ctx, `WITH doomed AS (
-			SELECT c.id FROM tool_calls c
-			WHERE c.finished_at < $1 AND c.status IN `+terminalStatuses+`
-			AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
-			ORDER BY c.finished_at LIMIT $2
-			FOR UPDATE SKIP LOCKED
-		), approvals_gone AS (
-			DELETE FROM approvals a USING doomed d WHERE a.call_id = d.id AND a.status <> 'pending'
-		)
-		DELETE FROM tool_calls c USING doomed d WHERE c.id = d.id`,
-		utcMicro(before), retentionLimit(limit))
+	rows, err := p.pool.Query(ctx, retentionTenants)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+		return 0, fmt.Errorf("store: delete finished calls: tenants: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("store: delete finished calls: tenants: %w", err)
+	}
+	limit = retentionLimit(limit)
+	n := 0
+	for _, tenant := range tenants {
+		tag, err := p.pool.Exec(ctx, pgFinishedCalls, utcMicro(before), limit-n, tenant)
+		if err != nil {
+			return n, fmt.Errorf("store: delete finished calls: %w", err)
+		}
+		if n += int(tag.RowsAffected()); n == limit {
+			break
+		}
+	}
+	return n, nil
 }
 
 func (p *Postgres) UnusedSessions(ctx context.Context, before time.Time, after *Session, limit int) ([]*Session, error) {

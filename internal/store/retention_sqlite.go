@@ -10,11 +10,12 @@ import (
 )
 
 const (
-	// sqliteFinishedCalls picks DeleteFinishedCalls' batch from tool_calls_finished_idx.
+	// sqliteFinishedCalls picks a tenant's part of DeleteFinishedCalls' batch: a range
+	// of tool_calls_tenant_created_idx (args: tenant, cutoff, cutoff, limit).
 	sqliteFinishedCalls = `SELECT c.id FROM tool_calls c
-		WHERE c.finished_at < ? AND c.status IN ` + terminalStatuses + `
+		WHERE c.tenant = ? AND c.created_at < ? AND c.finished_at < ? AND c.status IN ` + terminalStatuses + `
 		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
-		ORDER BY c.finished_at LIMIT ?`
+		ORDER BY c.created_at, c.id LIMIT ?`
 	// sqliteUnusedSessions is UnusedSessions' first page, from sessions_updated_idx.
 	sqliteUnusedSessions = `SELECT id, tenant, spec, created_at, updated_at FROM sessions WHERE updated_at < ?`
 )
@@ -25,9 +26,21 @@ func (s *SQLite) DeleteFinishedCalls(ctx context.Context, before time.Time, limi
 		return 0, fmt.Errorf("store: delete finished calls: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	ids, err := sqliteIDs(ctx, tx, sqliteFinishedCalls, sqliteTime(before), retentionLimit(limit))
+	tenants, err := sqliteIDs(ctx, tx, retentionTenants)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+		return 0, fmt.Errorf("store: delete finished calls: tenants: %w", err)
+	}
+	limit = retentionLimit(limit)
+	cutoff := sqliteTime(before)
+	var ids []string
+	for _, tenant := range tenants {
+		more, err := sqliteIDs(ctx, tx, sqliteFinishedCalls, tenant, cutoff, cutoff, limit-len(ids))
+		if err != nil {
+			return 0, fmt.Errorf("store: delete finished calls: %w", err)
+		}
+		if ids = append(ids, more...); len(ids) == limit {
+			break
+		}
 	}
 	if len(ids) == 0 {
 		return 0, nil

@@ -28,10 +28,10 @@ func asRetention(t *testing.T, s store.Store) retentionStores {
 	return r
 }
 
-// finishedCall records a call of sessionID that finished at finished.
+// finishedCall records a call of sessionID that ran for the millisecond before finished.
 func finishedCall(t *testing.T, s store.Store, id, sessionID string, finished time.Time) {
 	t.Helper()
-	c := runningCall(id, sessionID, "call_"+id, base)
+	c := runningCall(id, sessionID, "call_"+id, finished.Add(-time.Millisecond))
 	c.Status, c.Result, c.FinishedAt = store.CallSucceeded, tool.TextResult("done"), ptr(finished)
 	mustWrite(t, s, []*store.Call{c}, nil)
 }
@@ -87,9 +87,10 @@ func auditCount(t *testing.T, s retentionStores) int {
 	return len(es)
 }
 
-// testDeleteFinishedCalls: only terminal calls finished before the cutoff go, oldest
-// first, limit at a time, with their decided approvals; a terminal call whose approval
-// is still pending, and active calls, stay; the audit log is untouched.
+// testDeleteFinishedCalls: only terminal calls finished before the cutoff go, the
+// oldest created first, limit at a time, with their decided approvals; a terminal
+// call whose approval is still pending, and active calls, stay; the audit log is
+// untouched. Calls of another tenant go too.
 func testDeleteFinishedCalls(t *testing.T, st store.Store) {
 	s := asRetention(t, st)
 	ctx := t.Context()
@@ -111,21 +112,29 @@ func testDeleteFinishedCalls(t *testing.T, st store.Store) {
 	callWithApproval(t, s, "tc_waiting", "ses_1", "apr_waiting")
 	audit := auditCount(t, s)
 
+	other := runningCall("tc_other", "ses_9", "call_other", at(time.Second))
+	other.Tenant, other.Status, other.Result, other.FinishedAt = "globex", store.CallFailed, tool.TextResult("x"), ptr(at(2*time.Second))
+	mustWrite(t, s, []*store.Call{other}, nil)
+
+	// tc_denied was created first (at base), then tc_old1, tc_old2, tc_old3.
 	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 2 {
 		t.Fatalf("first batch = %d, %v; want 2", n, err)
 	}
-	wantCalls(t, s, true, "tc_old1", "tc_old2")
-	wantCalls(t, s, false, "tc_old3", "tc_denied") // later: the next batch's
+	wantCalls(t, s, true, "tc_denied", "tc_old1")
+	wantCalls(t, s, false, "tc_old2", "tc_old3") // later: the next batch's
 	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 2 {
 		t.Fatalf("second batch = %d, %v; want 2", n, err)
 	}
+	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 1 {
+		t.Fatalf("third batch (the other tenant's) = %d, %v; want 1", n, err)
+	}
 	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 0 {
-		t.Fatalf("third batch = %d, %v; want 0", n, err)
+		t.Fatalf("fourth batch = %d, %v; want 0", n, err)
 	}
 	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 0); err != nil || n != 0 {
 		t.Fatalf("default batch = %d, %v; want 0", n, err)
 	}
-	wantCalls(t, s, true, "tc_old3", "tc_denied")
+	wantCalls(t, s, true, "tc_old2", "tc_old3", "tc_other")
 	wantCalls(t, s, false, "tc_recent", "tc_edge", "tc_running", "tc_stuck", "tc_waiting")
 	wantApprovals(t, s, true, "apr_denied")
 	wantApprovals(t, s, false, "apr_stuck", "apr_waiting")

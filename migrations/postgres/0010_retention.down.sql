@@ -1,3 +1,2 @@
 DROP INDEX IF EXISTS approvals_session_idx;
 DROP INDEX IF EXISTS sessions_updated_idx;
-DROP INDEX IF EXISTS tool_calls_finished_idx;
