@@ -122,7 +122,9 @@ func TestProgressText(t *testing.T) {
 	}{
 		{map[string]any{"progress": 2.0, "total": 5.0}, "2/5"},
 		{map[string]any{"progress": 0.5}, "0.5"},
-		{map[string]any{"progress": 1.0, "total": 3.0, "message": "cloning"}, "cloning"},
+		{map[string]any{"progress": 1.0, "total": 3.0, "message": "cloning"}, "cloning (1/3)"},
+		{map[string]any{"progress": 1.0, "message": "cloning"}, "cloning"},
+		{map[string]any{"message": "cloning", "total": 3.0}, "cloning"},
 		{map[string]any{}, ""},
 	} {
 		if got := progressText(tt.fields); got != tt.want {
@@ -146,8 +148,8 @@ func TestProgressText(t *testing.T) {
 	p.handle(note("unknown", 1))
 	p.remove(token)
 	p.handle(note(token, 2))
-	if got := log.all(); !reflect.DeepEqual(got, []string{"1/2"}) {
-		t.Errorf("emitted %q, want only [1/2] (nothing after remove, nothing for other tokens)", got)
+	if got := log.all(); !reflect.DeepEqual(got, []string{"1/2\n"}) {
+		t.Errorf("emitted %q, want only one line 1/2 (nothing after remove, nothing for other tokens)", got)
 	}
 }
 

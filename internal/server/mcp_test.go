@@ -2,13 +2,15 @@ package server_test
 
 import (
 	"encoding/json"
-	"github.com/toolserverd/toolserverd/internal/config"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 func everythingServer(t *testing.T) string {
@@ -283,5 +285,50 @@ func TestUntrustedMCPServerAsks(t *testing.T) {
 	}
 	if m := msgs["u"]; m.str("error_kind") != "denied" || !strings.Contains(string(m.raw), "explore") {
 		t.Errorf("explore mode, untrusted echo: %s, want denied", m.raw)
+	}
+}
+
+// TestMCPProgressLines: an upstream server's notifications/progress reach the call's
+// info stream one line each, with their total, both as tool_progress events and to a
+// poller. They come faster than the coalescing window here (10 steps in 0.3 s), so
+// several share one event and one log read: without line ends they read "1/102/10…".
+func TestMCPProgressLines(t *testing.T) {
+	t.Parallel()
+	js := everythingServer(t)
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.MCPServers = []config.MCPServerConfig{{Name: "everything", Transport: "stdio", Command: "node", Args: []string{js, "stdio"}}}
+	}})
+	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
+		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+		return strings.Contains(string(body), `"state":"ready"`)
+	})
+	id := d.createSession(map[string]any{"available_tools": []string{"mcp__everything__trigger-long-running-operation"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"p","name":"mcp__everything__trigger-long-running-operation","arguments":{"duration":0.3,"steps":10}}]}`)
+	m := messages(t, evs)["p"]
+	if m.m["is_error"] != false || !strings.Contains(string(m.raw), "Long running operation completed") {
+		t.Fatalf("message: %s", m.raw)
+	}
+	var want []string
+	for i := 1; i <= 10; i++ {
+		want = append(want, fmt.Sprintf("%d/10", i))
+	}
+	wantText := strings.Join(want, "\n") + "\n"
+	var streamed strings.Builder
+	for _, e := range evs {
+		if e.str("type") == "tool_progress" && e.str("stream") == "info" {
+			streamed.WriteString(e.str("text"))
+		}
+	}
+	if streamed.String() != wantText {
+		t.Errorf("tool_progress info text %q, want %q", streamed.String(), wantText)
+	}
+	code, _, body := d.do("GET", "/v1/tool-calls/"+m.str("call_id")+"/progress?stream=info", nil)
+	validate(t, "ProgressChunk", body)
+	var chunk struct {
+		Data     string `json:"data"`
+		Finished bool   `json:"finished"`
+	}
+	if err := json.Unmarshal(body, &chunk); code != 200 || err != nil || chunk.Data != wantText || !chunk.Finished {
+		t.Errorf("progress poll: %d %s, want the lines %q", code, body, wantText)
 	}
 }
