@@ -502,6 +502,8 @@ type MCPServer struct {
 	Notes            []string  `json:"notes,omitempty"`
 	Persisted        bool      `json:"persisted,omitempty"`
 	UpstreamSessions int       `json:"upstream_sessions,omitempty"`
+	// TrustAnnotations says whether the server's readOnlyHint annotations are trusted.
+	TrustAnnotations bool `json:"trust_annotations"`
 	// NextAttempt is when a failed server is tried again.
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 }

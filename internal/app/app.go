@@ -672,7 +672,7 @@ func mcpConfig(cfg config.Config) mcpproxy.Config {
 		enabled := s.Enabled == nil || *s.Enabled
 		mc.Servers = append(mc.Servers, mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,
 			Env: s.Env, URL: s.URL, Headers: s.Headers, ConnectTimeout: s.ConnectTimeout, CallTimeout: s.CallTimeout, Enabled: enabled, Prefix: s.Prefix,
-			Pooling: s.Pooling, MaxSessions: s.MaxSessions, SessionIdleTimeout: s.SessionIdleTimeout})
+			Pooling: s.Pooling, MaxSessions: s.MaxSessions, SessionIdleTimeout: s.SessionIdleTimeout, TrustAnnotations: s.TrustAnnotations})
 	}
 	return mc
 }

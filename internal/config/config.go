@@ -269,6 +269,9 @@ type MCPServerConfig struct {
 	Pooling            string        `mapstructure:"pooling"`
 	MaxSessions        int           `mapstructure:"max_sessions"`
 	SessionIdleTimeout time.Duration `mapstructure:"session_idle_timeout"`
+	// TrustAnnotations (default true) lets the server's readOnlyHint make its tools
+	// read-only and low risk; false takes only destructiveHint from it.
+	TrustAnnotations *bool `mapstructure:"trust_annotations"`
 }
 
 // ToolGroupConfig declares one tool group.
@@ -535,10 +538,31 @@ func decoderOptions(dc *mapstructure.DecoderConfig) {
 	dc.ErrorUnused = true
 	dc.WeaklyTypedInput = true
 	dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+		strictOptionalBool,
 		bareNumberDuration,
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 	)
+}
+
+// strictOptionalBool refuses anything but true or false for the optional switches
+// (*bool: an MCP server's enabled and trust_annotations, which default to true):
+// weak decoding read trust_annotations: 5 as true and "" as false, and a switch that
+// decides whether approvals are asked should say what it means.
+func strictOptionalBool(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf((*bool)(nil)) || data == nil || from.Kind() == reflect.Bool {
+		return data, nil
+	}
+	what := fmt.Sprint(data)
+	switch from.Kind() {
+	case reflect.String:
+		what = fmt.Sprintf("%q", data)
+	case reflect.Slice, reflect.Array:
+		what = "a list"
+	case reflect.Map, reflect.Struct:
+		what = "a map"
+	}
+	return nil, fmt.Errorf("must be true or false, not %s", what)
 }
 
 // bareNumberDuration refuses a number where a duration goes: YAML reads

@@ -352,6 +352,37 @@ func TestDurationsNeedAUnit(t *testing.T) {
 	}
 }
 
+// TestMCPServerSwitchesAreBooleans: an MCP server's trust_annotations (and enabled)
+// default to true, and anything but true or false stops start-up naming the key: weak
+// decoding read "trust_annotations: 5" as true and "" as false.
+func TestMCPServerSwitchesAreBooleans(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	load := func(name, entry string) (Config, error) {
+		f := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(f, []byte("mcp_servers:\n  - {name: a, transport: stdio, command: x"+entry+"}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return Load([]string{"--config", f}, nil)
+	}
+	c, err := load("default", "")
+	if err != nil || c.MCPServers[0].TrustAnnotations != nil {
+		t.Fatalf("no trust_annotations: %v %v, want it unset (true)", err, c.MCPServers)
+	}
+	c, err = load("false", ", trust_annotations: false")
+	if err != nil || c.MCPServers[0].TrustAnnotations == nil || *c.MCPServers[0].TrustAnnotations {
+		t.Fatalf("trust_annotations: false: %v %v", err, c.MCPServers)
+	}
+	for i, v := range []string{"5", "0", "1.5", `""`, `"false"`, "no", "[true]", "{a: 1}"} {
+		for _, key := range []string{"trust_annotations", "enabled"} {
+			_, err := load(fmt.Sprintf("bad%d%s", i, key), ", "+key+": "+v)
+			if err == nil || !strings.Contains(err.Error(), "mcp_servers[0]."+key) || !strings.Contains(err.Error(), "true or false") {
+				t.Errorf("%s: %s: error %v, want one naming mcp_servers[0].%s and asking for true or false", key, v, err, key)
+			}
+		}
+	}
+}
+
 // TestUnknownEnvironmentVariableIsReported: a misspelt TOOLSERVER_ variable (here one
 // meant to isolate commands) is named in a start-up warning instead of being dropped
 // silently; toolserverctl's variables, which share the prefix, are not.

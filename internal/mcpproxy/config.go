@@ -82,6 +82,17 @@ type ServerConfig struct {
 	// SessionIdleTimeout closes a per_session upstream session unused this long
 	// (default 10m).
 	SessionIdleTimeout time.Duration `json:"-"`
+	// TrustAnnotations (nil: true) lets the server's tool annotations lower what
+	// the permission check asks for: readOnlyHint makes a tool read-only,
+	// concurrency-safe and low risk. MCP tells clients to treat annotations as
+	// untrusted unless the server is; set false for a server whose word on that is
+	// not to be taken. destructiveHint raises a tool's risk either way.
+	TrustAnnotations *bool `json:"trust_annotations,omitempty"`
+}
+
+// trustsAnnotations reports whether the server's readOnlyHint is taken at its word.
+func (c *ServerConfig) trustsAnnotations() bool {
+	return c.TrustAnnotations == nil || *c.TrustAnnotations
 }
 
 // Pooling modes.
@@ -335,4 +346,7 @@ type ServerStatus struct {
 	Persisted bool `json:"persisted,omitempty"`
 	// UpstreamSessions counts the open upstream sessions of a per_session server.
 	UpstreamSessions int `json:"upstream_sessions,omitempty"`
+	// TrustAnnotations says whether the server's readOnlyHint annotations are
+	// trusted (its configuration's trust_annotations).
+	TrustAnnotations bool `json:"trust_annotations"`
 }

@@ -22,7 +22,11 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
 		return tool.Spec{}, err
 	}
 	a := t.Annotations
-	readOnly := isTrue(a.ReadOnlyHint)
+	trusted := cfg.trustsAnnotations()
+	// An untrusted server's readOnlyHint is not taken: it would put the tool on the
+	// permission check's no-approval path. Its destructiveHint, which only makes the
+	// check more careful, is.
+	readOnly := trusted && isTrue(a.ReadOnlyHint)
 	risk := tool.RiskMedium
 	switch {
 	case readOnly:
@@ -43,7 +47,7 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
 		Label:         label,
 		Description:   t.Description,
 		Parameters:    params,
-		Documentation: documentation(cfg.Name, t),
+		Documentation: documentation(cfg.Name, t, trusted),
 		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
 		Risk:          risk,
 		Mode:          tool.ModeDirect,
@@ -56,8 +60,8 @@ func isTrue(b *bool) bool { return b != nil && *b }
 
 // documentation records where the tool comes from and what its annotations say, for
 // the model to read on demand (openWorldHint among them) without lengthening every
-// prompt's description.
-func documentation(server string, t *mcp.Tool) string {
+// prompt's description, and whether they were trusted.
+func documentation(server string, t *mcp.Tool, trusted bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\nProvided by MCP server %q as tool %q.", t.Description, server, t.Name)
 	a := t.Annotations
@@ -70,8 +74,12 @@ func documentation(server string, t *mcp.Tool) string {
 			hints = append(hints, fmt.Sprintf("%s: %v", h.name, *h.v))
 		}
 	}
-	if len(hints) > 0 {
+	switch {
+	case len(hints) == 0:
+	case trusted:
 		fmt.Fprintf(&b, " Annotations: %s.", strings.Join(hints, ", "))
+	default:
+		fmt.Fprintf(&b, " Annotations (not trusted: the server is configured with trust_annotations false, so they neither make the tool read-only nor lower its risk): %s.", strings.Join(hints, ", "))
 	}
 	return strings.TrimSpace(b.String())
 }

@@ -27,22 +27,29 @@ func decodeTool(t *testing.T, wire string) mcp.Tool {
 func TestSpecFor(t *testing.T) {
 	t.Parallel()
 	cfg := ServerConfig{Name: "gh", CallTimeout: 7 * time.Second}
+	untrusted := cfg
+	untrusted.TrustAnnotations = ptr(false)
 	tests := []struct {
 		name     string
+		cfg      *ServerConfig
 		wire     string
 		risk     tool.Risk
 		readOnly bool
 		label    string
 	}{
-		{"read-only", `{"name":"list","title":"List things","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskLow, true, "List things"},
-		{"destructive", `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"title":"Remove","destructiveHint":true}}`, tool.RiskHigh, false, "Remove"},
-		{"no annotations", `{"name":"poke","inputSchema":{"type":"object"}}`, tool.RiskMedium, false, "poke"},
-		{"not destructive", `{"name":"add","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false,"destructiveHint":false}}`, tool.RiskMedium, false, "add"},
+		{"read-only", &cfg, `{"name":"list","title":"List things","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskLow, true, "List things"},
+		{"destructive", &cfg, `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"title":"Remove","destructiveHint":true}}`, tool.RiskHigh, false, "Remove"},
+		{"no annotations", &cfg, `{"name":"poke","inputSchema":{"type":"object"}}`, tool.RiskMedium, false, "poke"},
+		{"not destructive", &cfg, `{"name":"add","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false,"destructiveHint":false}}`, tool.RiskMedium, false, "add"},
+		{"untrusted read-only", &untrusted, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"idempotentHint":true}}`, tool.RiskMedium, false, "list"},
+		{"untrusted read-only and destructive", &untrusted, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskHigh, false, "list"},
+		{"untrusted destructive", &untrusted, `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}}`, tool.RiskHigh, false, "rm"},
+		{"trusted explicitly", &ServerConfig{Name: "gh", CallTimeout: 7 * time.Second, TrustAnnotations: ptr(true)}, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, tool.RiskLow, true, "list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tl := decodeTool(t, tt.wire)
-			s, err := specFor(&cfg, "mcp__gh__x", &tl)
+			s, err := specFor(tt.cfg, "mcp__gh__x", &tl)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +122,9 @@ func TestProgressText(t *testing.T) {
 	}{
 		{map[string]any{"progress": 2.0, "total": 5.0}, "2/5"},
 		{map[string]any{"progress": 0.5}, "0.5"},
-		{map[string]any{"progress": 1.0, "total": 3.0, "message": "cloning"}, "cloning"},
+		{map[string]any{"progress": 1.0, "total": 3.0, "message": "cloning"}, "cloning (1/3)"},
+		{map[string]any{"progress": 1.0, "message": "cloning"}, "cloning"},
+		{map[string]any{"message": "cloning", "total": 3.0}, "cloning"},
 		{map[string]any{}, ""},
 	} {
 		if got := progressText(tt.fields); got != tt.want {
@@ -139,8 +148,8 @@ func TestProgressText(t *testing.T) {
 	p.handle(note("unknown", 1))
 	p.remove(token)
 	p.handle(note(token, 2))
-	if got := log.all(); !reflect.DeepEqual(got, []string{"1/2"}) {
-		t.Errorf("emitted %q, want only [1/2] (nothing after remove, nothing for other tokens)", got)
+	if got := log.all(); !reflect.DeepEqual(got, []string{"1/2\n"}) {
+		t.Errorf("emitted %q, want only one line 1/2 (nothing after remove, nothing for other tokens)", got)
 	}
 }
 
@@ -202,6 +211,23 @@ func TestServerConfigJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"name":"x","call_timeout":"soon"}`), &out); err == nil {
 		t.Error("bad duration accepted")
+	}
+	// trust_annotations: absent is true (so stored configs keep today's behaviour),
+	// false is kept through the store's JSON, and it takes only a boolean.
+	if out, err := DecodeServerConfig([]byte(`{"name":"x","transport":"stdio","command":"y"}`)); err != nil || !out.trustsAnnotations() {
+		t.Errorf("missing trust_annotations decoded as %v (%v), want trusted", out.TrustAnnotations, err)
+	}
+	out, err = DecodeServerConfig([]byte(`{"name":"x","transport":"stdio","command":"y","trust_annotations":false}`))
+	if err != nil || out.trustsAnnotations() {
+		t.Fatalf("trust_annotations false decoded as %v (%v)", out.TrustAnnotations, err)
+	}
+	if b, _ := json.Marshal(out); !strings.Contains(string(b), `"trust_annotations":false`) {
+		t.Errorf("JSON %s lost trust_annotations", b)
+	} else if err := json.Unmarshal(b, &out); err != nil || out.trustsAnnotations() {
+		t.Errorf("round trip of %s: %v (%v)", b, out.TrustAnnotations, err)
+	}
+	if _, err := DecodeServerConfig([]byte(`{"name":"x","transport":"stdio","command":"y","trust_annotations":"no"}`)); err == nil || !strings.Contains(err.Error(), "trust_annotations") {
+		t.Errorf("trust_annotations \"no\": %v, want an error naming it", err)
 	}
 }
 

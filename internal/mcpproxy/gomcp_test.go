@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,18 @@ func newGoServer(t *testing.T) *goServer {
 		mcp.WithString("target", mcp.Required())),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText("deleted " + req.GetString("target", "")), nil
+		})
+	g.mcp.AddTool(mcp.NewTool("report", mcp.WithDescription("Reports progress with messages.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+				for i, msg := range []string{"cloning", "building"} {
+					_ = g.mcp.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+						"progressToken": req.Params.Meta.ProgressToken, "progress": i + 1, "total": 2, "message": msg})
+				}
+			}
+			// Let the notifications reach the client before the answer ends the call.
+			time.Sleep(200 * time.Millisecond)
+			return mcp.NewToolResultText("reported"), nil
 		})
 	for _, name := range []string{"files.read", "files_read", strings.Repeat("long_name_", 7)} {
 		g.mcp.AddTool(mcp.NewTool(name), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -145,6 +158,14 @@ func TestGoServer(t *testing.T) {
 		}
 		wantText(t, h.call(t.Context(), t, "mcp__go__danger", `{"target":"build/"}`, nil), "deleted build/")
 		wantKind(t, h.call(t.Context(), t, "mcp__go__danger", `{}`, nil), tool.KindInvalidArgs)
+	})
+
+	t.Run("progress with messages", func(t *testing.T) {
+		prog := &progressLog{}
+		wantText(t, h.call(t.Context(), t, "mcp__go__report", `{}`, prog), "reported")
+		if got := prog.all(); !reflect.DeepEqual(got, []string{"cloning (1/2)\n", "building (2/2)\n"}) {
+			t.Errorf("progress = %q, want one line per notification with its message and progress/total", got)
+		}
 	})
 
 	t.Run("isError", func(t *testing.T) {

@@ -23,7 +23,7 @@ func httpCommon(t *testing.T, h *harness, server string) {
 	res := h.call(t.Context(), t, "mcp__"+server+"__trigger-long-running-operation", `{"duration":1,"steps":4}`, prog)
 	wantText(t, res, "Long running operation completed")
 	// The last notification may be lost on the way (see DEPENDENCIES.md): ask for some.
-	if got := prog.all(); len(got) < 2 || !slices.Contains(got, "1/4") {
+	if got := prog.all(); len(got) < 2 || !slices.Contains(got, "1/4\n") {
 		t.Errorf("progress = %q, want steps like 1/4, 2/4 …", got)
 	}
 

@@ -60,6 +60,10 @@ func (p *progressRouter) remove(token string) {
 
 // handle routes one notifications/progress. It runs on the transport's reading
 // goroutine, so it must not block; tool.Progress implementations never do.
+//
+// Each notification is one line of the call's info stream: the stream's
+// notifications are coalesced into one event when they come fast and read back from
+// its log as one text, where "1/3" and "2/3" without a line end read "1/32/3".
 func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	f := n.Params.AdditionalFields
 	token := tokenString(f["progressToken"])
@@ -73,6 +77,7 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	if len(text) > maxProgressText {
 		text = strings.ToValidUTF8(text[:maxProgressText], "") + "…"
 	}
+	text += "\n"
 	p.mu.Lock()
 	pc := p.calls[token]
 	if pc == nil || pc.bytes > maxProgressBytes {
@@ -81,7 +86,7 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	}
 	pc.bytes += len(text)
 	if pc.bytes > maxProgressBytes {
-		text = fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]", maxProgressBytes>>20)
+		text = fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]\n", maxProgressBytes>>20)
 	}
 	p.mu.Unlock()
 	pc.tc.Emit("info", text)
@@ -183,19 +188,28 @@ func tokenString(v any) string {
 	}
 }
 
-// progressText is the notification's message, or "progress/total" without one.
+// progressText is the notification as a line for a person: "progress/total" (or
+// "progress" without a total), or the message, followed by "(progress/total)" when
+// the total is known (the message alone dropped how far the call is).
 func progressText(f map[string]any) string {
-	if m, ok := f["message"].(string); ok && m != "" {
-		return m
-	}
+	msg, _ := f["message"].(string)
 	progress, ok := number(f["progress"])
-	if !ok {
-		return ""
+	count := ""
+	if ok {
+		count = formatNumber(progress)
+		if total, ok := number(f["total"]); ok {
+			count += "/" + formatNumber(total)
+		} else if msg != "" {
+			count = "" // a bare count says little beside a message
+		}
 	}
-	if total, ok := number(f["total"]); ok {
-		return formatNumber(progress) + "/" + formatNumber(total)
+	switch {
+	case msg == "":
+		return count
+	case count == "":
+		return msg
 	}
-	return formatNumber(progress)
+	return msg + " (" + count + ")"
 }
 
 func number(v any) (float64, bool) {

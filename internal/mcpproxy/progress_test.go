@@ -96,22 +96,22 @@ func TestProgressStaysOnItsConnection(t *testing.T) {
 
 			sprayLog := &progressLog{}
 			wantText(t, h.call(t.Context(), t, "mcp__"+sprayer+"__spray", `{}`, sprayLog), "sprayed")
-			if got := sprayLog.all(); !slices.Contains(got, "own progress") {
+			if got := sprayLog.all(); !slices.Contains(got, "own progress\n") {
 				t.Errorf("the sprayer's progress for its own call did not arrive: %d lines, last %q", len(got), got[max(0, len(got)-3):])
 			}
 
 			select {
 			case text := <-victimRes:
-				if !strings.Contains(text, "Long running operation completed") || !slices.Contains(victimLog.all(), "1/3") {
+				if !strings.Contains(text, "Long running operation completed") || !slices.Contains(victimLog.all(), "1/3\n") {
 					t.Errorf("victim result %q, progress %q", text, victimLog.all())
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatal("the victim call did not end")
 			}
-			if got := victimLog.all(); slices.Contains(got, "sprayed") {
+			if got := victimLog.all(); slices.Contains(got, "sprayed\n") {
 				n := 0
 				for _, l := range got {
-					if l == "sprayed" {
+					if l == "sprayed\n" {
 						n++
 					}
 				}

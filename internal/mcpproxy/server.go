@@ -438,7 +438,7 @@ func (s *server) status() ServerStatus {
 		Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Tools: s.nTools,
 		LastError: s.lastErr, Since: s.since, Restarts: s.restarts, NextAttempt: s.nextAttempt,
 		Notes: append([]string(nil), s.notes...), Persisted: s.persisted,
-		UpstreamSessions: s.sessionCount(),
+		UpstreamSessions: s.sessionCount(), TrustAnnotations: s.cfg.trustsAnnotations(),
 	}
 	// A connection that has died is not ready even before the supervisor notices:
 	// the status agrees with liveConn, which calls use.

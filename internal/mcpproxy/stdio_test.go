@@ -102,7 +102,7 @@ func TestStdioEverything(t *testing.T) {
 		res := h.call(t.Context(), t, "mcp__everything__trigger-long-running-operation", `{"duration":1,"steps":4}`, prog)
 		wantText(t, res, "Long running operation completed")
 		got := prog.all()
-		if len(got) < 3 || !slices.Contains(got, "1/4") {
+		if len(got) < 3 || !slices.Contains(got, "1/4\n") {
 			t.Errorf("progress = %q, want steps like 1/4, 2/4 …", got)
 		}
 	})

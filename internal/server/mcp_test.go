@@ -2,13 +2,15 @@ package server_test
 
 import (
 	"encoding/json"
-	"github.com/toolserverd/toolserverd/internal/config"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 func everythingServer(t *testing.T) string {
@@ -193,8 +195,140 @@ func TestAddMCPServerRefusesUnknownFields(t *testing.T) {
 	if _, _, body := d.do("GET", "/v1/mcp/servers", nil); strings.Contains(string(body), "typo") {
 		t.Fatalf("the server was added: %s", body)
 	}
-	code, _, body = d.do("POST", "/v1/mcp/servers", map[string]any{"name": "ok", "transport": "stdio", "command": "/bin/true", "call_timeout": "5s", "enabled": false})
+	code, _, body = d.do("POST", "/v1/mcp/servers", map[string]any{"name": "notbool", "transport": "stdio", "command": "/bin/true", "trust_annotations": "no"})
+	if code != 400 || !strings.Contains(string(body), `"invalid_json"`) || !strings.Contains(string(body), "trust_annotations") {
+		t.Fatalf("add with a trust_annotations that is not a boolean: %d %s", code, body)
+	}
+	code, _, body = d.do("POST", "/v1/mcp/servers", map[string]any{"name": "ok", "transport": "stdio", "command": "/bin/true", "call_timeout": "5s", "enabled": false, "trust_annotations": false})
 	if code != 201 {
 		t.Fatalf("add: %d %s", code, body)
+	}
+	if !strings.Contains(string(body), `"trust_annotations":false`) {
+		t.Fatalf("added server's status: %s, want trust_annotations false", body)
+	}
+}
+
+// TestUntrustedMCPServerAsks: server-everything's echo says readOnlyHint: true. From a
+// server trusted as by default it runs without asking (default mode) and is allowed
+// in explore mode; from one configured with trust_annotations false (in the config
+// file's mcp_servers or through POST /v1/mcp/servers) it waits for a person's
+// approval as a medium-risk tool, and explore mode denies it.
+func TestUntrustedMCPServerAsks(t *testing.T) {
+	t.Parallel()
+	js := everythingServer(t)
+	no := false
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.MCPServers = []config.MCPServerConfig{{Name: "cfgshy", Transport: "stdio", Command: "node", Args: []string{js, "stdio"}, TrustAnnotations: &no}}
+	}})
+	for _, body := range []map[string]any{
+		{"name": "trusted", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}},
+		{"name": "apishy", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}, "trust_annotations": false},
+	} {
+		if code, _, resp := d.do("POST", "/v1/mcp/servers", body); code != 201 {
+			t.Fatalf("add %s: %d %s", body["name"], code, resp)
+		}
+	}
+	var list struct {
+		Servers []struct {
+			Name             string `json:"name"`
+			State            string `json:"state"`
+			TrustAnnotations *bool  `json:"trust_annotations"`
+		} `json:"servers"`
+	}
+	waitFor(t, 30*time.Second, "the MCP servers are ready", func() bool {
+		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+		if json.Unmarshal(body, &list) != nil || len(list.Servers) != 3 {
+			return false
+		}
+		for _, s := range list.Servers {
+			if s.State != "ready" {
+				return false
+			}
+		}
+		return true
+	})
+	_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+	validateResponse(t, "GET", "/v1/mcp/servers", "200", "application/json", body)
+	for _, s := range list.Servers {
+		if s.TrustAnnotations == nil || *s.TrustAnnotations != (s.Name == "trusted") {
+			t.Errorf("%s: trust_annotations %v in %s", s.Name, s.TrustAnnotations, body)
+		}
+	}
+
+	id := d.createSession(map[string]any{"available_tools": []string{"mcp__*__echo"}})["id"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	_, evs := d.stream(calls, `{"calls":[{"id":"t","name":"mcp__trusted__echo","arguments":{"message":"trusted"}}]}`)
+	if m := messages(t, evs)["t"]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "Echo: trusted") {
+		t.Fatalf("trusted read-only echo: %s", m.raw)
+	}
+	for _, server := range []string{"apishy", "cfgshy"} {
+		apr, rest, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"u","name":"mcp__`+server+`__echo","arguments":{"message":"untrusted"}}]}`)
+		if apr["risk"] != "medium" {
+			t.Errorf("%s: approval %v, want medium risk", server, apr)
+		}
+		if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+			t.Fatalf("decide: %d %s", code, body)
+		}
+		if m := restMessages(t, <-rest)["u"]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "Echo: untrusted") {
+			t.Fatalf("%s: approved echo: %s", server, m.raw)
+		}
+		stop()
+	}
+
+	explore := d.createSession(map[string]any{"available_tools": []string{"mcp__*__echo"}, "permission_mode": "explore"})["id"].(string)
+	_, evs = d.stream("/v1/sessions/"+explore+"/tool-calls", `{"calls":[
+		{"id":"t","name":"mcp__trusted__echo","arguments":{"message":"explored"}},
+		{"id":"u","name":"mcp__cfgshy__echo","arguments":{"message":"explored"}}]}`)
+	msgs := messages(t, evs)
+	if m := msgs["t"]; m.m["is_error"] != false {
+		t.Errorf("explore mode, trusted echo: %s", m.raw)
+	}
+	if m := msgs["u"]; m.str("error_kind") != "denied" || !strings.Contains(string(m.raw), "explore") {
+		t.Errorf("explore mode, untrusted echo: %s, want denied", m.raw)
+	}
+}
+
+// TestMCPProgressLines: an upstream server's notifications/progress reach the call's
+// info stream one line each, with their total, both as tool_progress events and to a
+// poller. They come faster than the coalescing window here (10 steps in 0.3 s), so
+// several share one event and one log read: without line ends they read "1/102/10…".
+func TestMCPProgressLines(t *testing.T) {
+	t.Parallel()
+	js := everythingServer(t)
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.MCPServers = []config.MCPServerConfig{{Name: "everything", Transport: "stdio", Command: "node", Args: []string{js, "stdio"}}}
+	}})
+	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
+		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+		return strings.Contains(string(body), `"state":"ready"`)
+	})
+	id := d.createSession(map[string]any{"available_tools": []string{"mcp__everything__trigger-long-running-operation"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"p","name":"mcp__everything__trigger-long-running-operation","arguments":{"duration":0.3,"steps":10}}]}`)
+	m := messages(t, evs)["p"]
+	if m.m["is_error"] != false || !strings.Contains(string(m.raw), "Long running operation completed") {
+		t.Fatalf("message: %s", m.raw)
+	}
+	var want []string
+	for i := 1; i <= 10; i++ {
+		want = append(want, fmt.Sprintf("%d/10", i))
+	}
+	wantText := strings.Join(want, "\n") + "\n"
+	var streamed strings.Builder
+	for _, e := range evs {
+		if e.str("type") == "tool_progress" && e.str("stream") == "info" {
+			streamed.WriteString(e.str("text"))
+		}
+	}
+	if streamed.String() != wantText {
+		t.Errorf("tool_progress info text %q, want %q", streamed.String(), wantText)
+	}
+	code, _, body := d.do("GET", "/v1/tool-calls/"+m.str("call_id")+"/progress?stream=info", nil)
+	validate(t, "ProgressChunk", body)
+	var chunk struct {
+		Data     string `json:"data"`
+		Finished bool   `json:"finished"`
+	}
+	if err := json.Unmarshal(body, &chunk); code != 200 || err != nil || chunk.Data != wantText || !chunk.Finished {
+		t.Errorf("progress poll: %d %s, want the lines %q", code, body, wantText)
 	}
 }
