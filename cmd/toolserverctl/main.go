@@ -201,7 +201,11 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			return 1, err
 		}
 		for _, s := range ss {
-			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d %s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, oneLine(s.LastError))
+			trust := ""
+			if !s.TrustAnnotations {
+				trust = "annotations-untrusted "
+			}
+			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, trust, oneLine(s.LastError))
 		}
 		return 0, nil
 	case cmd == "mcp" && sub == "add" && len(pos) == 1:

@@ -89,8 +89,12 @@ func TestKeysAndMCPFromTheCLI(t *testing.T) {
 	if code != 0 || len(strings.TrimSpace(out)) != 64 {
 		t.Fatalf("keys hash: %d %q", code, out)
 	}
-	if code, _, errOut := ctl(t, d.URL, "mcp", "list"); code != 0 {
-		t.Fatalf("mcp list: %d %s", code, errOut)
+	if code, _, errOut := ctl(t, d.URL, "mcp", "add", `{"name":"wary","transport":"stdio","command":"/bin/false","trust_annotations":false}`); code != 0 {
+		t.Fatalf("mcp add: %d %s", code, errOut)
+	}
+	code, out, errOut = ctl(t, d.URL, "mcp", "list")
+	if code != 0 || !strings.Contains(out, "wary") || !strings.Contains(out, "annotations-untrusted") {
+		t.Fatalf("mcp list: %d %q %s; want the server added, its annotations untrusted", code, out, errOut)
 	}
 	if code, _, errOut := ctl(t, d.URL, "mcp", "remove", "nope"); code != 1 || !strings.Contains(errOut, "404") {
 		t.Fatalf("mcp remove unknown: %d %s", code, errOut)

@@ -24,7 +24,8 @@ export async function mount(main, ctx) {
           try { await post(`/v1/mcp/servers/${encodeURIComponent(s.name)}/restart`, {}, ctx.signal); } catch (err) { ctx.error(err); }
         } }, 'Restart');
         tbody.append(h('tr', { dataset: { server: s.name, state: s.state } },
-          h('td', { class: 'mono' }, s.name, s.persisted ? h('span', { class: 'meta' }, ' (added at run time)') : ''),
+          h('td', { class: 'mono' }, s.name, s.persisted ? h('span', { class: 'meta' }, ' (added at run time)') : '',
+            s.trust_annotations === false ? h('div', { class: 'meta', title: 'trust_annotations: false — readOnlyHint does not skip approval' }, 'annotations not trusted') : ''),
           h('td', {}, s.transport),
           h('td', {}, badge(s.state, `st-${s.state}`)),
           h('td', {}, String(s.tools)),
