@@ -58,6 +58,16 @@ func (t *editFile) Spec() tool.Spec {
 	}, false)
 }
 
+// Precheck refuses, before anyone is asked to approve it, an edit of a file that is
+// missing, not text, or not read as it is now (tool.Prechecker).
+func (t *editFile) Precheck(ctx *tool.Context, raw json.RawMessage) error {
+	var args editFileArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return nil // Run says what is wrong with the arguments
+	}
+	return precheckEdit(t.m, ctx, args.Path, "edit_file")
+}
+
 func (t *editFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
 	var args editFileArgs
 	if err := decodeArgs(raw, &args); err != nil {

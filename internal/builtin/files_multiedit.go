@@ -87,6 +87,15 @@ func (t *multiEdit) Spec() tool.Spec {
 	}, false)
 }
 
+// Precheck: as edit_file's (tool.Prechecker).
+func (t *multiEdit) Precheck(ctx *tool.Context, raw json.RawMessage) error {
+	var args multiEditArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return nil // Run says what is wrong with the arguments
+	}
+	return precheckEdit(t.m, ctx, args.Path, "multi_edit")
+}
+
 func (t *multiEdit) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
 	var args multiEditArgs
 	if err := decodeArgs(raw, &args); err != nil {

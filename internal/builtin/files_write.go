@@ -77,6 +77,39 @@ func (t *writeFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	return fileResult(fmt.Sprintf("%s %s (%d lines, %s).", verb, out.Path, out.Lines, sizeText(int64(out.Bytes))), out, nil)
 }
 
+// Precheck refuses, before anyone is asked to approve it, a write_file that would
+// replace a file the session has not read (or that changed since): tool.Prechecker.
+func (t *writeFile) Precheck(ctx *tool.Context, raw json.RawMessage) error {
+	var args writeFileArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return nil // Run says what is wrong with the arguments
+	}
+	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+		_, _, err := w.mayReplace(tg, guard, "write_file")
+		return err
+	})
+}
+
+// precheckFile opens the session's file tg names and runs check on it: the shared
+// part of the file tools' Prechecks. Nothing is written or recorded.
+func precheckFile(m *sandbox.Manager, ctx *tool.Context, path string, check func(w *fileRoot, tg fileTarget, guard *fileGuard) error) error {
+	w, tg, guard, err := openFile(m, ctx, path)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	return check(w, tg, guard)
+}
+
+// precheckEdit is the Precheck of the tools that change an existing text file: it
+// must exist, be text, and have been read as it is now.
+func precheckEdit(m *sandbox.Manager, ctx *tool.Context, path, toolName string) error {
+	return precheckFile(m, ctx, path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+		_, _, err := w.loadForEdit(tg, guard, toolName)
+		return err
+	})
+}
+
 // mayReplace checks that the session may write tg: either nothing is there yet, or a
 // regular file the guard allows replacing. It returns the mode the new content gets
 // and whether the file is new.

@@ -169,6 +169,23 @@ func (t *jsonWrite) Spec() tool.Spec {
 	}, false)
 }
 
+// Precheck refuses, before anyone is asked to approve it, a change to an existing
+// file that is not read as it is now (tool.Prechecker); a new file needs no read.
+func (t *jsonWrite) Precheck(ctx *tool.Context, raw json.RawMessage) error {
+	var args jsonWriteArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return nil // Run says what is wrong with the arguments
+	}
+	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+		fi, err := w.stat(tg)
+		if err != nil || fi == nil {
+			return err
+		}
+		_, _, err = w.loadForEdit(tg, guard, "json_write")
+		return err
+	})
+}
+
 func (t *jsonWrite) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
 	var args jsonWriteArgs
 	if err := decodeArgs(raw, &args); err != nil {

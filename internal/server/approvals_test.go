@@ -563,3 +563,56 @@ func TestRuleOnlyWithApproveWithRule(t *testing.T) {
 		t.Fatalf("a rule was added: %s", body)
 	}
 }
+
+// TestRefusedWritesAskNobody: in default mode writes ask for approval, but a write
+// its tool would refuse anyway (a file the session has not read, an edit of a
+// missing file) comes back at once as the tool's refusal, with no approval request
+// for a person to decide in vain. Once the file is read, the write asks as usual.
+func TestRefusedWritesAskNobody(t *testing.T) {
+	t.Parallel()
+	// A short TTL: a request made in vain expires (denied) instead of holding the
+	// stream, so the test sees it rather than hanging.
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow, c.Permissions.ApprovalTTL = nil, 2*time.Second }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"read_file", "write_file", "edit_file", "json_write"}})
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	for _, f := range []string{"notes.txt", "cfg.json"} {
+		if err := os.WriteFile(filepath.Join(wd, f), []byte(`{"a":1}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, evs := d.stream(calls, `{"strategy":"sequential","calls":[
+		{"id":"w","name":"write_file","arguments":{"path":"notes.txt","content":"x"}},
+		{"id":"e","name":"edit_file","arguments":{"path":"missing.txt","old_string":"a","new_string":"b"}},
+		{"id":"j","name":"json_write","arguments":{"path":"cfg.json","pointer":"/a","value":2}}]}`)
+	for _, e := range evs {
+		if e.str("type") == "approval_required" {
+			t.Fatalf("a person was asked to approve a call the tool refuses: %s", e.raw)
+		}
+	}
+	msgs := messages(t, evs)
+	for id, want := range map[string]string{"w": "has not been read", "e": "does not exist", "j": "has not been read"} {
+		m := msgs[id]
+		if m.m["is_error"] != true || !strings.Contains(string(m.raw), want) {
+			t.Errorf("%s: %s, want an error saying %q", id, m.raw, want)
+		}
+	}
+	if code, _, body := d.do("GET", "/v1/approvals?status=pending", nil); code != 200 || strings.Contains(string(body), `"apr_`) {
+		t.Errorf("pending approvals: %d %s, want none", code, body)
+	}
+	b, err := os.ReadFile(filepath.Join(wd, "notes.txt"))
+	if err != nil || string(b) != `{"a":1}`+"\n" {
+		t.Errorf("notes.txt = %q, %v; want it unchanged", b, err)
+	}
+
+	// Read, then the write asks a person as every write does in default mode.
+	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"read_file","arguments":{"path":"notes.txt"}}]}`)
+	if m := messages(t, evs)["r"]; m.m["is_error"] != false {
+		t.Fatalf("read_file: %s", m.raw)
+	}
+	apr, _, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"w2","name":"write_file","arguments":{"path":"notes.txt","content":"x"}}]}`)
+	defer stop()
+	if apr["id"] == nil {
+		t.Fatalf("approval_required without an id: %v", apr)
+	}
+}

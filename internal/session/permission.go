@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
@@ -103,6 +104,18 @@ func (x *Executor) decide(sess *Session, c *Call) approval.Decision {
 	return d
 }
 
+// precheck runs a tool's Precheck; a panic in it is logged and asks as usual (the
+// call's Run, which is guarded, then reports what is wrong).
+func (x *Executor) precheck(pc tool.Prechecker, tc *tool.Context, args json.RawMessage) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			x.log.Error("tool precheck panicked", "tool", tc.ToolName, "call_id", tc.CallID, "panic", fmt.Sprint(r))
+			err = nil
+		}
+	}()
+	return pc.Precheck(tc, args)
+}
+
 // errLeftWaiting means the caller went away while the call waited for a decision:
 // the approval stays pending and the call's record stays waiting, to be run by
 // whoever decides.
@@ -121,6 +134,13 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 		return true, false, nil, nil
 	case approval.Deny:
 		return false, false, tool.ErrorResult(tool.KindDenied, "%s was not run: %s", c.Name, d.Reason), nil
+	}
+	// Nobody is asked to approve a call its tool would refuse anyway.
+	if pc, ok := c.entry.Tool.(tool.Prechecker); ok {
+		tc := &tool.Context{Context: ctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, Progress: tool.NoProgress}
+		if err := x.precheck(pc, tc, c.Arguments); err != nil {
+			return false, false, tool.FromError(err), nil
+		}
 	}
 	suggestions := make([]string, len(d.Suggestions))
 	for i, r := range d.Suggestions {

@@ -223,3 +223,14 @@ type Tool interface {
 	// A returned error becomes an is_error result (kind from *Error, else failed).
 	Run(ctx *Context, args json.RawMessage) (*Result, error)
 }
+
+// Prechecker is implemented by tools that can see, before a person is asked to
+// approve a call, that the call would be refused anyway: write_file on a file the
+// session has not read, edit_file on one that does not exist. The executor calls
+// Precheck only for a call that would otherwise wait for approval; a non-nil error
+// (kind from *Error, else failed) is the call's result and nobody is asked. Precheck
+// must change nothing; the call's Run checks again, since the file may have changed
+// while the call waited.
+type Prechecker interface {
+	Precheck(ctx *Context, args json.RawMessage) error
+}
