@@ -107,6 +107,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"negative idle timeout", nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=-1m"}, "sessions.idle_timeout"},
 		{"idle timeout without unit", []string{"--config", write("sessions:\n  idle_timeout: 30\n")}, nil, "sessions.idle_timeout"},
 		{"negative live cap", nil, []string{"TOOLSERVER_SESSIONS_MAX_LIVE=-1"}, "sessions.max_live"},
+		{"negative body read timeout", nil, []string{"TOOLSERVER_READ_BODY_TIMEOUT=-1s"}, "read_body_timeout"},
+		{"body read timeout without unit", []string{"--config", write("read_body_timeout: 60\n")}, nil, "read_body_timeout"},
 		{"zero min backoff", nil, []string{"TOOLSERVER_MCP_MIN_BACKOFF=0s"}, "mcp.min_backoff"},
 		{"max backoff below min", []string{"--config", write("mcp:\n  min_backoff: 5s\n  max_backoff: 1s\n")}, nil, "mcp.max_backoff"},
 	}
@@ -148,6 +150,19 @@ func TestSessionEvictionDefaults(t *testing.T) {
 	c, err = Load(nil, []string{"TOOLSERVER_SESSIONS_IDLE_TIMEOUT=1s"})
 	if err != nil || c.Sessions.IdleTimeout != time.Second {
 		t.Fatalf("1s not accepted: %+v %v", c.Sessions, err)
+	}
+}
+
+// TestReadBodyTimeoutDefault: a request has a minute to arrive; 0 lifts the limit.
+func TestReadBodyTimeoutDefault(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, nil)
+	if err != nil || c.ReadBodyTimeout != time.Minute {
+		t.Fatalf("read_body_timeout %s (%v), want 1m", c.ReadBodyTimeout, err)
+	}
+	c, err = Load(nil, []string{"TOOLSERVER_READ_BODY_TIMEOUT=0"})
+	if err != nil || c.ReadBodyTimeout != 0 {
+		t.Fatalf("0 not accepted: %s %v", c.ReadBodyTimeout, err)
 	}
 }
 

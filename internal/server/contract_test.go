@@ -224,8 +224,9 @@ func TestAcceptedRequestsMatchSpec(t *testing.T) {
 // TestSpecDocumentsCommonErrors checks every operation lists the HTTP errors any
 // request to it can get, so a client generated from the contract expects them: 401, 403
 // and 429 where a key is needed (authentication, roles and the key's limits come
-// before the handler), 400 and 413 where it takes a body, and 415 where that body is
-// decoded as the API's JSON (the MCP endpoint answers a wrong type with 400).
+// before the handler), 400, 408 (read_body_timeout) and 413 where it takes a body, and
+// 415 where that body is decoded as the API's JSON (the MCP endpoint answers a wrong
+// type with 400).
 func TestSpecDocumentsCommonErrors(t *testing.T) {
 	t.Parallel()
 	doc := loadSpec(t)
@@ -245,7 +246,7 @@ func TestSpecDocumentsCommonErrors(t *testing.T) {
 				want = append(want, "401", "403", "429")
 			}
 			if _, ok := op["requestBody"]; ok {
-				want = append(want, "400", "413")
+				want = append(want, "400", "408", "413")
 				if !strings.HasSuffix(p, "/mcp") {
 					want = append(want, "415")
 				}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -107,7 +108,17 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req, err := decodeCreateKey(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), s.cfg.MaxBodyBytes, r.Header.Get("Content-Type"), tenantOf(r))
+	ct := r.Header.Get("Content-Type")
+	if err := checkContentType(ct); err != nil { // before reading, as decodeJSON does
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := decodeCreateKey(bytes.NewReader(body), s.cfg.MaxBodyBytes, ct, tenantOf(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
