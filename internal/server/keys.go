@@ -177,7 +177,7 @@ func (s *Server) corsMiddleware() func(http.Handler) http.Handler {
 	}
 	return cors.Handler(cors.Options{
 		AllowedOrigins: s.CORS.AllowedOrigins,
-		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
+		AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete},
 		AllowedHeaders: []string{"Authorization", "Content-Type", "X-API-Key", "X-Request-Id", "Last-Event-ID"},
 		// Every response header the contract documents; browsers hide the others.
 		ExposedHeaders:   []string{"X-Request-Id", "Retry-After", "Location", "X-Session-Id", "WWW-Authenticate"},
