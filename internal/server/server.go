@@ -125,7 +125,7 @@ func New(cfg Config, d Deps) *Server {
 // the two in step.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet)
+	r.Use(s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet, s.corsMiddleware())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
 	})
@@ -139,7 +139,8 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/openapi.yaml", s.openAPIDocument)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 	for _, p := range []string{"/mcp", "/v1/sessions/{sessionID}/mcp"} {
-		// MCP clients authenticate like agents; the key's tenant owns the session.
+		// MCP clients authenticate like agents; the key's tenant owns the session. A
+		// browser's MCP client needs CORS like the REST API's (corsMiddleware).
 		mcp := r.With(s.authenticate, require(auth.RoleAgent))
 		mcp.Post(p, s.serveMCP)
 		mcp.With(s.endOnRevoke).Get(p, s.serveMCP)
@@ -151,7 +152,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/ui/*", webui.New().ServeHTTP)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.corsMiddleware(), s.authenticate)
+		r.Use(s.authenticate)
 		// Agents run tools; approvers may read what runs (to decide and to watch).
 		r.With(require(auth.RoleAgent)).Group(func(r chi.Router) {
 			r.Post("/sessions", s.createSession)
