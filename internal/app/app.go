@@ -441,8 +441,15 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           a.API.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return base },
+		// A request, head and body, must arrive within read_body_timeout of its first
+		// byte. net/http lifts this deadline as the handler reads the body to its end
+		// (at once for a request without one), so responses that stream for minutes
+		// afterwards are not cut; a client that trickles its body is, and is answered
+		// 408 (server.readBody). A handler must not set read deadlines of its own: one
+		// set after the body is read would end the request (golang/go#70834).
+		ReadTimeout: a.Config.ReadBodyTimeout,
+		IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return base },
 	}
 	if a.MCPEndpoint != nil {
 		// MCP clients' GET streams stay open; end them so the drain does not wait.

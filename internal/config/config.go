@@ -47,6 +47,9 @@ type Config struct {
 	// StreamKeepalive is how long an NDJSON stream may stay quiet before it writes a
 	// keepalive line, for proxies that cut idle connections; 0: never.
 	StreamKeepalive time.Duration `mapstructure:"stream_keepalive"`
+	// ReadBodyTimeout bounds the time to receive a request's body, from the start of
+	// its handling; past it the request is answered 408. 0: no limit.
+	ReadBodyTimeout time.Duration `mapstructure:"read_body_timeout"`
 
 	Log      LogConfig      `mapstructure:"log"`
 	Tracing  TracingConfig  `mapstructure:"tracing"`
@@ -415,6 +418,7 @@ func Defaults() Config {
 		MaxToolResultTokens: 12000,
 		ShutdownTimeout:     30 * time.Second,
 		StreamKeepalive:     15 * time.Second,
+		ReadBodyTimeout:     time.Minute,
 		Log:                 LogConfig{Level: "info", Format: "json"},
 		Tracing:             TracingConfig{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 1, ServiceName: "toolserverd"},
 		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond, MaxBatchCalls: 256},
@@ -695,6 +699,9 @@ func (c Config) Validate() error {
 	}
 	if c.StreamKeepalive < 0 {
 		bad("stream_keepalive", "must not be negative")
+	}
+	if c.ReadBodyTimeout < 0 {
+		bad("read_body_timeout", "must not be negative")
 	}
 	if u := c.Cluster.AdvertiseURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {

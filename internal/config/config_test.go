@@ -112,6 +112,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"call retention not a duration", nil, []string{"TOOLSERVER_RETENTION_CALLS=weekly"}, "retention.calls"},
 		{"session retention of seconds", []string{"--config", write("retention:\n  sessions: 59s\n")}, nil, "retention.sessions"},
 		{"negative session retention", nil, []string{"TOOLSERVER_RETENTION_SESSIONS=-720h"}, "retention.sessions"},
+		{"negative body read timeout", nil, []string{"TOOLSERVER_READ_BODY_TIMEOUT=-1s"}, "read_body_timeout"},
+		{"body read timeout without unit", []string{"--config", write("read_body_timeout: 60\n")}, nil, "read_body_timeout"},
 		{"zero min backoff", nil, []string{"TOOLSERVER_MCP_MIN_BACKOFF=0s"}, "mcp.min_backoff"},
 		{"max backoff below min", []string{"--config", write("mcp:\n  min_backoff: 5s\n  max_backoff: 1s\n")}, nil, "mcp.max_backoff"},
 	}
@@ -172,6 +174,19 @@ func TestRetentionDefaultsKeepForever(t *testing.T) {
 	c, err = Load([]string{"--config", f}, []string{"TOOLSERVER_RETENTION_SESSIONS=720h"})
 	if err != nil || c.Retention.Calls != 168*time.Hour || c.Retention.Sessions != 720*time.Hour {
 		t.Fatalf("from file and env: %+v, %v", c.Retention, err)
+	}
+}
+
+// TestReadBodyTimeoutDefault: a request has a minute to arrive; 0 lifts the limit.
+func TestReadBodyTimeoutDefault(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, nil)
+	if err != nil || c.ReadBodyTimeout != time.Minute {
+		t.Fatalf("read_body_timeout %s (%v), want 1m", c.ReadBodyTimeout, err)
+	}
+	c, err = Load(nil, []string{"TOOLSERVER_READ_BODY_TIMEOUT=0"})
+	if err != nil || c.ReadBodyTimeout != 0 {
+		t.Fatalf("0 not accepted: %s %v", c.ReadBodyTimeout, err)
 	}
 }
 

@@ -217,7 +217,7 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 			return
 		}
 	}
-	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete {
 		// The event stream belongs to a live MCP session. mcp-go opens one for any
 		// id, or none, and nothing ever reaches it: the client would listen forever
 		// instead of initializing again. And it answers DELETE with 200 for any id, or
@@ -244,6 +244,15 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	if err != nil {
 		e.deps.Log.ErrorContext(r.Context(), "mcp endpoint: loading session failed", "session_id", sessionID, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	if r.Method == http.MethodHead {
+		// The head of the listening stream a GET opens (RFC 9110 §9.3.2), checked like
+		// one. mcp-go answers HEAD with a bare 200, and handing it over as a GET would
+		// open a second stream, taking notifications meant for the client's own.
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	r = r.WithContext(context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context()))

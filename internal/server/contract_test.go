@@ -109,7 +109,9 @@ func documentsHeader(t testing.TB, method, route string, status int, header stri
 }
 
 // TestRouterMatchesSpec keeps the router and api/openapi.yaml in step: every route is
-// documented and every documented operation is routed.
+// documented and every documented operation is routed. HEAD is not routed, nor
+// documented, per path: every GET answers it (headAsGet), as the contract says once,
+// and TestHeadOnEveryGetRoute checks each.
 func TestRouterMatchesSpec(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
@@ -186,16 +188,20 @@ func TestMethodNotAllowedListsAllow(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
 	for _, tc := range []struct{ method, path, allow string }{
 		{"PUT", "/v1/sessions", "POST"},
-		{"DELETE", "/v1/tool-calls", "GET, POST"},
-		{"PATCH", "/v1/sessions/ses_x/mcp", "DELETE, GET, POST"},
-		{"POST", "/healthz", "GET"},
+		{"HEAD", "/v1/sessions", "POST"},
+		{"DELETE", "/v1/tool-calls", "GET, HEAD, POST"},
+		{"PATCH", "/v1/sessions/ses_x/mcp", "DELETE, GET, HEAD, POST"},
+		{"PATCH", "/mcp", "DELETE, GET, HEAD, POST"},
+		{"POST", "/healthz", "GET, HEAD"},
 		{"GET", "/v1/keys/key_x/revoke", "POST"},
 	} {
 		code, hdr, body := d.do(tc.method, tc.path, nil)
 		if code != http.StatusMethodNotAllowed {
 			t.Fatalf("%s %s: %d %s", tc.method, tc.path, code, body)
 		}
-		validate(t, "Error", body)
+		if tc.method != http.MethodHead { // a HEAD answer has no body
+			validate(t, "Error", body)
+		}
 		if got := hdr.Get("Allow"); got != tc.allow {
 			t.Errorf("%s %s: Allow = %q, want %q", tc.method, tc.path, got, tc.allow)
 		}
@@ -224,8 +230,9 @@ func TestAcceptedRequestsMatchSpec(t *testing.T) {
 // TestSpecDocumentsCommonErrors checks every operation lists the HTTP errors any
 // request to it can get, so a client generated from the contract expects them: 401, 403
 // and 429 where a key is needed (authentication, roles and the key's limits come
-// before the handler), 400 and 413 where it takes a body, and 415 where that body is
-// decoded as the API's JSON (the MCP endpoint answers a wrong type with 400).
+// before the handler), 400, 408 (read_body_timeout) and 413 where it takes a body, and
+// 415 where that body is decoded as the API's JSON (the MCP endpoint answers a wrong
+// type with 400).
 func TestSpecDocumentsCommonErrors(t *testing.T) {
 	t.Parallel()
 	doc := loadSpec(t)
@@ -245,7 +252,7 @@ func TestSpecDocumentsCommonErrors(t *testing.T) {
 				want = append(want, "401", "403", "429")
 			}
 			if _, ok := op["requestBody"]; ok {
-				want = append(want, "400", "413")
+				want = append(want, "400", "408", "413")
 				if !strings.HasSuffix(p, "/mcp") {
 					want = append(want, "415")
 				}

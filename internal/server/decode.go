@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -105,13 +106,16 @@ func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, limit int64, v a
 }
 
 // readBody reads the whole body, for handlers that pass it on unparsed: the size is
-// capped like decodeJSON's (413 beyond it).
+// capped like decodeJSON's (413 beyond it), and a body that does not arrive within the
+// server's read deadline (read_body_timeout) is a 408.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return nil, tooLarge(limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, errorf(CodeRequestTimeout, "the request body did not arrive within the server's read_body_timeout; send it whole without pausing")
 	case err != nil:
 		return nil, errorf(CodeBadRequest, "reading the request body: "+err.Error())
 	}

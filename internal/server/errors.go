@@ -14,6 +14,7 @@ const (
 	CodeBadRequest       = "bad_request"
 	CodeInvalidJSON      = "invalid_json"
 	CodeTooLarge         = "body_too_large"
+	CodeRequestTimeout   = "request_timeout"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeNotFound         = "not_found"
 	CodeUnauthorized     = "unauthorized"
@@ -29,6 +30,7 @@ var statusOf = map[string]int{
 	CodeBadRequest:       http.StatusBadRequest,
 	CodeInvalidJSON:      http.StatusBadRequest,
 	CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	CodeRequestTimeout:   http.StatusRequestTimeout,
 	CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
 	CodeNotFound:         http.StatusNotFound,
 	CodeUnauthorized:     http.StatusUnauthorized,

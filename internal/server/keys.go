@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -107,7 +108,17 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req, err := decodeCreateKey(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), s.cfg.MaxBodyBytes, r.Header.Get("Content-Type"), tenantOf(r))
+	ct := r.Header.Get("Content-Type")
+	if err := checkContentType(ct); err != nil { // before reading, as decodeJSON does
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := decodeCreateKey(bytes.NewReader(body), s.cfg.MaxBodyBytes, ct, tenantOf(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -164,15 +175,32 @@ func (s *Server) corsMiddleware() func(http.Handler) http.Handler {
 	if len(s.CORS.AllowedOrigins) == 0 {
 		return func(next http.Handler) http.Handler { return next }
 	}
-	return cors.Handler(cors.Options{
+	c := cors.Handler(cors.Options{
 		AllowedOrigins: s.CORS.AllowedOrigins,
-		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-		AllowedHeaders: []string{"Authorization", "Content-Type", "X-API-Key", "X-Request-Id", "Last-Event-ID"},
+		AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete},
+		// The MCP endpoints' too: an MCP client sends back the Mcp-Session-Id that
+		// initialize answered, and Mcp-Protocol-Version (Last-Event-ID resumes its
+		// stream, as it resumes progress streams); /mcp names the session in a header.
+		AllowedHeaders: []string{"Authorization", "Content-Type", "X-API-Key", "X-Request-Id", "Last-Event-ID",
+			"Mcp-Session-Id", "Mcp-Protocol-Version", "X-Toolserver-Session"},
 		// Every response header the contract documents; browsers hide the others.
-		ExposedHeaders:   []string{"X-Request-Id", "Retry-After", "Location", "X-Session-Id", "WWW-Authenticate"},
+		ExposedHeaders:   []string{"X-Request-Id", "Retry-After", "Location", "X-Session-Id", "WWW-Authenticate", "Mcp-Session-Id"},
 		AllowCredentials: false, // keys travel in headers, never cookies
 		MaxAge:           int(s.CORS.MaxAge.Seconds()),
 	})
+	// It runs before routing, on the paths browsers may call, so that it answers
+	// preflights (OPTIONS, routed nowhere) of routes at any depth: the REST API and
+	// both MCP endpoints (/v1/sessions/{id}/mcp is routed outside /v1's group).
+	return func(next http.Handler) http.Handler {
+		withCORS := c(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/v1/") {
+				withCORS.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 func quote(s string) string { return `"` + s + `"` }

@@ -225,3 +225,104 @@ func TestMCPEndpointEndNeedsALiveSession(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPEndpointCORS: a browser MCP client on an allowed origin can run a session on
+// either endpoint: its preflights allow the headers the transport sends (Mcp-Session-Id,
+// Mcp-Protocol-Version, Last-Event-ID, the session header of /mcp), and the answers
+// let it read Mcp-Session-Id, which it must send back. Other origins get nothing.
+func TestMCPEndpointCORS(t *testing.T) {
+	t.Parallel()
+	const origin = "https://console.example.com"
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.CORS.AllowedOrigins = []string{origin} }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	preflight := func(path, from, method, headers string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodOptions, d.url+path, nil)
+		req.Header.Set("Origin", from)
+		req.Header.Set("Access-Control-Request-Method", method)
+		req.Header.Set("Access-Control-Request-Headers", headers)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	allows := func(resp *http.Response, method, headers string) bool {
+		h := resp.Header
+		if resp.StatusCode/100 != 2 || h.Get("Access-Control-Allow-Origin") != origin ||
+			!strings.Contains(h.Get("Access-Control-Allow-Methods"), method) {
+			return false
+		}
+		granted := strings.ToLower(h.Get("Access-Control-Allow-Headers"))
+		for _, want := range strings.Split(headers, ",") {
+			if !strings.Contains(granted, strings.TrimSpace(want)) {
+				return false
+			}
+		}
+		return true
+	}
+	exposes := func(h http.Header, header string) bool {
+		for _, e := range strings.Split(h.Get("Access-Control-Expose-Headers"), ",") {
+			if strings.EqualFold(strings.TrimSpace(e), header) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, path := range []string{"/mcp", "/v1/sessions/" + sess + "/mcp"} {
+		// initialize: the preflight, then the POST, whose answer shows Mcp-Session-Id.
+		const initHeaders = "content-type,mcp-protocol-version,x-toolserver-session"
+		if resp := preflight(path, origin, "POST", initHeaders); !allows(resp, "POST", initHeaders) {
+			t.Fatalf("%s: preflight of initialize: %d %v", path, resp.StatusCode, resp.Header)
+		}
+		h := mcpHeaders(sess, "")
+		h.Set("Origin", origin)
+		code, hdr, body := send(t, http.DefaultClient, "POST", d.url+path, h, mcpInitializeBody)
+		mcpSID := hdr.Get("Mcp-Session-Id")
+		if code != http.StatusOK || mcpSID == "" {
+			t.Fatalf("%s: initialize: %d %s", path, code, body)
+		}
+		if hdr.Get("Access-Control-Allow-Origin") != origin || !exposes(hdr, "Mcp-Session-Id") {
+			t.Fatalf("%s: initialize from %s: the browser may not read Mcp-Session-Id: %v", path, origin, hdr)
+		}
+		// The requests that carry it back: messages, the listening stream, the end.
+		for _, tc := range []struct{ method, headers string }{
+			{"POST", "content-type,mcp-protocol-version,mcp-session-id,x-toolserver-session"},
+			{"GET", "last-event-id,mcp-protocol-version,mcp-session-id,x-toolserver-session"},
+			{"DELETE", "mcp-protocol-version,mcp-session-id,x-toolserver-session"},
+		} {
+			if resp := preflight(path, origin, tc.method, tc.headers); !allows(resp, tc.method, tc.headers) {
+				t.Errorf("%s: preflight of %s: %d %v", path, tc.method, resp.StatusCode, resp.Header)
+			}
+		}
+		h = mcpHeaders(sess, mcpSID)
+		h.Set("Origin", origin)
+		code, hdr, body = send(t, http.DefaultClient, "POST", d.url+path, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		if code != http.StatusAccepted || hdr.Get("Access-Control-Allow-Origin") != origin {
+			t.Errorf("%s: notifications/initialized: %d %v %s", path, code, hdr, body)
+		}
+		code, hdr, body = send(t, http.DefaultClient, "POST", d.url+path, h, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"from a page"}}}`)
+		if code != http.StatusOK || !strings.Contains(string(body), "from a page") || hdr.Get("Access-Control-Allow-Origin") != origin {
+			t.Errorf("%s: tools/call: %d %v %s", path, code, hdr, body)
+		}
+		listen, _ := http.NewRequestWithContext(t.Context(), "GET", d.url+path, nil)
+		listen.Header = h.Clone()
+		stream, err := http.DefaultClient.Do(listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.Body.Close() // the head is what matters
+		if stream.StatusCode != http.StatusOK || stream.Header.Get("Access-Control-Allow-Origin") != origin {
+			t.Errorf("%s: GET stream: %d %v", path, stream.StatusCode, stream.Header)
+		}
+		code, hdr, body = send(t, http.DefaultClient, "DELETE", d.url+path, h, nil)
+		if code != http.StatusOK || hdr.Get("Access-Control-Allow-Origin") != origin {
+			t.Errorf("%s: DELETE: %d %v %s", path, code, hdr, body)
+		}
+		// Another site's page gets no grant.
+		if resp := preflight(path, "https://evil.example.net", "POST", initHeaders); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s: preflight from another origin allowed: %v", path, resp.Header)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
@@ -124,7 +125,7 @@ func New(cfg Config, d Deps) *Server {
 // the two in step.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware)
+	r.Use(s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet, s.corsMiddleware())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
 	})
@@ -138,7 +139,8 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/openapi.yaml", s.openAPIDocument)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 	for _, p := range []string{"/mcp", "/v1/sessions/{sessionID}/mcp"} {
-		// MCP clients authenticate like agents; the key's tenant owns the session.
+		// MCP clients authenticate like agents; the key's tenant owns the session. A
+		// browser's MCP client needs CORS like the REST API's (corsMiddleware).
 		mcp := r.With(s.authenticate, require(auth.RoleAgent))
 		mcp.Post(p, s.serveMCP)
 		mcp.With(s.endOnRevoke).Get(p, s.serveMCP)
@@ -150,7 +152,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/ui/*", webui.New().ServeHTTP)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.corsMiddleware(), s.authenticate)
+		r.Use(s.authenticate)
 		// Agents run tools; approvers may read what runs (to decide and to watch).
 		r.With(require(auth.RoleAgent)).Group(func(r chi.Router) {
 			r.Post("/sessions", s.createSession)
@@ -198,7 +200,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // allowedMethods lists the methods routed for the request's path, for the Allow header
-// a 405 must carry (RFC 9110 §15.5.6).
+// a 405 must carry (RFC 9110 §15.5.6); HEAD wherever GET is (headAsGet).
 func allowedMethods(routes chi.Routes, r *http.Request) string {
 	path := r.URL.RawPath
 	if path == "" {
@@ -206,12 +208,51 @@ func allowedMethods(routes chi.Routes, r *http.Request) string {
 	}
 	var allow []string
 	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut} {
-		if routes.Match(chi.NewRouteContext(), m, path) {
+		routed := m
+		if m == http.MethodHead {
+			routed = http.MethodGet
+		}
+		if routes.Match(chi.NewRouteContext(), routed, path) {
 			allow = append(allow, m)
 		}
 	}
 	return strings.Join(allow, ", ")
 }
+
+// headAsGet answers HEAD on every GET route, as RFC 9110 §9.3.2 expects of a server
+// that supports GET: chi routes it to the GET handler (middleware.GetHead) and
+// net/http sends the head without the body. A streaming handler would go on writing
+// into nothing until the client left, holding its connection: a HEAD ends at the
+// first flush, when the status and headers are out, as if its client had gone.
+// Handlers that answer at once never flush and are not touched.
+func headAsGet(next http.Handler) http.Handler {
+	asGet := middleware.GetHead(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodHead {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		asGet.ServeHTTP(&headWriter{ResponseWriter: w, end: cancel}, r.WithContext(ctx))
+	})
+}
+
+// headWriter is a HEAD request's writer: its first flush ends the request.
+type headWriter struct {
+	http.ResponseWriter
+	end context.CancelFunc
+}
+
+// FlushError sends the head and ends the request (http.ResponseController calls it).
+func (h *headWriter) FlushError() error {
+	err := http.NewResponseController(h.ResponseWriter).Flush()
+	h.end()
+	return err
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (h *headWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // openAPIDocument serves the contract, so clients (and toolserverd's own OpenAPI
 // adapter) can drive the daemon from it.
