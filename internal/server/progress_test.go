@@ -330,7 +330,9 @@ func TestProgressSSEClosedAfterDrops(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}).DialContext}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a stream that never closes
+	// Bounds a stream that never closes; 16 MiB through a 4 KiB receive buffer under
+	// the race detector on a busy machine took over 10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v1/tool-calls/"+callID+"/progress/stream", nil)
 	resp, err := client.Do(req)

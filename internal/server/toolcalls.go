@@ -102,8 +102,11 @@ func (s *Server) awaitHeld(ctx context.Context, id string) (*store.Call, error) 
 	if s.cfg.RecordHold <= 0 || !ok {
 		return nil, store.ErrNotFound
 	}
-	// The other replica writes a held record when its window ends: allow it a commit.
-	deadline := at.Add(s.cfg.RecordHold + 100*time.Millisecond)
+	// The other replica writes a held record when its window ends: allow it a commit,
+	// with room for a busy replica (100 ms was too little for one under load, which
+	// then answered 404 for a call it was running). Only an id younger than this that
+	// nobody made waits it out.
+	deadline := at.Add(s.cfg.RecordHold + time.Second)
 	for {
 		wait := min(time.Until(deadline), 20*time.Millisecond)
 		if wait <= 0 {
