@@ -172,7 +172,12 @@ func (m *Manager) retainLive(ctx context.Context, now time.Time) error {
 		seen, unused := s.unused()
 		busy := m.res != nil && m.res.Busy(s.Info)
 		switch {
-		case !unused || busy:
+		case busy:
+			// As evict does: the clock starts again when the job ends, so that its
+			// output stays readable for the retention after.
+			s.touch()
+			_ = m.touchStored(ctx, s)
+		case !unused:
 			_ = m.touchStored(ctx, s)
 		case now.Sub(seen) >= r.after:
 			if _, err := m.evict(ctx, s, seen); err != nil {
