@@ -309,3 +309,37 @@ func TestRetentionKeepsAJobsSessionAfterTheJob(t *testing.T) {
 		t.Fatalf("DeleteUnused past the retention = %d, %v; want the session deleted", n, err)
 	}
 }
+
+// TestRetentionKeepsANamedWorkdirInTheWorkspaceDir: with a workdir root that holds
+// the daemon's workspace directory (a root such as /srv with data_dir under it), a
+// session can name another session's workspace as its workdir, the one GET
+// /v1/sessions showed. Retention of the first session must not remove the directory
+// a live session, of another tenant here, works in.
+func TestRetentionKeepsANamedWorkdirInTheWorkspaceDir(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	e.m.cfg.WorkdirRoots = []string{filepath.Dir(e.m.cfg.WorkspaceDir)}
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	old, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, _, err := e.m.Create(ctx, "t2", Spec{AvailableTools: []string{"echo"}, Workdir: old.Info.Workdir})
+	if err == nil {
+		if err := os.WriteFile(filepath.Join(user.Info.Workdir, "work.txt"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stop := user.Subscribe(1) // in use
+		defer stop()
+	} else if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Create naming another session's workspace: %v, want it refused (ErrInvalid) or kept", err)
+	}
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now().Add(2*keep)); err != nil || n != 1 {
+		t.Fatalf("DeleteUnused = %d, %v; want the unused session deleted", n, err)
+	}
+	if user != nil && !exists(t, filepath.Join(user.Info.Workdir, "work.txt")) {
+		t.Fatalf("the workdir %s of a live session of another tenant was removed", user.Info.Workdir)
+	}
+}
