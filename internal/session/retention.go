@@ -131,7 +131,9 @@ func (m *Manager) DeleteUnused(ctx context.Context, now time.Time) (sessions, ca
 	}
 	var errs []error
 	errs = append(errs, m.retainLive(ctx, now))
-	cutoff := now.Add(-r.after - r.touchEvery).UTC()
+	// Two steps: after+touchEvery overflows for the longest durations ("2562047h"),
+	// and would put the cutoff in the future; time.Add saturates instead.
+	cutoff := now.Add(-r.after).Add(-r.touchEvery).UTC()
 	var after *store.Session
 	for {
 		page, err := r.store.UnusedSessions(ctx, cutoff, after, retentionPage)

@@ -343,3 +343,28 @@ func TestRetentionKeepsANamedWorkdirInTheWorkspaceDir(t *testing.T) {
 		t.Fatalf("the workdir %s of a live session of another tenant was removed", user.Info.Workdir)
 	}
 }
+
+// TestRetentionOfTheLongestDuration: a retention of the longest duration there is
+// ("2562047h", written to mean forever) keeps every session: the cutoff (the
+// retention and the touch interval before now) must not wrap around to the future.
+func TestRetentionOfTheLongestDuration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	forever, err := time.ParseDuration("2562047h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m.UseRetention(e.st, forever)
+	spec, _ := json.Marshal(storedSpec{Spec: Spec{AvailableTools: []string{"echo"}}})
+	now := time.Now().UTC()
+	if err := e.st.CreateSession(ctx, &store.Session{ID: "ses_recent", Tenant: "t1", Spec: spec, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now()); n != 0 || err != nil {
+		t.Fatalf("DeleteUnused = %d, %v; want nothing deleted", n, err)
+	}
+	if _, err := e.st.GetSession(ctx, "ses_recent"); err != nil {
+		t.Fatalf("a session stored a moment ago was deleted: %v", err)
+	}
+}
