@@ -131,7 +131,9 @@ func (m *Manager) DeleteUnused(ctx context.Context, now time.Time) (sessions, ca
 	}
 	var errs []error
 	errs = append(errs, m.retainLive(ctx, now))
-	cutoff := now.Add(-r.after - r.touchEvery).UTC()
+	// Two steps: after+touchEvery overflows for the longest durations ("2562047h"),
+	// and would put the cutoff in the future; time.Add saturates instead.
+	cutoff := now.Add(-r.after).Add(-r.touchEvery).UTC()
 	var after *store.Session
 	for {
 		page, err := r.store.UnusedSessions(ctx, cutoff, after, retentionPage)
@@ -172,7 +174,12 @@ func (m *Manager) retainLive(ctx context.Context, now time.Time) error {
 		seen, unused := s.unused()
 		busy := m.res != nil && m.res.Busy(s.Info)
 		switch {
-		case !unused || busy:
+		case busy:
+			// As evict does: the clock starts again when the job ends, so that its
+			// output stays readable for the retention after.
+			s.touch()
+			_ = m.touchStored(ctx, s)
+		case !unused:
 			_ = m.touchStored(ctx, s)
 		case now.Sub(seen) >= r.after:
 			if _, err := m.evict(ctx, s, seen); err != nil {

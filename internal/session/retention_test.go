@@ -6,10 +6,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -238,5 +240,131 @@ func TestRetentionSkipsLoading(t *testing.T) {
 	}
 	if (deleted == 1) != errors.Is(stErr, store.ErrNotFound) {
 		t.Fatalf("sweep says %d deleted, store says %v", deleted, stErr)
+	}
+}
+
+// TestRetentionKeepsAJobsSessionAfterTheJob: a session whose sandbox ran a job is in
+// use while the job runs, whenever it was last requested; when the job ends, its
+// output stays readable for the retention (as eviction keeps it for the idle timeout),
+// rather than going with the session's sandbox at the next sweep. Eviction off
+// (sessions.idle_timeout 0): only retention lets the session go.
+func TestRetentionKeepsAJobsSessionAfterTheJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	sb, err := sandbox.NewManager(sandbox.Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Shutdown(context.Background()) })
+	e.m.UseResources(sb)
+	sess, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := sb.For(sess.Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := box.Start(ctx, sandbox.Cmd{Command: "echo built; sleep 60", Timeout: sandbox.NoTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.mu.Lock()
+	sess.lastUsed = time.Now().Add(-2 * keep) // last requested long ago; the job runs on
+	sess.mu.Unlock()
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now()); n != 0 || err != nil || !e.isLive(sess.ID) {
+		t.Fatalf("a session whose sandbox runs a job was deleted or evicted (%d, %v)", n, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if out, _, _ := job.Tail("stdout", 10); strings.Contains(string(out), "built") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job wrote nothing")
+		}
+	}
+	job.Kill()
+	if _, err := job.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The next sweep, a moment after the job ended.
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now()); n != 0 || err != nil {
+		t.Fatalf("DeleteUnused = %d, %v", n, err)
+	}
+	if !e.isLive(sess.ID) {
+		t.Fatal("the session left memory, and its sandbox with the job's output, the moment its job ended")
+	}
+	if cur, err := sb.For(sess.Info); err != nil {
+		t.Fatal(err)
+	} else if j, err := cur.Job(job.ID()); err != nil {
+		t.Fatalf("the finished job is gone with its output: %v", err)
+	} else if out, _, err := j.Tail("stdout", 10); err != nil || !strings.Contains(string(out), "built") {
+		t.Fatalf("the finished job's output = %q, %v", out, err)
+	}
+	// Unused for the retention after the job: it goes.
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now().Add(keep+touchEvery(keep)+time.Minute)); n != 1 || err != nil {
+		t.Fatalf("DeleteUnused past the retention = %d, %v; want the session deleted", n, err)
+	}
+}
+
+// TestRetentionKeepsANamedWorkdirInTheWorkspaceDir: with a workdir root that holds
+// the daemon's workspace directory (a root such as /srv with data_dir under it), a
+// session can name another session's workspace as its workdir, the one GET
+// /v1/sessions showed. Retention of the first session must not remove the directory
+// a live session, of another tenant here, works in.
+func TestRetentionKeepsANamedWorkdirInTheWorkspaceDir(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	e.m.cfg.WorkdirRoots = []string{filepath.Dir(e.m.cfg.WorkspaceDir)}
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	old, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, _, err := e.m.Create(ctx, "t2", Spec{AvailableTools: []string{"echo"}, Workdir: old.Info.Workdir})
+	if err == nil {
+		if err := os.WriteFile(filepath.Join(user.Info.Workdir, "work.txt"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stop := user.Subscribe(1) // in use
+		defer stop()
+	} else if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Create naming another session's workspace: %v, want it refused (ErrInvalid) or kept", err)
+	}
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now().Add(2*keep)); err != nil || n != 1 {
+		t.Fatalf("DeleteUnused = %d, %v; want the unused session deleted", n, err)
+	}
+	if user != nil && !exists(t, filepath.Join(user.Info.Workdir, "work.txt")) {
+		t.Fatalf("the workdir %s of a live session of another tenant was removed", user.Info.Workdir)
+	}
+}
+
+// TestRetentionOfTheLongestDuration: a retention of the longest duration there is
+// ("2562047h", written to mean forever) keeps every session: the cutoff (the
+// retention and the touch interval before now) must not wrap around to the future.
+func TestRetentionOfTheLongestDuration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	forever, err := time.ParseDuration("2562047h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m.UseRetention(e.st, forever)
+	spec, _ := json.Marshal(storedSpec{Spec: Spec{AvailableTools: []string{"echo"}}})
+	now := time.Now().UTC()
+	if err := e.st.CreateSession(ctx, &store.Session{ID: "ses_recent", Tenant: "t1", Spec: spec, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now()); n != 0 || err != nil {
+		t.Fatalf("DeleteUnused = %d, %v; want nothing deleted", n, err)
+	}
+	if _, err := e.st.GetSession(ctx, "ses_recent"); err != nil {
+		t.Fatalf("a session stored a moment ago was deleted: %v", err)
 	}
 }

@@ -300,6 +300,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 	if err != nil {
 		return nil, nil, err
 	}
+	if spec.Workdir != "" && m.inWorkspaceDir(sess.Info.Workdir) {
+		// Another session's workspace, maybe another tenant's: retention removes it
+		// with that session, from under this one.
+		return nil, nil, fmt.Errorf("%w: workdir %s is inside the daemon's workspace directory, which holds each session's own; name one outside it", ErrInvalid, spec.Workdir)
+	}
 	raw, err := json.Marshal(sess.Spec)
 	if err != nil {
 		return nil, nil, err
@@ -579,6 +584,17 @@ func (m *Manager) workdir(id, asked string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: workdir %s is not under an allowed root (config sessions.workdir_roots)", ErrInvalid, asked)
+}
+
+// inWorkspaceDir reports whether dir (resolved) is the workspace dir or inside it:
+// the directories the daemon makes for sessions, and removes with them (retention).
+func (m *Manager) inWorkspaceDir(dir string) bool {
+	ws, err := filepath.EvalSymlinks(m.cfg.WorkspaceDir)
+	if err != nil {
+		ws = filepath.Clean(m.cfg.WorkspaceDir)
+	}
+	rel, err := filepath.Rel(ws, dir)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
 }
 
 func dedupe(in []string) []string {

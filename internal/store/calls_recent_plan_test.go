@@ -182,6 +182,7 @@ func TestRetentionPlanSQLite(t *testing.T) {
 	}{
 		{"finished calls", sqliteFinishedCalls, "tool_calls_tenant_created_idx (tenant=? AND created_at<?)", []any{"acme", "2025-01-01", "2025-01-01", 10}},
 		{"unused sessions", sqliteUnusedSessions + ` ORDER BY updated_at, id LIMIT ?`, "sessions_updated_idx", []any{"2025-01-01", 10}},
+		{"finished calls checked again", sqliteStillFinished, "sqlite_autoindex_tool_calls_1 (id=?)", []any{`["tc_1"]`, "2025-01-01"}},
 	} {
 		got := sqlitePlan(t, s, tc.q, tc.args...)
 		if !strings.Contains(got, "USING INDEX "+tc.index) || strings.Contains(got, "TEMP B-TREE") {

@@ -29,7 +29,8 @@ type Retention interface {
 	// DeleteFinishedCalls deletes at most limit (<= 0: RetentionBatch) call records
 	// that finished before before, and their approvals: tenant by tenant, the oldest
 	// created first. A call that is not terminal, or has a pending approval, stays.
-	// It returns how many calls it deleted: fewer than limit means no more are due.
+	// It returns how many calls it deleted: fewer than limit means no more are due
+	// (or another sweep took some of them).
 	// A call finishes after it was created, so the due ones are among those created
 	// before the cutoff: a range of tool_calls_tenant_created_idx, which every record
 	// pays for already (an index on finished_at would cost each one more).

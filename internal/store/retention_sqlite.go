@@ -16,31 +16,44 @@ const (
 		WHERE c.tenant = ? AND c.created_at < ? AND c.finished_at < ? AND c.status IN ` + terminalStatuses + `
 		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
 		ORDER BY c.created_at, c.id LIMIT ?`
+	// sqliteStillFinished keeps, of DeleteFinishedCalls' candidates (a JSON array),
+	// those still due, under the write lock (args: candidates, cutoff).
+	sqliteStillFinished = `SELECT c.id FROM tool_calls c
+		WHERE c.id IN (SELECT value FROM json_each(?)) AND c.finished_at < ? AND c.status IN ` + terminalStatuses + `
+		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')`
 	// sqliteUnusedSessions is UnusedSessions' first page, from sessions_updated_idx.
 	sqliteUnusedSessions = `SELECT id, tenant, spec, created_at, updated_at FROM sessions WHERE updated_at < ?`
 )
 
+// DeleteFinishedCalls looks for the due calls on a reader, outside the write lock:
+// the walk over the tenants is an index probe or two per tenant, seconds with tens of
+// thousands of them, and the one writer is also the call records' (group commit),
+// which would wait that long at every sweep, or fail their write timeout. Then one
+// short write transaction deletes the ones still due (checked again under the lock).
+// A candidate another sweep took meanwhile is not counted, so fewer than limit may
+// also mean that: the next sweep goes on.
 func (s *SQLite) DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error) {
+	limit = retentionLimit(limit)
+	cutoff := sqliteTime(before)
+	candidates, err := s.finishedCallCandidates(ctx, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+	}
+	if len(candidates) == 0 {
+		return 0, nil
+	}
+	list, err := json.Marshal(candidates)
+	if err != nil {
+		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete finished calls: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	tenants, err := sqliteIDs(ctx, tx, retentionTenants)
+	ids, err := sqliteIDs(ctx, tx, sqliteStillFinished, string(list), cutoff)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: tenants: %w", err)
-	}
-	limit = retentionLimit(limit)
-	cutoff := sqliteTime(before)
-	var ids []string
-	for _, tenant := range tenants {
-		more, err := sqliteIDs(ctx, tx, sqliteFinishedCalls, tenant, cutoff, cutoff, limit-len(ids))
-		if err != nil {
-			return 0, fmt.Errorf("store: delete finished calls: %w", err)
-		}
-		if ids = append(ids, more...); len(ids) == limit {
-			break
-		}
+		return 0, fmt.Errorf("store: delete finished calls: %w", err)
 	}
 	if len(ids) == 0 {
 		return 0, nil
@@ -54,9 +67,39 @@ func (s *SQLite) DeleteFinishedCalls(ctx context.Context, before time.Time, limi
 	return len(ids), nil
 }
 
+// finishedCallCandidates lists at most limit calls due for deletion, tenant by
+// tenant, on one reader connection (a snapshot; no write lock).
+func (s *SQLite) finishedCallCandidates(ctx context.Context, cutoff string, limit int) ([]string, error) {
+	conn, err := s.r.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	tenants, err := sqliteIDs(ctx, conn, retentionTenants)
+	if err != nil {
+		return nil, fmt.Errorf("tenants: %w", err)
+	}
+	var ids []string
+	for _, tenant := range tenants {
+		more, err := sqliteIDs(ctx, conn, sqliteFinishedCalls, tenant, cutoff, cutoff, limit-len(ids))
+		if err != nil {
+			return nil, err
+		}
+		if ids = append(ids, more...); len(ids) == limit {
+			break
+		}
+	}
+	return ids, nil
+}
+
+// sqliteQuerier is a transaction or a connection.
+type sqliteQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // sqliteIDs runs a query of one text column and collects it.
-func sqliteIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+func sqliteIDs(ctx context.Context, q sqliteQuerier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
