@@ -100,23 +100,8 @@ func TestBodyTimeoutSparesStreams(t *testing.T) {
 	_ = json.Unmarshal(b, &sess)
 
 	// A call that waits for the test, followed by GET /v1/tool-calls/{id}/events.
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", d.url+"/v1/sessions/"+sess.ID+"/tool-calls",
-		strings.NewReader(`{"calls":[{"id":"b","name":"block","arguments":{}}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	blocked, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocked.Body.Close()
-	line, err := bufio.NewReader(blocked.Body).ReadBytes('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	var start struct {
-		CallID string `json:"call_id"`
-	}
-	_ = json.Unmarshal(line, &start)
-	evReq, _ := http.NewRequestWithContext(t.Context(), "GET", d.url+"/v1/tool-calls/"+start.CallID+"/events", nil)
+	callID := d.startBlocked(t.Context(), sess.ID)
+	evReq, _ := http.NewRequestWithContext(t.Context(), "GET", d.url+"/v1/tool-calls/"+callID+"/events", nil)
 	evResp, err := http.DefaultClient.Do(evReq)
 	if err != nil {
 		t.Fatal(err)

@@ -284,6 +284,32 @@ type event struct {
 
 func (e event) str(k string) string { s, _ := e.m[k].(string); return s }
 
+// startBlocked posts a call of the block tool (id "b") in session sess and returns
+// its daemon call id once it has started. Its stream stays open until ctx ends or the
+// test releases the tool; the response is closed when the test ends.
+func (d *daemon) startBlocked(ctx context.Context, sess string) string {
+	d.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/sessions/"+sess+"/tool-calls",
+		strings.NewReader(`{"calls":[{"id":"b","name":"block","arguments":{}}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { resp.Body.Close() })
+	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var start struct {
+		CallID string `json:"call_id"`
+	}
+	if err := json.Unmarshal(line, &start); err != nil || start.CallID == "" {
+		d.t.Fatalf("first line of the blocked call: %s (%v)", line, err)
+	}
+	return start.CallID
+}
+
 // stream posts a batch and reads the whole NDJSON answer, validating each line.
 func (d *daemon) stream(path string, body any) (int, []event) {
 	d.t.Helper()

@@ -1,9 +1,7 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"sort"
@@ -23,25 +21,10 @@ func TestHeadOnEveryGetRoute(t *testing.T) {
 	// A call that runs until the test ends: its event and progress streams stay open.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+"/v1/sessions/"+sess+"/tool-calls",
-		strings.NewReader(`{"calls":[{"id":"b","name":"block","arguments":{}}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	blocked, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocked.Body.Close()
-	line, err := bufio.NewReader(blocked.Body).ReadBytes('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	var start struct {
-		CallID string `json:"call_id"`
-	}
-	_ = json.Unmarshal(line, &start)
+	callID := d.startBlocked(ctx, sess)
 	defer close(d.tools.release)
 	mcpSID := mcpInitialize(t, http.DefaultClient, d.url+"/mcp", sess)
-	args := strings.NewReplacer("{sessionID}", sess, "{callID}", start.CallID, "{toolCallID}", "b",
+	args := strings.NewReplacer("{sessionID}", sess, "{callID}", callID, "{toolCallID}", "b",
 		"{name}", "nosuchskill", "{approvalID}", "apr_nosuch", "{path}", "index.html")
 
 	// A client of one connection that shows redirects instead of following them. A
