@@ -425,10 +425,12 @@ func TestEndlessToolList(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"pages", "fatpages"} {
 		cfg := hostileServer(t, mode, mode)
-		cfg.ConnectTimeout = time.Minute
+		// 64 MiB of JSON to read before the limit bites: 42 s alone under -race, over a
+		// minute beside the other packages' tests on two cores.
+		cfg.ConnectTimeout = 4 * time.Minute
 		h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour, MinBackoff: time.Hour, MaxBackoff: time.Hour})
 		h.start(t)
-		st := h.waitState(t, mode, StateFailed, time.Minute) // 64 MiB of JSON, slow under -race
+		st := h.waitState(t, mode, StateFailed, 5*time.Minute)
 		if !strings.Contains(st.LastError, "tool list") {
 			t.Errorf("%s: last error %q does not say the tool list is too long", mode, st.LastError)
 		}
