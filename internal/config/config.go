@@ -884,8 +884,8 @@ func (c Config) Validate() error {
 	for _, o := range c.CORS.AllowedOrigins {
 		// Browsers send scheme://host[:port]; go-chi/cors allows one * in the host.
 		if u, err := url.Parse(o); o != "*" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery) {
-			bad("cors.allowed_origins", "%q is not an origin like https://console.example.com (no path, not even /) or *", o)
+			u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Count(o, "*") > 1) {
+			bad("cors.allowed_origins", "%q is not an origin like https://console.example.com or https://*.example.com (no path, not even /; one * at most) or *", o)
 		}
 	}
 	if c.CORS.MaxAge < 0 {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +63,7 @@ func (s *Server) fromWebPage(r *http.Request) string {
 		return "without an API key only requests to localhost or a loopback address are served, not to " + quote(r.Host)
 	}
 	o := r.Header.Get("Origin")
-	if o == "" || slices.Contains(s.CORS.AllowedOrigins, o) || slices.Contains(s.CORS.AllowedOrigins, "*") {
+	if o == "" || s.origins.allowed(o) {
 		return ""
 	}
 	if u, err := url.Parse(o); err == nil && (u.Scheme == "http" || u.Scheme == "https") && loopbackHost(u.Host) {

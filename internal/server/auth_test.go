@@ -558,3 +558,32 @@ func TestClientWhitelists(t *testing.T) {
 		}
 	}
 }
+
+// TestWildcardOriginUnauthenticated: an origin matched by a wildcard entry of
+// cors.allowed_origins is served in unauthenticated mode as CORS serves it (it used to
+// be matched exactly there, so such a page got 403 while its preflight passed).
+func TestWildcardOriginUnauthenticated(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.CORS.AllowedOrigins = []string{"https://*.apps.example.com"}
+	}})
+	get := func(origin string) (int, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", d.url+"/v1/whoami", nil)
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, resp.Header
+	}
+	st, h := get("https://ui.apps.example.com")
+	if st != 200 || h.Get("Access-Control-Allow-Origin") != "https://ui.apps.example.com" {
+		t.Errorf("page on a matching origin: %d, Access-Control-Allow-Origin %q; want 200 and the origin", st, h.Get("Access-Control-Allow-Origin"))
+	}
+	if st, h := get("https://apps.example.com.evil.net"); st != 403 || h.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("page on another site: %d, Access-Control-Allow-Origin %q; want 403 and none", st, h.Get("Access-Control-Allow-Origin"))
+	}
+}

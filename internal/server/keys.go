@@ -176,8 +176,9 @@ func (s *Server) corsMiddleware() func(http.Handler) http.Handler {
 		return func(next http.Handler) http.Handler { return next }
 	}
 	c := cors.Handler(cors.Options{
-		AllowedOrigins: s.CORS.AllowedOrigins,
-		AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete},
+		// Matched by the same rules as unauthenticated mode's page check.
+		AllowOriginFunc: func(_ *http.Request, origin string) bool { return s.origins.allowed(origin) },
+		AllowedMethods:  []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete},
 		// The MCP endpoints' too: an MCP client sends back the Mcp-Session-Id that
 		// initialize answered, and Mcp-Protocol-Version (Last-Event-ID resumes its
 		// stream, as it resumes progress streams); /mcp names the session in a header.

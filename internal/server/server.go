@@ -105,6 +105,8 @@ type Server struct {
 	Deps
 	cfg Config
 	log *slog.Logger
+	// origins matches cors.allowed_origins (CORS and unauthenticated mode's check).
+	origins *origins
 
 	transportOnce sync.Once
 	transport     http.RoundTripper // to other replicas
@@ -118,7 +120,7 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.RevokeCheck <= 0 {
 		cfg.RevokeCheck = time.Second
 	}
-	return &Server{Deps: d, cfg: cfg, log: d.Log}
+	return &Server{Deps: d, cfg: cfg, log: d.Log, origins: newOrigins(d.CORS.AllowedOrigins)}
 }
 
 // Handler builds the router. Every route is listed in api/openapi.yaml; a test keeps
