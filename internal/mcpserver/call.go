@@ -228,6 +228,9 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 			d.Reason = r
 		}
 	}
+	if d.Kind == store.DecisionDeny {
+		d.Result = store.DeniedResult("the user", d.Reason) // the model reads this, not "mcp-client"
+	}
 	bg := context.WithoutCancel(ctx)
 	dctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()

@@ -313,6 +313,9 @@ func TestApprovalDecidedByElicitation(t *testing.T) {
 			if res.IsError != tc.wantError {
 				t.Fatalf("is_error=%v text=%q", res.IsError, resultText(res))
 			}
+			if tc.wantError && resultText(res) != "denied by the user: answered in the IDE" {
+				t.Errorf("the model reads %q, want the user's reason", resultText(res))
+			}
 			var apr approvalRec
 			var list struct {
 				Approvals []approvalRec `json:"approvals"`
@@ -385,8 +388,12 @@ func TestElicitationNeedsApproverRole(t *testing.T) {
 		t.Fatalf("approval %s is %s (decision %+v), want pending: only an approver decides", apr.ID, apr.Status, apr.Decision)
 	}
 	d.doHeaders(http.MethodPost, "/v1/approvals/"+list.Approvals[0].ID+"/decision", approver, map[string]any{"decision": "deny"}, http.StatusOK, nil)
-	if res := <-done; res == nil || !res.IsError {
-		t.Errorf("the denied call: %+v", res)
+	if res := <-done; res == nil || !res.IsError || resultText(res) != "denied by the approver" {
+		t.Errorf("the denied call: %+v; want an error that names no key", res)
+	}
+	d.doHeaders(http.MethodGet, "/v1/approvals/"+list.Approvals[0].ID, approver, nil, http.StatusOK, &list.Approvals[0])
+	if dec := list.Approvals[0].Decision; dec == nil || !strings.Contains(dec.Actor, "key ") {
+		t.Errorf("recorded decision %+v: the audit trail should name the approver's key", dec)
 	}
 }
 

@@ -291,7 +291,17 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	if actor == "" {
 		actor = "api"
 	}
-	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, store.ApprovalDecision{Kind: req.Decision, Rule: req.Rule, Reason: req.Reason, Actor: actor})
+	d := store.ApprovalDecision{Kind: req.Decision, Rule: req.Rule, Reason: req.Reason, Actor: actor}
+	if req.Decision == store.DecisionDeny {
+		// The model reads who denied as the client named them (the person behind a
+		// shared UI key), never the key: that is for the audit trail.
+		by := req.Actor
+		if by == "" {
+			by = "the approver"
+		}
+		d.Result = store.DeniedResult(by, req.Reason)
+	}
+	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
 	if errors.Is(err, store.ErrConflict) {
 		msg := "the request was already decided"
 		if decided != nil {

@@ -74,9 +74,11 @@ type ApprovalDecision struct {
 	Reason string
 	Actor  string // who decided; required
 	At     time.Time
-	// Result, for a deny by the system on the call's behalf (a call cancelled while
-	// it waited), is the result its call is finished with instead of "denied by …".
-	// It is not part of the stored decision.
+	// Result, for a deny, is the result its call is finished with instead of
+	// DeniedResult(Actor, Reason): a deny by the system on the call's behalf (a call
+	// cancelled while it waited) says why, and a person's names them as the model
+	// should read it, not by the API key Actor records. It is not part of the stored
+	// decision.
 	Result *tool.Result
 }
 
@@ -276,10 +278,16 @@ func deniedResult(d ApprovalDecision) *tool.Result {
 	if d.Result != nil {
 		return d.Result
 	}
-	if d.Reason == "" {
-		return tool.ErrorResult(tool.KindDenied, "denied by %s", d.Actor)
+	return DeniedResult(d.Actor, d.Reason)
+}
+
+// DeniedResult is the result of a call that by (who denied it, as the model should
+// read it) denied, with their reason if they gave one.
+func DeniedResult(by, reason string) *tool.Result {
+	if reason == "" {
+		return tool.ErrorResult(tool.KindDenied, "denied by %s", by)
 	}
-	return tool.ErrorResult(tool.KindDenied, "denied by %s: %s", d.Actor, d.Reason)
+	return tool.ErrorResult(tool.KindDenied, "denied by %s: %s", by, reason)
 }
 
 // expiredResult is the result a call whose approval expired is finished with.
