@@ -28,6 +28,8 @@ func (p *Postgres) ClaimReplica(ctx context.Context, id string, lost func(error)
 	}
 	var mu sync.Mutex
 	stop, done := make(chan struct{}), make(chan struct{})
+	// A ping or a new connection may take seconds on a loaded host; the ticker waits.
+	timeout := max(replicaClaimCheck/2, 5*time.Second)
 	go func() {
 		defer close(done)
 		t := time.NewTicker(replicaClaimCheck)
@@ -41,7 +43,7 @@ func (p *Postgres) ClaimReplica(ctx context.Context, id string, lost func(error)
 			mu.Lock()
 			cur := conn
 			mu.Unlock()
-			pctx, cancel := context.WithTimeout(context.Background(), replicaClaimCheck/2)
+			pctx, cancel := context.WithTimeout(context.Background(), timeout)
 			err := errors.New("no connection")
 			if cur != nil {
 				err = cur.Ping(pctx)
@@ -53,7 +55,7 @@ func (p *Postgres) ClaimReplica(ctx context.Context, id string, lost func(error)
 			if cur != nil {
 				_ = cur.Close(context.Background())
 			}
-			lctx, cancel := context.WithTimeout(context.Background(), replicaClaimCheck/2)
+			lctx, cancel := context.WithTimeout(context.Background(), timeout)
 			next, lerr := p.lockReplica(lctx, id)
 			cancel()
 			mu.Lock()
