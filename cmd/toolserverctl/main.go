@@ -1,6 +1,6 @@
 // Command toolserverctl is the command-line client of toolserverd: list tools, run a
 // call and stream its output, read call records, list and decide approvals, manage
-// API keys and upstream MCP servers.
+// API keys and upstream MCP servers, read the audit trail.
 //
 //	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
 //
@@ -43,6 +43,7 @@ commands:
   keys list [--tenant T] | keys revoke KEY_ID
   keys hash KEY                                            SHA-256 for auth.keys in the config
   mcp list | mcp add CONFIG_JSON | mcp remove NAME | mcp restart NAME
+  audit [--tenant T] [--action A] [--subject S] [--limit N] [--before ID]   the audit trail, newest first
   health [--ready] [--timeout 5s]                          exit 0 if /healthz (/readyz) answers 200
 `
 
@@ -93,6 +94,10 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	name := fs.String("name", "", "key name")
 	ready := fs.Bool("ready", false, "health: ask /readyz instead of /healthz")
 	timeout := fs.Duration("timeout", 5*time.Second, "health: give up after this long")
+	action := fs.String("action", "", "audit: only entries of this action (key.created, approval.denied…)")
+	subject := fs.String("subject", "", "audit: only entries about this (an approval or key id, an MCP server)")
+	limit := fs.Int("limit", 0, "audit: entries to list (1–1000; default 100)")
+	before := fs.Int64("before", 0, "audit: page back from this entry id (the last one listed)")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
 	}
@@ -194,6 +199,15 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		return exitOf(c.RevokeKey(ctx, pos[0]))
 	case cmd == "keys" && sub == "hash" && len(pos) == 1:
 		fmt.Fprintln(out, auth.Hash(pos[0]))
+		return 0, nil
+	case cmd == "audit" && len(pos) == 0:
+		es, err := c.Audit(ctx, client.AuditQuery{Tenant: *tenant, Action: *action, Subject: *subject, Limit: *limit, Before: *before})
+		if err != nil {
+			return 1, err
+		}
+		for _, e := range es {
+			fmt.Fprintf(out, "%d  %s  %-12s %-20s %-30s %s\n", e.ID, e.TS.Format(time.RFC3339), e.Tenant, e.Action, e.Subject, oneLine(e.Actor))
+		}
 		return 0, nil
 	case cmd == "mcp" && sub == "list":
 		ss, err := c.MCPServers(ctx)

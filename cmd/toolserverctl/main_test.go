@@ -99,6 +99,25 @@ func TestKeysAndMCPFromTheCLI(t *testing.T) {
 	if code, _, errOut := ctl(t, d.URL, "mcp", "remove", "nope"); code != 1 || !strings.Contains(errOut, "404") {
 		t.Fatalf("mcp remove unknown: %d %s", code, errOut)
 	}
+	// The audit trail: newest first, one line each, narrowed and paged.
+	code, out, errOut = ctl(t, d.URL, "audit")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], "mcp_server.added") || !strings.Contains(lines[0], "wary") ||
+		!strings.Contains(lines[1], "key.revoked") || !strings.Contains(lines[2], "key.created") {
+		t.Fatalf("audit: %d %q %s; want the server added, the key revoked, the key created", code, out, errOut)
+	}
+	code, out, _ = ctl(t, d.URL, "audit", "--action", "key.created")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, fields[0]) {
+		t.Fatalf("audit --action key.created: %d %q", code, out)
+	}
+	id := strings.Fields(lines[1])[0]
+	code, out, _ = ctl(t, d.URL, "audit", "--before", id)
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "key.created") {
+		t.Fatalf("audit --before %s: %d %q", id, code, out)
+	}
+	if code, _, errOut := ctl(t, d.URL, "audit", "--limit", "5000"); code != 1 || !strings.Contains(errOut, "limit") {
+		t.Fatalf("audit --limit 5000: %d %s", code, errOut)
+	}
 }
 
 // TestApproveFromTheCLI: a call waits for approval; the approver lists it and approves

@@ -295,6 +295,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err := a.authenticator(ctx, keys); err != nil {
 		return nil, err
 	}
+	audit, ok := a.Store.(server.AuditLog)
+	if !ok {
+		return nil, fmt.Errorf("store %T keeps no audit log", a.Store)
+	}
 
 	if cfg.MCPEndpoint.Enabled {
 		if a.MCPEndpoint, err = mcpserver.New(mcpserver.Config{SessionIdleTTL: cfg.MCPEndpoint.SessionIdleTTL, MaxSessions: cfg.MCPEndpoint.MaxSessions}, mcpserver.Deps{
@@ -319,7 +323,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Skills:    a.Skills,
 		Live:      map[string]func() any{"mcp": func() any { return a.MCP.Summary() }},
 		Registry:  a.Registry, Metrics: metrics, Log: log,
-		Auth: a.Auth, Keys: keys,
+		Auth: a.Auth, Keys: keys, Audit: audit,
 		CORS:   server.CORSConfig{AllowedOrigins: cfg.CORS.AllowedOrigins, MaxAge: cfg.CORS.MaxAge},
 		Tracer: a.Tracing.Provider(),
 	})

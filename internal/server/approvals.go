@@ -276,21 +276,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	// The audit trail names the key that decided; a client-sent actor (the person
 	// behind a shared UI key) goes with it, never instead of it.
-	actor := req.Actor
-	if p := principal(r.Context()); p.KeyID != "" {
-		by := "key " + p.KeyID
-		if p.Name != "" {
-			by = "key " + p.Name + " (" + p.KeyID + ")"
-		}
-		if actor == "" {
-			actor = by
-		} else {
-			actor += " via " + by
-		}
-	}
-	if actor == "" {
-		actor = "api"
-	}
+	actor := actorOf(r, req.Actor)
 	d := store.ApprovalDecision{Kind: req.Decision, Rule: req.Rule, Reason: req.Reason, Actor: actor}
 	if req.Decision == store.DecisionDeny {
 		// The model reads who denied as the client named them (the person behind a

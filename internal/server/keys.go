@@ -130,6 +130,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "api key created", "key_id", k.ID, "tenant", k.Tenant, "roles", k.Roles, "by", principal(r.Context()).KeyID)
+	s.audit(r, AuditKeyCreated, k.ID, map[string]any{"name": k.Name, "tenant": k.Tenant, "roles": k.Roles})
 	out := toKeyJSON(k)
 	out.Key = key
 	writeJSON(w, http.StatusCreated, out)
@@ -160,6 +161,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 		s.Auth.Forget(id)
 	}
 	s.log.InfoContext(r.Context(), "api key revoked", "key_id", id, "by", principal(r.Context()).KeyID)
+	s.audit(r, AuditKeyRevoked, id, nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 

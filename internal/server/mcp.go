@@ -61,6 +61,7 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.audit(r, AuditMCPServerAdded, cfg.Name, map[string]any{"transport": cfg.Transport})
 	w.Header().Set("Location", "/v1/mcp/servers/"+cfg.Name)
 	writeJSON(w, http.StatusCreated, s.mcpStatus(cfg.Name))
 }
@@ -75,14 +76,14 @@ func (s *Server) mcpStatus(name string) any {
 }
 
 func (s *Server) deleteMCPServer(w http.ResponseWriter, r *http.Request) {
-	s.mcpAction(w, r, s.MCP.Remove, http.StatusNoContent)
+	s.mcpAction(w, r, s.MCP.Remove, http.StatusNoContent, AuditMCPServerRemoved)
 }
 
 func (s *Server) restartMCPServer(w http.ResponseWriter, r *http.Request) {
-	s.mcpAction(w, r, s.MCP.Restart, http.StatusAccepted)
+	s.mcpAction(w, r, s.MCP.Restart, http.StatusAccepted, AuditMCPServerRestart)
 }
 
-func (s *Server) mcpAction(w http.ResponseWriter, r *http.Request, fn func(string) error, status int) {
+func (s *Server) mcpAction(w http.ResponseWriter, r *http.Request, fn func(string) error, status int, action string) {
 	if s.MCP == nil {
 		s.writeError(w, r, errorf(CodeNotFound, "unknown MCP server"))
 		return
@@ -101,8 +102,10 @@ func (s *Server) mcpAction(w http.ResponseWriter, r *http.Request, fn func(strin
 	case err != nil:
 		s.writeError(w, r, err)
 	case status == http.StatusNoContent:
+		s.audit(r, action, name, nil)
 		w.WriteHeader(status)
 	default:
+		s.audit(r, action, name, nil)
 		writeJSON(w, status, s.mcpStatus(name))
 	}
 }

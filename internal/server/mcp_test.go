@@ -84,6 +84,21 @@ func TestMCPServersThroughTheAPI(t *testing.T) {
 	if m := messages(t, evs)["e"]; m.str("error_kind") != "not_found" {
 		t.Fatalf("after delete: %s", m.raw)
 	}
+	// The audit trail has the three changes, newest first (the 404 and 409 are not changes).
+	code, _, body = d.do("GET", "/v1/audit?subject=everything", nil)
+	var audit struct {
+		Entries []struct{ Action, Actor string }
+	}
+	if err := json.Unmarshal(body, &audit); code != 200 || err != nil {
+		t.Fatalf("GET /v1/audit: %d %s", code, body)
+	}
+	var actions []string
+	for _, e := range audit.Entries {
+		actions = append(actions, e.Action+" by "+e.Actor)
+	}
+	if got, want := strings.Join(actions, ", "), "mcp_server.removed by api, mcp_server.restarted by api, mcp_server.added by api"; got != want {
+		t.Errorf("audit trail of the server: %s, want %s", got, want)
+	}
 }
 
 func toStrings(v any) []string {

@@ -69,6 +69,9 @@ type Deps struct {
 	Auth *auth.Authenticator
 	// Keys stores API keys for /v1/keys; nil without key management.
 	Keys store.APIKeyStore
+	// Audit is the audit trail of /v1/audit, where key and MCP server changes are
+	// recorded too; nil without one.
+	Audit AuditLog
 	// CORS, when it lists origins, lets browsers on them call the API.
 	CORS CORSConfig
 	// Replicas forwards progress reads to the replica running the call; nil when the
@@ -186,6 +189,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/approvals", s.listApprovals)
 			r.Get("/approvals/{approvalID}", s.getApproval)
 			r.Post("/approvals/{approvalID}/decision", s.decideApproval)
+			r.Get("/audit", s.listAudit)
 		})
 		r.With(require(auth.RoleAdmin)).Group(func(r chi.Router) {
 			r.Get("/mcp/servers", s.listMCPServers)

@@ -123,6 +123,19 @@ type AuditEntry struct {
 	Detail  json.RawMessage
 }
 
+// AuditFilter selects audit entries for ListAudit. Zero fields do not filter. Entries
+// come newest first: At descending, then ID descending.
+type AuditFilter struct {
+	Tenant  string // "": every tenant's
+	Action  string
+	Subject string
+	// Before is the ID of the last entry of the previous page: only entries after it
+	// in that order (older) are listed. The log is never deleted from, so a cursor
+	// always names an entry the store has; 0: from the newest.
+	Before int64
+	Limit  int // <= 0: no limit
+}
+
 // ApprovalStore is the durable side of approvals: SQLite and Postgres implement it. It is
 // declared here to document the contract; consumers declare the small part they use.
 //
@@ -175,9 +188,9 @@ type ApprovalStore interface {
 	ExpireApprovals(ctx context.Context, now time.Time) (int, error)
 	// AppendAudit appends e, writing its ID (and a zero At, set to now) back into e.
 	AppendAudit(ctx context.Context, e *AuditEntry) error
-	// ListAudit returns a tenant's entries ("" for every tenant), newest first (ties: id
-	// descending), at most limit (<= 0: no limit).
-	ListAudit(ctx context.Context, tenant string, limit int) ([]*AuditEntry, error)
+	// ListAudit returns the entries f selects, newest first (see AuditFilter); never
+	// nil. A cursor (f.Before) that names no entry: ErrNotFound.
+	ListAudit(ctx context.Context, f AuditFilter) ([]*AuditEntry, error)
 }
 
 var (

@@ -80,7 +80,7 @@ func TestPostgresExpireAcrossHandles(t *testing.T) {
 	if total != approvals {
 		t.Errorf("expired %d in total (%v), want %d", total, counts, approvals)
 	}
-	audit, err := hs[1].ListAudit(t.Context(), "acme", 0)
+	audit, err := hs[1].ListAudit(t.Context(), store.AuditFilter{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

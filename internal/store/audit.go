@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -24,14 +26,10 @@ func (s *SQLite) AppendAudit(ctx context.Context, e *AuditEntry) error {
 	return nil
 }
 
-// ListAudit returns the entries of tenant ("" for every tenant), newest first (ts
-// descending, then id descending), at most limit (<= 0: no limit).
-func (s *SQLite) ListAudit(ctx context.Context, tenant string, limit int) ([]*AuditEntry, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, ts, tenant, actor, action, subject, detail FROM audit_log
-		WHERE (? = '' OR tenant = ?) ORDER BY ts DESC, id DESC LIMIT ?`, tenant, tenant, limit)
+// ListAudit returns the entries f selects, newest first (see AuditFilter).
+func (s *SQLite) ListAudit(ctx context.Context, f AuditFilter) ([]*AuditEntry, error) {
+	q, args := sqliteAuditQuery(f)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
@@ -57,7 +55,38 @@ func (s *SQLite) ListAudit(ctx context.Context, tenant string, limit int) ([]*Au
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
+	if len(out) == 0 && f.Before > 0 {
+		return out, auditCursorExists(ctx, s.r.QueryRowContext(ctx, `SELECT 1 FROM audit_log WHERE id = ?`, f.Before), f.Before)
+	}
 	return out, nil
+}
+
+// sqliteAuditQuery is ListAudit's query: a range of audit_log_tenant_ts_idx (one
+// tenant) or audit_log_ts_idx (all), read backwards from the cursor's (ts, id).
+func sqliteAuditQuery(f AuditFilter) (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.Tenant != "" {
+		where, args = append(where, "tenant = ?"), append(args, f.Tenant)
+	}
+	if f.Before > 0 {
+		where = append(where, "(ts, id) < (SELECT ts, id FROM audit_log WHERE id = ?)")
+		args = append(args, f.Before)
+	}
+	if f.Action != "" {
+		where, args = append(where, "action = ?"), append(args, f.Action)
+	}
+	if f.Subject != "" {
+		where, args = append(where, "subject = ?"), append(args, f.Subject)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	return `SELECT id, ts, tenant, actor, action, subject, detail FROM audit_log` + whereClause(where) +
+		` ORDER BY ts DESC, id DESC LIMIT ?`, append(args, limit)
 }
 
 // auditPGQuerier is what pgInsertAudit needs of a pool or a transaction.
@@ -86,15 +115,10 @@ func (p *Postgres) AppendAudit(ctx context.Context, e *AuditEntry) error {
 	return nil
 }
 
-// ListAudit returns the entries of tenant ("" for every tenant), newest first (ts
-// descending, then id descending), at most limit (<= 0: no limit).
-func (p *Postgres) ListAudit(ctx context.Context, tenant string, limit int) ([]*AuditEntry, error) {
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
-	rows, err := p.pool.Query(ctx, `SELECT id, ts, tenant, actor, action, subject, detail FROM audit_log
-		WHERE ($1 = '' OR tenant = $1) ORDER BY ts DESC, id DESC LIMIT $2`, tenant, lim)
+// ListAudit returns the entries f selects, newest first (see AuditFilter).
+func (p *Postgres) ListAudit(ctx context.Context, f AuditFilter) ([]*AuditEntry, error) {
+	q, args := pgAuditQuery(f)
+	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
@@ -117,7 +141,62 @@ func (p *Postgres) ListAudit(ctx context.Context, tenant string, limit int) ([]*
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
+	if len(out) == 0 && f.Before > 0 {
+		return out, auditCursorExists(ctx, p.pool.QueryRow(ctx, `SELECT 1 FROM audit_log WHERE id = $1`, f.Before), f.Before)
+	}
 	return out, nil
+}
+
+// pgAuditQuery is ListAudit's query: a range of audit_log_tenant_ts_idx (one tenant)
+// or audit_log_ts_id_idx (all), read backwards from the cursor's (ts, id).
+func pgAuditQuery(f AuditFilter) (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.Tenant != "" {
+		where = append(where, "tenant = "+arg(f.Tenant))
+	}
+	if f.Before > 0 {
+		where = append(where, "(ts, id) < (SELECT ts, id FROM audit_log WHERE id = "+arg(f.Before)+")")
+	}
+	if f.Action != "" {
+		where = append(where, "action = "+arg(f.Action))
+	}
+	if f.Subject != "" {
+		where = append(where, "subject = "+arg(f.Subject))
+	}
+	q := `SELECT id, ts, tenant, actor, action, subject, detail FROM audit_log` + whereClause(where) + ` ORDER BY ts DESC, id DESC`
+	if f.Limit > 0 {
+		q += " LIMIT " + arg(f.Limit)
+	}
+	return q, args
+}
+
+// auditCursorExists tells an empty page after an entry (the end of the log) from a
+// page after an entry that does not exist (ErrNotFound), from a row of "SELECT 1
+// FROM audit_log WHERE id = cursor".
+func auditCursorExists(ctx context.Context, row interface{ Scan(...any) error }, id int64) error {
+	var one int
+	err := row.Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows), errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("store: list audit: no entry %d: %w", id, ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("store: list audit: %w", err)
+	}
+	return ctx.Err()
+}
+
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
 }
 
 // auditSQLQuerier is what sqliteInsertAudit needs of the writer or a transaction.

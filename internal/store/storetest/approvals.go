@@ -149,7 +149,7 @@ func checkApproval(t *testing.T, got, want *store.Approval) {
 // auditFor returns the entries about subject with action, oldest first.
 func auditFor(t *testing.T, as store.ApprovalStore, subject, action string) []*store.AuditEntry {
 	t.Helper()
-	all, err := as.ListAudit(t.Context(), "", 0)
+	all, err := as.ListAudit(t.Context(), store.AuditFilter{})
 	if err != nil {
 		t.Fatalf("ListAudit: %v", err)
 	}

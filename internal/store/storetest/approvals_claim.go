@@ -195,7 +195,7 @@ func testAudit(t *testing.T, s store.Store, as store.ApprovalStore) {
 	if !(e1.ID > e3.ID && e3b.ID > e1.ID && eo.ID > e3b.ID) {
 		t.Errorf("ids %d %d %d %d, want increasing in append order", e3.ID, e1.ID, e3b.ID, eo.ID)
 	}
-	got, err := as.ListAudit(t.Context(), "acme", 0)
+	got, err := as.ListAudit(t.Context(), store.AuditFilter{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func testAudit(t *testing.T, s store.Store, as store.ApprovalStore) {
 		limit  int
 		want   int
 	}{{"acme", 2, 2}, {"other", 0, 1}, {"", 0, 4}, {"", -1, 4}, {"", 3, 3}, {"nobody", 0, 0}} {
-		got, err := as.ListAudit(t.Context(), tc.tenant, tc.limit)
+		got, err := as.ListAudit(t.Context(), store.AuditFilter{Tenant: tc.tenant, Limit: tc.limit})
 		if err != nil || len(got) != tc.want || got == nil {
 			t.Errorf("ListAudit(%q, %d) = %d entries (nil %v), %v; want %d", tc.tenant, tc.limit, len(got), got == nil, err, tc.want)
 		}
@@ -231,9 +231,42 @@ func testAudit(t *testing.T, s store.Store, as store.ApprovalStore) {
 	if e.At.Before(before) {
 		t.Errorf("zero At set to %s, want about now", e.At)
 	}
-	if got, _ := as.ListAudit(t.Context(), "acme", 1); len(got) != 1 || got[0].ID != e.ID || got[0].Detail != nil {
+	if got, _ := as.ListAudit(t.Context(), store.AuditFilter{Tenant: "acme", Limit: 1}); len(got) != 1 || got[0].ID != e.ID || got[0].Detail != nil {
 		t.Errorf("newest entry = %+v, want %d without detail", got, e.ID)
 	}
+
+	// Pages: each from the last entry of the previous one, in the same order; filters.
+	pageIDs := func(f store.AuditFilter) []int64 {
+		t.Helper()
+		got, err := as.ListAudit(t.Context(), f)
+		if err != nil {
+			t.Fatalf("ListAudit(%+v): %v", f, err)
+		}
+		out := []int64{}
+		for _, e := range got {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		f    store.AuditFilter
+		want []int64
+	}{
+		{store.AuditFilter{Tenant: "acme", Limit: 2}, []int64{e.ID, e3b.ID}},
+		{store.AuditFilter{Tenant: "acme", Limit: 2, Before: e3b.ID}, []int64{e3.ID, e1.ID}},
+		{store.AuditFilter{Tenant: "acme", Before: e1.ID}, []int64{}},
+		{store.AuditFilter{Before: e3.ID}, []int64{eo.ID, e1.ID}}, // every tenant's, eo at 2s
+		{store.AuditFilter{Action: "rule.added"}, []int64{e3.ID, eo.ID}},
+		{store.AuditFilter{Tenant: "acme", Action: "rule.added"}, []int64{e3.ID}},
+		{store.AuditFilter{Subject: "ses_1", Tenant: "other"}, []int64{eo.ID}},
+		{store.AuditFilter{Subject: "ses_2"}, []int64{}},
+	} {
+		if got := pageIDs(tc.f); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ListAudit(%+v) ids = %v, want %v", tc.f, got, tc.want)
+		}
+	}
+	_, err = as.ListAudit(t.Context(), store.AuditFilter{Before: eo.ID + 1000})
+	wantErrIs(t, "ListAudit after an entry that does not exist", err, store.ErrNotFound)
 }
 
 func testAuditInvalid(t *testing.T, s store.Store, as store.ApprovalStore) {
@@ -246,7 +279,7 @@ func testAuditInvalid(t *testing.T, s store.Store, as store.ApprovalStore) {
 		err := as.AppendAudit(t.Context(), e)
 		wantErrIs(t, fmt.Sprintf("AppendAudit(%+v)", e), err, store.ErrInvalid)
 	}
-	if got, err := as.ListAudit(t.Context(), "", 0); err != nil || len(got) != 0 {
+	if got, err := as.ListAudit(t.Context(), store.AuditFilter{}); err != nil || len(got) != 0 {
 		t.Errorf("ListAudit after refused appends = %d, %v; want none", len(got), err)
 	}
 }
@@ -256,7 +289,7 @@ func testApprovalContextCancelled(t *testing.T, s store.Store, as store.Approval
 	pendingApproval(t, s, as, "apr_2", "tc_2")
 	decide(t, as, "apr_2", store.DecisionApprove)
 	mustCall(t, s, "tc_3", store.CallPending)
-	audits, _ := as.ListAudit(t.Context(), "", 0)
+	audits, _ := as.ListAudit(t.Context(), store.AuditFilter{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	tests := []struct {
@@ -273,7 +306,7 @@ func testApprovalContextCancelled(t *testing.T, s store.Store, as store.Approval
 		{"ClaimCall", func() error { return as.ClaimCall(ctx, "tc_2", "replica-2", at(time.Hour)) }},
 		{"ExpireApprovals", func() error { _, err := as.ExpireApprovals(ctx, at(24*time.Hour)); return err }},
 		{"AppendAudit", func() error { return as.AppendAudit(ctx, &store.AuditEntry{Actor: "a", Action: "b"}) }},
-		{"ListAudit", func() error { _, err := as.ListAudit(ctx, "", 0); return err }},
+		{"ListAudit", func() error { _, err := as.ListAudit(ctx, store.AuditFilter{}); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,7 +325,7 @@ func testApprovalContextCancelled(t *testing.T, s store.Store, as store.Approval
 	if a := mustGetApproval(t, as, "apr_1"); a.Status != store.ApprovalPending {
 		t.Errorf("apr_1 = %q after cancelled writes, want pending", a.Status)
 	}
-	if after, _ := as.ListAudit(t.Context(), "", 0); len(after) != len(audits) {
+	if after, _ := as.ListAudit(t.Context(), store.AuditFilter{}); len(after) != len(audits) {
 		t.Errorf("audit entries %d → %d after cancelled writes", len(audits), len(after))
 	}
 }

@@ -80,7 +80,7 @@ func wantApprovals(t *testing.T, s retentionStores, gone bool, ids ...string) {
 
 func auditCount(t *testing.T, s retentionStores) int {
 	t.Helper()
-	es, err := s.ListAudit(t.Context(), "", 0)
+	es, err := s.ListAudit(t.Context(), store.AuditFilter{})
 	if err != nil {
 		t.Fatalf("ListAudit: %v", err)
 	}
