@@ -9,7 +9,8 @@
 //   2. A command's output streams into the live calls page: each line is seen before
 //      the next is printed (the command waits for a file this script creates after
 //      seeing the line), the page is reloaded mid-stream and shows every line once.
-//   3. Every page renders without console errors and loads nothing from elsewhere.
+//   3. Every page renders without console errors and loads nothing from elsewhere;
+//      the audit page lists the denial of scenario 1 and filters by action.
 //   4. The key is revoked while a call's panel follows the call: the page says so and
 //      stops asking; the command's output, HTML, is shown as text.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
@@ -273,6 +274,7 @@ try {
     ['call', `#/calls/${id}`, `article.call[data-call-id="${id}"][data-output-complete="true"]`],
     ['tools', '#/tools', '#tools details.tool[data-tool="execute_command"]'],
     ['mcp', '#/mcp', '#mcp-servers tr[data-server]'],
+    ['audit', '#/audit', `#audit tr[data-action="approval.denied"]`],
   ];
   for (const [name, hash, ready] of pages) {
     step(`page ${name}`);
@@ -293,6 +295,14 @@ try {
       const skill = page.locator('#skills details.skill').first();
       await skill.locator('summary').click();
       await page.waitForFunction(() => !document.querySelector('#skills details.skill pre.json')?.textContent.startsWith('loading'));
+    }
+    if (name === 'audit') {
+      // The denial of scenario 1, with its reason; the filter narrows to denials.
+      const row = await page.locator('#audit tr[data-action="approval.denied"]').first().textContent();
+      if (!row.includes('not on a Friday')) fail(`audit row of the denial: ${row}`);
+      await page.locator('#main select[aria-label="action"]').selectOption('approval.approved');
+      await page.locator('#audit tr[data-action="approval.approved"]').first().waitFor();
+      if (await page.locator('#audit tr[data-action="approval.denied"]').count() !== 0) fail('the action filter showed denials');
     }
     if (name === 'mcp') {
       const state = await page.locator('#mcp-servers tr[data-server]').first().getAttribute('data-state');

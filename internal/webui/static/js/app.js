@@ -7,8 +7,9 @@ import * as live from './live.js';
 import * as calls from './calls.js';
 import * as catalog from './catalog.js';
 import * as mcp from './mcp.js';
+import * as audit from './audit.js';
 
-const pages = { approvals, live, calls, tools: catalog, mcp };
+const pages = { approvals, live, calls, tools: catalog, mcp, audit };
 
 const main = document.getElementById('main');
 const banner = document.getElementById('banner');
