@@ -397,12 +397,19 @@ func (a *App) authenticator(ctx context.Context, keys store.APIKeyStore) error {
 		return fmt.Errorf("auth: writing the first admin key: %w", err)
 	}
 	defer func() { _ = os.Remove(tmp) }() // gone after the rename
-	if err := keys.CreateAPIKey(ctx, &store.APIKey{ID: session.NewID("key_"), Tenant: auth.DefaultTenant, Name: "bootstrap admin",
-		Roles: []string{auth.RoleAdmin}, Hash: hash}); err != nil {
+	k := &store.APIKey{ID: session.NewID("key_"), Tenant: auth.DefaultTenant, Name: "bootstrap admin", Roles: []string{auth.RoleAdmin}, Hash: hash}
+	if err := keys.CreateAPIKey(ctx, k); err != nil {
 		return fmt.Errorf("auth: storing the first admin key: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("auth: writing the first admin key: %w", err)
+	}
+	if al, ok := keys.(server.AuditLog); ok {
+		detail, _ := json.Marshal(map[string]any{"name": k.Name, "tenant": k.Tenant, "roles": k.Roles, "file": path})
+		if err := al.AppendAudit(ctx, &store.AuditEntry{Tenant: k.Tenant, Actor: store.AuditActorSystem, Action: server.AuditKeyCreated,
+			Subject: k.ID, Detail: detail}); err != nil {
+			a.Log.Error("recording the first admin key in the audit trail failed", "err", err)
+		}
 	}
 	a.Log.Warn("no API keys existed: created an admin key for tenant "+auth.DefaultTenant+"; send it as Authorization: Bearer <key>", "key_file", path)
 	return nil
