@@ -368,3 +368,41 @@ func TestRetentionOfTheLongestDuration(t *testing.T) {
 		t.Fatalf("a session stored a moment ago was deleted: %v", err)
 	}
 }
+
+// TestRetentionEvictionIsNoUse: evicting a session writes its tool selection into its
+// stored spec; that write is not a use. A session last used before the retention goes
+// in the sweep that evicts it, instead of living a second retention from the eviction.
+func TestRetentionEvictionIsNoUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	const keep = time.Hour
+	spec, _ := json.Marshal(storedSpec{Spec: Spec{AvailableTools: []string{"echo", "other"}}})
+	long := time.Now().Add(-3 * keep).UTC()
+	if err := e.st.CreateSession(ctx, &store.Session{ID: "ses_sel", Tenant: "t1", Spec: spec, CreatedAt: long, UpdatedAt: long}); err != nil {
+		t.Fatal(err)
+	}
+	// Loaded before retention is on (so not touched), used last two retentions ago,
+	// with a narrowed tool list not saved yet.
+	sess, err := e.m.Get(ctx, "t1", "ses_sel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Narrow([]string{"echo"})
+	sess.mu.Lock()
+	sess.lastUsed = time.Now().Add(-2 * keep)
+	sess.mu.Unlock()
+	e.m.UseRetention(e.st, keep)
+
+	n, _, err := e.m.DeleteUnused(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.isLive(sess.ID) {
+		t.Fatal("the unused session was not evicted")
+	}
+	if n != 1 {
+		rec, _ := e.st.GetSession(ctx, sess.ID)
+		t.Fatalf("DeleteUnused = %d; want the session deleted (its stored time %v was moved by its eviction)", n, rec.UpdatedAt)
+	}
+}

@@ -529,7 +529,7 @@ func (s *Session) groupAllows(spec tool.Spec) bool {
 func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string) ([]Group, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	stored, err := m.rewrite(ctx, sess.ID, func(st *storedSpec) bool {
+	stored, err := m.rewrite(ctx, sess.ID, time.Now(), func(st *storedSpec) bool {
 		st.Spec.ActiveGroups = active
 		return true
 	})
@@ -666,7 +666,7 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 	defer sess.mu.Unlock()
 	// Added to the stored rules, not to this process's copy: rules another replica
 	// wrote meanwhile are kept.
-	stored, err := m.rewrite(ctx, id, func(st *storedSpec) bool {
+	stored, err := m.rewrite(ctx, id, time.Now(), func(st *storedSpec) bool {
 		rs := RuleSet{}
 		if st.Spec.Rules != nil {
 			rs = *st.Spec.Rules
