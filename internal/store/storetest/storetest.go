@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GroupCommitStopDrains", testGroupCommitStopDrains},
 		{"GroupCommitStoreFailure", testGroupCommitStoreFailure},
 		{"DeleteFinishedCalls", testDeleteFinishedCalls},
+		{"DeleteFinishedCallsFrom", testDeleteFinishedCallsFrom},
 		{"DeleteFinishedCallsConcurrent", testDeleteFinishedCallsConcurrent},
 		{"UnusedSessions", testUnusedSessions},
 		{"DeleteUnusedSession", testDeleteUnusedSession},
