@@ -15,8 +15,9 @@ import (
 
 // Retention (config retention.sessions). A session nothing has used for the retention
 // is deleted: its stored record with everything of its own (store.Retention says
-// what) and the workspace directory the daemon made for it under Config.WorkspaceDir.
-// A workdir the client named is never touched: it is the client's checkout.
+// what), the workspace directory the daemon made for it under Config.WorkspaceDir and
+// its artifacts directory under Config.ArtifactDir. A workdir the client named is
+// never touched: it is the client's checkout.
 //
 // Eviction only drops a session from memory; this deletes it. What counts as a use
 // has to be visible to every replica, so it is the store's updated_at: written when
@@ -191,7 +192,7 @@ func (m *Manager) retainLive(ctx context.Context, now time.Time) error {
 }
 
 // deleteUnused deletes one candidate unless this process has it live or is loading
-// it, then its workspace directory when the daemon made it. gone reports that this
+// it, then the directories the daemon made for it (removeDirs). gone reports that this
 // call deleted the session; calls, how many call records went with it.
 func (m *Manager) deleteUnused(ctx context.Context, rec *store.Session, cutoff time.Time) (gone bool, calls int, err error) {
 	id := rec.ID
@@ -231,24 +232,36 @@ func (m *Manager) deleteUnused(ctx context.Context, rec *store.Session, cutoff t
 	// From here the store does not have the session: a Get finds nothing, so nothing
 	// makes its directory again, and the waiting ones can go on.
 	release()
-	if err := m.removeWorkspace(rec); err != nil {
+	if err := m.removeDirs(rec); err != nil {
 		return gone, calls, err
 	}
 	return gone, calls, nil
 }
 
-// removeWorkspace deletes the directory the daemon made for a session that named no
-// workdir. A session that named one, or whose spec cannot be read, keeps it.
-func (m *Manager) removeWorkspace(rec *store.Session) error {
+// removeDirs deletes the directories the daemon made for a deleted session: its
+// artifacts directory, and its workspace when it named no workdir. A session that
+// named one, or whose spec cannot be read, keeps that.
+func (m *Manager) removeDirs(rec *store.Session) error {
+	if !sessionDirName(rec.ID) {
+		return nil // not a name the daemon could have made a directory of
+	}
+	var errs []error
+	if m.cfg.ArtifactDir != "" {
+		if err := os.RemoveAll(filepath.Join(m.cfg.ArtifactDir, rec.ID)); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: removing its artifacts: %w", rec.ID, err))
+		}
+	}
 	var spec storedSpec
 	if err := json.Unmarshal(rec.Spec, &spec); err != nil || spec.Workdir != "" {
-		return nil
-	}
-	if !filepath.IsLocal(rec.ID) || strings.ContainsAny(rec.ID, `/\`) || strings.HasPrefix(rec.ID, ".") {
-		return nil // not a name workdir could have made
+		return errors.Join(errs...)
 	}
 	if err := os.RemoveAll(filepath.Join(m.cfg.WorkspaceDir, rec.ID)); err != nil {
-		return fmt.Errorf("session %s: removing its workspace: %w", rec.ID, err)
+		errs = append(errs, fmt.Errorf("session %s: removing its workspace: %w", rec.ID, err))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// sessionDirName reports whether id can name a directory directly inside another.
+func sessionDirName(id string) bool {
+	return filepath.IsLocal(id) && !strings.ContainsAny(id, `/\`) && !strings.HasPrefix(id, ".")
 }

@@ -191,6 +191,10 @@ type Store interface {
 type Config struct {
 	// WorkspaceDir holds a fresh working directory per session that names none.
 	WorkspaceDir string
+	// ArtifactDir holds a directory per session, named by its id, that tools fill
+	// (tool_chain's artifacts, data_dir/artifacts); retention deletes a session's with
+	// it. Empty: none.
+	ArtifactDir string
 	// WorkdirRoots are the directories a session may name as its workdir (or a
 	// directory under them). Empty: sessions get only their own workspace.
 	WorkdirRoots []string
@@ -209,6 +213,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.WorkspaceDir == "" || !filepath.IsAbs(c.WorkspaceDir) {
 		return fmt.Errorf("session: workspace dir must be an absolute path, got %q", c.WorkspaceDir)
+	}
+	if c.ArtifactDir != "" && !filepath.IsAbs(c.ArtifactDir) {
+		return fmt.Errorf("session: artifact dir must be an absolute path, got %q", c.ArtifactDir)
 	}
 	for _, r := range c.WorkdirRoots {
 		if !filepath.IsAbs(r) {

@@ -16,8 +16,9 @@ import (
 //
 // A session goes once it is unused at the cutoff (SessionUnused), with every record
 // that belongs to it only: its call records and their approvals, its tasks and its
-// scratchpad. Memories are the tenant's and stay. Its workspace directory is the
-// session manager's business.
+// scratchpad, and (PostgreSQL: SQLite never records jobs) the rows naming the
+// replicas that ran its background jobs. Memories are the tenant's and stay. Its
+// directories (workspace, artifacts) are the session manager's business.
 
 // RetentionBatch is how many call records one retention transaction deletes at most
 // when the caller gives no limit: a first sweep over millions of rows is many short
@@ -48,7 +49,7 @@ type Retention interface {
 	// deleted it).
 	TouchSession(ctx context.Context, id string, at time.Time) error
 	// DeleteUnusedSession deletes session id with its call records, their approvals,
-	// its tasks and scratchpad, if the session is unused at before: its updated_at is
+	// its tasks, scratchpad and job rows, if the session is unused at before: its updated_at is
 	// before it, none of its calls is unfinished, created or finished at or after it,
 	// and none of its approvals is pending. Unknown session: ErrNotFound; in use:
 	// ErrConflict. One transaction deletes at most limit (<= 0: RetentionBatch) call
