@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -110,7 +111,7 @@ func (s *Session) hold() (release func()) {
 	s.mu.Lock()
 	s.holds++
 	s.lastUsed = time.Now()
-	evicted := s.evicted
+	evicted := s.evicted && !s.gone // a deleted session is not made live again
 	s.evicted = false
 	s.mu.Unlock()
 	if evicted {
@@ -128,7 +129,11 @@ func (s *Session) hold() (release func()) {
 		s.mu.Lock()
 		s.holds--
 		s.lastUsed = time.Now()
+		gone := s.gone
 		s.mu.Unlock()
+		if gone {
+			_ = s.manager.releaseGone(context.Background(), s)
+		}
 	}
 }
 
@@ -299,7 +304,9 @@ func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, 
 	}
 	// Saving is no use of the session: the stored time stays its last use, so that
 	// retention counts from that, not from the eviction.
-	if _, err := m.saveResume(ctx, s, seen); err != nil {
+	if _, err := m.saveResume(ctx, s, seen); errors.Is(err, store.ErrNotFound) {
+		return true, m.forget(ctx, s) // another replica deleted it
+	} else if err != nil {
 		return false, err
 	}
 	m.mu.Lock()

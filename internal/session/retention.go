@@ -32,6 +32,10 @@ import (
 //
 // In this process a session that is live, or that Get is loading, is not deleted;
 // a Get that arrives while it is being deleted waits for the outcome (lookup).
+// A session another replica deleted while this one held it live is forgotten here
+// when this replica learns it (a use recorded or read finds no row, an eviction
+// cannot save its selection): dropped, its sandbox released, its directories here
+// removed.
 
 // RetentionStore is what deleting unused sessions needs of the store.
 type RetentionStore interface {
@@ -66,7 +70,7 @@ func touchEvery(after time.Duration) time.Duration {
 
 // touchStored records a use of the live session s in the store when the stored time
 // is touchEvery old. A session the store no longer has was deleted by another
-// replica: it is dropped from memory and not found. Other failures are ignored (the
+// replica: it is forgotten (forget) and not found. Other failures are ignored (the
 // next use tries again).
 func (m *Manager) touchStored(ctx context.Context, s *Session) error {
 	r := m.retention
@@ -89,14 +93,49 @@ func (m *Manager) touchStored(ctx context.Context, s *Session) error {
 		}
 		s.mu.Unlock()
 	case errors.Is(err, store.ErrNotFound):
-		m.mu.Lock()
-		if m.live[s.ID] == s {
-			delete(m.live, s.ID)
-		}
-		m.mu.Unlock()
+		_ = m.forget(ctx, s)
 		return ErrNotFound
 	}
 	return nil
+}
+
+// forget drops the live session s, which the store no longer has: another replica's
+// retention deleted it while this process held it unused (each replica's sweep
+// records the use of what it holds, so that is rare). Once nothing holds it, at once
+// or when its last call or subscription here ends, what its tools hold for it is
+// released (its sandbox, a finished job's output) and the directories this process
+// made for it removed (another replica removed those in its own data dir).
+func (m *Manager) forget(ctx context.Context, s *Session) error {
+	m.mu.Lock()
+	if m.live[s.ID] == s {
+		delete(m.live, s.ID)
+	}
+	m.mu.Unlock()
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	return m.releaseGone(ctx, s)
+}
+
+// releaseGone releases what is held for s, which the store no longer has, when
+// nothing holds s. Each time: a call that held s meanwhile may have made a sandbox
+// again.
+func (m *Manager) releaseGone(ctx context.Context, s *Session) error {
+	s.mu.Lock()
+	idle := s.gone && s.holds == 0 && len(s.subs) == 0
+	named := s.Spec.Workdir != ""
+	s.mu.Unlock()
+	if !idle {
+		return nil
+	}
+	var errs []error
+	if m.res != nil {
+		if err := m.res.Release(ctx, s.Info); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: releasing its resources: %w", s.ID, err))
+		}
+	}
+	errs = append(errs, m.removeDirs(s.ID, named))
+	return errors.Join(errs...)
 }
 
 // touchLoaded records the use of a session Get is loading, when its stored time is
@@ -232,31 +271,33 @@ func (m *Manager) deleteUnused(ctx context.Context, rec *store.Session, cutoff t
 	// From here the store does not have the session: a Get finds nothing, so nothing
 	// makes its directory again, and the waiting ones can go on.
 	release()
-	if err := m.removeDirs(rec); err != nil {
+	// A spec that cannot be read keeps its workspace: it may name a workdir.
+	var spec storedSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		spec.Workdir = "?"
+	}
+	if err := m.removeDirs(id, spec.Workdir != ""); err != nil {
 		return gone, calls, err
 	}
 	return gone, calls, nil
 }
 
 // removeDirs deletes the directories the daemon made for a deleted session: its
-// artifacts directory, and its workspace when it named no workdir. A session that
-// named one, or whose spec cannot be read, keeps that.
-func (m *Manager) removeDirs(rec *store.Session) error {
-	if !sessionDirName(rec.ID) {
+// artifacts directory, and its workspace unless it named its own workdir.
+func (m *Manager) removeDirs(id string, namedWorkdir bool) error {
+	if !sessionDirName(id) {
 		return nil // not a name the daemon could have made a directory of
 	}
 	var errs []error
 	if m.cfg.ArtifactDir != "" {
-		if err := os.RemoveAll(filepath.Join(m.cfg.ArtifactDir, rec.ID)); err != nil {
-			errs = append(errs, fmt.Errorf("session %s: removing its artifacts: %w", rec.ID, err))
+		if err := os.RemoveAll(filepath.Join(m.cfg.ArtifactDir, id)); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: removing its artifacts: %w", id, err))
 		}
 	}
-	var spec storedSpec
-	if err := json.Unmarshal(rec.Spec, &spec); err != nil || spec.Workdir != "" {
-		return errors.Join(errs...)
-	}
-	if err := os.RemoveAll(filepath.Join(m.cfg.WorkspaceDir, rec.ID)); err != nil {
-		errs = append(errs, fmt.Errorf("session %s: removing its workspace: %w", rec.ID, err))
+	if !namedWorkdir {
+		if err := os.RemoveAll(filepath.Join(m.cfg.WorkspaceDir, id)); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: removing its workspace: %w", id, err))
+		}
 	}
 	return errors.Join(errs...)
 }

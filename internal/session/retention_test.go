@@ -452,3 +452,109 @@ func TestRetentionDeletesArtifacts(t *testing.T) {
 		t.Error("the artifacts of a session in use were deleted")
 	}
 }
+
+// TestRetentionDeletedElsewhere: a session another replica's retention deleted while
+// this replica held it live (unused) is dropped from memory here when this replica
+// learns it is gone, whichever way it learns it: a use that records itself
+// (TouchSession finds no row), a use that reads the stored spec (ReadThrough), or
+// the eviction of its tool selection. Its sandbox is released then (a finished job's
+// output goes with it) and the workspace this replica made for it removed.
+func TestRetentionDeletedElsewhere(t *testing.T) {
+	t.Parallel()
+	const keep = time.Hour
+	for _, tc := range []struct {
+		name  string
+		learn func(t *testing.T, b *Manager, s *Session)
+	}{
+		{"use recorded", func(t *testing.T, b *Manager, s *Session) {
+			s.mu.Lock()
+			s.storedUsed = time.Now().Add(-2 * keep) // due to record the use
+			s.mu.Unlock()
+			if _, err := b.Get(context.Background(), "t1", s.ID); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get: %v, want ErrNotFound", err)
+			}
+		}},
+		{"read through", func(t *testing.T, b *Manager, s *Session) {
+			b.ReadThrough()
+			s.mu.Lock()
+			s.storedUsed = time.Now() // recorded a moment ago: not written again
+			s.mu.Unlock()
+			if _, err := b.Get(context.Background(), "t1", s.ID); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get: %v, want ErrNotFound", err)
+			}
+		}},
+		{"evicted with its selection", func(t *testing.T, b *Manager, s *Session) {
+			s.Narrow([]string{"echo"})
+			if _, err := b.Sweep(context.Background(), time.Now().Add(2*keep)); err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			a := newEvictEnv(t, Config{})
+			a.m.UseRetention(a.st, keep)
+			tm := toolmgr.New()
+			tm.MustRegister(named{"echo", "builtin"}, named{"other", "builtin"})
+			b, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "workspaces"), IdleTimeout: keep}, a.st, tm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb, err := sandbox.NewManager(sandbox.Config{StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sb.Shutdown(context.Background()) })
+			b.UseResources(sb)
+
+			spec, _ := json.Marshal(storedSpec{Spec: Spec{AvailableTools: []string{"echo", "other"}}})
+			long := time.Now().Add(-3 * keep).UTC()
+			if err := a.st.CreateSession(ctx, &store.Session{ID: "ses_gone", Tenant: "t1", Spec: spec, CreatedAt: long, UpdatedAt: long}); err != nil {
+				t.Fatal(err)
+			}
+			// Replica b loads it (before its retention is on: no use recorded) and
+			// runs a job in its sandbox.
+			s, err := b.Get(ctx, "t1", "ses_gone")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.UseRetention(a.st, keep)
+			box, err := sb.For(s.Info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, err := box.Start(ctx, sandbox.Cmd{Command: "echo built", Timeout: sandbox.NoTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := job.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.mu.Lock()
+			s.lastUsed = time.Now().Add(-2 * keep)
+			s.mu.Unlock()
+			// Replica a's retention deletes it.
+			if n, _, err := a.m.DeleteUnused(ctx, time.Now()); n != 1 || err != nil {
+				t.Fatalf("a: DeleteUnused = %d, %v; want it deleted", n, err)
+			}
+
+			tc.learn(t, b, s)
+			if b.Live() != 0 {
+				t.Error("the deleted session stayed live on b")
+			}
+			if exists(t, s.Info.Workdir) {
+				t.Errorf("b kept the deleted session's workspace %s", s.Info.Workdir)
+			} else if err := mkdirs(s.Info.Workdir); err != nil { // for a sandbox to look at
+				t.Fatal(err)
+			}
+			cur, err := sb.For(s.Info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cur.Job(job.ID()); err == nil {
+				t.Error("b did not release the deleted session's sandbox: its job is still there")
+			}
+		})
+	}
+}

@@ -107,6 +107,7 @@ type Session struct {
 	holds        int          // calls of the session running or waiting in this process
 	lastUsed     time.Time    // last Get, or end of a call or subscription
 	evicted      bool         // dropped from the manager's live sessions
+	gone         bool         // the store no longer has it: another replica deleted it (retention.go)
 	releasing    sync.Mutex   // held by evict while it releases the session's resources
 	resumeStored bool         // the stored spec carries a resume part
 	stale        atomic.Bool  // another replica changed the stored spec (shared.go)
@@ -130,7 +131,11 @@ func (s *Session) Subscribe(buf int) (events <-chan Event, cancel func()) {
 		s.mu.Lock()
 		delete(s.subs, ch)
 		s.lastUsed = time.Now()
+		gone := s.gone
 		s.mu.Unlock()
+		if gone {
+			_ = s.manager.releaseGone(context.Background(), s)
+		}
 	}
 }
 
@@ -342,14 +347,19 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 		if err := m.touchStored(ctx, sess); err != nil {
 			return nil, err
 		}
+		var err error
 		switch {
 		case m.readThrough:
 			// As above: served as this process has it when the store cannot say.
-			_ = m.syncStored(ctx, sess)
+			err = m.syncStored(ctx, sess)
 		case sess.stale.Load():
 			// Served as this process has it when the store cannot say (the next use
 			// tries again); calls need the store anyway.
-			_ = m.refresh(ctx, sess)
+			err = m.refresh(ctx, sess)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			_ = m.forget(ctx, sess) // it says: another replica deleted it
+			return nil, ErrNotFound
 		}
 		return sess, nil
 	}
