@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +44,7 @@ type RetentionStore interface {
 	UnusedSessions(ctx context.Context, before time.Time, after *store.Session, limit int) ([]*store.Session, error)
 	TouchSession(ctx context.Context, id string, at time.Time) error
 	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+	ExistingSessions(ctx context.Context, ids []string) ([]string, error)
 }
 
 type retention struct {
@@ -196,7 +199,85 @@ func (m *Manager) DeleteUnused(ctx context.Context, now time.Time) (sessions, ca
 		}
 		after = page[len(page)-1]
 	}
+	if ctx.Err() == nil {
+		errs = append(errs, m.removeOrphanDirs(ctx, cutoff))
+	}
 	return sessions, calls, errors.Join(errs...)
+}
+
+// daemonSessionID matches the ids the daemon gives sessions (NewID("ses_")), so the
+// names of the directories it makes for them.
+var daemonSessionID = regexp.MustCompile(`^ses_[a-z2-7]{26}$`)
+
+// removeOrphanDirs removes the directories the daemon made for sessions (workspace,
+// artifacts) that the store no longer has and that nothing changed since before
+// cutoff: left when the process ended between deleting a session and removing
+// them, or on a replica that held a session another replica deleted and never
+// learned it. The age keeps the directory of a session being created (made a moment
+// before its row is committed); the store's answer keeps the directories of the
+// sessions that exist, whichever replica uses them; a session this process holds
+// live or is loading or deleting is left to forget and deleteUnused.
+func (m *Manager) removeOrphanDirs(ctx context.Context, cutoff time.Time) error {
+	var errs []error
+	for _, dir := range []string{m.cfg.WorkspaceDir, m.cfg.ArtifactDir} {
+		if dir == "" {
+			continue
+		}
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("session: listing %s: %w", dir, err))
+			continue
+		}
+		var old []string
+		for _, e := range entries {
+			if !e.IsDir() || !daemonSessionID.MatchString(e.Name()) {
+				continue // symbolic links included: not made by the daemon
+			}
+			if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+				old = append(old, e.Name())
+			}
+		}
+		for chunk := range slices.Chunk(old, retentionPage) {
+			if ctx.Err() != nil {
+				return errors.Join(errs...)
+			}
+			errs = append(errs, m.removeOrphans(ctx, dir, chunk))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeOrphans removes the directories in dir of those of ids the store does not
+// have.
+func (m *Manager) removeOrphans(ctx context.Context, dir string, ids []string) error {
+	existing, err := m.retention.store.ExistingSessions(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("session: looking for the sessions of directories in %s: %w", dir, err)
+	}
+	stored := make(map[string]bool, len(existing))
+	for _, id := range existing {
+		stored[id] = true
+	}
+	var errs []error
+	for _, id := range ids {
+		if stored[id] {
+			continue
+		}
+		m.mu.Lock()
+		_, live := m.live[id]
+		busy := live || m.loading[id] > 0 || m.deleting[id] != nil
+		m.mu.Unlock()
+		if busy {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, id)); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: removing its directory left in %s: %w", id, dir, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // retainLive writes the use of the live sessions something holds or runs a job for,

@@ -558,3 +558,78 @@ func TestRetentionDeletedElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionRemovesOrphanDirs: a process that ended between deleting a session
+// from the store and removing its directories (or a replica whose session another
+// replica deleted, which never learned it) left them behind. The sweep removes the
+// workspace and artifacts directories the daemon made whose session the store no
+// longer has, once they are older than the retention; never one of a stored session,
+// a recent one (a session being created has its directory before its row), one this
+// process holds live, or anything not named as the daemon names sessions.
+func TestRetentionRemovesOrphanDirs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	arts := filepath.Join(root, "artifacts")
+	e := newEvictEnv(t, Config{ArtifactDir: arts})
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	old := time.Now().Add(-3 * keep)
+	mk := func(dir string, mtime time.Time) string {
+		t.Helper()
+		if err := mkdirs(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(dir, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	ws := e.m.cfg.WorkspaceDir
+	// Stored, in use (held), with old directories: kept.
+	stored, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unsubscribe := stored.Subscribe(1)
+	defer unsubscribe()
+	mk(stored.Info.Workdir, old)
+	mk(filepath.Join(arts, stored.ID), old)
+	// Deleted from the store, directories left behind: removed.
+	orphanWS := mk(filepath.Join(ws, NewID("ses_")), old)
+	orphanArt := mk(filepath.Join(arts, NewID("ses_")), old)
+	// Not in the store but recent (being created): kept.
+	fresh := mk(filepath.Join(ws, NewID("ses_")), time.Now())
+	// Live here (another replica deleted it; not learned yet): kept.
+	live, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stopLive := live.Subscribe(1)
+	defer stopLive()
+	if _, gone, err := e.st.DeleteUnusedSession(ctx, live.ID, time.Now().Add(time.Hour), 0); err != nil || !gone {
+		t.Fatalf("deleting the live session from the store: %v, %v", gone, err)
+	}
+	mk(live.Info.Workdir, old)
+	// Not the daemon's names: kept.
+	other := mk(filepath.Join(ws, "checkout"), old)
+	dotted := mk(filepath.Join(arts, ".deleting-ses_x"), old)
+	notSession := mk(filepath.Join(ws, "ses_short"), old)
+
+	if _, _, err := e.m.DeleteUnused(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{orphanWS, orphanArt} {
+		if exists(t, dir) {
+			t.Errorf("orphan directory %s was not removed", dir)
+		}
+	}
+	for _, dir := range []string{stored.Info.Workdir, filepath.Join(arts, stored.ID), fresh, live.Info.Workdir, other, dotted, notSession} {
+		if !exists(t, filepath.Join(dir, "f")) {
+			t.Errorf("directory %s was removed", dir)
+		}
+	}
+}

@@ -48,6 +48,10 @@ type Retention interface {
 	// unless it is later already. Unknown session: ErrNotFound (another process
 	// deleted it).
 	TouchSession(ctx context.Context, id string, at time.Time) error
+	// ExistingSessions returns those of ids (at most RetentionBatch) that are stored
+	// sessions, in no order. The sweep asks it about the directories it finds for
+	// sessions, to remove those left of deleted ones.
+	ExistingSessions(ctx context.Context, ids []string) ([]string, error)
 	// DeleteUnusedSession deletes session id with its call records, their approvals,
 	// its tasks, scratchpad and job rows, if the session is unused at before: its updated_at is
 	// before it, none of its calls is unfinished, created or finished at or after it,

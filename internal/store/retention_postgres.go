@@ -91,6 +91,21 @@ func (p *Postgres) UnusedSessions(ctx context.Context, before time.Time, after *
 	return out, nil
 }
 
+func (p *Postgres) ExistingSessions(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) > RetentionBatch {
+		return nil, fmt.Errorf("store: existing sessions: %d ids, at most %d: %w", len(ids), RetentionBatch, ErrInvalid)
+	}
+	rows, err := p.pool.Query(ctx, `SELECT id FROM sessions WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
+	}
+	return out, nil
+}
+
 func (p *Postgres) TouchSession(ctx context.Context, id string, at time.Time) error {
 	if at.IsZero() {
 		at = now()

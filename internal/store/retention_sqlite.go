@@ -182,6 +182,22 @@ func (s *SQLite) UnusedSessions(ctx context.Context, before time.Time, after *Se
 	return out, nil
 }
 
+// ExistingSessions reads on a reader: no write lock.
+func (s *SQLite) ExistingSessions(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) > RetentionBatch {
+		return nil, fmt.Errorf("store: existing sessions: %d ids, at most %d: %w", len(ids), RetentionBatch, ErrInvalid)
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
+	}
+	out, err := sqliteIDs(ctx, s.r, `SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
+	}
+	return out, nil
+}
+
 func (s *SQLite) TouchSession(ctx context.Context, id string, at time.Time) error {
 	if at.IsZero() {
 		at = now()

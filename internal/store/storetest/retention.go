@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -280,6 +282,27 @@ func testUnusedSessions(t *testing.T, s store.Store) {
 		t.Fatalf("after touch = %v, %v; want [ses_b ses_c]", sessionIDs(page), err)
 	}
 	wantErrIs(t, "TouchSession(unknown)", s.TouchSession(ctx, "ses_nope", at(time.Hour)), store.ErrNotFound)
+}
+
+// testExistingSessions: of the ids asked about, those of stored sessions.
+func testExistingSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustSessionAt(t, s, "ses_a", base)
+	mustSessionAt(t, s, "ses_b", base)
+	got, err := s.(store.Retention).ExistingSessions(ctx, []string{"ses_b", "ses_gone", "ses_a", "ses_a"})
+	sort.Strings(got)
+	if err != nil || !slices.Equal(got, []string{"ses_a", "ses_b"}) {
+		t.Fatalf("ExistingSessions = %v, %v; want [ses_a ses_b]", got, err)
+	}
+	if got, err := s.(store.Retention).ExistingSessions(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("ExistingSessions(none) = %v, %v", got, err)
+	}
+	many := make([]string, store.RetentionBatch+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("ses_%d", i)
+	}
+	_, err = s.(store.Retention).ExistingSessions(ctx, many)
+	wantErrIs(t, "ExistingSessions(too many)", err, store.ErrInvalid)
 }
 
 // testDeleteUnusedSession: an unused session goes with everything of its own, limit

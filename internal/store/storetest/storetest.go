@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteFinishedCallsFrom", testDeleteFinishedCallsFrom},
 		{"DeleteFinishedCallsConcurrent", testDeleteFinishedCallsConcurrent},
 		{"UnusedSessions", testUnusedSessions},
+		{"ExistingSessions", testExistingSessions},
 		{"DeleteUnusedSession", testDeleteUnusedSession},
 		{"DeleteUnusedSessionConcurrent", testDeleteUnusedSessionConcurrent},
 	}
