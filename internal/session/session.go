@@ -347,7 +347,6 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 		if err := m.touchStored(ctx, sess); err != nil {
 			return nil, err
 		}
-		var err error
 		switch {
 		case m.readThrough:
 			// As above: served as this process has it when the store cannot say.
