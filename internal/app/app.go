@@ -227,6 +227,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	if a.Sessions, err = session.NewManager(session.Config{
 		WorkspaceDir: filepath.Join(a.DataDir, "workspaces"),
+		ArtifactDir:  a.artifactDir(),
 		WorkdirRoots: cfg.Sessions.WorkdirRoots,
 		Groups:       toolGroups(cfg),
 		IdleTimeout:  cfg.Sessions.IdleTimeout,
@@ -334,6 +335,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	return a, nil
 }
 
+// artifactDir holds tool_chain's artifacts, a directory per session; retention
+// deletes a session's with it.
+func (a *App) artifactDir() string { return filepath.Join(a.DataDir, "artifacts") }
+
 // chainTools builds tool_chain and artifact_read from the chain: config block.
 func (a *App) chainTools() ([]tool.Tool, error) {
 	c := a.Config.Chain
@@ -342,7 +347,7 @@ func (a *App) chainTools() ([]tool.Tool, error) {
 		MaxRiskWithoutApproval: tool.Risk(c.MaxRiskWithoutApproval), MaxSteps: uint64(max(c.MaxSteps, 0)), MaxMemoryBytes: c.MaxMemoryBytes,
 		ArtifactBytesPerSession: c.ArtifactBytesPerSession}
 	var err error
-	if a.artifacts, err = chain.NewArtifacts(filepath.Join(a.DataDir, "artifacts"), c.ArtifactBytesPerSession, c.ArtifactRetention); err != nil {
+	if a.artifacts, err = chain.NewArtifacts(a.artifactDir(), c.ArtifactBytesPerSession, c.ArtifactRetention); err != nil {
 		return nil, err
 	}
 	ts, err := chain.Tools(p, a.artifacts)

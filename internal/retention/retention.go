@@ -19,7 +19,7 @@ import (
 
 // CallStore deletes finished call records (store.Retention).
 type CallStore interface {
-	DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteFinishedCalls(ctx context.Context, before time.Time, from string, limit int) (deleted int, stopped string, err error)
 }
 
 // Sessions deletes unused sessions (session.Manager).
@@ -149,8 +149,10 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (calls, sessions int
 	var errs []error
 	if s.cfg.Calls > 0 {
 		cutoff := now.Add(-s.cfg.Calls).UTC()
+		// Each batch goes on from the tenant where the one before stopped.
+		from := ""
 		for ctx.Err() == nil {
-			n, err := s.calls.DeleteFinishedCalls(ctx, cutoff, store.RetentionBatch)
+			n, stopped, err := s.calls.DeleteFinishedCalls(ctx, cutoff, from, store.RetentionBatch)
 			calls += n
 			s.deleted.WithLabelValues("calls").Add(float64(n))
 			if err != nil {
@@ -160,6 +162,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (calls, sessions int
 			if n < store.RetentionBatch {
 				break
 			}
+			from = stopped
 		}
 	}
 	if s.cfg.Sessions > 0 && ctx.Err() == nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -110,7 +111,7 @@ func (s *Session) hold() (release func()) {
 	s.mu.Lock()
 	s.holds++
 	s.lastUsed = time.Now()
-	evicted := s.evicted
+	evicted := s.evicted && !s.gone // a deleted session is not made live again
 	s.evicted = false
 	s.mu.Unlock()
 	if evicted {
@@ -128,7 +129,11 @@ func (s *Session) hold() (release func()) {
 		s.mu.Lock()
 		s.holds--
 		s.lastUsed = time.Now()
+		gone := s.gone
 		s.mu.Unlock()
+		if gone {
+			_ = s.manager.releaseGone(context.Background(), s)
+		}
 	}
 }
 
@@ -297,7 +302,11 @@ func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, 
 		s.touch()
 		return false, nil
 	}
-	if _, err := m.saveResume(ctx, s); err != nil {
+	// Saving is no use of the session: the stored time stays its last use, so that
+	// retention counts from that, not from the eviction.
+	if _, err := m.saveResume(ctx, s, seen); errors.Is(err, store.ErrNotFound) {
+		return true, m.forget(ctx, s) // another replica deleted it
+	} else if err != nil {
 		return false, err
 	}
 	m.mu.Lock()
@@ -324,8 +333,9 @@ func (m *Manager) evict(ctx context.Context, s *Session, seen time.Time) (bool, 
 }
 
 // saveResume writes s's resume state into its stored spec, when it has one or the
-// stored spec holds an old one, and reports whether it wrote.
-func (m *Manager) saveResume(ctx context.Context, s *Session) (bool, error) {
+// stored spec holds an old one, and reports whether it wrote. used is the session's
+// last use, which the stored time becomes unless it is later already.
+func (m *Manager) saveResume(ctx context.Context, s *Session, used time.Time) (bool, error) {
 	r := s.resume()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -333,7 +343,7 @@ func (m *Manager) saveResume(ctx context.Context, s *Session) (bool, error) {
 		return false, nil
 	}
 	wrote := false
-	if _, err := m.rewrite(ctx, s.ID, func(st *storedSpec) bool {
+	if _, err := m.rewrite(ctx, s.ID, used, func(st *storedSpec) bool {
 		if reflect.DeepEqual(st.Resume, r) {
 			return false // already so (written by another replica, or unchanged)
 		}
@@ -348,9 +358,10 @@ func (m *Manager) saveResume(ctx context.Context, s *Session) (bool, error) {
 }
 
 // rewrite reads session id's stored spec, lets change alter it and, when change says
-// so, writes it back; the caller holds the session's lock (so this process does not
-// race itself). What other replicas wrote meanwhile is kept.
-func (m *Manager) rewrite(ctx context.Context, id string, change func(*storedSpec) bool) (*storedSpec, error) {
+// so, writes it back with the use at used (the stored time never goes back); the
+// caller holds the session's lock (so this process does not race itself). What
+// other replicas wrote meanwhile is kept.
+func (m *Manager) rewrite(ctx context.Context, id string, used time.Time, change func(*storedSpec) bool) (*storedSpec, error) {
 	rec, err := m.store.GetSession(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("reading the stored spec: %w", err)
@@ -366,7 +377,7 @@ func (m *Manager) rewrite(ctx context.Context, id string, change func(*storedSpe
 	if err != nil {
 		return nil, err
 	}
-	if err := m.store.UpdateSessionSpec(ctx, id, raw, time.Now().UTC()); err != nil {
+	if err := m.store.UpdateSessionSpec(ctx, id, raw, used.UTC()); err != nil {
 		return nil, err
 	}
 	return &stored, nil

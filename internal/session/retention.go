@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +17,9 @@ import (
 
 // Retention (config retention.sessions). A session nothing has used for the retention
 // is deleted: its stored record with everything of its own (store.Retention says
-// what) and the workspace directory the daemon made for it under Config.WorkspaceDir.
-// A workdir the client named is never touched: it is the client's checkout.
+// what), the workspace directory the daemon made for it under Config.WorkspaceDir and
+// its artifacts directory under Config.ArtifactDir. A workdir the client named is
+// never touched: it is the client's checkout.
 //
 // Eviction only drops a session from memory; this deletes it. What counts as a use
 // has to be visible to every replica, so it is the store's updated_at: written when
@@ -31,12 +34,17 @@ import (
 //
 // In this process a session that is live, or that Get is loading, is not deleted;
 // a Get that arrives while it is being deleted waits for the outcome (lookup).
+// A session another replica deleted while this one held it live is forgotten here
+// when this replica learns it (a use recorded or read finds no row, an eviction
+// cannot save its selection): dropped, its sandbox released, its directories here
+// removed.
 
 // RetentionStore is what deleting unused sessions needs of the store.
 type RetentionStore interface {
 	UnusedSessions(ctx context.Context, before time.Time, after *store.Session, limit int) ([]*store.Session, error)
 	TouchSession(ctx context.Context, id string, at time.Time) error
 	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+	ExistingSessions(ctx context.Context, ids []string) ([]string, error)
 }
 
 type retention struct {
@@ -65,7 +73,7 @@ func touchEvery(after time.Duration) time.Duration {
 
 // touchStored records a use of the live session s in the store when the stored time
 // is touchEvery old. A session the store no longer has was deleted by another
-// replica: it is dropped from memory and not found. Other failures are ignored (the
+// replica: it is forgotten (forget) and not found. Other failures are ignored (the
 // next use tries again).
 func (m *Manager) touchStored(ctx context.Context, s *Session) error {
 	r := m.retention
@@ -88,14 +96,49 @@ func (m *Manager) touchStored(ctx context.Context, s *Session) error {
 		}
 		s.mu.Unlock()
 	case errors.Is(err, store.ErrNotFound):
-		m.mu.Lock()
-		if m.live[s.ID] == s {
-			delete(m.live, s.ID)
-		}
-		m.mu.Unlock()
+		_ = m.forget(ctx, s)
 		return ErrNotFound
 	}
 	return nil
+}
+
+// forget drops the live session s, which the store no longer has: another replica's
+// retention deleted it while this process held it unused (each replica's sweep
+// records the use of what it holds, so that is rare). Once nothing holds it, at once
+// or when its last call or subscription here ends, what its tools hold for it is
+// released (its sandbox, a finished job's output) and the directories this process
+// made for it removed (another replica removed those in its own data dir).
+func (m *Manager) forget(ctx context.Context, s *Session) error {
+	m.mu.Lock()
+	if m.live[s.ID] == s {
+		delete(m.live, s.ID)
+	}
+	m.mu.Unlock()
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	return m.releaseGone(ctx, s)
+}
+
+// releaseGone releases what is held for s, which the store no longer has, when
+// nothing holds s. Each time: a call that held s meanwhile may have made a sandbox
+// again.
+func (m *Manager) releaseGone(ctx context.Context, s *Session) error {
+	s.mu.Lock()
+	idle := s.gone && s.holds == 0 && len(s.subs) == 0
+	named := s.Spec.Workdir != ""
+	s.mu.Unlock()
+	if !idle {
+		return nil
+	}
+	var errs []error
+	if m.res != nil {
+		if err := m.res.Release(ctx, s.Info); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: releasing its resources: %w", s.ID, err))
+		}
+	}
+	errs = append(errs, m.removeDirs(s.ID, named))
+	return errors.Join(errs...)
 }
 
 // touchLoaded records the use of a session Get is loading, when its stored time is
@@ -156,7 +199,85 @@ func (m *Manager) DeleteUnused(ctx context.Context, now time.Time) (sessions, ca
 		}
 		after = page[len(page)-1]
 	}
+	if ctx.Err() == nil {
+		errs = append(errs, m.removeOrphanDirs(ctx, cutoff))
+	}
 	return sessions, calls, errors.Join(errs...)
+}
+
+// daemonSessionID matches the ids the daemon gives sessions (NewID("ses_")), so the
+// names of the directories it makes for them.
+var daemonSessionID = regexp.MustCompile(`^ses_[a-z2-7]{26}$`)
+
+// removeOrphanDirs removes the directories the daemon made for sessions (workspace,
+// artifacts) that the store no longer has and that nothing changed since before
+// cutoff: left when the process ended between deleting a session and removing
+// them, or on a replica that held a session another replica deleted and never
+// learned it. The age keeps the directory of a session being created (made a moment
+// before its row is committed); the store's answer keeps the directories of the
+// sessions that exist, whichever replica uses them; a session this process holds
+// live or is loading or deleting is left to forget and deleteUnused.
+func (m *Manager) removeOrphanDirs(ctx context.Context, cutoff time.Time) error {
+	var errs []error
+	for _, dir := range []string{m.cfg.WorkspaceDir, m.cfg.ArtifactDir} {
+		if dir == "" {
+			continue
+		}
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("session: listing %s: %w", dir, err))
+			continue
+		}
+		var old []string
+		for _, e := range entries {
+			if !e.IsDir() || !daemonSessionID.MatchString(e.Name()) {
+				continue // symbolic links included: not made by the daemon
+			}
+			if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+				old = append(old, e.Name())
+			}
+		}
+		for chunk := range slices.Chunk(old, retentionPage) {
+			if ctx.Err() != nil {
+				return errors.Join(errs...)
+			}
+			errs = append(errs, m.removeOrphans(ctx, dir, chunk))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeOrphans removes the directories in dir of those of ids the store does not
+// have.
+func (m *Manager) removeOrphans(ctx context.Context, dir string, ids []string) error {
+	existing, err := m.retention.store.ExistingSessions(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("session: looking for the sessions of directories in %s: %w", dir, err)
+	}
+	stored := make(map[string]bool, len(existing))
+	for _, id := range existing {
+		stored[id] = true
+	}
+	var errs []error
+	for _, id := range ids {
+		if stored[id] {
+			continue
+		}
+		m.mu.Lock()
+		_, live := m.live[id]
+		busy := live || m.loading[id] > 0 || m.deleting[id] != nil
+		m.mu.Unlock()
+		if busy {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, id)); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: removing its directory left in %s: %w", id, dir, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // retainLive writes the use of the live sessions something holds or runs a job for,
@@ -191,7 +312,7 @@ func (m *Manager) retainLive(ctx context.Context, now time.Time) error {
 }
 
 // deleteUnused deletes one candidate unless this process has it live or is loading
-// it, then its workspace directory when the daemon made it. gone reports that this
+// it, then the directories the daemon made for it (removeDirs). gone reports that this
 // call deleted the session; calls, how many call records went with it.
 func (m *Manager) deleteUnused(ctx context.Context, rec *store.Session, cutoff time.Time) (gone bool, calls int, err error) {
 	id := rec.ID
@@ -231,24 +352,38 @@ func (m *Manager) deleteUnused(ctx context.Context, rec *store.Session, cutoff t
 	// From here the store does not have the session: a Get finds nothing, so nothing
 	// makes its directory again, and the waiting ones can go on.
 	release()
-	if err := m.removeWorkspace(rec); err != nil {
+	// A spec that cannot be read keeps its workspace: it may name a workdir.
+	var spec storedSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		spec.Workdir = "?"
+	}
+	if err := m.removeDirs(id, spec.Workdir != ""); err != nil {
 		return gone, calls, err
 	}
 	return gone, calls, nil
 }
 
-// removeWorkspace deletes the directory the daemon made for a session that named no
-// workdir. A session that named one, or whose spec cannot be read, keeps it.
-func (m *Manager) removeWorkspace(rec *store.Session) error {
-	var spec storedSpec
-	if err := json.Unmarshal(rec.Spec, &spec); err != nil || spec.Workdir != "" {
-		return nil
+// removeDirs deletes the directories the daemon made for a deleted session: its
+// artifacts directory, and its workspace unless it named its own workdir.
+func (m *Manager) removeDirs(id string, namedWorkdir bool) error {
+	if !sessionDirName(id) {
+		return nil // not a name the daemon could have made a directory of
 	}
-	if !filepath.IsLocal(rec.ID) || strings.ContainsAny(rec.ID, `/\`) || strings.HasPrefix(rec.ID, ".") {
-		return nil // not a name workdir could have made
+	var errs []error
+	if m.cfg.ArtifactDir != "" {
+		if err := os.RemoveAll(filepath.Join(m.cfg.ArtifactDir, id)); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: removing its artifacts: %w", id, err))
+		}
 	}
-	if err := os.RemoveAll(filepath.Join(m.cfg.WorkspaceDir, rec.ID)); err != nil {
-		return fmt.Errorf("session %s: removing its workspace: %w", rec.ID, err)
+	if !namedWorkdir {
+		if err := os.RemoveAll(filepath.Join(m.cfg.WorkspaceDir, id)); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: removing its workspace: %w", id, err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// sessionDirName reports whether id can name a directory directly inside another.
+func sessionDirName(id string) bool {
+	return filepath.IsLocal(id) && !strings.ContainsAny(id, `/\`) && !strings.HasPrefix(id, ".")
 }

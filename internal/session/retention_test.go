@@ -368,3 +368,87 @@ func TestRetentionOfTheLongestDuration(t *testing.T) {
 		t.Fatalf("a session stored a moment ago was deleted: %v", err)
 	}
 }
+
+// TestRetentionEvictionIsNoUse: evicting a session writes its tool selection into its
+// stored spec; that write is not a use. A session last used before the retention goes
+// in the sweep that evicts it, instead of living a second retention from the eviction.
+func TestRetentionEvictionIsNoUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	const keep = time.Hour
+	spec, _ := json.Marshal(storedSpec{Spec: Spec{AvailableTools: []string{"echo", "other"}}})
+	long := time.Now().Add(-3 * keep).UTC()
+	if err := e.st.CreateSession(ctx, &store.Session{ID: "ses_sel", Tenant: "t1", Spec: spec, CreatedAt: long, UpdatedAt: long}); err != nil {
+		t.Fatal(err)
+	}
+	// Loaded before retention is on (so not touched), used last two retentions ago,
+	// with a narrowed tool list not saved yet.
+	sess, err := e.m.Get(ctx, "t1", "ses_sel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Narrow([]string{"echo"})
+	sess.mu.Lock()
+	sess.lastUsed = time.Now().Add(-2 * keep)
+	sess.mu.Unlock()
+	e.m.UseRetention(e.st, keep)
+
+	n, _, err := e.m.DeleteUnused(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.isLive(sess.ID) {
+		t.Fatal("the unused session was not evicted")
+	}
+	if n != 1 {
+		rec, _ := e.st.GetSession(ctx, sess.ID)
+		t.Fatalf("DeleteUnused = %d; want the session deleted (its stored time %v was moved by its eviction)", n, rec.UpdatedAt)
+	}
+}
+
+// TestRetentionDeletesArtifacts: a deleted session's artifacts directory (tool_chain's
+// large results) goes with it, whether or not it named its own workdir; another
+// session's stays.
+func TestRetentionDeletesArtifacts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	arts := filepath.Join(root, "artifacts")
+	e := newEvictEnv(t, Config{ArtifactDir: arts, WorkdirRoots: []string{root}})
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	own, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}, Workdir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unsubscribe := held.Subscribe(1)
+	defer unsubscribe()
+	for _, s := range []*Session{own, named, held} {
+		if err := mkdirs(filepath.Join(arts, s.ID)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(arts, s.ID, "art_x"), []byte("big"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _, err := e.m.DeleteUnused(ctx, time.Now().Add(2*keep)); err != nil || n != 2 {
+		t.Fatalf("DeleteUnused = %d, %v; want 2", n, err)
+	}
+	for _, s := range []*Session{own, named} {
+		if exists(t, filepath.Join(arts, s.ID)) {
+			t.Errorf("the artifacts of deleted session %s are still there", s.ID)
+		}
+	}
+	if !exists(t, filepath.Join(arts, held.ID, "art_x")) {
+		t.Error("the artifacts of a session in use were deleted")
+	}
+}

@@ -107,6 +107,7 @@ type Session struct {
 	holds        int          // calls of the session running or waiting in this process
 	lastUsed     time.Time    // last Get, or end of a call or subscription
 	evicted      bool         // dropped from the manager's live sessions
+	gone         bool         // the store no longer has it: another replica deleted it (retention.go)
 	releasing    sync.Mutex   // held by evict while it releases the session's resources
 	resumeStored bool         // the stored spec carries a resume part
 	stale        atomic.Bool  // another replica changed the stored spec (shared.go)
@@ -130,7 +131,11 @@ func (s *Session) Subscribe(buf int) (events <-chan Event, cancel func()) {
 		s.mu.Lock()
 		delete(s.subs, ch)
 		s.lastUsed = time.Now()
+		gone := s.gone
 		s.mu.Unlock()
+		if gone {
+			_ = s.manager.releaseGone(context.Background(), s)
+		}
 	}
 }
 
@@ -191,6 +196,10 @@ type Store interface {
 type Config struct {
 	// WorkspaceDir holds a fresh working directory per session that names none.
 	WorkspaceDir string
+	// ArtifactDir holds a directory per session, named by its id, that tools fill
+	// (tool_chain's artifacts, data_dir/artifacts); retention deletes a session's with
+	// it. Empty: none.
+	ArtifactDir string
 	// WorkdirRoots are the directories a session may name as its workdir (or a
 	// directory under them). Empty: sessions get only their own workspace.
 	WorkdirRoots []string
@@ -209,6 +218,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.WorkspaceDir == "" || !filepath.IsAbs(c.WorkspaceDir) {
 		return fmt.Errorf("session: workspace dir must be an absolute path, got %q", c.WorkspaceDir)
+	}
+	if c.ArtifactDir != "" && !filepath.IsAbs(c.ArtifactDir) {
+		return fmt.Errorf("session: artifact dir must be an absolute path, got %q", c.ArtifactDir)
 	}
 	for _, r := range c.WorkdirRoots {
 		if !filepath.IsAbs(r) {
@@ -338,11 +350,15 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 		switch {
 		case m.readThrough:
 			// As above: served as this process has it when the store cannot say.
-			_ = m.syncStored(ctx, sess)
+			err = m.syncStored(ctx, sess)
 		case sess.stale.Load():
 			// Served as this process has it when the store cannot say (the next use
 			// tries again); calls need the store anyway.
-			_ = m.refresh(ctx, sess)
+			err = m.refresh(ctx, sess)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			_ = m.forget(ctx, sess) // it says: another replica deleted it
+			return nil, ErrNotFound
 		}
 		return sess, nil
 	}
@@ -529,7 +545,7 @@ func (s *Session) groupAllows(spec tool.Spec) bool {
 func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string) ([]Group, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	stored, err := m.rewrite(ctx, sess.ID, func(st *storedSpec) bool {
+	stored, err := m.rewrite(ctx, sess.ID, time.Now(), func(st *storedSpec) bool {
 		st.Spec.ActiveGroups = active
 		return true
 	})
@@ -666,7 +682,7 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 	defer sess.mu.Unlock()
 	// Added to the stored rules, not to this process's copy: rules another replica
 	// wrote meanwhile are kept.
-	stored, err := m.rewrite(ctx, id, func(st *storedSpec) bool {
+	stored, err := m.rewrite(ctx, id, time.Now(), func(st *storedSpec) bool {
 		rs := RuleSet{}
 		if st.Spec.Rules != nil {
 			rs = *st.Spec.Rules

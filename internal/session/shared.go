@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
 	"github.com/toolserverd/toolserverd/internal/skills"
@@ -69,7 +70,7 @@ func (m *Manager) changed(ctx context.Context, id string) {
 // SaveState writes what the session holds in memory only — the narrowed tool list
 // and the active skill — into its stored spec when it differs from what is stored.
 func (m *Manager) SaveState(ctx context.Context, s *Session) error {
-	wrote, err := m.saveResume(ctx, s)
+	wrote, err := m.saveResume(ctx, s, time.Now())
 	if wrote {
 		m.changed(ctx, s.ID)
 	}

@@ -67,7 +67,7 @@ func TestSharedSessionState(t *testing.T) {
 	// Lifted on a, through the store alone, then an empty notification.
 	sa.Narrow(nil)
 	sa.activeSkill().Set(skills.Skill{})
-	if _, err := a.saveResume(ctx, sa); err != nil {
+	if _, err := a.saveResume(ctx, sa, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if !sb.Selected("echo") || sb.Selected("other") {

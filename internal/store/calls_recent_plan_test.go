@@ -190,8 +190,11 @@ func TestRetentionPlanSQLite(t *testing.T) {
 		}
 	}
 	// The tenants come from index probes, not a scan of the calls.
-	if got := sqlitePlan(t, s, retentionTenants); strings.Contains(got, "SCAN tool_calls") {
-		t.Errorf("tenants: plan %q, want no scan of tool_calls", got)
+	for _, op := range []string{">", ">="} {
+		got := sqlitePlan(t, s, retentionNextTenant(op, "?"), "acme")
+		if strings.Contains(got, "SCAN tool_calls") || !strings.Contains(got, "tool_calls_tenant_created_idx (tenant>?)") {
+			t.Errorf("next tenant (%s): plan %q, want a search of tool_calls_tenant_created_idx", op, got)
+		}
 	}
 }
 
@@ -200,7 +203,12 @@ func TestRetentionPlanSQLite(t *testing.T) {
 func TestRetentionPlanPostgres(t *testing.T) {
 	t.Parallel()
 	conn := pgConnNoSeqScan(t)
-	if got := pgPlan(t, conn, pgFinishedCalls, time.Now(), 10, "acme"); !strings.Contains(got, "tool_calls_tenant_created_idx") {
+	if got := pgPlan(t, conn, pgFinishedCalls, time.Now(), 10, ""); !strings.Contains(got, "tool_calls_tenant_created_idx") {
 		t.Errorf("finished calls: plan %q, want tool_calls_tenant_created_idx", got)
+	}
+	for _, op := range []string{">", ">="} {
+		if got := pgPlan(t, conn, retentionNextTenant(op, "$1"), "acme"); !strings.Contains(got, "Index Only Scan using tool_calls_tenant_created_idx") {
+			t.Errorf("next tenant (%s): plan %q, want an index only scan of tool_calls_tenant_created_idx", op, got)
+		}
 	}
 }

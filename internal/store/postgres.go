@@ -117,7 +117,7 @@ func (p *Postgres) UpdateSessionSpec(ctx context.Context, id string, spec json.R
 	if at.IsZero() {
 		at = now()
 	}
-	tag, err := p.pool.Exec(ctx, `UPDATE sessions SET spec = $1, updated_at = $2 WHERE id = $3`,
+	tag, err := p.pool.Exec(ctx, `UPDATE sessions SET spec = $1, updated_at = greatest(updated_at, $2) WHERE id = $3`,
 		rawJSON(spec), utcMicro(at), id)
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", id, err)

@@ -16,8 +16,9 @@ import (
 //
 // A session goes once it is unused at the cutoff (SessionUnused), with every record
 // that belongs to it only: its call records and their approvals, its tasks and its
-// scratchpad. Memories are the tenant's and stay. Its workspace directory is the
-// session manager's business.
+// scratchpad, and (PostgreSQL: SQLite never records jobs) the rows naming the
+// replicas that ran its background jobs. Memories are the tenant's and stay. Its
+// directories (workspace, artifacts) are the session manager's business.
 
 // RetentionBatch is how many call records one retention transaction deletes at most
 // when the caller gives no limit: a first sweep over millions of rows is many short
@@ -27,14 +28,17 @@ const RetentionBatch = 1000
 // Retention is the part of Store that forgets.
 type Retention interface {
 	// DeleteFinishedCalls deletes at most limit (<= 0: RetentionBatch) call records
-	// that finished before before, and their approvals: tenant by tenant, the oldest
-	// created first. A call that is not terminal, or has a pending approval, stays.
-	// It returns how many calls it deleted: fewer than limit means no more are due
-	// (or another sweep took some of them).
+	// that finished before before, and their approvals: tenant by tenant in order,
+	// from the tenant from on ("": the first), the oldest created first. A call that
+	// is not terminal, or has a pending approval, stays. It returns how many calls it
+	// deleted and, when that is limit, the tenant it stopped in: a sweep passes it as
+	// from to its next batch, which goes on there rather than probing again every
+	// tenant before it. Fewer than limit means no more are due from from on (or
+	// another sweep took some of them).
 	// A call finishes after it was created, so the due ones are among those created
 	// before the cutoff: a range of tool_calls_tenant_created_idx, which every record
 	// pays for already (an index on finished_at would cost each one more).
-	DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error)
+	DeleteFinishedCalls(ctx context.Context, before time.Time, from string, limit int) (deleted int, stopped string, err error)
 	// UnusedSessions returns at most limit (<= 0: RetentionBatch) sessions whose
 	// updated_at is before before, ordered by (updated_at, id) and after the cursor
 	// after (the last session of the previous page; nil: from the start). It is a
@@ -44,8 +48,12 @@ type Retention interface {
 	// unless it is later already. Unknown session: ErrNotFound (another process
 	// deleted it).
 	TouchSession(ctx context.Context, id string, at time.Time) error
+	// ExistingSessions returns those of ids (at most RetentionBatch) that are stored
+	// sessions, in no order. The sweep asks it about the directories it finds for
+	// sessions, to remove those left of deleted ones.
+	ExistingSessions(ctx context.Context, ids []string) ([]string, error)
 	// DeleteUnusedSession deletes session id with its call records, their approvals,
-	// its tasks and scratchpad, if the session is unused at before: its updated_at is
+	// its tasks, scratchpad and job rows, if the session is unused at before: its updated_at is
 	// before it, none of its calls is unfinished, created or finished at or after it,
 	// and none of its approvals is pending. Unknown session: ErrNotFound; in use:
 	// ErrConflict. One transaction deletes at most limit (<= 0: RetentionBatch) call
@@ -63,14 +71,13 @@ var (
 	_ Retention = (*Postgres)(nil)
 )
 
-// retentionTenants lists the tenants that have call records, from
-// tool_calls_tenant_created_idx (one index probe per tenant, not a scan): the
-// recursive query steps from each tenant to the next. Same text in both dialects.
-const retentionTenants = `WITH RECURSIVE t(tenant) AS (
-		SELECT MIN(tenant) FROM tool_calls
-		UNION ALL
-		SELECT (SELECT MIN(tenant) FROM tool_calls WHERE tenant > t.tenant) FROM t WHERE t.tenant IS NOT NULL)
-	SELECT tenant FROM t WHERE tenant IS NOT NULL`
+// retentionNextTenant is the first tenant after (op ">") or from (op ">=") the one
+// given (placeholder ph) that has call records, NULL when none: one probe of
+// tool_calls_tenant_created_idx. DeleteFinishedCalls steps through the tenants with
+// it, as far as its batch needs and no farther.
+func retentionNextTenant(op, ph string) string {
+	return `SELECT MIN(tenant) FROM tool_calls WHERE tenant ` + op + ` ` + ph
+}
 
 // terminalStatuses is CallStatus.Terminal in SQL.
 const terminalStatuses = `('succeeded', 'failed')`

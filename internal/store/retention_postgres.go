@@ -5,48 +5,53 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// pgFinishedCalls deletes a tenant's part of DeleteFinishedCalls' batch, a range of
-// tool_calls_tenant_created_idx, in one statement: the calls it picks are locked
-// (others sweeping at the same time skip them and take the next ones) and deleted
-// with their approvals. Args: cutoff, limit, tenant.
-const pgFinishedCalls = `WITH doomed AS (
-		SELECT c.id FROM tool_calls c
-		WHERE c.tenant = $3 AND c.created_at < $1 AND c.finished_at < $1 AND c.status IN ` + terminalStatuses + `
-		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
-		ORDER BY c.created_at, c.id LIMIT $2
-		FOR UPDATE SKIP LOCKED
+// pgFinishedCalls deletes DeleteFinishedCalls' batch in one statement: it steps
+// through the tenants from the cursor ($3) as retentionNextTenant does, and takes
+// each one's due calls, a range of tool_calls_tenant_created_idx, until it has limit
+// ($2). The executor pulls tenants only as far as the limit needs. The calls it
+// picks are locked (others sweeping at the same time skip them and take the next
+// ones) and deleted with their approvals; it returns the tenant of each.
+// Args: cutoff, limit, from.
+const pgFinishedCalls = `WITH RECURSIVE t(tenant) AS (
+		SELECT MIN(tenant) FROM tool_calls WHERE tenant >= $3
+		UNION ALL
+		SELECT (SELECT MIN(tenant) FROM tool_calls WHERE tenant > t.tenant) FROM t WHERE t.tenant IS NOT NULL
+	), doomed AS (
+		SELECT d.id FROM t CROSS JOIN LATERAL (
+			SELECT c.id FROM tool_calls c
+			WHERE c.tenant = t.tenant AND c.created_at < $1 AND c.finished_at < $1 AND c.status IN ` + terminalStatuses + `
+			AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
+			ORDER BY c.created_at, c.id LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		) d
+		WHERE t.tenant IS NOT NULL
+		LIMIT $2
 	), approvals_gone AS (
 		DELETE FROM approvals a USING doomed d WHERE a.call_id = d.id AND a.status <> 'pending'
 	)
-	DELETE FROM tool_calls c USING doomed d WHERE c.id = d.id`
+	DELETE FROM tool_calls c USING doomed d WHERE c.id = d.id RETURNING c.tenant`
 
-// DeleteFinishedCalls runs pgFinishedCalls tenant by tenant until limit calls are gone.
-func (p *Postgres) DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error) {
-	rows, err := p.pool.Query(ctx, retentionTenants)
+// DeleteFinishedCalls runs pgFinishedCalls: one statement, one transaction.
+func (p *Postgres) DeleteFinishedCalls(ctx context.Context, before time.Time, from string, limit int) (int, string, error) {
+	limit = retentionLimit(limit)
+	rows, err := p.pool.Query(ctx, pgFinishedCalls, utcMicro(before), limit, from)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: tenants: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: %w", err)
 	}
 	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: tenants: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: %w", err)
 	}
-	limit = retentionLimit(limit)
-	n := 0
-	for _, tenant := range tenants {
-		tag, err := p.pool.Exec(ctx, pgFinishedCalls, utcMicro(before), limit-n, tenant)
-		if err != nil {
-			return n, fmt.Errorf("store: delete finished calls: %w", err)
-		}
-		if n += int(tag.RowsAffected()); n == limit {
-			break
-		}
+	if len(tenants) < limit {
+		return len(tenants), "", nil
 	}
-	return n, nil
+	return len(tenants), slices.Max(tenants), nil
 }
 
 func (p *Postgres) UnusedSessions(ctx context.Context, before time.Time, after *Session, limit int) ([]*Session, error) {
@@ -82,6 +87,21 @@ func (p *Postgres) UnusedSessions(ctx context.Context, before time.Time, after *
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: unused sessions: %w", err)
+	}
+	return out, nil
+}
+
+func (p *Postgres) ExistingSessions(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) > RetentionBatch {
+		return nil, fmt.Errorf("store: existing sessions: %d ids, at most %d: %w", len(ids), RetentionBatch, ErrInvalid)
+	}
+	rows, err := p.pool.Query(ctx, `SELECT id FROM sessions WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
 	}
 	return out, nil
 }
@@ -146,6 +166,7 @@ func (p *Postgres) DeleteUnusedSession(ctx context.Context, id string, before ti
 		b.Queue(`DELETE FROM approvals WHERE session_id = $1 AND status <> 'pending'`, id)
 		b.Queue(`DELETE FROM tasks WHERE session_id = $1`, id)
 		b.Queue(`DELETE FROM scratchpad WHERE session_id = $1`, id)
+		b.Queue(`DELETE FROM jobs WHERE session_id = $1`, id)
 		b.Queue(`DELETE FROM sessions WHERE id = $1`, id)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return 0, false, fmt.Errorf("store: delete session %s: %w", id, err)

@@ -32,64 +32,72 @@ const (
 // short write transaction deletes the ones still due (checked again under the lock).
 // A candidate another sweep took meanwhile is not counted, so fewer than limit may
 // also mean that: the next sweep goes on.
-func (s *SQLite) DeleteFinishedCalls(ctx context.Context, before time.Time, limit int) (int, error) {
+func (s *SQLite) DeleteFinishedCalls(ctx context.Context, before time.Time, from string, limit int) (int, string, error) {
 	limit = retentionLimit(limit)
 	cutoff := sqliteTime(before)
-	candidates, err := s.finishedCallCandidates(ctx, cutoff, limit)
+	candidates, stopped, err := s.finishedCallCandidates(ctx, cutoff, from, limit)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: %w", err)
 	}
 	if len(candidates) == 0 {
-		return 0, nil
+		return 0, "", nil
 	}
 	list, err := json.Marshal(candidates)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: %w", err)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: begin: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	ids, err := sqliteIDs(ctx, tx, sqliteStillFinished, string(list), cutoff)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: %w", err)
 	}
 	if len(ids) == 0 {
-		return 0, nil
+		return 0, "", nil
 	}
 	if err := sqliteDeleteCalls(ctx, tx, ids); err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: delete finished calls: commit: %w", err)
+		return 0, "", fmt.Errorf("store: delete finished calls: commit: %w", err)
 	}
-	return len(ids), nil
+	if len(ids) < limit {
+		stopped = ""
+	}
+	return len(ids), stopped, nil
 }
 
 // finishedCallCandidates lists at most limit calls due for deletion, tenant by
-// tenant, on one reader connection (a snapshot; no write lock).
-func (s *SQLite) finishedCallCandidates(ctx context.Context, cutoff string, limit int) ([]string, error) {
+// tenant from the tenant from, on one reader connection (a snapshot; no write lock),
+// and the tenant it stopped in when it found limit.
+func (s *SQLite) finishedCallCandidates(ctx context.Context, cutoff, from string, limit int) ([]string, string, error) {
 	conn, err := s.r.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer conn.Close()
-	tenants, err := sqliteIDs(ctx, conn, retentionTenants)
-	if err != nil {
-		return nil, fmt.Errorf("tenants: %w", err)
-	}
 	var ids []string
-	for _, tenant := range tenants {
+	tenant, op := from, ">="
+	for {
+		var next sql.NullString
+		if err := conn.QueryRowContext(ctx, retentionNextTenant(op, "?"), tenant).Scan(&next); err != nil {
+			return nil, "", fmt.Errorf("tenants: %w", err)
+		}
+		if !next.Valid {
+			return ids, "", nil
+		}
+		tenant, op = next.String, ">"
 		more, err := sqliteIDs(ctx, conn, sqliteFinishedCalls, tenant, cutoff, cutoff, limit-len(ids))
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if ids = append(ids, more...); len(ids) == limit {
-			break
+			return ids, tenant, nil
 		}
 	}
-	return ids, nil
 }
 
 // sqliteQuerier is a transaction or a connection.
@@ -170,6 +178,22 @@ func (s *SQLite) UnusedSessions(ctx context.Context, before time.Time, after *Se
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: unused sessions: %w", err)
+	}
+	return out, nil
+}
+
+// ExistingSessions reads on a reader: no write lock.
+func (s *SQLite) ExistingSessions(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) > RetentionBatch {
+		return nil, fmt.Errorf("store: existing sessions: %d ids, at most %d: %w", len(ids), RetentionBatch, ErrInvalid)
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
+	}
+	out, err := sqliteIDs(ctx, s.r, `SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("store: existing sessions: %w", err)
 	}
 	return out, nil
 }

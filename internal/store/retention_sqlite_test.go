@@ -59,7 +59,7 @@ func TestDeleteFinishedCallsLeavesTheWriterFree(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := s.DeleteFinishedCalls(ctx, time.Now().Add(-24*time.Hour), 0)
+		n, _, err := s.DeleteFinishedCalls(ctx, time.Now().Add(-24*time.Hour), "", 0)
 		done <- result{n, err}
 	}()
 	tries, locked := 0, 0

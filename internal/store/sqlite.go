@@ -233,7 +233,7 @@ func (s *SQLite) UpdateSessionSpec(ctx context.Context, id string, spec json.Raw
 	if at.IsZero() {
 		at = now()
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET spec = ?, updated_at = ? WHERE id = ?`,
+	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET spec = ?, updated_at = max(updated_at, ?) WHERE id = ?`,
 		sqliteText(spec), sqliteTime(at), id)
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", id, err)

@@ -73,6 +73,8 @@ type Store interface {
 	// GetSession returns ErrNotFound for an unknown id.
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// UpdateSessionSpec replaces a session's spec (rules added by approvals, active groups).
+	// Its updated_at becomes at, unless it is later already: a writer that says when
+	// the session was last used (eviction) does not make it younger.
 	UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error
 
 	// WriteCalls inserts new call records and finishes existing ones in one transaction.

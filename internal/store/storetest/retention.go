@@ -3,6 +3,9 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -116,24 +119,23 @@ func testDeleteFinishedCalls(t *testing.T, st store.Store) {
 	other.Tenant, other.Status, other.Result, other.FinishedAt = "globex", store.CallFailed, tool.TextResult("x"), ptr(at(2*time.Second))
 	mustWrite(t, s, []*store.Call{other}, nil)
 
-	// tc_denied was created first (at base), then tc_old1, tc_old2, tc_old3.
-	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 2 {
-		t.Fatalf("first batch = %d, %v; want 2", n, err)
+	// tc_denied was created first (at base), then tc_old1, tc_old2, tc_old3; then
+	// the other tenant's. Each batch goes on from the tenant the one before stopped in.
+	batch := func(from string, limit, want int, wantStopped string) string {
+		t.Helper()
+		n, stopped, err := s.DeleteFinishedCalls(ctx, cutoff, from, limit)
+		if err != nil || n != want || stopped != wantStopped {
+			t.Fatalf("DeleteFinishedCalls(from %q, limit %d) = %d, %q, %v; want %d, %q", from, limit, n, stopped, err, want, wantStopped)
+		}
+		return stopped
 	}
+	from := batch("", 2, 2, "acme")
 	wantCalls(t, s, true, "tc_denied", "tc_old1")
 	wantCalls(t, s, false, "tc_old2", "tc_old3") // later: the next batch's
-	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 2 {
-		t.Fatalf("second batch = %d, %v; want 2", n, err)
-	}
-	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 1 {
-		t.Fatalf("third batch (the other tenant's) = %d, %v; want 1", n, err)
-	}
-	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 2); err != nil || n != 0 {
-		t.Fatalf("fourth batch = %d, %v; want 0", n, err)
-	}
-	if n, err := s.DeleteFinishedCalls(ctx, cutoff, 0); err != nil || n != 0 {
-		t.Fatalf("default batch = %d, %v; want 0", n, err)
-	}
+	from = batch(from, 2, 2, "acme")
+	batch(from, 2, 1, "") // the other tenant's
+	batch("", 2, 0, "")
+	batch("", 0, 0, "")
 	wantCalls(t, s, true, "tc_old2", "tc_old3", "tc_other")
 	wantCalls(t, s, false, "tc_recent", "tc_edge", "tc_running", "tc_stuck", "tc_waiting")
 	wantApprovals(t, s, true, "apr_denied")
@@ -143,6 +145,43 @@ func testDeleteFinishedCalls(t *testing.T, st store.Store) {
 	}
 	if n := auditCount(t, s); n != audit {
 		t.Errorf("audit log has %d entries, had %d: retention must not touch it", n, audit)
+	}
+}
+
+// testDeleteFinishedCallsFrom: a batch starts at the tenant it is given, leaving the
+// tenants before it alone, and stops in the tenant where it filled up; batches that
+// go on from there delete every due call once.
+func testDeleteFinishedCallsFrom(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	tenants := []string{"t1", "t2", "t3", "t4"}
+	for i, tenant := range tenants {
+		for j := range 3 {
+			c := runningCall(fmt.Sprintf("tc_%d_%d", i, j), "ses_"+tenant, fmt.Sprintf("call_%d_%d", i, j), at(time.Duration(j)*time.Second))
+			c.Tenant, c.Status, c.Result, c.FinishedAt = tenant, store.CallSucceeded, tool.TextResult("x"), ptr(at(time.Duration(j+1)*time.Second))
+			mustWrite(t, s, []*store.Call{c}, nil)
+		}
+	}
+	// From t3: t1 and t2 are not touched.
+	n, stopped, err := s.DeleteFinishedCalls(ctx, at(time.Hour), "t3", 4)
+	if err != nil || n != 4 || stopped != "t4" {
+		t.Fatalf("from t3 = %d, %q, %v; want 4, stopped in t4", n, stopped, err)
+	}
+	wantCalls(t, s, false, "tc_0_0", "tc_0_1", "tc_0_2", "tc_1_0", "tc_1_1", "tc_1_2", "tc_3_1", "tc_3_2")
+	wantCalls(t, s, true, "tc_2_0", "tc_2_1", "tc_2_2", "tc_3_0")
+	// A tenant before any that has calls, or between two, starts at the next one.
+	if n, stopped, err = s.DeleteFinishedCalls(ctx, at(time.Hour), "t0", 2); err != nil || n != 2 || stopped != "t1" {
+		t.Fatalf("from t0 = %d, %q, %v; want 2, stopped in t1", n, stopped, err)
+	}
+	if n, stopped, err = s.DeleteFinishedCalls(ctx, at(time.Hour), "t1x", 3); err != nil || n != 3 || stopped != "t2" {
+		t.Fatalf("from t1x = %d, %q, %v; want t2's 3, stopped in t2", n, stopped, err)
+	}
+	// Going on from t2: t4's last two, then the end.
+	if n, stopped, err = s.DeleteFinishedCalls(ctx, at(time.Hour), stopped, 3); err != nil || n != 2 || stopped != "" {
+		t.Fatalf("from t2 = %d, %q, %v; want 2, to the end", n, stopped, err)
+	}
+	wantCalls(t, s, false, "tc_0_2")
+	if n, stopped, err = s.DeleteFinishedCalls(ctx, at(time.Hour), "", 0); err != nil || n != 1 || stopped != "" {
+		t.Fatalf("from the start = %d, %q, %v; want t1's last", n, stopped, err)
 	}
 }
 
@@ -164,7 +203,7 @@ func testDeleteFinishedCallsConcurrent(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for {
-				n, err := s.DeleteFinishedCalls(t.Context(), at(time.Hour), 7)
+				n, _, err := s.DeleteFinishedCalls(t.Context(), at(time.Hour), "", 7)
 				mu.Lock()
 				total += n
 				if err != nil {
@@ -243,6 +282,27 @@ func testUnusedSessions(t *testing.T, s store.Store) {
 		t.Fatalf("after touch = %v, %v; want [ses_b ses_c]", sessionIDs(page), err)
 	}
 	wantErrIs(t, "TouchSession(unknown)", s.TouchSession(ctx, "ses_nope", at(time.Hour)), store.ErrNotFound)
+}
+
+// testExistingSessions: of the ids asked about, those of stored sessions.
+func testExistingSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustSessionAt(t, s, "ses_a", base)
+	mustSessionAt(t, s, "ses_b", base)
+	got, err := s.(store.Retention).ExistingSessions(ctx, []string{"ses_b", "ses_gone", "ses_a", "ses_a"})
+	sort.Strings(got)
+	if err != nil || !slices.Equal(got, []string{"ses_a", "ses_b"}) {
+		t.Fatalf("ExistingSessions = %v, %v; want [ses_a ses_b]", got, err)
+	}
+	if got, err := s.(store.Retention).ExistingSessions(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("ExistingSessions(none) = %v, %v", got, err)
+	}
+	many := make([]string, store.RetentionBatch+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("ses_%d", i)
+	}
+	_, err = s.(store.Retention).ExistingSessions(ctx, many)
+	wantErrIs(t, "ExistingSessions(too many)", err, store.ErrInvalid)
 }
 
 // testDeleteUnusedSession: an unused session goes with everything of its own, limit

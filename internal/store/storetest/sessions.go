@@ -99,6 +99,18 @@ func testUpdateSessionSpec(t *testing.T, s store.Store) {
 	}
 	checkTime(t, "UpdatedAt", got.UpdatedAt, at(time.Minute))
 	checkTime(t, "CreatedAt", got.CreatedAt, base)
+	// An earlier time replaces the spec but does not move updated_at back.
+	older := json.RawMessage(`{"rules": []}`)
+	if err := s.UpdateSessionSpec(t.Context(), "ses_1", older, at(time.Second)); err != nil {
+		t.Fatalf("UpdateSessionSpec(earlier): %v", err)
+	}
+	if got, err = s.GetSession(t.Context(), "ses_1"); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Spec) != string(older) {
+		t.Errorf("Spec = %s, want %s", got.Spec, older)
+	}
+	checkTime(t, "UpdatedAt after an earlier update", got.UpdatedAt, at(time.Minute))
 
 	other, err := s.GetSession(t.Context(), "ses_2")
 	if err != nil {

@@ -55,8 +55,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GroupCommitStopDrains", testGroupCommitStopDrains},
 		{"GroupCommitStoreFailure", testGroupCommitStoreFailure},
 		{"DeleteFinishedCalls", testDeleteFinishedCalls},
+		{"DeleteFinishedCallsFrom", testDeleteFinishedCallsFrom},
 		{"DeleteFinishedCallsConcurrent", testDeleteFinishedCallsConcurrent},
 		{"UnusedSessions", testUnusedSessions},
+		{"ExistingSessions", testExistingSessions},
 		{"DeleteUnusedSession", testDeleteUnusedSession},
 		{"DeleteUnusedSessionConcurrent", testDeleteUnusedSessionConcurrent},
 	}
