@@ -1,5 +1,5 @@
 // Command toolserverctl is the command-line client of toolserverd: list tools, run a
-// call and stream its output, read call records, list and decide approvals, manage
+// call and stream its output, read and list call records, list and decide approvals, manage
 // API keys and upstream MCP servers.
 //
 //	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
@@ -33,7 +33,9 @@ commands:
   session create [--tools a,b,…] [--mode MODE] [--workdir DIR]
   run (--session ID | --tools a,b,…) TOOL [ARGS_JSON]     run one call, stream its output
   call get CALL_ID | call cancel CALL_ID
-  approvals list [--status pending] [--wait 30s]
+  call list [--session ID] [--status running,…] [--limit N] [--before CURSOR]
+                                                           call records, newest first
+  approvals list [--status pending] [--wait 30s] [--limit N] [--before CURSOR]
   approvals show ID
   approvals approve ID [--for-session | --rule RULE]
   approvals deny ID --reason TEXT
@@ -93,6 +95,8 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	name := fs.String("name", "", "key name")
 	ready := fs.Bool("ready", false, "health: ask /readyz instead of /healthz")
 	timeout := fs.Duration("timeout", 5*time.Second, "health: give up after this long")
+	limit := fs.Int("limit", 0, "list: at most this many (the daemon's default: 0)")
+	before := fs.String("before", "", "list: the page after this cursor (printed after a page that has more)")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
 	}
@@ -121,14 +125,36 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			return 1, err
 		}
 		return 0, printJSON(out, r)
-	case cmd == "approvals" && sub == "list":
-		as, err := c.Approvals(ctx, *status, *wait)
+	case cmd == "call" && sub == "list" && len(pos) == 0:
+		page := client.Page{Limit: *limit, Before: *before}
+		var l *client.CallList
+		var err error
+		if *session != "" {
+			l, err = c.ListSessionCalls(ctx, *session, page)
+		} else {
+			f := client.CallFilter{Page: page}
+			if flagSet(fs, "status") {
+				f.Statuses = splitList(*status)
+			}
+			l, err = c.ListCalls(ctx, f)
+		}
 		if err != nil {
 			return 1, err
 		}
-		for _, a := range as {
+		for _, r := range l.Calls {
+			fmt.Fprintf(out, "%s  %-9s %-24s %s  %s\n", r.ID, r.Status, r.Name, r.CreatedAt.Format(time.RFC3339), r.SessionID)
+		}
+		more(errOut, cmd+" "+sub, l.NextBefore)
+		return 0, nil
+	case cmd == "approvals" && sub == "list":
+		l, err := c.ListApprovals(ctx, client.ApprovalFilter{Status: *status, Wait: *wait, Page: client.Page{Limit: *limit, Before: *before}})
+		if err != nil {
+			return 1, err
+		}
+		for _, a := range l.Approvals {
 			fmt.Fprintf(out, "%s  %-8s %-6s %-20s %s\n", a.ID, a.Status, a.Risk, a.Tool, oneLine(a.Reason))
 		}
+		more(errOut, cmd+" "+sub, l.NextBefore)
 		return 0, nil
 	case cmd == "approvals" && sub == "show" && len(pos) == 1:
 		a, err := c.GetApproval(ctx, pos[0])
@@ -452,4 +478,18 @@ func exitOf(err error) (int, error) {
 		return 1, err
 	}
 	return 0, nil
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// more tells, on stderr (stdout holds only the records), how to list the next page.
+func more(errOut io.Writer, cmd, next string) {
+	if next != "" {
+		fmt.Fprintf(errOut, "more: toolserverctl %s --before %s (with the same filters)\n", cmd, next)
+	}
 }
