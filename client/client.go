@@ -373,6 +373,61 @@ func (c *Client) GetCall(ctx context.Context, id string) (*CallRecord, error) {
 	return &r, c.do(ctx, http.MethodGet, "/v1/tool-calls/"+url.PathEscape(id), nil, &r)
 }
 
+// Page pages a listing, newest first. The zero value asks for the first page of the
+// daemon's default size.
+type Page struct {
+	// Limit caps the page (1 to 1000); 0 is the daemon's default (50 calls, 100
+	// approvals).
+	Limit int
+	// Before asks for the page after a previous one: its NextBefore (which goes on
+	// working after the record it follows is deleted) or the id of its last item.
+	// An id naming a record that is gone is a 404 Error.
+	Before string
+}
+
+func (p Page) query(q url.Values) url.Values {
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Before != "" {
+		q.Set("before", p.Before)
+	}
+	return q
+}
+
+// CallFilter selects the calls ListCalls lists.
+type CallFilter struct {
+	// Statuses keeps calls in any of these states (pending, running, waiting,
+	// succeeded, failed); empty keeps all.
+	Statuses []string
+	Page
+}
+
+// CallList is a page of call records, newest first.
+type CallList struct {
+	Calls []CallRecord `json:"calls"`
+	// Truncated says the page stopped after 32 MiB of arguments and results.
+	Truncated bool `json:"truncated,omitempty"`
+	// NextBefore is Page.Before for the next page; empty when this page is the last.
+	NextBefore string `json:"next_before,omitempty"`
+}
+
+// ListCalls lists the calls of the key's tenant across sessions (GET /v1/tool-calls).
+func (c *Client) ListCalls(ctx context.Context, f CallFilter) (*CallList, error) {
+	q := f.Page.query(url.Values{})
+	if len(f.Statuses) > 0 {
+		q.Set("status", strings.Join(f.Statuses, ","))
+	}
+	var l CallList
+	return &l, c.do(ctx, http.MethodGet, "/v1/tool-calls?"+q.Encode(), nil, &l)
+}
+
+// ListSessionCalls lists a session's calls (GET /v1/sessions/{id}/tool-calls).
+func (c *Client) ListSessionCalls(ctx context.Context, sessionID string, p Page) (*CallList, error) {
+	var l CallList
+	return &l, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/tool-calls?"+p.query(url.Values{}).Encode(), nil, &l)
+}
+
 // CancelCall cancels a running call.
 func (c *Client) CancelCall(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/v1/tool-calls/"+url.PathEscape(id)+"/cancel", nil, nil)
@@ -405,20 +460,49 @@ type ApprovalDecision struct {
 }
 
 // Approvals lists approvals with a status (pending, approved, denied, expired or ""
-// for all). wait > 0 long-polls: with none matching, the call returns as soon as one
-// appears or after wait.
+// for all): the newest page of them. wait > 0 long-polls: with none matching, the
+// call returns as soon as one appears or after wait.
 func (c *Client) Approvals(ctx context.Context, status string, wait time.Duration) ([]Approval, error) {
-	q := url.Values{}
-	if status != "" {
-		q.Set("status", status)
+	l, err := c.ListApprovals(ctx, ApprovalFilter{Status: status, Wait: wait})
+	if err != nil {
+		return nil, err
 	}
-	if wait > 0 {
-		q.Set("wait", wait.String())
+	return l.Approvals, nil
+}
+
+// ApprovalFilter selects the approvals ListApprovals lists; zero fields do not filter.
+type ApprovalFilter struct {
+	Status    string // pending, approved, denied or expired
+	SessionID string
+	CallID    string // the requests of one call (tc_…)
+	// Wait > 0 long-polls: with none matching, the answer comes as soon as one
+	// appears, or empty after Wait (at most 2 minutes).
+	Wait time.Duration
+	Page
+}
+
+// ApprovalList is a page of approval requests, newest first.
+type ApprovalList struct {
+	Approvals []Approval `json:"approvals"`
+	// Truncated says the page stopped after 32 MiB of arguments.
+	Truncated bool `json:"truncated,omitempty"`
+	// NextBefore is Page.Before for the next page; empty when this page is the last.
+	NextBefore string `json:"next_before,omitempty"`
+}
+
+// ListApprovals lists approval requests (GET /v1/approvals).
+func (c *Client) ListApprovals(ctx context.Context, f ApprovalFilter) (*ApprovalList, error) {
+	q := f.Page.query(url.Values{})
+	for k, v := range map[string]string{"status": f.Status, "session_id": f.SessionID, "call_id": f.CallID} {
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
-	var out struct {
-		Approvals []Approval `json:"approvals"`
+	if f.Wait > 0 {
+		q.Set("wait", f.Wait.String())
 	}
-	return out.Approvals, c.do(ctx, http.MethodGet, "/v1/approvals?"+q.Encode(), nil, &out)
+	var l ApprovalList
+	return &l, c.do(ctx, http.MethodGet, "/v1/approvals?"+q.Encode(), nil, &l)
 }
 
 // GetApproval reads one approval.

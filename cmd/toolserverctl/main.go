@@ -1,6 +1,6 @@
 // Command toolserverctl is the command-line client of toolserverd: list tools, run a
-// call and stream its output, read call records, list and decide approvals, manage
-// API keys and upstream MCP servers, read the audit trail.
+// call and stream its output, read and list call records, list and decide approvals,
+// manage API keys and upstream MCP servers, read the audit trail.
 //
 //	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
 //
@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,9 @@ commands:
   session create [--tools a,b,…] [--mode MODE] [--workdir DIR]
   run (--session ID | --tools a,b,…) TOOL [ARGS_JSON]     run one call, stream its output
   call get CALL_ID | call cancel CALL_ID
-  approvals list [--status pending] [--wait 30s]
+  call list [--session ID] [--status running,…] [--limit N] [--before CURSOR]
+                                                           call records, newest first
+  approvals list [--status pending] [--wait 30s] [--limit N] [--before CURSOR]
   approvals show ID
   approvals approve ID [--for-session | --rule RULE]
   approvals deny ID --reason TEXT
@@ -96,8 +99,8 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	timeout := fs.Duration("timeout", 5*time.Second, "health: give up after this long")
 	action := fs.String("action", "", "audit: only entries of this action (key.created, approval.denied…)")
 	subject := fs.String("subject", "", "audit: only entries about this (an approval or key id, an MCP server)")
-	limit := fs.Int("limit", 0, "audit: entries to list (1–1000; default 100)")
-	before := fs.Int64("before", 0, "audit: page back from this entry id (the last one listed)")
+	limit := fs.Int("limit", 0, "list: at most this many (the daemon's default: 0)")
+	before := fs.String("before", "", "list: the page after this cursor (printed after a page that has more)")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
 	}
@@ -126,14 +129,36 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			return 1, err
 		}
 		return 0, printJSON(out, r)
-	case cmd == "approvals" && sub == "list":
-		as, err := c.Approvals(ctx, *status, *wait)
+	case cmd == "call" && sub == "list" && len(pos) == 0:
+		page := client.Page{Limit: *limit, Before: *before}
+		var l *client.CallList
+		var err error
+		if *session != "" {
+			l, err = c.ListSessionCalls(ctx, *session, page)
+		} else {
+			f := client.CallFilter{Page: page}
+			if flagSet(fs, "status") {
+				f.Statuses = splitList(*status)
+			}
+			l, err = c.ListCalls(ctx, f)
+		}
 		if err != nil {
 			return 1, err
 		}
-		for _, a := range as {
+		for _, r := range l.Calls {
+			fmt.Fprintf(out, "%s  %-9s %-24s %s  %s\n", r.ID, r.Status, r.Name, r.CreatedAt.Format(time.RFC3339), r.SessionID)
+		}
+		more(errOut, cmd+" "+sub, l.NextBefore)
+		return 0, nil
+	case cmd == "approvals" && sub == "list":
+		l, err := c.ListApprovals(ctx, client.ApprovalFilter{Status: *status, Wait: *wait, Page: client.Page{Limit: *limit, Before: *before}})
+		if err != nil {
+			return 1, err
+		}
+		for _, a := range l.Approvals {
 			fmt.Fprintf(out, "%s  %-8s %-6s %-20s %s\n", a.ID, a.Status, a.Risk, a.Tool, oneLine(a.Reason))
 		}
+		more(errOut, cmd+" "+sub, l.NextBefore)
 		return 0, nil
 	case cmd == "approvals" && sub == "show" && len(pos) == 1:
 		a, err := c.GetApproval(ctx, pos[0])
@@ -201,12 +226,23 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		fmt.Fprintln(out, auth.Hash(pos[0]))
 		return 0, nil
 	case cmd == "audit" && len(pos) == 0:
-		es, err := c.Audit(ctx, client.AuditQuery{Tenant: *tenant, Action: *action, Subject: *subject, Limit: *limit, Before: *before})
+		var from int64
+		if *before != "" {
+			n, err := strconv.ParseInt(*before, 10, 64)
+			if err != nil || n < 1 {
+				return 2, fmt.Errorf("audit: --before takes the id of an entry (a number), not %q", *before)
+			}
+			from = n
+		}
+		es, err := c.Audit(ctx, client.AuditQuery{Tenant: *tenant, Action: *action, Subject: *subject, Limit: *limit, Before: from})
 		if err != nil {
 			return 1, err
 		}
 		for _, e := range es {
 			fmt.Fprintf(out, "%d  %s  %-12s %-20s %-30s %s\n", e.ID, e.TS.Format(time.RFC3339), e.Tenant, e.Action, e.Subject, oneLine(e.Actor))
+		}
+		if full := max(*limit, 0); len(es) > 0 && (len(es) == full || (full == 0 && len(es) == 100)) {
+			more(errOut, cmd, strconv.FormatInt(es[len(es)-1].ID, 10))
 		}
 		return 0, nil
 	case cmd == "mcp" && sub == "list":
@@ -466,4 +502,18 @@ func exitOf(err error) (int, error) {
 		return 1, err
 	}
 	return 0, nil
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// more tells, on stderr (stdout holds only the records), how to list the next page.
+func more(errOut io.Writer, cmd, next string) {
+	if next != "" {
+		fmt.Fprintf(errOut, "more: toolserverctl %s --before %s (with the same filters)\n", cmd, next)
+	}
 }

@@ -375,3 +375,89 @@ func TestRunSaysWhatAnExternalCallWaitsFor(t *testing.T) {
 		t.Fatal("run did not end after the answer")
 	}
 }
+
+// TestListPagesFromTheCLI: call list and approvals list print a page of records on
+// stdout and, when there are more, the --before that lists the next page on stderr.
+func TestListPagesFromTheCLI(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) { c.Permissions.Allow = []string{"execute_command(echo:*)"} })
+	for i := range 3 {
+		if code, out, errOut := ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", fmt.Sprintf(`{"command":"echo %d"}`, i)); code != 0 {
+			t.Fatalf("run: %d %s %s", code, out, errOut)
+		}
+	}
+	// pages lists args in pages of limit, following the printed --before, and returns
+	// the records' lines.
+	pages := func(limit int, args ...string) []string {
+		var lines []string
+		before := ""
+		for range 10 {
+			a := append(append([]string{}, args...), "--limit", fmt.Sprint(limit))
+			if before != "" {
+				a = append(a, "--before", before)
+			}
+			code, out, errOut := ctl(t, d.URL, a...)
+			if code != 0 {
+				t.Fatalf("%v: %d %s", a, code, errOut)
+			}
+			page := strings.Split(strings.TrimSpace(out), "\n")
+			if out == "" {
+				page = nil
+			}
+			lines = append(lines, page...)
+			_, next, ok := strings.Cut(errOut, "--before ")
+			if !ok {
+				return lines
+			}
+			if len(page) != limit {
+				t.Fatalf("%v: a page of %d with more after it: %s", a, len(page), errOut)
+			}
+			before = strings.Fields(next)[0]
+		}
+		t.Fatalf("%v: still listing after 10 pages", args)
+		return nil
+	}
+	calls := pages(2, "call", "list")
+	if len(calls) != 3 {
+		t.Fatalf("call list: %q, want 3 calls", calls)
+	}
+	var prev string
+	for _, l := range calls {
+		f := strings.Fields(l)
+		if len(f) != 5 || !strings.HasPrefix(f[0], "tc_") || f[1] != "succeeded" || f[2] != "execute_command" || !strings.HasPrefix(f[4], "ses_") {
+			t.Errorf("call list line %q, want id, status, tool, time, session", l)
+		}
+		if prev != "" && f[3] > prev {
+			t.Errorf("call list not newest first: %q", calls)
+		}
+		prev = f[3]
+	}
+	// One call's session (each run made its own).
+	sess := strings.Fields(calls[1])[4]
+	if got := pages(1, "call", "list", "--session", sess); len(got) != 1 || got[0] != calls[1] {
+		t.Errorf("call list --session %s: %q, want %q", sess, got, calls[1])
+	}
+	if code, out, _ := ctl(t, d.URL, "call", "list", "--status", "running"); code != 0 || out != "" {
+		t.Errorf("call list --status running: %d %q, want nothing", code, out)
+	}
+	if code, _, errOut := ctl(t, d.URL, "call", "list", "--before", "tc_gone"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("call list --before tc_gone: %d %s, want a 404", code, errOut)
+	}
+
+	pendingApproval(t, d.URL, "touch one.txt")
+	pendingApproval(t, d.URL, "touch two.txt")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, out, _ := ctl(t, d.URL, "approvals", "list"); strings.Count(out, "apr_") == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request is not pending after 10 s")
+		}
+	}
+	var ids []string
+	for _, l := range pages(1, "approvals", "list") {
+		ids = append(ids, strings.Fields(l)[0])
+	}
+	if len(ids) != 2 || ids[0] == ids[1] {
+		t.Errorf("approvals list in pages of 1: %q, want the two requests", ids)
+	}
+}

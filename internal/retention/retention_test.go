@@ -87,7 +87,7 @@ func TestSweep(t *testing.T) {
 	if c, s, err := sw.Sweep(ctx, now); err != nil || c != due || s != 0 {
 		t.Fatalf("Sweep now = %d calls, %d sessions, %v; want %d, 0", c, s, err, due)
 	}
-	left, err := st.ListCalls(ctx, "ses_elsewhere", 0)
+	left, err := st.ListCalls(ctx, "ses_elsewhere", store.CallPage{})
 	if err != nil || len(left) != 3 {
 		t.Fatalf("%d calls left (%v), want the 3 recent ones", len(left), err)
 	}

@@ -75,7 +75,7 @@ func TestSweepAcrossTenants(t *testing.T) {
 				t.Fatalf("Sweep = %d calls, %v; want %d", c, err, tenants*due)
 			}
 			for i := range tenants {
-				left, err := st.ListCalls(ctx, fmt.Sprintf("ses_%d", i), 0)
+				left, err := st.ListCalls(ctx, fmt.Sprintf("ses_%d", i), store.CallPage{})
 				if err != nil || len(left) != 1 || left[0].ID != fmt.Sprintf("tc_%d_%04d", i, due) {
 					t.Errorf("tenant t%d: %d calls left (%v), want its recent one", i, len(left), err)
 				}

@@ -122,16 +122,22 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		f.Limit = n
 	}
 	if v := q.Get("before"); v != "" {
-		a, err := s.Approvals.Store.GetApproval(r.Context(), v)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && a.Tenant != f.Tenant) {
-			s.writeError(w, r, errorf(CodeBadRequest, "before must be the id of a listed approval (apr_…): the last one of the previous page"))
-			return
-		}
+		l := listing{noun: "approval", prefix: "apr_", find: func(ctx context.Context, id string) (time.Time, error) {
+			a, err := s.Approvals.Store.GetApproval(ctx, id)
+			if err == nil && a.Tenant != f.Tenant {
+				err = store.ErrNotFound // as unknown as one never made
+			}
+			if err != nil {
+				return time.Time{}, err
+			}
+			return a.CreatedAt, nil
+		}}
+		at, id, err := l.before(r.Context(), v)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		f.Before, f.BeforeID = a.CreatedAt, a.ID
+		f.Before, f.BeforeID = at, id
 	}
 	var wait time.Duration
 	if v := q.Get("wait"); v != "" {
@@ -164,8 +170,13 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 				out[i] = toApprovalJSON(a)
 			}
 			resp := map[string]any{"approvals": out}
-			if store.ApprovalsCut(list, f.MaxBytes) {
+			cut := store.ApprovalsCut(list, f.MaxBytes)
+			if cut {
 				resp["truncated"] = true // ask for fewer (limit), or page with before
+			}
+			if wantNext(len(list), f.Limit, cut) {
+				last := list[len(list)-1]
+				resp["next_before"] = nextBefore(last.ID, last.CreatedAt)
 			}
 			writeJSON(w, http.StatusOK, resp)
 			return

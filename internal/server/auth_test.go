@@ -193,11 +193,11 @@ func TestAuthTenantsAndRoles(t *testing.T) {
 		st, _, b := keyed(t, d, bKey, "GET", p, "")
 		wantStatus(t, "globex GET "+p, st, 404, b)
 	}
-	// Nor can it page from acme's records (the cursor must be a listed one).
+	// Nor can it page from acme's records: their ids are as unknown to it as ids never made.
 	st, _, b := keyed(t, d, bKey, "GET", "/v1/tool-calls?before="+echoCall, "")
-	wantStatus(t, "globex paging from acme's call", st, 400, b)
+	wantStatus(t, "globex paging from acme's call", st, 404, b)
 	st, _, b = keyed(t, d, approverB.APIKey(), "GET", "/v1/approvals?before="+aprID, "")
-	wantStatus(t, "globex paging from acme's approval", st, 400, b)
+	wantStatus(t, "globex paging from acme's approval", st, 404, b)
 	if as, err := approverB.Approvals(ctx, "pending", 0); err != nil || len(as) != 0 {
 		t.Errorf("globex's approver sees %d pending approvals (%v), want 0", len(as), err)
 	}

@@ -30,7 +30,7 @@ import (
 type CallStore interface {
 	GetCall(ctx context.Context, id string) (*store.Call, error)
 	GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*store.Call, error)
-	ListCalls(ctx context.Context, sessionID string, limit int) ([]*store.Call, error)
+	ListCalls(ctx context.Context, sessionID string, p store.CallPage) ([]*store.Call, error)
 	ListRecentCalls(ctx context.Context, f store.CallFilter) ([]*store.Call, error)
 }
 

@@ -203,39 +203,57 @@ func (s *Server) getSessionToolCall(w http.ResponseWriter, r *http.Request) {
 type callListResponse struct {
 	Calls []callResponse `json:"calls"`
 	// Truncated: the listing stopped at store.ListBytes; ask for fewer (limit), or
-	// read the calls one by one.
+	// go on from the last call (NextBefore).
 	Truncated bool `json:"truncated,omitempty"`
+	// NextBefore is before for the next page, when there may be one (cursor.go).
+	NextBefore string `json:"next_before,omitempty"`
 }
 
-func toCallList(calls []*store.Call) callListResponse {
+// toCallList is a page of calls asked for with limit.
+func toCallList(calls []*store.Call, limit int) callListResponse {
 	resp := callListResponse{Calls: make([]callResponse, 0, len(calls)), Truncated: store.ListCut(calls)}
 	for _, c := range calls {
 		resp.Calls = append(resp.Calls, toCallResponse(c))
 	}
+	if wantNext(len(calls), limit, resp.Truncated) {
+		last := calls[len(calls)-1]
+		resp.NextBefore = nextBefore(last.ID, last.CreatedAt)
+	}
 	return resp
 }
 
+// listSessionToolCalls lists the session's calls, newest first, a page at a time like
+// listToolCalls.
 func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
-	limit := 50
-	if v := r.URL.Query().Get("limit"); v != "" {
+	p := store.CallPage{Limit: 50}
+	q := r.URL.Query()
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
 			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 1000"))
 			return
 		}
-		limit = n
+		p.Limit = n
 	}
 	sess, err := s.session(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	calls, err := s.Calls.ListCalls(r.Context(), sess.ID, limit)
+	if v := q.Get("before"); v != "" {
+		at, id, err := s.callListing(tenantOf(r), sess.ID).before(r.Context(), v)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		p.Before, p.BeforeID = at, id
+	}
+	calls, err := s.Calls.ListCalls(r.Context(), sess.ID, p)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toCallList(calls))
+	writeJSON(w, http.StatusOK, toCallList(calls, p.Limit))
 }
 
 // cancelToolCall cancels a call of this process that has not finished: a running one

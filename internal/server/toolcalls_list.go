@@ -1,17 +1,18 @@
 package server
 
 import (
-	"errors"
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
 // listToolCalls lists call records across sessions, newest first: what runs now
 // (?status=pending,running,waiting) and what ran, for consoles; ?before=tc_… pages
-// back from the last call of the previous page.
+// back from the last call of the previous page (cursor.go).
 func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.CallFilter{Tenant: tenantOf(r), Limit: 50}
@@ -36,21 +37,36 @@ func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if v := q.Get("before"); v != "" {
-		c, err := s.Calls.GetCall(r.Context(), v)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != f.Tenant) {
-			s.writeError(w, r, errorf(CodeBadRequest, "before must be the id of a listed call (tc_…): the last one of the previous page"))
-			return
-		}
+		at, id, err := s.callListing(f.Tenant, "").before(r.Context(), v)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		f.Before, f.BeforeID = c.CreatedAt, c.ID
+		f.Before, f.BeforeID = at, id
 	}
 	calls, err := s.Calls.ListRecentCalls(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toCallList(calls))
+	writeJSON(w, http.StatusOK, toCallList(calls, f.Limit))
+}
+
+// callListing pages through the calls of tenant or, with sessionID, of that session:
+// a before naming a call of another tenant is as unknown as one never made, and one
+// of another session of the tenant is refused.
+func (s *Server) callListing(tenant, sessionID string) listing {
+	return listing{noun: "call", prefix: "tc_", find: func(ctx context.Context, id string) (time.Time, error) {
+		c, err := s.Calls.GetCall(ctx, id)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if c.Tenant != tenant {
+			return time.Time{}, store.ErrNotFound
+		}
+		if sessionID != "" && c.SessionID != sessionID {
+			return time.Time{}, errorf(CodeBadRequest, "before: call "+id+" is of another session; pass one listed on this session's previous page")
+		}
+		return c.CreatedAt, nil
+	}}
 }

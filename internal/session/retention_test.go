@@ -27,7 +27,7 @@ func (e *evictEnv) runEcho(t *testing.T, sess *Session) {
 	e.x.Execute(ctx, p, func(Event) {})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		calls, err := e.st.ListCalls(ctx, sess.ID, 0)
+		calls, err := e.st.ListCalls(ctx, sess.ID, store.CallPage{})
 		if err == nil && len(calls) == 1 && calls[0].Status.Terminal() {
 			return
 		}
@@ -102,7 +102,7 @@ func TestRetentionDeletesUnusedSessions(t *testing.T) {
 		if _, err := e.st.GetSession(ctx, s.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s still stored: %v", s.ID, err)
 		}
-		if cs, err := e.st.ListCalls(ctx, s.ID, 0); err != nil || len(cs) != 0 {
+		if cs, err := e.st.ListCalls(ctx, s.ID, store.CallPage{}); err != nil || len(cs) != 0 {
 			t.Errorf("%s: %d call records left (%v)", s.ID, len(cs), err)
 		}
 		if _, err := e.m.Get(ctx, "t1", s.ID); !errors.Is(err, ErrNotFound) {

@@ -212,3 +212,36 @@ func TestRetentionPlanPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionCallsPlanSQLite: a page of a session's calls is read from the session's
+// entries of tool_calls_session_tool_call_id_idx, never by scanning the table or
+// walking the tenant's calls. That index is not in time order, so the session's rows
+// older than the cursor are sorted for the page (calls_session.go says why no index
+// serves the order).
+func TestSessionCallsPlanSQLite(t *testing.T) {
+	t.Parallel()
+	s, err := OpenSQLite(t.Context(), t.TempDir()+"/plan.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for name, p := range map[string]CallPage{"first": {Limit: 50}, "page": {Limit: 50, Before: time.Now(), BeforeID: "tc_x"}, "all": {}} {
+		q, args := sqliteSessionCallsQuery("ses_1", p)
+		got := sqlitePlan(t, s, q, args...)
+		if !strings.Contains(got, "USING INDEX tool_calls_session_tool_call_id_idx (session_id=?)") || strings.Contains(got, "tenant") {
+			t.Errorf("%s: plan %q, want a search of the session's entries of tool_calls_session_tool_call_id_idx", name, got)
+		}
+	}
+}
+
+func TestSessionCallsPlanPostgres(t *testing.T) {
+	t.Parallel()
+	conn := pgConnNoSeqScan(t)
+	for name, p := range map[string]CallPage{"first": {Limit: 50}, "page": {Limit: 50, Before: time.Now(), BeforeID: "tc_x"}, "all": {}} {
+		q, args := pgSessionCallsQuery("ses_1", p)
+		got := pgPlan(t, conn, q, args...)
+		if !strings.Contains(got, "tool_calls_session_tool_call_id_idx") || !strings.Contains(got, "session_id = 'ses_1'") || strings.Contains(got, "tenant") {
+			t.Errorf("%s: plan %q, want the session's entries of tool_calls_session_tool_call_id_idx", name, got)
+		}
+	}
+}

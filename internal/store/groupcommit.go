@@ -490,11 +490,11 @@ func (g *GroupCommitter) GetCallByToolCallID(ctx context.Context, sessionID, too
 }
 
 // ListCalls is the store's, after committing the Enqueue'd records (see Flush).
-func (g *GroupCommitter) ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error) {
+func (g *GroupCommitter) ListCalls(ctx context.Context, sessionID string, p CallPage) ([]*Call, error) {
 	if err := g.Flush(ctx); err != nil {
 		return nil, err
 	}
-	return g.store.ListCalls(ctx, sessionID, limit)
+	return g.store.ListCalls(ctx, sessionID, p)
 }
 
 // ListRecentCalls is the store's, after committing the Enqueue'd records (see Flush).

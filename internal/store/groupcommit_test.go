@@ -172,7 +172,7 @@ func TestGroupCommitStartContext(t *testing.T) {
 	g.Stop()
 	// Every Insert that returned nil is stored; the queue was drained, not dropped.
 	st := g.Stats()
-	calls, err := s.ListCalls(t.Context(), "ses_bench", 0)
+	calls, err := s.ListCalls(t.Context(), "ses_bench", store.CallPage{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestGroupCommitReadDuringWrite(t *testing.T) {
 				// Nobody waits for this insert's commit, so a list must: while the write
 				// is held it cannot answer (without the call) before its deadline.
 				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-				calls, err := g.ListCalls(ctx, c.SessionID, 10)
+				calls, err := g.ListCalls(ctx, c.SessionID, store.CallPage{Limit: 10})
 				cancel()
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("ListCalls during the write = %d calls, %v; want it to wait for the write", len(calls), err)
@@ -329,7 +329,7 @@ func TestGroupCommitReadDuringWrite(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			if calls, err := g.ListCalls(t.Context(), c.SessionID, 10); err != nil || len(calls) != 1 || calls[0].ID != c.ID {
+			if calls, err := g.ListCalls(t.Context(), c.SessionID, store.CallPage{Limit: 10}); err != nil || len(calls) != 1 || calls[0].ID != c.ID {
 				t.Errorf("ListCalls after the write = %d calls, %v; want the one written", len(calls), err)
 			}
 			if got, err := g.GetCall(t.Context(), c.ID); err != nil || got.ID != c.ID {

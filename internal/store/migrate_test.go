@@ -203,7 +203,7 @@ func TestSQLiteConcurrentOpen(t *testing.T) {
 			t.Fatalf("store %d WriteCalls: %v", i, err)
 		}
 	}
-	calls, err := stores[n-1].ListCalls(t.Context(), "ses", 0)
+	calls, err := stores[n-1].ListCalls(t.Context(), "ses", CallPage{})
 	if err != nil || len(calls) != n {
 		t.Errorf("ListCalls = %d calls, %v; want %d", len(calls), err, n)
 	}

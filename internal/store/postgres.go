@@ -301,16 +301,11 @@ func (p *Postgres) GetCallByToolCallID(ctx context.Context, sessionID, toolCallI
 	return c, nil
 }
 
-// ListCalls returns the session's calls by created_at descending (ties: id descending).
-// limit <= 0 means no limit. An unknown session has no calls (not ErrNotFound).
-func (p *Postgres) ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error) {
-	var lim *int // NULL: LIMIT ALL
-	if limit > 0 {
-		lim = &limit
-	}
-	rows, err := p.pool.Query(ctx,
-		`SELECT `+pgCallColumns+` FROM tool_calls WHERE session_id = $1
-		ORDER BY created_at DESC, id DESC LIMIT $2`, sessionID, lim)
+// ListCalls returns the session's calls by created_at descending (ties: id descending),
+// the page p of them. An unknown session has no calls (not ErrNotFound).
+func (p *Postgres) ListCalls(ctx context.Context, sessionID string, page CallPage) ([]*Call, error) {
+	q, args := pgSessionCallsQuery(sessionID, page)
+	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}

@@ -423,15 +423,11 @@ func (s *SQLite) GetCallByToolCallID(ctx context.Context, sessionID, toolCallID 
 	return c, nil
 }
 
-// ListCalls returns the session's calls by created_at descending (ties: id descending).
-// limit <= 0 means no limit. An unknown session has no calls (not ErrNotFound).
-func (s *SQLite) ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error) {
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
-	}
-	rows, err := s.r.QueryContext(ctx,
-		`SELECT `+sqliteCallColumns+` FROM tool_calls WHERE session_id = ?
-		ORDER BY created_at DESC, id DESC LIMIT ?`, sessionID, limit)
+// ListCalls returns the session's calls by created_at descending (ties: id descending),
+// the page p of them. An unknown session has no calls (not ErrNotFound).
+func (s *SQLite) ListCalls(ctx context.Context, sessionID string, p CallPage) ([]*Call, error) {
+	q, args := sqliteSessionCallsQuery(sessionID, p)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}

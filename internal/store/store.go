@@ -85,8 +85,8 @@ type Store interface {
 	GetCall(ctx context.Context, id string) (*Call, error)
 	// GetCallByToolCallID finds the newest call with the model's id in a session.
 	GetCallByToolCallID(ctx context.Context, sessionID, toolCallID string) (*Call, error)
-	// ListCalls returns a session's calls, newest first, at most limit.
-	ListCalls(ctx context.Context, sessionID string, limit int) ([]*Call, error)
+	// ListCalls returns a page of a session's calls, newest first (CallPage).
+	ListCalls(ctx context.Context, sessionID string, p CallPage) ([]*Call, error)
 	// ListRecentCalls returns a tenant's calls across sessions, newest first.
 	ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error)
 	// AbandonCalls finishes every pending or running call of owner as failed, a running

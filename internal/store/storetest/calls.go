@@ -324,7 +324,7 @@ func testListCalls(t *testing.T, s store.Store) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s limit %d", tt.session, tt.limit), func(t *testing.T) {
-			got, err := s.ListCalls(t.Context(), tt.session, tt.limit)
+			got, err := s.ListCalls(t.Context(), tt.session, store.CallPage{Limit: tt.limit})
 			if err != nil {
 				t.Fatalf("ListCalls: %v", err)
 			}
@@ -336,8 +336,43 @@ func testListCalls(t *testing.T, s store.Store) {
 			}
 		})
 	}
+	// Pages after a call: ties by id, the last page, another session's call as the
+	// place (a place, not a filter).
+	for _, tt := range []struct {
+		name string
+		p    store.CallPage
+		want []string
+	}{
+		{"after a tie", store.CallPage{Limit: 2, Before: at(3 * time.Second), BeforeID: "tc_3b"}, []string{"tc_3a", "tc_2"}},
+		{"after the newest", store.CallPage{Before: at(5 * time.Second), BeforeID: "tc_5"}, all[1:]},
+		{"past the oldest", store.CallPage{Before: at(1 * time.Second), BeforeID: "tc_1"}, []string{}},
+		{"after another session's call", store.CallPage{Before: at(4 * time.Second), BeforeID: "tc_other"}, all[1:]},
+	} {
+		got, err := s.ListCalls(t.Context(), "ses_1", tt.p)
+		if err != nil || !reflect.DeepEqual(ids(got), tt.want) {
+			t.Errorf("%s: ListCalls = %v, %v; want %v", tt.name, ids(got), err, tt.want)
+		}
+	}
+	// Pages of 2, each after the last call of the one before, walk everything once.
+	var paged []string
+	p := store.CallPage{Limit: 2}
+	for range 10 {
+		page, err := s.ListCalls(t.Context(), "ses_1", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, ids(page)...)
+		last := page[len(page)-1]
+		p.Before, p.BeforeID = last.CreatedAt, last.ID
+	}
+	if !reflect.DeepEqual(paged, all) {
+		t.Errorf("paging = %v, want %v", paged, all)
+	}
 	// Full records, not only ids.
-	got, err := s.ListCalls(t.Context(), "ses_1", 1)
+	got, err := s.ListCalls(t.Context(), "ses_1", store.CallPage{Limit: 1})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("ListCalls: %v, %v", got, err)
 	}
@@ -421,7 +456,7 @@ func testContextCancelled(t *testing.T, s store.Store) {
 		}},
 		{"GetCall", func() error { _, err := s.GetCall(ctx, "tc_1"); return err }},
 		{"GetCallByToolCallID", func() error { _, err := s.GetCallByToolCallID(ctx, "ses_1", "call_1"); return err }},
-		{"ListCalls", func() error { _, err := s.ListCalls(ctx, "ses_1", 10); return err }},
+		{"ListCalls", func() error { _, err := s.ListCalls(ctx, "ses_1", store.CallPage{Limit: 10}); return err }},
 		{"AbandonCalls", func() error { _, err := s.AbandonCalls(ctx, "replica-1", tool.TextResult("x"), base); return err }},
 		{"Ping", func() error { return s.Ping(ctx) }},
 	}
@@ -486,7 +521,7 @@ func testConcurrentWriteCalls(t *testing.T, s store.Store) {
 	for err := range errs {
 		t.Errorf("concurrent WriteCalls: %v", err)
 	}
-	all, err := s.ListCalls(t.Context(), "ses_1", 0)
+	all, err := s.ListCalls(t.Context(), "ses_1", store.CallPage{})
 	if err != nil {
 		t.Fatal(err)
 	}

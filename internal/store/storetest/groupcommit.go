@@ -153,7 +153,7 @@ func testGroupCommitStopDrains(t *testing.T, s store.Store) {
 			t.Errorf("Insert %d with a cancelled context: %v, want nil or context.Canceled", i, err)
 		}
 	}
-	calls, err := s.ListCalls(t.Context(), "ses_1", 0)
+	calls, err := s.ListCalls(t.Context(), "ses_1", store.CallPage{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func testGroupCommitFoldWindow(t *testing.T, s store.Store) {
 	if err := g.Enqueue(runningCall("tc_b", "ses_fold", "call_b", base.Add(time.Second))); err != nil {
 		t.Fatal(err)
 	}
-	calls, err := g.ListCalls(ctx, "ses_fold", 10)
+	calls, err := g.ListCalls(ctx, "ses_fold", store.CallPage{Limit: 10})
 	if err != nil || len(calls) != 2 || calls[0].ID != "tc_b" || calls[0].Status != store.CallRunning {
 		t.Errorf("ListCalls through the committer = %v, %v; want tc_b (running) and tc_a", calls, err)
 	}

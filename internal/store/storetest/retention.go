@@ -220,7 +220,7 @@ func testDeleteFinishedCallsConcurrent(t *testing.T, s store.Store) {
 	if len(errs) > 0 || total != calls {
 		t.Fatalf("sweepers deleted %d calls, errors %v; want %d, none", total, errs, calls)
 	}
-	if left, err := s.ListCalls(t.Context(), "ses_1", 0); err != nil || len(left) != 0 {
+	if left, err := s.ListCalls(t.Context(), "ses_1", store.CallPage{}); err != nil || len(left) != 0 {
 		t.Fatalf("left %d calls (%v), want none", len(left), err)
 	}
 }
