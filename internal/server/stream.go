@@ -17,14 +17,14 @@ import (
 // exact bytes in base64. Offset is where the chunk starts in the call's stream, so a
 // client that sees a gap can fetch it from the progress endpoint.
 type progressEvent struct {
-	Type       string  `json:"type"`
-	ToolCallID string  `json:"tool_call_id"`
-	CallID     string  `json:"call_id"`
-	Stream     string  `json:"stream"`
-	Text       string  `json:"text"`
-	Data       string  `json:"data,omitempty"`
-	Offset     int64   `json:"offset"`
-	Closed     bool    `json:"closed"`
+	Type       string `json:"type"`
+	ToolCallID string `json:"tool_call_id"`
+	CallID     string `json:"call_id"`
+	Stream     string `json:"stream"`
+	Text       string `json:"text"`
+	Data       string `json:"data,omitempty"`
+	Offset     int64  `json:"offset"`
+	Closed     bool   `json:"closed"`
 	// Progress is the call's latest numeric progress, on an event written after it
 	// changed (see valueGate).
 	Progress *progressValue `json:"progress,omitempty"`
