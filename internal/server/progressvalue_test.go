@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 type wireValue struct {
@@ -51,8 +54,8 @@ func checkRising(t *testing.T, where string, vals []wireValue, want float64, atL
 		t.Fatalf("%s: %d values %+v, want at least %d", where, len(vals), vals, atLeast)
 	}
 	for i, v := range vals {
-		if v.Total == nil || *v.Total != want || v.Message != nil {
-			t.Fatalf("%s: value %d = %+v, want total %v and no message", where, i, v, want)
+		if v.Total == nil || *v.Total != want {
+			t.Fatalf("%s: value %d = %+v, want total %v", where, i, v, want)
 		}
 		if i > 0 && v.Progress <= vals[i-1].Progress {
 			t.Fatalf("%s: values do not rise: %+v", where, vals)
@@ -96,6 +99,9 @@ func TestNumericProgressFromMCPServer(t *testing.T) {
 	vals, info := valuesOf(t, lines)
 	// Steps 0.3 s apart, a 10 ms window: each step is its own event.
 	checkRising(t, "NDJSON stream", vals, 4, 4)
+	if vals[0].Message != nil {
+		t.Fatalf("a message where the server sent none: %q", *vals[0].Message)
+	}
 	if info != "1/4\n2/4\n3/4\n4/4\n" {
 		t.Fatalf("info stream %q, want every step as a line", info)
 	}
@@ -144,4 +150,105 @@ func TestNumericProgressFromMCPServer(t *testing.T) {
 		t.Fatalf("SSE: values %+v, want the latest once", vals)
 	}
 	checkRising(t, "SSE", vals, 4, 1)
+}
+
+// TestNumericProgressSSEResume: a client that resumes the SSE stream of a running call
+// with everything read (Last-Event-ID at the end of its output) gets the call's value
+// at once, on an event without text, then the later values live, the last one included.
+func TestNumericProgressSSEResume(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "steps") }})
+	release := make(chan struct{})
+	reported := make(chan string, 1)
+	steps, err := toolmgr.NewFunc(tool.Spec{Name: "steps", Description: "Reports 2 of 4 steps, waits, reports the rest.", Flags: tool.Flags{ConcurrencySafe: true}},
+		func(ctx *tool.Context, _ struct{}) (*tool.Result, error) {
+			ctx.Report(1, 4, "one")
+			ctx.Report(2, 4, "two")
+			reported <- ctx.CallID
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			ctx.Report(3, 4, "three")
+			ctx.Report(4, 4, "four")
+			return tool.TextResult("done"), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.app.Tools.Register(steps); err != nil {
+		t.Fatal(err)
+	}
+	id := d.createSession(map[string]any{"available_tools": []string{"steps"}})["id"].(string)
+	streamDone := make(chan []event, 1)
+	go func() {
+		_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"s","name":"steps","arguments":{}}]}`)
+		streamDone <- evs
+	}()
+	var callID string
+	select {
+	case callID = <-reported:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool did not start")
+	}
+	// Everything the call wrote so far, by poll (the reports' lines, once flushed).
+	var info struct {
+		NextOffset int64 `json:"next_offset"`
+		Progress   *wireValue
+	}
+	waitFor(t, 10*time.Second, "both lines in the info stream", func() bool {
+		_, _, body := d.do("GET", "/v1/tool-calls/"+callID+"/progress?stream=info", nil)
+		_ = json.Unmarshal(body, &info)
+		return info.NextOffset == int64(len("one (1/4)\ntwo (2/4)\n"))
+	})
+	if info.Progress == nil || info.Progress.Progress != 2 || *info.Progress.Message != "two" {
+		t.Fatalf("poll value %+v, want 2/4 two", info.Progress)
+	}
+
+	req, _ := http.NewRequest("GET", d.url+"/v1/tool-calls/"+callID+"/progress/stream", nil)
+	req.Header.Set("Last-Event-ID", "info:"+strconv.FormatInt(info.NextOffset, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var sse [][]byte
+	var texts []string
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		validate(t, "ToolProgressEvent", []byte(data))
+		sse = append(sse, []byte(data))
+		var e struct {
+			Text   string
+			Closed bool
+		}
+		_ = json.Unmarshal([]byte(data), &e)
+		texts = append(texts, e.Text)
+		if len(sse) == 1 {
+			close(release) // the resumed stream has begun: let the call go on
+		}
+		if e.Closed {
+			break
+		}
+	}
+	vals, info2 := valuesOf(t, sse)
+	if len(texts) == 0 || texts[0] != "" || len(vals) == 0 || vals[0].Progress != 2 {
+		t.Fatalf("first resumed event: texts %q values %+v; want the value 2/4 without text", texts, vals)
+	}
+	checkRising(t, "resumed SSE", vals, 4, 2)
+	if info2 != "three (3/4)\nfour (4/4)\n" {
+		t.Fatalf("resumed info text %q, want only the later lines", info2)
+	}
+	evs := <-streamDone
+	var lines [][]byte
+	for _, e := range evs {
+		lines = append(lines, e.raw)
+	}
+	vals, _ = valuesOf(t, lines)
+	checkRising(t, "NDJSON stream", vals, 4, 2)
 }
