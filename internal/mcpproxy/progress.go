@@ -89,6 +89,11 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	}
 	text += "\n"
 	msg, _ := f["message"].(string)
+	if len(msg) > maxProgressText {
+		// Cut like the line: the report's own line (an emitter without numbers
+		// writes it whole) stays within the call's budget.
+		msg = strings.ToValidUTF8(msg[:maxProgressText], "") + "…"
+	}
 	progress, numeric := number(f["progress"])
 	total := 0.0
 	if raw, ok := f["total"]; ok && raw != nil {
