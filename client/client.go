@@ -239,13 +239,24 @@ type Event struct {
 	Text      string          `json:"text"`
 	// Data is the base64 of a progress chunk's exact bytes, set when they are not
 	// UTF-8 (Text then has U+FFFD in their place).
-	Data     string          `json:"data"`
-	Offset   int64           `json:"offset"`
-	Closed   bool            `json:"closed"`
+	Data   string `json:"data"`
+	Offset int64  `json:"offset"`
+	Closed bool   `json:"closed"`
+	// Progress is the call's numeric progress on a tool_progress event written after
+	// it changed; nil on the others.
+	Progress *ProgressValue  `json:"progress,omitempty"`
 	Approval json.RawMessage `json:"approval"`
 	// Arguments are the call's arguments on input_required (what ask_user asks).
 	Arguments json.RawMessage `json:"arguments"`
 	TS        float64         `json:"ts"`
+}
+
+// ProgressValue is how far a call is, as its tool reported it: Progress of Total
+// units, Total 0 when unknown.
+type ProgressValue struct {
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
 }
 
 // Content returns a native message's content text.

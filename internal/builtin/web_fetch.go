@@ -161,6 +161,11 @@ func (t *webFetch) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		return nil, fetchError(ctx, cctx, err, u.String(), timeout)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	readLimit := limit
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		readLimit = min(limit, fetchErrorBody) // as result reads it
+	}
+	resp.Body = newFetchProgress(ctx, resp.Body, resp.ContentLength, readLimit)
 	out.FinalURL = resp.Request.URL.String()
 	out.Status = resp.StatusCode
 	out.ContentType = resp.Header.Get("Content-Type")
@@ -299,4 +304,57 @@ func webSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// fetchReportEvery is how often a download reports the bytes received: a body that
+// arrives within it reports nothing.
+const fetchReportEvery = 250 * time.Millisecond
+
+// fetchProgress reports a download's bytes received as numeric progress, of the
+// body's Content-Length (capped at what the call reads) when the server sent one.
+type fetchProgress struct {
+	io.ReadCloser
+	tc       *tool.Context
+	total    int64 // 0: unknown
+	read     int64
+	start    time.Time
+	last     time.Time // of the last report; zero before the first
+	finished bool
+}
+
+func newFetchProgress(tc *tool.Context, body io.ReadCloser, length, limit int64) *fetchProgress {
+	total := int64(0)
+	if length > 0 {
+		total = min(length, limit)
+	}
+	return &fetchProgress{ReadCloser: body, tc: tc, total: total, start: time.Now()}
+}
+
+func (f *fetchProgress) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	f.read += int64(n)
+	if f.finished {
+		return n, err
+	}
+	now := time.Now()
+	switch {
+	case err != nil || (f.total > 0 && f.read >= f.total):
+		// The end of what is read: a download that reported says where it ended.
+		f.finished = true
+		if !f.last.IsZero() {
+			f.report(now)
+		}
+	case now.Sub(f.start) >= fetchReportEvery && now.Sub(f.last) >= fetchReportEvery:
+		f.report(now)
+	}
+	return n, err
+}
+
+func (f *fetchProgress) report(now time.Time) {
+	f.last = now
+	got := f.read
+	if f.total > 0 {
+		got = min(got, f.total) // result reads one byte past its limit to see a cut
+	}
+	f.tc.Report(float64(got), float64(f.total), "bytes received")
 }

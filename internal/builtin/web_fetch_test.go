@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -400,4 +401,91 @@ func TestWebFetchConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// reportRecorder is a recorder whose emitter carries numeric progress.
+type reportRecorder struct {
+	*recorder
+	mu      sync.Mutex
+	reports [][2]float64
+}
+
+func (r *reportRecorder) Report(progress, total float64, message string) {
+	r.mu.Lock()
+	r.reports = append(r.reports, [2]float64{progress, total})
+	r.mu.Unlock()
+	r.Emit("info", tool.ProgressLine(progress, total, message))
+}
+
+// TestWebFetchReportsDownloadProgress: a body that takes a while reports the bytes
+// received of its Content-Length (or of the call's limit, when smaller), rising to
+// where the read ended; a body that arrives at once reports nothing.
+func TestWebFetchReportsDownloadProgress(t *testing.T) {
+	t.Parallel()
+	const chunk, chunks = 16 << 10, 8
+	mux := http.NewServeMux()
+	slow := func(withLength bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			if withLength {
+				w.Header().Set("Content-Length", strconv.Itoa(chunk*chunks))
+			}
+			for range chunks {
+				_, _ = w.Write(bytes.Repeat([]byte("z"), chunk))
+				http.NewResponseController(w).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+	}
+	mux.HandleFunc("/slow", slow(true))
+	mux.HandleFunc("/slow-unknown", slow(false))
+	mux.HandleFunc("/fast", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write(bytes.Repeat([]byte("f"), 4096))
+	})
+	srv := webServer(t, mux)
+	tl := newWebFetch(t, allowLoopback)
+	fetch := func(path string, maxBytes int) *reportRecorder {
+		rec := &reportRecorder{recorder: newRecorder()}
+		tctx := &tool.Context{Context: context.Background(), CallID: "tc_web", ToolName: "web_fetch", Progress: rec}
+		raw, _ := json.Marshal(map[string]any{"url": srv.URL + path, "max_bytes": maxBytes, "format": "raw"})
+		res, err := tl.Run(tctx, raw)
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", path, err, res)
+		}
+		return rec
+	}
+	for _, tc := range []struct {
+		path      string
+		max       int
+		wantTotal float64
+		wantLast  float64
+	}{
+		{"/slow", 1 << 20, chunk * chunks, chunk * chunks},
+		{"/slow", 5 * chunk, 5 * chunk, 5 * chunk},
+		{"/slow-unknown", 1 << 20, 0, chunk * chunks},
+	} {
+		rec := fetch(tc.path, tc.max)
+		if len(rec.reports) < 2 {
+			t.Fatalf("%s (max %d): reports %v, want several", tc.path, tc.max, rec.reports)
+		}
+		for i, r := range rec.reports {
+			if r[1] != tc.wantTotal || (i > 0 && r[0] < rec.reports[i-1][0]) {
+				t.Fatalf("%s (max %d): reports %v, want rising of total %v", tc.path, tc.max, rec.reports, tc.wantTotal)
+			}
+		}
+		if last := rec.reports[len(rec.reports)-1]; last[0] != tc.wantLast {
+			t.Fatalf("%s (max %d): last report %v, want %v", tc.path, tc.max, last, tc.wantLast)
+		}
+		if !strings.Contains(rec.text("info"), "bytes received (") && tc.wantTotal > 0 {
+			t.Fatalf("%s: info %q", tc.path, rec.text("info"))
+		}
+	}
+	if rec := fetch("/fast", 1<<20); len(rec.reports) != 0 {
+		t.Fatalf("a fast body reported %v", rec.reports)
+	}
 }

@@ -35,6 +35,9 @@ const (
 type progressCall struct {
 	tc    *tool.Context
 	bytes int
+	// last is the highest progress passed on as a number (valid once numbered).
+	last     float64
+	numbered bool
 }
 
 func newProgressRouter() *progressRouter {
@@ -64,6 +67,13 @@ func (p *progressRouter) remove(token string) {
 // Each notification is one line of the call's info stream: the stream's
 // notifications are coalesced into one event when they come fast and read back from
 // its log as one text, where "1/3" and "2/3" without a line end read "1/32/3".
+//
+// Its numbers also become the call's numeric progress (tool.Context.Report) when they
+// are usable: progress and total finite and not negative (total 0 counts as unknown),
+// and progress above the last one passed on, since the MCP specification says that
+// it increases with each notification. A notification that breaks this keeps its
+// line (text consumers see what the server sent) but its numbers are dropped rather
+// than clamped: a clamped value would report progress the server never claimed.
 func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	f := n.Params.AdditionalFields
 	token := tokenString(f["progressToken"])
@@ -78,6 +88,19 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 		text = strings.ToValidUTF8(text[:maxProgressText], "") + "…"
 	}
 	text += "\n"
+	msg, _ := f["message"].(string)
+	if len(msg) > maxProgressText {
+		// Cut like the line: the report's own line (an emitter without numbers
+		// writes it whole) stays within the call's budget.
+		msg = strings.ToValidUTF8(msg[:maxProgressText], "") + "…"
+	}
+	progress, numeric := number(f["progress"])
+	total := 0.0
+	if raw, ok := f["total"]; ok && raw != nil {
+		t, isNumber := number(raw)
+		total, numeric = t, numeric && isNumber
+	}
+	numeric = numeric && tool.ValidProgress(progress, total)
 	p.mu.Lock()
 	pc := p.calls[token]
 	if pc == nil || pc.bytes > maxProgressBytes {
@@ -87,8 +110,19 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	pc.bytes += len(text)
 	if pc.bytes > maxProgressBytes {
 		text = fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]\n", maxProgressBytes>>20)
+		numeric = false
+	}
+	numeric = numeric && (!pc.numbered || progress > pc.last)
+	if numeric {
+		pc.last, pc.numbered = progress, true
 	}
 	p.mu.Unlock()
+	if numeric {
+		// The report writes its own line on info (the same text for a message up to
+		// progress.MaxMessage bytes).
+		pc.tc.Report(progress, total, msg)
+		return
+	}
 	pc.tc.Emit("info", text)
 }
 

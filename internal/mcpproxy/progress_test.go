@@ -3,6 +3,9 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -13,6 +16,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // sprayTokens is how many progress tokens the spray tool writes to: far more than
@@ -171,5 +176,53 @@ func TestProgressGate(t *testing.T) {
 	g.filter(func(mcp.JSONRPCNotification) { passed = true })(mcp.JSONRPCNotification{Notification: mcp.Notification{Method: mcp.MethodNotificationToolsListChanged}})
 	if !passed {
 		t.Error("tools/list_changed was filtered out")
+	}
+}
+
+// reportLog records a call's text and numeric progress.
+type reportLog struct {
+	progressLog
+	reports []string
+}
+
+func (r *reportLog) Report(progress, total float64, message string) {
+	r.mu.Lock()
+	r.reports = append(r.reports, fmt.Sprintf("%v/%v %s", progress, total, message))
+	r.mu.Unlock()
+	r.Emit("info", tool.ProgressLine(progress, total, message))
+}
+
+// TestProgressNumbers: an upstream notification's numbers become the call's numeric
+// progress when they are finite, not negative and above the last ones; the others keep
+// only their line.
+func TestProgressNumbers(t *testing.T) {
+	t.Parallel()
+	r := newProgressRouter()
+	log := &reportLog{}
+	token := r.add(&tool.Context{Context: t.Context(), Progress: log})
+	defer r.remove(token)
+	send := func(fields map[string]any) {
+		var n mcp.JSONRPCNotification
+		n.Method = string(mcp.MethodNotificationProgress)
+		n.Params.AdditionalFields = map[string]any{"progressToken": token}
+		maps.Copy(n.Params.AdditionalFields, fields)
+		r.handle(n)
+	}
+	send(map[string]any{"progress": 1.0, "total": 3.0})                       // reported
+	send(map[string]any{"progress": 0.5, "total": 3.0, "message": "back"})    // regression: text only
+	send(map[string]any{"progress": 1.0, "total": 3.0})                       // not above: text only
+	send(map[string]any{"progress": math.Inf(1), "total": 3.0})               // not finite
+	send(map[string]any{"progress": 2.0, "total": -3.0, "message": "neg"})    // negative total
+	send(map[string]any{"progress": 2.0, "total": "three", "message": "str"}) // total not a number
+	send(map[string]any{"progress": 2.0, "total": 3.0, "message": "copying"}) // reported
+	send(map[string]any{"progress": 7.0, "message": "no total"})              // reported, total unknown
+	send(map[string]any{"message": "only a message"})                         // text only
+	wantReports := []string{"1/3 ", "2/3 copying", "7/0 no total"}
+	if !slices.Equal(log.reports, wantReports) {
+		t.Errorf("reports %q, want %q", log.reports, wantReports)
+	}
+	wantText := []string{"1/3\n", "back (0.5/3)\n", "1/3\n", "+Inf/3\n", "neg (2/-3)\n", "str\n", "copying (2/3)\n", "no total\n", "only a message\n"}
+	if got := log.all(); !slices.Equal(got, wantText) {
+		t.Errorf("lines %q, want %q", got, wantText)
 	}
 }

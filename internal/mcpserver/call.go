@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.forwardProgress(sub, n)
+			e.forwardProgress(sub, c.ID, n)
 		}()
 	}
 
@@ -128,34 +129,78 @@ func rawArguments(req mcp.CallToolRequest) (json.RawMessage, string) {
 	return raw, ""
 }
 
-// notifier sends notifications/progress for one request with a progress token.
-// progress counts the notifications sent, so it always increases.
+// notifier sends notifications/progress for one request with a progress token. The
+// MCP specification wants progress to increase with each notification of a request:
+// text notifications count up from 1 until the call reports numeric progress; from
+// then on text notifications go just above the last value sent, and the call's values
+// are sent as they are when they rise above it (the others go out as text: their
+// line, without a new total).
 type notifier struct {
 	srv   *mcpsrv.MCPServer
 	ctx   context.Context
 	token mcp.ProgressToken
 
-	mu sync.Mutex
-	n  float64
+	mu      sync.Mutex
+	last    float64 // the progress of the last notification sent
+	sent    bool    // a notification was sent
+	numeric bool    // the call reported numeric progress: text no longer counts up
+	total   float64 // the total of the last numeric progress sent (0: unknown)
 }
 
+// note sends text.
 func (n *notifier) note(msg string) {
 	if n.token == nil {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.n++
+	if n.numeric {
+		// The next number up: the value a bar shows stays where the call is.
+		n.last = math.Nextafter(n.last, math.Inf(1))
+	} else {
+		n.last++
+	}
+	n.send(n.last, n.total, msg)
+}
+
+// report sends a numeric progress value if it rises above what was sent; it reports
+// whether it did.
+func (n *notifier) report(v progress.Value) bool {
+	if n.token == nil {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// From the first report on, text no longer counts up: a count ahead of the
+	// call's values (text sent before its first report) would stay ahead of them.
+	n.numeric = true
+	if n.sent && v.Progress <= n.last {
+		return false
+	}
+	n.last, n.total = v.Progress, v.Total
+	n.send(v.Progress, v.Total, v.Message)
+	return true
+}
+
+func (n *notifier) send(progress, total float64, msg string) {
+	n.sent = true
+	params := map[string]any{"progressToken": n.token, "progress": progress}
+	if total > 0 {
+		params["total"] = total
+	}
+	if msg != "" {
+		params["message"] = msg
+	}
 	// Non-blocking in mcp-go: a client that does not read loses notifications, and
 	// the call is never held up by them.
-	_ = n.srv.SendNotificationToClient(n.ctx, string(mcp.MethodNotificationProgress), map[string]any{
-		"progressToken": n.token, "progress": n.n, "message": msg,
-	})
+	_ = n.srv.SendNotificationToClient(n.ctx, string(mcp.MethodNotificationProgress), params)
 }
 
 // forwardProgress sends the call's output as progress notifications, in order,
-// filling from the call's log what the subscription dropped.
-func (e *Endpoint) forwardProgress(sub *progress.Subscription, n *notifier) {
+// filling from the call's log what the subscription dropped. An event with numeric
+// progress is sent as that value (its text is the report's line, said by the value);
+// when the subscription ends the call's latest value goes out if it was missed.
+func (e *Endpoint) forwardProgress(sub *progress.Subscription, callID string, n *notifier) {
 	cursor := map[string]int64{}
 	for ev := range sub.Events() {
 		if ev.Closed {
@@ -174,9 +219,14 @@ func (e *Endpoint) forwardProgress(sub *progress.Subscription, n *notifier) {
 			if skip := cur - ev.Offset; skip > 0 {
 				text = text[skip:]
 			}
-			n.note(text)
+			if ev.Progress == nil || !n.report(*ev.Progress) {
+				n.note(text)
+			}
 			cursor[ev.Stream] = end
 		}
+	}
+	if v, ok := e.deps.Progress.Latest(callID); ok {
+		n.report(v)
 	}
 }
 

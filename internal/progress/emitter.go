@@ -3,8 +3,11 @@ package progress
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 const (
@@ -15,6 +18,10 @@ const (
 	maxStreamName = 64
 	// defaultStream names the stream of an Emit that gives none.
 	defaultStream = "stdout"
+	// reportStream carries the text line of every Report.
+	reportStream = "info"
+	// MaxMessage bounds a report's message in bytes; longer ones are cut.
+	MaxMessage = 1 << 10
 	// keepBufCap is the largest buffer a stream keeps between flushes once it
 	// has slowed to timer-driven flushes; busier streams reuse theirs.
 	keepBufCap = 4 << 10
@@ -35,6 +42,19 @@ func (e *Emitter) Emit(stream, text string) {
 		return
 	}
 	e.c.emit(stream, text)
+}
+
+// Report records the call's numeric progress (see tool.Reporter): it becomes the
+// call's latest Value (Hub.Latest) and its line (tool.ProgressLine) is emitted on
+// the "info" stream. The value is published with that stream's next flush, so it is
+// coalesced with the text: of reports within one window the event carries the
+// latest. Numbers that are not finite or are negative are dropped; a message longer
+// than MaxMessage is cut.
+func (e *Emitter) Report(progress, total float64, message string) {
+	if e == nil || e.c == nil {
+		return
+	}
+	e.c.report(progress, total, message)
 }
 
 // Close flushes every pending stream, then publishes the call's one closed
@@ -60,6 +80,7 @@ type call struct {
 	closed  bool // Close was called: the call is finished
 	halted  bool // the hub stopped
 	doneAt  time.Time
+	latest  Value // the last report; Seq 0: none
 }
 
 // stream is one (call, stream) log and its coalescing buffer.
@@ -73,6 +94,7 @@ type stream struct {
 	lastFlush time.Time
 	timer     *time.Timer
 	seq       uint64 // invalidates a timer whose callback already started
+	report    bool   // the buffer holds a report's line: its flush carries the value
 }
 
 func (c *call) finishedAt() (bool, time.Time) {
@@ -82,16 +104,40 @@ func (c *call) finishedAt() (bool, time.Time) {
 }
 
 func (c *call) emit(name, text string) {
-	cfg := &c.hub.cfg
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.halted {
 		return
 	}
-	st := c.stream(name)
-	if st == nil {
+	if st := c.stream(name); st != nil {
+		c.buffer(st, text)
+	}
+}
+
+func (c *call) report(progress, total float64, message string) {
+	if !tool.ValidProgress(progress, total) {
+		if message != "" {
+			c.emit(reportStream, capMessage(message)+"\n")
+		}
 		return
 	}
+	message = capMessage(message)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.halted {
+		return
+	}
+	c.latest = Value{Progress: progress, Total: total, Message: message, Seq: c.latest.Seq + 1, TS: time.Now()}
+	// Past maxStreams the value is still the latest (pollers read it), unpublished.
+	if st := c.stream(reportStream); st != nil {
+		st.report = true
+		c.buffer(st, tool.ProgressLine(progress, total, message))
+	}
+}
+
+// buffer adds text to a stream, publishing at once or when the window ends.
+func (c *call) buffer(st *stream, text string) {
+	cfg := &c.hub.cfg
 	if cfg.FlushInterval == 0 {
 		c.publish(st, text, time.Now())
 		return
@@ -182,6 +228,12 @@ func (c *call) publish(st *stream, text string, now time.Time) {
 	st.size += int64(len(text))
 	st.lastFlush = now
 	c.hub.metrics.bytes.Add(float64(len(text)))
+	var v *Value
+	if st.report {
+		st.report = false
+		latest := c.latest
+		v = &latest
+	}
 	c.hub.publish(Event{
 		CallID:     c.meta.CallID,
 		ToolCallID: c.meta.ToolCallID,
@@ -189,6 +241,7 @@ func (c *call) publish(st *stream, text string, now time.Time) {
 		Stream:     st.name,
 		Text:       text,
 		Offset:     off,
+		Progress:   v,
 		TS:         now,
 	})
 }
@@ -267,4 +320,14 @@ func (c *call) finish(now time.Time) {
 			st.file = nil
 		}
 	}
+}
+
+// capMessage cuts a message to MaxMessage bytes on a character boundary, ending it
+// with "…" when cut.
+func capMessage(m string) string {
+	if len(m) <= MaxMessage {
+		return m
+	}
+	const ell = "…"
+	return strings.ToValidUTF8(m[:MaxMessage-len(ell)], "") + ell
 }

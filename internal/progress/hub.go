@@ -13,6 +13,12 @@
 // missed events (Subscription.Dropped) recovers the gap with Hub.Read.
 //
 // Pollers read the logs by byte offset with Hub.Read: no loss, no duplicates.
+//
+// Numeric progress (Emitter.Report) rides on the same path: a report's line goes to
+// the "info" stream like any emit, the call keeps the report as its latest Value
+// (one per call, message capped), and the event that flushes the line carries the
+// value, so reports are coalesced with the text and the latest one wins. Hub.Latest
+// reads it at any time.
 package progress
 
 import (

@@ -39,6 +39,23 @@ type CallInfo struct {
 	Sizes map[string]int64
 	// Finished is set once the call's progress is closed.
 	Finished bool
+	// Progress is the call's latest numeric progress; nil when it reported none (or
+	// its logs are an earlier process's: values are kept in memory only).
+	Progress *Value
+}
+
+// Latest returns a call's latest numeric progress, if it reported any.
+func (h *Hub) Latest(callID string) (Value, bool) {
+	if !h.cfg.Enabled {
+		return Value{}, false
+	}
+	c := h.lookup(callID)
+	if c == nil {
+		return Value{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.latest, c.latest.Seq > 0
 }
 
 // Read returns the bytes of a call's stream log from offset, at most max of them
@@ -158,6 +175,10 @@ func (h *Hub) Info(callID string) (CallInfo, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		info := CallInfo{CallMeta: c.meta, Sizes: make(map[string]int64, len(c.order)), Finished: c.closed}
+		if c.latest.Seq > 0 {
+			v := c.latest
+			info.Progress = &v
+		}
 		for _, st := range c.order {
 			info.Sizes[st.name] = st.size
 		}

@@ -23,9 +23,25 @@ type Event struct {
 	// Offset is where Text begins in the stream's log. A consumer that expected a
 	// smaller offset missed events and can read the gap with Hub.Read.
 	Offset int64 `json:"offset"`
+	// Progress is the call's latest numeric progress when a report's line is in
+	// Text (of several reports in one flush, the latest). Consumers that show it keep
+	// the highest Seq they have shown.
+	Progress *Value `json:"progress,omitempty"`
 	// Closed marks the call's last event: its progress is complete.
 	Closed bool      `json:"closed"`
 	TS     time.Time `json:"ts"`
+}
+
+// Value is a call's numeric progress as its tool last reported it.
+type Value struct {
+	Progress float64 `json:"progress"`
+	// Total is 0 when unknown.
+	Total   float64 `json:"total,omitempty"`
+	Message string  `json:"message,omitempty"`
+	// Seq numbers a call's reports from 1, so a consumer that has shown report n
+	// skips any older value it meets later (read back while filling a gap, say).
+	Seq uint64    `json:"seq"`
+	TS  time.Time `json:"ts"`
 }
 
 // Filter selects the events a subscription receives: those of any call in

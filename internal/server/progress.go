@@ -26,6 +26,8 @@ type progressChunk struct {
 	InvalidUTF8 bool     `json:"invalid_utf8,omitempty"`
 	Finished    bool     `json:"finished"`
 	Streams     []string `json:"streams"`
+	// Progress is the call's latest numeric progress, when it reported any.
+	Progress *progressValue `json:"progress,omitempty"`
 }
 
 // getProgress serves a call's live output by byte offset: exactly the bytes from
@@ -152,12 +154,16 @@ func (s *Server) writeProgress(w http.ResponseWriter, resp progressChunk, data [
 	if resp.Streams == nil {
 		resp.Streams = []string{}
 	}
+	if v, ok := s.Progress.Latest(resp.CallID); ok {
+		resp.Progress = toProgressValue(&v)
+	}
 	tail, _ := json.Marshal(struct {
-		NextOffset  int64    `json:"next_offset"`
-		InvalidUTF8 bool     `json:"invalid_utf8,omitempty"`
-		Finished    bool     `json:"finished"`
-		Streams     []string `json:"streams"`
-	}{next, invalid, finished && next >= resp.Offset, resp.Streams})
+		NextOffset  int64          `json:"next_offset"`
+		InvalidUTF8 bool           `json:"invalid_utf8,omitempty"`
+		Finished    bool           `json:"finished"`
+		Streams     []string       `json:"streams"`
+		Progress    *progressValue `json:"progress,omitempty"`
+	}{next, invalid, finished && next >= resp.Offset, resp.Streams, resp.Progress})
 	_, _ = io.WriteString(w, `",`)
 	_, _ = w.Write(tail[1:])
 	_, _ = io.WriteString(w, "\n")
@@ -224,6 +230,7 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
+	values := valueGate{}
 	send := func(event string, v any) bool {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -248,7 +255,8 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 				if len(data) > 0 {
 					off := cursor[st]
 					cursor[st] = next
-					if !send("tool_progress", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Stream: st, Text: string(data), Offset: off, TS: time.Now()})) {
+					if !send("tool_progress", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Stream: st, Text: string(data), Offset: off,
+						Progress: values.latest(s.Progress, rec.ID), TS: time.Now()})) {
 						return false, false
 					}
 					continue
@@ -264,13 +272,22 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 		return finished, true
 	}
 	closed := func() {
-		send("closed", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Closed: true, TS: time.Now()}))
+		send("closed", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Closed: true,
+			Progress: values.latest(s.Progress, rec.ID), TS: time.Now()}))
 	}
 	if finished, ok := catchUp(); !ok {
 		return
 	} else if finished {
 		closed()
 		return
+	}
+	// A client that reconnects with everything read still gets the call's value now,
+	// on an event without text, rather than at the next report.
+	if v := values.latest(s.Progress, rec.ID); v != nil {
+		if !send("tool_progress", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Stream: "info", Offset: cursor["info"],
+			Progress: v, TS: time.Now()})) {
+			return
+		}
 	}
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
@@ -320,6 +337,7 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 			skip := cursor[ev.Stream] - ev.Offset
 			ev.Text = ev.Text[skip:]
 			ev.Offset += skip
+			ev.Progress = values.pass(rec.ID, ev.Progress)
 			cursor[ev.Stream] = end
 			if !send("tool_progress", toProgressEvent(ev)) {
 				return

@@ -17,24 +17,70 @@ import (
 // exact bytes in base64. Offset is where the chunk starts in the call's stream, so a
 // client that sees a gap can fetch it from the progress endpoint.
 type progressEvent struct {
-	Type       string  `json:"type"`
-	ToolCallID string  `json:"tool_call_id"`
-	CallID     string  `json:"call_id"`
-	Stream     string  `json:"stream"`
-	Text       string  `json:"text"`
-	Data       string  `json:"data,omitempty"`
-	Offset     int64   `json:"offset"`
-	Closed     bool    `json:"closed"`
-	TS         float64 `json:"ts"`
+	Type       string `json:"type"`
+	ToolCallID string `json:"tool_call_id"`
+	CallID     string `json:"call_id"`
+	Stream     string `json:"stream"`
+	Text       string `json:"text"`
+	Data       string `json:"data,omitempty"`
+	Offset     int64  `json:"offset"`
+	Closed     bool   `json:"closed"`
+	// Progress is the call's latest numeric progress, on an event written after it
+	// changed (see valueGate).
+	Progress *progressValue `json:"progress,omitempty"`
+	TS       float64        `json:"ts"`
 }
 
+// progressValue is a call's numeric progress on the wire: progress of total units,
+// total omitted when unknown.
+type progressValue struct {
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
+}
+
+func toProgressValue(v *progress.Value) *progressValue {
+	if v == nil {
+		return nil
+	}
+	return &progressValue{Progress: v.Progress, Total: v.Total, Message: v.Message}
+}
+
+// toProgressEvent shapes an event as a tool_progress line; its value, if any, goes
+// out as it is: callers pass values through a valueGate first.
 func toProgressEvent(e progress.Event) progressEvent {
 	pe := progressEvent{Type: "tool_progress", ToolCallID: e.ToolCallID, CallID: e.CallID, Stream: e.Stream,
-		Text: e.Text, Offset: e.Offset, Closed: e.Closed, TS: unixSeconds(e.TS)}
+		Text: e.Text, Offset: e.Offset, Closed: e.Closed, Progress: toProgressValue(e.Progress), TS: unixSeconds(e.TS)}
 	if !utf8.ValidString(e.Text) {
 		pe.Data = base64.StdEncoding.EncodeToString([]byte(e.Text))
 	}
 	return pe
+}
+
+// valueGate keeps, per call, the report a client was last sent, so that it gets each
+// value at most once and never an older one after a newer: a live event's value may
+// be older than the latest, which an event filled from the log carries.
+type valueGate map[string]uint64
+
+// pass returns v if it is newer than what callID's client has, and records it.
+func (g valueGate) pass(callID string, v *progress.Value) *progress.Value {
+	if v == nil || v.Seq <= g[callID] {
+		return nil
+	}
+	g[callID] = v.Seq
+	return v
+}
+
+// latest passes the call's latest value from the hub, for events read from the log.
+func (g valueGate) latest(hub *progress.Hub, callID string) *progress.Value {
+	if hub == nil {
+		return nil
+	}
+	v, ok := hub.Latest(callID)
+	if !ok {
+		return nil
+	}
+	return g.pass(callID, &v)
 }
 
 // streamBatch runs a planned batch and writes its NDJSON stream. One goroutine writes:
@@ -96,6 +142,7 @@ type streamWriter struct {
 	prog       <-chan progress.Event
 	cursors    map[string]map[string]int64 // call → stream → bytes written to the client
 	closed     map[string]bool             // calls whose closed event was written
+	values     valueGate                   // the numeric progress each call's client has
 	keepAlive  time.Duration               // a quiet stream's keepalive interval (0: none)
 }
 
@@ -220,6 +267,7 @@ func (sw *streamWriter) progress(pe progress.Event) {
 	if skip := cur[pe.Stream] - pe.Offset; skip > 0 {
 		pe.Text, pe.Offset = pe.Text[skip:], pe.Offset+skip
 	}
+	pe.Progress = sw.gate().pass(pe.CallID, pe.Progress)
 	sw.out.Encode(toProgressEvent(pe))
 	cur[pe.Stream] = end
 }
@@ -237,7 +285,9 @@ func (sw *streamWriter) complete(callID, toolCallID string) {
 	for _, st := range streams {
 		sw.fill(callID, toolCallID, st, -1)
 	}
-	sw.out.Encode(toProgressEvent(progress.Event{CallID: callID, ToolCallID: toolCallID, Closed: true, TS: time.Now()}))
+	// The closed event carries the final value if the client has not had it.
+	sw.out.Encode(toProgressEvent(progress.Event{CallID: callID, ToolCallID: toolCallID, Closed: true,
+		Progress: sw.gate().latest(sw.hub, callID), TS: time.Now()}))
 }
 
 // fill writes a stream's bytes from the client's cursor up to `to` (-1: the end of
@@ -253,9 +303,17 @@ func (sw *streamWriter) fill(callID, toolCallID, stream string, to int64) {
 		if err != nil || len(data) == 0 {
 			return
 		}
-		sw.out.Encode(toProgressEvent(progress.Event{CallID: callID, ToolCallID: toolCallID, Stream: stream, Text: string(data), Offset: cur[stream], TS: time.Now()}))
+		sw.out.Encode(toProgressEvent(progress.Event{CallID: callID, ToolCallID: toolCallID, Stream: stream, Text: string(data), Offset: cur[stream],
+			Progress: sw.gate().latest(sw.hub, callID), TS: time.Now()}))
 		cur[stream] = next
 	}
+}
+
+func (sw *streamWriter) gate() valueGate {
+	if sw.values == nil {
+		sw.values = valueGate{}
+	}
+	return sw.values
 }
 
 func (sw *streamWriter) cursor(callID string) map[string]int64 {

@@ -6,7 +6,9 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -154,6 +156,42 @@ func (noProgress) Close()              {}
 // NoProgress discards everything.
 var NoProgress Progress = noProgress{}
 
+// Reporter is implemented by Progress emitters that carry numeric progress besides
+// text. Report records how far the call is: progress of total units (total 0 means
+// unknown) and an optional short message. Like Emit it must never block the tool; it
+// also writes the report as a line on the "info" stream (ProgressLine), so consumers
+// of text lose nothing. Callers go through Context.Report, which checks the numbers.
+type Reporter interface {
+	Report(progress, total float64, message string)
+}
+
+// ValidProgress reports whether progress and total are usable numbers: finite and not
+// negative (total 0 means unknown).
+func ValidProgress(progress, total float64) bool {
+	return progress >= 0 && total >= 0 && !math.IsInf(progress, 0) && !math.IsInf(total, 0)
+}
+
+// ProgressLine is a report as a line for a person, with its line end: the message
+// followed by "(progress/total)" when the total is known, or "progress/total" (or
+// "progress") without a message.
+func ProgressLine(progress, total float64, message string) string {
+	count := formatNumber(progress)
+	if total > 0 {
+		count += "/" + formatNumber(total)
+	} else if message != "" {
+		count = "" // a bare count says little beside a message
+	}
+	switch {
+	case message == "":
+		return count + "\n"
+	case count == "":
+		return message + "\n"
+	}
+	return message + " (" + count + ")\n"
+}
+
+func formatNumber(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
 // Session is what a tool may know about the session it runs in.
 type Session struct {
 	ID       string
@@ -214,6 +252,28 @@ func (c *Context) Emit(stream, text string) {
 	if c.Progress != nil {
 		c.Progress.Emit(stream, text)
 	}
+}
+
+// Report sends numeric progress: progress of total units (total 0: unknown) and an
+// optional message. Emitters that implement Reporter carry the numbers to UIs and MCP
+// clients; with any other emitter the report becomes its text line on the "info"
+// stream. Numbers that are not finite or are negative are dropped (a message still
+// goes out as text).
+func (c *Context) Report(progress, total float64, message string) {
+	if c.Progress == nil {
+		return
+	}
+	if !ValidProgress(progress, total) {
+		if message != "" {
+			c.Progress.Emit("info", message+"\n")
+		}
+		return
+	}
+	if r, ok := c.Progress.(Reporter); ok {
+		r.Report(progress, total, message)
+		return
+	}
+	c.Progress.Emit("info", ProgressLine(progress, total, message))
 }
 
 // Tool is an executable capability.

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +25,7 @@ const chromiumPath = "/usr/bin/chromium"
 
 // screens are the screenshots console.mjs saves.
 var screens = []string{"approve-pending", "approve-decided", "stream-midway", "stream-finished",
-	"approvals", "live", "calls", "call", "tools", "mcp"}
+	"approvals", "live", "calls", "call", "tools", "mcp", "progress-midway"}
 
 // need reports a missing dependency: a failure under CI=true, a skip elsewhere.
 func need(t *testing.T, what string, err error) {
@@ -70,6 +73,7 @@ func TestConsoleInChromium(t *testing.T) {
 
 	skills := t.TempDir()
 	writeSkill(t, skills)
+	slow := slowDownload(t)
 	// Default permissions: execute_command asks unless the session says otherwise. An
 	// MCP server that cannot start gives the health page something to report.
 	// Keys required, as in production: the page and the script use the admin key the
@@ -78,6 +82,7 @@ func TestConsoleInChromium(t *testing.T) {
 		c.Auth.Unauthenticated = false
 		c.Skills.Dirs = []string{skills}
 		c.MCPServers = []config.MCPServerConfig{{Name: "broken", Transport: "stdio", Command: "/bin/false"}}
+		c.Web.Fetch.AllowCIDRs = []string{"127.0.0.1/32"}
 	})
 	artifacts := artifactDir(t)
 
@@ -90,7 +95,8 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	adminKey := strings.TrimSpace(string(key))
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "TOOLSERVER_API_KEY="+adminKey)
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "TOOLSERVER_API_KEY="+adminKey,
+		"SLOW_URL="+slow.URL, "SLOW_SIZE="+strconv.Itoa(slowSize))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// node and the browser it starts share a process group: the whole group goes when
@@ -107,7 +113,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("console.mjs: %v\nstderr:\n%s\n(screenshots in %s)", err, stderr.String(), artifacts)
 	}
 	out := stdout.String()
-	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok"} {
+	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok", "scenario 5 ok"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("console.mjs did not report %q", want)
 		}
@@ -164,6 +170,43 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Errorf("screenshot %s.png: %d bytes, %v", name, len(b), err)
 		}
 	}
+}
+
+// slowSize is the size of slowDownload's body.
+const slowSize = 64 << 10
+
+// slowDownload serves GET /body: half of it in pieces over about a second (long
+// enough for web_fetch to report progress), the rest once GET /release is asked.
+func slowDownload(t *testing.T) *httptest.Server {
+	release := make(chan struct{})
+	var once sync.Once
+	mux := http.NewServeMux()
+	mux.HandleFunc("/release", func(w http.ResponseWriter, r *http.Request) { once.Do(func() { close(release) }) })
+	mux.HandleFunc("/body", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(slowSize))
+		const piece = slowSize / 16
+		for i := range 16 {
+			if i == 8 {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			_, _ = w.Write(bytes.Repeat([]byte("p"), piece))
+			_ = http.NewResponseController(w).Flush()
+			if i < 8 {
+				time.Sleep(150 * time.Millisecond)
+			}
+		}
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		once.Do(func() { close(release) })
+		s.Close()
+	})
+	return s
 }
 
 func writeSkill(t *testing.T, dir string) {

@@ -13,6 +13,9 @@
 //      the audit page lists the denial of scenario 1 and filters by action.
 //   4. The key is revoked while a call's panel follows the call: the page says so and
 //      stops asking; the command's output, HTML, is shown as text.
+//   5. A call with numeric progress (web_fetch of a slow download from SLOW_URL, which
+//      holds the second half of its body until SLOW_URL/release is asked) shows a bar
+//      part way, then full.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
 import { chromium } from 'playwright-core';
@@ -341,6 +344,32 @@ try {
   await within(slow.done, 'the revoked scenario\'s call');
   problems.length = 0; // the 401s were the point
   console.log('scenario 4 ok: a revoked key is reported and the call panel stops asking');
+
+  // --- 5. numeric progress as a bar --------------------------------------------------
+  step('numeric progress');
+  const slowURL = process.env.SLOW_URL || fail('SLOW_URL is not set');
+  const size = Number(process.env.SLOW_SIZE);
+  const s5 = await api('POST', '/v1/sessions', { available_tools: ['web_fetch'], permission_mode: 'bypass' });
+  const download = startCalls(s5.id, { calls: [{ id: 'dl', name: 'web_fetch', arguments: { url: slowURL + '/body', format: 'raw' } }], timeout_ms: 170000 });
+  const dlID = (await download.waitFor((e) => e.type === 'tool_start', 'tool_start')).call_id;
+  // Only the fragment changes, so reload: the init script stores the admin key again.
+  await page.goto(`${base}/ui/#/calls/${dlID}`);
+  await page.reload();
+  problems.length = 0; // the revoked key's 401s until the reload
+  const dlPanel = `article.call[data-call-id="${dlID}"]`;
+  await page.locator(`${dlPanel}[data-progress$="/${size}"] .call-meter progress`).waitFor({ timeout: LONG });
+  const midway = await page.locator(`${dlPanel} .call-meter progress`).evaluate((b) => [b.value, b.max]);
+  if (!(midway[0] > 0 && midway[0] <= size / 2 && midway[1] === size)) fail(`bar part way: value ${midway[0]} of ${midway[1]}, want at most half of ${size}`);
+  if (!(await textOf(`${dlPanel} .call-meter`)).includes('bytes received')) fail(`meter text: ${await textOf(`${dlPanel} .call-meter`)}`);
+  await shot('progress-midway');
+  const released = await fetch(slowURL + '/release');
+  if (!released.ok) fail(`release: ${released.status}`);
+  await page.locator(`${dlPanel}[data-progress="${size}/${size}"][data-status="succeeded"]`).waitFor({ timeout: LONG });
+  const full = await page.locator(`${dlPanel} .call-meter progress`).evaluate((b) => [b.value, b.max]);
+  if (full[0] !== size || full[1] !== size) fail(`bar at the end: ${full}`);
+  await within(download.done, 'the download\'s stream');
+  checkClean();
+  console.log('scenario 5 ok: numeric progress shows as a bar, part way then full');
   console.log(JSON.stringify(summary));
 } catch (err) {
   await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});

@@ -27,6 +27,11 @@ export function callPanel(call, signal) {
   const timing = h('span', { class: 'meta' });
   const note = h('div', { class: 'meta note' });
   const result = h('div', { class: 'call-result' });
+  // Numeric progress, when the tool reports it: a bar (of the total, when known) and
+  // its numbers. Hidden until the first value.
+  const bar = h('progress', { class: 'call-progress' });
+  const barText = h('span', { class: 'meta' });
+  const meter = h('div', { class: 'call-meter', hidden: true }, bar, ' ', barText);
   const args = call.arguments && typeof call.arguments === 'object' && typeof call.arguments.command === 'string'
     ? h('pre', { class: 'json' }, '$ ' + call.arguments.command)
     : h('pre', { class: 'json' }, pretty(call.arguments));
@@ -35,7 +40,7 @@ export function callPanel(call, signal) {
       h('span', { class: 'title mono' }, call.name), statusEl, timing,
       h('span', { class: 'meta' }, `session ${call.session_id} · model id ${call.tool_call_id} · `, h('a', { href: `#/calls/${id}` }, id))),
     h('details', { open: true }, h('summary', {}, 'Arguments'), args),
-    h('h3', {}, 'Output'), out, note,
+    h('h3', {}, 'Output'), meter, out, note,
     h('h3', {}, 'Result'), result);
 
   const cursor = {}; // stream → bytes shown
@@ -58,6 +63,19 @@ export function callPanel(call, signal) {
     last.span.append(text);
     out.dataset.bytes = String(Object.values(cursor).reduce((a, b) => a + b, 0));
     if (follow) out.scrollTop = out.scrollHeight;
+  }
+
+  function showValue(v) {
+    if (!v || typeof v.progress !== 'number') return;
+    meter.hidden = false;
+    if (v.total > 0) {
+      bar.max = v.total;
+      bar.value = Math.min(v.progress, v.total);
+    } else {
+      bar.removeAttribute('value'); // indeterminate: how far of an unknown total
+    }
+    barText.textContent = (v.total > 0 ? `${v.progress} / ${v.total}` : String(v.progress)) + (v.message ? ` · ${v.message}` : '');
+    card.dataset.progress = v.total > 0 ? `${v.progress}/${v.total}` : String(v.progress);
   }
 
   let rec = call;
@@ -93,6 +111,7 @@ export function callPanel(call, signal) {
           onEvent(ev) {
             if (ev.id) lastId = ev.id;
             const d = JSON.parse(ev.data);
+            showValue(d.progress);
             if (ev.event === 'closed' || d.closed) { closed = true; return; }
             if (ev.event !== 'tool_progress') return;
             append(d.stream, d.data ? b64bytes(d.data) : enc.encode(d.text), d.offset);
@@ -135,6 +154,7 @@ export function callPanel(call, signal) {
     for (const st of streams) {
       for (;;) {
         const r = await get(`/v1/tool-calls/${encodeURIComponent(id)}/progress?stream=${encodeURIComponent(st)}&offset=${cursor[st] || 0}&encoding=base64`, signal);
+        showValue(r.progress);
         const bytes = b64bytes(r.data);
         if (bytes.length) append(st, bytes, r.offset);
         if (r.finished && !bytes.length) break;
