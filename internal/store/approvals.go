@@ -131,7 +131,8 @@ type AuditFilter struct {
 	Subject string
 	// Before is the ID of the last entry of the previous page: only entries after it
 	// in that order (older) are listed. The log is never deleted from, so a cursor
-	// always names an entry the store has; 0: from the newest.
+	// always names an entry the store has (of Tenant, when that is set: another
+	// tenant's is ErrNotFound); 0: from the newest.
 	Before int64
 	Limit  int // <= 0: no limit
 }
