@@ -83,6 +83,9 @@ func sqliteAuditQuery(f AuditFilter) (string, []any) {
 	if f.Subject != "" {
 		where, args = append(where, "subject = ?"), append(args, f.Subject)
 	}
+	if f.ActionPrefix != "" {
+		where, args = append(where, "substr(action, 1, ?) = ?"), append(args, len(f.ActionPrefix), f.ActionPrefix)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = -1
@@ -177,6 +180,9 @@ func pgAuditQuery(f AuditFilter) (string, []any) {
 	}
 	if f.Subject != "" {
 		where = append(where, "subject = "+arg(f.Subject))
+	}
+	if f.ActionPrefix != "" {
+		where = append(where, "starts_with(action, "+arg(f.ActionPrefix)+")")
 	}
 	q := `SELECT id, ts, tenant, actor, action, subject, detail FROM audit_log` + whereClause(where) + ` ORDER BY ts DESC, id DESC`
 	if f.Limit > 0 {

@@ -260,6 +260,9 @@ func testAudit(t *testing.T, s store.Store, as store.ApprovalStore) {
 		{store.AuditFilter{Tenant: "acme", Action: "rule.added"}, []int64{e3.ID}},
 		{store.AuditFilter{Subject: "ses_1", Tenant: "other"}, []int64{eo.ID}},
 		{store.AuditFilter{Subject: "ses_2"}, []int64{}},
+		{store.AuditFilter{ActionPrefix: "rule."}, []int64{e3.ID, eo.ID, e1.ID}},
+		{store.AuditFilter{ActionPrefix: "rule.", Tenant: "acme", Limit: 1, Before: e3.ID}, []int64{e1.ID}},
+		{store.AuditFilter{ActionPrefix: "rule_"}, []int64{}}, // no wildcard
 	} {
 		if got := pageIDs(tc.f); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("ListAudit(%+v) ids = %v, want %v", tc.f, got, tc.want)
