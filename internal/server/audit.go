@@ -41,9 +41,10 @@ type auditEntryJSON struct {
 	Detail  json.RawMessage `json:"detail"`
 }
 
-// listAudit lists audit entries newest first. Approvers read their tenant's; admins
-// read every tenant's, or one with ?tenant=. ?before= (an entry id) pages back from
-// the last entry of the previous page; ?action= and ?subject= narrow.
+// listAudit lists audit entries newest first. Approvers read their tenant's approval
+// entries; admins read every tenant's entries, or one's with ?tenant=. ?before= (an
+// entry id) pages back from the last entry of the previous page; ?action= and
+// ?subject= narrow.
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	if s.Audit == nil {
 		s.writeError(w, r, errorf(CodeUnavailable, "this daemon keeps no audit log"))
@@ -57,6 +58,10 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	} else if t := q.Get("tenant"); t != "" && t != p.Tenant {
 		s.writeError(w, r, errorf(CodeForbidden, "only an admin key reads another tenant's audit log"))
 		return
+	} else {
+		// The administrative entries (keys, MCP servers), in the acting admin's
+		// tenant, tell what GET /v1/keys and /v1/mcp/servers tell admins only.
+		f.ActionPrefix = "approval."
 	}
 	for name, v := range map[string]string{"tenant": f.Tenant, "action": f.Action, "subject": f.Subject} {
 		if len(v) > maxAuditFilterLen || hasControl(v) {

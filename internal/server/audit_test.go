@@ -185,3 +185,44 @@ func TestAuditTrail(t *testing.T) {
 		validate(t, "Error", b)
 	}
 }
+
+// TestAuditAdministrativeEntriesAreAdmins: key and MCP server changes are recorded in
+// the acting admin's tenant, but what they tell (every tenant's keys, their names and
+// roles; the MCP servers) is an admin's to read (GET /v1/keys and /v1/mcp/servers are
+// admin-only): an approver of the admin's tenant reads that tenant's approvals only.
+func TestAuditAdministrativeEntriesAreAdmins(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Auth.Unauthenticated = false }})
+	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	admin := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(raw))))
+	me, err := admin.Whoami(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateKey(ctx, "globex ci deploy", "globex", []string{"agent", "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := admin.CreateKey(ctx, "console", me.Tenant, []string{"approver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver := client.New(d.url, client.WithAPIKey(k.Key))
+	for _, q := range []client.AuditQuery{{}, {Action: "key.created"}, {Tenant: me.Tenant}} {
+		got, err := approver.Audit(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range got {
+			if !strings.HasPrefix(e.Action, "approval.") {
+				t.Errorf("an approver read %+v (%s %s)", q, e.Action, e.Detail)
+			}
+		}
+	}
+	if all, err := admin.Audit(ctx, client.AuditQuery{Action: "key.created"}); err != nil || len(all) != 3 {
+		t.Errorf("the admin's key entries: %d, %v; want 3", len(all), err)
+	}
+}

@@ -452,3 +452,30 @@ func TestRetentionDeletesArtifacts(t *testing.T) {
 		t.Error("the artifacts of a session in use were deleted")
 	}
 }
+
+// TestRetentionKeepsANamedWorkdirInTheArtifactDir: as with the workspace directory, a
+// workdir root holding data_dir lets a session name another session's artifacts
+// directory (data_dir/artifacts/<id>) as its workdir: it would read another tenant's
+// artifacts as its own files, and retention of that session would remove the
+// directory from under it.
+func TestRetentionKeepsANamedWorkdirInTheArtifactDir(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	arts := filepath.Join(root, "artifacts")
+	e := newEvictEnv(t, Config{ArtifactDir: arts, WorkdirRoots: []string{root}})
+	const keep = time.Hour
+	e.m.UseRetention(e.st, keep)
+	old, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mkdirs(filepath.Join(arts, old.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for _, workdir := range []string{arts, filepath.Join(arts, old.ID)} {
+		if _, _, err := e.m.Create(ctx, "t2", Spec{AvailableTools: []string{"echo"}, Workdir: workdir}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Create naming %s as its workdir: %v, want it refused (ErrInvalid)", workdir, err)
+		}
+	}
+}

@@ -312,10 +312,12 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 	if err != nil {
 		return nil, nil, err
 	}
-	if spec.Workdir != "" && m.inWorkspaceDir(sess.Info.Workdir) {
-		// Another session's workspace, maybe another tenant's: retention removes it
-		// with that session, from under this one.
-		return nil, nil, fmt.Errorf("%w: workdir %s is inside the daemon's workspace directory, which holds each session's own; name one outside it", ErrInvalid, spec.Workdir)
+	if spec.Workdir != "" {
+		// Another session's workspace or artifacts, maybe another tenant's: retention
+		// removes them with that session, from under this one.
+		if dir, ok := m.inSessionDirs(sess.Info.Workdir); ok {
+			return nil, nil, fmt.Errorf("%w: workdir %s is inside the daemon's directory %s, which holds each session's own; name one outside it", ErrInvalid, spec.Workdir, dir)
+		}
 	}
 	raw, err := json.Marshal(sess.Spec)
 	if err != nil {
@@ -602,15 +604,23 @@ func (m *Manager) workdir(id, asked string) (string, error) {
 	return "", fmt.Errorf("%w: workdir %s is not under an allowed root (config sessions.workdir_roots)", ErrInvalid, asked)
 }
 
-// inWorkspaceDir reports whether dir (resolved) is the workspace dir or inside it:
-// the directories the daemon makes for sessions, and removes with them (retention).
-func (m *Manager) inWorkspaceDir(dir string) bool {
-	ws, err := filepath.EvalSymlinks(m.cfg.WorkspaceDir)
-	if err != nil {
-		ws = filepath.Clean(m.cfg.WorkspaceDir)
+// inSessionDirs reports whether dir (resolved) is the workspace dir or the artifact
+// dir, or inside one, and which: they hold the directories the daemon makes for
+// sessions, and removes with them (retention).
+func (m *Manager) inSessionDirs(dir string) (string, bool) {
+	for _, d := range []string{m.cfg.WorkspaceDir, m.cfg.ArtifactDir} {
+		if d == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			real = filepath.Clean(d)
+		}
+		if rel, err := filepath.Rel(real, dir); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			return d, true
+		}
 	}
-	rel, err := filepath.Rel(ws, dir)
-	return err == nil && (rel == "." || filepath.IsLocal(rel))
+	return "", false
 }
 
 func dedupe(in []string) []string {

@@ -129,9 +129,13 @@ type AuditFilter struct {
 	Tenant  string // "": every tenant's
 	Action  string
 	Subject string
+	// ActionPrefix keeps the entries whose action starts with it: "approval." for a
+	// reader who may see the approvals' story but not the administrative entries.
+	ActionPrefix string
 	// Before is the ID of the last entry of the previous page: only entries after it
 	// in that order (older) are listed. The log is never deleted from, so a cursor
-	// always names an entry the store has; 0: from the newest.
+	// always names an entry the store has (of Tenant, when that is set: another
+	// tenant's is ErrNotFound); 0: from the newest.
 	Before int64
 	Limit  int // <= 0: no limit
 }

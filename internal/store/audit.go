@@ -56,7 +56,8 @@ func (s *SQLite) ListAudit(ctx context.Context, f AuditFilter) ([]*AuditEntry, e
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
 	if len(out) == 0 && f.Before > 0 {
-		return out, auditCursorExists(ctx, s.r.QueryRowContext(ctx, `SELECT 1 FROM audit_log WHERE id = ?`, f.Before), f.Before)
+		return out, auditCursorExists(ctx, s.r.QueryRowContext(ctx, `SELECT 1 FROM audit_log WHERE id = ? AND (? = '' OR tenant = ?)`,
+			f.Before, f.Tenant, f.Tenant), f.Before)
 	}
 	return out, nil
 }
@@ -72,14 +73,18 @@ func sqliteAuditQuery(f AuditFilter) (string, []any) {
 		where, args = append(where, "tenant = ?"), append(args, f.Tenant)
 	}
 	if f.Before > 0 {
-		where = append(where, "(ts, id) < (SELECT ts, id FROM audit_log WHERE id = ?)")
-		args = append(args, f.Before)
+		// The cursor is one of the listed tenant's entries (auditCursor).
+		where = append(where, "(ts, id) < (SELECT ts, id FROM audit_log WHERE id = ? AND (? = '' OR tenant = ?))")
+		args = append(args, f.Before, f.Tenant, f.Tenant)
 	}
 	if f.Action != "" {
 		where, args = append(where, "action = ?"), append(args, f.Action)
 	}
 	if f.Subject != "" {
 		where, args = append(where, "subject = ?"), append(args, f.Subject)
+	}
+	if f.ActionPrefix != "" {
+		where, args = append(where, "substr(action, 1, ?) = ?"), append(args, len(f.ActionPrefix), f.ActionPrefix)
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -142,7 +147,8 @@ func (p *Postgres) ListAudit(ctx context.Context, f AuditFilter) ([]*AuditEntry,
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
 	if len(out) == 0 && f.Before > 0 {
-		return out, auditCursorExists(ctx, p.pool.QueryRow(ctx, `SELECT 1 FROM audit_log WHERE id = $1`, f.Before), f.Before)
+		return out, auditCursorExists(ctx, p.pool.QueryRow(ctx, `SELECT 1 FROM audit_log WHERE id = $1 AND ($2 = '' OR tenant = $2)`,
+			f.Before, f.Tenant), f.Before)
 	}
 	return out, nil
 }
@@ -162,13 +168,21 @@ func pgAuditQuery(f AuditFilter) (string, []any) {
 		where = append(where, "tenant = "+arg(f.Tenant))
 	}
 	if f.Before > 0 {
-		where = append(where, "(ts, id) < (SELECT ts, id FROM audit_log WHERE id = "+arg(f.Before)+")")
+		// The cursor is one of the listed tenant's entries (auditCursor).
+		cur := "id = " + arg(f.Before)
+		if f.Tenant != "" {
+			cur += " AND tenant = " + arg(f.Tenant)
+		}
+		where = append(where, "(ts, id) < (SELECT ts, id FROM audit_log WHERE "+cur+")")
 	}
 	if f.Action != "" {
 		where = append(where, "action = "+arg(f.Action))
 	}
 	if f.Subject != "" {
 		where = append(where, "subject = "+arg(f.Subject))
+	}
+	if f.ActionPrefix != "" {
+		where = append(where, "starts_with(action, "+arg(f.ActionPrefix)+")")
 	}
 	q := `SELECT id, ts, tenant, actor, action, subject, detail FROM audit_log` + whereClause(where) + ` ORDER BY ts DESC, id DESC`
 	if f.Limit > 0 {
@@ -179,7 +193,8 @@ func pgAuditQuery(f AuditFilter) (string, []any) {
 
 // auditCursorExists tells an empty page after an entry (the end of the log) from a
 // page after an entry that does not exist (ErrNotFound), from a row of "SELECT 1
-// FROM audit_log WHERE id = cursor".
+// FROM audit_log WHERE id = cursor" (and, for one tenant's pages, of that tenant:
+// another tenant's entry is no cursor there, or pages would tell when it was made).
 func auditCursorExists(ctx context.Context, row interface{ Scan(...any) error }, id int64) error {
 	var one int
 	err := row.Scan(&one)

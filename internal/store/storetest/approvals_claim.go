@@ -260,6 +260,9 @@ func testAudit(t *testing.T, s store.Store, as store.ApprovalStore) {
 		{store.AuditFilter{Tenant: "acme", Action: "rule.added"}, []int64{e3.ID}},
 		{store.AuditFilter{Subject: "ses_1", Tenant: "other"}, []int64{eo.ID}},
 		{store.AuditFilter{Subject: "ses_2"}, []int64{}},
+		{store.AuditFilter{ActionPrefix: "rule."}, []int64{e3.ID, eo.ID, e1.ID}},
+		{store.AuditFilter{ActionPrefix: "rule.", Tenant: "acme", Limit: 1, Before: e3.ID}, []int64{e1.ID}},
+		{store.AuditFilter{ActionPrefix: "rule_"}, []int64{}}, // no wildcard
 	} {
 		if got := pageIDs(tc.f); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("ListAudit(%+v) ids = %v, want %v", tc.f, got, tc.want)
@@ -267,6 +270,16 @@ func testAudit(t *testing.T, s store.Store, as store.ApprovalStore) {
 	}
 	_, err = as.ListAudit(t.Context(), store.AuditFilter{Before: eo.ID + 1000})
 	wantErrIs(t, "ListAudit after an entry that does not exist", err, store.ErrNotFound)
+	// A tenant's pages go on from its own entries only: a cursor naming another
+	// tenant's entry would tell when that entry was made (bisecting with the pages).
+	got, err = as.ListAudit(t.Context(), store.AuditFilter{Tenant: "acme", Before: eo.ID})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListAudit(acme) after another tenant's entry = %d entries, %v; want ErrNotFound", len(got), err)
+	}
+	got, err = as.ListAudit(t.Context(), store.AuditFilter{Tenant: "other", Before: e.ID})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListAudit(other) after another tenant's entry (none older) = %d entries, %v; want ErrNotFound", len(got), err)
+	}
 }
 
 func testAuditInvalid(t *testing.T, s store.Store, as store.ApprovalStore) {

@@ -11,7 +11,7 @@ export async function mount(main, ctx) {
   const tbody = h('tbody');
   const older = h('button', { type: 'button', class: 'ghost small', hidden: true }, 'Older');
   main.append(
-    h('div', { class: 'section-title' }, h('h1', {}, 'Audit trail'), h('span', { class: 'meta' }, 'who did what, newest first (approvers see their tenant, admins every tenant)')),
+    h('div', { class: 'section-title' }, h('h1', {}, 'Audit trail'), h('span', { class: 'meta' }, "who did what, newest first (approvers see their tenant's approvals, admins everything)")),
     h('div', { class: 'toolbar' }, action),
     h('table', { id: 'audit' },
       h('thead', {}, h('tr', {}, ['When', 'Action', 'Subject', 'Actor', 'Tenant', 'Details'].map((t) => h('th', {}, t)))),
