@@ -98,7 +98,14 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	for _, e := range entries {
 		out = append(out, auditEntryJSON{ID: e.ID, TS: e.At, Tenant: e.Tenant, Actor: e.Actor, Action: e.Action, Subject: e.Subject, Detail: e.Detail})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": out})
+	resp := map[string]any{"entries": out}
+	if len(entries) == f.Limit {
+		// There may be more: the next page starts after the last entry, as the other
+		// listings' next_before says (an audit entry is never deleted, so its id is
+		// the whole cursor).
+		resp["next_before"] = entries[len(entries)-1].ID
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // actorOf names who acts in a request, as the audit trail records it: the key (its

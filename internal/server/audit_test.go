@@ -99,6 +99,17 @@ func TestAuditTrail(t *testing.T) {
 	st, _, b := keyed(t, d, approver.APIKey(), "GET", "/v1/audit?limit=1", "")
 	wantStatus(t, "GET /v1/audit", st, 200, b)
 	validateResponse(t, "GET", "/v1/audit", "200", "application/json", b)
+	var page struct {
+		NextBefore int64 `json:"next_before"`
+	}
+	if err := json.Unmarshal(b, &page); err != nil || page.NextBefore != got[0].ID {
+		t.Errorf("a full page of one: next_before %d (%v), want the id of its entry %d", page.NextBefore, err, got[0].ID)
+	}
+	st, _, b = keyed(t, d, approver.APIKey(), "GET", "/v1/audit?limit=5", "")
+	wantStatus(t, "GET /v1/audit?limit=5", st, 200, b)
+	if strings.Contains(string(b), "next_before") {
+		t.Errorf("a page that is not full has next_before: %s", b)
+	}
 
 	// Roles and tenants.
 	forbidden := func(what string, err error) {

@@ -19,7 +19,9 @@ export async function mount(main, ctx) {
     h('p', {}, older));
 
   let last = 0; // id of the last entry shown: the next page's cursor
+  let gen = 0; // bumped by each new listing: an older page's late answer is dropped
   const load = async (more) => {
+    const mine = more ? gen : ++gen;
     if (!more) {
       clear(tbody);
       last = 0;
@@ -29,6 +31,7 @@ export async function mount(main, ctx) {
     if (more && last) q.set('before', String(last));
     try {
       const { entries } = await get(`/v1/audit?${q}`, ctx.signal);
+      if (mine !== gen) return; // the filter changed while this page was on its way
       ctx.ok();
       if (!more && entries.length === 0) tbody.append(h('tr', {}, h('td', { colspan: 6, class: 'empty muted' }, 'Nothing recorded.')));
       for (const e of entries) {
