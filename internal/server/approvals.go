@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -113,14 +112,12 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeBadRequest, "status must be pending, approved, denied or expired"))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 1000"))
-			return
-		}
-		f.Limit = n
+	n, err := queryLimit(q, f.Limit, 1000)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	f.Limit = n
 	if v := q.Get("before"); v != "" {
 		l := listing{noun: "approval", prefix: "apr_", find: func(ctx context.Context, id string) (time.Time, error) {
 			a, err := s.Approvals.Store.GetApproval(ctx, id)

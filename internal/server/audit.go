@@ -69,14 +69,12 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 1000"))
-			return
-		}
-		f.Limit = n
+	n, err := queryLimit(q, f.Limit, 1000)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	f.Limit = n
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -250,4 +251,17 @@ func pathParam(r *http.Request, key string) string {
 		return u
 	}
 	return v
+}
+
+// queryLimit is a listing's ?limit=: a number from 1 to most, or def when absent.
+func queryLimit(q url.Values, def, most int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, errorf(CodeBadRequest, "limit must be a number from 1 to "+strconv.Itoa(most))
+	}
+	return n, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/session"
@@ -227,14 +226,12 @@ func toCallList(calls []*store.Call, limit int) callListResponse {
 func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	p := store.CallPage{Limit: 50}
 	q := r.URL.Query()
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 1000"))
-			return
-		}
-		p.Limit = n
+	n, err := queryLimit(q, p.Limit, 1000)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	p.Limit = n
 	sess, err := s.session(r)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,14 +15,12 @@ import (
 func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.CallFilter{Tenant: tenantOf(r), Limit: 50}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 1000"))
-			return
-		}
-		f.Limit = n
+	n, err := queryLimit(q, f.Limit, 1000)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	f.Limit = n
 	if v := q.Get("status"); v != "" {
 		for _, part := range strings.Split(v, ",") {
 			st := store.CallStatus(strings.TrimSpace(part))

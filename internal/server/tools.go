@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
@@ -38,14 +37,12 @@ func (s *Server) listSessionTools(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			s.writeError(w, r, errorf(CodeBadRequest, "limit must be a number from 1 to 200"))
-			return
-		}
-		limit = n
+	n, err := queryLimit(q, limit, 200)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	limit = n
 	sess, err := s.session(r)
 	if err != nil {
 		s.writeError(w, r, err)
