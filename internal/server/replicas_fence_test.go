@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -35,21 +36,41 @@ func TestReplicaFencesItselfOnLostLease(t *testing.T) {
 	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
 
 	result := make(chan []byte, 1)
+	postErr := make(chan error, 1)
 	go func() {
 		defer close(result)
 		body := `{"calls":[{"id":"long","name":"execute_command","arguments":{"command":"sleep 300","timeout_ms":600000}}],"timeout_ms":600000}`
 		resp, err := http.Post(a.url+"/v1/sessions/"+id+"/tool-calls", "application/json", strings.NewReader(body))
 		if err != nil {
+			postErr <- err
 			return
 		}
 		defer resp.Body.Close()
 		out, _ := io.ReadAll(resp.Body)
 		result <- out
 	}()
-	waitFor(t, 60*time.Second, "the long call running on A", func() bool {
+	// On a timeout, say what B and A last answered (it failed once, under a loaded CI
+	// run, with nothing to go on).
+	var seenB, seenA string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		code, _, body := b.do("GET", "/v1/sessions/"+id+"/tool-calls/long", nil)
-		return code == 200 && strings.Contains(string(body), `"running"`)
-	})
+		if code == 200 && strings.Contains(string(body), `"running"`) {
+			break
+		}
+		seenB = fmt.Sprintf("%d %s", code, body)
+		select {
+		case err := <-postErr:
+			t.Fatalf("posting the long call to A: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			code, _, body := a.do("GET", "/v1/sessions/"+id+"/tool-calls/long", nil)
+			seenA = fmt.Sprintf("%d %s", code, body)
+			t.Fatalf("the long call was not seen running on A within 60 s: B answered %s; A answers %s", seenB, seenA)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
