@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/config"
@@ -26,16 +23,8 @@ func TestAuditTrail(t *testing.T) {
 		c.Auth.Unauthenticated = false
 		c.Permissions.Allow = []string{"echo"} // execute_command asks
 	}})
-	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	admin := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(raw))))
-	me, err := admin.Whoami(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin, me := bootstrapAdmin(t, d)
 	keys := map[string]*client.APIKey{}
 	mk := func(tenant, role string) *client.Client {
 		k, err := admin.CreateKey(ctx, tenant+" "+role, tenant, []string{role})
@@ -54,24 +43,8 @@ func TestAuditTrail(t *testing.T) {
 	}
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	aprIDs := make(chan string, 1)
-	go func() {
-		_ = agent.Run(rctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: "c1", Name: "execute_command",
-			Arguments: json.RawMessage(`{"command":"rm -rf build"}`)}}}, func(ev client.Event) error {
-			if ev.Type == "approval_required" {
-				var a struct{ ID string }
-				_ = json.Unmarshal(ev.Approval, &a)
-				aprIDs <- a.ID
-			}
-			return nil
-		})
-	}()
-	var aprID string
-	select {
-	case aprID = <-aprIDs:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no approval_required")
-	}
+	aprID := runUntilApproval(t, rctx, agent, sess.ID, client.Call{ID: "c1", Name: "execute_command",
+		Arguments: json.RawMessage(`{"command":"rm -rf build"}`)})
 	if _, err := approver.Decide(ctx, aprID, client.Decision{Decision: "deny", Reason: "not today", Actor: "bob"}); err != nil {
 		t.Fatal(err)
 	}
@@ -204,16 +177,8 @@ func TestAuditTrail(t *testing.T) {
 func TestAuditAdministrativeEntriesAreAdmins(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Auth.Unauthenticated = false }})
-	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	admin := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(raw))))
-	me, err := admin.Whoami(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin, me := bootstrapAdmin(t, d)
 	if _, err := admin.CreateKey(ctx, "globex ci deploy", "globex", []string{"agent", "admin"}); err != nil {
 		t.Fatal(err)
 	}

@@ -155,24 +155,8 @@ func TestAuthTenantsAndRoles(t *testing.T) {
 	}
 	rctx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	approvalID := make(chan string, 1)
-	go func() {
-		_ = agentA.Run(rctx, sa.ID, "", client.Batch{Calls: []client.Call{{ID: "c3", Name: "execute_command",
-			Arguments: json.RawMessage(`{"command":"echo approved-run >> ran.txt"}`)}}}, func(ev client.Event) error {
-			if ev.Type == "approval_required" {
-				var a struct{ ID string }
-				_ = json.Unmarshal(ev.Approval, &a)
-				approvalID <- a.ID
-			}
-			return nil
-		})
-	}()
-	var aprID string
-	select {
-	case aprID = <-approvalID:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no approval_required for acme's command")
-	}
+	aprID := runUntilApproval(t, rctx, agentA, sa.ID, client.Call{ID: "c3", Name: "execute_command",
+		Arguments: json.RawMessage(`{"command":"echo approved-run >> ran.txt"}`)})
 
 	// globex sees none of it.
 	notFound := func(what string, err error) {
@@ -443,12 +427,8 @@ func TestRevokedKeyEndsEventStreams(t *testing.T) {
 	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
 		c.Auth.Unauthenticated = false
 	}})
-	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	ac := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(raw))))
+	ac, _ := bootstrapAdmin(t, d)
 	revoked, err := ac.CreateKey(ctx, "leaked", "acme", []string{"agent"})
 	if err != nil {
 		t.Fatal(err)
@@ -585,5 +565,48 @@ func TestWildcardOriginUnauthenticated(t *testing.T) {
 	}
 	if st, h := get("https://apps.example.com.evil.net"); st != 403 || h.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("page on another site: %d, Access-Control-Allow-Origin %q; want 403 and none", st, h.Get("Access-Control-Allow-Origin"))
+	}
+}
+
+// bootstrapAdmin is a client with the admin key a daemon requiring keys wrote on its
+// first start, and who that key is.
+func bootstrapAdmin(t *testing.T, d *daemon) (*client.Client, *client.Principal) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
+	if err != nil {
+		t.Fatalf("no bootstrap key: %v", err)
+	}
+	admin := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(raw))))
+	me, err := admin.Whoami(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admin, me
+}
+
+// runUntilApproval runs one call through c in the background until ctx ends and
+// returns the id of the approval it waits for.
+func runUntilApproval(t *testing.T, ctx context.Context, c *client.Client, sessionID string, call client.Call) string {
+	t.Helper()
+	ids := make(chan string, 1)
+	go func() {
+		_ = c.Run(ctx, sessionID, "", client.Batch{Calls: []client.Call{call}}, func(ev client.Event) error {
+			if ev.Type == "approval_required" {
+				var a struct{ ID string }
+				_ = json.Unmarshal(ev.Approval, &a)
+				select {
+				case ids <- a.ID:
+				default:
+				}
+			}
+			return nil
+		})
+	}()
+	select {
+	case id := <-ids:
+		return id
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no approval_required for %s", call.Name)
+		return ""
 	}
 }
