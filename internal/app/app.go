@@ -226,6 +226,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	if a.Sessions, err = session.NewManager(session.Config{
+		DataDir:      a.DataDir,
 		WorkspaceDir: filepath.Join(a.DataDir, "workspaces"),
 		ArtifactDir:  a.artifactDir(),
 		WorkdirRoots: cfg.Sessions.WorkdirRoots,

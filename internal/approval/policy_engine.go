@@ -159,10 +159,21 @@ func (c *check) commandImmune(present bool) string {
 }
 
 // readsPrivate names a path of the command (any word that looks like one, cd's too)
-// that lies in a private dir outside the session's working directory.
+// that lies in a private dir, outside the session's working directory when that is
+// inside the private dir (its own workspace). A working directory that contains a
+// private dir (the default data dir "data" under a checkout) reaches it by a bare
+// name ("ls data"), so then every word is read as a path.
 func (c *check) readsPrivate() string {
 	if len(c.e.private) == 0 {
 		return ""
+	}
+	workdir := ""
+	if c.req.Workdir != "" {
+		workdir = path.Clean(filepath.ToSlash(c.req.Workdir))
+	}
+	bare := false // a private dir lies inside the working directory
+	for _, d := range c.e.private {
+		bare = bare || (workdir != "" && d != workdir && within(d, workdir))
 	}
 	for _, sc := range c.cmd.Commands {
 		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
@@ -170,15 +181,15 @@ func (c *check) readsPrivate() string {
 				if _, v, ok := strings.Cut(w, "="); ok {
 					w = v // --file=PATH
 				}
-				if w != ".." && !strings.Contains(w, "/") {
+				if !bare && w != ".." && !strings.Contains(w, "/") {
 					continue
 				}
-				ps := newPathSubject(w, c.req.Workdir)
-				if ps.inside || ps.abs == "" {
+				ps := newPathSubject(w, workdir)
+				if ps.abs == "" {
 					continue
 				}
 				for _, d := range c.e.private {
-					if ps.abs == d || strings.HasPrefix(ps.abs, d+"/") {
+					if within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
 						return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
 					}
 				}
@@ -186,6 +197,11 @@ func (c *check) readsPrivate() string {
 		}
 	}
 	return ""
+}
+
+// within reports whether the clean absolute slash path p is dir or lies below it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 func (e *Engine) immunePath(ps pathSubject) string {

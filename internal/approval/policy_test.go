@@ -243,20 +243,54 @@ func TestCheckTable(t *testing.T) {
 	}
 }
 
-// TestPrivateDirs: a command naming a private dir outside the working directory asks,
-// immune, in every mode; the working directory inside it is the session's own.
-func TestPrivateDirs(t *testing.T) {
-	t.Parallel()
+// immuneCase is a command run in testWorkdir and whether it must ask for a person
+// whatever the mode (an immune ask).
+type immuneCase struct {
+	command string
+	ask     bool
+}
+
+// checkPrivateDir runs the cases with private as the only private dir.
+func checkPrivateDir(t *testing.T, private string, cases []immuneCase) {
+	t.Helper()
 	cfg := DefaultConfig()
-	cfg.PrivateDirs = []string{"/work"} // testWorkdir /work/proj lies inside
+	cfg.PrivateDirs = []string{private}
 	e, err := NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		command string
-		ask     bool
-	}{
+	for _, tc := range cases {
+		for _, mode := range []Mode{ModeDefault, ModeBypass} {
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: testWorkdir, Args: commandArgs(tc.command)})
+			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+			}
+		}
+	}
+}
+
+// TestPrivateDirInsideWorkdir: a working directory that contains the data dir (the
+// default "data" under a checkout) reaches it by relative and bare names too; those
+// ask, immune, and the rest of the working directory does not.
+func TestPrivateDirInsideWorkdir(t *testing.T) {
+	t.Parallel()
+	checkPrivateDir(t, testWorkdir+"/data", []immuneCase{
+		{"cat data/admin.key", true},
+		{"ls data", true},
+		{"cd data && cat admin.key", true},
+		{"tar czf /tmp/x.tgz ./data/", true},
+		{"cat " + testWorkdir + "/data/toolserverd.db", true},
+		{"cp -r src/ data2/ && ls database", false},
+		{"cat src/data.go README.md", false},
+	})
+}
+
+// TestPrivateDirs: a command naming a private dir outside the working directory asks,
+// immune, in every mode; the working directory inside it is the session's own.
+func TestPrivateDirs(t *testing.T) {
+	t.Parallel()
+	// testWorkdir /work/proj lies inside the private dir.
+	checkPrivateDir(t, "/work", []immuneCase{
 		{"cat ../admin.key", true},
 		{"cat /work/toolserverd.db", true},
 		{"ls ..", true},
@@ -266,12 +300,5 @@ func TestPrivateDirs(t *testing.T) {
 		{"cat README.md ./src/a.go /work/proj/b.go", false},
 		{"ls /usr/include", false},
 		{"cat /workshop/x", false},
-	} {
-		for _, mode := range []Mode{ModeDefault, ModeBypass} {
-			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: testWorkdir, Args: commandArgs(tc.command)})
-			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
-				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
-			}
-		}
-	}
+	})
 }

@@ -58,6 +58,8 @@ func startError(err error) error {
 		errors.Is(err, sandbox.ErrSymlinkLoop), errors.Is(err, sandbox.ErrNotDir),
 		errors.Is(err, sandbox.ErrInvalidCommand):
 		kind = tool.KindInvalidArgs
+	case errors.Is(err, sandbox.ErrHidden):
+		kind = tool.KindDenied
 	case errors.Is(err, sandbox.ErrTooManyJobs), errors.Is(err, sandbox.ErrClosed):
 		kind = tool.KindUnavailable
 	case errors.Is(err, context.DeadlineExceeded):

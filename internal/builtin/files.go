@@ -73,9 +73,10 @@ func fileSpec(s tool.Spec, readOnly bool) tool.Spec {
 
 // fileRoot is the session's sandbox root opened for one call.
 type fileRoot struct {
-	sb   sandbox.Sandbox
-	root *os.Root
-	rd   string // the physical root
+	sb     sandbox.Sandbox
+	root   *os.Root
+	rd     string          // the physical root
+	hidden map[string]bool // Sandbox.Hidden as slash paths relative to the root: walks skip them
 }
 
 // openFileRoot opens the session's sandbox root; the caller closes it.
@@ -107,7 +108,16 @@ func openFileRoot(m *sandbox.Manager, ctx *tool.Context) (*fileRoot, error) {
 	if err != nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "the working directory cannot be opened: %v", err)
 	}
-	return &fileRoot{sb: sb, root: root, rd: sb.Root()}, nil
+	w := &fileRoot{sb: sb, root: root, rd: sb.Root()}
+	for _, h := range sb.Hidden() {
+		if rel, err := filepath.Rel(w.rd, h); err == nil && filepath.IsLocal(rel) {
+			if w.hidden == nil {
+				w.hidden = map[string]bool{}
+			}
+			w.hidden[filepath.ToSlash(rel)] = true
+		}
+	}
+	return w, nil
 }
 
 func (w *fileRoot) Close() { _ = w.root.Close() }
@@ -157,6 +167,8 @@ func filePathError(given string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return tool.Errorf(tool.KindNotFound, "%q does not exist", given)
+	case errors.As(err, &pe) && errors.Is(err, sandbox.ErrHidden):
+		return tool.Errorf(tool.KindDenied, "%v", err)
 	case errors.As(err, &pe) && (errors.Is(err, sandbox.ErrOutsideRoot) || errors.Is(err, sandbox.ErrInvalidPath) ||
 		errors.Is(err, sandbox.ErrSymlinkLoop) || errors.Is(err, sandbox.ErrNotDir)):
 		return tool.Errorf(tool.KindInvalidArgs, "%v", err)

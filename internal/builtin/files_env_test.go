@@ -24,7 +24,17 @@ type fileEnv struct {
 
 func newFileEnv(t *testing.T) *fileEnv {
 	t.Helper()
-	m, err := sandbox.NewManager(sandbox.Config{StateDir: t.TempDir()}.WithDefaults())
+	return newFileEnvIn(t, t.TempDir(), sandbox.Config{})
+}
+
+// newFileEnvIn is newFileEnv with dir as the working directory and a sandbox manager
+// made from cfg (a fresh state dir when it names none).
+func newFileEnvIn(t *testing.T, dir string, cfg sandbox.Config) *fileEnv {
+	t.Helper()
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	m, err := sandbox.NewManager(cfg.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +45,7 @@ func newFileEnv(t *testing.T) *fileEnv {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	e := &fileEnv{m: m, tools: map[string]tool.Tool{}, dir: t.TempDir()}
+	e := &fileEnv{m: m, tools: map[string]tool.Tool{}, dir: dir}
 	for _, tl := range FileTools(m) {
 		e.tools[tl.Spec().Name] = tl
 	}

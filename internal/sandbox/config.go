@@ -74,7 +74,8 @@ type Config struct {
 	// Hide lists directories isolated commands must not see (the daemon's data dir:
 	// its database, keys, other sessions' workspaces): each is covered by an empty
 	// read-only tmpfs, with the session's own directories inside bound back.
-	// StateDir is always hidden so. Local commands see everything.
+	// StateDir is always hidden so. Local commands see everything. Where a root
+	// contains one, Resolve refuses paths into it (ErrHidden), in both modes.
 	Hide []string
 	// AllowNetwork is the default for sessions that do not say (see
 	// MetadataAllowNetwork). Only isolated sandboxes can deny the network.

@@ -9,6 +9,7 @@ import (
 // that has to correct its next call.
 var (
 	ErrOutsideRoot          = errors.New("path is outside the working directory")
+	ErrHidden               = errors.New("path is in the daemon's data directory")
 	ErrSymlinkLoop          = errors.New("too many levels of symbolic links")
 	ErrInvalidPath          = errors.New("invalid path")
 	ErrNotDir               = errors.New("not a directory")
@@ -27,8 +28,8 @@ type PathError struct {
 	Path string
 	// Root is the sandbox root.
 	Root string
-	// Err is one of ErrOutsideRoot, ErrSymlinkLoop, ErrInvalidPath, ErrNotDir or an
-	// error from the file system.
+	// Err is one of ErrOutsideRoot, ErrHidden, ErrSymlinkLoop, ErrInvalidPath,
+	// ErrNotDir or an error from the file system.
 	Err error
 	// Reason says what went wrong, e.g. `".." climbs above it` or
 	// `symlink "a/b" points to "/etc"`.
@@ -40,6 +41,9 @@ func (e *PathError) Error() string {
 	case errors.Is(e.Err, ErrOutsideRoot):
 		return fmt.Sprintf("path %q is outside the working directory %s (%s); use a path inside it, relative paths are resolved against it",
 			e.Path, e.Root, e.Reason)
+	case errors.Is(e.Err, ErrHidden):
+		return fmt.Sprintf("path %q lies in the daemon's data directory %s, which is inside the working directory but holds the daemon's keys, database and other sessions' files; tools cannot reach it, use another path",
+			e.Path, e.Reason)
 	case e.Reason != "":
 		return fmt.Sprintf("path %q: %v (%s)", e.Path, e.Err, e.Reason)
 	default:

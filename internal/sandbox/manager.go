@@ -30,7 +30,7 @@ type Manager struct {
 	dir       string   // <StateDir>/sandbox-<random>, physical
 	cgroupDir string   // pids cgroup of this instance, "" without one
 	lock      *os.File // holds the state dir's owner lock (reap.go)
-	hide      []string // physical dirs isolated commands do not see (Config.Hide)
+	hide      []string // physical dirs isolated commands do not see and paths cannot resolve into (Config.Hide)
 
 	mu     sync.Mutex
 	boxes  map[*box]struct{}
@@ -105,6 +105,13 @@ func (m *Manager) New(root string, opt Options) (Sandbox, error) {
 	res, err := newResolver(root)
 	if err != nil {
 		return nil, err
+	}
+	for _, h := range m.hide {
+		// A hidden dir that holds the root (a session's own workspace in the data
+		// dir) leaves the root reachable; one inside the root is cut out of it.
+		if h != res.root && within(h, res.root) {
+			res.hidden = append(res.hidden, h)
+		}
 	}
 	if m.backend != BackendNone && within(m.dir, res.root) {
 		return nil, fmt.Errorf("sandbox: the state dir %s lies inside the working directory %s; an isolated command could rewrite its own logs", m.dir, res.root)

@@ -23,6 +23,9 @@ type resolver struct {
 	root string
 	// alias is the root as it was given (clean); absolute paths may use either form.
 	alias string
+	// hidden are physical directories strictly inside the root that no path may
+	// resolve into (the daemon's data dir when the root contains it).
+	hidden []string
 }
 
 func newResolver(dir string) (resolver, error) {
@@ -54,8 +57,8 @@ func (r resolver) inside(p string) bool { return within(p, r.root) }
 // the way the kernel would. Relative paths start at the root; absolute paths must
 // name something inside it. A path may not contain NUL, climb above the root with
 // "..", or pass through a symlink that leads outside it (at any component, the final
-// one included). Components that do not exist yet are kept as given, so the result
-// can name a file about to be created.
+// one included), or end inside one of the hidden directories. Components that do not
+// exist yet are kept as given, so the result can name a file about to be created.
 func (r resolver) Resolve(path string) (string, error) {
 	fail := func(err error, reason string) (string, error) {
 		return "", &PathError{Path: path, Root: r.root, Err: err, Reason: reason}
@@ -87,6 +90,11 @@ func (r resolver) Resolve(path string) (string, error) {
 	}
 	if !r.inside(out) {
 		return fail(ErrOutsideRoot, "it resolves to "+out)
+	}
+	for _, h := range r.hidden {
+		if within(out, h) {
+			return fail(ErrHidden, h)
+		}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,8 +22,12 @@ type Sandbox interface {
 	// Network reports whether commands may use the network (always true when local).
 	Network() bool
 	// Resolve maps a path given by a model to a physical path inside the root, or
-	// fails with a *PathError (ErrOutsideRoot, ErrSymlinkLoop, ErrInvalidPath …).
+	// fails with a *PathError (ErrOutsideRoot, ErrHidden, ErrSymlinkLoop, ErrInvalidPath …).
 	Resolve(path string) (string, error)
+	// Hidden lists the physical directories inside the root that Resolve refuses
+	// (ErrHidden): the daemon's data dir when the root contains it. Code that walks
+	// the root without Resolve must skip them.
+	Hidden() []string
 	// Start runs c.Command with bash -c. ctx bounds the job's life: when it ends the
 	// job is killed; pass context.WithoutCancel(ctx) for a job that outlives a call.
 	Start(ctx context.Context, c Cmd) (*Job, error)
@@ -74,6 +79,7 @@ func (b *box) Root() string                        { return b.res.root }
 func (b *box) Backend() Backend                    { return b.backend }
 func (b *box) Network() bool                       { return b.network }
 func (b *box) Resolve(path string) (string, error) { return b.res.Resolve(path) }
+func (b *box) Hidden() []string                    { return slices.Clone(b.res.hidden) }
 
 func (b *box) Job(id string) (*Job, error) {
 	b.mu.Lock()

@@ -479,3 +479,32 @@ func TestRetentionKeepsANamedWorkdirInTheArtifactDir(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkdirInsideDataDirRefused: a session may not name the daemon's data dir (its
+// keys and database) or anything in it as its workdir, whatever the workdir roots
+// allow; a workdir that contains the data dir is allowed (tools do not reach into it).
+func TestWorkdirInsideDataDirRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEvictEnv(t, Config{})
+	data := filepath.Dir(e.m.cfg.WorkspaceDir)
+	e.m.cfg.DataDir = data
+	e.m.cfg.WorkdirRoots = []string{filepath.Dir(data)}
+	sibling := filepath.Join(filepath.Dir(data), "checkout")
+	for _, d := range []string{filepath.Join(data, "sandbox"), sibling} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{data, filepath.Join(data, "sandbox")} {
+		_, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}, Workdir: dir})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "keys") {
+			t.Errorf("workdir %s: %v; want it refused (ErrInvalid) saying why", dir, err)
+		}
+	}
+	for _, dir := range []string{sibling, filepath.Dir(data)} {
+		if _, _, err := e.m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}, Workdir: dir}); err != nil {
+			t.Errorf("workdir %s: %v", dir, err)
+		}
+	}
+}

@@ -194,6 +194,10 @@ type Store interface {
 
 // Config of the session registry.
 type Config struct {
+	// DataDir is the daemon's data directory (its database, keys, workspaces and
+	// artifacts): a session may not name a workdir inside it. Empty: only
+	// WorkspaceDir and ArtifactDir are refused.
+	DataDir string
 	// WorkspaceDir holds a fresh working directory per session that names none.
 	WorkspaceDir string
 	// ArtifactDir holds a directory per session, named by its id, that tools fill
@@ -218,6 +222,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.WorkspaceDir == "" || !filepath.IsAbs(c.WorkspaceDir) {
 		return fmt.Errorf("session: workspace dir must be an absolute path, got %q", c.WorkspaceDir)
+	}
+	if c.DataDir != "" && !filepath.IsAbs(c.DataDir) {
+		return fmt.Errorf("session: data dir must be an absolute path, got %q", c.DataDir)
 	}
 	if c.ArtifactDir != "" && !filepath.IsAbs(c.ArtifactDir) {
 		return fmt.Errorf("session: artifact dir must be an absolute path, got %q", c.ArtifactDir)
@@ -313,10 +320,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 		return nil, nil, err
 	}
 	if spec.Workdir != "" {
-		// Another session's workspace or artifacts, maybe another tenant's: retention
-		// removes them with that session, from under this one.
-		if dir, ok := m.inSessionDirs(sess.Info.Workdir); ok {
-			return nil, nil, fmt.Errorf("%w: workdir %s is inside the daemon's directory %s, which holds each session's own; name one outside it", ErrInvalid, spec.Workdir, dir)
+		// The data dir holds the keys and the database; in it, another session's
+		// workspace or artifacts, maybe another tenant's, which retention removes with
+		// that session, from under this one.
+		if dir, ok := m.inDaemonDirs(sess.Info.Workdir); ok {
+			return nil, nil, fmt.Errorf("%w: workdir %s is inside the daemon's directory %s, which holds its keys, its database and each session's own files; name one outside it", ErrInvalid, spec.Workdir, dir)
 		}
 	}
 	raw, err := json.Marshal(sess.Spec)
@@ -604,11 +612,11 @@ func (m *Manager) workdir(id, asked string) (string, error) {
 	return "", fmt.Errorf("%w: workdir %s is not under an allowed root (config sessions.workdir_roots)", ErrInvalid, asked)
 }
 
-// inSessionDirs reports whether dir (resolved) is the workspace dir or the artifact
-// dir, or inside one, and which: they hold the directories the daemon makes for
-// sessions, and removes with them (retention).
-func (m *Manager) inSessionDirs(dir string) (string, bool) {
-	for _, d := range []string{m.cfg.WorkspaceDir, m.cfg.ArtifactDir} {
+// inDaemonDirs reports whether dir (resolved) is the data dir, the workspace dir or
+// the artifact dir, or inside one, and which: they hold the daemon's own files and
+// the directories it makes for sessions, and removes with them (retention).
+func (m *Manager) inDaemonDirs(dir string) (string, bool) {
+	for _, d := range []string{m.cfg.DataDir, m.cfg.WorkspaceDir, m.cfg.ArtifactDir} {
 		if d == "" {
 			continue
 		}

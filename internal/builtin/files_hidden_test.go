@@ -1,0 +1,86 @@
+package builtin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// TestFileToolsSkipDataDirInWorkdir: a workdir that contains the daemon's data dir
+// (the default data dir "data" under a checkout the session works in) keeps the data
+// dir out of reach of every file tool: reads and writes are denied, listings and
+// searches do not show it, and a symlink into it is reported, not followed. The rest
+// of the workdir works as before.
+func TestFileToolsSkipDataDirInWorkdir(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	data := filepath.Join(work, "data")
+	for name, content := range map[string]string{
+		"data/admin.key":                  "tsk_secret",
+		"data/workspaces/ses_other/a.txt": "secret of another session",
+		"src/main.go":                     "package main // secret-free\n",
+		"datafile.txt":                    "not the data dir\n",
+	} {
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("data/admin.key", filepath.Join(work, "key-link")); err != nil {
+		t.Fatal(err)
+	}
+	e := newFileEnvIn(t, work, sandbox.Config{Hide: []string{data}})
+
+	for _, c := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"read_file", map[string]any{"path": "data/admin.key"}},
+		{"read_file", map[string]any{"path": filepath.Join(data, "admin.key")}},
+		{"read_file", map[string]any{"path": "src/../data/workspaces/ses_other/a.txt"}},
+		{"read_file", map[string]any{"path": "key-link"}},
+		{"write_file", map[string]any{"path": "data/new.txt", "content": "x"}},
+		{"list_dir", map[string]any{"path": "data"}},
+		{"glob", map[string]any{"pattern": "*", "path": "data/workspaces"}},
+		{"grep", map[string]any{"pattern": "secret", "path": "data"}},
+	} {
+		res := e.run(t, c.name, c.args)
+		if !res.IsError || res.ErrorKind != tool.KindDenied || strings.Contains(res.Text(), "tsk_secret") {
+			t.Errorf("%s(%v): is_error=%v kind=%q: %s", c.name, c.args, res.IsError, res.ErrorKind, res.Text())
+		} else if !strings.Contains(res.Text(), "data directory") {
+			t.Errorf("%s(%v): the message does not say why: %s", c.name, c.args, res.Text())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "new.txt")); err == nil {
+		t.Error("write_file created a file in the data dir")
+	}
+
+	// Walks from the root leave the data dir out entirely.
+	for _, c := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"list_dir", map[string]any{"path": "."}},
+		{"glob", map[string]any{"pattern": "**/*"}},
+		{"grep", map[string]any{"pattern": "secret"}},
+	} {
+		res := e.run(t, c.name, c.args)
+		text := res.Text()
+		if res.IsError || strings.Contains(text, "admin.key\n") || strings.Contains(text, "ses_other") || strings.Contains(text, "tsk_") {
+			t.Errorf("%s(%v) shows the data dir: %s", c.name, c.args, text)
+		}
+		if !strings.Contains(text, "main.go") && !strings.Contains(text, "src") {
+			t.Errorf("%s(%v) lost the rest of the workdir: %s", c.name, c.args, text)
+		}
+	}
+	if res := e.run(t, "read_file", map[string]any{"path": "datafile.txt"}); res.IsError {
+		t.Errorf("a sibling whose name starts like the data dir: %s", res.Text())
+	}
+}
