@@ -124,6 +124,9 @@ func TestAuditTrail(t *testing.T) {
 		t.Errorf("every tenant's trail:\n got %q\nwant %q", actions, wantActions)
 	}
 	for _, e := range all {
+		if e.Action == "key.revoked" && !strings.Contains(string(e.Detail), `"tenant":"globex"`) {
+			t.Errorf("key.revoked entry %+v: want the revoked key's tenant", e)
+		}
 		if e.Action != "key.created" {
 			continue
 		}

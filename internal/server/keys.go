@@ -145,7 +145,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := pathParam(r, "keyID")
-	err = ks.RevokeAPIKey(r.Context(), id, time.Now().UTC())
+	k, err := ks.RevokeAPIKey(r.Context(), id, time.Now().UTC())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.writeError(w, r, errorf(CodeNotFound, "no API key "+quote(id)))
@@ -160,8 +160,8 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 	if s.Auth != nil {
 		s.Auth.Forget(id)
 	}
-	s.log.InfoContext(r.Context(), "api key revoked", "key_id", id, "by", principal(r.Context()).KeyID)
-	s.audit(r, AuditKeyRevoked, id, nil)
+	s.log.InfoContext(r.Context(), "api key revoked", "key_id", id, "tenant", k.Tenant, "by", principal(r.Context()).KeyID)
+	s.audit(r, AuditKeyRevoked, id, map[string]any{"name": k.Name, "tenant": k.Tenant, "roles": k.Roles})
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -76,7 +76,8 @@ func newReplica(t *testing.T, st retentionStore, cfg Config) *Manager {
 // this replica held it live (unused) is dropped from memory here when this replica
 // learns it is gone, whichever way it learns it: a use that records itself
 // (TouchSession finds no row), a use that reads the stored spec (ReadThrough), or
-// the eviction of its tool selection. Its sandbox is released then (a finished job's
+// the eviction of its tool selection, a change to its stored spec (rules an approver
+// added, groups the model switched). Its sandbox is released then (a finished job's
 // output goes with it) and the workspace this replica made for it removed.
 func TestRetentionDeletedElsewhere(t *testing.T) {
 	t.Parallel()
@@ -100,6 +101,16 @@ func TestRetentionDeletedElsewhere(t *testing.T) {
 			s.mu.Unlock()
 			if _, err := b.Get(context.Background(), "t1", s.ID); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Get: %v, want ErrNotFound", err)
+			}
+		}},
+		{"rules added after an approval", func(t *testing.T, b *Manager, s *Session) {
+			if err := b.AllowRules(context.Background(), "t1", s.ID, []string{"echo"}); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("AllowRules: %v, want ErrNotFound", err)
+			}
+		}},
+		{"groups switched", func(t *testing.T, b *Manager, s *Session) {
+			if _, err := b.setGroups(context.Background(), s, nil); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("setGroups: %v, want ErrNotFound", err)
 			}
 		}},
 		{"evicted with its selection", func(t *testing.T, b *Manager, s *Session) {

@@ -554,14 +554,15 @@ func (s *Session) groupAllows(spec tool.Spec) bool {
 // groups that were switched on.
 func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string) ([]Group, error) {
 	sess.mu.Lock()
-	defer sess.mu.Unlock()
 	stored, err := m.rewrite(ctx, sess.ID, time.Now(), func(st *storedSpec) bool {
 		st.Spec.ActiveGroups = active
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("session: persist active groups: %w", err)
+		sess.mu.Unlock()
+		return nil, m.persistFailed(ctx, sess, "active groups", err)
 	}
+	defer sess.mu.Unlock()
 	spec := sess.Spec
 	spec.ActiveGroups = active
 	sess.resumeStored = stored.Resume != nil
@@ -578,6 +579,17 @@ func (m *Manager) setGroups(ctx context.Context, sess *Session, active []string)
 	}
 	sess.Spec, sess.groups = spec, next
 	return newly, nil
+}
+
+// persistFailed is the error of a change to sess's stored spec that failed (sess.mu
+// not held): ErrNotFound when the store no longer has the session (another replica's
+// retention deleted it), which this process then forgets as Get would.
+func (m *Manager) persistFailed(ctx context.Context, sess *Session, what string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		_ = m.forget(ctx, sess)
+		return ErrNotFound
+	}
+	return fmt.Errorf("session: persist %s: %w", what, err)
 }
 
 // workdir resolves the session's working directory: a fresh directory under the
@@ -697,7 +709,6 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	sess.mu.Lock()
-	defer sess.mu.Unlock()
 	// Added to the stored rules, not to this process's copy: rules another replica
 	// wrote meanwhile are kept.
 	stored, err := m.rewrite(ctx, id, time.Now(), func(st *storedSpec) bool {
@@ -710,8 +721,10 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("session: persist rules: %w", err)
+		sess.mu.Unlock()
+		return m.persistFailed(ctx, sess, "rules", err)
 	}
+	defer sess.mu.Unlock()
 	all, err := stored.Spec.Rules.parse()
 	if err != nil {
 		return err

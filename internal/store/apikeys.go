@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,9 +32,9 @@ type APIKeyStore interface {
 	// ListAPIKeys lists the keys of a tenant ("" for every tenant), oldest first;
 	// an empty store gives an empty, non-nil slice.
 	ListAPIKeys(ctx context.Context, tenant string) ([]*APIKey, error)
-	// RevokeAPIKey marks a key revoked at at; ErrNotFound for an unknown id,
+	// RevokeAPIKey marks a key revoked at at and returns it; ErrNotFound for an unknown id,
 	// ErrConflict when it already is.
-	RevokeAPIKey(ctx context.Context, id string, at time.Time) error
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) (*APIKey, error)
 }
 
 var (
@@ -134,23 +135,21 @@ func (s *SQLite) ListAPIKeys(ctx context.Context, tenant string) ([]*APIKey, err
 }
 
 // RevokeAPIKey revokes a key (see APIKeyStore).
-func (s *SQLite) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, sqliteTime(at), id)
-	if err != nil {
-		return fmt.Errorf("store: revoke api key %s: %w", id, err)
+func (s *SQLite) RevokeAPIKey(ctx context.Context, id string, at time.Time) (*APIKey, error) {
+	k, err := scanSQLiteAPIKey(s.w.QueryRowContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING `+apiKeyColumns, sqliteTime(at), id))
+	if err == nil {
+		return k, nil
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: revoke api key %s: %w", id, err)
-	} else if n == 1 {
-		return nil
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: revoke api key %s: %w", id, err)
 	}
 	var one int
 	if err := s.r.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = ?`, id).Scan(&one); err == sql.ErrNoRows {
-		return fmt.Errorf("store: revoke api key %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("store: revoke api key %s: %w", id, ErrNotFound)
 	} else if err != nil {
-		return fmt.Errorf("store: revoke api key %s: %w", id, err)
+		return nil, fmt.Errorf("store: revoke api key %s: %w", id, err)
 	}
-	return fmt.Errorf("store: revoke api key %s: already revoked: %w", id, ErrConflict)
+	return nil, fmt.Errorf("store: revoke api key %s: already revoked: %w", id, ErrConflict)
 }
 
 // CreateAPIKey stores a key (see APIKeyStore).
@@ -218,19 +217,19 @@ func (p *Postgres) ListAPIKeys(ctx context.Context, tenant string) ([]*APIKey, e
 }
 
 // RevokeAPIKey revokes a key (see APIKeyStore).
-func (p *Postgres) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
-	tag, err := p.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`, id, at)
-	if err != nil {
-		return fmt.Errorf("store: revoke api key %s: %w", id, err)
+func (p *Postgres) RevokeAPIKey(ctx context.Context, id string, at time.Time) (*APIKey, error) {
+	k, err := scanPGAPIKey(p.pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING `+apiKeyColumns, id, at))
+	if err == nil {
+		return k, nil
 	}
-	if tag.RowsAffected() == 1 {
-		return nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("store: revoke api key %s: %w", id, err)
 	}
 	var one int
 	if err := p.pool.QueryRow(ctx, `SELECT 1 FROM api_keys WHERE id = $1`, id).Scan(&one); err == pgx.ErrNoRows {
-		return fmt.Errorf("store: revoke api key %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("store: revoke api key %s: %w", id, ErrNotFound)
 	} else if err != nil {
-		return fmt.Errorf("store: revoke api key %s: %w", id, err)
+		return nil, fmt.Errorf("store: revoke api key %s: %w", id, err)
 	}
-	return fmt.Errorf("store: revoke api key %s: already revoked: %w", id, ErrConflict)
+	return nil, fmt.Errorf("store: revoke api key %s: already revoked: %w", id, ErrConflict)
 }

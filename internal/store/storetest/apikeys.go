@@ -93,17 +93,19 @@ func testAPIKeyRevoke(t *testing.T, s store.APIKeyStore) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	if err := s.RevokeAPIKey(t.Context(), "key_r", at); err != nil {
+	if rk, err := s.RevokeAPIKey(t.Context(), "key_r", at); err != nil {
 		t.Fatalf("RevokeAPIKey: %v", err)
+	} else if rk.ID != "key_r" || rk.Tenant != "t" || rk.RevokedAt == nil || !rk.RevokedAt.Equal(at) {
+		t.Fatalf("RevokeAPIKey returned %+v; want key_r of tenant t, revoked at %s", rk, at)
 	}
 	got, err := s.APIKeyByHash(t.Context(), "hr")
 	if err != nil || got.RevokedAt == nil || !got.RevokedAt.Equal(at) {
 		t.Fatalf("after revoking: %+v, %v; want revoked at %s", got, err, at)
 	}
-	if err := s.RevokeAPIKey(t.Context(), "key_r", at); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.RevokeAPIKey(t.Context(), "key_r", at); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("revoke twice: %v, want ErrConflict", err)
 	}
-	if err := s.RevokeAPIKey(t.Context(), "key_none", at); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.RevokeAPIKey(t.Context(), "key_none", at); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("revoke unknown: %v, want ErrNotFound", err)
 	}
 }
