@@ -367,6 +367,7 @@ func hostileTools() string {
 		`{"name":"ok","inputSchema":` + obj + `}`,
 		`{"name":"tree","inputSchema":{"type":"object","properties":{"root":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#/$defs/node"}},"v":{"anyOf":[{"type":"string"},{"type":"number"}]}}}}}}`,
 		`{"name":"schema_bomb","inputSchema":{"type":"object","properties":{"a":{"$ref":"#/$defs/L0"}},"$defs":{` + schemaBomb(30) + `}}}`,
+		`{"name":"schema_anchor_bomb","inputSchema":{"type":"object","properties":{"a":{"$ref":"#L0"}},"$defs":{` + anchorBomb(30) + `}}}`,
 	}
 	for i := range 3000 {
 		list = append(list, `{"name":"many_`+strconv.Itoa(i)+`","inputSchema":`+obj+`}`)
@@ -382,6 +383,16 @@ func schemaBomb(depth int) string {
 		defs = append(defs, `"L`+strconv.Itoa(i)+`":{"anyOf":[{"$ref":"#/$defs/L`+strconv.Itoa(i+1)+`"},{"$ref":"#/$defs/L`+strconv.Itoa(i+1)+`"}]}`)
 	}
 	return strings.Join(append(defs, `"L`+strconv.Itoa(depth)+`":{"type":"string"}`), ",")
+}
+
+// anchorBomb is schemaBomb with levels that refer to each other by $anchor.
+func anchorBomb(depth int) string {
+	var defs []string
+	for i := range depth {
+		next := `{"$ref":"#L` + strconv.Itoa(i+1) + `"}`
+		defs = append(defs, `"L`+strconv.Itoa(i)+`":{"$anchor":"L`+strconv.Itoa(i)+`","anyOf":[`+next+`,`+next+`]}`)
+	}
+	return strings.Join(append(defs, `"L`+strconv.Itoa(depth)+`":{"$anchor":"L`+strconv.Itoa(depth)+`","type":"string"}`), ",")
 }
 
 // TestHostileToolList: a tool list with entries mcp-go cannot decode (a schema that
@@ -402,7 +413,8 @@ func TestHostileToolList(t *testing.T) {
 	notes := strings.Join(st.Notes, "\n")
 	for _, want := range []string{`"schema_not_object"`, `"schema_array_type"`, "42", "empty name", `"dup" is listed twice`,
 		`"schema_bogus_type" is not registered`, `"schema_remote_ref" is not registered`, `"schema_dangling_ref" is not registered`,
-		`"schema_bad_regex" is not registered`, `"schema_string" is not registered`, `"schema_bomb" is not registered`} {
+		`"schema_bad_regex" is not registered`, `"schema_string" is not registered`, `"schema_bomb" is not registered`,
+		`"schema_anchor_bomb" is not registered`} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes do not mention %s:\n%.3000s", want, notes)
 		}
