@@ -102,7 +102,7 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 }
 
 func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hint func()) ([]mcp.Tool, error) {
-	quiet := slog.New(minLevel{c.log.Handler(), slog.LevelWarn}).With("component", "mcp-go")
+	quiet := sdkLogger(c.log)
 	var tr transport.Interface
 	switch cfg.Transport {
 	case TransportStdio:
@@ -557,29 +557,3 @@ func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCR
 	})
 	return resp, err
 }
-
-// minLevel logs mcp-go at one level: it logs at info what an operator does not need
-// (it is listening, it retries a stream).
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, min(l, h.min))
-}
-
-// Handle logs errors as warnings: what mcp-go calls an error (a stream broke, a
-// DELETE failed) is a symptom the proxy reports itself, as "connection lost".
-func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level > h.min {
-		r.Level = h.min
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(a), h.min}
-}
-
-func (h minLevel) WithGroup(g string) slog.Handler { return minLevel{h.Handler.WithGroup(g), h.min} }

@@ -2,7 +2,9 @@ package mcpproxy
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -25,6 +27,7 @@ const hostileServerEnv = "TOOLSERVERD_TEST_HOSTILE_MCP"
 func serveHostileStdio(mode string) {
 	in := bufio.NewReader(os.Stdin)
 	pages, lists := 0, 0
+	var hung, cancelled []string // ids of the calls of "hang", and the ids cancelled
 	var writeMu sync.Mutex
 	if mode == "stderrflood" {
 		// Lines, and then a line without end, as fast as the pipe takes them.
@@ -59,6 +62,8 @@ func serveHostileStdio(mode string) {
 		{"name": "asks_client", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "wrong_id", "inputSchema": map[string]any{"type": "object"}},
 		{"name": "progress_flood", "inputSchema": map[string]any{"type": "object"}},
+		{"name": "hang", "inputSchema": map[string]any{"type": "object"}},
+		{"name": "cancelled", "inputSchema": map[string]any{"type": "object"}},
 	}
 	for name := range hostileResults {
 		tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}})
@@ -79,7 +84,20 @@ func serveHostileStdio(mode string) {
 				} `json:"_meta"`
 			} `json:"params"`
 		}
-		if json.Unmarshal([]byte(line), &req) != nil || len(req.ID) == 0 {
+		if json.Unmarshal([]byte(line), &req) != nil {
+			continue
+		}
+		if req.Method == "notifications/cancelled" {
+			var n struct {
+				Params struct {
+					RequestID json.RawMessage `json:"requestId"`
+				} `json:"params"`
+			}
+			_ = json.Unmarshal([]byte(line), &n)
+			cancelled = append(cancelled, string(n.Params.RequestID))
+			continue
+		}
+		if len(req.ID) == 0 {
 			continue
 		}
 		answer := func(result any) {
@@ -212,6 +230,11 @@ func serveHostileStdio(mode string) {
 				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": strings.Join(got, "\n")}}})
 			case "wrong_id":
 				send(map[string]any{"jsonrpc": "2.0", "id": "not-yours", "result": map[string]any{"content": []any{}}})
+			case "hang":
+				// Never answered; the id is kept for "cancelled".
+				hung = append(hung, string(req.ID))
+			case "cancelled":
+				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": "hung " + strings.Join(hung, ",") + "; cancelled " + strings.Join(cancelled, ",")}}})
 			case "lists":
 				answer(map[string]any{"content": []map[string]any{{"type": "text", "text": strconv.Itoa(lists)}}})
 			default:
@@ -367,6 +390,7 @@ func hostileTools() string {
 		`{"name":"ok","inputSchema":` + obj + `}`,
 		`{"name":"tree","inputSchema":{"type":"object","properties":{"root":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#/$defs/node"}},"v":{"anyOf":[{"type":"string"},{"type":"number"}]}}}}}}`,
 		`{"name":"schema_bomb","inputSchema":{"type":"object","properties":{"a":{"$ref":"#/$defs/L0"}},"$defs":{` + schemaBomb(30) + `}}}`,
+		`{"name":"schema_anchor_bomb","inputSchema":{"type":"object","properties":{"a":{"$ref":"#L0"}},"$defs":{` + anchorBomb(30) + `}}}`,
 	}
 	for i := range 3000 {
 		list = append(list, `{"name":"many_`+strconv.Itoa(i)+`","inputSchema":`+obj+`}`)
@@ -382,6 +406,16 @@ func schemaBomb(depth int) string {
 		defs = append(defs, `"L`+strconv.Itoa(i)+`":{"anyOf":[{"$ref":"#/$defs/L`+strconv.Itoa(i+1)+`"},{"$ref":"#/$defs/L`+strconv.Itoa(i+1)+`"}]}`)
 	}
 	return strings.Join(append(defs, `"L`+strconv.Itoa(depth)+`":{"type":"string"}`), ",")
+}
+
+// anchorBomb is schemaBomb with levels that refer to each other by $anchor.
+func anchorBomb(depth int) string {
+	var defs []string
+	for i := range depth {
+		next := `{"$ref":"#L` + strconv.Itoa(i+1) + `"}`
+		defs = append(defs, `"L`+strconv.Itoa(i)+`":{"$anchor":"L`+strconv.Itoa(i)+`","anyOf":[`+next+`,`+next+`]}`)
+	}
+	return strings.Join(append(defs, `"L`+strconv.Itoa(depth)+`":{"$anchor":"L`+strconv.Itoa(depth)+`","type":"string"}`), ",")
 }
 
 // TestHostileToolList: a tool list with entries mcp-go cannot decode (a schema that
@@ -402,7 +436,8 @@ func TestHostileToolList(t *testing.T) {
 	notes := strings.Join(st.Notes, "\n")
 	for _, want := range []string{`"schema_not_object"`, `"schema_array_type"`, "42", "empty name", `"dup" is listed twice`,
 		`"schema_bogus_type" is not registered`, `"schema_remote_ref" is not registered`, `"schema_dangling_ref" is not registered`,
-		`"schema_bad_regex" is not registered`, `"schema_string" is not registered`, `"schema_bomb" is not registered`} {
+		`"schema_bad_regex" is not registered`, `"schema_string" is not registered`, `"schema_bomb" is not registered`,
+		`"schema_anchor_bomb" is not registered`} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes do not mention %s:\n%.3000s", want, notes)
 		}
@@ -545,6 +580,39 @@ func TestServerRequestsClient(t *testing.T) {
 	}
 	wantKind(t, h.call(t.Context(), t, "mcp__asks__wrong_id", `{}`, nil), tool.KindTimeout)
 	wantText(t, h.call(t.Context(), t, "mcp__asks__echo", `{}`, nil), "echo {}")
+}
+
+// TestStdioCallDeadlineCancels: a stdio server that answers pings but never a
+// tools/call: the call ends at the server's call timeout with kind timeout, and the
+// server is told by notifications/cancelled for that request (it would otherwise
+// work on, or hold the request, for ever); it stays connected. A call the caller
+// cancels is told the same way.
+func TestStdioCallDeadlineCancels(t *testing.T) {
+	t.Parallel()
+	cfg := hostileServer(t, "hang", "results")
+	cfg.CallTimeout = 500 * time.Millisecond
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: 100 * time.Millisecond})
+	h.start(t)
+	h.waitState(t, "hang", StateReady, 10*time.Second)
+	wantKind(t, h.call(t.Context(), t, "mcp__hang__hang", `{}`, nil), tool.KindTimeout)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	wantKind(t, h.call(ctx, t, "mcp__hang__hang", `{}`, nil), tool.KindCancelled)
+	var text string
+	// The notifications go out after the calls return: asked until both arrived.
+	if !eventually(10*time.Second, func() bool {
+		text = h.call(t.Context(), t, "mcp__hang__cancelled", `{}`, nil).Text()
+		var hung, cancelled string
+		if _, err := fmt.Sscanf(strings.ReplaceAll(text, ";", " "), "hung %s cancelled %s", &hung, &cancelled); err != nil {
+			return false
+		}
+		return hung == cancelled && strings.Count(hung, ",") == 1
+	}) {
+		t.Fatalf("the server was not told of both ended calls: %q", text)
+	}
+	if st := h.status(t, "hang"); st.State != StateReady || st.Restarts != 0 {
+		t.Errorf("state %s, restarts %d (%s): a server that answers pings stays connected", st.State, st.Restarts, st.LastError)
+	}
 }
 
 // TestServerRequestFlood: a server that sends requests without end and never reads

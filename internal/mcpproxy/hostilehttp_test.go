@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // TestHTTPRedirectToAnotherOrigin: an upstream that redirects its MCP endpoint to
@@ -308,4 +311,122 @@ func TestSSEHugeEvent(t *testing.T) {
 	}
 	h.waitState(t, "ssebig", StateReady, 10*time.Second)
 	wantText(t, h.call(t.Context(), t, "mcp__ssebig__echo", `{}`, nil), "echoed")
+}
+
+// logCounter is a slog handler that counts records and keeps the size of the
+// largest.
+type logCounter struct {
+	mu      sync.Mutex
+	records int
+	largest int
+	sample  string
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	size := len(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		size += len(a.Key) + len(a.Value.String())
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records++
+	if size > l.largest {
+		l.largest, l.sample = size, r.Message
+	}
+	return nil
+}
+
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCounter) WithGroup(string) slog.Handler      { return l }
+
+func (l *logCounter) counts() (records, largest int, sample string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.records, l.largest, l.sample
+}
+
+// TestHTTPLogFlood: what mcp-go logs about a server's stream (a listening stream
+// that fails with a body of 1 MiB, then 50,000 events it cannot read) reaches the
+// daemon's log bounded in rate and size: the server decides how often mcp-go logs,
+// and each failure's text quotes what the server sent.
+func TestHTTPLogFlood(t *testing.T) {
+	t.Parallel()
+	const badEvents = 50000
+	var gets atomic.Int32
+	flooded := make(chan struct{})
+	var once sync.Once
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			if gets.Add(1) == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, strings.Repeat("e", 1<<20))
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			bad := "event: message\ndata: " + `{"jsonrpc":"2.0","method":"notifications/message","params":"not an object"}` + "\n\n"
+			if _, err := io.WriteString(w, strings.Repeat(bad, badEvents)); err != nil {
+				return
+			}
+			// A list_changed after them: the tools/list it brings says the client
+			// has read them all.
+			io.WriteString(w, "event: message\ndata: "+`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`+"\n\n")
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", "s1")
+		w.Header().Set("Content-Type", "application/json")
+		head := `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":`
+		switch req.Method {
+		case "initialize":
+			io.WriteString(w, head+`{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"noisy","version":"1"}}}`)
+		case "tools/list":
+			if gets.Load() > 1 {
+				once.Do(func() { close(flooded) })
+			}
+			io.WriteString(w, head+`{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}`)
+		default:
+			io.WriteString(w, head+`{}}`)
+		}
+	}))
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	logs := &logCounter{}
+	tools := toolmgr.New()
+	m, err := New(Config{HealthInterval: time.Hour, Servers: []ServerConfig{{
+		Name: "noisy", Transport: TransportStreamableHTTP, URL: ts.URL + "/mcp", Enabled: true}}},
+		tools, nil, slog.New(logs), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-flooded:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the client did not read the flood within 2 minutes")
+	}
+	records, largest, sample := logs.counts()
+	t.Logf("%d log records for %d unreadable events; the largest %d bytes (%q)", records, badEvents, largest, sample)
+	if records > badEvents/50 {
+		t.Errorf("%d log records for %d unreadable events", records, badEvents)
+	}
+	if largest > 4<<10 {
+		t.Errorf("a log record of %d bytes (%q)", largest, sample)
+	}
 }

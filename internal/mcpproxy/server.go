@@ -476,8 +476,10 @@ func (m *Manager) pingTimeout() time.Duration {
 // server sent (an error message of any length).
 const maxErrText = 1000
 
-func errText(err error) string {
-	s := err.Error()
+func errText(err error) string { return clipText(err.Error()) }
+
+// clipText cuts s at maxErrText, saying how long it was.
+func clipText(s string) string {
 	if len(s) > maxErrText {
 		s = strings.ToValidUTF8(s[:maxErrText], "") + "… (" + strconv.Itoa(len(s)) + " bytes)"
 	}

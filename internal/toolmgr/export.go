@@ -3,6 +3,7 @@ package toolmgr
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -69,10 +70,15 @@ func Omitted(specs []tool.Spec, f Format) []OmittedTool {
 	return out
 }
 
+// maxOpenAIDescription is the longest function description OpenAI accepts, in
+// characters: one longer makes it refuse the whole request ("string_above_max_length"),
+// and with it every tool of the list.
+const maxOpenAIDescription = 1024
+
 func exportOne(s tool.Spec, f Format) any {
 	switch f {
 	case FormatOpenAI:
-		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: s.Parameters}}
+		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: s.Parameters}}
 	case FormatAnthropic:
 		return anthropicTool{Name: s.Name, Description: s.Description, InputSchema: s.Parameters}
 	case FormatMCP:
@@ -85,6 +91,21 @@ func exportOne(s tool.Spec, f Format) any {
 	default:
 		return nativeTool{Spec: s, Timeout: s.Timeout.Milliseconds()}
 	}
+}
+
+// capChars cuts s to at most n characters, the last an ellipsis when it was cut.
+func capChars(s string, n int) string {
+	if len(s) <= n || utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i, count := 0, 0
+	for i = range s {
+		if count == n-1 {
+			break
+		}
+		count++
+	}
+	return s[:i] + "…"
 }
 
 type openAITool struct {

@@ -2,7 +2,9 @@ package toolmgr
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -57,5 +59,27 @@ func TestExportShapes(t *testing.T) {
 	}
 	if _, err := ParseFormat("xml"); err == nil {
 		t.Fatal("unknown format accepted")
+	}
+}
+
+// TestExportOpenAIDescriptionCap: OpenAI refuses a whole request whose tool list has
+// a function description longer than 1,024 characters ("string_above_max_length"),
+// and MCP servers in common use have longer ones (server-sequential-thinking: 2,780).
+// The OpenAI export cuts them; the other formats keep them whole.
+func TestExportOpenAIDescriptionCap(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 3000) // two bytes a character: the cap counts characters
+	specs := []tool.Spec{{Name: "think", Description: long, Parameters: json.RawMessage(`{"type":"object"}`)},
+		{Name: "exact", Description: strings.Repeat("x", maxOpenAIDescription), Parameters: json.RawMessage(`{"type":"object"}`)}}
+	got := Export(specs, FormatOpenAI)
+	d := got[0].(openAITool).Function.Description
+	if n := utf8.RuneCountInString(d); n > maxOpenAIDescription || !utf8.ValidString(d) || !strings.HasPrefix(d, strings.Repeat("é", 1000)) {
+		t.Errorf("openai description of %d characters (valid UTF-8 %v): %.80q…", n, utf8.ValidString(d), d)
+	}
+	if d := got[1].(openAITool).Function.Description; d != specs[1].Description {
+		t.Errorf("a description of exactly %d characters was changed", maxOpenAIDescription)
+	}
+	if d := Export(specs, FormatAnthropic)[0].(anthropicTool).Description; d != long {
+		t.Errorf("anthropic description cut to %d bytes", len(d))
 	}
 }

@@ -44,6 +44,9 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 	if err != nil {
 		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema does not compile: %w", name, err)
 	}
+	if err := checkExpansion(s); err != nil {
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema refused: %w", name, err)
+	}
 	declared := map[string]bool{}
 	if props, ok := obj["properties"].(map[string]any); ok {
 		for k := range props {

@@ -1,0 +1,75 @@
+package mcpproxy
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"golang.org/x/time/rate"
+)
+
+// Bounds of what mcp-go logs about one connection. The server decides how often
+// mcp-go logs (each event of its stream that cannot be read is a record: some
+// 270,000 a second) and what the records quote (a failed request's whole body).
+const (
+	sdkLogsPerSec = 10
+	sdkLogBurst   = 20
+)
+
+// sdkLogger is the logger mcp-go gets for one connection: at warning level, at a
+// bounded rate, each value cut at maxErrText.
+func sdkLogger(log *slog.Logger) *slog.Logger {
+	h := sdkLog{Handler: log.Handler(), min: slog.LevelWarn,
+		budget: &sdkLogBudget{lim: rate.NewLimiter(sdkLogsPerSec, sdkLogBurst)}}
+	return slog.New(h).With("component", "mcp-go")
+}
+
+// sdkLog logs mcp-go at one level: it logs at info what an operator does not need
+// (it is listening, it retries a stream), and what it calls an error (a stream
+// broke, a DELETE failed) is a symptom the proxy reports itself, as "connection
+// lost".
+type sdkLog struct {
+	slog.Handler
+	min    slog.Level
+	budget *sdkLogBudget // shared by the handlers WithAttrs and WithGroup derive
+}
+
+type sdkLogBudget struct {
+	lim     *rate.Limiter
+	dropped atomic.Int64
+}
+
+func (h sdkLog) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, min(l, h.min))
+}
+
+// Handle passes a record on, if the budget allows, at level min, with its values
+// cut; the first record after some were dropped says how many.
+func (h sdkLog) Handle(ctx context.Context, r slog.Record) error {
+	if !h.budget.lim.Allow() {
+		h.budget.dropped.Add(1)
+		return nil
+	}
+	out := slog.NewRecord(r.Time, min(r.Level, h.min), clipText(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Value.Kind() != slog.KindGroup {
+			if s := a.Value.String(); len(s) > maxErrText {
+				a.Value = slog.StringValue(clipText(s))
+			}
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	if n := h.budget.dropped.Swap(0); n > 0 {
+		out.AddAttrs(slog.Int64("dropped_before", n))
+	}
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h sdkLog) WithAttrs(a []slog.Attr) slog.Handler {
+	return sdkLog{h.Handler.WithAttrs(a), h.min, h.budget}
+}
+
+func (h sdkLog) WithGroup(g string) slog.Handler {
+	return sdkLog{h.Handler.WithGroup(g), h.min, h.budget}
+}
