@@ -51,11 +51,13 @@ func (t *Truncator) encoding() (*tiktoken.Tiktoken, error) { return loadEncoding
 // Warm loads the tokenizer now rather than on the first large result.
 func (t *Truncator) Warm() error { _, err := t.encoding(); return err }
 
-// Apply returns res with its text cut to the budget, or res itself when it fits. The
+// Apply returns res with its text cut to the budget and its image and audio blocks to
+// MaxResultMedia and MaxResultMediaBytes, or res itself when it fits. The
 // structured output counts too: when the text fits but not with it, it is dropped and
 // the text kept whole. The input is never modified: the full result is what gets
 // persisted.
 func (t *Truncator) Apply(res *tool.Result) *tool.Result {
+	res = capMedia(res)
 	total := len(res.Structured)
 	for _, c := range res.Content {
 		total += len(c.Text)
@@ -82,7 +84,7 @@ func (t *Truncator) Apply(res *tool.Result) *tool.Result {
 	out := *res
 	out.Content = []tool.Content{{Type: tool.ContentText, Text: cut}}
 	for _, c := range res.Content {
-		if c.Type == tool.ContentImage || c.Type == tool.ContentAudio {
+		if isMedia(c) {
 			out.Content = append(out.Content, c)
 		}
 	}
@@ -90,6 +92,51 @@ func (t *Truncator) Apply(res *tool.Result) *tool.Result {
 	out.Truncated = true
 	return &out
 }
+
+// The image and audio blocks one result may pass to the model: tokens do not measure
+// them, and an upstream may send thousands (an MCP server's answer may be 16 MiB).
+// Providers refuse a request with more images or larger ones than they take (a
+// refused turn stays refused, as the conversation keeps the result), so the blocks
+// past either bound are left out, with a note saying so; the record keeps them.
+const (
+	MaxResultMedia      = 20      // blocks
+	MaxResultMediaBytes = 5 << 20 // their base64 data, together
+)
+
+// capMedia returns res with the image and audio blocks that fit MaxResultMedia and
+// MaxResultMediaBytes, in order, and a note about the rest; res itself when all fit.
+func capMedia(res *tool.Result) *tool.Result {
+	n, size, over := 0, 0, false
+	for _, c := range res.Content {
+		if isMedia(c) {
+			n, size = n+1, size+len(c.Data)
+			over = over || n > MaxResultMedia || size > MaxResultMediaBytes
+		}
+	}
+	if !over {
+		return res
+	}
+	out := *res
+	out.Content = make([]tool.Content, 0, len(res.Content)+1)
+	kept, keptBytes, dropped, droppedBytes := 0, 0, 0, 0
+	for _, c := range res.Content {
+		if isMedia(c) && (kept == MaxResultMedia || keptBytes+len(c.Data) > MaxResultMediaBytes) {
+			dropped, droppedBytes = dropped+1, droppedBytes+len(c.Data)
+			continue
+		}
+		if isMedia(c) {
+			kept, keptBytes = kept+1, keptBytes+len(c.Data)
+		}
+		out.Content = append(out.Content, c)
+	}
+	out.Content = append(out.Content, tool.Content{Type: tool.ContentText, Text: fmt.Sprintf(
+		"[%d image or audio block(s) (%d bytes of base64) left out here: a result passes at most %d of them and %d MiB together]",
+		dropped, droppedBytes, MaxResultMedia, MaxResultMediaBytes>>20)})
+	out.Truncated = true
+	return &out
+}
+
+func isMedia(c tool.Content) bool { return c.Type == tool.ContentImage || c.Type == tool.ContentAudio }
 
 // Cut returns text unchanged with true when it fits the budget, otherwise the head and
 // tail that fit with a marker between them, and false.

@@ -189,3 +189,52 @@ func TestTruncatorKeepsRunesWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncatorCapsMedia: image and audio blocks past MaxResultMedia or
+// MaxResultMediaBytes are left out, in order, with a note; the text and the input stay.
+func TestTruncatorCapsMedia(t *testing.T) {
+	t.Parallel()
+	tr := NewTruncator(0)
+	img := func(n int) tool.Content {
+		return tool.Content{Type: tool.ContentImage, MimeType: "image/png", Data: strings.Repeat("A", n)}
+	}
+	small := &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "two pictures"}, img(8), {Type: tool.ContentAudio, MimeType: "audio/wav", Data: "AAAA"}}}
+	if got := tr.Apply(small); got != small {
+		t.Errorf("a result within the bounds was changed: %+v", got)
+	}
+
+	many := &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "frames"}}}
+	for range MaxResultMedia + 7 {
+		many.Content = append(many.Content, img(8))
+	}
+	got := tr.Apply(many)
+	if n := countMedia(got); n != MaxResultMedia || !got.Truncated || !strings.Contains(got.Text(), "7 image or audio block(s) (56 bytes of base64) left out") ||
+		!strings.HasPrefix(got.Text(), "frames") {
+		t.Errorf("%d blocks: kept %d, truncated %v, text %q", MaxResultMedia+7, n, got.Truncated, got.Text())
+	}
+	if countMedia(many) != MaxResultMedia+7 {
+		t.Error("the input was modified")
+	}
+
+	big := &tool.Result{Content: []tool.Content{img(3 << 20), img(3 << 20), img(16)}}
+	got = tr.Apply(big)
+	var sizes []int
+	for _, c := range got.Content {
+		if isMedia(c) {
+			sizes = append(sizes, len(c.Data))
+		}
+	}
+	if !slices.Equal(sizes, []int{3 << 20, 16}) || !strings.Contains(got.Text(), "1 image or audio block(s)") {
+		t.Errorf("5 MiB of media: kept sizes %v, text %q", sizes, got.Text())
+	}
+}
+
+func countMedia(r *tool.Result) int {
+	n := 0
+	for _, c := range r.Content {
+		if isMedia(c) {
+			n++
+		}
+	}
+	return n
+}
