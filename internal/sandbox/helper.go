@@ -72,11 +72,13 @@ func runHelper(specJSON string, argv []string) error {
 	}
 	// Hidden dirs (the daemon's data): each is covered by an empty tmpfs; a writable
 	// dir inside one is opened before and bound back from its descriptor. One inside
-	// a writable dir is covered after that dir's bind.
+	// a writable dir (the data dir in a checkout) is covered after that dir's bind, and
+	// the writable dirs inside it (the session's TMPDIR and HOME, in the daemon's
+	// state dir) bound back after that.
 	outer, inner := splitHidden(spec.Hide, spec.RW)
 	fds := map[string]int{}
 	for _, p := range spec.RW {
-		if insideAny(p, outer) {
+		if insideAny(p, spec.Hide) {
 			fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return fmt.Errorf("open %s: %w", p, err)
@@ -84,30 +86,44 @@ func runHelper(specJSON string, argv []string) error {
 			fds[p] = fd
 		}
 	}
-	for _, h := range outer {
-		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=755"); err != nil {
-			return fmt.Errorf("hide %s: %w", h, err)
-		}
-	}
-	for _, p := range spec.RW {
-		src := p
-		if fd, ok := fds[p]; ok {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return fmt.Errorf("mount point %s: %w", p, err)
+	hide := func(dirs []string) error {
+		for _, h := range dirs {
+			if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=755"); err != nil {
+				return fmt.Errorf("hide %s: %w", h, err)
 			}
-			src = fmt.Sprintf("/proc/self/fd/%d", fd)
 		}
-		if err := unix.Mount(src, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", p, err)
+		return nil
+	}
+	bind := func(underInner bool) error {
+		for _, p := range spec.RW {
+			if insideAny(p, inner) != underInner {
+				continue
+			}
+			src := p
+			if fd, ok := fds[p]; ok {
+				if err := os.MkdirAll(p, 0o755); err != nil {
+					return fmt.Errorf("mount point %s: %w", p, err)
+				}
+				src = fmt.Sprintf("/proc/self/fd/%d", fd)
+			}
+			if err := unix.Mount(src, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("bind %s: %w", p, err)
+			}
+		}
+		return nil
+	}
+	for _, step := range []func() error{
+		func() error { return hide(outer) },
+		func() error { return bind(false) },
+		func() error { return hide(inner) },
+		func() error { return bind(true) },
+	} {
+		if err := step(); err != nil {
+			return err
 		}
 	}
 	for _, fd := range fds {
 		_ = unix.Close(fd)
-	}
-	for _, h := range inner {
-		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=755"); err != nil {
-			return fmt.Errorf("hide %s: %w", h, err)
-		}
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)

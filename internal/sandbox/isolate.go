@@ -93,7 +93,8 @@ func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw, hide []stri
 	}
 	// Hidden dirs: an empty tmpfs over each, the writable dirs inside bound back on top
 	// (bwrap takes bind sources from the host), then the tmpfs made read-only. One
-	// inside a writable dir is covered after that dir's bind.
+	// inside a writable dir is covered after that dir's bind, and the writable dirs
+	// inside it bound back on top.
 	outer, inner := splitHidden(hide, rw)
 	for _, h := range outer {
 		argv = append(argv, "--tmpfs", h)
@@ -103,6 +104,11 @@ func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw, hide []stri
 	}
 	for _, h := range inner {
 		argv = append(argv, "--tmpfs", h)
+	}
+	for _, p := range rw {
+		if insideAny(p, inner) {
+			argv = append(argv, "--bind", p, p) // TMPDIR and HOME in a covered state dir
+		}
 	}
 	for _, h := range outer {
 		argv = append(argv, "--remount-ro", h)

@@ -272,7 +272,9 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-// TestStateDirInsideRoot: an isolated sandbox refuses a root that contains the logs.
+// TestStateDirInsideRoot: an isolated sandbox whose root contains the state dir (the
+// job logs) covers it, as it does every hidden dir: another sandbox's job output is out
+// of sight. A root that is the state dir, which nothing could cover, is refused.
 func TestStateDirInsideRoot(t *testing.T) {
 	t.Parallel()
 	if hostCaps().Isolation == "" {
@@ -280,8 +282,23 @@ func TestStateDirInsideRoot(t *testing.T) {
 	}
 	root := t.TempDir()
 	m := newManager(t, Config{Mode: ModeIsolated, StateDir: filepath.Join(root, "state")})
-	if _, err := m.New(root, Options{}); err == nil || !strings.Contains(err.Error(), "state dir") {
-		t.Errorf("New with the state dir inside the root: %v", err)
+	other, err := m.New(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oj, _ := run(t, other, Cmd{Command: "echo other-job-output"})
+	sb, err := m.New(root, Options{})
+	if err != nil {
+		t.Fatalf("New with the state dir inside the root: %v", err)
+	}
+	j, _ := run(t, sb, Cmd{Command: "cat " + filepath.Join(oj.dirPath, Stdout+".log")})
+	if out := output(t, j, Stdout); j.ExitCode() == 0 || strings.Contains(out, "other-job-output") {
+		t.Errorf("another sandbox's log from a root holding the state dir: exit %d, %q", j.ExitCode(), out)
+	}
+
+	m2 := newManager(t, Config{Mode: ModeIsolated, StateDir: t.TempDir()})
+	if _, err := m2.New(m2.cfg.StateDir, Options{}); err == nil || !strings.Contains(err.Error(), "state dir") {
+		t.Errorf("New with the state dir as the root: %v", err)
 	}
 }
 
@@ -389,5 +406,45 @@ func TestHiddenDirsDropNested(t *testing.T) {
 	want := []string{filepath.Join(real, "d"), filepath.Join(real, "d-x")}
 	if !slices.Equal(got, want) {
 		t.Fatalf("hiddenDirs = %q, want %q", got, want)
+	}
+}
+
+// TestIsolationHidesDataDirInsideRoot: a root that contains the daemon's data dir (a
+// checkout with the default data/ in it), with the sandbox state in that data dir as
+// the daemon has it: the sandbox is made, its commands do not see the data dir, and
+// their TMPDIR and HOME (in the covered state dir) still work.
+func TestIsolationHidesDataDirInsideRoot(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			data := filepath.Join(root, "data")
+			if err := os.MkdirAll(data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(data, "admin.key"), []byte("tsk_secret"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg := bc.cfg
+			cfg.Hide = []string{data}
+			cfg.StateDir = filepath.Join(data, "sandbox")
+			m := newManager(t, cfg)
+			sb, err := m.New(root, Options{})
+			if err != nil {
+				t.Fatalf("New with the data dir inside the root: %v", err)
+			}
+			for _, cmd := range []string{"cat data/admin.key", "cat " + filepath.Join(data, "admin.key")} {
+				j, _ := run(t, sb, Cmd{Command: cmd})
+				if out := output(t, j, Stdout); j.ExitCode() == 0 || strings.Contains(out, "secret") {
+					t.Errorf("%q: exit %d, stdout %q", cmd, j.ExitCode(), out)
+				}
+			}
+			j, info := run(t, sb, Cmd{Command: `ls -A data; echo t > "$TMPDIR/t" && cat "$TMPDIR/t" && echo h > "$HOME/.h" && cat "$HOME/.h" && echo mine > f.txt && cat f.txt`})
+			// data/ shows only the mount points of the command's own TMPDIR and HOME.
+			if out := output(t, j, Stdout); info.Status != StatusExited || j.ExitCode() != 0 || strings.Contains(out, "admin.key") || !strings.HasSuffix(out, "t\nh\nmine\n") {
+				t.Errorf("work in the root: %+v exit %d %q %q", info, j.ExitCode(), out, output(t, j, Stderr))
+			}
+		})
 	}
 }

@@ -113,7 +113,7 @@ func (m *Manager) New(root string, opt Options) (Sandbox, error) {
 			res.hidden = append(res.hidden, h)
 		}
 	}
-	if m.backend != BackendNone && within(m.dir, res.root) {
+	if m.backend != BackendNone && within(m.dir, res.root) && !insideAny(m.dir, res.hidden) {
 		return nil, fmt.Errorf("sandbox: the state dir %s lies inside the working directory %s; an isolated command could rewrite its own logs", m.dir, res.root)
 	}
 	network := m.cfg.AllowNetwork
