@@ -310,7 +310,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		}
 	}
 
-	apiCfg := server.Config{MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: cfg.StreamKeepalive}
+	apiCfg := server.Config{MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: cfg.StreamKeepalive, WriteTimeout: cfg.WriteTimeout}
 	if a.storeKind() == "postgres" { // replicas may share it
 		apiCfg.RecordHold = cfg.Calls.RecordFoldWindow
 	}

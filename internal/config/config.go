@@ -50,6 +50,9 @@ type Config struct {
 	// ReadBodyTimeout bounds the time to receive a request's body, from the start of
 	// its handling; past it the request is answered 408. 0: no limit.
 	ReadBodyTimeout time.Duration `mapstructure:"read_body_timeout"`
+	// WriteTimeout is how long a response may wait for its client to take any of its
+	// bytes; past it the client is treated as gone. 0: no limit.
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 
 	Log      LogConfig      `mapstructure:"log"`
 	Tracing  TracingConfig  `mapstructure:"tracing"`
@@ -419,6 +422,7 @@ func Defaults() Config {
 		ShutdownTimeout:     30 * time.Second,
 		StreamKeepalive:     15 * time.Second,
 		ReadBodyTimeout:     time.Minute,
+		WriteTimeout:        time.Minute,
 		Log:                 LogConfig{Level: "info", Format: "json"},
 		Tracing:             TracingConfig{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 1, ServiceName: "toolserverd"},
 		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond, MaxBatchCalls: 256},
@@ -702,6 +706,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReadBodyTimeout < 0 {
 		bad("read_body_timeout", "must not be negative")
+	}
+	if c.WriteTimeout < 0 {
+		bad("write_timeout", "must not be negative")
 	}
 	if u := c.Cluster.AdvertiseURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {

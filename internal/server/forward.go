@@ -34,12 +34,20 @@ type Replicas struct {
 // forwards such a request again (no loops when two replicas disagree on an owner).
 const forwardedHeader = cluster.ForwardedHeader
 
+// replicaAnswerTimeout is how long a forwarded read waits for the owner's answer to
+// begin before it is answered here.
+const replicaAnswerTimeout = 10 * time.Second
+
 func defaultReplicaTransport() http.RoundTripper {
 	return &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 5 * time.Second,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
+		// A replica that is stopped or wedged still has its connections accepted by
+		// its kernel, and never answers: the read is then answered here. A replica
+		// begins its answers (a poll, an SSE stream's head) within a second or two.
+		ResponseHeaderTimeout: replicaAnswerTimeout,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
 	}
 }
 

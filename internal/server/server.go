@@ -101,6 +101,9 @@ type Config struct {
 	// KeepAlive is how long an NDJSON stream may stay quiet before it writes a
 	// keepalive line (0: never).
 	KeepAlive time.Duration
+	// WriteTimeout is how long a response may wait for its client to take any of its
+	// bytes before it is cut (0: for ever); see writeTimeoutMiddleware.
+	WriteTimeout time.Duration
 }
 
 // Server serves the API.
@@ -130,7 +133,7 @@ func New(cfg Config, d Deps) *Server {
 // the two in step.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet, s.corsMiddleware())
+	r.Use(s.writeTimeoutMiddleware, s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet, s.corsMiddleware())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
 	})

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -117,17 +118,67 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.F
 	defer stopBG()
 	sw.background = bg
 	sw.out = newNDJSON(w)
-	// Room for each call's tool_start and message, so fast calls never wait for the
-	// writer; more events than that wait (as they did), up to 64 queued.
-	events := make(chan session.Event, min(2*len(plan.Calls)+1, 64))
+	events := newEventQueue()
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		sw.run(events)
 	}()
-	s.Exec.Execute(r.Context(), plan, func(ev session.Event) { events <- ev })
-	close(events)
+	s.Exec.Execute(r.Context(), plan, events.push)
+	events.close()
 	<-written
+}
+
+// eventQueue carries the executor's events to the stream's writer without ever making
+// a call wait: a client that stops reading blocks the writer (until write_timeout
+// ends the stream), and a call must not wait for it to emit its tool_start or its
+// message, or it would neither run nor be recorded as finished. What the queue holds
+// is bounded by the batch: a few events per call, results cut to the token budget.
+type eventQueue struct {
+	mu     sync.Mutex
+	items  []session.Event
+	closed bool
+	ready  chan struct{} // holds a token while items or the close wait to be taken
+}
+
+func newEventQueue() *eventQueue { return &eventQueue{ready: make(chan struct{}, 1)} }
+
+func (q *eventQueue) push(ev session.Event) {
+	q.mu.Lock()
+	q.items = append(q.items, ev)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// close says no more events come (Execute has returned).
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *eventQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// waiting reports whether take has something to return: events, or the close.
+func (q *eventQueue) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) > 0 || q.closed
+}
+
+// take returns the events queued so far, and whether they are the last.
+func (q *eventQueue) take() ([]session.Event, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items, q.closed
 }
 
 // flushDelay bounds how long a tool_start or message line may wait in the buffer for
@@ -146,7 +197,7 @@ type streamWriter struct {
 	keepAlive  time.Duration               // a quiet stream's keepalive interval (0: none)
 }
 
-func (sw *streamWriter) run(events <-chan session.Event) {
+func (sw *streamWriter) run(events *eventQueue) {
 	// flushAt is armed while lines wait for a delayed flush; created on first use.
 	var flushAt *time.Timer
 	var flushC <-chan time.Time
@@ -159,58 +210,48 @@ func (sw *streamWriter) run(events <-chan session.Event) {
 			ka.Stop()
 		}
 	}()
+	var queued []session.Event // taken from events, not written yet
+	ended := false             // events is closed and queued holds the last of them
 	for {
 		delay := false // the line written this turn may wait for flushDelay
-		select {
-		case <-flushC:
-			flushC = nil
-			sw.out.Flush()
-			continue
-		case <-kaC:
-			sw.out.keepAlive(ka, sw.keepAlive)
-			continue
-		case pe, ok := <-sw.prog:
-			if !ok {
-				sw.prog = nil
+		switch {
+		case len(queued) > 0:
+			delay = sw.event(queued[0])
+			queued[0] = session.Event{} // let its result go once written
+			queued = queued[1:]
+		case ended:
+			sw.drain()
+			// Not flushed: streamBatch returns at once and net/http writes the
+			// buffered lines with the end of the response.
+			sw.out.Encode(doneEvent{Type: "done", TS: unixSeconds(time.Now())})
+			return
+		default:
+			select {
+			case <-flushC:
+				flushC = nil
+				sw.out.Flush()
+				continue
+			case <-kaC:
+				sw.out.keepAlive(ka, sw.keepAlive)
+				continue
+			case pe, ok := <-sw.prog:
+				if !ok {
+					sw.prog = nil
+					continue
+				}
+				sw.progress(pe)
+			case ev := <-sw.background:
+				if ev.Type == session.EventApproval {
+					sw.out.Encode(toApprovalEvent(ev))
+				} else {
+					sw.out.Encode(resultLine(ev.Type, sw.format, ev))
+				}
+			case <-events.ready:
+				queued, ended = events.take()
 				continue
 			}
-			sw.progress(pe)
-		case ev := <-sw.background:
-			if ev.Type == session.EventApproval {
-				sw.out.Encode(toApprovalEvent(ev))
-			} else {
-				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
-			}
-		case ev, ok := <-events:
-			if !ok {
-				sw.drain()
-				// Not flushed: streamBatch returns at once and net/http writes the
-				// buffered lines with the end of the response.
-				sw.out.Encode(doneEvent{Type: "done", TS: unixSeconds(time.Now())})
-				return
-			}
-			switch ev.Type {
-			case session.EventStart:
-				delay = true
-				sw.out.Encode(startEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name, TS: unixSeconds(ev.TS)})
-			case session.EventApproval:
-				sw.drain()
-				sw.out.Encode(toApprovalEvent(ev))
-			case session.EventExternal:
-				sw.drain()
-				sw.out.Encode(inputEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
-					Arguments: ev.Call.Arguments, TS: unixSeconds(ev.TS)})
-			case session.EventYield:
-				sw.drain()
-				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
-			case session.EventMessage:
-				delay = true
-				sw.drain()
-				sw.complete(ev.Call.ID, ev.Call.ToolCallID)
-				sw.out.Encode(resultLine(ev.Type, sw.format, ev))
-			}
 		}
-		if len(events) > 0 || len(sw.prog) > 0 || len(sw.background) > 0 {
+		if len(queued) > 0 || events.waiting() || len(sw.prog) > 0 || len(sw.background) > 0 {
 			continue // more lines to write first
 		}
 		if !delay {
@@ -230,6 +271,32 @@ func (sw *streamWriter) run(events <-chan session.Event) {
 			flushC = flushAt.C
 		}
 	}
+}
+
+// event writes one of the executor's events; it reports whether the line may wait
+// for flushDelay (see streamBatch).
+func (sw *streamWriter) event(ev session.Event) (delay bool) {
+	switch ev.Type {
+	case session.EventStart:
+		sw.out.Encode(startEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name, TS: unixSeconds(ev.TS)})
+		return true
+	case session.EventApproval:
+		sw.drain()
+		sw.out.Encode(toApprovalEvent(ev))
+	case session.EventExternal:
+		sw.drain()
+		sw.out.Encode(inputEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
+			Arguments: ev.Call.Arguments, TS: unixSeconds(ev.TS)})
+	case session.EventYield:
+		sw.drain()
+		sw.out.Encode(resultLine(ev.Type, sw.format, ev))
+	case session.EventMessage:
+		sw.drain()
+		sw.complete(ev.Call.ID, ev.Call.ToolCallID)
+		sw.out.Encode(resultLine(ev.Type, sw.format, ev))
+		return true
+	}
+	return false
 }
 
 // drain writes the progress events already delivered to the subscription.
