@@ -661,3 +661,63 @@ func TestOwnContractLoadsCleanly(t *testing.T) {
 		t.Errorf("tools: %v", m.Names())
 	}
 }
+
+// fanOutSpec is a document of ops operations whose body schema refers to width copies
+// of the next level, twelve levels deep. With a width of ten, a few KiB of YAML that
+// inlining turns into a schema of the per-tool node cap for every operation; with one,
+// a chain deeper than maxRefDepth, which makes a warning per operation.
+func fanOutSpec(t *testing.T, ops, width int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("openapi: 3.0.0\ninfo: {title: t, version: \"1\"}\nservers: [{url: \"http://127.0.0.1:9\"}]\npaths:\n")
+	for i := range ops {
+		fmt.Fprintf(&b, "  /x%d:\n    post:\n      operationId: x%d\n      requestBody: {content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}}\n      responses: {\"200\": {description: ok}}\n", i, i)
+	}
+	b.WriteString("components:\n  schemas:\n")
+	for l := range 12 {
+		fmt.Fprintf(&b, "    S%d: {type: object, properties: {", l)
+		for k := range width {
+			fmt.Fprintf(&b, "p%d: {$ref: '#/components/schemas/S%d'}, ", k, l+1)
+		}
+		b.WriteString("}}\n")
+	}
+	b.WriteString("    S12: {type: string}\n")
+	p := filepath.Join(t.TempDir(), "fan.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSchemaAmplificationBounded: a small document whose references fan out must not
+// make gigabytes of tool schemas (and minutes of start-up): the schemas of one source
+// are bounded in all, with an error that says how to narrow it, and its warnings are
+// bounded too.
+func TestSchemaAmplificationBounded(t *testing.T) {
+	t.Parallel()
+	_, err := Load(context.Background(), Config{Name: "fan", Spec: fanOutSpec(t, 1000, 10), Getenv: env(nil)})
+	if err == nil || !strings.Contains(err.Error(), "argument schemas") || !strings.Contains(err.Error(), "include") {
+		t.Fatalf("Load of a fan-out document: err = %v, want one about the schemas' size naming include", err)
+	}
+	// Narrowed with include, the same document loads.
+	src, _ := load(t, Config{Name: "fan", Spec: fanOutSpec(t, 1000, 10), Include: []string{"x1", "x2"}})
+	if len(src.Tools) != 2 {
+		t.Errorf("tools = %d, want 2", len(src.Tools))
+	}
+	total := 0
+	for _, o := range src.Tools {
+		total += len(o.Spec().Parameters)
+	}
+	if total > MaxSchemaBytes {
+		t.Errorf("schemas of two tools are %d bytes", total)
+	}
+	if len(src.Warnings) != 2 {
+		t.Errorf("warnings = %q, want one per tool", src.Warnings)
+	}
+
+	// A warning for each of 300 operations: the log gets maxWarnings and a summary.
+	src, _ = load(t, Config{Name: "chain", Spec: fanOutSpec(t, 300, 1)})
+	if n := len(src.Warnings); n != maxWarnings+1 || !strings.Contains(src.Warnings[n-1], "more warnings") {
+		t.Errorf("%d warnings, want %d and a summary; last %q", n, maxWarnings+1, src.Warnings[n-1])
+	}
+}
