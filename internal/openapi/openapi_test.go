@@ -314,6 +314,50 @@ paths:
 	}
 }
 
+// TestPathParameterDotSegmentsRefused: "/" in a path parameter is sent as %2F, but
+// many servers and proxies decode it before resolving dot segments (nginx matches and
+// forwards the normalized path), so "../admin" would reach /admin; and two parameters
+// in one segment can make ".." together. Both are invalid_args and nothing is sent.
+func TestPathParameterDotSegmentsRefused(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := filepath.Join(t.TempDir(), "files.yaml")
+	doc := `openapi: 3.0.3
+info: {title: Files, version: "1"}
+paths:
+  /users/{id}/files/{a}{b}:
+    get:
+      operationId: file
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+        - {name: a, in: path, required: true, schema: {type: string}}
+        - {name: b, in: path, required: true, schema: {type: string}}
+      responses: {"200": {description: ok}}
+`
+	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, m := load(t, Config{Name: "files", Spec: spec, BaseURL: srv.URL})
+	for _, args := range []string{
+		`{"id":"../admin","a":"x","b":"y"}`,
+		`{"id":"u/../../admin","a":"x","b":"y"}`,
+		`{"id":"u/./x","a":"x","b":"y"}`,
+		`{"id":"..\\admin","a":"x","b":"y"}`,
+		`{"id":"u","a":".","b":"."}`,
+		`{"id":"u","a":"","b":"."}`,
+		`{"id":"u","a":"","b":""}`,
+	} {
+		res := call(t, m, "files__file", args)
+		if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "path parameter") {
+			t.Errorf("%s: %s %s", args, res.ErrorKind, res.Text())
+		}
+	}
+	// A slash between ordinary names is data (group/project ids), sent as %2F.
+	if e := echo(t, call(t, m, "files__file", `{"id":"group/project","a":"..","b":"."}`)); e.RawPath != "/users/group%2Fproject/files/..." {
+		t.Errorf("raw path %s", e.RawPath)
+	}
+}
+
 // TestHeaderValueRefused: a header value the HTTP client cannot send is the model's
 // mistake (invalid_args), not an unreachable upstream.
 func TestHeaderValueRefused(t *testing.T) {
