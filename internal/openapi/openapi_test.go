@@ -765,3 +765,48 @@ func TestSchemaAmplificationBounded(t *testing.T) {
 		t.Errorf("%d warnings, want %d and a summary; last %q", n, maxWarnings+1, src.Warnings[n-1])
 	}
 }
+
+// TestRedirectsStayOnTheAPI: a redirect to another host (or from https to http) is not
+// followed, so the configured credentials never reach it; one on the same host is.
+func TestRedirectsStayOnTheAPI(t *testing.T) {
+	t.Parallel()
+	other := make(chan *http.Request, 4)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		other <- r
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(elsewhere.Close)
+	echoSrv, _ := upstream(t)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/items/away"):
+			http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/items/here"):
+			http.Redirect(w, r, "/items/there", http.StatusFound)
+		default:
+			echoSrv.Config.Handler.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(api.Close)
+	for _, auth := range []Auth{{BearerTokenEnv: "TOK"}, {APIKeyEnv: "TOK", APIKeyHeader: "X-Api-Key"}, {APIKeyEnv: "TOK", APIKeyQuery: "key"}} {
+		cfg := shop(t, api.URL)
+		cfg.Auth, cfg.Getenv = auth, env(map[string]string{"TOK": "s3cret"})
+		_, m := load(t, cfg)
+		res := call(t, m, "shop__getItem", `{"itemId":"away","X-Trace":"t"}`)
+		if !res.IsError || !strings.Contains(res.Text(), "302") || strings.Contains(res.Text(), "s3cret") {
+			t.Errorf("%+v: redirect elsewhere: %s %s", auth, res.ErrorKind, res.Text())
+		}
+		if strings.Contains(string(res.Details), "s3cret") {
+			t.Errorf("%+v: details show the secret: %s", auth, res.Details)
+		}
+		e := echo(t, call(t, m, "shop__getItem", `{"itemId":"here","X-Trace":"t"}`))
+		if e.Path != "/items/there" {
+			t.Errorf("%+v: same-host redirect reached %s", auth, e.Path)
+		}
+	}
+	select {
+	case r := <-other:
+		t.Errorf("the other host got %s %s", r.Method, r.URL)
+	default:
+	}
+}
