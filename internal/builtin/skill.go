@@ -85,7 +85,13 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}
 	b.WriteString("\n")
-	b.WriteString(sk.Body)
+	if body, cut := budgetHead([]byte(sk.Body)); cut {
+		b.WriteString(body)
+		fmt.Fprintf(&b, "\n[showing the first %s of the instructions' %s; read the rest of %s/SKILL.md with read_file, using offset and limit]",
+			sizeText(int64(len(body))), sizeText(int64(len(sk.Body))), filepath.ToSlash(rel))
+	} else {
+		b.WriteString(sk.Body)
+	}
 	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": rel, "files": sk.Files, "version": sk.Version})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}, nil
 }
@@ -104,9 +110,20 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 		return nil, tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s); open the skill (skill with only its name) "+
 			"and use it at %s in your working directory with execute_command", file, sk.Name, sizeText(int64(len(b))), http.DetectContentType(b), projected)
 	}
+	text, cut := budgetHead(b)
+	if cut {
+		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
+			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
+	}
+	return tool.TextResult(text), nil
+}
+
+// budgetHead returns b as text, cut to outputBudget at a line end (or a character
+// boundary) when longer, and whether it was cut.
+func budgetHead(b []byte) (string, bool) {
 	if len(b) <= outputBudget {
 		text, _ := sanitize(b)
-		return tool.TextResult(text), nil
+		return text, false
 	}
 	head := b[:outputBudget]
 	if i := bytes.LastIndexByte(head, '\n'); i > 0 {
@@ -115,7 +132,5 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 		head = head[:len(head)-incompleteTail(head)]
 	}
 	text, _ := sanitize(head)
-	text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
-		sizeText(int64(len(head))), sizeText(int64(len(b))), projected)
-	return tool.TextResult(text), nil
+	return text, true
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
-// TestSkillFileReadBounded: the skill viewer shows a file the way read_file does: at
+// TestSkillFileReadBounded: the skill viewer shows SKILL.md and a file the way
+// read_file does: at
 // most outputBudget bytes of text with a note on how to read the rest, a binary file
 // as a failure that says what it is, and a path that names no file of the skill as
 // not_found with the list of its files. A 4 MiB reference
@@ -30,7 +31,7 @@ func TestSkillFileReadBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("SKILL.md", []byte("---\nname: ref\ndescription: References.\n---\nRead references/big.md.\n"))
+	write("SKILL.md", []byte("---\nname: ref\ndescription: References.\n---\nRead references/big.md.\n"+strings.Repeat("an instruction\n", 20000)))
 	write("references/big.md", []byte(strings.Repeat("line of the reference\n", 200000)))
 	write("references/small.md", []byte("small\n"))
 	bin := make([]byte, 1<<20)
@@ -48,7 +49,14 @@ func TestSkillFileReadBounded(t *testing.T) {
 	sess := newSession("s1", t.TempDir())
 	sess.State.LoadOrStore(skills.SessionStateKey, func() any { return proxy })
 
-	res := e.mustCall(t, sess, "skill", map[string]any{"name": "ref", "file": "references/big.md"})
+	// Opened, a SKILL.md of 300 KiB shows its start and says where the rest is.
+	res := e.mustCall(t, sess, "skill", map[string]any{"name": "ref"})
+	if text := res.Text(); len(text) > outputBudget+2048 || !strings.Contains(text, "Read references/big.md.") ||
+		!strings.Contains(text, ".skills/ref/SKILL.md with read_file") {
+		t.Errorf("open: %d bytes, ending %q", len(text), text[max(0, len(text)-300):])
+	}
+
+	res = e.mustCall(t, sess, "skill", map[string]any{"name": "ref", "file": "references/big.md"})
 	text := res.Text()
 	if len(text) > outputBudget+1024 || !strings.HasPrefix(text, "line of the reference\n") {
 		t.Errorf("big file: %d bytes, starting %.40q", len(text), text)
