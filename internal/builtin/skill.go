@@ -1,8 +1,11 @@
 package builtin
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -32,7 +35,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused). Only skills of this session can be opened; an unknown name is answered not_found with the list.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -62,12 +65,7 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; available skills: %s", args.Name, strings.Join(names, ", "))
 	}
 	if args.File != "" {
-		b, err := proxy.Read(sk.Name, args.File)
-		if err != nil {
-			return nil, tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q: %v", sk.Name, args.File, err)
-		}
-		text, _ := sanitize(b)
-		return tool.TextResult(text), nil
+		return readSkillFile(proxy, sk, args.File)
 	}
 	box, err := t.m.For(ctx.Session)
 	if err != nil {
@@ -87,7 +85,52 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}
 	b.WriteString("\n")
-	b.WriteString(sk.Body)
+	if body, cut := budgetHead([]byte(sk.Body)); cut {
+		b.WriteString(body)
+		fmt.Fprintf(&b, "\n[showing the first %s of the instructions' %s; read the rest of %s/SKILL.md with read_file, using offset and limit]",
+			sizeText(int64(len(body))), sizeText(int64(len(sk.Body))), filepath.ToSlash(rel))
+	} else {
+		b.WriteString(sk.Body)
+	}
 	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": rel, "files": sk.Files, "version": sk.Version})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}, nil
+}
+
+// readSkillFile shows one file of a skill as read_file would: text up to outputBudget
+// with a note on reading the rest from the projected folder, a binary file refused
+// with what it is.
+func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Result, error) {
+	b, err := proxy.Read(sk.Name, file)
+	if err != nil {
+		// A path with ".." or an absolute one names no file of the skill either.
+		return nil, tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
+	}
+	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(file)))
+	if looksBinary(b[:min(len(b), sniffLen)]) {
+		return nil, tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s); open the skill (skill with only its name) "+
+			"and use it at %s in your working directory with execute_command", file, sk.Name, sizeText(int64(len(b))), http.DetectContentType(b), projected)
+	}
+	text, cut := budgetHead(b)
+	if cut {
+		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
+			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
+	}
+	return tool.TextResult(text), nil
+}
+
+// budgetHead returns b as text, cut to outputBudget at a line end (or a character
+// boundary) when longer, and whether it was cut.
+func budgetHead(b []byte) (string, bool) {
+	if len(b) <= outputBudget {
+		text, _ := sanitize(b)
+		return text, false
+	}
+	head := b[:outputBudget]
+	if i := bytes.LastIndexByte(head, '\n'); i > 0 {
+		head = head[:i+1]
+	} else {
+		head = head[:len(head)-incompleteTail(head)]
+	}
+	text, _ := sanitize(head)
+	return text, true
 }

@@ -50,6 +50,7 @@ var methods = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http
 func (b *builder) build(src *Source) error {
 	names := map[string]string{} // tool name → operation, for collisions
 	var ops []*Operation
+	schemaBytes := 0
 	for _, p := range b.doc.Paths.InMatchingOrder() {
 		item := b.doc.Paths.Value(p)
 		if item == nil {
@@ -74,6 +75,10 @@ func (b *builder) build(src *Source) error {
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", method, p, err)
 			}
+			if schemaBytes += len(t.spec.Parameters); schemaBytes > MaxSchemaBytes {
+				return fmt.Errorf("the argument schemas of the operations come to more than %d MiB once their references are expanded "+
+					"(%s %s alone makes %d KiB); choose fewer operations with include", MaxSchemaBytes>>20, method, p, len(t.spec.Parameters)>>10)
+			}
 			for _, n := range notes {
 				src.Warnings = append(src.Warnings, fmt.Sprintf("%s %s: %s", method, p, n))
 			}
@@ -89,6 +94,9 @@ func (b *builder) build(src *Source) error {
 	}
 	if len(ops) == 0 {
 		return fmt.Errorf("no operations left (include %v, exclude %v)", b.cfg.Include, b.cfg.Exclude)
+	}
+	if n := len(src.Warnings); n > maxWarnings {
+		src.Warnings = append(src.Warnings[:maxWarnings], fmt.Sprintf("and %d more warnings like these", n-maxWarnings))
 	}
 	src.Tools = ops
 	return nil

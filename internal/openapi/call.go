@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,13 +100,13 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 		}
 		switch p.in {
 		case "path":
-			s := url.PathEscape(scalar(v, p.jsonText, ","))
-			if (s == "" || s == "." || s == "..") && slices.Contains(strings.Split(o.route, "/"), "{"+p.name+"}") {
-				// A whole segment "." or ".." is resolved away by the server, and an empty
-				// one collapses: the request would reach another route.
-				return nil, tool.Errorf(tool.KindInvalidArgs, "path parameter %s cannot be %q", p.arg, s)
+			s := scalar(v, p.jsonText, ",")
+			if hasDotSegment(s) {
+				// Sent as %2F, but servers and proxies that decode it before resolving
+				// dot segments would take the request to another route.
+				return nil, tool.Errorf(tool.KindInvalidArgs, "path parameter %s cannot have . or .. between slashes: %q", p.arg, s)
 			}
-			route = strings.ReplaceAll(route, "{"+p.name+"}", s)
+			route = strings.ReplaceAll(route, "{"+p.name+"}", url.PathEscape(s))
 		case "query":
 			addQuery(query, p, v)
 		case "header":
@@ -122,6 +121,9 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 	}
 	if strings.Contains(route, "{") {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "the path %s has parameters the document does not declare", o.route)
+	}
+	if err := o.checkSegments(route); err != nil {
+		return nil, err
 	}
 	u := *o.base
 	u.Path = o.base.Path + route
@@ -180,6 +182,36 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 		req.AddCookie(c)
 	}
 	return req, nil
+}
+
+// hasDotSegment reports whether a path parameter value holding a slash (or a
+// backslash, which some servers take for one) has a "." or ".." between them.
+func hasDotSegment(s string) bool {
+	if !strings.ContainsAny(s, `/\`) {
+		return false
+	}
+	for _, el := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if el == "." || el == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSegments refuses a route whose parameters made a whole segment empty, "." or
+// "..": the server resolves those away, and the request would reach another route.
+// Values are escaped ("/" is %2F), so the route has the template's segments.
+func (o *Operation) checkSegments(route string) error {
+	tmpl, got := strings.Split(o.route, "/"), strings.Split(route, "/")
+	if len(tmpl) != len(got) {
+		return nil
+	}
+	for i, seg := range got {
+		if strings.Contains(tmpl[i], "{") && (seg == "" || seg == "." || seg == "..") {
+			return tool.Errorf(tool.KindInvalidArgs, "the path parameters of segment %s cannot make it %q: that would reach another route than %s", tmpl[i], seg, o.route)
+		}
+	}
+	return nil
 }
 
 func addQuery(q url.Values, p param, v any) {

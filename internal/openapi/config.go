@@ -25,6 +25,12 @@ const (
 	MaxSpecBytes = 16 << 20
 	// MaxOperations caps the tools one source may make; narrow a bigger API with include.
 	MaxOperations = 1000
+	// MaxSchemaBytes caps the argument schemas of one source's tools together, after
+	// references are expanded: a small document whose references fan out would
+	// otherwise make gigabytes of schemas. Narrow a bigger API with include.
+	MaxSchemaBytes = 8 << 20
+	// maxWarnings caps the warnings one source reports; a summary counts the rest.
+	maxWarnings = 50
 )
 
 var validIdent = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)

@@ -314,6 +314,50 @@ paths:
 	}
 }
 
+// TestPathParameterDotSegmentsRefused: "/" in a path parameter is sent as %2F, but
+// many servers and proxies decode it before resolving dot segments (nginx matches and
+// forwards the normalized path), so "../admin" would reach /admin; and two parameters
+// in one segment can make ".." together. Both are invalid_args and nothing is sent.
+func TestPathParameterDotSegmentsRefused(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := filepath.Join(t.TempDir(), "files.yaml")
+	doc := `openapi: 3.0.3
+info: {title: Files, version: "1"}
+paths:
+  /users/{id}/files/{a}{b}:
+    get:
+      operationId: file
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+        - {name: a, in: path, required: true, schema: {type: string}}
+        - {name: b, in: path, required: true, schema: {type: string}}
+      responses: {"200": {description: ok}}
+`
+	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, m := load(t, Config{Name: "files", Spec: spec, BaseURL: srv.URL})
+	for _, args := range []string{
+		`{"id":"../admin","a":"x","b":"y"}`,
+		`{"id":"u/../../admin","a":"x","b":"y"}`,
+		`{"id":"u/./x","a":"x","b":"y"}`,
+		`{"id":"..\\admin","a":"x","b":"y"}`,
+		`{"id":"u","a":".","b":"."}`,
+		`{"id":"u","a":"","b":"."}`,
+		`{"id":"u","a":"","b":""}`,
+	} {
+		res := call(t, m, "files__file", args)
+		if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "path parameter") {
+			t.Errorf("%s: %s %s", args, res.ErrorKind, res.Text())
+		}
+	}
+	// A slash between ordinary names is data (group/project ids), sent as %2F.
+	if e := echo(t, call(t, m, "files__file", `{"id":"group/project","a":"..","b":"."}`)); e.RawPath != "/users/group%2Fproject/files/..." {
+		t.Errorf("raw path %s", e.RawPath)
+	}
+}
+
 // TestHeaderValueRefused: a header value the HTTP client cannot send is the model's
 // mistake (invalid_args), not an unreachable upstream.
 func TestHeaderValueRefused(t *testing.T) {
@@ -659,5 +703,110 @@ func TestOwnContractLoadsCleanly(t *testing.T) {
 	}
 	if _, ok := m.Lookup("self__runToolCalls"); !ok || len(m.Names()) < 30 {
 		t.Errorf("tools: %v", m.Names())
+	}
+}
+
+// fanOutSpec is a document of ops operations whose body schema refers to width copies
+// of the next level, twelve levels deep. With a width of ten, a few KiB of YAML that
+// inlining turns into a schema of the per-tool node cap for every operation; with one,
+// a chain deeper than maxRefDepth, which makes a warning per operation.
+func fanOutSpec(t *testing.T, ops, width int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("openapi: 3.0.0\ninfo: {title: t, version: \"1\"}\nservers: [{url: \"http://127.0.0.1:9\"}]\npaths:\n")
+	for i := range ops {
+		fmt.Fprintf(&b, "  /x%d:\n    post:\n      operationId: x%d\n      requestBody: {content: {application/json: {schema: {$ref: '#/components/schemas/S0'}}}}\n      responses: {\"200\": {description: ok}}\n", i, i)
+	}
+	b.WriteString("components:\n  schemas:\n")
+	for l := range 12 {
+		fmt.Fprintf(&b, "    S%d: {type: object, properties: {", l)
+		for k := range width {
+			fmt.Fprintf(&b, "p%d: {$ref: '#/components/schemas/S%d'}, ", k, l+1)
+		}
+		b.WriteString("}}\n")
+	}
+	b.WriteString("    S12: {type: string}\n")
+	p := filepath.Join(t.TempDir(), "fan.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSchemaAmplificationBounded: a small document whose references fan out must not
+// make gigabytes of tool schemas (and minutes of start-up): the schemas of one source
+// are bounded in all, with an error that says how to narrow it, and its warnings are
+// bounded too.
+func TestSchemaAmplificationBounded(t *testing.T) {
+	t.Parallel()
+	_, err := Load(context.Background(), Config{Name: "fan", Spec: fanOutSpec(t, 1000, 10), Getenv: env(nil)})
+	if err == nil || !strings.Contains(err.Error(), "argument schemas") || !strings.Contains(err.Error(), "include") {
+		t.Fatalf("Load of a fan-out document: err = %v, want one about the schemas' size naming include", err)
+	}
+	// Narrowed with include, the same document loads.
+	src, _ := load(t, Config{Name: "fan", Spec: fanOutSpec(t, 1000, 10), Include: []string{"x1", "x2"}})
+	if len(src.Tools) != 2 {
+		t.Errorf("tools = %d, want 2", len(src.Tools))
+	}
+	total := 0
+	for _, o := range src.Tools {
+		total += len(o.Spec().Parameters)
+	}
+	if total > MaxSchemaBytes {
+		t.Errorf("schemas of two tools are %d bytes", total)
+	}
+	if len(src.Warnings) != 2 {
+		t.Errorf("warnings = %q, want one per tool", src.Warnings)
+	}
+
+	// A warning for each of 300 operations: the log gets maxWarnings and a summary.
+	src, _ = load(t, Config{Name: "chain", Spec: fanOutSpec(t, 300, 1)})
+	if n := len(src.Warnings); n != maxWarnings+1 || !strings.Contains(src.Warnings[n-1], "more warnings") {
+		t.Errorf("%d warnings, want %d and a summary; last %q", n, maxWarnings+1, src.Warnings[n-1])
+	}
+}
+
+// TestRedirectsStayOnTheAPI: a redirect to another host (or from https to http) is not
+// followed, so the configured credentials never reach it; one on the same host is.
+func TestRedirectsStayOnTheAPI(t *testing.T) {
+	t.Parallel()
+	other := make(chan *http.Request, 4)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		other <- r
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(elsewhere.Close)
+	echoSrv, _ := upstream(t)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/items/away"):
+			http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/items/here"):
+			http.Redirect(w, r, "/items/there", http.StatusFound)
+		default:
+			echoSrv.Config.Handler.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(api.Close)
+	for _, auth := range []Auth{{BearerTokenEnv: "TOK"}, {APIKeyEnv: "TOK", APIKeyHeader: "X-Api-Key"}, {APIKeyEnv: "TOK", APIKeyQuery: "key"}} {
+		cfg := shop(t, api.URL)
+		cfg.Auth, cfg.Getenv = auth, env(map[string]string{"TOK": "s3cret"})
+		_, m := load(t, cfg)
+		res := call(t, m, "shop__getItem", `{"itemId":"away","X-Trace":"t"}`)
+		if !res.IsError || !strings.Contains(res.Text(), "302") || strings.Contains(res.Text(), "s3cret") {
+			t.Errorf("%+v: redirect elsewhere: %s %s", auth, res.ErrorKind, res.Text())
+		}
+		if strings.Contains(string(res.Details), "s3cret") {
+			t.Errorf("%+v: details show the secret: %s", auth, res.Details)
+		}
+		e := echo(t, call(t, m, "shop__getItem", `{"itemId":"here","X-Trace":"t"}`))
+		if e.Path != "/items/there" {
+			t.Errorf("%+v: same-host redirect reached %s", auth, e.Path)
+		}
+	}
+	select {
+	case r := <-other:
+		t.Errorf("the other host got %s %s", r.Method, r.URL)
+	default:
 	}
 }

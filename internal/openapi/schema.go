@@ -3,6 +3,7 @@ package openapi
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,9 +33,10 @@ var dataKeys = map[string]bool{"enum": true, "const": true, "default": true, "ex
 // dropKeys mean nothing to a JSON Schema validator or a model.
 var dropKeys = map[string]bool{"example": true, "xml": true, "externalDocs": true, "discriminator": true, "$schema": true, "$id": true}
 
+// note records a warning once: a schema that hits a bound usually hits it many times.
 func (in *inliner) note(format string, args ...any) {
-	if len(in.notes) < 20 {
-		in.notes = append(in.notes, fmt.Sprintf(format, args...))
+	if n := fmt.Sprintf(format, args...); len(in.notes) < 20 && !slices.Contains(in.notes, n) {
+		in.notes = append(in.notes, n)
 	}
 }
 

@@ -3,8 +3,10 @@ package skills
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -35,8 +37,9 @@ type snapshot struct {
 	byName   map[string]Skill
 	list     []Skill
 	problems []Problem
-	// watch lists the configured directories that exist and every folder inside
-	// their skills, for the watcher.
+	// watch lists the configured directories that exist (or, for one that does not,
+	// its closest existing parent) and every folder inside their skills, for the
+	// watcher.
 	watch []string
 }
 
@@ -135,6 +138,13 @@ func (m *Manager) Reload() bool {
 		paths, err := candidates(root)
 		if err != nil {
 			next.problems = append(next.problems, Problem{Dir: root, Error: "skills directory: " + err.Error()})
+			if errors.Is(err, fs.ErrNotExist) {
+				// Watch the closest folder that exists, so the directory is noticed
+				// once it is created (or created again after being replaced).
+				if anc := existingAncestor(root); anc != "" {
+					next.watch = append(next.watch, anc)
+				}
+			}
 			continue
 		}
 		next.watch = append(next.watch, root)

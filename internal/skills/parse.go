@@ -5,9 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
+
+// MaxDescriptionChars is the longest description the public Agent Skills format
+// allows. Every session's prompt fragment lists each skill with its description.
+const MaxDescriptionChars = 1024
 
 // maxFrontmatterBytes bounds the YAML parsed from SKILL.md or skill.yaml; both hold a
 // few fields, and the bound keeps a hostile file from costing much.
@@ -262,7 +268,7 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 		name = sideName
 	}
 	s.Name = name
-	s.Description = firstNonEmpty(front.Description.String(), side.Description.String())
+	s.Description = oneLine(firstNonEmpty(front.Description.String(), side.Description.String()))
 	s.Version = firstNonEmpty(front.Version.String(), metaString(front.Metadata, "version"),
 		side.Version.String(), metaString(side.Metadata, "version"))
 	s.License = firstNonEmpty(front.License.String(), side.License.String())
@@ -302,8 +308,16 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 	}
 	if s.Description == "" {
 		errs = append(errs, errors.New("missing description"))
+	} else if n := utf8.RuneCountInString(s.Description); n > MaxDescriptionChars {
+		errs = append(errs, fmt.Errorf("description is %d characters; the Agent Skills format allows at most %d (it is listed in every session's prompt: say what the skill does and when to use it, and put the rest in the body)", n, MaxDescriptionChars))
 	}
 	return s, errors.Join(errs...)
+}
+
+// oneLine joins s's words with single spaces: line breaks, tabs and control characters
+// become word breaks, so a description stays one line of the prompt fragment.
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 }
 
 func metaString(m map[string]any, key string) string {

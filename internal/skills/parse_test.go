@@ -128,6 +128,24 @@ func TestParseSkillFiles(t *testing.T) {
 			yaml: "allowed_tools: [y]\n",
 			want: Skill{Name: "a", Description: "d", AllowedTools: []string{}},
 		},
+		{
+			// The description is one line of the session's prompt fragment: a literal
+			// block must not open lines (or headings) of its own there.
+			name: "literal description becomes one line",
+			md:   "---\nname: a\ndescription: |\n  Use this.\n\n  ## Tools\n  - x: y\n---\n",
+			want: Skill{Name: "a", Description: "Use this. ## Tools - x: y"},
+		},
+		{
+			name: "control characters in the description are spaces",
+			md:   "---\nname: a\ndescription: \"a\\0b\\r\\nc\\x1b[31md\"\n---\n",
+			want: Skill{Name: "a", Description: "a b c [31md"},
+		},
+		{
+			name: "description of 1024 characters",
+			md:   "---\nname: a\ndescription: " + strings.Repeat("é", 1024) + "\n---\n",
+			want: Skill{Name: "a", Description: strings.Repeat("é", 1024)},
+		},
+		{name: "description too long", md: "---\nname: a\ndescription: " + strings.Repeat("x", 1025) + "\n---\n", wantErr: "description is 1025 characters"},
 		{name: "missing both", md: "body only\n", wantErr: "missing name"},
 		{name: "missing description", md: "---\nname: a\n---\n", wantErr: "missing description"},
 		{name: "bad name", md: "---\nname: A_b\ndescription: d\n---\n", wantErr: "invalid name"},
@@ -188,7 +206,7 @@ func FuzzParseFrontmatter(f *testing.F) {
 		}
 		s, err := ParseSkillFiles(md, side)
 		if err == nil {
-			if !ValidName(s.Name) || s.Description == "" {
+			if !ValidName(s.Name) || s.Description == "" || strings.ContainsAny(s.Description, "\r\n") {
 				t.Fatalf("parsed skill with name %q, description %q", s.Name, s.Description)
 			}
 			if len(s.AllowedTools) != len(dedupe(s.AllowedTools)) {

@@ -278,6 +278,18 @@ func candidates(root string) ([]string, error) {
 	return out, nil
 }
 
+// existingAncestor returns the closest parent folder of dir that exists, or "".
+func existingAncestor(dir string) string {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		if info, err := os.Stat(p); err == nil && info.IsDir() {
+			return p
+		}
+		if p == filepath.Dir(p) {
+			return ""
+		}
+	}
+}
+
 // cleanRel turns a caller's path into a slash-separated path relative to a skill
 // folder, refusing absolute paths and any ".." element.
 func cleanRel(rel string) (string, error) {

@@ -82,6 +82,17 @@ func (m *Manager) run(ctx context.Context, w *fsnotify.Watcher, poll time.Durati
 		if w == nil {
 			return false
 		}
+		// A watch ends with its folder: one removed, or replaced by a new folder
+		// of the same name, must be added again.
+		live := map[string]bool{}
+		for _, dir := range w.WatchList() {
+			live[dir] = true
+		}
+		for dir := range watched {
+			if !live[dir] {
+				delete(watched, dir)
+			}
+		}
 		want := map[string]bool{}
 		added := false
 		for _, dir := range m.snap.Load().watch {

@@ -143,3 +143,78 @@ func TestStartWithoutWatchIsStatic(t *testing.T) {
 		t.Fatal("skill missing after Reload")
 	}
 }
+
+// TestWatchFollowsReplacedFolders: a skill folder or a skills directory that is removed
+// and created again (rm -rf && cp -r, a checkout, an rsync of a release) gets a new
+// inode; its old watch died with the old one, so later edits inside the new folder are
+// only seen if the watcher watches the new folder.
+func TestWatchFollowsReplacedFolders(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	root := filepath.Join(base, "skills")
+	writeSkill(t, root, "swap", "Replaced.", "v0\n")
+	// Debounce long enough that the removal and the re-creation land in one rescan.
+	m := newManager(t, Config{Dirs: []string{root}, Watch: true, Debounce: 300 * time.Millisecond})
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitWatching(t, m, root)
+	body := func(b string) func() bool {
+		return func() bool { s, _ := m.Get("swap"); return s.Body == b }
+	}
+
+	// The skill folder replaced, then edited.
+	if err := os.RemoveAll(filepath.Join(root, "swap")); err != nil {
+		t.Fatal(err)
+	}
+	writeSkill(t, root, "swap", "Replaced.", "v1\n")
+	waitFor(t, "the replaced folder", body("v1\n"))
+	writeSkill(t, root, "swap", "Replaced.", "v2\n")
+	waitFor(t, "an edit in the replaced folder", body("v2\n"))
+
+	// The whole skills directory replaced, then a skill added to it.
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	writeSkill(t, root, "swap", "Replaced.", "v3\n")
+	waitFor(t, "the replaced directory", body("v3\n"))
+	writeSkill(t, root, "added", "Added later.", "")
+	waitFor(t, "a skill added to the replaced directory", func() bool { _, ok := m.Get("added"); return ok })
+}
+
+// TestWatchNoticesDirectoryCreatedLater: a configured directory that does not exist yet
+// is reported, and its skills load once it is created.
+func TestWatchNoticesDirectoryCreatedLater(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	root := filepath.Join(base, "later", "skills")
+	other := filepath.Join(base, "other")
+	m := newManager(t, Config{Dirs: []string{root, other}, Watch: true, Debounce: 20 * time.Millisecond})
+	if _, ok := problemFor(m.Problems(), root); !ok {
+		t.Fatalf("missing directory not reported: %+v", m.Problems())
+	}
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitWatching(t, m, other)
+	writeSkill(t, root, "late", "Created later.", "")
+	waitFor(t, "the skill of a directory created later", func() bool { _, ok := m.Get("late"); return ok })
+	if len(m.Problems()) != 0 {
+		t.Errorf("Problems = %+v", m.Problems())
+	}
+}
+
+// waitWatching returns once m's watcher follows root: a probe skill written there
+// after Start has come and gone.
+func waitWatching(t *testing.T, m *Manager, root string) {
+	t.Helper()
+	dir := writeSkill(t, root, "watch-probe", "Probe.", "")
+	waitFor(t, "the watcher to see a probe", func() bool { _, ok := m.Get("watch-probe"); return ok })
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the watcher to see the probe go", func() bool { _, ok := m.Get("watch-probe"); return !ok })
+}

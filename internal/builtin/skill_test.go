@@ -1,0 +1,81 @@
+package builtin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// TestSkillFileReadBounded: the skill viewer shows SKILL.md and a file the way
+// read_file does: at
+// most outputBudget bytes of text with a note on how to read the rest, a binary file
+// as a failure that says what it is, and a path that names no file of the skill as
+// not_found with the list of its files. A 4 MiB reference
+// or a binary asset of a third-party skill must not become a result of megabytes
+// (stored with the call, whatever reaches the model).
+func TestSkillFileReadBounded(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "ref")
+	write := func(rel string, data []byte) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("SKILL.md", []byte("---\nname: ref\ndescription: References.\n---\nRead references/big.md.\n"+strings.Repeat("an instruction\n", 20000)))
+	write("references/big.md", []byte(strings.Repeat("line of the reference\n", 200000)))
+	write("references/small.md", []byte("small\n"))
+	bin := make([]byte, 1<<20)
+	for i := range bin {
+		bin[i] = byte(i*7 + 0x80)
+	}
+	write("assets/blob.bin", bin)
+	sm, err := skills.NewManager(skills.Config{Dirs: []string{root}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, _ := skills.NewProxy(sm, nil)
+	e := newEnv(t, sandbox.Config{})
+	e.tools["skill"] = SkillTool(e.m)
+	sess := newSession("s1", t.TempDir())
+	sess.State.LoadOrStore(skills.SessionStateKey, func() any { return proxy })
+
+	// Opened, a SKILL.md of 300 KiB shows its start and says where the rest is.
+	res := e.mustCall(t, sess, "skill", map[string]any{"name": "ref"})
+	if text := res.Text(); len(text) > outputBudget+2048 || !strings.Contains(text, "Read references/big.md.") ||
+		!strings.Contains(text, ".skills/ref/SKILL.md with read_file") {
+		t.Errorf("open: %d bytes, ending %q", len(text), text[max(0, len(text)-300):])
+	}
+
+	res = e.mustCall(t, sess, "skill", map[string]any{"name": "ref", "file": "references/big.md"})
+	text := res.Text()
+	if len(text) > outputBudget+1024 || !strings.HasPrefix(text, "line of the reference\n") {
+		t.Errorf("big file: %d bytes, starting %.40q", len(text), text)
+	}
+	if !strings.Contains(text, "read_file") || !strings.Contains(text, ".skills/ref/references/big.md") {
+		t.Errorf("big file: no note on reading the rest: %s", text[max(0, len(text)-400):])
+	}
+	if got := e.mustCall(t, sess, "skill", map[string]any{"name": "ref", "file": "references/small.md"}).Text(); got != "small\n" {
+		t.Errorf("small file = %q", got)
+	}
+
+	res, _ = e.call(t, t.Context(), sess, "skill", map[string]any{"name": "ref", "file": "assets/blob.bin"})
+	if res.ErrorKind != tool.KindFailed || !strings.Contains(res.Text(), "binary") || len(res.Text()) > 2000 {
+		t.Errorf("binary file: %s %.300s", res.ErrorKind, res.Text())
+	}
+	for _, file := range []string{"../ref/SKILL.md", "/etc/passwd", "nope.md", "a\x00b"} {
+		res, _ := e.call(t, t.Context(), sess, "skill", map[string]any{"name": "ref", "file": file})
+		if res.ErrorKind != tool.KindNotFound || !strings.Contains(res.Text(), "references/small.md") {
+			t.Errorf("file %q: %s %s, want not_found listing the files", file, res.ErrorKind, res.Text())
+		}
+	}
+}
