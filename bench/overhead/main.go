@@ -47,10 +47,11 @@ func main() {
 	rounds := flag.Int("rounds", 3, "turns of the three targets; figures are medians over them")
 	warmup := flag.Duration("warmup", time.Second, "unmeasured load before each target")
 	storeURL := flag.String("store", "", "toolserverd store (default: SQLite in a temp dir)")
+	sync := flag.String("sqlite-synchronous", "full", "SQLite durability of the floor and of toolserverd: full or normal")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the toolserverd phase")
 	memprofile := flag.String("memprofile", "", "write an allocation profile after the run")
 	flag.Parse()
-	res, err := Run(context.Background(), Options{Clients: *clients, Duration: *duration, Rounds: *rounds, Warmup: *warmup, Store: *storeURL, CPUProfile: *cpuprofile})
+	res, err := Run(context.Background(), Options{Clients: *clients, Duration: *duration, Rounds: *rounds, Warmup: *warmup, Store: *storeURL, SQLiteSync: *sync, CPUProfile: *cpuprofile})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
@@ -72,6 +73,7 @@ type Options struct {
 	Rounds     int // <= 0: 1
 	Warmup     time.Duration
 	Store      string
+	SQLiteSync string // SQLite's synchronous setting (store.SyncFull, store.SyncNormal) for both
 	CPUProfile string
 }
 
@@ -93,6 +95,7 @@ type Stats struct {
 // Result of a run.
 type Result struct {
 	Clients              int
+	Sync                 string // SQLite synchronous setting of the floor and toolserverd
 	Bare, Floor, Toolsrv Stats
 	Recorded             int64 // call records found in the store after the run
 	RecordsExpected      int64
@@ -103,7 +106,7 @@ type Result struct {
 
 // Print writes the comparison table.
 func (r Result) Print(w io.Writer) {
-	fmt.Fprintf(w, "%d clients; medians of %d rounds (targets taking turns)\n", r.Clients, r.Toolsrv.Rounds)
+	fmt.Fprintf(w, "%d clients; medians of %d rounds (targets taking turns); SQLite synchronous=%s\n", r.Clients, r.Toolsrv.Rounds, r.Sync)
 	fmt.Fprintf(w, "%-12s %10s %8s %10s %10s %12s\n", "target", "req/s", "errors", "p50", "p99", "CPU/req")
 	for _, s := range []Stats{r.Bare, r.Floor, r.Toolsrv} {
 		fmt.Fprintf(w, "%-12s %10.0f %8d %10s %10s %12s\n", s.Name, s.RPS, s.Errors, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.CPUPerReq.Round(100*time.Nanosecond))
@@ -120,7 +123,10 @@ func (r Result) Print(w io.Writer) {
 
 // Run loads both targets one after the other with the same client setup.
 func Run(ctx context.Context, o Options) (Result, error) {
-	res := Result{Clients: o.Clients}
+	res := Result{Clients: o.Clients, Sync: o.SQLiteSync}
+	if res.Sync == "" {
+		res.Sync = store.SyncFull
+	}
 	body := []byte(`{"calls":[{"id":"call_1","name":"noop","arguments":{}}]}`)
 
 	bareURL, stopBare, err := serveBare()
@@ -135,7 +141,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	floorURL, stopFloor, err := serveFloor(ctx, filepath.Join(dir, "floor.db"))
+	floorURL, stopFloor, err := serveFloor(ctx, filepath.Join(dir, "floor.db"), store.SQLiteOptions{Synchronous: o.SQLiteSync})
 	if err != nil {
 		return res, err
 	}
@@ -145,6 +151,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	cfg.Auth.Unauthenticated = true // loopback only; the measured path is the same
 	cfg.DataDir = dir
 	cfg.Store = o.Store
+	if o.SQLiteSync != "" {
+		cfg.SQLite.Synchronous = o.SQLiteSync
+	}
 	cfg.ReplicaID = "bench"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, err := app.New(ctx, cfg, log)
@@ -293,8 +302,8 @@ func serveBare() (string, func(), error) {
 // handler waits for its final state to commit before writing the message line. The
 // records go through store.GroupCommitter into a SQLite store opened as the daemon
 // opens it; one session per client, time-ordered call ids, as toolserverd writes them.
-func serveFloor(ctx context.Context, path string) (string, func(), error) {
-	db, err := store.OpenSQLite(ctx, path)
+func serveFloor(ctx context.Context, path string, opt store.SQLiteOptions) (string, func(), error) {
+	db, err := store.OpenSQLiteWith(ctx, path, opt)
 	if err != nil {
 		return "", nil, err
 	}

@@ -33,6 +33,8 @@ type Config struct {
 	// Store selects the store: empty for SQLite in DataDir, sqlite:PATH, or a
 	// postgres:// URL.
 	Store string `mapstructure:"store"`
+	// SQLite tunes the SQLite store (ignored with PostgreSQL).
+	SQLite SQLiteConfig `mapstructure:"sqlite"`
 	// ReplicaID names this process on call records; calls it left running are marked
 	// failed when it starts again. Defaults to the host name.
 	ReplicaID string `mapstructure:"replica_id"`
@@ -177,6 +179,14 @@ type CallsConfig struct {
 	RecordFoldWindow time.Duration `mapstructure:"record_fold_window"`
 	// MaxBatchCalls caps the calls of one request; a larger batch is refused (400).
 	MaxBatchCalls int `mapstructure:"max_batch_calls"`
+}
+
+// SQLiteConfig tunes the SQLite store.
+type SQLiteConfig struct {
+	// Synchronous is "full" (every commit synced: survives a power loss) or "normal"
+	// (synced at checkpoints, every half second: survives the process dying, a power
+	// loss can take back the last commits).
+	Synchronous string `mapstructure:"synchronous"`
 }
 
 // SessionsConfig configures sessions.
@@ -417,6 +427,7 @@ func Defaults() Config {
 		Addr:                "127.0.0.1:8080",
 		DataDir:             "data",
 		ReplicaID:           host,
+		SQLite:              SQLiteConfig{Synchronous: "full"},
 		MaxBodyBytes:        8 << 20,
 		MaxToolResultTokens: 12000,
 		ShutdownTimeout:     30 * time.Second,
@@ -691,6 +702,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store != "" && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") && !strings.HasPrefix(c.Store, "sqlite:") {
 		bad("store", "%q must be empty (SQLite in data_dir), sqlite:PATH or a postgres:// URL", redact(c.Store))
+	}
+	if c.SQLite.Synchronous != "full" && c.SQLite.Synchronous != "normal" {
+		bad("sqlite.synchronous", "%q is not full or normal", c.SQLite.Synchronous)
 	}
 	if c.ReplicaID == "" {
 		bad("replica_id", "must not be empty")

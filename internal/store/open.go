@@ -18,6 +18,8 @@ type Config struct {
 	URL string
 	// DataDir holds toolserverd.db when URL is empty.
 	DataDir string
+	// SQLite tunes an SQLite store (ignored for PostgreSQL).
+	SQLite SQLiteOptions
 }
 
 type backend int
@@ -59,8 +61,10 @@ func (c Config) target() (backend, string, error) {
 
 // Validate reports a configuration Open would refuse, without opening anything.
 func (c Config) Validate() error {
-	_, _, err := c.target()
-	return err
+	if _, _, err := c.target(); err != nil {
+		return err
+	}
+	return c.SQLite.Validate()
 }
 
 // Open opens the configured store and applies pending migrations.
@@ -78,7 +82,7 @@ func Open(ctx context.Context, c Config) (Store, error) {
 		}
 		return p, nil
 	}
-	s, err := OpenSQLite(ctx, loc)
+	s, err := OpenSQLiteWith(ctx, loc, c.SQLite)
 	if err != nil {
 		return nil, err
 	}

@@ -43,19 +43,60 @@ type SQLite struct {
 var _ Store = (*SQLite)(nil)
 
 const (
-	// writerParams: WAL so readers do not block the writer; synchronous=NORMAL is
-	// durable against process crashes in WAL mode (a power loss can drop the last
-	// commits, never corrupt); _txlock=immediate takes the write lock at BEGIN, so a
-	// second process waits on busy_timeout instead of failing a lock upgrade.
-	// wal_autocheckpoint(0): checkpoints run in the background (see checkpointLoop).
-	sqliteWriterParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
+	// writerParams: WAL so readers do not block the writer; _txlock=immediate takes
+	// the write lock at BEGIN, so a second process waits on busy_timeout instead of
+	// failing a lock upgrade. wal_autocheckpoint(0): checkpoints run in the background
+	// (see checkpointLoop). The synchronous pragma comes from SQLiteOptions.
+	sqliteWriterParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	sqliteCkptParams   = "_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
 	sqliteReaderParams = "_pragma=busy_timeout(5000)&_pragma=query_only(1)"
 )
 
+// SQLite durability: how a commit reaches the disk.
+const (
+	// SyncFull syncs the WAL at every commit (one fsync per group commit): a commit
+	// that returned survives a power loss or a kernel crash.
+	SyncFull = "full"
+	// SyncNormal syncs only at checkpoints (every half second here): a commit that
+	// returned survives the process crashing or being killed, but a power loss or a
+	// kernel crash can take back the commits since the last checkpoint. Never corrupt.
+	SyncNormal = "normal"
+)
+
+// SQLiteOptions tune an SQLite store. The zero value is the default.
+type SQLiteOptions struct {
+	// Synchronous is SyncFull (default when empty) or SyncNormal.
+	Synchronous string
+}
+
+// Validate rejects an unknown Synchronous.
+func (o SQLiteOptions) Validate() error {
+	switch o.Synchronous {
+	case "", SyncFull, SyncNormal:
+		return nil
+	}
+	return fmt.Errorf("store: sqlite synchronous %q is not one of %s, %s", o.Synchronous, SyncFull, SyncNormal)
+}
+
+func (o SQLiteOptions) writerParams() string {
+	mode := "FULL"
+	if o.Synchronous == SyncNormal {
+		mode = "NORMAL"
+	}
+	return sqliteWriterParams + "&_pragma=synchronous(" + mode + ")"
+}
+
 // OpenSQLite opens (creating it and its parent directory if needed) the database at
-// path and applies pending migrations.
+// path and applies pending migrations, with the default options.
 func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	return OpenSQLiteWith(ctx, path, SQLiteOptions{})
+}
+
+// OpenSQLiteWith is OpenSQLite with options.
+func OpenSQLiteWith(ctx context.Context, path string, o SQLiteOptions) (*SQLite, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	if path == "" {
 		return nil, errors.New("store: open sqlite: empty path")
 	}
@@ -72,7 +113,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	name := "file:" + (&url.URL{Path: abs}).EscapedPath()
 
 	s := &SQLite{path: abs}
-	if s.w, err = sql.Open("sqlite", name+"?"+sqliteWriterParams); err != nil {
+	if s.w, err = sql.Open("sqlite", name+"?"+o.writerParams()); err != nil {
 		return nil, fmt.Errorf("store: open sqlite %s: %w", abs, err)
 	}
 	s.w.SetMaxOpenConns(1)
