@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
@@ -59,7 +60,10 @@ func TestSoak(t *testing.T) {
 		return <-errs
 	}
 
-	fatalIf(t, traffic(time.Time{}, 5)) // warm-up: every path and pool used once
+	// Warm-up: every path and pool used, and the bounded per-session caches full
+	// (each batch starts a job; a session keeps its last JobRetention finished ones),
+	// so that what the soak adds is what it must give back.
+	fatalIf(t, traffic(time.Time{}, sandbox.DefaultJobRetention+5))
 	baseG, baseH := settle(tr)
 	t.Logf("baseline after warm-up: %d goroutines, HeapInuse %d bytes", baseG, baseH)
 

@@ -12,6 +12,7 @@ const (
 	DefaultFlushBytes       = 16 << 10
 	DefaultRetention        = time.Hour
 	DefaultSubscriberBuffer = 1024
+	DefaultFinishedLinger   = 10 * time.Second
 
 	// maxFlushBytes bounds FlushBytes so a misconfiguration cannot make every
 	// stream buffer gigabytes in memory.
@@ -37,6 +38,11 @@ type Config struct {
 	// SubscriberBuffer is how many events a subscriber may have unread before
 	// further events are dropped for it (and counted).
 	SubscriberBuffer int
+	// FinishedLinger is how long a finished call's state stays in memory; after it
+	// the call is read from its logs on disk (until Retention), as an earlier
+	// process's are. Memory then holds the running calls and the last seconds'
+	// finished ones, not a Retention's worth. Zero means DefaultFinishedLinger.
+	FinishedLinger time.Duration
 }
 
 // DefaultConfig returns the documented defaults with Enabled set. Dir has no
@@ -68,6 +74,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention <= 0 {
 		errs = append(errs, fmt.Errorf("progress: retention must be positive, got %v", c.Retention))
+	}
+	if c.FinishedLinger < 0 {
+		errs = append(errs, fmt.Errorf("progress: finished linger must not be negative, got %v", c.FinishedLinger))
 	}
 	if c.SubscriberBuffer <= 0 {
 		errs = append(errs, fmt.Errorf("progress: subscriber buffer must be positive, got %d", c.SubscriberBuffer))

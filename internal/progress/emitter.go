@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -289,6 +290,7 @@ func (c *call) close() {
 	c.finish(now)
 	c.closed = true
 	c.doneAt = now
+	c.saveLatest()
 	c.hub.publish(Event{
 		CallID:     c.meta.CallID,
 		ToolCallID: c.meta.ToolCallID,
@@ -296,6 +298,27 @@ func (c *call) close() {
 		Closed:     true,
 		TS:         now,
 	})
+}
+
+// saveLatest writes the latest value next to the logs, where it is read once the
+// hub has forgotten the call (FinishedLinger). A write that fails loses the value
+// only: the logs hold the report's line.
+func (c *call) saveLatest() {
+	if c.latest.Seq == 0 {
+		return
+	}
+	b, err := json.Marshal(c.latest)
+	if err == nil && !c.dirMade {
+		if err = os.MkdirAll(c.dir, 0o700); err == nil {
+			c.dirMade = true
+		}
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(c.dir, latestFile), b, 0o600)
+	}
+	if err != nil {
+		c.hub.metrics.logErrors.Inc()
+	}
 }
 
 // halt is the hub's Stop: flush and close the logs without finishing the call.

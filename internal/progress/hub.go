@@ -93,7 +93,7 @@ func NewHub(cfg Config, reg prometheus.Registerer) (*Hub, error) {
 	if reg != nil {
 		active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "toolserverd_progress_calls",
-			Help: "Calls whose progress the hub holds (running or retained).",
+			Help: "Calls whose progress state the hub holds in memory (running, or finished in the last 10 s).",
 		}, func() float64 {
 			h.mu.Lock()
 			defer h.mu.Unlock()
@@ -196,22 +196,50 @@ func (h *Hub) gcInterval() time.Duration {
 	return min(max(h.cfg.Retention/2, 10*time.Millisecond), time.Minute)
 }
 
+func (h *Hub) linger() time.Duration {
+	if h.cfg.FinishedLinger > 0 {
+		return h.cfg.FinishedLinger
+	}
+	return DefaultFinishedLinger
+}
+
 func (h *Hub) runGC(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(h.gcInterval())
+	// Finished calls leave memory every half linger; logs go every gcInterval.
+	t := time.NewTicker(min(max(h.linger()/2, 10*time.Millisecond), h.gcInterval()))
 	defer t.Stop()
+	var collected time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			h.collect(now)
+			h.forgetFinished(now)
+			if now.Sub(collected) >= h.gcInterval() {
+				h.collect(now)
+				collected = now
+			}
+		}
+	}
+}
+
+// forgetFinished drops from memory the calls finished more than the linger before
+// now. Their logs stay on disk until Retention, read as an earlier process's are, and
+// their latest value in latestFile.
+func (h *Hub) forgetFinished(now time.Time) {
+	cutoff := now.Add(-h.linger())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, c := range h.calls {
+		if fin, at := c.finishedAt(); fin && at.Before(cutoff) {
+			delete(h.calls, id)
 		}
 	}
 }
 
 // collect deletes the logs of calls finished more than Retention before now, and
-// directories no call owns (left by an earlier process) idle that long.
+// directories no call in memory owns (left by an earlier process, or by calls
+// forgotten after their linger) idle that long.
 func (h *Hub) collect(now time.Time) {
 	cutoff := now.Add(-h.cfg.Retention)
 	type doomedCall struct {

@@ -393,3 +393,41 @@ func TestConcurrentCallsAndSubscriptions(t *testing.T) {
 		t.Fatalf("events from %d calls, want %d", len(checks), 8*25)
 	}
 }
+
+// TestFinishedCallsLeaveMemory: a finished call is forgotten after FinishedLinger, so
+// that memory does not grow with every call of the Retention (an hour of calls at
+// 2,000/s is millions); its logs, sizes and latest value are still read, from disk,
+// until Retention. A running call stays.
+func TestFinishedCallsLeaveMemory(t *testing.T) {
+	t.Parallel()
+	h, _ := newTestHub(t, func(c *Config) { c.FinishedLinger = 20 * time.Millisecond })
+	done := h.Begin(CallMeta{CallID: "tc_done", SessionID: "ses_1"})
+	done.Emit("stdout", "hello\n")
+	done.Report(3, 4, "three of four")
+	done.Close()
+	running := h.Begin(CallMeta{CallID: "tc_running"})
+	running.Emit("stdout", "still here\n")
+	deadline := time.Now().Add(waitLimit)
+	for h.lookup("tc_done") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the finished call is still in memory")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := string(readAll(t, h, "tc_done", "stdout", 0)); got != "hello\n" {
+		t.Errorf("stdout read back from disk: %q", got)
+	}
+	if _, _, fin, err := h.Read("tc_done", "stdout", 6, 0); !fin || err != nil {
+		t.Errorf("read at the end: finished %v, %v", fin, err)
+	}
+	if v, ok := h.Latest("tc_done"); !ok || v.Progress != 3 || v.Total != 4 || v.Message != "three of four" || v.Seq != 1 {
+		t.Errorf("latest value from disk: %+v %v", v, ok)
+	}
+	info, err := h.Info("tc_done")
+	if err != nil || !info.Finished || info.Sizes["stdout"] != 6 || info.Progress == nil || info.Progress.Progress != 3 {
+		t.Errorf("info from disk: %+v %v", info, err)
+	}
+	if h.lookup("tc_running") == nil {
+		t.Error("a running call left memory")
+	}
+}

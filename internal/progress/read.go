@@ -3,6 +3,7 @@ package progress
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,8 +40,9 @@ type CallInfo struct {
 	Sizes map[string]int64
 	// Finished is set once the call's progress is closed.
 	Finished bool
-	// Progress is the call's latest numeric progress; nil when it reported none (or
-	// its logs are an earlier process's: values are kept in memory only).
+	// Progress is the call's latest numeric progress; nil when it reported none, or
+	// when its logs are an earlier process's that stopped before the call finished
+	// (a running call's value is in memory; a finished call's is saved with its logs).
 	Progress *Value
 }
 
@@ -51,11 +53,27 @@ func (h *Hub) Latest(callID string) (Value, bool) {
 	}
 	c := h.lookup(callID)
 	if c == nil {
-		return Value{}, false
+		return h.savedLatest(callID)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.latest, c.latest.Seq > 0
+}
+
+// latestFile holds a finished call's latest value in its directory.
+const latestFile = "latest.json"
+
+// savedLatest reads the latest value a finished call left on disk.
+func (h *Hub) savedLatest(callID string) (Value, bool) {
+	b, err := os.ReadFile(filepath.Join(h.cfg.Dir, encodeName(callID), latestFile))
+	if err != nil {
+		return Value{}, false
+	}
+	var v Value
+	if json.Unmarshal(b, &v) != nil || v.Seq == 0 {
+		return Value{}, false
+	}
+	return v, true
 }
 
 // Read returns the bytes of a call's stream log from offset, at most max of them
@@ -189,6 +207,9 @@ func (h *Hub) Info(callID string) (CallInfo, error) {
 		return CallInfo{}, ErrUnknownCall
 	}
 	info := CallInfo{CallMeta: CallMeta{CallID: callID}, Sizes: make(map[string]int64), Finished: true}
+	if v, ok := h.savedLatest(callID); ok {
+		info.Progress = &v
+	}
 	for _, e := range entries {
 		base, ok := strings.CutSuffix(e.Name(), logSuffix)
 		if !ok {
