@@ -135,7 +135,8 @@ func (m *Manager) Reload() bool {
 	next := &snapshot{byName: map[string]Skill{}}
 	folders := map[string]*folder{}
 	for _, root := range m.cfg.Dirs {
-		paths, err := candidates(root)
+		paths, broken, err := candidates(root)
+		next.problems = append(next.problems, broken...)
 		if err != nil {
 			next.problems = append(next.problems, Problem{Dir: root, Error: "skills directory: " + err.Error()})
 			if errors.Is(err, fs.ErrNotExist) {

@@ -346,3 +346,23 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("NewManager accepted an invalid config")
 	}
 }
+
+// TestBrokenSkillSymlinksReported: a symlink in a skills directory that leads nowhere
+// (dangling, or a loop) is reported as a broken skill, not left out without a word;
+// the other skills load.
+func TestBrokenSkillSymlinksReported(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, root, "fine", "Loads.", "")
+	mustSymlink(t, filepath.Join(root, "gone"), filepath.Join(root, "dangling"))
+	mustSymlink(t, filepath.Join(root, "loop"), filepath.Join(root, "loop"))
+	m := newManager(t, Config{Dirs: []string{root}})
+	if _, ok := m.Get("fine"); !ok {
+		t.Errorf("the good skill did not load: %+v", m.Problems())
+	}
+	for dir, msg := range map[string]string{"dangling": "no such file", "loop": "too many levels"} {
+		if p, ok := problemFor(m.Problems(), filepath.Join(root, dir)); !ok || !strings.Contains(p.Error, msg) || !strings.Contains(p.Error, "cannot be reached") {
+			t.Errorf("problem for %s = %+v, %v; want %q", dir, p, ok, msg)
+		}
+	}
+}

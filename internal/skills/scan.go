@@ -244,30 +244,42 @@ func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
 
 // candidates lists the skill folders of one configured directory: the directory
 // itself when it holds SKILL.md, else its child folders (and symlinks to folders)
-// whose names do not start with a dot.
-func candidates(root string) ([]string, error) {
+// whose names do not start with a dot. A symlink whose target cannot be reached
+// (dangling, a loop) is a broken skill, reported, not left out without a word.
+func candidates(root string) ([]string, []Problem, error) {
 	info, err := os.Stat(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !info.IsDir() {
-		return nil, errors.New("not a directory")
+		return nil, nil, errors.New("not a directory")
 	}
 	if _, err := os.Stat(filepath.Join(root, "SKILL.md")); err == nil {
-		return []string{root}, nil
+		return []string{root}, nil, nil
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
+	var broken []Problem
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		p := filepath.Join(root, e.Name())
 		if e.Type()&fs.ModeSymlink != 0 {
-			if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			fi, err := os.Stat(p)
+			if err != nil {
+				target, _ := os.Readlink(p)
+				var pe *fs.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err // the path is in Dir and the message already
+				}
+				broken = append(broken, Problem{Dir: p, Error: fmt.Sprintf("symlink to %q, which cannot be reached: %v", target, err)})
+				continue
+			}
+			if !fi.IsDir() {
 				continue
 			}
 		} else if !e.IsDir() {
@@ -275,7 +287,7 @@ func candidates(root string) ([]string, error) {
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out, broken, nil
 }
 
 // existingAncestor returns the closest parent folder of dir that exists, or "".
