@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -248,8 +250,8 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if strings.IndexByte(req.Actor+req.Reason+req.Rule, 0) >= 0 {
-		s.writeError(w, r, errorf(CodeBadRequest, "actor, reason and rule must not contain a NUL character"))
+	if err := checkDecisionText(req); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	a, err := s.approval(r)
@@ -326,6 +328,37 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		_ = s.Approvals.Notifier.Notify(bg, store.TopicCall, decided.CallID)
 	}
 	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
+}
+
+// Bounds of a decision's text. The reason and actor are stored with the approval,
+// in the denied call's result and in the audit log (never deleted), are listed by
+// GET /v1/approvals and /v1/audit, and the model reads them ("denied by <actor>:
+// <reason>"): a note of a few paragraphs and a person's name, not megabytes, and no
+// escapes that garble a terminal or a log.
+const (
+	maxDecisionReason = 4096 // bytes
+	maxDecisionActor  = 200  // bytes, as a key's name
+)
+
+// checkDecisionText refuses a decision whose reason, actor or rule is out of bounds,
+// saying which and why.
+func checkDecisionText(req decisionRequest) error {
+	var problems []string
+	if len(req.Reason) > maxDecisionReason || strings.IndexFunc(req.Reason, func(c rune) bool {
+		return unicode.IsControl(c) && c != '\n' && c != '\r' && c != '\t'
+	}) >= 0 {
+		problems = append(problems, fmt.Sprintf("reason: at most %d bytes, no control characters but tabs and line breaks", maxDecisionReason))
+	}
+	if len(req.Actor) > maxDecisionActor || hasControl(req.Actor) {
+		problems = append(problems, fmt.Sprintf("actor: at most %d characters, no control characters (a person's name)", maxDecisionActor))
+	}
+	if strings.IndexByte(req.Rule, 0) >= 0 {
+		problems = append(problems, "rule: no NUL character (pick one of the request's suggestions)")
+	}
+	if len(problems) > 0 {
+		return errorf(CodeBadRequest, strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 func jsonString(v any) string {
