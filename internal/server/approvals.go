@@ -320,7 +320,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	if decided.Status == store.ApprovalApproved {
 		go func() {
 			time.Sleep(s.Approvals.RunGrace)
-			if err := s.Exec.RunApproved(bg, s.Sessions, decided.CallID); err != nil && !errors.Is(err, store.ErrConflict) {
+			if err := s.Exec.RunApproved(bg, s.Sessions, decided.CallID); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, session.ErrShuttingDown) {
 				s.log.Error("running an approved call failed", "call_id", decided.CallID, "err", err)
 			}
 		}()
