@@ -299,11 +299,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
 	if errors.Is(err, store.ErrConflict) {
-		msg := "the request was already decided"
-		if decided != nil {
-			msg += " (" + string(decided.Status) + ")"
-		}
-		s.writeError(w, r, errorf(CodeConflict, msg))
+		s.writeError(w, r, errorf(CodeConflict, decidedAlready(decided)))
 		return
 	}
 	if err != nil {
@@ -359,6 +355,24 @@ func checkDecisionText(req decisionRequest) error {
 		return errorf(CodeBadRequest, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// decidedAlready tells an approver why their decision came too late: who decided
+// first (racing approvers), or that nobody did in time.
+func decidedAlready(a *store.Approval) string {
+	switch {
+	case a == nil:
+		return "the request was already decided"
+	case a.Status == store.ApprovalExpired:
+		msg := "the request expired before anyone decided it"
+		if a.ExpiresAt != nil {
+			msg += " (at " + a.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+		}
+		return msg + ": its call was not run, and the model was told so; the agent must make the call again to ask anew"
+	case a.Decision != nil:
+		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor
+	}
+	return "the request was already decided (" + string(a.Status) + ")"
 }
 
 func jsonString(v any) string {

@@ -166,3 +166,36 @@ func TestDecisionTextIsBounded(t *testing.T) {
 		t.Fatalf("the model reads %q (%v), want the reason as written", got.Message.Content, err)
 	}
 }
+
+// TestDecisionAfterExpiry: a request nobody decided in time answers the model that
+// the call was not run and why, and a person deciding it afterwards gets a 409 that
+// says it expired (nobody decided it) and that the agent must ask again, not that it
+// was "already decided"; a second decision names what the first decided.
+func TestDecisionAfterExpiry(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow, c.Permissions.ApprovalTTL = nil, time.Second }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	apr, rest, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"touch late"}}]}`)
+	defer stop()
+	m := restMessages(t, <-rest)["w"]
+	if m.str("error_kind") != "denied" || !strings.Contains(string(m.raw), "not run") || !strings.Contains(string(m.raw), "expired") {
+		t.Errorf("the model reads %s, want that the call was not run because its request expired", m.raw)
+	}
+	code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve","actor":"ada"}`)
+	validate(t, "Error", body)
+	if code != 409 || !strings.Contains(string(body), "expired") || strings.Contains(string(body), "already decided") {
+		t.Errorf("decision after expiry: %d %s, want a 409 saying the request expired", code, body)
+	}
+
+	apr, rest, stop2 := streamUntilApproval(t, d, calls, `{"calls":[{"id":"d","name":"execute_command","arguments":{"command":"touch denied"}}]}`)
+	defer stop2()
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"deny","actor":"bob"}`); code != 200 {
+		t.Fatalf("deny: %d %s", code, body)
+	}
+	<-rest
+	code, _, body = d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve","actor":"ada"}`)
+	if code != 409 || !strings.Contains(string(body), "already decided") || !strings.Contains(string(body), "denied by bob") {
+		t.Errorf("second decision: %d %s, want a 409 naming the first (denied by bob)", code, body)
+	}
+}
