@@ -199,3 +199,82 @@ func TestDecisionAfterExpiry(t *testing.T) {
 		t.Errorf("second decision: %d %s, want a 409 naming the first (denied by bob)", code, body)
 	}
 }
+
+// TestScenarioApproveForSessionAcrossRedeploy is the product brief's scenario on two
+// replicas sharing PostgreSQL: the agent's stream on A shows approval_required for a
+// destructive command, the approver lists it on B, A is redeployed meanwhile (the
+// stream ends), the approver approves for the session on B, the command runs exactly
+// once and its result is readable at GET /v1/tool-calls/{id} on either replica; the
+// same command then runs on the restarted A without asking, another rm still asks.
+func TestScenarioApproveForSessionAcrossRedeploy(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	shared := t.TempDir()
+	opts := func(replica string) daemonOpts {
+		return daemonOpts{store: url, dataDir: t.TempDir(), mutate: func(c *config.Config) {
+			c.ReplicaID = replica
+			c.Permissions.Allow = nil
+			c.Sessions.WorkdirRoots = []string{shared}
+		}}
+	}
+	optsA := opts("replica-a")
+	a := startDaemon(t, optsA)
+	b := startDaemon(t, opts("replica-b"))
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	cmd := `{"calls":[{"id":"rm","name":"execute_command","arguments":{"command":"rm -rf build/ && echo pushed >> ran.txt && git push --force"}}]}`
+	apr, rest, stop := streamUntilApproval(t, a, calls, cmd)
+	defer stop()
+	if apr["risk"] != "high" && apr["risk"] != "critical" || apr["reason"] == "" || len(apr["suggestions"].([]any)) == 0 {
+		t.Fatalf("approval_required: %v", apr)
+	}
+	code, _, body := b.do("GET", "/v1/approvals?status=pending", nil)
+	if code != 200 || !strings.Contains(string(body), apr["id"].(string)) {
+		t.Fatalf("pending on B: %d %s", code, body)
+	}
+	a.stop() // redeployed: the stream ends, the request stays pending
+	<-rest
+	a2 := startDaemon(t, optsA)
+	code, _, body = b.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve_for_session","actor":"ada"}`)
+	if code != 200 {
+		t.Fatalf("approve for session on B: %d %s", code, body)
+	}
+	var decided struct {
+		CallID string `json:"call_id"`
+	}
+	_ = json.Unmarshal(body, &decided)
+	var rec []byte
+	waitFor(t, 30*time.Second, "the approved call to finish", func() bool {
+		_, _, rec = a2.do("GET", "/v1/tool-calls/"+decided.CallID, nil)
+		return strings.Contains(string(rec), `"finished_at"`) && !strings.Contains(string(rec), `"finished_at":null`)
+	})
+	if !strings.Contains(string(rec), "git") {
+		t.Fatalf("the approved call's record holds no result of the command: %s", rec)
+	}
+	if code, _, onB := b.do("GET", "/v1/tool-calls/"+decided.CallID, nil); code != 200 || !strings.Contains(string(onB), `"status":"`+jsonField(rec, "status")+`"`) {
+		t.Fatalf("the record on B: %d %s", code, onB)
+	}
+	time.Sleep(time.Second) // a second run (the other replica, a sweep) would show now
+	if got, _ := os.ReadFile(filepath.Join(shared, "ran.txt")); string(got) != "pushed\n" {
+		t.Fatalf("ran.txt = %q: the approved command must run exactly once", got)
+	}
+	// The session's new rule holds on the restarted A: the same command runs at once.
+	_, evs := a2.stream(calls, cmd)
+	for _, e := range evs {
+		if e.str("type") == "approval_required" {
+			t.Fatalf("the command approved for the session asked again: %s", e.raw)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(shared, "ran.txt")); string(got) != "pushed\npushed\n" {
+		t.Fatalf("ran.txt = %q after the second run", got)
+	}
+	_, _, stop2 := streamUntilApproval(t, a2, calls, `{"calls":[{"id":"rm2","name":"execute_command","arguments":{"command":"rm -rf src/"}}]}`)
+	stop2()
+}
+
+func jsonField(b []byte, k string) string {
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	s, _ := m[k].(string)
+	return s
+}
