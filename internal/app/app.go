@@ -625,7 +625,7 @@ func (a *App) runApprovedUnclaimed(ctx context.Context, aps approvalStore) {
 	for _, id := range ids {
 		a.Log.Warn("running an approved call that nobody ran", "call_id", id)
 		go func() {
-			if err := a.Exec.RunApproved(context.WithoutCancel(ctx), a.Sessions, id); err != nil && !errors.Is(err, store.ErrConflict) {
+			if err := a.Exec.RunApproved(context.WithoutCancel(ctx), a.Sessions, id); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, session.ErrShuttingDown) {
 				a.Log.Error("running an approved call failed", "call_id", id, "err", err)
 			}
 		}()

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,6 +45,10 @@ type SimpleCommand struct {
 	Runs [][]string
 	// Dynamic is set when a word is only known at run time ($VAR, $(…)).
 	Dynamic bool
+	// special[i] is set when the shell expands Words[i] (a glob, a variable, a
+	// substitution, ~): allow rules match it only with a word written so, never with
+	// the same text quoted. nil (a command that did not parse): none is.
+	special []bool
 	// ReadOnly is set when the command is known to change nothing, its
 	// redirections included.
 	ReadOnly bool
@@ -285,13 +290,15 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	fs := expandWords(a.cfg, a.src, call.Args)
 	raw := make([]string, len(fs))
 	dyn := make([]bool, len(fs))
+	special := make([]bool, len(fs))
 	sc := SimpleCommand{Text: text, raw: raw}
 	for i, f := range fs {
-		raw[i], dyn[i] = f.text, f.dynamic
+		raw[i], dyn[i], special[i] = f.text, f.dynamic, f.dynamic || f.glob
 		sc.Dynamic = sc.Dynamic || f.dynamic
 	}
 	u := unwrap(raw)
 	sc.Words, sc.Runs = u.key, u.runs
+	sc.special = tailFlags(raw, special, sc.Words)
 	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
 		if len(v) > 0 && strings.Contains(v[0], "$") {
 			a.add(Finding{Part: text, Immune: true,
@@ -422,4 +429,18 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// tailFlags returns the flags of words, which unwrap took from the end of raw (the
+// wrappers before it removed); when words is not such a tail, every word is flagged,
+// so that no allow rule takes a literal word for it.
+func tailFlags(raw []string, flags []bool, words []string) []bool {
+	if n := len(raw) - len(words); n >= 0 && slices.Equal(raw[n:], words) {
+		return flags[n:]
+	}
+	out := make([]bool, len(words))
+	for i := range out {
+		out[i] = true
+	}
+	return out
 }

@@ -40,6 +40,7 @@ func newExpandConfig() *expand.Config {
 type field struct {
 	text    string
 	dynamic bool // part of it is only known at run time ($VAR, $(…), $((…)))
+	glob    bool // the shell expands it further: an unquoted *, ? or [, a leading ~
 }
 
 // expandWords reads the words of a command. Brace expansion is applied
@@ -48,7 +49,7 @@ type field struct {
 func expandWords(cfg *expand.Config, src string, words []*syntax.Word) []field {
 	out := make([]field, 0, len(words))
 	for _, w := range words {
-		dyn := wordDynamic(w)
+		dyn, glob := wordDynamic(w), wordGlob(w)
 		if braceFanout(w) > maxBraceFanout {
 			out = append(out, field{text: nodeText(src, w), dynamic: true})
 			continue
@@ -62,7 +63,7 @@ func expandWords(cfg *expand.Config, src string, words []*syntax.Word) []field {
 			fs = []string{""}
 		}
 		for _, s := range fs {
-			out = append(out, field{text: s, dynamic: dyn})
+			out = append(out, field{text: s, dynamic: dyn, glob: glob})
 		}
 	}
 	return out
@@ -111,6 +112,32 @@ func partsFanout(parts []syntax.WordPart) int {
 		}
 	}
 	return n
+}
+
+// wordGlob reports whether the shell expands w into other words than its text: an
+// unquoted, unescaped *, ? or [ (a pattern over file names), an extended glob, or a
+// leading ~. Quote removal turns '*' and * into the same text; an allow rule must
+// not take one for the other.
+func wordGlob(w *syntax.Word) bool {
+	for i, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.ExtGlob:
+			return true
+		case *syntax.Lit:
+			if i == 0 && strings.HasPrefix(p.Value, "~") {
+				return true
+			}
+			for j := 0; j < len(p.Value); j++ {
+				switch p.Value[j] {
+				case '\\':
+					j++ // the next byte is escaped: literal
+				case '*', '?', '[':
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func wordDynamic(w *syntax.Word) bool {

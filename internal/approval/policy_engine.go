@@ -429,7 +429,7 @@ func (c *check) allowRule(sc SimpleCommand) *Rule {
 	}
 	for i := range c.rules {
 		r := &c.rules[i]
-		if r.Action == Allow && nameMatch(r.Tool, c.name) && r.matchWords(sc.Words) {
+		if r.Action == Allow && nameMatch(r.Tool, c.name) && r.matchAllow(sc) {
 			return ruleCopy(r)
 		}
 	}
@@ -503,7 +503,7 @@ func (c *check) suggest() []Rule {
 			if r := c.allowRule(sc); r != nil && !(argsOutside && isPrefixRule(r)) {
 				continue // already allowed
 			}
-			if p := suggestCommand(sc.Words, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank() || argsOutside); p != "" {
+			if p := suggestCommand(sc.Words, sc.special, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank() || argsOutside); p != "" {
 				add(p)
 			}
 		}

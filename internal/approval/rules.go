@@ -96,6 +96,7 @@ type compiledRule struct {
 	Rule
 	any       bool     // no pattern, or "*"
 	cmdWords  []string // the command words of the pattern
+	cmdGlobs  []bool   // which of them the shell expands (SimpleCommand.special)
 	cmdPrefix bool     // the pattern ended in :*
 	cmdErr    error
 	pathGlob  string
@@ -111,7 +112,7 @@ func compileRule(r Rule) compiledRule {
 	}
 	body, prefix := strings.CutSuffix(p, ":*")
 	c.cmdPrefix = prefix
-	c.cmdWords, c.cmdErr = patternWords(body)
+	c.cmdWords, c.cmdGlobs, c.cmdErr = patternWords(body)
 	c.pathGlob = normalizeGlob(p)
 	if !doublestar.ValidatePattern(c.pathGlob) {
 		c.pathErr = fmt.Errorf("%q is not a valid path glob", p)
@@ -121,30 +122,37 @@ func compileRule(r Rule) compiledRule {
 
 // patternWords reads the words of a command pattern as the shell would, so a
 // pattern matches the command however it was quoted.
-func patternWords(s string) ([]string, error) {
+// It also tells which words the shell expands (globs, variables, ~).
+func patternWords(s string) ([]string, []bool, error) {
 	if !strings.ContainsAny(s, "'\"\\$`{~;&|<>()=") {
-		if w := strings.Fields(s); len(w) > 0 {
-			return w, nil
+		w := strings.Fields(s)
+		if len(w) == 0 {
+			return nil, nil, errors.New("no command words")
 		}
-		return nil, errors.New("no command words")
+		globs := make([]bool, len(w))
+		for i, x := range w {
+			globs[i] = strings.ContainsAny(x, "*?[")
+		}
+		return w, globs, nil
 	}
 	f, err := syntax.NewParser().Parse(strings.NewReader(s), "")
 	if err != nil {
-		return nil, fmt.Errorf("not a command: %v", err)
+		return nil, nil, fmt.Errorf("not a command: %v", err)
 	}
 	if len(f.Stmts) != 1 {
-		return nil, errors.New("a command pattern must be one simple command")
+		return nil, nil, errors.New("a command pattern must be one simple command")
 	}
 	call, ok := f.Stmts[0].Cmd.(*syntax.CallExpr)
 	if !ok || len(call.Args) == 0 || len(call.Assigns) > 0 || len(f.Stmts[0].Redirs) > 0 {
-		return nil, errors.New("a command pattern must be one simple command")
+		return nil, nil, errors.New("a command pattern must be one simple command")
 	}
 	fs := expandWords(newExpandConfig(), s, call.Args)
 	words := make([]string, len(fs))
+	globs := make([]bool, len(fs))
 	for i, f := range fs {
-		words[i] = f.text
+		words[i], globs[i] = f.text, f.dynamic || f.glob
 	}
-	return words, nil
+	return words, globs, nil
 }
 
 // matchWords matches one command's words against the rule's command pattern.
@@ -163,21 +171,58 @@ func (c *compiledRule) matchWords(words []string) bool {
 	return true
 }
 
+// matchAllow matches a command against an allow rule: its words as matchWords
+// does, each word the shell expands (* unquoted, $VAR) only by one written so in the
+// pattern, and the other way round. A rule for rm -rf '*' (a file named *) must not
+// allow rm -rf * (every file). Deny and ask rules match by text only: for them,
+// matching more is the safe side.
+func (c *compiledRule) matchAllow(sc SimpleCommand) bool {
+	if !c.matchWords(sc.Words) {
+		return false
+	}
+	if c.any {
+		return true
+	}
+	for i := range c.cmdWords {
+		if c.cmdGlobs[i] != (i < len(sc.special) && sc.special[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // suggestCommand proposes a rule for a command: a prefix rule of its name and, when
 // the second word looks like a subcommand (git push, npm run), that word too; or,
 // for a call of high risk and for commands that delete or take away (rm, chmod, …),
 // the command exactly as written: approving "rm -rf build" for the session must not
 // allow every later rm.
-func suggestCommand(words []string, exact bool) string {
+//
+// special tells the words the shell expands (SimpleCommand.special): they are
+// written unquoted, as the command has them, so that the rule allows the same
+// expansion and not the literal text, nor the literal text the expansion. A word
+// whose text cannot be written so (a command substitution, whose text says nothing
+// of what it runs) gets no rule.
+func suggestCommand(words []string, special []bool, exact bool) string {
 	if len(words) == 0 || words[0] == "" {
 		return ""
 	}
+	isSpecial := func(i int) bool { return i < len(special) && special[i] }
 	if exact || exactOnly[words[0]] {
 		q := make([]string, len(words))
 		for i, w := range words {
-			q[i] = quoteWord(w)
+			switch {
+			case !isSpecial(i):
+				q[i] = quoteWord(w)
+			case strings.Contains(w, "$(…)") || strings.ContainsAny(w, " \t\n'\"\\`;&|<>(){}#!"):
+				return ""
+			default:
+				q[i] = w
+			}
 		}
 		return strings.Join(q, " ")
+	}
+	if isSpecial(0) {
+		return ""
 	}
 	out := []string{quoteWord(words[0])}
 	if len(words) > 1 && subcommandLike(words[1]) {

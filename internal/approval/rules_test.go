@@ -138,7 +138,7 @@ func TestSuggestExactCommand(t *testing.T) {
 	t.Parallel()
 	a := AnalyzeCommand(`git push --force origin "my branch"`)
 	want := `git push --force origin 'my branch'`
-	if got := suggestCommand(a.Commands[0].Words, true); got != want {
+	if got := suggestCommand(a.Commands[0].Words, a.Commands[0].special, true); got != want {
 		t.Fatalf("exact suggestion %q, want %q", got, want)
 	}
 	r := compileRule(Rule{Allow, "execute_command", want})
@@ -169,7 +169,7 @@ func TestSuggestCommand(t *testing.T) {
 	}
 	for in, want := range cases {
 		a := AnalyzeCommand(in)
-		if got := suggestCommand(a.Commands[0].Words, false); got != want {
+		if got := suggestCommand(a.Commands[0].Words, a.Commands[0].special, false); got != want {
 			t.Errorf("suggestCommand(%q) = %q, want %q", in, got, want)
 		}
 		// A suggestion must allow the command it was made for.

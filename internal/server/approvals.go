@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -248,8 +250,8 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if strings.IndexByte(req.Actor+req.Reason+req.Rule, 0) >= 0 {
-		s.writeError(w, r, errorf(CodeBadRequest, "actor, reason and rule must not contain a NUL character"))
+	if err := checkDecisionText(req); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	a, err := s.approval(r)
@@ -297,11 +299,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
 	if errors.Is(err, store.ErrConflict) {
-		msg := "the request was already decided"
-		if decided != nil {
-			msg += " (" + string(decided.Status) + ")"
-		}
-		s.writeError(w, r, errorf(CodeConflict, msg))
+		s.writeError(w, r, errorf(CodeConflict, decidedAlready(decided)))
 		return
 	}
 	if err != nil {
@@ -318,7 +316,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	if decided.Status == store.ApprovalApproved {
 		go func() {
 			time.Sleep(s.Approvals.RunGrace)
-			if err := s.Exec.RunApproved(bg, s.Sessions, decided.CallID); err != nil && !errors.Is(err, store.ErrConflict) {
+			if err := s.Exec.RunApproved(bg, s.Sessions, decided.CallID); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, session.ErrShuttingDown) {
 				s.log.Error("running an approved call failed", "call_id", decided.CallID, "err", err)
 			}
 		}()
@@ -326,6 +324,55 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		_ = s.Approvals.Notifier.Notify(bg, store.TopicCall, decided.CallID)
 	}
 	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
+}
+
+// Bounds of a decision's text. The reason and actor are stored with the approval,
+// in the denied call's result and in the audit log (never deleted), are listed by
+// GET /v1/approvals and /v1/audit, and the model reads them ("denied by <actor>:
+// <reason>"): a note of a few paragraphs and a person's name, not megabytes, and no
+// escapes that garble a terminal or a log.
+const (
+	maxDecisionReason = 4096 // bytes
+	maxDecisionActor  = 200  // bytes, as a key's name
+)
+
+// checkDecisionText refuses a decision whose reason, actor or rule is out of bounds,
+// saying which and why.
+func checkDecisionText(req decisionRequest) error {
+	var problems []string
+	if len(req.Reason) > maxDecisionReason || strings.IndexFunc(req.Reason, func(c rune) bool {
+		return unicode.IsControl(c) && c != '\n' && c != '\r' && c != '\t'
+	}) >= 0 {
+		problems = append(problems, fmt.Sprintf("reason: at most %d bytes, no control characters but tabs and line breaks", maxDecisionReason))
+	}
+	if len(req.Actor) > maxDecisionActor || hasControl(req.Actor) {
+		problems = append(problems, fmt.Sprintf("actor: at most %d characters, no control characters (a person's name)", maxDecisionActor))
+	}
+	if strings.IndexByte(req.Rule, 0) >= 0 {
+		problems = append(problems, "rule: no NUL character (pick one of the request's suggestions)")
+	}
+	if len(problems) > 0 {
+		return errorf(CodeBadRequest, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// decidedAlready tells an approver why their decision came too late: who decided
+// first (racing approvers), or that nobody did in time.
+func decidedAlready(a *store.Approval) string {
+	switch {
+	case a == nil:
+		return "the request was already decided"
+	case a.Status == store.ApprovalExpired:
+		msg := "the request expired before anyone decided it"
+		if a.ExpiresAt != nil {
+			msg += " (at " + a.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+		}
+		return msg + ": its call was not run, and the model was told so; the agent must make the call again to ask anew"
+	case a.Decision != nil:
+		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor
+	}
+	return "the request was already decided (" + string(a.Status) + ")"
 }
 
 func jsonString(v any) string {

@@ -304,6 +304,17 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	if x.perm == nil {
 		return errors.New("permissions are not enabled")
 	}
+	// Counted before the claim and under the lock ReleaseWaiting takes: once the daemon
+	// stops, no approved call starts (the drain's Wait may be over, the store closing)
+	// and the call stays approved, for another replica's sweep or the restarted one's.
+	x.mu.Lock()
+	if x.releasing {
+		x.mu.Unlock()
+		return fmt.Errorf("approved call %s left for the next sweep: %w", callID, ErrShuttingDown)
+	}
+	x.wg.Add(1)
+	x.mu.Unlock()
+	defer x.wg.Done()
 	rec, err := x.perm.Store.GetCall(ctx, callID)
 	if err != nil {
 		return err
@@ -311,8 +322,6 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	if err := x.perm.Store.ClaimCall(ctx, callID, x.cfg.Owner, time.Now().UTC()); err != nil {
 		return err // ErrConflict: someone else runs it
 	}
-	x.wg.Add(1)
-	defer x.wg.Done()
 	ctx, untrack := x.track(ctx, callID)
 	defer untrack()
 	start := time.Now()

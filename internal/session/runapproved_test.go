@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -71,5 +72,37 @@ func TestRunApprovedBackgroundWithoutLock(t *testing.T) {
 	case <-done:
 	case <-time.After(2 * time.Second):
 		t.Error("an unsafe call of the session waited for a background call run by RunApproved (the session's lock is held for the background call's whole run)")
+	}
+}
+
+// TestRunApprovedRefusedWhileShuttingDown: once the daemon stops (ReleaseWaiting), an
+// approved call is not started any more: the decider's delayed run and the sweep of
+// approved calls both reach RunApproved then, after the drain may have waited for
+// every call (Wait), while the store and sandbox close; a call started so runs with
+// nobody to record its result and is abandoned at the next start, although it ran.
+// It stays approved and waiting, for another replica's sweep or this one's after
+// its restart, which runs it exactly once.
+func TestRunApprovedRefusedWhileShuttingDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newExecEnv(t, Config{}, envOpts{})
+	st, m, x := e.st, e.m, e.x
+	x.UsePermissions(&Permissions{Policy: allowAll{}, Store: st, Notifier: store.NewInProcessNotifier(16)})
+	sess, _, err := m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := st.WriteCalls(ctx, []*store.Call{{ID: "tc_late", SessionID: sess.ID, Tenant: "t1", ToolCallID: "e1", Name: "echo",
+		Arguments: json.RawMessage(`{"text":"x"}`), Status: store.CallWaiting, Owner: "test", CreatedAt: now}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	x.ReleaseWaiting() // the daemon stops
+	if err := x.RunApproved(ctx, m, "tc_late"); !errors.Is(err, ErrShuttingDown) {
+		t.Errorf("RunApproved while shutting down: %v, want ErrShuttingDown", err)
+	}
+	rec, err := st.GetCall(ctx, "tc_late")
+	if err != nil || rec.Status != store.CallWaiting {
+		t.Fatalf("the call after a refused RunApproved: %+v %v, want it still waiting (unclaimed)", rec, err)
 	}
 }

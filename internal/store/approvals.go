@@ -185,7 +185,7 @@ type ApprovalStore interface {
 	ApprovedUnclaimed(ctx context.Context, decidedBefore time.Time, limit int) ([]string, error)
 	// ExpireApprovals, in one transaction, marks every pending approval whose ExpiresAt
 	// is not after now expired (DecidedAt now, no Decision), finishes each one's call,
-	// if still waiting, as failed with a KindDenied result "approval expired", and
+	// if still waiting, as failed with a KindDenied result (expiredResult: not run, the request expired), and
 	// appends AuditApprovalExpired (actor "system") for each. It returns how many; a
 	// caller that notifies waiters sends an empty payload ("re-check"), since it does
 	// not learn which. A zero now is the current time.
@@ -308,7 +308,9 @@ func DeniedResult(by, reason string) *tool.Result {
 }
 
 // expiredResult is the result a call whose approval expired is finished with.
-func expiredResult() *tool.Result { return tool.ErrorResult(tool.KindDenied, "approval expired") }
+func expiredResult() *tool.Result {
+	return tool.ErrorResult(tool.KindDenied, "not run: its approval request expired before anyone decided it; make the call again when someone can approve it, or ask the user")
+}
 
 // decisionJSON is the decision column; At lives in decided_at.
 type decisionJSON struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -230,8 +231,8 @@ func checkExpiredCall(t *testing.T, s store.Store, id string, when time.Time) {
 	t.Helper()
 	c := mustGetCall(t, s, id)
 	if c.Status != store.CallFailed || c.ErrorKind != tool.KindDenied || c.Result == nil || !c.Result.IsError ||
-		c.Result.Text() != "approval expired" {
-		t.Errorf("call %s = status %q kind %q result %+v, want failed/denied 'approval expired'", id, c.Status, c.ErrorKind, c.Result)
+		!strings.Contains(c.Result.Text(), "approval request expired") {
+		t.Errorf("call %s = status %q kind %q result %+v, want failed/denied saying the approval request expired", id, c.Status, c.ErrorKind, c.Result)
 	}
 	checkTimePtr(t, id+" FinishedAt", c.FinishedAt, ptr(when))
 }
