@@ -346,7 +346,7 @@ func checkDecisionText(req decisionRequest) error {
 		problems = append(problems, fmt.Sprintf("reason: at most %d bytes, no control characters but tabs and line breaks", maxDecisionReason))
 	}
 	if len(req.Actor) > maxDecisionActor || hasControl(req.Actor) {
-		problems = append(problems, fmt.Sprintf("actor: at most %d characters, no control characters (a person's name)", maxDecisionActor))
+		problems = append(problems, fmt.Sprintf("actor: at most %d bytes, no control characters (a person's name)", maxDecisionActor))
 	}
 	if strings.IndexByte(req.Rule, 0) >= 0 {
 		problems = append(problems, "rule: no NUL character (pick one of the request's suggestions)")

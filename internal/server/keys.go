@@ -92,7 +92,7 @@ func decodeCreateKey(body io.Reader, limit int64, contentType, callerTenant stri
 		problems = append(problems, "tenant: at most 128 characters, no spaces, commas or control characters")
 	}
 	if len(req.Name) > 200 || hasControl(req.Name) {
-		problems = append(problems, "name: at most 200 characters, no control characters")
+		problems = append(problems, "name: at most 200 bytes, no control characters")
 	}
 	if len(problems) > 0 {
 		return req, errorf(CodeBadRequest, strings.Join(problems, "; "))
