@@ -62,7 +62,6 @@ func (m *Manager) run(ctx context.Context, w *fsnotify.Watcher, poll time.Durati
 	defer close(m.done)
 	var events <-chan fsnotify.Event
 	var errs <-chan error
-	watched := map[string]bool{}
 	if w != nil {
 		defer w.Close()
 		events, errs = w.Events, w.Errors
@@ -82,16 +81,11 @@ func (m *Manager) run(ctx context.Context, w *fsnotify.Watcher, poll time.Durati
 		if w == nil {
 			return false
 		}
-		// A watch ends with its folder: one removed, or replaced by a new folder
-		// of the same name, must be added again.
-		live := map[string]bool{}
+		// The watches fsnotify holds now: a watch ends with its folder, so one removed,
+		// or replaced by a new folder of the same name, is added again below.
+		watched := map[string]bool{}
 		for _, dir := range w.WatchList() {
-			live[dir] = true
-		}
-		for dir := range watched {
-			if !live[dir] {
-				delete(watched, dir)
-			}
+			watched[dir] = true
 		}
 		want := map[string]bool{}
 		added := false
@@ -104,13 +98,11 @@ func (m *Manager) run(ctx context.Context, w *fsnotify.Watcher, poll time.Durati
 				m.log.Warn("skills: cannot watch directory", "dir", dir, "err", err)
 				continue
 			}
-			watched[dir] = true
 			added = true
 		}
 		for dir := range watched {
 			if !want[dir] {
 				_ = w.Remove(dir) // fails when the folder is gone, which removed the watch
-				delete(watched, dir)
 			}
 		}
 		return added
