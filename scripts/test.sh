@@ -11,17 +11,20 @@ FUZZTIME="${FUZZTIME:-8s}"
 
 have_pg_binaries() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi; }
+# apt_update refreshes the package lists once per run, before the first install.
+apt_updated=
+apt_update() { [ -n "$apt_updated" ] || { as_root apt-get update -qq && apt_updated=1; }; }
 
 # PostgreSQL: the tests use TOOLSERVER_TEST_POSTGRES_URL, or start a throwaway cluster
 # from the local server binaries. Install them when neither is available.
 if [ -z "${TOOLSERVER_TEST_POSTGRES_URL:-}" ] && ! have_pg_binaries; then
   echo "test.sh: installing PostgreSQL server binaries" >&2
-  as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
+  apt_update && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
     || echo "test.sh: could not install PostgreSQL; PostgreSQL tests will fail under CI=true" >&2
 fi
 # bubblewrap lets the sandbox tests cover the bwrap backend as well as raw namespaces.
 if ! command -v bwrap >/dev/null; then
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+  { apt_update && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
     || echo "test.sh: bubblewrap not installed; the bwrap backend tests will be skipped" >&2
 fi
 
@@ -29,7 +32,7 @@ fi
 # playwright-core from npm; the browser is always the Debian package, never a download.
 if [ ! -x /usr/bin/chromium ]; then
   echo "test.sh: installing chromium" >&2
-  { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+  { apt_update && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
     || echo "test.sh: could not install chromium; the web console tests will fail under CI=true" >&2
 fi
 
