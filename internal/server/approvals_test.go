@@ -616,3 +616,52 @@ func TestRefusedWritesAskNobody(t *testing.T) {
 		t.Fatalf("approval_required without an id: %v", apr)
 	}
 }
+
+// TestUnsafeCallWaitsForEarlierApproval: in one request, a command that needs no
+// approval but is listed after one waiting for a person runs only once that one is
+// decided, and after it; a denial lets it go on.
+func TestUnsafeCallWaitsForEarlierApproval(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = []string{"execute_command(touch second)"} }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	first, second := filepath.Join(wd, "first"), filepath.Join(wd, "second")
+	for _, decision := range []string{"approve", "deny"} {
+		for _, f := range []string{first, second} {
+			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+		}
+		apr, rest, stop := streamUntilApproval(t, d, calls, `{"calls":[
+			{"id":"first","name":"execute_command","arguments":{"command":"touch first"}},
+			{"id":"second","name":"execute_command","arguments":{"command":"touch second"}}]}`)
+		time.Sleep(300 * time.Millisecond) // time for the second call to run, were it not waiting
+		if _, err := os.Stat(second); err == nil {
+			stop()
+			t.Fatalf("%s: the second call ran while the first waited for approval", decision)
+		}
+		if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"`+decision+`"}`); code != 200 {
+			stop()
+			t.Fatalf("%s: %d %s", decision, code, body)
+		}
+		msgs := restMessages(t, <-rest)
+		stop()
+		if msgs["second"].m["is_error"] != false {
+			t.Fatalf("%s: second call: %s", decision, msgs["second"].raw)
+		}
+		s2, err := os.Stat(second)
+		if err != nil {
+			t.Fatalf("%s: second call left no file: %v", decision, err)
+		}
+		s1, err := os.Stat(first)
+		switch {
+		case decision == "deny" && err == nil:
+			t.Errorf("deny: the denied call ran")
+		case decision == "approve" && err != nil:
+			t.Errorf("approve: the approved call left no file: %v", err)
+		case decision == "approve" && s1.ModTime().After(s2.ModTime()):
+			t.Errorf("approve: the second call ran before the first (%s, %s)", s1.ModTime(), s2.ModTime())
+		}
+	}
+}

@@ -81,6 +81,40 @@ func TestStrategiesAndSerialization(t *testing.T) {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
+// TestUnsafeCallsRunInListedOrder: a model that writes a script, runs it and reads
+// what it wrote, in one turn, means that order; the default parallel strategy keeps it
+// for calls that take the session's serial lock; a concurrency-safe call among them
+// does not take part.
+func TestUnsafeCallsRunInListedOrder(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"write_file", "execute_command", "sleep_safe"}})["id"].(string)
+	calls := []string{
+		`{"id":"write","name":"write_file","arguments":{"path":"run.sh","content":"echo ran > out.txt\n"}}`,
+		`{"id":"nap","name":"sleep_safe","arguments":{"ms":300}}`,
+		`{"id":"run","name":"execute_command","arguments":{"command":"sh run.sh && echo run >> order.txt"}}`,
+	}
+	for i := range 6 {
+		calls = append(calls, `{"id":"n`+itoa(i)+`","name":"execute_command","arguments":{"command":"echo `+itoa(i)+` >> order.txt"}}`)
+	}
+	calls = append(calls, `{"id":"read","name":"execute_command","arguments":{"command":"cat out.txt order.txt"}}`)
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[`+strings.Join(calls, ",")+`]}`)
+	if code != 200 {
+		t.Fatalf("tool-calls: %d", code)
+	}
+	msgs := messages(t, evs)
+	for cid, m := range msgs {
+		if m.m["is_error"] != false {
+			t.Fatalf("%s failed: %s", cid, m.raw)
+		}
+	}
+	want := "ran\nrun\n0\n1\n2\n3\n4\n5"
+	got, _ := msgs["read"].m["message"].(map[string]any)["content"].(string)
+	if !strings.Contains(got, want) {
+		t.Fatalf("the unsafe calls did not run in the order listed: cat printed\n%s\nwant it to contain\n%s", got, want)
+	}
+}
+
 func TestInterruptSkipsUnstartedCalls(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})

@@ -82,6 +82,19 @@ type Call struct {
 	nested *nestedOpts
 	// span is the call's trace span while it runs; nil without tracing.
 	span trace.Span
+	// after, when set, is closed once the batch's previous call that takes the
+	// session's serial lock is over: c takes the lock only then (see Execute).
+	after <-chan struct{}
+}
+
+// takesSerialLock reports whether running c takes the session's serial lock: a tool
+// that is not concurrency-safe, run in the foreground by this daemon.
+func (c *Call) takesSerialLock() bool {
+	if c.preset != nil || c.entry == nil {
+		return false
+	}
+	s := c.entry.Spec
+	return !s.ConcurrencySafe && !s.External && s.Mode != tool.ModeBackground
 }
 
 // startsAtOnce reports whether c's tool is invoked as soon as its turn comes: it needs
@@ -351,8 +364,25 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 		wg.Wait()
 	}
 
+	// The calls that take the session's serial lock take it in the order they are
+	// listed, whatever the strategy: a model that writes a file and then runs it in one
+	// turn means that order. Each waits for the previous one to be over (run, denied,
+	// skipped, cancelled) before it takes the lock; approvals are still asked for
+	// together, and concurrency-safe calls do not wait.
+	turns := make([]chan struct{}, len(p.Calls))
+	var last chan struct{}
+	for i, c := range p.Calls {
+		if c.takesSerialLock() {
+			c.after = last
+			turns[i] = make(chan struct{})
+			last = turns[i]
+		}
+	}
 	run := func(i int) {
 		defer untrack[i]()
+		if turns[i] != nil {
+			defer close(turns[i])
+		}
 		x.runOne(ctxs[i], p.Session, p.Calls[i], seq, recorded[i], startsNow(i), emit)
 	}
 	switch p.Batch.Strategy {
@@ -567,6 +597,12 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	// A background call runs detached for as long as it takes: it must not hold the
 	// session's serial lock.
 	if c.entry.Spec.Mode != tool.ModeBackground {
+		if c.after != nil {
+			select {
+			case <-c.after:
+			case <-ctx.Done(): // serialize and the checks after it say so
+			}
+		}
 		unlock, r := x.serialize(ctx, sess, c)
 		if r != nil {
 			return r, false
