@@ -243,3 +243,23 @@ func TestExecuteIsolated(t *testing.T) {
 		t.Error("the isolated command wrote outside its root")
 	}
 }
+
+// TestOutputLostIsNotTheCap: output the daemon could not save is reported as lost,
+// with the cause, never as the output cap being reached.
+func TestOutputLostIsNotTheCap(t *testing.T) {
+	t.Parallel()
+	var w strings.Builder
+	writeOutput(&w, "job_1", [2]shown{}, sandbox.JobInfo{StdoutLost: 3, StdoutError: "no space left on device", StderrDropped: 7})
+	got := w.String()
+	for _, want := range []string{
+		"[stdout: 3 bytes of output were lost: the daemon could not save them (no space left on device)]",
+		"[stderr: the output cap was reached; 7 later bytes were discarded]",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output notes:\n%s\nwant the line %q", got, want)
+		}
+	}
+	if strings.Contains(got, "stdout: the output cap") {
+		t.Errorf("lost output reported as the cap:\n%s", got)
+	}
+}

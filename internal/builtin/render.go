@@ -210,6 +210,12 @@ func writeOutput(w *strings.Builder, jobID string, out [2]shown, info sandbox.Jo
 				streams[i], s.start-s.from, jobID, streams[i], s.from)
 		}
 	}
+	for i, lost := range []int64{info.StdoutLost, info.StderrLost} {
+		if lost > 0 {
+			fmt.Fprintf(w, "[%s: %d bytes of output were lost: the daemon could not save them (%s)]\n",
+				streams[i], lost, []string{info.StdoutError, info.StderrError}[i])
+		}
+	}
 	for i, dropped := range []int64{info.StdoutDropped, info.StderrDropped} {
 		if dropped > 0 {
 			fmt.Fprintf(w, "[%s: the output cap was reached; %d later bytes were discarded]\n", streams[i], dropped)

@@ -52,17 +52,22 @@ type JobInfo struct {
 	EndedAt   time.Time     `json:"ended_at,omitzero"`
 	Duration  time.Duration `json:"duration"`
 	// StdoutBytes and StderrBytes are what the logs hold; the Dropped counts are the
-	// bytes discarded beyond the output cap.
+	// bytes discarded beyond the output cap, the Lost counts those that could not be
+	// written to the logs (OutputError says why).
 	StdoutBytes   int64 `json:"stdout_bytes"`
 	StderrBytes   int64 `json:"stderr_bytes"`
 	StdoutDropped int64 `json:"stdout_dropped,omitempty"`
 	StderrDropped int64 `json:"stderr_dropped,omitempty"`
-	// Truncated is set when any output was dropped.
+	StdoutLost    int64 `json:"stdout_lost,omitempty"`
+	StderrLost    int64 `json:"stderr_lost,omitempty"`
+	// Truncated is set when any output was dropped or lost.
 	Truncated bool `json:"truncated"`
 	// PidsPeak is the most tasks the job's pids cgroup held (0: no cgroup).
 	PidsPeak int `json:"pids_peak,omitempty"`
-	// OutputError reports a failure to write the logs (disk full …).
-	OutputError string `json:"output_error,omitempty"`
+	// StdoutError and StderrError say why a log could not be written (disk full …);
+	// the bytes that were not are counted as lost.
+	StdoutError string `json:"stdout_error,omitempty"`
+	StderrError string `json:"stderr_error,omitempty"`
 }
 
 // Job is one command started by a Sandbox. Its methods are safe for concurrent use.
@@ -141,12 +146,11 @@ func (j *Job) Info() JobInfo {
 		StartedAt: j.started, Duration: time.Since(j.started),
 		StdoutBytes: j.logs[0].size.Load(), StderrBytes: j.logs[1].size.Load(),
 		StdoutDropped: j.logs[0].dropped.Load(), StderrDropped: j.logs[1].dropped.Load(),
+		StdoutLost: j.logs[0].lost.Load(), StderrLost: j.logs[1].lost.Load(),
 		PidsPeak: j.pidsPeak,
 	}
-	in.Truncated = in.StdoutDropped > 0 || in.StderrDropped > 0
-	if err := errors.Join(j.logs[0].writeErr(), j.logs[1].writeErr()); err != nil {
-		in.OutputError = err.Error()
-	}
+	in.Truncated = in.StdoutDropped+in.StderrDropped+in.StdoutLost+in.StderrLost > 0
+	in.StdoutError, in.StderrError = j.logs[0].writeErr(), j.logs[1].writeErr()
 	if j.ended.IsZero() {
 		return in
 	}

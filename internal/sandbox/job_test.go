@@ -489,3 +489,32 @@ func TestLimits(t *testing.T) {
 		t.Errorf("the newest job was evicted: %v", err)
 	}
 }
+
+// TestOutputLostWhenTheDiskIsFull: a log that cannot be written (/dev/full answers
+// ENOSPC, as a full disk does) counts the bytes as lost, not as beyond the cap, and
+// says why without the log's path; the bytes past the cap are still dropped.
+func TestOutputLostWhenTheDiskIsFull(t *testing.T) {
+	t.Parallel()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("this test needs /dev/full: %v", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &outputLog{path: "/dev/full", limit: 1000}
+	done := make(chan struct{})
+	go func() { defer close(done); o.copyFrom(r, full, func() {}) }()
+	if _, err := w.Write(make([]byte, 1500)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	<-done
+	if o.size.Load() != 0 || o.lost.Load() != 1000 || o.dropped.Load() != 500 {
+		t.Errorf("kept %d, lost %d, dropped %d; want 0, 1000, 500", o.size.Load(), o.lost.Load(), o.dropped.Load())
+	}
+	if got := o.writeErr(); got != "no space left on device" {
+		t.Errorf("writeErr = %q, want the cause alone", got)
+	}
+}

@@ -30,11 +30,13 @@ const (
 // bytes. Only the copier writes; size is published after each write, so readers never
 // see a byte that is not on disk.
 type outputLog struct {
-	path    string
-	limit   int64
-	size    atomic.Int64
+	path  string
+	limit int64
+	size  atomic.Int64
+	// dropped counts the bytes beyond limit; lost those that could not be written.
 	dropped atomic.Int64
-	// werr is the first write error (disk full …); later bytes are dropped.
+	lost    atomic.Int64
+	// werr is the first write error (disk full …); later bytes are lost.
 	werr atomic.Pointer[error]
 }
 
@@ -53,20 +55,18 @@ func (o *outputLog) copyFrom(r, w *os.File, notify func()) {
 			n, err = drainNow(r, buf)
 		}
 		if n > 0 {
-			keep := int64(n)
-			if room := o.limit - o.size.Load(); keep > room {
-				keep = room
-			}
-			if keep > 0 && o.werr.Load() == nil {
-				if m, werr := w.Write(buf[:keep]); werr != nil {
+			fits := min(int64(n), max(o.limit-o.size.Load(), 0))
+			written := int64(0)
+			if fits > 0 && o.werr.Load() == nil {
+				m, werr := w.Write(buf[:fits])
+				if werr != nil {
 					o.werr.Store(&werr)
-					keep = int64(m)
 				}
-				o.size.Add(keep)
-			} else {
-				keep = 0
+				written = int64(m)
+				o.size.Add(written)
 			}
-			o.dropped.Add(int64(n) - keep)
+			o.lost.Add(fits - written)
+			o.dropped.Add(int64(n) - fits)
 			notify()
 		}
 		if err != nil {
@@ -104,11 +104,19 @@ func drainNow(r *os.File, buf []byte) (int, error) {
 	return n, nil
 }
 
-func (o *outputLog) writeErr() error {
-	if p := o.werr.Load(); p != nil {
-		return *p
+// writeErr says why the log could not be written, without the log's path (the
+// daemon's own directory, nothing for a reader to act on): "" when it could.
+func (o *outputLog) writeErr() string {
+	p := o.werr.Load()
+	if p == nil {
+		return ""
 	}
-	return nil
+	err := *p
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return err.Error()
 }
 
 // readRange returns the bytes [offset, offset+max) that are on disk.
