@@ -515,6 +515,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if err := a.Exec.Wait(waitCtx); err != nil {
 		a.Log.Error("calls still running after cancellation", "err", err)
 	}
+	// Results the store refused stay unwritten; the next start's recovery marks them.
+	a.Exec.Close()
 	// The cancelled calls' messages and done are still on their way to the clients:
 	// wait for those handlers to return (Shutdown again) before closing what is left.
 	if err := srv.Shutdown(waitCtx); err != nil {
@@ -634,6 +636,9 @@ func (a *App) runApprovedUnclaimed(ctx context.Context, aps approvalStore) {
 
 // Close stops jobs, flushes pending records and progress, and closes the store.
 func (a *App) Close() {
+	if a.Exec != nil {
+		a.Exec.Close() // Run does when it drains; an App closed without running too
+	}
 	if a.MCPEndpoint != nil {
 		a.MCPEndpoint.Close()
 	}

@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
 // newClient returns an API client whose transport keeps as many connections to the
@@ -101,4 +105,17 @@ func fatalIf(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startOnStoppablePostgres starts a daemon on the throwaway PostgreSQL cluster, which
+// the test may stop and start (pgtest.StopServer, StartServer); it skips when the
+// tests use a server of their own (TOOLSERVER_TEST_POSTGRES_URL), which they must not
+// stop. Such tests must not run in parallel.
+func startOnStoppablePostgres(t *testing.T) *testdaemon.Daemon {
+	t.Helper()
+	if os.Getenv(pgtest.EnvURL) != "" {
+		t.Skip("needs the throwaway cluster to stop and start it; " + pgtest.EnvURL + " is set")
+	}
+	url := pgtest.URL(t)
+	return testdaemon.Start(t, func(c *config.Config) { c.Store = url })
 }

@@ -6,16 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
-	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
-	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
 // TestPostgresRestartUnderLoad runs mixed traffic against a daemon on PostgreSQL,
@@ -25,11 +22,7 @@ import (
 // stream or a crash. Once it is back, the same daemon serves again and /readyz is
 // ready, without a restart.
 func TestPostgresRestartUnderLoad(t *testing.T) {
-	if os.Getenv(pgtest.EnvURL) != "" {
-		t.Skip("needs the throwaway cluster to stop and start it; " + pgtest.EnvURL + " is set")
-	}
-	url := pgtest.URL(t)
-	d := testdaemon.Start(t, func(c *config.Config) { c.Store = url })
+	d := startOnStoppablePostgres(t)
 	const workers = 8
 	c, tr := newClient(d.URL, workers)
 	defer tr.CloseIdleConnections()

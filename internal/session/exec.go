@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -82,6 +83,8 @@ type Call struct {
 	nested *nestedOpts
 	// span is the call's trace span while it runs; nil without tracing.
 	span trace.Span
+	// record is the record this process inserted for the call (nil when it did not).
+	record *store.Call
 	// after, when set, is closed once the batch's previous call that takes the
 	// session's serial lock is over: c takes the lock only then (see Execute).
 	after <-chan struct{}
@@ -199,6 +202,11 @@ type Executor struct {
 	inputs     map[string]chan json.RawMessage // stateful calls waiting for the agent
 	releasing  bool                            // ReleaseWaiting was called: the daemon stops
 	wg         sync.WaitGroup
+
+	// Results the store refused, written again in the background (finishLater).
+	retrying  atomic.Int64
+	closed    chan struct{} // Close: no more retries
+	closeOnce sync.Once
 }
 
 // NewExecutor returns an Executor. obs and progress may be nil.
@@ -212,7 +220,8 @@ func NewExecutor(cfg ExecConfig, rec Recorder, trunc *toolmgr.Truncator, obs Obs
 	if cfg.MaxBatchCalls <= 0 {
 		cfg.MaxBatchCalls = DefaultMaxBatchCalls
 	}
-	return &Executor{cfg: cfg, rec: rec, obs: obs, progress: progress, trunc: trunc, log: log, unfinished: map[string]*callCancel{}, inputs: map[string]chan json.RawMessage{}}
+	return &Executor{cfg: cfg, rec: rec, obs: obs, progress: progress, trunc: trunc, log: log, unfinished: map[string]*callCancel{}, inputs: map[string]chan json.RawMessage{},
+		closed: make(chan struct{})}
 }
 
 // PlanError is a problem with a batch as a whole (an HTTP 400, not a tool result).
@@ -469,6 +478,7 @@ func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running b
 		x.log.ErrorContext(ctx, "recording call failed; it will not run", "call_id", c.ID, "session_id", sess.ID, "err", err)
 		return false
 	}
+	c.record = rec
 	return true
 }
 
@@ -517,10 +527,12 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 			status = store.CallFailed
 		}
 		wctx, cancel := x.recordCtx(ctx)
-		err := x.rec.Finish(wctx, store.CallFinish{ID: c.ID, Status: status, Result: res, FinishedAt: time.Now().UTC()})
+		f := store.CallFinish{ID: c.ID, Status: status, Result: res, FinishedAt: time.Now().UTC()}
+		err := x.rec.Finish(wctx, f)
 		cancel()
 		if err != nil {
-			x.log.ErrorContext(ctx, "recording call result failed", "call_id", c.ID, "err", err)
+			x.log.ErrorContext(ctx, "recording call result failed; retrying in the background", "call_id", c.ID, "err", err)
+			x.finishLater(c.record, f, err)
 		}
 		x.notifyFinished(ctx, c)
 	}

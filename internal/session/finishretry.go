@@ -1,0 +1,82 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// A result the store refused (the database unreachable for a moment, the disk full) is
+// written again in the background: its record must not say running, for as long as
+// this process lives, about a call that ended and whose result the client already
+// has. Pollers of GET /v1/tool-calls/{id} see the outcome once the store is back.
+const (
+	maxFinishRetries   = 10000 // results retried at once; beyond, they are logged and left
+	finishRetryFirst   = time.Second
+	finishRetryLongest = 30 * time.Second
+)
+
+// finishLater writes f until the store takes it, this executor is closed or the
+// recorder stops. rec, when set, is the call's record as inserted: when the store never
+// got it either (a queued insert lost with its batch), it is written whole, finished.
+func (x *Executor) finishLater(rec *store.Call, f store.CallFinish, err error) {
+	if errors.Is(err, store.ErrCommitterStopped) {
+		return // the daemon stops; recovery at the next start marks the call
+	}
+	if x.retrying.Add(1) > maxFinishRetries {
+		x.retrying.Add(-1)
+		x.log.Error("too many call results wait to be written; this one is left", "call_id", f.ID)
+		return
+	}
+	go func() {
+		defer x.retrying.Add(-1)
+		delay := finishRetryFirst
+		for try := 1; ; try++ {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-x.closed:
+				t.Stop()
+				return
+			}
+			delay = min(2*delay, finishRetryLongest)
+			err := x.writeFinish(rec, f)
+			switch {
+			case err == nil:
+				x.log.Info("call result recorded after a retry", "call_id", f.ID, "tries", try)
+				return
+			case errors.Is(err, store.ErrCommitterStopped):
+				return
+			case try%10 == 0:
+				x.log.Warn("call result still not recorded; retrying", "call_id", f.ID, "tries", try, "err", err)
+			}
+		}
+	}()
+}
+
+// writeFinish writes f, or rec finished with f when the store does not have rec.
+func (x *Executor) writeFinish(rec *store.Call, f store.CallFinish) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := x.rec.Finish(ctx, f)
+	if !errors.Is(err, store.ErrNotFound) || rec == nil {
+		return err
+	}
+	whole := *rec
+	whole.Status, whole.Result, whole.FinishedAt = f.Status, f.Result, &f.FinishedAt
+	if f.Result != nil {
+		whole.ErrorKind = f.Result.ErrorKind
+	}
+	if err = x.rec.Insert(ctx, &whole); errors.Is(err, store.ErrConflict) {
+		return x.rec.Finish(ctx, f) // it arrived meanwhile
+	}
+	return err
+}
+
+// Close ends the background retries of results (finishLater). Call it when the daemon
+// stops, after Wait.
+func (x *Executor) Close() {
+	x.closeOnce.Do(func() { close(x.closed) })
+}
