@@ -82,13 +82,13 @@ func TestStrategiesAndSerialization(t *testing.T) {
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestUnsafeCallsRunInListedOrder: a model that writes a script, runs it and reads
-// what it wrote, in one turn, means that order; the default parallel strategy keeps it
-// for calls that take the session's serial lock; a concurrency-safe call among them
-// does not take part.
+// what it wrote, in one turn, means that order; the default parallel strategy keeps
+// it: an unsafe call runs after every call listed before it, a safe call after the
+// unsafe calls listed before it.
 func TestUnsafeCallsRunInListedOrder(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
-	id := d.createSession(map[string]any{"available_tools": []string{"write_file", "execute_command", "sleep_safe"}})["id"].(string)
+	id := d.createSession(map[string]any{"available_tools": []string{"write_file", "execute_command", "sleep_safe", "read_file"}})["id"].(string)
 	calls := []string{
 		`{"id":"write","name":"write_file","arguments":{"path":"run.sh","content":"echo ran > out.txt\n"}}`,
 		`{"id":"nap","name":"sleep_safe","arguments":{"ms":300}}`,
@@ -97,7 +97,8 @@ func TestUnsafeCallsRunInListedOrder(t *testing.T) {
 	for i := range 6 {
 		calls = append(calls, `{"id":"n`+itoa(i)+`","name":"execute_command","arguments":{"command":"echo `+itoa(i)+` >> order.txt"}}`)
 	}
-	calls = append(calls, `{"id":"read","name":"execute_command","arguments":{"command":"cat out.txt order.txt"}}`)
+	calls = append(calls, `{"id":"read","name":"execute_command","arguments":{"command":"cat out.txt order.txt"}}`,
+		`{"id":"peek","name":"read_file","arguments":{"path":"order.txt"}}`)
 	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[`+strings.Join(calls, ",")+`]}`)
 	if code != 200 {
 		t.Fatalf("tool-calls: %d", code)
@@ -112,6 +113,9 @@ func TestUnsafeCallsRunInListedOrder(t *testing.T) {
 	got, _ := msgs["read"].m["message"].(map[string]any)["content"].(string)
 	if !strings.Contains(got, want) {
 		t.Fatalf("the unsafe calls did not run in the order listed: cat printed\n%s\nwant it to contain\n%s", got, want)
+	}
+	if got, _ := msgs["peek"].m["message"].(map[string]any)["content"].(string); !strings.Contains(got, "5") {
+		t.Fatalf("the safe read listed last ran before the commands listed before it: it read\n%s", got)
 	}
 }
 

@@ -85,19 +85,23 @@ type Call struct {
 	span trace.Span
 	// record is the record this process inserted for the call (nil when it did not).
 	record *store.Call
-	// after, when set, is closed once the batch's previous call that takes the
-	// session's serial lock is over: c takes the lock only then (see Execute).
-	after <-chan struct{}
+	// after are closed once the calls listed before c that it must follow are over:
+	// c runs only then (see Execute).
+	after []chan struct{}
 }
 
-// takesSerialLock reports whether running c takes the session's serial lock: a tool
-// that is not concurrency-safe, run in the foreground by this daemon.
-func (c *Call) takesSerialLock() bool {
+// ordered reports whether c takes part in its batch's order (see Execute): a tool run
+// in the foreground by this daemon. unsafe says it is not concurrency-safe (it takes
+// the session's serial lock).
+func (c *Call) ordered() (ordered, unsafe bool) {
 	if c.preset != nil || c.entry == nil {
-		return false
+		return false, false
 	}
 	s := c.entry.Spec
-	return !s.ConcurrencySafe && !s.External && s.Mode != tool.ModeBackground
+	if s.External || s.Mode == tool.ModeBackground {
+		return false, false
+	}
+	return true, !s.ConcurrencySafe
 }
 
 // startsAtOnce reports whether c's tool is invoked as soon as its turn comes: it needs
@@ -335,6 +339,7 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 	seq := p.Session.currentSeq()
 	now := time.Now().UTC()
 
+	turns := order(p.Calls)
 	// Calls that start at once are recorded as running; the rest as pending first, and
 	// as running only when they start, so that a record never says running, nor a
 	// crash "may have run partly", for a call that waited and never ran.
@@ -349,7 +354,7 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 				return false
 			}
 		}
-		return p.Calls[i].startsAtOnce()
+		return p.Calls[i].startsAtOnce() && len(p.Calls[i].after) == 0
 	}
 	// A call can be cancelled from before its record is written: once a client can
 	// read the record, Cancel finds the call.
@@ -373,20 +378,6 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 		wg.Wait()
 	}
 
-	// The calls that take the session's serial lock take it in the order they are
-	// listed, whatever the strategy: a model that writes a file and then runs it in one
-	// turn means that order. Each waits for the previous one to be over (run, denied,
-	// skipped, cancelled) before it takes the lock; approvals are still asked for
-	// together, and concurrency-safe calls do not wait.
-	turns := make([]chan struct{}, len(p.Calls))
-	var last chan struct{}
-	for i, c := range p.Calls {
-		if c.takesSerialLock() {
-			c.after = last
-			turns[i] = make(chan struct{})
-			last = turns[i]
-		}
-	}
 	run := func(i int) {
 		defer untrack[i]()
 		if turns[i] != nil {
@@ -407,6 +398,40 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 	default:
 		parallel(0, len(p.Calls), run)
 	}
+}
+
+// order makes a batch run in the order it lists, as far as it matters: a call that is
+// not concurrency-safe runs after every call listed before it is over, and a safe
+// call after the unsafe calls listed before it; safe calls listed together still
+// overlap. A model that writes a script, runs it and reads what it wrote, in one turn,
+// means that order. It sets each call's after, and returns for each call the channel
+// its runner closes when the call is over (nil for calls that take no part).
+// Permission is asked before the wait, so the approvals a batch needs are asked for
+// together.
+func order(calls []*Call) []chan struct{} {
+	turns := make([]chan struct{}, len(calls))
+	if len(calls) < 2 {
+		return turns
+	}
+	var lastUnsafe chan struct{}
+	var safeSince []chan struct{} // safe calls listed after lastUnsafe
+	for i, c := range calls {
+		ordered, unsafe := c.ordered()
+		if !ordered {
+			continue
+		}
+		turns[i] = make(chan struct{})
+		if lastUnsafe != nil {
+			c.after = append(c.after, lastUnsafe)
+		}
+		if unsafe {
+			c.after = append(c.after, safeSince...)
+			lastUnsafe, safeSince = turns[i], nil
+		} else {
+			safeSince = append(safeSince, turns[i])
+		}
+	}
+	return turns
 }
 
 func parallel(lo, hi int, fn func(int)) {
@@ -609,9 +634,9 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	// A background call runs detached for as long as it takes: it must not hold the
 	// session's serial lock.
 	if c.entry.Spec.Mode != tool.ModeBackground {
-		if c.after != nil {
+		for _, prev := range c.after {
 			select {
-			case <-c.after:
+			case <-prev:
 			case <-ctx.Done(): // serialize and the checks after it say so
 			}
 		}
