@@ -53,7 +53,7 @@ type JobInfo struct {
 	Duration  time.Duration `json:"duration"`
 	// StdoutBytes and StderrBytes are what the logs hold; the Dropped counts are the
 	// bytes discarded beyond the output cap, the Lost counts those that could not be
-	// written to the logs (OutputError says why).
+	// written to the logs (StdoutError and StderrError say why).
 	StdoutBytes   int64 `json:"stdout_bytes"`
 	StderrBytes   int64 `json:"stderr_bytes"`
 	StdoutDropped int64 `json:"stdout_dropped,omitempty"`

@@ -86,7 +86,7 @@ type Call struct {
 	// record is the record this process inserted for the call (nil when it did not).
 	record *store.Call
 	// after are closed once the calls listed before c that it must follow are over:
-	// c runs only then (see Execute).
+	// c runs only then (see order).
 	after []chan struct{}
 }
 
