@@ -221,6 +221,9 @@ func TestTaskListAndUpdate(t *testing.T) {
 		t.Errorf("empty list: %s / %s", empty.Text(), empty.Structured)
 	}
 	a := e.createTask(t, sess, map[string]any{"subject": "design", "owner": "alice", "description": "long text"})
+	if one := e.ok(t, sess, "task_list", map[string]any{}); !strings.HasPrefix(one.Text(), "1 task in this session: 1 pending,") {
+		t.Errorf("one task: %q", one.Text())
+	}
 	b := e.createTask(t, sess, map[string]any{"subject": "build", "blocked_by": []string{a.ID}})
 	c := e.createTask(t, sess, map[string]any{"subject": "ship", "blocked_by": []string{a.ID, b.ID}})
 

@@ -215,7 +215,7 @@ func (t *taskList) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		lines = append(lines, taskLine(o))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d tasks in this session: %d pending, %d in_progress, %d completed, %d cancelled.", out.Total,
+	fmt.Fprintf(&b, "%d task%s in this session: %d pending, %d in_progress, %d completed, %d cancelled.", out.Total, pluralS(out.Total),
 		out.Counts[store.TaskPending], out.Counts[store.TaskInProgress], out.Counts[store.TaskCompleted], out.Counts[store.TaskCancelled])
 	switch {
 	case out.Total == 0:
