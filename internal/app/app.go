@@ -180,13 +180,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	builtins := append(append(builtin.CommandTools(a.Sandbox, a.jobRelay()), builtin.FileTools(a.Sandbox)...), web...)
 	builtins = append(builtins, builtin.InfoTool(), builtin.AskUserTool(), builtin.SkillTool(a.Sandbox))
-	for _, et := range cfg.ExternalTools {
-		params, err := json.Marshal(et.Parameters)
-		if err != nil || len(et.Parameters) == 0 {
-			params = nil
-		}
-		builtins = append(builtins, builtin.ExternalTool(et.Name, et.Description, params))
-	}
 	stateful, ok := a.Store.(interface {
 		builtin.TaskStore
 		builtin.MemoryStore
@@ -207,6 +200,20 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 			return nil, err
 		}
 		builtins = append(builtins, ct...)
+	}
+	builtinNames := make(map[string]bool, len(builtins))
+	for _, b := range builtins {
+		builtinNames[b.Spec().Name] = true
+	}
+	for i, et := range cfg.ExternalTools {
+		if builtinNames[et.Name] {
+			return nil, fmt.Errorf("config: external_tools[%d].name: %q is the name of a built-in tool; pick another", i, et.Name)
+		}
+		params, err := json.Marshal(et.Parameters)
+		if err != nil || len(et.Parameters) == 0 {
+			params = nil
+		}
+		builtins = append(builtins, builtin.ExternalTool(et.Name, et.Description, params))
 	}
 	if err := a.Tools.Register(builtins...); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -558,6 +559,7 @@ func decoderOptions(dc *mapstructure.DecoderConfig) {
 	dc.WeaklyTypedInput = true
 	dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
 		strictOptionalBool,
+		wholeNumber,
 		bareNumberDuration,
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
@@ -582,6 +584,26 @@ func strictOptionalBool(from, to reflect.Type, data any) (any, error) {
 		what = "a map"
 	}
 	return nil, fmt.Errorf("must be true or false, not %s", what)
+}
+
+// wholeNumber refuses a fraction where an integer goes: weak decoding read
+// max_body_bytes: 1.5 as 1 (and then blamed the 1) and 2048.9 as 2048.
+func wholeNumber(from, to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return data, nil
+	}
+	if to == reflect.TypeOf(time.Duration(0)) {
+		return data, nil // bareNumberDuration's
+	}
+	if from.Kind() == reflect.Float32 || from.Kind() == reflect.Float64 {
+		if f := reflect.ValueOf(data).Float(); f != math.Trunc(f) {
+			return nil, fmt.Errorf("must be a whole number, not %v", data)
+		}
+	}
+	return data, nil
 }
 
 // bareNumberDuration refuses a number where a duration goes: YAML reads
@@ -745,12 +767,14 @@ func (c Config) Validate() error {
 	default:
 		bad("log.format", "%q is not json or text", c.Log.Format)
 	}
+	// Checked whether tracing is on or not: a wrong value should not wait for the day
+	// someone turns tracing on to stop the daemon.
+	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+		bad("tracing.sample_ratio", "%v is not between 0 and 1", c.Tracing.SampleRatio)
+	}
 	if c.Tracing.Enabled {
 		if u, err := url.Parse(c.Tracing.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("tracing.endpoint", "%q is not an http(s) URL", c.Tracing.Endpoint)
-		}
-		if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
-			bad("tracing.sample_ratio", "%v is not between 0 and 1", c.Tracing.SampleRatio)
 		}
 		if c.Tracing.ServiceName == "" {
 			bad("tracing.service_name", "must not be empty")
@@ -832,10 +856,15 @@ func (c Config) Validate() error {
 	case c.MCP.MaxBackoff < c.MCP.MinBackoff:
 		bad("mcp.max_backoff", "%s is below mcp.min_backoff %s", c.MCP.MaxBackoff, c.MCP.MinBackoff)
 	}
+	externals := map[string]int{}
 	for i, t := range c.ExternalTools {
 		if t.Name == "" || t.Description == "" {
 			bad(fmt.Sprintf("external_tools[%d]", i), "needs a name and a description")
 		}
+		if j, dup := externals[t.Name]; dup && t.Name != "" {
+			bad(fmt.Sprintf("external_tools[%d].name", i), "%q is also the name of external_tools[%d]", t.Name, j)
+		}
+		externals[t.Name] = i
 	}
 	seen := map[string]bool{}
 	for i, o := range c.OpenAPI {

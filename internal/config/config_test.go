@@ -117,6 +117,10 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"negative write timeout", nil, []string{"TOOLSERVER_WRITE_TIMEOUT=-1s"}, "write_timeout"},
 		{"zero min backoff", nil, []string{"TOOLSERVER_MCP_MIN_BACKOFF=0s"}, "mcp.min_backoff"},
 		{"max backoff below min", []string{"--config", write("mcp:\n  min_backoff: 5s\n  max_backoff: 1s\n")}, nil, "mcp.max_backoff"},
+		{"fraction for an integer", []string{"--config", write("max_body_bytes: 1.5\n")}, nil, "'max_body_bytes' must be a whole number, not 1.5"},
+		{"large fraction for an integer", []string{"--config", write("max_body_bytes: 2048.9\n")}, nil, "max_body_bytes"},
+		{"sample ratio with tracing off", []string{"--config", write("tracing:\n  sample_ratio: 2\n")}, nil, "tracing.sample_ratio"},
+		{"external tool twice", []string{"--config", write("external_tools:\n  - {name: ask, description: a}\n  - {name: ask, description: b}\n")}, nil, "external_tools[1].name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

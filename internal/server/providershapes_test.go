@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/app"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -210,6 +213,25 @@ func TestAnthropicToolResultBlocks(t *testing.T) {
 		}
 		if id == "img" && (images != 1 || !strings.Contains(string(raw), "image/svg+xml")) {
 			t.Errorf("%s: the PNG must stay an image and the SVG be named in text: %s", id, raw)
+		}
+	}
+}
+
+// TestExternalToolNamedLikeABuiltin: an external tool may not take a built-in tool's
+// name (a file tool, a task tool registered later); start-up stops naming the key.
+func TestExternalToolNamedLikeABuiltin(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"read_file", "task_list"} {
+		cfg := config.Defaults()
+		cfg.DataDir, cfg.Auth.Unauthenticated = t.TempDir(), true
+		cfg.ExternalTools = []config.ExternalToolConfig{{Name: "ask_boss", Description: "Asks the boss."}, {Name: name, Description: "Asks a person."}}
+		a, err := app.New(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err == nil {
+			a.Close()
+			t.Fatalf("an external tool named %s was accepted", name)
+		}
+		if want := `external_tools[1].name: "` + name + `" is the name of a built-in tool`; !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v does not say %q", err, want)
 		}
 	}
 }
