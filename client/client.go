@@ -221,6 +221,12 @@ type Batch struct {
 	BatchSize int          `json:"batch_size,omitempty"`
 	TimeoutMS int64        `json:"timeout_ms,omitempty"`
 	Session   *SessionSpec `json:"session,omitempty"`
+	// Resume sends the batch again without running again the calls the session has
+	// on record under the same ids: their recorded results come back, Resumed.
+	Resume bool `json:"resume,omitempty"`
+	// OnDisconnect is "continue" to let the calls run to their end if the connection
+	// drops (to be collected with Resume); "" or "cancel" ends them.
+	OnDisconnect string `json:"on_disconnect,omitempty"`
 }
 
 // Event is one line of a tool-calls stream. Message is the provider-shaped message
@@ -233,10 +239,13 @@ type Event struct {
 	IsError    bool   `json:"is_error"`
 	ErrorKind  string `json:"error_kind"`
 	// Truncated says the message was cut to the token budget (the record is whole).
-	Truncated bool            `json:"truncated"`
-	Message   json.RawMessage `json:"message"`
-	Stream    string          `json:"stream"`
-	Text      string          `json:"text"`
+	Truncated bool `json:"truncated"`
+	// Resumed marks the tool_start and message of a call that ran for an earlier
+	// request (Batch.Resume): the message is its recorded result.
+	Resumed bool            `json:"resumed"`
+	Message json.RawMessage `json:"message"`
+	Stream  string          `json:"stream"`
+	Text    string          `json:"text"`
 	// Data is the base64 of a progress chunk's exact bytes, set when they are not
 	// UTF-8 (Text then has U+FFFD in their place).
 	Data   string `json:"data"`

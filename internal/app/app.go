@@ -474,7 +474,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		// set after the body is read would end the request (golang/go#70834).
 		ReadTimeout: a.Config.ReadBodyTimeout,
 		IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return base },
+		// Marked so that calls that outlive their client (on_disconnect: continue)
+		// still end with base.
+		BaseContext: func(net.Listener) context.Context { return server.StopContext(base) },
 	}
 	if a.MCPEndpoint != nil {
 		// MCP clients' GET streams stay open; end them so the drain does not wait.

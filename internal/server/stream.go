@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
@@ -99,12 +102,22 @@ func (g valueGate) latest(hub *progress.Hub, callID string) *progress.Value {
 // is flushed as soon as nothing more is queued. done is not flushed here: the handler
 // returns right after it and net/http sends the rest of the buffer with the end of
 // the response in the same write.
-func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.Format, plan *session.Plan) {
+func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.Format, st stream) {
 	sw := &streamWriter{out: nil, format: f, hub: s.Progress, keepAlive: s.cfg.KeepAlive}
+	if s.Exec != nil {
+		sw.truncate = s.Exec.Truncate
+	}
+	runCtx := st.ctx
+	if runCtx == nil {
+		runCtx = r.Context()
+	}
 	if s.Progress != nil {
-		ids := make([]string, len(plan.Calls))
-		for i, c := range plan.Calls {
-			ids[i] = c.ID
+		ids := make([]string, 0, len(st.followed)+len(st.planned()))
+		for _, rec := range st.followed {
+			ids = append(ids, rec.ID)
+		}
+		for _, c := range st.planned() {
+			ids = append(ids, c.ID)
 		}
 		// A small buffer: the writer fills whatever is dropped from the call logs.
 		sub := s.Progress.Subscribe(progress.Filter{CallIDs: ids, Buffer: 16})
@@ -113,10 +126,12 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.F
 		sw.cursors = map[string]map[string]int64{}
 		sw.closed = map[string]bool{}
 	}
-	// Results of the session's background calls arrive on any open stream of it.
-	bg, stopBG := plan.Session.Subscribe(16)
-	defer stopBG()
-	sw.background = bg
+	if st.plan != nil {
+		// Results of the session's background calls arrive on any open stream of it.
+		bg, stopBG := st.plan.Session.Subscribe(16)
+		defer stopBG()
+		sw.background = bg
+	}
 	sw.out = newNDJSON(w)
 	events := newEventQueue()
 	written := make(chan struct{})
@@ -124,9 +139,33 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.F
 		defer close(written)
 		sw.run(events)
 	}()
-	s.Exec.Execute(r.Context(), plan, events.push)
+	if len(st.followed) > 0 {
+		s.followAll(runCtx, tenantOf(r), st.followed, events.push)
+	}
+	// Calls after followed ones run once those are over; not at all when the client
+	// that would cancel them is gone already (nothing ran, so nothing is recorded,
+	// and a resumed request runs them).
+	if st.plan != nil && runCtx.Err() == nil {
+		s.Exec.Execute(runCtx, st.plan, events.push)
+	}
 	events.close()
 	<-written
+}
+
+// stream is what one NDJSON response carries: records of earlier calls it follows
+// until they have their messages, then a plan it runs.
+type stream struct {
+	followed []*store.Call
+	plan     *session.Plan
+	// ctx is what the calls run and are followed under; nil: the request's.
+	ctx context.Context
+}
+
+func (st stream) planned() []*session.Call {
+	if st.plan == nil {
+		return nil
+	}
+	return st.plan.Calls
 }
 
 // eventQueue carries the executor's events to the stream's writer without ever making
@@ -186,7 +225,10 @@ func (q *eventQueue) take() ([]session.Event, bool) {
 const flushDelay = time.Millisecond
 
 type streamWriter struct {
-	out        *ndjsonWriter
+	out *ndjsonWriter
+	// truncate cuts a followed call's recorded result to the token budget when its
+	// message is written, not before: a stalled client then holds the record only.
+	truncate   func(*tool.Result) *tool.Result
 	background <-chan session.Event
 	format     toolmgr.Format
 	hub        *progress.Hub
@@ -278,7 +320,13 @@ func (sw *streamWriter) run(events *eventQueue) {
 func (sw *streamWriter) event(ev session.Event) (delay bool) {
 	switch ev.Type {
 	case session.EventStart:
-		sw.out.Encode(startEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name, TS: unixSeconds(ev.TS)})
+		sw.out.Encode(startEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name, Resumed: ev.Resumed, TS: unixSeconds(ev.TS)})
+		if ev.Resumed && sw.hub != nil {
+			// A followed call's output so far, before what it writes from now on.
+			for _, st := range sw.hub.Streams(ev.Call.ID) {
+				sw.fill(ev.Call.ID, ev.Call.ToolCallID, st, -1)
+			}
+		}
 		return true
 	case session.EventApproval:
 		sw.drain()
@@ -293,6 +341,9 @@ func (sw *streamWriter) event(ev session.Event) (delay bool) {
 	case session.EventMessage:
 		sw.drain()
 		sw.complete(ev.Call.ID, ev.Call.ToolCallID)
+		if ev.Resumed && sw.truncate != nil {
+			ev.Result = sw.truncate(ev.Result)
+		}
 		sw.out.Encode(resultLine(ev.Type, sw.format, ev))
 		return true
 	}
@@ -396,7 +447,7 @@ func (sw *streamWriter) cursor(callID string) map[string]int64 {
 func resultLine(t session.EventType, f toolmgr.Format, ev session.Event) messageEvent {
 	return messageEvent{
 		Type: string(t), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
-		IsError: ev.Result.IsError, ErrorKind: ev.Result.ErrorKind, Truncated: ev.Result.Truncated,
+		IsError: ev.Result.IsError, ErrorKind: ev.Result.ErrorKind, Truncated: ev.Result.Truncated, Resumed: ev.Resumed,
 		Message: message(f, ev.Call.ToolCallID, ev.Call.Name, ev.Result), TS: unixSeconds(ev.TS),
 	}
 }

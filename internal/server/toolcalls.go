@@ -53,9 +53,16 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeBadRequest, "session is required: an inline session spec such as {\"available_tools\":[…]}"))
 		return
 	}
+	if req.Resume {
+		s.writeError(w, r, errorf(CodeBadRequest, "resume needs the session the calls ran in: send the batch to POST /v1/sessions/{id}/tool-calls (a one-shot request makes a new session each time)"))
+		return
+	}
 	// Everything that can refuse the batch before it runs is checked before the
 	// session is made: a refused request leaves nothing behind.
 	batch, err := req.toBatch()
+	if err == nil {
+		_, err = req.detached()
+	}
 	if err == nil {
 		err = planError(s.Exec.Check(batch))
 	}
@@ -77,19 +84,41 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 
 // run plans the batch (HTTP errors are still possible), then streams NDJSON: a
 // tool_start, tool_progress lines and a message per call, then done. A client that
-// disconnects cancels the calls still running; their records are still written.
+// disconnects cancels the calls still running (unless on_disconnect is continue);
+// their records are still written. With resume, calls already on record are followed
+// instead of run (resume.go).
 func (s *Server) run(w http.ResponseWriter, r *http.Request, f toolmgr.Format, sess *session.Session, req toolCallsRequest) {
 	batch, err := req.toBatch()
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	plan, err := s.Exec.Plan(sess, batch)
+	detached, err := req.detached()
 	if err != nil {
-		s.writeError(w, r, planError(err))
+		s.writeError(w, r, err)
 		return
 	}
-	s.streamBatch(w, r, f, plan)
+	st := stream{}
+	if req.Resume {
+		if err := s.Exec.Check(batch); err != nil {
+			s.writeError(w, r, planError(err))
+			return
+		}
+		if st.followed, batch.Calls, err = s.resumable(r.Context(), sess, batch.Calls); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if !req.Resume || len(batch.Calls) > 0 { // Plan refuses a batch without calls
+		if st.plan, err = s.Exec.Plan(sess, batch); err != nil {
+			s.writeError(w, r, planError(err))
+			return
+		}
+	}
+	ctx, cancel := runContext(r, detached)
+	defer cancel()
+	st.ctx = ctx
+	s.streamBatch(w, r, f, st)
 }
 
 // awaitHeld looks for a call another replica may still hold in its fold window: an id

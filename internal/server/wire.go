@@ -22,6 +22,23 @@ type toolCallsRequest struct {
 	BatchSize int           `json:"batch_size"`
 	TimeoutMS int64         `json:"timeout_ms"`
 	Session   *session.Spec `json:"session,omitempty"`
+	// Resume: a call whose tool_call_id the session already has on record is not run
+	// again; its recorded result is sent (once it has one). See resume.go.
+	Resume bool `json:"resume"`
+	// OnDisconnect is "cancel" (the default) or "continue": whether the calls end or
+	// go on when the client goes away.
+	OnDisconnect string `json:"on_disconnect"`
+}
+
+// detached reports whether the request's calls go on when its client goes away.
+func (req toolCallsRequest) detached() (bool, error) {
+	switch req.OnDisconnect {
+	case "", "cancel":
+		return false, nil
+	case "continue":
+		return true, nil
+	}
+	return false, errorf(CodeBadRequest, fmt.Sprintf("on_disconnect must be cancel or continue, not %q", req.OnDisconnect))
 }
 
 // wireCall is a call in any of the accepted shapes: the daemon's own
@@ -143,6 +160,7 @@ type startEvent struct {
 	ToolCallID string  `json:"tool_call_id"`
 	CallID     string  `json:"call_id"`
 	Name       string  `json:"name"`
+	Resumed    bool    `json:"resumed,omitempty"`
 	TS         float64 `json:"ts"`
 }
 
@@ -154,6 +172,7 @@ type messageEvent struct {
 	IsError    bool           `json:"is_error"`
 	ErrorKind  tool.ErrorKind `json:"error_kind,omitempty"`
 	Truncated  bool           `json:"truncated,omitempty"`
+	Resumed    bool           `json:"resumed,omitempty"`
 	Message    any            `json:"message"`
 	TS         float64        `json:"ts"`
 }

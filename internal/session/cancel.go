@@ -37,6 +37,8 @@ type callCancel struct {
 	// durable is set (under Executor.mu) while the call waits for a decision or an
 	// answer that the store keeps: ReleaseWaiting ends such a wait at shutdown.
 	durable bool
+	// over is closed when the tracker that made it is done (see Running).
+	over chan struct{}
 }
 
 // track makes a call cancellable by Cancel until untrack is called. A call that is
@@ -44,7 +46,7 @@ type callCancel struct {
 // through its newest context.
 func (x *Executor) track(ctx context.Context, callID string) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
-	cc := &callCancel{cancel: cancel}
+	cc := &callCancel{cancel: cancel, over: make(chan struct{})}
 	x.mu.Lock()
 	x.unfinished[callID] = cc
 	x.mu.Unlock()
@@ -55,7 +57,21 @@ func (x *Executor) track(ctx context.Context, callID string) (context.Context, f
 		}
 		x.mu.Unlock()
 		cancel(nil)
+		close(cc.over)
 	}
+}
+
+// Running returns a channel closed when this process's call callID is no longer
+// where Running found it (its result is recorded, or it went on in the background),
+// or nil when the call is not one of this process's unfinished calls. A caller
+// following the call reads its record again when the channel closes.
+func (x *Executor) Running(callID string) <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if cc, ok := x.unfinished[callID]; ok {
+		return cc.over
+	}
+	return nil
 }
 
 // cancelledByRequest reports whether Cancel ended the call of ctx.

@@ -145,6 +145,9 @@ type Event struct {
 	Approval    *store.Approval
 	Suggestions []string
 	TS          time.Time
+	// Resumed says the call was not run for this request: it is an earlier call's
+	// record, followed (a resumed batch, a client that lost its stream).
+	Resumed bool
 	// full is a message's result before truncation, for nested calls.
 	full *tool.Result
 }

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/session"
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// Resuming a batch. A backend whose connection dropped mid-batch (a proxy timeout, a
+// redeploy, a retrying HTTP client) sends the same batch again with "resume": true.
+// Calls the session already has on record under the same tool_call_id are not run a
+// second time: the response follows each such record until it has its result and
+// sends that, marked resumed. Calls not on record run as usual, after the followed
+// ones are over (a retried batch is usually all one or all the other). With
+// "on_disconnect": "continue" the first request's calls go on after its client left,
+// so that the retry finds them running, or done, instead of cancelled.
+
+// resumable splits a batch's calls into those the session has on record (their
+// records) and those to run. A recorded call of another tool under the same id is a
+// 400: the id was reused, and neither result would be the right answer.
+func (s *Server) resumable(ctx context.Context, sess *session.Session, calls []session.CallRequest) (found []*store.Call, rest []session.CallRequest, err error) {
+	for i, c := range calls {
+		rec, err := s.Calls.GetCallByToolCallID(ctx, sess.ID, c.ToolCallID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			rest = append(rest, c)
+		case err != nil:
+			return nil, nil, fmt.Errorf("looking up calls to resume: %w", err)
+		case rec.Name != c.Name:
+			return nil, nil, errorf(CodeBadRequest, fmt.Sprintf("calls[%d]: id %q is on record in this session for a call of %s, not %s; resume needs ids that name the same call as before",
+				i, c.ToolCallID, rec.Name, c.Name))
+		default:
+			found = append(found, rec)
+		}
+	}
+	return found, rest, nil
+}
+
+// runContext is the context a request's calls run under: the request's own, which
+// ends when the client goes away, or, detached, one that ends only when the daemon
+// stops (the context StopContext marked; see app.Run).
+func runContext(r *http.Request, detached bool) (context.Context, context.CancelFunc) {
+	if !detached {
+		return r.Context(), func() {}
+	}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	stop, _ := r.Context().Value(stopKey{}).(context.Context)
+	if stop == nil {
+		return ctx, func() { cancel(nil) }
+	}
+	unhook := context.AfterFunc(stop, func() { cancel(context.Cause(stop)) })
+	return ctx, func() { unhook(); cancel(nil) }
+}
+
+type stopKey struct{}
+
+// StopContext marks ctx, the base context of the daemon's requests, as the one whose
+// end stops every call: calls that outlive their client (on_disconnect: continue)
+// still end with it.
+func StopContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, stopKey{}, ctx)
+}
+
+// followAll emits a tool_start for each record, in order, then follows them all
+// until each has its message, which it emits. It returns when every one has, or
+// when ctx ends.
+func (s *Server) followAll(ctx context.Context, tenant string, recs []*store.Call, emit func(session.Event)) {
+	calls := make([]*session.Call, len(recs))
+	for i, rec := range recs {
+		calls[i] = &session.Call{ID: rec.ID, CallRequest: session.CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
+		emit(session.Event{Type: session.EventStart, Call: calls[i], TS: rec.CreatedAt, Resumed: true})
+	}
+	var wg sync.WaitGroup
+	for i, rec := range recs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			final := s.follow(ctx, tenant, rec, calls[i], emit)
+			if final == nil {
+				return
+			}
+			// Cut to the token budget by the writer (streamWriter.truncate).
+			emit(session.Event{Type: session.EventMessage, Call: calls[i], Result: final.Result, TS: timeOr(final.FinishedAt), Resumed: true})
+		}()
+	}
+	wg.Wait()
+}
+
+// follow waits until the recorded call rec is over and returns its final record, or
+// nil when ctx ends first. On the way it emits the call's approval requests, each
+// once, and input_required once the call waits for an outside answer (ask_user), as
+// the call's own stream had them. A call of this process wakes it as soon as its
+// result is recorded; one of another replica, or one whose result the store refused
+// for a while, is read again on decisions and answers and every 2 seconds.
+func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event)) *store.Call {
+	var finished <-chan string
+	if s.Approvals != nil {
+		ch, stop := s.Approvals.Notifier.Subscribe(store.TopicCall)
+		defer stop()
+		finished = ch
+	}
+	announced := map[string]bool{}
+	announce := func(rec *store.Call) {
+		pending := false
+		if s.Approvals != nil {
+			list, err := s.Approvals.Store.ListApprovals(ctx, store.ApprovalFilter{Tenant: tenant, CallID: rec.ID})
+			if err != nil {
+				return // the next wake reads them again
+			}
+			for i := len(list) - 1; i >= 0; i-- { // oldest first
+				a := list[i]
+				pending = pending || a.Status == store.ApprovalPending
+				if !announced[a.ID] {
+					announced[a.ID] = true
+					emit(session.Event{Type: session.EventApproval, Call: call, Approval: a, Suggestions: suggestionsOf(a), TS: a.CreatedAt})
+				}
+			}
+		}
+		if rec.Status != store.CallWaiting || pending || announced[""] || s.Tools == nil {
+			return
+		}
+		if e, ok := s.Tools.Lookup(rec.Name); ok && e.Spec.External {
+			announced[""] = true
+			emit(session.Event{Type: session.EventExternal, Call: call, TS: timeOr(rec.StartedAt)})
+		}
+	}
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for !rec.Status.Terminal() || rec.Result == nil {
+		announce(rec)
+		var over <-chan struct{}
+		if s.Exec != nil {
+			over = s.Exec.Running(rec.ID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-over:
+		case <-finished:
+		case <-tick.C:
+		}
+		cur, err := s.Calls.GetCall(ctx, rec.ID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The store is briefly unreachable (a lost connection, a restart): read
+			// again at the next tick rather than end the stream without its message.
+			s.log.WarnContext(ctx, "reading a followed call's record failed; retrying", "call_id", rec.ID, "err", err)
+			continue
+		}
+		rec = cur
+	}
+	return rec
+}
+
+func timeOr(t *time.Time) time.Time {
+	if t == nil {
+		return time.Now()
+	}
+	return *t
+}
