@@ -665,3 +665,47 @@ func TestUnsafeCallWaitsForEarlierApproval(t *testing.T) {
 		}
 	}
 }
+
+// TestCallLeftWaitingIsCountedOnce: a call whose client leaves while it waits for
+// approval is not over; approved later, it runs, and the metrics count it once, as
+// succeeded, not first as cancelled.
+func TestCallLeftWaitingIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+	apr, rest, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"left","name":"execute_command","arguments":{"command":"echo hi > left.txt"}}]}`)
+	stop()
+	<-rest
+	metrics := func() string {
+		_, _, b := d.do("GET", "/metrics", nil)
+		return string(b)
+	}
+	// The request is counted once its handler has returned: the executor is done with
+	// the call it left waiting.
+	waitFor(t, 10*time.Second, "the left request's handler returns", func() bool {
+		return strings.Contains(metrics(), `toolserverd_http_requests_total{code="200",method="POST",route="/v1/sessions/{sessionID}/tool-calls"}`)
+	})
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	waitFor(t, 10*time.Second, "the approved call succeeds", func() bool {
+		_, _, b := d.do("GET", calls+"/left", nil)
+		return strings.Contains(string(b), `"status":"succeeded"`)
+	})
+	m := metrics()
+	if strings.Contains(m, `toolserverd_tool_calls_total{outcome="cancelled",tool="execute_command"}`) ||
+		!strings.Contains(m, `toolserverd_tool_calls_total{outcome="ok",tool="execute_command"} 1`) {
+		t.Fatalf("tool call metrics after a call left waiting then approved:\n%s", grepLines(m, "toolserverd_tool_calls_total"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/store"
 )
 
 type progressChunk struct {
@@ -291,6 +292,33 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 	}
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
+	// A call that never starts (denied, cancelled or expired while it waited) writes
+	// no output, so no closed event comes: its record says when it is over. Read it
+	// when this process's call ends, on decisions, and every 2 s while it has no output.
+	var over <-chan struct{}
+	if s.Exec != nil {
+		over = s.Exec.Running(rec.ID)
+	}
+	var decided <-chan string
+	if s.Approvals != nil {
+		ch, stop := s.Approvals.Notifier.Subscribe(store.TopicCall)
+		defer stop()
+		decided = ch
+	}
+	recheck := time.NewTicker(2 * time.Second)
+	defer recheck.Stop()
+	callID := rec.ID
+	endedUnstarted := func() bool {
+		if len(s.Progress.Streams(callID)) > 0 {
+			return false // it ran: its closed event ends the stream
+		}
+		cur, err := s.Calls.GetCall(r.Context(), callID)
+		if err != nil || !cur.Status.Terminal() {
+			return false
+		}
+		closed()
+		return true
+	}
 	var dropped int64
 	for {
 		// Events the subscription dropped (this client was slow) may include the last
@@ -312,6 +340,19 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-keepAlive.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-over:
+			over = s.Exec.Running(callID)
+			if endedUnstarted() {
+				return
+			}
+		case <-decided:
+			if endedUnstarted() {
+				return
+			}
+		case <-recheck.C:
+			if endedUnstarted() {
 				return
 			}
 		case ev, ok := <-sub.Events():

@@ -561,3 +561,65 @@ func TestProgressStreamsSlowReaderHoldsLittle(t *testing.T) {
 		t.Fatalf("%d progress streams and %d events replays whose clients do not read hold %d MB", stalled, stalled, grew>>20)
 	}
 }
+
+// TestProgressStreamEndsForCallThatNeverRan: a call denied, or cancelled, while it
+// waits for a decision never writes output; its SSE stream still ends with closed
+// once the call is over, instead of sending keep-alives for ever.
+func TestProgressStreamEndsForCallThatNeverRan(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	for _, end := range []string{"deny", "cancel"} {
+		t.Run(end, func(t *testing.T) {
+			apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"`+end+`","name":"execute_command","arguments":{"command":"touch x"}}]}`)
+			defer stop()
+			_, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil)
+			var a struct {
+				CallID string `json:"call_id"`
+			}
+			if err := json.Unmarshal(body, &a); err != nil || a.CallID == "" {
+				t.Fatalf("approval: %s (%v)", body, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v1/tool-calls/"+a.CallID+"/progress/stream", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			events := make(chan string, 16)
+			go func() {
+				defer close(events)
+				sc := bufio.NewScanner(resp.Body)
+				for sc.Scan() {
+					if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+						events <- ev
+					}
+				}
+			}()
+			switch end {
+			case "deny":
+				if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", map[string]string{"decision": "deny"}); code != 200 {
+					t.Fatalf("deny: %d %s", code, body)
+				}
+			case "cancel":
+				if code, _, body := d.do("POST", "/v1/tool-calls/"+a.CallID+"/cancel", nil); code != 202 {
+					t.Fatalf("cancel: %d %s", code, body)
+				}
+			}
+			for _, e := range <-rest {
+				if e.str("type") == "message" && e.m["is_error"] != true {
+					t.Fatalf("message: %s", e.raw)
+				}
+			}
+			var got []string
+			for ev := range events {
+				got = append(got, ev)
+			}
+			if ctx.Err() != nil || len(got) == 0 || got[len(got)-1] != "closed" {
+				t.Fatalf("SSE events %v (%v), want the stream to end with closed", got, ctx.Err())
+			}
+		})
+	}
+}

@@ -83,7 +83,8 @@ func (s *Server) sessionPrompt(w http.ResponseWriter, r *http.Request) {
 	}
 	var skillLines []string
 	var names []string
-	if sess.Skills != nil {
+	// Skills are opened with the skill tool: a session without it has none to offer.
+	if _, _, ok := sess.Tools.Resolve("skill"); ok && sess.Skills != nil {
 		for _, sk := range sess.Skills.List() {
 			skillLines = append(skillLines, "- "+sk.Name+": "+sk.Description)
 			names = append(names, sk.Name)

@@ -37,6 +37,12 @@ func TestSkills(t *testing.T) {
 	if code != 200 || !strings.Contains(string(body), "- greeting: Greets people") || !strings.Contains(string(body), "- skill: ") {
 		t.Fatalf("prompt: %d %s", code, body)
 	}
+	// Without the skill tool the model could not open them: the prompt offers none.
+	noTool := d.createSession(map[string]any{"available_tools": []string{"read_file"}, "available_skills": []string{"greeting"}})["id"].(string)
+	if code, _, body := d.do("GET", "/v1/sessions/"+noTool+"/prompt", nil); code != 200 || strings.Contains(string(body), "greeting") || strings.Contains(string(body), "skill tool") ||
+		!strings.Contains(string(body), `"skills":[]`) {
+		t.Fatalf("prompt of a session without the skill tool: %d %s", code, body)
+	}
 	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"strategy":"sequential","calls":[
 		{"id":"open","name":"skill","arguments":{"name":"greeting"}},
 		{"id":"file","name":"skill","arguments":{"name":"greeting","file":"scripts/greet.sh"}},
