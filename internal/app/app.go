@@ -245,6 +245,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, fmt.Errorf("config: tool_groups: %w", err)
 	}
 	a.Sessions.UseResources(a.Sandbox)
+	// Whitelists keep the tools of MCP servers still connecting: they come later.
+	a.Sessions.UsePendingSources(a.MCP.Pending)
 	a.Sessions.UseRetention(a.Store, cfg.Retention.Sessions)
 	sessions := a.Sessions
 	a.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -314,6 +314,9 @@ type Summary struct {
 	Failed     int      `json:"failed"`
 	Disabled   int      `json:"disabled"`
 	Down       []string `json:"down,omitempty"` // enabled servers not ready
+	// Starting are the servers of Down making their first connection attempt since
+	// they were declared: their tools are not registered yet.
+	Starting []string `json:"starting,omitempty"`
 }
 
 // Summary counts servers by state.
@@ -333,6 +336,9 @@ func (m *Manager) Summary() Summary {
 		}
 		if st.State != StateReady && st.State != StateDisabled {
 			sum.Down = append(sum.Down, st.Name)
+		}
+		if st.State == StateConnecting && st.Restarts == 0 {
+			sum.Starting = append(sum.Starting, st.Name)
 		}
 	}
 	return sum

@@ -283,6 +283,10 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 		case c.Name == "":
 			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "the call has no tool name")
 		case !ok:
+			if why := sess.pendingTool(c.Name); why != "" {
+				call.preset = tool.ErrorResult(tool.KindUnavailable, "tool %q is not available yet: %s; try again later", c.Name, why)
+				break
+			}
 			call.preset = tool.ErrorResult(tool.KindNotFound, "tool %q is not available in this session; available tools: %s", c.Name, summarize(sess.Tools.Names()))
 		case c.ArgError != "":
 			call.entry, call.manager = e, m

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"path"
 	"sort"
 	"strings"
@@ -24,10 +25,40 @@ type ToolProxy struct {
 	gate func(tool.Spec) bool
 }
 
+// PendingSources describes the declared tool sources not connected now (an MCP server
+// starting, or down since it was declared) whose tools a whitelist entry may name
+// (pattern: the entry is a glob), one phrase each ("mcp server ev is connecting");
+// none when the entry names no such source. The daemon passes the MCP proxy's; a nil
+// one knows of none.
+type PendingSources func(entry string, pattern bool) []string
+
+func (f PendingSources) of(entry string, pattern bool) []string {
+	if f == nil {
+		return nil
+	}
+	return f(entry, pattern)
+}
+
+// pendingTool says why a tool the session's whitelist allows is in no registry, when
+// its source is declared but not connected yet; "" otherwise.
+func (s *Session) pendingTool(name string) string {
+	if !s.Tools.Allows(name) {
+		return ""
+	}
+	return strings.Join(s.manager.pending.of(name, false), "; ")
+}
+
 // NewToolProxy builds a proxy. A nil whitelist allows every tool; an empty one allows
 // none. Exact names no manager knows, and empty names, are dropped and reported as
 // warnings; patterns are kept, with a warning when they match nothing yet.
 func NewToolProxy(managers []*toolmgr.Manager, whitelist []string) (*ToolProxy, []string) {
+	return newToolProxy(managers, whitelist, nil)
+}
+
+// newToolProxy is NewToolProxy that also keeps the exact names of pending sources'
+// tools: they are registered when the source connects, and the session has them
+// then, as it has a tool of an MCP server that was removed and added again.
+func newToolProxy(managers []*toolmgr.Manager, whitelist []string, pending PendingSources) (*ToolProxy, []string) {
 	p := &ToolProxy{managers: managers, all: whitelist == nil, exact: map[string]bool{}}
 	var warnings []string
 	seen := map[string]bool{}
@@ -49,13 +80,26 @@ func NewToolProxy(managers []*toolmgr.Manager, whitelist []string) (*ToolProxy, 
 			}
 			p.patterns = append(p.patterns, name)
 			if !p.anyMatch(name) {
-				warnings = append(warnings, "tool pattern matches no tool yet: "+name)
+				w := "tool pattern matches no tool yet: " + name
+				if why := pending.of(name, true); len(why) > 0 {
+					w += " (" + strings.Join(why, "; ") + ")"
+				}
+				warnings = append(warnings, w)
 			}
 			continue
 		}
 		if _, _, ok := p.lookup(name); !ok {
-			warnings = append(warnings, "unknown tool: "+name)
-			continue
+			why := pending.of(name, false)
+			// A source registers its tools before it reports itself connected: one that
+			// connected since the lookup has the name by now.
+			if _, _, ok := p.lookup(name); len(why) == 0 && !ok {
+				warnings = append(warnings, "unknown tool: "+name)
+				continue
+			}
+			if len(why) > 0 {
+				warnings = append(warnings, fmt.Sprintf("tool %s is not available yet: %s; it is kept and appears in the session when the server connects",
+					name, strings.Join(why, "; ")))
+			}
 		}
 		p.exact[name] = true
 	}

@@ -153,3 +153,79 @@ func TestManagerWorkdirAndTenancy(t *testing.T) {
 		t.Fatalf("reloaded: %+v %v", s2, err)
 	}
 }
+
+// TestWhitelistKeepsToolsOfPendingSources: exact names and patterns of a source that
+// is declared but not connected yet (an MCP server starting) are kept, with a warning
+// that says so, and cover its tools once they are registered, in the session as
+// created and as loaded again (a restart while the server still connects). Names no
+// source claims are still dropped as unknown.
+func TestWhitelistKeepsToolsOfPendingSources(t *testing.T) {
+	t.Parallel()
+	hi, lo := managers(t)
+	pending := func(entry string, pattern bool) []string {
+		if strings.HasPrefix(entry, "mcp__jira__") {
+			return []string{"mcp server jira is connecting"}
+		}
+		return nil
+	}
+	st := &memStore{m: map[string]*store.Session{}}
+	ws := filepath.Join(t.TempDir(), "ws")
+	m, err := NewManager(Config{WorkspaceDir: ws}, st, hi, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.UsePendingSources(pending)
+	s, warnings, err := m.Create(context.Background(), "t1", Spec{AvailableTools: []string{
+		"read_file", "mcp__jira__create", "mcp__jira__s*", "mcp__nope__x", "ghost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(s.Spec.AvailableTools), "[read_file mcp__jira__create mcp__jira__s*]"; got != want {
+		t.Errorf("whitelist = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(warnings, "\n"), strings.Join([]string{
+		"tool mcp__jira__create is not available yet: mcp server jira is connecting; it is kept and appears in the session when the server connects",
+		"tool pattern matches no tool yet: mcp__jira__s* (mcp server jira is connecting)",
+		"unknown tool: mcp__nope__x",
+		"unknown tool: ghost",
+	}, "\n"); got != want {
+		t.Errorf("warnings:\n%s\nwant:\n%s", got, want)
+	}
+	// A call before the server connects is told why, as a call of its tools is while it is down.
+	if got := s.pendingTool("mcp__jira__create"); got != "mcp server jira is connecting" {
+		t.Errorf("pendingTool = %q", got)
+	}
+	if got := s.pendingTool("mcp__jira__other"); got != "" {
+		t.Errorf("pendingTool of a name outside the whitelist = %q, want none", got)
+	}
+
+	// A restart while the server still connects: the stored whitelist loads whole.
+	m2, _ := NewManager(Config{WorkspaceDir: ws}, st, hi, lo)
+	m2.UsePendingSources(pending)
+	s2, err := m2.Get(context.Background(), "t1", s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo.MustRegister(named{"mcp__jira__create", "mcp"}, named{"mcp__jira__search", "mcp"}, named{"mcp__jira__delete", "mcp"})
+	for _, sess := range []*Session{s, s2} {
+		if got, want := strings.Join(sess.Tools.Names(), " "), "mcp__jira__create mcp__jira__search read_file"; got != want {
+			t.Errorf("tools once jira connected = %q, want %q", got, want)
+		}
+	}
+}
+
+// TestWhitelistLooksAgainAfterPending: a source that connects between the lookup of a
+// name and the question whether it is pending (it registers its tools first, then
+// says it is connected) has the name: it is accepted, without a warning.
+func TestWhitelistLooksAgainAfterPending(t *testing.T) {
+	t.Parallel()
+	hi, lo := managers(t)
+	connects := func(entry string, _ bool) []string {
+		lo.MustRegister(named{"mcp__jira__create", "mcp"})
+		return nil
+	}
+	p, w := newToolProxy([]*toolmgr.Manager{hi, lo}, []string{"mcp__jira__create"}, connects)
+	if got := strings.Join(p.Names(), " "); got != "mcp__jira__create" || len(w) != 0 {
+		t.Errorf("names %q, warnings %q; want the tool, no warning", got, w)
+	}
+}

@@ -268,6 +268,7 @@ type Manager struct {
 	retention *retention
 	skills    *skills.Manager
 	protocol  *toolmgr.Manager
+	pending   PendingSources // nil: no source is ever pending
 
 	// The sweeper (evict.go); kick asks it to sweep now (MaxLive passed).
 	sweepMu sync.Mutex
@@ -287,6 +288,10 @@ type Manager struct {
 
 // UseSkills gives sessions their view (available_skills) of the skill registry.
 func (m *Manager) UseSkills(s *skills.Manager) { m.skills = s }
+
+// UsePendingSources lets whitelists keep the tools of sources declared but not
+// connected yet (MCP servers starting), which are not in any registry until then.
+func (m *Manager) UsePendingSources(f PendingSources) { m.pending = f }
 
 // Specs returns every registered tool's spec (built-ins, OpenAPI and provider tools,
 // and the tools of the MCP servers connected now), sorted by name; on a name clash
@@ -471,7 +476,7 @@ func (m *Manager) build(id, tenant string, spec Spec, created time.Time) (*Sessi
 	if err != nil {
 		return nil, nil, err
 	}
-	proxy, warnings := NewToolProxy(m.managers, spec.AvailableTools)
+	proxy, warnings := newToolProxy(m.managers, spec.AvailableTools, m.pending)
 	proxy.protocol = m.protocol
 	for _, g := range spec.ActiveGroups {
 		if !m.hasGroup(g) {
