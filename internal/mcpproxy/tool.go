@@ -184,8 +184,20 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 	}
 }
 
+// done counts the call and redacts its error: the error quotes what the transport
+// said, and Go's HTTP client says the whole URL, query string included (see
+// redactor).
 func (t *proxyTool) done(outcome string, res *tool.Result, err error) (*tool.Result, error) {
 	t.srv.m.metrics.call(t.srv.cfg.Name, outcome)
+	var te *tool.Error
+	switch {
+	case errors.As(err, &te):
+		err = &tool.Error{Kind: te.Kind, Message: t.srv.redact.text(te.Message)}
+	case err != nil:
+		if msg := t.srv.redact.text(err.Error()); msg != err.Error() {
+			err = tool.Errorf(tool.KindFailed, "%s", msg)
+		}
+	}
 	return res, err
 }
 
