@@ -52,6 +52,14 @@ func TestMCPServersThroughTheAPI(t *testing.T) {
 	if code, _, _ := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "Bad Name", "transport": "stdio"}); code != 400 {
 		t.Fatalf("bad config: %d", code)
 	}
+	// A server whose tools would fall under mcp__everything__* (and take its names)
+	// is refused, naming the server it would overlap.
+	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything__evil", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}}); code != 400 || !strings.Contains(string(body), `\"__\"`) {
+		t.Fatalf("name with __: %d %s, want 400 saying why", code, body)
+	}
+	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "e", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}, "prefix": "mcp__everything__"}); code != 409 || !strings.Contains(string(body), "mcp server everything ") {
+		t.Fatalf("prefix in another server's name space: %d %s, want 409 naming everything", code, body)
+	}
 
 	s := d.createSession(map[string]any{"available_tools": []string{"mcp__everything__*"}})
 	tools := strings.Join(toStrings(s["tools"]), ",")
