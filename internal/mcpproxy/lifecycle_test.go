@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // hangingListener accepts connections and never answers.
@@ -313,5 +315,32 @@ func TestNamespaceTakeover(t *testing.T) {
 	wantText(t, h.call(t.Context(), t, "mcp__ev__echo", `{"message":"still mine"}`, nil), "Echo: still mine")
 	if recs, _ := db.ListMCPServers(t.Context()); len(recs) != 2 {
 		t.Errorf("store holds %d servers, want the old e and evx (nothing refused was stored)", len(recs))
+	}
+}
+
+// TestRemoveDropsCallSeries: a call that found a server's tool before the server
+// was removed ends after it; its outcome must not bring back the series Remove
+// dropped (toolserverd_mcp_calls_total{server="fs"} would stay forever).
+func TestRemoveDropsCallSeries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{stdioEverything(t, "fs")}})
+	h.start(t)
+	h.waitState(t, "fs", StateReady, 30*time.Second)
+	wantText(t, h.call(t.Context(), t, "mcp__fs__echo", `{"message":"x"}`, nil), "Echo: x")
+	if n := testutil.CollectAndCount(h.m.metrics.calls); n != 1 {
+		t.Fatalf("%d call series, want 1 (fs ok)", n)
+	}
+	e, ok := h.tools.Lookup("mcp__fs__echo")
+	if !ok {
+		t.Fatal("mcp__fs__echo is not registered")
+	}
+	if err := h.m.Remove("fs"); err != nil {
+		t.Fatal(err)
+	}
+	res := h.tools.Run(e, toolmgr.Invocation{Ctx: &tool.Context{Context: t.Context(), CallID: "tc_late", ToolName: "mcp__fs__echo", Progress: tool.NoProgress},
+		Args: json.RawMessage(`{"message":"late"}`)})
+	wantKind(t, res, tool.KindUnavailable)
+	if n := testutil.CollectAndCount(h.m.metrics.calls); n != 0 {
+		t.Errorf("%d call series after Remove and a late call, want none", n)
 	}
 }

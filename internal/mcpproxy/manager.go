@@ -291,6 +291,17 @@ func (m *Manager) Remove(name string) error {
 	return nil
 }
 
+// countCall counts a call of s, unless s was removed: Remove drops its series
+// (after taking it out of the list), and a call that was in flight then, or that
+// found the tool before, must not bring them back.
+func (m *Manager) countCall(s *server, outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.servers[s.cfg.Name] == s {
+		m.metrics.call(s.cfg.Name, outcome)
+	}
+}
+
 // Restart drops a server's connection and connects again at once (no backoff). It
 // fails with ErrUnknownServer, ErrServerDisabled or ErrNotRunning.
 func (m *Manager) Restart(name string) error {
