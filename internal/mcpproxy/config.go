@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -182,6 +183,11 @@ func (c *ServerConfig) Validate() error {
 	if !serverName.MatchString(c.Name) {
 		return fmt.Errorf("mcp server name %q must match [a-z0-9_-]+", c.Name)
 	}
+	if strings.Contains(c.Name, "__") {
+		// mcp__a__b__x would read as tool b__x of server a: the names, whitelists
+		// and permission rules written for a (mcp__a__*) would cover it.
+		return fmt.Errorf(`mcp server name %q must not contain "__", which separates the server from the tool in mcp__{server}__{tool}`, c.Name)
+	}
 	var errs []error
 	switch c.Transport {
 	case TransportStdio:
@@ -195,7 +201,7 @@ func (c *ServerConfig) Validate() error {
 		if c.URL == "" {
 			errs = append(errs, fmt.Errorf("url is required for transport %s", c.Transport))
 		} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("url %q must be an absolute http or https URL", c.URL))
+			errs = append(errs, fmt.Errorf("url %q must be an absolute http or https URL", redactURL(c.URL))) // the error is logged and answered
 		}
 		if c.Command != "" {
 			errs = append(errs, fmt.Errorf("command is not used by transport %s", c.Transport))
@@ -241,6 +247,26 @@ func (c ServerConfig) withDefaults() ServerConfig {
 		c.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
 	return c
+}
+
+// namespaceClash says why two servers cannot run side by side: one's prefix begins
+// the other's (mcp__ev__ and mcp__ev_x__ do not; mcp__ev__ and a prefix set to
+// mcp__ev__ or mcp__ev__x_ do), so that the names, whitelists and permission rules
+// written for one (mcp__ev__*) would cover tools of the other, and tool names
+// would go to whichever server sorts first. "" if they can.
+func namespaceClash(a, b *ServerConfig) string {
+	pa, pb := a.prefix(), b.prefix()
+	wide := pa
+	switch {
+	case strings.HasPrefix(pb, pa):
+	case strings.HasPrefix(pa, pb):
+		wide = pb
+	default:
+		return ""
+	}
+	return fmt.Sprintf("the tool names of mcp server %s (%s…) and of mcp server %s (%s…) overlap: "+
+		"names, session whitelists and permission rules written for %s* would cover tools of both; choose another name or prefix",
+		a.Name, pa, b.Name, pb, wide)
 }
 
 // prefix is what PrefixAlways puts before the upstream tool name.
@@ -289,8 +315,16 @@ func (c *Config) Validate() error {
 		}
 		if seen[s.Name] {
 			errs = append(errs, fmt.Errorf("mcp server %q is declared twice", s.Name))
+			continue
 		}
 		seen[s.Name] = true
+		for j := range i {
+			if o := &c.Servers[j]; o.Name != s.Name {
+				if clash := namespaceClash(o, s); clash != "" {
+					errs = append(errs, fmt.Errorf("mcp server %q: %s", s.Name, clash))
+				}
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -102,7 +102,7 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 }
 
 func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hint func()) ([]mcp.Tool, error) {
-	quiet := sdkLogger(c.log)
+	quiet := sdkLogger(c.log, newRedactor(cfg))
 	var tr transport.Interface
 	switch cfg.Transport {
 	case TransportStdio:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"syscall"
 
@@ -311,6 +312,12 @@ func isTransportFailure(err error) bool {
 func isConnectionGone(err error) bool {
 	return errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) || isSessionLost(err)
+}
+
+// isAnswerCutOff reports a request whose response stream (streamable HTTP's SSE
+// answer) ended without the answer: the upstream went away mid-call.
+func isAnswerCutOff(err error) bool {
+	return isTransportFailure(err) && (errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "unexpected nil response"))
 }
 
 // isTimeout reports a deadline, which a busy server may miss once.

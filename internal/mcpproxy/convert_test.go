@@ -176,6 +176,8 @@ func TestConfigValidate(t *testing.T) {
 		"url for stdio": {Name: "a", Transport: TransportStdio, Command: "x", URL: "http://x"},
 		"negative":      {Name: "a", Transport: TransportStdio, Command: "x", CallTimeout: -1},
 		"prefix":        {Name: "a", Transport: TransportStdio, Command: "x", Prefix: "a.b"},
+		// mcp__ev__evil__x would read as tool evil__x of server ev.
+		"name with __": {Name: "ev__evil", Transport: TransportStdio, Command: "x"},
 	}
 	for what, sc := range bad {
 		if err := sc.Validate(); err == nil {
@@ -187,6 +189,25 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (&Config{Servers: []ServerConfig{ok[0], ok[0]}}).Validate(); err == nil {
 		t.Error("duplicate server names passed")
+	}
+	// Servers whose tool names would overlap (one prefix begins the other) stop
+	// start-up, naming both; mcp__ev__ and mcp__evx__ do not overlap.
+	ev := ServerConfig{Name: "ev", Transport: TransportStdio, Command: "x"}
+	for what, other := range map[string]ServerConfig{
+		"the same prefix":      {Name: "e", Transport: TransportStdio, Command: "x", Prefix: "mcp__ev__"},
+		"a longer prefix":      {Name: "e", Transport: TransportStdio, Command: "x", Prefix: "mcp__ev__x_"},
+		"a shorter prefix":     {Name: "e", Transport: TransportStdio, Command: "x", Prefix: "mcp__"},
+		"a name ending in _":   {Name: "ev_", Transport: TransportStdio, Command: "x"},
+		"a prefix under ev's":  {Name: "z", Transport: TransportStdio, Command: "x", Prefix: "mcp__ev__z_"},
+		"the other way around": {Name: "a", Transport: TransportStdio, Command: "x", Prefix: "mcp__ev"},
+	} {
+		err := (&Config{Servers: []ServerConfig{ev, other}}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "mcp server ev ") || !strings.Contains(err.Error(), "mcp server "+other.Name+" ") {
+			t.Errorf("%s: Validate = %v, want an error naming ev and %s", what, err, other.Name)
+		}
+	}
+	if err := (&Config{Servers: []ServerConfig{ev, {Name: "evx", Transport: TransportStdio, Command: "x"}}}).Validate(); err != nil {
+		t.Errorf("ev and evx: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +141,34 @@ func TestSSE(t *testing.T) {
 		t.Errorf("restarts = %d, want at least 1", st.Restarts)
 	}
 	wantText(t, h.call(t.Context(), t, "mcp__events__echo", `{"message":"reconnected"}`, nil), "Echo: reconnected")
+}
+
+// TestStreamableHTTPKilledMidCall: an upstream killed while a call waits for its
+// answer on the response stream; the call says the upstream went away, not
+// mcp-go's "unexpected nil response".
+func TestStreamableHTTPKilledMidCall(t *testing.T) {
+	t.Parallel()
+	srv := startHTTPServer(t, "streamableHttp", 0)
+	h := newHarness(t, Config{HealthInterval: time.Hour, MaxBackoff: time.Second, Servers: []ServerConfig{
+		{Name: "web", Transport: TransportStreamableHTTP, URL: srv.url(), Enabled: true}}})
+	h.start(t)
+	h.waitState(t, "web", StateReady, 30*time.Second)
+	prog := &progressLog{}
+	inflight := make(chan *tool.Result, 1)
+	go func() {
+		inflight <- h.call(context.Background(), t, "mcp__web__trigger-long-running-operation", `{"duration":30,"steps":30}`, prog)
+	}()
+	if !eventually(10*time.Second, func() bool { return len(prog.all()) > 0 }) {
+		t.Fatal("the call sent no progress")
+	}
+	srv.kill()
+	select {
+	case res := <-inflight:
+		wantKind(t, res, tool.KindUnavailable)
+		if !strings.Contains(res.Text(), "went away") {
+			t.Errorf("result %q does not say the upstream went away", res.Text())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("in-flight call still waiting 10s after the server died")
+	}
 }

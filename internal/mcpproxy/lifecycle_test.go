@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // hangingListener accepts connections and never answers.
@@ -256,5 +259,88 @@ func TestDisabledServer(t *testing.T) {
 	}
 	if !h.m.Ready() || h.m.Summary().Disabled != 1 {
 		t.Errorf("summary %+v ready %v: a disabled server is not down", h.m.Summary(), h.m.Ready())
+	}
+}
+
+// TestNamespaceTakeover: a server whose tool names would overlap a running
+// server's — a name with "__" (ev__evil: mcp__ev__evil__x), a prefix equal to,
+// longer than or shorter than the running server's — is refused, at run time and
+// from the store, and the running server keeps every one of its names.
+func TestNamespaceTakeover(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// Stored before names were checked: it would take ev's names (it sorts first).
+	stored := stdioEverything(t, "e")
+	stored.Prefix = "mcp__ev__"
+	b, _ := json.Marshal(stored)
+	if err := db.PutMCPServer(t.Context(), "e", b); err != nil {
+		t.Fatal(err)
+	}
+
+	h := newHarness(t, Config{Servers: []ServerConfig{stdioEverything(t, "ev")}}, WithStore(db))
+	h.start(t)
+	h.waitState(t, "ev", StateReady, 30*time.Second)
+	before := h.tools.Names()
+	if len(h.m.Status()) != 1 || !slices.Contains(before, "mcp__ev__echo") {
+		t.Fatalf("servers %+v, tools %v: want ev alone, with mcp__ev__echo (the stored e skipped)", h.m.Status(), before)
+	}
+
+	evil := stdioEverything(t, "ev__evil")
+	if err := h.m.Add(t.Context(), evil); err == nil || !strings.Contains(err.Error(), `"__"`) {
+		t.Errorf("Add(ev__evil) = %v, want refused for its __", err)
+	}
+	for _, tt := range []struct{ name, prefix string }{
+		{"e", "mcp__ev__"},   // ev's own prefix
+		{"e", "mcp__ev__x_"}, // inside ev's name space
+		{"e", "mcp__e"},      // a name space around ev's
+		{"ev_", ""},          // mcp__ev___…
+	} {
+		sc := stdioEverything(t, tt.name)
+		sc.Prefix = tt.prefix
+		err := h.m.Add(t.Context(), sc)
+		if !errors.Is(err, ErrNamespaceTaken) || !strings.Contains(err.Error(), "mcp server ev ") {
+			t.Errorf("Add(%s, prefix %q) = %v, want ErrNamespaceTaken naming ev", tt.name, tt.prefix, err)
+		}
+	}
+	if err := h.m.Add(t.Context(), ServerConfig{Name: "evx", Transport: TransportStdio, Command: "x"}); err != nil {
+		t.Errorf("Add(evx), whose names do not overlap ev's: %v", err)
+	}
+	if after := h.tools.Names(); !slices.Equal(after, before) {
+		t.Errorf("ev's tools changed: %v, were %v", after, before)
+	}
+	wantText(t, h.call(t.Context(), t, "mcp__ev__echo", `{"message":"still mine"}`, nil), "Echo: still mine")
+	if recs, _ := db.ListMCPServers(t.Context()); len(recs) != 2 {
+		t.Errorf("store holds %d servers, want the old e and evx (nothing refused was stored)", len(recs))
+	}
+}
+
+// TestRemoveDropsCallSeries: a call that found a server's tool before the server
+// was removed ends after it; its outcome must not bring back the series Remove
+// dropped (toolserverd_mcp_calls_total{server="fs"} would stay forever).
+func TestRemoveDropsCallSeries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Servers: []ServerConfig{stdioEverything(t, "fs")}})
+	h.start(t)
+	h.waitState(t, "fs", StateReady, 30*time.Second)
+	wantText(t, h.call(t.Context(), t, "mcp__fs__echo", `{"message":"x"}`, nil), "Echo: x")
+	if n := testutil.CollectAndCount(h.m.metrics.calls); n != 1 {
+		t.Fatalf("%d call series, want 1 (fs ok)", n)
+	}
+	e, ok := h.tools.Lookup("mcp__fs__echo")
+	if !ok {
+		t.Fatal("mcp__fs__echo is not registered")
+	}
+	if err := h.m.Remove("fs"); err != nil {
+		t.Fatal(err)
+	}
+	res := h.tools.Run(e, toolmgr.Invocation{Ctx: &tool.Context{Context: t.Context(), CallID: "tc_late", ToolName: "mcp__fs__echo", Progress: tool.NoProgress},
+		Args: json.RawMessage(`{"message":"late"}`)})
+	wantKind(t, res, tool.KindUnavailable)
+	if n := testutil.CollectAndCount(h.m.metrics.calls); n != 0 {
+		t.Errorf("%d call series after Remove and a late call, want none", n)
 	}
 }

@@ -35,6 +35,9 @@ var (
 	// ErrServerDisabled: a disabled server is never connected, so there is nothing
 	// to restart. Only its configuration enables it.
 	ErrServerDisabled = errors.New("mcp server is disabled")
+	// ErrNamespaceTaken: the new server's tool names would overlap those of a
+	// server there is (see namespaceClash).
+	ErrNamespaceTaken = errors.New("mcp server name space taken")
 )
 
 // storeTimeout bounds store calls made without a caller's context.
@@ -124,6 +127,12 @@ func (m *Manager) Start(ctx context.Context) error {
 			m.log.Warn("mcp server in the store has the name of a configured one; the configured one wins", "mcp_server", s.cfg.Name)
 			continue
 		}
+		// Added before names were checked for overlaps: the configured servers,
+		// then the stored ones in name order, keep their name space.
+		if clash := m.clashLocked(&s.cfg); clash != "" {
+			m.log.Error("mcp server in the store is not started: "+clash+"; remove it (DELETE /v1/mcp/servers/"+s.cfg.Name+")", "mcp_server", s.cfg.Name)
+			continue
+		}
 		m.servers[s.cfg.Name] = s
 		m.metrics.up(s.cfg.Name, false)
 	}
@@ -203,6 +212,7 @@ func (m *Manager) Add(ctx context.Context, sc ServerConfig) error {
 	defer m.opMu.Unlock()
 	m.mu.Lock()
 	_, dup := m.servers[sc.Name]
+	clash := m.clashLocked(&sc)
 	stopped := m.stopped
 	m.mu.Unlock()
 	switch {
@@ -210,6 +220,10 @@ func (m *Manager) Add(ctx context.Context, sc ServerConfig) error {
 		return ErrNotRunning
 	case dup:
 		return fmt.Errorf("%w: %s", ErrServerExists, sc.Name)
+	case clash != "":
+		// Refused rather than renamed: a server there is keeps its tool names, and
+		// a newcomer gets none in its name space.
+		return fmt.Errorf("%w: %s", ErrNamespaceTaken, clash)
 	}
 	if m.store != nil {
 		b, err := json.Marshal(sc)
@@ -230,6 +244,24 @@ func (m *Manager) Add(ctx context.Context, sc ServerConfig) error {
 	m.mu.Unlock()
 	m.log.Info("mcp server added", "mcp_server", sc.Name, "transport", sc.Transport)
 	return nil
+}
+
+// clashLocked says why sc cannot join the servers there are (see namespaceClash),
+// or "". m.mu is held.
+func (m *Manager) clashLocked(sc *ServerConfig) string {
+	names := make([]string, 0, len(m.servers))
+	for name := range m.servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if o := m.servers[name]; name != sc.Name {
+			if clash := namespaceClash(&o.cfg, sc); clash != "" {
+				return clash
+			}
+		}
+	}
+	return ""
 }
 
 // Remove closes a server, unregisters its tools and deletes it from the store. A
@@ -257,6 +289,17 @@ func (m *Manager) Remove(name string) error {
 	m.metrics.forget(name)
 	m.log.Info("mcp server removed", "mcp_server", name)
 	return nil
+}
+
+// countCall counts a call of s, unless s was removed: Remove drops its series
+// (after taking it out of the list), and a call that was in flight then, or that
+// found the tool before, must not bring them back.
+func (m *Manager) countCall(s *server, outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.servers[s.cfg.Name] == s {
+		m.metrics.call(s.cfg.Name, outcome)
+	}
 }
 
 // Restart drops a server's connection and connects again at once (no backoff). It

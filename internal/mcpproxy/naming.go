@@ -35,17 +35,15 @@ func assignNames(mode string, servers []serverTools, reserved func(string) bool)
 	sorted := append([]serverTools(nil), servers...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].server < sorted[j].server })
 
-	// A name that starts with another server's prefix, longer than any of its own
-	// server's it starts with, is in that server's name space: the names,
-	// whitelists and permission rules written for that server (mcp__github__*)
-	// would cover a tool of another.
+	// A name that starts with another server's prefix is in that server's name
+	// space: the names, whitelists and permission rules written for that server
+	// (mcp__github__*) would cover a tool of another. It is so even when the name
+	// starts with its own server's prefix too: servers whose prefixes overlap are
+	// refused (namespaceClash), and were two to meet all the same, neither would
+	// take names from the other.
 	namespace := func(s serverTools, name string) (string, bool) {
-		own := 0
-		if strings.HasPrefix(name, s.prefix) {
-			own = len(s.prefix)
-		}
 		for _, o := range sorted {
-			if o.server != s.server && len(o.prefix) > own && strings.HasPrefix(name, o.prefix) {
+			if o.server != s.server && strings.HasPrefix(name, o.prefix) {
 				return o.server, true
 			}
 		}

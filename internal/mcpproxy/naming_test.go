@@ -125,12 +125,16 @@ func TestAssignNames(t *testing.T) {
 			}},
 		},
 		{
-			name: "always: a prefixed name in a longer prefix's name space", mode: PrefixAlways,
-			servers: []serverTools{{server: "a", prefix: "mcp__a__", tools: []string{"b__x", "y"}}, {server: "a__b", prefix: "mcp__a__b__", tools: []string{"z"}}},
-			want:    want{"mcp__a__y": {"a", "y"}, "mcp__a__b__z": {"a__b", "z"}},
-			wantNotes: map[string][]string{"a": {
-				`tool "b__x" is not registered: the name "mcp__a__b__x" is taken by the name space of mcp server a__b`,
-			}},
+			// Servers whose prefixes overlap are refused (namespaceClash); were two
+			// to meet all the same, neither takes the names in the other's name
+			// space: b's longer prefix does not give it a's mcp__a__* names.
+			name: "always: overlapping prefixes", mode: PrefixAlways,
+			servers: []serverTools{{server: "a", prefix: "mcp__a__", tools: []string{"b_x", "y"}}, {server: "b", prefix: "mcp__a__b_", tools: []string{"z"}}},
+			want:    want{"mcp__a__y": {"a", "y"}},
+			wantNotes: map[string][]string{
+				"a": {`tool "b_x" is not registered: the name "mcp__a__b_x" is taken by the name space of mcp server b`},
+				"b": {`tool "z" is not registered: the name "mcp__a__b_z" is taken by the name space of mcp server a`},
+			},
 		},
 	}
 	for _, tt := range tests {

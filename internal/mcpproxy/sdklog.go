@@ -17,9 +17,10 @@ const (
 )
 
 // sdkLogger is the logger mcp-go gets for one connection: at warning level, at a
-// bounded rate, each value cut at maxErrText.
-func sdkLogger(log *slog.Logger) *slog.Logger {
-	h := sdkLog{Handler: log.Handler(), min: slog.LevelWarn,
+// bounded rate, each value redacted (mcp-go quotes the server's URL) and cut at
+// maxErrText.
+func sdkLogger(log *slog.Logger, red *redactor) *slog.Logger {
+	h := sdkLog{Handler: log.Handler(), min: slog.LevelWarn, redact: red,
 		budget: &sdkLogBudget{lim: rate.NewLimiter(sdkLogsPerSec, sdkLogBurst)}}
 	return slog.New(h).With("component", "mcp-go")
 }
@@ -31,6 +32,7 @@ func sdkLogger(log *slog.Logger) *slog.Logger {
 type sdkLog struct {
 	slog.Handler
 	min    slog.Level
+	redact *redactor
 	budget *sdkLogBudget // shared by the handlers WithAttrs and WithGroup derive
 }
 
@@ -44,17 +46,18 @@ func (h sdkLog) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 // Handle passes a record on, if the budget allows, at level min, with its values
-// cut; the first record after some were dropped says how many.
+// redacted and cut; the first record after some were dropped says how many.
 func (h sdkLog) Handle(ctx context.Context, r slog.Record) error {
 	if !h.budget.lim.Allow() {
 		h.budget.dropped.Add(1)
 		return nil
 	}
-	out := slog.NewRecord(r.Time, min(r.Level, h.min), clipText(r.Message), r.PC)
+	out := slog.NewRecord(r.Time, min(r.Level, h.min), h.redact.clip(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Value.Kind() != slog.KindGroup {
-			if s := a.Value.String(); len(s) > maxErrText {
-				a.Value = slog.StringValue(clipText(s))
+			s := a.Value.String()
+			if c := h.redact.clip(s); c != s {
+				a.Value = slog.StringValue(c)
 			}
 		}
 		out.AddAttrs(a)
@@ -67,9 +70,9 @@ func (h sdkLog) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h sdkLog) WithAttrs(a []slog.Attr) slog.Handler {
-	return sdkLog{h.Handler.WithAttrs(a), h.min, h.budget}
+	return sdkLog{h.Handler.WithAttrs(a), h.min, h.redact, h.budget}
 }
 
 func (h sdkLog) WithGroup(g string) slog.Handler {
-	return sdkLog{h.Handler.WithGroup(g), h.min, h.budget}
+	return sdkLog{h.Handler.WithGroup(g), h.min, h.redact, h.budget}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +22,9 @@ var (
 type server struct {
 	m   *Manager
 	cfg ServerConfig // with defaults
-	log *slog.Logger
+	// log and every text shown about the server (errText) pass through redact.
+	log    *slog.Logger
+	redact *redactor
 
 	mu          sync.Mutex
 	persisted   bool
@@ -50,9 +50,10 @@ type server struct {
 
 func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
 	cfg = cfg.withDefaults()
+	red := newRedactor(&cfg)
 	s := &server{
-		m: m, cfg: cfg, persisted: persisted,
-		log:     m.log.With("mcp_server", cfg.Name),
+		m: m, cfg: cfg, persisted: persisted, redact: red,
+		log:     slog.New(redactHandler{m.log.Handler(), red}).With("mcp_server", cfg.Name),
 		state:   StateConnecting,
 		since:   time.Now(),
 		changed: make(chan struct{}),
@@ -118,8 +119,8 @@ func (s *server) run(ctx context.Context) {
 			}
 			failures++
 			delay := s.m.backoff(failures)
-			s.log.Warn("mcp server: connection failed", "err", errText(err), "attempt", failures, "retry_in", delay.Round(time.Millisecond))
-			s.setFailed(errText(err), delay)
+			s.log.Warn("mcp server: connection failed", "err", s.errText(err), "attempt", failures, "retry_in", delay.Round(time.Millisecond))
+			s.setFailed(s.errText(err), delay)
 			if !s.pause(ctx, delay) {
 				return
 			}
@@ -149,16 +150,16 @@ func (s *server) run(ctx context.Context) {
 		case answered:
 			// The upstream is up (it restarted and forgot the session): waiting
 			// would only keep its tools unavailable.
-			s.log.Warn("mcp server: the upstream no longer knows the session; reconnecting at once", "err", errText(reason))
-			s.setState(StateConnecting, errText(reason), nil)
+			s.log.Warn("mcp server: the upstream no longer knows the session; reconnecting at once", "err", s.errText(reason))
+			s.setState(StateConnecting, s.errText(reason), nil)
 		default:
 			failures = 1 // the lost connection is a new outage's first failure
 			if outage > 0 && time.Since(up) < s.m.backoffCeiling(outage) {
 				failures = outage + 1 // or the last one's next, when it came back only briefly
 			}
 			delay = s.m.backoff(failures)
-			s.log.Warn("mcp server: connection lost", "err", errText(reason), "retry_in", delay.Round(time.Millisecond))
-			s.setFailed(errText(reason), delay)
+			s.log.Warn("mcp server: connection lost", "err", s.errText(reason), "retry_in", delay.Round(time.Millisecond))
+			s.setFailed(s.errText(reason), delay)
 		}
 		// Upstream sessions of daemon sessions end with the server's: a restarted
 		// server has forgotten their state anyway.
@@ -274,7 +275,7 @@ func (s *server) watch(ctx context.Context, c *conn) error {
 				if c.err() == nil && isConnectionGone(l.err) {
 					c.markDead(l.err)
 				}
-				s.log.Warn("mcp server: refreshing the tool list failed", "err", l.err)
+				s.log.Warn("mcp server: refreshing the tool list failed", "err", s.errText(l.err))
 			} else {
 				s.mu.Lock()
 				s.tools, s.listNotes = l.tools, c.listing.takeNotes()
@@ -444,7 +445,7 @@ func (s *server) status() ServerStatus {
 	// the status agrees with liveConn, which calls use.
 	if s.state == StateReady && s.conn != nil {
 		if err := s.conn.err(); err != nil {
-			st.State, st.LastError = StateFailed, errText(err)
+			st.State, st.LastError = StateFailed, s.errText(err)
 		}
 	}
 	return st
@@ -476,12 +477,6 @@ func (m *Manager) pingTimeout() time.Duration {
 // server sent (an error message of any length).
 const maxErrText = 1000
 
-func errText(err error) string { return clipText(err.Error()) }
-
-// clipText cuts s at maxErrText, saying how long it was.
-func clipText(s string) string {
-	if len(s) > maxErrText {
-		s = strings.ToValidUTF8(s[:maxErrText], "") + "… (" + strconv.Itoa(len(s)) + " bytes)"
-	}
-	return s
-}
+// errText is err's text as the status, the log and the model may see it: redacted
+// (see redactor), then cut at maxErrText.
+func (s *server) errText(err error) string { return s.redact.clip(err.Error()) }

@@ -170,6 +170,13 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 			name, maxMessageBytes>>20, t.upstream)
 	case c.err() != nil:
 		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s is not available: it went away during the call (%v)", name, c.err())
+	case isAnswerCutOff(err):
+		// The request reached the server; the stream its answer was to come on
+		// ended first. mcp-go says "unexpected nil response".
+		t.srv.checkNow()
+		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable,
+			"mcp server %s is not available: the connection broke during the call of %s, before its answer came; the upstream went away or restarted, and whether the call ran is unknown (%v)",
+			name, t.upstream, err)
 	case isTransportFailure(err) || isSessionLost(err):
 		if isConnectionGone(err) {
 			c.markDead(err)
@@ -184,8 +191,20 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 	}
 }
 
+// done counts the call and redacts its error: the error quotes what the transport
+// said, and Go's HTTP client says the whole URL, query string included (see
+// redactor).
 func (t *proxyTool) done(outcome string, res *tool.Result, err error) (*tool.Result, error) {
-	t.srv.m.metrics.call(t.srv.cfg.Name, outcome)
+	t.srv.m.countCall(t.srv, outcome)
+	var te *tool.Error
+	switch {
+	case errors.As(err, &te):
+		err = &tool.Error{Kind: te.Kind, Message: t.srv.redact.text(te.Message)}
+	case err != nil:
+		if msg := t.srv.redact.text(err.Error()); msg != err.Error() {
+			err = tool.Errorf(tool.KindFailed, "%s", msg)
+		}
+	}
 	return res, err
 }
 

@@ -54,6 +54,10 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, mcpproxy.ErrServerExists):
 		s.writeError(w, r, errorf(CodeConflict, "an MCP server named "+cfg.Name+" exists"))
 		return
+	case errors.Is(err, mcpproxy.ErrNamespaceTaken):
+		s.writeError(w, r, errorf(CodeConflict, "MCP server "+cfg.Name+" is not added: "+
+			strings.TrimPrefix(err.Error(), mcpproxy.ErrNamespaceTaken.Error()+": ")))
+		return
 	case errors.Is(err, mcpproxy.ErrNotRunning):
 		s.writeError(w, r, errorf(CodeUnavailable, "the MCP proxy is not running"))
 		return

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -50,6 +51,14 @@ func TestMCPServersThroughTheAPI(t *testing.T) {
 	}
 	if code, _, _ := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "Bad Name", "transport": "stdio"}); code != 400 {
 		t.Fatalf("bad config: %d", code)
+	}
+	// A server whose tools would fall under mcp__everything__* (and take its names)
+	// is refused, naming the server it would overlap.
+	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything__evil", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}}); code != 400 || !strings.Contains(string(body), `\"__\"`) {
+		t.Fatalf("name with __: %d %s, want 400 saying why", code, body)
+	}
+	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "e", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}, "prefix": "mcp__everything__"}); code != 409 || !strings.Contains(string(body), "mcp server everything ") {
+		t.Fatalf("prefix in another server's name space: %d %s, want 409 naming everything", code, body)
 	}
 
 	s := d.createSession(map[string]any{"available_tools": []string{"mcp__everything__*"}})
@@ -345,5 +354,32 @@ func TestMCPProgressLines(t *testing.T) {
 	}
 	if err := json.Unmarshal(body, &chunk); code != 200 || err != nil || chunk.Data != wantText || !chunk.Finished {
 		t.Errorf("progress poll: %d %s, want the lines %q", code, body, wantText)
+	}
+}
+
+// TestMCPServerSecretsNotShown: the token in a server's URL and its headers stay
+// out of the listing's last_error, which quotes the failed request (Go's HTTP
+// client writes the whole URL into its error).
+func TestMCPServerSecretsNotShown(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "tok", "transport": "streamable_http",
+		"url": "http://" + closed + "/mcp?api_key=MODELSEESTHIS", "headers": map[string]string{"Authorization": "Bearer HEADERSECRET"}})
+	if code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	var list []byte
+	waitFor(t, 10*time.Second, "the server failed", func() bool {
+		_, _, list = d.do("GET", "/v1/mcp/servers", nil)
+		return strings.Contains(string(list), `"last_error"`)
+	})
+	if strings.Contains(string(list), "MODELSEESTHIS") || strings.Contains(string(list), "HEADERSECRET") || !strings.Contains(string(list), closed+"/mcp?REDACTED") {
+		t.Fatalf("listing %s: want the URL with its query REDACTED", list)
 	}
 }
