@@ -316,6 +316,12 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			kind = tool.KindUnavailable
 		}
+		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 {
+			// Only a redirect elsewhere comes back (sameHostRedirects): say so, or the
+			// model reads a bare 302 and cannot tell what to do about it.
+			text = fmt.Sprintf("the API redirected to %s://%s%s, which is not followed: redirects go to the API's own scheme and host only, so that its credentials stay there; %s",
+				loc.Scheme, loc.Host, loc.EscapedPath(), text)
+		}
 		res := tool.ErrorResult(kind, "HTTP %d %s from %s %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.route, text)
 		res.Details = details
 		return res

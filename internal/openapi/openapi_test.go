@@ -793,7 +793,8 @@ func TestRedirectsStayOnTheAPI(t *testing.T) {
 		cfg.Auth, cfg.Getenv = auth, env(map[string]string{"TOK": "s3cret"})
 		_, m := load(t, cfg)
 		res := call(t, m, "shop__getItem", `{"itemId":"away","X-Trace":"t"}`)
-		if !res.IsError || !strings.Contains(res.Text(), "302") || strings.Contains(res.Text(), "s3cret") {
+		if !res.IsError || !strings.Contains(res.Text(), "302") || strings.Contains(res.Text(), "s3cret") ||
+			!strings.Contains(res.Text(), "redirected to "+elsewhere.URL+"/steal, which is not followed") {
 			t.Errorf("%+v: redirect elsewhere: %s %s", auth, res.ErrorKind, res.Text())
 		}
 		if strings.Contains(string(res.Details), "s3cret") {
