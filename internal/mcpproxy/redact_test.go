@@ -1,7 +1,9 @@
 package mcpproxy
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -188,4 +190,18 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 		h.m.Stop()
 		check(t, "log", logs.String())
 	})
+}
+
+// TestUnavailableNamesALostConnection: a call that finds the connection dead before
+// the supervisor has noticed gets the reason (redacted), not "ready since …" alone.
+func TestUnavailableNamesALostConnection(t *testing.T) {
+	t.Parallel()
+	cfg := ServerConfig{Name: "tok", Transport: TransportStreamableHTTP, URL: "http://127.0.0.1:1/mcp?api_key=MODELSEESTHIS"}
+	_, cancel := context.WithCancel(context.Background())
+	s := &server{cfg: cfg, redact: newRedactor(&cfg), state: StateReady, since: time.Now(), conn: &conn{dead: make(chan struct{}), cancel: cancel}}
+	s.conn.markDead(errors.New(`transport error: Post "http://127.0.0.1:1/mcp?api_key=MODELSEESTHIS": EOF`))
+	msg := s.unavailable().Error()
+	if !strings.Contains(msg, "its connection was lost") || !strings.Contains(msg, "EOF") || strings.Contains(msg, "ready since") || strings.Contains(msg, "MODELSEESTHIS") {
+		t.Fatalf("unavailable() = %q", msg)
+	}
 }

@@ -418,6 +418,13 @@ func (s *server) awaitConn(ctx context.Context, old *conn, d time.Duration) *con
 func (s *server) unavailable() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A connection that died before the supervisor noticed: the state still says
+	// ready, which would read as no reason at all (status does the same).
+	if s.state == StateReady && s.conn != nil {
+		if err := s.conn.err(); err != nil {
+			return toolError(fmt.Sprintf("mcp server %s is not available: its connection was lost (%s); it is being reconnected", s.cfg.Name, s.errText(err)))
+		}
+	}
 	msg := fmt.Sprintf("mcp server %s is not available (%s since %s)", s.cfg.Name, s.state, s.since.UTC().Format(time.RFC3339))
 	if s.lastErr != "" {
 		msg += ": " + s.lastErr
