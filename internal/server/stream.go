@@ -105,7 +105,7 @@ func (g valueGate) latest(hub *progress.Hub, callID string) *progress.Value {
 func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.Format, st stream) {
 	sw := &streamWriter{out: nil, format: f, hub: s.Progress, keepAlive: s.cfg.KeepAlive}
 	if s.Exec != nil {
-		sw.truncate = s.Exec.Truncate
+		sw.truncate = s.Exec
 	}
 	runCtx := st.ctx
 	if runCtx == nil {
@@ -228,7 +228,9 @@ type streamWriter struct {
 	out *ndjsonWriter
 	// truncate cuts a followed call's recorded result to the token budget when its
 	// message is written, not before: a stalled client then holds the record only.
-	truncate   func(*tool.Result) *tool.Result
+	truncate interface {
+		Truncate(*tool.Result) *tool.Result
+	}
 	background <-chan session.Event
 	format     toolmgr.Format
 	hub        *progress.Hub
@@ -342,7 +344,7 @@ func (sw *streamWriter) event(ev session.Event) (delay bool) {
 		sw.drain()
 		sw.complete(ev.Call.ID, ev.Call.ToolCallID)
 		if ev.Resumed && sw.truncate != nil {
-			ev.Result = sw.truncate(ev.Result)
+			ev.Result = sw.truncate.Truncate(ev.Result)
 		}
 		sw.out.Encode(resultLine(ev.Type, sw.format, ev))
 		return true
