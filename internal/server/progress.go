@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/progress"
-	"github.com/toolserverd/toolserverd/internal/store"
 )
 
 type progressChunk struct {
@@ -295,18 +294,8 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 	// A call that never starts (denied, cancelled or expired while it waited) writes
 	// no output, so no closed event comes: its record says when it is over. Read it
 	// when this process's call ends, on decisions, and every 2 s while it has no output.
-	var over <-chan struct{}
-	if s.Exec != nil {
-		over = s.Exec.Running(rec.ID)
-	}
-	var decided <-chan string
-	if s.Approvals != nil {
-		ch, stop := s.Approvals.Notifier.Subscribe(store.TopicCall)
-		defer stop()
-		decided = ch
-	}
-	recheck := time.NewTicker(2 * time.Second)
-	defer recheck.Stop()
+	watch := s.watchCall(rec.ID)
+	defer watch.close()
 	callID := rec.ID
 	endedUnstarted := func() bool {
 		if len(s.Progress.Streams(callID)) > 0 {
@@ -342,16 +331,16 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}
-		case <-over:
-			over = s.Exec.Running(callID)
+		case <-watch.over:
+			watch.rearm()
 			if endedUnstarted() {
 				return
 			}
-		case <-decided:
+		case <-watch.decided:
 			if endedUnstarted() {
 				return
 			}
-		case <-recheck.C:
+		case <-watch.tick.C:
 			if endedUnstarted() {
 				return
 			}

@@ -99,12 +99,8 @@ func (s *Server) followAll(ctx context.Context, tenant string, recs []*store.Cal
 // result is recorded; one of another replica, or one whose result the store refused
 // for a while, is read again on decisions and answers and every 2 seconds.
 func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event)) *store.Call {
-	var finished <-chan string
-	if s.Approvals != nil {
-		ch, stop := s.Approvals.Notifier.Subscribe(store.TopicCall)
-		defer stop()
-		finished = ch
-	}
+	watch := s.watchCall(rec.ID)
+	defer watch.close()
 	announced := map[string]bool{}
 	announce := func(rec *store.Call) {
 		pending := false
@@ -130,20 +126,15 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 			emit(session.Event{Type: session.EventExternal, Call: call, TS: timeOr(rec.StartedAt)})
 		}
 	}
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
 	for !rec.Status.Terminal() || rec.Result == nil {
 		announce(rec)
-		var over <-chan struct{}
-		if s.Exec != nil {
-			over = s.Exec.Running(rec.ID)
-		}
+		watch.rearm()
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-over:
-		case <-finished:
-		case <-tick.C:
+		case <-watch.over:
+		case <-watch.decided:
+		case <-watch.tick.C:
 		}
 		cur, err := s.Calls.GetCall(ctx, rec.ID)
 		if err != nil {
@@ -158,6 +149,39 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 		rec = cur
 	}
 	return rec
+}
+
+// callWatch wakes whoever waits for a recorded call to change: when this process's
+// call is over (Executor.Running), on decisions and answers (TopicCall), and every
+// 2 s, for a call of another replica or one whose result the store refused a while.
+type callWatch struct {
+	s       *Server
+	id      string
+	over    <-chan struct{} // nil while the call is not this process's
+	decided <-chan string
+	tick    *time.Ticker
+	stop    func()
+}
+
+func (s *Server) watchCall(id string) *callWatch {
+	w := &callWatch{s: s, id: id, tick: time.NewTicker(2 * time.Second), stop: func() {}}
+	if s.Approvals != nil {
+		w.decided, w.stop = s.Approvals.Notifier.Subscribe(store.TopicCall)
+	}
+	w.rearm()
+	return w
+}
+
+// rearm looks for this process's call again: over fires once per tracker.
+func (w *callWatch) rearm() {
+	if w.s.Exec != nil {
+		w.over = w.s.Exec.Running(w.id)
+	}
+}
+
+func (w *callWatch) close() {
+	w.tick.Stop()
+	w.stop()
 }
 
 func timeOr(t *time.Time) time.Time {
