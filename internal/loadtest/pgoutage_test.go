@@ -58,7 +58,22 @@ func TestResultRecordedAfterPostgresOutage(t *testing.T) {
 	case a := <-answered:
 		t.Fatalf("the call ended before it started: %+v", a)
 	}
+	// tool_start comes before the call is marked running (after the session's lock);
+	// a call that cannot be marked running is not run. Stop the database only once
+	// the command runs.
+	fatalIf(t, waitFor(30*time.Second, 20*time.Millisecond, func() error {
+		r, err := c.GetCall(ctx, callID)
+		if err != nil {
+			return err
+		}
+		if r.Status != "running" {
+			return fmt.Errorf("call %s is %s", callID, r.Status)
+		}
+		return nil
+	}))
 	fatalIf(t, pgtest.StopServer())
+	// The other tests share the cluster: it runs again whatever happens here.
+	t.Cleanup(func() { _ = pgtest.StartServer() })
 	a := <-answered
 	if a.err != nil || a.isError || !strings.Contains(a.content, "finished while the database was away") {
 		t.Fatalf("the client did not get the result while PostgreSQL was away: %+v", a)
