@@ -91,7 +91,8 @@ func TestSessionKeepsToolsOfConnectingMCPServer(t *testing.T) {
 				_, _, body := d.do("GET", "/v1/sessions/"+id, nil)
 				var got struct{ Tools []string }
 				_ = json.Unmarshal(body, &got)
-				return slices.Contains(got.Tools, "mcp__ev__echo")
+				// Both: the session can see a server's tools before all of them are in.
+				return slices.Contains(got.Tools, "mcp__ev__echo") && slices.Contains(got.Tools, "mcp__ev__get-sum")
 			})
 			_, _, body = d.do("GET", "/v1/sessions/"+id, nil)
 			var got struct{ Tools, AvailableTools []string }
