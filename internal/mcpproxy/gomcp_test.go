@@ -235,3 +235,77 @@ func drain(ch chan time.Time) {
 		}
 	}
 }
+
+// TestToolsChangeTogether checks that a reader of the registry sees a server's tools
+// all at once: on connect, when the server adds tools, and when it changes one (never
+// a part of them, never a changed tool missing for a moment).
+func TestToolsChangeTogether(t *testing.T) {
+	t.Parallel()
+	g := newGoServer(t)
+	h := newHarness(t, Config{HealthInterval: time.Hour, Servers: []ServerConfig{
+		{Name: "go", Transport: TransportStreamableHTTP, URL: g.url, Enabled: true}}})
+
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n := 0
+			for _, name := range h.tools.Names() {
+				if strings.HasPrefix(name, "mcp__go__") {
+					n++
+				}
+			}
+			mu.Lock()
+			seen[n] = true
+			mu.Unlock()
+		}
+	}()
+	h.start(t)
+	h.waitState(t, "go", StateReady, 10*time.Second)
+	count := func() int {
+		n := 0
+		for _, name := range h.tools.Names() {
+			if strings.HasPrefix(name, "mcp__go__") {
+				n++
+			}
+		}
+		return n
+	}
+	base := count()
+	// Two tools in one change, then a changed description, each awaited.
+	noop := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("ok"), nil
+	}
+	g.mcp.AddTools(mcpserver.ServerTool{Tool: mcp.NewTool("new_a"), Handler: noop},
+		mcpserver.ServerTool{Tool: mcp.NewTool("new_b"), Handler: noop})
+	if !eventually(10*time.Second, func() bool { return count() == base+2 }) {
+		t.Fatalf("the added tools never appeared: %v", h.tools.Names())
+	}
+	g.mcp.AddTool(mcp.NewTool("fail", mcp.WithDescription("Always fails, now said differently.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultError("still broken"), nil
+		})
+	if !eventually(10*time.Second, func() bool {
+		e, ok := h.tools.Lookup("mcp__go__fail")
+		return ok && strings.Contains(e.Spec.Description, "differently")
+	}) {
+		t.Fatal("the changed description never arrived")
+	}
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	for n := range seen {
+		if n != 0 && n != base && n != base+2 {
+			t.Errorf("a reader saw %d of the server's tools; only 0, %d and %d are whole sets (seen %v)", n, base, base+2, seen)
+		}
+	}
+}

@@ -456,21 +456,27 @@ func (m *Manager) syncRegistry() {
 			desired[name] = old
 		}
 	}
-	m.tools.Unregister(drop...)
 	sorted := make([]string, 0, len(desired))
 	for name := range desired {
 		sorted = append(sorted, name)
 	}
 	sort.Strings(sorted)
+	var add []tool.Tool
+	for _, name := range sorted {
+		if old, ok := m.registered[name]; !ok || old != desired[name] {
+			add = append(add, desired[name])
+		}
+	}
+	// One swap, so a session never sees part of a server's tools, nor a tool whose
+	// spec changed missing for a moment.
+	failed := m.tools.Swap(drop, add)
 	count := map[string]int{}
 	for _, name := range sorted {
 		t := desired[name]
-		if old, ok := m.registered[name]; !ok || old != t {
-			if err := m.tools.Register(t); err != nil {
-				notes[t.srv.cfg.Name] = append(notes[t.srv.cfg.Name], fmt.Sprintf("tool %q is not registered: %v", t.upstream, err))
-				delete(desired, name)
-				continue
-			}
+		if err, ok := failed[name]; ok {
+			notes[t.srv.cfg.Name] = append(notes[t.srv.cfg.Name], fmt.Sprintf("tool %q is not registered: %v", t.upstream, err))
+			delete(desired, name)
+			continue
 		}
 		count[t.srv.cfg.Name]++
 	}

@@ -103,6 +103,52 @@ func (m *Manager) Unregister(names ...string) int {
 	return n
 }
 
+// Swap removes the tools named in drop and adds the tools in add as one change: a
+// reader sees either the set before or the set after, never a part of either (an
+// MCP server's tools appear and are replaced together). A tool of add that cannot be
+// registered (invalid name or schema, a name taken by a tool not in drop) is left
+// out, with its error in the returned map under the name it asked for; the rest are
+// added.
+func (m *Manager) Swap(drop []string, add []tool.Tool) map[string]error {
+	var failed map[string]error
+	fail := func(name string, err error) {
+		if failed == nil {
+			failed = map[string]error{}
+		}
+		failed[name] = err
+	}
+	entries := make([]*Entry, 0, len(add))
+	for _, t := range add {
+		e, err := newEntry(t)
+		if err != nil {
+			fail(t.Spec().Name, err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := false
+	for _, name := range drop {
+		if _, ok := m.tools[name]; ok {
+			delete(m.tools, name)
+			changed = true
+		}
+	}
+	for _, e := range entries {
+		if _, dup := m.tools[e.Spec.Name]; dup {
+			fail(e.Spec.Name, fmt.Errorf("toolmgr: tool %q is already registered", e.Spec.Name))
+			continue
+		}
+		m.tools[e.Spec.Name] = e
+		changed = true
+	}
+	if changed {
+		m.version++
+	}
+	return failed
+}
+
 // Version changes whenever the set of tools does.
 func (m *Manager) Version() uint64 {
 	m.mu.RLock()

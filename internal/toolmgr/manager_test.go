@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,24 @@ func TestSpecsSortedAndUnregister(t *testing.T) {
 	}
 	if _, ok := m.Lookup("mid"); ok {
 		t.Fatal("mid still registered")
+	}
+}
+
+func TestSwap(t *testing.T) {
+	m := New()
+	m.MustRegister(echoTool("keep"), echoTool("old"), echoTool("taken"))
+	v := m.Version()
+	failed := m.Swap([]string{"old", "absent"}, []tool.Tool{echoTool("old"), echoTool("new"), echoTool("bad name"), echoTool("taken")})
+	if got := m.Names(); !slices.Equal(got, []string{"keep", "new", "old", "taken"}) {
+		t.Errorf("names = %v", got)
+	}
+	if len(failed) != 2 || failed["bad name"] == nil || failed["taken"] == nil {
+		t.Errorf("failed = %v, want the invalid name and the taken one", failed)
+	}
+	if got := m.Version(); got != v+1 {
+		t.Errorf("version %d → %d, want one change", v, got)
+	}
+	if failed := m.Swap(nil, nil); failed != nil || m.Version() != v+1 {
+		t.Errorf("an empty swap changed something: %v, version %d", failed, m.Version())
 	}
 }
