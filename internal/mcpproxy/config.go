@@ -368,9 +368,12 @@ type ServerStatus struct {
 	Tools     int    `json:"tools"`
 	// LastError is why the last connection attempt failed or the last connection
 	// ended; it stays after the server recovers.
-	LastError string    `json:"last_error,omitempty"`
-	Since     time.Time `json:"since"`
-	Restarts  int       `json:"restarts"`
+	LastError string `json:"last_error,omitempty"`
+	// LastErrorAt is when LastError happened, so a recovered server's old error is
+	// not read as a current one.
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	Since       time.Time `json:"since"`
+	Restarts    int       `json:"restarts"`
 	// NextAttempt is when a failed server is tried again (zero unless failed).
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	// Notes are naming decisions and refusals: renamed on collision, refused

@@ -177,8 +177,13 @@ func TestUpstreamRestartSkipsBackoff(t *testing.T) {
 			if err := h.m.Restart("web"); err != nil {
 				t.Fatal(err)
 			}
-			h.waitState(t, "web", StateReady, prompt)
-			before := h.status(t, "web").Restarts
+			rec := h.waitState(t, "web", StateReady, prompt)
+			// The outage's error stays, dated before the recovery.
+			if rec.LastError == "" || rec.LastErrorAt.IsZero() || !rec.LastErrorAt.Before(rec.Since) {
+				t.Errorf("after recovering: last error %q at %v, ready since %v; want the outage's error, dated before",
+					rec.LastError, rec.LastErrorAt, rec.Since)
+			}
+			before := rec.Restarts
 
 			// The upstream restarts, as after kill -9 and a supervisor starting it again
 			// 50ms later (by then the proxy's HTTP client has seen its sockets close).

@@ -30,6 +30,7 @@ type server struct {
 	persisted   bool
 	state       State
 	lastErr     string
+	lastErrAt   time.Time
 	since       time.Time
 	restarts    int
 	nextAttempt time.Time  // while failed: when the supervisor tries again
@@ -368,6 +369,7 @@ func (s *server) setStateRetry(st State, lastErr string, c *conn, next time.Time
 	s.state = st
 	if lastErr != "" {
 		s.lastErr = lastErr // kept after recovery: why the server last went down
+		s.lastErrAt = time.Now()
 	}
 	s.conn = c
 	s.nextAttempt = next
@@ -444,7 +446,7 @@ func (s *server) status() ServerStatus {
 	defer s.mu.Unlock()
 	st := ServerStatus{
 		Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Tools: s.nTools,
-		LastError: s.lastErr, Since: s.since, Restarts: s.restarts, NextAttempt: s.nextAttempt,
+		LastError: s.lastErr, LastErrorAt: s.lastErrAt, Since: s.since, Restarts: s.restarts, NextAttempt: s.nextAttempt,
 		Notes: append([]string(nil), s.notes...), Persisted: s.persisted,
 		UpstreamSessions: s.sessionCount(), TrustAnnotations: s.cfg.trustsAnnotations(),
 	}
@@ -452,7 +454,7 @@ func (s *server) status() ServerStatus {
 	// the status agrees with liveConn, which calls use.
 	if s.state == StateReady && s.conn != nil {
 		if err := s.conn.err(); err != nil {
-			st.State, st.LastError = StateFailed, s.errText(err)
+			st.State, st.LastError, st.LastErrorAt = StateFailed, s.errText(err), time.Now()
 		}
 	}
 	return st
