@@ -99,7 +99,9 @@ func (h *harness) sessionInt(t *testing.T, sid, name string) int {
 func TestPerSessionPooling(t *testing.T) {
 	t.Parallel()
 	cfg := statefulServer(t, "st")
-	cfg.SessionIdleTimeout = 400 * time.Millisecond
+	// Long enough that a loaded machine (a process start takes half a second at a
+	// load of 8 on 2 cores) does not close a session between two of its calls.
+	cfg.SessionIdleTimeout = 3 * time.Second
 	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: 100 * time.Millisecond})
 	h.start(t)
 	h.waitState(t, "st", StateReady, 30*time.Second)
@@ -123,7 +125,7 @@ func TestPerSessionPooling(t *testing.T) {
 	}
 
 	// Idle past the timeout: both close, their processes are gone, the shared one stays.
-	if !eventually(10*time.Second, func() bool { return h.status(t, "st").UpstreamSessions == 0 }) {
+	if !eventually(20*time.Second, func() bool { return h.status(t, "st").UpstreamSessions == 0 }) {
 		t.Fatalf("upstream sessions still open after the idle timeout: %d", h.status(t, "st").UpstreamSessions)
 	}
 	if !eventually(5*time.Second, func() bool { return !processAlive(pa) && !processAlive(pb) }) {

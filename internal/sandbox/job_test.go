@@ -73,16 +73,19 @@ func TestTimeoutKillsGroup(t *testing.T) {
 			m := newManager(t, bc.cfg)
 			sb, _ := newSandbox(t, m, Options{})
 			start := time.Now()
-			j, err := sb.Start(context.Background(), Cmd{Command: "echo started; sleep 300 & sleep 301; echo never", Timeout: 700 * time.Millisecond})
+			// Long enough for the sleeps to be found before it passes on a loaded
+			// machine (the namespaces backend took more than 700ms to start them).
+			const timeout = 3 * time.Second
+			j, err := sb.Start(context.Background(), Cmd{Command: "echo started; sleep 300 & sleep 301; echo never", Timeout: timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			sleeps := sleepsOf(t, j, 2)
 			info := wait(t, j)
-			if info.Status != StatusTimeout || !strings.Contains(info.Reason, "timeout of 700ms passed") {
+			if info.Status != StatusTimeout || !strings.Contains(info.Reason, "timeout of 3s passed") {
 				t.Errorf("status %s reason %q; want timeout", info.Status, info.Reason)
 			}
-			if elapsed := time.Since(start); elapsed > 700*time.Millisecond+m.cfg.KillGrace+2*time.Second {
+			if elapsed := time.Since(start); elapsed > timeout+m.cfg.KillGrace+2*time.Second {
 				t.Errorf("took %s to end", elapsed)
 			}
 			if got := output(t, j, Stdout); got != "started\n" {
