@@ -233,9 +233,13 @@ func TestGrepLimits(t *testing.T) {
 		t.Errorf("output of %d bytes", len(res.Text()))
 	}
 	fileContains(t, res.Text(), "the output limit was reached")
-	e.put(t, "huge.txt", strings.Repeat("needle\n", (grepMaxFile/7)+1))
+	e.put(t, "huge.txt", strings.Repeat("needle\n", (grepMaxFile/7)+1)+"the end\n")
 	res = e.ok(t, "grep", map[string]any{"pattern": "nothing-like-this"})
-	fileContains(t, res.Text(), "1 file larger than 20.0 MiB skipped")
+	fileContains(t, res.Text(), "1 file larger than 20.0 MiB skipped; name one in path to search it")
+	// Named in path, a file over the limit is searched: read_file sends the model here
+	// for files too large to read at once, and a large log is what one greps.
+	res = e.ok(t, "grep", map[string]any{"pattern": "^the end$", "path": "huge.txt"})
+	fileContains(t, res.Text(), fmt.Sprintf("huge.txt:%d: the end", grepMaxFile/7+2), "[1 matching line in 1 file]")
 }
 
 func TestIgnoreRules(t *testing.T) {
