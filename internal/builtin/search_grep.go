@@ -290,7 +290,7 @@ func (s *grepSearch) result(pattern string, tg fileTarget) (*tool.Result, error)
 	details := grepDetails{Matches: s.matches, Files: s.files, Searched: s.searched, Truncated: s.truncated}
 	var b strings.Builder
 	if s.matches == 0 {
-		fmt.Fprintf(&b, "No matches for %q in %s (%d file%s searched).\n", pattern, tg.show(), s.searched, pluralS(s.searched))
+		fmt.Fprintf(&b, "No matches for %q in %s (%d file%s searched).\n", pattern, tg.place(), s.searched, pluralS(s.searched))
 	} else {
 		b.WriteString(s.out.String())
 		fmt.Fprintf(&b, "[%d matching line%s in %d file%s]\n", s.matches, pluralS(s.matches), s.files, pluralS(s.files))

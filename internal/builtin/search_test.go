@@ -155,6 +155,9 @@ func TestGlob(t *testing.T) {
 	}
 	res := e.ok(t, "glob", map[string]any{"pattern": "*.go"})
 	fileContains(t, res.Text(), "**/*.go searches every level")
+	// Not `in ..`, which reads as the parent directory.
+	fileContains(t, res.Text(), `No files match "*.go" in the working directory.`)
+	fileContains(t, e.ok(t, "grep", map[string]any{"pattern": "absent-everywhere"}).Text(), `No matches for "absent-everywhere" in the working directory (`)
 	e.fail(t, "glob", map[string]any{"pattern": "src/[a"}, tool.KindInvalidArgs, "not a valid glob")
 	e.fail(t, "glob", map[string]any{"pattern": "{a,b"}, tool.KindInvalidArgs, "not a valid glob")
 }
