@@ -259,9 +259,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err := a.Skills.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("skills: %w", err)
 	}
-	for _, p := range a.Skills.Problems() {
-		log.Warn("skill not loaded", "dir", p.Dir, "problem", p.Error)
-	}
+	// The manager has logged every skill it could not load (and logs new ones on reload).
 	a.Sessions.UseSkills(a.Skills)
 	a.Trunc = toolmgr.NewTruncator(cfg.MaxToolResultTokens)
 	a.Exec = session.NewExecutor(session.ExecConfig{

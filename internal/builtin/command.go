@@ -162,6 +162,7 @@ func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resu
 		if err != nil {
 			return nil, startError(err)
 		}
+		followInBackground(ctx, job)
 		return backgroundResult(job)
 	}
 	job, err := sb.Start(ctx, cmd)
@@ -178,6 +179,24 @@ func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resu
 		cancel()
 	}
 	return commandResult(job, ctx.Err())
+}
+
+// followInBackground keeps the call's progress open while the job runs and carries the
+// job's output on it: a UI polling the call that started the job sees the output as
+// it comes and sees the call's output finished only when the job is over. The result
+// (the job's id) goes to the model at once, as before.
+func followInBackground(ctx *tool.Context, job *sandbox.Job) {
+	h, ok := ctx.Progress.(tool.ProgressHolder)
+	if !ok {
+		return
+	}
+	release := h.Hold()
+	p := &pump{job: job, emit: ctx.Progress.Emit}
+	go func() {
+		defer release()
+		// Ends when the job does: killed, exited, or stopped with the session's sandbox.
+		p.follow(context.Background())
+	}()
 }
 
 func backgroundResult(job *sandbox.Job) (*tool.Result, error) {

@@ -132,6 +132,15 @@ type fileTarget struct {
 // show names the target for the model: relative to the root, with slashes.
 func (t fileTarget) show() string { return filepath.ToSlash(t.rel) }
 
+// place names the target in a sentence: "the working directory" rather than ".",
+// which a sentence's full stop would turn into "..".
+func (t fileTarget) place() string {
+	if t.rel == "." {
+		return "the working directory"
+	}
+	return t.show()
+}
+
 // resolve confines a model's path to the root.
 func (w *fileRoot) resolve(given string) (fileTarget, error) {
 	abs, err := w.sb.Resolve(given)

@@ -227,7 +227,8 @@ Arguments
 
 Files are searched in path order. What .gitignore files exclude is skipped (see tree),
 and so are .git, binary files (a NUL byte or mostly non-UTF-8 in the first 8 KiB),
-files larger than 20 MiB and symlinks that lead outside the working directory;
+files larger than 20 MiB (a file named in path is searched whatever its size) and
+symlinks that lead outside the working directory;
 symlinked directories are not descended into. Only the first 1 MiB of a very long line
 is searched.
 

@@ -140,7 +140,7 @@ func (t *globFiles) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	})
 	details := globDetails{Pattern: pattern, Matches: total, Shown: min(len(found), maxGlobResults), Truncated: total > maxGlobResults}
 	if total == 0 {
-		text := fmt.Sprintf("No files match %q in %s.", pattern, start)
+		text := fmt.Sprintf("No files match %q in %s.", pattern, tg.place())
 		if !strings.Contains(pattern, "**") && !strings.Contains(pattern, "/") {
 			text += fmt.Sprintf(" Note that * does not cross directories: **/%s searches every level.", pattern)
 		}

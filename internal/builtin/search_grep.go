@@ -20,7 +20,8 @@ const (
 	grepDefaultResults = 200
 	grepMaxResults     = 1000
 	grepMaxContext     = 10
-	// grepMaxFile: larger files are skipped (and counted).
+	// grepMaxFile: larger files are skipped (and counted) in a search of a directory;
+	// one named in path is searched whatever its size, within grepBudget.
 	grepMaxFile = 20 << 20
 	// grepMaxLine is how much of one line is searched.
 	grepMaxLine = 1 << 20
@@ -122,7 +123,9 @@ func (t *grepFiles) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	case fi == nil:
 		return nil, tool.Errorf(tool.KindNotFound, "%q does not exist", tg.given)
 	case fi.Mode().IsRegular():
-		// One file named explicitly is searched even if .gitignore excludes it.
+		// One file named explicitly is searched even if .gitignore excludes it, and
+		// whatever its size.
+		s.named = true
 		err = s.file(tg.show(), tg.rel)
 	case !fi.IsDir():
 		return nil, notAFile(tg, fi.Mode())
@@ -178,6 +181,7 @@ type grepSearch struct {
 	binary, tooLarge, unreadable int
 	truncated, timedOut, budget  bool
 	printedAny                   bool
+	named                        bool // path names the one file searched
 	buf                          []byte
 }
 
@@ -210,7 +214,7 @@ func (s *grepSearch) file(display, open string) error {
 		s.unreadable++
 		return nil
 	}
-	if fi.Size() > grepMaxFile {
+	if fi.Size() > grepMaxFile && !s.named {
 		s.tooLarge++
 		return nil
 	}
@@ -286,7 +290,7 @@ func (s *grepSearch) result(pattern string, tg fileTarget) (*tool.Result, error)
 	details := grepDetails{Matches: s.matches, Files: s.files, Searched: s.searched, Truncated: s.truncated}
 	var b strings.Builder
 	if s.matches == 0 {
-		fmt.Fprintf(&b, "No matches for %q in %s (%d file%s searched).\n", pattern, tg.show(), s.searched, pluralS(s.searched))
+		fmt.Fprintf(&b, "No matches for %q in %s (%d file%s searched).\n", pattern, tg.place(), s.searched, pluralS(s.searched))
 	} else {
 		b.WriteString(s.out.String())
 		fmt.Fprintf(&b, "[%d matching line%s in %d file%s]\n", s.matches, pluralS(s.matches), s.files, pluralS(s.files))
@@ -303,7 +307,7 @@ func (s *grepSearch) result(pattern string, tg fileTarget) (*tool.Result, error)
 		fmt.Fprintf(&b, "[%d binary file%s skipped]\n", s.binary, pluralS(s.binary))
 	}
 	if s.tooLarge > 0 {
-		fmt.Fprintf(&b, "[%d file%s larger than %s skipped]\n", s.tooLarge, pluralS(s.tooLarge), sizeText(grepMaxFile))
+		fmt.Fprintf(&b, "[%d file%s larger than %s skipped; name one in path to search it]\n", s.tooLarge, pluralS(s.tooLarge), sizeText(grepMaxFile))
 	}
 	if s.unreadable > 0 {
 		fmt.Fprintf(&b, "[%d file%s could not be read]\n", s.unreadable, pluralS(s.unreadable))

@@ -155,6 +155,9 @@ func TestGlob(t *testing.T) {
 	}
 	res := e.ok(t, "glob", map[string]any{"pattern": "*.go"})
 	fileContains(t, res.Text(), "**/*.go searches every level")
+	// Not `in ..`, which reads as the parent directory.
+	fileContains(t, res.Text(), `No files match "*.go" in the working directory.`)
+	fileContains(t, e.ok(t, "grep", map[string]any{"pattern": "absent-everywhere"}).Text(), `No matches for "absent-everywhere" in the working directory (`)
 	e.fail(t, "glob", map[string]any{"pattern": "src/[a"}, tool.KindInvalidArgs, "not a valid glob")
 	e.fail(t, "glob", map[string]any{"pattern": "{a,b"}, tool.KindInvalidArgs, "not a valid glob")
 }
@@ -233,9 +236,13 @@ func TestGrepLimits(t *testing.T) {
 		t.Errorf("output of %d bytes", len(res.Text()))
 	}
 	fileContains(t, res.Text(), "the output limit was reached")
-	e.put(t, "huge.txt", strings.Repeat("needle\n", (grepMaxFile/7)+1))
+	e.put(t, "huge.txt", strings.Repeat("needle\n", (grepMaxFile/7)+1)+"the end\n")
 	res = e.ok(t, "grep", map[string]any{"pattern": "nothing-like-this"})
-	fileContains(t, res.Text(), "1 file larger than 20.0 MiB skipped")
+	fileContains(t, res.Text(), "1 file larger than 20.0 MiB skipped; name one in path to search it")
+	// Named in path, a file over the limit is searched: read_file sends the model here
+	// for files too large to read at once, and a large log is what one greps.
+	res = e.ok(t, "grep", map[string]any{"pattern": "^the end$", "path": "huge.txt"})
+	fileContains(t, res.Text(), fmt.Sprintf("huge.txt:%d: the end", grepMaxFile/7+2), "[1 matching line in 1 file]")
 }
 
 func TestIgnoreRules(t *testing.T) {

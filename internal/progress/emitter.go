@@ -67,6 +67,16 @@ func (e *Emitter) Close() {
 	e.c.close()
 }
 
+// Hold keeps the call's progress open past Close until release is called (see
+// tool.ProgressHolder): emits are still taken, and the closed event and the finished
+// state come at the later of Close and the last release. release is idempotent.
+func (e *Emitter) Hold() (release func()) {
+	if e == nil || e.c == nil {
+		return func() {}
+	}
+	return e.c.hold()
+}
+
 // call is the progress state of one tool call. mu serializes emits, flushes and
 // publication, which keeps each call's events in log order.
 type call struct {
@@ -78,7 +88,9 @@ type call struct {
 	streams map[string]*stream
 	order   []*stream
 	dirMade bool
-	closed  bool // Close was called: the call is finished
+	closed  bool // the call's progress is finished
+	holds   int  // Holds not released yet: Close waits for them
+	closing bool // Close was called while held
 	halted  bool // the hub stopped
 	doneAt  time.Time
 	latest  Value // the last report; Seq 0: none
@@ -280,9 +292,36 @@ func (c *call) logFailed(st *stream, err error) {
 }
 
 // close ends the call: flush all, close the logs, publish the closed event.
+func (c *call) hold() (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.halted {
+		return func() {}
+	}
+	c.holds++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.holds--; c.holds == 0 && c.closing {
+				c.closeLocked()
+			}
+		})
+	}
+}
+
 func (c *call) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.holds > 0 {
+		c.closing = true
+		return
+	}
+	c.closeLocked()
+}
+
+func (c *call) closeLocked() {
 	if c.closed || c.halted {
 		return
 	}

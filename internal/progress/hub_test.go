@@ -431,3 +431,52 @@ func TestFinishedCallsLeaveMemory(t *testing.T) {
 		t.Error("a running call left memory")
 	}
 }
+
+// TestHoldKeepsProgressOpenPastClose: a held call takes emits after Close and is
+// finished, with one closed event, only once the last hold is released.
+func TestHoldKeepsProgressOpenPastClose(t *testing.T) {
+	t.Parallel()
+	h, _ := newTestHub(t, func(c *Config) { c.FlushInterval = 0 })
+	sub := h.Subscribe(Filter{All: true})
+	e := h.Begin(CallMeta{CallID: "tc_h"})
+	release, release2 := e.Hold(), e.Hold()
+	e.Emit("stdout", "a")
+	e.Close()
+	e.Emit("stdout", "b")
+	release()
+	release() // a second call of one release does not release the other hold
+	e.Emit("stdout", "c")
+	if _, _, fin, err := h.Read("tc_h", "stdout", 0, 0); err != nil || fin {
+		t.Fatalf("held call: finished %v, err %v", fin, err)
+	}
+	release2()
+	e.Emit("stdout", "dropped")
+	data, _, fin, err := h.Read("tc_h", "stdout", 0, 0)
+	if err != nil || !fin || string(data) != "abc" {
+		t.Fatalf("after the last release: %q finished %v err %v", data, fin, err)
+	}
+	if r := e.Hold(); r == nil {
+		t.Fatal("Hold after the end returned nil")
+	} else {
+		r()
+	}
+	var closed int
+	for len(sub.Events()) > 0 {
+		if ev := <-sub.Events(); ev.Closed {
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Fatalf("%d closed events, want 1", closed)
+	}
+
+	// Released before Close: Close ends the call at once.
+	e2 := h.Begin(CallMeta{CallID: "tc_h2"})
+	e2.Hold()()
+	e2.Close()
+	if _, _, fin, _ := h.Read("tc_h2", "stdout", 0, 0); !fin {
+		t.Fatal("call released before Close is not finished after it")
+	}
+	// The zero emitter's Hold does nothing.
+	(&Emitter{}).Hold()()
+}

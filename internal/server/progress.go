@@ -301,6 +301,11 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 		if len(s.Progress.Streams(callID)) > 0 {
 			return false // it ran: its closed event ends the stream
 		}
+		if _, _, fin, err := s.Progress.Read(callID, "stdout", 0, 1); err == nil && !fin {
+			// It ran and its output is not over, though it printed nothing yet (a
+			// background job it started still runs): its closed event ends the stream.
+			return false
+		}
 		cur, err := s.Calls.GetCall(r.Context(), callID)
 		if err != nil || !cur.Status.Terminal() {
 			return false

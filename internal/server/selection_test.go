@@ -125,6 +125,10 @@ func TestToolGroups(t *testing.T) {
 	_, evs := d.stream(calls, `{"calls":[{"id":"m","name":"memory_search","arguments":{"query":"x"}}]}`)
 	if m := messages(t, evs)["m"]; m.str("error_kind") != "not_found" {
 		t.Fatalf("tool of an inactive group ran: %s", m.raw)
+	} else if text := m.m["message"].(map[string]any)["content"].(string); !strings.Contains(text, `tool group "memory", which is switched off`) ||
+		!strings.Contains(text, `reset_tools with {"memory":true}`) {
+		// The model is told how to get the tool, not only that it is not there.
+		t.Fatalf("not_found for a tool of an inactive group does not say how to switch it on: %q", text)
 	}
 	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"reset_tools","arguments":{"memory":true,"web":false}}]}`)
 	if m := messages(t, evs)["r"]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "Save only durable facts") || strings.Contains(string(m.raw), "Cite every URL") {
@@ -133,6 +137,12 @@ func TestToolGroups(t *testing.T) {
 	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools", nil)
 	if got := strings.Join(toolNames(t, body), ","); got != "echo,memory_save,memory_search,reset_tools" {
 		t.Fatalf("after reset_tools: %s", got)
+	}
+	// reset_tools sets the whole set: the way back to web keeps memory on.
+	_, evs = d.stream(calls, `{"calls":[{"id":"w","name":"web_fetch","arguments":{"url":"http://127.0.0.1:1/"}}]}`)
+	if m := messages(t, evs)["w"]; m.str("error_kind") != "not_found" ||
+		!strings.Contains(m.m["message"].(map[string]any)["content"].(string), `reset_tools with {"memory":true,"web":true}`) {
+		t.Fatalf("web_fetch with web off: %s", m.raw)
 	}
 	// An unknown group changes nothing.
 	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"reset_tools","arguments":{"nope":true}}]}`)

@@ -370,10 +370,14 @@ func (sw *streamWriter) drain() {
 
 // progress writes one event, first filling any gap before it from the call's log.
 func (sw *streamWriter) progress(pe progress.Event) {
+	if sw.closed[pe.CallID] {
+		// Its message (or closed event) ended the call here. A call whose work goes on
+		// after it returned (a background job) still writes output: that is for its
+		// pollers, after the closed event this stream sent.
+		return
+	}
 	if pe.Closed {
-		if !sw.closed[pe.CallID] {
-			sw.complete(pe.CallID, pe.ToolCallID)
-		}
+		sw.complete(pe.CallID, pe.ToolCallID)
 		return
 	}
 	cur := sw.cursor(pe.CallID)

@@ -287,6 +287,10 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 				call.preset = tool.ErrorResult(tool.KindUnavailable, "tool %q is not available yet: %s; try again later", c.Name, why)
 				break
 			}
+			if hint := sess.switchOnHint(c.Name); hint != "" {
+				call.preset = tool.ErrorResult(tool.KindNotFound, "%s", hint)
+				break
+			}
 			call.preset = tool.ErrorResult(tool.KindNotFound, "tool %q is not available in this session; available tools: %s", c.Name, summarize(sess.Tools.Names()))
 		case c.ArgError != "":
 			call.entry, call.manager = e, m

@@ -158,6 +158,19 @@ func (p *ToolProxy) Resolve(name string) (*toolmgr.Manager, *toolmgr.Entry, bool
 	return m, e, ok
 }
 
+// Gated returns the spec of a tool the whitelist allows but an inactive tool group
+// hides: the session could call it once the group is switched on.
+func (p *ToolProxy) Gated(name string) (tool.Spec, bool) {
+	if p.gate == nil || !p.Allows(name) {
+		return tool.Spec{}, false
+	}
+	_, e, ok := p.lookup(name)
+	if !ok || p.gate(e.Spec) {
+		return tool.Spec{}, false
+	}
+	return e.Spec, true
+}
+
 // Specs returns the allowed tools' specs sorted by name; on a name clash the
 // higher-priority manager's tool is the one listed.
 func (p *ToolProxy) Specs() []tool.Spec {

@@ -47,6 +47,47 @@ func (g Group) hasSkill(name string) bool {
 	return false
 }
 
+// switchOnHint is the answer to a call of a tool that an inactive tool group hides:
+// which group holds it, and the reset_tools arguments that switch that group on and
+// keep the active ones on (reset_tools sets the whole set). "" when no inactive group
+// hides the tool.
+func (s *Session) switchOnHint(name string) string {
+	spec, ok := s.Tools.Gated(name)
+	if !ok {
+		return ""
+	}
+	if _, _, ok := s.Tools.Resolve(ResetToolName); !ok {
+		return ""
+	}
+	s.mu.Lock()
+	args := map[string]bool{}
+	for g, on := range s.groups {
+		if on {
+			args[g] = true
+		}
+	}
+	var holding []string
+	for _, g := range s.manager.cfg.Groups {
+		if g.contains(spec) {
+			holding = append(holding, fmt.Sprintf("%q", g.Name))
+			if len(holding) == 1 {
+				args[g.Name] = true
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(holding) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(args) // keys sorted
+	which := "tool group " + holding[0] + ", which is"
+	if len(holding) > 1 {
+		which = "tool groups " + strings.Join(holding, ", ") + ", which are"
+	}
+	return fmt.Sprintf("tool %q is in the %s switched off in this session; call %s with %s to switch it on (the call sets every group: "+
+		"those left out go off), then call %s again", name, which, ResetToolName, b, name)
+}
+
 // skillGroupAllows reports whether a skill is in no group, or in an active one.
 func (s *Session) skillGroupAllows(name string) bool {
 	s.mu.Lock()

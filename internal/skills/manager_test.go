@@ -115,10 +115,7 @@ func TestBrokenSkills(t *testing.T) {
 	for _, s := range m.List() {
 		names = append(names, s.Name)
 	}
-	eq(t, "loaded", names, []string{"good-one", "twin"})
-	if s, _ := m.Get("twin"); s.Dir != filepath.Join(root, "twin-a") {
-		t.Errorf("twin loaded from %s, want the first folder twin-a", s.Dir)
-	}
+	eq(t, "loaded", names, []string{"good-one"})
 	want := map[string]string{
 		"no-skill-md":    "missing SKILL.md",
 		"bad-yaml":       "SKILL.md frontmatter: yaml: ",
@@ -129,7 +126,9 @@ func TestBrokenSkills(t *testing.T) {
 		"long-name":      "invalid name",
 		"bad-skill-yaml": "skill.yaml: want a mapping",
 		"not-a-mapping":  "SKILL.md frontmatter: want a mapping",
-		"twin-b":         `duplicate skill name "twin": already loaded from ` + filepath.Join(root, "twin-a"),
+		// Two folders of one directory naming the same skill: neither is named after it.
+		"twin-a": `name "twin" does not match its folder name "twin-a"`,
+		"twin-b": `name "twin" does not match its folder name "twin-b"`,
 	}
 	ps := m.Problems()
 	if len(ps) != len(want) {
@@ -363,6 +362,49 @@ func TestBrokenSkillSymlinksReported(t *testing.T) {
 	for dir, msg := range map[string]string{"dangling": "no such file", "loop": "too many levels"} {
 		if p, ok := problemFor(m.Problems(), filepath.Join(root, dir)); !ok || !strings.Contains(p.Error, msg) || !strings.Contains(p.Error, "cannot be reached") {
 			t.Errorf("problem for %s = %+v, %v; want %q", dir, p, ok, msg)
+		}
+	}
+}
+
+// TestFolderNameMustMatchName: the Agent Skills format says a skill's name matches
+// the name of its folder. A folder whose SKILL.md names another skill is reported and
+// not loaded, so the folder named after a skill is the one that loads, whatever the
+// order of the folders; names the format forbids (leading, trailing or doubled
+// hyphens) are reported too.
+func TestFolderNameMustMatchName(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, root, "pdf", "The real pdf skill.", "real\n")
+	copyDir := writeSkill(t, root, "a-copy-of-pdf", "An old copy.", "old\n")
+	writeFile(t, filepath.Join(copyDir, "SKILL.md"), "---\nname: pdf\ndescription: An old copy.\n---\nold\n", 0o644)
+	renamed := writeSkill(t, root, "renamed-folder", "Writes reports.", "r\n")
+	writeFile(t, filepath.Join(renamed, "SKILL.md"), "---\nname: report-writer\ndescription: Writes reports.\n---\nr\n", 0o644)
+	for _, bad := range []string{"double--hyphen", "-leading", "trailing-"} {
+		writeSkill(t, root, bad, "Badly named.", "b\n")
+	}
+	m := newManager(t, Config{Dirs: []string{root}})
+	var names []string
+	for _, s := range m.List() {
+		names = append(names, s.Name)
+	}
+	eq(t, "loaded", names, []string{"pdf"})
+	if s, _ := m.Get("pdf"); s.Dir != filepath.Join(root, "pdf") || s.Body != "real\n" {
+		t.Errorf("pdf loaded from %s (body %q), want the folder named pdf", s.Dir, s.Body)
+	}
+	want := map[string]string{
+		"a-copy-of-pdf":  `name "pdf" does not match its folder name "a-copy-of-pdf"`,
+		"renamed-folder": `name "report-writer" does not match its folder name "renamed-folder"`,
+		"double--hyphen": `invalid name "double--hyphen"`,
+		"-leading":       `invalid name "-leading"`,
+		"trailing-":      `invalid name "trailing-"`,
+	}
+	ps := m.Problems()
+	if len(ps) != len(want) {
+		t.Errorf("%d problems, want %d: %+v", len(ps), len(want), ps)
+	}
+	for dir, msg := range want {
+		if p, ok := problemFor(ps, filepath.Join(root, dir)); !ok || !strings.Contains(p.Error, msg) {
+			t.Errorf("problem for %s = %+v, %v; want it to contain %q", dir, p, ok, msg)
 		}
 	}
 }

@@ -304,7 +304,7 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 	case s.Name == "":
 		errs = append(errs, errors.New("missing name (SKILL.md frontmatter name, or skill.yaml id or name)"))
 	case !ValidName(s.Name):
-		errs = append(errs, fmt.Errorf("invalid name %q: want 1 to 64 of a-z, 0-9 and -", s.Name))
+		errs = append(errs, fmt.Errorf("invalid name %q: want 1 to 64 of a-z, 0-9 and -, with no - first, last or next to another", s.Name))
 	}
 	if s.Description == "" {
 		errs = append(errs, errors.New("missing description"))

@@ -151,6 +151,13 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 		}
 	}
 	s, err := readFolder(dir, files)
+	if err == nil && s.Name != filepath.Base(dir) {
+		// The Agent Skills format wants a skill's name to be its folder's name. Held to
+		// it, a directory cannot hold two skills of one name, and a stray copy of a
+		// skill (pdf-old/ naming itself pdf) cannot take the place of pdf/ by sorting
+		// first.
+		err = fmt.Errorf("name %q does not match its folder name %q: the Agent Skills format wants them equal; rename the folder or the name", s.Name, filepath.Base(dir))
+	}
 	if err != nil {
 		return &folder{fp: fp, stable: stable, err: err, dirs: dirs}
 	}

@@ -93,15 +93,20 @@ type Problem struct {
 // show) and for a file that is not part of a skill.
 var ErrNotFound = errors.New("not found")
 
-var nameRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+// nameRE: lowercase letters, digits and hyphens, neither first, last nor two in a
+// row, as the Agent Skills format says.
+var nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
-// ValidName reports whether s may name a skill.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+// ValidName reports whether s may name a skill: 1 to 64 of a-z, 0-9 and single
+// hyphens between them.
+func ValidName(s string) bool { return len(s) <= 64 && nameRE.MatchString(s) }
 
 // Config configures a Manager. Zero fields take defaults (WithDefaults).
 type Config struct {
 	// Dirs are the directories scanned, in priority order: when two hold a skill of
 	// the same name, the first one's wins and the other is reported as a Problem.
+	// Within one directory names cannot repeat: a skill's name must be its folder's
+	// name (see loadFolder).
 	Dirs []string
 	// Watch follows changes to Dirs after Start.
 	Watch bool

@@ -156,6 +156,16 @@ func (noProgress) Close()              {}
 // NoProgress discards everything.
 var NoProgress Progress = noProgress{}
 
+// ProgressHolder is implemented by Progress emitters whose call's output may go on
+// after the call returns. A tool whose work outlives its call (a background job) calls
+// Hold before it returns and the returned release once that work is over: in between,
+// Close does not end the call's progress, so pollers and UIs following the call go on
+// receiving the work's output and are told it is complete only when it is. release
+// may be called more than once.
+type ProgressHolder interface {
+	Hold() (release func())
+}
+
 // Reporter is implemented by Progress emitters that carry numeric progress besides
 // text. Report records how far the call is: progress of total units (total 0 means
 // unknown) and an optional short message. Like Emit it must never block the tool; it
