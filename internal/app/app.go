@@ -545,6 +545,7 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 	pc := approval.DefaultConfig()
 	// Local commands run with the daemon's rights: naming its data dir asks.
 	pc.PrivateDirs = []string{a.DataDir}
+	pc.ReadDirs = a.Config.Permissions.ReadDirs
 	for _, g := range []struct {
 		key    string
 		action approval.Outcome

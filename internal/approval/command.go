@@ -75,6 +75,8 @@ type CommandAnalysis struct {
 	Writes []string
 	// Redirects are the redirection targets among Writes.
 	Redirects []string
+	// Inputs are the files input redirections read (< file).
+	Inputs []string
 	// ParseError is set when the command is not valid shell.
 	ParseError string
 }
@@ -215,6 +217,11 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
 			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut, syntax.DplOut:
+		case syntax.RdrIn:
+			if r.Word != nil {
+				a.res.Inputs = append(a.res.Inputs, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word})))
+			}
+			continue
 		default:
 			continue
 		}

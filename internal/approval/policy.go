@@ -127,6 +127,10 @@ type Config struct {
 	// own. Commands are read as written, so this guards what a command names, not
 	// every path it could reach (a sandbox does that).
 	PrivateDirs []string
+	// ReadDirs are absolute directories that read-only commands may read without
+	// asking, besides the session's working directory (a toolchain's sources, a
+	// shared dataset). A read-only command naming an existing path outside both asks.
+	ReadDirs []string
 }
 
 // DefaultConfig is the policy with no operator rules.

@@ -20,6 +20,7 @@ type Engine struct {
 	policy    map[tool.Risk]Outcome
 	immune    []string
 	private   []string // cleaned absolute slash paths (Config.PrivateDirs)
+	readDirs  []string // Config.ReadDirs, symlinks resolved
 	edit      map[string]bool
 }
 
@@ -49,6 +50,14 @@ func NewEngine(cfg Config) (*Engine, error) {
 			e.private = append(e.private, d)
 		}
 	}
+	for _, d := range cfg.ReadDirs {
+		if filepath.IsAbs(d) {
+			if real, err := filepath.EvalSymlinks(d); err == nil {
+				d = real
+			}
+			e.readDirs = append(e.readDirs, path.Clean(filepath.ToSlash(d)))
+		}
+	}
 	return e, nil
 }
 
@@ -71,6 +80,12 @@ type check struct {
 	path     *pathSubject
 	immune   string
 	rules    []compiledRule
+
+	// Reads outside the working directory (reads_outside.go), worked out once.
+	outside     string
+	outsideDone bool
+	workReal    string
+	workDone    bool
 }
 
 // Check decides one call. Order: deny rules, explore mode, immune asks, ask rules,
@@ -245,7 +260,8 @@ func (c *check) decide() Decision {
 	if r, part := c.match(Ask); r != nil {
 		return Decision{Outcome: Ask, Rule: r, Reason: "the rule ask " + r.String() + " requires approval" + part}
 	}
-	if c.readOnly {
+	outside := c.readsOutside()
+	if c.readOnly && outside == "" {
 		return Decision{Outcome: Allow, Reason: c.what() + " is read-only"}
 	}
 	pending := ""
@@ -270,6 +286,8 @@ func (c *check) decide() Decision {
 	switch {
 	case c.mode == ModeBypass:
 		return Decision{Outcome: Allow, Reason: "bypass mode allows every call that is not denied or protected"}
+	case outside != "":
+		return Decision{Outcome: Ask, Reason: outside + ", outside the session's working directory: reading outside it needs approval", Suggestions: c.suggest()}
 	case pending != "":
 		return Decision{Outcome: Ask, Reason: pending, Suggestions: c.suggest()}
 	case c.mode == ModeAcceptEdits && c.e.edit[c.name] && c.path != nil && c.path.inside:
@@ -403,11 +421,12 @@ func (c *check) allowed() []*Rule {
 		}
 		argsOutside := c.argsOutside() != ""
 		for _, sc := range c.cmd.Commands {
-			if sc.ReadOnly {
+			readsOutside := sc.ReadOnly && c.commandReadsOutside(sc) != ""
+			if sc.ReadOnly && !readsOutside {
 				continue
 			}
 			r := c.allowRule(sc)
-			if r == nil || argsOutside && isPrefixRule(r) {
+			if r == nil || (argsOutside || readsOutside) && isPrefixRule(r) {
 				return nil
 			}
 			used = appendRule(used, r)
@@ -497,13 +516,14 @@ func (c *check) suggest() []Rule {
 	case c.cmd != nil:
 		argsOutside := c.argsOutside() != ""
 		for _, sc := range c.cmd.Commands {
-			if sc.ReadOnly || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") {
+			readsOutside := sc.ReadOnly && c.commandReadsOutside(sc) != ""
+			if (sc.ReadOnly && !readsOutside) || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") {
 				continue
 			}
-			if r := c.allowRule(sc); r != nil && !(argsOutside && isPrefixRule(r)) {
+			if r := c.allowRule(sc); r != nil && !((argsOutside || readsOutside) && isPrefixRule(r)) {
 				continue // already allowed
 			}
-			if p := suggestCommand(sc.Words, sc.special, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank() || argsOutside); p != "" {
+			if p := suggestCommand(sc.Words, sc.special, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank() || argsOutside || readsOutside); p != "" {
 				add(p)
 			}
 		}

@@ -359,6 +359,9 @@ type PermissionsConfig struct {
 	ApprovalTTL time.Duration `mapstructure:"approval_ttl"`
 	// AutoApprove turns every ask into an allow. For development only.
 	AutoApprove bool `mapstructure:"auto_approve"`
+	// ReadDirs are absolute directories read-only commands may read without asking,
+	// besides the session's working directory.
+	ReadDirs []string `mapstructure:"read_dirs"`
 }
 
 // ChainConfig is the policy of tool_chain, the tool that runs a Starlark script calling
@@ -696,7 +699,7 @@ var otherVariables = map[string]bool{"TOOLSERVER_CONFIG": true, "TOOLSERVER_URL"
 
 // listKeys are the keys whose environment value is a comma-separated list.
 var listKeys = map[string]struct{}{"sessions.workdir_roots": {}, "web.fetch.allow_hosts": {}, "web.fetch.allow_cidrs": {},
-	"permissions.allow": {}, "permissions.ask": {}, "permissions.deny": {}, "skills.dirs": {}, "cors.allowed_origins": {}}
+	"permissions.allow": {}, "permissions.ask": {}, "permissions.deny": {}, "permissions.read_dirs": {}, "skills.dirs": {}, "cors.allowed_origins": {}}
 
 func splitList(s string) []string {
 	var out []string
@@ -883,6 +886,11 @@ func (c Config) Validate() error {
 	}
 	if c.Permissions.ApprovalTTL <= 0 {
 		bad("permissions.approval_ttl", "must be positive")
+	}
+	for _, d := range c.Permissions.ReadDirs {
+		if !filepath.IsAbs(d) || filepath.Clean(d) == "/" {
+			bad("permissions.read_dirs", "%q must be an absolute directory other than /", d)
+		}
 	}
 	if c.Chain.MaxToolCalls < 1 {
 		bad("chain.max_tool_calls", "must be at least 1")

@@ -120,6 +120,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"fraction for an integer", []string{"--config", write("max_body_bytes: 1.5\n")}, nil, "'max_body_bytes' must be a whole number, not 1.5"},
 		{"large fraction for an integer", []string{"--config", write("max_body_bytes: 2048.9\n")}, nil, "max_body_bytes"},
 		{"sample ratio with tracing off", []string{"--config", write("tracing:\n  sample_ratio: 2\n")}, nil, "tracing.sample_ratio"},
+		{"relative read dir", nil, []string{"TOOLSERVER_PERMISSIONS_READ_DIRS=/usr/local/go,src"}, "permissions.read_dirs"},
+		{"root as read dir", []string{"--config", write("permissions:\n  read_dirs: [/]\n")}, nil, "permissions.read_dirs"},
 		{"external tool twice", []string{"--config", write("external_tools:\n  - {name: ask, description: a}\n  - {name: ask, description: b}\n")}, nil, "external_tools[1].name"},
 	}
 	for _, c := range cases {

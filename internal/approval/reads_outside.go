@@ -1,0 +1,138 @@
+package approval
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Reads outside the working directory. A read-only command runs without asking only
+// while what it names lies in the session's working directory (or a configured read
+// dir): `cat ../../etc/passwd`, `ls /home`, `head link-to-outside` ask. The words of
+// the command are read as paths the way the shell would hand them over, and judged
+// by what they resolve to on disk, symlinks followed: a word that names nothing
+// (a grep pattern such as "/api/v1") reads nothing and passes. Like every check of a
+// command as written, this is a guard for the approver, not a confinement.
+
+// noFileArgs are read-only programs whose arguments are not files.
+var noFileArgs = map[string]bool{
+	"echo": true, "printf": true, "which": true, "type": true, "true": true, "false": true,
+	"pwd": true, "date": true, "whoami": true, "id": true, "uname": true, "hostname": true,
+	"printenv": true, "sleep": true, "seq": true, "expr": true, "command": true, "hash": true,
+}
+
+// readsOutside names what a read-only part of the command reads outside the working
+// directory, or "".
+func (c *check) readsOutside() string {
+	if c.cmd == nil {
+		return ""
+	}
+	if !c.outsideDone {
+		c.outsideDone = true
+		for _, sc := range c.cmd.Commands {
+			if w := c.commandReadsOutside(sc); w != "" {
+				c.outside = w
+				break
+			}
+		}
+		if c.outside == "" {
+			for _, in := range c.cmd.Inputs {
+				if w := c.pathOutside(in, true); w != "" {
+					c.outside = "the command reads " + w
+					break
+				}
+			}
+		}
+	}
+	return c.outside
+}
+
+// commandReadsOutside names the first word of a read-only simple command that is a
+// path outside the working directory, or "".
+func (c *check) commandReadsOutside(sc SimpleCommand) string {
+	if !sc.ReadOnly || c.workdirReal() == "" {
+		return ""
+	}
+	lists := append([][]string{sc.Words}, sc.Runs...)
+	for li, words := range lists {
+		if len(words) == 0 || noFileArgs[path.Base(words[0])] {
+			continue
+		}
+		for i, w := range words[1:] {
+			special := li == 0 && i+1 < len(sc.special) && sc.special[i+1]
+			if strings.HasPrefix(w, "-") {
+				_, v, ok := strings.Cut(w, "=")
+				if !ok {
+					continue
+				}
+				w = v
+			}
+			if out := c.pathOutside(w, special); out != "" {
+				return "the command reads " + out
+			}
+		}
+	}
+	return ""
+}
+
+// pathOutside judges one word; special says the shell expands it (glob, variable, ~).
+// It returns the word quoted (with what it links to) when it is outside, or "".
+func (c *check) pathOutside(w string, special bool) string {
+	if w == "" || harmlessSink(w) {
+		return ""
+	}
+	if strings.HasPrefix(w, "~") {
+		return fmt.Sprintf("%q (a home directory)", w)
+	}
+	p := w
+	if special {
+		if strings.Contains(w, "$") {
+			if strings.Contains(w, "/") {
+				return fmt.Sprintf("%q (a path known only when it runs)", w)
+			}
+			return ""
+		}
+		if i := strings.IndexAny(w, "*?["); i >= 0 {
+			// A glob: judge the directory it lists.
+			p = "."
+			if j := strings.LastIndex(w[:i], "/"); j >= 0 {
+				p = w[:j+1]
+			}
+		}
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(c.req.Workdir, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "" // names nothing: reads nothing
+	}
+	real = filepath.ToSlash(real)
+	if within(real, c.workdirReal()) {
+		return ""
+	}
+	for _, d := range c.e.readDirs {
+		if within(real, d) {
+			return ""
+		}
+	}
+	if clean := filepath.ToSlash(filepath.Clean(p)); real != clean {
+		return fmt.Sprintf("%q (a link to %q)", w, real)
+	}
+	return fmt.Sprintf("%q", w)
+}
+
+// workdirReal is the working directory with symlinks resolved, or "" when the
+// request has none that exists (then nothing is judged outside it).
+func (c *check) workdirReal() string {
+	if !c.workDone {
+		c.workDone = true
+		if c.req.Workdir != "" && filepath.IsAbs(c.req.Workdir) {
+			if real, err := filepath.EvalSymlinks(c.req.Workdir); err == nil {
+				c.workReal = filepath.ToSlash(real)
+			}
+		}
+	}
+	return c.workReal
+}
