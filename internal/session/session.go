@@ -189,7 +189,7 @@ func (s *Session) currentSeq() uint64 {
 type Store interface {
 	CreateSession(ctx context.Context, s *store.Session) error
 	GetSession(ctx context.Context, id string) (*store.Session, error)
-	UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error
+	UpdateSessionSpec(ctx context.Context, id string, prev, spec json.RawMessage, at time.Time) error
 }
 
 // Config of the session registry.
