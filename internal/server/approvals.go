@@ -318,7 +318,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	if len(rules) > 0 {
 		// Stored already; this replica's copy of the session follows, and the others
 		// are told (each also reads the stored spec before the session's next use).
-		if err := s.Sessions.SpecChanged(r.Context(), decided.SessionID); err != nil {
+		if err := s.Sessions.SpecChanged(context.WithoutCancel(r.Context()), decided.SessionID); err != nil {
 			s.log.WarnContext(r.Context(), "reading a session's rules after an approval added them", "approval_id", a.ID, "err", err)
 		}
 	}

@@ -742,7 +742,11 @@ func (m *Manager) SpecChanged(ctx context.Context, id string) error {
 	if s == nil {
 		return nil
 	}
-	return m.refresh(ctx, s)
+	if err := m.refresh(ctx, s); err != nil {
+		s.stale.Store(true) // read again at its next use
+		return err
+	}
+	return nil
 }
 
 // AllowRules adds allow rules to a session (an approval "for session" or "with rule")
