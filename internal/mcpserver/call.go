@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -248,9 +249,13 @@ func (e *Endpoint) elicits(ctx context.Context) bool {
 // for. Accept approves and decline denies, recorded like a REST decision with the
 // actor mcp-client; cancel (or no answer before a REST decision) decides nothing.
 func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *store.Approval) {
+	// A person reads the arguments: "make && make install > log" as written, where
+	// JSON (json.MarshalIndent, or the client's own encoder: mcp-go's escapes them)
+	// may have \u0026\u0026 and \u003e.
 	var args string
-	if b, err := json.MarshalIndent(json.RawMessage(apr.Arguments), "", "  "); err == nil {
-		args = string(b)
+	var b bytes.Buffer
+	if err := json.Indent(&b, apr.Arguments, "", "  "); err == nil {
+		args = string(unescapeHTML(b.Bytes()))
 	}
 	res, err := e.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
 		Message: fmt.Sprintf("Allow %s to run? Risk: %s. %s\nArguments: %s\nAccept to approve, decline to deny.", name, apr.Risk, apr.Reason, args),
@@ -304,4 +309,35 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 			e.deps.Log.Error("mcp endpoint: running an approved call failed", "call_id", callID, "err", err)
 		}
 	}
+}
+
+// unescapeHTML turns JSON's \u0026, \u003c and \u003e back into &, < and >, leaving
+// every other escape (an escaped backslash before "u0026" included) as it is.
+func unescapeHTML(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 == len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) {
+			c := byte(0)
+			switch string(bytes.ToLower(b[i+2 : i+6])) {
+			case "0026":
+				c = '&'
+			case "003c":
+				c = '<'
+			case "003e":
+				c = '>'
+			}
+			if c != 0 {
+				out = append(out, c)
+				i += 5
+				continue
+			}
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
 }

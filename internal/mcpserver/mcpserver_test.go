@@ -310,6 +310,10 @@ func TestApprovalDecidedByElicitation(t *testing.T) {
 			if !strings.Contains(msg, "execute_command") || !strings.Contains(msg, "rm -rf build-output") {
 				t.Fatalf("elicitation message does not describe the call: %q", msg)
 			}
+			// A person reads the arguments: "&&" as written, not JSON's HTML escape.
+			if want := "Arguments: {\n  \"command\": \"" + riskyCommand + "\"\n}"; !strings.Contains(msg, want) {
+				t.Fatalf("elicitation message lacks the arguments as written %q: %q", want, msg)
+			}
 			if res.IsError != tc.wantError {
 				t.Fatalf("is_error=%v text=%q", res.IsError, resultText(res))
 			}

@@ -297,6 +297,15 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Result = store.DeniedResult(by, req.Reason)
 	}
+	if len(rules) > 0 {
+		// The rules are written in the decision's transaction: a decision whose rules
+		// cannot be saved fails whole (the request stays pending and may be decided
+		// again), never approving "for session" a session that did not get them.
+		if d.SessionSpec, err = session.AddRules(rules); err != nil {
+			s.writeError(w, r, errorf(CodeBadRequest, "the rules cannot be added: "+err.Error()))
+			return
+		}
+	}
 	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
 	if errors.Is(err, store.ErrConflict) {
 		s.writeError(w, r, errorf(CodeConflict, decidedAlready(decided)))
@@ -307,8 +316,10 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(rules) > 0 {
-		if err := s.Sessions.AllowRules(r.Context(), tenantOf(r), decided.SessionID, rules); err != nil {
-			s.log.ErrorContext(r.Context(), "adding session rules after an approval failed", "approval_id", a.ID, "err", err)
+		// Stored already; this replica's copy of the session follows, and the others
+		// are told (each also reads the stored spec before the session's next use).
+		if err := s.Sessions.SpecChanged(context.WithoutCancel(r.Context()), decided.SessionID); err != nil {
+			s.log.WarnContext(r.Context(), "reading a session's rules after an approval added them", "approval_id", a.ID, "err", err)
 		}
 	}
 	bg := context.WithoutCancel(r.Context())

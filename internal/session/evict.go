@@ -345,7 +345,8 @@ func (m *Manager) saveResume(ctx context.Context, s *Session, used time.Time) (b
 	wrote := false
 	if _, err := m.rewrite(ctx, s.ID, used, func(st *storedSpec) bool {
 		if reflect.DeepEqual(st.Resume, r) {
-			return false // already so (written by another replica, or unchanged)
+			wrote = false // already so (written by another replica, or unchanged)
+			return false
 		}
 		st.Resume, wrote = r, true
 		return true
@@ -360,25 +361,36 @@ func (m *Manager) saveResume(ctx context.Context, s *Session, used time.Time) (b
 // rewrite reads session id's stored spec, lets change alter it and, when change says
 // so, writes it back with the use at used (the stored time never goes back); the
 // caller holds the session's lock (so this process does not race itself). What
-// other replicas wrote meanwhile is kept.
+// other replicas wrote meanwhile is kept: the write is conditional on the spec read,
+// and when another replica changed it in between, change is applied again to what
+// that replica wrote (change may run more than once).
 func (m *Manager) rewrite(ctx context.Context, id string, used time.Time, change func(*storedSpec) bool) (*storedSpec, error) {
-	rec, err := m.store.GetSession(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("reading the stored spec: %w", err)
-	}
-	var stored storedSpec
-	if err := json.Unmarshal(rec.Spec, &stored); err != nil {
-		return nil, fmt.Errorf("stored spec: %w", err)
-	}
-	if !change(&stored) {
+	// Each conflict is another writer's success, so this ends; the bound is for a
+	// store that answers conflict for ever.
+	const attempts = 50
+	for i := 0; ; i++ {
+		rec, err := m.store.GetSession(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("reading the stored spec: %w", err)
+		}
+		var stored storedSpec
+		if err := json.Unmarshal(rec.Spec, &stored); err != nil {
+			return nil, fmt.Errorf("stored spec: %w", err)
+		}
+		if !change(&stored) {
+			return &stored, nil
+		}
+		raw, err := json.Marshal(stored)
+		if err != nil {
+			return nil, err
+		}
+		err = m.store.UpdateSessionSpec(ctx, id, rec.Spec, raw, used.UTC())
+		if errors.Is(err, store.ErrConflict) && i+1 < attempts {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 		return &stored, nil
 	}
-	raw, err := json.Marshal(stored)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.store.UpdateSessionSpec(ctx, id, raw, used.UTC()); err != nil {
-		return nil, err
-	}
-	return &stored, nil
 }

@@ -74,8 +74,10 @@ type Call struct {
 	// planned is the policy's answer at plan time: a call that will ask needs its
 	// intent record committed before an approval refers to it.
 	planned approval.Outcome
-	// approvalID is set once the call waited for a decision.
-	approvalID string
+	// approved: the call went through an approval (waited for a decision, or was
+	// claimed after one by RunApproved); its finish is announced on TopicCall, for
+	// the streams and followers of the call on other replicas.
+	approved bool
 	// settled: the record already holds the outcome (denied, expired, run by another
 	// replica) or must stay as it is (left waiting for a decision); finish leaves it.
 	settled bool

@@ -167,7 +167,7 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 		x.log.Error("creating approval failed", "call_id", c.ID, "err", err)
 		return false, false, tool.ErrorResult(tool.KindUnavailable, "%s needs approval, but the request could not be recorded: try again", c.Name), nil
 	}
-	c.approvalID = apr.ID
+	c.approved = true
 	_ = x.perm.Notifier.Notify(context.WithoutCancel(ctx), TopicApprovalCreated, apr.ID)
 	emit(Event{Type: EventApproval, Call: c, Approval: apr, Suggestions: suggestions, TS: time.Now()})
 	if c.nested == nil { // a chained call's wait ends with its chain's
@@ -325,7 +325,7 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 	ctx, untrack := x.track(ctx, callID)
 	defer untrack()
 	start := time.Now()
-	c := &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
+	c := &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}, approved: true}
 	ctx = x.beginCall(ctx, rec.SessionID, rec.Tenant, c)
 	var res *tool.Result
 	sess, err := sessions.Get(ctx, rec.Tenant, rec.SessionID)
@@ -363,7 +363,7 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 // notifyFinished tells waiters on other replicas that a call which went through an
 // approval has its result.
 func (x *Executor) notifyFinished(ctx context.Context, c *Call) {
-	if x.perm != nil && c.approvalID != "" {
+	if x.perm != nil && c.approved {
 		_ = x.perm.Notifier.Notify(context.WithoutCancel(ctx), store.TopicCall, c.ID)
 	}
 }

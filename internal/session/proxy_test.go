@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,12 +89,16 @@ func (s *memStore) CreateSession(_ context.Context, r *store.Session) error {
 	s.m[r.ID] = r
 	return nil
 }
-func (s *memStore) UpdateSessionSpec(_ context.Context, id string, spec json.RawMessage, _ time.Time) error {
-	if r, ok := s.m[id]; ok {
-		r.Spec = spec
-		return nil
+func (s *memStore) UpdateSessionSpec(_ context.Context, id string, prev, spec json.RawMessage, _ time.Time) error {
+	r, ok := s.m[id]
+	if !ok {
+		return store.ErrNotFound
 	}
-	return store.ErrNotFound
+	if !bytes.Equal(r.Spec, prev) {
+		return store.ErrConflict
+	}
+	r.Spec = spec
+	return nil
 }
 func (s *memStore) GetSession(_ context.Context, id string) (*store.Session, error) {
 	if r, ok := s.m[id]; ok {

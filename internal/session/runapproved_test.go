@@ -106,3 +106,44 @@ func TestRunApprovedRefusedWhileShuttingDown(t *testing.T) {
 		t.Fatalf("the call after a refused RunApproved: %+v %v, want it still waiting (unclaimed)", rec, err)
 	}
 }
+
+// TestRunApprovedNotifiesFinish: the result of an approved call that RunApproved ran
+// (nobody waited for it on the deciding replica) is announced on TopicCall, as a
+// waiter's run announces it: a stream resumed on another replica and followers of
+// GET /v1/tool-calls/{id}/events there wake at once instead of at their next poll.
+func TestRunApprovedNotifiesFinish(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newExecEnv(t, Config{}, envOpts{})
+	st, m, x := e.st, e.m, e.x
+	n := store.NewInProcessNotifier(16)
+	x.UsePermissions(&Permissions{Policy: allowAll{}, Store: st, Notifier: n})
+	sess, _, err := m.Create(ctx, "t1", Spec{AvailableTools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := st.WriteCalls(ctx, []*store.Call{{ID: "tc_run", SessionID: sess.ID, Tenant: "t1", ToolCallID: "e1", Name: "echo",
+		Arguments: json.RawMessage(`{"text":"x"}`), Status: store.CallWaiting, Owner: "test", CreatedAt: now}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	heard, stop := n.Subscribe(store.TopicCall)
+	defer stop()
+	if err := x.RunApproved(ctx, m, "tc_run"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := st.GetCall(ctx, "tc_run"); err != nil || !rec.Status.Terminal() {
+		t.Fatalf("the call after RunApproved: %+v %v, want finished", rec, err)
+	}
+	deadline := time.After(2 * time.Second)
+	for {
+		select {
+		case id := <-heard:
+			if id == "tc_run" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("RunApproved finished the call without notifying TopicCall")
+		}
+	}
+}

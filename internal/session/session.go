@@ -189,7 +189,7 @@ func (s *Session) currentSeq() uint64 {
 type Store interface {
 	CreateSession(ctx context.Context, s *store.Session) error
 	GetSession(ctx context.Context, id string) (*store.Session, error)
-	UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error
+	UpdateSessionSpec(ctx context.Context, id string, prev, spec json.RawMessage, at time.Time) error
 }
 
 // Config of the session registry.
@@ -702,6 +702,53 @@ func TimeOfID(prefix, id string) (time.Time, bool) {
 	return time.UnixMilli(ms), true
 }
 
+// AddRules is the change to a session's stored spec that adds allow rules to it,
+// for the store to make in the transaction that decides an approval "for session"
+// or "with rule" (store.ApprovalDecision.SessionSpec): the session then has the
+// rules exactly when the approval is decided. Follow a decision that made it with
+// SpecChanged.
+func AddRules(rules []string) (func(json.RawMessage) (json.RawMessage, error), error) {
+	if _, err := approval.ParseRules(approval.Allow, rules); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return func(raw json.RawMessage) (json.RawMessage, error) {
+		var st storedSpec
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return nil, fmt.Errorf("stored spec: %w", err)
+		}
+		st.addAllow(rules)
+		return json.Marshal(st)
+	}, nil
+}
+
+// addAllow adds allow rules to the stored spec's.
+func (st *storedSpec) addAllow(rules []string) {
+	rs := RuleSet{}
+	if st.Spec.Rules != nil {
+		rs = *st.Spec.Rules
+	}
+	rs.Allow = append(append([]string(nil), rs.Allow...), rules...)
+	st.Spec.Rules = &rs
+}
+
+// SpecChanged makes this replica's live copy of session id, if it holds one, hold
+// the session's stored spec, which something other than the manager changed (an
+// approval's rules, AddRules), and tells the other replicas.
+func (m *Manager) SpecChanged(ctx context.Context, id string) error {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	m.changed(ctx, id)
+	if s == nil {
+		return nil
+	}
+	if err := m.refresh(ctx, s); err != nil {
+		s.stale.Store(true) // read again at its next use
+		return err
+	}
+	return nil
+}
+
 // AllowRules adds allow rules to a session (an approval "for session" or "with rule")
 // and persists them, so they hold after a restart and on other replicas that load
 // the session afterwards.
@@ -717,12 +764,7 @@ func (m *Manager) AllowRules(ctx context.Context, tenant, id string, rules []str
 	// Added to the stored rules, not to this process's copy: rules another replica
 	// wrote meanwhile are kept.
 	stored, err := m.rewrite(ctx, id, time.Now(), func(st *storedSpec) bool {
-		rs := RuleSet{}
-		if st.Spec.Rules != nil {
-			rs = *st.Spec.Rules
-		}
-		rs.Allow = append(append([]string(nil), rs.Allow...), rules...)
-		st.Spec.Rules = &rs
+		st.addAllow(rules)
 		return true
 	})
 	if err != nil {

@@ -80,6 +80,24 @@ type ApprovalDecision struct {
 	// should read it, not by the API key Actor records. It is not part of the stored
 	// decision.
 	Result *tool.Result
+	// SessionSpec, when set, changes the spec of the approval's session in the
+	// decision's transaction: the spec becomes what it returns given the stored one
+	// (an approval "for session" adding its rules). Its error, or a failure to write
+	// the spec, fails the decision, which then changes nothing; so a session has an
+	// approval's rules exactly when the approval is decided. Not stored.
+	SessionSpec func(spec json.RawMessage) (json.RawMessage, error)
+}
+
+// changeSpec is the new spec SessionSpec makes of spec, checked.
+func (d ApprovalDecision) changeSpec(spec json.RawMessage) (json.RawMessage, error) {
+	changed, err := d.SessionSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(changed) == 0 || !json.Valid(changed) {
+		return nil, fmt.Errorf("the changed spec is not valid JSON: %w", ErrInvalid)
+	}
+	return changed, nil
 }
 
 // ApprovalFilter selects approvals for ListApprovals. Zero fields do not filter.

@@ -211,6 +211,11 @@ func (p *Postgres) DecideApproval(ctx context.Context, id string, d ApprovalDeci
 	if err != nil {
 		return nil, fmt.Errorf("store: decide approval %s: %w", id, err)
 	}
+	if d.SessionSpec != nil {
+		if err := pgChangeSessionSpec(ctx, tx, a.SessionID, d, at); err != nil {
+			return nil, fmt.Errorf("store: decide approval %s: session %s: %w", id, a.SessionID, err)
+		}
+	}
 	action := AuditApprovalApproved
 	if d.Kind == DecisionDeny {
 		action = AuditApprovalDenied
@@ -392,4 +397,24 @@ func (p *Postgres) CountPendingApprovals(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store: count pending approvals: %w", err)
 	}
 	return n, nil
+}
+
+// pgChangeSessionSpec rewrites session id's spec with d.SessionSpec in tx, the row
+// locked from the read to the write.
+func pgChangeSessionSpec(ctx context.Context, tx pgx.Tx, id string, d ApprovalDecision, at time.Time) error {
+	var spec []byte
+	err := tx.QueryRow(ctx, `SELECT spec FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&spec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	changed, err := d.changeSpec(spec)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE sessions SET spec = $1, updated_at = greatest(updated_at, $2) WHERE id = $3`,
+		rawJSON(changed), at, id)
+	return err
 }

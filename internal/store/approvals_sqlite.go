@@ -212,6 +212,11 @@ func (s *SQLite) DecideApproval(ctx context.Context, id string, d ApprovalDecisi
 	if err != nil {
 		return nil, fmt.Errorf("store: decide approval %s: %w", id, err)
 	}
+	if d.SessionSpec != nil {
+		if err := sqliteChangeSessionSpec(ctx, tx, a.SessionID, d, at); err != nil {
+			return nil, fmt.Errorf("store: decide approval %s: session %s: %w", id, a.SessionID, err)
+		}
+	}
 	action := AuditApprovalApproved
 	if d.Kind == DecisionDeny {
 		action = AuditApprovalDenied
@@ -410,4 +415,24 @@ func (s *SQLite) CountPendingApprovals(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store: count pending approvals: %w", err)
 	}
 	return n, nil
+}
+
+// sqliteChangeSessionSpec rewrites session id's spec with d.SessionSpec in tx (the
+// one writer connection: nothing writes between the read and the write).
+func sqliteChangeSessionSpec(ctx context.Context, tx *sql.Tx, id string, d ApprovalDecision, at string) error {
+	var spec []byte
+	err := tx.QueryRowContext(ctx, `SELECT spec FROM sessions WHERE id = ?`, id).Scan(&spec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	changed, err := d.changeSpec(spec)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE sessions SET spec = ?, updated_at = max(updated_at, ?) WHERE id = ?`,
+		sqliteText(changed), at, id)
+	return err
 }

@@ -110,22 +110,36 @@ func (p *Postgres) GetSession(ctx context.Context, id string) (*Session, error) 
 	return &s, nil
 }
 
-func (p *Postgres) UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error {
+func (p *Postgres) UpdateSessionSpec(ctx context.Context, id string, prev, spec json.RawMessage, at time.Time) error {
 	if err := checkJSON("spec", spec); err != nil {
 		return fmt.Errorf("store: update session %s: %w", id, err)
 	}
 	if at.IsZero() {
 		at = now()
 	}
-	tag, err := p.pool.Exec(ctx, `UPDATE sessions SET spec = $1, updated_at = greatest(updated_at, $2) WHERE id = $3`,
-		rawJSON(spec), utcMicro(at), id)
+	// The json type keeps its text as written, so the comparison is byte for byte.
+	var was *string
+	if len(prev) > 0 {
+		s := string(prev)
+		was = &s
+	}
+	tag, err := p.pool.Exec(ctx, `UPDATE sessions SET spec = $1, updated_at = greatest(updated_at, $2)
+		WHERE id = $3 AND spec::text IS NOT DISTINCT FROM $4::text`,
+		rawJSON(spec), utcMicro(at), id, was)
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", id, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var exists bool
+	if err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return fmt.Errorf("store: update session %s: %w", id, err)
+	}
+	if !exists {
 		return fmt.Errorf("store: update session %s: %w", id, ErrNotFound)
 	}
-	return nil
+	return fmt.Errorf("store: update session %s: changed by another writer: %w", id, ErrConflict)
 }
 
 // WriteCalls inserts and finishes calls in one transaction, sent as one pipelined

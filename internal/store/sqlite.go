@@ -267,24 +267,31 @@ func (s *SQLite) GetSession(ctx context.Context, id string) (*Session, error) {
 	return &sess, nil
 }
 
-func (s *SQLite) UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error {
+func (s *SQLite) UpdateSessionSpec(ctx context.Context, id string, prev, spec json.RawMessage, at time.Time) error {
 	if err := checkJSON("spec", spec); err != nil {
 		return fmt.Errorf("store: update session %s: %w", id, err)
 	}
 	if at.IsZero() {
 		at = now()
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET spec = ?, updated_at = max(updated_at, ?) WHERE id = ?`,
-		sqliteText(spec), sqliteTime(at), id)
+	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET spec = ?, updated_at = max(updated_at, ?) WHERE id = ? AND spec IS ?`,
+		sqliteText(spec), sqliteTime(at), id, sqliteText(prev))
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", id, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("store: update session %s: %w", id, err)
-	} else if n == 0 {
+	} else if n > 0 {
+		return nil
+	}
+	var exists bool
+	if err := s.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?)`, id).Scan(&exists); err != nil {
+		return fmt.Errorf("store: update session %s: %w", id, err)
+	}
+	if !exists {
 		return fmt.Errorf("store: update session %s: %w", id, ErrNotFound)
 	}
-	return nil
+	return fmt.Errorf("store: update session %s: changed by another writer: %w", id, ErrConflict)
 }
 
 // WriteCalls inserts and finishes calls in one transaction. A duplicate insert id is

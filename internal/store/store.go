@@ -72,10 +72,13 @@ type Store interface {
 	CreateSession(ctx context.Context, s *Session) error
 	// GetSession returns ErrNotFound for an unknown id.
 	GetSession(ctx context.Context, id string) (*Session, error)
-	// UpdateSessionSpec replaces a session's spec (rules added by approvals, active groups).
-	// Its updated_at becomes at, unless it is later already: a writer that says when
-	// the session was last used (eviction) does not make it younger.
-	UpdateSessionSpec(ctx context.Context, id string, spec json.RawMessage, at time.Time) error
+	// UpdateSessionSpec replaces a session's spec (rules added by approvals, active
+	// groups) if it is still prev, byte for byte as GetSession returned it; if another
+	// writer (another replica) changed it since, it returns ErrConflict and writes
+	// nothing, so that a read-change-write never drops that writer's change. Its
+	// updated_at becomes at, unless it is later already: a writer that says when the
+	// session was last used (eviction) does not make it younger.
+	UpdateSessionSpec(ctx context.Context, id string, prev, spec json.RawMessage, at time.Time) error
 
 	// WriteCalls inserts new call records and finishes existing ones in one transaction.
 	// A finish of a call that is already terminal is ignored (the first result wins).

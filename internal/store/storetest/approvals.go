@@ -30,6 +30,7 @@ func RunApprovals(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DecideDeny", testDecideDeny},
 		{"DenyWithResult", testDenyWithResult},
 		{"DecideTwice", testDecideTwice},
+		{"DecideWithSessionSpec", testDecideWithSessionSpec},
 		{"DecideConcurrent", testDecideConcurrent},
 		{"DecideExpired", testDecideExpired},
 		{"DecideInvalid", testDecideInvalid},

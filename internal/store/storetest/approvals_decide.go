@@ -341,3 +341,81 @@ func testExpireApprovals(t *testing.T, s store.Store, as store.ApprovalStore) {
 		t.Errorf("ExpireApprovals a microsecond later = %d, %v; want 1 (apr_future)", n, err)
 	}
 }
+
+// testDecideWithSessionSpec: a decision that changes its session's spec (an approval
+// "for session" adding rules) does both in one transaction: both happen, or, when the
+// change fails, neither; a decision refused (already decided) changes no spec.
+func testDecideWithSessionSpec(t *testing.T, s store.Store, as store.ApprovalStore) {
+	if _, err := s.GetSession(t.Context(), "ses_1"); errors.Is(err, store.ErrNotFound) {
+		mustCreateSession(t, s, "ses_1")
+	}
+	spec := func() string {
+		t.Helper()
+		got, err := s.GetSession(t.Context(), "ses_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got.Spec)
+	}
+	addRule := func(rule string) func(json.RawMessage) (json.RawMessage, error) {
+		return func(old json.RawMessage) (json.RawMessage, error) {
+			var m map[string]any
+			if err := json.Unmarshal(old, &m); err != nil {
+				return nil, err
+			}
+			rules, _ := m["allow"].([]any)
+			m["allow"] = append(rules, rule)
+			return json.Marshal(m)
+		}
+	}
+	before := spec()
+	refused := errors.New("refused")
+	for _, tc := range []struct {
+		name   string
+		change func(json.RawMessage) (json.RawMessage, error)
+		want   error
+	}{
+		{"change fails", func(json.RawMessage) (json.RawMessage, error) { return nil, refused }, refused},
+		{"change is not JSON", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{nope`), nil }, store.ErrInvalid},
+	} {
+		pendingApproval(t, s, as, "apr_"+tc.name, "tc_"+tc.name)
+		d := store.ApprovalDecision{Kind: store.DecisionApproveForSession, Actor: "alice", At: at(time.Minute), SessionSpec: tc.change}
+		_, err := as.DecideApproval(t.Context(), "apr_"+tc.name, d)
+		wantErrIs(t, "DecideApproval("+tc.name+")", err, tc.want)
+		if a := mustGetApproval(t, as, "apr_"+tc.name); a.Status != store.ApprovalPending || a.Decision != nil {
+			t.Errorf("%s: approval %s with decision %+v, want still pending", tc.name, a.Status, a.Decision)
+		}
+		if got := spec(); got != before {
+			t.Errorf("%s: session spec = %s, want %s", tc.name, got, before)
+		}
+		if n := len(auditFor(t, as, "apr_"+tc.name, store.AuditApprovalApproved)); n != 0 {
+			t.Errorf("%s: %d approval entries audited for a decision that failed", tc.name, n)
+		}
+	}
+
+	pendingApproval(t, s, as, "apr_ok", "tc_ok")
+	d := store.ApprovalDecision{Kind: store.DecisionApproveForSession, Actor: "alice", At: at(30 * time.Minute), SessionSpec: addRule("shell(rm -rf build)")}
+	got, err := as.DecideApproval(t.Context(), "apr_ok", d)
+	if err != nil {
+		t.Fatalf("DecideApproval: %v", err)
+	}
+	if got.Status != store.ApprovalApproved {
+		t.Errorf("status = %s, want approved", got.Status)
+	}
+	if got := spec(); got != `{"allow":["shell(rm -rf build)"]}` {
+		t.Errorf("session spec = %s, want the rule added", got)
+	}
+	sess, err := s.GetSession(t.Context(), "ses_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTime(t, "session UpdatedAt", sess.UpdatedAt, at(30*time.Minute))
+
+	// Decided already: the second decision changes nothing, its spec change included.
+	d.SessionSpec = addRule("shell(rm *)")
+	_, err = as.DecideApproval(t.Context(), "apr_ok", d)
+	wantErrIs(t, "DecideApproval(again)", err, store.ErrConflict)
+	if got := spec(); got != `{"allow":["shell(rm -rf build)"]}` {
+		t.Errorf("session spec after a refused decision = %s", got)
+	}
+}

@@ -449,7 +449,9 @@ func testContextCancelled(t *testing.T, s store.Store) {
 			return s.CreateSession(ctx, &store.Session{ID: "ses_new", CreatedAt: base, UpdatedAt: base})
 		}},
 		{"GetSession", func() error { _, err := s.GetSession(ctx, "ses_1"); return err }},
-		{"UpdateSessionSpec", func() error { return s.UpdateSessionSpec(ctx, "ses_1", json.RawMessage(`{"x":1}`), base) }},
+		{"UpdateSessionSpec", func() error {
+			return s.UpdateSessionSpec(ctx, "ses_1", json.RawMessage(`{}`), json.RawMessage(`{"x":1}`), base)
+		}},
 		{"WriteCalls", func() error {
 			return s.WriteCalls(ctx, []*store.Call{runningCall("tc_new", "ses_1", "call_2", base)},
 				[]store.CallFinish{{ID: "tc_1", Status: store.CallSucceeded, FinishedAt: base}})

@@ -87,7 +87,7 @@ func testUpdateSessionSpec(t *testing.T, s store.Store) {
 	mustCreateSession(t, s, "ses_1")
 	mustCreateSession(t, s, "ses_2")
 	spec := json.RawMessage(`{"rules": [{"allow":"read_file"}]}`)
-	if err := s.UpdateSessionSpec(t.Context(), "ses_1", spec, at(time.Minute)); err != nil {
+	if err := s.UpdateSessionSpec(t.Context(), "ses_1", json.RawMessage(`{}`), spec, at(time.Minute)); err != nil {
 		t.Fatalf("UpdateSessionSpec: %v", err)
 	}
 	got, err := s.GetSession(t.Context(), "ses_1")
@@ -101,7 +101,7 @@ func testUpdateSessionSpec(t *testing.T, s store.Store) {
 	checkTime(t, "CreatedAt", got.CreatedAt, base)
 	// An earlier time replaces the spec but does not move updated_at back.
 	older := json.RawMessage(`{"rules": []}`)
-	if err := s.UpdateSessionSpec(t.Context(), "ses_1", older, at(time.Second)); err != nil {
+	if err := s.UpdateSessionSpec(t.Context(), "ses_1", got.Spec, older, at(time.Second)); err != nil {
 		t.Fatalf("UpdateSessionSpec(earlier): %v", err)
 	}
 	if got, err = s.GetSession(t.Context(), "ses_1"); err != nil {
@@ -112,6 +112,21 @@ func testUpdateSessionSpec(t *testing.T, s store.Store) {
 	}
 	checkTime(t, "UpdatedAt after an earlier update", got.UpdatedAt, at(time.Minute))
 
+	// A writer that read the spec before another one changed it writes nothing:
+	// its change would drop the other's.
+	err = s.UpdateSessionSpec(t.Context(), "ses_1", spec, json.RawMessage(`{"rules": ["stale"]}`), at(time.Hour))
+	wantErrIs(t, "UpdateSessionSpec(stale prev)", err, store.ErrConflict)
+	if got, err = s.GetSession(t.Context(), "ses_1"); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Spec) != string(older) {
+		t.Errorf("Spec after a stale write = %s, want %s", got.Spec, older)
+	}
+	checkTime(t, "UpdatedAt after a stale write", got.UpdatedAt, at(time.Minute))
+	// The same JSON written differently is another spec: prev is compared byte for byte.
+	err = s.UpdateSessionSpec(t.Context(), "ses_1", json.RawMessage(`{"rules":[]}`), spec, at(time.Hour))
+	wantErrIs(t, "UpdateSessionSpec(prev reformatted)", err, store.ErrConflict)
+
 	other, err := s.GetSession(t.Context(), "ses_2")
 	if err != nil {
 		t.Fatal(err)
@@ -120,8 +135,8 @@ func testUpdateSessionSpec(t *testing.T, s store.Store) {
 		t.Errorf("other session's spec changed to %s", other.Spec)
 	}
 
-	err = s.UpdateSessionSpec(t.Context(), "ses_missing", spec, at(time.Minute))
+	err = s.UpdateSessionSpec(t.Context(), "ses_missing", json.RawMessage(`{}`), spec, at(time.Minute))
 	wantErrIs(t, "UpdateSessionSpec(unknown)", err, store.ErrNotFound)
-	err = s.UpdateSessionSpec(t.Context(), "ses_1", json.RawMessage(`{not json`), at(time.Minute))
+	err = s.UpdateSessionSpec(t.Context(), "ses_1", older, json.RawMessage(`{not json`), at(time.Minute))
 	wantErrIs(t, "UpdateSessionSpec(bad JSON)", err, store.ErrInvalid)
 }
