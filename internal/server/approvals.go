@@ -61,7 +61,7 @@ type decisionJSON struct {
 
 func toApprovalJSON(a *store.Approval) approvalJSON {
 	out := approvalJSON{ID: a.ID, SessionID: a.SessionID, CallID: a.CallID, Tool: a.Tool, Arguments: a.Arguments,
-		Risk: a.Risk, Reason: a.Reason, Suggestions: suggestionsOf(a), Status: string(a.Status),
+		Risk: a.Risk, Reason: a.Reason, Suggestions: suggestionsOf(a), Status: string(a.StatusAt(time.Now())),
 		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, DecidedAt: a.DecidedAt}
 	if a.Decision != nil {
 		out.Decision = &decisionJSON{Kind: a.Decision.Kind, Rule: a.Decision.Rule, Reason: a.Decision.Reason, Actor: a.Decision.Actor}
@@ -158,6 +158,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
+		f.Now = time.Now()
 		list, err := s.Approvals.Store.ListApprovals(r.Context(), f)
 		if err != nil {
 			s.writeError(w, r, err)

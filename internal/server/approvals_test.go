@@ -709,3 +709,33 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestExpiredRequestLeavesPendingAtOnce: an approval request whose time has passed is
+// listed as expired, not pending, from that moment, not from the next sweep (every
+// 5 s): an approver polling pending requests is not shown one it can no longer decide.
+func TestExpiredRequestLeavesPendingAtOnce(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow, c.Permissions.ApprovalTTL = nil, time.Second }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"touch x"}}]}`)
+	// The client leaves: the request stays pending, and only the sweep records its
+	// expiry (a waiting stream would record it itself).
+	stop()
+	aid := apr["id"].(string)
+	expires, err := time.Parse(time.RFC3339Nano, apr["expires_at"].(string))
+	if err != nil {
+		t.Fatalf("expires_at %v: %v", apr["expires_at"], err)
+	}
+	time.Sleep(time.Until(expires) + 20*time.Millisecond)
+	if code, _, body := d.do("GET", "/v1/approvals?status=pending", nil); code != 200 || strings.Contains(string(body), aid) {
+		t.Errorf("pending after expiry: %d %s, want it left out", code, body)
+	}
+	if code, _, body := d.do("GET", "/v1/approvals?status=expired", nil); code != 200 || !strings.Contains(string(body), aid) || !strings.Contains(string(body), `"status":"expired"`) {
+		t.Errorf("expired after expiry: %d %s, want it listed as expired", code, body)
+	}
+	code, _, body := d.do("GET", "/v1/approvals/"+aid, nil)
+	if code != 200 || !strings.Contains(string(body), `"status":"expired"`) {
+		t.Errorf("the request after expiry: %d %s, want status expired", code, body)
+	}
+	validate(t, "Approval", body)
+}

@@ -116,6 +116,28 @@ type ApprovalFilter struct {
 	// arguments (the one that passes it included); <= 0: no bound. ApprovalsCut
 	// tells such a listing.
 	MaxBytes int
+	// Now, when set, is the time a pending approval expired by (its ExpiresAt at or
+	// before Now, the sweep not yet past) is judged at: such an approval is listed as
+	// expired (Status expired) and not as pending (Status pending). Zero: by the
+	// stored status alone.
+	Now time.Time
+}
+
+// listedStatus is the status a listing shows of a (StatusAt f.Now).
+func (f ApprovalFilter) listedStatus(a *Approval) ApprovalStatus {
+	if f.Now.IsZero() {
+		return a.Status
+	}
+	return a.StatusAt(f.Now)
+}
+
+// StatusAt is a's status as a person deciding at t sees it: expired once it cannot
+// be decided any more, even before the sweep marks it so.
+func (a *Approval) StatusAt(t time.Time) ApprovalStatus {
+	if expiredNow(a, t) {
+		return ApprovalExpired
+	}
+	return a.Status
 }
 
 // full reports whether approvals holding n bytes of arguments reach f.MaxBytes.

@@ -138,7 +138,12 @@ func (p *Postgres) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Appr
 	if f.Tenant != "" {
 		where = append(where, "tenant = "+arg(f.Tenant))
 	}
-	if f.Status != "" {
+	switch {
+	case !f.Now.IsZero() && f.Status == ApprovalPending:
+		where = append(where, "status = 'pending' AND (expires_at IS NULL OR expires_at > "+arg(utcMicro(f.Now))+")")
+	case !f.Now.IsZero() && f.Status == ApprovalExpired:
+		where = append(where, "(status = 'expired' OR (status = 'pending' AND expires_at <= "+arg(utcMicro(f.Now))+"))")
+	case f.Status != "":
 		where = append(where, "status = "+arg(string(f.Status)))
 	}
 	if f.SessionID != "" {
@@ -173,6 +178,7 @@ func (p *Postgres) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Appr
 		if err != nil {
 			return nil, fmt.Errorf("store: list approvals: %w", err)
 		}
+		a.Status = f.listedStatus(a)
 		out = append(out, a)
 		size += len(a.Arguments)
 	}

@@ -139,7 +139,12 @@ func (s *SQLite) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Approv
 	if f.Tenant != "" {
 		add("tenant = ?", f.Tenant)
 	}
-	if f.Status != "" {
+	switch {
+	case !f.Now.IsZero() && f.Status == ApprovalPending:
+		add("status = 'pending' AND (expires_at IS NULL OR expires_at > ?)", sqliteTime(f.Now))
+	case !f.Now.IsZero() && f.Status == ApprovalExpired:
+		add("(status = 'expired' OR (status = 'pending' AND expires_at <= ?))", sqliteTime(f.Now))
+	case f.Status != "":
 		add("status = ?", string(f.Status))
 	}
 	if f.SessionID != "" {
@@ -175,6 +180,7 @@ func (s *SQLite) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Approv
 		if err != nil {
 			return nil, fmt.Errorf("store: list approvals: %w", err)
 		}
+		a.Status = f.listedStatus(a)
 		out = append(out, a)
 		size += len(a.Arguments)
 	}

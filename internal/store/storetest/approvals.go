@@ -388,6 +388,11 @@ func testListApprovals(t *testing.T, s store.Store, as store.ApprovalStore) {
 		{"approved", store.ApprovalFilter{Status: store.ApprovalApproved}, []string{"apr_2"}},
 		{"denied", store.ApprovalFilter{Status: store.ApprovalDenied}, []string{"apr_5"}},
 		{"expired", store.ApprovalFilter{Status: store.ApprovalExpired}, []string{}},
+		// Judged at a time (Now): before their expiry they are pending; at it, expired,
+		// though no sweep has marked them so.
+		{"pending before expiry", store.ApprovalFilter{Tenant: "acme", Status: store.ApprovalPending, Now: at(30 * time.Minute)}, []string{"apr_3b", "apr_3a", "apr_1"}},
+		{"pending at expiry", store.ApprovalFilter{Tenant: "acme", Status: store.ApprovalPending, Now: at(time.Hour)}, []string{}},
+		{"expired at expiry", store.ApprovalFilter{Tenant: "acme", Status: store.ApprovalExpired, Now: at(time.Hour)}, []string{"apr_3b", "apr_3a", "apr_1"}},
 		{"session", store.ApprovalFilter{SessionID: "ses_1"}, []string{"apr_3a", "apr_2", "apr_1"}},
 		{"session and status", store.ApprovalFilter{SessionID: "ses_2", Status: store.ApprovalPending}, []string{"apr_3b"}},
 		{"call", store.ApprovalFilter{CallID: "tc_apr_3a"}, []string{"apr_3a"}},
@@ -407,6 +412,20 @@ func testListApprovals(t *testing.T, s store.Store, as store.ApprovalStore) {
 		t.Errorf("%T cannot count pending approvals", as)
 	} else if n, err := c.CountPendingApprovals(t.Context()); err != nil || n != 4 {
 		t.Errorf("CountPendingApprovals = %d, %v; want 4 (apr_1, apr_3a, apr_3b, apr_4)", n, err)
+	}
+	// Listed at a time past their expiry, undecided requests show as expired.
+	if got, err := as.ListApprovals(t.Context(), store.ApprovalFilter{Tenant: "acme", Now: at(time.Hour)}); err != nil {
+		t.Errorf("ListApprovals at expiry: %v", err)
+	} else {
+		for _, a := range got {
+			want := map[string]store.ApprovalStatus{"apr_2": store.ApprovalApproved, "apr_5": store.ApprovalDenied}[a.ID]
+			if want == "" {
+				want = store.ApprovalExpired
+			}
+			if a.Status != want {
+				t.Errorf("listed at expiry: %s is %q, want %q", a.ID, a.Status, want)
+			}
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
