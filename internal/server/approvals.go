@@ -324,18 +324,65 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	bg := context.WithoutCancel(r.Context())
-	_ = s.Approvals.Notifier.Notify(bg, store.TopicApproval, decided.ID)
+	s.afterDecision(bg, decided)
+	if len(rules) > 0 {
+		// Other requests of the session waiting meanwhile (the rest of a parallel
+		// batch) that the new rules cover need no decision of their own.
+		go s.approveCovered(bg, decided)
+	}
+	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
+}
+
+// afterDecision wakes the call's waiters and, for an approval, runs the call here
+// unless a waiting stream claims it first.
+func (s *Server) afterDecision(ctx context.Context, decided *store.Approval) {
+	_ = s.Approvals.Notifier.Notify(ctx, store.TopicApproval, decided.ID)
 	if decided.Status == store.ApprovalApproved {
 		go func() {
 			time.Sleep(s.Approvals.RunGrace)
-			if err := s.Exec.RunApproved(bg, s.Sessions, decided.CallID); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, session.ErrShuttingDown) {
+			if err := s.Exec.RunApproved(ctx, s.Sessions, decided.CallID); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, session.ErrShuttingDown) {
 				s.log.Error("running an approved call failed", "call_id", decided.CallID, "err", err)
 			}
 		}()
 	} else {
-		_ = s.Approvals.Notifier.Notify(bg, store.TopicCall, decided.CallID)
+		_ = s.Approvals.Notifier.Notify(ctx, store.TopicCall, decided.CallID)
 	}
-	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
+}
+
+// approveCovered approves the pending requests of first's session that the rules
+// first added now allow, in the name of first's approver, each saying which rule.
+func (s *Server) approveCovered(ctx context.Context, first *store.Approval) {
+	list, err := s.Approvals.Store.ListApprovals(ctx, store.ApprovalFilter{Tenant: first.Tenant, SessionID: first.SessionID,
+		Status: store.ApprovalPending, Now: time.Now(), Limit: 1000})
+	if err != nil {
+		s.log.Warn("listing a session's pending approvals after rules were added", "session_id", first.SessionID, "err", err)
+		return
+	}
+	for _, a := range list {
+		if a.ID == first.ID {
+			continue
+		}
+		ok, why, err := s.Exec.AllowedNow(ctx, s.Sessions, a.CallID)
+		if err != nil {
+			s.log.Warn("checking a pending approval against new session rules", "approval_id", a.ID, "err", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		actor := "the approver"
+		if first.Decision != nil {
+			actor = first.Decision.Actor
+		}
+		d := store.ApprovalDecision{Kind: store.DecisionApprove, Actor: actor,
+			Reason: fmt.Sprintf("%s, added when %s was approved for the session", why, first.ID)}
+		decided, err := s.Approvals.Store.DecideApproval(ctx, a.ID, d)
+		if err != nil {
+			continue // decided or expired meanwhile, or the store is away: a person still can
+		}
+		s.log.Info("approved by a rule approved for the session", "approval_id", a.ID, "by_approval", first.ID, "call_id", a.CallID)
+		s.afterDecision(ctx, decided)
+	}
 }
 
 // Bounds of a decision's text. The reason and actor are stored with the approval,

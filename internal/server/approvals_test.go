@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -738,4 +739,73 @@ func TestExpiredRequestLeavesPendingAtOnce(t *testing.T) {
 		t.Errorf("the request after expiry: %d %s, want status expired", code, body)
 	}
 	validate(t, "Approval", body)
+}
+
+// TestApproveForSessionApprovesTheBatch: two calls of a parallel batch ask for the
+// same thing; approving one "for the session" approves the other by the rule it
+// added, in the approver's name: each runs once, with no second decision.
+func TestApproveForSessionApprovesTheBatch(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	_, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[
+		{"id":"a","name":"execute_command","arguments":{"command":"touch a.txt"}},
+		{"id":"b","name":"execute_command","arguments":{"command":"touch b.txt"}},
+		{"id":"c","name":"execute_command","arguments":{"command":"echo c >> c.txt"}}]}`)
+	defer stop()
+	// Wait until all three ask; approve one of the touches for the session.
+	var apr map[string]any
+	waitFor(t, 10*time.Second, "three pending approvals", func() bool {
+		_, _, body := d.do("GET", "/v1/approvals?status=pending&session_id="+id, nil)
+		var l struct{ Approvals []map[string]any }
+		_ = json.Unmarshal(body, &l)
+		for _, a := range l.Approvals {
+			if strings.Contains(fmt.Sprint(a["arguments"]), "touch") {
+				apr = a
+			}
+		}
+		return len(l.Approvals) == 3
+	})
+	if s := apr["suggestions"].([]any); len(s) != 1 || s[0] != "execute_command(touch:*)" {
+		t.Fatalf("suggestions %v, want execute_command(touch:*)", s)
+	}
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve_for_session","actor":"ada"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	// The other touch is approved by the rule; the echo still waits for a person.
+	var other map[string]any
+	waitFor(t, 10*time.Second, "the other touch approved by the rule", func() bool {
+		_, _, body := d.do("GET", "/v1/approvals?status=approved&session_id="+id, nil)
+		var l struct{ Approvals []map[string]any }
+		_ = json.Unmarshal(body, &l)
+		for _, a := range l.Approvals {
+			if a["id"] != apr["id"] {
+				other = a
+			}
+		}
+		return other != nil
+	})
+	dec, _ := other["decision"].(map[string]any)
+	if dec["actor"] == nil || !strings.Contains(dec["actor"].(string), "ada") || !strings.Contains(dec["reason"].(string), "execute_command(touch:*)") {
+		t.Errorf("the rule's approval: %v, want ada's name and the rule", other)
+	}
+	_, _, body := d.do("GET", "/v1/approvals?status=pending&session_id="+id, nil)
+	if !strings.Contains(string(body), "c.txt") || strings.Contains(string(body), "touch") {
+		t.Fatalf("still pending: %s, want only the echo", body)
+	}
+	var l struct{ Approvals []map[string]any }
+	_ = json.Unmarshal(body, &l)
+	if code, _, body := d.do("POST", "/v1/approvals/"+l.Approvals[0]["id"].(string)+"/decision", `{"decision":"deny","actor":"ada"}`); code != 200 {
+		t.Fatalf("deny: %d %s", code, body)
+	}
+	msgs := restMessages(t, <-rest)
+	if msgs["a"].m["is_error"] != false || msgs["b"].m["is_error"] != false || msgs["c"].str("error_kind") != "denied" {
+		t.Fatalf("results: %s / %s / %s", msgs["a"].raw, msgs["b"].raw, msgs["c"].raw)
+	}
+	for _, f := range []string{"a.txt", "b.txt"} {
+		if _, err := os.Stat(filepath.Join(wd, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -41,6 +43,16 @@ func NestedCallable(spec tool.Spec) error {
 type nestedOpts struct {
 	approvalTimeout time.Duration
 	maxRisk         tool.Risk
+}
+
+// nestedSep joins a nested call's parent call id and its number into its tool call
+// id (tc_….3).
+const nestedSep = "."
+
+// isNested reports whether a call record's tool call id is a nested call's.
+func isNested(rec *store.Call) bool {
+	parent, _, ok := strings.Cut(rec.ToolCallID, nestedSep)
+	return ok && strings.HasPrefix(parent, "tc_")
 }
 
 // capRisk turns an allow into an ask when the call's risk is above the cap.
@@ -95,7 +107,7 @@ func (in *invoker) Invoke(ctx context.Context, nc tool.NestedCall) tool.NestedRe
 		return tool.NestedResult{Result: tool.ErrorResult(tool.KindCancelled, "%s was not called: the calling tool %s has finished or was cancelled", nc.Name, in.parent.Name)}
 	}
 	req := CallRequest{
-		ToolCallID: in.parent.ID + "." + strconv.FormatInt(in.n.Add(1), 10),
+		ToolCallID: in.parent.ID + nestedSep + strconv.FormatInt(in.n.Add(1), 10),
 		Name:       nc.Name,
 		Arguments:  nc.Args,
 	}

@@ -104,6 +104,35 @@ func (x *Executor) decide(sess *Session, c *Call) approval.Decision {
 	return d
 }
 
+// AllowedNow reports whether the policy would now let the waiting call callID of a
+// session run without asking (an approval "for session" added a rule that covers it,
+// as for the other calls of a parallel batch that asked for the same thing), and
+// why. A nested call (a chain's) is never allowed so: its chain's risk cap holds for
+// it, and a person decides it.
+func (x *Executor) AllowedNow(ctx context.Context, sessions *Manager, callID string) (bool, string, error) {
+	if x.perm == nil {
+		return false, "", errors.New("permissions are not enabled")
+	}
+	rec, err := x.perm.Store.GetCall(ctx, callID)
+	if err != nil {
+		return false, "", err
+	}
+	if rec.Status != store.CallWaiting || isNested(rec) {
+		return false, "", nil
+	}
+	sess, err := sessions.Get(ctx, rec.Tenant, rec.SessionID)
+	if err != nil {
+		return false, "", err
+	}
+	_, e, ok := sess.Tools.Resolve(rec.Name)
+	if !ok {
+		return false, "", nil
+	}
+	c := &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}, entry: e}
+	d := x.decide(sess, c)
+	return d.Outcome == approval.Allow, d.Reason, nil
+}
+
 // precheck runs a tool's Precheck; a panic in it is logged and asks as usual (the
 // call's Run, which is guarded, then reports what is wrong).
 func (x *Executor) precheck(pc tool.Prechecker, tc *tool.Context, args json.RawMessage) (err error) {
