@@ -97,9 +97,11 @@ matches its first line apart from whitespace, or else the most similar line, if 
 If old_string spans lines and the file uses CRLF line endings, the match is retried
 with CRLF in both old_string and new_string.
 
-The file must be valid UTF-8 text of at most 10 MiB. It is rewritten atomically with
-its permission bits kept (see write_file). After a successful edit the session may edit
-the file again without reading it.
+The file must be valid UTF-8 text of at most 10 MiB; a larger one is refused (failed)
+with what to use instead: grep and read_file with offset and limit to find and read
+the lines, execute_command with sed to change them (those the session has). It is
+rewritten atomically with its permission bits kept (see write_file). After a successful
+edit the session may edit the file again without reading it.
 
 Result: the line of the replacement and the changed region with line numbers (for one
 replacement), or the count and lines (for several). Structured content:
@@ -246,7 +248,9 @@ const jsonReadDoc = `json_read reads a JSON document or a part of it.
 
 Arguments
 - path (required): a JSON file (strict JSON, UTF-8, at most 10 MiB; a UTF-8 byte order
-  mark is allowed).
+  mark is allowed). A larger file is refused (failed) with what to use instead (grep,
+  read_file with offset and limit, execute_command with jq; those the session has);
+  json_write refuses it the same way.
 - pointer: an RFC 6901 JSON Pointer (default "": the whole document). Each "/token"
   descends into an object by key or into an array by index (0, 1, …; no leading zeros).
   In keys, "~1" stands for "/" and "~0" for "~": /paths/~1users names the key "/users".

@@ -128,7 +128,7 @@ func (w *fileRoot) mayReplace(tg fileTarget, guard *fileGuard, toolName string) 
 		if fi.Size() > maxGuardHash {
 			return nil, nil
 		}
-		data, _, err := w.readWhole(tg, maxGuardHash)
+		data, _, err := w.readWhole(tg, maxGuardHash, toolName)
 		return data, err
 	})
 	if err != nil {
@@ -153,7 +153,7 @@ func (w *fileRoot) loadForEdit(tg fileTarget, guard *fileGuard, toolName string)
 	if !fi.Mode().IsRegular() {
 		return nil, nil, notAFile(tg, fi.Mode())
 	}
-	data, fi, err := w.readWhole(tg, maxTextFile)
+	data, fi, err := w.readWhole(tg, maxTextFile, toolName)
 	if err != nil {
 		return nil, nil, err
 	}
