@@ -63,7 +63,9 @@ const writeFileDoc = `write_file creates a file or replaces its whole content.
 Arguments
 - path (required): the file. Missing parent directories are created (mode 0755).
 - content (required): the complete new content ("" makes an empty file). It is written
-  as given: no line-ending conversion, no trailing newline added.
+  as given (no trailing newline added), except for line endings when it replaces a file
+  whose lines all end in CRLF: that file keeps CRLF, the content's LF line endings are
+  written as CRLF. A new file, or one with LF or mixed line endings, gets them as given.
 
 The write is atomic: the content goes to a temporary file in the same directory, which
 is synced and renamed over the target, so readers see the old or the new content and a
@@ -72,8 +74,9 @@ failed write leaves the old file as it was. An existing file keeps its permissio
 Writing through a symlink inside the working directory replaces the symlink's target,
 not the link.
 
-Result: "Created …" or "Overwrote …" with the line count and size; structured content
-{"path","created","bytes","lines"}.
+Result: "Created …" or "Overwrote …" with the line count and size (and "CRLF line
+endings kept" when they were); structured content {"path","created","bytes","lines",
+"kept_crlf"}.
 
 Errors: denied (the read-before-write rule), invalid_args (a directory or other
 non-file at the path, a parent path that is a file, a bad path), failed (I/O).
