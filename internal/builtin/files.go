@@ -77,6 +77,7 @@ type fileRoot struct {
 	root   *os.Root
 	rd     string          // the physical root
 	hidden map[string]bool // Sandbox.Hidden as slash paths relative to the root: walks skip them
+	tools  tool.Catalog    // the session's tools, for advice naming them (nil: all)
 }
 
 // openFileRoot opens the session's sandbox root; the caller closes it.
@@ -109,6 +110,9 @@ func openFileRoot(m *sandbox.Manager, ctx *tool.Context) (*fileRoot, error) {
 		return nil, tool.Errorf(tool.KindUnavailable, "the working directory cannot be opened: %v", err)
 	}
 	w := &fileRoot{sb: sb, root: root, rd: sb.Root()}
+	if ctx.Session != nil {
+		w.tools = ctx.Session.Tools
+	}
 	for _, h := range sb.Hidden() {
 		if rel, err := filepath.Rel(w.rd, h); err == nil && filepath.IsLocal(rel) {
 			if w.hidden == nil {
@@ -255,15 +259,17 @@ func (w *fileRoot) openNonBlocking(rel string) (*os.File, error) {
 	return w.root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
-// readWhole reads a regular file of at most limit bytes.
-func (w *fileRoot) readWhole(t fileTarget, limit int64) ([]byte, fs.FileInfo, error) {
+// readWhole reads a regular file of at most limit bytes for toolName; a larger file is
+// refused with what to use instead.
+func (w *fileRoot) readWhole(t fileTarget, limit int64, toolName string) ([]byte, fs.FileInfo, error) {
 	f, fi, err := w.openRegular(t)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
 	if fi.Size() > limit {
-		return nil, nil, tool.Errorf(tool.KindFailed, "%q is %s, larger than the %s this tool handles", t.given, sizeText(fi.Size()), sizeText(limit))
+		return nil, nil, tool.Errorf(tool.KindFailed, "%q is %s, larger than the %s %s handles%s", t.given, sizeText(fi.Size()), sizeText(limit), toolName,
+			w.tooLargeAdvice(t, toolName))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -325,6 +331,57 @@ func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdi
 		return nil, filePathError(t.given, err)
 	}
 	return fi, nil
+}
+
+// has reports whether the session may call the named tool.
+func (w *fileRoot) has(name string) bool {
+	if w.tools == nil {
+		return true
+	}
+	_, ok := w.tools.Lookup(name)
+	return ok
+}
+
+// tooLargeAdvice is what a refusal of a file too large for toolName suggests instead:
+// the session's tools that work on such a file (grep searches a named file whatever
+// its size and prints line numbers; read_file reads a part with offset and limit;
+// execute_command runs sed or jq on the whole file). "" when it has none of them.
+func (w *fileRoot) tooLargeAdvice(t fileTarget, toolName string) string {
+	var ways []string
+	isJSON := strings.HasPrefix(toolName, "json_")
+	if w.has("grep") {
+		ways = append(ways, fmt.Sprintf("find the lines with grep (path %q; it shows line numbers)", t.given))
+	}
+	if w.has("read_file") {
+		ways = append(ways, "read them with read_file with offset and limit")
+	}
+	if w.has("execute_command") {
+		q := shellQuote(t.given)
+		switch {
+		case toolName == "json_read":
+			ways = append(ways, fmt.Sprintf("query it with execute_command and jq if it is installed (e.g. jq '.key' %s)", q))
+		case isJSON:
+			ways = append(ways, fmt.Sprintf("change it with execute_command and jq if it is installed (e.g. jq '.key = 1' %s > %s.new && mv %s.new %s)", q, q, q, q))
+		default:
+			ways = append(ways, fmt.Sprintf("change lines with execute_command and sed (e.g. sed -i '120s/old/new/' %s)", q))
+		}
+	}
+	if len(ways) == 0 {
+		return ""
+	}
+	advice := "; instead, " + strings.Join(ways, ", ") + "."
+	if toolName != "json_read" {
+		advice += " Nothing was changed."
+	}
+	return advice
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // sizeText renders a byte count for a model.

@@ -63,7 +63,9 @@ const writeFileDoc = `write_file creates a file or replaces its whole content.
 Arguments
 - path (required): the file. Missing parent directories are created (mode 0755).
 - content (required): the complete new content ("" makes an empty file). It is written
-  as given: no line-ending conversion, no trailing newline added.
+  as given (no trailing newline added), except for line endings when it replaces a file
+  whose lines all end in CRLF: that file keeps CRLF, the content's LF line endings are
+  written as CRLF. A new file, or one with LF or mixed line endings, gets them as given.
 
 The write is atomic: the content goes to a temporary file in the same directory, which
 is synced and renamed over the target, so readers see the old or the new content and a
@@ -72,8 +74,9 @@ failed write leaves the old file as it was. An existing file keeps its permissio
 Writing through a symlink inside the working directory replaces the symlink's target,
 not the link.
 
-Result: "Created …" or "Overwrote …" with the line count and size; structured content
-{"path","created","bytes","lines"}.
+Result: "Created …" or "Overwrote …" with the line count and size (and "CRLF line
+endings kept" when they were); structured content {"path","created","bytes","lines",
+"kept_crlf"}.
 
 Errors: denied (the read-before-write rule), invalid_args (a directory or other
 non-file at the path, a parent path that is a file, a bad path), failed (I/O).
@@ -97,9 +100,11 @@ matches its first line apart from whitespace, or else the most similar line, if 
 If old_string spans lines and the file uses CRLF line endings, the match is retried
 with CRLF in both old_string and new_string.
 
-The file must be valid UTF-8 text of at most 10 MiB. It is rewritten atomically with
-its permission bits kept (see write_file). After a successful edit the session may edit
-the file again without reading it.
+The file must be valid UTF-8 text of at most 10 MiB; a larger one is refused (failed)
+with what to use instead: grep and read_file with offset and limit to find and read
+the lines, execute_command with sed to change them (those the session has). It is
+rewritten atomically with its permission bits kept (see write_file). After a successful
+edit the session may edit the file again without reading it.
 
 Result: the line of the replacement and the changed region with line numbers (for one
 replacement), or the count and lines (for several). Structured content:
@@ -246,7 +251,9 @@ const jsonReadDoc = `json_read reads a JSON document or a part of it.
 
 Arguments
 - path (required): a JSON file (strict JSON, UTF-8, at most 10 MiB; a UTF-8 byte order
-  mark is allowed).
+  mark is allowed). A larger file is refused (failed) with what to use instead (grep,
+  read_file with offset and limit, execute_command with jq; those the session has);
+  json_write refuses it the same way.
 - pointer: an RFC 6901 JSON Pointer (default "": the whole document). Each "/token"
   descends into an object by key or into an array by index (0, 1, …; no leading zeros).
   In keys, "~1" stands for "/" and "~0" for "~": /paths/~1users names the key "/users".

@@ -1,8 +1,10 @@
 package builtin
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 	"time"
@@ -25,6 +27,9 @@ type writeFileOutput struct {
 	Created bool   `json:"created"`
 	Bytes   int    `json:"bytes"`
 	Lines   int    `json:"lines"`
+	// KeptCRLF says LF line endings of the content were written as CRLF, as the
+	// replaced file had them.
+	KeptCRLF bool `json:"kept_crlf,omitempty"`
 }
 
 func (t *writeFile) Spec() tool.Spec {
@@ -33,7 +38,8 @@ func (t *writeFile) Spec() tool.Spec {
 		Label: "Write file",
 		Description: "Create a file, or replace the whole content of one. Missing parent directories are created. " +
 			"An existing file must have been read in this session (read_file) and be unchanged since; " +
-			"prefer edit_file for changes to part of a file.",
+			"prefer edit_file for changes to part of a file. Replacing a file whose lines all end in CRLF keeps CRLF: " +
+			"write LF line endings, they are converted.",
 		Parameters: json.RawMessage(`{
   "type": "object",
   "properties": {
@@ -65,16 +71,27 @@ func (t *writeFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	if err != nil {
 		return nil, err
 	}
-	data := []byte(*args.Content)
+	content := *args.Content
+	// Models write LF; a file that used CRLF throughout keeps it (as edit_file does),
+	// or replacing it would change every line.
+	keptCRLF := false
+	if !created && strings.Contains(strings.ReplaceAll(content, "\r\n", ""), "\n") && w.usesCRLF(tg) {
+		content, keptCRLF = strings.ReplaceAll(strings.ReplaceAll(content, "\r\n", "\n"), "\n", "\r\n"), true
+	}
+	data := []byte(content)
 	if err := w.commit(ctx, guard, tg, data, mode, true); err != nil {
 		return nil, err
 	}
-	out := writeFileOutput{Path: tg.show(), Created: created, Bytes: len(data), Lines: countTextLines(*args.Content)}
+	out := writeFileOutput{Path: tg.show(), Created: created, Bytes: len(data), Lines: countTextLines(content), KeptCRLF: keptCRLF}
 	verb := "Overwrote"
 	if created {
 		verb = "Created"
 	}
-	return fileResult(fmt.Sprintf("%s %s (%d lines, %s).", verb, out.Path, out.Lines, sizeText(int64(out.Bytes))), out, nil)
+	eol := ""
+	if keptCRLF {
+		eol = ", CRLF line endings kept"
+	}
+	return fileResult(fmt.Sprintf("%s %s (%d lines, %s%s).", verb, out.Path, out.Lines, sizeText(int64(out.Bytes)), eol), out, nil)
 }
 
 // Precheck refuses, before anyone is asked to approve it, a write_file that would
@@ -128,7 +145,7 @@ func (w *fileRoot) mayReplace(tg fileTarget, guard *fileGuard, toolName string) 
 		if fi.Size() > maxGuardHash {
 			return nil, nil
 		}
-		data, _, err := w.readWhole(tg, maxGuardHash)
+		data, _, err := w.readWhole(tg, maxGuardHash, toolName)
 		return data, err
 	})
 	if err != nil {
@@ -153,7 +170,7 @@ func (w *fileRoot) loadForEdit(tg fileTarget, guard *fileGuard, toolName string)
 	if !fi.Mode().IsRegular() {
 		return nil, nil, notAFile(tg, fi.Mode())
 	}
-	data, fi, err := w.readWhole(tg, maxTextFile)
+	data, fi, err := w.readWhole(tg, maxTextFile, toolName)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,6 +188,25 @@ func (w *fileRoot) loadForEdit(tg fileTarget, guard *fileGuard, toolName string)
 		return nil, nil, guardError(v, tg, toolName)
 	}
 	return data, fi, nil
+}
+
+// usesCRLF reports whether the text file tg ends every line with CRLF (and has at
+// least one line ending). Binary files and files over maxTextFile do not.
+func (w *fileRoot) usesCRLF(tg fileTarget) bool {
+	f, fi, err := w.openRegular(tg)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi.Size() > maxTextFile {
+		return false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTextFile+1))
+	if err != nil || bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+		return false
+	}
+	n := bytes.Count(data, []byte("\n"))
+	return n > 0 && bytes.Count(data, []byte("\r\n")) == n
 }
 
 // commit writes data to tg atomically and records the result in the guard, so that the

@@ -67,7 +67,7 @@ func (t *jsonRead) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		return nil, err
 	}
 	defer w.Close()
-	data, fi, err := w.readWhole(tg, maxTextFile)
+	data, fi, err := w.readWhole(tg, maxTextFile, "json_read")
 	if err != nil {
 		return nil, err
 	}

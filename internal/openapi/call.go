@@ -57,7 +57,7 @@ func (o *Operation) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 			// The dispatcher names it timeout or cancelled.
 			return nil, ctx.Err()
 		}
-		return nil, tool.Errorf(tool.KindUnavailable, "%s %s could not be reached: %v", o.method, o.base.Host, unwrapURLError(err))
+		return nil, tool.Errorf(tool.KindUnavailable, "%s %s could not be reached: %v", o.method, o.redacted(req.URL), unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, o.maxBytes+1))
@@ -65,7 +65,7 @@ func (o *Operation) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, tool.Errorf(tool.KindUnavailable, "reading the response of %s %s failed: %v", o.method, o.route, err)
+		return nil, tool.Errorf(tool.KindUnavailable, "reading the response of %s %s failed: %v", o.method, o.redacted(resp.Request.URL), err)
 	}
 	cut := int64(len(data)) > o.maxBytes
 	if cut {
@@ -322,7 +322,9 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 			text = fmt.Sprintf("the API redirected to %s://%s%s, which is not followed: redirects go to the API's own scheme and host only, so that its credentials stay there; %s",
 				loc.Scheme, loc.Host, loc.EscapedPath(), text)
 		}
-		res := tool.ErrorResult(kind, "HTTP %d %s from %s %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.route, text)
+		// The URL called (the last one, after redirects on the API), not the route's
+		// template: the model sees which of its calls failed.
+		res := tool.ErrorResult(kind, "HTTP %d %s from %s %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.redacted(resp.Request.URL), text)
 		res.Details = details
 		return res
 	}
@@ -345,18 +347,20 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 	return res
 }
 
-// redacted is u for logs and UIs: without a password, nor the API key of the query.
+// redacted is u for the model, logs and UIs: without user info (a base URL's
+// user:password), nor the API key of the query.
 func (o *Operation) redacted(u *url.URL) string {
-	if o.auth.APIKeyQuery == "" {
-		return u.Redacted()
-	}
 	c := *u
+	c.User = nil
+	if o.auth.APIKeyQuery == "" {
+		return c.String()
+	}
 	q := c.Query()
 	if q.Has(o.auth.APIKeyQuery) {
 		q.Set(o.auth.APIKeyQuery, "xxxxx")
 		c.RawQuery = q.Encode()
 	}
-	return c.Redacted()
+	return c.String()
 }
 
 func bodyText(mediaType string, data []byte) string {

@@ -811,3 +811,35 @@ func TestRedirectsStayOnTheAPI(t *testing.T) {
 	default:
 	}
 }
+
+// TestErrorsNameTheURLCalled: an error used to name the path template
+// (/status/{code}), not the URL called, so the model could not tell which of its
+// calls failed. It names the URL with the path parameters filled in and the query
+// sent, with the API key of api_key_query and the base URL's user info hidden.
+func TestErrorsNameTheURLCalled(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	cfg := shop(t, strings.Replace(srv.URL, "http://", "http://user:pw@", 1)+"?api-version=2")
+	cfg.Auth, cfg.Getenv = Auth{APIKeyEnv: "TOK", APIKeyQuery: "api_key"}, env(map[string]string{"TOK": "s3cret"})
+	_, m := load(t, cfg)
+	res := call(t, m, "shop__status", `{"code":404}`)
+	text := res.Text()
+	if !res.IsError || !strings.Contains(text, "from GET "+srv.URL+"/status/404?api-version=2&api_key=xxxxx:") ||
+		strings.Contains(text, "{code}") || strings.Contains(text, "s3cret") || strings.Contains(text, "pw") {
+		t.Errorf("404: %s", text)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	cfg = shop(t, dead)
+	cfg.Auth, cfg.Getenv = Auth{APIKeyEnv: "TOK", APIKeyQuery: "api_key"}, env(map[string]string{"TOK": "s3cret"})
+	_, m = load(t, cfg)
+	res = call(t, m, "shop__getItem", `{"itemId":"a b","X-Trace":"t","verbose":true}`)
+	if text := res.Text(); !strings.Contains(text, "GET "+dead+"/items/a%20b?api_key=xxxxx&verbose=true could not be reached") || strings.Contains(text, "s3cret") {
+		t.Errorf("dead upstream: %s", text)
+	}
+}

@@ -142,16 +142,31 @@ func (s *Session) Selected(name string) bool {
 	return s.sel.narrowed == nil || s.sel.narrowed[name] || name == ResetToolName
 }
 
+// expandListed caps the names a tool_expand_tools result lists: with hundreds of
+// tools, listing every expandable one in every result cost thousands of tokens. The
+// result says how many more there are and how to search them (a query).
+const expandListed = 25
+
 // expand applies tool_expand_tools: exact names, validated against the session's
-// allowed set (never the global registry), partial success.
-func (s *Session) expand(names []string) map[string]any {
+// allowed set (never the global registry), partial success. A name of a tool that a
+// switched-off group hides is answered with how to switch it on. The expandable tools
+// are listed up to expandListed: the best matches for query, or the first by name.
+func (s *Session) expand(names []string, query string) map[string]any {
 	allowed := s.Tools.Names()
 	isAllowed := map[string]bool{}
 	for _, n := range allowed {
 		isAllowed[n] = true
 	}
+	// Hints first: switchOnHint takes s.mu, never held with s.sel.mu.
+	switchedOff := map[string]string{}
+	for _, raw := range names {
+		if n := strings.TrimSpace(raw); n != "" && !isAllowed[n] {
+			if hint := s.switchOnHint(n); hint != "" {
+				switchedOff[n] = hint
+			}
+		}
+	}
 	s.sel.mu.Lock()
-	defer s.sel.mu.Unlock()
 	expanded, invalid, already := []string{}, []string{}, []string{}
 	seen := map[string]bool{}
 	for _, raw := range names {
@@ -161,6 +176,11 @@ func (s *Session) expand(names []string) map[string]any {
 		}
 		seen[n] = true
 		switch {
+		case switchedOff[n] != "":
+			// Selected now, so that once the group is on the call the hint names works.
+			if s.sel.narrowed != nil {
+				s.sel.narrowed[n] = true
+			}
 		case !isAllowed[n]:
 			invalid = append(invalid, n)
 		case s.sel.narrowed == nil || s.sel.narrowed[n]:
@@ -176,8 +196,37 @@ func (s *Session) expand(names []string) map[string]any {
 			available = append(available, n)
 		}
 	}
-	return map[string]any{"success": len(expanded) > 0, "expanded_tools": expanded, "invalid_tools": invalid,
-		"already_selected_tools": already, "available_expandable_tools": available}
+	s.sel.mu.Unlock()
+	out := map[string]any{"success": len(expanded) > 0, "expanded_tools": expanded, "invalid_tools": invalid,
+		"already_selected_tools": already}
+	if len(switchedOff) > 0 {
+		out["switched_off_tools"] = switchedOff
+	}
+	total := len(available)
+	searchHint := fmt.Sprintf(`call %s with {"query": "what the tool should do"} to search them by name and description`, ExpandToolName)
+	if q := strings.TrimSpace(query); q != "" {
+		expandable := make(map[string]bool, total)
+		for _, n := range available {
+			expandable[n] = true
+		}
+		available = available[:0]
+		for _, r := range s.manager.index().RankFiltered(q, expandListed, func(name string) bool { return expandable[name] }) {
+			available = append(available, r.Name)
+		}
+		if len(available) == 0 {
+			out["note"] = fmt.Sprintf("no tool you could load matches %q; %d could be loaded: try other words", q, total)
+		} else {
+			out["note"] = fmt.Sprintf("the %d tools you could load that best match %q, best first; %d could be loaded in all", len(available), q, total)
+		}
+	} else if total > expandListed {
+		available = available[:expandListed]
+		out["note"] = fmt.Sprintf("%d more tools could be loaded, not listed here; %s", total-expandListed, searchHint)
+	}
+	out["available_expandable_tools"] = available
+	if more := total - len(available); more > 0 {
+		out["more_expandable_tools"] = more
+	}
+	return out
 }
 
 // Suggest ranks the session's allowed tools against the turn's text and narrows the
@@ -292,9 +341,11 @@ func (expandTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name: ExpandToolName, Label: "Load more tools",
 		Description: "Load tools that are available to you but were not offered this turn. Give their exact names; " +
-			"the result says which were loaded, which names are invalid, and which others you could load.",
-		Parameters: json.RawMessage(`{"type":"object","required":["tool_names"],"additionalProperties":false,"properties":{
-  "tool_names":{"anyOf":[{"type":"array","items":{"type":"string"},"maxItems":100},{"type":"string"}],"description":"Exact tool names (a list, or one string)."}}}`),
+			"the result says which were loaded, which names are invalid or in a switched-off tool group, and lists some " +
+			"of the others you could load. To find one, give a query instead: the result lists the best matches.",
+		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
+  "tool_names":{"anyOf":[{"type":"array","items":{"type":"string"},"maxItems":100},{"type":"string"}],"description":"Exact tool names (a list, or one string)."},
+  "query":{"type":"string","description":"What you need a tool for: lists the loadable tools that best match, loading none."}}}`),
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe,
 	}
 }
@@ -308,7 +359,14 @@ func (expandTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 	if !ok {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "tool_names must be a list of tool names")
 	}
-	return tool.JSONResult(sess.expand(names))
+	var args struct {
+		Query string `json:"query"`
+	}
+	_ = json.Unmarshal(raw, &args)
+	if len(names) == 0 && strings.TrimSpace(args.Query) == "" {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "give tool_names (the exact names to load), or a query to search the tools you could load")
+	}
+	return tool.JSONResult(sess.expand(names, args.Query))
 }
 
 // expandNames reads tool_expand_tools' arguments: one name or a list. Tool names
@@ -321,6 +379,9 @@ func expandNames(raw json.RawMessage) ([]string, bool) {
 	_ = json.Unmarshal(raw, &args)
 	var list []string
 	var one string
+	if args.ToolNames == nil {
+		return []string{}, true // a query alone
+	}
 	if json.Unmarshal(args.ToolNames, &one) == nil {
 		list = []string{one}
 	} else if err := json.Unmarshal(args.ToolNames, &list); err != nil {

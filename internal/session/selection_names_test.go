@@ -15,13 +15,14 @@ func TestExpandNames(t *testing.T) {
 		`{"tool_names":" echo  read_file,,glob "}`:   {"echo", "read_file", "glob"},
 		`{"tool_names":["echo","mcp__gh__x, glob"]}`: {"echo", "mcp__gh__x", "glob"},
 		`{"tool_names":[]}`:                          {},
+		`{"query":"send mail"}`:                      {}, // a query alone: tool_expand_tools refuses neither
 	} {
 		got, ok := expandNames(json.RawMessage(args))
 		if !ok || !slices.Equal(got, want) {
 			t.Errorf("expandNames(%s) = %q, %v; want %q", args, got, ok, want)
 		}
 	}
-	for _, bad := range []string{`{"tool_names":3}`, `{"tool_names":[1]}`, `{}`} {
+	for _, bad := range []string{`{"tool_names":3}`, `{"tool_names":[1]}`} {
 		if got, ok := expandNames(json.RawMessage(bad)); ok {
 			t.Errorf("expandNames(%s) = %q, ok", bad, got)
 		}

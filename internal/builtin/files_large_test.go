@@ -1,0 +1,58 @@
+package builtin
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// catalogOf is a session's tool list of the given names.
+type catalogOf []string
+
+func (c catalogOf) Lookup(name string) (tool.Spec, bool) {
+	return tool.Spec{Name: name}, slices.Contains(c, name)
+}
+func (c catalogOf) Names() []string { return c }
+
+// TestTooLargeFileSaysWhatToDo: edit_file, multi_edit and the json tools refused a
+// file over 10 MiB with only its size, so the model did not know how else to get at
+// it. The refusal names the tools that can (grep with line numbers, read_file with
+// offset and limit, execute_command with sed or jq), and only those the session has.
+func TestTooLargeFileSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	big := e.put(t, "big.txt", "x\n")
+	if err := os.Truncate(big, maxTextFile+1); err != nil {
+		t.Fatal(err)
+	}
+	bigJSON := e.put(t, "big.json", "{}")
+	if err := os.Truncate(bigJSON, maxTextFile+1); err != nil {
+		t.Fatal(err)
+	}
+	edit := map[string]any{"path": "big.txt", "old_string": "x", "new_string": "y"}
+	cases := []struct {
+		tool string
+		args map[string]any
+		want []string
+	}{
+		{"edit_file", edit, []string{"larger than the 10.0 MiB", "grep", "read_file with offset and limit", "execute_command", "sed -i"}},
+		{"multi_edit", map[string]any{"path": "big.txt", "edits": []any{map[string]any{"old_string": "x", "new_string": "y"}}},
+			[]string{"larger than the 10.0 MiB", "read_file with offset and limit", "sed -i"}},
+		{"json_read", map[string]any{"path": "big.json", "pointer": "/a"}, []string{"larger than the 10.0 MiB", "read_file with offset and limit", "jq"}},
+		{"json_write", map[string]any{"path": "big.json", "pointer": "/a", "value": 1}, []string{"larger than the 10.0 MiB", "jq"}},
+	}
+	for _, c := range cases {
+		e.fail(t, c.tool, c.args, tool.KindFailed, c.want...)
+	}
+
+	// A session without execute_command is not sent to it.
+	sess := e.newSession("s2")
+	sess.Tools = catalogOf{"edit_file", "grep", "read_file"}
+	res := e.runIn(t, sess, "edit_file", edit)
+	if text := res.Text(); !res.IsError || !strings.Contains(text, "read_file with offset and limit") || strings.Contains(text, "execute_command") {
+		t.Errorf("without execute_command: %s", text)
+	}
+}

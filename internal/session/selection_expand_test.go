@@ -1,0 +1,114 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+type described struct{ name, desc string }
+
+func (d described) Spec() tool.Spec {
+	return tool.Spec{Name: d.name, Description: d.desc, Source: "builtin"}
+}
+func (d described) Run(*tool.Context, json.RawMessage) (*tool.Result, error) {
+	return tool.TextResult(d.name), nil
+}
+
+// expandResult is tool_expand_tools' structured result.
+type expandResult struct {
+	Success     bool              `json:"success"`
+	Expanded    []string          `json:"expanded_tools"`
+	Invalid     []string          `json:"invalid_tools"`
+	SwitchedOff map[string]string `json:"switched_off_tools"`
+	Already     []string          `json:"already_selected_tools"`
+	Available   []string          `json:"available_expandable_tools"`
+	More        int               `json:"more_expandable_tools"`
+	Note        string            `json:"note"`
+}
+
+func runExpand(t *testing.T, sess *Session, args string) (expandResult, string) {
+	t.Helper()
+	res, err := expandTool{}.Run(&tool.Context{Context: context.Background(), ToolName: ExpandToolName, Session: sess.Info}, json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s: %v", args, err)
+	}
+	var out expandResult
+	if err := json.Unmarshal(res.Structured, &out); err != nil {
+		t.Fatalf("%s: %v", args, err)
+	}
+	return out, res.Content[0].Text
+}
+
+// TestExpandResultIsBounded: in a session with hundreds of tools, every
+// tool_expand_tools result used to list every name the session could still expand
+// (~8 KB each time). It lists a bounded number, says how many more there are and how
+// to search them (a query ranks them); a name of a switched-off group's tool is
+// answered with the group and the reset_tools call that switches it on, not as
+// invalid.
+func TestExpandResultIsBounded(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	for i := range 400 {
+		tm.MustRegister(described{fmt.Sprintf("tool_%03d", i), fmt.Sprintf("Generic tool number %d.", i)})
+	}
+	tm.MustRegister(described{"invoice_create", "Create an invoice for a customer in the billing system."},
+		described{"memory_save", "Save a durable fact to long-term memory."})
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"),
+		Groups: []Group{{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}}}},
+		&memStore{m: map[string]*store.Session{}}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := m.Create(context.Background(), "t1", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.Suggest(sess, "generic tool number 7", 5)); got > 8 {
+		t.Fatalf("not narrowed: %d tools", got)
+	}
+
+	out, text := runExpand(t, sess, `{"tool_names":["tool_123","memory_save","no_such_tool"]}`)
+	if !out.Success || !slices.Equal(out.Expanded, []string{"tool_123"}) || !slices.Equal(out.Invalid, []string{"no_such_tool"}) {
+		t.Fatalf("expand: %s", text)
+	}
+	if len(text) > 2000 || len(out.Available) > expandListed {
+		t.Fatalf("result of %d bytes lists %d names: %s", len(text), len(out.Available), text)
+	}
+	expandable := 401 - 6 // every callable tool but the 5 ranked and tool_123
+	if len(out.Available)+out.More != expandable || !strings.Contains(out.Note, `"query"`) {
+		t.Fatalf("listed %d + %d more, want %d in all, and how to search: %s", len(out.Available), out.More, expandable, text)
+	}
+	if hint := out.SwitchedOff["memory_save"]; !strings.Contains(hint, `tool group "memory"`) || !strings.Contains(hint, `reset_tools with {"memory":true}`) {
+		t.Fatalf("switched-off tool: %s", text)
+	}
+
+	// Once the group is on, the tool is callable without another expansion, as the
+	// hint says.
+	if _, err := m.setGroups(context.Background(), sess, []string{"memory"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := sess.Tools.Resolve("memory_save"); !ok || !sess.Selected("memory_save") {
+		t.Fatal("memory_save not callable after its group was switched on")
+	}
+
+	// A query ranks the expandable tools; it expands nothing by itself.
+	out, text = runExpand(t, sess, `{"query":"bill a customer"}`)
+	if out.Success || len(out.Expanded) != 0 || len(out.Available) == 0 || out.Available[0] != "invoice_create" {
+		t.Fatalf("query: %s", text)
+	}
+	if !sess.Selected("tool_123") || sess.Selected("invoice_create") {
+		t.Fatal("selection after expand and query")
+	}
+	if _, err := (expandTool{}).Run(&tool.Context{Context: context.Background(), ToolName: ExpandToolName, Session: sess.Info}, json.RawMessage(`{}`)); err == nil {
+		t.Fatal("neither tool_names nor query: no error")
+	}
+}
