@@ -290,6 +290,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 				break
 			}
 			if hint := sess.switchOnHint(c.Name); hint != "" {
+				sess.selectHidden(c.Name)
 				call.preset = tool.ErrorResult(tool.KindNotFound, "%s", hint)
 				break
 			}

@@ -88,6 +88,21 @@ func (s *Session) switchOnHint(name string) string {
 		"those left out go off), then call %s again", name, which, ResetToolName, b, name)
 }
 
+// selectHidden marks a tool that a switched-off group hides as selected for the
+// turn, so that the call its switch-on hint names works once the group is on
+// (without it, that call would be told to expand the tool first).
+func (s *Session) selectHidden(name string) {
+	s.sel.mu.Lock()
+	s.selectLocked(name)
+	s.sel.mu.Unlock()
+}
+
+func (s *Session) selectLocked(name string) {
+	if s.sel.narrowed != nil {
+		s.sel.narrowed[name] = true
+	}
+}
+
 // skillGroupAllows reports whether a skill is in no group, or in an active one.
 func (s *Session) skillGroupAllows(name string) bool {
 	s.mu.Lock()
@@ -177,10 +192,7 @@ func (s *Session) expand(names []string, query string) map[string]any {
 		seen[n] = true
 		switch {
 		case switchedOff[n] != "":
-			// Selected now, so that once the group is on the call the hint names works.
-			if s.sel.narrowed != nil {
-				s.sel.narrowed[n] = true
-			}
+			s.selectLocked(n)
 		case !isAllowed[n]:
 			invalid = append(invalid, n)
 		case s.sel.narrowed == nil || s.sel.narrowed[n]:

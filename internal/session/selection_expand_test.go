@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,5 +112,43 @@ func TestExpandResultIsBounded(t *testing.T) {
 	}
 	if _, err := (expandTool{}).Run(&tool.Context{Context: context.Background(), ToolName: ExpandToolName, Session: sess.Info}, json.RawMessage(`{}`)); err == nil {
 		t.Fatal("neither tool_names nor query: no error")
+	}
+}
+
+// TestSwitchOnHintOfADirectCall: a call of a tool that a switched-off group hides,
+// in a turn whose tool list is narrowed, is answered with the reset_tools call that
+// switches the group on; after that call, the tool runs as the hint says, without
+// being expanded first.
+func TestSwitchOnHintOfADirectCall(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	for i := range 40 {
+		tm.MustRegister(described{fmt.Sprintf("tool_%03d", i), fmt.Sprintf("Generic tool number %d.", i)})
+	}
+	tm.MustRegister(described{"memory_save", "Save a durable fact to long-term memory."})
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"),
+		Groups: []Group{{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}}}},
+		&memStore{m: map[string]*store.Session{}}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := m.Create(context.Background(), "t1", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Suggest(sess, "generic tool number 7", 5)
+	x := NewExecutor(ExecConfig{Owner: "test"}, nil, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := x.Plan(sess, Batch{Calls: []CallRequest{{ToolCallID: "c1", Name: "memory_save", Arguments: json.RawMessage(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Calls[0].preset; r == nil || !strings.Contains(r.Text(), `reset_tools with {"memory":true}`) {
+		t.Fatalf("answer to the hidden tool's call: %v", r)
+	}
+	if _, err := m.setGroups(context.Background(), sess, []string{"memory"}); err != nil {
+		t.Fatal(err)
+	}
+	if !sess.Selected("memory_save") {
+		t.Fatal("after switching the group on as told, memory_save is still to be expanded first")
 	}
 }
