@@ -721,13 +721,19 @@ func AddRules(rules []string) (func(json.RawMessage) (json.RawMessage, error), e
 	}, nil
 }
 
-// addAllow adds allow rules to the stored spec's.
+// addAllow adds allow rules to the stored spec's, each once (two approvals "for
+// session" with the same suggestion add it once).
 func (st *storedSpec) addAllow(rules []string) {
 	rs := RuleSet{}
 	if st.Spec.Rules != nil {
 		rs = *st.Spec.Rules
 	}
-	rs.Allow = append(append([]string(nil), rs.Allow...), rules...)
+	rs.Allow = append([]string(nil), rs.Allow...)
+	for _, r := range rules {
+		if !slices.Contains(rs.Allow, r) {
+			rs.Allow = append(rs.Allow, r)
+		}
+	}
 	st.Spec.Rules = &rs
 }
 
