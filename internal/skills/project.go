@@ -22,6 +22,21 @@ const ProjectionDir = ".skills"
 // was copied, so a later Project with the same hash copies nothing.
 const MarkerFile = ".skill-hash"
 
+// ignoreFile keeps the projections out of a git checkout's changes: the session's
+// working directory is often one, and an agent's `git add -A` would commit them.
+const ignoreFile = "# Skills toolserverd copied here for the session; not part of the project.\n*\n"
+
+// ignoreProjections writes .skills/.gitignore unless there is one (the session's own
+// is left alone). A failure only leaves the copies visible to git.
+func ignoreProjections(dst *os.Root) {
+	f, err := dst.OpenFile(path.Join(ProjectionDir, ".gitignore"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(ignoreFile)
+	_ = f.Close()
+}
+
 // ProjectedPath returns where Project puts the skill called name inside sandboxRoot.
 func ProjectedPath(sandboxRoot, name string) string {
 	return filepath.Join(sandboxRoot, ProjectionDir, name)
@@ -58,6 +73,7 @@ func Project(skill Skill, sandboxRoot string) (string, error) {
 	if err := dst.MkdirAll(ProjectionDir, 0o755); err != nil {
 		return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
 	}
+	ignoreProjections(dst)
 	tmp := path.Join(ProjectionDir, ".tmp-"+skill.Name+"-"+randomSuffix())
 	hash, err := copySkill(skill, dst, tmp)
 	if err != nil {

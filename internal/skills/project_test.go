@@ -2,6 +2,7 @@ package skills
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -95,7 +96,7 @@ func assertNoLeftovers(t *testing.T, sandbox string) {
 	t.Helper()
 	entries, _ := os.ReadDir(filepath.Join(sandbox, ProjectionDir))
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(e.Name(), ".") && e.Name() != ".gitignore" {
 			t.Errorf("leftover %s in %s", e.Name(), ProjectionDir)
 		}
 	}
@@ -214,4 +215,33 @@ func TestProjectConcurrent(t *testing.T) {
 		t.Error("scripts/run.sh missing")
 	}
 	assertNoLeftovers(t, sandbox)
+}
+
+// TestProjectionStaysOutOfGit: a session's working directory is often a git
+// checkout; the projected skills do not show as changes there (an agent's
+// `git add -A` would commit them), and the project's files still do.
+func TestProjectionStaysOutOfGit(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed:", err)
+	}
+	m := newManager(t, Config{Dirs: []string{copyTree(t, "skills")}})
+	repo := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q")
+	writeFile(t, filepath.Join(repo, "main.go"), "package main\n", 0o644)
+	s, _ := m.Get("pdf")
+	if _, err := Project(s, repo); err != nil {
+		t.Fatal(err)
+	}
+	if st := git("status", "--porcelain", "--untracked-files=all"); strings.Contains(st, ".skills") || !strings.Contains(st, "main.go") {
+		t.Fatalf("git status:\n%s\nwant main.go and nothing of .skills", st)
+	}
 }
