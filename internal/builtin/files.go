@@ -268,7 +268,7 @@ func (w *fileRoot) readWhole(t fileTarget, limit int64, toolName string) ([]byte
 	}
 	defer f.Close()
 	if fi.Size() > limit {
-		return nil, nil, tool.Errorf(tool.KindFailed, "%q is %s, larger than the %s %s handles%s", t.given, sizeText(fi.Size()), sizeText(limit), toolName,
+		return nil, nil, tool.Errorf(tool.KindFailed, "%q is %s, larger than the %s %s handles%s", t.given, overText(fi.Size(), limit), sizeText(limit), toolName,
 			w.tooLargeAdvice(t, toolName))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
@@ -385,6 +385,15 @@ func shellQuote(s string) string {
 }
 
 // sizeText renders a byte count for a model.
+// overText is the size of something over limit: in bytes when sizeText would round
+// it to the limit's own text ("10.0 MiB, larger than the 10.0 MiB…").
+func overText(n, limit int64) string {
+	if sizeText(n) == sizeText(limit) {
+		return fmt.Sprintf("%s (%d bytes, %d over)", sizeText(n), n, n-limit)
+	}
+	return sizeText(n)
+}
+
 func sizeText(n int64) string {
 	switch {
 	case n < 1<<10:

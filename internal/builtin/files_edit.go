@@ -152,7 +152,7 @@ func applyEdit(text string, e editSpec) (editResult, string) {
 	// Checked before building it: replace_all of one character, or edits that each
 	// double the text, would otherwise grow it beyond the daemon's memory.
 	if size := int64(len(text)) + int64(n)*int64(len(newS)-len(oldS)); size > maxTextFile {
-		return editResult{}, fmt.Sprintf("the result would be %s, larger than the %s this tool handles.", sizeText(size), sizeText(maxTextFile))
+		return editResult{}, fmt.Sprintf("the result would be %s, larger than the %s this tool handles.", overText(size, maxTextFile), sizeText(maxTextFile))
 	}
 	return editResult{text: strings.Replace(text, oldS, newS, n), count: n, lines: lines, newText: newS}, ""
 }

@@ -56,3 +56,20 @@ func TestTooLargeFileSaysWhatToDo(t *testing.T) {
 		t.Errorf("without execute_command: %s", text)
 	}
 }
+
+// TestOverText: a size just over a limit does not read as the limit itself.
+func TestOverText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n, limit int64
+		want     string
+	}{
+		{10<<20 + 1, 10 << 20, "10.0 MiB (10485761 bytes, 1 over)"},
+		{12 << 20, 10 << 20, "12.0 MiB"},
+		{2048, 1024, "2.0 KiB"},
+	} {
+		if got := overText(tc.n, tc.limit); got != tc.want {
+			t.Errorf("overText(%d, %d) = %q, want %q", tc.n, tc.limit, got, tc.want)
+		}
+	}
+}

@@ -335,7 +335,7 @@ func readImage(guard *fileGuard, tg fileTarget, f *os.File, fi fs.FileInfo, head
 	if fi.Size() > maxImageFile {
 		guard.record(tg.abs, fileStamp{size: fi.Size(), mtime: fi.ModTime()})
 		return nil, tool.Errorf(tool.KindFailed, "%q is a %s image of %s, larger than the %s read_file returns",
-			tg.given, mime, sizeText(fi.Size()), sizeText(maxImageFile))
+			tg.given, mime, overText(fi.Size(), maxImageFile), sizeText(maxImageFile))
 	}
 	rest, err := io.ReadAll(io.LimitReader(f, maxImageFile+1-int64(len(head))))
 	if err != nil {
