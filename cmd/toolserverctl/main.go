@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/auth"
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 )
 
 const usage = `usage: toolserverctl [--url URL] [--api-key KEY] COMMAND
@@ -461,7 +462,7 @@ func printJSON(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(unescapeHTML(b), '\n'))
+	_, err = w.Write(append(jsontext.UnescapeHTML(b), '\n'))
 	return err
 }
 
@@ -471,30 +472,7 @@ func plainJSON(raw json.RawMessage) string {
 	if json.Compact(&b, raw) != nil {
 		return string(raw)
 	}
-	return string(unescapeHTML(b.Bytes()))
-}
-
-// unescapeHTML undoes the \u0026, \u003c and \u003e that Go's JSON encoders (the
-// daemon's too) write for &, < and >. A backslash only occurs in a JSON string, as
-// the start of an escape, so every escape is read as a pair and \\u0026 stays as it is.
-func unescapeHTML(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' || i+1 == len(b) {
-			out = append(out, b[i])
-			continue
-		}
-		if b[i+1] == 'u' && i+6 <= len(b) {
-			if c, ok := map[string]byte{"0026": '&', "003c": '<', "003e": '>'}[strings.ToLower(string(b[i+2:i+6]))]; ok {
-				out = append(out, c)
-				i += 5
-				continue
-			}
-		}
-		out = append(out, b[i], b[i+1])
-		i++
-	}
-	return out
+	return string(jsontext.UnescapeHTML(b.Bytes()))
 }
 
 func exitOf(err error) (int, error) {

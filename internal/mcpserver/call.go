@@ -14,6 +14,7 @@ import (
 	mcpsrv "github.com/mark3labs/mcp-go/server"
 
 	"github.com/toolserverd/toolserverd/internal/auth"
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -255,7 +256,7 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 	var args string
 	var b bytes.Buffer
 	if err := json.Indent(&b, apr.Arguments, "", "  "); err == nil {
-		args = string(unescapeHTML(b.Bytes()))
+		args = string(jsontext.UnescapeHTML(b.Bytes()))
 	}
 	res, err := e.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
 		Message: fmt.Sprintf("Allow %s to run? Risk: %s. %s\nArguments: %s\nAccept to approve, decline to deny.", name, apr.Risk, apr.Reason, args),
@@ -309,35 +310,4 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 			e.deps.Log.Error("mcp endpoint: running an approved call failed", "call_id", callID, "err", err)
 		}
 	}
-}
-
-// unescapeHTML turns JSON's \u0026, \u003c and \u003e back into &, < and >, leaving
-// every other escape (an escaped backslash before "u0026" included) as it is.
-func unescapeHTML(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' || i+1 == len(b) {
-			out = append(out, b[i])
-			continue
-		}
-		if b[i+1] == 'u' && i+6 <= len(b) {
-			c := byte(0)
-			switch string(bytes.ToLower(b[i+2 : i+6])) {
-			case "0026":
-				c = '&'
-			case "003c":
-				c = '<'
-			case "003e":
-				c = '>'
-			}
-			if c != 0 {
-				out = append(out, c)
-				i += 5
-				continue
-			}
-		}
-		out = append(out, b[i], b[i+1])
-		i++
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package mcpserver
+package jsontext
 
 import "testing"
 
@@ -11,8 +11,8 @@ func TestUnescapeHTML(t *testing.T) {
 		{`"\u00e9 \n \" \u002"`, `"\u00e9 \n \" \u002"`}, // other escapes, a short one
 		{`"\`, `"\`},
 	} {
-		if got := string(unescapeHTML([]byte(tc.in))); got != tc.want {
-			t.Errorf("unescapeHTML(%s) = %s, want %s", tc.in, got, tc.want)
+		if got := string(UnescapeHTML([]byte(tc.in))); got != tc.want {
+			t.Errorf("UnescapeHTML(%s) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }
