@@ -50,20 +50,15 @@ func runExpand(t *testing.T, sess *Session, args string) (expandResult, string) 
 	return out, res.Content[0].Text
 }
 
-// TestExpandResultIsBounded: in a session with hundreds of tools, every
-// tool_expand_tools result used to list every name the session could still expand
-// (~8 KB each time). It lists a bounded number, says how many more there are and how
-// to search them (a query ranks them); a name of a switched-off group's tool is
-// answered with the group and the reset_tools call that switches it on, not as
-// invalid.
-func TestExpandResultIsBounded(t *testing.T) {
-	t.Parallel()
+// groupedSession is a session over n generic tools, extra ones and memory_save, which
+// the switched-off group "memory" hides, with the turn's tool list narrowed to a few.
+func groupedSession(t *testing.T, n int, extra ...tool.Tool) (*Manager, *Session) {
+	t.Helper()
 	tm := toolmgr.New()
-	for i := range 400 {
+	for i := range n {
 		tm.MustRegister(described{fmt.Sprintf("tool_%03d", i), fmt.Sprintf("Generic tool number %d.", i)})
 	}
-	tm.MustRegister(described{"invoice_create", "Create an invoice for a customer in the billing system."},
-		described{"memory_save", "Save a durable fact to long-term memory."})
+	tm.MustRegister(append(extra, described{"memory_save", "Save a durable fact to long-term memory."})...)
 	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"),
 		Groups: []Group{{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}}}},
 		&memStore{m: map[string]*store.Session{}}, tm)
@@ -77,6 +72,18 @@ func TestExpandResultIsBounded(t *testing.T) {
 	if got := len(m.Suggest(sess, "generic tool number 7", 5)); got > 8 {
 		t.Fatalf("not narrowed: %d tools", got)
 	}
+	return m, sess
+}
+
+// TestExpandResultIsBounded: in a session with hundreds of tools, every
+// tool_expand_tools result used to list every name the session could still expand
+// (~8 KB each time). It lists a bounded number, says how many more there are and how
+// to search them (a query ranks them); a name of a switched-off group's tool is
+// answered with the group and the reset_tools call that switches it on, not as
+// invalid.
+func TestExpandResultIsBounded(t *testing.T) {
+	t.Parallel()
+	m, sess := groupedSession(t, 400, described{"invoice_create", "Create an invoice for a customer in the billing system."})
 
 	out, text := runExpand(t, sess, `{"tool_names":["tool_123","memory_save","no_such_tool"]}`)
 	if !out.Success || !slices.Equal(out.Expanded, []string{"tool_123"}) || !slices.Equal(out.Invalid, []string{"no_such_tool"}) {
@@ -121,22 +128,7 @@ func TestExpandResultIsBounded(t *testing.T) {
 // being expanded first.
 func TestSwitchOnHintOfADirectCall(t *testing.T) {
 	t.Parallel()
-	tm := toolmgr.New()
-	for i := range 40 {
-		tm.MustRegister(described{fmt.Sprintf("tool_%03d", i), fmt.Sprintf("Generic tool number %d.", i)})
-	}
-	tm.MustRegister(described{"memory_save", "Save a durable fact to long-term memory."})
-	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"),
-		Groups: []Group{{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}}}},
-		&memStore{m: map[string]*store.Session{}}, tm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, _, err := m.Create(context.Background(), "t1", Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Suggest(sess, "generic tool number 7", 5)
+	m, sess := groupedSession(t, 40)
 	x := NewExecutor(ExecConfig{Owner: "test"}, nil, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	p, err := x.Plan(sess, Batch{Calls: []CallRequest{{ToolCallID: "c1", Name: "memory_save", Arguments: json.RawMessage(`{}`)}}})
 	if err != nil {
