@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 
+	"mvdan.cc/sh/v3/syntax"
+
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -376,15 +378,15 @@ func (w *fileRoot) tooLargeAdvice(t fileTarget, toolName string) string {
 	return advice
 }
 
-// shellQuote quotes s for a POSIX shell when it needs it.
+// shellQuote quotes s for bash (execute_command's shell) when it needs it; a name
+// bash cannot spell (a NUL byte) is single-quoted as it is.
 func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") == "" {
-		return s
+	if q, err := syntax.Quote(s, syntax.LangBash); err == nil {
+		return q
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// sizeText renders a byte count for a model.
 // overText is the size of something over limit: in bytes when sizeText would round
 // it to the limit's own text ("10.0 MiB, larger than the 10.0 MiB…").
 func overText(n, limit int64) string {
@@ -394,6 +396,7 @@ func overText(n, limit int64) string {
 	return sizeText(n)
 }
 
+// sizeText renders a byte count for a model.
 func sizeText(n int64) string {
 	switch {
 	case n < 1<<10:
