@@ -83,6 +83,7 @@ type check struct {
 
 	// Reads outside the working directory (reads_outside.go), worked out once.
 	outside     string
+	outsideOf   []string // per simple command: what it reads outside, or ""
 	outsideDone bool
 	workReal    string
 	workDone    bool
@@ -420,8 +421,8 @@ func (c *check) allowed() []*Rule {
 			return nil
 		}
 		argsOutside := c.argsOutside() != ""
-		for _, sc := range c.cmd.Commands {
-			readsOutside := sc.ReadOnly && c.commandReadsOutside(sc) != ""
+		for i, sc := range c.cmd.Commands {
+			readsOutside := c.partReadsOutside(i)
 			if sc.ReadOnly && !readsOutside {
 				continue
 			}
@@ -515,8 +516,8 @@ func (c *check) suggest() []Rule {
 	switch {
 	case c.cmd != nil:
 		argsOutside := c.argsOutside() != ""
-		for _, sc := range c.cmd.Commands {
-			readsOutside := sc.ReadOnly && c.commandReadsOutside(sc) != ""
+		for i, sc := range c.cmd.Commands {
+			readsOutside := c.partReadsOutside(i)
 			if (sc.ReadOnly && !readsOutside) || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") {
 				continue
 			}

@@ -23,17 +23,19 @@ var noFileArgs = map[string]bool{
 }
 
 // readsOutside names what a read-only part of the command reads outside the working
-// directory, or "".
+// directory, or "". It judges every part once (the words' paths are resolved on
+// disk); partReadsOutside then answers for each part.
 func (c *check) readsOutside() string {
 	if c.cmd == nil {
 		return ""
 	}
 	if !c.outsideDone {
 		c.outsideDone = true
-		for _, sc := range c.cmd.Commands {
-			if w := c.commandReadsOutside(sc); w != "" {
-				c.outside = w
-				break
+		c.outsideOf = make([]string, len(c.cmd.Commands))
+		for i, sc := range c.cmd.Commands {
+			c.outsideOf[i] = c.commandReadsOutside(sc)
+			if c.outside == "" {
+				c.outside = c.outsideOf[i]
 			}
 		}
 		if c.outside == "" {
@@ -46,6 +48,13 @@ func (c *check) readsOutside() string {
 		}
 	}
 	return c.outside
+}
+
+// partReadsOutside reports whether the i-th simple command reads outside the
+// working directory.
+func (c *check) partReadsOutside(i int) bool {
+	c.readsOutside()
+	return i < len(c.outsideOf) && c.outsideOf[i] != ""
 }
 
 // commandReadsOutside names the first word of a read-only simple command that is a
