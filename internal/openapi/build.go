@@ -137,8 +137,16 @@ func (b *builder) toolName(id string) string {
 }
 
 // operation builds the tool of one operation.
-func (b *builder) operation(method, route, id string, item *openapi3.PathItem, op *openapi3.Operation) (*Operation, []string, error) {
-	in := &inliner{root: b.root, oas30: strings.HasPrefix(b.doc.OpenAPI, "3.0")}
+func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op *openapi3.Operation) (*Operation, []string, error) {
+	in := &inliner{root: b.root}
+	// A path key may carry a query that tells two operations on one path apart (the
+	// OpenAI API has "/responses" and "/responses?beta=true"): it is sent with every
+	// call, not escaped into the path.
+	route, rawQuery, _ := strings.Cut(key, "?")
+	fixedQuery, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the query in path %q: %w", key, err)
+	}
 	props := map[string]any{}
 	var required []string
 	var params []param
@@ -215,7 +223,7 @@ func (b *builder) operation(method, route, id string, item *openapi3.PathItem, o
 			}
 			sm, _ := schema.(map[string]any)
 			bodyProps, _ := sm["properties"].(map[string]any)
-			flat := isJSON(mediaType) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
+			flat := (isJSON(mediaType) || mediaType == formMediaType) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
 				sm["oneOf"] == nil && sm["anyOf"] == nil && sm["allOf"] == nil
 			for name := range bodyProps {
 				if taken[name] || !validArg(name) {
@@ -282,9 +290,9 @@ func (b *builder) operation(method, route, id string, item *openapi3.PathItem, o
 		}
 	}
 	if desc == "" {
-		desc = method + " " + route
+		desc = method + " " + key
 	}
-	desc = fmt.Sprintf("%s\n\n(%s %s on the %s API)", clip(desc, 2000), method, route, b.cfg.Name)
+	desc = fmt.Sprintf("%s\n\n(%s %s on the %s API)", clip(desc, 2000), method, key, b.cfg.Name)
 	t := &Operation{
 		spec: tool.Spec{
 			Name: b.toolName(id), Label: clip(firstLine(strings.TrimSpace(op.Summary)), 80), Description: desc, Parameters: raw,
@@ -294,7 +302,7 @@ func (b *builder) operation(method, route, id string, item *openapi3.PathItem, o
 			Timeout: b.cfg.Timeout,
 			Source:  "openapi:" + b.cfg.Name,
 		},
-		method: method, route: route, params: params, body: bd,
+		method: method, route: route, fixedQuery: fixedQuery, params: params, body: bd,
 		base: b.base, auth: b.cfg.Auth, secret: b.secret,
 		client: b.cfg.Client, maxBytes: b.cfg.MaxResponseBytes,
 	}
@@ -310,6 +318,8 @@ func isManagedHeader(name string) bool {
 	return false
 }
 
+const formMediaType = "application/x-www-form-urlencoded"
+
 // pickMediaType prefers JSON, then form encoding, then anything else.
 func pickMediaType(content openapi3.Content) (string, *openapi3.MediaType) {
 	keys := make([]string, 0, len(content))
@@ -320,7 +330,7 @@ func pickMediaType(content openapi3.Content) (string, *openapi3.MediaType) {
 	for _, pref := range []func(string) bool{
 		func(k string) bool { return k == "application/json" },
 		isJSON,
-		func(k string) bool { return k == "application/x-www-form-urlencoded" },
+		func(k string) bool { return k == formMediaType },
 		func(string) bool { return true },
 	} {
 		for _, k := range keys {

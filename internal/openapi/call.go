@@ -23,16 +23,18 @@ import (
 
 // Operation is the tool of one API operation.
 type Operation struct {
-	spec     tool.Spec
-	method   string
-	route    string
-	params   []param
-	body     *body
-	base     *url.URL
-	auth     Auth
-	secret   string
-	client   *http.Client
-	maxBytes int64
+	spec   tool.Spec
+	method string
+	route  string // the path template, without a query the document's path key had
+	// fixedQuery is that query: sent with every call.
+	fixedQuery url.Values
+	params     []param
+	body       *body
+	base       *url.URL
+	auth       Auth
+	secret     string
+	client     *http.Client
+	maxBytes   int64
 }
 
 // Spec describes the tool.
@@ -86,6 +88,9 @@ func unwrapURLError(err error) error {
 func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Request, error) {
 	route := o.route
 	query := o.base.Query() // a base URL may carry a query (api-version=…) for every call
+	for k, vs := range o.fixedQuery {
+		query[k] = append(query[k], vs...)
+	}
 	header := http.Header{}
 	var cookies []*http.Cookie
 	used := map[string]bool{}
@@ -277,7 +282,7 @@ func encodeBody(mediaType string, payload any) ([]byte, error) {
 	switch {
 	case isJSON(mediaType):
 		return json.Marshal(payload)
-	case mediaType == "application/x-www-form-urlencoded":
+	case mediaType == formMediaType:
 		obj, ok := payload.(map[string]any)
 		if !ok {
 			return nil, errors.New("a form body must be an object")

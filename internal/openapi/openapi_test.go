@@ -843,3 +843,50 @@ func TestErrorsNameTheURLCalled(t *testing.T) {
 		t.Errorf("dead upstream: %s", text)
 	}
 }
+
+// TestRealDocumentQuirks loads what real documents do and checks where calls go.
+func TestRealDocumentQuirks(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	src, m := load(t, Config{Name: "q", Spec: filepath.Join("testdata", "quirks31.yaml"), BaseURL: srv.URL})
+	if got := strings.Join(m.Names(), ","); got != "q__CreateMessage,q__beta_createResponse,q__beta_getResponse,q__createResponse" {
+		t.Fatalf("tools: %s", got)
+	}
+	if w := strings.Join(src.Warnings, "\n"); !strings.Contains(w, "$recursiveRef") || !strings.Contains(w, "$dynamicRef") {
+		t.Errorf("the references left open should be reported: %s", w)
+	}
+
+	// The path key's query is sent as a query, not escaped into the path.
+	e := echo(t, call(t, m, "q__beta_createResponse", `{"model":"m"}`))
+	if e.Path != "/responses" || fmt.Sprint(e.Query) != "map[beta:[true]]" {
+		t.Errorf("beta create went to %s ?%v", e.RawPath, e.Query)
+	}
+	e = echo(t, call(t, m, "q__createResponse", `{"model":"m"}`))
+	if e.Path != "/responses" || len(e.Query) != 0 {
+		t.Errorf("create went to %s ?%v", e.RawPath, e.Query)
+	}
+	e = echo(t, call(t, m, "q__beta_getResponse", `{"id":"r 1","include":"x"}`))
+	if e.RawPath != "/responses/r%201" || fmt.Sprint(e.Query) != "map[beta:[true] include:[x] v:[2]]" {
+		t.Errorf("beta get went to %s ?%v", e.RawPath, e.Query)
+	}
+
+	// 3.0 keywords in a 3.1 document keep their 3.0 meaning.
+	temp := prop(schemaOf(t, m, "q__createResponse"), "temperature")
+	if temp["exclusiveMinimum"] != float64(0) || temp["minimum"] != nil || fmt.Sprint(temp["type"]) != "[number null]" {
+		t.Errorf("temperature: %v", temp)
+	}
+	if r := call(t, m, "q__createResponse", `{"temperature":0}`); !r.IsError || r.ErrorKind != tool.KindInvalidArgs {
+		t.Errorf("temperature 0 is excluded: %v %s", r.IsError, r.Text())
+	}
+	echo(t, call(t, m, "q__createResponse", `{"temperature":null,"a":{"name":"x","child":{"any":1}},"filters":{"type":"and","filters":["f",{"type":"or"}]}}`))
+
+	// A form body's fields are arguments of their own, like a JSON object body's.
+	msg := schemaOf(t, m, "q__CreateMessage")
+	if prop(msg, "To") == nil || prop(msg, "body") != nil || fmt.Sprint(msg["required"]) != "[AccountSid Body To]" {
+		t.Errorf("form body schema: %v", msg)
+	}
+	e = echo(t, call(t, m, "q__CreateMessage", `{"AccountSid":"AC1","To":"+1555","Body":"a & b","MediaUrl":["u1","u2"]}`))
+	if e.Path != "/Accounts/AC1/Messages.json" || e.CT != "application/x-www-form-urlencoded" || e.Body != "Body=a+%26+b&MediaUrl=u1&MediaUrl=u2&To=%2B1555" {
+		t.Errorf("form call: %s %s %s", e.Path, e.CT, e.Body)
+	}
+}

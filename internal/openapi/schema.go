@@ -19,10 +19,12 @@ const (
 )
 
 // inliner replaces local $refs by what they point at, converting OpenAPI 3.0 schema
-// dialect (nullable, boolean exclusive bounds) to JSON Schema on the way.
+// dialect (nullable, boolean exclusive bounds) to JSON Schema on the way. It does so
+// in 3.1 documents too: written there, those keywords are invalid (a boolean bound) or
+// ignored (nullable), yet documents labelled 3.1 carry them (the OpenAI API's does), and
+// their 3.0 meaning is the only one they can have.
 type inliner struct {
 	root  any // the whole document, as generic JSON
-	oas30 bool
 	nodes int
 	notes []string
 }
@@ -30,8 +32,16 @@ type inliner struct {
 // dataKeys hold values, not schemas: refs inside them are data.
 var dataKeys = map[string]bool{"enum": true, "const": true, "default": true, "examples": true, "example": true}
 
-// dropKeys mean nothing to a JSON Schema validator or a model.
-var dropKeys = map[string]bool{"example": true, "xml": true, "externalDocs": true, "discriminator": true, "$schema": true, "$id": true}
+// dropKeys mean nothing to a JSON Schema validator or a model, or nothing once the
+// references are inlined: an anchor copied into every place its schema is used would
+// name several schemas (a compile error), and 2019-09's "$recursiveAnchor: true" is not
+// even valid in 2020-12, OpenAPI 3.1's dialect (the OpenAI API's own document has it).
+var dropKeys = map[string]bool{"example": true, "xml": true, "externalDocs": true, "discriminator": true, "$schema": true, "$id": true,
+	"$anchor": true, "$dynamicAnchor": true, "$recursiveAnchor": true, "$comment": true, "$vocabulary": true}
+
+// anchorRefs point at anchors, which inlining drops: what they mean is recursion the
+// inlined schema no longer has, so they become open schemas like a recursive $ref.
+var anchorRefs = []string{"$dynamicRef", "$recursiveRef"}
 
 // note records a warning once: a schema that hits a bound usually hits it many times.
 func (in *inliner) note(format string, args ...any) {
@@ -50,6 +60,12 @@ func (in *inliner) inline(v any, stack []string) any {
 		}
 		if ref, ok := x["$ref"].(string); ok {
 			return in.ref(ref, x, stack)
+		}
+		for _, k := range anchorRefs {
+			if ref, ok := x[k].(string); ok {
+				in.note("%s %s is left open", k, ref)
+				return map[string]any{"description": fmt.Sprintf("(recursive reference, not expanded: %s)", ref)}
+			}
 		}
 		out := make(map[string]any, len(x))
 		for k, val := range x {
@@ -73,9 +89,7 @@ func (in *inliner) inline(v any, stack []string) any {
 				out[k] = in.inline(val, stack)
 			}
 		}
-		if in.oas30 {
-			convert30(out)
-		}
+		convert30(out)
 		return out
 	case []any:
 		in.nodes++
@@ -175,8 +189,13 @@ func convert30(s map[string]any) {
 	if n, ok := s["nullable"].(bool); ok {
 		delete(s, "nullable")
 		if n {
-			if t, ok := s["type"].(string); ok {
+			switch t := s["type"].(type) {
+			case string:
 				s["type"] = []any{t, "null"}
+			case []any:
+				if !slices.Contains(t, any("null")) {
+					s["type"] = append(append([]any{}, t...), "null")
+				}
 			}
 			if e, ok := s["enum"].([]any); ok {
 				s["enum"] = append(append([]any{}, e...), nil)
