@@ -3,6 +3,7 @@ package openapi
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
@@ -43,6 +44,8 @@ type body struct {
 	// arg is the argument holding the whole body when it is not flat.
 	arg      string
 	required bool
+	// files names the multipart body's file fields (see fileArgs).
+	files map[string]bool
 }
 
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodTrace}
@@ -223,7 +226,10 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			}
 			sm, _ := schema.(map[string]any)
 			bodyProps, _ := sm["properties"].(map[string]any)
-			flat := (isJSON(mediaType) || mediaType == formMediaType) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
+			if isMultipart(mediaType) {
+				bd.files = fileArgs(bodyProps)
+			}
+			flat := (isJSON(mediaType) || mediaType == formMediaType || isMultipart(mediaType)) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
 				sm["oneOf"] == nil && sm["anyOf"] == nil && sm["allOf"] == nil
 			for name := range bodyProps {
 				if taken[name] || !validArg(name) {
@@ -319,6 +325,56 @@ func isManagedHeader(name string) bool {
 }
 
 const formMediaType = "application/x-www-form-urlencoded"
+
+func isMultipart(mediaType string) bool { return strings.EqualFold(mediaType, "multipart/form-data") }
+
+// fileArgs replaces, in a multipart body's properties, the schema of each file (a
+// binary string, or an array of them) by the object a model can fill in, and returns
+// their names. A model cannot send bytes: it names the file and gives its content as
+// text or base64.
+func fileArgs(props map[string]any) map[string]bool {
+	files := map[string]bool{}
+	for name, s := range props {
+		sm, _ := s.(map[string]any)
+		switch {
+		case isFileSchema(sm):
+			props[name] = fileArgSchema(sm)
+			files[name] = true
+		case sm["type"] == "array" && isFileSchema(asMap(sm["items"])):
+			arr := maps.Clone(sm)
+			arr["items"] = fileArgSchema(asMap(sm["items"]))
+			props[name] = arr
+			files[name] = true
+		}
+	}
+	return files
+}
+
+func asMap(v any) map[string]any { m, _ := v.(map[string]any); return m }
+
+func isFileSchema(s map[string]any) bool {
+	if s == nil || s["type"] != "string" {
+		return false
+	}
+	f, _ := s["format"].(string)
+	return f == "binary" || f == "base64" || s["contentMediaType"] != nil || s["contentEncoding"] != nil
+}
+
+func fileArgSchema(orig map[string]any) map[string]any {
+	desc, _ := orig["description"].(string)
+	desc = strings.TrimSpace(desc + "\n\nA file: its name (the extension may tell the API its type) and its content, as text in content or as base64 in content_base64.")
+	return map[string]any{
+		"type":        "object",
+		"description": desc,
+		"properties": map[string]any{
+			"filename":       map[string]any{"type": "string", "minLength": 1},
+			"content":        map[string]any{"type": "string", "description": "the file's content, as text"},
+			"content_base64": map[string]any{"type": "string", "description": "the file's content, base64-encoded (for binary files)"},
+		},
+		"required":             []any{"filename"},
+		"additionalProperties": false,
+	}
+}
 
 // pickMediaType prefers JSON, then form encoding, then anything else.
 func pickMediaType(content openapi3.Content) (string, *openapi3.MediaType) {

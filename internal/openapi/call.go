@@ -8,9 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -156,12 +161,12 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 			payload, present = args[o.body.arg]
 		}
 		if present {
-			b, err := encodeBody(o.body.mediaType, payload)
+			b, ct, err := encodeBody(o.body, payload)
 			if err != nil {
 				return nil, tool.Errorf(tool.KindInvalidArgs, "the request body: %v", err)
 			}
 			bodyReader = bytes.NewReader(b)
-			header.Set("Content-Type", o.body.mediaType)
+			header.Set("Content-Type", ct)
 		}
 	}
 	switch {
@@ -278,14 +283,16 @@ func scalar(v any, asJSON bool, sep string) string {
 	return string(b)
 }
 
-func encodeBody(mediaType string, payload any) ([]byte, error) {
+// encodeBody returns the request body and its Content-Type.
+func encodeBody(b *body, payload any) ([]byte, string, error) {
 	switch {
-	case isJSON(mediaType):
-		return json.Marshal(payload)
-	case mediaType == formMediaType:
+	case isJSON(b.mediaType):
+		data, err := json.Marshal(payload)
+		return data, b.mediaType, err
+	case b.mediaType == formMediaType:
 		obj, ok := payload.(map[string]any)
 		if !ok {
-			return nil, errors.New("a form body must be an object")
+			return nil, "", errors.New("a form body must be an object")
 		}
 		form := url.Values{}
 		for k, v := range obj {
@@ -297,12 +304,96 @@ func encodeBody(mediaType string, payload any) ([]byte, error) {
 			}
 			form.Set(k, scalar(v, false, ","))
 		}
-		return []byte(form.Encode()), nil
+		return []byte(form.Encode()), b.mediaType, nil
+	case isMultipart(b.mediaType):
+		return encodeMultipart(b.files, payload)
 	}
 	if s, ok := payload.(string); ok {
-		return []byte(s), nil
+		return []byte(s), b.mediaType, nil
 	}
-	return json.Marshal(payload)
+	data, err := json.Marshal(payload)
+	return data, b.mediaType, err
+}
+
+// encodeMultipart writes a multipart/form-data body: files as file parts, objects as
+// JSON parts (OpenAPI's default for them), arrays as repeated fields, the rest as text.
+func encodeMultipart(files map[string]bool, payload any) ([]byte, string, error) {
+	obj, ok := payload.(map[string]any)
+	if !ok {
+		return nil, "", errors.New("a multipart body must be an object")
+	}
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		v := obj[k]
+		if files[k] {
+			list, isList := v.([]any)
+			if !isList {
+				list = []any{v}
+			}
+			for _, f := range list {
+				if err := writeFilePart(w, k, f); err != nil {
+					return nil, "", fmt.Errorf("%s: %w", k, err)
+				}
+			}
+			continue
+		}
+		var err error
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				if err = w.WriteField(k, scalar(e, false, ",")); err != nil {
+					break
+				}
+			}
+		case map[string]any:
+			h := textproto.MIMEHeader{}
+			h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": k}))
+			h.Set("Content-Type", "application/json")
+			var pw io.Writer
+			if pw, err = w.CreatePart(h); err == nil {
+				err = json.NewEncoder(pw).Encode(x)
+			}
+		default:
+			err = w.WriteField(k, scalar(v, false, ","))
+		}
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, "", err
+	}
+	return buf.Bytes(), w.FormDataContentType(), nil
+}
+
+func writeFilePart(w *multipart.Writer, field string, v any) error {
+	f, _ := v.(map[string]any)
+	name, _ := f["filename"].(string)
+	text, hasText := f["content"].(string)
+	b64, hasB64 := f["content_base64"].(string)
+	if name == "" || hasText == hasB64 {
+		return errors.New("a file needs a filename and either content or content_base64")
+	}
+	data := []byte(text)
+	if hasB64 {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(b64); err != nil {
+			return fmt.Errorf("content_base64 is not base64: %w", err)
+		}
+	}
+	ct := mime.TypeByExtension(filepath.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": field, "filename": name}))
+	h.Set("Content-Type", ct)
+	pw, err := w.CreatePart(h)
+	if err == nil {
+		_, err = pw.Write(data)
+	}
+	return err
 }
 
 // result turns a response into a tool result.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -849,7 +851,7 @@ func TestRealDocumentQuirks(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
 	src, m := load(t, Config{Name: "q", Spec: filepath.Join("testdata", "quirks31.yaml"), BaseURL: srv.URL})
-	if got := strings.Join(m.Names(), ","); got != "q__CreateMessage,q__beta_createResponse,q__beta_getResponse,q__createResponse" {
+	if got := strings.Join(m.Names(), ","); got != "q__CreateMessage,q__beta_createResponse,q__beta_getResponse,q__createFile,q__createResponse" {
 		t.Fatalf("tools: %s", got)
 	}
 	if w := strings.Join(src.Warnings, "\n"); !strings.Contains(w, "$recursiveRef") || !strings.Contains(w, "$dynamicRef") {
@@ -888,5 +890,45 @@ func TestRealDocumentQuirks(t *testing.T) {
 	e = echo(t, call(t, m, "q__CreateMessage", `{"AccountSid":"AC1","To":"+1555","Body":"a & b","MediaUrl":["u1","u2"]}`))
 	if e.Path != "/Accounts/AC1/Messages.json" || e.CT != "application/x-www-form-urlencoded" || e.Body != "Body=a+%26+b&MediaUrl=u1&MediaUrl=u2&To=%2B1555" {
 		t.Errorf("form call: %s %s %s", e.Path, e.CT, e.Body)
+	}
+
+	// A multipart body is sent as multipart, its files named and filled in by the model.
+	file := prop(schemaOf(t, m, "q__createFile"), "file")
+	if prop(file, "filename") == nil || prop(file, "content_base64") == nil || !strings.Contains(fmt.Sprint(file["description"]), "The file to upload.") {
+		t.Errorf("file argument: %v", file)
+	}
+	e = echo(t, call(t, m, "q__createFile", `{"file":{"filename":"batch.json","content":"{\"a\":1}\n"},"purpose":"batch",`+
+		`"extra":[{"filename":"x.png","content_base64":"aGk="}],"tags":["a","b"],"expires_after":{"seconds":60}}`))
+	mt, params, err := mime.ParseMediaType(e.CT)
+	if err != nil || mt != "multipart/form-data" {
+		t.Fatalf("multipart call sent %q", e.CT)
+	}
+	var parts []string
+	r := multipart.NewReader(strings.NewReader(e.Body), params["boundary"])
+	for {
+		p, err := r.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(p)
+		parts = append(parts, fmt.Sprintf("%s|%s|%s|%q", p.FormName(), p.FileName(), p.Header.Get("Content-Type"), b))
+	}
+	want := []string{
+		`expires_after||application/json|"{\"seconds\":60}\n"`,
+		`extra|x.png|image/png|"hi"`,
+		`file|batch.json|application/json|"{\"a\":1}\n"`,
+		`purpose|||"batch"`, `tags|||"a"`, `tags|||"b"`,
+	}
+	if strings.Join(parts, "\n") != strings.Join(want, "\n") {
+		t.Errorf("parts:\n%s\nwant:\n%s", strings.Join(parts, "\n"), strings.Join(want, "\n"))
+	}
+	for _, bad := range []string{`{"file":{"filename":"a.txt"},"purpose":"p"}`, `{"file":{"filename":"a.txt","content":"x","content_base64":"eA=="},"purpose":"p"}`,
+		`{"file":{"filename":"a.txt","content_base64":"%%%"},"purpose":"p"}`} {
+		if r := call(t, m, "q__createFile", bad); r.ErrorKind != tool.KindInvalidArgs {
+			t.Errorf("%s: want invalid_args, got %s %s", bad, r.ErrorKind, r.Text())
+		}
 	}
 }
