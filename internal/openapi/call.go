@@ -348,7 +348,7 @@ func encodeMultipart(files map[string]bool, payload any) ([]byte, string, error)
 			}
 		case map[string]any:
 			h := textproto.MIMEHeader{}
-			h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": k}))
+			h.Set("Content-Disposition", `form-data; name="`+quoteEscaper.Replace(k)+`"`)
 			h.Set("Content-Type", "application/json")
 			var pw io.Writer
 			if pw, err = w.CreatePart(h); err == nil {
@@ -366,6 +366,9 @@ func encodeMultipart(files map[string]bool, payload any) ([]byte, string, error)
 	}
 	return buf.Bytes(), w.FormDataContentType(), nil
 }
+
+// quoteEscaper escapes a quoted-string of a part's header as mime/multipart does.
+var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
 
 func writeFilePart(w *multipart.Writer, field string, v any) error {
 	f, _ := v.(map[string]any)
@@ -387,7 +390,7 @@ func writeFilePart(w *multipart.Writer, field string, v any) error {
 		ct = "application/octet-stream"
 	}
 	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": field, "filename": name}))
+	h.Set("Content-Disposition", multipart.FileContentDisposition(field, name))
 	h.Set("Content-Type", ct)
 	pw, err := w.CreatePart(h)
 	if err == nil {

@@ -899,6 +899,12 @@ func TestRealDocumentQuirks(t *testing.T) {
 	}
 	e = echo(t, call(t, m, "q__createFile", `{"file":{"filename":"batch.json","content":"{\"a\":1}\n"},"purpose":"batch",`+
 		`"extra":[{"filename":"x.png","content_base64":"aGk="}],"tags":["a","b"],"expires_after":{"seconds":60}}`))
+	// Quoted, as most servers' parsers expect (a bare token is valid but not always read).
+	for _, h := range []string{`name="file"; filename="batch.json"`, `name="expires_after"`, `name="purpose"`} {
+		if !strings.Contains(e.Body, "Content-Disposition: form-data; "+h+"\r\n") {
+			t.Errorf("no part with %s in %q", h, e.Body)
+		}
+	}
 	mt, params, err := mime.ParseMediaType(e.CT)
 	if err != nil || mt != "multipart/form-data" {
 		t.Fatalf("multipart call sent %q", e.CT)
