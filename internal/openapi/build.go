@@ -202,11 +202,17 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			}
 			pm.jsonText = true
 		}
+		pm.arg = argName(p.Name, p.In)
 		if sm, ok := schema.(map[string]any); ok {
-			sm = withDescription(sm, p.Description, p.In)
+			where := p.In
+			if pm.arg != p.Name {
+				// The name the model sees is not the API's: "DateSent<" and "DateSent>"
+				// (Twilio) become DateSent_ and query_DateSent_, told apart only here.
+				where = fmt.Sprintf("%s parameter %q", p.In, p.Name)
+			}
+			sm = withDescription(sm, p.Description, where)
 			schema = sm
 		}
-		pm.arg = argName(p.Name, p.In)
 		props[pm.arg] = schema
 		if p.Required || p.In == openapi3.ParameterInPath {
 			required = append(required, pm.arg)

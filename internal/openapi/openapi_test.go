@@ -872,6 +872,22 @@ func TestRealDocumentQuirks(t *testing.T) {
 		t.Errorf("beta get went to %s ?%v", e.RawPath, e.Query)
 	}
 
+	// Names changed for the model say which parameter they are.
+	get := schemaOf(t, m, "q__beta_getResponse")
+	if d := prop(get, "after_")["description"]; d != `On or before. (query parameter "after<")` {
+		t.Errorf("after<: %v", d)
+	}
+	if d := prop(get, "query_after_")["description"]; d != `(query parameter "after>")` {
+		t.Errorf("after>: %v", d)
+	}
+	if d := prop(get, "include")["description"]; d != "(query)" {
+		t.Errorf("include: %v", d)
+	}
+	e = echo(t, call(t, m, "q__beta_getResponse", `{"id":"r","after_":"1","query_after_":"2"}`))
+	if fmt.Sprint(e.Query) != "map[after<:[1] after>:[2] beta:[true] v:[2]]" {
+		t.Errorf("renamed parameters sent as %v", e.Query)
+	}
+
 	// 3.0 keywords in a 3.1 document keep their 3.0 meaning.
 	temp := prop(schemaOf(t, m, "q__createResponse"), "temperature")
 	if temp["exclusiveMinimum"] != float64(0) || temp["minimum"] != nil || fmt.Sprint(temp["type"]) != "[number null]" {
