@@ -14,7 +14,8 @@ func (a *App) registerOpenAPI(ctx context.Context) error {
 	for i, c := range a.Config.OpenAPI {
 		src, err := openapi.Load(ctx, openapi.Config{
 			Name: c.Name, Prefix: c.Prefix, Spec: c.Spec, BaseURL: c.BaseURL,
-			Auth:    openapi.Auth{BearerTokenEnv: c.Auth.BearerTokenEnv, APIKeyEnv: c.Auth.APIKeyEnv, APIKeyHeader: c.Auth.APIKeyHeader, APIKeyQuery: c.Auth.APIKeyQuery},
+			Auth: openapi.Auth{BearerTokenEnv: c.Auth.BearerTokenEnv, APIKeyEnv: c.Auth.APIKeyEnv, APIKeyHeader: c.Auth.APIKeyHeader, APIKeyQuery: c.Auth.APIKeyQuery,
+				BasicUsernameEnv: c.Auth.BasicUsernameEnv, BasicPasswordEnv: c.Auth.BasicPasswordEnv},
 			Include: c.Include, Exclude: c.Exclude,
 			Timeout: c.Timeout, FetchTimeout: c.FetchTimeout, MaxResponseBytes: c.MaxResponseBytes,
 		})

@@ -328,6 +328,9 @@ type OpenAPIAuthConfig struct {
 	APIKeyEnv      string `mapstructure:"api_key_env"`
 	APIKeyHeader   string `mapstructure:"api_key_header"`
 	APIKeyQuery    string `mapstructure:"api_key_query"`
+	// HTTP Basic (Twilio: the account SID and the auth token).
+	BasicUsernameEnv string `mapstructure:"basic_username_env"`
+	BasicPasswordEnv string `mapstructure:"basic_password_env"`
 }
 
 // ProviderToolConfig declares one hosted or provider-defined tool.

@@ -176,6 +176,8 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 		header.Set(o.auth.APIKeyHeader, o.secret)
 	case o.auth.APIKeyQuery != "":
 		query.Set(o.auth.APIKeyQuery, o.secret)
+	case o.auth.basic():
+		header.Set("Authorization", "Basic "+o.secret)
 	}
 	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, o.method, u.String(), bodyReader)

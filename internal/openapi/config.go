@@ -5,6 +5,7 @@
 package openapi
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -62,14 +63,19 @@ type Config struct {
 	Client *http.Client
 }
 
-// Auth says where the credentials come from. At most one of BearerTokenEnv and
-// APIKeyEnv may be set; an API key goes in APIKeyHeader or APIKeyQuery.
+// Auth says where the credentials come from. At most one of BearerTokenEnv, APIKeyEnv
+// and the Basic pair may be set; an API key goes in APIKeyHeader or APIKeyQuery.
 type Auth struct {
 	BearerTokenEnv string
 	APIKeyEnv      string
 	APIKeyHeader   string
 	APIKeyQuery    string
+	// BasicUsernameEnv and BasicPasswordEnv, set together, send HTTP Basic credentials.
+	BasicUsernameEnv string
+	BasicPasswordEnv string
 }
+
+func (a Auth) basic() bool { return a.BasicUsernameEnv != "" || a.BasicPasswordEnv != "" }
 
 func (c *Config) withDefaults() {
 	if c.Prefix == "" {
@@ -125,8 +131,11 @@ func (c Config) Validate() error {
 		}
 	}
 	a := c.Auth
-	if a.BearerTokenEnv != "" && a.APIKeyEnv != "" {
-		bad("auth", "set bearer_token_env or api_key_env, not both")
+	if n := btoi(a.BearerTokenEnv != "") + btoi(a.APIKeyEnv != "") + btoi(a.basic()); n > 1 {
+		bad("auth", "set one of bearer_token_env, api_key_env and basic_username_env/basic_password_env")
+	}
+	if a.basic() && (a.BasicUsernameEnv == "" || a.BasicPasswordEnv == "") {
+		bad("auth.basic_username_env", "basic_username_env and basic_password_env go together")
 	}
 	if a.APIKeyEnv != "" && (a.APIKeyHeader == "") == (a.APIKeyQuery == "") {
 		bad("auth.api_key_env", "needs exactly one of api_key_header and api_key_query")
@@ -145,8 +154,30 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// credentials reads the configured secret from the environment.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// credentials reads the configured secret from the environment: the token, the key,
+// or for Basic the base64 of "username:password" that the Authorization header takes.
 func (c Config) credentials() (string, error) {
+	if c.Auth.basic() {
+		user, err := c.env(c.Auth.BasicUsernameEnv)
+		if err != nil {
+			return "", err
+		}
+		pass, err := c.env(c.Auth.BasicPasswordEnv)
+		if err != nil {
+			return "", err
+		}
+		if strings.Contains(user, ":") {
+			return "", fmt.Errorf("auth: the Basic username in %s has a colon, which Basic credentials cannot carry", c.Auth.BasicUsernameEnv)
+		}
+		return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)), nil
+	}
 	env := c.Auth.BearerTokenEnv
 	if env == "" {
 		env = c.Auth.APIKeyEnv
@@ -154,9 +185,13 @@ func (c Config) credentials() (string, error) {
 	if env == "" {
 		return "", nil
 	}
-	v, ok := c.Getenv(env)
+	return c.env(env)
+}
+
+func (c Config) env(name string) (string, error) {
+	v, ok := c.Getenv(name)
 	if !ok || strings.TrimSpace(v) == "" {
-		return "", fmt.Errorf("auth: environment variable %s is not set", env)
+		return "", fmt.Errorf("auth: environment variable %s is not set", name)
 	}
 	return strings.TrimSpace(v), nil
 }

@@ -442,10 +442,15 @@ func TestAuthPlacement(t *testing.T) {
 		{"bearer", Auth{BearerTokenEnv: "TOK"}, func(e echoed) bool { return e.Header["Authorization"] == "Bearer s3cret" }},
 		{"header", Auth{APIKeyEnv: "TOK", APIKeyHeader: "X-Api-Key"}, func(e echoed) bool { return e.Header["X-Api-Key"] == "s3cret" }},
 		{"query", Auth{APIKeyEnv: "TOK", APIKeyQuery: "api_key"}, func(e echoed) bool { return fmt.Sprint(e.Query["api_key"]) == "[s3cret]" }},
+		{"basic", Auth{BasicUsernameEnv: "USER", BasicPasswordEnv: "TOK"}, func(e echoed) bool {
+			r := &http.Request{Header: http.Header{"Authorization": {e.Header["Authorization"]}}}
+			u, p, ok := r.BasicAuth()
+			return ok && u == "AC42" && p == "s3cret"
+		}},
 	}
 	for _, c := range cases {
 		cfg := shop(t, srv.URL)
-		cfg.Auth, cfg.Getenv = c.auth, env(map[string]string{"TOK": "s3cret"})
+		cfg.Auth, cfg.Getenv = c.auth, env(map[string]string{"TOK": "s3cret", "USER": "AC42"})
 		_, m := load(t, cfg)
 		res := call(t, m, "shop__deleteItem", `{"itemId":"a"}`)
 		if e := echo(t, res); !c.check(e) {
@@ -465,6 +470,18 @@ func TestAuthPlacement(t *testing.T) {
 	cfg.Auth = Auth{APIKeyEnv: "TOK"}
 	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "api_key_header") {
 		t.Errorf("api key without placement: %v", err)
+	}
+	cfg.Auth = Auth{BasicUsernameEnv: "USER"}
+	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "go together") {
+		t.Errorf("basic without a password: %v", err)
+	}
+	cfg.Auth = Auth{BasicUsernameEnv: "USER", BasicPasswordEnv: "TOK", BearerTokenEnv: "TOK"}
+	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "set one of") {
+		t.Errorf("basic and bearer: %v", err)
+	}
+	cfg.Auth, cfg.Getenv = Auth{BasicUsernameEnv: "USER", BasicPasswordEnv: "TOK"}, env(map[string]string{"USER": "a:b", "TOK": "x"})
+	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "colon") {
+		t.Errorf("basic username with a colon: %v", err)
 	}
 }
 
