@@ -114,6 +114,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
+		dropRest(r.Body)
 		return nil, tooLarge(limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, errorf(CodeRequestTimeout, "the request body did not arrive within the server's read_body_timeout; send it whole without pausing")
@@ -121,6 +122,18 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, errorf(CodeBadRequest, "reading the request body: "+err.Error())
 	}
 	return b, nil
+}
+
+// maxDroppedBody bounds how much of a too-large body is read and dropped.
+const maxDroppedBody = 64 << 20
+
+// dropRest reads and drops what is left of a body past the size limit, up to
+// maxDroppedBody (and within the read deadline). Most HTTP clients send a whole body
+// before they read the answer; a connection closed with part of it unread is reset by
+// the kernel, and such a client sees "connection reset" or "broken pipe" instead of
+// the 413 telling it what is wrong.
+func dropRest(body io.Reader) {
+	_, _ = io.CopyN(io.Discard, body, maxDroppedBody)
 }
 
 func tooLarge(limit int64) *apiError {

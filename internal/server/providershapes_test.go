@@ -235,3 +235,34 @@ func TestExternalToolNamedLikeABuiltin(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAIResponsesFunctionCall: an OpenAI Responses API function_call item
+// forwarded untouched ({"type":"function_call","id":"fc_…","call_id":"call_…",…})
+// is answered under its call_id, the id its function_call_output must name; the
+// item's own id (fc_…) names the output item, and an answer under it is refused by
+// OpenAI ("No tool call found for function call output").
+func TestOpenAIResponsesFunctionCall(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=openai", `{"calls":[
+	  {"type":"function_call","id":"fc_1","call_id":"call_r1","name":"echo","arguments":"{\"text\":\"hi\"}","status":"completed"},
+	  {"type":"function_call","id":"fc_2","call_id":"call_r2","name":"echo","arguments":"{\"text\":"}]}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, evs[0].raw)
+	}
+	msgs := messages(t, evs)
+	for cid, want := range map[string]string{"call_r1": "hi", "call_r2": "malformed JSON"} {
+		m, ok := msgs[cid]
+		if !ok {
+			t.Fatalf("no message under %s: %s", cid, rawLines(evs))
+		}
+		msg := m.m["message"].(map[string]any)
+		if msg["tool_call_id"] != cid || !strings.Contains(msg["content"].(string), want) {
+			t.Errorf("%s: message %v, want content with %q", cid, msg, want)
+		}
+	}
+	if code, _, rec := d.do("GET", "/v1/sessions/"+id+"/tool-calls/call_r1", nil); code != 200 || !strings.Contains(string(rec), `"succeeded"`) {
+		t.Errorf("record by call_id: %d %s", code, rec)
+	}
+}

@@ -44,10 +44,13 @@ func (req toolCallsRequest) detached() (bool, error) {
 // wireCall is a call in any of the accepted shapes: the daemon's own
 // {"id","name","arguments":{…}}, an OpenAI tool_call
 // {"id","type":"function","function":{"name","arguments":"<JSON string>"}} or an
-// Anthropic tool_use block {"type":"tool_use","id","name","input":{…}}. Fields a
-// provider adds that we do not use are ignored, so calls can be forwarded untouched.
+// Anthropic tool_use block {"type":"tool_use","id","name","input":{…}}, or an OpenAI
+// Responses function_call item {"type":"function_call","id":"fc_…","call_id",
+// "name","arguments":"<JSON string>"}. Fields a provider adds that we do not use are
+// ignored, so calls can be forwarded untouched.
 type wireCall struct {
 	ID        string          `json:"id"`
+	CallID    string          `json:"call_id"`
 	Type      string          `json:"type"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
@@ -82,6 +85,13 @@ func (c wireCall) toCallRequest() session.CallRequest {
 		}
 	case c.Type == "tool_use":
 		args = c.Input
+	case c.Type == "function_call":
+		// A Responses item: its id names the output item; the result
+		// (function_call_output) must name call_id.
+		if c.CallID != "" {
+			req.ToolCallID = c.CallID
+		}
+		args = c.Arguments
 	default:
 		args = c.Arguments
 		if len(args) == 0 {

@@ -1,8 +1,10 @@
 package toolmgr
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -78,7 +80,7 @@ const maxOpenAIDescription = 1024
 func exportOne(s tool.Spec, f Format) any {
 	switch f {
 	case FormatOpenAI:
-		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: s.Parameters}}
+		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: withArrayItems(s.Parameters)}}
 	case FormatAnthropic:
 		return anthropicTool{Name: s.Name, Description: s.Description, InputSchema: s.Parameters}
 	case FormatMCP:
@@ -91,6 +93,157 @@ func exportOne(s tool.Spec, f Format) any {
 	default:
 		return nativeTool{Spec: s, Timeout: s.Timeout.Milliseconds()}
 	}
+}
+
+// withArrayItems gives every array schema in a parameters schema that has no "items"
+// an "items": {} (any item: what no items means). OpenAI refuses a whole request
+// whose tool list holds one function with a bare {"type":"array"} ("array schema
+// missing items"), which JSON Schema allows and MCP servers publish. Only places
+// that hold schemas are walked (not default, const, enum, examples); keys keep their
+// order, and a schema with nothing to add is returned as it is.
+func withArrayItems(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte(`"array"`)) {
+		return raw
+	}
+	if out, changed := addArrayItems(raw); changed {
+		return out
+	}
+	return raw
+}
+
+type member struct {
+	key string
+	val json.RawMessage
+}
+
+// addArrayItems rewrites one schema; it reports false when nothing changed (and for
+// values that are not objects, such as boolean schemas).
+func addArrayItems(raw json.RawMessage) (json.RawMessage, bool) {
+	members, ok := objectMembers(raw)
+	if !ok {
+		return raw, false
+	}
+	changed, isArray, hasItems := false, false, false
+	each := func(val json.RawMessage, fix func(json.RawMessage) (json.RawMessage, bool)) json.RawMessage {
+		if out, ok := fix(val); ok {
+			changed = true
+			return out
+		}
+		return val
+	}
+	for i, m := range members {
+		switch m.key {
+		case "type":
+			var one string
+			var many []string
+			isArray = (json.Unmarshal(m.val, &one) == nil && one == "array") ||
+				(json.Unmarshal(m.val, &many) == nil && slices.Contains(many, "array"))
+		case "items":
+			hasItems = true
+			members[i].val = each(m.val, func(v json.RawMessage) (json.RawMessage, bool) {
+				if out, ok := schemaList(v); ok {
+					return out, true
+				}
+				return addArrayItems(v)
+			})
+		case "prefixItems", "anyOf", "oneOf", "allOf":
+			members[i].val = each(m.val, schemaList)
+		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies":
+			members[i].val = each(m.val, schemaMap)
+		case "not", "if", "then", "else", "additionalProperties", "additionalItems", "contains",
+			"propertyNames", "unevaluatedItems", "unevaluatedProperties":
+			members[i].val = each(m.val, addArrayItems)
+		}
+	}
+	if isArray && !hasItems {
+		members = append(members, member{key: "items", val: json.RawMessage(`{}`)})
+		changed = true
+	}
+	if !changed {
+		return raw, false
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), true
+}
+
+// schemaList rewrites an array of schemas.
+func schemaList(raw json.RawMessage) (json.RawMessage, bool) {
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return raw, false
+	}
+	changed := false
+	for i, v := range list {
+		if out, ok := addArrayItems(v); ok {
+			list[i], changed = out, true
+		}
+	}
+	if !changed {
+		return raw, false
+	}
+	out, err := json.Marshal(list)
+	return out, err == nil
+}
+
+// schemaMap rewrites an object whose values are schemas (properties, $defs).
+func schemaMap(raw json.RawMessage) (json.RawMessage, bool) {
+	members, ok := objectMembers(raw)
+	if !ok {
+		return raw, false
+	}
+	var b bytes.Buffer
+	changed := false
+	b.WriteByte('{')
+	for i, m := range members {
+		if out, ok := addArrayItems(m.val); ok {
+			m.val, changed = out, true
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.val)
+	}
+	b.WriteByte('}')
+	if !changed {
+		return raw, false
+	}
+	return b.Bytes(), true
+}
+
+// objectMembers splits a JSON object into its members, in order.
+func objectMembers(raw json.RawMessage) ([]member, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, false
+		}
+		out = append(out, member{key: key, val: val})
+	}
+	return out, true
 }
 
 // capChars cuts s to at most n characters, the last an ellipsis when it was cut.

@@ -83,3 +83,76 @@ func TestExportOpenAIDescriptionCap(t *testing.T) {
 		t.Errorf("anthropic description cut to %d bytes", len(d))
 	}
 }
+
+// TestExportOpenAIArrayItems: OpenAI refuses a whole request when any function's
+// parameters hold an array schema without "items" ("array schema missing items"),
+// which JSON Schema allows and MCP servers publish (a bare {"type":"array"}). The
+// OpenAI export gives such schemas "items": {} (any item, what no items means) in
+// every place a schema can be, and leaves values that only look like schemas
+// (default, const, enum, examples) alone.
+func TestExportOpenAIArrayItems(t *testing.T) {
+	t.Parallel()
+	params := `{"type":"object","properties":{` +
+		`"tags":{"type":"array","description":"d"},` +
+		`"grid":{"type":"array","items":{"type":"array"}},` +
+		`"maybe":{"type":["array","null"]},` +
+		`"pair":{"type":"array","items":[{"type":"string"},{"type":"array"}]},` +
+		`"either":{"anyOf":[{"type":"array"},{"type":"string"}]},` +
+		`"kept":{"type":"array","items":{"type":"string"}},` +
+		`"items":{"type":"string","default":{"type":"array"},"const":{"type":"array"},"enum":[{"type":"array"}],"examples":[{"type":"array"}]}},` +
+		`"$defs":{"A":{"type":"object","properties":{"l":{"type":"array"}}}},` +
+		`"definitions":{"B":{"type":"array"}},` +
+		`"additionalProperties":{"type":"array"}}`
+	specs := []tool.Spec{{Name: "t", Description: "d", Parameters: json.RawMessage(params)}}
+	b, err := json.Marshal(Export(specs, FormatOpenAI)[0].(openAITool).Function.Parameters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	at := func(path ...any) any {
+		var v any = got
+		for _, p := range path {
+			switch k := p.(type) {
+			case string:
+				v = v.(map[string]any)[k]
+			case int:
+				v = v.([]any)[k]
+			}
+		}
+		return v
+	}
+	hasItems := func(v any) bool { _, ok := v.(map[string]any)["items"]; return ok }
+	props := func(name string) any { return at("properties", name) }
+	for what, schema := range map[string]any{
+		"properties/tags": props("tags"), "properties/grid/items": at("properties", "grid", "items"),
+		"properties/maybe": props("maybe"), "properties/pair/items/1": at("properties", "pair", "items", 1),
+		"properties/either/anyOf/0": at("properties", "either", "anyOf", 0),
+		"$defs/A/properties/l":      at("$defs", "A", "properties", "l"), "definitions/B": at("definitions", "B"),
+		"additionalProperties": at("additionalProperties"),
+	} {
+		if !hasItems(schema) {
+			t.Errorf("%s: an array schema without items in the openai export: %v", what, schema)
+		}
+	}
+	if s, _ := json.Marshal(props("kept")); string(s) != `{"items":{"type":"string"},"type":"array"}` {
+		t.Errorf("an array schema with items was changed: %s", s)
+	}
+	if s, _ := json.Marshal(props("items")); strings.Contains(string(s), `"items"`) {
+		t.Errorf("values that are not schemas were changed: %s", s)
+	}
+	// The tool's own schema (validation, the other formats) keeps its words.
+	if string(specs[0].Parameters) != params {
+		t.Errorf("the spec's parameters were modified")
+	}
+	if a := Export(specs, FormatAnthropic)[0].(anthropicTool).InputSchema; string(a) != params {
+		t.Errorf("anthropic export changed: %s", a)
+	}
+	// Schemas with nothing to add are sent as they are, byte for byte.
+	plain := `{"type":"object","properties":{"a":{"type":"array","items":{}}}}`
+	if p := Export([]tool.Spec{{Name: "p", Parameters: json.RawMessage(plain)}}, FormatOpenAI)[0].(openAITool).Function.Parameters; string(p) != plain {
+		t.Errorf("unchanged schema re-encoded: %s", p)
+	}
+}
