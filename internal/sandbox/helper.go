@@ -63,6 +63,8 @@ func init() {
 // runHelper prepares the namespaces and execs argv; it only returns on failure.
 func runHelper(specJSON string, argv []string) error {
 	runtime.LockOSThread() // capabilities and Landlock are per thread; exec from this one
+	// Before /proc is read-only, and before anything forks: see commandOOMScoreAdj.
+	_ = setOOMScoreAdj("self")
 	var spec helperSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return fmt.Errorf("spec: %w", err)

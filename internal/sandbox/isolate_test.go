@@ -448,3 +448,34 @@ func TestIsolationHidesDataDirInsideRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandsDieFirstOnOOM: commands get the highest OOM score adjustment, so that
+// the kernel kills them before the daemon when memory runs out; the daemon keeps its.
+func TestCommandsDieFirstOnOOM(t *testing.T) {
+	t.Parallel()
+	own := func() string {
+		b, err := os.ReadFile("/proc/self/oom_score_adj")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	before := own()
+	for _, bc := range allBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			sb, _ := newSandbox(t, m, Options{})
+			// $$ is the command's shell; cat is a process it forks later.
+			j, _ := run(t, sb, Cmd{Command: `sleep 0.1; read -r s </proc/$$/oom_score_adj; echo "$s $(cat /proc/self/oom_score_adj)"`})
+			if got := strings.TrimSpace(output(t, j, Stdout)); got != "1000 1000" {
+				t.Errorf("oom_score_adj of the shell and its child: %q (stderr %q)", got, output(t, j, Stderr))
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if after := own(); after != before {
+			t.Errorf("the daemon's own oom_score_adj changed from %s to %s", before, after)
+		}
+	})
+}
