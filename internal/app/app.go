@@ -164,6 +164,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		DefaultTimeout: cfg.Calls.DefaultTimeout,
 		MaxTimeout:     cfg.Calls.MaxTimeout,
 		AllowNetwork:   cfg.Sandbox.AllowNetwork,
+		Env:            cfg.Sandbox.Env,
+		EnvAllow:       cfg.Sandbox.EnvAllow,
+		WritableDirs:   cfg.Sandbox.WritableDirs,
+		PidsLimit:      cfg.Sandbox.PidsLimit,
 		Logger:         log,
 	}); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)

@@ -233,6 +233,15 @@ type SandboxConfig struct {
 	AllowNetwork bool `mapstructure:"allow_network"`
 	// OutputCapBytes caps each stream of a command's output log.
 	OutputCapBytes int64 `mapstructure:"output_cap_bytes"`
+	// Env ("NAME=value") is set for every command; EnvAllow names host variables
+	// passed through.
+	Env      []string `mapstructure:"env"`
+	EnvAllow []string `mapstructure:"env_allow"`
+	// WritableDirs are shared directories isolated commands may write (caches).
+	WritableDirs []string `mapstructure:"writable_dirs"`
+	// PidsLimit caps the tasks of one command where a pids cgroup is available;
+	// -1 turns the limit off.
+	PidsLimit int `mapstructure:"pids_limit"`
 }
 
 // SkillsConfig points at folders of Agent Skills (SKILL.md with frontmatter).
@@ -446,7 +455,7 @@ func Defaults() Config {
 		Calls:               CallsConfig{DefaultTimeout: 2 * time.Minute, MaxTimeout: 30 * time.Minute, RecordFoldWindow: 50 * time.Millisecond, MaxBatchCalls: 256},
 		Sessions:            SessionsConfig{IdleTimeout: 30 * time.Minute, MaxLive: 10000},
 		Progress:            ProgressConfig{Enabled: true, FlushIntervalMS: 50, FlushBytes: 16384},
-		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20},
+		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20, PidsLimit: 1024},
 		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
 		MCP:                 MCPConfig{PrefixMode: "always", HealthInterval: 15 * time.Second, MinBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute},
 		Skills:              SkillsConfig{Watch: true},
@@ -702,7 +711,8 @@ var otherVariables = map[string]bool{"TOOLSERVER_CONFIG": true, "TOOLSERVER_URL"
 
 // listKeys are the keys whose environment value is a comma-separated list.
 var listKeys = map[string]struct{}{"sessions.workdir_roots": {}, "web.fetch.allow_hosts": {}, "web.fetch.allow_cidrs": {},
-	"permissions.allow": {}, "permissions.ask": {}, "permissions.deny": {}, "permissions.read_dirs": {}, "skills.dirs": {}, "cors.allowed_origins": {}}
+	"permissions.allow": {}, "permissions.ask": {}, "permissions.deny": {}, "permissions.read_dirs": {}, "skills.dirs": {}, "cors.allowed_origins": {},
+	"sandbox.env": {}, "sandbox.env_allow": {}, "sandbox.writable_dirs": {}}
 
 func splitList(s string) []string {
 	var out []string
@@ -922,6 +932,9 @@ func (c Config) Validate() error {
 	}
 	if c.Chain.ArtifactRetention < 0 {
 		bad("chain.artifact_retention", "must not be negative")
+	}
+	if c.Sandbox.PidsLimit < -1 || c.Sandbox.PidsLimit == 0 {
+		bad("sandbox.pids_limit", "%d: want a positive number, or -1 for no limit", c.Sandbox.PidsLimit)
 	}
 	if c.Sandbox.OutputCapBytes < 1024 {
 		bad("sandbox.output_cap_bytes", "%d is below 1024", c.Sandbox.OutputCapBytes)

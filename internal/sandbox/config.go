@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -91,6 +92,13 @@ type Config struct {
 	// EnvAllow names extra host variables passed to commands, besides the built-in
 	// allowlist (PATH, LANG, LC_*, TERM, TZ, USER, LOGNAME).
 	EnvAllow []string
+	// Env ("NAME=value") is set for every command, after the sandbox's own HOME and
+	// TMPDIR (which it may replace) and before the variables a call gives.
+	Env []string
+	// WritableDirs are absolute directories isolated commands may write besides their
+	// session's own (shared caches such as GOCACHE): every session shares them. Local
+	// commands may write wherever the daemon's user may anyway.
+	WritableDirs []string
 	// Logger receives warnings (cleanup failures). Default: discard.
 	Logger *slog.Logger
 }
@@ -144,6 +152,14 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// evalOrClean resolves p's symlinks, or only cleans it when it does not exist (yet).
+func evalOrClean(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}
+
 // Validate reports every invalid field of c (after WithDefaults) in one error.
 func (c Config) Validate() error {
 	var errs []error
@@ -175,6 +191,29 @@ func (c Config) Validate() error {
 	for _, name := range c.EnvAllow {
 		if !validEnvName(name) {
 			errs = append(errs, fmt.Errorf("sandbox env allow %q: not a variable name", name))
+		}
+	}
+	for _, kv := range c.Env {
+		if k, v, ok := strings.Cut(kv, "="); !ok || !validEnvName(k) || strings.IndexByte(v, 0) >= 0 {
+			errs = append(errs, fmt.Errorf("sandbox env %q: want NAME=value", kv))
+		}
+	}
+	hidden := append([]string{c.StateDir}, c.Hide...)
+	for _, d := range c.WritableDirs {
+		switch fi, err := os.Stat(d); {
+		case !filepath.IsAbs(d) || filepath.Clean(d) == "/":
+			errs = append(errs, fmt.Errorf("sandbox writable dir %q: must be an absolute path other than /", d))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("sandbox writable dir %q: %w", d, err))
+		case !fi.IsDir():
+			errs = append(errs, fmt.Errorf("sandbox writable dir %q: not a directory", d))
+		default:
+			real := evalOrClean(d)
+			for _, h := range hidden {
+				if h = evalOrClean(h); within(real, h) || within(h, real) {
+					errs = append(errs, fmt.Errorf("sandbox writable dir %q: overlaps %s, which commands must not see", d, h))
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)

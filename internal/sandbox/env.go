@@ -29,8 +29,9 @@ func validEnvName(name string) bool {
 }
 
 // buildEnv scrubs host to the allowlist (plus extraAllow and LC_*), sets the
-// sandbox's own HOME, TMPDIR and SHELL, then applies extra ("KEY=VALUE", later wins).
-func buildEnv(host, extraAllow []string, home, tmp, shell string, extra []string) ([]string, error) {
+// sandbox's own HOME, TMPDIR and SHELL, then applies the operator's fixed variables
+// and the call's extra ones ("KEY=VALUE", later wins).
+func buildEnv(host, extraAllow []string, home, tmp, shell string, fixed, extra []string) ([]string, error) {
 	vars := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -67,6 +68,10 @@ func buildEnv(host, extraAllow []string, home, tmp, shell string, extra []string
 	set("GIT_CONFIG_KEY_"+strconv.Itoa(n), "safe.bareRepository")
 	set("GIT_CONFIG_VALUE_"+strconv.Itoa(n), "explicit")
 	set("GIT_CONFIG_COUNT", strconv.Itoa(n+1))
+	for _, kv := range fixed { // checked by Config.Validate
+		k, v, _ := strings.Cut(kv, "=")
+		set(k, v)
+	}
 	for _, kv := range extra {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || !validEnvName(k) || strings.IndexByte(v, 0) >= 0 {

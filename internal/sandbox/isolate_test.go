@@ -479,3 +479,70 @@ func TestCommandsDieFirstOnOOM(t *testing.T) {
 		}
 	})
 }
+
+// TestOperatorEnvAndWritableDirs: the operator's variables reach every command (a call's
+// own win over them), and a writable dir (a shared cache) is writable by isolated
+// commands of every session, while the rest of the host stays read-only.
+func TestOperatorEnvAndWritableDirs(t *testing.T) {
+	t.Parallel()
+	// A name of this test's own: other tests running in parallel never read it.
+	os.Setenv("TOOLSERVER_TEST_PASSED", "from-host")
+	t.Cleanup(func() { os.Unsetenv("TOOLSERVER_TEST_PASSED") })
+	for _, bc := range allBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			cache, other := t.TempDir(), t.TempDir()
+			link := filepath.Join(t.TempDir(), "cache-link")
+			if err := os.Symlink(cache, link); err != nil {
+				t.Fatal(err)
+			}
+			cfg := bc.cfg
+			cfg.Env = []string{"GOCACHE=" + link, "GOFLAGS=-mod=mod", "EMPTY="}
+			cfg.EnvAllow = []string{"TOOLSERVER_TEST_PASSED"}
+			cfg.WritableDirs = []string{link}
+			m := newManager(t, cfg)
+			for i, who := range []string{"a", "b"} {
+				sb, _ := newSandbox(t, m, Options{})
+				cmd := `echo "$GOFLAGS|$EMPTY|${EMPTY+set}|$TOOLSERVER_TEST_PASSED"; echo ` + who + ` >> "$GOCACHE/shared"; cat "$GOCACHE/shared"; echo x > "$OTHER/f" 2>/dev/null && echo other-written`
+				j, _ := run(t, sb, Cmd{Command: cmd, Env: []string{"OTHER=" + other, "GOFLAGS=-v"}})
+				want := "-v||set|from-host\na\n"
+				if i == 1 {
+					want += "b\n"
+				}
+				if bc.cfg.Mode == ModeLocal {
+					want += "other-written\n"
+				}
+				if got := output(t, j, Stdout); got != want {
+					t.Errorf("session %s: %q, want %q (stderr %q)", who, got, want, output(t, j, Stderr))
+				}
+			}
+		})
+	}
+}
+
+func TestWritableDirsValidated(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dirs []string
+		env  []string
+		want string
+	}{
+		{[]string{"relative"}, nil, "absolute path"},
+		{[]string{"/"}, nil, "absolute path"},
+		{[]string{"/nonexistent-toolserverd"}, nil, "no such file"},
+		{[]string{file}, nil, "not a directory"},
+		{[]string{filepath.Dir(state)}, nil, "overlaps"},
+		{[]string{filepath.Join(state)}, nil, "overlaps"},
+		{nil, []string{"NOEQUALS"}, "NAME=value"},
+		{nil, []string{"1BAD=x"}, "NAME=value"},
+	} {
+		err := Config{StateDir: state, WritableDirs: c.dirs, Env: c.env}.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: want an error with %q, got %v", c.dirs, c.env, c.want, err)
+		}
+	}
+}

@@ -51,6 +51,11 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Bound as they are on disk: a symlink cannot be a mount point.
+	cfg.WritableDirs = slices.Clone(cfg.WritableDirs)
+	for i, d := range cfg.WritableDirs {
+		cfg.WritableDirs[i] = evalOrClean(d)
+	}
 	m := &Manager{cfg: cfg, caps: Detect(), backend: BackendNone, boxes: map[*box]struct{}{}}
 	if m.caps.Bash == "" {
 		return nil, errors.New("sandbox: " + m.caps.BashError)

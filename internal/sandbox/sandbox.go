@@ -130,7 +130,7 @@ func (b *box) Start(ctx context.Context, c Cmd) (*Job, error) {
 		}
 		return nil, &PathError{Path: c.Dir, Root: b.res.root, Err: ErrNotDir, Reason: reason}
 	}
-	env, err := buildEnv(os.Environ(), cfg.EnvAllow, b.home, b.tmp, b.m.caps.Bash, c.Env)
+	env, err := buildEnv(os.Environ(), cfg.EnvAllow, b.home, b.tmp, b.m.caps.Bash, cfg.Env, c.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +293,7 @@ func (b *box) spawn(ctx context.Context, command, dir string, env []string, time
 }
 
 func (b *box) launch(dir, command string, env []string) (launch, error) {
-	bash, rw := b.m.caps.Bash, []string{b.res.root, b.tmp, b.home}
+	bash, rw := b.m.caps.Bash, append([]string{b.res.root, b.tmp, b.home}, b.m.cfg.WritableDirs...)
 	switch b.backend {
 	case BackendBwrap:
 		return bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, b.network), nil
