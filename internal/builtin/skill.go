@@ -27,15 +27,15 @@ func (skillTool) Spec() tool.Spec {
 		Label: "Open a skill",
 		Description: "Open one of your skills (packaged instructions, scripts and assets for a kind of task): returns its " +
 			"full instructions and file list and makes its folder available at .skills/<name>/ in your working directory. " +
-			"With file, returns that file of the skill.",
+			"With file, returns that file of the skill (a folder of it, such as scripts, lists its files).",
 		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
   "name":{"type":"string","minLength":1,"description":"The skill's name."},
-  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh)."}}}`),
+  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh); a folder (e.g. scripts) lists its files."}}}`),
 		PromptHint: "Before doing a task one of your skills covers, open it with the skill tool and follow its instructions.",
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused). Only skills of this session can be opened; an unknown name is answered not_found with the list.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -100,6 +100,15 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 // with a note on reading the rest from the projected folder, a binary file refused
 // with what it is.
 func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Result, error) {
+	if dir, files := skillFolder(sk, file); len(files) > 0 {
+		list, cut := budgetHead([]byte(strings.Join(files, "\n") + "\n"))
+		text := fmt.Sprintf("%s/ of skill %s holds %d files (read one with skill and its path as file; once the skill is opened they are in %s/ of your working directory):\n%s",
+			dir, sk.Name, len(files), path.Join(skills.ProjectionDir, sk.Name, dir), list)
+		if cut {
+			text += "[list cut; open the skill and list the folder with glob]"
+		}
+		return tool.TextResult(text), nil
+	}
 	b, err := proxy.Read(sk.Name, file)
 	if err != nil {
 		// A path with ".." or an absolute one names no file of the skill either.
@@ -116,6 +125,23 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
 	}
 	return tool.TextResult(text), nil
+}
+
+// skillFolder returns the folder of the skill that file names (relative to the skill,
+// as "scripts" or "scripts/") and the skill's files under it, or no files when file
+// names no folder of the skill.
+func skillFolder(sk skills.Skill, file string) (string, []string) {
+	dir := path.Clean(filepath.ToSlash(file))
+	if dir == "." || path.IsAbs(dir) || dir == ".." || strings.HasPrefix(dir, "../") {
+		return "", nil
+	}
+	var files []string
+	for _, f := range sk.Files {
+		if strings.HasPrefix(f, dir+"/") {
+			files = append(files, f)
+		}
+	}
+	return dir, files
 }
 
 // budgetHead returns b as text, cut to outputBudget at a line end (or a character
