@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/sandbox"
@@ -35,7 +36,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -109,12 +110,16 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 		}
 		return tool.TextResult(text), nil
 	}
-	b, err := proxy.Read(sk.Name, file)
+	name := file
+	if real, ok := skillFileByCase(sk, file); ok {
+		name = real
+	}
+	b, err := proxy.Read(sk.Name, name)
 	if err != nil {
 		// A path with ".." or an absolute one names no file of the skill either.
 		return nil, tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
 	}
-	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(file)))
+	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(name)))
 	if looksBinary(b[:min(len(b), sniffLen)]) {
 		return nil, tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s); open the skill (skill with only its name) "+
 			"and use it at %s in your working directory with execute_command", file, sk.Name, sizeText(int64(len(b))), http.DetectContentType(b), projected)
@@ -124,7 +129,30 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
 			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
 	}
+	if name != file {
+		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case, which counts in your working directory: use %s there)]", file, name, projected)
+	}
 	return tool.TextResult(text), nil
+}
+
+// skillFileByCase returns the one file of the skill whose path differs from file only
+// in case, when file names none exactly: skills written where names ignore case refer
+// to reference.md as REFERENCE.md.
+func skillFileByCase(sk skills.Skill, file string) (string, bool) {
+	rel := path.Clean(filepath.ToSlash(file))
+	if _, exact := slices.BinarySearch(sk.Files, rel); exact {
+		return "", false
+	}
+	match := ""
+	for _, f := range sk.Files {
+		if strings.EqualFold(f, rel) {
+			if match != "" {
+				return "", false // two files: which one is meant is unknown
+			}
+			match = f
+		}
+	}
+	return match, match != ""
 }
 
 // skillFolder returns the folder of the skill that file names (relative to the skill,

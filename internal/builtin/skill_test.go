@@ -147,3 +147,31 @@ func TestSkillFileFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestSkillFileCase: Anthropic's pdf skill says "see REFERENCE.md" and "read
+// FORMS.md" while its files are reference.md and forms.md (written where file names
+// ignore case). A name that differs from exactly one file of the skill only in case
+// opens that file and gives its real name, for the working directory, where case
+// counts; an exact name wins, and a name two files match is still not_found.
+func TestSkillFileCase(t *testing.T) {
+	t.Parallel()
+	open := referenceSkill(t)
+	for _, c := range []struct{ file, real, text string }{
+		{"REFERENCE.md", "reference.md", "the reference\n"},
+		{"FORMS.md", "forms.md", "the forms\n"},
+		{"Scripts/Check.py", "scripts/check.py", "print('check')\n"},
+	} {
+		res := open(c.file)
+		if text := res.Text(); res.IsError || !strings.HasPrefix(text, c.text) || !strings.Contains(text, ".skills/pdf/"+c.real) {
+			t.Errorf("file %q: error=%v %q, want %s's text and its real path", c.file, res.IsError, text, c.real)
+		}
+	}
+	if res := open("NOTES.md"); res.IsError || res.Text() != "NOTES\n" {
+		t.Errorf("NOTES.md: %q, want the file of that exact name", res.Text())
+	}
+	for _, file := range []string{"notes.md", "../pdf/REFERENCE.md", "/REFERENCE.md"} {
+		if res := open(file); res.ErrorKind != tool.KindNotFound {
+			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
+		}
+	}
+}
