@@ -77,6 +77,7 @@ type check struct {
 	readOnly bool
 	cmd      *CommandAnalysis
 	command  string // the command line, for command tools
+	startDir string // the directory the command starts in, as the call gives it ("": the working directory)
 	path     *pathSubject
 	immune   string
 	rules    []compiledRule
@@ -133,6 +134,9 @@ func (e *Engine) prepare(req Request) *check {
 	}
 	switch s.Kind {
 	case SubjectCommand:
+		if s.Dir != "" {
+			c.startDir, _ = stringArg(req.Args, s.Dir)
+		}
 		a := AnalyzeCommand(val)
 		c.cmd, c.command = &a, val
 		c.risk = maxRisk(c.risk, a.Risk)
@@ -167,7 +171,7 @@ func (c *check) commandImmune(present bool) string {
 		return strings.Join(parts, "; ")
 	}
 	for _, w := range c.cmd.Writes {
-		if g := c.e.immunePath(newPathSubject(w, c.req.Workdir)); g != "" {
+		if g := c.e.immunePath(c.wordSubject(w)); g != "" {
 			return fmt.Sprintf("the command may change %q, a protected path (%s)", w, g)
 		}
 	}
@@ -200,7 +204,7 @@ func (c *check) readsPrivate() string {
 				if !bare && w != ".." && !strings.Contains(w, "/") {
 					continue
 				}
-				ps := newPathSubject(w, workdir)
+				ps := c.wordSubject(w)
 				if ps.abs == "" {
 					continue
 				}
@@ -213,6 +217,32 @@ func (c *check) readsPrivate() string {
 		}
 	}
 	return ""
+}
+
+// commandDir is the directory the command starts in: the working directory, or the
+// folder the call's cwd names (relative to the working directory, or absolute). ""
+// when neither is absolute.
+func (c *check) commandDir() string {
+	dir := c.startDir
+	if dir == "" || !filepath.IsAbs(dir) {
+		if c.req.Workdir == "" || !filepath.IsAbs(c.req.Workdir) {
+			return ""
+		}
+		dir = filepath.Join(c.req.Workdir, dir)
+	}
+	return filepath.Clean(dir)
+}
+
+// wordSubject reads a word of the command as a path: a relative one from the
+// directory the command starts in, judged against the working directory. Without a
+// cwd it is newPathSubject of the working directory.
+func (c *check) wordSubject(w string) pathSubject {
+	if c.startDir == "" || strings.HasPrefix(w, "~") || filepath.IsAbs(w) || c.commandDir() == "" {
+		return newPathSubject(w, c.req.Workdir)
+	}
+	ps := newPathSubject(filepath.Join(c.commandDir(), w), c.req.Workdir)
+	ps.raw = w
+	return ps
 }
 
 // within reports whether the clean absolute slash path p is dir or lies below it.
@@ -477,7 +507,7 @@ func isPrefixRule(r *Rule) bool { return strings.HasSuffix(r.Pattern, ":*") }
 // redirectsOutside names a redirection target outside the working directory.
 func (c *check) redirectsOutside() string {
 	for _, w := range c.cmd.Redirects {
-		if strings.HasPrefix(w, "~") || strings.Contains(w, "$") || !newPathSubject(w, c.req.Workdir).inside {
+		if strings.HasPrefix(w, "~") || strings.Contains(w, "$") || !c.wordSubject(w).inside {
 			return w
 		}
 	}
@@ -491,7 +521,7 @@ func (c *check) argsOutside() string {
 		if strings.Contains(w, "$") || slices.Contains(c.cmd.Redirects, w) {
 			continue
 		}
-		if strings.HasPrefix(w, "~") || !newPathSubject(w, c.req.Workdir).inside {
+		if strings.HasPrefix(w, "~") || !c.wordSubject(w).inside {
 			return w
 		}
 	}

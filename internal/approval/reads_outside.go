@@ -111,7 +111,11 @@ func (c *check) pathOutside(w string, special bool) string {
 		}
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(c.req.Workdir, p)
+		dir := c.commandDir()
+		if dir == "" {
+			dir = c.req.Workdir
+		}
+		p = filepath.Join(dir, p)
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
