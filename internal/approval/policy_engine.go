@@ -76,8 +76,10 @@ type check struct {
 	risk     tool.Risk
 	readOnly bool
 	cmd      *CommandAnalysis
-	command  string // the command line, for command tools
-	startDir string // the directory the command starts in, as the call gives it ("": the working directory)
+	command  string   // the command line, for command tools
+	startDir string   // the directory the command starts in, as the call gives it ("": the working directory)
+	dirs     []string // wordDirs, worked out once
+	dirsDone bool
 	path     *pathSubject
 	immune   string
 	rules    []compiledRule
@@ -204,13 +206,15 @@ func (c *check) readsPrivate() string {
 				if !bare && w != ".." && !strings.Contains(w, "/") {
 					continue
 				}
-				ps := c.wordSubject(w)
-				if ps.abs == "" {
-					continue
-				}
-				for _, d := range c.e.private {
-					if within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
-						return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+				for _, dir := range c.wordDirs() {
+					ps := c.wordSubjectFrom(w, dir)
+					if ps.abs == "" {
+						continue
+					}
+					for _, d := range c.e.private {
+						if within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
+							return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+						}
 					}
 				}
 			}
@@ -237,12 +241,72 @@ func (c *check) commandDir() string {
 // directory the command starts in, judged against the working directory. Without a
 // cwd it is newPathSubject of the working directory.
 func (c *check) wordSubject(w string) pathSubject {
-	if c.startDir == "" || strings.HasPrefix(w, "~") || filepath.IsAbs(w) || c.commandDir() == "" {
+	if c.startDir == "" {
 		return newPathSubject(w, c.req.Workdir)
 	}
-	ps := newPathSubject(filepath.Join(c.commandDir(), w), c.req.Workdir)
+	return c.wordSubjectFrom(w, c.commandDir())
+}
+
+// wordSubjectFrom reads a word of the command as a path from dir ("" or the working
+// directory: as newPathSubject does), judged against the working directory.
+func (c *check) wordSubjectFrom(w, dir string) pathSubject {
+	if dir == "" || dir == c.req.Workdir || strings.HasPrefix(w, "~") || filepath.IsAbs(w) {
+		return newPathSubject(w, c.req.Workdir)
+	}
+	ps := newPathSubject(filepath.Join(dir, w), c.req.Workdir)
 	ps.raw = w
 	return ps
+}
+
+// wordDirs are the folders the command's relative words may be read from: where it
+// starts, and every folder a cd (or pushd) of it names, read both from there and
+// after the cds before it. Which one the shell uses for a word depends on where the
+// word stands (after the cd, in the same subshell), which this check does not follow;
+// judging from all of them misses none. A cd to a folder known only when it runs
+// ($VAR, ~, -) adds none. The first is commandDir, or the working directory as given
+// when that is not absolute.
+func (c *check) wordDirs() []string {
+	if c.dirsDone {
+		return c.dirs
+	}
+	c.dirsDone = true
+	start := c.commandDir()
+	if start == "" || c.cmd == nil {
+		c.dirs = []string{c.req.Workdir}
+		return c.dirs
+	}
+	c.dirs = []string{start}
+	cur := start
+	for _, sc := range c.cmd.Commands {
+		if len(sc.Words) < 2 || (sc.Words[0] != "cd" && sc.Words[0] != "pushd") {
+			continue
+		}
+		target := ""
+		for _, w := range sc.Words[1:] {
+			if !strings.HasPrefix(w, "-") {
+				target = w
+				break
+			}
+		}
+		if target == "" || strings.HasPrefix(target, "~") || strings.Contains(target, "$") {
+			continue
+		}
+		for _, from := range []string{cur, start} {
+			if d := joinDir(from, target); !slices.Contains(c.dirs, d) {
+				c.dirs = append(c.dirs, d)
+			}
+		}
+		cur = joinDir(cur, target)
+	}
+	return c.dirs
+}
+
+// joinDir is where cd target leads from dir.
+func joinDir(dir, target string) string {
+	if filepath.IsAbs(target) {
+		return filepath.Clean(target)
+	}
+	return filepath.Join(dir, target)
 }
 
 // within reports whether the clean absolute slash path p is dir or lies below it.

@@ -343,6 +343,15 @@ func TestCommandWordsFromCwd(t *testing.T) {
 		{".skills/skill-creator", "cat ../pdf/SKILL.md", false, ""},
 		{".skills/pdf", "cat ../../README.md", false, ""},
 		{"", "cat ../admin.key", true, "../admin.key"},
+		// cd moves the command too: its relative words are judged from every folder a
+		// cd names as well as from where it starts (which a word is read from depends
+		// on where it stands, and the check does not follow that).
+		{"", "cd .skills/pdf && head -c 5 ../../../admin.key", true, "../../../admin.key"},
+		{"", "cd .skills && cd pdf; cat ../../../admin.key", true, "../../../admin.key"},
+		{"", "cd .skills/pdf && cat ../../../../../secrets/passwd", false, "../../../../../secrets/passwd"},
+		{".skills", "cd pdf && ls ../../..", true, "../../.."},
+		{"", "cd .skills/pdf && cat SKILL.md", false, ""},
+		{"", "cd " + filepath.Join(work, ".skills") + " && cat ../../../admin.key", true, "../../../admin.key"},
 	} {
 		args, _ := json.Marshal(map[string]string{"command": tc.command, "cwd": tc.cwd})
 		for _, mode := range []Mode{ModeDefault, ModeBypass} {

@@ -110,13 +110,20 @@ func (c *check) pathOutside(w string, special bool) string {
 			}
 		}
 	}
-	if !filepath.IsAbs(p) {
-		dir := c.commandDir()
-		if dir == "" {
-			dir = c.req.Workdir
-		}
-		p = filepath.Join(dir, p)
+	if filepath.IsAbs(p) {
+		return c.outsideAt(w, p)
 	}
+	for _, dir := range c.wordDirs() {
+		if out := c.outsideAt(w, filepath.Join(dir, p)); out != "" {
+			return out
+		}
+	}
+	return ""
+}
+
+// outsideAt names the word w, which reads p, when p is an existing path outside the
+// working directory and the read dirs, or returns "".
+func (c *check) outsideAt(w, p string) string {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "" // names nothing: reads nothing
