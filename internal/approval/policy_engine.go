@@ -80,6 +80,7 @@ type check struct {
 	startDir string   // the directory the command starts in, as the call gives it ("": the working directory)
 	dirs     []string // wordDirs, worked out once
 	dirsDone bool
+	cdVague  bool // a cd of the command goes where only the run knows (HOME, $VAR)
 	path     *pathSubject
 	immune   string
 	rules    []compiledRule
@@ -206,7 +207,11 @@ func (c *check) readsPrivate() string {
 				if !bare && w != ".." && !strings.Contains(w, "/") {
 					continue
 				}
-				for _, dir := range c.wordDirs() {
+				dirs := c.wordDirs()
+				if c.cdVague && climbs(w) {
+					return fmt.Sprintf("the command names %q after a cd to a folder known only when it runs (HOME and TMPDIR lie in the daemon's data directory)", w)
+				}
+				for _, dir := range dirs {
 					ps := c.wordSubjectFrom(w, dir)
 					if ps.abs == "" {
 						continue
@@ -263,7 +268,8 @@ func (c *check) wordSubjectFrom(w, dir string) pathSubject {
 // after the cds before it. Which one the shell uses for a word depends on where the
 // word stands (after the cd, in the same subshell), which this check does not follow;
 // judging from all of them misses none. A cd to a folder known only when it runs
-// ($VAR, ~, -) adds none. The first is commandDir, or the working directory as given
+// ($VAR, ~, -, HOME) adds none and sets cdVague: a word that climbs out of its folder
+// then cannot be judged. The first is commandDir, or the working directory as given
 // when that is not absolute.
 func (c *check) wordDirs() []string {
 	if c.dirsDone {
@@ -278,7 +284,7 @@ func (c *check) wordDirs() []string {
 	c.dirs = []string{start}
 	cur := start
 	for _, sc := range c.cmd.Commands {
-		if len(sc.Words) < 2 || (sc.Words[0] != "cd" && sc.Words[0] != "pushd") {
+		if len(sc.Words) == 0 || (sc.Words[0] != "cd" && sc.Words[0] != "pushd") {
 			continue
 		}
 		target := ""
@@ -288,7 +294,8 @@ func (c *check) wordDirs() []string {
 				break
 			}
 		}
-		if target == "" || strings.HasPrefix(target, "~") || strings.Contains(target, "$") {
+		if target == "" || target == "-" || strings.HasPrefix(target, "~") || strings.Contains(target, "$") {
+			c.cdVague = true
 			continue
 		}
 		for _, from := range []string{cur, start} {
@@ -299,6 +306,12 @@ func (c *check) wordDirs() []string {
 		cur = joinDir(cur, target)
 	}
 	return c.dirs
+}
+
+// climbs reports whether the relative path w starts by leaving its folder (..).
+func climbs(w string) bool {
+	w = path.Clean(filepath.ToSlash(w))
+	return w == ".." || strings.HasPrefix(w, "../")
 }
 
 // joinDir is where cd target leads from dir.

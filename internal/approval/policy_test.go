@@ -351,6 +351,12 @@ func TestCommandWordsFromCwd(t *testing.T) {
 		{"", "cd .skills/pdf && cat ../../../../../secrets/passwd", false, "../../../../../secrets/passwd"},
 		{".skills", "cd pdf && ls ../../..", true, "../../.."},
 		{"", "cd .skills/pdf && cat SKILL.md", false, ""},
+		// HOME and TMPDIR are the sandbox's folders, in the data dir: after a cd to a
+		// folder known only when it runs, a word that climbs with .. cannot be judged.
+		{"", "cd && head -c 5 ../../../../admin.key", true, "../../../../admin.key"},
+		{"", "cd $TMPDIR; cat ../../../../admin.key", true, "../../../../admin.key"},
+		{"", "cd ~ && cat ../x", true, "../x"},
+		{"", "cd - && cat SKILL.md", false, ""},
 		{"", "cd " + filepath.Join(work, ".skills") + " && cat ../../../admin.key", true, "../../../admin.key"},
 	} {
 		args, _ := json.Marshal(map[string]string{"command": tc.command, "cwd": tc.cwd})

@@ -113,7 +113,11 @@ func (c *check) pathOutside(w string, special bool) string {
 	if filepath.IsAbs(p) {
 		return c.outsideAt(w, p)
 	}
-	for _, dir := range c.wordDirs() {
+	dirs := c.wordDirs()
+	if c.cdVague && climbs(p) {
+		return fmt.Sprintf("%q (a path known only when it runs: it climbs out of a folder a cd chose)", w)
+	}
+	for _, dir := range dirs {
 		if out := c.outsideAt(w, filepath.Join(dir, p)); out != "" {
 			return out
 		}
