@@ -77,12 +77,16 @@ type Subject struct {
 	Arg string
 	// Default is used when the call leaves the argument out ("." for grep).
 	Default string
+	// Dir, for a command, names the argument giving the directory the command starts
+	// in (relative to the working directory, or absolute); the command's relative
+	// words are paths from there.
+	Dir string
 }
 
 // DefaultSubjects is the subject table of the built-in tools. Tools missing from
 // it are matched by name only.
 func DefaultSubjects() map[string]Subject {
-	m := map[string]Subject{"execute_command": {Kind: SubjectCommand, Arg: "command"}}
+	m := map[string]Subject{"execute_command": {Kind: SubjectCommand, Arg: "command", Dir: "cwd"}}
 	for _, name := range []string{"read_file", "write_file", "edit_file", "multi_edit", "json_read", "json_write", "list_dir", "tree"} {
 		m[name] = Subject{Kind: SubjectPath, Arg: "path"}
 	}

@@ -76,7 +76,11 @@ type check struct {
 	risk     tool.Risk
 	readOnly bool
 	cmd      *CommandAnalysis
-	command  string // the command line, for command tools
+	command  string   // the command line, for command tools
+	startDir string   // the directory the command starts in, as the call gives it ("": the working directory)
+	dirs     []string // wordDirs, worked out once
+	dirsDone bool
+	cdVague  bool // a cd of the command goes where only the run knows (HOME, $VAR)
 	path     *pathSubject
 	immune   string
 	rules    []compiledRule
@@ -133,6 +137,9 @@ func (e *Engine) prepare(req Request) *check {
 	}
 	switch s.Kind {
 	case SubjectCommand:
+		if s.Dir != "" {
+			c.startDir, _ = stringArg(req.Args, s.Dir)
+		}
 		a := AnalyzeCommand(val)
 		c.cmd, c.command = &a, val
 		c.risk = maxRisk(c.risk, a.Risk)
@@ -167,7 +174,7 @@ func (c *check) commandImmune(present bool) string {
 		return strings.Join(parts, "; ")
 	}
 	for _, w := range c.cmd.Writes {
-		if g := c.e.immunePath(newPathSubject(w, c.req.Workdir)); g != "" {
+		if g := c.e.immunePath(c.wordSubject(w)); g != "" {
 			return fmt.Sprintf("the command may change %q, a protected path (%s)", w, g)
 		}
 	}
@@ -200,19 +207,119 @@ func (c *check) readsPrivate() string {
 				if !bare && w != ".." && !strings.Contains(w, "/") {
 					continue
 				}
-				ps := newPathSubject(w, workdir)
-				if ps.abs == "" {
-					continue
+				dirs := c.wordDirs()
+				if c.cdVague && climbs(w) {
+					return fmt.Sprintf("the command names %q after a cd to a folder known only when it runs (HOME and TMPDIR lie in the daemon's data directory)", w)
 				}
-				for _, d := range c.e.private {
-					if within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
-						return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+				for _, dir := range dirs {
+					ps := c.wordSubjectFrom(w, dir)
+					if ps.abs == "" {
+						continue
+					}
+					for _, d := range c.e.private {
+						if within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
+							return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+						}
 					}
 				}
 			}
 		}
 	}
 	return ""
+}
+
+// commandDir is the directory the command starts in: the working directory, or the
+// folder the call's cwd names (relative to the working directory, or absolute). ""
+// when neither is absolute.
+func (c *check) commandDir() string {
+	dir := c.startDir
+	if dir == "" || !filepath.IsAbs(dir) {
+		if c.req.Workdir == "" || !filepath.IsAbs(c.req.Workdir) {
+			return ""
+		}
+		dir = filepath.Join(c.req.Workdir, dir)
+	}
+	return filepath.Clean(dir)
+}
+
+// wordSubject reads a word of the command as a path: a relative one from the
+// directory the command starts in, judged against the working directory. Without a
+// cwd it is newPathSubject of the working directory.
+func (c *check) wordSubject(w string) pathSubject {
+	if c.startDir == "" {
+		return newPathSubject(w, c.req.Workdir)
+	}
+	return c.wordSubjectFrom(w, c.commandDir())
+}
+
+// wordSubjectFrom reads a word of the command as a path from dir ("" or the working
+// directory: as newPathSubject does), judged against the working directory.
+func (c *check) wordSubjectFrom(w, dir string) pathSubject {
+	if dir == "" || dir == c.req.Workdir || strings.HasPrefix(w, "~") || filepath.IsAbs(w) {
+		return newPathSubject(w, c.req.Workdir)
+	}
+	ps := newPathSubject(filepath.Join(dir, w), c.req.Workdir)
+	ps.raw = w
+	return ps
+}
+
+// wordDirs are the folders the command's relative words may be read from: where it
+// starts, and every folder a cd (or pushd) of it names, read both from there and
+// after the cds before it. Which one the shell uses for a word depends on where the
+// word stands (after the cd, in the same subshell), which this check does not follow;
+// judging from all of them misses none. A cd to a folder known only when it runs
+// ($VAR, ~, -, HOME) adds none and sets cdVague: a word that climbs out of its folder
+// then cannot be judged. The first is commandDir, or the working directory as given
+// when that is not absolute.
+func (c *check) wordDirs() []string {
+	if c.dirsDone {
+		return c.dirs
+	}
+	c.dirsDone = true
+	start := c.commandDir()
+	if start == "" || c.cmd == nil {
+		c.dirs = []string{c.req.Workdir}
+		return c.dirs
+	}
+	c.dirs = []string{start}
+	cur := start
+	for _, sc := range c.cmd.Commands {
+		if len(sc.Words) == 0 || (sc.Words[0] != "cd" && sc.Words[0] != "pushd") {
+			continue
+		}
+		target := ""
+		for _, w := range sc.Words[1:] {
+			if !strings.HasPrefix(w, "-") {
+				target = w
+				break
+			}
+		}
+		if target == "" || target == "-" || strings.HasPrefix(target, "~") || strings.Contains(target, "$") {
+			c.cdVague = true
+			continue
+		}
+		for _, from := range []string{cur, start} {
+			if d := joinDir(from, target); !slices.Contains(c.dirs, d) {
+				c.dirs = append(c.dirs, d)
+			}
+		}
+		cur = joinDir(cur, target)
+	}
+	return c.dirs
+}
+
+// climbs reports whether the relative path w starts by leaving its folder (..).
+func climbs(w string) bool {
+	w = path.Clean(filepath.ToSlash(w))
+	return w == ".." || strings.HasPrefix(w, "../")
+}
+
+// joinDir is where cd target leads from dir.
+func joinDir(dir, target string) string {
+	if filepath.IsAbs(target) {
+		return filepath.Clean(target)
+	}
+	return filepath.Join(dir, target)
 }
 
 // within reports whether the clean absolute slash path p is dir or lies below it.
@@ -477,7 +584,7 @@ func isPrefixRule(r *Rule) bool { return strings.HasSuffix(r.Pattern, ":*") }
 // redirectsOutside names a redirection target outside the working directory.
 func (c *check) redirectsOutside() string {
 	for _, w := range c.cmd.Redirects {
-		if strings.HasPrefix(w, "~") || strings.Contains(w, "$") || !newPathSubject(w, c.req.Workdir).inside {
+		if strings.HasPrefix(w, "~") || strings.Contains(w, "$") || !c.wordSubject(w).inside {
 			return w
 		}
 	}
@@ -491,7 +598,7 @@ func (c *check) argsOutside() string {
 		if strings.Contains(w, "$") || slices.Contains(c.cmd.Redirects, w) {
 			continue
 		}
-		if strings.HasPrefix(w, "~") || !newPathSubject(w, c.req.Workdir).inside {
+		if strings.HasPrefix(w, "~") || !c.wordSubject(w).inside {
 			return w
 		}
 	}

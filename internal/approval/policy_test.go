@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -301,4 +302,72 @@ func TestPrivateDirs(t *testing.T) {
 		{"ls /usr/include", false},
 		{"cat /workshop/x", false},
 	})
+}
+
+// TestCommandWordsFromCwd: execute_command's cwd starts the command in a folder of
+// the working directory (a skill's, .skills/pdf), and the command's relative words
+// are paths from there. Judged from the working directory instead, one more ".."
+// reached the data dir unasked (cwd .skills/pdf, `head ../../../admin.key`), and a
+// path back into the working directory asked as if it were the data dir
+// (cwd .skills/skill-creator, `python x.py ../pdf`).
+func TestCommandWordsFromCwd(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	work := filepath.Join(data, "workspaces", "ses_1")
+	for _, d := range []string{filepath.Join(work, ".skills", "pdf"), filepath.Join(work, ".skills", "skill-creator"), filepath.Join(root, "secrets")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(data, "admin.key"), filepath.Join(root, "secrets", "passwd")} {
+		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.PrivateDirs = []string{data}
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cwd, command string
+		immune       bool
+		ask          string // a word an ask's reason names; "" = allowed at once
+	}{
+		{".skills/pdf", "head -c 5 ../../../admin.key", true, "../../../admin.key"},
+		{work + "/.skills/pdf", "cat ../../../admin.key", true, "../../../admin.key"},
+		{".skills/pdf", "cat ../../../../../secrets/passwd", false, "../../../../../secrets/passwd"},
+		{".skills/pdf", "ls ../../..", true, "../../.."},
+		{".skills/skill-creator", "cat ../pdf/SKILL.md", false, ""},
+		{".skills/pdf", "cat ../../README.md", false, ""},
+		{"", "cat ../admin.key", true, "../admin.key"},
+		// cd moves the command too: its relative words are judged from every folder a
+		// cd names as well as from where it starts (which a word is read from depends
+		// on where it stands, and the check does not follow that).
+		{"", "cd .skills/pdf && head -c 5 ../../../admin.key", true, "../../../admin.key"},
+		{"", "cd .skills && cd pdf; cat ../../../admin.key", true, "../../../admin.key"},
+		{"", "cd .skills/pdf && cat ../../../../../secrets/passwd", false, "../../../../../secrets/passwd"},
+		{".skills", "cd pdf && ls ../../..", true, "../../.."},
+		{"", "cd .skills/pdf && cat SKILL.md", false, ""},
+		// HOME and TMPDIR are the sandbox's folders, in the data dir: after a cd to a
+		// folder known only when it runs, a word that climbs with .. cannot be judged.
+		{"", "cd && head -c 5 ../../../../admin.key", true, "../../../../admin.key"},
+		{"", "cd $TMPDIR; cat ../../../../admin.key", true, "../../../../admin.key"},
+		{"", "cd ~ && cat ../x", true, "../x"},
+		{"", "cd - && cat SKILL.md", false, ""},
+		{"", "cd " + filepath.Join(work, ".skills") + " && cat ../../../admin.key", true, "../../../admin.key"},
+	} {
+		args, _ := json.Marshal(map[string]string{"command": tc.command, "cwd": tc.cwd})
+		for _, mode := range []Mode{ModeDefault, ModeBypass} {
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: args})
+			switch {
+			case tc.ask == "" && d.Outcome != Allow:
+				t.Errorf("%s mode, cwd %q, %q: %s (%s); want it run at once", mode, tc.cwd, tc.command, d.Outcome, d.Reason)
+			case tc.ask != "" && (tc.immune || mode == ModeDefault) && (d.Outcome != Ask || d.Immune != tc.immune || !strings.Contains(d.Reason, tc.ask)):
+				t.Errorf("%s mode, cwd %q, %q: %s (immune %v, %s); want an ask (immune %v) naming %s", mode, tc.cwd, tc.command, d.Outcome, d.Immune, d.Reason, tc.immune, tc.ask)
+			}
+		}
+	}
 }

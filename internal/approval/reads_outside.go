@@ -110,9 +110,24 @@ func (c *check) pathOutside(w string, special bool) string {
 			}
 		}
 	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(c.req.Workdir, p)
+	if filepath.IsAbs(p) {
+		return c.outsideAt(w, p)
 	}
+	dirs := c.wordDirs()
+	if c.cdVague && climbs(p) {
+		return fmt.Sprintf("%q (a path known only when it runs: it climbs out of a folder a cd chose)", w)
+	}
+	for _, dir := range dirs {
+		if out := c.outsideAt(w, filepath.Join(dir, p)); out != "" {
+			return out
+		}
+	}
+	return ""
+}
+
+// outsideAt names the word w, which reads p, when p is an existing path outside the
+// working directory and the read dirs, or returns "".
+func (c *check) outsideAt(w, p string) string {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "" // names nothing: reads nothing

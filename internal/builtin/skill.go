@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/sandbox"
@@ -27,15 +28,15 @@ func (skillTool) Spec() tool.Spec {
 		Label: "Open a skill",
 		Description: "Open one of your skills (packaged instructions, scripts and assets for a kind of task): returns its " +
 			"full instructions and file list and makes its folder available at .skills/<name>/ in your working directory. " +
-			"With file, returns that file of the skill.",
+			"With file, returns that file of the skill (a folder of it, such as scripts, lists its files).",
 		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
   "name":{"type":"string","minLength":1,"description":"The skill's name."},
-  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh)."}}}`),
+  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh); a folder (e.g. scripts) lists its files."}}}`),
 		PromptHint: "Before doing a task one of your skills covers, open it with the skill tool and follow its instructions.",
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused). Only skills of this session can be opened; an unknown name is answered not_found with the list.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -100,12 +101,25 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 // with a note on reading the rest from the projected folder, a binary file refused
 // with what it is.
 func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Result, error) {
-	b, err := proxy.Read(sk.Name, file)
+	if dir, files := skillFolder(sk, file); len(files) > 0 {
+		list, cut := budgetHead([]byte(strings.Join(files, "\n") + "\n"))
+		text := fmt.Sprintf("%s/ of skill %s holds %d files (read one with skill and its path as file; once the skill is opened they are in %s/ of your working directory):\n%s",
+			dir, sk.Name, len(files), path.Join(skills.ProjectionDir, sk.Name, dir), list)
+		if cut {
+			text += "[list cut; open the skill and list the folder with glob]"
+		}
+		return tool.TextResult(text), nil
+	}
+	name := file
+	if real, ok := skillFileByCase(sk, file); ok {
+		name = real
+	}
+	b, err := proxy.Read(sk.Name, name)
 	if err != nil {
 		// A path with ".." or an absolute one names no file of the skill either.
 		return nil, tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
 	}
-	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(file)))
+	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(name)))
 	if looksBinary(b[:min(len(b), sniffLen)]) {
 		return nil, tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s); open the skill (skill with only its name) "+
 			"and use it at %s in your working directory with execute_command", file, sk.Name, sizeText(int64(len(b))), http.DetectContentType(b), projected)
@@ -115,7 +129,47 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
 			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
 	}
+	if name != file {
+		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case, which counts in your working directory: use %s there)]", file, name, projected)
+	}
 	return tool.TextResult(text), nil
+}
+
+// skillFileByCase returns the one file of the skill whose path differs from file only
+// in case, when file names none exactly: skills written where names ignore case refer
+// to reference.md as REFERENCE.md.
+func skillFileByCase(sk skills.Skill, file string) (string, bool) {
+	rel := path.Clean(filepath.ToSlash(file))
+	if _, exact := slices.BinarySearch(sk.Files, rel); exact {
+		return "", false
+	}
+	match := ""
+	for _, f := range sk.Files {
+		if strings.EqualFold(f, rel) {
+			if match != "" {
+				return "", false // two files: which one is meant is unknown
+			}
+			match = f
+		}
+	}
+	return match, match != ""
+}
+
+// skillFolder returns the folder of the skill that file names (relative to the skill,
+// as "scripts" or "scripts/") and the skill's files under it, or no files when file
+// names no folder of the skill.
+func skillFolder(sk skills.Skill, file string) (string, []string) {
+	dir := path.Clean(filepath.ToSlash(file))
+	if dir == "." || path.IsAbs(dir) || dir == ".." || strings.HasPrefix(dir, "../") {
+		return "", nil
+	}
+	var files []string
+	for _, f := range sk.Files {
+		if strings.HasPrefix(f, dir+"/") {
+			files = append(files, f)
+		}
+	}
+	return dir, files
 }
 
 // budgetHead returns b as text, cut to outputBudget at a line end (or a character

@@ -79,3 +79,99 @@ func TestSkillFileReadBounded(t *testing.T) {
 		}
 	}
 }
+
+// referenceSkill is a skill "pdf" laid out as Anthropic's pdf, docx and pptx skills are,
+// opened in a session of the skill tool; open reads one of its files.
+func referenceSkill(t *testing.T) (open func(file string) *tool.Result) {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "pdf")
+	for rel, data := range map[string]string{
+		"SKILL.md":                  "---\nname: pdf\ndescription: PDFs.\n---\nSee REFERENCE.md, read FORMS.md, run scripts/.\n",
+		"reference.md":              "the reference\n",
+		"forms.md":                  "the forms\n",
+		"scripts/check.py":          "print('check')\n",
+		"scripts/fill.py":           "print('fill')\n",
+		"ooxml/schemas/a.xsd":       "<a/>\n",
+		"ooxml/schemas/deep/b.xsd":  "<b/>\n",
+		"Notes.md":                  "notes\n",
+		"NOTES.md":                  "NOTES\n",
+		"scriptsnot/not-a-child.py": "x\n",
+	} {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sm, err := skills.NewManager(skills.Config{Dirs: []string{root}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := sm.Problems(); len(p) > 0 {
+		t.Fatalf("problems: %v", p)
+	}
+	proxy, _ := skills.NewProxy(sm, nil)
+	e := newEnv(t, sandbox.Config{})
+	e.tools["skill"] = SkillTool(e.m)
+	sess := newSession("s1", t.TempDir())
+	sess.State.LoadOrStore(skills.SessionStateKey, func() any { return proxy })
+	return func(file string) *tool.Result {
+		res, _ := e.call(t, t.Context(), sess, "skill", map[string]any{"name": "pdf", "file": file})
+		return res
+	}
+}
+
+// TestSkillFileFolder: skills point at folders ("run scripts/", "the schemas in
+// ooxml/"); asked for one, the viewer lists the files under it rather than answering
+// that no such file exists.
+func TestSkillFileFolder(t *testing.T) {
+	t.Parallel()
+	open := referenceSkill(t)
+	for _, file := range []string{"scripts", "scripts/", "./scripts"} {
+		res := open(file)
+		text := res.Text()
+		if res.IsError || !strings.Contains(text, "scripts/check.py") || !strings.Contains(text, "scripts/fill.py") ||
+			strings.Contains(text, "not-a-child") || strings.Contains(text, "reference.md") {
+			t.Errorf("folder %q: error=%v %q, want its two files", file, res.IsError, text)
+		}
+	}
+	if res := open("ooxml"); res.IsError || !strings.Contains(res.Text(), "ooxml/schemas/a.xsd") || !strings.Contains(res.Text(), "ooxml/schemas/deep/b.xsd") {
+		t.Errorf("folder ooxml: error=%v %q", res.IsError, res.Text())
+	}
+	for _, file := range []string{"script", "scripts/nope", "..", "../pdf/scripts"} {
+		if res := open(file); res.ErrorKind != tool.KindNotFound {
+			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
+		}
+	}
+}
+
+// TestSkillFileCase: Anthropic's pdf skill says "see REFERENCE.md" and "read
+// FORMS.md" while its files are reference.md and forms.md (written where file names
+// ignore case). A name that differs from exactly one file of the skill only in case
+// opens that file and gives its real name, for the working directory, where case
+// counts; an exact name wins, and a name two files match is still not_found.
+func TestSkillFileCase(t *testing.T) {
+	t.Parallel()
+	open := referenceSkill(t)
+	for _, c := range []struct{ file, real, text string }{
+		{"REFERENCE.md", "reference.md", "the reference\n"},
+		{"FORMS.md", "forms.md", "the forms\n"},
+		{"Scripts/Check.py", "scripts/check.py", "print('check')\n"},
+	} {
+		res := open(c.file)
+		if text := res.Text(); res.IsError || !strings.HasPrefix(text, c.text) || !strings.Contains(text, ".skills/pdf/"+c.real) {
+			t.Errorf("file %q: error=%v %q, want %s's text and its real path", c.file, res.IsError, text, c.real)
+		}
+	}
+	if res := open("NOTES.md"); res.IsError || res.Text() != "NOTES\n" {
+		t.Errorf("NOTES.md: %q, want the file of that exact name", res.Text())
+	}
+	for _, file := range []string{"notes.md", "../pdf/REFERENCE.md", "/REFERENCE.md"} {
+		if res := open(file); res.ErrorKind != tool.KindNotFound {
+			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
+		}
+	}
+}

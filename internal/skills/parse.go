@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -339,6 +341,24 @@ func firstNonEmpty(vals ...string) string {
 	return ""
 }
 
+// yamlLineRE finds the line numbers of YAML errors ("yaml: line 3: …", "  line 3:
+// cannot unmarshal …") and of the decoders here ("line 3: want a string").
+var yamlLineRE = regexp.MustCompile(`(^|[\s:])line (\d+):`)
+
+// skillMDLines makes the line numbers of an error in the frontmatter count SKILL.md's
+// lines, which start one earlier (the opening ---), so that the line an operator is
+// sent to is the one to fix.
+func skillMDLines(msg string) string {
+	return yamlLineRE.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := yamlLineRE.FindStringSubmatch(m)
+		n, err := strconv.Atoi(sub[2])
+		if err != nil {
+			return m
+		}
+		return fmt.Sprintf("%sline %d of SKILL.md:", sub[1], n+1)
+	})
+}
+
 // ParseSkillFiles parses SKILL.md (and skill.yaml, which may be nil) into a Skill
 // without any file information. It is what the Manager uses for every folder.
 func ParseSkillFiles(skillMD, skillYAML []byte) (Skill, error) {
@@ -348,7 +368,7 @@ func ParseSkillFiles(skillMD, skillYAML []byte) (Skill, error) {
 	}
 	front, err := parseMeta(frontSrc, "SKILL.md frontmatter")
 	if err != nil {
-		return Skill{}, err
+		return Skill{}, errors.New(skillMDLines(err.Error()))
 	}
 	var side meta
 	if skillYAML != nil {

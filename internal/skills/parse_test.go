@@ -151,6 +151,11 @@ func TestParseSkillFiles(t *testing.T) {
 		{name: "bad name", md: "---\nname: A_b\ndescription: d\n---\n", wantErr: "invalid name"},
 		{name: "name too long", md: "---\nname: " + strings.Repeat("a", 65) + "\ndescription: d\n---\n", wantErr: "invalid name"},
 		{name: "bad yaml", md: "---\nname: [x\n---\n", wantErr: "SKILL.md frontmatter: yaml"},
+		// An operator fixes a broken skill in SKILL.md: line numbers count its lines,
+		// the opening --- included, not the frontmatter's.
+		{name: "yaml error names the SKILL.md line", md: "---\nname: a\nlicense: x\ndescription: Use this: for PDFs\n---\n", wantErr: "line 4 of SKILL.md: mapping values"},
+		{name: "type error names the SKILL.md line", md: "---\nname: a\n\ndescription: [d]\n---\n", wantErr: "line 4 of SKILL.md: want a string"},
+		{name: "skill.yaml lines are its own", md: "---\nname: a\ndescription: d\n---\n", yaml: "id: a\nname: b: c\n", wantErr: "skill.yaml: yaml: line 2:"},
 		{name: "frontmatter is a list", md: "---\n- a\n---\n", wantErr: "want a mapping"},
 		{name: "name is a mapping", md: "---\nname: {a: b}\ndescription: d\n---\n", wantErr: "want a string"},
 		{name: "tools are a mapping", md: "---\nname: a\ndescription: d\nallowed-tools: {a: b}\n---\n", wantErr: "string or a list"},

@@ -3,6 +3,7 @@ package skills
 import (
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -49,11 +50,24 @@ func NewProxy(m *Manager, available []string) (*Proxy, []string) {
 			continue
 		}
 		p.exact[name] = true
-		if _, ok := m.snap.Load().byName[name]; !ok {
-			warnings = append(warnings, "unknown skill: "+name)
+		snap := m.snap.Load()
+		if _, ok := snap.byName[name]; !ok {
+			warnings = append(warnings, unknownSkill(snap, name))
 		}
 	}
 	return p, warnings
+}
+
+// unknownSkill says why the session cannot have the skill called name: its folder is
+// there but does not load (the reason, as GET /v1/skills reports it), or there is no
+// such skill.
+func unknownSkill(snap *snapshot, name string) string {
+	for _, pr := range snap.problems {
+		if filepath.Base(pr.Dir) == name {
+			return "skill " + name + " is not loaded: " + pr.Error
+		}
+	}
+	return "unknown skill: " + name
 }
 
 func (p *Proxy) anyMatch(pattern string) bool {
