@@ -30,8 +30,9 @@ itself. A non-zero exit code makes the result an error (kind "failed") that stil
 carries the output. If the call is cancelled the command is killed (kind "cancelled").
 
 Environment
-HOME is the working directory; TMPDIR is a private temporary directory of the session.
-Only PATH, LANG, LC_*, TERM, TZ, USER and LOGNAME are inherited from the server.
+HOME and TMPDIR are private directories of the session, outside the working directory
+(caches and dotfiles stay out of the project). Only PATH, LANG, LC_*, TERM, TZ, USER and
+LOGNAME are inherited from the server, with what its operator adds.
 Processes the command leaves running in its process group are killed when the shell
 exits; use background:true for anything that must keep running.
 Each stream keeps at most the server's output cap (64 MiB by default); beyond it bytes

@@ -81,7 +81,8 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	active.Set(sk)
 	rel, _ := filepath.Rel(box.Root(), path)
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Skill: %s\n%s\n\nFolder: %s/ (in your working directory)\nFiles: %s\n", sk.Name, sk.Description, rel, strings.Join(sk.Files, ", "))
+	fmt.Fprintf(&b, "# Skill: %s\n%s\n\nFolder: %s/ (in your working directory; paths in the instructions below are relative to it: "+
+		"run its scripts as %s/scripts/… or with execute_command's cwd %s)\nFiles: %s\n", sk.Name, sk.Description, rel, rel, rel, strings.Join(sk.Files, ", "))
 	if len(sk.AllowedTools) > 0 {
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}

@@ -55,6 +55,11 @@ func TestSkillFileReadBounded(t *testing.T) {
 		!strings.Contains(text, ".skills/ref/SKILL.md with read_file") {
 		t.Errorf("open: %d bytes, ending %q", len(text), text[max(0, len(text)-300):])
 	}
+	// Paths in a skill's instructions are the skill folder's; models ran
+	// scripts/x.py from the working directory until told.
+	if text := res.Text(); !strings.Contains(text, "relative to it: run its scripts as .skills/ref/scripts/… or with execute_command's cwd .skills/ref") {
+		t.Errorf("open does not say where relative paths start: %.400s", text)
+	}
 
 	res = e.mustCall(t, sess, "skill", map[string]any{"name": "ref", "file": "references/big.md"})
 	text := res.Text()
