@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +48,52 @@ func TestTooLargeBodyAnsweredToSendThenReadClients(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 413 || !bytes.Contains(b, []byte(`"body_too_large"`)) {
 		t.Fatalf("answer %d %s, want 413 body_too_large", resp.StatusCode, b)
+	}
+}
+
+// TestEarlyAnswersReachSendThenReadClients: an answer given before the body is read
+// (401 for a wrong key, 404 for an unknown session, 405) reached a client that sends
+// its whole body first as "connection reset": the daemon closed the connection with
+// the body unread. The rest of the body is now read and dropped after the answer.
+func TestEarlyAnswersReachSendThenReadClients(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Auth.Unauthenticated = false }})
+	raw, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(raw))
+	body := `{"calls":[{"id":"a","name":"echo","arguments":{"text":"` + strings.Repeat("x", 6<<20) + `"}}]}`
+	for _, c := range []struct {
+		path, key string
+		code      int
+	}{
+		{"/v1/sessions/ses_x/tool-calls", "wrong", 401},
+		{"/v1/sessions/ses_nope/tool-calls", key, 404},
+		{"/v1/tools", key, 405},
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(d.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", c.path, c.key, len(body))
+		if _, err := io.Copy(conn, io.MultiReader(strings.NewReader(head), strings.NewReader(body))); err != nil {
+			t.Errorf("%s: sending the body: %v (the daemon stopped reading it)", c.path, err)
+			conn.Close()
+			continue
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Errorf("%s: reading the answer: %v", c.path, err)
+			conn.Close()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != c.code || !bytes.Contains(b, []byte(`"error"`)) {
+			t.Errorf("%s: answer %d %s, want %d", c.path, resp.StatusCode, b, c.code)
+		}
 	}
 }

@@ -136,6 +136,20 @@ func dropRest(body io.Reader) {
 	_, _ = io.CopyN(io.Discard, body, maxDroppedBody)
 }
 
+// drainBodyMiddleware reads and drops what a handler left of the request body, as
+// dropRest does: an answer given before the body is read (401 for a wrong key, 405)
+// would otherwise reach a client that sends its whole body first as a reset
+// connection. A client that sent "Expect: 100-continue" waits for leave to send its
+// body; it is not asked to send one only to have it dropped.
+func drainBodyMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		if r.Body != nil && r.Body != http.NoBody && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+			dropRest(r.Body)
+		}
+	})
+}
+
 func tooLarge(limit int64) *apiError {
 	return errorf(CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit))
 }

@@ -133,7 +133,7 @@ func New(cfg Config, d Deps) *Server {
 // the two in step.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.writeTimeoutMiddleware, s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet, s.corsMiddleware())
+	r.Use(drainBodyMiddleware, s.writeTimeoutMiddleware, s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet, s.corsMiddleware())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
 	})
