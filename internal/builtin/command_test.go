@@ -263,3 +263,19 @@ func TestOutputLostIsNotTheCap(t *testing.T) {
 		t.Errorf("lost output reported as the cap:\n%s", got)
 	}
 }
+
+// TestLostOutputShown: output the daemon could not save but kept in memory is shown,
+// saying which part it is.
+func TestLostOutputShown(t *testing.T) {
+	t.Parallel()
+	var w strings.Builder
+	writeOutput(&w, "job_1", [2]shown{}, sandbox.JobInfo{
+		StdoutLost: 40, StdoutError: "no space left on device", StdoutLostTail: "/dev/sda1 100%",
+		StderrLost: 9, StderrError: "no space left on device", StderrLostTail: "disk full"})
+	want := "(no output)\n" +
+		"[stdout: 40 bytes of output were lost: the daemon could not save them (no space left on device); their last 14 bytes, kept in memory:]\n/dev/sda1 100%\n" +
+		"[stderr: 9 bytes of output were lost: the daemon could not save them (no space left on device); kept in memory, they were:]\ndisk full\n"
+	if got := w.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}

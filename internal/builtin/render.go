@@ -211,9 +211,23 @@ func writeOutput(w *strings.Builder, jobID string, out [2]shown, info sandbox.Jo
 		}
 	}
 	for i, lost := range []int64{info.StdoutLost, info.StderrLost} {
-		if lost > 0 {
-			fmt.Fprintf(w, "[%s: %d bytes of output were lost: the daemon could not save them (%s)]\n",
-				streams[i], lost, []string{info.StdoutError, info.StderrError}[i])
+		if lost == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "[%s: %d bytes of output were lost: the daemon could not save them (%s)", streams[i], lost, []string{info.StdoutError, info.StderrError}[i])
+		tail := []string{info.StdoutLostTail, info.StderrLostTail}[i]
+		if tail == "" {
+			w.WriteString("]\n")
+			continue
+		}
+		if int64(len(tail)) < lost {
+			fmt.Fprintf(w, "; their last %d bytes, kept in memory:]\n", len(tail))
+		} else {
+			w.WriteString("; kept in memory, they were:]\n")
+		}
+		w.WriteString(strings.ToValidUTF8(tail, "\uFFFD"))
+		if !strings.HasSuffix(tail, "\n") {
+			w.WriteString("\n")
 		}
 	}
 	for i, dropped := range []int64{info.StdoutDropped, info.StderrDropped} {

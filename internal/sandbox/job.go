@@ -68,6 +68,10 @@ type JobInfo struct {
 	// the bytes that were not are counted as lost.
 	StdoutError string `json:"stdout_error,omitempty"`
 	StderrError string `json:"stderr_error,omitempty"`
+	// StdoutLostTail and StderrLostTail are the last bytes (at most 16 KiB) of the
+	// lost output, kept in memory: on a full disk, what the command said is still seen.
+	StdoutLostTail string `json:"stdout_lost_tail,omitempty"`
+	StderrLostTail string `json:"stderr_lost_tail,omitempty"`
 }
 
 // Job is one command started by a Sandbox. Its methods are safe for concurrent use.
@@ -151,6 +155,9 @@ func (j *Job) Info() JobInfo {
 	}
 	in.Truncated = in.StdoutDropped+in.StderrDropped+in.StdoutLost+in.StderrLost > 0
 	in.StdoutError, in.StderrError = j.logs[0].writeErr(), j.logs[1].writeErr()
+	if in.StdoutLost+in.StderrLost > 0 {
+		in.StdoutLostTail, in.StderrLostTail = j.logs[0].lostText(), j.logs[1].lostText()
+	}
 	if j.ended.IsZero() {
 		return in
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"os/exec"
@@ -519,5 +520,44 @@ func TestOutputLostWhenTheDiskIsFull(t *testing.T) {
 	}
 	if got := o.writeErr(); got != "no space left on device" {
 		t.Errorf("writeErr = %q, want the cause alone", got)
+	}
+	// What was lost (not what was beyond the cap) is kept in memory: 1000 zero bytes.
+	if got := o.lostText(); got != string(make([]byte, 1000)) {
+		t.Errorf("lost tail: %d bytes, want the 1000 lost", len(got))
+	}
+}
+
+// TestLostOutputTailKept: on a full disk the last lostTailBytes of a stream's lost
+// output stay in memory for the result: the end of what a command said (df, the
+// error of the write that filled the disk) is what the model needs.
+func TestLostOutputTailKept(t *testing.T) {
+	t.Parallel()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("this test needs /dev/full: %v", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &outputLog{path: "/dev/full", limit: 1 << 30}
+	done := make(chan struct{})
+	go func() { defer close(done); o.copyFrom(r, full, func() {}) }()
+	var all strings.Builder
+	for i := range 3000 {
+		line := fmt.Sprintf("line %d of the output\n", i)
+		all.WriteString(line)
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	<-done
+	want := all.String()[all.Len()-lostTailBytes:]
+	if got := o.lostText(); got != want {
+		t.Errorf("lost tail: %d bytes ending %q; want the last %d bytes", len(got), got[max(0, len(got)-40):], lostTailBytes)
+	}
+	if o.lost.Load() != int64(all.Len()) {
+		t.Errorf("lost %d of %d", o.lost.Load(), all.Len())
 	}
 }

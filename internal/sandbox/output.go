@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -38,6 +39,37 @@ type outputLog struct {
 	lost    atomic.Int64
 	// werr is the first write error (disk full …); later bytes are lost.
 	werr atomic.Pointer[error]
+	// lostTail keeps the last lostTailBytes of the lost bytes in memory: a command
+	// run on a full disk (df, du, the error of the write that filled it) is what the
+	// model needs to see to clear it.
+	lostMu   sync.Mutex
+	lostTail []byte
+}
+
+// lostTailBytes is how much of a stream's lost output is kept in memory.
+const lostTailBytes = 16 << 10
+
+func (o *outputLog) keepLost(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	o.lostMu.Lock()
+	defer o.lostMu.Unlock()
+	if len(b) >= lostTailBytes {
+		o.lostTail = append(o.lostTail[:0], b[len(b)-lostTailBytes:]...)
+		return
+	}
+	if over := len(o.lostTail) + len(b) - lostTailBytes; over > 0 {
+		o.lostTail = append(o.lostTail[:0], o.lostTail[over:]...)
+	}
+	o.lostTail = append(o.lostTail, b...)
+}
+
+// lostText returns the kept tail of the lost output.
+func (o *outputLog) lostText() string {
+	o.lostMu.Lock()
+	defer o.lostMu.Unlock()
+	return string(o.lostTail)
 }
 
 // copyFrom drains r into the log file w until EOF or a read error (a deadline set by
@@ -66,6 +98,7 @@ func (o *outputLog) copyFrom(r, w *os.File, notify func()) {
 				o.size.Add(written)
 			}
 			o.lost.Add(fits - written)
+			o.keepLost(buf[written:fits])
 			o.dropped.Add(int64(n) - fits)
 			notify()
 		}
