@@ -193,8 +193,8 @@ func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
 	return &s, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &s)
 }
 
-// Tools lists tool schemas in a format (native, openai, anthropic, mcp): of a session,
-// or of the whole registry when sessionID is empty.
+// Tools lists tool schemas in a format (native, openai, openai_responses, anthropic,
+// gemini, mcp): of a session, or of the whole registry when sessionID is empty.
 func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.RawMessage, error) {
 	path := "/v1/tools"
 	if sessionID != "" {

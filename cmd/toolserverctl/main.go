@@ -31,7 +31,7 @@ import (
 const usage = `usage: toolserverctl [--url URL] [--api-key KEY] COMMAND
 
 commands:
-  tools [--session ID] [--format native|openai|anthropic|mcp]
+  tools [--session ID] [--format native|openai|openai_responses|anthropic|gemini|mcp]
   session create [--tools a,b,…] [--mode MODE] [--workdir DIR]
   run (--session ID | --tools a,b,…) TOOL [ARGS_JSON]     run one call, stream its output
   call get CALL_ID | call cancel CALL_ID

@@ -25,7 +25,7 @@ func TestAgentBackendFlow(t *testing.T) {
 	}
 
 	// Schemas in each provider's format, sorted by name.
-	for _, f := range []string{"openai", "anthropic", "mcp", "native"} {
+	for _, f := range []string{"openai", "openai_responses", "anthropic", "gemini", "mcp", "native"} {
 		code, _, body := d.do("GET", "/v1/sessions/"+id+"/tools?format="+f, nil)
 		if code != 200 {
 			t.Fatalf("%s: %d %s", f, code, body)

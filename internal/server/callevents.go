@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/toolserverd/toolserverd/internal/store"
-	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // callEvents replays one call as NDJSON — tool_start, its approval requests, the
@@ -12,9 +11,9 @@ import (
 // for calls whose stream is gone (a client that reconnects, a call decided after a
 // restart) and for calls still running.
 func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
-	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
-	if err != nil || f == toolmgr.FormatMCP {
-		s.writeError(w, r, errorf(CodeBadRequest, "format must be native, openai or anthropic"))
+	f, err := messageFormat(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	rec, err := s.call(r)

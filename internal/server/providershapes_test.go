@@ -266,3 +266,165 @@ func TestOpenAIResponsesFunctionCall(t *testing.T) {
 		t.Errorf("record by call_id: %d %s", code, rec)
 	}
 }
+
+// TestOpenAIResponsesFormat: with ?format=openai_responses each message is the
+// function_call_output item the Responses API takes, under the call's call_id, so a
+// backend appends it to its input as it is. A result with images OpenAI reads gives
+// the output as content parts (input_text, input_image as a data URL); an image of
+// another type is named in text.
+func TestOpenAIResponsesFormat(t *testing.T) {
+	t.Parallel()
+	const png = "iVBORw0KGgo="
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "draw") }})
+	draw := fn{spec: tool.Spec{Name: "draw", Description: "Draws.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Risk: tool.RiskSafe},
+		run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
+			return &tool.Result{Content: []tool.Content{
+				{Type: tool.ContentText, Text: "chart:"},
+				{Type: tool.ContentText, Text: " \n"},
+				{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"},
+				{Type: tool.ContentImage, MimeType: "image/PNG", Data: png},
+			}}, nil
+		}}
+	if err := d.app.Tools.Register(draw); err != nil {
+		t.Fatal(err)
+	}
+	id := d.createSession(map[string]any{"available_tools": []string{"echo", "draw"}})["id"].(string)
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=openai_responses", `{"calls":[
+	  {"type":"function_call","id":"fc_1","call_id":"call_r1","name":"echo","arguments":"{\"text\":\"hi\"}","status":"completed"},
+	  {"type":"function_call","id":"fc_2","call_id":"call_r2","name":"draw","arguments":"{}"}]}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, evs[0].raw)
+	}
+	msgs := messages(t, evs)
+	raw, _ := json.Marshal(msgs["call_r1"].m["message"])
+	if want := `{"call_id":"call_r1","output":"hi","type":"function_call_output"}`; string(raw) != want {
+		t.Errorf("text result:\n got %s\nwant %s", raw, want)
+	}
+	raw, _ = json.Marshal(msgs["call_r2"].m["message"])
+	if want := `{"call_id":"call_r2","output":[{"text":"chart:","type":"input_text"},{"text":"[image: image/svg+xml]","type":"input_text"},` +
+		`{"detail":"auto","image_url":"data:image/png;base64,` + png + `","type":"input_image"}],"type":"function_call_output"}`; string(raw) != want {
+		t.Errorf("image result:\n got %s\nwant %s", raw, want)
+	}
+}
+
+// TestGeminiFunctionCalls: Gemini functionCall parts are taken as the model gave
+// them (thoughtSignature and all), and ?format=gemini answers each with a
+// functionResponse part: the model's id when it gave one, its output, or "error" for
+// a failed call. Gemini often gives no id: such a call runs (it was a 400 "id is
+// required") under the daemon's id, several in one batch too, and its
+// functionResponse names no id, as the model named none.
+func TestGeminiFunctionCalls(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	batch := `{"calls":[
+	  {"functionCall":{"id":"g1","name":"echo","args":{"text":"one"}},"thoughtSignature":"c2ln"},
+	  {"functionCall":{"name":"echo","args":{"text":"two"}},"thoughtSignature":"c2ln"},
+	  {"functionCall":{"name":"echo","args":{"text":"three"}}},
+	  {"name":"echo","args":{"text":"four"}},
+	  {"functionCall":{"name":"nope"}}]}`
+	validate(t, "ToolCallsRequest", []byte(batch))
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=gemini", batch)
+	if code != 200 {
+		t.Fatalf("%d %s", code, evs[0].raw)
+	}
+	type part struct {
+		FunctionResponse struct {
+			ID       *string           `json:"id"`
+			Name     string            `json:"name"`
+			Response map[string]string `json:"response"`
+		} `json:"functionResponse"`
+	}
+	byOutput := map[string]event{}
+	for id, m := range messages(t, evs) {
+		raw, _ := json.Marshal(m.m["message"])
+		var p part
+		if err := json.Unmarshal(raw, &p); err != nil || len(p.FunctionResponse.Response) != 1 {
+			t.Fatalf("%s: not a functionResponse part: %s", id, raw)
+		}
+		fr := p.FunctionResponse
+		key := fr.Response["output"]
+		if e, ok := fr.Response["error"]; ok {
+			key = "error"
+			if m.m["is_error"] != true || fr.Name != "nope" || !strings.Contains(e, "not available") {
+				t.Errorf("failed call: %s", m.raw)
+			}
+		}
+		byOutput[key] = m
+		switch {
+		case key == "one" && (fr.ID == nil || *fr.ID != "g1" || id != "g1"):
+			t.Errorf("the model's id is not kept: %s", m.raw)
+		case key != "one" && (fr.ID != nil || id != m.str("call_id") || !strings.HasPrefix(id, "tc_")):
+			t.Errorf("a call without an id must be answered under the daemon's id and name none: %s", m.raw)
+		case fr.Name != m.str("name"):
+			t.Errorf("functionResponse names %q: %s", fr.Name, m.raw)
+		}
+	}
+	for _, k := range []string{"one", "two", "three", "four", "error"} {
+		if _, ok := byOutput[k]; !ok {
+			t.Fatalf("no message with %q: %s", k, rawLines(evs))
+		}
+	}
+	tc := byOutput["two"].str("call_id")
+	if code, _, rec := d.do("GET", "/v1/sessions/"+id+"/tool-calls/"+tc, nil); code != 200 || !strings.Contains(string(rec), `"two"`) {
+		t.Errorf("record of a call without an id, by its tool_call_id: %d %s", code, rec)
+	}
+
+	// A call without an id has nothing resume could find it by: it runs.
+	code, evs = d.stream("/v1/sessions/"+id+"/tool-calls?format=gemini", `{"resume":true,"calls":[
+	  {"functionCall":{"id":"g1","name":"echo","args":{"text":"one"}}},
+	  {"functionCall":{"name":"echo","args":{"text":"two"}}}]}`)
+	if code != 200 {
+		t.Fatalf("resume: %d %s", code, evs[0].raw)
+	}
+	for id, m := range messages(t, evs) {
+		if resumed := m.m["resumed"] == true; resumed != (id == "g1") {
+			t.Errorf("resume: %s resumed=%v: %s", id, resumed, m.raw)
+		}
+	}
+
+	// The daemon's shape still needs its id.
+	if code, _, body := d.do("POST", "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"name":"echo","arguments":{"text":"x"}}]}`); code != 400 || !strings.Contains(string(body), "id is required") {
+		t.Errorf("a native call without an id: %d %s", code, body)
+	}
+}
+
+// TestGeminiToolList: the gemini listing holds function declarations with the
+// schema in parametersJsonSchema, and leaves out a tool whose name Gemini refuses
+// (it must start with a letter or '_'), naming it in omitted: one such name would
+// make Gemini refuse every request of the session.
+func TestGeminiToolList(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.ExternalTools = []config.ExternalToolConfig{{Name: "2fa_code", Description: "Asks the user for a code."}}
+	}})
+	code, _, body := d.do("GET", "/v1/tools?format=gemini", nil)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	validate(t, "ToolList", body)
+	var list struct {
+		Tools   []map[string]json.RawMessage `json:"tools"`
+		Omitted []struct {
+			Name, Reason string
+		} `json:"omitted"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range list.Tools {
+		if string(tl["name"]) == `"2fa_code"` {
+			t.Errorf("a name Gemini refuses is listed: %s", body)
+		}
+		if string(tl["name"]) == `"echo"` {
+			found = true
+			if len(tl) != 3 || !strings.HasPrefix(string(tl["parametersJsonSchema"]), "{") {
+				t.Errorf("echo: %v", tl)
+			}
+		}
+	}
+	if !found || len(list.Omitted) != 1 || list.Omitted[0].Name != "2fa_code" || list.Omitted[0].Reason == "" {
+		t.Fatalf("listing: %s", body)
+	}
+}

@@ -23,9 +23,15 @@ import (
 
 // resumable splits a batch's calls into those the session has on record (their
 // records) and those to run. A recorded call of another tool under the same id is a
-// 400: the id was reused, and neither result would be the right answer.
+// 400: the id was reused, and neither result would be the right answer. A call the
+// model gave no id (a Gemini functionCall without one) has nothing to be found by,
+// and runs.
 func (s *Server) resumable(ctx context.Context, sess *session.Session, calls []session.CallRequest) (found []*store.Call, rest []session.CallRequest, err error) {
 	for i, c := range calls {
+		if c.NoID {
+			rest = append(rest, c)
+			continue
+		}
 		rec, err := s.Calls.GetCallByToolCallID(ctx, sess.ID, c.ToolCallID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/session"
-	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 type sessionResponse struct {
@@ -101,9 +100,9 @@ func sessionError(err error) error {
 // sessionEvents streams the session's events that belong to no request (results of
 // background calls) as NDJSON until the client goes away.
 func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
-	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
-	if err != nil || f == toolmgr.FormatMCP {
-		s.writeError(w, r, errorf(CodeBadRequest, "format must be native, openai or anthropic"))
+	f, err := messageFormat(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	sess, err := s.session(r)

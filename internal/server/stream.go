@@ -454,7 +454,7 @@ func resultLine(t session.EventType, f toolmgr.Format, ev session.Event) message
 	return messageEvent{
 		Type: string(t), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
 		IsError: ev.Result.IsError, ErrorKind: ev.Result.ErrorKind, Truncated: ev.Result.Truncated, Resumed: ev.Resumed,
-		Message: message(f, ev.Call.ToolCallID, ev.Call.Name, ev.Result), TS: unixSeconds(ev.TS),
+		Message: message(f, ev.Call, ev.Result), TS: unixSeconds(ev.TS),
 	}
 }
 

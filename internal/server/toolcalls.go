@@ -15,9 +15,9 @@ import (
 )
 
 func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
-	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
-	if err != nil || f == toolmgr.FormatMCP {
-		s.writeError(w, r, errorf(CodeBadRequest, "format must be native, openai or anthropic"))
+	f, err := messageFormat(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	var req toolCallsRequest
@@ -39,9 +39,9 @@ func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 
 // runOneShotToolCalls creates a session from the inline spec and runs the calls in it.
 func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
-	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
-	if err != nil || f == toolmgr.FormatMCP {
-		s.writeError(w, r, errorf(CodeBadRequest, "format must be native, openai or anthropic"))
+	f, err := messageFormat(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	var req toolCallsRequest

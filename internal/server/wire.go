@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -46,8 +47,10 @@ func (req toolCallsRequest) detached() (bool, error) {
 // {"id","type":"function","function":{"name","arguments":"<JSON string>"}} or an
 // Anthropic tool_use block {"type":"tool_use","id","name","input":{…}}, or an OpenAI
 // Responses function_call item {"type":"function_call","id":"fc_…","call_id",
-// "name","arguments":"<JSON string>"}. Fields a provider adds that we do not use are
-// ignored, so calls can be forwarded untouched.
+// "name","arguments":"<JSON string>"}, or a Gemini part {"functionCall":{"id"?,
+// "name","args":{…}}} (or the functionCall object alone). Fields a provider adds that
+// we do not use are ignored (a Gemini part's thoughtSignature), so calls can be
+// forwarded untouched.
 type wireCall struct {
 	ID        string          `json:"id"`
 	CallID    string          `json:"call_id"`
@@ -55,10 +58,19 @@ type wireCall struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	Input     json.RawMessage `json:"input"`
+	Args      json.RawMessage `json:"args"`
 	Function  *struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"function"`
+	FunctionCall *geminiFunctionCall `json:"functionCall"`
+}
+
+// geminiFunctionCall is a Gemini FunctionCall; id is often absent.
+type geminiFunctionCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
 }
 
 // UnmarshalJSON decodes leniently: unknown fields of provider shapes are allowed.
@@ -92,6 +104,16 @@ func (c wireCall) toCallRequest() session.CallRequest {
 			req.ToolCallID = c.CallID
 		}
 		args = c.Arguments
+	case c.FunctionCall != nil:
+		// A Gemini part. Without an id the call is answered under the daemon's own
+		// (Plan), and its functionResponse names none, as the model named none.
+		fc := c.FunctionCall
+		req.ToolCallID, req.Name, req.NoID = fc.ID, fc.Name, fc.ID == ""
+		args = fc.Args
+	case len(c.Args) > 0 && len(c.Arguments) == 0 && len(c.Input) == 0:
+		// A Gemini FunctionCall object alone (an SDK's function_calls list).
+		req.NoID = c.ID == ""
+		args = c.Args
 	default:
 		args = c.Arguments
 		if len(args) == 0 {
@@ -194,11 +216,36 @@ type doneEvent struct {
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
-// message shapes a result as the provider's tool-result message.
-func message(f toolmgr.Format, toolCallID, name string, r *tool.Result) any {
+// messageFormat reads the format of a stream's messages (every schema format but mcp).
+func messageFormat(r *http.Request) (toolmgr.Format, error) {
+	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil || f == toolmgr.FormatMCP {
+		return "", errorf(CodeBadRequest, "format must be native, openai, openai_responses, anthropic or gemini")
+	}
+	return f, nil
+}
+
+// message shapes a call's result as the provider's tool-result message.
+func message(f toolmgr.Format, call *session.Call, r *tool.Result) any {
+	toolCallID, name := call.ToolCallID, call.Name
 	switch f {
 	case toolmgr.FormatOpenAI:
 		return openAIMessage{Role: "tool", ToolCallID: toolCallID, Content: r.Text()}
+	case toolmgr.FormatOpenAIResponses:
+		return openAIResponsesOutput{Type: "function_call_output", CallID: toolCallID, Output: responsesOutput(r)}
+	case toolmgr.FormatGemini:
+		// The model's id, or none: a call it gave no id has the daemon's id (Plan),
+		// which the model never saw.
+		id := toolCallID
+		if id == call.ID {
+			id = ""
+		}
+		// Gemini reads "output", or "error" for a failed call.
+		resp := map[string]string{"output": r.Text()}
+		if r.IsError {
+			resp = map[string]string{"error": r.Text()}
+		}
+		return geminiPart{FunctionResponse: geminiFunctionResponse{ID: id, Name: name, Response: resp}}
 	case toolmgr.FormatAnthropic:
 		blocks := make([]any, 0, len(r.Content))
 		for _, c := range r.Content {
@@ -231,6 +278,33 @@ func message(f toolmgr.Format, toolCallID, name string, r *tool.Result) any {
 // anthropicImageTypes are the media types Anthropic accepts in an image block.
 var anthropicImageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
 
+// openAIImageTypes are the media types OpenAI accepts in an input_image.
+var openAIImageTypes = anthropicImageTypes
+
+// responsesOutput is a function_call_output's output: the text, or, when the result
+// holds images OpenAI reads, the content-part array (input_text, input_image as a
+// data URL) the Responses API takes there. Images of other types are named in text.
+func responsesOutput(r *tool.Result) any {
+	images := false
+	for _, c := range r.Content {
+		images = images || (c.Type == tool.ContentImage && openAIImageTypes[strings.ToLower(c.MimeType)])
+	}
+	if !images {
+		return r.Text()
+	}
+	parts := make([]any, 0, len(r.Content))
+	for _, c := range r.Content {
+		if mt := strings.ToLower(c.MimeType); c.Type == tool.ContentImage && openAIImageTypes[mt] {
+			parts = append(parts, responsesImage{Type: "input_image", ImageURL: "data:" + mt + ";base64," + c.Data, Detail: "auto"})
+			continue
+		}
+		if t := (&tool.Result{Content: []tool.Content{c}}).Text(); strings.TrimSpace(t) != "" {
+			parts = append(parts, responsesText{Type: "input_text", Text: t})
+		}
+	}
+	return parts
+}
+
 type nativeMessage struct {
 	Role       string          `json:"role"`
 	ToolCallID string          `json:"tool_call_id"`
@@ -247,6 +321,35 @@ type openAIMessage struct {
 	Role       string `json:"role"`
 	ToolCallID string `json:"tool_call_id"`
 	Content    string `json:"content"`
+}
+
+type openAIResponsesOutput struct {
+	Type   string `json:"type"`
+	CallID string `json:"call_id"`
+	Output any    `json:"output"`
+}
+
+type responsesText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type responsesImage struct {
+	Type     string `json:"type"`
+	ImageURL string `json:"image_url"`
+	Detail   string `json:"detail"`
+}
+
+// geminiPart is a Content part holding a functionResponse; the backend puts the
+// parts of a turn's results in one Content (role "user").
+type geminiPart struct {
+	FunctionResponse geminiFunctionResponse `json:"functionResponse"`
+}
+
+type geminiFunctionResponse struct {
+	ID       string            `json:"id,omitempty"`
+	Name     string            `json:"name"`
+	Response map[string]string `json:"response"`
 }
 
 type anthropicMessage struct {

@@ -47,6 +47,9 @@ type CallRequest struct {
 	// ArgError, when set, says why the arguments could not be read (a provider's
 	// malformed JSON string); the call is answered invalid_args without running.
 	ArgError string
+	// NoID says the model gave the call no id, as Gemini may: Plan gives it the
+	// daemon's id (tc_…) as its ToolCallID, which no other call of the session has.
+	NoID bool
 }
 
 // Batch is a request to run calls for a session.
@@ -242,7 +245,8 @@ type PlanError struct{ Msg string }
 func (e *PlanError) Error() string { return e.Msg }
 
 // Check is what Plan finds wrong with a batch as a whole, whatever the session: no
-// calls, too many, a call without an id, two with the same id. A *PlanError.
+// calls, too many, a call without an id (unless NoID), two with the same id. A
+// *PlanError.
 func (x *Executor) Check(b Batch) error {
 	if len(b.Calls) == 0 {
 		return &PlanError{"calls must hold at least one call"}
@@ -253,12 +257,15 @@ func (x *Executor) Check(b Batch) error {
 	}
 	seen := make(map[string]int, len(b.Calls))
 	for i, c := range b.Calls {
-		if c.ToolCallID == "" {
+		if c.ToolCallID == "" && !c.NoID {
 			return &PlanError{fmt.Sprintf("calls[%d]: id is required", i)}
 		}
 		// No store can keep a NUL in these (PostgreSQL refuses it in text).
 		if strings.IndexByte(c.ToolCallID, 0) >= 0 || strings.IndexByte(c.Name, 0) >= 0 {
 			return &PlanError{fmt.Sprintf("calls[%d]: id and name must not contain a NUL character", i)}
+		}
+		if c.ToolCallID == "" { // NoID: each gets an id of its own
+			continue
 		}
 		if j, dup := seen[c.ToolCallID]; dup {
 			return &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
@@ -281,6 +288,9 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 	expanding := expandedBy(b.Calls)
 	for _, c := range b.Calls {
 		call := &Call{ID: NewTimeID("tc_"), CallRequest: c, timeout: b.Timeout, nested: b.nested}
+		if call.ToolCallID == "" { // NoID: Check let it through
+			call.ToolCallID = call.ID
+		}
 		switch m, e, ok := sess.Tools.Resolve(c.Name); {
 		case c.Name == "":
 			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "the call has no tool name")

@@ -18,6 +18,11 @@ const (
 	FormatOpenAI    Format = "openai"
 	FormatAnthropic Format = "anthropic"
 	FormatMCP       Format = "mcp"
+	// FormatOpenAIResponses is the OpenAI Responses API: flat function tools,
+	// function_call_output items.
+	FormatOpenAIResponses Format = "openai_responses"
+	// FormatGemini is the Gemini API: function declarations, functionResponse parts.
+	FormatGemini Format = "gemini"
 )
 
 // ParseFormat accepts the formats a schema listing can be exported in; "" is native.
@@ -25,25 +30,35 @@ func ParseFormat(s string) (Format, error) {
 	switch Format(s) {
 	case "", FormatNative:
 		return FormatNative, nil
-	case FormatOpenAI, FormatAnthropic, FormatMCP:
+	case FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatMCP:
 		return Format(s), nil
 	}
-	return "", fmt.Errorf("unknown format %q (use openai, anthropic, mcp or native)", s)
+	return "", fmt.Errorf("unknown format %q (use openai, openai_responses, anthropic, gemini, mcp or native)", s)
+}
+
+// provider is the key of the format's declarations in Spec.ProviderSpecs: both OpenAI
+// APIs take the same hosted tools ({"type":"web_search"}), declared once as openai.
+func (f Format) provider() string {
+	if f == FormatOpenAIResponses {
+		return string(FormatOpenAI)
+	}
+	return string(f)
 }
 
 // Export renders specs (already in the order wanted) as the provider expects them in a
 // request's tool list. A tool with a declaration in the provider's own format
 // (Spec.ProviderSpecs) is sent as that declaration. Hosted tools run at the provider:
 // they are sent only to the providers that host them (native lists them all, marked).
+// A tool whose name the provider refuses is left out (see Omitted).
 func Export(specs []tool.Spec, f Format) []any {
 	out := make([]any, 0, len(specs))
 	for _, s := range specs {
 		if f != FormatNative {
-			if decl, ok := s.ProviderSpecs[string(f)]; ok {
+			if decl, ok := s.ProviderSpecs[f.provider()]; ok {
 				out = append(out, decl)
 				continue
 			}
-			if s.Hosted {
+			if s.Hosted || refusedName(s.Name, f) != "" {
 				continue
 			}
 		}
@@ -52,24 +67,45 @@ func Export(specs []tool.Spec, f Format) []any {
 	return out
 }
 
-// OmittedTool is a tool Export left out of a format because another provider runs it.
+// OmittedTool is a tool Export left out of a format: another provider runs it
+// (HostedBy), or this one refuses its name (Reason).
 type OmittedTool struct {
 	Name     string   `json:"name"`
-	HostedBy []string `json:"hosted_by"`
+	HostedBy []string `json:"hosted_by,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
 }
 
-// Omitted lists the hosted tools Export leaves out of format f.
+// Omitted lists the tools Export leaves out of format f.
 func Omitted(specs []tool.Spec, f Format) []OmittedTool {
 	var out []OmittedTool
 	if f == FormatNative {
 		return nil
 	}
 	for _, s := range specs {
-		if _, ok := s.ProviderSpecs[string(f)]; s.Hosted && !ok {
+		if _, ok := s.ProviderSpecs[f.provider()]; ok {
+			continue
+		}
+		if s.Hosted {
 			out = append(out, OmittedTool{Name: s.Name, HostedBy: s.HostedBy()})
+		} else if why := refusedName(s.Name, f); why != "" {
+			out = append(out, OmittedTool{Name: s.Name, Reason: why})
 		}
 	}
 	return out
+}
+
+// refusedName says why format f cannot carry a tool of this name, or "". Registry
+// names are what every provider takes ([a-zA-Z0-9_-]{1,64}), except that Gemini
+// wants a letter or '_' first and refuses the whole request over one function named
+// otherwise (an MCP tool "2fa_code" under prefix: never).
+func refusedName(name string, f Format) string {
+	if f != FormatGemini || name == "" {
+		return ""
+	}
+	if c := name[0]; c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') {
+		return ""
+	}
+	return "Gemini function names must start with a letter or an underscore"
 }
 
 // maxOpenAIDescription is the longest function description OpenAI accepts, in
@@ -81,6 +117,13 @@ func exportOne(s tool.Spec, f Format) any {
 	switch f {
 	case FormatOpenAI:
 		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: withArrayItems(s.Parameters)}}
+	case FormatOpenAIResponses:
+		// strict is sent false: the Responses API makes a function without it strict,
+		// rewriting its schema so that every property is required and no other
+		// allowed, which turns optional arguments into ones the model must invent.
+		return openAIResponsesTool{Type: "function", Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: withArrayItems(s.Parameters)}
+	case FormatGemini:
+		return geminiTool{Name: s.Name, Description: s.Description, ParametersJSONSchema: s.Parameters}
 	case FormatAnthropic:
 		return anthropicTool{Name: s.Name, Description: s.Description, InputSchema: s.Parameters}
 	case FormatMCP:
@@ -270,6 +313,25 @@ type openAIFunction struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// openAIResponsesTool is a function tool of the Responses API: flat, not nested
+// under "function" as in Chat Completions.
+type openAIResponsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+}
+
+// geminiTool is a Gemini FunctionDeclaration. parametersJsonSchema takes JSON Schema
+// as it is; "parameters" takes Gemini's OpenAPI-style Schema, which would need a
+// translation (and loses what it cannot say).
+type geminiTool struct {
+	Name                 string          `json:"name"`
+	Description          string          `json:"description"`
+	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema"`
 }
 
 type anthropicTool struct {

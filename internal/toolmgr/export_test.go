@@ -22,6 +22,10 @@ func TestExportShapes(t *testing.T) {
 		{FormatOpenAI, `[{"type":"function","function":{"name":"read_file","description":"reads","parameters":{"type":"object"}}}]`},
 		{FormatAnthropic, `[{"name":"read_file","description":"reads","input_schema":{"type":"object"}}]`},
 		{FormatMCP, `[{"name":"read_file","title":"Read","description":"reads","inputSchema":{"type":"object"},"annotations":{"title":"Read","readOnlyHint":true,"destructiveHint":false}}]`},
+		// Flat, and strict false: the Responses API makes a function without strict
+		// strict, and every optional argument required with it.
+		{FormatOpenAIResponses, `[{"type":"function","name":"read_file","description":"reads","parameters":{"type":"object"},"strict":false}]`},
+		{FormatGemini, `[{"name":"read_file","description":"reads","parametersJsonSchema":{"type":"object"}}]`},
 	}
 	for _, c := range cases {
 		b, err := json.Marshal(Export(specs, c.f))
@@ -45,6 +49,9 @@ func TestExportShapes(t *testing.T) {
 	for f, want := range map[Format]string{
 		FormatOpenAI:    `[{"type":"code_interpreter"},{"type":"function","function":{"name":"bash","description":"d","parameters":{"type":"object"}}}]`,
 		FormatAnthropic: `[{"type":"bash_20250124","name":"bash"}]`,
+		// The Responses API takes OpenAI's hosted tools (declared once, as openai).
+		FormatOpenAIResponses: `[{"type":"code_interpreter"},{"type":"function","name":"bash","description":"d","parameters":{"type":"object"},"strict":false}]`,
+		FormatGemini:          `[{"name":"bash","description":"d","parametersJsonSchema":{"type":"object"}}]`,
 	} {
 		b, _ := json.Marshal(Export(both, f))
 		if string(b) != want {
@@ -56,6 +63,17 @@ func TestExportShapes(t *testing.T) {
 	}
 	if o := Omitted(both, FormatOpenAI); len(o) != 0 {
 		t.Errorf("omitted from openai: %+v", o)
+	}
+	if o := Omitted(both, FormatOpenAIResponses); len(o) != 0 {
+		t.Errorf("omitted from openai_responses: %+v", o)
+	}
+	if o := Omitted(both, FormatGemini); len(o) != 1 || o[0].Name != "code_interpreter" || o[0].HostedBy[0] != "openai" {
+		t.Errorf("omitted from gemini: %+v", o)
+	}
+	for _, f := range []string{"openai_responses", "gemini"} {
+		if got, err := ParseFormat(f); err != nil || string(got) != f {
+			t.Errorf("ParseFormat(%q) = %q, %v", f, got, err)
+		}
 	}
 	if _, err := ParseFormat("xml"); err == nil {
 		t.Fatal("unknown format accepted")
@@ -72,15 +90,24 @@ func TestExportOpenAIDescriptionCap(t *testing.T) {
 	specs := []tool.Spec{{Name: "think", Description: long, Parameters: json.RawMessage(`{"type":"object"}`)},
 		{Name: "exact", Description: strings.Repeat("x", maxOpenAIDescription), Parameters: json.RawMessage(`{"type":"object"}`)}}
 	got := Export(specs, FormatOpenAI)
-	d := got[0].(openAITool).Function.Description
-	if n := utf8.RuneCountInString(d); n > maxOpenAIDescription || !utf8.ValidString(d) || !strings.HasPrefix(d, strings.Repeat("é", 1000)) {
-		t.Errorf("openai description of %d characters (valid UTF-8 %v): %.80q…", n, utf8.ValidString(d), d)
-	}
-	if d := got[1].(openAITool).Function.Description; d != specs[1].Description {
-		t.Errorf("a description of exactly %d characters was changed", maxOpenAIDescription)
+	resp := Export(specs, FormatOpenAIResponses)
+	for f, ds := range map[Format][2]string{
+		FormatOpenAI:          {got[0].(openAITool).Function.Description, got[1].(openAITool).Function.Description},
+		FormatOpenAIResponses: {resp[0].(openAIResponsesTool).Description, resp[1].(openAIResponsesTool).Description},
+	} {
+		d := ds[0]
+		if n := utf8.RuneCountInString(d); n > maxOpenAIDescription || !utf8.ValidString(d) || !strings.HasPrefix(d, strings.Repeat("é", 1000)) {
+			t.Errorf("%s description of %d characters (valid UTF-8 %v): %.80q…", f, n, utf8.ValidString(d), d)
+		}
+		if ds[1] != specs[1].Description {
+			t.Errorf("%s: a description of exactly %d characters was changed", f, maxOpenAIDescription)
+		}
 	}
 	if d := Export(specs, FormatAnthropic)[0].(anthropicTool).Description; d != long {
 		t.Errorf("anthropic description cut to %d bytes", len(d))
+	}
+	if d := Export(specs, FormatGemini)[0].(geminiTool).Description; d != long {
+		t.Errorf("gemini description cut to %d bytes", len(d))
 	}
 }
 
@@ -107,6 +134,10 @@ func TestExportOpenAIArrayItems(t *testing.T) {
 	b, err := json.Marshal(Export(specs, FormatOpenAI)[0].(openAITool).Function.Parameters)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The Responses API refuses the same schemas.
+	if r := Export(specs, FormatOpenAIResponses)[0].(openAIResponsesTool).Parameters; string(r) != string(b) {
+		t.Errorf("openai_responses parameters differ from openai's:\n%s\n%s", r, b)
 	}
 	var got map[string]any
 	if err := json.Unmarshal(b, &got); err != nil {
@@ -154,5 +185,30 @@ func TestExportOpenAIArrayItems(t *testing.T) {
 	plain := `{"type":"object","properties":{"a":{"type":"array","items":{}}}}`
 	if p := Export([]tool.Spec{{Name: "p", Parameters: json.RawMessage(plain)}}, FormatOpenAI)[0].(openAITool).Function.Parameters; string(p) != plain {
 		t.Errorf("unchanged schema re-encoded: %s", p)
+	}
+}
+
+// TestExportGeminiNames: Gemini wants a function name to start with a letter or an
+// underscore and refuses the whole request over one that does not, while registry
+// names may start with a digit or '-' (an MCP tool "2fa_code" under prefix: never).
+// Such a tool is left out of the gemini listing and named in omitted with the reason;
+// the other formats list it.
+func TestExportGeminiNames(t *testing.T) {
+	t.Parallel()
+	obj := json.RawMessage(`{"type":"object"}`)
+	specs := []tool.Spec{{Name: "2fa_code", Description: "d", Parameters: obj}, {Name: "-x", Description: "d", Parameters: obj},
+		{Name: "_ok", Description: "d", Parameters: obj}, {Name: "Ok9", Description: "d", Parameters: obj}}
+	b, _ := json.Marshal(Export(specs, FormatGemini))
+	if want := `[{"name":"_ok","description":"d","parametersJsonSchema":{"type":"object"}},{"name":"Ok9","description":"d","parametersJsonSchema":{"type":"object"}}]`; string(b) != want {
+		t.Errorf("gemini:\n got %s\nwant %s", b, want)
+	}
+	o := Omitted(specs, FormatGemini)
+	if len(o) != 2 || o[0].Name != "2fa_code" || o[1].Name != "-x" || !strings.Contains(o[0].Reason, "letter") || o[0].HostedBy != nil {
+		t.Errorf("omitted from gemini: %+v", o)
+	}
+	for _, f := range []Format{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatMCP} {
+		if n := len(Export(specs, f)); n != 4 || len(Omitted(specs, f)) != 0 {
+			t.Errorf("%s lists %d of 4 tools, omits %+v", f, n, Omitted(specs, f))
+		}
 	}
 }
