@@ -193,6 +193,12 @@ func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
 	return &s, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &s)
 }
 
+// DeleteSession deletes a session that has nothing running or waiting, with its
+// records and the directories the daemon made for it (409 otherwise).
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)
+}
+
 // Tools lists tool schemas in a format (native, openai, openai_responses, anthropic,
 // gemini, mcp): of a session, or of the whole registry when sessionID is empty.
 func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.RawMessage, error) {

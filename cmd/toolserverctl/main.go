@@ -33,6 +33,7 @@ const usage = `usage: toolserverctl [--url URL] [--api-key KEY] COMMAND
 commands:
   tools [--session ID] [--format native|openai|openai_responses|anthropic|gemini|mcp]
   session create [--tools a,b,…] [--mode MODE] [--workdir DIR]
+  session delete ID                                        delete an idle session, its records and workspace
   run (--session ID | --tools a,b,…) TOOL [ARGS_JSON]     run one call, stream its output
   call get CALL_ID | call cancel CALL_ID
   call list [--session ID] [--status running,…] [--limit N] [--before CURSOR]
@@ -119,6 +120,8 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			return 1, err
 		}
 		return 0, printJSON(out, s)
+	case cmd == "session" && sub == "delete" && len(pos) == 1:
+		return exitOf(c.DeleteSession(ctx, pos[0]))
 	case cmd == "run":
 		return runCall(ctx, c, *session, splitList(*tools), pos, out, errOut)
 	case cmd == "call" && (sub == "get" || sub == "cancel") && len(pos) == 1:

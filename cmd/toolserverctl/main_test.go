@@ -49,6 +49,18 @@ func TestCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"unknown tool: nope"`) {
 		t.Fatalf("session create: %d %s", code, out)
 	}
+	var created struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || created.ID == "" {
+		t.Fatalf("session create printed %s (%v)", out, err)
+	}
+	if code, _, errOut := ctl(t, d.URL, "session", "delete", created.ID); code != 0 {
+		t.Fatalf("session delete: %d %s", code, errOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "session", "delete", created.ID); code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("session delete again: %d %s", code, errOut)
+	}
 	code, _, errOut = ctl(t, d.URL, "call", "get", "tc_missing")
 	if code != 1 || !strings.Contains(errOut, "404") {
 		t.Fatalf("call get missing: %d %s", code, errOut)

@@ -166,6 +166,7 @@ func (s *Server) Handler() http.Handler {
 			r.Post("/sessions", s.createSession)
 			r.Post("/sessions/{sessionID}/tool-calls", s.runSessionToolCalls)
 			r.Post("/sessions/{sessionID}/interrupt", s.interruptSession)
+			r.Delete("/sessions/{sessionID}", s.deleteSession)
 			r.Post("/tool-calls", s.runOneShotToolCalls)
 			r.Post("/tool-calls/{callID}/cancel", s.cancelToolCall)
 			r.Post("/tool-calls/{callID}/input", s.provideInput)

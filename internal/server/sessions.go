@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -56,6 +57,24 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toSessionResponse(sess, nil))
+}
+
+// deleteSession deletes a session that has nothing running or waiting: its records,
+// the directories the daemon made for it, and its sandbox (jobs are killed).
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	id := pathParam(r, "sessionID")
+	err := s.Sessions.Delete(r.Context(), tenantOf(r), id)
+	switch {
+	case errors.Is(err, session.ErrBusy):
+		s.writeError(w, r, errorf(CodeConflict, fmt.Sprintf("session %s has calls running or waiting (for an approval, an answer or their turn); "+
+			"cancel them (POST /v1/tool-calls/{id}/cancel) or wait for them, then delete it", id)))
+		return
+	case err != nil:
+		s.writeError(w, r, sessionError(err))
+		return
+	}
+	s.log.InfoContext(r.Context(), "session deleted", "session_id", id)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 type interruptRequest struct {

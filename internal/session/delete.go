@@ -1,0 +1,99 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// ErrBusy is returned by Delete for a session that has a call running or waiting
+// (for a decision, an answer, its serial lock) or an approval pending.
+var ErrBusy = errors.New("the session has calls that have not finished")
+
+// sessionDeleter is what Delete needs of the store (both stores have it: retention
+// deletes sessions with it).
+type sessionDeleter interface {
+	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+}
+
+// deleteSkew is how far past now Delete's store check reaches: call records carry
+// the times of the replicas that wrote them, whose clocks may run a little ahead.
+const deleteSkew = time.Minute
+
+// Delete deletes session id of tenant at its client's request: its call records,
+// approvals, tasks and scratchpad, the directories the daemon made for it (a
+// workdir the client named is left), and what its tools hold (its sandbox: a
+// background job still running is killed). A session with a call that has not
+// finished, here or on another replica, or an approval pending, is left: ErrBusy.
+// Other replicas holding it find out on their next use of it.
+func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
+	del, ok := m.store.(sessionDeleter)
+	if !ok {
+		return errors.New("session: this store cannot delete sessions")
+	}
+	rec, err := m.store.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Tenant != tenant) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("session: delete %s: %w", id, err)
+	}
+	// No load of it starts here from now on (lookup waits), and none is under way.
+	m.mu.Lock()
+	live := m.live[id]
+	busy := m.deleting[id] != nil || m.loading[id] > 0
+	if live != nil {
+		live.mu.Lock()
+		busy = busy || live.holds > 0
+		live.mu.Unlock()
+	}
+	if busy {
+		m.mu.Unlock()
+		return ErrBusy
+	}
+	// Out of live too: a Get now waits for the outcome instead of starting a call on
+	// the live copy while its records go.
+	delete(m.live, id)
+	done := make(chan struct{})
+	m.deleting[id] = done
+	m.mu.Unlock()
+	release := func(kept bool) {
+		m.mu.Lock()
+		if kept && live != nil {
+			m.live[id] = live
+		}
+		delete(m.deleting, id)
+		m.mu.Unlock()
+		close(done)
+	}
+	before := time.Now().Add(deleteSkew)
+	for {
+		_, gone, err := del.DeleteUnusedSession(ctx, id, before, 0)
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			release(true)
+			return ErrBusy
+		case errors.Is(err, store.ErrNotFound): // deleted meanwhile (retention, another client)
+		case err != nil:
+			release(true)
+			return fmt.Errorf("session: delete %s: %w", id, err)
+		case !gone:
+			continue // more call records than one transaction takes
+		}
+		break
+	}
+	release(false)
+	m.changed(ctx, id) // other replicas look again, find nothing and forget theirs
+	if live != nil {
+		return m.forget(ctx, live) // its sandbox and directories, once nothing holds it
+	}
+	var spec storedSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		spec.Workdir = "?" // a spec that cannot be read may name a workdir: keep it
+	}
+	return m.removeDirs(id, spec.Workdir != "")
+}
