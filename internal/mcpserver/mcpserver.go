@@ -56,6 +56,9 @@ type Config struct {
 	// are compared with what they were told (upstream MCP servers come and go);
 	// calls through the endpoint trigger a comparison at once. Default 2s.
 	ListChangedInterval time.Duration
+	// KeepAlive: a call whose request has a progress token and that sent no
+	// notification for this long sends one saying it is still waiting. 0: never.
+	KeepAlive time.Duration
 	// Version is reported to clients in serverInfo.
 	Version string
 }
@@ -103,8 +106,8 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Sessions == nil || d.Exec == nil {
 		return nil, errors.New("mcpserver: Sessions and Exec are required")
 	}
-	if cfg.SessionIdleTTL < 0 {
-		return nil, errors.New("mcpserver: session idle TTL must not be negative")
+	if cfg.SessionIdleTTL < 0 || cfg.KeepAlive < 0 {
+		return nil, errors.New("mcpserver: session idle TTL and keepalive must not be negative")
 	}
 	if cfg.ListChangedInterval <= 0 {
 		cfg.ListChangedInterval = 2 * time.Second
