@@ -8,11 +8,14 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +30,9 @@ import (
 
 // SessionHeader names the toolserverd session on requests to /mcp.
 const SessionHeader = "X-Toolserver-Session"
+
+// sessionProtocols are the MCP revisions the endpoint offers: those with sessions.
+var sessionProtocols = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326}
 
 // tenantOf is the tenant of the request's API key (the server authenticates /mcp
 // like the REST API); the default tenant when no principal was set.
@@ -148,7 +154,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		// Protocol 2026-07-28 has no sessions (and no server-initiated requests);
 		// offering only the session-oriented revisions keeps per-session tools,
 		// list_changed and elicitation working. Clients fall back to them.
-		mcpsrv.WithStreamableHTTPProtocolVersions(mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326),
+		mcpsrv.WithStreamableHTTPProtocolVersions(sessionProtocols...),
 		mcpsrv.WithHTTPContextFunc(e.httpContext),
 		mcpsrv.WithStreamableHTTPLogger(d.Log),
 	}
@@ -249,6 +255,13 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		return
 	}
+	if r.Method == http.MethodPost && mcpSID == "" && !initializes(r) {
+		// mcp-go answers 404 "Session terminated" to a session the client never
+		// named; MCP's transport wants 400 for a message without a session, and a
+		// client needs to be told to initialize.
+		writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send initialize first, then the "+mcpsrv.HeaderKeySessionID+" header it returned")
+		return
+	}
 	if r.Method == http.MethodHead {
 		// The head of the listening stream a GET opens (RFC 9110 §9.3.2), checked like
 		// one. mcp-go answers HEAD with a bare 200, and handing it over as a GET would
@@ -274,6 +287,26 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		// open, mcp-go could hand the notification to it as it closes, and lose it.
 		e.poke()
 	}
+}
+
+// initializes reports whether a POST is one mcp-go should see without an MCP
+// session: an initialize, a body that is not one JSON-RPC message (mcp-go says what
+// is wrong with it), or one of a revision without sessions (mcp-go refuses it,
+// naming the ones offered). It leaves the body for mcp-go to read.
+func initializes(r *http.Request) bool {
+	if v := r.Header.Get(mcpsrv.HeaderKeyProtocolVersion); v != "" && !slices.Contains(sessionProtocols, v) {
+		return true
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+	}
+	if err != nil || json.Unmarshal(body, &msg) != nil || msg.JSONRPC == "" {
+		return true
+	}
+	return msg.Method == string(mcp.MethodInitialize)
 }
 
 // httpContext runs for every request inside mcp-go, with the MCP client session in

@@ -226,6 +226,38 @@ func TestMCPEndpointEndNeedsALiveSession(t *testing.T) {
 	}
 }
 
+// TestMCPEndpointMessageNeedsASession: a message other than initialize without
+// Mcp-Session-Id is a 400 that says to send it (MCP's transport: a server that needs
+// sessions answers such requests 400), as GET and DELETE answer; mcp-go said 404
+// "Session terminated", for a session the client never named. One with an id that is
+// not live stays a 404, on which clients start a new session.
+func TestMCPEndpointMessageNeedsASession(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	sess := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	for _, path := range []string{"/mcp", "/v1/sessions/" + sess + "/mcp"} {
+		live := mcpInitialize(t, http.DefaultClient, d.url+path, sess)
+		for _, tc := range []struct {
+			name, mcpSID, body string
+			status             int
+			want               string
+		}{
+			{"request, no MCP session", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusBadRequest, "Mcp-Session-Id"},
+			{"notification, no MCP session", "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.StatusBadRequest, "Mcp-Session-Id"},
+			{"request, made-up MCP session", "mcp-session-MADEUP", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusNotFound, ""},
+			{"request, live MCP session", live, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusOK, "echo"},
+		} {
+			code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+path, mcpHeaders(sess, tc.mcpSID), tc.body)
+			if code != tc.status || !strings.Contains(string(body), tc.want) {
+				t.Fatalf("POST %s, %s: %d %s, want %d mentioning %q", path, tc.name, code, body, tc.status, tc.want)
+			}
+			if code != http.StatusOK {
+				validate(t, "Error", body)
+			}
+		}
+	}
+}
+
 // TestMCPEndpointCORS: a browser MCP client on an allowed origin can run a session on
 // either endpoint: its preflights allow the headers the transport sends (Mcp-Session-Id,
 // Mcp-Protocol-Version, Last-Event-ID, the session header of /mcp), and the answers
