@@ -287,9 +287,11 @@ func (e *Endpoint) forwardProgress(sub *progress.Subscription, callID string, n 
 	}
 }
 
-// elicits reports whether the client declared elicitation support, decisions can be
-// recorded, and the request's key may decide approvals (the approver role, as on
-// POST /v1/approvals/{id}/decision): an agent key does not approve its own calls.
+// elicits reports whether the client declared form-mode elicitation (the question is
+// a form; MCP forbids sending one to a client that declared only URL mode, and an
+// empty declaration means form mode), decisions can be recorded, and the request's
+// key may decide approvals (the approver role, as on POST
+// /v1/approvals/{id}/decision): an agent key does not approve its own calls.
 func (e *Endpoint) elicits(ctx context.Context) bool {
 	if e.deps.Approvals == nil || e.deps.Notifier == nil {
 		return false
@@ -298,7 +300,11 @@ func (e *Endpoint) elicits(ctx context.Context) bool {
 		return false
 	}
 	cs, ok := mcpsrv.ClientSessionFromContext(ctx).(mcpsrv.SessionWithClientInfo)
-	return ok && cs.GetClientCapabilities().Elicitation != nil
+	if !ok {
+		return false
+	}
+	el := cs.GetClientCapabilities().Elicitation
+	return el != nil && (el.Form != nil || el.URL == nil)
 }
 
 // askClient asks the client, by elicitation, to decide an approval the call waits
