@@ -226,13 +226,17 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 			return
 		}
 	}
-	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete {
-		// The event stream belongs to a live MCP session. mcp-go opens one for any
-		// id, or none, and nothing ever reaches it: the client would listen forever
-		// instead of initializing again. And it answers DELETE with 200 for any id, or
-		// none, where MCP's transport wants 404 for a session that is not live.
+	if r.Method != http.MethodPost || !initializes(r) {
+		// Everything but an initialize belongs to a live MCP session. mcp-go opens an
+		// event stream for any id, or none, and nothing ever reaches it: the client
+		// would listen forever instead of initializing again. It answers DELETE with
+		// 200 for any id, or none, where MCP's transport wants 404 for a session that
+		// is not live. And it answers a message without an id 404 "Session
+		// terminated", for a session the client never named, where MCP's transport
+		// wants 400; one with an id that is not live (ended, from before a restart)
+		// got the same words, which did not say what to do.
 		if mcpSID == "" {
-			writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send the "+mcpsrv.HeaderKeySessionID+" header that initialize returned")
+			writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send initialize first, then the "+mcpsrv.HeaderKeySessionID+" header it returned")
 			return
 		}
 		if ended, _ := e.ids.Validate(mcpSID); ended {
@@ -253,13 +257,6 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	if err != nil {
 		e.deps.Log.ErrorContext(r.Context(), "mcp endpoint: loading session failed", "session_id", sessionID, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
-		return
-	}
-	if r.Method == http.MethodPost && mcpSID == "" && !initializes(r) {
-		// mcp-go answers 404 "Session terminated" to a session the client never
-		// named; MCP's transport wants 400 for a message without a session, and a
-		// client needs to be told to initialize.
-		writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send initialize first, then the "+mcpsrv.HeaderKeySessionID+" header it returned")
 		return
 	}
 	if r.Method == http.MethodHead {
