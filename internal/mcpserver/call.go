@@ -59,15 +59,23 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		defer stopCancelled()
 	}
 
-	n := &notifier{srv: e.mcp, ctx: ctx}
+	n := &notifier{srv: e.mcp, ctx: ctx, lastAt: time.Now()}
 	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 		n.token = req.Params.Meta.ProgressToken
 	}
-	// Helpers (progress forwarding, elicitation) end before the result is returned.
+	// Helpers (progress forwarding, keepalive, elicitation) end before the result is
+	// returned.
 	helpers, stopHelpers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopHelpers()
+	if n.token != nil && e.cfg.KeepAlive > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.keepAlive(helpers, e.cfg.KeepAlive, c.Name)
+		}()
+	}
 	var sub *progress.Subscription
 	if n.token != nil && e.deps.Progress != nil {
 		sub = e.deps.Progress.Subscribe(progress.Filter{CallIDs: []string{c.ID}, Buffer: 64})
@@ -84,6 +92,7 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		case session.EventMessage:
 			result = ev.Result
 		case session.EventApproval:
+			n.setAwaited("approval " + ev.Approval.ID)
 			n.note(fmt.Sprintf("%s is waiting for approval %s (risk %s): %s", c.Name, ev.Approval.ID, ev.Approval.Risk, ev.Approval.Reason))
 			if e.elicits(ctx) {
 				wg.Add(1)
@@ -143,10 +152,12 @@ type notifier struct {
 	token mcp.ProgressToken
 
 	mu      sync.Mutex
-	last    float64 // the progress of the last notification sent
-	sent    bool    // a notification was sent
-	numeric bool    // the call reported numeric progress: text no longer counts up
-	total   float64 // the total of the last numeric progress sent (0: unknown)
+	lastAt  time.Time // when the last notification was sent (or the call began)
+	awaited string    // what the call last waited for ("approval apr_…"), for keepalives
+	last    float64   // the progress of the last notification sent
+	sent    bool      // a notification was sent
+	numeric bool      // the call reported numeric progress: text no longer counts up
+	total   float64   // the total of the last numeric progress sent (0: unknown)
 }
 
 // note sends text.
@@ -156,12 +167,7 @@ func (n *notifier) note(msg string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.numeric {
-		// The next number up: the value a bar shows stays where the call is.
-		n.last = math.Nextafter(n.last, math.Inf(1))
-	} else {
-		n.last++
-	}
+	n.bump()
 	n.send(n.last, n.total, msg)
 }
 
@@ -184,8 +190,57 @@ func (n *notifier) report(v progress.Value) bool {
 	return true
 }
 
+// setAwaited names what the call waits for in later keepalive notes.
+func (n *notifier) setAwaited(what string) {
+	n.mu.Lock()
+	n.awaited = what
+	n.mu.Unlock()
+}
+
+// keepAlive sends a note whenever nothing was sent for every, until ctx ends. A call
+// waiting for a person may be quiet for minutes: clients that time requests out
+// restart the clock on progress (the TypeScript SDK's resetTimeoutOnProgress), and
+// proxies cut streams that stay idle, as they would the REST API's NDJSON stream
+// without its keepalive lines.
+func (n *notifier) keepAlive(ctx context.Context, every time.Duration, name string) {
+	begun := time.Now()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.mu.Lock()
+		next := every - time.Since(n.lastAt)
+		if next <= 0 {
+			msg := fmt.Sprintf("still waiting for %s after %s", name, time.Since(begun).Round(time.Second))
+			if n.awaited != "" {
+				msg += " (it asked for " + n.awaited + ")"
+			}
+			n.bump()
+			n.send(n.last, n.total, msg)
+			next = every
+		}
+		n.mu.Unlock()
+		t.Reset(next)
+	}
+}
+
+// bump moves last to the progress of the next text notification.
+func (n *notifier) bump() {
+	if n.numeric {
+		// The next number up: the value a bar shows stays where the call is.
+		n.last = math.Nextafter(n.last, math.Inf(1))
+	} else {
+		n.last++
+	}
+}
+
 func (n *notifier) send(progress, total float64, msg string) {
 	n.sent = true
+	n.lastAt = time.Now()
 	params := map[string]any{"progressToken": n.token, "progress": progress}
 	if total > 0 {
 		params["total"] = total
@@ -232,9 +287,11 @@ func (e *Endpoint) forwardProgress(sub *progress.Subscription, callID string, n 
 	}
 }
 
-// elicits reports whether the client declared elicitation support, decisions can be
-// recorded, and the request's key may decide approvals (the approver role, as on
-// POST /v1/approvals/{id}/decision): an agent key does not approve its own calls.
+// elicits reports whether the client declared form-mode elicitation (the question is
+// a form; MCP forbids sending one to a client that declared only URL mode, and an
+// empty declaration means form mode), decisions can be recorded, and the request's
+// key may decide approvals (the approver role, as on POST
+// /v1/approvals/{id}/decision): an agent key does not approve its own calls.
 func (e *Endpoint) elicits(ctx context.Context) bool {
 	if e.deps.Approvals == nil || e.deps.Notifier == nil {
 		return false
@@ -243,7 +300,11 @@ func (e *Endpoint) elicits(ctx context.Context) bool {
 		return false
 	}
 	cs, ok := mcpsrv.ClientSessionFromContext(ctx).(mcpsrv.SessionWithClientInfo)
-	return ok && cs.GetClientCapabilities().Elicitation != nil
+	if !ok {
+		return false
+	}
+	el := cs.GetClientCapabilities().Elicitation
+	return el != nil && (el.Form != nil || el.URL == nil)
 }
 
 // askClient asks the client, by elicitation, to decide an approval the call waits

@@ -8,11 +8,14 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +30,9 @@ import (
 
 // SessionHeader names the toolserverd session on requests to /mcp.
 const SessionHeader = "X-Toolserver-Session"
+
+// sessionProtocols are the MCP revisions the endpoint offers: those with sessions.
+var sessionProtocols = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326}
 
 // tenantOf is the tenant of the request's API key (the server authenticates /mcp
 // like the REST API); the default tenant when no principal was set.
@@ -56,6 +62,9 @@ type Config struct {
 	// are compared with what they were told (upstream MCP servers come and go);
 	// calls through the endpoint trigger a comparison at once. Default 2s.
 	ListChangedInterval time.Duration
+	// KeepAlive: a call whose request has a progress token and that sent no
+	// notification for this long sends one saying it is still waiting. 0: never.
+	KeepAlive time.Duration
 	// Version is reported to clients in serverInfo.
 	Version string
 }
@@ -103,8 +112,8 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Sessions == nil || d.Exec == nil {
 		return nil, errors.New("mcpserver: Sessions and Exec are required")
 	}
-	if cfg.SessionIdleTTL < 0 {
-		return nil, errors.New("mcpserver: session idle TTL must not be negative")
+	if cfg.SessionIdleTTL < 0 || cfg.KeepAlive < 0 {
+		return nil, errors.New("mcpserver: session idle TTL and keepalive must not be negative")
 	}
 	if cfg.ListChangedInterval <= 0 {
 		cfg.ListChangedInterval = 2 * time.Second
@@ -145,7 +154,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		// Protocol 2026-07-28 has no sessions (and no server-initiated requests);
 		// offering only the session-oriented revisions keeps per-session tools,
 		// list_changed and elicitation working. Clients fall back to them.
-		mcpsrv.WithStreamableHTTPProtocolVersions(mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326),
+		mcpsrv.WithStreamableHTTPProtocolVersions(sessionProtocols...),
 		mcpsrv.WithHTTPContextFunc(e.httpContext),
 		mcpsrv.WithStreamableHTTPLogger(d.Log),
 	}
@@ -217,13 +226,17 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 			return
 		}
 	}
-	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete {
-		// The event stream belongs to a live MCP session. mcp-go opens one for any
-		// id, or none, and nothing ever reaches it: the client would listen forever
-		// instead of initializing again. And it answers DELETE with 200 for any id, or
-		// none, where MCP's transport wants 404 for a session that is not live.
+	if r.Method != http.MethodPost || !initializes(r) {
+		// Everything but an initialize belongs to a live MCP session. mcp-go opens an
+		// event stream for any id, or none, and nothing ever reaches it: the client
+		// would listen forever instead of initializing again. It answers DELETE with
+		// 200 for any id, or none, where MCP's transport wants 404 for a session that
+		// is not live. And it answers a message without an id 404 "Session
+		// terminated", for a session the client never named, where MCP's transport
+		// wants 400; one with an id that is not live (ended, from before a restart)
+		// got the same words, which did not say what to do.
 		if mcpSID == "" {
-			writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send the "+mcpsrv.HeaderKeySessionID+" header that initialize returned")
+			writeError(w, http.StatusBadRequest, "bad_request", "no MCP session: send initialize first, then the "+mcpsrv.HeaderKeySessionID+" header it returned")
 			return
 		}
 		if ended, _ := e.ids.Validate(mcpSID); ended {
@@ -271,6 +284,26 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		// open, mcp-go could hand the notification to it as it closes, and lose it.
 		e.poke()
 	}
+}
+
+// initializes reports whether a POST is one mcp-go should see without an MCP
+// session: an initialize, a body that is not one JSON-RPC message (mcp-go says what
+// is wrong with it), or one of a revision without sessions (mcp-go refuses it,
+// naming the ones offered). It leaves the body for mcp-go to read.
+func initializes(r *http.Request) bool {
+	if v := r.Header.Get(mcpsrv.HeaderKeyProtocolVersion); v != "" && !slices.Contains(sessionProtocols, v) {
+		return true
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+	}
+	if err != nil || json.Unmarshal(body, &msg) != nil || msg.JSONRPC == "" {
+		return true
+	}
+	return msg.Method == string(mcp.MethodInitialize)
 }
 
 // httpContext runs for every request inside mcp-go, with the MCP client session in

@@ -94,9 +94,10 @@ func TestMCPEndpointBodyLimit(t *testing.T) {
 	}
 }
 
-// TestMCPEndpointErrorBodies: the errors mcp-go answers in plain text (an unknown MCP
-// session, a wrong content type) come back with the API's error body and their status,
-// on both MCP paths; a body that is not JSON-RPC keeps its JSON-RPC parse error.
+// TestMCPEndpointErrorBodies: the errors mcp-go answers in plain text (a wrong content
+// type) come back with the API's error body and their status, on both MCP paths, and
+// so does an unknown MCP session (answered before mcp-go, saying what to do); a body
+// that is not JSON-RPC keeps its JSON-RPC parse error.
 func TestMCPEndpointErrorBodies(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
@@ -113,17 +114,18 @@ func TestMCPEndpointErrorBodies(t *testing.T) {
 			body   string
 			status int
 			code   string
+			want   string
 		}{
-			{"unknown MCP session", http.MethodPost, mcpHeaders(sess, "mcp-session-unknown"), list, http.StatusNotFound, "not_found"},
-			{"wrong content type", http.MethodPost, textHeaders, list, http.StatusBadRequest, "bad_request"},
+			{"unknown MCP session", http.MethodPost, mcpHeaders(sess, "mcp-session-unknown"), list, http.StatusNotFound, "not_found", "initialize a new one"},
+			{"wrong content type", http.MethodPost, textHeaders, list, http.StatusBadRequest, "bad_request", "MCP endpoint: "},
 		} {
 			code, hdr, body := send(t, http.DefaultClient, tc.method, d.url+path, tc.hdr, tc.body)
 			if code != tc.status || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
 				t.Fatalf("%s %s: %d %q %s, want %d with a JSON body", path, tc.name, code, hdr.Get("Content-Type"), body, tc.status)
 			}
 			validate(t, "Error", body)
-			if !bytes.Contains(body, []byte(`"code":"`+tc.code+`"`)) || !bytes.Contains(body, []byte("MCP endpoint: ")) {
-				t.Fatalf("%s %s: body %s, want code %s", path, tc.name, body, tc.code)
+			if !bytes.Contains(body, []byte(`"code":"`+tc.code+`"`)) || !bytes.Contains(body, []byte(tc.want)) {
+				t.Fatalf("%s %s: body %s, want code %s and %q", path, tc.name, body, tc.code, tc.want)
 			}
 		}
 		code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+path, mcpHeaders(sess, mcpSID), `{"jsonrpc":`)
@@ -218,6 +220,39 @@ func TestMCPEndpointEndNeedsALiveSession(t *testing.T) {
 			code, _, body := send(t, http.DefaultClient, http.MethodDelete, d.url+path, mcpHeaders(sess, tc.mcpSID), nil)
 			if code != tc.status {
 				t.Fatalf("DELETE %s, %s: %d %s, want %d", path, tc.name, code, body, tc.status)
+			}
+			if code != http.StatusOK {
+				validate(t, "Error", body)
+			}
+		}
+	}
+}
+
+// TestMCPEndpointMessageNeedsASession: a message other than initialize without
+// Mcp-Session-Id is a 400 that says to send it (MCP's transport: a server that needs
+// sessions answers such requests 400), as GET and DELETE answer; mcp-go said 404
+// "Session terminated", for a session the client never named. One with an id that is
+// not live (ended, made up, from before a restart) stays a 404, on which clients start
+// a new session, and says so.
+func TestMCPEndpointMessageNeedsASession(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	sess := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	for _, path := range []string{"/mcp", "/v1/sessions/" + sess + "/mcp"} {
+		live := mcpInitialize(t, http.DefaultClient, d.url+path, sess)
+		for _, tc := range []struct {
+			name, mcpSID, body string
+			status             int
+			want               string
+		}{
+			{"request, no MCP session", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusBadRequest, "Mcp-Session-Id"},
+			{"notification, no MCP session", "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.StatusBadRequest, "Mcp-Session-Id"},
+			{"request, made-up MCP session", "mcp-session-MADEUP", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusNotFound, "initialize a new one"},
+			{"request, live MCP session", live, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusOK, "echo"},
+		} {
+			code, _, body := send(t, http.DefaultClient, http.MethodPost, d.url+path, mcpHeaders(sess, tc.mcpSID), tc.body)
+			if code != tc.status || !strings.Contains(string(body), tc.want) {
+				t.Fatalf("POST %s, %s: %d %s, want %d mentioning %q", path, tc.name, code, body, tc.status, tc.want)
 			}
 			if code != http.StatusOK {
 				validate(t, "Error", body)

@@ -1,0 +1,70 @@
+package mcpserver_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// TestElicitationOnlyInFormModeClients: the approval question is a form-mode
+// elicitation, which MCP forbids sending to a client that declared only URL mode
+// (the TypeScript SDK refuses it with -32602, and the daemon logged a failure on
+// every risky call). Such a client is not asked; the approval waits for REST.
+func TestElicitationOnlyInFormModeClients(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
+	post := func(mcpSID, body string) (int, http.Header, string) {
+		req, err := http.NewRequest(http.MethodPost, d.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Toolserver-Session", s.ID)
+		req.Header.Set("Mcp-Protocol-Version", mcp.ProtocolVersion20251125)
+		if mcpSID != "" {
+			req.Header.Set("Mcp-Session-Id", mcpSID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("POST %s: %v", body, err)
+			return 0, nil, ""
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(raw)
+	}
+	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"url-only","version":"0"}}}`)
+	mcpSID := hdr.Get("Mcp-Session-Id")
+	if code != http.StatusOK || mcpSID == "" {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	if code, _, body := post(mcpSID, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", code, body)
+	}
+	result := make(chan string, 1)
+	go func() {
+		_, _, body := post(mcpSID, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"`+riskyCommand+`"}}}`)
+		result <- body
+	}()
+	apr := d.pendingApproval(s.ID)
+	time.Sleep(500 * time.Millisecond) // an elicitation goes out as the approval is asked for
+	d.do(http.MethodPost, "/v1/approvals/"+apr.ID+"/decision", map[string]any{"decision": "approve"}, http.StatusOK, nil)
+	var out string
+	select {
+	case out = <-result:
+	case <-time.After(waitLimit):
+		t.Fatal("the approved call did not end")
+	}
+	if strings.Contains(out, "elicitation/create") {
+		t.Fatalf("a client that declared only URL-mode elicitation was sent a form: %s", out)
+	}
+	if !strings.Contains(out, "removed") {
+		t.Fatalf("the approved call's answer: %s", out)
+	}
+}

@@ -1,0 +1,77 @@
+package mcpserver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+)
+
+// TestQuietCallKeepsProgressGoing: a call with a progress token that waits for a
+// person says so again every stream_keepalive, with rising progress. Clients that
+// time requests out (the TypeScript SDK: 60 s) restart the clock on progress
+// (resetTimeoutOnProgress) — without these the call was cancelled, and its approval
+// request withdrawn, before most people could decide it; and a proxy cut the quiet
+// stream as idle.
+func TestQuietCallKeepsProgressGoing(t *testing.T) {
+	t.Parallel()
+	const every = 100 * time.Millisecond
+	d := start(t, func(c *config.Config) { c.StreamKeepalive = every })
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
+	c := d.connect(s.ID)
+	var mu sync.Mutex
+	var values []float64
+	var msgs []string
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method != string(mcp.MethodNotificationProgress) || fmt.Sprint(n.Params.AdditionalFields["progressToken"]) != "tok-ka" {
+			return
+		}
+		v, _ := n.Params.AdditionalFields["progress"].(float64)
+		m, _ := n.Params.AdditionalFields["message"].(string)
+		mu.Lock()
+		values, msgs = append(values, v), append(msgs, m)
+		mu.Unlock()
+	})
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		req := callReq("execute_command", map[string]any{"command": riskyCommand})
+		req.Params.Meta = &mcp.Meta{ProgressToken: "tok-ka"}
+		res, err := c.CallTool(ctx, req)
+		done <- outcome{res, err}
+	}()
+	apr := d.pendingApproval(s.ID)
+	time.Sleep(10 * every)
+	mu.Lock()
+	gotValues, gotMsgs := append([]float64(nil), values...), append([]string(nil), msgs...)
+	mu.Unlock()
+	if len(gotValues) < 4 {
+		t.Fatalf("%d progress notifications in %v of waiting for approval with stream_keepalive %v, want a few: %q",
+			len(gotValues), 10*every, every, gotMsgs)
+	}
+	for i := 1; i < len(gotValues); i++ {
+		if gotValues[i] <= gotValues[i-1] {
+			t.Fatalf("progress does not rise: %v", gotValues)
+		}
+	}
+	if last := gotMsgs[len(gotMsgs)-1]; !strings.Contains(last, "execute_command") || !strings.Contains(last, "waiting") {
+		t.Fatalf("keepalive progress says %q", last)
+	}
+	d.do(http.MethodPost, "/v1/approvals/"+apr.ID+"/decision", map[string]any{"decision": "approve"}, http.StatusOK, nil)
+	out := <-done
+	if out.err != nil || out.res.IsError || !strings.Contains(resultText(out.res), "removed") {
+		t.Fatalf("approved call: err=%v res=%+v", out.err, out.res)
+	}
+}
