@@ -15,7 +15,9 @@ func (a *App) registerOpenAPI(ctx context.Context) error {
 		src, err := openapi.Load(ctx, openapi.Config{
 			Name: c.Name, Prefix: c.Prefix, Spec: c.Spec, BaseURL: c.BaseURL,
 			Auth: openapi.Auth{BearerTokenEnv: c.Auth.BearerTokenEnv, APIKeyEnv: c.Auth.APIKeyEnv, APIKeyHeader: c.Auth.APIKeyHeader, APIKeyQuery: c.Auth.APIKeyQuery,
-				BasicUsernameEnv: c.Auth.BasicUsernameEnv, BasicPasswordEnv: c.Auth.BasicPasswordEnv},
+				BasicUsernameEnv: c.Auth.BasicUsernameEnv, BasicPasswordEnv: c.Auth.BasicPasswordEnv,
+				OAuth2: openapi.OAuth2{TokenURL: c.Auth.OAuth2.TokenURL, ClientIDEnv: c.Auth.OAuth2.ClientIDEnv,
+					ClientSecretEnv: c.Auth.OAuth2.ClientSecretEnv, Scopes: c.Auth.OAuth2.Scopes}},
 			Include: c.Include, Exclude: c.Exclude,
 			Timeout: c.Timeout, FetchTimeout: c.FetchTimeout, MaxResponseBytes: c.MaxResponseBytes,
 		})

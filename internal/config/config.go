@@ -340,6 +340,16 @@ type OpenAPIAuthConfig struct {
 	// HTTP Basic (Twilio: the account SID and the auth token).
 	BasicUsernameEnv string `mapstructure:"basic_username_env"`
 	BasicPasswordEnv string `mapstructure:"basic_password_env"`
+	// OAuth2 client credentials grant: bearer tokens from token_url.
+	OAuth2 OpenAPIOAuth2Config `mapstructure:"oauth2"`
+}
+
+// OpenAPIOAuth2Config is the OAuth2 client credentials grant of an OpenAPI source.
+type OpenAPIOAuth2Config struct {
+	TokenURL        string   `mapstructure:"token_url"`
+	ClientIDEnv     string   `mapstructure:"client_id_env"`
+	ClientSecretEnv string   `mapstructure:"client_secret_env"`
+	Scopes          []string `mapstructure:"scopes"`
 }
 
 // ProviderToolConfig declares one hosted or provider-defined tool.

@@ -435,3 +435,38 @@ func TestCORSOriginsAreOrigins(t *testing.T) {
 		t.Fatalf("valid origins: %v %v", c.CORS.AllowedOrigins, err)
 	}
 }
+
+// TestOpenAPIAuthDecoded: every way an OpenAPI source's credentials are written in the
+// file reaches the config, the nested oauth2 block included.
+func TestOpenAPIAuthDecoded(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := `openapi:
+  - name: tw
+    spec: /x.yaml
+    auth: {basic_username_env: TW_SID, basic_password_env: TW_TOKEN}
+  - name: graph
+    spec: /y.yaml
+    auth:
+      oauth2:
+        token_url: https://login.example.com/token
+        client_id_env: G_ID
+        client_secret_env: G_SECRET
+        scopes: [Mail.Read, "https://graph.example.com/.default"]
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]string{"--config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.OpenAPI[0].Auth; a.BasicUsernameEnv != "TW_SID" || a.BasicPasswordEnv != "TW_TOKEN" {
+		t.Errorf("basic: %+v", a)
+	}
+	o := c.OpenAPI[1].Auth.OAuth2
+	if o.TokenURL != "https://login.example.com/token" || o.ClientIDEnv != "G_ID" || o.ClientSecretEnv != "G_SECRET" ||
+		strings.Join(o.Scopes, " ") != "Mail.Read https://graph.example.com/.default" {
+		t.Errorf("oauth2: %+v", o)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"golang.org/x/oauth2"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
@@ -22,6 +23,7 @@ type builder struct {
 	root   any
 	base   *url.URL
 	secret string
+	tokens oauth2.TokenSource // nil without OAuth2
 }
 
 // param is one argument of a tool and where it goes in the request.
@@ -315,7 +317,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			Source:  "openapi:" + b.cfg.Name,
 		},
 		method: method, route: route, fixedQuery: fixedQuery, params: params, body: bd,
-		base: b.base, auth: b.cfg.Auth, secret: b.secret,
+		base: b.base, auth: b.cfg.Auth, secret: b.secret, tokens: b.tokens,
 		client: b.cfg.Client, maxBytes: b.cfg.MaxResponseBytes,
 	}
 	return t, in.notes, nil

@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/oauth2"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -38,6 +39,7 @@ type Operation struct {
 	base       *url.URL
 	auth       Auth
 	secret     string
+	tokens     oauth2.TokenSource // OAuth2 bearer tokens; nil without
 	client     *http.Client
 	maxBytes   int64
 }
@@ -178,6 +180,12 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 		query.Set(o.auth.APIKeyQuery, o.secret)
 	case o.auth.basic():
 		header.Set("Authorization", "Basic "+o.secret)
+	case o.tokens != nil:
+		tok, err := o.tokens.Token()
+		if err != nil {
+			return nil, tool.Errorf(tool.KindUnavailable, "no OAuth2 token for the %s API from %s: %s", o.spec.Source, o.auth.OAuth2.TokenURL, tokenError(err))
+		}
+		header.Set("Authorization", tok.Type()+" "+tok.AccessToken)
 	}
 	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, o.method, u.String(), bodyReader)
@@ -367,6 +375,21 @@ func encodeMultipart(files map[string]bool, payload any) ([]byte, string, error)
 		return nil, "", err
 	}
 	return buf.Bytes(), w.FormDataContentType(), nil
+}
+
+// tokenError is what a failed token request says, without the response body the
+// oauth2 package quotes whole (an identity provider's error page).
+func tokenError(err error) string {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		if re.ErrorCode != "" {
+			return strings.TrimSpace(re.ErrorCode + " " + re.ErrorDescription)
+		}
+		if re.Response != nil {
+			return re.Response.Status
+		}
+	}
+	return unwrapURLError(err).Error()
 }
 
 // quoteEscaper escapes a quoted-string of a part's header as mime/multipart does.

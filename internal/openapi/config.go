@@ -5,9 +5,11 @@
 package openapi
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +17,9 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 // Defaults of a source.
@@ -73,9 +78,26 @@ type Auth struct {
 	// BasicUsernameEnv and BasicPasswordEnv, set together, send HTTP Basic credentials.
 	BasicUsernameEnv string
 	BasicPasswordEnv string
+	// OAuth2, when TokenURL is set, gets bearer tokens by the client credentials grant.
+	OAuth2 OAuth2
+}
+
+// OAuth2 is the client credentials grant (RFC 6749 §4.4): the daemon asks TokenURL for
+// a token with the client's id and secret, sends it as a bearer token, and asks again
+// shortly before it expires.
+type OAuth2 struct {
+	TokenURL        string
+	ClientIDEnv     string
+	ClientSecretEnv string
+	Scopes          []string
 }
 
 func (a Auth) basic() bool { return a.BasicUsernameEnv != "" || a.BasicPasswordEnv != "" }
+
+func (a Auth) oauth2() bool {
+	o := a.OAuth2
+	return o.TokenURL != "" || o.ClientIDEnv != "" || o.ClientSecretEnv != "" || len(o.Scopes) > 0
+}
 
 func (c *Config) withDefaults() {
 	if c.Prefix == "" {
@@ -131,8 +153,18 @@ func (c Config) Validate() error {
 		}
 	}
 	a := c.Auth
-	if n := btoi(a.BearerTokenEnv != "") + btoi(a.APIKeyEnv != "") + btoi(a.basic()); n > 1 {
-		bad("auth", "set one of bearer_token_env, api_key_env and basic_username_env/basic_password_env")
+	if n := btoi(a.BearerTokenEnv != "") + btoi(a.APIKeyEnv != "") + btoi(a.basic()) + btoi(a.oauth2()); n > 1 {
+		bad("auth", "set one of bearer_token_env, api_key_env, basic_username_env/basic_password_env and oauth2")
+	}
+	if a.oauth2() {
+		o := a.OAuth2
+		u, err := url.Parse(o.TokenURL)
+		switch {
+		case o.TokenURL == "" || o.ClientIDEnv == "" || o.ClientSecretEnv == "":
+			bad("auth.oauth2", "needs token_url, client_id_env and client_secret_env")
+		case err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))):
+			bad("auth.oauth2.token_url", "%q: want an https URL (http only on loopback): the client secret is sent there", o.TokenURL)
+		}
 	}
 	if a.basic() && (a.BasicUsernameEnv == "" || a.BasicPasswordEnv == "") {
 		bad("auth.basic_username_env", "basic_username_env and basic_password_env go together")
@@ -154,6 +186,15 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// loopbackHost reports whether host is localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -161,9 +202,36 @@ func btoi(b bool) int {
 	return 0
 }
 
+// oauthTokens returns the source of the OAuth2 tokens calls send, nil without
+// OAuth2. The client's id and secret are read now; the first token is asked for at
+// the first call (an identity provider that is down does not stop the daemon), with
+// client, and reused until shortly before it expires.
+func (c Config) oauthTokens() (oauth2.TokenSource, error) {
+	if !c.Auth.oauth2() {
+		return nil, nil
+	}
+	id, err := c.env(c.Auth.OAuth2.ClientIDEnv)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := c.env(c.Auth.OAuth2.ClientSecretEnv)
+	if err != nil {
+		return nil, err
+	}
+	cc := &clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: c.Auth.OAuth2.TokenURL, Scopes: c.Auth.OAuth2.Scopes}
+	// A token request cannot take the call's context (the source is shared): it gets
+	// fetch_timeout of its own, and follows redirects only on the token URL's host.
+	client := *c.Client
+	client.Timeout = c.FetchTimeout
+	return cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, &client)), nil
+}
+
 // credentials reads the configured secret from the environment: the token, the key,
 // or for Basic the base64 of "username:password" that the Authorization header takes.
 func (c Config) credentials() (string, error) {
+	if c.Auth.oauth2() {
+		return "", nil // oauthCredentials: the token comes at the first call
+	}
 	if c.Auth.basic() {
 		user, err := c.env(c.Auth.BasicUsernameEnv)
 		if err != nil {

@@ -38,6 +38,10 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return fail(err)
 	}
+	tokens, err := cfg.oauthTokens()
+	if err != nil {
+		return fail(err)
+	}
 	data, specURL, err := readSpec(ctx, cfg)
 	if err != nil {
 		return fail(err)
@@ -57,7 +61,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b := &builder{cfg: cfg, doc: doc, base: base, secret: secret}
+	b := &builder{cfg: cfg, doc: doc, base: base, secret: secret, tokens: tokens}
 	if b.root, err = genericDoc(doc); err != nil {
 		return fail(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -968,6 +969,87 @@ func TestRealDocumentQuirks(t *testing.T) {
 		`{"file":{"filename":"a.txt","content_base64":"%%%"},"purpose":"p"}`} {
 		if r := call(t, m, "q__createFile", bad); r.ErrorKind != tool.KindInvalidArgs {
 			t.Errorf("%s: want invalid_args, got %s %s", bad, r.ErrorKind, r.Text())
+		}
+	}
+}
+
+// TestOAuth2ClientCredentials: with auth.oauth2 the calls carry a bearer token got by
+// the client credentials grant: asked for at the first call (not at start), reused
+// while it is valid, asked for again once it expires; a token endpoint that refuses
+// makes the call unavailable, saying why, without its secret.
+func TestOAuth2ClientCredentials(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	var mu sync.Mutex
+	issued, ttl, refuse := 0, 3600, false
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = r.ParseForm()
+		id, secret, _ := r.BasicAuth()
+		if refuse || id != "client-1" || secret != "s3cret-value" || r.Form.Get("grant_type") != "client_credentials" || r.Form.Get("scope") != "items:read items:write" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client","error_description":"unknown client"}`)
+			return
+		}
+		issued++
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"tok%d","token_type":"bearer","expires_in":%d}`, issued, ttl)
+	}))
+	t.Cleanup(idp.Close)
+
+	cfg := shop(t, srv.URL)
+	cfg.Auth = Auth{OAuth2: OAuth2{TokenURL: idp.URL + "/token", ClientIDEnv: "CID", ClientSecretEnv: "CSECRET", Scopes: []string{"items:read", "items:write"}}}
+	cfg.Getenv = env(map[string]string{"CID": "client-1", "CSECRET": "s3cret-value"})
+	_, m := load(t, cfg)
+	mu.Lock()
+	if issued != 0 {
+		t.Errorf("a token was asked for at start")
+	}
+	mu.Unlock()
+	for i := range 3 {
+		if e := echo(t, call(t, m, "shop__deleteItem", `{"itemId":"a"}`)); e.Header["Authorization"] != "Bearer tok1" {
+			t.Fatalf("call %d sent %q, want the first token", i, e.Header["Authorization"])
+		}
+	}
+	// A token that expires within the oauth2 package's margin is asked for again.
+	mu.Lock()
+	ttl = 1
+	mu.Unlock()
+	cfg2 := cfg
+	cfg2.Name = "shop2"
+	_, m2 := load(t, cfg2)
+	echo(t, call(t, m2, "shop2__deleteItem", `{"itemId":"a"}`))
+	if e := echo(t, call(t, m2, "shop2__deleteItem", `{"itemId":"a"}`)); e.Header["Authorization"] != "Bearer tok3" {
+		t.Errorf("after expiry sent %q, want a new token (tok3)", e.Header["Authorization"])
+	}
+
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	cfg3 := cfg
+	cfg3.Name = "shop3"
+	_, m3 := load(t, cfg3)
+	res := call(t, m3, "shop3__deleteItem", `{"itemId":"a"}`)
+	if !res.IsError || res.ErrorKind != tool.KindUnavailable || !strings.Contains(res.Text(), "invalid_client unknown client") ||
+		!strings.Contains(res.Text(), idp.URL+"/token") || strings.Contains(res.Text(), "s3cret-value") {
+		t.Errorf("refused token: %v %s %s", res.IsError, res.ErrorKind, res.Text())
+	}
+
+	for _, c := range []struct {
+		auth Auth
+		want string
+	}{
+		{Auth{OAuth2: OAuth2{TokenURL: "http://idp.example/token", ClientIDEnv: "CID", ClientSecretEnv: "CSECRET"}}, "https"},
+		{Auth{OAuth2: OAuth2{TokenURL: idp.URL}}, "needs token_url, client_id_env and client_secret_env"},
+		{Auth{BearerTokenEnv: "CID", OAuth2: OAuth2{TokenURL: idp.URL, ClientIDEnv: "CID", ClientSecretEnv: "CSECRET"}}, "set one of"},
+		{Auth{OAuth2: OAuth2{TokenURL: idp.URL, ClientIDEnv: "CID", ClientSecretEnv: "MISSING"}}, "MISSING is not set"},
+	} {
+		bad := shop(t, srv.URL)
+		bad.Auth, bad.Getenv = c.auth, env(map[string]string{"CID": "client-1"})
+		if _, err := Load(context.Background(), bad); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: want an error with %q, got %v", c.auth.OAuth2, c.want, err)
 		}
 	}
 }
