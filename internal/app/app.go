@@ -36,6 +36,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/telemetry"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
+	"github.com/toolserverd/toolserverd/internal/webhook"
 )
 
 // App is a built daemon.
@@ -68,6 +69,7 @@ type App struct {
 	stopNotifier   func()
 	releaseReplica func() // the claim on the replica id (PostgreSQL)
 	stopExpiry     context.CancelFunc
+	webhook        *webhook.Sender // the approval webhook; nil without
 	expiryDone     chan struct{}
 
 	// artifacts holds tool_chain's large results; nil when chain is disabled.
@@ -577,8 +579,22 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 		return nil, fmt.Errorf("store %T cannot keep approvals", a.Store)
 	}
 	// Pending approvals are counted from the shared store on scrape (cached 5s, 2s timeout).
-	aps := observedApprovals{approvalStore: raw, ops: a.StoreMetrics,
+	var aps approvalStore = observedApprovals{approvalStore: raw, ops: a.StoreMetrics,
 		approvals: telemetry.NewApprovalMetrics(a.Registry, countPending(raw), 5*time.Second, 2*time.Second)}
+	if w := a.Config.ApprovalWebhook; w.URL != "" {
+		secret := ""
+		if w.SecretEnv != "" {
+			if secret = os.Getenv(w.SecretEnv); secret == "" {
+				return nil, fmt.Errorf("config: approval_webhook.secret_env: the variable %s is not set", w.SecretEnv)
+			}
+		}
+		hook, err := webhook.New(webhook.Config{URL: w.URL, Secret: secret, Timeout: w.Timeout}, a.Registry, a.Log)
+		if err != nil {
+			return nil, fmt.Errorf("config: approval_webhook: %w", err)
+		}
+		a.webhook = hook
+		aps = notifiedApprovals{approvalStore: aps, hook: hook}
+	}
 	if a.storeKind() == "postgres" {
 		n, err := store.NewPGNotifier(ctx, a.Config.Store)
 		if err != nil {
@@ -659,6 +675,12 @@ func (a *App) Close() {
 	if a.stopExpiry != nil {
 		a.stopExpiry()
 		<-a.expiryDone
+	}
+	if a.webhook != nil {
+		// What is queued gets a few seconds: a person may be waiting for the message.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.webhook.Stop(ctx)
+		cancel()
 	}
 	if a.stopNotifier != nil {
 		a.stopNotifier()

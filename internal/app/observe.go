@@ -9,6 +9,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/telemetry"
 	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/webhook"
 )
 
 // approvalStore is what the executor, the approvals API and the expiry loop need of
@@ -83,4 +84,47 @@ func countPending(s server.ApprovalStore) telemetry.PendingCounter {
 		list, err := s.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalPending})
 		return len(list), err
 	}
+}
+
+// notifiedApprovals sends the approval webhook's events: approval.requested when an
+// approval is created, approval.approved or approval.denied when one is decided
+// (by a person through the API or an MCP client, by a session rule approved for the
+// session, by the system withdrawing it for a call that ended). The payload is read
+// when the event is delivered: {"tenant", "approval": the API's Approval}.
+type notifiedApprovals struct {
+	approvalStore
+	hook *webhook.Sender
+}
+
+func (n notifiedApprovals) CreateApproval(ctx context.Context, a *store.Approval) error {
+	if err := n.approvalStore.CreateApproval(ctx, a); err != nil {
+		return err
+	}
+	id := a.ID
+	n.hook.Send(webhook.Event{Type: store.AuditApprovalRequested, Payload: func(ctx context.Context) (any, error) {
+		got, err := n.approvalStore.GetApproval(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return approvalPayload(got), nil
+	}})
+	return nil
+}
+
+func (n notifiedApprovals) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error) {
+	a, err := n.approvalStore.DecideApproval(ctx, id, d)
+	if err != nil || a == nil {
+		return a, err
+	}
+	typ := store.AuditApprovalApproved
+	if a.Status == store.ApprovalDenied {
+		typ = store.AuditApprovalDenied
+	}
+	decided := *a
+	n.hook.Send(webhook.Event{Type: typ, Payload: func(context.Context) (any, error) { return approvalPayload(&decided), nil }})
+	return a, nil
+}
+
+func approvalPayload(a *store.Approval) map[string]any {
+	return map[string]any{"tenant": a.Tenant, "approval": server.ApprovalJSON(a)}
 }

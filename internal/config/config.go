@@ -90,6 +90,8 @@ type Config struct {
 	Chain         ChainConfig          `mapstructure:"chain"`
 	// Retention deletes old call records and unused sessions; 0 keeps them forever.
 	Retention RetentionConfig `mapstructure:"retention"`
+	// ApprovalWebhook is told when an approval is requested and decided.
+	ApprovalWebhook ApprovalWebhookConfig `mapstructure:"approval_webhook"`
 	// Cluster is how replicas sharing one PostgreSQL find each other; unused with SQLite.
 	Cluster ClusterConfig `mapstructure:"cluster"`
 
@@ -200,6 +202,16 @@ type SessionsConfig struct {
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// MaxLive caps the sessions in memory (least recently used evicted first); 0: no cap.
 	MaxLive int `mapstructure:"max_live"`
+}
+
+// ApprovalWebhookConfig is an HTTP endpoint told of approvals (Slack bridges, paging).
+type ApprovalWebhookConfig struct {
+	// URL receives the events; empty: none are sent.
+	URL string `mapstructure:"url"`
+	// SecretEnv names the environment variable holding the HMAC secret that signs them.
+	SecretEnv string `mapstructure:"secret_env"`
+	// Timeout bounds one delivery attempt.
+	Timeout time.Duration `mapstructure:"timeout"`
 }
 
 // RetentionConfig bounds what the daemon keeps over time. 0 keeps forever (the default:
@@ -473,8 +485,9 @@ func Defaults() Config {
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
 			MaxSteps: 10_000_000, MaxMemoryBytes: 256 << 20, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
-		MCPEndpoint: MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute, MaxSessions: 10000},
-		Cluster:     ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
+		MCPEndpoint:     MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute, MaxSessions: 10000},
+		Cluster:         ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
+		ApprovalWebhook: ApprovalWebhookConfig{Timeout: 10 * time.Second},
 	}
 }
 
@@ -821,6 +834,14 @@ func (c Config) Validate() error {
 	// "idle_timeout: 30ms" would evict constantly.
 	if d := c.Sessions.IdleTimeout; d < 0 || (d > 0 && d < time.Second) {
 		bad("sessions.idle_timeout", "%s must be 0 (never evict) or at least 1s", d)
+	}
+	if w := c.ApprovalWebhook; w.URL != "" {
+		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("approval_webhook.url", "%q: want an http or https URL", w.URL)
+		}
+	}
+	if c.ApprovalWebhook.Timeout <= 0 {
+		bad("approval_webhook.timeout", "%s: must be positive", c.ApprovalWebhook.Timeout)
 	}
 	// A retention of seconds would delete a call's record while its client still reads it.
 	for _, r := range []struct {

@@ -59,6 +59,10 @@ type decisionJSON struct {
 	Actor  string `json:"actor"`
 }
 
+// ApprovalJSON is an approval as the API shows it (the Approval schema of
+// api/openapi.yaml), for other outputs of the daemon (webhooks).
+func ApprovalJSON(a *store.Approval) any { return toApprovalJSON(a) }
+
 func toApprovalJSON(a *store.Approval) approvalJSON {
 	out := approvalJSON{ID: a.ID, SessionID: a.SessionID, CallID: a.CallID, Tool: a.Tool, Arguments: a.Arguments,
 		Risk: a.Risk, Reason: a.Reason, Suggestions: suggestionsOf(a), Status: string(a.StatusAt(time.Now())),
