@@ -161,6 +161,12 @@ func serveHostileStdio(mode string) {
 			}
 			answer(map[string]any{"tools": tools})
 			switch mode {
+			case "crashsoon":
+				// Up a moment after each connect, then dead: a crash loop.
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					os.Exit(2)
+				}()
 			case "deaf":
 				select {}
 			case "reqflood":
