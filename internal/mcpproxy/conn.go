@@ -47,6 +47,10 @@ type conn struct {
 	deadOnce sync.Once
 	dead     chan struct{}
 	deadErr  error // written before dead is closed
+	// retired is why the supervisor closes the connection while it still works (a
+	// restart, the server stopped), set before it does: the calls the closing cuts
+	// off say so rather than what the transport makes of it.
+	retired atomic.Pointer[error]
 
 	cmd     *exec.Cmd // stdio
 	pid     int       // stdio child, leader of its process group
@@ -307,6 +311,20 @@ func (c *conn) err() error {
 	default:
 		return nil
 	}
+}
+
+// retire records why the connection is about to be closed; see retired.
+func (c *conn) retire(why error) { c.retired.Store(&why) }
+
+// ended is why the connection died or was retired, or nil while neither.
+func (c *conn) ended() error {
+	if err := c.err(); err != nil {
+		return err
+	}
+	if why := c.retired.Load(); why != nil {
+		return *why
+	}
+	return nil
 }
 
 // spawn runs f on a goroutine that close waits for; after close it does nothing.

@@ -144,8 +144,10 @@ func (s *server) run(ctx context.Context) {
 		var delay time.Duration
 		switch {
 		case ctx.Err() != nil:
+			c.retire(errors.New("the server was stopped"))
 			s.setState(StateFailed, "stopped", nil)
 		case errors.Is(reason, errRestart):
+			c.retire(errors.New("the server was restarted"))
 			s.log.Info("mcp server: restarting")
 			s.setState(StateConnecting, "", nil)
 		case answered:

@@ -170,8 +170,8 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 		// it is read: the call of the connection that likely sent it is told so.
 		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s wrote a message larger than %d MiB during the call of %s, which was not read; the connection was closed and is opened again",
 			name, maxMessageBytes>>20, t.upstream)
-	case c.err() != nil:
-		return outcomeUnavailable, nil, t.lostDuringCall(c.err())
+	case c.ended() != nil:
+		return outcomeUnavailable, nil, t.lostDuringCall(c.ended())
 	case isAnswerCutOff(err):
 		// The request reached the server; the stream its answer was to come on
 		// ended first. mcp-go says "unexpected nil response".
