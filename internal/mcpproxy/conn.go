@@ -62,6 +62,8 @@ type conn struct {
 	// progress admits notifications/progress for the calls of this connection only.
 	progress progressGate
 	listing  toolListing
+	// sdkSaid is the last error mcp-go logged about the connection.
+	sdkSaid atomic.Pointer[string]
 
 	goMu    sync.Mutex
 	closing bool
@@ -91,6 +93,11 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 		if timedOut.Load() {
 			err = fmt.Errorf("not connected within %s: %w", cfg.ConnectTimeout, err)
 		}
+		if said := c.sdkSaid.Load(); said != nil && cfg.Transport == TransportSSE {
+			// mcp-go only logs what it refuses on the event stream (an endpoint on
+			// another origin) and then waits for an endpoint until the timeout.
+			err = fmt.Errorf("%w (the SSE client said: %s)", err, *said)
+		}
 		if c.exited != nil && errors.Is(err, transport.ErrTransportClosed) {
 			// The child died: wait briefly for its last words.
 			select {
@@ -106,7 +113,7 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 }
 
 func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hint func()) ([]mcp.Tool, error) {
-	quiet := sdkLogger(c.log, newRedactor(cfg))
+	quiet := sdkLogger(c.log, newRedactor(cfg), &c.sdkSaid)
 	var tr transport.Interface
 	switch cfg.Transport {
 	case TransportStdio:
