@@ -79,8 +79,11 @@ func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Res
 	}
 	res, err := t.call(tc, c, args)
 	release()
+	// A deadline that passed, the server's call timeout or the caller's (the
+	// daemon's sessions give every call one, no longer than the call timeout, so
+	// theirs passes first), is the sign of a hung upstream session.
 	var ce callError
-	if errors.As(err, &ce) && ce.deadline {
+	if errors.As(err, &ce) && (ce.deadline || errors.Is(tc.Err(), context.DeadlineExceeded)) {
 		s.checkPooled(c)
 	}
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
