@@ -47,6 +47,10 @@ type conn struct {
 	deadOnce sync.Once
 	dead     chan struct{}
 	deadErr  error // written before dead is closed
+	// retired is why the supervisor closes the connection while it still works (a
+	// restart, the server stopped), set before it does: the calls the closing cuts
+	// off say so rather than what the transport makes of it.
+	retired atomic.Pointer[error]
 
 	cmd     *exec.Cmd // stdio
 	pid     int       // stdio child, leader of its process group
@@ -58,6 +62,8 @@ type conn struct {
 	// progress admits notifications/progress for the calls of this connection only.
 	progress progressGate
 	listing  toolListing
+	// sdkSaid is the last error mcp-go logged about the connection.
+	sdkSaid atomic.Pointer[string]
 
 	goMu    sync.Mutex
 	closing bool
@@ -87,6 +93,11 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 		if timedOut.Load() {
 			err = fmt.Errorf("not connected within %s: %w", cfg.ConnectTimeout, err)
 		}
+		if said := c.sdkSaid.Load(); said != nil && cfg.Transport == TransportSSE {
+			// mcp-go only logs what it refuses on the event stream (an endpoint on
+			// another origin) and then waits for an endpoint until the timeout.
+			err = fmt.Errorf("%w (the SSE client said: %s)", err, *said)
+		}
 		if c.exited != nil && errors.Is(err, transport.ErrTransportClosed) {
 			// The child died: wait briefly for its last words.
 			select {
@@ -102,7 +113,7 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 }
 
 func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hint func()) ([]mcp.Tool, error) {
-	quiet := sdkLogger(c.log, newRedactor(cfg))
+	quiet := sdkLogger(c.log, newRedactor(cfg), &c.sdkSaid)
 	var tr transport.Interface
 	switch cfg.Transport {
 	case TransportStdio:
@@ -307,6 +318,20 @@ func (c *conn) err() error {
 	default:
 		return nil
 	}
+}
+
+// retire records why the connection is about to be closed; see retired.
+func (c *conn) retire(why error) { c.retired.Store(&why) }
+
+// ended is why the connection died or was retired, or nil while neither.
+func (c *conn) ended() error {
+	if err := c.err(); err != nil {
+		return err
+	}
+	if why := c.retired.Load(); why != nil {
+		return *why
+	}
+	return nil
 }
 
 // spawn runs f on a goroutine that close waits for; after close it does nothing.

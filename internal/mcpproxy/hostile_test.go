@@ -161,6 +161,12 @@ func serveHostileStdio(mode string) {
 			}
 			answer(map[string]any{"tools": tools})
 			switch mode {
+			case "crashsoon":
+				// Up a moment after each connect, then dead: a crash loop.
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					os.Exit(2)
+				}()
 			case "deaf":
 				select {}
 			case "reqflood":
@@ -669,38 +675,54 @@ func TestStderrFlood(t *testing.T) {
 // TestPooledSessionStopsReading: a per_session upstream that stops reading its
 // stdin is not kept for ever (the pooled sessions have no health checks of their
 // own): a call that times out is followed by a check, and a session that fails it
-// is closed, its process killed, so that the next call opens a fresh one.
+// is closed, its process killed, so that the next call opens a fresh one. Whichever
+// deadline ends the call: the server's call timeout, or the caller's, which the
+// daemon's sessions always set (the tool's timeout is the server's call timeout, or
+// the call's timeout_ms) and which therefore passes first.
 func TestPooledSessionStopsReading(t *testing.T) {
 	t.Parallel()
-	cfg := hostileServer(t, "pdeaf", "deaf")
-	cfg.Pooling = PoolPerSession
-	cfg.CallTimeout = 500 * time.Millisecond
-	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
-	h.start(t)
-	h.waitState(t, "pdeaf", StateReady, 10*time.Second)
-	pooledPid := func() int {
-		pool := &h.m.server("pdeaf").pool
-		pool.mu.Lock()
-		defer pool.mu.Unlock()
-		if p := pool.conns["ses_a"]; p != nil && p.conn != nil {
-			return p.conn.pid
-		}
-		return 0
-	}
-	e, _ := h.tools.Lookup("mcp__pdeaf__echo")
-	args := json.RawMessage(`{"pad":"` + strings.Repeat("p", 1<<20) + `"}`)
-	res := h.tools.Run(e, toolmgr.Invocation{Ctx: &tool.Context{Context: t.Context(), CallID: "tc_1", Session: &tool.Session{ID: "ses_a"}, Progress: tool.NoProgress}, Args: args})
-	wantKind(t, res, tool.KindTimeout)
-	pid := pooledPid()
-	if pid == 0 {
-		t.Fatal("no pooled upstream session for ses_a")
-	}
-	// The ping after the call waits up to 10s (the health interval is 1h here).
-	if !eventually(20*time.Second, func() bool { return !processAlive(pid) }) {
-		t.Errorf("the deaf per-session upstream %d is still alive 20s after a call to it timed out", pid)
-	}
-	if st := h.status(t, "pdeaf"); st.Restarts != 0 {
-		t.Errorf("the server restarted (%s); only the daemon session's upstream session should have been closed", st.LastError)
+	for _, tt := range []struct {
+		name   string
+		caller time.Duration // the Invocation's timeout
+	}{
+		{"server call timeout", 0},
+		{"caller deadline", 500 * time.Millisecond},
+		{"shorter caller deadline", 200 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := hostileServer(t, "pdeaf", "deaf")
+			cfg.Pooling = PoolPerSession
+			cfg.CallTimeout = 500 * time.Millisecond
+			h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+			h.start(t)
+			h.waitState(t, "pdeaf", StateReady, 10*time.Second)
+			pooledPid := func() int {
+				pool := &h.m.server("pdeaf").pool
+				pool.mu.Lock()
+				defer pool.mu.Unlock()
+				if p := pool.conns["ses_a"]; p != nil && p.conn != nil {
+					return p.conn.pid
+				}
+				return 0
+			}
+			e, _ := h.tools.Lookup("mcp__pdeaf__echo")
+			args := json.RawMessage(`{"pad":"` + strings.Repeat("p", 1<<20) + `"}`)
+			res := h.tools.Run(e, toolmgr.Invocation{Ctx: &tool.Context{Context: t.Context(), CallID: "tc_1", Session: &tool.Session{ID: "ses_a"}, Progress: tool.NoProgress},
+				Args: args, Timeout: tt.caller})
+			wantKind(t, res, tool.KindTimeout)
+			pid := pooledPid()
+			if pid == 0 {
+				t.Fatal("no pooled upstream session for ses_a")
+			}
+			// The ping after the call waits up to 10s (the health interval is 1h here).
+			if !eventually(20*time.Second, func() bool { return !processAlive(pid) }) {
+				t.Errorf("the deaf per-session upstream %d is still alive 20s after a call to it timed out", pid)
+			}
+			if st := h.status(t, "pdeaf"); st.Restarts != 0 {
+				t.Errorf("the server restarted (%s); only the daemon session's upstream session should have been closed", st.LastError)
+			}
+		})
 	}
 }
 

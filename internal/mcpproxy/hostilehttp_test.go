@@ -430,3 +430,34 @@ func TestHTTPLogFlood(t *testing.T) {
 		t.Errorf("a log record of %d bytes (%q)", largest, sample)
 	}
 }
+
+// TestSSEEndpointElsewhere: an SSE server whose endpoint event names another origin
+// (a server behind a proxy announcing its own address, "localhost" where the
+// configuration says 127.0.0.1) is refused by mcp-go, which then waits for an endpoint
+// until the connect timeout. The server's last error says why, not only that the
+// wait for the endpoint ended.
+func TestSSEEndpointElsewhere(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: endpoint\ndata: http://mcp.internal.example:3001/message?session=1\n\n")
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	h := newHarness(t, Config{HealthInterval: time.Hour, MinBackoff: time.Hour, MaxBackoff: time.Hour, Servers: []ServerConfig{{
+		Name: "elsewhere", Transport: TransportSSE, URL: ts.URL + "/sse", Enabled: true, ConnectTimeout: time.Second}}})
+	h.start(t)
+	st := h.waitState(t, "elsewhere", StateFailed, 10*time.Second)
+	if !strings.Contains(st.LastError, "origin") {
+		t.Errorf("last error %q does not say the endpoint's origin was refused", st.LastError)
+	}
+	t.Logf("last error: %s", st.LastError)
+}

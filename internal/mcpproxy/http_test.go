@@ -128,7 +128,10 @@ func TestSSE(t *testing.T) {
 	select {
 	case res := <-inflight:
 		wantKind(t, res, tool.KindUnavailable)
-		t.Logf("in-flight SSE call answered %s after the kill", time.Since(killed))
+		if !strings.Contains(res.Text(), "whether it ran is unknown") {
+			t.Errorf("in-flight SSE call answered %q; want it to say whether it ran is unknown", res.Text())
+		}
+		t.Logf("in-flight SSE call answered %s after the kill: %s", time.Since(killed), res.Text())
 	case <-time.After(5 * time.Second):
 		t.Fatal("in-flight SSE call still waiting 5s after the server died")
 	}
@@ -165,8 +168,8 @@ func TestStreamableHTTPKilledMidCall(t *testing.T) {
 	select {
 	case res := <-inflight:
 		wantKind(t, res, tool.KindUnavailable)
-		if !strings.Contains(res.Text(), "went away") {
-			t.Errorf("result %q does not say the upstream went away", res.Text())
+		if !strings.Contains(res.Text(), "went away") || !strings.Contains(res.Text(), "whether it ran is unknown") {
+			t.Errorf("result %q does not say the upstream went away and whether the call ran is unknown", res.Text())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("in-flight call still waiting 10s after the server died")

@@ -344,3 +344,45 @@ func TestRemoveDropsCallSeries(t *testing.T) {
 		t.Errorf("%d call series after Remove and a late call, want none", n)
 	}
 }
+
+// TestRestartMidCall: a call waiting for its answer when the operator restarts its
+// server is cut off after its request went out. It says so, and that whether it ran
+// is unknown, over every transport, rather than what the transport reports about
+// its closing (over HTTP "failed to send request: … context canceled", which reads
+// as if the call never left).
+func TestRestartMidCall(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		cfg  func(t *testing.T) ServerConfig
+		tool string
+	}{
+		{"stdio", func(t *testing.T) ServerConfig { return hostileServer(t, "srv", "hang") }, "hang"},
+		{"streamable_http", func(t *testing.T) ServerConfig {
+			return ServerConfig{Name: "srv", Transport: TransportStreamableHTTP, URL: newGoServer(t).url, Enabled: true}
+		}, "slow"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, Config{HealthInterval: time.Hour, Servers: []ServerConfig{tt.cfg(t)}})
+			h.start(t)
+			h.waitState(t, "srv", StateReady, 30*time.Second)
+			inflight := make(chan *tool.Result, 1)
+			go func() { inflight <- h.call(context.Background(), t, "mcp__srv__"+tt.tool, `{}`, nil) }()
+			time.Sleep(300 * time.Millisecond)
+			if err := h.m.Restart("srv"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case res := <-inflight:
+				wantKind(t, res, tool.KindUnavailable)
+				if txt := res.Text(); !strings.Contains(txt, "during the call of "+tt.tool) || !strings.Contains(txt, "whether it ran is unknown") ||
+					!strings.Contains(txt, "restarted") {
+					t.Errorf("call cut off by a restart answered %q; want that the server was restarted during the call and whether it ran is unknown", txt)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("call still waiting 10s after its server was restarted")
+			}
+		})
+	}
+}

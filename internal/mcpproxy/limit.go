@@ -96,6 +96,12 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		}
 		return 0, errMessageTooLarge
 	}
+	// A read reaches at most one byte past the bound: one that took the rest of a
+	// larger message at once (json.Decoder's buffer doubles; a 16 MiB read may
+	// bring all of a 30 MB body) would let it through, as no read would follow.
+	if room := maxMessageBytes + 1 - b.n; len(p) > room {
+		p = p[:room]
+	}
 	n, err := b.ReadCloser.Read(p)
 	if !b.events {
 		b.n += n

@@ -203,13 +203,13 @@ func TestUpstreamRestartSkipsBackoff(t *testing.T) {
 // TestBackoffResetsOnConnect: the backoff counts the failed attempts of the current
 // outage only. After an outage long enough to grow it, a connection lost at once
 // continues it (a server crashing right after each connect is not restarted every
-// first delay), while one that stayed up longer than the grown delay resets it: the
-// first retry after that loss comes after the first delay.
+// first delay), while one that stayed up longer than the longest delay resets it:
+// the first retry after that loss comes after the first delay.
 func TestBackoffResetsOnConnect(t *testing.T) {
 	t.Parallel()
-	const first = 100 * time.Millisecond
+	const first, longest = 100 * time.Millisecond, 3 * time.Second
 	up := newRestartableServer(t)
-	h := newHarness(t, Config{HealthInterval: time.Hour, MinBackoff: first, MaxBackoff: time.Minute,
+	h := newHarness(t, Config{HealthInterval: time.Hour, MinBackoff: first, MaxBackoff: longest,
 		Servers: []ServerConfig{{Name: "web", Transport: TransportStreamableHTTP, URL: up.url(), Enabled: true}}})
 	h.start(t)
 	h.waitState(t, "web", StateReady, 10*time.Second)
@@ -237,12 +237,36 @@ func TestBackoffResetsOnConnect(t *testing.T) {
 	up.up()
 	h.waitState(t, "web", StateReady, 30*time.Second)
 
-	// Up for longer than that: a new outage starts from the first delay.
-	time.Sleep(2*crash + 100*time.Millisecond)
+	// Up for longer than the longest delay: a new outage starts from the first.
+	time.Sleep(longest + 200*time.Millisecond)
 	up.down()
 	st = h.failWith(t, "web")
 	if delay := st.NextAttempt.Sub(st.Since); delay > first {
 		t.Errorf("first retry of a new outage %s after the failure, want at most the first delay %s", delay, first)
+	}
+}
+
+// TestCrashLoopBacksOff: a server that connects and dies a moment later, every
+// time, is a crash loop: its backoff grows over the restarts as for a server that
+// cannot connect at all, although each connection outlives the first delays. (It
+// was respawned every first delay or so for ever, as each connection, up longer
+// than the delay its outage had reached, started the outage over.)
+func TestCrashLoopBacksOff(t *testing.T) {
+	t.Parallel()
+	const first = 50 * time.Millisecond // the child lives 300ms: 6× the first delay
+	h := newHarness(t, Config{HealthInterval: time.Hour, MinBackoff: first, MaxBackoff: 5 * time.Second,
+		Servers: []ServerConfig{hostileServer(t, "loop", "crashsoon")}})
+	h.start(t)
+	var st ServerStatus
+	if !eventually(20*time.Second, func() bool {
+		st = h.status(t, "loop")
+		return st.Restarts >= 5 && st.State == StateFailed && !st.NextAttempt.IsZero()
+	}) {
+		t.Fatalf("restarts %d, state %s; want 5 restarts and a retry scheduled", st.Restarts, st.State)
+	}
+	if delay := st.NextAttempt.Sub(st.Since); delay < 4*first {
+		t.Errorf("after %d connections that died soon after they were made, the next attempt is %s after the loss; want a grown backoff (>= %s)",
+			st.Restarts, delay.Round(time.Millisecond), 4*first)
 	}
 }
 

@@ -18,10 +18,12 @@ const (
 
 // sdkLogger is the logger mcp-go gets for one connection: at warning level, at a
 // bounded rate, each value redacted (mcp-go quotes the server's URL) and cut at
-// maxErrText.
-func sdkLogger(log *slog.Logger, red *redactor) *slog.Logger {
+// maxErrText. said, if not nil, receives the text of each error mcp-go logs, the
+// last one kept: some failures it only logs (an SSE endpoint it refuses), and the
+// connection attempt that then times out can say why.
+func sdkLogger(log *slog.Logger, red *redactor, said *atomic.Pointer[string]) *slog.Logger {
 	h := sdkLog{Handler: log.Handler(), min: slog.LevelWarn, redact: red,
-		budget: &sdkLogBudget{lim: rate.NewLimiter(sdkLogsPerSec, sdkLogBurst)}}
+		budget: &sdkLogBudget{lim: rate.NewLimiter(sdkLogsPerSec, sdkLogBurst), said: said}}
 	return slog.New(h).With("component", "mcp-go")
 }
 
@@ -39,6 +41,7 @@ type sdkLog struct {
 type sdkLogBudget struct {
 	lim     *rate.Limiter
 	dropped atomic.Int64
+	said    *atomic.Pointer[string] // the last error logged, or nil
 }
 
 func (h sdkLog) Enabled(ctx context.Context, l slog.Level) bool {
@@ -48,6 +51,17 @@ func (h sdkLog) Enabled(ctx context.Context, l slog.Level) bool {
 // Handle passes a record on, if the budget allows, at level min, with its values
 // redacted and cut; the first record after some were dropped says how many.
 func (h sdkLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError && h.budget.said != nil {
+		text := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				text += ": " + a.Value.String()
+			}
+			return true
+		})
+		text = h.redact.clip(text)
+		h.budget.said.Store(&text)
+	}
 	if !h.budget.lim.Allow() {
 		h.budget.dropped.Add(1)
 		return nil

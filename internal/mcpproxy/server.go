@@ -93,10 +93,10 @@ func (s *server) stop() {
 func (s *server) run(ctx context.Context) {
 	defer s.closeSessions(true)
 	// failures counts the failed attempts of the current outage. A connection that
-	// stays up longer than the backoff its outage had reached ends the outage: how
-	// long an earlier outage lasted must not delay the recovery from the next one. One
-	// lost sooner continues it, so that a server that crashes right after each
-	// connect is not restarted every MinBackoff forever.
+	// stays up longer than the delay its outage had reached, and than stableUptime,
+	// ends the outage: how long an earlier outage lasted must not delay the recovery
+	// from the next one. One lost sooner continues it, so that a server that crashes
+	// soon after each connect is not restarted every MinBackoff or so for ever.
 	failures := 0
 	first := true
 	for ctx.Err() == nil {
@@ -144,8 +144,10 @@ func (s *server) run(ctx context.Context) {
 		var delay time.Duration
 		switch {
 		case ctx.Err() != nil:
+			c.retire(errors.New("the server was stopped"))
 			s.setState(StateFailed, "stopped", nil)
 		case errors.Is(reason, errRestart):
+			c.retire(errors.New("the server was restarted"))
 			s.log.Info("mcp server: restarting")
 			s.setState(StateConnecting, "", nil)
 		case answered:
@@ -155,7 +157,7 @@ func (s *server) run(ctx context.Context) {
 			s.setState(StateConnecting, s.errText(reason), nil)
 		default:
 			failures = 1 // the lost connection is a new outage's first failure
-			if outage > 0 && time.Since(up) < s.m.backoffCeiling(outage) {
+			if outage > 0 && time.Since(up) < max(s.m.backoffCeiling(outage), s.m.stableUptime()) {
 				failures = outage + 1 // or the last one's next, when it came back only briefly
 			}
 			delay = s.m.backoff(failures)
@@ -475,6 +477,14 @@ func (m *Manager) backoffCeiling(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, m.cfg.MaxBackoff)
+}
+
+// stableUptime is how long a connection must stay up, at least, to end its
+// server's outage: 10s, or MaxBackoff if shorter (the operator's longest delay).
+// Measured against the delay the outage had reached alone, which starts at
+// MinBackoff, a server up half a second after each connect never let it grow.
+func (m *Manager) stableUptime() time.Duration {
+	return min(10*time.Second, m.cfg.MaxBackoff)
 }
 
 // pingTimeout bounds one health check.

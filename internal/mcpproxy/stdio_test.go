@@ -188,7 +188,13 @@ func TestStdioKilledChild(t *testing.T) {
 	select {
 	case res := <-inflight:
 		wantKind(t, res, tool.KindUnavailable)
-		t.Logf("in-flight call answered %s after the kill", time.Since(killed))
+		// The request had reached the server: the model must not read that it did
+		// not run (and repeat a call that did), nor transport jargon alone.
+		if txt := res.Text(); !strings.Contains(txt, "during the call of trigger-long-running-operation") ||
+			!strings.Contains(txt, "whether it ran is unknown") {
+			t.Errorf("in-flight call answered %q; want it to say the server went away during the call and whether it ran is unknown", txt)
+		}
+		t.Logf("in-flight call answered %s after the kill: %s", time.Since(killed), res.Text())
 	case <-time.After(5 * time.Second):
 		t.Fatal("in-flight call still running 5s after its server was killed")
 	}

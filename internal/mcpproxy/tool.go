@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -77,8 +79,11 @@ func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Res
 	}
 	res, err := t.call(tc, c, args)
 	release()
+	// A deadline that passed, the server's call timeout or the caller's (the
+	// daemon's sessions give every call one, no longer than the call timeout, so
+	// theirs passes first), is the sign of a hung upstream session.
 	var ce callError
-	if errors.As(err, &ce) && ce.deadline {
+	if errors.As(err, &ce) && (ce.deadline || errors.Is(tc.Err(), context.DeadlineExceeded)) {
 		s.checkPooled(c)
 	}
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
@@ -168,18 +173,21 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 		// it is read: the call of the connection that likely sent it is told so.
 		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s wrote a message larger than %d MiB during the call of %s, which was not read; the connection was closed and is opened again",
 			name, maxMessageBytes>>20, t.upstream)
-	case c.err() != nil:
-		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s is not available: it went away during the call (%v)", name, c.err())
+	case c.ended() != nil:
+		return outcomeUnavailable, nil, t.lostDuringCall(c.ended())
 	case isAnswerCutOff(err):
 		// The request reached the server; the stream its answer was to come on
 		// ended first. mcp-go says "unexpected nil response".
 		t.srv.checkNow()
-		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable,
-			"mcp server %s is not available: the connection broke during the call of %s, before its answer came; the upstream went away or restarted, and whether the call ran is unknown (%v)",
-			name, t.upstream, err)
+		return outcomeUnavailable, nil, t.lostDuringCall(err)
 	case isTransportFailure(err) || isSessionLost(err):
 		if isConnectionGone(err) {
 			c.markDead(err)
+			if errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, syscall.ECONNRESET) {
+				// The connection ended while the call waited for its answer (a
+				// stdio child that died says only "transport closed").
+				return outcomeUnavailable, nil, t.lostDuringCall(c.describe(err))
+			}
 		} else {
 			t.srv.checkNow()
 		}
@@ -189,6 +197,15 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 	default:
 		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s failed to run %s: %v", name, t.upstream, err)
 	}
+}
+
+// lostDuringCall is the error of a call whose connection ended while it waited for
+// the answer: the request had gone out, so the server may have run it, and a model
+// told only that the server is not available could run it twice.
+func (t *proxyTool) lostDuringCall(why error) error {
+	return tool.Errorf(tool.KindUnavailable,
+		"mcp server %s is not available: it went away during the call of %s, before its answer came, so whether it ran is unknown (%v)",
+		t.srv.cfg.Name, t.upstream, why)
 }
 
 // done counts the call and redacts its error: the error quotes what the transport
