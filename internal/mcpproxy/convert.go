@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"syscall"
 
@@ -116,6 +117,35 @@ func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
 	return json.Marshal(obj)
 }
 
+// decodeProblem says what is wrong with a tool list entry in MCP's words: Go's decoder
+// names its own types ("cannot unmarshal string into Go struct field Tool.inputSchema
+// of type struct { Definitions …"), which tell an operator nothing.
+func decodeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return oneLine(err.Error())
+	}
+	field := te.Field
+	if field == "" {
+		field = "the entry"
+	}
+	want := "another type"
+	switch te.Type.Kind() {
+	case reflect.Struct, reflect.Map:
+		want = "an object"
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16,
+		reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		want = "a number"
+	}
+	return fmt.Sprintf("%s is a JSON %s where MCP wants %s", field, te.Value, want)
+}
+
 // readableTools returns a tools/list result without the entries mcp-go cannot
 // decode (an inputSchema that is not an object or whose type is a list, a name that
 // is not a string), which would make it refuse the whole list and with it every tool
@@ -147,7 +177,7 @@ func readableTools(result json.RawMessage) (json.RawMessage, int, []string) {
 		if len(name) > 100 {
 			name = name[:100] + "…"
 		}
-		notes = append(notes, fmt.Sprintf("tool %s is not registered: its entry in tools/list does not decode: %s", name, oneLine(err.Error())))
+		notes = append(notes, fmt.Sprintf("tool %s is not registered: its entry in tools/list does not decode: %s", name, decodeProblem(err)))
 	}
 	b, err := json.Marshal(kept)
 	if err != nil {

@@ -302,3 +302,17 @@ func TestStderrLogBounded(t *testing.T) {
 		t.Error("a line was logged before its newline")
 	}
 }
+
+// TestUnreadableToolNotes: a tool list entry that does not decode is named with what
+// is wrong in MCP's words, not the Go types of the decoder.
+func TestUnreadableToolNotes(t *testing.T) {
+	t.Parallel()
+	page := `{"tools":[{"name":"ok","inputSchema":{"type":"object"}},{"name":"bad","inputSchema":"x"},{"name":7,"inputSchema":{"type":"object"}}]}`
+	_, n, notes := readableTools(json.RawMessage(page))
+	got := strings.Join(notes, "\n")
+	if n != 1 || !strings.Contains(got, `tool "bad" is not registered: its entry in tools/list does not decode: inputSchema is a JSON string where MCP wants an object`) ||
+		!strings.Contains(got, `tool 7 is not registered: its entry in tools/list does not decode: name is a JSON number where MCP wants a string`) ||
+		strings.Contains(got, "Go struct") {
+		t.Errorf("%d kept; notes:\n%s", n, got)
+	}
+}
