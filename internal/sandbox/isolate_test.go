@@ -466,8 +466,9 @@ func TestCommandsDieFirstOnOOM(t *testing.T) {
 			t.Parallel()
 			m := newManager(t, bc.cfg)
 			sb, _ := newSandbox(t, m, Options{})
-			// $$ is the command's shell; cat is a process it forks later.
-			j, _ := run(t, sb, Cmd{Command: `sleep 0.1; read -r s </proc/$$/oom_score_adj; echo "$s $(cat /proc/self/oom_score_adj)"`})
+			// $$ is the command's shell; cat is a process it forks at once, which a score
+			// set after the start (the daemon writing it) would reach too late.
+			j, _ := run(t, sb, Cmd{Command: `c=$(cat /proc/self/oom_score_adj); read -r s </proc/$$/oom_score_adj; echo "$s $c"`})
 			if got := strings.TrimSpace(output(t, j, Stdout)); got != "1000 1000" {
 				t.Errorf("oom_score_adj of the shell and its child: %q (stderr %q)", got, output(t, j, Stderr))
 			}

@@ -296,11 +296,11 @@ func (b *box) launch(dir, command string, env []string) (launch, error) {
 	bash, rw := b.m.caps.Bash, append([]string{b.res.root, b.tmp, b.home}, b.m.cfg.WritableDirs...)
 	switch b.backend {
 	case BackendBwrap:
-		return bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, b.network), nil
+		return oomShim(bash, bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, b.network)), nil
 	case BackendNamespaces:
 		return namespacesLaunch(bash, dir, command, env, rw, b.m.hide, b.network, b.m.caps.LandlockABI)
 	default:
-		return localLaunch(bash, dir, command, env), nil
+		return oomShim(bash, localLaunch(bash, dir, command, env)), nil
 	}
 }
 

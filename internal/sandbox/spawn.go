@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -54,7 +53,6 @@ func spawn(l launch, stdin, stdout, stderr *os.File, exited func(*exec.Cmd)) (*e
 			started <- err
 			return
 		}
-		_ = setOOMScoreAdj(strconv.Itoa(cmd.Process.Pid))
 		started <- nil
 		waitExited(cmd.Process.Pid)
 		exited(cmd)
@@ -96,15 +94,29 @@ func waitExited(pid int) {
 // commandOOMScoreAdj is the OOM score adjustment of every command: the most, so that
 // when memory runs out (a command filling it, in a container whose limit it reaches)
 // the kernel kills commands before the daemon, whose score is left as it is. Raising a
-// score needs no privilege.
-//
-// The daemon writes it for the process it started as soon as the start returns; a
-// process that one forks in the few microseconds before keeps the daemon's score. The
-// namespaces backend's helper writes its own first, before anything can fork.
+// score needs no privilege. It is set by the command's first process itself, before
+// anything of the command can fork (a score is inherited by a fork and kept across
+// exec): by the namespaces backend's helper, and for the others by oomShim.
 const commandOOMScoreAdj = "1000"
 
 // setOOMScoreAdj raises the OOM score adjustment of /proc/<pid> ("self" for this
 // process) to commandOOMScoreAdj.
 func setOOMScoreAdj(pid string) error {
 	return os.WriteFile("/proc/"+pid+"/oom_score_adj", []byte(commandOOMScoreAdj), 0)
+}
+
+// oomShim makes l start as bash setting its own OOM score, then exec'ing l's program
+// in its place (same process: its group, parent-death signal and cgroup stay). Set
+// by the daemon after the start instead, the score came too late for bwrap, which
+// forks its sandbox at once (seen under load). One more exec of bash: about a
+// millisecond.
+func oomShim(bash string, l launch) launch {
+	prog := l.path
+	if prog == "" {
+		prog = l.argv[0]
+	}
+	script := "echo " + commandOOMScoreAdj + ` >/proc/self/oom_score_adj 2>/dev/null; exec "$@"`
+	l.argv = append([]string{bash, "-c", script, "toolserverd-oom-shim", prog}, l.argv[1:]...)
+	l.path = bash
+	return l
 }
