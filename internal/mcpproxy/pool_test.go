@@ -244,3 +244,31 @@ func TestStdioListChanged(t *testing.T) {
 	}
 	wantText(t, h.sessionCall(t.Context(), t, "", "mcp__grows__grown"), "grown here")
 }
+
+// TestPerSessionClosedWithItsSession: a daemon session that is deleted has its
+// upstream session closed at once (its process, a browser's, ends), not after the
+// idle timeout; other daemon sessions keep theirs.
+func TestPerSessionClosedWithItsSession(t *testing.T) {
+	t.Parallel()
+	cfg := statefulServer(t, "end")
+	cfg.SessionIdleTimeout = time.Hour
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: 100 * time.Millisecond})
+	h.start(t)
+	h.waitState(t, "end", StateReady, 30*time.Second)
+
+	pa, pb := h.sessionInt(t, "ses_a", "mcp__end__pid"), h.sessionInt(t, "ses_b", "mcp__end__pid")
+	h.m.CloseSession(t.Context(), "ses_a")
+	if st := h.status(t, "end"); st.UpstreamSessions != 1 {
+		t.Errorf("upstream_sessions = %d after session a ended, want 1 (b's)", st.UpstreamSessions)
+	}
+	if !eventually(5*time.Second, func() bool { return !processAlive(pa) }) {
+		t.Errorf("session a's upstream process %d still alive after the session ended", pa)
+	}
+	if !processAlive(pb) {
+		t.Error("session b's upstream process died when session a ended")
+	}
+	if n := h.sessionInt(t, "ses_b", "mcp__end__count"); n != 1 {
+		t.Errorf("session b counted %d, want 1 on its own upstream session", n)
+	}
+	h.m.CloseSession(t.Context(), "ses_unknown") // nothing to close: no harm
+}
