@@ -249,6 +249,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, fmt.Errorf("config: tool_groups: %w", err)
 	}
 	a.Sessions.UseResources(a.Sandbox)
+	// A deleted session's per_session MCP upstreams (its browser) close with it.
+	a.Sessions.UseClosers(a.MCP)
 	// Whitelists keep the tools of MCP servers still connecting: they come later.
 	a.Sessions.UsePendingSources(a.MCP.Pending)
 	a.Sessions.UseRetention(a.Store, cfg.Retention.Sessions)
