@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,14 @@ func serveStatefulStdio() {
 		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
+		})
+	s.AddTool(mcp.NewTool("cwd", mcp.WithDescription("This process's working directory.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			wd, err := os.Getwd()
+			if err != nil {
+				return nil, err
+			}
+			return mcp.NewToolResultText(wd), nil
 		})
 	addSprayTool(s)
 	if err := mcpserver.ServeStdio(s); err != nil {
@@ -271,4 +280,24 @@ func TestPerSessionClosedWithItsSession(t *testing.T) {
 		t.Errorf("session b counted %d, want 1 on its own upstream session", n)
 	}
 	h.m.CloseSession(t.Context(), "ses_unknown") // nothing to close: no harm
+}
+
+// TestStdioServerWorkDir: a stdio server runs in a directory of its own under
+// Config.WorkDir, not in the daemon's working directory, which deployments make the
+// data directory (the store, every session's workspace): a tool that writes files
+// relative to its working directory, even one marked read-only (Playwright's
+// browser_snapshot with a filename), reaches only its own.
+func TestStdioServerWorkDir(t *testing.T) {
+	t.Parallel()
+	base := filepath.Join(t.TempDir(), "mcp")
+	cfg := statefulServer(t, "wd")
+	cfg.Pooling = PoolShared
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour, WorkDir: base})
+	h.start(t)
+	h.waitState(t, "wd", StateReady, 30*time.Second)
+	got := strings.TrimSpace(h.sessionCall(t.Context(), t, "", "mcp__wd__cwd").Text())
+	if want := filepath.Join(base, "wd"); got != want {
+		daemon, _ := os.Getwd()
+		t.Errorf("the stdio server runs in %q, want %q (the daemon's is %q)", got, want, daemon)
+	}
 }
