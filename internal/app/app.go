@@ -232,7 +232,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.MCPTools = toolmgr.New()
 	mcpStore, _ := a.Store.(mcpproxy.ServerStore)
-	if a.MCP, err = mcpproxy.New(mcpConfig(cfg), a.MCPTools, func(name string) bool { _, ok := a.Tools.Lookup(name); return ok },
+	if a.MCP, err = mcpproxy.New(mcpConfig(cfg, a.DataDir), a.MCPTools, func(name string) bool { _, ok := a.Tools.Lookup(name); return ok },
 		log, a.Registry, mcpproxy.WithStore(mcpStore)); err != nil {
 		return nil, fmt.Errorf("config: mcp_servers: %w", err)
 	}
@@ -251,6 +251,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, fmt.Errorf("config: tool_groups: %w", err)
 	}
 	a.Sessions.UseResources(a.Sandbox)
+	// A deleted session's per_session MCP upstreams (its browser) close with it.
+	a.Sessions.UseClosers(a.MCP)
 	// Whitelists keep the tools of MCP servers still connecting: they come later.
 	a.Sessions.UsePendingSources(a.MCP.Pending)
 	a.Sessions.UseRetention(a.Store, cfg.Retention.Sessions)
@@ -731,9 +733,11 @@ func (a *App) Close() {
 	}
 }
 
-func mcpConfig(cfg config.Config) mcpproxy.Config {
+// mcpConfig: stdio servers run in dataDir/mcp/{name}, not in the daemon's working
+// directory, which deployments make the data directory itself.
+func mcpConfig(cfg config.Config, dataDir string) mcpproxy.Config {
 	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval,
-		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff}
+		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff, WorkDir: filepath.Join(dataDir, "mcp")}
 	for _, s := range cfg.MCPServers {
 		enabled := s.Enabled == nil || *s.Enabled
 		mc.Servers = append(mc.Servers, mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,

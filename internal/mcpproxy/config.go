@@ -83,6 +83,9 @@ type ServerConfig struct {
 	// SessionIdleTimeout closes a per_session upstream session unused this long
 	// (default 10m).
 	SessionIdleTimeout time.Duration `json:"-"`
+	// Dir is a stdio server's working directory (from Config.WorkDir); "" for the
+	// daemon's.
+	Dir string `json:"-"`
 	// TrustAnnotations (nil: true) lets the server's tool annotations lower what
 	// the permission check asks for: readOnlyHint makes a tool read-only,
 	// concurrency-safe and low risk. MCP tells clients to treat annotations as
@@ -291,6 +294,12 @@ type Config struct {
 	MinBackoff time.Duration
 	// MaxBackoff caps the delay between reconnection attempts (default 1m).
 	MaxBackoff time.Duration
+	// WorkDir holds the working directories of stdio servers: each runs in
+	// WorkDir/{name}, made when it starts. Empty: they run in the daemon's, which
+	// deployments make the data directory (the store, every session's workspace),
+	// where a tool writing files relative to its own (Playwright's browser_snapshot
+	// with a filename, marked read-only) would write.
+	WorkDir string
 }
 
 // Validate checks the configuration, every server in it, and that names are unique.

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,6 +132,19 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		// passes through a bound (see boundedLines).
 		cmd := exec.CommandContext(c.ctx, cfg.Command, cfg.Args...)
 		cmd.Env = env
+		if cfg.Dir != "" {
+			if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+				return nil, fmt.Errorf("working directory: %w", err)
+			}
+			// A command given as a relative path ("./bin/server") is the daemon's
+			// working directory's, as before; exec would look for it in Dir.
+			if !filepath.IsAbs(cmd.Path) && strings.ContainsRune(cmd.Path, filepath.Separator) {
+				if abs, err := filepath.Abs(cmd.Path); err == nil {
+					cmd.Path = abs
+				}
+			}
+			cmd.Dir = cfg.Dir
+		}
 		cmd.WaitDelay = 2 * time.Second
 		ownProcessGroup(cmd)
 		stdin, err := cmd.StdinPipe()

@@ -247,3 +247,39 @@ func (s *server) checkPooled(c *conn) {
 		}
 	})
 }
+
+// CloseSession closes the upstream sessions opened for a daemon session that is gone
+// for good (deleted by its client or by retention), on every per_session server:
+// left to the idle timeout, a browser's would live on for minutes with the pages,
+// cookies and logins of a session that no longer exists. One still opening is
+// abandoned, a call still on one ends unavailable.
+func (m *Manager) CloseSession(ctx context.Context, sessionID string) {
+	for _, s := range m.serverList() {
+		if s.cfg.Pooling == PoolPerSession {
+			s.closeSession(sessionID)
+		}
+	}
+}
+
+// closeSession closes the upstream session of one daemon session, if it has one.
+func (s *server) closeSession(sessionID string) {
+	pool := &s.pool
+	pool.mu.Lock()
+	p := pool.conns[sessionID]
+	if p == nil {
+		pool.mu.Unlock()
+		return
+	}
+	delete(pool.conns, sessionID)
+	if !p.dialled() {
+		p.abort() // openSession sees it taken out and closes what it dialled
+	}
+	c := p.conn
+	pool.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.markDead(errors.New("the daemon session it was opened for was deleted"))
+	c.close()
+	s.log.Info("mcp server: upstream session closed with its daemon session", "daemon_session", sessionID)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,14 @@ func serveStatefulStdio() {
 		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
+		})
+	s.AddTool(mcp.NewTool("cwd", mcp.WithDescription("This process's working directory.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			wd, err := os.Getwd()
+			if err != nil {
+				return nil, err
+			}
+			return mcp.NewToolResultText(wd), nil
 		})
 	addSprayTool(s)
 	if err := mcpserver.ServeStdio(s); err != nil {
@@ -243,4 +252,52 @@ func TestStdioListChanged(t *testing.T) {
 		t.Fatalf("the added tool never appeared: %v", h.tools.Names())
 	}
 	wantText(t, h.sessionCall(t.Context(), t, "", "mcp__grows__grown"), "grown here")
+}
+
+// TestPerSessionClosedWithItsSession: a daemon session that is deleted has its
+// upstream session closed at once (its process, a browser's, ends), not after the
+// idle timeout; other daemon sessions keep theirs.
+func TestPerSessionClosedWithItsSession(t *testing.T) {
+	t.Parallel()
+	cfg := statefulServer(t, "end")
+	cfg.SessionIdleTimeout = time.Hour
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: 100 * time.Millisecond})
+	h.start(t)
+	h.waitState(t, "end", StateReady, 30*time.Second)
+
+	pa, pb := h.sessionInt(t, "ses_a", "mcp__end__pid"), h.sessionInt(t, "ses_b", "mcp__end__pid")
+	h.m.CloseSession(t.Context(), "ses_a")
+	if st := h.status(t, "end"); st.UpstreamSessions != 1 {
+		t.Errorf("upstream_sessions = %d after session a ended, want 1 (b's)", st.UpstreamSessions)
+	}
+	if !eventually(5*time.Second, func() bool { return !processAlive(pa) }) {
+		t.Errorf("session a's upstream process %d still alive after the session ended", pa)
+	}
+	if !processAlive(pb) {
+		t.Error("session b's upstream process died when session a ended")
+	}
+	if n := h.sessionInt(t, "ses_b", "mcp__end__count"); n != 1 {
+		t.Errorf("session b counted %d, want 1 on its own upstream session", n)
+	}
+	h.m.CloseSession(t.Context(), "ses_unknown") // nothing to close: no harm
+}
+
+// TestStdioServerWorkDir: a stdio server runs in a directory of its own under
+// Config.WorkDir, not in the daemon's working directory, which deployments make the
+// data directory (the store, every session's workspace): a tool that writes files
+// relative to its working directory, even one marked read-only (Playwright's
+// browser_snapshot with a filename), reaches only its own.
+func TestStdioServerWorkDir(t *testing.T) {
+	t.Parallel()
+	base := filepath.Join(t.TempDir(), "mcp")
+	cfg := statefulServer(t, "wd")
+	cfg.Pooling = PoolShared
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour, WorkDir: base})
+	h.start(t)
+	h.waitState(t, "wd", StateReady, 30*time.Second)
+	got := strings.TrimSpace(h.sessionCall(t.Context(), t, "", "mcp__wd__cwd").Text())
+	if want := filepath.Join(base, "wd"); got != want {
+		daemon, _ := os.Getwd()
+		t.Errorf("the stdio server runs in %q, want %q (the daemon's is %q)", got, want, daemon)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ type server struct {
 
 func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
 	cfg = cfg.withDefaults()
+	if m.cfg.WorkDir != "" && cfg.Transport == TransportStdio {
+		cfg.Dir = filepath.Join(m.cfg.WorkDir, cfg.Name)
+	}
 	red := newRedactor(&cfg)
 	s := &server{
 		m: m, cfg: cfg, persisted: persisted, redact: red,

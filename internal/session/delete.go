@@ -95,5 +95,25 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
 		spec.Workdir = "?" // a spec that cannot be read may name a workdir: keep it
 	}
+	m.closeHeld(ctx, id)
 	return m.removeDirs(id, spec.Workdir != "")
+}
+
+// Closer closes what a session's tools keep for it beyond an eviction, which the
+// session gets back when it is loaded again: an MCP server's upstream session opened
+// for it (pooling: per_session), with a browser's pages and logins, say. That lives
+// on its own timeout; a deleted session has no use for it any more.
+type Closer interface {
+	CloseSession(ctx context.Context, id string)
+}
+
+// UseClosers has c told of every session deleted here: by its client, by
+// retention, or by another replica (found out here). Call it before serving.
+func (m *Manager) UseClosers(c ...Closer) { m.closers = append(m.closers, c...) }
+
+// closeHeld tells the closers that session id is deleted.
+func (m *Manager) closeHeld(ctx context.Context, id string) {
+	for _, c := range m.closers {
+		c.CloseSession(ctx, id)
+	}
 }

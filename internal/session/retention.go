@@ -137,6 +137,7 @@ func (m *Manager) releaseGone(ctx context.Context, s *Session) error {
 			errs = append(errs, fmt.Errorf("session %s: releasing its resources: %w", s.ID, err))
 		}
 	}
+	m.closeHeld(ctx, s.ID)
 	errs = append(errs, m.removeDirs(s.ID, named))
 	return errors.Join(errs...)
 }
@@ -357,6 +358,7 @@ func (m *Manager) deleteUnused(ctx context.Context, rec *store.Session, cutoff t
 	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
 		spec.Workdir = "?"
 	}
+	m.closeHeld(ctx, id)
 	if err := m.removeDirs(id, spec.Workdir != ""); err != nil {
 		return gone, calls, err
 	}

@@ -259,6 +259,7 @@ type Manager struct {
 	store    Store
 	managers []*toolmgr.Manager
 	res      Resources // nil: tools hold nothing for sessions outside their calls
+	closers  []Closer  // told of every session deleted
 
 	mu       sync.Mutex
 	live     map[string]*Session

@@ -104,22 +104,35 @@ const (
 )
 
 // capMedia returns res with the image and audio blocks that fit MaxResultMedia and
-// MaxResultMediaBytes, in order, and a note about the rest; res itself when all fit.
+// MaxResultMediaBytes, in order, and a note about the rest; an image larger than
+// MaxImageSide is replaced by a note of its own. res itself when all fit.
 func capMedia(res *tool.Result) *tool.Result {
 	n, size, over := 0, 0, false
-	for _, c := range res.Content {
+	var notes map[int]string // oversized images, by block
+	for i, c := range res.Content {
 		if isMedia(c) {
 			n, size = n+1, size+len(c.Data)
 			over = over || n > MaxResultMedia || size > MaxResultMediaBytes
+			if note := oversized(c); note != "" {
+				if notes == nil {
+					notes = map[int]string{}
+				}
+				notes[i] = note
+			}
 		}
 	}
-	if !over {
+	if !over && notes == nil {
 		return res
 	}
 	out := *res
 	out.Content = make([]tool.Content, 0, len(res.Content)+1)
+	out.Truncated = true
 	kept, keptBytes, dropped, droppedBytes := 0, 0, 0, 0
-	for _, c := range res.Content {
+	for i, c := range res.Content {
+		if note, ok := notes[i]; ok {
+			out.Content = append(out.Content, tool.Content{Type: tool.ContentText, Text: note})
+			continue
+		}
 		if isMedia(c) && (kept == MaxResultMedia || keptBytes+len(c.Data) > MaxResultMediaBytes) {
 			dropped, droppedBytes = dropped+1, droppedBytes+len(c.Data)
 			continue
@@ -129,10 +142,11 @@ func capMedia(res *tool.Result) *tool.Result {
 		}
 		out.Content = append(out.Content, c)
 	}
-	out.Content = append(out.Content, tool.Content{Type: tool.ContentText, Text: fmt.Sprintf(
-		"[%d image or audio block(s) (%d bytes of base64) left out here: a result passes at most %d of them and %d MiB together]",
-		dropped, droppedBytes, MaxResultMedia, MaxResultMediaBytes>>20)})
-	out.Truncated = true
+	if dropped > 0 {
+		out.Content = append(out.Content, tool.Content{Type: tool.ContentText, Text: fmt.Sprintf(
+			"[%d image or audio block(s) (%d bytes of base64) left out here: a result passes at most %d of them and %d MiB together]",
+			dropped, droppedBytes, MaxResultMedia, MaxResultMediaBytes>>20)})
+	}
 	return &out
 }
 
