@@ -3,13 +3,13 @@ package toolmgr
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"image"
 	_ "image/gif"  // image.DecodeConfig reads the size of GIF images
 	_ "image/jpeg" // … JPEG
 	_ "image/png"  // … PNG
-	"strings"
+
+	_ "golang.org/x/image/webp" // … and WebP
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -48,37 +48,9 @@ func imageSize(data string) (w, h int, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	if w, h, ok := webpSize(raw); ok {
-		return w, h, true
-	}
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(raw))
 	if err != nil {
 		return 0, 0, false
 	}
 	return cfg.Width, cfg.Height, true
-}
-
-// webpSize reads the canvas size of a WebP file: from its VP8X chunk (extended
-// format), VP8L (lossless) or VP8 (lossy) frame header.
-func webpSize(b []byte) (w, h int, ok bool) {
-	if len(b) < 30 || string(b[:4]) != "RIFF" || string(b[8:12]) != "WEBP" {
-		return 0, 0, false
-	}
-	le24 := func(p []byte) int { return int(p[0]) | int(p[1])<<8 | int(p[2])<<16 }
-	switch string(b[12:16]) {
-	case "VP8X":
-		return le24(b[24:27]) + 1, le24(b[27:30]) + 1, true
-	case "VP8L":
-		if b[20] != 0x2f {
-			return 0, 0, false
-		}
-		v := binary.LittleEndian.Uint32(b[21:25])
-		return int(v&0x3fff) + 1, int(v>>14&0x3fff) + 1, true
-	case "VP8 ":
-		if !strings.HasPrefix(string(b[23:26]), "\x9d\x01\x2a") {
-			return 0, 0, false
-		}
-		return int(binary.LittleEndian.Uint16(b[26:28]) & 0x3fff), int(binary.LittleEndian.Uint16(b[28:30]) & 0x3fff), true
-	}
-	return 0, 0, false
 }

@@ -46,6 +46,7 @@ func webpOf(w, h int) tool.Content {
 func webpLosslessOf(w, h int) tool.Content {
 	b := []byte("RIFF\x00\x00\x00\x00WEBPVP8L\x00\x00\x00\x00\x2f\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 	binary.LittleEndian.PutUint32(b[21:], uint32(w-1)|uint32(h-1)<<14)
+	binary.LittleEndian.PutUint32(b[16:], uint32(len(b)-20)) // the VP8L chunk's size
 	binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-8))
 	return tool.Content{Type: tool.ContentImage, MimeType: "image/webp", Data: base64.StdEncoding.EncodeToString(b)}
 }
