@@ -205,6 +205,11 @@ func addArrayItems(raw json.RawMessage) (json.RawMessage, bool) {
 	if !changed {
 		return raw, false
 	}
+	return writeMembers(members), true
+}
+
+// writeMembers writes an object of members, in order.
+func writeMembers(members []member) json.RawMessage {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, m := range members {
@@ -217,7 +222,7 @@ func addArrayItems(raw json.RawMessage) (json.RawMessage, bool) {
 		b.Write(m.val)
 	}
 	b.WriteByte('}')
-	return b.Bytes(), true
+	return b.Bytes()
 }
 
 // schemaList rewrites an array of schemas.
@@ -245,26 +250,16 @@ func schemaMap(raw json.RawMessage) (json.RawMessage, bool) {
 	if !ok {
 		return raw, false
 	}
-	var b bytes.Buffer
 	changed := false
-	b.WriteByte('{')
 	for i, m := range members {
 		if out, ok := addArrayItems(m.val); ok {
-			m.val, changed = out, true
+			members[i].val, changed = out, true
 		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.val)
 	}
-	b.WriteByte('}')
 	if !changed {
 		return raw, false
 	}
-	return b.Bytes(), true
+	return writeMembers(members), true
 }
 
 // objectMembers splits a JSON object into its members, in order.
