@@ -494,11 +494,11 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// TestOutputLostWhenTheDiskIsFull: a log that cannot be written (/dev/full answers
-// ENOSPC, as a full disk does) counts the bytes as lost, not as beyond the cap, and
-// says why without the log's path; the bytes past the cap are still dropped.
-func TestOutputLostWhenTheDiskIsFull(t *testing.T) {
-	t.Parallel()
+// fullDiskLog is an output log of limit bytes on /dev/full, which answers ENOSPC as a
+// full disk does, copying what is written to w; done closes when w is closed and the
+// copy is over.
+func fullDiskLog(t *testing.T, limit int64) (o *outputLog, w *os.File, done chan struct{}) {
+	t.Helper()
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatalf("this test needs /dev/full: %v", err)
@@ -507,9 +507,18 @@ func TestOutputLostWhenTheDiskIsFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &outputLog{path: "/dev/full", limit: 1000}
-	done := make(chan struct{})
+	o = &outputLog{path: "/dev/full", limit: limit}
+	done = make(chan struct{})
 	go func() { defer close(done); o.copyFrom(r, full, func() {}) }()
+	return o, w, done
+}
+
+// TestOutputLostWhenTheDiskIsFull: a log that cannot be written (/dev/full answers
+// ENOSPC, as a full disk does) counts the bytes as lost, not as beyond the cap, and
+// says why without the log's path; the bytes past the cap are still dropped.
+func TestOutputLostWhenTheDiskIsFull(t *testing.T) {
+	t.Parallel()
+	o, w, done := fullDiskLog(t, 1000)
 	if _, err := w.Write(make([]byte, 1500)); err != nil {
 		t.Fatal(err)
 	}
@@ -532,17 +541,7 @@ func TestOutputLostWhenTheDiskIsFull(t *testing.T) {
 // error of the write that filled the disk) is what the model needs.
 func TestLostOutputTailKept(t *testing.T) {
 	t.Parallel()
-	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatalf("this test needs /dev/full: %v", err)
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &outputLog{path: "/dev/full", limit: 1 << 30}
-	done := make(chan struct{})
-	go func() { defer close(done); o.copyFrom(r, full, func() {}) }()
+	o, w, done := fullDiskLog(t, 1<<30)
 	var all strings.Builder
 	for i := range 3000 {
 		line := fmt.Sprintf("line %d of the output\n", i)
