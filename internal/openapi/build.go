@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"golang.org/x/oauth2"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
@@ -23,7 +22,7 @@ type builder struct {
 	root   any
 	base   *url.URL
 	secret string
-	tokens oauth2.TokenSource // nil without OAuth2
+	tokens *tokens // nil without OAuth2
 }
 
 // param is one argument of a tool and where it goes in the request.

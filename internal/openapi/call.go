@@ -39,7 +39,7 @@ type Operation struct {
 	base       *url.URL
 	auth       Auth
 	secret     string
-	tokens     oauth2.TokenSource // OAuth2 bearer tokens; nil without
+	tokens     *tokens // OAuth2 bearer tokens; nil without
 	client     *http.Client
 	maxBytes   int64
 }
@@ -448,6 +448,12 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 		// The URL called (the last one, after redirects on the API), not the route's
 		// template: the model sees which of its calls failed.
+		if resp.StatusCode == http.StatusUnauthorized && o.tokens != nil {
+			// The token may have been revoked before it expired: the next call asks
+			// for a new one rather than sending it again until then.
+			o.tokens.Refresh()
+			text += "\n[the API refused the OAuth2 token; the next call gets a new one]"
+		}
 		res := tool.ErrorResult(kind, "HTTP %d %s from %s %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.redacted(resp.Request.URL), text)
 		res.Details = details
 		return res

@@ -16,6 +16,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -206,7 +207,7 @@ func btoi(b bool) int {
 // OAuth2. The client's id and secret are read now; the first token is asked for at
 // the first call (an identity provider that is down does not stop the daemon), with
 // client, and reused until shortly before it expires.
-func (c Config) oauthTokens() (oauth2.TokenSource, error) {
+func (c Config) oauthTokens() (*tokens, error) {
 	if !c.Auth.oauth2() {
 		return nil, nil
 	}
@@ -223,7 +224,26 @@ func (c Config) oauthTokens() (oauth2.TokenSource, error) {
 	// fetch_timeout of its own, and follows redirects only on the token URL's host.
 	client := *c.Client
 	client.Timeout = c.FetchTimeout
-	return cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, &client)), nil
+	t := &tokens{cfg: cc, ctx: context.WithValue(context.Background(), oauth2.HTTPClient, &client)}
+	t.Refresh()
+	return t, nil
+}
+
+// tokens are a source's OAuth2 tokens: one kept until shortly before it expires, or
+// until the API refuses it (a token revoked before its expiry).
+type tokens struct {
+	cfg *clientcredentials.Config
+	ctx context.Context
+	cur atomic.Pointer[oauth2.TokenSource]
+}
+
+// Token returns the current token, asking for one when there is none or it expires.
+func (t *tokens) Token() (*oauth2.Token, error) { return (*t.cur.Load()).Token() }
+
+// Refresh drops the token kept: the next call asks for a new one.
+func (t *tokens) Refresh() {
+	ts := t.cfg.TokenSource(t.ctx)
+	t.cur.Store(&ts)
 }
 
 // credentials reads the configured secret from the environment: the token, the key,

@@ -1025,6 +1025,29 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		t.Errorf("after expiry sent %q, want a new token (tok3)", e.Header["Authorization"])
 	}
 
+	// A token the API refuses (revoked before its expiry) is not sent again.
+	mu.Lock()
+	ttl = 3600
+	mu.Unlock()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer tok4" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"header":{"Authorization":%q}}`, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(api.Close)
+	cfg4 := cfg
+	cfg4.Name, cfg4.BaseURL = "shop4", api.URL
+	_, m4 := load(t, cfg4)
+	if res := call(t, m4, "shop4__deleteItem", `{"itemId":"a"}`); !res.IsError || !strings.Contains(res.Text(), "the next call gets a new one") {
+		t.Fatalf("refused token: %v %s", res.IsError, res.Text())
+	}
+	if e := echo(t, call(t, m4, "shop4__deleteItem", `{"itemId":"a"}`)); e.Header["Authorization"] != "Bearer tok5" {
+		t.Errorf("after a 401 sent %q, want a new token (tok5)", e.Header["Authorization"])
+	}
+
 	mu.Lock()
 	refuse = true
 	mu.Unlock()
