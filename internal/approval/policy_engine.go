@@ -74,6 +74,7 @@ type check struct {
 	name     string
 	mode     Mode
 	risk     tool.Risk
+	riskWhy  string // where the tool's risk comes from, for reasons; "" when from its nature
 	readOnly bool
 	cmd      *CommandAnalysis
 	command  string   // the command line, for command tools
@@ -112,12 +113,12 @@ func (e *Engine) Check(req Request) Decision {
 
 func (e *Engine) prepare(req Request) *check {
 	spec := req.Tool.Spec()
-	c := &check{e: e, req: req, name: spec.Name, mode: req.Mode, readOnly: spec.ReadOnly, risk: normalRisk(spec.Risk)}
+	c := &check{e: e, req: req, name: spec.Name, mode: req.Mode, readOnly: spec.ReadOnly, risk: normalRisk(spec.Risk), riskWhy: spec.RiskWhy}
 	if !c.mode.Valid() || c.mode == "" {
 		c.mode = ModeDefault
 	}
 	if r, ok := e.overrides.lookup(c.name); ok {
-		c.risk = r
+		c.risk, c.riskWhy = r, "set by permissions.risk_overrides"
 	}
 	c.rules = e.rules
 	if len(req.SessionRules) > 0 {
@@ -405,9 +406,9 @@ func (c *check) decide() Decision {
 	case Allow:
 		return Decision{Outcome: Allow, Reason: fmt.Sprintf("%s risk is allowed by the policy", c.risk)}
 	case Deny:
-		return Decision{Outcome: Deny, Reason: fmt.Sprintf("%s has %s risk, which the policy denies%s", c.what(), c.risk, c.detail())}
+		return Decision{Outcome: Deny, Reason: fmt.Sprintf("%s has %s risk%s, which the policy denies%s", c.what(), c.risk, c.why(), c.detail())}
 	}
-	return Decision{Outcome: Ask, Reason: fmt.Sprintf("%s has %s risk and needs approval%s", c.what(), c.risk, c.detail()), Suggestions: c.suggest()}
+	return Decision{Outcome: Ask, Reason: fmt.Sprintf("%s has %s risk%s and needs approval%s", c.what(), c.risk, c.why(), c.detail()), Suggestions: c.suggest()}
 }
 
 // finish applies what bypass and dont_ask do to an ask.
@@ -436,6 +437,15 @@ func (c *check) what() string {
 		return fmt.Sprintf("%s on %q", c.name, c.path.raw)
 	}
 	return c.name
+}
+
+// why says where the tool's risk comes from, when the tool says or an override set
+// it; "" for a command (detail explains those) or a tool whose risk is its own.
+func (c *check) why() string {
+	if c.riskWhy == "" || c.cmd != nil {
+		return ""
+	}
+	return " (" + c.riskWhy + ")"
 }
 
 // detail explains a command's risk: what the analysis found and which parts are

@@ -257,3 +257,31 @@ func TestCheckConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReasonSaysWhereRiskComesFrom: an approver reads why a tool has its risk when
+// the tool's source set it (an MCP server's destructiveHint, an API's DELETE) or an
+// override did: "has high risk" alone did not say.
+func TestReasonSaysWhereRiskComesFrom(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.RiskOverrides = map[string]tool.Risk{"mcp__pw__browser_*": tool.RiskMedium}
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		spec tool.Spec
+		want string
+	}{
+		{tool.Spec{Name: "mcp__fs__delete", Risk: tool.RiskHigh, RiskWhy: "MCP server fs marks it destructive"},
+			"mcp__fs__delete has high risk (MCP server fs marks it destructive) and needs approval"},
+		{tool.Spec{Name: "mcp__pw__browser_click", Risk: tool.RiskHigh, RiskWhy: "MCP server pw marks it destructive"},
+			"mcp__pw__browser_click has medium risk (set by permissions.risk_overrides) and needs approval"},
+		{tool.Spec{Name: "plain", Risk: tool.RiskMedium}, "plain has medium risk and needs approval"},
+	} {
+		d := e.Check(Request{Tool: fakeTool{c.spec}, Mode: ModeDefault, Args: json.RawMessage(`{}`)})
+		if d.Outcome != Ask || d.Reason != c.want {
+			t.Errorf("%s: %s %q, want ask %q", c.spec.Name, d.Outcome, d.Reason, c.want)
+		}
+	}
+}

@@ -29,13 +29,15 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
 	// permission check's no-approval path. Its destructiveHint, which only makes the
 	// check more careful, is.
 	readOnly := trusted && isTrue(a.ReadOnlyHint)
-	risk := tool.RiskMedium
+	risk, riskWhy := tool.RiskMedium, ""
 	switch {
 	case readOnly:
 		// The MCP spec: destructiveHint is meaningful only when readOnlyHint is false.
 		risk = tool.RiskLow
 	case isTrue(a.DestructiveHint):
-		risk = tool.RiskHigh
+		risk, riskWhy = tool.RiskHigh, fmt.Sprintf("MCP server %s marks it destructive", cfg.Name)
+	case isTrue(a.ReadOnlyHint):
+		riskWhy = fmt.Sprintf("MCP server %s marks it read-only, but its annotations are not trusted (trust_annotations: false)", cfg.Name)
 	}
 	label := t.Title
 	if label == "" {
@@ -52,6 +54,7 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
 		Documentation: documentation(cfg.Name, t, trusted),
 		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
 		Risk:          risk,
+		RiskWhy:       riskWhy,
 		Mode:          tool.ModeDirect,
 		Timeout:       cfg.CallTimeout,
 		Source:        "mcp:" + cfg.Name,

@@ -36,15 +36,16 @@ func TestSpecFor(t *testing.T) {
 		risk     tool.Risk
 		readOnly bool
 		label    string
+		why      string // in RiskWhy, "" for none
 	}{
-		{"read-only", &cfg, `{"name":"list","title":"List things","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskLow, true, "List things"},
-		{"destructive", &cfg, `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"title":"Remove","destructiveHint":true}}`, tool.RiskHigh, false, "Remove"},
-		{"no annotations", &cfg, `{"name":"poke","inputSchema":{"type":"object"}}`, tool.RiskMedium, false, "poke"},
-		{"not destructive", &cfg, `{"name":"add","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false,"destructiveHint":false}}`, tool.RiskMedium, false, "add"},
-		{"untrusted read-only", &untrusted, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"idempotentHint":true}}`, tool.RiskMedium, false, "list"},
-		{"untrusted read-only and destructive", &untrusted, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskHigh, false, "list"},
-		{"untrusted destructive", &untrusted, `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}}`, tool.RiskHigh, false, "rm"},
-		{"trusted explicitly", &ServerConfig{Name: "gh", CallTimeout: 7 * time.Second, TrustAnnotations: ptr(true)}, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, tool.RiskLow, true, "list"},
+		{"read-only", &cfg, `{"name":"list","title":"List things","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskLow, true, "List things", ""},
+		{"destructive", &cfg, `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"title":"Remove","destructiveHint":true}}`, tool.RiskHigh, false, "Remove", "MCP server gh marks it destructive"},
+		{"no annotations", &cfg, `{"name":"poke","inputSchema":{"type":"object"}}`, tool.RiskMedium, false, "poke", ""},
+		{"not destructive", &cfg, `{"name":"add","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false,"destructiveHint":false}}`, tool.RiskMedium, false, "add", ""},
+		{"untrusted read-only", &untrusted, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"idempotentHint":true}}`, tool.RiskMedium, false, "list", "annotations are not trusted"},
+		{"untrusted read-only and destructive", &untrusted, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`, tool.RiskHigh, false, "list", "marks it destructive"},
+		{"untrusted destructive", &untrusted, `{"name":"rm","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}}`, tool.RiskHigh, false, "rm", "marks it destructive"},
+		{"trusted explicitly", &ServerConfig{Name: "gh", CallTimeout: 7 * time.Second, TrustAnnotations: ptr(true)}, `{"name":"list","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, tool.RiskLow, true, "list", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +56,9 @@ func TestSpecFor(t *testing.T) {
 			}
 			if s.Risk != tt.risk || s.ReadOnly != tt.readOnly || s.ConcurrencySafe != tt.readOnly || s.Label != tt.label {
 				t.Errorf("spec risk %q read_only %v concurrency_safe %v label %q; want %q %v %q", s.Risk, s.ReadOnly, s.ConcurrencySafe, s.Label, tt.risk, tt.readOnly, tt.label)
+			}
+			if (tt.why == "") != (s.RiskWhy == "") || !strings.Contains(s.RiskWhy, tt.why) {
+				t.Errorf("RiskWhy %q, want %q", s.RiskWhy, tt.why)
 			}
 			if s.Name != "mcp__gh__x" || s.Source != "mcp:gh" || s.Timeout != 7*time.Second || s.Mode != tool.ModeDirect {
 				t.Errorf("spec = %+v", s)

@@ -311,6 +311,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			Name: b.toolName(id), Label: clip(firstLine(strings.TrimSpace(op.Summary)), 80), Description: desc, Parameters: raw,
 			Flags:   tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
 			Risk:    risk,
+			RiskWhy: fmt.Sprintf("a %s of the %s API", method, b.cfg.Name),
 			Mode:    tool.ModeDirect,
 			Timeout: b.cfg.Timeout,
 			Source:  "openapi:" + b.cfg.Name,

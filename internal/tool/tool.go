@@ -77,7 +77,11 @@ type Spec struct {
 	PromptHint string `json:"prompt_hint,omitempty"`
 	Flags
 	Risk Risk `json:"risk"`
-	Mode Mode `json:"mode"`
+	// RiskWhy says where Risk comes from when that is not the tool's own nature
+	// ("its MCP server marks it destructive", "a DELETE of the petstore API"): an
+	// approver reads it in the reason a call asks.
+	RiskWhy string `json:"-"`
+	Mode    Mode   `json:"mode"`
 	// Timeout is the tool's default per-call deadline; zero means the server default.
 	Timeout time.Duration `json:"-"`
 	// Source names where the tool comes from ("local", "mcp:github", "openapi:petstore").
