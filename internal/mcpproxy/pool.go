@@ -20,6 +20,27 @@ type sessionPool struct {
 	mu     sync.Mutex
 	conns  map[string]*pooled
 	closed bool
+	// ended says, by daemon session, why its upstream session was closed while the
+	// daemon session lives on (idle, evicted for room, a restart, it died): the next
+	// call, which opens a new one, tells the model that what the old one held (a
+	// browser's pages and logins) is gone. At most maxEndedNotes are kept.
+	ended map[string]string
+}
+
+const maxEndedNotes = 4096
+
+// noteEnded records why sessionID's upstream session ended; the caller holds mu.
+func (pool *sessionPool) noteEnded(sessionID, why string) {
+	if pool.ended == nil {
+		pool.ended = map[string]string{}
+	}
+	if _, ok := pool.ended[sessionID]; !ok && len(pool.ended) >= maxEndedNotes {
+		for id := range pool.ended { // any one: the note is a courtesy
+			delete(pool.ended, id)
+			break
+		}
+	}
+	pool.ended[sessionID] = why
 }
 
 type pooled struct {
@@ -44,13 +65,14 @@ func (p *pooled) dialled() bool {
 func (p *pooled) usable() bool { return p.err == nil && p.conn.err() == nil }
 
 // sessionConn returns the upstream connection of a daemon session, opening it on
-// first use, and a release the caller calls when its call is over.
-func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func(), error) {
+// first use, and a release the caller calls when its call is over. ended, when the
+// connection is new and the daemon session had one before, says why that one ended.
+func (s *server) sessionConn(ctx context.Context, sessionID string) (c *conn, release func(), ended string, err error) {
 	pool := &s.pool
 	pool.mu.Lock()
 	if pool.closed {
 		pool.mu.Unlock()
-		return nil, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s is stopping", s.cfg.Name)
+		return nil, nil, "", tool.Errorf(tool.KindUnavailable, "mcp server %s is stopping", s.cfg.Name)
 	}
 	if pool.conns == nil {
 		pool.conns = map[string]*pooled{}
@@ -61,6 +83,7 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func
 		delete(pool.conns, sessionID)
 		if p.conn != nil {
 			stale = append(stale, p.conn)
+			pool.noteEnded(sessionID, "ended (the upstream went away)")
 		}
 		p = nil
 	}
@@ -71,12 +94,15 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func
 			if victim == "" {
 				pool.mu.Unlock()
 				closeAll(stale)
-				return nil, nil, tool.Errorf(tool.KindUnavailable,
+				return nil, nil, "", tool.Errorf(tool.KindUnavailable,
 					"mcp server %s has all its %d upstream sessions busy; try again shortly", s.cfg.Name, s.cfg.MaxSessions)
 			}
 			stale = append(stale, pool.conns[victim].conn)
 			delete(pool.conns, victim)
+			pool.noteEnded(victim, fmt.Sprintf("was closed to make room for another session's (max_sessions %d)", s.cfg.MaxSessions))
 		}
+		ended = pool.ended[sessionID]
+		delete(pool.ended, sessionID)
 		p = &pooled{ready: make(chan struct{})}
 		pool.conns[sessionID] = p
 	}
@@ -92,7 +118,7 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func
 	pool.mu.Unlock()
 	closeAll(stale)
 
-	release := func() {
+	release = func() {
 		pool.mu.Lock()
 		p.inflight--
 		p.lastUsed = time.Now()
@@ -105,13 +131,13 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (*conn, func
 	case <-p.ready:
 	case <-ctx.Done():
 		release()
-		return nil, nil, ctx.Err()
+		return nil, nil, "", ctx.Err()
 	}
 	if p.err != nil {
 		release()
-		return nil, nil, tool.Errorf(tool.KindUnavailable, "mcp server %s: could not open an upstream session for this daemon session: %v", s.cfg.Name, p.err)
+		return nil, nil, "", tool.Errorf(tool.KindUnavailable, "mcp server %s: could not open an upstream session for this daemon session: %v", s.cfg.Name, p.err)
 	}
-	return p.conn, release, nil
+	return p.conn, release, ended, nil
 }
 
 // openSession dials p's connection and publishes the outcome.
@@ -176,6 +202,11 @@ func (s *server) reapSessions(now time.Time) {
 			if p.conn != nil {
 				gone = append(gone, p.conn)
 			}
+			if p.usable() {
+				pool.noteEnded(id, fmt.Sprintf("was closed after %s unused (session_idle_timeout)", s.cfg.SessionIdleTimeout))
+			} else {
+				pool.noteEnded(id, "ended (the upstream went away)")
+			}
 		}
 	}
 	pool.mu.Unlock()
@@ -198,6 +229,9 @@ func (s *server) closeSessions(stopping bool) {
 			p.abort()
 		case p.conn != nil:
 			all = append(all, p.conn)
+			if !stopping {
+				pool.noteEnded(id, "ended: the server was restarted")
+			}
 		}
 		delete(pool.conns, id)
 	}
@@ -271,6 +305,7 @@ func (s *server) closeSession(sessionID string) {
 		return
 	}
 	delete(pool.conns, sessionID)
+	delete(pool.ended, sessionID)
 	if !p.dialled() {
 		p.abort() // openSession sees it taken out and closes what it dialled
 	}

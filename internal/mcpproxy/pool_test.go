@@ -95,7 +95,9 @@ func (h *harness) sessionInt(t *testing.T, sid, name string) int {
 	if res.IsError {
 		t.Fatalf("%s as %q: %s: %s", name, sid, res.ErrorKind, res.Text())
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(res.Text()))
+	// The last line: a note that an earlier upstream session ended may come first.
+	text := strings.TrimSpace(res.Text())
+	n, err := strconv.Atoi(text[strings.LastIndexByte(text, '\n')+1:])
 	if err != nil {
 		t.Fatalf("%s as %q answered %q", name, sid, res.Text())
 	}
@@ -143,8 +145,11 @@ func TestPerSessionPooling(t *testing.T) {
 	if !processAlive(shared) {
 		t.Error("the shared upstream process died with the idle sessions")
 	}
-	if n := h.sessionInt(t, "ses_a", "mcp__st__count"); n != 1 {
-		t.Errorf("session a counted %d after its upstream session closed, want a fresh 1", n)
+	// The model is told its state went with the old upstream session, once.
+	if res := h.sessionCall(t.Context(), t, "ses_a", "mcp__st__count"); res.IsError ||
+		!strings.HasPrefix(res.Text(), "[mcp server st: the session it kept for this conversation was closed after 3s unused (session_idle_timeout); ") ||
+		!strings.HasSuffix(strings.TrimSpace(res.Text()), "\n1") {
+		t.Errorf("first call after the idle close: %s", res.Text())
 	}
 
 	// A session's process dying: the next call opens a new one.
@@ -159,7 +164,12 @@ func TestPerSessionPooling(t *testing.T) {
 			wantKind(t, res, tool.KindUnavailable)
 			return false
 		}
-		again, _ = strconv.Atoi(strings.TrimSpace(res.Text()))
+		// After a note that the killed one's state is gone.
+		text := strings.TrimSpace(res.Text())
+		again, _ = strconv.Atoi(text[strings.LastIndexByte(text, '\n')+1:])
+		if !strings.Contains(text, "ended (the upstream went away)") {
+			t.Errorf("no note that session a's upstream session ended: %s", text)
+		}
 		return true
 	}) {
 		t.Fatal("session a has no upstream session 10s after its process was killed")
@@ -230,8 +240,14 @@ func TestPerSessionPoolingCap(t *testing.T) {
 		t.Errorf("session b's process %d alive after a restart", pb)
 	}
 	h.waitState(t, "cap", StateReady, 30*time.Second)
-	if n := h.sessionInt(t, "ses_a", "mcp__cap__count"); n != 1 {
-		t.Errorf("session a counted %d after the restart, want 1", n)
+	// a was evicted for b (its refused call while b was busy did not use the note up);
+	// b's was ended by the restart.
+	if res := h.sessionCall(t.Context(), t, "ses_a", "mcp__cap__count"); !strings.Contains(res.Text(), "was closed to make room for another session's (max_sessions 1)") ||
+		!strings.HasSuffix(strings.TrimSpace(res.Text()), "\n1") {
+		t.Errorf("session a after the restart: %s", res.Text())
+	}
+	if res := h.sessionCall(t.Context(), t, "ses_b", "mcp__cap__count"); !strings.Contains(res.Text(), "ended: the server was restarted") {
+		t.Errorf("session b after the restart: %s", res.Text())
 	}
 }
 

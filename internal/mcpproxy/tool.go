@@ -70,7 +70,7 @@ func (t *proxyTool) Run(tc *tool.Context, args json.RawMessage) (*tool.Result, e
 // runPooled calls through the daemon session's own upstream session.
 func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Result, error) {
 	s, key := t.srv, sessionKey(tc)
-	c, release, err := s.sessionConn(tc, key)
+	c, release, ended, err := s.sessionConn(tc, key)
 	if err != nil {
 		if tc.Err() != nil {
 			return t.done(t.classify(tc, s.liveConn(), err))
@@ -89,15 +89,22 @@ func (t *proxyTool) runPooled(tc *tool.Context, args json.RawMessage) (*tool.Res
 	if err != nil && isSessionLost(err) && tc.Err() == nil {
 		// The upstream forgot this session (it restarted): open a new one, once.
 		c.markDead(fmt.Errorf("session lost: %w", err))
-		nc, release, nerr := s.sessionConn(tc, key)
+		nc, release, _, nerr := s.sessionConn(tc, key)
 		if nerr != nil {
 			return t.done(outcomeUnavailable, nil, nerr)
 		}
-		c = nc
+		c, ended = nc, "was forgotten by the server (it restarted)"
 		res, err = t.call(tc, c, args)
 		release()
 	}
-	return t.outcome(tc, c, res, err)
+	res, err = t.outcome(tc, c, res, err)
+	if ended != "" && res != nil {
+		// First: the model reads that the state it relied on is gone before the rest.
+		note := tool.Content{Type: tool.ContentText, Text: fmt.Sprintf("[mcp server %s: the session it kept for this conversation %s; "+
+			"this call ran in a new one, so what the old one held (open pages, logins, other state) is gone]", s.cfg.Name, ended)}
+		res.Content = append([]tool.Content{note}, res.Content...)
+	}
+	return res, err
 }
 
 func (t *proxyTool) outcome(tc *tool.Context, c *conn, res *tool.Result, err error) (*tool.Result, error) {
