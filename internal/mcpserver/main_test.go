@@ -198,3 +198,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// rawMCP returns a POST to /mcp as a client of the toolserverd session speaking
+// protocol version: it sends body with the MCP session id mcpSID ("" for none) and
+// returns the status, headers and body. A failed request is a test error.
+func (d *daemon) rawMCP(session, version string) func(mcpSID, body string) (int, http.Header, string) {
+	return func(mcpSID, body string) (int, http.Header, string) {
+		req, err := http.NewRequest(http.MethodPost, d.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Toolserver-Session", session)
+		req.Header.Set("Mcp-Protocol-Version", version)
+		if mcpSID != "" {
+			req.Header.Set("Mcp-Session-Id", mcpSID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			d.t.Errorf("POST %s: %v", body, err)
+			return 0, nil, ""
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(raw)
+	}
+}

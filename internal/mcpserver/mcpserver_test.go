@@ -536,27 +536,7 @@ func TestCancelledNotificationWithdrawsTheApproval(t *testing.T) {
 	t.Parallel()
 	d := start(t, nil)
 	s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
-	post := func(mcpSID, body string) (int, http.Header, string) {
-		req, err := http.NewRequest(http.MethodPost, d.URL+"/mcp", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("X-Toolserver-Session", s.ID)
-		req.Header.Set("Mcp-Protocol-Version", mcp.ProtocolVersion20250618)
-		if mcpSID != "" {
-			req.Header.Set("Mcp-Session-Id", mcpSID)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Errorf("POST %s: %v", body, err)
-			return 0, nil, ""
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(raw)
-	}
+	post := d.rawMCP(s.ID, mcp.ProtocolVersion20250618)
 	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ts-like","version":"0"}}}`)
 	mcpSID := hdr.Get("Mcp-Session-Id")
 	if code != http.StatusOK || mcpSID == "" {

@@ -163,19 +163,9 @@ func TestArgumentsCheckedBeforeAnyoneIsAsked(t *testing.T) {
 func TestAnthropicToolResultBlocks(t *testing.T) {
 	t.Parallel()
 	const png = "iVBORw0KGgo="
-	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "draw") }})
-	draw := fn{spec: tool.Spec{Name: "draw", Description: "Draws.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Risk: tool.RiskSafe},
-		run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
-			return &tool.Result{Content: []tool.Content{
-				{Type: tool.ContentText, Text: "\n"},
-				{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"},
-				{Type: tool.ContentImage, MimeType: "image/png", Data: png},
-			}}, nil
-		}}
-	if err := d.app.Tools.Register(draw); err != nil {
-		t.Fatal(err)
-	}
-	id := d.createSession(map[string]any{"available_tools": []string{"echo", "draw"}})["id"].(string)
+	d, id := withDraw(t, tool.Content{Type: tool.ContentText, Text: "\n"},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/png", Data: png})
 	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=anthropic",
 		`{"calls":[{"type":"tool_use","id":"blank","name":"echo","input":{"text":" \n\t"}},{"type":"tool_use","id":"img","name":"draw","input":{}}]}`)
 	msgs := messages(t, evs)
@@ -275,20 +265,10 @@ func TestOpenAIResponsesFunctionCall(t *testing.T) {
 func TestOpenAIResponsesFormat(t *testing.T) {
 	t.Parallel()
 	const png = "iVBORw0KGgo="
-	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "draw") }})
-	draw := fn{spec: tool.Spec{Name: "draw", Description: "Draws.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Risk: tool.RiskSafe},
-		run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
-			return &tool.Result{Content: []tool.Content{
-				{Type: tool.ContentText, Text: "chart:"},
-				{Type: tool.ContentText, Text: " \n"},
-				{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"},
-				{Type: tool.ContentImage, MimeType: "image/PNG", Data: png},
-			}}, nil
-		}}
-	if err := d.app.Tools.Register(draw); err != nil {
-		t.Fatal(err)
-	}
-	id := d.createSession(map[string]any{"available_tools": []string{"echo", "draw"}})["id"].(string)
+	d, id := withDraw(t, tool.Content{Type: tool.ContentText, Text: "chart:"},
+		tool.Content{Type: tool.ContentText, Text: " \n"},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/PNG", Data: png})
 	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=openai_responses", `{"calls":[
 	  {"type":"function_call","id":"fc_1","call_id":"call_r1","name":"echo","arguments":"{\"text\":\"hi\"}","status":"completed"},
 	  {"type":"function_call","id":"fc_2","call_id":"call_r2","name":"draw","arguments":"{}"}]}`)
@@ -427,4 +407,19 @@ func TestGeminiToolList(t *testing.T) {
 	if !found || len(list.Omitted) != 1 || list.Omitted[0].Name != "2fa_code" || list.Omitted[0].Reason == "" {
 		t.Fatalf("listing: %s", body)
 	}
+}
+
+// withDraw starts a daemon with a tool "draw" that answers content, and a session
+// with echo and draw.
+func withDraw(t *testing.T, content ...tool.Content) (*daemon, string) {
+	t.Helper()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "draw") }})
+	draw := fn{spec: tool.Spec{Name: "draw", Description: "Draws.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Risk: tool.RiskSafe},
+		run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
+			return &tool.Result{Content: append([]tool.Content(nil), content...)}, nil
+		}}
+	if err := d.app.Tools.Register(draw); err != nil {
+		t.Fatal(err)
+	}
+	return d, d.createSession(map[string]any{"available_tools": []string{"echo", "draw"}})["id"].(string)
 }
