@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // ProjectionDir is the folder, inside a sandbox root, that holds projected skills:
@@ -35,6 +37,26 @@ func ignoreProjections(dst *os.Root) {
 	}
 	_, _ = f.WriteString(ignoreFile)
 	_ = f.Close()
+}
+
+// projecting serialises the projections of one skill into one sandbox root within
+// this process: two sessions sharing a working directory otherwise race on the swap,
+// each renaming the other's copy aside. Locks are striped by target path so the set
+// stays bounded however many roots the daemon serves.
+var projecting struct {
+	seed  maphash.Seed
+	locks [64]sync.Mutex
+}
+
+func init() { projecting.seed = maphash.MakeSeed() }
+
+func lockProjection(target string) func() {
+	if abs, err := filepath.Abs(target); err == nil {
+		target = abs
+	}
+	mu := &projecting.locks[maphash.String(projecting.seed, target)%uint64(len(projecting.locks))]
+	mu.Lock()
+	return mu.Unlock
 }
 
 // ProjectedPath returns where Project puts the skill called name inside sandboxRoot.
@@ -70,6 +92,10 @@ func Project(skill Skill, sandboxRoot string) (string, error) {
 	if current(dst, target, skill.Hash) {
 		return out, nil
 	}
+	defer lockProjection(out)()
+	if current(dst, target, skill.Hash) {
+		return out, nil
+	}
 	if err := dst.MkdirAll(ProjectionDir, 0o755); err != nil {
 		return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
 	}
@@ -80,8 +106,8 @@ func Project(skill Skill, sandboxRoot string) (string, error) {
 		_ = dst.RemoveAll(tmp)
 		return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
 	}
-	// Concurrent projections into the same root race on the renames; a loser retries
-	// unless a winner already installed the same content.
+	// Another process projecting into the same root may still race on the renames; a
+	// loser retries unless a winner already installed the same content.
 	for attempt := 1; ; attempt++ {
 		err := swapIn(dst, tmp, target, skill.Name)
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -244,4 +245,37 @@ func TestProjectionStaysOutOfGit(t *testing.T) {
 	if st := git("status", "--porcelain", "--untracked-files=all"); strings.Contains(st, ".skills") || !strings.Contains(st, "main.go") {
 		t.Fatalf("git status:\n%s\nwant main.go and nothing of .skills", st)
 	}
+}
+
+// TestProjectConcurrentRefresh: sessions sharing a working directory refresh a
+// skill whose projection is stale at the same time; each swap must land, none may
+// fail because another moved the projection aside meanwhile.
+func TestProjectConcurrentRefresh(t *testing.T) {
+	t.Parallel()
+	root := copyTree(t, "skills")
+	m := newManager(t, Config{Dirs: []string{root}})
+	s, _ := m.Get("toolkit")
+	s.Hash = "stale" // never current: every call copies and swaps
+	sandbox := t.TempDir()
+	var wg sync.WaitGroup
+	var failures atomic.Int32
+	for range 12 {
+		wg.Go(func() {
+			for range 15 {
+				if _, err := Project(s, sandbox); err != nil {
+					if failures.Add(1) == 1 {
+						t.Errorf("Project: %v", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failures.Load(); n > 0 {
+		t.Errorf("%d of 180 projections failed", n)
+	}
+	if readProjected(t, ProjectedPath(sandbox, "toolkit"), "scripts/run.sh") == "" {
+		t.Error("scripts/run.sh missing")
+	}
+	assertNoLeftovers(t, sandbox)
 }
