@@ -238,7 +238,11 @@ func (t *memorySearch) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result
 	if len(hits) == 0 {
 		fmt.Fprintf(&b, "No memories match %q. Try other or fewer words; memories are found by the words they contain.", args.Query)
 	} else {
-		fmt.Fprintf(&b, "%d memories match %q, best first:", len(hits), args.Query)
+		if len(hits) == 1 {
+			fmt.Fprintf(&b, "1 memory matches %q:", args.Query)
+		} else {
+			fmt.Fprintf(&b, "%d memories match %q, best first:", len(hits), args.Query)
+		}
 	}
 	for i, h := range hits {
 		content, cut := cutMemoryText(h.Content, memoryShown)

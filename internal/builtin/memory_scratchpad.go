@@ -191,7 +191,7 @@ func (t *scratchpad) list(ctx *tool.Context, sess *tool.Session) (*tool.Result, 
 	if n == 0 {
 		b.WriteString("The scratchpad is empty.")
 	} else {
-		fmt.Fprintf(&b, "%d keys (get one to read its value):", n)
+		fmt.Fprintf(&b, "%d key%s (get one to read its value):", n, pluralS(n))
 	}
 	for _, k := range keys {
 		ko := scratchpadKeyOutput{Key: k.Key, Size: k.Size, UpdatedAt: storeTimeText(k.UpdatedAt)}

@@ -67,6 +67,9 @@ func TestScratchpad(t *testing.T) {
 	if res := pad(map[string]any{"action": "delete", "key": "plan"}); !strings.Contains(res.Text(), `Deleted "plan"`) {
 		t.Errorf("delete: %q", res.Text())
 	}
+	if res := pad(map[string]any{"action": "list"}); !strings.HasPrefix(res.Text(), "1 key (get one") {
+		t.Errorf("list of one key: %q", res.Text())
+	}
 	e.fails(t, sess, "scratchpad", map[string]any{"action": "get", "key": "plan"}, tool.KindNotFound, `no key "plan"`)
 }
 

@@ -85,6 +85,9 @@ func TestMemorySaveSearch(t *testing.T) {
 	if out, _ := e.search(t, sess, map[string]any{"query": "noon staging", "limit": 1}); len(out.Results) != 1 {
 		t.Errorf("limit 1 returned %v", out.ids())
 	}
+	if _, text := e.search(t, sess, map[string]any{"query": "lunch"}); !strings.HasPrefix(text, `1 memory matches "lunch":`) {
+		t.Errorf("one-hit search text %q", text)
+	}
 
 	// Saving under the same key replaces.
 	again := e.save(t, sess, map[string]any{"content": "The staging database is postgres 16 now.", "key": "staging-db"})
