@@ -69,6 +69,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeConflict, fmt.Sprintf("session %s has calls running or waiting (for an approval, an answer or their turn); "+
 			"cancel them (POST /v1/tool-calls/{id}/cancel) or wait for them, then delete it", id)))
 		return
+	case errors.Is(err, session.ErrChanging):
+		s.writeError(w, r, errorf(CodeConflict, fmt.Sprintf("session %s is being loaded or deleted by another request at this moment; try again", id)))
+		return
 	case err != nil:
 		s.writeError(w, r, sessionError(err))
 		return

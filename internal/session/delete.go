@@ -14,6 +14,10 @@ import (
 // (for a decision, an answer, its serial lock) or an approval pending.
 var ErrBusy = errors.New("the session has calls that have not finished")
 
+// ErrChanging is returned by Delete while the session is being loaded into memory or
+// deleted by another request at that very moment: a retry shortly settles it.
+var ErrChanging = errors.New("the session is being loaded or deleted at this moment")
+
 // sessionDeleter is what Delete needs of the store (both stores have it: retention
 // deletes sessions with it).
 type sessionDeleter interface {
@@ -45,10 +49,14 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	// No load of it starts here from now on (lookup waits), and none is under way.
 	m.mu.Lock()
 	live := m.live[id]
-	busy := m.deleting[id] != nil || m.loading[id] > 0
+	if m.deleting[id] != nil || m.loading[id] > 0 {
+		m.mu.Unlock()
+		return ErrChanging
+	}
+	busy := false
 	if live != nil {
 		live.mu.Lock()
-		busy = busy || live.holds > 0
+		busy = live.holds > 0
 		live.mu.Unlock()
 	}
 	if busy {

@@ -32,6 +32,15 @@ func TestDeleteSeenByOtherReplicas(t *testing.T) {
 		t.Fatalf("after a refused delete, Get = %v, %v; want the same live session", s, err)
 	}
 	release()
+	a.mu.Lock()
+	a.loading[sa.ID]++ // as Get does between reading the record and admitting it
+	a.mu.Unlock()
+	if err := a.Delete(ctx, "t1", sa.ID); !errors.Is(err, ErrChanging) {
+		t.Errorf("delete while a load is under way: %v, want ErrChanging", err)
+	}
+	a.mu.Lock()
+	a.loading[sa.ID]--
+	a.mu.Unlock()
 
 	if err := a.Delete(ctx, "t1", sa.ID); err != nil {
 		t.Fatalf("delete: %v", err)
