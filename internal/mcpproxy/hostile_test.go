@@ -2,16 +2,21 @@ package mcpproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
@@ -511,10 +516,22 @@ func TestStdioHugeLine(t *testing.T) {
 // messages) without pause is listed again at a bounded rate, and its calls work.
 func TestToolListChangedStorm(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{Servers: []ServerConfig{hostileServer(t, "storm", "storm")}, HealthInterval: time.Hour})
+	logs := &infoCount{match: "tool list changed"}
+	h := &harness{tools: toolmgr.New(), reg: prometheus.NewRegistry()}
+	m, err := New(Config{Servers: []ServerConfig{hostileServer(t, "storm", "storm")}, HealthInterval: time.Hour}, h.tools, nil,
+		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})), h.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m = m
+	t.Cleanup(m.Stop)
 	h.start(t)
 	h.waitState(t, "storm", StateReady, 10*time.Second)
 	time.Sleep(3 * time.Second)
+	// The storm's lists are all alike: nothing changed, nothing for the operator.
+	if n := logs.n.Load(); n > 0 {
+		t.Errorf("%d INFO lines say the tool list changed; it never did", n)
+	}
 	res := h.call(t.Context(), t, "mcp__storm__lists", `{}`, nil)
 	n, err := strconv.Atoi(res.Text())
 	if err != nil {
@@ -524,6 +541,19 @@ func TestToolListChangedStorm(t *testing.T) {
 	if n > 10 {
 		t.Errorf("the server was listed %d times in 3s of tools/list_changed", n)
 	}
+}
+
+// infoCount counts the log lines that hold match.
+type infoCount struct {
+	match string
+	n     atomic.Int32
+}
+
+func (c *infoCount) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(c.match)) {
+		c.n.Add(1)
+	}
+	return len(p), nil
 }
 
 // progressBytes counts what a call emitted as progress.

@@ -1,7 +1,9 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -285,9 +287,16 @@ func (s *server) watch(ctx context.Context, c *conn) error {
 				s.log.Warn("mcp server: refreshing the tool list failed", "err", s.errText(l.err))
 			} else {
 				s.mu.Lock()
+				changed := !sameTools(s.tools, l.tools)
 				s.tools, s.listNotes = l.tools, c.listing.takeNotes()
 				s.mu.Unlock()
-				s.log.Info("mcp server: tool list changed", "tools", len(l.tools))
+				if changed {
+					s.log.Info("mcp server: tool list changed", "tools", len(l.tools))
+				} else {
+					// Servers (per_session ones above all) announce changes that change
+					// nothing: not worth an operator's attention.
+					s.log.Debug("mcp server: tool list announced changed, the same", "tools", len(l.tools))
+				}
 				s.m.syncRegistry()
 			}
 			if again {
@@ -503,3 +512,13 @@ const maxErrText = 1000
 // errText is err's text as the status, the log and the model may see it: redacted
 // (see redactor), then cut at maxErrText.
 func (s *server) errText(err error) string { return s.redact.clip(err.Error()) }
+
+// sameTools reports whether two tool lists declare the same tools, in the same order.
+func sameTools(a, b []mcp.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
