@@ -252,6 +252,7 @@ func (c *conn) listTools(ctx context.Context) ([]mcp.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list tools: %w", err)
 	}
+	c.listing.withOutputSchemas(res.Tools)
 	return res.Tools, nil
 }
 

@@ -15,14 +15,17 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
-// specFor describes an upstream tool to the registry.
-func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
+// specFor describes an upstream tool to the registry. note, when not empty, says
+// what of the tool's declaration is not passed on.
+func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (spec tool.Spec, note string, err error) {
 	params, err := inputSchema(t)
 	if err != nil {
-		return tool.Spec{}, err
+		return tool.Spec{}, "", err
 	}
+	output, note := outputSchema(t)
 	a := t.Annotations
 	trusted := cfg.trustsAnnotations()
 	// An untrusted server's readOnlyHint is not taken: it would put the tool on the
@@ -51,6 +54,7 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
 		Label:         label,
 		Description:   t.Description,
 		Parameters:    params,
+		OutputSchema:  output,
 		Documentation: documentation(cfg.Name, t, trusted),
 		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
 		Risk:          risk,
@@ -58,7 +62,7 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (tool.Spec, error) {
 		Mode:          tool.ModeDirect,
 		Timeout:       cfg.CallTimeout,
 		Source:        "mcp:" + cfg.Name,
-	}, nil
+	}, note, nil
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
@@ -118,6 +122,55 @@ func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
 		return raw, nil
 	}
 	return json.Marshal(obj)
+}
+
+// outputSchema returns the tool's outputSchema as the server wrote it (the listing's
+// own bytes, see toolListing; mcp-go's typed decoding would keep only type,
+// properties, required, additionalProperties and $defs, losing $schema, a root $ref,
+// anyOf and the like), or nil. One the daemon could not show MCP clients (see
+// toolmgr.CheckOutputSchema) is left out with a note: the tool itself, and the
+// structured content of its results, still pass.
+func outputSchema(t *mcp.Tool) (json.RawMessage, string) {
+	raw := t.RawOutputSchema
+	if len(raw) == 0 {
+		o := t.OutputSchema
+		if o.Type == "" && o.Properties == nil && o.Required == nil && o.AdditionalProperties == nil && o.Defs == nil {
+			return nil, ""
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Sprintf("tool %q: its outputSchema is not passed on: %v", t.Name, err)
+		}
+		raw = b
+	}
+	if string(raw) == "null" {
+		return nil, ""
+	}
+	if err := toolmgr.CheckOutputSchema(raw); err != nil {
+		return nil, fmt.Sprintf("tool %q: its outputSchema is not passed on, as MCP clients would refuse it: %v", t.Name, err)
+	}
+	return raw, ""
+}
+
+// outputSchemas maps the tools of a tools/list result to their outputSchema as
+// written (nil for a tool without one); a name listed twice keeps its first.
+func outputSchemas(result json.RawMessage) map[string]json.RawMessage {
+	var page struct {
+		Tools []struct {
+			Name         string          `json:"name"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &page) != nil {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(page.Tools))
+	for _, t := range page.Tools {
+		if _, dup := out[t.Name]; !dup {
+			out[t.Name] = t.OutputSchema
+		}
+	}
+	return out
 }
 
 // decodeProblem says what is wrong with a tool list entry in MCP's words: Go's decoder

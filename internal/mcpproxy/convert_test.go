@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -50,9 +51,9 @@ func TestSpecFor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tl := decodeTool(t, tt.wire)
-			s, err := specFor(tt.cfg, "mcp__gh__x", &tl)
-			if err != nil {
-				t.Fatal(err)
+			s, note, err := specFor(tt.cfg, "mcp__gh__x", &tl)
+			if err != nil || note != "" {
+				t.Fatal(err, note)
 			}
 			if s.Risk != tt.risk || s.ReadOnly != tt.readOnly || s.ConcurrencySafe != tt.readOnly || s.Label != tt.label {
 				t.Errorf("spec risk %q read_only %v concurrency_safe %v label %q; want %q %v %q", s.Risk, s.ReadOnly, s.ConcurrencySafe, s.Label, tt.risk, tt.readOnly, tt.label)
@@ -66,9 +67,9 @@ func TestSpecFor(t *testing.T) {
 		})
 	}
 	tl := decodeTool(t, `{"name":"web","description":"Fetch.","inputSchema":{"properties":{"url":{"type":"string","format":"uri"}},"required":["url"],"$defs":{"x":{"type":"string"}}},"annotations":{"openWorldHint":true}}`)
-	s, err := specFor(&cfg, "n", &tl)
-	if err != nil {
-		t.Fatal(err)
+	s, note, err := specFor(&cfg, "n", &tl)
+	if err != nil || note != "" {
+		t.Fatal(err, note)
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(s.Parameters, &schema); err != nil {
@@ -79,6 +80,80 @@ func TestSpecFor(t *testing.T) {
 	}
 	if !strings.Contains(s.Documentation, `MCP server "gh" as tool "web"`) || !strings.Contains(s.Documentation, "open-world (reaches outside systems): true") || s.Description != "Fetch." {
 		t.Errorf("description %q documentation %q", s.Description, s.Documentation)
+	}
+}
+
+// TestSpecForOutputSchema: an outputSchema is taken as the server wrote it when the
+// listing's bytes are at hand, as mcp-go decoded it otherwise; one MCP clients would
+// refuse is left out with a note, and the tool is still described.
+func TestSpecForOutputSchema(t *testing.T) {
+	t.Parallel()
+	cfg := ServerConfig{Name: "w"}
+	const raw = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","description":"Weather.","properties":{"t":{"type":"number"}},"required":["t"],"anyOf":[{"required":["t"]}]}`
+	tests := []struct {
+		name, wire, raw string
+		want            string // a substring of the spec's output schema; "" for none
+		note            string // a substring of the note; "" for none
+	}{
+		{"none", `{"name":"x","inputSchema":{"type":"object"}}`, "", "", ""},
+		{"raw, whole", `{"name":"x","inputSchema":{"type":"object"},"outputSchema":` + raw + `}`, raw, raw, ""},
+		{"typed only", `{"name":"x","inputSchema":{"type":"object"},"outputSchema":` + raw + `}`, "", `"t":{"type":"number"}`, ""},
+		{"not an object schema", `{"name":"x","inputSchema":{"type":"object"},"outputSchema":{"type":"array"}}`, `{"type":"array","items":{}}`, "", `tool "x": its outputSchema is not passed on, as MCP clients would refuse it: its type must be "object", not "array"`},
+		{"property schema not an object", `{"name":"x","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"a":true}}}`, `{"type":"object","properties":{"a":true}}`, "", `property "a"`},
+		{"null", `{"name":"x","inputSchema":{"type":"object"}}`, `null`, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := decodeTool(t, tt.wire)
+			if tt.raw != "" {
+				tl.RawOutputSchema, tl.OutputSchema = json.RawMessage(tt.raw), mcp.ToolOutputSchema{}
+			}
+			s, note, err := specFor(&cfg, "mcp__w__x", &tl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tt.want == "") != (s.OutputSchema == nil) || !strings.Contains(string(s.OutputSchema), tt.want) {
+				t.Errorf("output schema = %s, want %s", s.OutputSchema, tt.want)
+			}
+			if (tt.note == "") != (note == "") || !strings.Contains(note, tt.note) {
+				t.Errorf("note = %q, want %q", note, tt.note)
+			}
+			if s.Name != "mcp__w__x" || s.Parameters == nil {
+				t.Errorf("the tool is not described: %+v", s)
+			}
+		})
+	}
+}
+
+// TestListingKeepsOutputSchemas: the output schemas of a listing's pages are the
+// servers' own bytes, the first of a name listed twice, and a tool without one gets
+// none.
+func TestListingKeepsOutputSchemas(t *testing.T) {
+	t.Parallel()
+	var l toolListing
+	list := transport.JSONRPCRequest{Method: string(mcp.MethodToolsList)}
+	page := func(result string) *transport.JSONRPCResponse {
+		return &transport.JSONRPCResponse{Result: json.RawMessage(result)}
+	}
+	if err := l.screen(list, page(`{"tools":[{"name":"a","inputSchema":{"type":"object"},"outputSchema":{"type":"object","$comment":"first"}},{"name":"b","inputSchema":{"type":"object"}}],"nextCursor":"2"}`)); err != nil {
+		t.Fatal(err)
+	}
+	next := transport.JSONRPCRequest{Method: string(mcp.MethodToolsList), Params: mcp.PaginatedParams{Cursor: "2"}}
+	if err := l.screen(next, page(`{"tools":[{"name":"a","inputSchema":{"type":"object"},"outputSchema":{"type":"object","$comment":"second"}},{"name":"c","inputSchema":{"type":"object"},"outputSchema":{"type":"object","$comment":"c"}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	tools := []mcp.Tool{{Name: "a"}, {Name: "b"}, {Name: "c", OutputSchema: mcp.ToolOutputSchema{Type: "object"}}}
+	l.withOutputSchemas(tools)
+	got := map[string]string{}
+	for _, tl := range tools {
+		got[tl.Name] = string(tl.RawOutputSchema)
+		if tl.RawOutputSchema != nil && tl.OutputSchema.Type != "" {
+			t.Errorf("%s has both a raw and a typed output schema: mcp-go refuses to write such a tool", tl.Name)
+		}
+	}
+	want := map[string]string{"a": `{"type":"object","$comment":"first"}`, "b": "", "c": `{"type":"object","$comment":"c"}`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("output schemas = %q, want %q", got, want)
 	}
 }
 

@@ -224,6 +224,45 @@ func TestGoServer(t *testing.T) {
 			t.Fatal("a tool deleted upstream is still registered")
 		}
 	})
+
+	t.Run("output schemas", func(t *testing.T) {
+		weather := `{"type":"object","title":"Weather","properties":{"t":{"type":"number"}},"required":["t"],"not":{"required":["error"]}}`
+		g.mcp.AddTools(
+			mcpserver.ServerTool{Tool: mcp.NewTool("weather", mcp.WithRawOutputSchema(json.RawMessage(weather))),
+				Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return mcp.NewToolResultStructured(map[string]any{"t": 21.5}, `{"t":21.5}`), nil
+				}},
+			// An outputSchema MCP clients would refuse (the TypeScript SDK's, with the
+			// whole tool list): the tool passes, without it.
+			mcpserver.ServerTool{Tool: mcp.NewTool("rows", mcp.WithRawOutputSchema(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))),
+				Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return mcp.NewToolResultText("a, b"), nil
+				}})
+		var w, r *toolmgr.Entry
+		if !eventually(5*time.Second, func() bool {
+			var okW, okR bool
+			w, okW = h.tools.Lookup("mcp__go__weather")
+			r, okR = h.tools.Lookup("mcp__go__rows")
+			return okW && okR
+		}) {
+			t.Fatalf("the tools with output schemas were not registered; have %v", h.tools.Names())
+		}
+		if string(w.Spec.OutputSchema) != weather {
+			t.Errorf("weather output schema = %s, want the server's %s", w.Spec.OutputSchema, weather)
+		}
+		res := h.call(t.Context(), t, "mcp__go__weather", `{}`, nil)
+		if res.IsError || string(res.Structured) != `{"t":21.5}` {
+			t.Errorf("weather result: is_error %v structured %s", res.IsError, res.Structured)
+		}
+		if r.Spec.OutputSchema != nil {
+			t.Errorf("rows output schema = %s, want none", r.Spec.OutputSchema)
+		}
+		wantText(t, h.call(t.Context(), t, "mcp__go__rows", `{}`, nil), "a, b")
+		notes := strings.Join(h.status(t, "go").Notes, "\n")
+		if !strings.Contains(notes, `tool "rows": its outputSchema is not passed on`) || strings.Contains(notes, "weather") {
+			t.Errorf("notes = %q, want one on rows' outputSchema", notes)
+		}
+	})
 }
 
 func drain(ch chan time.Time) {

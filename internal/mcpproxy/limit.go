@@ -173,6 +173,9 @@ type toolListing struct {
 	pages int
 	bytes int
 	notes []string
+	// outputs are the listed tools' outputSchema as written, by name (see
+	// outputSchema).
+	outputs map[string]json.RawMessage
 }
 
 // screen checks the answer to a tools/list request and may rewrite its result.
@@ -183,13 +186,21 @@ func (l *toolListing) screen(req transport.JSONRPCRequest, resp *transport.JSONR
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if listCursor(req) == "" {
-		l.tools, l.pages, l.bytes, l.notes = 0, 0, 0, nil
+		l.tools, l.pages, l.bytes, l.notes, l.outputs = 0, 0, 0, nil, nil
 	}
 	if resp == nil || resp.Error != nil {
 		return nil
 	}
 	result, n, notes := readableTools(resp.Result)
 	resp.Result = result
+	if l.outputs == nil {
+		l.outputs = map[string]json.RawMessage{}
+	}
+	for name, schema := range outputSchemas(result) {
+		if _, dup := l.outputs[name]; !dup {
+			l.outputs[name] = schema
+		}
+	}
 	l.tools += n
 	l.pages++
 	l.bytes += len(result)
@@ -206,6 +217,19 @@ func (l *toolListing) takeNotes() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.notes
+}
+
+// withOutputSchemas gives the tools of the last listing their outputSchema as the
+// server wrote it, in place of mcp-go's typed reading of it.
+func (l *toolListing) withOutputSchemas(tools []mcp.Tool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range tools {
+		if raw := l.outputs[tools[i].Name]; len(raw) > 0 {
+			tools[i].RawOutputSchema = raw
+			tools[i].OutputSchema = mcp.ToolOutputSchema{}
+		}
+	}
 }
 
 func listCursor(req transport.JSONRPCRequest) mcp.Cursor {

@@ -441,10 +441,13 @@ func (m *Manager) syncRegistry() {
 	for name, p := range names {
 		s := byName[p.server]
 		t := known[p.server][p.tool]
-		spec, err := specFor(&s.cfg, name, &t)
+		spec, note, err := specFor(&s.cfg, name, &t)
 		if err != nil {
 			notes[p.server] = append(notes[p.server], err.Error())
 			continue
+		}
+		if note != "" {
+			notes[p.server] = append(notes[p.server], note)
 		}
 		desired[name] = &proxyTool{srv: s, upstream: p.tool, spec: spec}
 	}

@@ -47,6 +47,24 @@ func TestStdioEverything(t *testing.T) {
 		if s.Timeout != DefaultCallTimeout {
 			t.Errorf("timeout = %s, want the server's call timeout %s", s.Timeout, DefaultCallTimeout)
 		}
+		if s.OutputSchema != nil {
+			t.Errorf("get-sum declares no output schema, spec has %s", s.OutputSchema)
+		}
+	})
+
+	t.Run("output schema as the server wrote it", func(t *testing.T) {
+		e, _ := h.tools.Lookup("mcp__everything__get-structured-content")
+		var schema map[string]any
+		if err := json.Unmarshal(e.Spec.OutputSchema, &schema); err != nil {
+			t.Fatalf("output schema %s: %v", e.Spec.OutputSchema, err)
+		}
+		props, _ := schema["properties"].(map[string]any)
+		// $schema is not among what mcp-go's typed decoding keeps: it is here because
+		// the listing's own bytes are.
+		if schema["type"] != "object" || props["temperature"] == nil || schema["additionalProperties"] != false ||
+			schema["$schema"] != "http://json-schema.org/draft-07/schema#" {
+			t.Errorf("output schema = %s, want server-everything's weather schema with $schema kept", e.Spec.OutputSchema)
+		}
 	})
 
 	t.Run("echo and get-sum", func(t *testing.T) {

@@ -90,7 +90,7 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	e.deps.Exec.Execute(execCtx, plan, func(ev session.Event) {
 		switch ev.Type {
 		case session.EventMessage:
-			result = ev.Result
+			result = e.conforming(c, ev)
 		case session.EventApproval:
 			n.setAwaited("approval " + ev.Approval.ID)
 			n.note(fmt.Sprintf("%s is waiting for approval %s (risk %s): %s", c.Name, ev.Approval.ID, ev.Approval.Risk, ev.Approval.Reason))
@@ -118,6 +118,22 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		return nil, errors.New("the call ended without a result")
 	}
 	return toCallToolResult(c.ID, result), nil
+}
+
+// conforming is a message's result for an MCP client. A tool that advertises an
+// output schema must return structured content conforming to it in every result that
+// is not an error (the TypeScript SDK client throws on one without), and a cut JSON
+// value would not conform: when the token budget took the structured output out of
+// the message, the result is cut again with it kept whole and the text giving way.
+func (e *Endpoint) conforming(c *session.Call, ev session.Event) *tool.Result {
+	msg, full := ev.Result, ev.Full()
+	if msg == nil || msg.IsError || len(msg.Structured) > 0 || full == nil || len(full.Structured) == 0 {
+		return msg
+	}
+	if sp, ok := c.Spec(); !ok || len(sp.AdvertisedOutputSchema()) == 0 {
+		return msg
+	}
+	return e.deps.Exec.TruncateKeepingStructured(full)
 }
 
 // rawArguments returns the call's arguments as JSON, or why they cannot be used.

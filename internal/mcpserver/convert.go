@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"hash/fnv"
 
@@ -60,6 +61,10 @@ func fingerprint(specs []tool.Spec) uint64 {
 		h.Write([]byte{0})
 		h.Write(sp.Parameters)
 		h.Write([]byte{0})
+		// A client holds results to the output schema it was told: a changed one
+		// must reach it.
+		h.Write(sp.AdvertisedOutputSchema())
+		h.Write([]byte{0})
 	}
 	return h.Sum64()
 }
@@ -71,6 +76,9 @@ func toMCPTool(sp tool.Spec) mcp.Tool {
 	}
 	t := mcp.NewToolWithRawSchema(sp.Name, sp.Description, schema)
 	t.Title = sp.Label
+	if out := sp.AdvertisedOutputSchema(); len(out) > 0 {
+		t.RawOutputSchema = out
+	}
 	destructive := !sp.ReadOnly && sp.Risk.Rank() >= tool.RiskHigh.Rank()
 	t.Annotations = mcp.ToolAnnotation{
 		Title:           sp.Label,
@@ -112,13 +120,10 @@ func toCallToolResult(callID string, res *tool.Result) *mcp.CallToolResult {
 	if len(out.Content) == 0 {
 		out.Content = append(out.Content, mcp.NewTextContent(""))
 	}
-	if len(res.Structured) > 0 {
-		var v any
-		if json.Unmarshal(res.Structured, &v) == nil {
-			if _, isObject := v.(map[string]any); isObject {
-				out.StructuredContent = v // MCP's structuredContent is an object
-			}
-		}
+	// MCP's structuredContent is an object. Its bytes pass as they are: decoded into
+	// Go values, a number beyond float64's precision (an id) would change.
+	if s := bytes.TrimSpace(res.Structured); len(s) > 0 && s[0] == '{' && json.Valid(s) {
+		out.RawStructuredContent = s
 	}
 	meta := map[string]any{metaCallID: callID}
 	if res.IsError {

@@ -125,7 +125,8 @@ func registerTestTools(t testing.TB, m *toolmgr.Manager) *testTools {
 	type echoArgs struct {
 		Text string `json:"text" jsonschema:"description=what to echo"`
 	}
-	echo, err := toolmgr.NewFunc(tool.Spec{Name: "echo", Description: "Echoes text.", Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe},
+	echo, err := toolmgr.NewFunc(tool.Spec{Name: "echo", Description: "Echoes text.", Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe,
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"echo":{"type":"string"}},"required":["echo"]}`)},
 		func(_ *tool.Context, a echoArgs) (*tool.Result, error) {
 			return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: a.Text}}, Structured: mustJSON(map[string]string{"echo": a.Text}), Details: mustJSON(map[string]int{"len": len(a.Text)})}, nil
 		})

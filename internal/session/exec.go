@@ -98,6 +98,15 @@ type Call struct {
 	after []chan struct{}
 }
 
+// Spec is the spec of the tool the call resolved to; false for a call answered
+// without one (an unknown name, say).
+func (c *Call) Spec() (tool.Spec, bool) {
+	if c.entry == nil {
+		return tool.Spec{}, false
+	}
+	return c.entry.Spec, true
+}
+
 // ordered reports whether c takes part in its batch's order (see Execute): a tool run
 // in the foreground by this daemon. unsafe says it is not concurrency-safe (it takes
 // the session's serial lock).
@@ -158,6 +167,15 @@ type Event struct {
 	Resumed bool
 	// full is a message's result before truncation, for nested calls.
 	full *tool.Result
+}
+
+// Full is a message's result before it was cut to the token budget: Result, for
+// other events and for messages not cut.
+func (e Event) Full() *tool.Result {
+	if e.full != nil {
+		return e.full
+	}
+	return e.Result
 }
 
 // Recorder persists call records durably.
@@ -480,6 +498,16 @@ func (x *Executor) Truncate(res *tool.Result) *tool.Result {
 		return res
 	}
 	return x.trunc.Apply(res)
+}
+
+// TruncateKeepingStructured cuts a result to the token budget keeping its structured
+// output whole, for a tool that declares an output schema (see
+// toolmgr.Truncator.KeepStructured).
+func (x *Executor) TruncateKeepingStructured(res *tool.Result) *tool.Result {
+	if x.trunc == nil || res == nil {
+		return res
+	}
+	return x.trunc.KeepStructured(res)
 }
 
 // Wait blocks until every Execute in progress has returned, or ctx ends.

@@ -71,6 +71,12 @@ type Spec struct {
 	Description string `json:"description"`
 	// Parameters is a JSON Schema for the arguments object.
 	Parameters json.RawMessage `json:"parameters"`
+	// OutputSchema is a JSON Schema (type object) of the structured output
+	// (Result.Structured) of the tool's successful calls, as an MCP server declares it
+	// in a tool's outputSchema; nil when the tool declares none. MCP clients hold a
+	// tool that declares one to it: every result that is not an error must carry
+	// structured output that conforms.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	// Documentation is the full manual, returned on demand rather than in every prompt.
 	Documentation string `json:"documentation,omitempty"`
 	// PromptHint is a short paragraph for the system prompt.
@@ -90,6 +96,17 @@ type Spec struct {
 	// provider ("openai", "anthropic"): that provider's schema export sends them instead
 	// of the function shape. A Hosted tool is exported only to the providers listed.
 	ProviderSpecs map[string]json.RawMessage `json:"provider_specs,omitempty"`
+}
+
+// AdvertisedOutputSchema is the OutputSchema to show callers, or nil when the daemon
+// cannot promise that results carry structured output conforming to it: a
+// background call's result is a handle, and an external tool's is whatever is posted
+// for it.
+func (s Spec) AdvertisedOutputSchema() json.RawMessage {
+	if s.Mode == ModeBackground || s.External {
+		return nil
+	}
+	return s.OutputSchema
 }
 
 // HostedBy lists the providers that execute a hosted tool, sorted; nil for tools the

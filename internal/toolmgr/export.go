@@ -127,7 +127,7 @@ func exportOne(s tool.Spec, f Format) any {
 	case FormatAnthropic:
 		return anthropicTool{Name: s.Name, Description: s.Description, InputSchema: s.Parameters}
 	case FormatMCP:
-		t := mcpTool{Name: s.Name, Title: s.Label, Description: s.Description, InputSchema: s.Parameters}
+		t := mcpTool{Name: s.Name, Title: s.Label, Description: s.Description, InputSchema: s.Parameters, OutputSchema: s.AdvertisedOutputSchema()}
 		t.Annotations.ReadOnlyHint = s.ReadOnly
 		destructive := !s.ReadOnly && s.Risk.Rank() >= tool.RiskHigh.Rank()
 		t.Annotations.DestructiveHint = &destructive
@@ -340,7 +340,9 @@ type mcpTool struct {
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
-	Annotations struct {
+	// OutputSchema is MCP's outputSchema; the other formats have no place for one.
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  struct {
 		Title           string `json:"title,omitempty"`
 		ReadOnlyHint    bool   `json:"readOnlyHint"`
 		DestructiveHint *bool  `json:"destructiveHint,omitempty"`

@@ -80,6 +80,41 @@ func TestExportShapes(t *testing.T) {
 	}
 }
 
+// TestExportOutputSchema: a tool's output schema is MCP's outputSchema, kept as
+// declared, and in the native listing; the provider formats have no place for it and
+// stay as they were. A background tool's result is a handle, so MCP is not told of
+// its schema.
+func TestExportOutputSchema(t *testing.T) {
+	t.Parallel()
+	out := `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`
+	spec := tool.Spec{Name: "count", Description: "counts", Parameters: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(out), Risk: tool.RiskSafe, Mode: tool.ModeDirect}
+	for f, want := range map[Format]string{
+		FormatMCP:             `[{"name":"count","description":"counts","inputSchema":{"type":"object"},"outputSchema":` + out + `,"annotations":{"readOnlyHint":false,"destructiveHint":false}}]`,
+		FormatOpenAI:          `[{"type":"function","function":{"name":"count","description":"counts","parameters":{"type":"object"}}}]`,
+		FormatOpenAIResponses: `[{"type":"function","name":"count","description":"counts","parameters":{"type":"object"},"strict":false}]`,
+		FormatAnthropic:       `[{"name":"count","description":"counts","input_schema":{"type":"object"}}]`,
+		FormatGemini:          `[{"name":"count","description":"counts","parametersJsonSchema":{"type":"object"}}]`,
+	} {
+		b, err := json.Marshal(Export([]tool.Spec{spec}, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != want {
+			t.Errorf("%s:\n got %s\nwant %s", f, b, want)
+		}
+	}
+	b, _ := json.Marshal(Export([]tool.Spec{spec}, FormatNative))
+	if !strings.Contains(string(b), `"output_schema":`+out) {
+		t.Errorf("native listing lacks the output schema: %s", b)
+	}
+	bg := spec
+	bg.Mode = tool.ModeBackground
+	b, _ = json.Marshal(Export([]tool.Spec{bg}, FormatMCP))
+	if strings.Contains(string(b), "outputSchema") {
+		t.Errorf("a background tool's output schema is advertised: %s", b)
+	}
+}
+
 // TestExportOpenAIDescriptionCap: OpenAI refuses a whole request whose tool list has
 // a function description longer than 1,024 characters ("string_above_max_length"),
 // and MCP servers in common use have longer ones (server-sequential-thinking: 2,780).

@@ -235,6 +235,11 @@ func newEntry(t tool.Tool) (*Entry, error) {
 	if spec.Parameters, err = objectSchema(spec.Parameters); err != nil {
 		return nil, fmt.Errorf("toolmgr: tool %q: %w", spec.Name, err)
 	}
+	if len(spec.OutputSchema) > 0 {
+		if err := CheckOutputSchema(spec.OutputSchema); err != nil {
+			return nil, fmt.Errorf("toolmgr: tool %q: output schema refused: %w", spec.Name, err)
+		}
+	}
 	return &Entry{Tool: t, Spec: spec, schema: schema, declared: declared}, nil
 }
 

@@ -55,6 +55,10 @@ func TestRegisterRejects(t *testing.T) {
 		{"bad schema", tool.Spec{Name: "x", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"nope"}}}`)}, "does not compile"},
 		{"remote ref", tool.Spec{Name: "x", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:1/x.json"}}}`)}, "not fetched"},
 		{"bad risk", tool.Spec{Name: "x", Risk: "extreme"}, "unknown risk"},
+		{"output schema not an object schema", tool.Spec{Name: "x", OutputSchema: json.RawMessage(`{"type":"array"}`)}, `type must be "object"`},
+		{"output schema without type", tool.Spec{Name: "x", OutputSchema: json.RawMessage(`{"properties":{}}`)}, `type must be "object"`},
+		{"output schema property not an object", tool.Spec{Name: "x", OutputSchema: json.RawMessage(`{"type":"object","properties":{"a":true}}`)}, `property "a"`},
+		{"output schema does not compile", tool.Spec{Name: "x", OutputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"pattern":"("}}}`)}, "does not compile"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -93,6 +93,60 @@ func (t *Truncator) Apply(res *tool.Result) *tool.Result {
 	return &out
 }
 
+// minTextTokens is the least text KeepStructured leaves a result: the smallest budget
+// a Truncator takes.
+const minTextTokens = 2 * markerReserve
+
+// KeepStructured is Apply for a result whose structured output must stay whole: its
+// tool declares an output schema, and MCP holds every result that is not an error to
+// carry structured content conforming to it (a cut JSON value would not; the
+// TypeScript SDK client throws on a result without one). The text gives way instead:
+// it is cut to what the budget leaves beside the structured output, and to
+// minTextTokens when the structured output alone takes about the whole budget, the
+// one case where the result passes the budget. The input is never modified.
+func (t *Truncator) KeepStructured(res *tool.Result) *tool.Result {
+	if len(res.Structured) == 0 {
+		return t.Apply(res)
+	}
+	res = capMedia(res)
+	total := len(res.Structured)
+	for _, c := range res.Content {
+		total += len(c.Text)
+	}
+	if total <= t.max {
+		return res
+	}
+	text := res.Text()
+	if _, fits := t.Cut(text + string(res.Structured)); fits {
+		return res
+	}
+	cut, fits := t.cut(text, max(t.max-t.tokensUpTo(string(res.Structured)), minTextTokens))
+	if fits {
+		return res
+	}
+	out := *res
+	out.Content = []tool.Content{{Type: tool.ContentText, Text: cut}}
+	for _, c := range res.Content {
+		if isMedia(c) {
+			out.Content = append(out.Content, c)
+		}
+	}
+	out.Truncated = true
+	return &out
+}
+
+// tokensUpTo counts the tokens of text, or returns the budget when there are more.
+func (t *Truncator) tokensUpTo(text string) int {
+	enc, err := t.encoding()
+	if err != nil {
+		return min(len(text)/3, t.max) // ≈3 bytes a token, as cutBytes
+	}
+	if _, all := prefixForTokens(enc, text, t.max); !all {
+		return t.max
+	}
+	return len(encode(enc, text))
+}
+
 // The image and audio blocks one result may pass to the model: tokens do not measure
 // them, and an upstream may send thousands (an MCP server's answer may be 16 MiB).
 // Providers refuse a request with more images or larger ones than they take (a
@@ -154,16 +208,19 @@ func isMedia(c tool.Content) bool { return c.Type == tool.ContentImage || c.Type
 
 // Cut returns text unchanged with true when it fits the budget, otherwise the head and
 // tail that fit with a marker between them, and false.
-func (t *Truncator) Cut(text string) (string, bool) {
-	if len(text) <= t.max {
+func (t *Truncator) Cut(text string) (string, bool) { return t.cut(text, t.max) }
+
+// cut is Cut to a budget of n tokens (at most the Truncator's).
+func (t *Truncator) cut(text string, n int) (string, bool) {
+	if len(text) <= n {
 		return text, true
 	}
 	enc, err := t.encoding()
 	if err != nil {
 		// Without a tokenizer, fall back to a conservative byte budget (≈3 bytes/token).
-		return t.cutBytes(text, t.max*3)
+		return t.cutBytes(text, n*3)
 	}
-	budget := t.max - markerReserve
+	budget := n - markerReserve
 	headN := budget * 2 / 3
 	tailN := budget - headN
 	headEnd, headAll := prefixForTokens(enc, text, headN)
@@ -173,7 +230,7 @@ func (t *Truncator) Cut(text string) (string, bool) {
 	tailStart, _ := suffixForTokens(enc, text, tailN)
 	if tailStart <= headEnd {
 		// Head and tail overlap: the whole text fits.
-		if len(encode(enc, text)) <= t.max {
+		if len(encode(enc, text)) <= n {
 			return text, true
 		}
 		tailStart = headEnd

@@ -238,3 +238,63 @@ func countMedia(r *tool.Result) int {
 	}
 	return n
 }
+
+// TestTruncatorKeepStructured: for a tool with an output schema the structured output
+// stays whole and the text gives way: cut to what the budget leaves beside it (text
+// and structured output together within the budget), or to minTextTokens when the
+// structured output alone fills the budget. A result that fits, or one without
+// structured output, is what Apply makes of it.
+func TestTruncatorKeepStructured(t *testing.T) {
+	t.Parallel()
+	tr, enc := truncatorWithEncoding(t, 1000)
+	r := rand.New(rand.NewSource(2))
+	tokens := func(s string) int { return len(encode(enc, s)) }
+	result := func(text, structured string) *tool.Result {
+		return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: text}, {Type: tool.ContentImage, MimeType: "image/png", Data: "AAAA"}},
+			Structured: []byte(structured)}
+	}
+
+	// Each fits alone, not both together (Apply drops the structured output).
+	w := words(r, 350)
+	sj := `{"text":"` + strings.ReplaceAll(w, "\n", `\n`) + `"}`
+	both := result("HEAD-MARKER "+w+" TAIL-MARKER", sj)
+	if tokens(both.Text()) > 1000 || tokens(sj) > 1000 || tokens(both.Text()+sj) <= 1000 {
+		t.Fatalf("test data: text %d, structured %d tokens", tokens(both.Text()), tokens(sj))
+	}
+	if tr.Apply(both).Structured != nil {
+		t.Fatal("Apply kept the structured output: the case is not one KeepStructured changes")
+	}
+	out := tr.KeepStructured(both)
+	if string(out.Structured) != sj || !out.Truncated {
+		t.Fatalf("structured output changed (%d bytes of %d) or truncated %v", len(out.Structured), len(sj), out.Truncated)
+	}
+	text := out.Text()
+	if n := tokens(text) - tokens("[image: image/png]\n") + tokens(sj); n > 1000 || n < 800 {
+		t.Errorf("text and structured output together have %d tokens, want at most the 1000 of the budget and not much less", n)
+	}
+	for _, want := range []string{"HEAD-MARKER", "TAIL-MARKER", "bytes removed here", "1000-token limit"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q: %q", want, text)
+		}
+	}
+	if countMedia(out) != 1 || both.Structured == nil || both.Content[0].Text != "HEAD-MARKER "+w+" TAIL-MARKER" {
+		t.Error("the image was dropped or the input modified")
+	}
+
+	// Structured output alone over the budget: kept, and the text cut to the least.
+	huge := `{"rows":"` + strings.Repeat("row ", 5000) + `"}`
+	out = tr.KeepStructured(result(words(r, 2000), huge))
+	if string(out.Structured) != huge || !out.Truncated || tokens(out.Content[0].Text) > minTextTokens {
+		t.Errorf("huge structured output: kept %v, truncated %v, text of %d tokens (at most %d wanted)",
+			string(out.Structured) == huge, out.Truncated, tokens(out.Content[0].Text), minTextTokens)
+	}
+
+	small := result("a few words", `{"a":1}`)
+	if got := tr.KeepStructured(small); got != small {
+		t.Error("a result under the budget was changed")
+	}
+	plain := &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: words(r, 3000)}}}
+	if got, want := tr.KeepStructured(plain), tr.Apply(plain); got.Text() != want.Text() || !got.Truncated {
+		t.Error("a result without structured output is not cut as Apply cuts it")
+	}
+}

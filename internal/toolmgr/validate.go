@@ -32,20 +32,9 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 	if t, ok := obj["type"]; ok && t != "object" {
 		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema must have type object, not %v", name, t)
 	}
-	c := jsonschema.NewCompiler()
-	// An absolute URL, so that nothing resolves against the working directory, and no
-	// loader, so that a schema can never make the daemon fetch a URL.
-	c.UseLoader(noLoader{})
-	url := "mem:///tools/" + name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, nil, fmt.Errorf("toolmgr: tool %q: %w", name, err)
-	}
-	s, err := c.Compile(url)
+	s, err := compileDoc("mem:///tools/"+name+".json", doc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema does not compile: %w", name, err)
-	}
-	if err := checkExpansion(s); err != nil {
-		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema refused: %w", name, err)
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema %w", name, err)
 	}
 	declared := map[string]bool{}
 	if props, ok := obj["properties"].(map[string]any); ok {
@@ -54,6 +43,71 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 		}
 	}
 	return s, declared, nil
+}
+
+// compileDoc compiles a schema document under url (absolute, so that nothing resolves
+// against the working directory) with no loader, so that a schema can never make the
+// daemon fetch a URL. Its errors read after "schema".
+func compileDoc(url string, doc any) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("does not compile: %w", err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("does not compile: %w", err)
+	}
+	if err := checkExpansion(s); err != nil {
+		return nil, fmt.Errorf("refused: %w", err)
+	}
+	return s, nil
+}
+
+// CheckOutputSchema reports what keeps raw from being a tool's output schema. MCP
+// wants an object schema ("type": "object"); the TypeScript SDK's client refuses a
+// whole tools/list, every tool of it, over one outputSchema without that type or with
+// a property schema that is not an object, and throws from its listing when the
+// schema does not compile. The daemon never validates results against it.
+func CheckOutputSchema(raw json.RawMessage) error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("it is not JSON: %w", err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return errors.New("it is not a JSON object")
+	}
+	if t := obj["type"]; t != "object" {
+		b, _ := json.Marshal(t)
+		return fmt.Errorf(`its type must be "object", not %s`, b)
+	}
+	if p, ok := obj["properties"]; ok {
+		props, ok := p.(map[string]any)
+		if !ok {
+			return errors.New("its properties are not an object")
+		}
+		for k, v := range props {
+			if _, ok := v.(map[string]any); !ok {
+				return fmt.Errorf("property %q has a schema that is not an object", k)
+			}
+		}
+	}
+	if r, ok := obj["required"]; ok {
+		list, ok := r.([]any)
+		if !ok {
+			return errors.New("its required is not an array")
+		}
+		for _, v := range list {
+			if _, ok := v.(string); !ok {
+				return errors.New("its required holds something else than names")
+			}
+		}
+	}
+	if _, err := compileDoc("mem:///tools/output.json", doc); err != nil {
+		return fmt.Errorf("the schema %w", err)
+	}
+	return nil
 }
 
 // objectSchema returns a compiled parameters schema with the top-level "type":"object"

@@ -1,0 +1,34 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// TestOutputSchemaInToolSets: a tool's advertised output schema is part of what a
+// client was told (a change sends tools/list_changed, since the client holds results
+// to the schema it has), and a background tool, whose result is a handle, advertises
+// none.
+func TestOutputSchemaInToolSets(t *testing.T) {
+	t.Parallel()
+	base := tool.Spec{Name: "count", Description: "counts", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Mode: tool.ModeDirect}
+	v1, v2 := base, base
+	v1.OutputSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	v2.OutputSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"string"}}}`)
+	if fingerprint([]tool.Spec{base}) == fingerprint([]tool.Spec{v1}) || fingerprint([]tool.Spec{v1}) == fingerprint([]tool.Spec{v2}) {
+		t.Error("a tool set whose only change is an output schema has the same fingerprint")
+	}
+	if got := toMCPTool(v1).RawOutputSchema; string(got) != string(v1.OutputSchema) {
+		t.Errorf("outputSchema = %s, want %s", got, v1.OutputSchema)
+	}
+	bg, bgWithout := v1, base
+	bg.Mode, bgWithout.Mode = tool.ModeBackground, tool.ModeBackground
+	if got := toMCPTool(bg).RawOutputSchema; got != nil {
+		t.Errorf("a background tool advertises outputSchema %s", got)
+	}
+	if fingerprint([]tool.Spec{bg}) != fingerprint([]tool.Spec{bgWithout}) {
+		t.Error("a background tool's output schema, never advertised, counts in the fingerprint")
+	}
+}
