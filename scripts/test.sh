@@ -37,7 +37,8 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 
 # Real MCP servers for the MCP proxy tests and the TypeScript SDK client of the /mcp
-# endpoint tests, pinned in testdata/npm/package-lock.json, and the npm MCP proxies the mcpcompare benchmark (and its smoke test) compares with.
+# endpoint tests, pinned in testdata/npm/package-lock.json, and the npm MCP proxies
+# the mcpcompare benchmark (and its smoke test) compares with.
 if command -v npm >/dev/null; then
   (cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error) \
     || echo "test.sh: npm ci failed; MCP proxy tests will fail under CI=true" >&2
