@@ -627,10 +627,10 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 				return
 			case <-t.C:
 			}
-			if n, err := aps.ExpireApprovals(ectx, time.Now().UTC()); err != nil {
+			if expired, err := aps.ExpireApprovals(ectx, time.Now().UTC()); err != nil {
 				a.Log.Error("expiring approvals failed", "err", err)
-			} else if n > 0 {
-				a.Log.Info("approval requests expired", "count", n)
+			} else if len(expired) > 0 {
+				a.Log.Info("approval requests expired", "count", len(expired))
 				_ = a.Notifier.Notify(ectx, store.TopicApproval, "")
 				_ = a.Notifier.Notify(ectx, store.TopicCall, "")
 			}

@@ -17,7 +17,7 @@ import (
 type approvalStore interface {
 	session.ApprovalStore
 	server.ApprovalStore
-	ExpireApprovals(ctx context.Context, at time.Time) (int, error)
+	ExpireApprovals(ctx context.Context, at time.Time) ([]*store.Approval, error)
 	ApprovedUnclaimed(ctx context.Context, decidedBefore time.Time, limit int) ([]string, error)
 	AnswerCall(ctx context.Context, id string, result *tool.Result, at time.Time) error
 }
@@ -66,7 +66,7 @@ func (o observedApprovals) GetCall(ctx context.Context, id string) (*store.Call,
 	return o.approvalStore.GetCall(ctx, id)
 }
 
-func (o observedApprovals) ExpireApprovals(ctx context.Context, at time.Time) (int, error) {
+func (o observedApprovals) ExpireApprovals(ctx context.Context, at time.Time) ([]*store.Approval, error) {
 	defer o.ops.Observe("expire_approvals", time.Now())
 	return o.approvalStore.ExpireApprovals(ctx, at)
 }

@@ -307,16 +307,16 @@ func (x *Executor) withdraw(ctx context.Context, approvalID, reason string, res 
 // can, and wakes their waiters.
 func (x *Executor) expireDue(ctx context.Context) {
 	ex, ok := x.perm.Store.(interface {
-		ExpireApprovals(ctx context.Context, at time.Time) (int, error)
+		ExpireApprovals(ctx context.Context, at time.Time) ([]*store.Approval, error)
 	})
 	if !ok {
 		return
 	}
 	wctx, cancel := x.recordCtx(ctx)
 	defer cancel()
-	if n, err := ex.ExpireApprovals(wctx, time.Now().UTC()); err != nil {
+	if expired, err := ex.ExpireApprovals(wctx, time.Now().UTC()); err != nil {
 		x.log.Error("expiring approvals failed", "err", err)
-	} else if n > 0 {
+	} else if len(expired) > 0 {
 		_ = x.perm.Notifier.Notify(wctx, store.TopicApproval, "")
 		_ = x.perm.Notifier.Notify(wctx, store.TopicCall, "")
 	}
