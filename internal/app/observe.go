@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/server"
@@ -89,8 +90,11 @@ func countPending(s server.ApprovalStore) telemetry.PendingCounter {
 // notifiedApprovals sends the approval webhook's events: approval.requested when an
 // approval is created, approval.approved or approval.denied when one is decided
 // (by a person through the API or an MCP client, by a session rule approved for the
-// session, by the system withdrawing it for a call that ended). The payload is read
-// when the event is delivered: {"tenant", "approval": the API's Approval}.
+// session, by the system withdrawing it for a call that ended), approval.expired when
+// one expires (the sweep, a waiting call's deadline, a decision that came too late:
+// the store reports each expiry to exactly one of them). The payload is
+// {"tenant", "approval": the API's Approval}; a requested one is read when the event
+// is delivered.
 type notifiedApprovals struct {
 	approvalStore
 	hook *webhook.Sender
@@ -113,6 +117,9 @@ func (n notifiedApprovals) CreateApproval(ctx context.Context, a *store.Approval
 
 func (n notifiedApprovals) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) (*store.Approval, error) {
 	a, err := n.approvalStore.DecideApproval(ctx, id, d)
+	if errors.Is(err, store.ErrApprovalExpired) && a != nil {
+		n.send(store.AuditApprovalExpired, a)
+	}
 	if err != nil || a == nil {
 		return a, err
 	}
@@ -120,9 +127,22 @@ func (n notifiedApprovals) DecideApproval(ctx context.Context, id string, d stor
 	if a.Status == store.ApprovalDenied {
 		typ = store.AuditApprovalDenied
 	}
-	decided := *a
-	n.hook.Send(webhook.Event{Type: typ, Payload: func(context.Context) (any, error) { return approvalPayload(&decided), nil }})
+	n.send(typ, a)
 	return a, nil
+}
+
+func (n notifiedApprovals) ExpireApprovals(ctx context.Context, at time.Time) ([]*store.Approval, error) {
+	expired, err := n.approvalStore.ExpireApprovals(ctx, at)
+	for _, a := range expired {
+		n.send(store.AuditApprovalExpired, a)
+	}
+	return expired, err
+}
+
+// send sends an event about a as it is now.
+func (n notifiedApprovals) send(typ string, a *store.Approval) {
+	now := *a
+	n.hook.Send(webhook.Event{Type: typ, Payload: func(context.Context) (any, error) { return approvalPayload(&now), nil }})
 }
 
 func approvalPayload(a *store.Approval) map[string]any {
