@@ -26,10 +26,19 @@ type approvalStore interface {
 // observedApprovals times the approval store's operations and records each decision's
 // latency, whoever decides (the REST API, an MCP client, the executor withdrawing).
 // One time.Now pair per operation: negligible beside a transaction.
+//
+// It also counts the calls the store finishes when it denies or expires their
+// request (see callFinished).
 type observedApprovals struct {
 	approvalStore
 	ops       *telemetry.StoreMetrics
 	approvals *telemetry.ApprovalMetrics
+	calls     callCounter
+}
+
+// callCounter counts finished calls: the executor's observer (server.Metrics).
+type callCounter interface {
+	CallFinished(tool string, kind tool.ErrorKind, elapsed time.Duration, started bool)
 }
 
 func (o observedApprovals) CreateApproval(ctx context.Context, a *store.Approval) error {
@@ -51,8 +60,18 @@ func (o observedApprovals) DecideApproval(ctx context.Context, id string, d stor
 	start := time.Now()
 	a, err := o.approvalStore.DecideApproval(ctx, id, d)
 	o.ops.Observe("decide_approval", start)
-	if err == nil && a != nil && a.Decision != nil && a.DecidedAt != nil {
+	switch {
+	case err == nil && a != nil && a.Decision != nil && a.DecidedAt != nil:
 		o.approvals.Decided(a.Decision.Kind, a.CreatedAt, *a.DecidedAt)
+		if a.Status == store.ApprovalDenied {
+			kind := tool.KindDenied
+			if d.Result != nil {
+				kind = d.Result.ErrorKind
+			}
+			o.callFinished(a, kind)
+		}
+	case errors.Is(err, store.ErrApprovalExpired) && a != nil:
+		o.callFinished(a, tool.KindDenied)
 	}
 	return a, err
 }
@@ -68,8 +87,30 @@ func (o observedApprovals) GetCall(ctx context.Context, id string) (*store.Call,
 }
 
 func (o observedApprovals) ExpireApprovals(ctx context.Context, at time.Time) ([]*store.Approval, error) {
-	defer o.ops.Observe("expire_approvals", time.Now())
-	return o.approvalStore.ExpireApprovals(ctx, at)
+	start := time.Now()
+	expired, err := o.approvalStore.ExpireApprovals(ctx, at)
+	o.ops.Observe("expire_approvals", start)
+	for _, a := range expired {
+		o.callFinished(a, tool.KindDenied)
+	}
+	return expired, err
+}
+
+// callFinished counts the call of a that the store has just finished, denying or
+// expiring a (an expired request's call is finished as denied). A pending request's
+// call waits, so the transaction that ends the request finishes the call, and exactly
+// one does, on whichever replica: counting there counts each call once, whether its
+// stream still waited or went away before (the executor counts neither:
+// errFinishedElsewhere).
+func (o observedApprovals) callFinished(a *store.Approval, kind tool.ErrorKind) {
+	if o.calls == nil {
+		return
+	}
+	var elapsed time.Duration // from the request, about when the call started
+	if a.DecidedAt != nil {
+		elapsed = a.DecidedAt.Sub(a.CreatedAt)
+	}
+	o.calls.CallFinished(a.Tool, kind, elapsed, false)
 }
 
 // countPending counts pending approvals of every tenant for the gauge: with a COUNT

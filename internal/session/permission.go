@@ -323,7 +323,8 @@ func (x *Executor) expireDue(ctx context.Context) {
 }
 
 // errFinishedElsewhere marks a result that is already recorded (denied, expired, or
-// run by another replica): it must not be recorded again.
+// run by another replica): it must not be recorded again, nor counted again (what
+// recorded it counts it).
 var errFinishedElsewhere = errors.New("finished elsewhere")
 
 // RunApproved runs an approved call that nobody is waiting for (its stream went away,
