@@ -214,9 +214,11 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 				return x.cancelWaiting(ctx, c, apr.ID)
 			}
 			if c.nested != nil {
-				if _, err := x.withdraw(ctx, apr.ID, "the chain that made this call stopped waiting for a decision", nil); err == nil {
-					// Nobody must approve, later, a call its chain already reported as not run.
-					return false, false, tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name), errFinishedElsewhere
+				// Nobody must approve, later, a call its chain already reported as not
+				// run; its record (and the count of it) says what the chain was told.
+				res := tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name)
+				if _, err := x.withdraw(ctx, apr.ID, "the chain that made this call stopped waiting for a decision", res); err == nil {
+					return false, false, res, errFinishedElsewhere
 				}
 			}
 			return false, false, nil, errLeftWaiting
