@@ -285,7 +285,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err := a.sessionLocks(ctx); err != nil {
 		return nil, err
 	}
-	approvals, err := a.permissions(ctx)
+	approvals, err := a.permissions(ctx, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -548,8 +548,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // permissions builds the policy engine and the notifier, gates the executor with them
-// and starts the loop that expires approval requests nobody decided.
-func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
+// and starts the loop that expires approval requests nobody decided. calls counts the
+// calls the approval store finishes (denied, expired).
+func (a *App) permissions(ctx context.Context, calls callCounter) (*server.Approvals, error) {
 	pc := approval.DefaultConfig()
 	// Local commands run with the daemon's rights: naming its data dir asks.
 	pc.PrivateDirs = []string{a.DataDir}
@@ -582,7 +583,7 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 	}
 	// Pending approvals are counted from the shared store on scrape (cached 5s, 2s timeout).
 	var aps approvalStore = observedApprovals{approvalStore: raw, ops: a.StoreMetrics,
-		approvals: telemetry.NewApprovalMetrics(a.Registry, countPending(raw), 5*time.Second, 2*time.Second)}
+		approvals: telemetry.NewApprovalMetrics(a.Registry, countPending(raw), 5*time.Second, 2*time.Second), calls: calls}
 	if w := a.Config.ApprovalWebhook; w.URL != "" {
 		secret := ""
 		if w.SecretEnv != "" {
@@ -627,10 +628,10 @@ func (a *App) permissions(ctx context.Context) (*server.Approvals, error) {
 				return
 			case <-t.C:
 			}
-			if n, err := aps.ExpireApprovals(ectx, time.Now().UTC()); err != nil {
+			if expired, err := aps.ExpireApprovals(ectx, time.Now().UTC()); err != nil {
 				a.Log.Error("expiring approvals failed", "err", err)
-			} else if n > 0 {
-				a.Log.Info("approval requests expired", "count", n)
+			} else if len(expired) > 0 {
+				a.Log.Info("approval requests expired", "count", len(expired))
 				_ = a.Notifier.Notify(ectx, store.TopicApproval, "")
 				_ = a.Notifier.Notify(ectx, store.TopicCall, "")
 			}

@@ -564,6 +564,10 @@ func TestChainTotalTimeout(t *testing.T) {
 	if _, apr := e.do("GET", "/v1/approvals/"+r.Approvals[0], nil); apr["status"] != "denied" {
 		t.Errorf("approval status %v, want denied", apr["status"])
 	}
+	// Its record says what the chain was told (and the call is counted so).
+	if _, rec := e.do("GET", "/v1/tool-calls/"+r.Out.CallTrace[1].CallID, nil); rec["status"] != "failed" || rec["error_kind"] != "cancelled" {
+		t.Errorf("record of the withdrawn call: %v, want failed, cancelled", rec)
+	}
 	if code, out := e.do("POST", "/v1/approvals/"+r.Approvals[0]+"/decision", map[string]any{"decision": "approve", "actor": "late"}); code == http.StatusOK {
 		t.Errorf("a late approval was accepted: %v", out)
 	}

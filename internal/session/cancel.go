@@ -147,7 +147,6 @@ func (x *Executor) cancelWaiting(ctx context.Context, c *Call, approvalID string
 		}
 	}
 	x.log.ErrorContext(ctx, "withdrawing the approval request of a cancelled call failed", "call_id", c.ID, "approval_id", approvalID, "err", err)
-	c.undecided = true
 	return false, false, tool.ErrorResult(tool.KindCancelled, "%s was cancelled by request while it waited for approval, but the request could not be withdrawn; it stays pending and the call runs if it is approved", c.Name), errFinishedElsewhere
 }
 

@@ -84,9 +84,12 @@ type Call struct {
 	// settled: the record already holds the outcome (denied, expired, run by another
 	// replica) or must stay as it is (left waiting for a decision); finish leaves it.
 	settled bool
-	// undecided: the call is left waiting for a decision or an answer, and its outcome
-	// comes later (RunApproved, a denial, an answer): it is not counted as finished.
-	undecided bool
+	// countedElsewhere: the call is not counted as finished here. Either it is left
+	// waiting for a decision or an answer, its outcome to come later, or whatever
+	// finished its record counts it: RunApproved a run, the approval store a denial
+	// or an expiry (on whichever replica decided, whether or not a stream still
+	// waited), so that each is counted once.
+	countedElsewhere bool
 	// nested is set for a call made by another running call (tool_chain).
 	nested *nestedOpts
 	// span is the call's trace span while it runs; nil without tracing.
@@ -616,7 +619,7 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 		}
 		x.notifyFinished(ctx, c)
 	}
-	if x.obs != nil && !c.undecided {
+	if x.obs != nil && !c.countedElsewhere {
 		name := c.Name
 		if c.entry == nil {
 			name = "unknown"
@@ -654,10 +657,10 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	run, claimed, res, err := x.permit(ctx, sess, c, emit)
 	switch {
 	case errors.Is(err, errLeftWaiting):
-		c.settled, c.undecided = true, true
+		c.settled, c.countedElsewhere = true, true
 		return tool.ErrorResult(tool.KindCancelled, "%s while %s waited for approval; the request stays pending and the call runs if it is approved", whoLeft(ctx), c.Name), false
 	case errors.Is(err, errFinishedElsewhere):
-		c.settled = true
+		c.settled, c.countedElsewhere = true, true
 		return res, false
 	case !run:
 		return res, false
@@ -679,7 +682,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		case errors.Is(err, errLeftWaiting) && cancelledByRequest(ctx):
 			return x.cancelExternal(ctx, c), false
 		case errors.Is(err, errLeftWaiting):
-			c.settled, c.undecided = true, true
+			c.settled, c.countedElsewhere = true, true
 			res = tool.ErrorResult(tool.KindCancelled, "%s while %s waited for its answer; the answer can still be posted", whoLeft(ctx), c.Name)
 		case err != nil: // answered: the record holds the outcome
 			c.settled = true

@@ -214,9 +214,11 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 				return x.cancelWaiting(ctx, c, apr.ID)
 			}
 			if c.nested != nil {
-				if _, err := x.withdraw(ctx, apr.ID, "the chain that made this call stopped waiting for a decision", nil); err == nil {
-					// Nobody must approve, later, a call its chain already reported as not run.
-					return false, false, tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name), errFinishedElsewhere
+				// Nobody must approve, later, a call its chain already reported as not
+				// run; its record (and the count of it) says what the chain was told.
+				res := tool.ErrorResult(tool.KindCancelled, "%s was not run: the chain that made the call stopped while it waited for approval, and the request was withdrawn", c.Name)
+				if _, err := x.withdraw(ctx, apr.ID, "the chain that made this call stopped waiting for a decision", res); err == nil {
+					return false, false, res, errFinishedElsewhere
 				}
 			}
 			return false, false, nil, errLeftWaiting
@@ -307,23 +309,24 @@ func (x *Executor) withdraw(ctx context.Context, approvalID, reason string, res 
 // can, and wakes their waiters.
 func (x *Executor) expireDue(ctx context.Context) {
 	ex, ok := x.perm.Store.(interface {
-		ExpireApprovals(ctx context.Context, at time.Time) (int, error)
+		ExpireApprovals(ctx context.Context, at time.Time) ([]*store.Approval, error)
 	})
 	if !ok {
 		return
 	}
 	wctx, cancel := x.recordCtx(ctx)
 	defer cancel()
-	if n, err := ex.ExpireApprovals(wctx, time.Now().UTC()); err != nil {
+	if expired, err := ex.ExpireApprovals(wctx, time.Now().UTC()); err != nil {
 		x.log.Error("expiring approvals failed", "err", err)
-	} else if n > 0 {
+	} else if len(expired) > 0 {
 		_ = x.perm.Notifier.Notify(wctx, store.TopicApproval, "")
 		_ = x.perm.Notifier.Notify(wctx, store.TopicCall, "")
 	}
 }
 
 // errFinishedElsewhere marks a result that is already recorded (denied, expired, or
-// run by another replica): it must not be recorded again.
+// run by another replica): it must not be recorded again, nor counted again (what
+// recorded it counts it).
 var errFinishedElsewhere = errors.New("finished elsewhere")
 
 // RunApproved runs an approved call that nobody is waiting for (its stream went away,

@@ -49,6 +49,12 @@ const (
 // AuditActorSystem is the actor of entries the store writes on its own.
 const AuditActorSystem = "system"
 
+// ErrApprovalExpired is DecideApproval's answer when the decision came too late and
+// expired the request itself: exactly one of the calls that expire a request (this
+// decision, another, ExpireApprovals) reports it, the others see it expired. It is an
+// ErrConflict.
+var ErrApprovalExpired = fmt.Errorf("approval request expired: %w", ErrConflict)
+
 // Approval is a durable request for a person to allow one tool call.
 type Approval struct {
 	ID          string // apr_…
@@ -209,7 +215,8 @@ type ApprovalStore interface {
 	// Refusals: unknown id, ErrNotFound. No longer pending: ErrConflict, returned WITH
 	// the approval as it is (who decided what). Pending but expired at d.At: the
 	// approval is expired exactly as ExpireApprovals would (committed), and the answer
-	// is ErrConflict with the expired approval. Of concurrent deciders exactly one wins.
+	// is ErrApprovalExpired (an ErrConflict) with the expired approval. Of concurrent
+	// deciders exactly one wins.
 	DecideApproval(ctx context.Context, id string, d ApprovalDecision) (*Approval, error)
 	// ClaimCall moves a waiting call to running on owner (StartedAt at; zero: now) if no
 	// approval of the call is anything but approved: it was approved, or it never
@@ -225,11 +232,11 @@ type ApprovalStore interface {
 	ApprovedUnclaimed(ctx context.Context, decidedBefore time.Time, limit int) ([]string, error)
 	// ExpireApprovals, in one transaction, marks every pending approval whose ExpiresAt
 	// is not after now expired (DecidedAt now, no Decision), finishes each one's call,
-	// if still waiting, as failed with a KindDenied result (expiredResult: not run, the request expired), and
-	// appends AuditApprovalExpired (actor "system") for each. It returns how many; a
-	// caller that notifies waiters sends an empty payload ("re-check"), since it does
-	// not learn which. A zero now is the current time.
-	ExpireApprovals(ctx context.Context, now time.Time) (int, error)
+	// if still waiting, as failed with a KindDenied result (expiredResult: not run, the
+	// request expired), and appends AuditApprovalExpired (actor "system") for each. It
+	// returns the approvals it expired, as they now are: of concurrent
+	// callers, on any replica, exactly one returns each. A zero now is the current time.
+	ExpireApprovals(ctx context.Context, now time.Time) ([]*Approval, error)
 	// AppendAudit appends e, writing its ID (and a zero At, set to now) back into e.
 	AppendAudit(ctx context.Context, e *AuditEntry) error
 	// ListAudit returns the entries f selects, newest first (see AuditFilter); never

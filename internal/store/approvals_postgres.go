@@ -270,7 +270,7 @@ func (p *Postgres) refuseDecision(ctx context.Context, tx pgx.Tx, id string, at 
 		return cur, fmt.Errorf("store: decide approval %s: already %s: %w", id, cur.Status, ErrConflict)
 	}
 	cur = expired[0]
-	return cur, fmt.Errorf("store: decide approval %s: expired at %s: %w", id, cur.ExpiresAt.Format(time.RFC3339Nano), ErrConflict)
+	return cur, fmt.Errorf("store: decide approval %s: expired at %s: %w", id, cur.ExpiresAt.Format(time.RFC3339Nano), ErrApprovalExpired)
 }
 
 // pgFailWaiting finishes the calls that are still waiting as failed with result.
@@ -322,26 +322,26 @@ func pgExpire(ctx context.Context, tx pgx.Tx, cond string, args []any, at time.T
 
 // ExpireApprovals implements ApprovalStore.ExpireApprovals. Replicas running it at
 // once expire (and audit) each approval once: the UPDATE locks the rows it changes.
-func (p *Postgres) ExpireApprovals(ctx context.Context, at time.Time) (int, error) {
+func (p *Postgres) ExpireApprovals(ctx context.Context, at time.Time) ([]*Approval, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("store: expire approvals: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: %w", err)
 	}
 	if at.IsZero() {
 		at = now()
 	}
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("store: expire approvals: begin: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	expired, err := pgExpire(ctx, tx, "", nil, at)
 	if err != nil {
-		return 0, fmt.Errorf("store: expire approvals: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("store: expire approvals: commit: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: commit: %w", err)
 	}
-	return len(expired), nil
+	return expired, nil
 }
 
 // ApprovedUnclaimed implements ApprovalStore.ApprovedUnclaimed.

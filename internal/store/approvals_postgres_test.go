@@ -42,8 +42,8 @@ func TestPostgresClaimAcrossHandles(t *testing.T) {
 	storetest.ClaimRace(t, hs[0], hs[1])
 }
 
-// TestPostgresExpireAcrossHandles: replicas expiring at once expire (and audit) each
-// approval exactly once.
+// TestPostgresExpireAcrossHandles: replicas expiring at once expire (audit, and
+// return) each approval exactly once.
 func TestPostgresExpireAcrossHandles(t *testing.T) {
 	t.Parallel()
 	hs := openPostgresHandles(t, 2)
@@ -59,26 +59,34 @@ func TestPostgresExpireAcrossHandles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	counts := make([]int, workers)
+	got := make([][]*store.Approval, workers)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			counts[w], errs[w] = hs[w%2].ExpireApprovals(t.Context(), base.Add(time.Hour))
+			got[w], errs[w] = hs[w%2].ExpireApprovals(t.Context(), base.Add(time.Hour))
 		}()
 	}
 	wg.Wait()
-	total := 0
+	// Each approval is returned to exactly one of them (which tells of it).
+	returned := map[string]int{}
 	for w := range workers {
 		if errs[w] != nil {
 			t.Errorf("worker %d: %v", w, errs[w])
 		}
-		total += counts[w]
+		for _, a := range got[w] {
+			returned[a.ID]++
+		}
 	}
-	if total != approvals {
-		t.Errorf("expired %d in total (%v), want %d", total, counts, approvals)
+	for i := range approvals {
+		if id := fmt.Sprintf("apr_%d", i); returned[id] != 1 {
+			t.Errorf("%s returned by %d ExpireApprovals, want 1", id, returned[id])
+		}
+	}
+	if len(returned) != approvals {
+		t.Errorf("ExpireApprovals returned %d approvals in total (%v), want %d", len(returned), returned, approvals)
 	}
 	audit, err := hs[1].ListAudit(t.Context(), store.AuditFilter{Tenant: "acme"})
 	if err != nil {
@@ -93,6 +101,14 @@ func TestPostgresExpireAcrossHandles(t *testing.T) {
 	if expired != approvals {
 		t.Errorf("%d expiry audit entries, want %d", expired, approvals)
 	}
+}
+
+// TestPostgresExpireRace: sweeps and late decisions on two replicas expire each
+// request once.
+func TestPostgresExpireRace(t *testing.T) {
+	t.Parallel()
+	hs := openPostgresHandles(t, 2)
+	storetest.ExpireRace(t, hs[0], hs[1])
 }
 
 func TestPostgresAuditIsTransactional(t *testing.T) {

@@ -263,10 +263,11 @@ func (s *SQLite) refuseDecision(ctx context.Context, tx *sql.Tx, id string, at t
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("store: decide approval %s: expire: commit: %w", id, err)
 	}
-	if len(expired) == 1 {
-		cur = expired[0]
+	if len(expired) != 1 { // cannot happen: this transaction holds the writer since the read
+		return cur, fmt.Errorf("store: decide approval %s: expired meanwhile: %w", id, ErrConflict)
 	}
-	return cur, fmt.Errorf("store: decide approval %s: expired at %s: %w", id, cur.ExpiresAt.Format(time.RFC3339Nano), ErrConflict)
+	cur = expired[0]
+	return cur, fmt.Errorf("store: decide approval %s: expired at %s: %w", id, cur.ExpiresAt.Format(time.RFC3339Nano), ErrApprovalExpired)
 }
 
 // sqliteFailWaiting finishes the calls that are still waiting as failed with result.
@@ -335,26 +336,26 @@ func sqliteExpire(ctx context.Context, tx *sql.Tx, cond string, args []any, at t
 }
 
 // ExpireApprovals implements ApprovalStore.ExpireApprovals.
-func (s *SQLite) ExpireApprovals(ctx context.Context, at time.Time) (int, error) {
+func (s *SQLite) ExpireApprovals(ctx context.Context, at time.Time) ([]*Approval, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("store: expire approvals: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: %w", err)
 	}
 	if at.IsZero() {
 		at = now()
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("store: expire approvals: begin: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	expired, err := sqliteExpire(ctx, tx, "", nil, at)
 	if err != nil {
-		return 0, fmt.Errorf("store: expire approvals: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: expire approvals: commit: %w", err)
+		return nil, fmt.Errorf("store: expire approvals: commit: %w", err)
 	}
-	return len(expired), nil
+	return expired, nil
 }
 
 // ApprovedUnclaimed implements ApprovalStore.ApprovedUnclaimed.

@@ -32,6 +32,22 @@ func TestSQLiteClaimAcrossHandles(t *testing.T) {
 	storetest.ClaimRace(t, handles...)
 }
 
+// TestSQLiteExpireAcrossHandles: two handles on one file expire each request once.
+func TestSQLiteExpireAcrossHandles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	var handles []store.Store
+	for range 2 {
+		s, err := store.OpenSQLite(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		handles = append(handles, s)
+	}
+	storetest.ExpireRace(t, handles...)
+}
+
 func TestSQLiteAuditIsTransactional(t *testing.T) {
 	t.Parallel()
 	s := openSQLite(t)

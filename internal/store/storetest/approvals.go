@@ -36,6 +36,7 @@ func RunApprovals(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DecideInvalid", testDecideInvalid},
 		{"DenyFinishedCall", testDenyFinishedCall},
 		{"ExpireApprovals", testExpireApprovals},
+		{"ExpireOnce", func(t *testing.T, s store.Store, _ store.ApprovalStore) { ExpireRace(t, s) }},
 		{"ClaimCall", testClaimCall},
 		{"ClaimAgainAfterSecondApproval", testClaimAgainAfterSecondApproval},
 		{"ApprovedUnclaimed", testApprovedUnclaimed},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,6 +207,7 @@ func testDecideExpired(t *testing.T, s store.Store, as store.ApprovalStore) {
 	when := *a.ExpiresAt // at the instant of expiry: too late
 	got, err := as.DecideApproval(t.Context(), "apr_1", store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "alice", At: when})
 	wantErrIs(t, "DecideApproval after expiry", err, store.ErrConflict)
+	wantErrIs(t, "DecideApproval that expired the request", err, store.ErrApprovalExpired)
 	want := fullApproval("apr_1", "tc_1")
 	want.Status, want.DecidedAt = store.ApprovalExpired, ptr(when)
 	if got == nil {
@@ -218,9 +220,16 @@ func testDecideExpired(t *testing.T, s store.Store, as store.ApprovalStore) {
 	if n := len(auditFor(t, as, "apr_1", store.AuditApprovalApproved)); n != 0 {
 		t.Errorf("the refused decision was audited %d times", n)
 	}
-	// Still expired for the next decider, and not expired twice.
+	// Still expired for the next decider, and not expired twice: only the decision
+	// that expired it says so.
 	_, err = as.DecideApproval(t.Context(), "apr_1", store.ApprovalDecision{Kind: store.DecisionDeny, Actor: "bob", At: when.Add(time.Hour)})
 	wantErrIs(t, "DecideApproval of an expired approval", err, store.ErrConflict)
+	if errors.Is(err, store.ErrApprovalExpired) {
+		t.Errorf("DecideApproval of an approval expired before: %v, want a plain conflict, not ErrApprovalExpired", err)
+	}
+	if expired, err := as.ExpireApprovals(t.Context(), when.Add(time.Hour)); err != nil || len(expired) != 0 {
+		t.Errorf("ExpireApprovals after the decision expired it = %d, %v; want none", len(expired), err)
+	}
 	checkApproval(t, mustGetApproval(t, as, "apr_1"), want)
 	if n := len(auditFor(t, as, "apr_1", store.AuditApprovalExpired)); n != 1 {
 		t.Errorf("expiry audited %d times, want 1", n)
@@ -298,12 +307,12 @@ func testExpireApprovals(t *testing.T, s store.Store, as store.ApprovalStore) {
 	decide(t, as, "apr_denied", store.DecisionDeny)
 	mustWrite(t, s, nil, []store.CallFinish{{ID: "tc_apr_finished", Status: store.CallSucceeded, Result: tool.TextResult("ran"), FinishedAt: at(time.Minute)}})
 
-	n, err := as.ExpireApprovals(t.Context(), now)
+	expired, err := as.ExpireApprovals(t.Context(), now)
 	if err != nil {
 		t.Fatalf("ExpireApprovals: %v", err)
 	}
-	if n != 3 {
-		t.Errorf("ExpireApprovals = %d, want 3 (past, now, finished)", n)
+	if got := expiredIDs(t, expired, now); !slices.Equal(got, []string{"apr_finished", "apr_now", "apr_past"}) {
+		t.Errorf("ExpireApprovals = %v, want [apr_finished apr_now apr_past]", got)
 	}
 	for id, want := range map[string]store.ApprovalStatus{
 		"apr_past": store.ApprovalExpired, "apr_now": store.ApprovalExpired, "apr_finished": store.ApprovalExpired,
@@ -334,12 +343,94 @@ func testExpireApprovals(t *testing.T, s store.Store, as store.ApprovalStore) {
 			t.Errorf("%s = %q, want waiting", id, c.Status)
 		}
 	}
-	if n, err := as.ExpireApprovals(t.Context(), now); err != nil || n != 0 {
-		t.Errorf("second ExpireApprovals = %d, %v; want 0, nil", n, err)
+	if expired, err := as.ExpireApprovals(t.Context(), now); err != nil || len(expired) != 0 {
+		t.Errorf("second ExpireApprovals = %v, %v; want none, nil", expiredIDs(t, expired, now), err)
 	}
-	if n, err := as.ExpireApprovals(t.Context(), now.Add(time.Microsecond)); err != nil || n != 1 {
-		t.Errorf("ExpireApprovals a microsecond later = %d, %v; want 1 (apr_future)", n, err)
+	later := now.Add(time.Microsecond)
+	if expired, err := as.ExpireApprovals(t.Context(), later); err != nil || !slices.Equal(expiredIDs(t, expired, later), []string{"apr_future"}) {
+		t.Errorf("ExpireApprovals a microsecond later = %v, %v; want [apr_future]", expiredIDs(t, expired, later), err)
 	}
+}
+
+// ExpireRace checks that of sweeps and late decisions racing to expire the same
+// requests, spread over stores (handles on one database), exactly one reports each
+// expiry: ExpireApprovals returning it, or DecideApproval answering
+// ErrApprovalExpired. Whoever tells of expiries (the approval webhook) tells once.
+func ExpireRace(t *testing.T, stores ...store.Store) {
+	t.Helper()
+	s, as := stores[0], approvalStore(t, stores[0])
+	const requests, sweeps = 5, 4
+	for i := range requests {
+		pendingApproval(t, s, as, fmt.Sprintf("apr_%d", i), fmt.Sprintf("tc_%d", i))
+	}
+	late := at(2 * time.Hour) // past every request's expiry
+	var (
+		mu       sync.Mutex
+		reported = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	start := make(chan struct{})
+	report := func(id string) {
+		mu.Lock()
+		reported[id]++
+		mu.Unlock()
+	}
+	for w := range sweeps + requests {
+		h := approvalStore(t, stores[w%len(stores)])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if w < sweeps {
+				expired, err := h.ExpireApprovals(t.Context(), late)
+				if err != nil {
+					t.Errorf("sweep %d: %v", w, err)
+				}
+				for _, a := range expired {
+					report(a.ID)
+				}
+				return
+			}
+			id := fmt.Sprintf("apr_%d", w-sweeps)
+			_, err := h.DecideApproval(t.Context(), id, store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "alice", At: late})
+			switch {
+			case errors.Is(err, store.ErrApprovalExpired):
+				report(id)
+			case !errors.Is(err, store.ErrConflict):
+				t.Errorf("late decision of %s: %v, want ErrConflict", id, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range requests {
+		id := fmt.Sprintf("apr_%d", i)
+		if reported[id] != 1 {
+			t.Errorf("%s reported expired %d times, want 1", id, reported[id])
+		}
+		if a := mustGetApproval(t, as, id); a.Status != store.ApprovalExpired {
+			t.Errorf("%s = %q, want expired", id, a.Status)
+		}
+		if n := len(auditFor(t, as, id, store.AuditApprovalExpired)); n != 1 {
+			t.Errorf("%s expiry audited %d times, want 1", id, n)
+		}
+	}
+}
+
+// expiredIDs are the sorted ids of the approvals ExpireApprovals returned; each must be
+// whole, as expired at when.
+func expiredIDs(t *testing.T, expired []*store.Approval, when time.Time) []string {
+	t.Helper()
+	ids := []string{}
+	for _, a := range expired {
+		want := fullApproval(a.ID, "tc_"+a.ID)
+		want.ExpiresAt = a.ExpiresAt
+		want.Status, want.DecidedAt = store.ApprovalExpired, ptr(when)
+		checkApproval(t, a, want)
+		ids = append(ids, a.ID)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // testDecideWithSessionSpec: a decision that changes its session's spec (an approval
