@@ -51,6 +51,7 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 func compileDoc(url string, doc any) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noLoader{})
+	c.UseRegexpEngine(schemaRegexp)
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, fmt.Errorf("does not compile: %w", err)
 	}
