@@ -869,7 +869,7 @@ func TestRealDocumentQuirks(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
 	src, m := load(t, Config{Name: "q", Spec: filepath.Join("testdata", "quirks31.yaml"), BaseURL: srv.URL})
-	if got := strings.Join(m.Names(), ","); got != "q__CreateMessage,q__beta_createResponse,q__beta_getResponse,q__createFile,q__createResponse" {
+	if got := strings.Join(m.Names(), ","); got != "q__CreateMessage,q__beta_createResponse,q__beta_getResponse,q__createFile,q__createResponse,q__createTask" {
 		t.Fatalf("tools: %s", got)
 	}
 	if w := strings.Join(src.Warnings, "\n"); !strings.Contains(w, "$recursiveRef") || !strings.Contains(w, "$dynamicRef") {
@@ -970,6 +970,34 @@ func TestRealDocumentQuirks(t *testing.T) {
 		if r := call(t, m, "q__createFile", bad); r.ErrorKind != tool.KindInvalidArgs {
 			t.Errorf("%s: want invalid_args, got %s %s", bad, r.ErrorKind, r.Text())
 		}
+	}
+}
+
+// TestReadOnlyPropertiesLeftOut: a request body's read-only properties (marked on
+// the property or in one of its allOf parts) are not parameters of the tool, nor
+// required; Asana's task has two dozen. Its backreference pattern (ECMA-262) loads.
+func TestReadOnlyPropertiesLeftOut(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "q", Spec: filepath.Join("testdata", "quirks31.yaml"), BaseURL: srv.URL})
+	data := prop(schemaOf(t, m, "q__createTask"), "data")
+	base, _ := data["allOf"].([]any)
+	if len(base) != 2 {
+		t.Fatalf("data schema: %v", data)
+	}
+	first, second := base[0].(map[string]any), base[1].(map[string]any)
+	if prop(first, "gid") != nil || prop(first, "created_by") != nil || prop(first, "name") == nil || fmt.Sprint(first["required"]) != "[name]" {
+		t.Errorf("task base: %v", first)
+	}
+	if prop(second, "assigned_by") != nil || prop(second, "notes") == nil {
+		t.Errorf("task request part: %v", second)
+	}
+	e := echo(t, call(t, m, "q__createTask", `{"opt_fields":"notes,notes","data":{"name":"write the report"}}`))
+	if e.Body != `{"data":{"name":"write the report"}}` || fmt.Sprint(e.Query) != "map[opt_fields:[notes,notes]]" {
+		t.Errorf("create task sent %s ?%v", e.Body, e.Query)
+	}
+	if r := call(t, m, "q__createTask", `{"opt_fields":"zzz"}`); r.ErrorKind != tool.KindInvalidArgs {
+		t.Errorf("opt_fields against the pattern: %s %s", r.ErrorKind, r.Text())
 	}
 }
 

@@ -68,6 +68,7 @@ func (in *inliner) inline(v any, stack []string) any {
 			}
 		}
 		out := make(map[string]any, len(x))
+		var readOnly []string
 		for k, val := range x {
 			switch {
 			case dropKeys[k] || strings.HasPrefix(k, "x-"):
@@ -79,7 +80,12 @@ func (in *inliner) inline(v any, stack []string) any {
 				if m, ok := val.(map[string]any); ok {
 					props := make(map[string]any, len(m))
 					for name, s := range m {
-						props[name] = in.inline(s, stack)
+						ps := in.inline(s, stack)
+						if k == "properties" && isReadOnly(ps) {
+							readOnly = append(readOnly, name)
+							continue
+						}
+						props[name] = ps
 					}
 					out[k] = props
 				} else {
@@ -89,6 +95,7 @@ func (in *inliner) inline(v any, stack []string) any {
 				out[k] = in.inline(val, stack)
 			}
 		}
+		dropRequired(out, readOnly)
 		convert30(out)
 		return out
 	case []any:
@@ -182,6 +189,43 @@ func pointer(root any, ref string) (any, error) {
 		}
 	}
 	return cur, nil
+}
+
+// isReadOnly reports whether a property's schema is marked readOnly, itself or in one
+// of its allOf parts. The inliner expands request schemas only (parameters and
+// bodies), and OpenAPI says a read-only property is not sent in a request: it is
+// left out of the tool's parameters, where it would only lengthen the prompt and
+// invite the model to send it (Asana's task has two dozen: gid, created_by, …).
+func isReadOnly(schema any) bool {
+	s, ok := schema.(map[string]any)
+	if !ok {
+		return false
+	}
+	if ro, _ := s["readOnly"].(bool); ro {
+		return true
+	}
+	parts, _ := s["allOf"].([]any)
+	return slices.ContainsFunc(parts, isReadOnly)
+}
+
+// dropRequired removes names from s's required list: a read-only property's
+// "required" applies to responses only.
+func dropRequired(s map[string]any, names []string) {
+	req, ok := s["required"].([]any)
+	if !ok || len(names) == 0 {
+		return
+	}
+	kept := make([]any, 0, len(req))
+	for _, r := range req {
+		if n, ok := r.(string); !ok || !slices.Contains(names, n) {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		delete(s, "required")
+		return
+	}
+	s["required"] = kept
 }
 
 // convert30 rewrites OpenAPI 3.0 schema keywords to their JSON Schema meaning.
