@@ -9,7 +9,8 @@ import (
 )
 
 // registerOpenAPI loads every configured OpenAPI document and registers its operations
-// as tools. A document that cannot be read or parsed stops start-up, naming it.
+// as tools. A document that cannot be read or parsed stops start-up, naming it; an
+// operation whose argument schema cannot be used is left out with a warning.
 func (a *App) registerOpenAPI(ctx context.Context) error {
 	for i, c := range a.Config.OpenAPI {
 		src, err := openapi.Load(ctx, openapi.Config{

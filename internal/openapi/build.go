@@ -79,6 +79,12 @@ func (b *builder) build(src *Source) error {
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", method, p, err)
 			}
+			if err := toolmgr.CheckParameters(t.spec.Name, t.spec.Parameters); err != nil {
+				// One operation's schema the validator cannot take (a regex feature no
+				// engine here has) does not cost the API's other operations.
+				src.Warnings = append(src.Warnings, fmt.Sprintf("%s %s is left out: %s", method, p, deepestCause(err)))
+				continue
+			}
 			if schemaBytes += len(t.spec.Parameters); schemaBytes > MaxSchemaBytes {
 				return fmt.Errorf("the argument schemas of the operations come to more than %d MiB once their references are expanded "+
 					"(%s %s alone makes %d KiB); choose fewer operations with include", MaxSchemaBytes>>20, method, p, len(t.spec.Parameters)>>10)
@@ -104,6 +110,18 @@ func (b *builder) build(src *Source) error {
 	}
 	src.Tools = ops
 	return nil
+}
+
+// deepestCause is the last line of a schema compiler's error, where it names the
+// keyword at fault ("at '/properties/q/pattern': … is not valid regex: …"), or the
+// error itself when it has one line.
+func deepestCause(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if len(lines) > 1 {
+		last = "its argument schema does not compile: " + strings.TrimPrefix(last, "- ")
+	}
+	return firstLine(last)
 }
 
 func (b *builder) selected(id string) bool {

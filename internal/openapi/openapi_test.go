@@ -631,6 +631,39 @@ paths:
 	}
 }
 
+// TestUncompilableOperationLeftOut: an operation whose argument schema the validator
+// cannot take (here a Unicode property Go's and the ECMAScript engine both lack) is
+// left out with a warning naming it and the keyword at fault; the document's other
+// operations load.
+func TestUncompilableOperationLeftOut(t *testing.T) {
+	t.Parallel()
+	doc := `openapi: 3.0.0
+info: {title: t, version: "1"}
+servers: [{url: "http://127.0.0.1:9"}]
+paths:
+  /emoji:
+    get:
+      operationId: react
+      parameters:
+        - {name: e, in: query, schema: {type: string, pattern: "^\\p{Extended_Pictographic}+$"}}
+      responses: {"200": {description: ok}}
+  /items:
+    get: {operationId: listItems, responses: {"200": {description: ok}}}
+`
+	p := filepath.Join(t.TempDir(), "emoji.yaml")
+	if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, m := load(t, Config{Name: "e", Spec: p})
+	if got := strings.Join(m.Names(), ","); got != "e__listItems" {
+		t.Errorf("tools: %s", got)
+	}
+	if w := strings.Join(src.Warnings, "\n"); !strings.Contains(w, "GET /emoji is left out: its argument schema does not compile: at '/properties/e/pattern'") ||
+		!strings.Contains(w, "Extended_Pictographic") {
+		t.Errorf("warnings: %s", w)
+	}
+}
+
 func TestHostileSpecs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
