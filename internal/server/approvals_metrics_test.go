@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // callsCounted is the value of toolserverd_tool_calls_total for tool and outcome on d's
@@ -96,17 +95,11 @@ func TestDeniedOrExpiredCallCountedOnce(t *testing.T) {
 // whether A's stream still waits for it or went away before the denial.
 func TestDeniedCallCountedOnceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	shared := t.TempDir()
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) {
-			c.ReplicaID = replica
-			c.Permissions.Allow = nil
-			c.Sessions.WorkdirRoots = []string{shared}
-		}}
-	}
-	a := startDaemon(t, opts("replica-a"))
-	b := startDaemon(t, opts("replica-b"))
+	a, b := twoReplicas(t, func(c *config.Config) {
+		c.Permissions.Allow = nil
+		c.Sessions.WorkdirRoots = []string{shared}
+	})
 	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
 	counted := func() float64 {
 		return callsCounted(t, a, "execute_command", "denied") + callsCounted(t, b, "execute_command", "denied")

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // TestProgressReadOwnerHung: a progress read of a call whose replica hangs (a stopped
@@ -20,11 +18,7 @@ import (
 // answers here, as it does for an owner that cannot be reached.
 func TestProgressReadOwnerHung(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = replica }}
-	}
-	a, b := startDaemon(t, opts("replica-a")), startDaemon(t, opts("replica-b"))
+	a, b := twoReplicas(t, nil)
 	id := a.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
 	_, evs := a.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"e","name":"echo","arguments":{"text":"hi"}}]}`)
 	cid := messages(t, evs)["e"].str("call_id")

@@ -12,7 +12,6 @@ import (
 	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/cluster"
 	"github.com/toolserverd/toolserverd/internal/config"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // TestJobsReachedThroughAnotherReplica: two daemons with API keys on one PostgreSQL
@@ -22,22 +21,17 @@ import (
 // is gone B answers with an unavailable error that names A.
 func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	shared := t.TempDir()
 	key, hash := auth.NewKey()
 	otherKey, otherHash := auth.NewKey()
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) {
-			c.ReplicaID = replica
-			c.Sessions.WorkdirRoots = []string{shared}
-			c.Auth.Unauthenticated = false
-			c.Auth.Keys = []config.AuthKeyConfig{
-				{Name: "agent", Tenant: "t1", Roles: []string{auth.RoleAgent}, SHA256: hash},
-				{Name: "other", Tenant: "t2", Roles: []string{auth.RoleAgent}, SHA256: otherHash},
-			}
-		}}
-	}
-	a, b := startDaemon(t, opts("replica-a")), startDaemon(t, opts("replica-b"))
+	a, b := twoReplicas(t, func(c *config.Config) {
+		c.Sessions.WorkdirRoots = []string{shared}
+		c.Auth.Unauthenticated = false
+		c.Auth.Keys = []config.AuthKeyConfig{
+			{Name: "agent", Tenant: "t1", Roles: []string{auth.RoleAgent}, SHA256: hash},
+			{Name: "other", Tenant: "t2", Roles: []string{auth.RoleAgent}, SHA256: otherHash},
+		}
+	})
 	code, _, body := keyed(t, a, key, "POST", "/v1/sessions", fmt.Sprintf(`{"available_tools":["execute_command","await_job","read_job_output","kill_job"],"workdir":%q}`, shared))
 	if code != 201 {
 		t.Fatalf("create session: %d %s", code, body)

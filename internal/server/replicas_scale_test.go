@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // TestUnsafeCallsSerializedAcrossReplicas: two daemons on one PostgreSQL serve one
@@ -24,15 +23,9 @@ import (
 // from timing (without the advisory lock half of them overlap).
 func TestUnsafeCallsSerializedAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	shared := t.TempDir()
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) {
-			c.ReplicaID = replica
-			c.Sessions.WorkdirRoots = []string{shared}
-		}}
-	}
-	replicas := []*daemon{startDaemon(t, opts("replica-a")), startDaemon(t, opts("replica-b"))}
+	a, b := twoReplicas(t, func(c *config.Config) { c.Sessions.WorkdirRoots = []string{shared} })
+	replicas := []*daemon{a, b}
 	id := replicas[0].createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
 
 	const perReplica = 4
@@ -88,15 +81,8 @@ func TestUnsafeCallsSerializedAcrossReplicas(t *testing.T) {
 // the finished call reads as finished, with no output.
 func TestProgressReadOnAnotherReplica(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	shared := t.TempDir()
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) {
-			c.ReplicaID = replica
-			c.Sessions.WorkdirRoots = []string{shared}
-		}}
-	}
-	a, b := startDaemon(t, opts("replica-a")), startDaemon(t, opts("replica-b"))
+	a, b := twoReplicas(t, func(c *config.Config) { c.Sessions.WorkdirRoots = []string{shared} })
 	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
 
 	callID := make(chan string, 1)

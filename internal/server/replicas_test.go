@@ -19,17 +19,11 @@ import (
 // exactly once; when nobody waits any more, the deciding replica runs it.
 func TestTwoReplicasShareApprovals(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	shared := t.TempDir()
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) {
-			c.ReplicaID = replica
-			c.Permissions.Allow = nil
-			c.Sessions.WorkdirRoots = []string{shared}
-		}}
-	}
-	a := startDaemon(t, opts("replica-a"))
-	b := startDaemon(t, opts("replica-b"))
+	a, b := twoReplicas(t, func(c *config.Config) {
+		c.Permissions.Allow = nil
+		c.Sessions.WorkdirRoots = []string{shared}
+	})
 	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}, "workdir": shared})["id"].(string)
 
 	// Stream on A; decide on B.
@@ -73,15 +67,7 @@ func TestTwoReplicasShareApprovals(t *testing.T) {
 // meanwhile waits for it rather than answering 404 for a call that has started.
 func TestHeldRecordSeenFromAnotherReplica(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) {
-			c.ReplicaID = replica
-			c.Calls.RecordFoldWindow = 500 * time.Millisecond
-		}}
-	}
-	a := startDaemon(t, opts("replica-a"))
-	b := startDaemon(t, opts("replica-b"))
+	a, b := twoReplicas(t, func(c *config.Config) { c.Calls.RecordFoldWindow = 500 * time.Millisecond })
 	id := a.createSession(map[string]any{"available_tools": []string{"block_read"}})["id"].(string)
 	out := make(chan []event, 1)
 	go func() {
@@ -133,4 +119,20 @@ func TestReplicaIDInUse(t *testing.T) {
 		code, _, _ := again.do("GET", "/readyz", nil)
 		return code == 200
 	})
+}
+
+// twoReplicas starts two daemons, replica-a and replica-b, on one fresh PostgreSQL
+// database, each configured by mutate (nil: as startDaemon configures them).
+func twoReplicas(t *testing.T, mutate func(*config.Config)) (a, b *daemon) {
+	t.Helper()
+	url := pgtest.URL(t)
+	opts := func(replica string) daemonOpts {
+		return daemonOpts{store: url, mutate: func(c *config.Config) {
+			c.ReplicaID = replica
+			if mutate != nil {
+				mutate(c)
+			}
+		}}
+	}
+	return startDaemon(t, opts("replica-a")), startDaemon(t, opts("replica-b"))
 }

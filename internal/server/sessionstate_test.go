@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/toolserverd/toolserverd/internal/config"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 func skillsDir() string {
@@ -40,14 +39,7 @@ func TestActiveSkillSurvivesRestart(t *testing.T) {
 // holds for the session's next call on another replica that already had it loaded.
 func TestSessionStateAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	opts := func(replica string) daemonOpts {
-		return daemonOpts{store: url, mutate: func(c *config.Config) {
-			c.ReplicaID = replica
-			c.Skills.Dirs = []string{skillsDir()}
-		}}
-	}
-	a, b := startDaemon(t, opts("replica-a")), startDaemon(t, opts("replica-b"))
+	a, b := twoReplicas(t, func(c *config.Config) { c.Skills.Dirs = []string{skillsDir()} })
 	id := a.createSession(map[string]any{"available_skills": []string{"greeting"}})["id"].(string)
 	calls := "/v1/sessions/" + id + "/tool-calls"
 

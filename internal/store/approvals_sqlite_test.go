@@ -19,25 +19,20 @@ func TestSQLiteApprovals(t *testing.T) {
 // TestSQLiteClaimAcrossHandles: two handles on one file (two processes, in effect).
 func TestSQLiteClaimAcrossHandles(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "shared.db")
-	var handles []store.Store
-	for range 2 {
-		s, err := store.OpenSQLite(t.Context(), path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		handles = append(handles, s)
-	}
-	storetest.ClaimRace(t, handles...)
+	storetest.ClaimRace(t, sharedSQLite(t, 2)...)
 }
 
 // TestSQLiteExpireAcrossHandles: two handles on one file expire each request once.
 func TestSQLiteExpireAcrossHandles(t *testing.T) {
 	t.Parallel()
+	storetest.ExpireRace(t, sharedSQLite(t, 2)...)
+}
+
+// sharedSQLite opens n handles on one new database file.
+func sharedSQLite(t *testing.T, n int) []store.Store {
 	path := filepath.Join(t.TempDir(), "shared.db")
-	var handles []store.Store
-	for range 2 {
+	handles := make([]store.Store, 0, n)
+	for range n {
 		s, err := store.OpenSQLite(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +40,7 @@ func TestSQLiteExpireAcrossHandles(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		handles = append(handles, s)
 	}
-	storetest.ExpireRace(t, handles...)
+	return handles
 }
 
 func TestSQLiteAuditIsTransactional(t *testing.T) {
