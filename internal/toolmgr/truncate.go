@@ -58,13 +58,7 @@ func (t *Truncator) Warm() error { _, err := t.encoding(); return err }
 // persisted.
 func (t *Truncator) Apply(res *tool.Result) *tool.Result {
 	res = capMedia(res)
-	total := len(res.Structured)
-	for _, c := range res.Content {
-		total += len(c.Text)
-	}
-	// A token covers at least one byte, so text no longer than the budget in bytes fits
-	// without counting.
-	if total <= t.max {
+	if t.fitsByBytes(res) {
 		return res
 	}
 	text := res.Text()
@@ -93,6 +87,17 @@ func (t *Truncator) Apply(res *tool.Result) *tool.Result {
 	return &out
 }
 
+// fitsByBytes reports whether res's text and structured output fit the budget
+// without counting tokens: a token covers at least one byte, so text no longer than
+// the budget in bytes fits.
+func (t *Truncator) fitsByBytes(res *tool.Result) bool {
+	total := len(res.Structured)
+	for _, c := range res.Content {
+		total += len(c.Text)
+	}
+	return total <= t.max
+}
+
 // minTextTokens is the least text KeepStructured leaves a result: the smallest budget
 // a Truncator takes.
 const minTextTokens = 2 * markerReserve
@@ -109,11 +114,7 @@ func (t *Truncator) KeepStructured(res *tool.Result) *tool.Result {
 		return t.Apply(res)
 	}
 	res = capMedia(res)
-	total := len(res.Structured)
-	for _, c := range res.Content {
-		total += len(c.Text)
-	}
-	if total <= t.max {
+	if t.fitsByBytes(res) {
 		return res
 	}
 	text := res.Text()
