@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
 )
 
 // TestListLiveCallsWithBackgroundJobs: a call that started a background job has
@@ -128,4 +130,33 @@ func TestListLiveCallsWithBackgroundJobs(t *testing.T) {
 	// The second is killed.
 	run(map[string]any{"id": "k", "name": "kill_job", "arguments": map[string]any{"job_id": job2}})
 	waitLive()
+}
+
+// TestStopEndsOutputOfJobs: a daemon that stops ends its background jobs, and the
+// records of their calls say their output is closed before the store closes (not only
+// at the next start).
+func TestStopEndsOutputOfJobs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := startDaemon(t, daemonOpts{dataDir: dir})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", map[string]any{"calls": []any{map[string]any{
+		"id": "j", "name": "execute_command", "arguments": map[string]any{"command": "sleep 600", "background": true}}}})
+	if code != 200 {
+		t.Fatal(code)
+	}
+	tc := messages(t, evs)["j"].str("call_id")
+	if c, err := d.app.Store.GetCall(t.Context(), tc); err != nil || !c.OutputOpen {
+		t.Fatalf("while the job runs: %+v %v", c, err)
+	}
+	d.stop()
+
+	s, err := store.Open(t.Context(), store.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if c, err := s.GetCall(t.Context(), tc); err != nil || c.OutputOpen || c.Status != store.CallSucceeded {
+		t.Fatalf("after the daemon stopped: %+v %v", c, err)
+	}
 }

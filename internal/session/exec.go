@@ -229,6 +229,9 @@ type Executor struct {
 	locks    SessionLocker // nil: unsafe calls are serialized in this process only
 	log      *slog.Logger
 	tracer   trace.Tracer // nil: no spans
+	// outputs counts the open-output marks waiting for their call's output to end
+	// (closeOutputWhenEnded), so that a stopping daemon can let their clears land.
+	outputs sync.WaitGroup
 
 	mu sync.Mutex
 	// unfinished holds the calls of this process from before their record is written

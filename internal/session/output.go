@@ -42,7 +42,9 @@ func (x *Executor) outputOpen(c *Call) (OutputCloser, bool) {
 // finish that set the mark was committed, so the clear cannot come first.
 func (x *Executor) closeOutputWhenEnded(c *Call, closer OutputCloser) {
 	id := c.ID
+	x.outputs.Add(1)
 	c.progress.(heldOutput).WhenEnded(func() {
+		defer x.outputs.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := closer.CloseCallOutput(ctx, id); err != nil {
@@ -50,4 +52,22 @@ func (x *Executor) closeOutputWhenEnded(c *Call, closer OutputCloser) {
 			x.log.Warn("recording that a call's output ended failed", "call_id", id, "err", err)
 		}
 	})
+}
+
+// WaitOutputs waits, up to d, for the clears of open-output marks whose output has
+// ended. A stopping daemon calls it once the progress hub has stopped (which ends
+// every call's output) and before the store closes: its jobs' calls are then no
+// longer listed as live. What is left is cleared at the next start.
+func (x *Executor) WaitOutputs(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		x.outputs.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
