@@ -391,6 +391,9 @@ type CallRecord struct {
 	FinishedAt *time.Time `json:"finished_at"`
 	// DurationMS is from start to finish; nil for a call that did not run.
 	DurationMS *float64 `json:"duration_ms"`
+	// OutputOpen: the call finished but its output goes on (a background job it
+	// started streams under the call until the job ends).
+	OutputOpen bool `json:"output_open"`
 }
 
 // GetCall reads a call record by the daemon's id.
@@ -426,6 +429,9 @@ type CallFilter struct {
 	// Statuses keeps calls in any of these states (pending, running, waiting,
 	// succeeded, failed); empty keeps all.
 	Statuses []string
+	// Live keeps only live calls: unfinished, or finished with their output still
+	// open (CallRecord.OutputOpen). With Statuses, a call must match both.
+	Live bool
 	Page
 }
 
@@ -443,6 +449,9 @@ func (c *Client) ListCalls(ctx context.Context, f CallFilter) (*CallList, error)
 	q := f.Page.query(url.Values{})
 	if len(f.Statuses) > 0 {
 		q.Set("status", strings.Join(f.Statuses, ","))
+	}
+	if f.Live {
+		q.Set("live", "true")
 	}
 	var l CallList
 	return &l, c.do(ctx, http.MethodGet, "/v1/tool-calls?"+q.Encode(), nil, &l)

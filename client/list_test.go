@@ -139,6 +139,11 @@ func TestListingsPage(t *testing.T) {
 	// Two requests waiting for a person, in session b.
 	asked := []string{run(sb.ID, "touch one.txt", true)}
 	asked = append([]string{run(sb.ID, "touch two.txt", true)}, asked...)
+	// They are the live calls (no background job runs).
+	if l, err := c.ListCalls(ctx, client.CallFilter{Live: true}); err != nil || len(l.Calls) != 2 ||
+		l.Calls[0].ID != asked[0] || l.Calls[1].ID != asked[1] || l.Calls[0].OutputOpen {
+		t.Errorf("live calls = %+v, %v; want %v", l, err, asked)
+	}
 	aprID := func(a client.Approval) string { return a.ID }
 	var wantApr []string
 	for _, byID := range []bool{false, true} {

@@ -710,6 +710,11 @@ func (a *App) Close() {
 	if a.Progress != nil {
 		a.Progress.Stop()
 	}
+	if a.Exec != nil {
+		// The hub's stop ended the output of every background job's call; their
+		// records say so before the store closes.
+		a.Exec.WaitOutputs(5 * time.Second)
+	}
 	if a.artifacts != nil {
 		a.artifacts.Stop()
 	}

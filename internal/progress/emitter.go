@@ -77,6 +77,33 @@ func (e *Emitter) Hold() (release func()) {
 	return e.c.hold()
 }
 
+// Held reports whether the call's progress goes on past Close: Close was called and a
+// Hold is not released yet (a background job still streams under the call).
+func (e *Emitter) Held() bool {
+	if e == nil || e.c == nil {
+		return false
+	}
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	return e.c.closing && !e.c.closed && !e.c.halted
+}
+
+// WhenEnded runs fn, in a goroutine of its own, once the call's progress has ended:
+// closed, or cut off by the hub's Stop. If it has already ended, fn runs at once.
+func (e *Emitter) WhenEnded(fn func()) {
+	if e == nil || e.c == nil {
+		go fn()
+		return
+	}
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if e.c.closed || e.c.halted {
+		go fn()
+		return
+	}
+	e.c.ended = append(e.c.ended, fn)
+}
+
 // call is the progress state of one tool call. mu serializes emits, flushes and
 // publication, which keeps each call's events in log order.
 type call struct {
@@ -93,7 +120,8 @@ type call struct {
 	closing bool // Close was called while held
 	halted  bool // the hub stopped
 	doneAt  time.Time
-	latest  Value // the last report; Seq 0: none
+	latest  Value    // the last report; Seq 0: none
+	ended   []func() // WhenEnded's, run when the call ends or halts
 }
 
 // stream is one (call, stream) log and its coalescing buffer.
@@ -329,6 +357,7 @@ func (c *call) closeLocked() {
 	c.finish(now)
 	c.closed = true
 	c.doneAt = now
+	c.runEnded()
 	c.saveLatest()
 	c.hub.publish(Event{
 		CallID:     c.meta.CallID,
@@ -369,6 +398,15 @@ func (c *call) halt() {
 	}
 	c.finish(time.Now())
 	c.halted = true
+	c.runEnded()
+}
+
+// runEnded starts the WhenEnded functions; c.mu is held.
+func (c *call) runEnded() {
+	for _, fn := range c.ended {
+		go fn()
+	}
+	c.ended = nil
 }
 
 func (c *call) finish(now time.Time) {

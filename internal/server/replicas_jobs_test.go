@@ -61,9 +61,12 @@ func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 		}
 		return s
 	}
+	var startedBy string // the call that started the last job
 	startJob := func() string {
 		t.Helper()
-		s := structured(call(a, "execute_command", `{"command":"echo job-started; while :; do sleep 0.1; done","background":true}`))
+		m := call(a, "execute_command", `{"command":"echo job-started; while :; do sleep 0.1; done","background":true}`)
+		startedBy = m.str("call_id")
+		s := structured(m)
 		id, _ := s["job_id"].(string)
 		if !strings.HasPrefix(id, "job_") {
 			t.Fatalf("no job id: %v", s)
@@ -72,6 +75,19 @@ func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 	}
 	jobID := startJob()
 	args := fmt.Sprintf(`{"job_id":%q}`, jobID)
+	// liveOn lists the live calls through d: the job's call, finished at once, is
+	// live on every replica while the job runs on A.
+	liveOn := func(d *daemon) string {
+		t.Helper()
+		code, _, out := keyed(t, d, key, "GET", "/v1/tool-calls?live=true", "")
+		if code != 200 {
+			t.Fatalf("live calls through %s: %d %s", d.url, code, out)
+		}
+		return string(out)
+	}
+	if out := liveOn(b); !strings.Contains(out, startedBy) || !strings.Contains(out, `"output_open":true`) {
+		t.Fatalf("live calls through B while the job runs on A: %s", out)
+	}
 
 	// B has no such job itself; it reads A's output log through A.
 	waitFor(t, 30*time.Second, "A's job output read through B", func() bool {
@@ -88,6 +104,9 @@ func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 	if s := structured(call(a, "read_job_output", args)); s["status"] != "killed" || s["eof"] != true {
 		t.Fatalf("the job on A after the kill through B: %v", s)
 	}
+	waitFor(t, 10*time.Second, "the killed job's call no longer live through B", func() bool {
+		return !strings.Contains(liveOn(b), startedBy)
+	})
 
 	// The forwarding route checks the key's tenant like any other route, and is only
 	// for forwarded calls.

@@ -16,6 +16,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 func TestMain(m *testing.M) {
@@ -56,7 +57,12 @@ func TestRestartKeepsEverything(t *testing.T) {
 			// And one that waited for its turn, pending: it never ran.
 			queued := &store.Call{ID: "tc_queued", SessionID: id, Tenant: "default", ToolCallID: "c5", Name: "echo",
 				Arguments: json.RawMessage(`{}`), Status: store.CallPending, Owner: "test", CreatedAt: now}
-			if err := d.app.Store.WriteCalls(context.Background(), []*store.Call{orphan, queued}, nil); err != nil {
+			// And one that had started a background job, whose output was still open:
+			// the job died with the process.
+			job := &store.Call{ID: "tc_job", SessionID: id, Tenant: "default", ToolCallID: "c6", Name: "execute_command",
+				Arguments: json.RawMessage(`{}`), Status: store.CallSucceeded, Result: tool.TextResult("Started background job"),
+				Owner: "test", CreatedAt: now, StartedAt: &now, FinishedAt: &now, OutputOpen: true}
+			if err := d.app.Store.WriteCalls(context.Background(), []*store.Call{orphan, queued, job}, nil); err != nil {
 				t.Fatal(err)
 			}
 			d.stop()
@@ -78,6 +84,13 @@ func TestRestartKeepsEverything(t *testing.T) {
 			if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "it was not run") ||
 				strings.Contains(string(body), "may have run") {
 				t.Fatalf("pending call after restart: %d %s", code, body)
+			}
+			code, _, body = d2.do("GET", "/v1/tool-calls/tc_job", nil)
+			if code != 200 || !strings.Contains(string(body), `"output_open":false`) || !strings.Contains(string(body), `"status":"succeeded"`) {
+				t.Fatalf("call of a background job after restart: %d %s", code, body)
+			}
+			if code, _, body = d2.do("GET", "/v1/tool-calls?live=true", nil); code != 200 || strings.Contains(string(body), "tc_job") {
+				t.Fatalf("live calls after restart: %d %s", code, body)
 			}
 			// The session still runs calls, with its whitelist.
 			_, evs = d2.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c3","name":"whoami"},{"id":"c4","name":"big"}]}`)

@@ -175,13 +175,16 @@ type callResponse struct {
 	StartedAt  *time.Time      `json:"started_at"`
 	FinishedAt *time.Time      `json:"finished_at"`
 	DurationMS *float64        `json:"duration_ms"`
+	// OutputOpen: the call finished but its output goes on (a background job it
+	// started still streams under the call's id).
+	OutputOpen bool `json:"output_open"`
 }
 
 func toCallResponse(c *store.Call) callResponse {
 	resp := callResponse{
 		ID: c.ID, SessionID: c.SessionID, ToolCallID: c.ToolCallID, Name: c.Name, Arguments: c.Arguments,
 		Status: string(c.Status), Result: c.Result, ErrorKind: c.ErrorKind,
-		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt,
+		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt, OutputOpen: c.OutputOpen,
 	}
 	if c.StartedAt != nil && c.FinishedAt != nil {
 		ms := float64(c.FinishedAt.Sub(*c.StartedAt).Microseconds()) / 1000

@@ -9,7 +9,8 @@ import (
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
-// listToolCalls lists call records across sessions, newest first: what runs now
+// listToolCalls lists call records across sessions, newest first: what is live now
+// (?live=true: active, or finished with its output still open), what runs
 // (?status=pending,running,waiting) and what ran, for consoles; ?before=tc_… pages
 // back from the last call of the previous page (cursor.go).
 func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
@@ -32,6 +33,14 @@ func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	switch q.Get("live") {
+	case "", "false":
+	case "true":
+		f.Live = true
+	default:
+		s.writeError(w, r, errorf(CodeBadRequest, "live must be true or false"))
+		return
 	}
 	if v := q.Get("before"); v != "" {
 		at, id, err := s.callListing(f.Tenant, "").before(r.Context(), v)

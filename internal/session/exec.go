@@ -96,6 +96,9 @@ type Call struct {
 	span trace.Span
 	// record is the record this process inserted for the call (nil when it did not).
 	record *store.Call
+	// progress is the call's progress once it ran (nil before): its output may go on
+	// after the call's result (see outputOpen).
+	progress tool.Progress
 	// after are closed once the calls listed before c that it must follow are over:
 	// c runs only then (see order).
 	after []chan struct{}
@@ -229,6 +232,9 @@ type Executor struct {
 	locks    SessionLocker // nil: unsafe calls are serialized in this process only
 	log      *slog.Logger
 	tracer   trace.Tracer // nil: no spans
+	// outputs counts the open-output marks waiting for their call's output to end
+	// (closeOutputWhenEnded), so that a stopping daemon can let their clears land.
+	outputs sync.WaitGroup
 
 	mu sync.Mutex
 	// unfinished holds the calls of this process from before their record is written
@@ -610,12 +616,17 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 			status = store.CallFailed
 		}
 		wctx, cancel := x.recordCtx(ctx)
-		f := store.CallFinish{ID: c.ID, Status: status, Result: res, FinishedAt: time.Now().UTC()}
+		closer, open := x.outputOpen(c)
+		f := store.CallFinish{ID: c.ID, Status: status, Result: res, FinishedAt: time.Now().UTC(), OutputOpen: open}
 		err := x.rec.Finish(wctx, f)
 		cancel()
 		if err != nil {
 			x.log.ErrorContext(ctx, "recording call result failed; retrying in the background", "call_id", c.ID, "err", err)
+			// Unmarked: the output may end before the retry lands, leaving the mark set.
+			f.OutputOpen = false
 			x.finishLater(c.record, f, err)
+		} else if open {
+			x.closeOutputWhenEnded(c, closer)
 		}
 		x.notifyFinished(ctx, c)
 	}
@@ -760,6 +771,7 @@ func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Ev
 		progress = x.progress.Begin(c.ID, c.ToolCallID, sess.ID)
 	}
 	defer progress.Close()
+	c.progress = progress
 	if x.obs != nil {
 		x.obs.CallStarted(c.Name)
 	}

@@ -13,6 +13,10 @@ type CallFilter struct {
 	Tenant string
 	// Statuses keeps calls in any of these states; empty keeps all.
 	Statuses []CallStatus
+	// Live keeps only the calls that are live: pending, running or waiting, or
+	// finished with their output still open (Call.OutputOpen). With Statuses, a call
+	// must be both.
+	Live bool
 	// Limit caps the answer; <= 0 means 100.
 	Limit int
 	// Before pages backwards: only calls ordered after (Before, BeforeID) in the
@@ -29,11 +33,15 @@ func (f CallFilter) limit() int {
 	return f.Limit
 }
 
-// activeOnly reports whether the filter keeps only calls that have not finished, which
-// the partial index tool_calls_tenant_active_idx answers. A planner uses a partial
-// index only when the query repeats its condition, so such queries carry
-// activeCondition as well as their own filter.
+// activeOnly reports whether the filter keeps only live calls (those that have not
+// finished, or whose output is open), which the partial index
+// tool_calls_tenant_active_idx answers. A planner uses a partial index only when the
+// query repeats its condition, so such queries carry activeCondition as well as their
+// own filter.
 func (f CallFilter) activeOnly() bool {
+	if f.Live {
+		return true
+	}
 	if len(f.Statuses) == 0 {
 		return false
 	}
@@ -45,8 +53,8 @@ func (f CallFilter) activeOnly() bool {
 	return true
 }
 
-// activeCondition is the WHERE of tool_calls_tenant_active_idx (migration 0008), verbatim.
-const activeCondition = ` AND status IN ('pending', 'running', 'waiting')`
+// activeCondition is the WHERE of tool_calls_tenant_active_idx (migration 0013), verbatim.
+const activeCondition = ` AND (status IN ('pending', 'running', 'waiting') OR output_open)`
 
 func (f CallFilter) statuses() []string {
 	out := make([]string, len(f.Statuses))

@@ -24,6 +24,8 @@ var recentPlanCases = []struct {
 	{"page", CallFilter{Tenant: "acme", Before: time.Now(), BeforeID: "tc_x"}, "tool_calls_tenant_created_idx"},
 	{"active page", CallFilter{Tenant: "acme", Statuses: []CallStatus{CallPending, CallRunning, CallWaiting}, Before: time.Now(), BeforeID: "tc_x"},
 		"tool_calls_tenant_active_idx"},
+	{"live", CallFilter{Tenant: "acme", Live: true}, "tool_calls_tenant_active_idx"},
+	{"live page", CallFilter{Tenant: "acme", Live: true, Before: time.Now(), BeforeID: "tc_x"}, "tool_calls_tenant_active_idx"},
 }
 
 func TestRecentCallsPlanSQLite(t *testing.T) {

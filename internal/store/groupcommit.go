@@ -497,6 +497,12 @@ func (g *GroupCommitter) ListCalls(ctx context.Context, sessionID string, p Call
 	return g.store.ListCalls(ctx, sessionID, p)
 }
 
+// CloseCallOutput is the store's. The mark it clears was set by a Finish; a Finish
+// that returned nil is committed, so a CloseCallOutput after it is not overtaken.
+func (g *GroupCommitter) CloseCallOutput(ctx context.Context, id string) error {
+	return g.store.CloseCallOutput(ctx, id)
+}
+
 // ListRecentCalls is the store's, after committing the Enqueue'd records (see Flush).
 func (g *GroupCommitter) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, error) {
 	if err := g.Flush(ctx); err != nil {
@@ -598,6 +604,7 @@ func foldFinish(c *Call, f CallFinish) {
 	c.ErrorKind = resultErrorKind(f.Result)
 	at := f.FinishedAt
 	c.FinishedAt = &at
+	c.OutputOpen = f.OutputOpen
 }
 
 func startedInBatch(starts []CallStart, id string) bool {

@@ -57,13 +57,13 @@ func describePG(c *pgx.ConnConfig) string {
 
 const (
 	pgInsertCall = `INSERT INTO tool_calls
-	(id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	(id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at, output_open)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 	pgStartCall = `UPDATE tool_calls SET status = 'running', owner = $1, started_at = $2
 	WHERE id = $3 AND status IN ('pending', 'waiting')`
-	pgFinishCall = `UPDATE tool_calls SET status = $1, result = $2, error_kind = $3, finished_at = $4
+	pgFinishCall = `UPDATE tool_calls SET status = $1, result = $2, error_kind = $3, finished_at = $4, output_open = $6
 	WHERE id = $5 AND status NOT IN ('succeeded', 'failed')`
-	pgCallColumns = `id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at`
+	pgCallColumns = `id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at, output_open`
 )
 
 func isPGUniqueViolation(err error) bool {
@@ -169,7 +169,7 @@ func (p *Postgres) WriteCallBatch(ctx context.Context, w CallWrites) error {
 		}
 		b.Queue(pgInsertCall, c.ID, c.SessionID, c.Tenant, c.ToolCallID, c.Name, rawJSON(c.Arguments),
 			string(c.Status), res, string(c.ErrorKind), c.Owner,
-			utcMicro(c.CreatedAt), utcMicroPtr(c.StartedAt), utcMicroPtr(c.FinishedAt))
+			utcMicro(c.CreatedAt), utcMicroPtr(c.StartedAt), utcMicroPtr(c.FinishedAt), c.OutputOpen)
 	}
 	for _, st := range w.Starts {
 		b.Queue(pgStartCall, st.Owner, utcMicro(st.StartedAt), st.ID)
@@ -179,7 +179,7 @@ func (p *Postgres) WriteCallBatch(ctx context.Context, w CallWrites) error {
 		if err != nil {
 			return fmt.Errorf("store: write calls: finish %s: encode result: %w", f.ID, err)
 		}
-		b.Queue(pgFinishCall, string(f.Status), res, string(resultErrorKind(f.Result)), utcMicro(f.FinishedAt), f.ID)
+		b.Queue(pgFinishCall, string(f.Status), res, string(resultErrorKind(f.Result)), utcMicro(f.FinishedAt), f.ID, f.OutputOpen)
 	}
 
 	tx, err := p.pool.Begin(ctx)
@@ -267,7 +267,7 @@ func scanPGCall(row pgx.Row) (*Call, error) {
 		status, kind string
 	)
 	if err := row.Scan(&c.ID, &c.SessionID, &c.Tenant, &c.ToolCallID, &c.Name, &args, &status,
-		&result, &kind, &c.Owner, &c.CreatedAt, &c.StartedAt, &c.FinishedAt); err != nil {
+		&result, &kind, &c.Owner, &c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.OutputOpen); err != nil {
 		return nil, err
 	}
 	c.Status = CallStatus(status)
@@ -360,7 +360,22 @@ func (p *Postgres) AbandonCalls(ctx context.Context, owner string, result *tool.
 	if err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
+	if _, err := p.pool.Exec(ctx, pgCloseOutputs, owner); err != nil {
+		return 0, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
+	}
 	return int(tag.RowsAffected()), nil
+}
+
+// pgCloseOutputs clears a replica's open-output marks; its condition is the predicate
+// of tool_calls_owner_output_open_idx.
+const pgCloseOutputs = `UPDATE tool_calls SET output_open = FALSE WHERE owner = $1 AND output_open`
+
+// CloseCallOutput clears the call's OutputOpen mark.
+func (p *Postgres) CloseCallOutput(ctx context.Context, id string) error {
+	if _, err := p.pool.Exec(ctx, `UPDATE tool_calls SET output_open = FALSE WHERE id = $1 AND output_open`, id); err != nil {
+		return fmt.Errorf("store: close the output of call %s: %w", id, err)
+	}
+	return nil
 }
 
 func (p *Postgres) Ping(ctx context.Context) error {

@@ -49,7 +49,8 @@ func (p *Postgres) GetReplica(ctx context.Context, id string) (*Replica, error) 
 // pgStaleReplicas finds replicas past their lease that still own unfinished calls;
 // tool_calls_owner_active_idx answers the EXISTS.
 const pgStaleReplicas = `SELECT id FROM replicas r WHERE id <> $1 AND last_seen < now() - $2 * interval '1 microsecond'
-	AND EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))`
+	AND (EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))
+		OR EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.output_open))`
 
 func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]ExpiredCall, error) {
 	if lease <= 0 {
@@ -99,9 +100,16 @@ func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.D
 		for _, id := range ids {
 			out = append(out, ExpiredCall{ID: id, Owner: owner})
 		}
+		// Its background jobs died with it: their calls' output is over.
+		if _, err := p.pool.Exec(ctx, `UPDATE tool_calls SET output_open = FALSE WHERE owner = $1 AND output_open
+			AND EXISTS (SELECT 1 FROM replicas WHERE id = $1 AND last_seen < now() - $2 * interval '1 microsecond')`,
+			owner, leaseUS); err != nil {
+			return out, fmt.Errorf("store: close the output of calls of %s: %w", owner, err)
+		}
 	}
 	if _, err := p.pool.Exec(ctx, `DELETE FROM replicas r WHERE last_seen < now() - $1 * interval '1 microsecond'
-		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))`,
+		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))
+		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.output_open)`,
 		replicaRetention.Microseconds()); err != nil {
 		return out, fmt.Errorf("store: forget old replicas: %w", err)
 	}

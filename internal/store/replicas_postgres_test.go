@@ -34,7 +34,7 @@ func TestExpireReplicas(t *testing.T) {
 	}
 	t.Cleanup(func() { s2.Close() })
 
-	for _, id := range []string{"dead", "alive", "sweeper-1", "sweeper-2"} {
+	for _, id := range []string{"dead", "gone", "alive", "sweeper-1", "sweeper-2"} {
 		if err := s1.Heartbeat(ctx, id, "http://"+id+":8080", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
@@ -43,12 +43,13 @@ func TestExpireReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls []*store.Call
-	add := func(id, owner string, st store.CallStatus) {
+	add := func(id, owner string, st store.CallStatus) *store.Call {
 		c := &store.Call{ID: id, SessionID: "ses_1", Tenant: "t", ToolCallID: id, Name: "x", Status: st, Owner: owner}
 		if st.Terminal() {
 			c.Result = tool.TextResult("done")
 		}
 		calls = append(calls, c)
+		return c
 	}
 	add("tc_dead_running", "dead", store.CallRunning)
 	add("tc_dead_pending", "dead", store.CallPending)
@@ -56,6 +57,11 @@ func TestExpireReplicas(t *testing.T) {
 	add("tc_dead_done", "dead", store.CallSucceeded)
 	add("tc_alive_running", "alive", store.CallRunning)
 	add("tc_sweeper_running", "sweeper-1", store.CallRunning)
+	// Calls that started background jobs, whose output is still open: a dead replica's
+	// jobs died with it, whether or not it left calls running ("gone" left none).
+	add("tc_dead_job", "dead", store.CallSucceeded).OutputOpen = true
+	add("tc_gone_job", "gone", store.CallSucceeded).OutputOpen = true
+	add("tc_alive_job", "alive", store.CallSucceeded).OutputOpen = true
 	if err := s1.WriteCalls(ctx, calls, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +71,7 @@ func TestExpireReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `UPDATE replicas SET last_seen = now() - interval '1 hour' WHERE id IN ('dead', 'sweeper-1')`); err != nil {
+	if _, err := conn.Exec(ctx, `UPDATE replicas SET last_seen = now() - interval '1 hour' WHERE id IN ('dead', 'gone', 'sweeper-1')`); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s1.GetReplica(ctx, "alive")
@@ -135,6 +141,15 @@ func TestExpireReplicas(t *testing.T) {
 	check("tc_dead_waiting", store.CallWaiting, "")
 	check("tc_dead_done", store.CallSucceeded, "")
 	check("tc_alive_running", store.CallRunning, "")
+	for id, open := range map[string]bool{"tc_dead_job": false, "tc_gone_job": false, "tc_alive_job": true} {
+		c, err := s1.GetCall(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.OutputOpen != open || c.Status != store.CallSucceeded {
+			t.Errorf("%s: output open %v, status %s; want %v, succeeded", id, c.OutputOpen, c.Status, open)
+		}
+	}
 
 	// A later sweep finds nothing more.
 	again, err := s1.ExpireReplicas(ctx, "sweeper-2", time.Minute, reason)

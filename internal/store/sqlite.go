@@ -167,13 +167,13 @@ func (s *SQLite) Path() string { return s.path }
 
 const (
 	sqliteInsertCall = `INSERT INTO tool_calls
-	(id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at, output_open)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqliteStartCall = `UPDATE tool_calls SET status = 'running', owner = ?, started_at = ?
 	WHERE id = ? AND status IN ('pending', 'waiting')`
-	sqliteFinishCall = `UPDATE tool_calls SET status = ?, result = ?, error_kind = ?, finished_at = ?
+	sqliteFinishCall = `UPDATE tool_calls SET status = ?, result = ?, error_kind = ?, finished_at = ?, output_open = ?
 	WHERE id = ? AND status NOT IN ('succeeded', 'failed')`
-	sqliteCallColumns = `id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at`
+	sqliteCallColumns = `id, session_id, tenant, tool_call_id, name, arguments, status, result, error_kind, owner, created_at, started_at, finished_at, output_open`
 )
 
 // sqliteText turns bytes into a TEXT value (a []byte would be stored as a BLOB).
@@ -321,7 +321,7 @@ func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
 		}
 		insArgs[i] = []any{c.ID, c.SessionID, c.Tenant, c.ToolCallID, c.Name, sqliteText(c.Arguments),
 			string(c.Status), sqliteText(res), string(c.ErrorKind), c.Owner,
-			sqliteTime(c.CreatedAt), sqliteTimePtr(c.StartedAt), sqliteTimePtr(c.FinishedAt)}
+			sqliteTime(c.CreatedAt), sqliteTimePtr(c.StartedAt), sqliteTimePtr(c.FinishedAt), c.OutputOpen}
 	}
 	finArgs := make([][]any, len(w.Finishes))
 	for i, f := range w.Finishes {
@@ -330,7 +330,7 @@ func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
 			return fmt.Errorf("store: write calls: finish %s: encode result: %w", f.ID, err)
 		}
 		finArgs[i] = []any{string(f.Status), sqliteText(res), string(resultErrorKind(f.Result)),
-			sqliteTime(f.FinishedAt), f.ID}
+			sqliteTime(f.FinishedAt), f.OutputOpen, f.ID}
 	}
 
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -420,7 +420,7 @@ func scanSQLiteCall(row interface{ Scan(...any) error }) (*Call, error) {
 		started, finished sql.NullString
 	)
 	if err := row.Scan(&c.ID, &c.SessionID, &c.Tenant, &c.ToolCallID, &c.Name, &args, &status,
-		&result, &kind, &c.Owner, &created, &started, &finished); err != nil {
+		&result, &kind, &c.Owner, &created, &started, &finished, &c.OutputOpen); err != nil {
 		return nil, err
 	}
 	c.Status = CallStatus(status)
@@ -521,7 +521,18 @@ func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Re
 	if err != nil {
 		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
+	if _, err := s.w.ExecContext(ctx, `UPDATE tool_calls SET output_open = 0 WHERE owner = ? AND output_open`, owner); err != nil {
+		return 0, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
+	}
 	return int(n), nil
+}
+
+// CloseCallOutput clears the call's OutputOpen mark.
+func (s *SQLite) CloseCallOutput(ctx context.Context, id string) error {
+	if _, err := s.w.ExecContext(ctx, `UPDATE tool_calls SET output_open = 0 WHERE id = ? AND output_open`, id); err != nil {
+		return fmt.Errorf("store: close the output of call %s: %w", id, err)
+	}
+	return nil
 }
 
 // Ping checks that both the writer and a reader answer.

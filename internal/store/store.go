@@ -57,6 +57,9 @@ type Call struct {
 	CreatedAt  time.Time
 	StartedAt  *time.Time
 	FinishedAt *time.Time
+	// OutputOpen says the call finished while its output goes on (a background job
+	// it started still streams under the call's id); cleared when that output closes.
+	OutputOpen bool
 }
 
 // CallFinish is the final state of a call.
@@ -65,6 +68,9 @@ type CallFinish struct {
 	Status     CallStatus // CallSucceeded or CallFailed
 	Result     *tool.Result
 	FinishedAt time.Time
+	// OutputOpen marks the call's output as still open (Call.OutputOpen);
+	// CloseCallOutput clears it.
+	OutputOpen bool
 }
 
 // Store is the persistence contract. Every method honours ctx.
@@ -95,7 +101,12 @@ type Store interface {
 	// AbandonCalls finishes every pending or running call of owner as failed, a running
 	// one with the given result and a pending one, which never started, with
 	// NotStartedResult: used at start-up for calls a previous process left behind.
+	// It also clears the OutputOpen mark of owner's calls: the process that held their
+	// output open is gone.
 	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error)
+	// CloseCallOutput clears a call's OutputOpen mark (its output closed). An unknown
+	// id or a call not marked is no error.
+	CloseCallOutput(ctx context.Context, id string) error
 
 	// Retention deletes old call records and unused sessions (retention.go).
 	Retention

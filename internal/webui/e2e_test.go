@@ -25,7 +25,7 @@ const chromiumPath = "/usr/bin/chromium"
 
 // screens are the screenshots console.mjs saves.
 var screens = []string{"approve-pending", "approve-decided", "stream-midway", "stream-finished",
-	"approvals", "live", "calls", "call", "tools", "mcp", "progress-midway"}
+	"approvals", "live", "calls", "call", "tools", "mcp", "progress-midway", "live-job"}
 
 // need reports a missing dependency: a failure under CI=true, a skip elsewhere.
 func need(t *testing.T, what string, err error) {
@@ -113,18 +113,20 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("console.mjs: %v\nstderr:\n%s\n(screenshots in %s)", err, stderr.String(), artifacts)
 	}
 	out := stdout.String()
-	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok", "scenario 5 ok"} {
+	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok", "scenario 5 ok", "scenario 6 ok"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("console.mjs did not report %q", want)
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var summary struct {
-		ApprovedCall string   `json:"approvedCall"`
-		Approval     string   `json:"approval"`
-		StreamedCall string   `json:"streamedCall"`
-		DeniedCall   string   `json:"deniedCall"`
-		Increments   []string `json:"increments"`
+		ApprovedCall string `json:"approvedCall"`
+		Approval     string `json:"approval"`
+		StreamedCall string `json:"streamedCall"`
+		DeniedCall   string `json:"deniedCall"`
+		// BackgroundCall started a background job (scenario 6), over by then.
+		BackgroundCall string   `json:"backgroundCall"`
+		Increments     []string `json:"increments"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &summary); err != nil {
 		t.Fatalf("summary line: %v", err)
@@ -163,6 +165,21 @@ func TestConsoleInChromium(t *testing.T) {
 	getJSON(t, adminKey, d.URL+"/v1/tool-calls/"+summary.StreamedCall, &call)
 	if call.Status != "succeeded" || !strings.Contains(string(call.Result), "line 4") {
 		t.Fatalf("streamed call: %s %s", call.Status, call.Result)
+	}
+	// The job of scenario 6 has ended: its call's record says its output is closed
+	// (written just after the output closed, so looked at until then).
+	var bg struct {
+		Status     string `json:"status"`
+		OutputOpen bool   `json:"output_open"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		getJSON(t, adminKey, d.URL+"/v1/tool-calls/"+summary.BackgroundCall, &bg)
+		if !bg.OutputOpen || time.Now().After(deadline) {
+			break
+		}
+	}
+	if bg.Status != "succeeded" || bg.OutputOpen {
+		t.Fatalf("background job's call: %+v", bg)
 	}
 	for _, name := range screens {
 		b, err := os.ReadFile(filepath.Join(artifacts, name+".png"))

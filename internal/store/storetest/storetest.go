@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListCalls", testListCalls},
 		{"ListRecentCalls", testListRecentCalls},
 		{"AbandonCalls", testAbandonCalls},
+		{"CallOutputOpen", testCallOutputOpen},
 		{"ContextCancelled", testContextCancelled},
 		{"Ping", testPing},
 		{"ConcurrentWriteCalls", testConcurrentWriteCalls},

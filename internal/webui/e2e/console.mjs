@@ -370,6 +370,30 @@ try {
   await within(download.done, 'the download\'s stream');
   checkClean();
   console.log('scenario 5 ok: numeric progress shows as a bar, part way then full');
+
+  // --- 6. a background job's output on the live page ----------------------------------
+  // Its call answered at once (succeeded, with a job id); the page lists it all the
+  // same and shows the job's output as it comes, then keeps it once the job ends.
+  step('background job');
+  const s6 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'], permission_mode: 'bypass' });
+  const bg = startCalls(s6.id, { calls: [{ id: 'bg', name: 'execute_command',
+    arguments: { command: ['echo job 1', waitFile('go6'), 'echo job 2'].join('; '), background: true } }] });
+  const bgID = (await bg.waitFor((e) => e.type === 'tool_start', 'tool_start')).call_id;
+  summary.backgroundCall = bgID;
+  await within(bg.done, 'the background call\'s stream'); // the call has answered
+  await page.goto(`${base}/ui/#/live`);
+  await page.reload();
+  const bgPanel = `article.call[data-call-id="${bgID}"]`;
+  const bgOut = `pre.output[data-call-id="${bgID}"]`;
+  await waitText(bgOut, 'job 1\n', 'the job\'s first line');
+  await page.locator(`${bgPanel}[data-status="succeeded"][data-output-open="true"]`).waitFor({ timeout: LONG });
+  if (await page.getAttribute(bgPanel, 'data-output-complete') === 'true') fail('output complete while the job runs');
+  await shot('live-job');
+  writeFileSync(join(s6.workdir, 'go6'), '');
+  await waitText(bgOut, 'job 1\njob 2\n', 'the job\'s last line');
+  await page.locator(`${bgPanel}[data-output-complete="true"][data-output-open="false"]`).waitFor({ timeout: LONG });
+  checkClean();
+  console.log('scenario 6 ok: a background job\'s call is live, its output streaming until the job ends');
   console.log(JSON.stringify(summary));
 } catch (err) {
   await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});

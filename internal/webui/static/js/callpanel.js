@@ -83,7 +83,9 @@ export function callPanel(call, signal) {
     rec = c;
     clear(statusEl);
     statusEl.append(badge(c.status, `st-${c.status}`));
+    if (c.output_open) statusEl.append(' ', badge('output streaming', 'st-running'));
     card.dataset.status = c.status;
+    card.dataset.outputOpen = c.output_open ? 'true' : 'false';
     clear(timing);
     timing.append(time(c.created_at), c.duration_ms != null ? ` · ${duration(c.duration_ms)}` : '');
     if (terminal(c.status)) {
@@ -130,8 +132,10 @@ export function callPanel(call, signal) {
   // Poll the record until the call is over; then read what the stream has not shown.
   (async () => {
     try {
-      while (!terminal(rec.status)) {
-        await sleep(terminal(rec.status) ? 0 : 1000, signal);
+      // A finished call whose output is open (its background job runs) is followed
+      // until the output closes.
+      while (!terminal(rec.status) || (rec.output_open && !closed)) {
+        await sleep(1000, signal);
         showRecord(await get(`/v1/tool-calls/${encodeURIComponent(id)}`, signal).catch((err) => { if (isAbort(err) || denied(err)) throw err; return rec; }));
       }
       if (!closed) {
@@ -140,6 +144,7 @@ export function callPanel(call, signal) {
         await drain();
       }
       await followStream;
+      if (rec.output_open) showRecord({ ...rec, output_open: false }); // the output has ended
       card.dataset.outputComplete = 'true';
     } catch (err) {
       if (isAbort(err)) return;

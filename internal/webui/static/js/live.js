@@ -1,5 +1,6 @@
-// Live tool calls: every call pending, running or waiting, in any session, with its
-// output streaming in. Calls that finish while shown stay, with their result.
+// Live tool calls: every call pending, running or waiting, in any session, and every
+// finished call whose output still streams (a background job it started), with its
+// output coming in. Calls that finish while shown stay, with their result and output.
 import { get } from './api.js';
 import { h, sleep, isAbort } from './dom.js';
 import { callPanel } from './callpanel.js';
@@ -11,12 +12,12 @@ export async function mount(main, ctx) {
   const empty = h('p', { class: 'empty' }, 'Nothing is running.');
   main.append(
     h('div', { class: 'section-title' }, h('h1', {}, 'Live tool calls'),
-      h('span', { class: 'meta' }, 'pending, running or waiting in any session; output follows as it arrives')),
+      h('span', { class: 'meta' }, 'pending, running or waiting in any session, or streaming a background job\'s output; output follows as it arrives')),
     list);
   const shown = new Map(); // call id → panel
   while (!ctx.signal.aborted) {
     try {
-      const { calls } = await get('/v1/tool-calls?status=pending,running,waiting&limit=100', ctx.signal);
+      const { calls } = await get('/v1/tool-calls?live=true&limit=100', ctx.signal);
       ctx.ok();
       for (const c of [...calls].reverse()) { // oldest first, each new one on top
         if (shown.has(c.id)) continue;
