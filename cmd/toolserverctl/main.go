@@ -36,7 +36,7 @@ commands:
   session delete ID                                        delete an idle session, its records and workspace
   run (--session ID | --tools a,b,…) TOOL [ARGS_JSON]     run one call, stream its output
   call get CALL_ID | call cancel CALL_ID
-  call list [--session ID] [--status running,…] [--limit N] [--before CURSOR]
+  call list [--session ID] [--status running,…] [--live] [--limit N] [--before CURSOR]
                                                            call records, newest first
   approvals list [--status pending] [--wait 30s] [--limit N] [--before CURSOR]
   approvals show ID
@@ -102,6 +102,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	action := fs.String("action", "", "audit: only entries of this action (key.created, approval.denied…)")
 	subject := fs.String("subject", "", "audit: only entries about this (an approval or key id, an MCP server)")
 	limit := fs.Int("limit", 0, "list: at most this many (the daemon's default: 0)")
+	live := fs.Bool("live", false, "call list: only calls not finished, or whose background job's output goes on")
 	before := fs.String("before", "", "list: the page after this cursor (printed after a page that has more)")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
@@ -137,10 +138,13 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		page := client.Page{Limit: *limit, Before: *before}
 		var l *client.CallList
 		var err error
+		if *session != "" && *live {
+			return 2, errors.New("call list: --live lists the calls of every session; leave out --session")
+		}
 		if *session != "" {
 			l, err = c.ListSessionCalls(ctx, *session, page)
 		} else {
-			f := client.CallFilter{Page: page}
+			f := client.CallFilter{Page: page, Live: *live}
 			if flagSet(fs, "status") {
 				f.Statuses = splitList(*status)
 			}
@@ -150,7 +154,11 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			return 1, err
 		}
 		for _, r := range l.Calls {
-			fmt.Fprintf(out, "%s  %-9s %-24s %s  %s\n", r.ID, r.Status, r.Name, r.CreatedAt.Format(time.RFC3339), r.SessionID)
+			streaming := ""
+			if r.OutputOpen {
+				streaming = "  output-streaming" // a background job it started still runs
+			}
+			fmt.Fprintf(out, "%s  %-9s %-24s %s  %s%s\n", r.ID, r.Status, r.Name, r.CreatedAt.Format(time.RFC3339), r.SessionID, streaming)
 		}
 		more(errOut, cmd+" "+sub, l.NextBefore)
 		return 0, nil

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -471,5 +472,44 @@ func TestListPagesFromTheCLI(t *testing.T) {
 	}
 	if len(ids) != 2 || ids[0] == ids[1] {
 		t.Errorf("approvals list in pages of 1: %q, want the two requests", ids)
+	}
+}
+
+// TestCallListLive: call list --live shows the call that started a background job,
+// marked as streaming, while the job runs, and not once it is killed.
+func TestCallListLive(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) { c.Permissions.Allow = []string{"execute_command", "kill_job"} })
+	code, out, errOut := ctl(t, d.URL, "session", "create", "--tools", "execute_command,kill_job")
+	if code != 0 {
+		t.Fatalf("session create: %d %s %s", code, out, errOut)
+	}
+	var sess struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &sess); err != nil {
+		t.Fatalf("session create printed %q: %v", out, err)
+	}
+	code, out, errOut = ctl(t, d.URL, "run", "--session", sess.ID, "execute_command", `{"command":"sleep 60","background":true}`)
+	job := regexp.MustCompile(`job_[0-9a-f]+`).FindString(out)
+	if code != 0 || job == "" {
+		t.Fatalf("run in the background: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = ctl(t, d.URL, "call", "list", "--live")
+	if f := strings.Fields(out); code != 0 || len(f) != 6 || f[1] != "succeeded" || f[2] != "execute_command" || f[5] != "output-streaming" {
+		t.Fatalf("call list --live while the job runs: %d %q", code, out)
+	}
+	if code, out, errOut := ctl(t, d.URL, "run", "--session", sess.ID, "kill_job", `{"job_id":"`+job+`"}`); code != 0 {
+		t.Fatalf("kill_job: %d %s %s", code, out, errOut)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, out, _ := ctl(t, d.URL, "call", "list", "--live"); out == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed job's call is still live after 10 s")
+		}
+	}
+	if code, _, errOut := ctl(t, d.URL, "call", "list", "--live", "--session", sess.ID); code != 2 || !strings.Contains(errOut, "leave out --session") {
+		t.Errorf("--live with --session: %d %s", code, errOut)
 	}
 }
