@@ -86,6 +86,28 @@ func (o observedApprovals) GetCall(ctx context.Context, id string) (*store.Call,
 	return o.approvalStore.GetCall(ctx, id)
 }
 
+// AnswerCall counts the external tool's call it answers: the answer finishes the call
+// in the store, exactly once, whether its stream still waited or went away before
+// (the executor counts neither).
+func (o observedApprovals) AnswerCall(ctx context.Context, id string, result *tool.Result, at time.Time) error {
+	start := time.Now()
+	err := o.approvalStore.AnswerCall(ctx, id, result, at)
+	o.ops.Observe("answer_call", start)
+	if err != nil || o.calls == nil {
+		return err
+	}
+	c, gerr := o.approvalStore.GetCall(ctx, id)
+	if gerr != nil {
+		return nil // answered; only its count is lost
+	}
+	var kind tool.ErrorKind
+	if result != nil && result.IsError {
+		kind = result.ErrorKind
+	}
+	o.calls.CallFinished(c.Name, kind, at.Sub(c.CreatedAt), false)
+	return nil
+}
+
 func (o observedApprovals) ExpireApprovals(ctx context.Context, at time.Time) ([]*store.Approval, error) {
 	start := time.Now()
 	expired, err := o.approvalStore.ExpireApprovals(ctx, at)

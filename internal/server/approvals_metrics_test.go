@@ -129,3 +129,35 @@ func TestDeniedCallCountedOnceAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestAnsweredCallCountedOnce: an external tool's call (ask_user) is counted once when
+// its answer is posted, whether its stream still waits or went away before.
+func TestAnsweredCallCountedOnce(t *testing.T) {
+	t.Parallel()
+	for _, leave := range []bool{false, true} {
+		t.Run(map[bool]string{false: "attached", true: "left"}[leave], func(t *testing.T) {
+			t.Parallel()
+			d := startDaemon(t, daemonOpts{})
+			id := d.createSession(map[string]any{"available_tools": []string{"ask_user"}})["id"].(string)
+			ev, rest, stop := streamUntilEvent(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"q","name":"ask_user","arguments":{"question":"Which colour?"}}]}`, "input_required")
+			defer stop()
+			if leave {
+				stop()
+				<-rest
+				handlerReturned(t, d, 1)
+			}
+			if code, _, body := d.do("POST", "/v1/tool-calls/"+ev["call_id"].(string)+"/result", `{"content":"blue"}`); code != 200 {
+				t.Fatalf("answer: %d %s", code, body)
+			}
+			if !leave {
+				if m := restMessages(t, <-rest)["q"]; m.m["is_error"] != false {
+					t.Fatalf("the stream's result: %s", m.raw)
+				}
+				handlerReturned(t, d, 1)
+			}
+			if n := callsCounted(t, d, "ask_user", "ok"); n != 1 {
+				t.Errorf("toolserverd_tool_calls_total{ok,ask_user} = %v, want 1", n)
+			}
+		})
+	}
+}

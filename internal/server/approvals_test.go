@@ -22,6 +22,14 @@ import (
 // event; the rest of the stream is returned on a channel.
 func streamUntilApproval(t *testing.T, d *daemon, path, body string) (approval map[string]any, rest <-chan []event, cancel func()) {
 	t.Helper()
+	e, rest, cancel := streamUntilEvent(t, d, path, body, "approval_required")
+	return e["approval"].(map[string]any), rest, cancel
+}
+
+// streamUntilEvent posts body to path and reads the NDJSON answer up to the first
+// event of type typ, which it returns; the rest of the stream arrives on rest.
+func streamUntilEvent(t *testing.T, d *daemon, path, body, typ string) (ev map[string]any, rest <-chan []event, cancel func()) {
+	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", d.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -33,15 +41,14 @@ func streamUntilApproval(t *testing.T, d *daemon, path, body string) (approval m
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {
-			t.Fatalf("stream ended before approval_required: %v", err)
+			t.Fatalf("stream ended before %s: %v", typ, err)
 		}
 		validate(t, "StreamEvent", line)
-		var e map[string]any
-		_ = json.Unmarshal(line, &e)
-		if e["type"] == "approval_required" {
-			approval = e["approval"].(map[string]any)
+		_ = json.Unmarshal(line, &ev)
+		if ev["type"] == typ {
 			break
 		}
+		ev = nil
 	}
 	out := make(chan []event, 1)
 	go func() {
@@ -49,7 +56,7 @@ func streamUntilApproval(t *testing.T, d *daemon, path, body string) (approval m
 		b, _ := readRest(br)
 		out <- parseNDJSON(t, b)
 	}()
-	return approval, out, stop
+	return ev, out, stop
 }
 
 func readRest(br *bufio.Reader) ([]byte, error) {

@@ -695,8 +695,8 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		case errors.Is(err, errLeftWaiting):
 			c.settled, c.countedElsewhere = true, true
 			res = tool.ErrorResult(tool.KindCancelled, "%s while %s waited for its answer; the answer can still be posted", whoLeft(ctx), c.Name)
-		case err != nil: // answered: the record holds the outcome
-			c.settled = true
+		case err != nil: // answered: the record holds the outcome, and what answered counts it
+			c.settled, c.countedElsewhere = true, true
 		}
 		return res, false
 	}
