@@ -46,11 +46,17 @@ const (
 	// writerParams: WAL so readers do not block the writer; _txlock=immediate takes
 	// the write lock at BEGIN, so a second process waits on busy_timeout instead of
 	// failing a lock upgrade. wal_autocheckpoint(0): checkpoints run in the background
-	// (see checkpointLoop). The synchronous pragma comes from SQLiteOptions.
-	sqliteWriterParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
+	// (see checkpointLoop). journal_size_limit: a WAL that grew under load (readers
+	// kept it from being reset) is cut back to sqliteWALLimit when it is next reset,
+	// rather than keeping its largest size on disk (70 MB beside a 5 MB database after
+	// 6,000 calls). The synchronous pragma comes from SQLiteOptions.
+	sqliteWriterParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(16777216)&_txlock=immediate"
 	sqliteCkptParams   = "_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
 	sqliteReaderParams = "_pragma=busy_timeout(5000)&_pragma=query_only(1)"
 )
+
+// sqliteWALLimit is the journal_size_limit of the writer, in bytes.
+const sqliteWALLimit = 16 << 20
 
 // SQLite durability: how a commit reaches the disk.
 const (
