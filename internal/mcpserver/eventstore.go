@@ -37,6 +37,8 @@ type replayStore struct {
 	// live reports whether an MCP session is live: a call that ends after its
 	// session did must not leave events nobody can resume (nor purge).
 	live func(sessionID string) bool
+	// stored, if set, is told of each event stored, with StoreEvent's context.
+	stored func(ctx context.Context, streamID string)
 
 	mu       sync.Mutex
 	seq      uint64
@@ -76,9 +78,12 @@ var _ mcpsrv.EventStore = (*replayStore)(nil)
 // StoreEvent keeps message as the session's newest event and returns its id, a
 // process-wide sequence number. For a session that is not live it keeps nothing and
 // returns no id: nothing can resume from it.
-func (s *replayStore) StoreEvent(_ context.Context, sessionID, streamID string, message json.RawMessage) (string, error) {
+func (s *replayStore) StoreEvent(ctx context.Context, sessionID, streamID string, message json.RawMessage) (string, error) {
 	if s.live != nil && !s.live(sessionID) {
 		return "", nil
+	}
+	if s.stored != nil {
+		s.stored(ctx, streamID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -185,12 +190,13 @@ func (s *replayStore) find(sessionID, id string) (stream string, i int, err erro
 	return "", 0, fmt.Errorf("%w: %s", mcpsrv.ErrUnknownEventID, id)
 }
 
-// known returns why the session cannot resume from id, or nil if it can.
-func (s *replayStore) known(sessionID, id string) error {
+// streamOf returns the stream of the session's event id, or why the session cannot
+// resume from it.
+func (s *replayStore) streamOf(sessionID, id string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, _, err := s.find(sessionID, id)
-	return err
+	stream, _, err := s.find(sessionID, id)
+	return stream, err
 }
 
 // PurgeSession forgets the session's events; mcp-go calls it when the session ends.

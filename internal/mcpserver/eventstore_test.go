@@ -97,7 +97,7 @@ func TestReplayStoreByteCaps(t *testing.T) {
 	}
 	huge := json.RawMessage(`"` + strings.Repeat("y", 100_000) + `"`)
 	id, _ := s.StoreEvent(ctx, "h", "st", huge)
-	if err := s.known("h", id); err != nil {
+	if _, err := s.streamOf("h", id); err != nil {
 		t.Fatalf("an event larger than the caps is not kept as the newest: %v", err)
 	}
 	if n, _ := s.size(); n != 1 {
