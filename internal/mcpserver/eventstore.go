@@ -184,7 +184,7 @@ func (s *replayStore) find(sessionID, id string) (stream string, i int, err erro
 		}
 	}
 	if perr == nil && l != nil && seq <= l.dropped {
-		return "", 0, fmt.Errorf("%w: %s: this MCP session keeps its last %d events (%d MiB), and the ones after it are gone",
+		return "", 0, fmt.Errorf("%w: %s is older than the last %d events (%d MiB) this MCP session keeps",
 			mcpsrv.ErrUnknownEventID, id, s.maxEvents, s.maxBytes>>20)
 	}
 	return "", 0, fmt.Errorf("%w: %s", mcpsrv.ErrUnknownEventID, id)

@@ -45,7 +45,7 @@ func TestReplayStoreKeepsTheNewest(t *testing.T) {
 		t.Fatalf("kept %d events, want 10", n)
 	}
 	_, _, _, err := replayAll(s, "a", ids[989])
-	if !errors.Is(err, mcpsrv.ErrUnknownEventID) || !strings.Contains(err.Error(), "keeps its last 10 events") {
+	if !errors.Is(err, mcpsrv.ErrUnknownEventID) || !strings.Contains(err.Error(), "older than the last 10 events") {
 		t.Fatalf("replay after a dropped event: %v", err)
 	}
 	stream, got, msgs, err := replayAll(s, "a", ids[990])

@@ -11,8 +11,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 // sseEvent is one event of an MCP event stream.
@@ -278,5 +281,30 @@ func TestSDKClientResumesBrokenCallStream(t *testing.T) {
 	}
 	if !p.resumed.Load() {
 		t.Fatal("the SDK client got the result without resuming the stream")
+	}
+}
+
+// TestResumedStreamKeepsTheCall: a client that resumed its broken stream keeps the
+// call running past mcp_endpoint.resume_window, for as long as it stays attached.
+func TestResumedStreamKeepsTheCall(t *testing.T) {
+	t.Parallel()
+	d := start(t, func(c *config.Config) { c.MCPEndpoint.ResumeWindow = 500 * time.Millisecond })
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
+	mcpSID := d.rawSession(s.ID, mcp.ProtocolVersion20250618)
+	resp := d.rawStream(http.MethodPost, s.ID, mcpSID, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"echo started && sleep 3 && echo finished"},"_meta":{"progressToken":"p3"}}}`, nil)
+	first, ok := newSSEReader(resp.Body).next()
+	resp.Body.Close()
+	if !ok || first.ID == "" {
+		t.Fatalf("first event: %+v", first)
+	}
+	resumed := d.rawStream(http.MethodGet, s.ID, mcpSID, "", map[string]string{"Last-Event-ID": first.ID})
+	defer resumed.Body.Close()
+	var last sseEvent
+	rd := newSSEReader(resumed.Body)
+	for ev, ok := rd.next(); ok; ev, ok = rd.next() {
+		last = ev
+	}
+	if !strings.Contains(last.Data, `"id":3`) || !strings.Contains(last.Data, "finished") || strings.Contains(last.Data, "cancelled") {
+		t.Fatalf("the resumed stream's last event: %+v", last)
 	}
 }
