@@ -319,7 +319,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 
 	if cfg.MCPEndpoint.Enabled {
-		if a.MCPEndpoint, err = mcpserver.New(mcpserver.Config{SessionIdleTTL: cfg.MCPEndpoint.SessionIdleTTL, MaxSessions: cfg.MCPEndpoint.MaxSessions, KeepAlive: cfg.StreamKeepalive}, mcpserver.Deps{
+		if a.MCPEndpoint, err = mcpserver.New(mcpserver.Config{SessionIdleTTL: cfg.MCPEndpoint.SessionIdleTTL, MaxSessions: cfg.MCPEndpoint.MaxSessions, KeepAlive: cfg.StreamKeepalive, ResumeWindow: cfg.MCPEndpoint.ResumeWindow}, mcpserver.Deps{
 			Sessions: a.Sessions, Exec: a.Exec, Progress: a.Progress, Approvals: approvals.Store, Notifier: a.Notifier, Log: log,
 		}); err != nil {
 			return nil, fmt.Errorf("config: mcp_endpoint: %w", err)

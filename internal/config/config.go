@@ -274,6 +274,11 @@ type MCPEndpointConfig struct {
 	// MaxSessions caps the MCP client sessions kept; past it the least recently
 	// used of those with no request open are forgotten. 0: no cap.
 	MaxSessions int `mapstructure:"max_sessions"`
+	// ResumeWindow is how long a tools/call whose event stream broke runs on
+	// without its client, for the client to resume the stream (Last-Event-ID) and
+	// get its result; past it, the call is cancelled as by a client that went away.
+	// 0 cancels at once.
+	ResumeWindow time.Duration `mapstructure:"resume_window"`
 }
 
 // MCPConfig tunes the MCP proxy.
@@ -485,7 +490,7 @@ func Defaults() Config {
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
 			MaxSteps: 10_000_000, MaxMemoryBytes: 256 << 20, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
-		MCPEndpoint:     MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute, MaxSessions: 10000},
+		MCPEndpoint:     MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute, MaxSessions: 10000, ResumeWindow: time.Minute},
 		Cluster:         ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
 		ApprovalWebhook: ApprovalWebhookConfig{Timeout: 10 * time.Second},
 	}
@@ -865,6 +870,9 @@ func (c Config) Validate() error {
 	}
 	if c.MCPEndpoint.SessionIdleTTL < 0 {
 		bad("mcp_endpoint.session_idle_ttl", "must not be negative")
+	}
+	if c.MCPEndpoint.ResumeWindow < 0 {
+		bad("mcp_endpoint.resume_window", "must not be negative")
 	}
 	if c.MCPEndpoint.MaxSessions < 0 {
 		bad("mcp_endpoint.max_sessions", "%d is negative (0 means no cap)", c.MCPEndpoint.MaxSessions)

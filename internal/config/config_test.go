@@ -115,6 +115,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"negative body read timeout", nil, []string{"TOOLSERVER_READ_BODY_TIMEOUT=-1s"}, "read_body_timeout"},
 		{"body read timeout without unit", []string{"--config", write("read_body_timeout: 60\n")}, nil, "read_body_timeout"},
 		{"negative write timeout", nil, []string{"TOOLSERVER_WRITE_TIMEOUT=-1s"}, "write_timeout"},
+		{"negative resume window", nil, []string{"TOOLSERVER_MCP_ENDPOINT_RESUME_WINDOW=-1s"}, "mcp_endpoint.resume_window"},
 		{"zero min backoff", nil, []string{"TOOLSERVER_MCP_MIN_BACKOFF=0s"}, "mcp.min_backoff"},
 		{"max backoff below min", []string{"--config", write("mcp:\n  min_backoff: 5s\n  max_backoff: 1s\n")}, nil, "mcp.max_backoff"},
 		{"fraction for an integer", []string{"--config", write("max_body_bytes: 1.5\n")}, nil, "'max_body_bytes' must be a whole number, not 1.5"},

@@ -26,8 +26,9 @@ import (
 const ActorMCPClient = "mcp-client"
 
 // callTool runs one tools/call as a batch of one call of the session: the same
-// path as POST /v1/sessions/{id}/tool-calls. A cancelled request (the client sent
-// notifications/cancelled, or went away) cancels the call.
+// path as POST /v1/sessions/{id}/tool-calls. notifications/cancelled cancels the
+// call; a client that went away does once the resume window passes without it
+// resuming the call's stream (see resume.go).
 func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	sess := sessionFrom(ctx)
 	if sess == nil {
@@ -40,10 +41,12 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		return nil, err
 	}
 	c := plan.Calls[0]
-	// The call runs as long as the HTTP request. notifications/cancelled ends ctx
-	// while the request is still open: the client cancelled the call, so it is
-	// cancelled by request (a call waiting for a decision withdraws its request)
-	// rather than left as by a client that went away.
+	// The call runs as long as the HTTP request's context (detached from the
+	// connection: until the resume window passes without a client, or the daemon
+	// stops). notifications/cancelled ends ctx while that is still open: the client
+	// cancelled the call, so it is cancelled by request (a call waiting for a
+	// decision withdraws its request) rather than left as by a client that went
+	// away.
 	execCtx := ctx
 	if httpCtx, ok := ctx.Value(requestKey{}).(context.Context); ok {
 		var cancelExec context.CancelCauseFunc

@@ -225,3 +225,19 @@ func (d *daemon) rawMCP(session, version string) func(mcpSID, body string) (int,
 		return resp.StatusCode, resp.Header, string(raw)
 	}
 }
+
+// rawSession initializes an MCP session of the toolserverd session with raw HTTP, as
+// a client speaking protocol version, and returns its Mcp-Session-Id.
+func (d *daemon) rawSession(session, version string) string {
+	d.t.Helper()
+	post := d.rawMCP(session, version)
+	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	mcpSID := hdr.Get("Mcp-Session-Id")
+	if code != http.StatusOK || mcpSID == "" {
+		d.t.Fatalf("initialize: %d %s", code, body)
+	}
+	if code, _, body := post(mcpSID, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		d.t.Fatalf("notifications/initialized: %d %s", code, body)
+	}
+	return mcpSID
+}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -65,6 +66,10 @@ type Config struct {
 	// KeepAlive: a call whose request has a progress token and that sent no
 	// notification for this long sends one saying it is still waiting. 0: never.
 	KeepAlive time.Duration
+	// ResumeWindow: a call whose event stream broke runs on this long for its
+	// client to resume the stream (Last-Event-ID); past it the call is cancelled.
+	// 0: at once.
+	ResumeWindow time.Duration
 	// Version is reported to clients in serverInfo.
 	Version string
 }
@@ -92,6 +97,8 @@ type Endpoint struct {
 	mu       sync.Mutex
 	bindings map[string]*binding // MCP session id → toolserverd session
 	ids      *sessionIDs
+	events   *replayStore
+	streams  map[string]*postStream // mcp-go stream id → the POST it answers, while it runs
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -112,8 +119,8 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Sessions == nil || d.Exec == nil {
 		return nil, errors.New("mcpserver: Sessions and Exec are required")
 	}
-	if cfg.SessionIdleTTL < 0 || cfg.KeepAlive < 0 {
-		return nil, errors.New("mcpserver: session idle TTL and keepalive must not be negative")
+	if cfg.SessionIdleTTL < 0 || cfg.KeepAlive < 0 || cfg.ResumeWindow < 0 {
+		return nil, errors.New("mcpserver: session idle TTL, keepalive and resume window must not be negative")
 	}
 	if cfg.ListChangedInterval <= 0 {
 		cfg.ListChangedInterval = 2 * time.Second
@@ -124,8 +131,13 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(),
+	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(), streams: map[string]*postStream{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), loopDone: make(chan struct{})}
+	e.events = newReplayStore(replayEvents, replayBytes, replayTotalBytes, func(id string) bool {
+		ended, _ := e.ids.Validate(id)
+		return !ended
+	})
+	e.events.stored = e.onStoreEvent
 
 	hooks := &mcpsrv.Hooks{}
 	hooks.AddOnRegisterSession(e.onRegister)
@@ -155,6 +167,12 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		// offering only the session-oriented revisions keeps per-session tools,
 		// list_changed and elicitation working. Clients fall back to them.
 		mcpsrv.WithStreamableHTTPProtocolVersions(sessionProtocols...),
+		// Events on SSE streams get ids and are kept (bounded), so that a client whose
+		// stream broke during a long call resumes it with Last-Event-ID and gets the
+		// result. mcp-go resumes only revisions before 2026-07-28 (which dropped
+		// resumability), which are the ones offered. The store ignores events of
+		// sessions that ended, and mcp-go purges a session's when it ends.
+		mcpsrv.WithEventStore(e.events),
 		mcpsrv.WithHTTPContextFunc(e.httpContext),
 		mcpsrv.WithStreamableHTTPLogger(d.Log),
 	}
@@ -185,7 +203,8 @@ func (e *Endpoint) CloseStreams() {
 type sessionKey struct{}
 
 // requestKey holds the context of the HTTP request a message came in: it ends when
-// the client goes away (or the server stops), not on notifications/cancelled.
+// the client goes away (for a POST: and does not resume its stream in time) or the
+// server stops, not on notifications/cancelled.
 type requestKey struct{}
 
 func sessionFrom(ctx context.Context) *session.Session {
@@ -195,8 +214,10 @@ func sessionFrom(ctx context.Context) *session.Session {
 
 // ServeMCP answers one request of the MCP transport. sessionID comes from a
 // session-scoped URL; when empty, the X-Toolserver-Session header names the session,
-// or the MCP session the request continues.
-func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID string) {
+// or the MCP session the request continues. run is the context a POST's message runs
+// under instead of its connection's, until the daemon stops: a call whose stream
+// broke runs on for the resume window.
+func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID string, run context.Context) {
 	header := r.Header.Get(SessionHeader)
 	if sessionID == "" {
 		sessionID = header
@@ -259,6 +280,17 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		return
 	}
+	if last := r.Header.Get("Last-Event-ID"); r.Method == http.MethodGet && last != "" {
+		stream, err := e.events.streamOf(mcpSID, last)
+		if err != nil {
+			// mcp-go's answer to an id it does not have is a bare "Unknown Last-Event-ID".
+			writeError(w, http.StatusBadRequest, "bad_request", "cannot resume the event stream after Last-Event-ID "+
+				strconv.Quote(last)+" ("+err.Error()+"; events are kept in memory by the replica that sent them, "+
+				"until the MCP session ends): send the request again")
+			return
+		}
+		defer e.resuming(stream)()
+	}
 	if r.Method == http.MethodHead {
 		// The head of the listening stream a GET opens (RFC 9110 §9.3.2), checked like
 		// one. mcp-go answers HEAD with a bare 200, and handing it over as a GET would
@@ -267,6 +299,11 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 		return
+	}
+	if r.Method == http.MethodPost && run != nil {
+		var done func()
+		r, done = e.detachPOST(r, run)
+		defer done()
 	}
 	r = r.WithContext(context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context()))
 	// A session is idle only while none of its requests is open (mcp-go's own

@@ -176,9 +176,12 @@ func (d *daemon) calls(sessionID string) []callRecord {
 	return out.Calls
 }
 
+// TestCancellationCancelsTheCall: mcp-go's Go client gives up on a call by dropping
+// its request (it sends no notifications/cancelled over HTTP); the call is cancelled
+// once mcp_endpoint.resume_window passes without the client resuming its stream.
 func TestCancellationCancelsTheCall(t *testing.T) {
 	t.Parallel()
-	d := start(t, nil)
+	d := start(t, func(c *config.Config) { c.MCPEndpoint.ResumeWindow = time.Second })
 	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
 	c := d.connect(s.ID)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -198,7 +201,7 @@ func TestCancellationCancelsTheCall(t *testing.T) {
 		}
 		return false
 	})
-	cancel() // mcp-go sends notifications/cancelled and drops the request
+	cancel() // mcp-go drops the request
 	if err := <-errc; err == nil {
 		t.Fatal("a cancelled tools/call returned no error")
 	}

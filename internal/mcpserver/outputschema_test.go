@@ -32,13 +32,21 @@ type sdkResult struct {
 			Text string `json:"text"`
 		} `json:"content"`
 	} `json:"result"`
-	Error string `json:"error"`
+	Error    string `json:"error"`
+	Progress int    `json:"progress"`
 }
 
 // sdkCall runs the official TypeScript SDK's client (testdata/npm/sdk-client.mjs,
 // under node) against a session's /mcp endpoint: it lists the tools and calls name
 // with args, validating the result against the tool's outputSchema as the SDK does.
 func sdkCall(t *testing.T, d *daemon, sessionID, name string, args map[string]any) sdkResult {
+	t.Helper()
+	return sdkCallAt(t, d.URL+"/v1/sessions/"+sessionID+"/mcp", name, args)
+}
+
+// sdkCallAt is sdkCall against an endpoint URL (through a proxy, say); env is added
+// to the client's environment (SDK_PROGRESS=1: the call asks for progress).
+func sdkCallAt(t *testing.T, url, name string, args map[string]any, env ...string) sdkResult {
 	t.Helper()
 	script, err := filepath.Abs("../../testdata/npm/sdk-client.mjs")
 	if err != nil {
@@ -58,7 +66,8 @@ func sdkCall(t *testing.T, d *daemon, sessionID, name string, args map[string]an
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script, d.URL+"/v1/sessions/"+sessionID+"/mcp", name, string(b))
+	cmd := exec.CommandContext(ctx, "node", script, url, name, string(b))
+	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

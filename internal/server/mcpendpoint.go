@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -9,8 +10,10 @@ import (
 
 // MCPEndpoint serves a session's tools over the MCP streamable-HTTP transport.
 // sessionID is the session of a session-scoped URL, or empty on /mcp.
+// run is the context a message runs under once its connection is gone, until the
+// daemon stops.
 type MCPEndpoint interface {
-	ServeMCP(w http.ResponseWriter, r *http.Request, sessionID string)
+	ServeMCP(w http.ResponseWriter, r *http.Request, sessionID string, run context.Context)
 }
 
 // serveMCP hands /mcp and /v1/sessions/{id}/mcp to the MCP endpoint. No timeout
@@ -29,8 +32,14 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	// A message may run on after its connection, until the daemon stops: a client
+	// whose stream broke (a proxy's idle timeout) resumes it with Last-Event-ID and
+	// must find its call still running, or its result kept. The MCP transport has it
+	// so: a disconnection is not a cancellation. The endpoint decides how long.
+	run, cancel := runContext(r, true)
+	defer cancel()
 	ew := &mcpErrorWriter{ResponseWriter: w}
-	s.MCPEndpoint.ServeMCP(ew, r, pathParam(r, "sessionID"))
+	s.MCPEndpoint.ServeMCP(ew, r, pathParam(r, "sessionID"), run)
 	if ew.code == "" {
 		return
 	}
