@@ -206,8 +206,9 @@ func (f *specFiles) json(u *url.URL) (any, string, error) {
 	return v, key, nil
 }
 
-// resolve is the absolute location of ref written in the document at base: against
-// a URL as the web does, against a file path as kin-openapi does.
+// resolve is the absolute location of ref written in the document at base, joined
+// as kin-openapi joins it (the base's directory and the ref's path, the base's query
+// kept), so that both ask read for the same files.
 func (f *specFiles) resolve(base *url.URL, ref string) (*url.URL, error) {
 	r, err := url.Parse(ref)
 	if err != nil {
@@ -215,9 +216,6 @@ func (f *specFiles) resolve(base *url.URL, ref string) (*url.URL, error) {
 	}
 	if r.Scheme != "" || r.Host != "" || r.Opaque != "" {
 		return r, nil
-	}
-	if base.Scheme == "http" || base.Scheme == "https" {
-		return base.ResolveReference(r), nil
 	}
 	out := *base
 	out.Fragment, out.RawFragment = r.Fragment, r.RawFragment
@@ -228,6 +226,7 @@ func (f *specFiles) resolve(base *url.URL, ref string) (*url.URL, error) {
 	default:
 		out.Path = path.Join(path.Dir(base.Path), r.Path)
 	}
+	out.RawPath = ""
 	return &out, nil
 }
 
