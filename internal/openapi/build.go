@@ -19,6 +19,7 @@ import (
 type builder struct {
 	cfg    Config
 	doc    *openapi3.T
+	files  *specFiles
 	root   any
 	base   *url.URL
 	secret string
@@ -160,7 +161,7 @@ func (b *builder) toolName(id string) string {
 
 // operation builds the tool of one operation.
 func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op *openapi3.Operation) (*Operation, []string, error) {
-	in := &inliner{root: b.root}
+	in := &inliner{root: b.root, files: b.files}
 	// A path key may carry a query that tells two operations on one path apart (the
 	// OpenAI API has "/responses" and "/responses?beta=true"): it is sent with every
 	// call, not escaped into the path.

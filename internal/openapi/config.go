@@ -30,6 +30,11 @@ const (
 	DefaultMaxResponseBytes = 4 << 20
 	// MaxSpecBytes caps a spec document; anything larger is refused at start.
 	MaxSpecBytes = 16 << 20
+	// MaxSpecFiles caps the files (or URLs) one document may span, itself included,
+	// and MaxSpecTotalBytes their size together: a document split over files is
+	// read whole at start, and a hostile one must not make that unbounded.
+	MaxSpecFiles      = 100
+	MaxSpecTotalBytes = 32 << 20
 	// MaxOperations caps the tools one source may make; narrow a bigger API with include.
 	MaxOperations = 1000
 	// MaxSchemaBytes caps the argument schemas of one source's tools together, after

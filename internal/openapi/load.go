@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -42,13 +40,24 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return fail(err)
 	}
-	data, specURL, err := readSpec(ctx, cfg)
+	// fetch_timeout bounds reading the document and every file it refers to.
+	fetchCtx, cancel := context.WithTimeout(ctx, cfg.FetchTimeout)
+	defer cancel()
+	files, err := newSpecFiles(fetchCtx, cfg)
 	if err != nil {
 		return fail(err)
 	}
-	doc, err := parse(ctx, data, specURL)
+	data, err := files.readRoot()
 	if err != nil {
 		return fail(err)
+	}
+	doc, err := parse(ctx, data, files)
+	if err != nil {
+		return fail(err)
+	}
+	var specURL *url.URL
+	if isURL(cfg.Spec) {
+		specURL = files.root
 	}
 	src := &Source{Name: cfg.Name}
 	if err := doc.Validate(ctx, openapi3.DisableExamplesValidation(), openapi3.DisableSchemaDefaultsValidation(),
@@ -61,7 +70,8 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b := &builder{cfg: cfg, doc: doc, base: base, secret: secret, tokens: tokens}
+	files.absoluteRefs(doc)
+	b := &builder{cfg: cfg, doc: doc, files: files, base: base, secret: secret, tokens: tokens}
 	if b.root, err = genericDoc(doc); err != nil {
 		return fail(err)
 	}
@@ -71,58 +81,20 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	return src, nil
 }
 
-// readSpec reads the document from a URL (with the fetch timeout) or a file, refusing
-// anything over MaxSpecBytes.
-func readSpec(ctx context.Context, cfg Config) ([]byte, *url.URL, error) {
-	if strings.HasPrefix(cfg.Spec, "http://") || strings.HasPrefix(cfg.Spec, "https://") {
-		u, err := url.Parse(cfg.Spec)
-		if err != nil {
-			return nil, nil, fmt.Errorf("spec URL: %w", err)
-		}
-		ctx, cancel := context.WithTimeout(ctx, cfg.FetchTimeout)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Spec, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		req.Header.Set("Accept", "application/yaml, application/json;q=0.9, */*;q=0.5")
-		resp, err := cfg.Client.Do(req)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return nil, nil, fmt.Errorf("fetching the document took longer than %s", cfg.FetchTimeout)
-			}
-			return nil, nil, fmt.Errorf("fetching the document: %w", err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return nil, nil, fmt.Errorf("fetching the document: HTTP %s", resp.Status)
-		}
-		data, err := readCapped(resp.Body, MaxSpecBytes)
-		return data, u, err
-	}
-	f, err := os.Open(cfg.Spec)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	data, err := readCapped(f, MaxSpecBytes)
-	return data, nil, err
-}
-
-func readCapped(r io.Reader, limit int64) ([]byte, error) {
+func readCapped(r io.Reader, limit int64, what string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading the document: %w", err)
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("the document is larger than %d MiB", limit>>20)
+		return nil, fmt.Errorf("%s is larger than %d MiB", what, limit>>20)
 	}
 	return data, nil
 }
 
 // parse loads an OpenAPI 3.0 or 3.1 document. References to other files or URLs are
-// refused: a document must not make the daemon read files or reach hosts.
-func parse(ctx context.Context, data []byte, location *url.URL) (doc *openapi3.T, err error) {
+// read through files, whose policy decides which may be.
+func parse(ctx context.Context, data []byte, files *specFiles) (doc *openapi3.T, err error) {
 	// The loader panics on some malformed input; a bad document is an error, not a crash.
 	defer func() {
 		if p := recover(); p != nil {
@@ -131,15 +103,21 @@ func parse(ctx context.Context, data []byte, location *url.URL) (doc *openapi3.T
 	}()
 	loader := openapi3.NewLoader()
 	loader.Context = ctx
-	loader.IsExternalRefsAllowed = false
-	if location != nil {
-		doc, err = loader.LoadFromDataWithPath(data, location)
-	} else {
-		doc, err = loader.LoadFromData(data)
-	}
+	// With ReadFromURIFunc set the loader no longer checks IsExternalRefsAllowed
+	// itself (see its doc): files.loaderRead is the policy. Set the flag anyway, to
+	// say what is meant.
+	loader.IsExternalRefsAllowed = true
+	loader.ReadFromURIFunc = files.loaderRead
+	doc, err = loader.LoadFromDataWithPath(data, files.root)
 	if err != nil {
 		if v := swaggerVersion(data); v != "" {
 			return nil, fmt.Errorf("this is a Swagger %s document; only OpenAPI 3.0 and 3.1 are supported", v)
+		}
+		// A refused reference is the whole story (kin-openapi's text names the
+		// reference as written, ours where it leads and why).
+		var refused *errRefused
+		if errors.As(err, &refused) {
+			return nil, errors.New(firstLine(err.Error()))
 		}
 		return nil, fmt.Errorf("the document could not be parsed: %s", firstLine(err.Error()))
 	}

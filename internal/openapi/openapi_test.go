@@ -696,7 +696,7 @@ openapi: 3.0.0
 		{"future", write("v4.yaml", "openapi: 4.0.0\ninfo: {title: t, version: \"1\"}\npaths: {/x: {get: {responses: {\"200\": {description: ok}}}}}\n"), "not supported"},
 		{"no paths", write("empty.yaml", head+"paths: {}\n"), "no paths"},
 		{"dangling ref", write("dangle.yaml", op(`{$ref: "#/components/schemas/Nope"}`)), "could not be parsed"},
-		{"file ref", write("file.yaml", op(`{$ref: "/etc/passwd#/x"}`)), "could not be parsed"},
+		{"file ref", write("file.yaml", op(`{$ref: "/etc/passwd#/x"}`)), "/etc/passwd is refused"},
 		{"alias bomb", bomb, "could not be parsed"},
 		{"missing file", filepath.Join(dir, "nope.yaml"), "no such file"},
 	}

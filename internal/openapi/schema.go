@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -24,7 +25,10 @@ const (
 // ignored (nullable), yet documents labelled 3.1 carry them (the OpenAI API's does), and
 // their 3.0 meaning is the only one they can have.
 type inliner struct {
-	root  any // the whole document, as generic JSON
+	root any // the whole document, as generic JSON
+	// files reads the other files a reference leads to; relative references in one
+	// of them are relative to it.
+	files *specFiles
 	nodes int
 	notes []string
 }
@@ -50,7 +54,9 @@ func (in *inliner) note(format string, args ...any) {
 	}
 }
 
-// inline returns a copy of v with refs expanded. stack holds the refs being expanded.
+// inline returns a copy of v with refs expanded. stack holds the refs being expanded,
+// as absolute locations (file or URL and fragment); the last one's file is the one v
+// is in, which relative refs in v are relative to.
 func (in *inliner) inline(v any, stack []string) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -113,12 +119,16 @@ func (in *inliner) ref(ref string, obj map[string]any, stack []string) any {
 	open := func(why string) any {
 		return map[string]any{"description": fmt.Sprintf("(%s: %s)", why, ref)}
 	}
-	if !strings.HasPrefix(ref, "#") {
-		in.note("reference %s is not in the document and is left open", ref)
-		return open("external reference, not expanded")
+	doc, key, err := in.target(ref, stack)
+	if err != nil {
+		in.note("%v", err)
+		if errors.As(err, new(*errRefused)) {
+			return open("reference refused")
+		}
+		return open("unresolvable reference")
 	}
 	for _, s := range stack {
-		if s == ref {
+		if s == key {
 			return open("recursive reference, not expanded further")
 		}
 	}
@@ -126,12 +136,12 @@ func (in *inliner) ref(ref string, obj map[string]any, stack []string) any {
 		in.note("references nested deeper than %d are left open", maxRefDepth)
 		return open("reference nested too deep, not expanded")
 	}
-	target, err := pointer(in.root, ref)
+	target, err := pointer(doc, "#"+fragmentOf(key))
 	if err != nil {
 		in.note("%v", err)
 		return open("unresolvable reference")
 	}
-	resolved := in.inline(target, append(stack, ref))
+	resolved := in.inline(target, append(stack, key))
 	if len(obj) == 1 {
 		return resolved
 	}
@@ -157,6 +167,41 @@ func (in *inliner) ref(ref string, obj map[string]any, stack []string) any {
 		return merged
 	}
 	return resolved
+}
+
+// target finds the document ref leads to, written in the document of the innermost
+// ref being expanded (the main one when none is), and the absolute key of ref.
+func (in *inliner) target(ref string, stack []string) (doc any, key string, err error) {
+	if in.files == nil {
+		if !strings.HasPrefix(ref, "#") {
+			return nil, "", fmt.Errorf("reference %s is not in the document and is left open", ref)
+		}
+		return in.root, ref, nil
+	}
+	base := in.files.root
+	if len(stack) > 0 {
+		if base, err = url.Parse(stack[len(stack)-1]); err != nil {
+			return nil, "", err
+		}
+	}
+	u, err := in.files.resolve(base, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	if in.files.isRoot(u) {
+		return in.root, in.files.rootKey + "#" + u.EscapedFragment(), nil
+	}
+	doc, docKey, err := in.files.json(u)
+	if err != nil {
+		return nil, "", err
+	}
+	return doc, docKey + "#" + u.EscapedFragment(), nil
+}
+
+// fragmentOf is the escaped fragment of an absolute key, "" without one.
+func fragmentOf(key string) string {
+	_, frag, _ := strings.Cut(key, "#")
+	return frag
 }
 
 // pointer resolves a local JSON pointer reference (#/components/schemas/Pet).
