@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/toolserverd/toolserverd/internal/openapi"
-	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // registerOpenAPI loads every configured OpenAPI document and registers its operations
@@ -25,17 +24,14 @@ func (a *App) registerOpenAPI(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("config: openapi[%d]: %w", i, err)
 		}
-		tools := make([]tool.Tool, len(src.Tools))
-		for j, t := range src.Tools {
-			tools[j] = t
-		}
-		if err := a.Tools.Register(tools...); err != nil {
+		n, err := src.Register(a.Tools)
+		if err != nil {
 			return fmt.Errorf("config: openapi[%d] %q: %w (set another prefix, or exclude the operation)", i, c.Name, err)
 		}
 		for _, w := range src.Warnings {
 			a.Log.Warn("openapi source", "source", c.Name, "problem", w)
 		}
-		a.Log.Info("openapi source loaded", "source", c.Name, "spec", c.Spec, "tools", len(tools))
+		a.Log.Info("openapi source loaded", "source", c.Name, "spec", c.Spec, "tools", n)
 	}
 	return nil
 }

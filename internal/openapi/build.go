@@ -80,12 +80,6 @@ func (b *builder) build(src *Source) error {
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", method, p, err)
 			}
-			if err := toolmgr.CheckParameters(t.spec.Name, t.spec.Parameters); err != nil {
-				// One operation's schema the validator cannot take (a regex feature no
-				// engine here has) does not cost the API's other operations.
-				src.Warnings = append(src.Warnings, fmt.Sprintf("%s %s is left out: %s", method, p, deepestCause(err)))
-				continue
-			}
 			if schemaBytes += len(t.spec.Parameters); schemaBytes > MaxSchemaBytes {
 				return fmt.Errorf("the argument schemas of the operations come to more than %d MiB once their references are expanded "+
 					"(%s %s alone makes %d KiB); choose fewer operations with include", MaxSchemaBytes>>20, method, p, len(t.spec.Parameters)>>10)

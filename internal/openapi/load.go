@@ -11,6 +11,9 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // Source is a loaded OpenAPI document's tools.
@@ -20,6 +23,40 @@ type Source struct {
 	// Warnings are problems that did not stop loading (validation findings, renamed
 	// collisions, schemas left open).
 	Warnings []string
+}
+
+// Register registers the source's tools with m. An operation m refuses for itself
+// (an argument schema the validator cannot take: a regex feature no engine here has)
+// is left out with a warning rather than costing the API's other operations; a name
+// that is taken fails them all (toolmgr.ErrAlreadyRegistered). It returns how many
+// were registered.
+func (s *Source) Register(m *toolmgr.Manager) (int, error) {
+	tools := make([]tool.Tool, len(s.Tools))
+	for i, o := range s.Tools {
+		tools[i] = o
+	}
+	switch err := m.Register(tools...); {
+	case err == nil:
+		return len(tools), nil
+	case errors.Is(err, toolmgr.ErrAlreadyRegistered):
+		return 0, err
+	}
+	// One of them is refused (the whole batch was, untouched): one by one, then.
+	n := 0
+	for _, o := range s.Tools {
+		switch err := m.Register(o); {
+		case errors.Is(err, toolmgr.ErrAlreadyRegistered):
+			return n, err
+		case err != nil:
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s %s is left out: %s", o.method, o.route, deepestCause(err)))
+		default:
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("every operation was refused (%s)", strings.Join(s.Warnings, "; "))
+	}
+	return n, nil
 }
 
 // Load reads and parses the document of cfg and builds one tool per operation. The

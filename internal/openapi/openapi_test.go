@@ -3,6 +3,7 @@ package openapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -94,11 +95,7 @@ func load(t *testing.T, cfg Config) (*Source, *toolmgr.Manager) {
 		t.Fatalf("Load: %v", err)
 	}
 	m := toolmgr.New()
-	tools := make([]tool.Tool, len(src.Tools))
-	for i, o := range src.Tools {
-		tools[i] = o
-	}
-	if err := m.Register(tools...); err != nil {
+	if _, err := src.Register(m); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	return src, m
@@ -661,6 +658,10 @@ paths:
 	if w := strings.Join(src.Warnings, "\n"); !strings.Contains(w, "GET /emoji is left out: its argument schema does not compile: at '/properties/e/pattern'") ||
 		!strings.Contains(w, "Extended_Pictographic") {
 		t.Errorf("warnings: %s", w)
+	}
+	// A name that is taken still fails them all.
+	if _, err := src.Register(m); !errors.Is(err, toolmgr.ErrAlreadyRegistered) {
+		t.Errorf("registered a second time: %v, want ErrAlreadyRegistered", err)
 	}
 }
 

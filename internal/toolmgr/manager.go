@@ -54,6 +54,10 @@ func New() *Manager { return &Manager{tools: map[string]*Entry{}} }
 
 // Register adds tools. It fails, registering none of them, when a name is invalid or
 // taken, or a parameters schema does not compile.
+// ErrAlreadyRegistered is Register's error for a name that is taken; any other error
+// is about one of the tools itself (its schema, its risk).
+var ErrAlreadyRegistered = errors.New("is already registered")
+
 func (m *Manager) Register(tools ...tool.Tool) error {
 	entries := make([]*Entry, 0, len(tools))
 	for _, t := range tools {
@@ -68,7 +72,7 @@ func (m *Manager) Register(tools ...tool.Tool) error {
 	seen := map[string]bool{}
 	for _, e := range entries {
 		if _, dup := m.tools[e.Spec.Name]; dup || seen[e.Spec.Name] {
-			return fmt.Errorf("toolmgr: tool %q is already registered", e.Spec.Name)
+			return fmt.Errorf("toolmgr: tool %q %w", e.Spec.Name, ErrAlreadyRegistered)
 		}
 		seen[e.Spec.Name] = true
 	}

@@ -45,14 +45,6 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 	return s, declared, nil
 }
 
-// CheckParameters reports why raw cannot be the parameters schema of tool name (what
-// Register would refuse it for), or nil. A source of many tools (an OpenAPI document)
-// leaves out the one it refuses instead of failing them all.
-func CheckParameters(name string, raw json.RawMessage) error {
-	_, _, err := compileSchema(name, raw)
-	return err
-}
-
 // compileDoc compiles a schema document under url (absolute, so that nothing resolves
 // against the working directory) with no loader, so that a schema can never make the
 // daemon fetch a URL. Its errors read after "schema".
