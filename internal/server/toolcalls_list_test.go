@@ -19,25 +19,7 @@ func TestListToolCallsAcrossSessions(t *testing.T) {
 	if code, _ := d.stream("/v1/sessions/"+s2+"/tool-calls", `{"calls":[{"id":"b","name":"echo","arguments":{"text":42}}]}`); code != 200 {
 		t.Fatal(code)
 	}
-	list := func(query string) []map[string]any {
-		t.Helper()
-		code, hdr, body := d.do("GET", "/v1/tool-calls"+query, nil)
-		if code != http.StatusOK || hdr.Get("Content-Type") != "application/json" {
-			t.Fatalf("GET /v1/tool-calls%s: %d %s %s", query, code, hdr.Get("Content-Type"), body)
-		}
-		var resp struct {
-			Calls []json.RawMessage `json:"calls"`
-		}
-		if err := json.Unmarshal(body, &resp); err != nil {
-			t.Fatal(err)
-		}
-		out := make([]map[string]any, len(resp.Calls))
-		for i, raw := range resp.Calls {
-			validate(t, "CallRecord", raw)
-			_ = json.Unmarshal(raw, &out[i])
-		}
-		return out
-	}
+	list := func(query string) []map[string]any { return listCalls(t, d, query) }
 	all := list("")
 	if len(all) != 2 || all[0]["session_id"] != s2 || all[1]["session_id"] != s1 {
 		t.Fatalf("all calls, newest first: %v", all)
@@ -61,4 +43,26 @@ func TestListToolCallsAcrossSessions(t *testing.T) {
 		}
 		validate(t, "Error", body)
 	}
+}
+
+// listCalls is GET /v1/tool-calls with query: its records, each checked against the
+// contract.
+func listCalls(t *testing.T, d *daemon, query string) []map[string]any {
+	t.Helper()
+	code, hdr, body := d.do("GET", "/v1/tool-calls"+query, nil)
+	if code != http.StatusOK || hdr.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /v1/tool-calls%s: %d %s %s", query, code, hdr.Get("Content-Type"), body)
+	}
+	var resp struct {
+		Calls []json.RawMessage `json:"calls"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]map[string]any, len(resp.Calls))
+	for i, raw := range resp.Calls {
+		validate(t, "CallRecord", raw)
+		_ = json.Unmarshal(raw, &out[i])
+	}
+	return out
 }

@@ -41,25 +41,7 @@ func TestListLiveCallsWithBackgroundJobs(t *testing.T) {
 		t.Fatalf("no job ids in %s / %s", m["j1"].raw, m["j2"].raw)
 	}
 
-	list := func(query string) []map[string]any {
-		t.Helper()
-		code, _, body := d.do("GET", "/v1/tool-calls"+query, nil)
-		if code != http.StatusOK {
-			t.Fatalf("GET /v1/tool-calls%s: %d %s", query, code, body)
-		}
-		var resp struct {
-			Calls []json.RawMessage `json:"calls"`
-		}
-		if err := json.Unmarshal(body, &resp); err != nil {
-			t.Fatal(err)
-		}
-		out := make([]map[string]any, len(resp.Calls))
-		for i, raw := range resp.Calls {
-			validate(t, "CallRecord", raw)
-			_ = json.Unmarshal(raw, &out[i])
-		}
-		return out
-	}
+	list := func(query string) []map[string]any { return listCalls(t, d, query) }
 	ids := func(calls []map[string]any) []string {
 		out := []string{}
 		for _, c := range calls {
