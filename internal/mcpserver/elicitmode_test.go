@@ -18,14 +18,7 @@ func TestElicitationOnlyInFormModeClients(t *testing.T) {
 	d := start(t, nil)
 	s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
 	post := d.rawMCP(s.ID, mcp.ProtocolVersion20251125)
-	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"url-only","version":"0"}}}`)
-	mcpSID := hdr.Get("Mcp-Session-Id")
-	if code != http.StatusOK || mcpSID == "" {
-		t.Fatalf("initialize: %d %s", code, body)
-	}
-	if code, _, body := post(mcpSID, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
-		t.Fatalf("notifications/initialized: %d %s", code, body)
-	}
+	mcpSID := d.rawSessionWith(s.ID, mcp.ProtocolVersion20251125, `{"elicitation":{"url":{}}}`)
 	result := make(chan string, 1)
 	go func() {
 		_, _, body := post(mcpSID, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"`+riskyCommand+`"}}}`)

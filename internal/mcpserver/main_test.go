@@ -230,8 +230,14 @@ func (d *daemon) rawMCP(session, version string) func(mcpSID, body string) (int,
 // a client speaking protocol version, and returns its Mcp-Session-Id.
 func (d *daemon) rawSession(session, version string) string {
 	d.t.Helper()
+	return d.rawSessionWith(session, version, `{}`)
+}
+
+// rawSessionWith is rawSession for a client declaring capabilities (a JSON object).
+func (d *daemon) rawSessionWith(session, version, capabilities string) string {
+	d.t.Helper()
 	post := d.rawMCP(session, version)
-	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":`+capabilities+`,"clientInfo":{"name":"raw","version":"0"}}}`)
 	mcpSID := hdr.Get("Mcp-Session-Id")
 	if code != http.StatusOK || mcpSID == "" {
 		d.t.Fatalf("initialize: %d %s", code, body)

@@ -540,14 +540,7 @@ func TestCancelledNotificationWithdrawsTheApproval(t *testing.T) {
 	d := start(t, nil)
 	s := d.session(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})
 	post := d.rawMCP(s.ID, mcp.ProtocolVersion20250618)
-	code, hdr, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ts-like","version":"0"}}}`)
-	mcpSID := hdr.Get("Mcp-Session-Id")
-	if code != http.StatusOK || mcpSID == "" {
-		t.Fatalf("initialize: %d %s", code, body)
-	}
-	if code, _, body := post(mcpSID, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
-		t.Fatalf("notifications/initialized: %d %s", code, body)
-	}
+	mcpSID := d.rawSession(s.ID, mcp.ProtocolVersion20250618)
 	result := make(chan string, 1)
 	go func() {
 		_, _, body := post(mcpSID, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute_command","arguments":{"command":"`+riskyCommand+`"}}}`)
