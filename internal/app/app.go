@@ -170,11 +170,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		EnvAllow:       cfg.Sandbox.EnvAllow,
 		WritableDirs:   cfg.Sandbox.WritableDirs,
 		PidsLimit:      cfg.Sandbox.PidsLimit,
+		MemoryLimit:    cfg.Sandbox.MemoryLimitBytes,
 		Logger:         log,
 	}); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	log.Info("sandbox", "mode", cfg.Sandbox.Mode, "backend", a.Sandbox.Backend(), "pids_limited", a.Sandbox.PidsLimited(), "host", a.Sandbox.Capabilities())
+	log.Info("sandbox", "mode", cfg.Sandbox.Mode, "backend", a.Sandbox.Backend(), "pids_limited", a.Sandbox.PidsLimited(),
+		"memory_limit_bytes", a.Sandbox.MemoryLimit(), "host", a.Sandbox.Capabilities())
 
 	a.Tools = toolmgr.New()
 	web, err := builtin.WebTools(builtin.WebConfig{
@@ -334,7 +336,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Commits,
 		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}},
 		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID,
-			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(), "host": a.Sandbox.Capabilities()}},
+			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(),
+				"memory_limit_bytes": a.Sandbox.MemoryLimit(), "host": a.Sandbox.Capabilities()}},
 		Progress:  a.Progress,
 		Approvals: approvals,
 		MCP:       a.MCP,

@@ -93,6 +93,9 @@ type commandOutput struct {
 	// Truncated: the output shown is not all of it (cut here, or beyond the cap).
 	Truncated bool   `json:"truncated"`
 	Reason    string `json:"reason,omitempty"`
+	// OOMKills counts the processes the kernel killed for reaching the command's
+	// memory limit.
+	OOMKills int `json:"oom_kills,omitempty"`
 }
 
 func (t *executeCommand) Spec() tool.Spec {
@@ -245,7 +248,7 @@ func commandResult(job *sandbox.Job, ctxErr error) (*tool.Result, error) {
 		JobID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
 		Stdout: out[0].text, Stderr: out[1].text, DurationMS: info.Duration.Milliseconds(),
 		Truncated: info.Truncated || out[0].start > 0 || out[1].start > 0,
-		Reason:    info.Reason,
+		Reason:    info.Reason, OOMKills: info.OOMKills,
 	})
 	if err != nil {
 		return nil, err

@@ -220,6 +220,37 @@ func TestExecuteOutputLimits(t *testing.T) {
 	}
 }
 
+// TestExecuteOutOfMemory: a command past its memory limit gets a failed result that
+// says it ran out of memory and names the limit, whichever process the kernel killed.
+func TestExecuteOutOfMemory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{MemoryLimit: 64 << 20})
+	if e.m.MemoryLimit() == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no memory cgroup here: %s", e.m.Capabilities().MemoryCgroupError)
+		}
+		t.Skipf("no memory cgroup here: %s", e.m.Capabilities().MemoryCgroupError)
+	}
+	sess := newSession("s1", t.TempDir())
+	fill := `s=$(head -c 200000000 /dev/zero | tr "\0" x)`
+	for _, c := range []struct{ name, command, want string }{
+		{"shell", fill + "; echo done", "out of memory: the command's processes may use 64 MiB together"},
+		{"child", "bash -c '" + fill + "'; exit 3", "Exit code 3 after"},
+	} {
+		res, _ := e.call(t, context.Background(), sess, "execute_command", map[string]any{"command": c.command})
+		text := res.Text()
+		if !res.IsError || res.ErrorKind != tool.KindFailed || !strings.Contains(text, c.want) || !strings.Contains(strings.ToLower(text), "out of memory") || !strings.Contains(text, "64 MiB") {
+			t.Errorf("%s: %v %s: %q", c.name, res.IsError, res.ErrorKind, text)
+		}
+		var out struct {
+			OOMKills int `json:"oom_kills"`
+		}
+		if err := json.Unmarshal(res.Structured, &out); err != nil || out.OOMKills != 1 {
+			t.Errorf("%s: structured %s: want oom_kills 1", c.name, res.Structured)
+		}
+	}
+}
+
 // TestExecuteIsolated: through the tool, an isolated sandbox writes its root and
 // nothing else, and reaches no host listener.
 func TestExecuteIsolated(t *testing.T) {

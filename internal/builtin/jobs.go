@@ -175,7 +175,7 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 			JobID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
 			Stdout: out[0].text, Stderr: out[1].text, DurationMS: info.Duration.Milliseconds(),
 			Truncated: info.Truncated || out[0].start > from[0] || out[1].start > from[1],
-			Reason:    info.Reason,
+			Reason:    info.Reason, OOMKills: info.OOMKills,
 		},
 		Done: info.Status != sandbox.StatusRunning, StdoutOffset: to[0], StderrOffset: to[1],
 	}

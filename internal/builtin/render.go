@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dustin/go-humanize"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 )
 
@@ -242,6 +243,15 @@ func writeOutput(w *strings.Builder, jobID string, out [2]shown, info sandbox.Jo
 
 // describe is a one-line account of a job's state.
 func describe(info sandbox.JobInfo) string {
+	s := describeStatus(info)
+	if info.OOMKills > 0 && !strings.HasPrefix(info.Reason, "out of memory") {
+		s += fmt.Sprintf(" Out of memory: the kernel killed %d of its processes when they reached the command's memory limit of %s together.",
+			info.OOMKills, humanize.IBytes(uint64(info.MemoryLimit)))
+	}
+	return s
+}
+
+func describeStatus(info sandbox.JobInfo) string {
 	d := info.Duration.Round(time.Millisecond)
 	switch info.Status {
 	case sandbox.StatusRunning:

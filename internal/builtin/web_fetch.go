@@ -194,7 +194,7 @@ func (t *webFetch) result(ctx, cctx context.Context, resp *http.Response, out *f
 	if !webIsText(mt) {
 		size := "size not given"
 		if resp.ContentLength >= 0 {
-			size = webSize(resp.ContentLength)
+			size = sizeText(resp.ContentLength)
 		}
 		if !ok {
 			return fetchResult(out, fmt.Sprintf("HTTP %s from %s (content type %s, %s).", resp.Status, out.FinalURL, out.ContentType, size), "", tool.KindFailed)
@@ -293,17 +293,6 @@ func fetchError(ctx, cctx context.Context, err error, target string, timeout tim
 func isNetTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// webSize is a byte count for people.
-func webSize(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // fetchReportEvery is how often a download reports the bytes received: a body that

@@ -254,6 +254,10 @@ type SandboxConfig struct {
 	// PidsLimit caps the tasks of one command where a pids cgroup is available;
 	// -1 turns the limit off.
 	PidsLimit int `mapstructure:"pids_limit"`
+	// MemoryLimitBytes caps the memory of one command and all it starts where a
+	// memory cgroup is available; 0 is half the memory the daemon may use, -1 turns
+	// the limit off.
+	MemoryLimitBytes int64 `mapstructure:"memory_limit_bytes"`
 }
 
 // SkillsConfig points at folders of Agent Skills (SKILL.md with frontmatter).
@@ -974,6 +978,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sandbox.PidsLimit < -1 || c.Sandbox.PidsLimit == 0 {
 		bad("sandbox.pids_limit", "%d: want a positive number, or -1 for no limit", c.Sandbox.PidsLimit)
+	}
+	if m := c.Sandbox.MemoryLimitBytes; m < -1 || (m > 0 && m < 16<<20) {
+		bad("sandbox.memory_limit_bytes", "%d: want at least 16777216 (16 MiB), 0 for half the memory the daemon may use, or -1 for no limit", m)
 	}
 	if c.Sandbox.OutputCapBytes < 1024 {
 		bad("sandbox.output_cap_bytes", "%d is below 1024", c.Sandbox.OutputCapBytes)

@@ -15,7 +15,9 @@
 //
 // Where the host offers a writable cgroup v1 pids hierarchy, every job runs in its own
 // pids cgroup (Config.PidsLimit), which bounds fork bombs and lets a kill reach
-// processes that left the job's process group.
+// processes that left the job's process group; where it offers a memory hierarchy,
+// in its own memory cgroup (Config.MemoryLimit), so that a command filling memory is
+// killed by the kernel alone, and its result says so.
 package sandbox
 
 import (
@@ -84,6 +86,11 @@ type Config struct {
 	// PidsLimit caps the tasks of one job through a pids cgroup when the host offers
 	// one (cgroup v1 pids, writable). Default 1024; negative disables.
 	PidsLimit int
+	// MemoryLimit caps the memory (and swap) of one job, all its processes together,
+	// through a memory cgroup when the host offers one (cgroup v1 memory, writable):
+	// past it the kernel kills the job's largest process. Default: half the memory
+	// this process may use (Capabilities.Memory); negative disables.
+	MemoryLimit int64
 	// MaxRunningJobs bounds concurrently running jobs per session. Default 16.
 	MaxRunningJobs int
 	// JobRetention is how many finished jobs (and their logs) a session keeps.
@@ -105,11 +112,13 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultOutputCap      int64 = 64 << 20
-	DefaultTimeout              = 2 * time.Minute
-	DefaultMaxTimeout           = 30 * time.Minute
-	DefaultKillGrace            = 2 * time.Second
-	DefaultPidsLimit            = 1024
+	DefaultOutputCap  int64 = 64 << 20
+	DefaultTimeout          = 2 * time.Minute
+	DefaultMaxTimeout       = 30 * time.Minute
+	DefaultKillGrace        = 2 * time.Second
+	DefaultPidsLimit        = 1024
+	// MinMemoryLimit is the least MemoryLimit may be: below it a shell barely starts.
+	MinMemoryLimit        int64 = 16 << 20
 	DefaultMaxRunningJobs       = 16
 	DefaultJobRetention         = 100
 )
@@ -184,6 +193,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultTimeout > c.MaxTimeout {
 		errs = append(errs, fmt.Errorf("sandbox default timeout %s exceeds max timeout %s", c.DefaultTimeout, c.MaxTimeout))
+	}
+	if c.MemoryLimit > 0 && c.MemoryLimit < MinMemoryLimit {
+		errs = append(errs, fmt.Errorf("sandbox memory limit %d: must be at least %d bytes (16 MiB), or negative for none", c.MemoryLimit, MinMemoryLimit))
 	}
 	if c.MaxRunningJobs < 1 || c.JobRetention < 1 {
 		errs = append(errs, errors.New("sandbox max running jobs and job retention must be at least 1"))

@@ -37,6 +37,12 @@ type Capabilities struct {
 	// PidsCgroup is where job pids cgroups can be created ("" when they cannot).
 	PidsCgroup      string `json:"pids_cgroup,omitempty"`
 	PidsCgroupError string `json:"pids_cgroup_error,omitempty"`
+	// MemoryCgroup is where job memory cgroups can be created ("" when they cannot).
+	MemoryCgroup      string `json:"memory_cgroup,omitempty"`
+	MemoryCgroupError string `json:"memory_cgroup_error,omitempty"`
+	// Memory is the memory this process may use: the host's (MemTotal) or its
+	// memory cgroup's limit, whichever is lower (0: unknown).
+	Memory int64 `json:"memory_bytes,omitempty"`
 	// Isolation is the backend BackendAuto picks; empty when the host cannot isolate.
 	Isolation      Backend `json:"isolation,omitempty"`
 	IsolationError string  `json:"isolation_error,omitempty"`
@@ -59,13 +65,22 @@ func Detect() Capabilities {
 	} else {
 		c.LandlockABI = abi
 	}
-	if parent, err := pidsCgroupParent(); err != nil {
+	if parent, err := cgroupParent("pids"); err != nil {
 		c.PidsCgroupError = errText(err)
 	} else if err := probePidsCgroup(parent); err != nil {
 		c.PidsCgroupError = errText(err)
 	} else {
 		c.PidsCgroup = parent
 	}
+	memParent, err := cgroupParent("memory")
+	if err != nil {
+		c.MemoryCgroupError = errText(err)
+	} else if err := probeMemoryCgroup(memParent); err != nil {
+		c.MemoryCgroupError = errText(err)
+	} else {
+		c.MemoryCgroup = memParent
+	}
+	c.Memory = availableMemory(memParent)
 	if c.Bash == "" {
 		c.IsolationError = c.BashError
 		return c

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Status is where a job is in its life.
@@ -64,6 +66,13 @@ type JobInfo struct {
 	Truncated bool `json:"truncated"`
 	// PidsPeak is the most tasks the job's pids cgroup held (0: no cgroup).
 	PidsPeak int `json:"pids_peak,omitempty"`
+	// MemoryLimit is the most memory the job's processes may use together (0: no
+	// memory cgroup); MemoryPeak the most they used, known once the job is over.
+	MemoryLimit int64 `json:"memory_limit_bytes,omitempty"`
+	MemoryPeak  int64 `json:"memory_peak_bytes,omitempty"`
+	// OOMKills counts the job's processes the kernel killed for reaching
+	// MemoryLimit, known once the job is over.
+	OOMKills int `json:"oom_kills,omitempty"`
 	// StdoutError and StderrError say why a log could not be written (disk full …);
 	// the bytes that were not are counted as lost.
 	StdoutError string `json:"stdout_error,omitempty"`
@@ -81,7 +90,9 @@ type Job struct {
 	started          time.Time
 	grace            time.Duration
 	dirPath          string // holds the logs
-	cgroup           string
+	cgroup           string // pids cgroup
+	memCgroup        string // memory cgroup
+	memLimit         int64
 	logs             [2]*outputLog
 	pid              int
 
@@ -97,6 +108,8 @@ type Job struct {
 	state      *os.ProcessState
 	ended      time.Time
 	pidsPeak   int
+	memPeak    int64
+	oomKills   int
 }
 
 type killRequest struct {
@@ -151,7 +164,7 @@ func (j *Job) Info() JobInfo {
 		StdoutBytes: j.logs[0].size.Load(), StderrBytes: j.logs[1].size.Load(),
 		StdoutDropped: j.logs[0].dropped.Load(), StderrDropped: j.logs[1].dropped.Load(),
 		StdoutLost: j.logs[0].lost.Load(), StderrLost: j.logs[1].lost.Load(),
-		PidsPeak: j.pidsPeak,
+		PidsPeak: j.pidsPeak, MemoryLimit: j.memLimit, MemoryPeak: j.memPeak, OOMKills: j.oomKills,
 	}
 	in.Truncated = in.StdoutDropped+in.StderrDropped+in.StdoutLost+in.StderrLost > 0
 	in.StdoutError, in.StderrError = j.logs[0].writeErr(), j.logs[1].writeErr()
@@ -169,6 +182,8 @@ func (j *Job) Info() JobInfo {
 	switch {
 	case j.stopStatus != "":
 		in.Status, in.Reason = j.stopStatus, j.stopReason
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && j.oomKills > 0:
+		in.Status, in.Reason = StatusKilled, fmt.Sprintf("out of memory: the command's processes may use %s together", humanize.IBytes(uint64(j.memLimit)))
 	case ws.Signaled():
 		in.Status, in.Reason = StatusKilled, "ended by signal "+ws.Signal().String()
 	default:
@@ -296,9 +311,18 @@ func (j *Job) signal(sig syscall.Signal) {
 		_ = syscall.Kill(-j.pid, sig)
 	}
 	j.mu.Unlock()
-	if j.cgroup != "" {
-		signalCgroup(j.cgroup, sig)
+	if dir := j.killCgroup(); dir != "" {
+		signalCgroup(dir, sig)
 	}
+}
+
+// killCgroup is the cgroup that holds every process of the job, to signal them by:
+// its pids cgroup, else its memory cgroup ("" without either).
+func (j *Job) killCgroup() string {
+	if j.cgroup != "" {
+		return j.cgroup
+	}
+	return j.memCgroup
 }
 
 // finish runs on the launching thread once the shell has exited: it kills what the
@@ -310,8 +334,8 @@ func (j *Job) finish(cmd *exec.Cmd, readers [2]*os.File, copied *sync.WaitGroup)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	j.reaped = true
 	j.mu.Unlock()
-	if j.cgroup != "" {
-		killCgroup(j.cgroup, 2*time.Second)
+	if dir := j.killCgroup(); dir != "" {
+		killCgroup(dir, 2*time.Second)
 	}
 	_ = cmd.Wait() // the status is in ProcessState; non-zero exits are not errors here
 	for _, r := range readers {
@@ -323,8 +347,13 @@ func (j *Job) finish(cmd *exec.Cmd, readers [2]*os.File, copied *sync.WaitGroup)
 		// One task of the peak is the daemon's launching thread.
 		peak = max(0, cgroupPeak(j.cgroup)-1)
 	}
+	var memPeak int64
+	var oomKills int
+	if j.memCgroup != "" {
+		memPeak, oomKills = memoryUse(j.memCgroup)
+	}
 	j.mu.Lock()
-	j.state, j.ended, j.pidsPeak = cmd.ProcessState, time.Now(), peak
+	j.state, j.ended, j.pidsPeak, j.memPeak, j.oomKills = cmd.ProcessState, time.Now(), peak, memPeak, oomKills
 	j.mu.Unlock()
 	close(j.done)
 	j.notify()
@@ -333,8 +362,10 @@ func (j *Job) finish(cmd *exec.Cmd, readers [2]*os.File, copied *sync.WaitGroup)
 // remove deletes the job's logs and cgroup; the job must be over.
 func (j *Job) remove() error {
 	err := os.RemoveAll(j.dirPath)
-	if j.cgroup != "" {
-		err = errors.Join(err, removeCgroup(j.cgroup))
+	for _, dir := range []string{j.cgroup, j.memCgroup} {
+		if dir != "" {
+			err = errors.Join(err, removeCgroup(dir))
+		}
 	}
 	return err
 }

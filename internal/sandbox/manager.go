@@ -22,13 +22,14 @@ const MetadataAllowNetwork = "sandbox.allow_network"
 const stateKey = "sandbox.sandbox"
 
 // Manager gives each session its Sandbox and owns the state directory and the pids
-// cgroup of this daemon instance.
+// and memory cgroups of this daemon instance.
 type Manager struct {
 	cfg       Config
 	caps      Capabilities
 	backend   Backend
 	dir       string   // <StateDir>/sandbox-<random>, physical
 	cgroupDir string   // pids cgroup of this instance, "" without one
+	memoryDir string   // memory cgroup of this instance, "" without one
 	lock      *os.File // holds the state dir's owner lock (reap.go)
 	hide      []string // physical dirs isolated commands do not see and paths cannot resolve into (Config.Hide)
 
@@ -81,14 +82,28 @@ func NewManager(cfg Config) (*Manager, error) {
 		_ = os.RemoveAll(m.dir)
 		return nil, fmt.Errorf("sandbox state dir: %w", err)
 	}
-	reapStale(cfg.StateDir, m.dir, m.caps.PidsCgroup, cfg.Logger)
+	reapStale(cfg.StateDir, m.dir, []string{m.caps.PidsCgroup, m.caps.MemoryCgroup}, cfg.Logger)
 	m.hide = hiddenDirs(append([]string{cfg.StateDir}, cfg.Hide...))
+	instance := "toolserverd-" + filepath.Base(m.dir)
 	if cfg.PidsLimit > 0 && m.caps.PidsCgroup != "" {
-		cg, err := makePidsCgroup(m.caps.PidsCgroup, "toolserverd-"+filepath.Base(m.dir), 0)
+		cg, err := makePidsCgroup(m.caps.PidsCgroup, instance, 0)
 		if err != nil {
 			cfg.Logger.Warn("sandbox: no pids cgroup, jobs are not limited in tasks", "err", err)
 		}
 		m.cgroupDir = cg
+	}
+	if m.cfg.MemoryLimit == 0 {
+		m.cfg.MemoryLimit = -1 // how much there is is unknown
+		if m.caps.Memory > 0 {
+			m.cfg.MemoryLimit = max(m.caps.Memory/2, MinMemoryLimit)
+		}
+	}
+	if m.cfg.MemoryLimit > 0 && m.caps.MemoryCgroup != "" {
+		cg, err := makeMemoryCgroup(m.caps.MemoryCgroup, instance, 0)
+		if err != nil {
+			m.cfg.Logger.Warn("sandbox: no memory cgroup, jobs are not limited in memory", "err", err)
+		}
+		m.memoryDir = cg
 	}
 	return m, nil
 }
@@ -104,6 +119,15 @@ func (m *Manager) Backend() Backend { return m.backend }
 
 // PidsLimited reports whether jobs run in a pids cgroup.
 func (m *Manager) PidsLimited() bool { return m.cgroupDir != "" }
+
+// MemoryLimit is the most memory one job may use, 0 when jobs are not limited (the
+// host has no writable memory cgroup, or Config.MemoryLimit is negative).
+func (m *Manager) MemoryLimit() int64 {
+	if m.memoryDir == "" {
+		return 0
+	}
+	return m.cfg.MemoryLimit
+}
 
 // New makes a sandbox rooted at root (absolute, existing). Most callers want For.
 func (m *Manager) New(root string, opt Options) (Sandbox, error) {
@@ -214,7 +238,7 @@ func (m *Manager) Busy(sess *tool.Session) bool {
 }
 
 // Shutdown closes every sandbox (killing running jobs, waiting up to ctx) and removes
-// the instance's state directory and cgroup.
+// the instance's state directory and cgroups.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
@@ -228,8 +252,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		errs = append(errs, b.Close(ctx))
 	}
 	errs = append(errs, os.RemoveAll(m.dir))
-	if m.cgroupDir != "" {
-		errs = append(errs, removeCgroup(m.cgroupDir))
+	for _, dir := range []string{m.cgroupDir, m.memoryDir} {
+		if dir != "" {
+			errs = append(errs, removeCgroup(dir))
+		}
 	}
 	_ = m.lock.Close()
 	return errors.Join(errs...)

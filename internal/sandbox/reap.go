@@ -12,9 +12,10 @@ import (
 
 // Each Manager holds an exclusive flock on lockName in its state directory for its
 // whole life. A daemon killed with SIGKILL leaves its directory (job logs, sandbox
-// homes) and its pids cgroup with the commands still running in it; the lock is
-// released by the kernel. The next Manager on the same state dir takes such a lock,
-// which tells it the owner is gone, kills what runs in the cgroup and removes both.
+// homes) and its pids and memory cgroups with the commands still running in them;
+// the lock is released by the kernel. The next Manager on the same state dir takes
+// such a lock, which tells it the owner is gone, kills what runs in the cgroups and
+// removes them and the directory.
 const lockName = "owner.lock"
 
 // lockState creates and locks dir's lock file; the file stays open (and locked)
@@ -37,9 +38,10 @@ func lockState(dir string) (*os.File, error) {
 const staleUnlocked = time.Minute
 
 // reapStale removes the state directories under stateDir whose Manager is gone,
-// except own, after killing the commands left in their cgroups under cgroupParent
-// ("" without pids cgroups). It returns how many instances it cleaned up.
-func reapStale(stateDir, own, cgroupParent string, log *slog.Logger) int {
+// except own, after killing the commands left in their cgroups under cgroupParents
+// (the pids and memory parents; "" for a controller there is none of). It returns
+// how many instances it cleaned up.
+func reapStale(stateDir, own string, cgroupParents []string, log *slog.Logger) int {
 	entries, err := os.ReadDir(stateDir)
 	if err != nil {
 		return 0
@@ -54,8 +56,11 @@ func reapStale(stateDir, own, cgroupParent string, log *slog.Logger) int {
 			continue
 		}
 		killed := 0
-		if cgroupParent != "" {
-			killed = reapCgroup(filepath.Join(cgroupParent, "toolserverd-"+e.Name()))
+		for _, parent := range cgroupParents {
+			if parent != "" {
+				// The same processes are in both: count them once.
+				killed = max(killed, reapCgroup(filepath.Join(parent, "toolserverd-"+e.Name())))
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			log.Warn("sandbox: removing a dead instance's state failed", "dir", dir, "err", err)

@@ -266,11 +266,21 @@ func (b *box) spawn(ctx context.Context, command, dir string, env []string, time
 			return nil, fmt.Errorf("job pids cgroup: %w", err)
 		}
 	}
+	if b.m.memoryDir != "" {
+		if j.memCgroup, err = makeMemoryCgroup(b.m.memoryDir, j.id, cfg.MemoryLimit); err != nil {
+			return nil, fmt.Errorf("job memory cgroup: %w", err)
+		}
+		j.memLimit = cfg.MemoryLimit
+	}
 	l, err := b.launch(dir, command, env)
 	if err != nil {
 		return nil, err
 	}
-	l.cgroup = j.cgroup
+	for _, dir := range []string{j.cgroup, j.memCgroup} {
+		if dir != "" {
+			l.cgroups = append(l.cgroups, dir)
+		}
+	}
 	var copied sync.WaitGroup
 	copied.Add(2) // before the spawn: finish may run before the copiers start
 	j.started = time.Now()

@@ -17,8 +17,8 @@ type launch struct {
 	env  []string
 	dir  string
 	attr *syscall.SysProcAttr
-	// cgroup, when set, is joined by the forking thread before the fork.
-	cgroup string
+	// cgroups are joined by the forking thread before the fork.
+	cgroups []string
 }
 
 // spawn starts l on a dedicated OS thread that it keeps until the process has exited.
@@ -43,8 +43,8 @@ func spawn(l launch, stdin, stdout, stderr *os.File, exited func(*exec.Cmd)) (*e
 	started := make(chan error, 1)
 	run := func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		if l.cgroup != "" {
-			if err := joinCgroup(l.cgroup, unix.Gettid()); err != nil {
+		for _, dir := range l.cgroups {
+			if err := joinCgroup(dir, unix.Gettid()); err != nil {
 				started <- err
 				return
 			}
