@@ -102,7 +102,15 @@ func TestReapsDeadInstance(t *testing.T) {
 	if _, err := os.Stat(cgroup); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the dead instance's cgroup %s is still there: %v", cgroup, err)
 	}
-	if _, err := os.Stat(live.cgroupDir); live.cgroupDir != "" && err != nil {
-		t.Errorf("the live instance's cgroup was removed: %v", err)
+	if hostCaps().MemoryCgroup != "" {
+		memory := filepath.Join(hostCaps().MemoryCgroup, "toolserverd-"+filepath.Base(deadDir))
+		if _, err := os.Stat(memory); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the dead instance's memory cgroup %s is still there: %v", memory, err)
+		}
+	}
+	for _, dir := range []string{live.cgroupDir, live.memoryDir} {
+		if _, err := os.Stat(dir); dir != "" && err != nil {
+			t.Errorf("the live instance's cgroup was removed: %v", err)
+		}
 	}
 }
