@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -66,6 +69,9 @@ type conn struct {
 	listing  toolListing
 	// sdkSaid is the last error mcp-go logged about the connection.
 	sdkSaid atomic.Pointer[string]
+	// refused is the last 4xx answer to a POST of an HTTP server, for initialize's
+	// error (see httpRefusal).
+	refused atomic.Pointer[httpRefusal]
 
 	goMu    sync.Mutex
 	closing bool
@@ -217,6 +223,9 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	if _, err := c.client.Initialize(c.ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: clientInfo}}); err != nil {
+		if r := c.refused.Load(); r != nil && errors.Is(err, transport.ErrLegacySSEServer) {
+			err = r
+		}
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 	return c.listTools(c.ctx)
@@ -426,8 +435,67 @@ func (c *conn) httpClient() *http.Client {
 	}
 	c.sockets.tr = tr
 	context.AfterFunc(c.ctx, c.sockets.closeAll)
-	return &http.Client{Transport: boundedBodies{tr}, CheckRedirect: sameOrigin}
+	return &http.Client{Transport: refusalRecorder{next: boundedBodies{tr}, last: &c.refused}, CheckRedirect: sameOrigin}
 }
+
+// httpRefusal is a 4xx answer to a POST: its status and the start of its body.
+// mcp-go reports any 4xx answer to initialize as "likely a legacy SSE server", which
+// sends the operator the wrong way when the server refused the request for a reason
+// of its own (a host check, a missing key, a wrong path) and said which.
+type httpRefusal struct {
+	status int
+	said   string
+}
+
+func (r *httpRefusal) Error() string {
+	msg := fmt.Sprintf("the server refused it: HTTP %d %s", r.status, http.StatusText(r.status))
+	if r.said != "" {
+		msg += fmt.Sprintf(": %q", r.said)
+	}
+	if r.status == http.StatusNotFound || r.status == http.StatusMethodNotAllowed {
+		// What a server speaking only the 2024 HTTP+SSE transport answers a POST with.
+		msg += " (check the URL; a server that speaks only the older HTTP+SSE transport needs transport: sse)"
+	}
+	return msg
+}
+
+// refusalSample is how much of a refusal's body is kept: enough for a sentence.
+const refusalSample = 512
+
+// refusalRecorder records in last the 4xx answers to POST requests, putting back the
+// body it reads from.
+type refusalRecorder struct {
+	next http.RoundTripper
+	last *atomic.Pointer[httpRefusal]
+}
+
+func (rr refusalRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rr.next.RoundTrip(req)
+	if err != nil || req.Method != http.MethodPost || resp.StatusCode < 400 || resp.StatusCode >= 500 {
+		return resp, err
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, refusalSample))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	rr.last.Store(&httpRefusal{status: resp.StatusCode, said: plainText(head)})
+	return resp, nil
+}
+
+// plainText is the text of a short answer on one line: HTML tags dropped, runs of
+// white space and control characters made one space, cut at 200 characters.
+func plainText(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	s = htmlTag.ReplaceAllString(s, " ")
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
+}
+
+var htmlTag = regexp.MustCompile(`<[^>]*>`)
 
 // sameOrigin follows a redirect only within the server's origin (scheme, host and
 // port): the request carries the server's configured headers, credentials often,

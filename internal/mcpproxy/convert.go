@@ -338,7 +338,7 @@ func convertContent(c mcp.Content) tool.Content {
 }
 
 // usable replaces an image or audio block that a model provider would refuse (no
-// media type, data that is not base64) with a text block saying so: one such block
+// media type, no data, data that is not base64) with a text block saying so: one such block
 // makes the provider refuse the whole request that carries it, and with it every
 // later turn of the conversation.
 func usable(c tool.Content) tool.Content {
@@ -346,10 +346,17 @@ func usable(c tool.Content) tool.Content {
 		return c
 	}
 	reason := ""
-	if c.MimeType == "" {
+	switch {
+	case c.MimeType == "":
 		reason = "it has no mime type"
-	} else if _, err := base64.StdEncoding.DecodeString(c.Data); err != nil || c.Data == "" {
-		reason = "its data is not valid base64"
+	case c.Data == "":
+		// Said apart: a server's own failure to make the image (@playwright/mcp's
+		// full-page screenshot of a very long page), not a broken encoding.
+		reason = "its data is empty"
+	default:
+		if _, err := base64.StdEncoding.DecodeString(c.Data); err != nil {
+			reason = "its data is not valid base64"
+		}
 	}
 	if reason == "" {
 		return c

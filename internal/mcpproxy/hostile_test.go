@@ -314,6 +314,7 @@ func TestStdioServerStopsReading(t *testing.T) {
 var hostileResults = map[string]string{
 	"unknown_block":     `"result":{"content":[{"type":"hologram","data":"x"},{"type":"text","text":"ok"}]}`,
 	"bad_image":         `"result":{"content":[{"type":"image","data":"!!!not base64!!!","mimeType":"image/png"}]}`,
+	"empty_image":       `"result":{"content":[{"type":"text","text":"shot"},{"type":"image","data":"","mimeType":"image/jpeg"}]}`,
 	"image_bad_mime":    `"result":{"content":[{"type":"image","data":"aGVsbG8=","mimeType":"text/html"}]}`,
 	"invalid_utf8":      "\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"a\xff\xfeb\"}]}",
 	"embedded":          `"result":{"content":[{"type":"resource","resource":{"uri":"file:///x","text":"inside"}},{"type":"resource","resource":{"uri":"file:///b","blob":"!!","mimeType":"application/octet-stream"}}]}`,
@@ -351,6 +352,8 @@ func TestHostileResults(t *testing.T) {
 		}
 	}
 	wantText(t, res, "not valid base64")
+	// @playwright/mcp sends a full-page screenshot too large to encode so.
+	wantText(t, call("empty_image"), "shot\n[image image/jpeg from the MCP server omitted: its data is empty]")
 	wantText(t, call("invalid_utf8"), "a\uFFFD\uFFFDb")
 	wantText(t, call("embedded"), "inside")
 	wantKind(t, call("rpc_invalid"), tool.KindInvalidArgs)

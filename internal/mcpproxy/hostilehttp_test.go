@@ -461,3 +461,45 @@ func TestSSEEndpointElsewhere(t *testing.T) {
 	}
 	t.Logf("last error: %s", st.LastError)
 }
+
+// TestHTTPInitializeRefused: a streamable-HTTP server that refuses initialize with a
+// 4xx (a host check, a missing key, a wrong path) is reported with the status and the
+// server's own words, not as mcp-go's guess that it is a legacy SSE server; the SSE
+// transport is suggested only for the statuses an SSE-only server answers with.
+func TestHTTPInitializeRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status  int
+		body    string
+		want    []string
+		wantNot string
+		wantSSE bool
+	}{
+		{http.StatusForbidden, "Access is only allowed at localhost:18102", []string{"HTTP 403 Forbidden", `"Access is only allowed at localhost:18102"`}, "legacy SSE", false},
+		{http.StatusBadRequest, "<html><body>\n  <h1>Bad   Host</h1>\n</body></html>", []string{"HTTP 400 Bad Request", "Bad Host"}, "legacy SSE", false},
+		{http.StatusNotFound, "404 page not found", []string{"HTTP 404 Not Found", "404 page not found"}, "", true},
+		{http.StatusMethodNotAllowed, "", []string{"HTTP 405 Method Not Allowed"}, "", true},
+	} {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(tc.status)
+			_, _ = io.WriteString(w, tc.body)
+		}))
+		t.Cleanup(ts.Close)
+		h := newHarness(t, Config{MaxBackoff: time.Hour, MinBackoff: time.Hour, Servers: []ServerConfig{{
+			Name: "refusing", Transport: TransportStreamableHTTP, URL: ts.URL + "/mcp", Enabled: true, ConnectTimeout: 5 * time.Second}}})
+		h.start(t)
+		st := h.waitState(t, "refusing", StateFailed, 10*time.Second)
+		for _, w := range tc.want {
+			if !strings.Contains(st.LastError, w) {
+				t.Errorf("%d: last error %q does not say %q", tc.status, st.LastError, w)
+			}
+		}
+		if tc.wantNot != "" && strings.Contains(st.LastError, tc.wantNot) {
+			t.Errorf("%d: last error %q says %q", tc.status, st.LastError, tc.wantNot)
+		}
+		if got := strings.Contains(st.LastError, "transport: sse"); got != tc.wantSSE {
+			t.Errorf("%d: last error %q suggests transport: sse = %v, want %v", tc.status, st.LastError, got, tc.wantSSE)
+		}
+		h.m.Stop()
+	}
+}

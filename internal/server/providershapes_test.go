@@ -281,7 +281,7 @@ func TestOpenAIResponsesFormat(t *testing.T) {
 		t.Errorf("text result:\n got %s\nwant %s", raw, want)
 	}
 	raw, _ = json.Marshal(msgs["call_r2"].m["message"])
-	if want := `{"call_id":"call_r2","output":[{"text":"chart:","type":"input_text"},{"text":"[image: image/svg+xml]","type":"input_text"},` +
+	if want := `{"call_id":"call_r2","output":[{"text":"chart:","type":"input_text"},{"text":"[image/svg+xml image not shown: the model takes JPEG, PNG, GIF and WebP images only]","type":"input_text"},` +
 		`{"detail":"auto","image_url":"data:image/png;base64,` + png + `","type":"input_image"}],"type":"function_call_output"}`; string(raw) != want {
 		t.Errorf("image result:\n got %s\nwant %s", raw, want)
 	}
@@ -422,4 +422,45 @@ func withDraw(t *testing.T, content ...tool.Content) (*daemon, string) {
 		t.Fatal(err)
 	}
 	return d, d.createSession(map[string]any{"available_tools": []string{"echo", "draw"}})["id"].(string)
+}
+
+// TestTextOnlyFormatsSayImagesAreNotShown: an OpenAI Chat Completions tool message
+// and a Gemini functionResponse carry text only, so a screenshot cannot reach the
+// model there; the text in its place says that it is not shown, and why, so that
+// the model neither believes it has seen the image nor asks for it again. Formats
+// that do carry images name the types they refuse the same way.
+func TestTextOnlyFormatsSayImagesAreNotShown(t *testing.T) {
+	t.Parallel()
+	const png = "iVBORw0KGgo="
+	d, id := withDraw(t, tool.Content{Type: tool.ContentText, Text: "screenshot:"},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/png", Data: png},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"})
+	for _, tc := range []struct {
+		format, call string
+		texts        []string // in the message's text
+		json         string   // in the message as it is
+	}{
+		{"openai", `{"id":"c","type":"function","function":{"name":"draw","arguments":"{}"}}`, []string{
+			"screenshot:\n[image/png image not shown: OpenAI Chat Completions tool messages carry only text]\n[image/svg+xml image not shown: OpenAI Chat Completions tool messages carry only text]"}, ""},
+		{"gemini", `{"functionCall":{"id":"c","name":"draw","args":{}}}`, []string{
+			"[image/png image not shown: Gemini function responses carry only text here]"}, ""},
+		{"anthropic", `{"type":"tool_use","id":"c","name":"draw","input":{}}`, []string{
+			"[image/svg+xml image not shown: the model takes JPEG, PNG, GIF and WebP images only]"}, `"media_type":"image/png"`},
+		{"openai_responses", `{"type":"function_call","call_id":"c","name":"draw","arguments":"{}"}`, []string{
+			"[image/svg+xml image not shown: the model takes JPEG, PNG, GIF and WebP images only]"}, `"image_url":"data:image/png;base64,` + png},
+	} {
+		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":[`+tc.call+`]}`)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", tc.format, code, evs[0].raw)
+		}
+		raw, _ := json.Marshal(messages(t, evs)["c"].m["message"])
+		for _, w := range tc.texts {
+			if wj, _ := json.Marshal(w); !strings.Contains(string(raw), strings.Trim(string(wj), `"`)) {
+				t.Errorf("%s: message %s does not hold %q", tc.format, raw, w)
+			}
+		}
+		if !strings.Contains(string(raw), tc.json) {
+			t.Errorf("%s: message %s does not hold %s", tc.format, raw, tc.json)
+		}
+	}
 }

@@ -230,7 +230,7 @@ func message(f toolmgr.Format, call *session.Call, r *tool.Result) any {
 	toolCallID, name := call.ToolCallID, call.Name
 	switch f {
 	case toolmgr.FormatOpenAI:
-		return openAIMessage{Role: "tool", ToolCallID: toolCallID, Content: r.Text()}
+		return openAIMessage{Role: "tool", ToolCallID: toolCallID, Content: textOnly(r, "OpenAI Chat Completions tool messages carry only text")}
 	case toolmgr.FormatOpenAIResponses:
 		return openAIResponsesOutput{Type: "function_call_output", CallID: toolCallID, Output: responsesOutput(r)}
 	case toolmgr.FormatGemini:
@@ -241,9 +241,10 @@ func message(f toolmgr.Format, call *session.Call, r *tool.Result) any {
 			id = ""
 		}
 		// Gemini reads "output", or "error" for a failed call.
-		resp := map[string]string{"output": r.Text()}
+		text := textOnly(r, "Gemini function responses carry only text here")
+		resp := map[string]string{"output": text}
 		if r.IsError {
-			resp = map[string]string{"error": r.Text()}
+			resp = map[string]string{"error": text}
 		}
 		return geminiPart{FunctionResponse: geminiFunctionResponse{ID: id, Name: name, Response: resp}}
 	case toolmgr.FormatAnthropic:
@@ -255,7 +256,7 @@ func message(f toolmgr.Format, call *session.Call, r *tool.Result) any {
 			}
 			// Anthropic refuses text blocks that are empty or only whitespace; images
 			// of other types are named in text.
-			if t := (&tool.Result{Content: []tool.Content{c}}).Text(); strings.TrimSpace(t) != "" {
+			if t := blockText(c, unsupportedImage); strings.TrimSpace(t) != "" {
 				blocks = append(blocks, anthropicText{Type: "text", Text: t})
 			}
 		}
@@ -275,6 +276,34 @@ func message(f toolmgr.Format, call *session.Call, r *tool.Result) any {
 	}
 }
 
+// unsupportedImage is why an image of a type the provider refuses is not shown.
+const unsupportedImage = "the model takes JPEG, PNG, GIF and WebP images only"
+
+// textOnly is the result's text for a message that cannot carry its images and
+// audio: each is replaced by a line saying it is not shown, and why, so that the
+// model neither believes it saw it nor asks for it again in vain. (Result.Text's
+// "[image: image/png]" reads as if the image came with it.)
+func textOnly(r *tool.Result, why string) string {
+	parts := make([]string, 0, len(r.Content))
+	for _, c := range r.Content {
+		if t := blockText(c, why); t != "" || c.Type == tool.ContentText {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// blockText is one block's text as textOnly has it.
+func blockText(c tool.Content, why string) string {
+	if c.Type == tool.ContentAudio && why == unsupportedImage {
+		why = "tool results carry no audio"
+	}
+	if c.Type == tool.ContentImage || c.Type == tool.ContentAudio {
+		return fmt.Sprintf("[%s %s not shown: %s]", c.MimeType, c.Type, why)
+	}
+	return (&tool.Result{Content: []tool.Content{c}}).Text()
+}
+
 // anthropicImageTypes are the media types Anthropic accepts in an image block.
 var anthropicImageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
 
@@ -290,7 +319,7 @@ func responsesOutput(r *tool.Result) any {
 		images = images || (c.Type == tool.ContentImage && openAIImageTypes[strings.ToLower(c.MimeType)])
 	}
 	if !images {
-		return r.Text()
+		return textOnly(r, unsupportedImage)
 	}
 	parts := make([]any, 0, len(r.Content))
 	for _, c := range r.Content {
@@ -298,7 +327,7 @@ func responsesOutput(r *tool.Result) any {
 			parts = append(parts, responsesImage{Type: "input_image", ImageURL: "data:" + mt + ";base64," + c.Data, Detail: "auto"})
 			continue
 		}
-		if t := (&tool.Result{Content: []tool.Content{c}}).Text(); strings.TrimSpace(t) != "" {
+		if t := blockText(c, unsupportedImage); strings.TrimSpace(t) != "" {
 			parts = append(parts, responsesText{Type: "input_text", Text: t})
 		}
 	}
