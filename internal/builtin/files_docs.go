@@ -183,8 +183,11 @@ The drawing uses tree(1)'s box characters, entries sorted by name, directories e
 with "/". What .gitignore files exclude is left out: the .gitignore of each directory
 walked applies to what is below it, together with those of its parent directories up
 to the working directory (gitignore(5) patterns: *, ?, [..], **, leading / anchors,
-trailing / for directories, ! re-includes; the last matching line wins). .git/info/exclude
-and global git excludes are not read. .git is never descended into. Symlinks are shown
+trailing / for directories, ! re-includes; the last matching line wins). A directory
+named in path (for glob, also the literal directories a pattern starts with) is walked
+even if .gitignore excludes it, and so is one whose own .gitignore excludes all of it
+("*": .skills, where opened skills are copied, a virtualenv, a cache); the .gitignore
+files below it still apply. .git/info/exclude and global git excludes are not read. .git is never descended into. Symlinks are shown
 with their target and not followed. At most 1000 entries are shown; notes say how many
 entries were hidden or excluded.
 
@@ -222,7 +225,8 @@ Arguments
   (\. \( \[ …) to search for literal text. An invalid expression fails with
   invalid_args and the parser's message.
 - path: a directory to search below, or one file (default: the working directory). A
-  file given explicitly is searched even if .gitignore excludes it.
+  file or directory given explicitly is searched even if .gitignore excludes it (see
+  tree).
 - include / exclude: globs selecting files (same syntax as glob). A glob without "/"
   is matched against the file name (*.go, *_test.go, *.{ts,tsx}); one with "/" against
   the path relative to path (src/**/*.ts).

@@ -89,23 +89,43 @@ func (r ignoreRules) with(more []ignoreRule) ignoreRules {
 // ignored reports whether the path rel (slash path relative to the root) is ignored.
 func (r ignoreRules) ignored(rel string, isDir bool) bool {
 	for i := len(r) - 1; i >= 0; i-- {
-		rule := r[i]
-		if rule.dirOnly && !isDir {
-			continue
-		}
-		sub := rel
-		if rule.base != "" {
-			rest, ok := strings.CutPrefix(rel, rule.base+"/")
-			if !ok {
-				continue
-			}
-			sub = rest
-		}
-		if ok, _ := doublestar.Match(rule.glob, sub); ok {
-			return !rule.negate
+		if r[i].matches(rel, isDir) {
+			return !r[i].negate
 		}
 	}
 	return false
+}
+
+// sparing returns r without the rules that exclude rel, for a path named explicitly:
+// it is searched whatever .gitignore says of it, and the other rules still apply to
+// what is below it.
+func (r ignoreRules) sparing(rel string, isDir bool) ignoreRules {
+	var out ignoreRules
+	for _, rule := range r {
+		if !rule.negate && rule.matches(rel, isDir) {
+			continue
+		}
+		out = append(out, rule)
+	}
+	return out
+}
+
+// matches reports whether the rule's pattern matches the path rel (slash path relative
+// to the root).
+func (rule ignoreRule) matches(rel string, isDir bool) bool {
+	if rule.dirOnly && !isDir {
+		return false
+	}
+	sub := rel
+	if rule.base != "" {
+		rest, ok := strings.CutPrefix(rel, rule.base+"/")
+		if !ok {
+			return false
+		}
+		sub = rest
+	}
+	ok, _ := doublestar.Match(rule.glob, sub)
+	return ok
 }
 
 // ignoreBase is the base of rules read from the .gitignore in dir (a slash path

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/skills"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -217,6 +218,84 @@ func TestGrep(t *testing.T) {
 	e.fail(t, "grep", map[string]any{"pattern": "a(b"}, tool.KindInvalidArgs, "not a valid regular expression", "missing closing )")
 	e.fail(t, "grep", map[string]any{"pattern": `(?<=x)y`}, tool.KindInvalidArgs, "RE2")
 	e.fail(t, "grep", map[string]any{"pattern": "x", "include": "[a"}, tool.KindInvalidArgs, "not a valid glob")
+}
+
+// TestSearchNamedIgnoredDirectory: a directory named explicitly is searched even when
+// .gitignore excludes it, as node_modules is above, also when the rule is a "*" that
+// excludes everything below it too: .skills/.gitignore (written by the skill tool so
+// that the copies of opened skills stay out of git), a virtualenv's or a cache's.
+// Globs and greps there found nothing, though the skill tool sends models there.
+// What the named directory's subfolders' .gitignore files exclude stays excluded, and
+// a search of the working directory still leaves the whole directory out.
+func TestSearchNamedIgnoredDirectory(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	e.put(t, "main.py", "import sys  # needle\n")
+	// A skill opened in the session, copied to .skills/pdf as the skill tool does.
+	lib := t.TempDir()
+	for rel, data := range map[string]string{
+		"pdf/SKILL.md":           "---\nname: pdf\ndescription: PDFs.\n---\nneedle: run scripts/check.py\n",
+		"pdf/scripts/check.py":   "print('needle')\n",
+		"pdf/scripts/.gitignore": "*.pyc\n",
+		"pdf/scripts/check.pyc":  "needle compiled\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(lib, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(lib, rel), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sm, err := skills.NewManager(skills.Config{Dirs: []string{lib}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, ok := sm.Get("pdf")
+	if !ok {
+		t.Fatalf("skill not loaded: %v", sm.Problems())
+	}
+	if _, err := skills.Project(sk, e.dir); err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, ".venv/.gitignore", "*\n")
+	e.put(t, ".venv/lib/site.py", "needle\n")
+
+	globs := []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"pattern": "**/*.py"}, "main.py"},
+		{map[string]any{"pattern": ".skills/pdf/**/*.py"}, ".skills/pdf/scripts/check.py"},
+		{map[string]any{"pattern": "**/*.py", "path": ".skills/pdf"}, ".skills/pdf/scripts/check.py"},
+		{map[string]any{"pattern": "check.*", "path": ".skills/pdf/scripts"}, ".skills/pdf/scripts/check.py"},
+		{map[string]any{"pattern": ".skills/**/*.py"}, ".skills/pdf/scripts/check.py"},
+		{map[string]any{"pattern": "**/*.py", "path": ".venv"}, ".venv/lib/site.py"},
+	}
+	for _, g := range globs {
+		var got []string
+		for _, l := range strings.Split(e.ok(t, "glob", g.args).Text(), "\n")[1:] {
+			if l != "" && !strings.HasPrefix(l, "[") {
+				got = append(got, l)
+			}
+		}
+		if strings.Join(got, ",") != g.want {
+			t.Errorf("glob %v: %q, want %s", g.args, got, g.want)
+		}
+	}
+	greps := map[string]string{
+		".":                   "main.py:1: import sys  # needle\n[1 matching line in 1 file]",
+		".skills/pdf":         ".skills/pdf/SKILL.md:5: needle: run scripts/check.py\n.skills/pdf/scripts/check.py:1: print('needle')\n[2 matching lines in 2 files]",
+		".skills/pdf/scripts": ".skills/pdf/scripts/check.py:1: print('needle')\n[1 matching line in 1 file]",
+	}
+	for dir, want := range greps {
+		got := e.ok(t, "grep", map[string]any{"pattern": "needle", "path": dir}).Text()
+		if got, _, _ = strings.Cut(got, "\n[1 entries excluded"); !strings.HasPrefix(got, want) {
+			t.Errorf("grep in %s:\n%s\nwant:\n%s", dir, got, want)
+		}
+	}
+	if got := e.ok(t, "tree", map[string]any{"path": ".skills/pdf"}).Text(); !strings.Contains(got, "check.py") || strings.Contains(got, "check.pyc") {
+		t.Errorf("tree .skills/pdf:\n%s", got)
+	}
 }
 
 func TestGrepLimits(t *testing.T) {

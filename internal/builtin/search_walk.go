@@ -66,10 +66,17 @@ func (wk *treeWalker) walk(start string, fn func(walkEntry) error) error {
 	start = path.Clean(filepath.ToSlash(start))
 	var rules ignoreRules
 	if wk.ignore && start != "." {
-		// The .gitignore files of the directories above the start apply too.
+		// The .gitignore files of the directories above the start apply too, but not
+		// their rules that exclude the start or a directory on the way to it: a
+		// directory named explicitly is searched, as a file named explicitly is, also
+		// when the rule excluding it is a "*" that would exclude all below it too
+		// (.skills/.gitignore, which keeps the skill tool's copies out of git).
 		parts := strings.Split(start, "/")
 		for i := range parts {
 			rules = rules.with(wk.readIgnore(path.Join(append([]string{"."}, parts[:i]...)...)))
+			if p := path.Join(parts[:i+1]...); rules.ignored(p, true) {
+				rules = rules.sparing(p, true)
+			}
 		}
 	}
 	err := wk.dir(start, 0, rules, fn)
@@ -101,7 +108,14 @@ func (wk *treeWalker) dir(rel string, depth int, rules ignoreRules, fn func(walk
 		return nil
 	}
 	if wk.ignore {
-		rules = rules.with(wk.readIgnore(rel))
+		own := ignoreRules(wk.readIgnore(rel))
+		if depth == 0 && rel != "." {
+			// The start's own rules that exclude its .gitignore exclude everything in it
+			// ("*": .skills, a virtualenv, a cache keeping itself out of git); named
+			// explicitly, it is searched. Its other rules apply.
+			own = own.sparing(path.Join(rel, ".gitignore"), false)
+		}
+		rules = rules.with(own)
 	}
 	slices.SortFunc(dirents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	entries := make([]walkEntry, 0, len(dirents))

@@ -408,3 +408,34 @@ func TestFolderNameMustMatchName(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingSkillMDSaysWhy: a folder without SKILL.md is reported with what would
+// make it load. Pointed at the root of a skills repository (Anthropic's keeps its
+// skills in skills/), the operator was told only "missing SKILL.md" for skills/; a
+// skill whose file is skill.md is told the name must be SKILL.md exactly.
+func TestMissingSkillMDSaysWhy(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, filepath.Join(root, "skills"), "pdf", "PDFs.", "")
+	writeSkill(t, filepath.Join(root, "skills"), "docx", "Word files.", "")
+	writeSkill(t, filepath.Join(root, "skills"), "xlsx", "Spreadsheets.", "")
+	writeSkill(t, filepath.Join(root, "skills"), "pptx", "Slides.", "")
+	writeFile(t, filepath.Join(root, "skills", "README.md"), "the skills\n", 0o644)
+	writeFile(t, filepath.Join(root, "lower", "skill.md"), "---\nname: lower\ndescription: Lower case.\n---\n", 0o644)
+	writeFile(t, filepath.Join(root, "spec", "spec.md"), "the spec\n", 0o644)
+	m := newManager(t, Config{Dirs: []string{root}})
+	want := map[string]string{
+		"skills": "missing SKILL.md: this is no skill but a folder of skills (docx, pdf, pptx, … 4 in all): list it in skills.dirs rather than " + root,
+		"lower":  "missing SKILL.md: the file is skill.md; the Agent Skills format wants the name SKILL.md exactly",
+		"spec":   "missing SKILL.md",
+	}
+	ps := m.Problems()
+	if len(ps) != len(want) {
+		t.Errorf("%d problems, want %d: %+v", len(ps), len(want), ps)
+	}
+	for dir, msg := range want {
+		if p, ok := problemFor(ps, filepath.Join(root, dir)); !ok || p.Error != msg {
+			t.Errorf("problem for %s = %q, want %q", dir, p.Error, msg)
+		}
+	}
+}

@@ -135,6 +135,12 @@ func (t *treeHash) sum() string { return hex.EncodeToString(t.h.Sum(nil)) }
 
 // loadFolder reads one skill folder, reusing prev when its fingerprint is unchanged.
 func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *folder {
+	if _, err := os.Lstat(filepath.Join(dir, "SKILL.md")); errors.Is(err, fs.ErrNotExist) {
+		// No skill: say what would make one without reading its files (all the skills
+		// of a repository whose root was named instead of its skills folder). The
+		// folder is watched for a SKILL.md to appear.
+		return &folder{err: missingSkillMD(dir), dirs: []string{dir}}
+	}
 	files, dirs, err := walkFolder(dir, cfg)
 	if err != nil {
 		return &folder{err: err, dirs: dirs}
@@ -162,6 +168,32 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 		return &folder{fp: fp, stable: stable, err: err, dirs: dirs}
 	}
 	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs}
+}
+
+// missingSkillMD explains why the folder dir, which has no SKILL.md, is no skill: its
+// SKILL.md is spelt in another case, or it is a folder of skills, a level too high.
+func missingSkillMD(dir string) error {
+	entries, _ := os.ReadDir(dir)
+	var skills []string
+	for _, e := range entries {
+		switch {
+		case !e.IsDir() && strings.EqualFold(e.Name(), "SKILL.md"):
+			return fmt.Errorf("missing SKILL.md: the file is %s; the Agent Skills format wants the name SKILL.md exactly", e.Name())
+		case e.IsDir() && !strings.HasPrefix(e.Name(), "."):
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "SKILL.md")); err == nil {
+				skills = append(skills, e.Name())
+			}
+		}
+	}
+	if len(skills) == 0 {
+		return errors.New("missing SKILL.md")
+	}
+	some := strings.Join(skills[:min(len(skills), 3)], ", ")
+	if len(skills) > 3 {
+		some += fmt.Sprintf(", … %d in all", len(skills))
+	}
+	return fmt.Errorf("missing SKILL.md: this is no skill but a folder of skills (%s): list it in skills.dirs rather than %s",
+		some, filepath.Dir(dir))
 }
 
 // readFolder hashes every file and parses SKILL.md and skill.yaml.
