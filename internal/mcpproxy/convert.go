@@ -56,7 +56,7 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (spec tool.Spec, note 
 		Parameters:    params,
 		OutputSchema:  output,
 		Documentation: documentation(cfg.Name, t, trusted),
-		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
+		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly, Idempotent: trusted && isTrue(a.IdempotentHint), OpenWorld: a.OpenWorldHint},
 		Risk:          risk,
 		RiskWhy:       riskWhy,
 		Mode:          tool.ModeDirect,

@@ -54,11 +54,15 @@ func TestUntrustedAnnotations(t *testing.T) {
 		!strings.Contains(s.Documentation, "Annotations: read-only: true") {
 		t.Errorf("trusted echo: read_only %v concurrency_safe %v risk %q doc %q; want read-only, low risk", s.ReadOnly, s.ConcurrencySafe, s.Risk, s.Documentation)
 	}
+	// It also says idempotentHint: true and openWorldHint: false.
+	if s := spec(h, "mcp__trusted__echo"); !s.Idempotent || s.OpenWorld == nil || *s.OpenWorld {
+		t.Errorf("trusted echo: idempotent %v open_world %v; want idempotent, not open-world", s.Idempotent, s.OpenWorld)
+	}
 	checkUntrusted := func(h *harness) {
 		t.Helper()
 		s := spec(h, "mcp__untrusted__echo")
-		if s.ReadOnly || s.ConcurrencySafe || s.Risk != tool.RiskMedium {
-			t.Errorf("untrusted echo: read_only %v concurrency_safe %v risk %q; want neither, medium risk", s.ReadOnly, s.ConcurrencySafe, s.Risk)
+		if s.ReadOnly || s.ConcurrencySafe || s.Risk != tool.RiskMedium || s.Idempotent {
+			t.Errorf("untrusted echo: read_only %v concurrency_safe %v risk %q idempotent %v; want none, medium risk", s.ReadOnly, s.ConcurrencySafe, s.Risk, s.Idempotent)
 		}
 		if !strings.Contains(s.Documentation, "not trusted") || !strings.Contains(s.Documentation, "read-only: true") {
 			t.Errorf("untrusted echo documentation %q: want the annotations shown and said to be untrusted", s.Documentation)

@@ -84,6 +84,10 @@ func toMCPTool(sp tool.Spec) mcp.Tool {
 		Title:           sp.Label,
 		ReadOnlyHint:    mcp.ToBoolPtr(sp.ReadOnly),
 		DestructiveHint: mcp.ToBoolPtr(destructive),
+		OpenWorldHint:   sp.OpenWorld,
+	}
+	if sp.Idempotent {
+		t.Annotations.IdempotentHint = mcp.ToBoolPtr(true)
 	}
 	return t
 }

@@ -32,3 +32,20 @@ func TestOutputSchemaInToolSets(t *testing.T) {
 		t.Error("a background tool's output schema, never advertised, counts in the fingerprint")
 	}
 }
+
+// TestToolHintsPassOn: an upstream MCP tool's idempotentHint and openWorldHint reach
+// the endpoint's clients as the tool gave them; a tool without them says nothing.
+func TestToolHintsPassOn(t *testing.T) {
+	t.Parallel()
+	no := false
+	sp := tool.Spec{Name: "fetch", Description: "fetches", Parameters: json.RawMessage(`{"type":"object"}`),
+		Flags: tool.Flags{ReadOnly: true, Idempotent: true, OpenWorld: &no}, Risk: tool.RiskLow}
+	a := toMCPTool(sp).Annotations
+	if a.IdempotentHint == nil || !*a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
+		t.Errorf("annotations %+v: want idempotentHint true, openWorldHint false", a)
+	}
+	sp.Flags = tool.Flags{}
+	if a := toMCPTool(sp).Annotations; a.IdempotentHint != nil || a.OpenWorldHint != nil {
+		t.Errorf("annotations of a tool without hints %+v: want neither hint", a)
+	}
+}

@@ -59,6 +59,13 @@ type Flags struct {
 	External bool `json:"external"`
 	// Hosted tools are executed by the model provider, never by the daemon.
 	Hosted bool `json:"hosted"`
+	// Idempotent tools may be called again with the same arguments to no further
+	// effect (MCP's idempotentHint, from a server whose annotations are trusted).
+	// Information for clients: the daemon never repeats a call by itself.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// OpenWorld says whether the tool reaches outside systems (MCP's openWorldHint,
+	// as the server gave it); nil when unknown.
+	OpenWorld *bool `json:"open_world,omitempty"`
 	// Invokes tools call other tools of their session (tool_chain): the executor gives
 	// their Context an Invoker. Not shown to models.
 	Invokes bool `json:"-"`

@@ -131,6 +131,8 @@ func exportOne(s tool.Spec, f Format) any {
 		t.Annotations.ReadOnlyHint = s.ReadOnly
 		destructive := !s.ReadOnly && s.Risk.Rank() >= tool.RiskHigh.Rank()
 		t.Annotations.DestructiveHint = &destructive
+		t.Annotations.IdempotentHint = s.Idempotent
+		t.Annotations.OpenWorldHint = s.OpenWorld
 		t.Annotations.Title = s.Label
 		return t
 	default:
@@ -346,6 +348,8 @@ type mcpTool struct {
 		Title           string `json:"title,omitempty"`
 		ReadOnlyHint    bool   `json:"readOnlyHint"`
 		DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+		IdempotentHint  bool   `json:"idempotentHint,omitempty"`
+		OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
 	} `json:"annotations"`
 }
 

@@ -40,6 +40,17 @@ func TestExportShapes(t *testing.T) {
 	if len(native) != 2 {
 		t.Fatalf("native export should keep hosted tools, got %d", len(native))
 	}
+	// An MCP tool's idempotentHint and openWorldHint pass on as it gave them.
+	no := false
+	hinted := tool.Spec{Name: "fetch", Description: "fetches", Parameters: json.RawMessage(`{"type":"object"}`),
+		Flags: tool.Flags{ReadOnly: true, Idempotent: true, OpenWorld: &no}, Risk: tool.RiskLow}
+	b, err := json.Marshal(Export([]tool.Spec{hinted}, FormatMCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"name":"fetch","description":"fetches","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}]`; string(b) != want {
+		t.Errorf("mcp with hints:\n got %s\nwant %s", b, want)
+	}
 	// Declarations in a provider's own shape: hosted tools go only to their providers.
 	hosted := tool.Spec{Name: "code_interpreter", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Flags: tool.Flags{Hosted: true},
 		ProviderSpecs: map[string]json.RawMessage{"openai": json.RawMessage(`{"type":"code_interpreter"}`)}}
