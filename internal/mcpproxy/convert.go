@@ -95,8 +95,21 @@ func documentation(server string, t *mcp.Tool, trusted bool) string {
 
 // inputSchema returns the tool's argument schema as an object schema. mcp-go decodes
 // tools/list into a typed schema (type, properties, required, additionalProperties,
-// $defs); keywords beyond those are not kept.
+// $defs); keywords beyond those are not kept. A property with a default is not
+// required (toolmgr.OptionalDefaults): the server fills it in.
 func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
+	raw, err := objectSchema(t)
+	if err != nil {
+		return nil, err
+	}
+	if out, changed := toolmgr.OptionalDefaults(raw); changed {
+		return out, nil
+	}
+	return raw, nil
+}
+
+// objectSchema is the tool's input schema with a type and properties.
+func objectSchema(t *mcp.Tool) (json.RawMessage, error) {
 	raw := t.RawInputSchema
 	if len(raw) == 0 {
 		b, err := json.Marshal(t.InputSchema)

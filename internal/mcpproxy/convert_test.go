@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // decodeTool reads a tool as mcp-go reads tools/list.
@@ -80,6 +81,50 @@ func TestSpecFor(t *testing.T) {
 	}
 	if !strings.Contains(s.Documentation, `MCP server "gh" as tool "web"`) || !strings.Contains(s.Documentation, "open-world (reaches outside systems): true") || s.Description != "Fetch." {
 		t.Errorf("description %q documentation %q", s.Description, s.Documentation)
+	}
+}
+
+// TestSpecForDefaultsNotRequired: a property with a default is not required, at the
+// top and in nested objects, as @playwright/mcp's browser_take_screenshot lists
+// "scale" (default "css") among its required properties although the server fills
+// it in; the other required properties stay, in their order, and a call without the
+// defaulted ones passes validation.
+func TestSpecForDefaultsNotRequired(t *testing.T) {
+	t.Parallel()
+	tl := decodeTool(t, `{"name":"browser_take_screenshot","inputSchema":{"type":"object","properties":{
+		"type":{"type":"string","enum":["png","jpeg"],"default":"png"},
+		"filename":{"type":"string"},
+		"scale":{"type":"string","enum":["css","device"],"default":"css"},
+		"clip":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number","default":0}},"required":["x","y"]}},
+		"required":["filename","type","scale"],"additionalProperties":false}}`)
+	s, _, err := specFor(&ServerConfig{Name: "pw"}, "mcp__pw__browser_take_screenshot", &tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Required   []string `json:"required"`
+		Properties struct {
+			Clip struct {
+				Required []string `json:"required"`
+			} `json:"clip"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(s.Parameters, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(schema.Required, []string{"filename"}) || !reflect.DeepEqual(schema.Properties.Clip.Required, []string{"x"}) {
+		t.Errorf("required %v, clip required %v; want [filename] and [x]: %s", schema.Required, schema.Properties.Clip.Required, s.Parameters)
+	}
+	if i, j := strings.Index(string(s.Parameters), `"type":{`), strings.Index(string(s.Parameters), `"filename"`); i < 0 || j < i {
+		t.Errorf("properties lost their order: %s", s.Parameters)
+	}
+	m := toolmgr.New()
+	if err := m.Register(&proxyTool{spec: s}); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := m.Lookup(s.Name)
+	if _, bad := e.Prepare(json.RawMessage(`{"filename":"a.png","clip":{"x":1}}`)); bad != nil {
+		t.Errorf("a call leaving out the defaulted properties: %s", bad.Text())
 	}
 }
 

@@ -150,33 +150,16 @@ func withArrayItems(raw json.RawMessage) json.RawMessage {
 	if !bytes.Contains(raw, []byte(`"array"`)) {
 		return raw
 	}
-	if out, changed := addArrayItems(raw); changed {
+	if out, changed := rewriteSchemas(raw, addItems); changed {
 		return out
 	}
 	return raw
 }
 
-type member struct {
-	key string
-	val json.RawMessage
-}
-
-// addArrayItems rewrites one schema; it reports false when nothing changed (and for
-// values that are not objects, such as boolean schemas).
-func addArrayItems(raw json.RawMessage) (json.RawMessage, bool) {
-	members, ok := objectMembers(raw)
-	if !ok {
-		return raw, false
-	}
-	changed, isArray, hasItems := false, false, false
-	each := func(val json.RawMessage, fix func(json.RawMessage) (json.RawMessage, bool)) json.RawMessage {
-		if out, ok := fix(val); ok {
-			changed = true
-			return out
-		}
-		return val
-	}
-	for i, m := range members {
+// addItems gives an array schema without "items" an "items": {}.
+func addItems(members []member) ([]member, bool) {
+	isArray, hasItems := false, false
+	for _, m := range members {
 		switch m.key {
 		case "type":
 			var one string
@@ -185,105 +168,12 @@ func addArrayItems(raw json.RawMessage) (json.RawMessage, bool) {
 				(json.Unmarshal(m.val, &many) == nil && slices.Contains(many, "array"))
 		case "items":
 			hasItems = true
-			members[i].val = each(m.val, func(v json.RawMessage) (json.RawMessage, bool) {
-				if out, ok := schemaList(v); ok {
-					return out, true
-				}
-				return addArrayItems(v)
-			})
-		case "prefixItems", "anyOf", "oneOf", "allOf":
-			members[i].val = each(m.val, schemaList)
-		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies":
-			members[i].val = each(m.val, schemaMap)
-		case "not", "if", "then", "else", "additionalProperties", "additionalItems", "contains",
-			"propertyNames", "unevaluatedItems", "unevaluatedProperties":
-			members[i].val = each(m.val, addArrayItems)
 		}
 	}
-	if isArray && !hasItems {
-		members = append(members, member{key: "items", val: json.RawMessage(`{}`)})
-		changed = true
+	if !isArray || hasItems {
+		return members, false
 	}
-	if !changed {
-		return raw, false
-	}
-	return writeMembers(members), true
-}
-
-// writeMembers writes an object of members, in order.
-func writeMembers(members []member) json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range members {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.val)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
-
-// schemaList rewrites an array of schemas.
-func schemaList(raw json.RawMessage) (json.RawMessage, bool) {
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) != nil {
-		return raw, false
-	}
-	changed := false
-	for i, v := range list {
-		if out, ok := addArrayItems(v); ok {
-			list[i], changed = out, true
-		}
-	}
-	if !changed {
-		return raw, false
-	}
-	out, err := json.Marshal(list)
-	return out, err == nil
-}
-
-// schemaMap rewrites an object whose values are schemas (properties, $defs).
-func schemaMap(raw json.RawMessage) (json.RawMessage, bool) {
-	members, ok := objectMembers(raw)
-	if !ok {
-		return raw, false
-	}
-	changed := false
-	for i, m := range members {
-		if out, ok := addArrayItems(m.val); ok {
-			members[i].val, changed = out, true
-		}
-	}
-	if !changed {
-		return raw, false
-	}
-	return writeMembers(members), true
-}
-
-// objectMembers splits a JSON object into its members, in order.
-func objectMembers(raw json.RawMessage) ([]member, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, false
-	}
-	var out []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		key, _ := tok.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, false
-		}
-		out = append(out, member{key: key, val: val})
-	}
-	return out, true
+	return append(members, member{key: "items", val: json.RawMessage(`{}`)}), true
 }
 
 // capChars cuts s to at most n characters, the last an ellipsis when it was cut.

@@ -258,3 +258,30 @@ func TestExportGeminiNames(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionalDefaults: defaulted properties leave "required" wherever a schema sits
+// (here in $defs and anyOf), an emptied list goes, and a schema with nothing to change
+// keeps its bytes.
+func TestOptionalDefaults(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{`{"type":"object","properties":{"a":{"type":"string","default":"x"}},"required":["a"]}`,
+			`{"type":"object","properties":{"a":{"type":"string","default":"x"}}}`},
+		{`{"$defs":{"o":{"type":"object","properties":{"n":{"default":1},"m":{}},"required":["m","n"]}},"anyOf":[{"properties":{"k":{"default":true}},"required":["k"]}]}`,
+			`{"$defs":{"o":{"type":"object","properties":{"n":{"default":1},"m":{}},"required":["m"]}},"anyOf":[{"properties":{"k":{"default":true}}}]}`},
+		// "default" as a property name, and a default that is a value, not a schema: unchanged.
+		{`{"properties":{"default":{"type":"string"},"b":{"enum":[{"default":1}]}},"required":["default","b"]}`, ``},
+	}
+	for _, c := range cases {
+		out, changed := OptionalDefaults(json.RawMessage(c.in))
+		if c.want == "" {
+			if changed || string(out) != c.in {
+				t.Errorf("OptionalDefaults(%s) = %s, %v; want it unchanged", c.in, out, changed)
+			}
+			continue
+		}
+		if !changed || string(out) != c.want {
+			t.Errorf("OptionalDefaults(%s)\n got %s (%v)\nwant %s", c.in, out, changed, c.want)
+		}
+	}
+}
