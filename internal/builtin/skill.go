@@ -36,7 +36,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
