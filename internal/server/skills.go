@@ -55,8 +55,13 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no skills are configured"))
 		return
 	}
-	sk, ok := s.Skills.Get(pathParam(r, "name"))
+	name := pathParam(r, "name")
+	sk, ok := s.Skills.Get(name)
 	if !ok {
+		if why, broken := s.Skills.NotLoaded(name); broken {
+			s.writeError(w, r, errorf(CodeNotFound, "skill "+name+" is not loaded: "+why))
+			return
+		}
 		s.writeError(w, r, errorf(CodeNotFound, "skill not found"))
 		return
 	}

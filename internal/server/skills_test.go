@@ -132,3 +132,34 @@ func TestSkillNotActiveWhenCopyFails(t *testing.T) {
 		t.Fatalf("after a skill failed to open, write_file: %s", m.raw)
 	}
 }
+
+// TestBrokenSkillSaysWhy: a skill whose folder is there but does not load is not
+// answered as one that does not exist: GET /v1/skills/{name} and the skill tool say
+// it is not loaded and why, as GET /v1/skills reports it. A session that may not
+// see the skill is still told only that it has no such skill.
+func TestBrokenSkillSaysWhy(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{skillsDir()} }})
+	code, _, body := d.do("GET", "/v1/skills/broken", nil)
+	if code != 404 || !strings.Contains(string(body), `skill broken is not loaded: invalid name \"Not A Valid Name\"`) {
+		t.Errorf("GET /v1/skills/broken: %d %s", code, body)
+	}
+	validate(t, "Error", body)
+	if code, _, body := d.do("GET", "/v1/skills/nope", nil); code != 404 || strings.Contains(string(body), "not loaded") {
+		t.Errorf("GET /v1/skills/nope: %d %s", code, body)
+	}
+
+	all := d.createSession(map[string]any{"available_tools": []string{"skill"}})["id"].(string)
+	only := d.createSession(map[string]any{"available_tools": []string{"skill"}, "available_skills": []string{"greeting"}})["id"].(string)
+	call := `{"calls":[{"id":"b","name":"skill","arguments":{"name":"broken"}}]}`
+	_, evs := d.stream("/v1/sessions/"+all+"/tool-calls", call)
+	if m := messages(t, evs)["b"]; m.str("error_kind") != "not_found" ||
+		!strings.Contains(string(m.raw), `skill broken is not loaded: invalid name \"Not A Valid Name\"`) || !strings.Contains(string(m.raw), "greeting") {
+		t.Errorf("skill tool, broken skill: %s", m.raw)
+	}
+	_, evs = d.stream("/v1/sessions/"+only+"/tool-calls", call)
+	if m := messages(t, evs)["b"]; m.str("error_kind") != "not_found" || strings.Contains(string(m.raw), "not loaded") ||
+		!strings.Contains(string(m.raw), `no skill named \"broken\"`) {
+		t.Errorf("skill tool, broken skill outside the session: %s", m.raw)
+	}
+}

@@ -448,3 +448,23 @@ func TestMissingSkillMDSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestNotLoaded: a skill folder that does not load is known by its folder's name,
+// with the reason; a loaded skill, an unknown name and a configured directory that
+// is missing (no skill's problem) are not.
+func TestNotLoaded(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, root, "ok", "Loads.", "")
+	writeFile(t, filepath.Join(root, "bad", "SKILL.md"), "---\nname: bad\n---\n", 0o644)
+	gone := filepath.Join(t.TempDir(), "gone")
+	m := newManager(t, Config{Dirs: []string{root, gone}})
+	if why, ok := m.NotLoaded("bad"); !ok || why != "missing description" {
+		t.Errorf(`NotLoaded("bad") = %q, %v`, why, ok)
+	}
+	for _, name := range []string{"ok", "nope", "gone", ""} {
+		if why, ok := m.NotLoaded(name); ok {
+			t.Errorf("NotLoaded(%q) = %q, want false", name, why)
+		}
+	}
+}
