@@ -71,6 +71,8 @@ type Skill struct {
 	Hash string
 	// Metadata is the frontmatter's metadata mapping merged over skill.yaml's
 	// (frontmatter keys win). A skill.yaml display name is kept as "display_name".
+	// Values are ones encoding/json can write: mappings have string keys, and an
+	// infinite number or NaN is kept as its text.
 	Metadata map[string]any
 }
 
