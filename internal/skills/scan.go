@@ -69,7 +69,7 @@ func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
 			dirs = append(dirs, filepath.Join(dir, filepath.FromSlash(p)))
 			return nil
 		}
-		if p == MarkerFile {
+		if p == legacyMarker {
 			return nil // a projection's marker, when a projected copy is scanned
 		}
 		var info fs.FileInfo
