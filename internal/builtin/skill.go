@@ -36,7 +36,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. Only skills of this session can be opened; an unknown name is answered not_found with the list.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -57,11 +57,16 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if proxy == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "no skills are configured on this server")
 	}
-	sk, ok := proxy.Get(strings.TrimSpace(args.Name))
+	name := strings.TrimSpace(args.Name)
+	sk, ok := proxy.Get(name)
 	if !ok {
 		var names []string
 		for _, s := range proxy.List() {
 			names = append(names, s.Name)
+		}
+		if why, broken := proxy.NotLoaded(name); broken {
+			return nil, tool.Errorf(tool.KindNotFound, "skill %s is not loaded: %s (its folder is there but could not be loaded; the server's operator can fix it); available skills: %s",
+				name, why, strings.Join(names, ", "))
 		}
 		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; available skills: %s", args.Name, strings.Join(names, ", "))
 	}

@@ -180,3 +180,26 @@ func TestSkillFileCase(t *testing.T) {
 		}
 	}
 }
+
+// TestSkillFileDotDot: a path that climbs back into the skill (scripts/../SKILL.md,
+// as a model writes it from a script's folder) is cleaned and served; one that
+// leaves the skill once cleaned is still not_found.
+func TestSkillFileDotDot(t *testing.T) {
+	t.Parallel()
+	open := referenceSkill(t)
+	for _, c := range []struct{ file, text string }{
+		{"scripts/../SKILL.md", "---\nname: pdf\n"},
+		{"scripts/../reference.md", "the reference\n"},
+		{"ooxml/schemas/../../scripts/check.py", "print('check')\n"},
+		{"scripts/../REFERENCE.md", "the reference\n"},
+	} {
+		if res := open(c.file); res.IsError || !strings.HasPrefix(res.Text(), c.text) {
+			t.Errorf("file %q: error=%v %q, want %q", c.file, res.IsError, res.Text(), c.text)
+		}
+	}
+	for _, file := range []string{"scripts/../../pdf/reference.md", "scripts/../..", "./../pdf/SKILL.md"} {
+		if res := open(file); res.ErrorKind != tool.KindNotFound || strings.Contains(res.Text(), "the reference") {
+			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
+		}
+	}
+}

@@ -14,11 +14,17 @@ type skillJSON struct {
 	Version      string   `json:"version,omitempty"`
 	AllowedTools []string `json:"allowed_tools"`
 	Files        []string `json:"files"`
-	Body         string   `json:"body,omitempty"`
+	// License, Compatibility and Metadata are the Agent Skills format's optional
+	// fields, left out when the skill has none.
+	License       string         `json:"license,omitempty"`
+	Compatibility string         `json:"compatibility,omitempty"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+	Body          string         `json:"body,omitempty"`
 }
 
 func toSkillJSON(sk skills.Skill, body bool) skillJSON {
-	out := skillJSON{Name: sk.Name, Description: sk.Description, Version: sk.Version, AllowedTools: sk.AllowedTools, Files: sk.Files}
+	out := skillJSON{Name: sk.Name, Description: sk.Description, Version: sk.Version, AllowedTools: sk.AllowedTools, Files: sk.Files,
+		License: sk.License, Compatibility: sk.Compatibility, Metadata: sk.Metadata}
 	if out.AllowedTools == nil {
 		out.AllowedTools = []string{}
 	}
@@ -55,8 +61,13 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "no skills are configured"))
 		return
 	}
-	sk, ok := s.Skills.Get(pathParam(r, "name"))
+	name := pathParam(r, "name")
+	sk, ok := s.Skills.Get(name)
 	if !ok {
+		if why, broken := s.Skills.NotLoaded(name); broken {
+			s.writeError(w, r, errorf(CodeNotFound, "skill "+name+" is not loaded: "+why))
+			return
+		}
 		s.writeError(w, r, errorf(CodeNotFound, "skill not found"))
 		return
 	}

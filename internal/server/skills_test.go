@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -130,5 +131,71 @@ func TestSkillNotActiveWhenCopyFails(t *testing.T) {
 	_, evs = d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"after","name":"write_file","arguments":{"path":"x.txt","content":"x"}}]}`)
 	if m := messages(t, evs)["after"]; m.m["is_error"] != false {
 		t.Fatalf("after a skill failed to open, write_file: %s", m.raw)
+	}
+}
+
+// TestBrokenSkillSaysWhy: a skill whose folder is there but does not load is not
+// answered as one that does not exist: GET /v1/skills/{name} and the skill tool say
+// it is not loaded and why, as GET /v1/skills reports it. A session that may not
+// see the skill is still told only that it has no such skill.
+func TestBrokenSkillSaysWhy(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{skillsDir()} }})
+	code, _, body := d.do("GET", "/v1/skills/broken", nil)
+	if code != 404 || !strings.Contains(string(body), `skill broken is not loaded: invalid name \"Not A Valid Name\"`) {
+		t.Errorf("GET /v1/skills/broken: %d %s", code, body)
+	}
+	validate(t, "Error", body)
+	if code, _, body := d.do("GET", "/v1/skills/nope", nil); code != 404 || strings.Contains(string(body), "not loaded") {
+		t.Errorf("GET /v1/skills/nope: %d %s", code, body)
+	}
+
+	all := d.createSession(map[string]any{"available_tools": []string{"skill"}})["id"].(string)
+	only := d.createSession(map[string]any{"available_tools": []string{"skill"}, "available_skills": []string{"greeting"}})["id"].(string)
+	call := `{"calls":[{"id":"b","name":"skill","arguments":{"name":"broken"}}]}`
+	_, evs := d.stream("/v1/sessions/"+all+"/tool-calls", call)
+	if m := messages(t, evs)["b"]; m.str("error_kind") != "not_found" ||
+		!strings.Contains(string(m.raw), `skill broken is not loaded: invalid name \"Not A Valid Name\"`) || !strings.Contains(string(m.raw), "greeting") {
+		t.Errorf("skill tool, broken skill: %s", m.raw)
+	}
+	_, evs = d.stream("/v1/sessions/"+only+"/tool-calls", call)
+	if m := messages(t, evs)["b"]; m.str("error_kind") != "not_found" || strings.Contains(string(m.raw), "not loaded") ||
+		!strings.Contains(string(m.raw), `no skill named \"broken\"`) {
+		t.Errorf("skill tool, broken skill outside the session: %s", m.raw)
+	}
+}
+
+// TestSkillFrontmatterFields: the public format's optional license, compatibility and
+// metadata are returned by GET /v1/skills and /v1/skills/{name} when a skill has
+// them, metadata as JSON whatever YAML it was written in (a mapping with a number as
+// key, an infinite number), and left out when it has none.
+func TestSkillFrontmatterFields(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "meta")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: meta\ndescription: Has every field.\n"+
+		"license: Complete terms in LICENSE.txt\ncompatibility: Needs python3 and network access\n"+
+		"metadata:\n  author: example-org\n  tags: [a, b]\n  levels: {1: one}\n  ratio: .inf\n---\nbody\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{root, skillsDir()} }})
+	want := []string{`"license":"Complete terms in LICENSE.txt"`, `"compatibility":"Needs python3 and network access"`,
+		`"metadata":{"author":"example-org","levels":{"1":"one"},"ratio":"+Inf","tags":["a","b"]}`}
+	code, _, list := d.do("GET", "/v1/skills", nil)
+	code1, _, one := d.do("GET", "/v1/skills/meta", nil)
+	for _, w := range want {
+		if code != 200 || !strings.Contains(string(list), w) {
+			t.Errorf("GET /v1/skills: %d, want %s in %s", code, w, list)
+		}
+		if code1 != 200 || !strings.Contains(string(one), w) {
+			t.Errorf("GET /v1/skills/meta: %d, want %s in %s", code1, w, one)
+		}
+	}
+	validate(t, "Skill", one)
+	if _, _, g := d.do("GET", "/v1/skills/greeting", nil); strings.Contains(string(g), "license") || strings.Contains(string(g), "metadata") {
+		t.Errorf("a skill without them lists them: %s", g)
 	}
 }

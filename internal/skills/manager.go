@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ type Manager struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
+
+// dirProblem starts the Problem of a configured directory that cannot be scanned.
+const dirProblem = "skills directory: "
 
 type snapshot struct {
 	version  uint64
@@ -81,6 +85,27 @@ func (m *Manager) Get(name string) (Skill, bool) {
 // Problems returns the folders (and configured directories) that could not be loaded,
 // in scan order.
 func (m *Manager) Problems() []Problem { return slices.Clone(m.snap.Load().problems) }
+
+// NotLoaded returns why the skill called name is not loaded when its folder is there
+// but could not be loaded (a problem whose folder, or symlink, has that name), so
+// that asking for it is answered with the reason rather than as for a skill that does
+// not exist. It returns false for a loaded skill and for one with no folder.
+func (m *Manager) NotLoaded(name string) (string, bool) {
+	return m.snap.Load().notLoaded(name)
+}
+
+func (s *snapshot) notLoaded(name string) (string, bool) {
+	if _, ok := s.byName[name]; ok || name == "" {
+		return "", false
+	}
+	for _, pr := range s.problems {
+		// A configured directory's own problem (missing, not a directory) is no skill's.
+		if filepath.Base(pr.Dir) == name && !strings.HasPrefix(pr.Error, dirProblem) {
+			return pr.Error, true
+		}
+	}
+	return "", false
+}
 
 // Version changes whenever a reload finds different skills, contents or problems.
 func (m *Manager) Version() uint64 { return m.snap.Load().version }
@@ -138,7 +163,7 @@ func (m *Manager) Reload() bool {
 		paths, broken, err := candidates(root)
 		next.problems = append(next.problems, broken...)
 		if err != nil {
-			next.problems = append(next.problems, Problem{Dir: root, Error: "skills directory: " + err.Error()})
+			next.problems = append(next.problems, Problem{Dir: root, Error: dirProblem + err.Error()})
 			if errors.Is(err, fs.ErrNotExist) {
 				// Watch the closest folder that exists, so the directory is noticed
 				// once it is created (or created again after being replaced).

@@ -267,7 +267,16 @@ func TestReadConfinement(t *testing.T) {
 	if got, err := m.Read("conf", "alias.md"); err != nil || string(got) != "guide" {
 		t.Errorf("Read(alias.md) = %q, %v", got, err)
 	}
-	for _, rel := range []string{"escape.txt", "absolute.txt", "../other/SKILL.md", "docs/../../other/SKILL.md",
+	// A path that climbs back into the skill is read once cleaned (models write
+	// scripts/../SKILL.md); cleaning is lexical, so a symlinked folder on the way
+	// (docs-link) cannot lead elsewhere.
+	for _, rel := range []string{"docs/../SKILL.md", "./docs/./guide.md", "docs-link/../docs/guide.md", "docs/x/../../swap.md"} {
+		want, _ := os.ReadFile(filepath.Join(dir, filepath.Clean(rel)))
+		if got, err := m.Read("conf", rel); err != nil || string(got) != string(want) {
+			t.Errorf("Read(%q) = %q, %v; want %q", rel, got, err, want)
+		}
+	}
+	for _, rel := range []string{"escape.txt", "absolute.txt", "../other/SKILL.md", "docs/../../other/SKILL.md", "docs/../..", "..", "./../conf/SKILL.md",
 		"/etc/passwd", filepath.Join(base, "outside.txt"), "docs-link/guide.md", "dangling", "", "nope.md", "docs"} {
 		if got, err := m.Read("conf", rel); err == nil || strings.Contains(string(got), "SECRET") {
 			t.Errorf("Read(%q) = %q, %v; want an error", rel, got, err)
@@ -436,6 +445,26 @@ func TestMissingSkillMDSaysWhy(t *testing.T) {
 	for dir, msg := range want {
 		if p, ok := problemFor(ps, filepath.Join(root, dir)); !ok || p.Error != msg {
 			t.Errorf("problem for %s = %q, want %q", dir, p.Error, msg)
+		}
+	}
+}
+
+// TestNotLoaded: a skill folder that does not load is known by its folder's name,
+// with the reason; a loaded skill, an unknown name and a configured directory that
+// is missing (no skill's problem) are not.
+func TestNotLoaded(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, root, "ok", "Loads.", "")
+	writeFile(t, filepath.Join(root, "bad", "SKILL.md"), "---\nname: bad\n---\n", 0o644)
+	gone := filepath.Join(t.TempDir(), "gone")
+	m := newManager(t, Config{Dirs: []string{root, gone}})
+	if why, ok := m.NotLoaded("bad"); !ok || why != "missing description" {
+		t.Errorf(`NotLoaded("bad") = %q, %v`, why, ok)
+	}
+	for _, name := range []string{"ok", "nope", "gone", ""} {
+		if why, ok := m.NotLoaded(name); ok {
+			t.Errorf("NotLoaded(%q) = %q, want false", name, why)
 		}
 	}
 }

@@ -14,15 +14,26 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // ProjectionDir is the folder, inside a sandbox root, that holds projected skills:
 // skill "pdf" lands in <root>/.skills/pdf/.
 const ProjectionDir = ".skills"
 
-// MarkerFile is written into every projected skill; it holds the content hash of what
-// was copied, so a later Project with the same hash copies nothing.
-const MarkerFile = ".skill-hash"
+// A projection's marker lies beside it, .skills/.<name>.hash, not inside it: the
+// skill's own scripts walk their folder (skill-creator's package_skill.py zips it),
+// and should find only the skill's files there. The marker holds the content hash of
+// what was copied, so that a later Project with the same hash copies nothing, and
+// the identity (device and inode) of the folder it was copied into: a marker vouches
+// for no other folder that takes that place (a concurrent projection of another
+// process that won the race, a session's own), which keeps marker and folder as
+// consistent as when the marker was inside.
+func markerName(name string) string { return "." + name + ".hash" }
+
+// legacyMarker is where earlier versions put the marker: inside the projection.
+// Project still recognises it (and moves it out), and a scan ignores it.
+const legacyMarker = ".skill-hash"
 
 // ignoreFile keeps the projections out of a git checkout's changes: the session's
 // working directory is often one, and an agent's `git add -A` would commit them.
@@ -65,9 +76,11 @@ func ProjectedPath(sandboxRoot, name string) string {
 }
 
 // Project copies a skill's folder to <sandboxRoot>/.skills/<name>/ and returns that
-// path. It copies only when the projection is missing or its marker holds another hash
-// than skill.Hash; a projection that is current is left as it is, including any change
-// the session made to it.
+// path. It copies only when the projection is missing, or its marker
+// (.skills/.<name>.hash) holds another hash than skill.Hash or names another folder;
+// a projection that is current is left as it is, including any change the session
+// made to files in it. A projection of an earlier version, marker inside, is taken
+// over when current (see migrateLegacy).
 //
 // Only the skill's Files are copied, each read through an os.Root of the skill folder
 // (a symlink that leads out of it is never followed) and written through an os.Root
@@ -88,12 +101,13 @@ func Project(skill Skill, sandboxRoot string) (string, error) {
 	}
 	defer dst.Close()
 	target := path.Join(ProjectionDir, skill.Name)
+	marker := path.Join(ProjectionDir, markerName(skill.Name))
 	out := ProjectedPath(sandboxRoot, skill.Name)
-	if current(dst, target, skill.Hash) {
+	if current(dst, target, marker, skill.Hash) {
 		return out, nil
 	}
 	defer lockProjection(out)()
-	if current(dst, target, skill.Hash) {
+	if current(dst, target, marker, skill.Hash) || migrateLegacy(dst, target, marker, skill.Hash) {
 		return out, nil
 	}
 	if err := dst.MkdirAll(ProjectionDir, 0o755); err != nil {
@@ -102,20 +116,32 @@ func Project(skill Skill, sandboxRoot string) (string, error) {
 	ignoreProjections(dst)
 	tmp := path.Join(ProjectionDir, ".tmp-"+skill.Name+"-"+randomSuffix())
 	hash, err := copySkill(skill, dst, tmp)
+	var id string
+	if err == nil {
+		id, err = folderID(dst, tmp)
+	}
 	if err != nil {
 		_ = dst.RemoveAll(tmp)
 		return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
 	}
+	// The old marker goes first: from here until the new one is written, the folder
+	// in place is not current, whoever looks.
+	_ = dst.Remove(marker)
 	// Another process projecting into the same root may still race on the renames; a
 	// loser retries unless a winner already installed the same content.
 	for attempt := 1; ; attempt++ {
 		err := swapIn(dst, tmp, target, skill.Name)
 		if err == nil {
+			// The rename keeps the folder's identity, so the marker names the copy
+			// just installed, even if another process has replaced it meanwhile.
+			if err := writeMarker(dst, marker, hash, id); err != nil {
+				return "", fmt.Errorf("project skill %q: marker: %w", skill.Name, err)
+			}
 			return out, nil
 		}
-		if current(dst, target, hash) || attempt == 3 {
+		if current(dst, target, marker, hash) || attempt == 3 {
 			_ = dst.RemoveAll(tmp)
-			if current(dst, target, hash) {
+			if current(dst, target, marker, hash) {
 				return out, nil
 			}
 			return "", fmt.Errorf("project skill %q: %w", skill.Name, err)
@@ -123,18 +149,80 @@ func Project(skill Skill, sandboxRoot string) (string, error) {
 	}
 }
 
-// current reports whether target is a real folder whose marker holds hash.
-func current(root *os.Root, target, hash string) bool {
-	info, err := root.Lstat(target)
-	if err != nil || !info.IsDir() {
+// current reports whether target is a real folder and marker a regular file naming
+// hash and that folder.
+func current(root *os.Root, target, marker, hash string) bool {
+	if hash == "" {
 		return false
 	}
-	marker, err := root.Lstat(path.Join(target, MarkerFile))
-	if err != nil || !marker.Mode().IsRegular() {
+	id, err := folderID(root, target)
+	if err != nil {
 		return false
 	}
-	got, err := root.ReadFile(path.Join(target, MarkerFile))
-	return err == nil && hash != "" && strings.TrimSpace(string(got)) == hash
+	info, err := root.Lstat(marker)
+	if err != nil || !info.Mode().IsRegular() {
+		return false
+	}
+	got, err := root.ReadFile(marker)
+	return err == nil && strings.TrimSpace(string(got)) == hash+" "+id
+}
+
+// migrateLegacy takes over a projection an earlier version made, with its marker
+// inside: when that marker holds hash, the folder is current, so the marker is
+// written beside it and the one inside removed, and the folder (with any change the
+// session made) is kept. It reports whether it did; a stale one is copied again.
+func migrateLegacy(root *os.Root, target, marker, hash string) bool {
+	inner := path.Join(target, legacyMarker)
+	id, err := folderID(root, target)
+	if err != nil || hash == "" {
+		return false
+	}
+	if info, err := root.Lstat(inner); err != nil || !info.Mode().IsRegular() {
+		return false
+	}
+	got, err := root.ReadFile(inner)
+	if err != nil || strings.TrimSpace(string(got)) != hash {
+		return false
+	}
+	if writeMarker(root, marker, hash, id) != nil {
+		return false
+	}
+	_ = root.Remove(inner)
+	return true
+}
+
+// folderID returns the device and inode of dir, which must be a real folder (not a
+// symlink).
+func folderID(root *os.Root, dir string) (string, error) {
+	info, err := root.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !info.IsDir() || !ok {
+		return "", fmt.Errorf("%s: not a folder", dir)
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
+}
+
+// writeMarker writes the marker whole and at once (a file renamed into place), so
+// that no reader sees half of one; the rename replaces whatever the session may
+// have put there, a symlink included, without following it.
+func writeMarker(root *os.Root, marker, hash, id string) error {
+	tmp := marker + ".tmp-" + randomSuffix()
+	if err := root.WriteFile(tmp, []byte(hash+" "+id+"\n"), 0o644); err != nil {
+		return err
+	}
+	err := root.Rename(tmp, marker)
+	if err != nil {
+		// A folder in the way: remove it and try once more.
+		_ = root.RemoveAll(marker)
+		err = root.Rename(tmp, marker)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+	}
+	return err
 }
 
 // swapIn replaces target with tmp: the old projection (if any) is first renamed aside,
@@ -174,7 +262,7 @@ func copySkill(skill Skill, dst *os.Root, tmp string) (string, error) {
 	}
 	th := newTreeHash()
 	for _, rel := range skill.Files {
-		if _, err := cleanRel(rel); err != nil || rel == MarkerFile {
+		if _, err := cleanRel(rel); err != nil || rel == legacyMarker {
 			continue
 		}
 		sum, exec, err := copyFile(src, rel, dst, path.Join(tmp, rel))
@@ -186,11 +274,7 @@ func copySkill(skill Skill, dst *os.Root, tmp string) (string, error) {
 		}
 		th.add(rel, exec, sum)
 	}
-	hash := th.sum()
-	if err := dst.WriteFile(path.Join(tmp, MarkerFile), []byte(hash+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return hash, nil
+	return th.sum(), nil
 }
 
 var errSkip = errors.New("skip")

@@ -45,7 +45,7 @@ func TestProjectCopiesOnceAndRefreshesAfterChange(t *testing.T) {
 			t.Errorf("projected %s differs from the source", rel)
 		}
 	}
-	if marker := readProjected(t, got, MarkerFile); strings.TrimSpace(marker) != s.Hash {
+	if marker := markerHash(t, sandbox, "pdf"); marker != s.Hash {
 		t.Errorf("marker = %q, want %s", marker, s.Hash)
 	}
 	if info, _ := os.Stat(filepath.Join(got, "scripts", "fill_form.py")); info.Mode()&0o111 == 0 {
@@ -87,18 +87,44 @@ func TestProjectCopiesOnceAndRefreshesAfterChange(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(got, "LICENSE.txt")); !os.IsNotExist(err) {
 		t.Errorf("file removed from the skill still projected: %v", err)
 	}
-	if strings.TrimSpace(readProjected(t, got, MarkerFile)) != s2.Hash {
+	if markerHash(t, sandbox, "pdf") != s2.Hash {
 		t.Error("marker not updated")
 	}
 	assertNoLeftovers(t, sandbox)
 }
 
+// markerHash returns the content hash the projection marker of skill name holds.
+func markerHash(t *testing.T, sandbox, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(sandbox, ProjectionDir, markerName(name)))
+	if err != nil {
+		t.Fatalf("marker of %s: %v", name, err)
+	}
+	hash, _, _ := strings.Cut(strings.TrimSpace(string(data)), " ")
+	return hash
+}
+
+// assertNoLeftovers: .skills holds the projections, their markers and .gitignore,
+// no temporary or set-aside folder; and no projection holds a file its skill does not
+// have (a marker inside one would be packed by the skill's own scripts).
 func assertNoLeftovers(t *testing.T, sandbox string) {
 	t.Helper()
 	entries, _ := os.ReadDir(filepath.Join(sandbox, ProjectionDir))
+	names := map[string]bool{}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") && e.Name() != ".gitignore" {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			names[e.Name()] = true
+		}
+	}
+	for _, e := range entries {
+		name, isMarker := strings.CutSuffix(strings.TrimPrefix(e.Name(), "."), ".hash")
+		if strings.HasPrefix(e.Name(), ".") && e.Name() != ".gitignore" && !(isMarker && names[name]) {
 			t.Errorf("leftover %s in %s", e.Name(), ProjectionDir)
+		}
+	}
+	for name := range names {
+		if _, err := os.Lstat(filepath.Join(sandbox, ProjectionDir, name, ".skill-hash")); err == nil {
+			t.Errorf("projection %s holds a marker file", name)
 		}
 	}
 }
@@ -163,7 +189,7 @@ func TestProjectRefusesPlantedSymlinks(t *testing.T) {
 
 	// .skills/plain points outside: replaced by a real folder, the target untouched.
 	outside2 := t.TempDir()
-	writeFile(t, filepath.Join(outside2, MarkerFile), s.Hash, 0o644)
+	writeFile(t, filepath.Join(outside2, ".skill-hash"), s.Hash, 0o644)
 	sandbox2 := t.TempDir()
 	if err := os.Mkdir(filepath.Join(sandbox2, ProjectionDir), 0o755); err != nil {
 		t.Fatal(err)
@@ -209,7 +235,7 @@ func TestProjectConcurrent(t *testing.T) {
 			t.Errorf("projection %d: %s, %v", i, paths[i], errs[i])
 		}
 	}
-	if strings.TrimSpace(readProjected(t, paths[0], MarkerFile)) != s.Hash {
+	if markerHash(t, sandbox, "toolkit") != s.Hash {
 		t.Error("marker wrong after concurrent projections")
 	}
 	if readProjected(t, paths[0], "scripts/run.sh") == "" {
@@ -276,6 +302,147 @@ func TestProjectConcurrentRefresh(t *testing.T) {
 	}
 	if readProjected(t, ProjectedPath(sandbox, "toolkit"), "scripts/run.sh") == "" {
 		t.Error("scripts/run.sh missing")
+	}
+	assertNoLeftovers(t, sandbox)
+}
+
+// projectedFiles lists every file under a projection, slash-separated and sorted.
+func projectedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestProjectionHoldsOnlyTheSkill: a projected folder holds the skill's files and
+// nothing else. Skills' own scripts walk their folder (skill-creator's
+// package_skill.py zipped a marker file it found in .skills/pdf into its output).
+func TestProjectionHoldsOnlyTheSkill(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, Config{Dirs: []string{copyTree(t, "skills")}})
+	s, _ := m.Get("pdf")
+	sandbox := t.TempDir()
+	got, err := Project(s, sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "projected files", projectedFiles(t, got), s.Files)
+	assertNoLeftovers(t, sandbox)
+}
+
+// TestProjectMigratesLegacyMarker: a projection made by an earlier version, with its
+// marker inside the folder, is still recognised: current, it is kept as it is (a
+// session's edits too) and its marker moves out of the folder; stale, it is replaced.
+func TestProjectMigratesLegacyMarker(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, Config{Dirs: []string{copyTree(t, "skills")}})
+	s, _ := m.Get("pdf")
+	legacy := func(hash string) (sandbox, dir string) {
+		sandbox = t.TempDir()
+		dir = ProjectedPath(sandbox, "pdf")
+		for _, rel := range s.Files {
+			data, err := os.ReadFile(filepath.Join(s.Dir, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, rel), string(data), 0o644)
+		}
+		writeFile(t, filepath.Join(dir, "forms.md"), "session edit", 0o644)
+		writeFile(t, filepath.Join(dir, ".skill-hash"), hash+"\n", 0o644)
+		return sandbox, dir
+	}
+
+	sandbox, dir := legacy(s.Hash)
+	for range 2 {
+		if got, err := Project(s, sandbox); err != nil || got != dir {
+			t.Fatalf("Project = %s, %v", got, err)
+		}
+		if readProjected(t, dir, "forms.md") != "session edit" {
+			t.Fatal("a current legacy projection was copied again")
+		}
+		eq(t, "projected files", projectedFiles(t, dir), s.Files)
+		if markerHash(t, sandbox, "pdf") != s.Hash {
+			t.Error("marker not moved out of the folder")
+		}
+	}
+
+	sandbox, dir = legacy("stale")
+	if _, err := Project(s, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if readProjected(t, dir, "forms.md") == "session edit" {
+		t.Error("a stale legacy projection was kept")
+	}
+	eq(t, "projected files", projectedFiles(t, dir), s.Files)
+	assertNoLeftovers(t, sandbox)
+}
+
+// TestProjectMarkerBelongsToItsFolder: the marker beside a projection vouches only
+// for the folder it was written for. A folder put in its place afterwards (by a
+// process whose projection won a race, or by the session) is copied again rather
+// than trusted, and a marker planted as a symlink is neither trusted nor followed.
+func TestProjectMarkerBelongsToItsFolder(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, Config{Dirs: []string{copyTree(t, "skills")}})
+	s, _ := m.Get("pdf")
+	sandbox := t.TempDir()
+	dir, err := Project(s, sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another folder takes the place; the marker stays.
+	other := filepath.Join(sandbox, ProjectionDir, "other")
+	if err := os.Rename(dir, other); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "SKILL.md"), "replaced", 0o644)
+	if _, err := Project(s, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if readProjected(t, dir, "SKILL.md") == "replaced" {
+		t.Error("a folder swapped in after the marker was written was trusted")
+	}
+	eq(t, "projected files", projectedFiles(t, dir), s.Files)
+	if err := os.RemoveAll(other); err != nil {
+		t.Fatal(err)
+	}
+
+	// The marker is a symlink to a file outside holding what a marker would.
+	marker := filepath.Join(sandbox, ProjectionDir, markerName("pdf"))
+	content, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "marker")
+	writeFile(t, outside, string(content), 0o644)
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, outside, marker)
+	writeFile(t, filepath.Join(dir, "SKILL.md"), "edited", 0o644)
+	if _, err := Project(s, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if readProjected(t, dir, "SKILL.md") == "edited" {
+		t.Error("a marker symlink was trusted")
+	}
+	if info, err := os.Lstat(marker); err != nil || !info.Mode().IsRegular() {
+		t.Errorf("marker not replaced by a file: %v %v", info, err)
+	}
+	if data, _ := os.ReadFile(outside); string(data) != string(content) {
+		t.Error("the marker symlink's target was written")
 	}
 	assertNoLeftovers(t, sandbox)
 }

@@ -3,7 +3,6 @@ package skills
 import (
 	"fmt"
 	"path"
-	"path/filepath"
 	"strings"
 )
 
@@ -62,10 +61,8 @@ func NewProxy(m *Manager, available []string) (*Proxy, []string) {
 // there but does not load (the reason, as GET /v1/skills reports it), or there is no
 // such skill.
 func unknownSkill(snap *snapshot, name string) string {
-	for _, pr := range snap.problems {
-		if filepath.Base(pr.Dir) == name {
-			return "skill " + name + " is not loaded: " + pr.Error
-		}
+	if why, ok := snap.notLoaded(name); ok {
+		return "skill " + name + " is not loaded: " + why
 	}
 	return "unknown skill: " + name
 }
@@ -112,6 +109,15 @@ func (p *Proxy) Get(name string) (Skill, bool) {
 		return Skill{}, false
 	}
 	return p.m.Get(name)
+}
+
+// NotLoaded is Manager.NotLoaded for skills the session may see; for others it
+// returns false, so a session learns nothing of skills outside its whitelist.
+func (p *Proxy) NotLoaded(name string) (string, bool) {
+	if !p.Allows(name) {
+		return "", false
+	}
+	return p.m.NotLoaded(name)
 }
 
 // Read is Manager.Read for visible skills; others are ErrNotFound.

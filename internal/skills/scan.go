@@ -69,7 +69,7 @@ func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
 			dirs = append(dirs, filepath.Join(dir, filepath.FromSlash(p)))
 			return nil
 		}
-		if p == MarkerFile {
+		if p == legacyMarker {
 			return nil // a projection's marker, when a projected copy is scanned
 		}
 		var info fs.FileInfo
@@ -342,16 +342,18 @@ func existingAncestor(dir string) string {
 }
 
 // cleanRel turns a caller's path into a slash-separated path relative to a skill
-// folder, refusing absolute paths and any ".." element.
+// folder. The path is cleaned lexically first, so "scripts/../SKILL.md" names
+// SKILL.md; absolute paths and paths that leave the folder once cleaned are refused.
+// Cleaning before any lookup means a symlinked folder on the way cannot make ".."
+// lead elsewhere, and the file is then opened through an os.Root of the folder.
 func cleanRel(rel string) (string, error) {
-	rel = filepath.ToSlash(rel)
-	if rel == "" || path.IsAbs(rel) || filepath.IsAbs(rel) {
+	slashed := filepath.ToSlash(rel)
+	if slashed == "" || path.IsAbs(slashed) || filepath.IsAbs(rel) {
 		return "", fmt.Errorf("path %q: want a path relative to the skill folder", rel)
 	}
-	for _, el := range strings.Split(rel, "/") {
-		if el == ".." {
-			return "", fmt.Errorf("path %q: must not contain ..", rel)
-		}
+	clean := path.Clean(slashed)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("path %q: leads out of the skill folder", rel)
 	}
-	return path.Clean(rel), nil
+	return clean, nil
 }

@@ -63,7 +63,7 @@ type Skill struct {
 	// Files lists every file of the skill, slash-separated and relative to Dir, sorted.
 	// Version-control folders (.git, .hg, .svn), __pycache__, symlinks that leave the
 	// folder or point at directories, special files and a projection marker
-	// (MarkerFile) are not part of a skill.
+	// (legacyMarker) are not part of a skill.
 	Files []string
 	// Scripts is the subset of Files under scripts/.
 	Scripts []string
@@ -71,6 +71,8 @@ type Skill struct {
 	Hash string
 	// Metadata is the frontmatter's metadata mapping merged over skill.yaml's
 	// (frontmatter keys win). A skill.yaml display name is kept as "display_name".
+	// Values are ones encoding/json can write: mappings have string keys, and an
+	// infinite number or NaN is kept as its text.
 	Metadata map[string]any
 }
 
