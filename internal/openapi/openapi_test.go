@@ -693,7 +693,8 @@ openapi: 3.0.0
 	cases := []struct{ name, path, want string }{
 		{"huge", huge, "larger than 16 MiB"},
 		{"not yaml", write("bad.yaml", "openapi: [3.0\n  : {"), "could not be parsed"},
-		{"swagger", write("sw.yaml", "swagger: \"2.0\"\ninfo: {title: t, version: \"1\"}\npaths: {}\n"), "Swagger 2.0"},
+		{"swagger 1.2", write("sw.yaml", "swagger: \"1.2\"\ninfo: {title: t, version: \"1\"}\npaths: {/x: {get: {responses: {\"200\": {description: ok}}}}}\n"), `Swagger "1.2" document; only Swagger 2.0`},
+		{"swagger no paths", write("sw2.yaml", "swagger: \"2.0\"\ninfo: {title: t, version: \"1\"}\npaths: {}\n"), "no paths"},
 		{"future", write("v4.yaml", "openapi: 4.0.0\ninfo: {title: t, version: \"1\"}\npaths: {/x: {get: {responses: {\"200\": {description: ok}}}}}\n"), "not supported"},
 		{"no paths", write("empty.yaml", head+"paths: {}\n"), "no paths"},
 		{"dangling ref", write("dangle.yaml", op(`{$ref: "#/components/schemas/Nope"}`)), "could not be parsed"},
