@@ -33,7 +33,8 @@ type param struct {
 	in       string // path, query, header, cookie
 	explode  bool
 	deepObj  bool
-	jsonText bool // content-encoded parameter: send the value as JSON text
+	sep      string // what joins an array's values when not exploded: "," unless the style says " " or "|"
+	jsonText bool   // content-encoded parameter: send the value as JSON text
 }
 
 // body is how the request body is built.
@@ -203,7 +204,13 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) {
 			continue
 		}
-		pm := param{name: p.Name, in: p.In, explode: p.Explode == nil || *p.Explode, deepObj: p.Style == "deepObject"}
+		pm := param{name: p.Name, in: p.In, explode: p.Explode == nil || *p.Explode, deepObj: p.Style == openapi3.SerializationDeepObject, sep: ","}
+		switch p.Style {
+		case openapi3.SerializationSpaceDelimited:
+			pm.sep = " "
+		case openapi3.SerializationPipeDelimited:
+			pm.sep = "|"
+		}
 		var schema any = map[string]any{}
 		if p.Schema != nil {
 			schema = in.inline(jsonValue(p.Schema), nil)

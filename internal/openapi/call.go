@@ -238,7 +238,7 @@ func addQuery(q url.Values, p param, v any) {
 	switch x := v.(type) {
 	case []any:
 		if !p.explode {
-			q.Add(p.name, scalar(v, false, ","))
+			q.Add(p.name, scalar(v, false, p.sep))
 			return
 		}
 		for _, e := range x {

@@ -244,11 +244,12 @@ func TestEveryParameterLocation(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
 	_, m := load(t, shop(t, srv.URL))
-	e := echo(t, call(t, m, "shop__getItem", `{"itemId":"a b/c","verbose":true,"tags":["x","y"],"X-Trace":"t-1","session":"s1","filter":{"color":"red"}}`))
+	e := echo(t, call(t, m, "shop__getItem", `{"itemId":"a b/c","verbose":true,"tags":["x","y"],"sizes":["S","M"],"X-Trace":"t-1","session":"s1","filter":{"color":"red"}}`))
 	if e.Method != "GET" || e.RawPath != "/items/a%20b%2Fc" {
 		t.Errorf("path: %s %s", e.Method, e.RawPath)
 	}
-	if fmt.Sprint(e.Query["verbose"]) != "[true]" || fmt.Sprint(e.Query["tags"]) != "[x y]" || fmt.Sprint(e.Query["filter[color]"]) != "[red]" {
+	if fmt.Sprint(e.Query["verbose"]) != "[true]" || fmt.Sprint(e.Query["tags"]) != "[x y]" || fmt.Sprint(e.Query["filter[color]"]) != "[red]" ||
+		fmt.Sprint(e.Query["sizes"]) != "[S|M]" {
 		t.Errorf("query: %v", e.Query)
 	}
 	if e.Header["X-Trace"] != "t-1" || e.Cookies["session"] != "s1" {

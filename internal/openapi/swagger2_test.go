@@ -159,13 +159,16 @@ func TestSwagger2Requests(t *testing.T) {
 	t.Cleanup(srv.Close)
 	_, m := load(t, Config{Name: "pets", Spec: filepath.Join("testdata", "pets20.yaml"), BaseURL: srv.URL + "/api"})
 
-	r := rec.run(t, m, "pets__listPets", `{"limit":5,"tags":["a","b"],"ids":[1,2],"status":["available","sold"],"filters":"{\"label\":[\"x=y\"]}","X-Request-Id":"r1"}`)
+	r := rec.run(t, m, "pets__listPets", `{"limit":5,"tags":["a","b"],"ids":[1,2],"status":["available","sold"],"colors":["red","blue"],"sizes":["S","M"],`+
+		`"filters":"{\"label\":[\"x=y\"]}","X-Request-Id":"r1"}`)
 	if r.Method != "GET" || r.Path != "/api/pets" {
 		t.Errorf("listPets went to %s %s", r.Method, r.Path)
 	}
-	// No collectionFormat means csv in Swagger 2.0; multi repeats the parameter.
+	// No collectionFormat means csv in Swagger 2.0; multi repeats the parameter, pipes
+	// and ssv join with | and a space.
 	q := r.Query
 	if fmt.Sprint(q["tags"]) != "[a,b]" || fmt.Sprint(q["ids"]) != "[1,2]" || fmt.Sprint(q["status"]) != "[available sold]" ||
+		q.Get("colors") != "red|blue" || q.Get("sizes") != "S M" ||
 		fmt.Sprint(q["limit"]) != "[5]" || q.Get("filters") != `{"label":["x=y"]}` {
 		t.Errorf("query: %s", r.RawQuery)
 	}
