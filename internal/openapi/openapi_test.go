@@ -957,8 +957,9 @@ func TestRealDocumentQuirks(t *testing.T) {
 	if prop(msg, "To") == nil || prop(msg, "body") != nil || fmt.Sprint(msg["required"]) != "[AccountSid Body To]" {
 		t.Errorf("form body schema: %v", msg)
 	}
-	e = echo(t, call(t, m, "q__CreateMessage", `{"AccountSid":"AC1","To":"+1555","Body":"a & b","MediaUrl":["u1","u2"]}`))
-	if e.Path != "/Accounts/AC1/Messages.json" || e.CT != "application/x-www-form-urlencoded" || e.Body != "Body=a+%26+b&MediaUrl=u1&MediaUrl=u2&To=%2B1555" {
+	// An array field is repeated, or joined when its encoding says explode: false.
+	e = echo(t, call(t, m, "q__CreateMessage", `{"AccountSid":"AC1","To":"+1555","Body":"a & b","MediaUrl":["u1","u2"],"Tags":["x","y"]}`))
+	if e.Path != "/Accounts/AC1/Messages.json" || e.CT != "application/x-www-form-urlencoded" || e.Body != "Body=a+%26+b&MediaUrl=u1&MediaUrl=u2&Tags=x%2Cy&To=%2B1555" {
 		t.Errorf("form call: %s %s %s", e.Path, e.CT, e.Body)
 	}
 

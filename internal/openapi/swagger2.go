@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,7 @@ func parseSwagger2(ctx context.Context, data []byte, files *specFiles) (doc *ope
 	if err != nil {
 		return nil, nil, fmt.Errorf("the Swagger 2.0 document could not be converted to OpenAPI 3: %s", firstLine(err.Error()))
 	}
-	requireForms(doc, forms)
+	finishForms(doc, forms)
 	return doc, notes, nil
 }
 
@@ -125,9 +126,11 @@ const multipartMediaType = "multipart/form-data"
 //   - an OAuth2 flow the converter does not know is dropped with a note: the daemon
 //     takes its credentials from the source's auth, not from securityDefinitions.
 //
-// It returns the operations with formData ("METHOD path") and the notes.
-func prepare(doc *openapi2.T) (forms map[string]bool, notes []string) {
-	forms = map[string]bool{}
+// It returns the operations with formData ("METHOD path", each with the
+// collectionFormat of its array fields but multi: the converter drops them, and
+// finishForms puts them back) and the notes.
+func prepare(doc *openapi2.T) (forms map[string]map[string]string, notes []string) {
+	forms = map[string]map[string]string{}
 	param := func(p *openapi2.Parameter) *openapi2.Parameter {
 		if name, ok := strings.CutPrefix(p.Ref, "#/parameters/"); ok && doc.Parameters[name] != nil {
 			return doc.Parameters[name]
@@ -198,6 +201,7 @@ func prepare(doc *openapi2.T) (forms map[string]bool, notes []string) {
 				}
 			}
 			bodies, fields, file := 0, 0, false
+			joined := map[string]string{}
 			for _, p := range params {
 				switch p.In {
 				case "body":
@@ -205,6 +209,9 @@ func prepare(doc *openapi2.T) (forms map[string]bool, notes []string) {
 				case "formData":
 					fields++
 					file = file || (p.Type != nil && p.Type.Is("file"))
+					if p.Type != nil && p.Type.Is("array") && p.CollectionFormat != "multi" {
+						joined[p.Name] = cmp.Or(p.CollectionFormat, "csv")
+					}
 				}
 			}
 			switch {
@@ -223,7 +230,7 @@ func prepare(doc *openapi2.T) (forms map[string]bool, notes []string) {
 			}
 			switch {
 			case fields > 0:
-				forms[where] = true
+				forms[where] = joined
 				switch {
 				case file || slices.Contains(consumes, multipartMediaType):
 					op.Consumes = []string{multipartMediaType}
@@ -246,18 +253,32 @@ func prepare(doc *openapi2.T) (forms map[string]bool, notes []string) {
 	return forms, notes
 }
 
-// requireForms marks the request body of each formData operation required when one
-// of its fields is: in Swagger 2.0 a required field is required of the request, and
-// the converter leaves the body it makes of them optional.
-func requireForms(doc *openapi3.T, forms map[string]bool) {
+// finishForms gives the request body the converter made of each operation's formData
+// what the converter drops: the body is required when one of its fields is (in
+// Swagger 2.0 a required field is required of the request), and an array field that
+// is not collectionFormat multi is one joined value (an encoding of explode false).
+func finishForms(doc *openapi3.T, forms map[string]map[string]string) {
+	styles := map[string]string{"csv": openapi3.SerializationForm, "ssv": openapi3.SerializationSpaceDelimited, "pipes": openapi3.SerializationPipeDelimited}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
-			if !forms[method+" "+path] || op.RequestBody == nil || op.RequestBody.Value == nil {
+			joined, ok := forms[method+" "+path]
+			if !ok || op.RequestBody == nil || op.RequestBody.Value == nil {
 				continue
 			}
 			for _, mt := range op.RequestBody.Value.Content {
-				if mt != nil && mt.Schema != nil && mt.Schema.Value != nil && len(mt.Schema.Value.Required) > 0 {
+				if mt == nil {
+					continue
+				}
+				if mt.Schema != nil && mt.Schema.Value != nil && len(mt.Schema.Value.Required) > 0 {
 					op.RequestBody.Value.Required = true
+				}
+				for field, format := range joined {
+					if style, ok := styles[format]; ok {
+						if mt.Encoding == nil {
+							mt.Encoding = map[string]*openapi3.Encoding{}
+						}
+						mt.Encoding[field] = &openapi3.Encoding{Style: style, Explode: openapi3.Ptr(false)}
+					}
 				}
 			}
 		}

@@ -186,8 +186,9 @@ func TestSwagger2Requests(t *testing.T) {
 		t.Errorf("updatePet: %s %s %s", r.Method, r.Path, r.Body)
 	}
 
-	r = rec.run(t, m, "pets__updatePetWithForm", `{"petId":"7","name":"Rex","status":"sold"}`)
-	if r.ContentType != "application/x-www-form-urlencoded" || string(r.Body) != "name=Rex&status=sold" || r.Path != "/api/pets/7" {
+	// A formData array is csv too unless it says multi.
+	r = rec.run(t, m, "pets__updatePetWithForm", `{"petId":"7","name":"Rex","status":"sold","tags":["a","b"],"ids":[1,2]}`)
+	if r.ContentType != "application/x-www-form-urlencoded" || string(r.Body) != "ids=1&ids=2&name=Rex&status=sold&tags=a%2Cb" || r.Path != "/api/pets/7" {
 		t.Errorf("form: %s %s %s", r.Path, r.ContentType, r.Body)
 	}
 
@@ -198,7 +199,7 @@ func TestSwagger2Requests(t *testing.T) {
 		t.Errorf("form without consumes: %s %s", r.ContentType, r.Body)
 	}
 
-	r = rec.run(t, m, "pets__uploadPhoto", `{"petId":"7","caption":"at the beach","file":{"filename":"rex.png","content_base64":"iVBORw0KGgo="}}`)
+	r = rec.run(t, m, "pets__uploadPhoto", `{"petId":"7","caption":"at the beach","labels":["dog","sea"],"file":{"filename":"rex.png","content_base64":"iVBORw0KGgo="}}`)
 	mt, params, _ := mime.ParseMediaType(r.ContentType)
 	if mt != "multipart/form-data" {
 		t.Fatalf("upload content type %s", r.ContentType)
@@ -213,7 +214,7 @@ func TestSwagger2Requests(t *testing.T) {
 		b, _ := io.ReadAll(p)
 		got[p.FormName()] = fmt.Sprintf("%s|%s|%q", p.FileName(), p.Header.Get("Content-Type"), b)
 	}
-	if got["caption"] != `||"at the beach"` || got["file"] != `rex.png|image/png|"\x89PNG\r\n\x1a\n"` {
+	if got["caption"] != `||"at the beach"` || got["labels"] != `||"dog|sea"` || got["file"] != `rex.png|image/png|"\x89PNG\r\n\x1a\n"` {
 		t.Errorf("multipart parts: %v", got)
 	}
 }
