@@ -33,7 +33,8 @@ type param struct {
 	in       string // path, query, header, cookie
 	explode  bool
 	deepObj  bool
-	jsonText bool // content-encoded parameter: send the value as JSON text
+	sep      string // what joins an array's values when not exploded: "," unless the style says " " or "|"
+	jsonText bool   // content-encoded parameter: send the value as JSON text
 }
 
 // body is how the request body is built.
@@ -48,6 +49,9 @@ type body struct {
 	required bool
 	// files names the multipart body's file fields (see fileArgs).
 	files map[string]bool
+	// joined maps a form field whose encoding is not exploded to what joins its
+	// array's values: one field "a,b" rather than the field repeated.
+	joined map[string]string
 }
 
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodTrace}
@@ -203,7 +207,13 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) {
 			continue
 		}
-		pm := param{name: p.Name, in: p.In, explode: p.Explode == nil || *p.Explode, deepObj: p.Style == "deepObject"}
+		pm := param{name: p.Name, in: p.In, explode: p.Explode == nil || *p.Explode, deepObj: p.Style == openapi3.SerializationDeepObject, sep: ","}
+		switch p.Style {
+		case openapi3.SerializationSpaceDelimited:
+			pm.sep = " "
+		case openapi3.SerializationPipeDelimited:
+			pm.sep = "|"
+		}
 		var schema any = map[string]any{}
 		if p.Schema != nil {
 			schema = in.inline(jsonValue(p.Schema), nil)
@@ -239,7 +249,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		rb := op.RequestBody.Value
 		mediaType, mt := pickMediaType(rb.Content)
 		if mt != nil {
-			bd = &body{mediaType: mediaType, required: rb.Required}
+			bd = &body{mediaType: mediaType, required: rb.Required, joined: joinedFields(mt.Encoding)}
 			var schema any = map[string]any{}
 			if mt.Schema != nil {
 				schema = in.inline(jsonValue(mt.Schema), nil)
@@ -395,6 +405,26 @@ func fileArgSchema(orig map[string]any) map[string]any {
 		"required":             []any{"filename"},
 		"additionalProperties": false,
 	}
+}
+
+// joinedFields are the form fields whose encoding says explode false, and what joins
+// their values.
+func joinedFields(enc map[string]*openapi3.Encoding) map[string]string {
+	joined := map[string]string{}
+	for name, e := range enc {
+		if e == nil || e.Explode == nil || *e.Explode {
+			continue
+		}
+		switch e.Style {
+		case "", openapi3.SerializationForm:
+			joined[name] = ","
+		case openapi3.SerializationSpaceDelimited:
+			joined[name] = " "
+		case openapi3.SerializationPipeDelimited:
+			joined[name] = "|"
+		}
+	}
+	return joined
 }
 
 // pickMediaType prefers JSON, then form encoding, then anything else.

@@ -238,7 +238,7 @@ func addQuery(q url.Values, p param, v any) {
 	switch x := v.(type) {
 	case []any:
 		if !p.explode {
-			q.Add(p.name, scalar(v, false, ","))
+			q.Add(p.name, scalar(v, false, p.sep))
 			return
 		}
 		for _, e := range x {
@@ -307,6 +307,10 @@ func encodeBody(b *body, payload any) ([]byte, string, error) {
 		form := url.Values{}
 		for k, v := range obj {
 			if arr, ok := v.([]any); ok {
+				if sep, ok := b.joined[k]; ok {
+					form.Set(k, scalar(arr, false, sep))
+					continue
+				}
 				for _, e := range arr {
 					form.Add(k, scalar(e, false, ","))
 				}
@@ -316,7 +320,7 @@ func encodeBody(b *body, payload any) ([]byte, string, error) {
 		}
 		return []byte(form.Encode()), b.mediaType, nil
 	case isMultipart(b.mediaType):
-		return encodeMultipart(b.files, payload)
+		return encodeMultipart(b, payload)
 	}
 	if s, ok := payload.(string); ok {
 		return []byte(s), b.mediaType, nil
@@ -327,7 +331,7 @@ func encodeBody(b *body, payload any) ([]byte, string, error) {
 
 // encodeMultipart writes a multipart/form-data body: files as file parts, objects as
 // JSON parts (OpenAPI's default for them), arrays as repeated fields, the rest as text.
-func encodeMultipart(files map[string]bool, payload any) ([]byte, string, error) {
+func encodeMultipart(b *body, payload any) ([]byte, string, error) {
 	obj, ok := payload.(map[string]any)
 	if !ok {
 		return nil, "", errors.New("a multipart body must be an object")
@@ -336,7 +340,7 @@ func encodeMultipart(files map[string]bool, payload any) ([]byte, string, error)
 	w := multipart.NewWriter(&buf)
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		v := obj[k]
-		if files[k] {
+		if b.files[k] {
 			list, isList := v.([]any)
 			if !isList {
 				list = []any{v}
@@ -349,8 +353,13 @@ func encodeMultipart(files map[string]bool, payload any) ([]byte, string, error)
 			continue
 		}
 		var err error
+		sep, joined := b.joined[k]
 		switch x := v.(type) {
 		case []any:
+			if joined {
+				err = w.WriteField(k, scalar(x, false, sep))
+				break
+			}
 			for _, e := range x {
 				if err = w.WriteField(k, scalar(e, false, ",")); err != nil {
 					break

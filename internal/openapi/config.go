@@ -1,7 +1,7 @@
-// Package openapi turns an OpenAPI 3.0 or 3.1 document into tools: one per operation,
-// named {prefix}__{operationId}, whose arguments merge the operation's path, query,
-// header and cookie parameters and its JSON body into one JSON Schema, and whose calls
-// are HTTP requests to the API.
+// Package openapi turns an OpenAPI 3.0 or 3.1 document (or a Swagger 2.0 one, converted
+// to 3.0 first) into tools: one per operation, named {prefix}__{operationId}, whose
+// arguments merge the operation's path, query, header and cookie parameters and its
+// body into one JSON Schema, and whose calls are HTTP requests to the API.
 package openapi
 
 import (

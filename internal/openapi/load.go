@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,7 +89,16 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return fail(err)
 	}
-	doc, err := parse(ctx, data, files)
+	src := &Source{Name: cfg.Name}
+	var doc *openapi3.T
+	swagger2 := isSwagger(data)
+	if swagger2 {
+		var notes []string
+		doc, notes, err = parseSwagger2(ctx, data, files)
+		src.Warnings = append(src.Warnings, notes...)
+	} else {
+		doc, err = parse(ctx, data, files)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -96,14 +106,13 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if isURL(cfg.Spec) {
 		specURL = files.root
 	}
-	src := &Source{Name: cfg.Name}
 	if err := doc.Validate(ctx, openapi3.DisableExamplesValidation(), openapi3.DisableSchemaDefaultsValidation(),
 		openapi3.DisableSchemaPatternValidation()); err != nil {
 		// Real-world documents often break a rule that does not matter for calling
 		// them; say so and go on. Broken references and syntax already failed above.
 		src.Warnings = append(src.Warnings, "document does not validate: "+firstLine(err.Error()))
 	}
-	base, err := baseURL(cfg, doc, specURL)
+	base, err := baseURL(cfg, doc, specURL, swagger2)
 	if err != nil {
 		return fail(err)
 	}
@@ -129,8 +138,9 @@ func readCapped(r io.Reader, limit int64, what string) ([]byte, error) {
 	return data, nil
 }
 
-// parse loads an OpenAPI 3.0 or 3.1 document. References to other files or URLs are
-// read through files, whose policy decides which may be.
+// parse loads an OpenAPI 3.0 or 3.1 document (parseSwagger2 a Swagger 2.0 one).
+// References to other files or URLs are read through files, whose policy decides
+// which may be.
 func parse(ctx context.Context, data []byte, files *specFiles) (doc *openapi3.T, err error) {
 	// The loader panics on some malformed input; a bad document is an error, not a crash.
 	defer func() {
@@ -147,9 +157,6 @@ func parse(ctx context.Context, data []byte, files *specFiles) (doc *openapi3.T,
 	loader.ReadFromURIFunc = files.loaderRead
 	doc, err = loader.LoadFromDataWithPath(data, files.root)
 	if err != nil {
-		if v := swaggerVersion(data); v != "" {
-			return nil, fmt.Errorf("this is a Swagger %s document; only OpenAPI 3.0 and 3.1 are supported", v)
-		}
 		// A refused reference is the whole story (kin-openapi's text names the
 		// reference as written, ours where it leads and why).
 		var refused *errRefused
@@ -160,13 +167,10 @@ func parse(ctx context.Context, data []byte, files *specFiles) (doc *openapi3.T,
 	}
 	v := doc.OpenAPI
 	if !strings.HasPrefix(v, "3.0") && !strings.HasPrefix(v, "3.1") {
-		if sv := swaggerVersion(data); sv != "" {
-			return nil, fmt.Errorf("this is a Swagger %s document; only OpenAPI 3.0 and 3.1 are supported", sv)
-		}
 		if v == "" {
-			return nil, errors.New("the document has no openapi version field; only OpenAPI 3.0 and 3.1 are supported")
+			return nil, errors.New("the document has no openapi or swagger version field; only OpenAPI 3.0 and 3.1 and Swagger 2.0 are supported")
 		}
-		return nil, fmt.Errorf("openapi version %q is not supported (use 3.0 or 3.1)", v)
+		return nil, fmt.Errorf("openapi version %q is not supported (use 3.0 or 3.1, or Swagger 2.0)", v)
 	}
 	if doc.Paths == nil || doc.Paths.Len() == 0 {
 		return nil, errors.New("the document has no paths")
@@ -174,15 +178,22 @@ func parse(ctx context.Context, data []byte, files *specFiles) (doc *openapi3.T,
 	return doc, nil
 }
 
-// swaggerVersion is the swagger field of an OpenAPI 2 document, or "".
-func swaggerVersion(data []byte) string {
+// isSwagger reports whether data is a Swagger (OpenAPI 2) document: one with a swagger
+// field and no openapi field. A document without the word as a key (block YAML or
+// JSON) is not parsed for it: 3.x documents, the most, are parsed once, not twice.
+func isSwagger(data []byte) bool {
+	if !bytes.HasPrefix(data, []byte("swagger:")) && !bytes.Contains(data, []byte("\nswagger:")) &&
+		!bytes.Contains(data, []byte(`"swagger"`)) && !bytes.Contains(data, []byte(`'swagger'`)) {
+		return false
+	}
 	var head struct {
-		Swagger string `yaml:"swagger"`
+		Swagger any `yaml:"swagger"`
+		OpenAPI any `yaml:"openapi"`
 	}
 	if yaml.Unmarshal(data, &head) != nil {
-		return ""
+		return false
 	}
-	return head.Swagger
+	return head.Swagger != nil && head.OpenAPI == nil
 }
 
 // genericDoc is the document as plain JSON values, for resolving references.
@@ -199,8 +210,9 @@ func genericDoc(doc *openapi3.T) (any, error) {
 }
 
 // baseURL is the configured override, else the document's first server (resolved
-// against the document's own URL when relative).
-func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL) (*url.URL, error) {
+// against the document's own URL when relative). A Swagger 2.0 document's server is
+// its host, basePath and scheme; without a host it is served where it was read.
+func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL, swagger2 bool) (*url.URL, error) {
 	raw := cfg.BaseURL
 	if raw == "" && len(doc.Servers) > 0 && doc.Servers[0] != nil {
 		raw = doc.Servers[0].URL
@@ -211,6 +223,9 @@ func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL) (*url.URL, error) {
 		}
 	}
 	if raw == "" {
+		if specURL == nil && swagger2 {
+			return nil, errors.New("no base URL: the Swagger 2.0 document has no host; set base_url to the API's URL")
+		}
 		if specURL == nil {
 			return nil, errors.New("no base URL: the document lists no servers; set base_url")
 		}
@@ -221,6 +236,9 @@ func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL) (*url.URL, error) {
 		return nil, fmt.Errorf("base URL %q: %w", raw, err)
 	}
 	if !u.IsAbs() {
+		if specURL == nil && swagger2 {
+			return nil, fmt.Errorf("no base URL: the Swagger 2.0 document has no host, only the basePath %q; set base_url to the API's URL, base path included", raw)
+		}
 		if specURL == nil {
 			return nil, fmt.Errorf("the document's server URL %q is relative; set base_url", raw)
 		}

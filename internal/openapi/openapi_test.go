@@ -244,11 +244,12 @@ func TestEveryParameterLocation(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
 	_, m := load(t, shop(t, srv.URL))
-	e := echo(t, call(t, m, "shop__getItem", `{"itemId":"a b/c","verbose":true,"tags":["x","y"],"X-Trace":"t-1","session":"s1","filter":{"color":"red"}}`))
+	e := echo(t, call(t, m, "shop__getItem", `{"itemId":"a b/c","verbose":true,"tags":["x","y"],"sizes":["S","M"],"X-Trace":"t-1","session":"s1","filter":{"color":"red"}}`))
 	if e.Method != "GET" || e.RawPath != "/items/a%20b%2Fc" {
 		t.Errorf("path: %s %s", e.Method, e.RawPath)
 	}
-	if fmt.Sprint(e.Query["verbose"]) != "[true]" || fmt.Sprint(e.Query["tags"]) != "[x y]" || fmt.Sprint(e.Query["filter[color]"]) != "[red]" {
+	if fmt.Sprint(e.Query["verbose"]) != "[true]" || fmt.Sprint(e.Query["tags"]) != "[x y]" || fmt.Sprint(e.Query["filter[color]"]) != "[red]" ||
+		fmt.Sprint(e.Query["sizes"]) != "[S|M]" {
 		t.Errorf("query: %v", e.Query)
 	}
 	if e.Header["X-Trace"] != "t-1" || e.Cookies["session"] != "s1" {
@@ -693,7 +694,8 @@ openapi: 3.0.0
 	cases := []struct{ name, path, want string }{
 		{"huge", huge, "larger than 16 MiB"},
 		{"not yaml", write("bad.yaml", "openapi: [3.0\n  : {"), "could not be parsed"},
-		{"swagger", write("sw.yaml", "swagger: \"2.0\"\ninfo: {title: t, version: \"1\"}\npaths: {}\n"), "Swagger 2.0"},
+		{"swagger 1.2", write("sw.yaml", "swagger: \"1.2\"\ninfo: {title: t, version: \"1\"}\npaths: {/x: {get: {responses: {\"200\": {description: ok}}}}}\n"), `Swagger "1.2" document; only Swagger 2.0`},
+		{"swagger no paths", write("sw2.yaml", "swagger: \"2.0\"\ninfo: {title: t, version: \"1\"}\npaths: {}\n"), "no paths"},
 		{"future", write("v4.yaml", "openapi: 4.0.0\ninfo: {title: t, version: \"1\"}\npaths: {/x: {get: {responses: {\"200\": {description: ok}}}}}\n"), "not supported"},
 		{"no paths", write("empty.yaml", head+"paths: {}\n"), "no paths"},
 		{"dangling ref", write("dangle.yaml", op(`{$ref: "#/components/schemas/Nope"}`)), "could not be parsed"},
@@ -955,8 +957,9 @@ func TestRealDocumentQuirks(t *testing.T) {
 	if prop(msg, "To") == nil || prop(msg, "body") != nil || fmt.Sprint(msg["required"]) != "[AccountSid Body To]" {
 		t.Errorf("form body schema: %v", msg)
 	}
-	e = echo(t, call(t, m, "q__CreateMessage", `{"AccountSid":"AC1","To":"+1555","Body":"a & b","MediaUrl":["u1","u2"]}`))
-	if e.Path != "/Accounts/AC1/Messages.json" || e.CT != "application/x-www-form-urlencoded" || e.Body != "Body=a+%26+b&MediaUrl=u1&MediaUrl=u2&To=%2B1555" {
+	// An array field is repeated, or joined when its encoding says explode: false.
+	e = echo(t, call(t, m, "q__CreateMessage", `{"AccountSid":"AC1","To":"+1555","Body":"a & b","MediaUrl":["u1","u2"],"Tags":["x","y"]}`))
+	if e.Path != "/Accounts/AC1/Messages.json" || e.CT != "application/x-www-form-urlencoded" || e.Body != "Body=a+%26+b&MediaUrl=u1&MediaUrl=u2&Tags=x%2Cy&To=%2B1555" {
 		t.Errorf("form call: %s %s %s", e.Path, e.CT, e.Body)
 	}
 
