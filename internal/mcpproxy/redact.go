@@ -105,6 +105,8 @@ func newRedactor(cfg *ServerConfig) *redactor {
 // secret, replaced by REDACTED.
 func (r *redactor) text(s string) string {
 	s = urlInText.ReplaceAllStringFunc(s, redactURL)
+	// mcp-go wraps a failed HTTP send twice in the same words; once says it.
+	s = strings.ReplaceAll(s, sendFailed+sendFailed, sendFailed)
 	if r == nil {
 		return s
 	}
@@ -113,6 +115,10 @@ func (r *redactor) text(s string) string {
 	}
 	return s
 }
+
+// sendFailed is how mcp-go's HTTP transports begin the error of a request that
+// could not be sent.
+const sendFailed = "failed to send request: "
 
 // clip is text cut to maxErrText (clipText), redacted before it is cut so that
 // the cut cannot leave part of a secret behind.

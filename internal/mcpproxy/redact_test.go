@@ -42,6 +42,9 @@ func TestRedactor(t *testing.T) {
 		// What does not look like a secret stays: short values, ordinary env
 		// variables and flags.
 		{`abc production visible-name serve`, `abc production visible-name serve`},
+		// mcp-go's doubled wrapping of a failed send, said once.
+		{`transport error: failed to send request: failed to send request: Post "http://127.0.0.1:9/mcp": EOF`,
+			`transport error: failed to send request: Post "http://127.0.0.1:9/mcp": EOF`},
 	}
 	for _, tt := range tests {
 		if got := r.text(tt.in); got != tt.want {
