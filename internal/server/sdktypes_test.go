@@ -73,6 +73,18 @@ func TestProviderSDKTypes(t *testing.T) {
 	pngData := base64.StdEncoding.EncodeToString(pngBuf.Bytes())
 	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
 		c.Permissions.Allow = append(c.Permissions.Allow, "draw", "fails")
+		// Tools the providers run or declare in their own shapes, as docs/config.md
+		// has them.
+		c.ProviderTools = []config.ProviderToolConfig{
+			{Name: "web_search", Kind: "hosted", Specs: map[string]map[string]any{
+				"openai": {"type": "web_search"}, "anthropic": {"type": "web_search_20250305", "max_uses": 3}}},
+			{Name: "code_interpreter", Kind: "hosted", Specs: map[string]map[string]any{
+				"openai": {"type": "code_interpreter", "container": map[string]any{"type": "auto"}}}},
+			{Name: "bash", Kind: "provider_defined", Handler: "execute_command", Specs: map[string]map[string]any{
+				"anthropic": {"type": "bash_20250124"}}},
+			{Name: "computer", Kind: "provider_defined", Handler: "external", Specs: map[string]map[string]any{
+				"anthropic": {"type": "computer_20250124", "display_width_px": 1024, "display_height_px": 768}}},
+		}
 	}})
 	for _, tl := range []fn{
 		{spec: tool.Spec{Name: "draw", Description: "Draws a chart.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Risk: tool.RiskSafe},
@@ -114,7 +126,9 @@ func TestProviderSDKTypes(t *testing.T) {
 			func(m map[string]json.RawMessage) bool { return string(m["type"]) == `"function"` }},
 		{"openai_responses", "responsesTools", "OpenAI.Responses.FunctionTool", "OpenAI.Responses.Tool",
 			func(m map[string]json.RawMessage) bool { return string(m["type"]) == `"function"` }},
-		{"anthropic", "anthropicTools", "Anthropic.Tool", "Anthropic.ToolUnion",
+		// Computer use (computer_20250124) is a beta tool: the beta Messages API's
+		// tools take it, the Messages API's do not.
+		{"anthropic", "anthropicTools", "Anthropic.Tool", "Anthropic.Beta.BetaToolUnion",
 			func(m map[string]json.RawMessage) bool { return m["input_schema"] != nil }},
 		{"gemini", "geminiTools", "FunctionDeclaration", "FunctionDeclaration",
 			func(map[string]json.RawMessage) bool { return true }},
@@ -146,6 +160,9 @@ func TestProviderSDKTypes(t *testing.T) {
 		ts.constant(l.name+"Functions", l.fn+"[]", fns)
 		ts.constant(l.name+"Declared", l.param+"[]", decls)
 		ts.line(fmt.Sprintf("const %s: %s[] = [...%sFunctions, ...%sDeclared];", l.name, l.param, l.name, l.name))
+	}
+	if l := string(ts.b.Bytes()); !strings.Contains(l, `"bash_20250124"`) || !strings.Contains(l, `"code_interpreter"`) {
+		t.Fatalf("the listings lack the provider tools: %s", l)
 	}
 
 	// The calls as the providers give them, the messages of their results, and the
