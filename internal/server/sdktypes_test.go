@@ -110,7 +110,7 @@ func TestProviderSDKTypes(t *testing.T) {
 	ts.line(`// real responses, typed as the providers' SDKs type them.`)
 	ts.line(`import type OpenAI from "openai";`)
 	ts.line(`import type Anthropic from "@anthropic-ai/sdk";`)
-	ts.line(`import type { Content, FunctionDeclaration, Part, Tool as GeminiTool } from "@google/genai";`)
+	ts.line(`import type { Content, FunctionCall, FunctionDeclaration, Part, Tool as GeminiTool } from "@google/genai";`)
 	ts.line(`import type { Tool as MCPTool } from "@modelcontextprotocol/sdk/types.js";`)
 	ts.line(`import type { Tool as MCPSpecTool } from "@modelcontextprotocol/sdk/spec.types.js";`)
 
@@ -202,6 +202,12 @@ func TestProviderSDKTypes(t *testing.T) {
 			  {"functionCall":{"id":"g_fails","name":"fails","args":{}}}]}`,
 			calls: "parts", msgType: "Part",
 			convo: `const geminiConversation: Content[] = [geminiContent, { role: "user", parts: [msgs] }];`},
+		// The SDK's response.functionCalls: FunctionCall objects without their parts.
+		// Gemini leaves out args for a function without parameters, and often id.
+		{format: "gemini", name: "geminiCalls", typ: "FunctionCall[]",
+			turn:    `[{"name":"echo","args":{"text":"hello sdk"}},{"id":"g_draw","name":"draw"},{"name":"fails"}]`,
+			msgType: "Part",
+			convo:   `const geminiCallsConversation: Content[] = [{ role: "model", parts: geminiCalls.map((functionCall) => ({ functionCall })) }, { role: "user", parts: [msgs] }];`},
 	} {
 		turn := json.RawMessage(c.turn)
 		ts.constant(c.name, c.typ, turn)
@@ -213,7 +219,9 @@ func TestProviderSDKTypes(t *testing.T) {
 			}
 			calls = m[c.calls]
 		}
-		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format="+c.format, `{"calls":`+string(calls)+`}`)
+		batch := `{"calls":` + string(calls) + `}`
+		validate(t, "ToolCallsRequest", []byte(batch))
+		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format="+c.format, batch)
 		if code != 200 {
 			t.Fatalf("%s: the calls as the SDK types them are refused: %d %s", c.format, code, evs[0].raw)
 		}
