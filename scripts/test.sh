@@ -44,6 +44,10 @@ if command -v npm >/dev/null; then
     || echo "test.sh: npm ci failed; MCP proxy tests will fail under CI=true" >&2
   (cd bench/mcpcompare && npm ci --no-audit --no-fund --loglevel=error) \
     || echo "test.sh: npm ci failed in bench/mcpcompare; its smoke test will fail under CI=true" >&2
+  # The providers' TypeScript SDKs (and tsc) whose types the daemon's listings and
+  # messages are checked against, pinned in testdata/sdktypes/package-lock.json.
+  (cd testdata/sdktypes && npm ci --no-audit --no-fund --loglevel=error) \
+    || echo "test.sh: npm ci failed in testdata/sdktypes; the provider SDK type test will fail under CI=true" >&2
   # playwright-core for the web console tests, pinned in internal/webui/e2e/package-lock.json.
   (cd internal/webui/e2e && npm ci --no-audit --no-fund --loglevel=error) \
     || echo "test.sh: npm ci failed; web console tests will fail under CI=true" >&2

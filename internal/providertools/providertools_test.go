@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,7 @@ type listing struct {
 	Omitted []struct {
 		Name     string   `json:"name"`
 		HostedBy []string `json:"hosted_by"`
+		Reason   string   `json:"reason"`
 	} `json:"omitted"`
 }
 
@@ -102,15 +104,30 @@ func TestExportPerProvider(t *testing.T) {
 	t.Parallel()
 	d := daemon(t)
 
+	responses, l := list(t, d.URL+"/v1/tools?format=openai_responses")
+	if responses["type:web_search"] != `{"type":"web_search"}` || !strings.Contains(responses["type:code_interpreter"], `"container":{"type":"auto"}`) {
+		t.Errorf("openai_responses hosted declarations: %v", responses)
+	}
+	if !strings.HasPrefix(responses["bash"], `{"type":"function"`) || !strings.HasPrefix(responses["computer"], `{"type":"function"`) {
+		t.Errorf("provider-defined tools without an openai declaration should be functions: %s / %s", responses["bash"], responses["computer"])
+	}
+	if responses["web_search"] != "" || len(l.Omitted) != 0 {
+		t.Errorf("openai_responses: nothing should be omitted: %+v", l.Omitted)
+	}
+
+	// Chat Completions takes functions only: OpenAI's hosted tools, which it refuses
+	// ("Invalid value: 'web_search'"), are left out, saying where they run.
 	openai, l := list(t, d.URL+"/v1/tools?format=openai")
-	if openai["type:web_search"] != `{"type":"web_search"}` || !strings.Contains(openai["type:code_interpreter"], `"container":{"type":"auto"}`) {
-		t.Errorf("openai hosted declarations: %v", openai)
+	if openai["type:web_search"] != "" || openai["type:code_interpreter"] != "" || len(l.Omitted) != 2 {
+		t.Errorf("openai: hosted declarations listed: %v, omitted %+v", openai, l.Omitted)
+	}
+	for _, o := range l.Omitted {
+		if !slices.Contains(o.HostedBy, "openai") || !strings.Contains(o.Reason, "openai_responses") {
+			t.Errorf("openai: %s omitted without saying the Responses API runs it: %+v", o.Name, o)
+		}
 	}
 	if !strings.HasPrefix(openai["bash"], `{"type":"function"`) || !strings.HasPrefix(openai["computer"], `{"type":"function"`) {
 		t.Errorf("provider-defined tools without an openai declaration should be functions: %s / %s", openai["bash"], openai["computer"])
-	}
-	if openai["web_search"] != "" || len(l.Omitted) != 0 {
-		t.Errorf("openai: nothing should be omitted: %+v", l.Omitted)
 	}
 
 	anthropic, l := list(t, d.URL+"/v1/tools?format=anthropic")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // FuzzDecodeToolCalls feeds arbitrary bodies to the tool-calls decoder: it must never
@@ -25,7 +27,7 @@ func FuzzDecodeToolCalls(f *testing.F) {
 		err := decodeBody(bytes.NewReader(body), 1<<20, &req)
 		if err == nil {
 			var b interface{}
-			b, err = req.toBatch()
+			b, err = req.toBatch(toolmgr.FormatNative)
 			_ = b
 		}
 		if err != nil {
@@ -38,10 +40,12 @@ func FuzzDecodeToolCalls(f *testing.F) {
 			}
 			return
 		}
-		batch, _ := req.toBatch()
-		for _, c := range batch.Calls {
-			if c.ArgError == "" && (len(c.Arguments) == 0 || c.Arguments[0] != '{') {
-				t.Fatalf("call %+v has neither object arguments nor an ArgError", c)
+		for _, format := range []toolmgr.Format{toolmgr.FormatNative, toolmgr.FormatGemini} {
+			batch, _ := req.toBatch(format)
+			for _, c := range batch.Calls {
+				if c.ArgError == "" && (len(c.Arguments) == 0 || c.Arguments[0] != '{') {
+					t.Fatalf("%s: call %+v has neither object arguments nor an ArgError", format, c)
+				}
 			}
 		}
 	})

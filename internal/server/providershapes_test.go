@@ -367,6 +367,13 @@ func TestGeminiFunctionCalls(t *testing.T) {
 	if code, _, body := d.do("POST", "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"name":"echo","arguments":{"text":"x"}}]}`); code != 400 || !strings.Contains(string(body), "id is required") {
 		t.Errorf("a native call without an id: %d %s", code, body)
 	}
+	// A bare FunctionCall of a function without parameters has neither args nor,
+	// often, an id: under format gemini it runs.
+	if code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=gemini", `{"calls":[{"name":"echo"}]}`); code != 200 {
+		t.Errorf("a bare FunctionCall without args or id: %d %s", code, evs[0].raw)
+	} else if m := messages(t, evs); len(m) != 1 {
+		t.Errorf("a bare FunctionCall without args or id: %s", rawLines(evs))
+	}
 }
 
 // TestGeminiToolList: the gemini listing holds function declarations with the

@@ -59,7 +59,7 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	// Everything that can refuse the batch before it runs is checked before the
 	// session is made: a refused request leaves nothing behind.
-	batch, err := req.toBatch()
+	batch, err := req.toBatch(f)
 	if err == nil {
 		_, err = req.detached()
 	}
@@ -88,7 +88,7 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 // their records are still written. With resume, calls already on record are followed
 // instead of run (resume.go).
 func (s *Server) run(w http.ResponseWriter, r *http.Request, f toolmgr.Format, sess *session.Session, req toolCallsRequest) {
-	batch, err := req.toBatch()
+	batch, err := req.toBatch(f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

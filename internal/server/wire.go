@@ -84,9 +84,10 @@ func (c *wireCall) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// toCallRequest normalizes a wire call. Arguments that cannot be read are reported in
-// ArgError (the call is then answered invalid_args), never replaced by {}.
-func (c wireCall) toCallRequest() session.CallRequest {
+// toCallRequest normalizes a wire call of a request in format f. Arguments that
+// cannot be read are reported in ArgError (the call is then answered invalid_args),
+// never replaced by {}.
+func (c wireCall) toCallRequest(f toolmgr.Format) session.CallRequest {
 	req := session.CallRequest{ToolCallID: c.ID, Name: c.Name}
 	var args json.RawMessage
 	switch {
@@ -110,8 +111,11 @@ func (c wireCall) toCallRequest() session.CallRequest {
 		fc := c.FunctionCall
 		req.ToolCallID, req.Name, req.NoID = fc.ID, fc.Name, fc.ID == ""
 		args = fc.Args
-	case len(c.Args) > 0 && len(c.Arguments) == 0 && len(c.Input) == 0:
-		// A Gemini FunctionCall object alone (an SDK's function_calls list).
+	case len(c.Args) > 0 && len(c.Arguments) == 0 && len(c.Input) == 0,
+		f == toolmgr.FormatGemini && c.Type == "" && len(c.Arguments) == 0 && len(c.Input) == 0:
+		// A Gemini FunctionCall object alone (an SDK's functionCalls list). Gemini
+		// leaves out args for a function without parameters, and often id: under
+		// format gemini such a call is one, not the daemon's shape without its id.
 		req.NoID = c.ID == ""
 		args = c.Args
 	default:
@@ -158,7 +162,8 @@ func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 	return raw, ""
 }
 
-func (req toolCallsRequest) toBatch() (session.Batch, error) {
+// toBatch reads the request's calls; f is the format of the request.
+func (req toolCallsRequest) toBatch(f toolmgr.Format) (session.Batch, error) {
 	strategy, err := session.ParseStrategy(req.Strategy)
 	if err != nil {
 		return session.Batch{}, errorf(CodeBadRequest, err.Error())
@@ -180,7 +185,7 @@ func (req toolCallsRequest) toBatch() (session.Batch, error) {
 	}
 	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: timeout}
 	for _, c := range req.Calls {
-		b.Calls = append(b.Calls, c.toCallRequest())
+		b.Calls = append(b.Calls, c.toCallRequest(f))
 	}
 	return b, nil
 }

@@ -36,14 +36,23 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("unknown format %q (use openai, openai_responses, anthropic, gemini, mcp or native)", s)
 }
 
-// provider is the key of the format's declarations in Spec.ProviderSpecs: both OpenAI
-// APIs take the same hosted tools ({"type":"web_search"}), declared once as openai.
+// provider is the key of the format's declarations in Spec.ProviderSpecs, "" for a
+// format that takes none. OpenAI's ({"type":"web_search"}, declared as openai) are
+// Responses API tools: Chat Completions takes functions and custom tools only and
+// refuses a whole request holding another ("Invalid value: 'web_search'. Supported
+// values are: 'function' and 'custom'."), so format openai gets none.
 func (f Format) provider() string {
-	if f == FormatOpenAIResponses {
+	switch f {
+	case FormatOpenAIResponses:
 		return string(FormatOpenAI)
+	case FormatOpenAI:
+		return ""
 	}
 	return string(f)
 }
+
+// chatCompletionsHosted is why format openai leaves out a tool OpenAI hosts.
+const chatCompletionsHosted = "OpenAI runs its hosted tools in the Responses API only (format openai_responses); Chat Completions takes functions"
 
 // Export renders specs (already in the order wanted) as the provider expects them in a
 // request's tool list. A tool with a declaration in the provider's own format
@@ -86,7 +95,11 @@ func Omitted(specs []tool.Spec, f Format) []OmittedTool {
 			continue
 		}
 		if s.Hosted {
-			out = append(out, OmittedTool{Name: s.Name, HostedBy: s.HostedBy()})
+			o := OmittedTool{Name: s.Name, HostedBy: s.HostedBy()}
+			if f == FormatOpenAI && slices.Contains(o.HostedBy, string(FormatOpenAI)) {
+				o.Reason = chatCompletionsHosted
+			}
+			out = append(out, o)
 		} else if why := refusedName(s.Name, f); why != "" {
 			out = append(out, OmittedTool{Name: s.Name, Reason: why})
 		}

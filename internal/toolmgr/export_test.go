@@ -58,7 +58,9 @@ func TestExportShapes(t *testing.T) {
 		ProviderSpecs: map[string]json.RawMessage{"anthropic": json.RawMessage(`{"type":"bash_20250124","name":"bash"}`)}}
 	both := []tool.Spec{hosted, defined}
 	for f, want := range map[Format]string{
-		FormatOpenAI:    `[{"type":"code_interpreter"},{"type":"function","function":{"name":"bash","description":"d","parameters":{"type":"object"}}}]`,
+		// Chat Completions takes functions only (OpenAI's hosted tools are the
+		// Responses API's).
+		FormatOpenAI:    `[{"type":"function","function":{"name":"bash","description":"d","parameters":{"type":"object"}}}]`,
 		FormatAnthropic: `[{"type":"bash_20250124","name":"bash"}]`,
 		// The Responses API takes OpenAI's hosted tools (declared once, as openai).
 		FormatOpenAIResponses: `[{"type":"code_interpreter"},{"type":"function","name":"bash","description":"d","parameters":{"type":"object"},"strict":false}]`,
@@ -72,7 +74,7 @@ func TestExportShapes(t *testing.T) {
 	if o := Omitted(both, FormatAnthropic); len(o) != 1 || o[0].Name != "code_interpreter" || o[0].HostedBy[0] != "openai" {
 		t.Errorf("omitted from anthropic: %+v", o)
 	}
-	if o := Omitted(both, FormatOpenAI); len(o) != 0 {
+	if o := Omitted(both, FormatOpenAI); len(o) != 1 || o[0].Name != "code_interpreter" || o[0].HostedBy[0] != "openai" || o[0].Reason != chatCompletionsHosted {
 		t.Errorf("omitted from openai: %+v", o)
 	}
 	if o := Omitted(both, FormatOpenAIResponses); len(o) != 0 {
