@@ -232,8 +232,11 @@ func availableMemory(cgroupDir string) int64 {
 			}
 		}
 	}
+	if cgroupDir == "" {
+		return total
+	}
 	// An unlimited cgroup reads as a huge number (9223372036854771712).
-	if limit := readCgroupInt(cgroupDir, "memory.limit_in_bytes"); cgroupDir != "" && limit > 0 && (total == 0 || limit < total) {
+	if limit := readCgroupInt(cgroupDir, "memory.limit_in_bytes"); limit > 0 && (total == 0 || limit < total) {
 		total = limit
 	}
 	return total
