@@ -26,6 +26,13 @@ func TestTokenize(t *testing.T) {
 		{"", nil},
 		{"open_pr", []string{"open", "pull", "request"}},
 		{"Ünïcödé wörds", []string{"ünïcödé", "wörds"}},
+		// A URL is about a URL, whatever its scheme; a file name adds "file".
+		{"open https://example.com/docs", []string{"open", "url", "exampl", "com", "document"}},
+		{"show main.go and config.old.yaml", []string{"show", "main", "go", "fil", "configuration", "old", "yaml", "fil"}},
+		{"get https://go.dev/doc.html", []string{"get", "url", "go", "dev", "document", "html"}},
+		{"e.g. v1.2", []string{"v1"}},
+		{"a new folder", []string{"new", "directory"}},
+		{"which images do I have, all of them", []string{"imag", "them"}},
 	}
 	for _, tt := range tests {
 		if got := Tokenize(tt.in); !reflect.DeepEqual(got, tt.want) {
