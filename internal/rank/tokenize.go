@@ -1,6 +1,7 @@
 package rank
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -143,6 +144,58 @@ var stopwords = map[string]bool{
 	"one": true, "via": true, "all": true, "any": true, "each": true, "every": true,
 	"much": true, "many": true, "about": true, "also": true, "just": true, "very": true,
 	"have": true, "has": true, "had": true, "did": true, "been": true, "were": true, "am": true,
+}
+
+// related maps a query term (stemmed) to terms that mean nearly the same in tool
+// names and descriptions, so that "remove" finds a tool that deletes, "find" one that
+// searches, "remember" a memory. A match through a related term counts relatedWeight
+// of a match of the word itself, so tools that use the query's own word stay first.
+// Only the query is expanded; documents are indexed as written.
+var related = buildRelated(
+	[][]string{ // each word is related to every other of its group
+		{"delete", "remove", "erase", "destroy"},
+		{"create", "make"},
+		{"find", "search", "locate", "lookup"},
+		{"update", "modify", "change", "edit"},
+		{"show", "display", "view"},
+		{"start", "launch", "begin"},
+		{"stop", "halt", "terminate"},
+		{"copy", "duplicate", "clone"},
+		{"url", "link"},
+	},
+	map[string][]string{ // one way: the query word → the words tools use
+		"remember": {"memory"}, "memorize": {"memory"}, "recall": {"memory"},
+		"forget":   {"memory", "delete"},
+		"download": {"fetch", "pull"},
+		"big":      {"size"}, "large": {"size"},
+		"open": {"navigate"}, "visit": {"navigate"},
+	},
+)
+
+// relatedWeight is how much a match through a related term counts.
+const relatedWeight = 0.5
+
+func buildRelated(groups [][]string, oneWay map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	add := func(from, to string) {
+		f, t := Stem(from), Stem(to)
+		if f != t && !slices.Contains(out[f], t) {
+			out[f] = append(out[f], t)
+		}
+	}
+	for _, g := range groups {
+		for _, a := range g {
+			for _, b := range g {
+				add(a, b)
+			}
+		}
+	}
+	for from, tos := range oneWay {
+		for _, to := range tos {
+			add(from, to)
+		}
+	}
+	return out
 }
 
 // Stem strips the commonest English inflections so that a query and a description
