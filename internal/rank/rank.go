@@ -39,9 +39,13 @@ type Params struct {
 	NameWeight, DescWeight, ParamWeight float64
 }
 
-// DefaultParams returns k1 1.2, b 0.75, field weights name 3, description 1, parameters 1.5.
+// DefaultParams returns k1 1.2, b 0.5, field weights name 3, description 1, parameters
+// 0.5. Parameter names are mostly generic (id, path, limit, opt_fields) and real
+// descriptions range from four words to a page, so both count less than BM25's usual
+// b 0.75 and the former weight 1.5 made them: measured on the labelled queries of
+// the real-world fixture and of the synthetic registry, recall and MRR both rose.
 func DefaultParams() Params {
-	return Params{K1: 1.2, B: 0.75, NameWeight: 3, DescWeight: 1, ParamWeight: 1.5}
+	return Params{K1: 1.2, B: 0.5, NameWeight: 3, DescWeight: 1, ParamWeight: 0.5}
 }
 
 // Index is an immutable BM25F index over a set of tools. It is safe for concurrent use
