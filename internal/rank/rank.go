@@ -6,7 +6,9 @@
 // The ranking is BM25F: per field term frequencies are length-normalised, weighted
 // (name highest), summed, and saturated once per term; each term is weighted by its
 // inverse document frequency. Everything but the query-side sum is computed when the
-// Index is built, so ranking a query is a walk over a few posting lists.
+// Index is built, so ranking a query is a walk over a few posting lists. A query word
+// also walks the lists of a few words of nearly the same meaning ("remove" those of
+// "delete"), at a discount, since users and tool authors seldom pick the same word.
 package rank
 
 import (
@@ -37,9 +39,13 @@ type Params struct {
 	NameWeight, DescWeight, ParamWeight float64
 }
 
-// DefaultParams returns k1 1.2, b 0.75, field weights name 3, description 1, parameters 1.5.
+// DefaultParams returns k1 1.2, b 0.5, field weights name 3, description 1, parameters
+// 0.5. Parameter names are mostly generic (id, path, limit, opt_fields) and real
+// descriptions range from four words to a page, so both count less than BM25's usual
+// b 0.75 and the former weight 1.5 made them: measured on the labelled queries of
+// the real-world fixture and of the synthetic registry, recall and MRR both rose.
 func DefaultParams() Params {
-	return Params{K1: 1.2, B: 0.75, NameWeight: 3, DescWeight: 1, ParamWeight: 1.5}
+	return Params{K1: 1.2, B: 0.5, NameWeight: 3, DescWeight: 1, ParamWeight: 0.5}
 }
 
 // Index is an immutable BM25F index over a set of tools. It is safe for concurrent use
@@ -127,7 +133,7 @@ func NewIndexWith(docs []Doc, p Params) *Index {
 	// Pass 2: the BM25F weight of every (term, doc), appended in doc order.
 	idf := make([]float64, len(terms))
 	for id, d := range df {
-		idf[id] = math.Log(1 + (float64(n)-float64(d)+0.5)/(float64(d)+0.5))
+		idf[id] = idfOf(n, int(d))
 	}
 	lists := make([][]posting, len(terms))
 	for id, d := range df {
@@ -177,6 +183,13 @@ func uniqueSorted(docs []Doc) []Doc {
 	return out
 }
 
+// idfOf is the inverse document frequency of a term that df of n docs hold.
+func idfOf(n, df int) float64 {
+	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+}
+
+func (ix *Index) idf(df int) float64 { return idfOf(len(ix.names), df) }
+
 // Len returns the number of tools in the index.
 func (ix *Index) Len() int { return len(ix.names) }
 
@@ -207,11 +220,22 @@ func (ix *Index) RankFiltered(query string, limit int, keep func(name string) bo
 			continue
 		}
 		s.seen[term] = struct{}{}
-		for _, p := range ix.postings[term] {
-			if s.scores[p.doc] == 0 {
-				s.touched = append(s.touched, p.doc)
+		s.add(ix.postings[term], 1)
+	}
+	// Related terms after the query's own, so a word the query also holds counts once.
+	// A related term rarer than the query's word would outweigh it (its IDF is
+	// higher), so it counts at most as much as the word itself would.
+	for _, term := range s.terms {
+		for _, rel := range related[term] {
+			if _, dup := s.seen[rel]; dup {
+				continue
 			}
-			s.scores[p.doc] += p.weight
+			s.seen[rel] = struct{}{}
+			list := ix.postings[rel]
+			if len(list) == 0 {
+				continue
+			}
+			s.add(list, relatedWeight*min(1, ix.idf(len(ix.postings[term]))/ix.idf(len(list))))
 		}
 	}
 	h := resultHeap{limit: limit}
@@ -227,6 +251,15 @@ func (ix *Index) RankFiltered(query string, limit int, keep func(name string) bo
 		h.offer(hit{doc: doc, score: score})
 	}
 	return h.results(ix.names)
+}
+
+func (s *scratch) add(list []posting, factor float64) {
+	for _, p := range list {
+		if s.scores[p.doc] == 0 {
+			s.touched = append(s.touched, p.doc)
+		}
+		s.scores[p.doc] += factor * p.weight
+	}
 }
 
 type hit struct {

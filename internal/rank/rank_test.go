@@ -26,6 +26,13 @@ func TestTokenize(t *testing.T) {
 		{"", nil},
 		{"open_pr", []string{"open", "pull", "request"}},
 		{"Ünïcödé wörds", []string{"ünïcödé", "wörds"}},
+		// A URL is about a URL, whatever its scheme; a file name adds "file".
+		{"open https://example.com/docs", []string{"open", "url", "exampl", "com", "document"}},
+		{"show main.go and config.old.yaml", []string{"show", "main", "go", "fil", "configuration", "old", "yaml", "fil"}},
+		{"get https://go.dev/doc.html", []string{"get", "url", "go", "dev", "document", "html"}},
+		{"e.g. v1.2", []string{"v1"}},
+		{"a new folder", []string{"new", "directory"}},
+		{"which images do I have, all of them", []string{"imag", "them"}},
 	}
 	for _, tt := range tests {
 		if got := Tokenize(tt.in); !reflect.DeepEqual(got, tt.want) {
@@ -139,6 +146,43 @@ func TestRankBasics(t *testing.T) {
 	}
 	if r := NewIndex(nil).Rank("anything", 5); len(r) != 0 {
 		t.Errorf("empty index returned %v", r)
+	}
+}
+
+// TestRankRelatedWords: a query word finds tools that use a word of nearly the same
+// meaning, below those that use the word itself, and a rare related word does not
+// outweigh the query's own.
+func TestRankRelatedWords(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex([]Doc{
+		{Name: "box_destroy", Description: "Destroy a box."},
+		{Name: "container_remove", Description: "Remove a container."},
+		{Name: "container_start", Description: "Start a container."},
+		{Name: "memory_save", Description: "Save a fact to long-term memory."},
+		{Name: "notes_find", Description: "Find notes by title."},
+		{Name: "notes_search", Description: "Search notes by title."},
+	})
+	if got := names(ix.Rank("erase the container", 10)); len(got) == 0 || got[0] != "container_remove" {
+		t.Errorf("erase the container = %v, want container_remove first", got)
+	}
+	if got := names(ix.Rank("remember that Alice prefers email", 10)); !reflect.DeepEqual(got, []string{"memory_save"}) {
+		t.Errorf("remember … = %v, want [memory_save]", got)
+	}
+	if got := names(ix.Rank("find notes", 10)); !reflect.DeepEqual(got, []string{"notes_find", "notes_search"}) {
+		t.Errorf("find notes = %v, want notes_find, then notes_search", got)
+	}
+
+	// "locate" is rarer than "search" here: unchecked, its higher IDF would put the
+	// one tool that locates above the three that search.
+	ix = NewIndex([]Doc{
+		{Name: "a_tool", Description: "Search the alpha records."},
+		{Name: "b_tool", Description: "Search the beta records."},
+		{Name: "c_tool", Description: "Search the gamma records."},
+		{Name: "d_tool", Description: "Locate the delta records."},
+		{Name: "e_tool", Description: "Unrelated."},
+	})
+	if got := names(ix.Rank("search records", 10)); len(got) != 4 || got[3] != "d_tool" {
+		t.Errorf("search records = %v, want d_tool last of four", got)
 	}
 }
 

@@ -14,9 +14,12 @@ import (
 
 // coreDocs loads the built-in tools and the MCP "everything" and "filesystem" server
 // tools, named as toolserverd exposes them (mcp__<server>__<tool>).
-func coreDocs(t testing.TB) []Doc {
+func coreDocs(t testing.TB) []Doc { return docsFile(t, "core_tools.json") }
+
+// docsFile loads tools from a JSON file of {name, description, params} in testdata.
+func docsFile(t testing.TB, name string) []Doc {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "core_tools.json"))
+	data, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +203,16 @@ type labelled struct {
 	relevant []string
 }
 
-func labelledQueries(t testing.TB) []labelled {
+func labelledQueries(t testing.TB) []labelled { return labelledFile(t, "queries.txt") }
+
+// labelledFile reads "query => relevant tool names" lines from a file in testdata.
+func labelledFile(t testing.TB, name string) []labelled {
 	t.Helper()
 	var out []labelled
-	for _, l := range lines(t, "queries.txt") {
+	for _, l := range lines(t, name) {
 		q, rel, ok := strings.Cut(l[0], "=>")
 		if !ok {
-			t.Fatalf("queries.txt: no => in %q", l[0])
+			t.Fatalf("%s: no => in %q", name, l[0])
 		}
 		out = append(out, labelled{query: strings.TrimSpace(q), relevant: strings.Fields(rel)})
 	}

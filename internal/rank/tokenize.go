@@ -1,6 +1,7 @@
 package rank
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -12,27 +13,72 @@ import (
 // get weather forecast, "HTTPServer" → http server), lower-cases, expands common
 // abbreviations of tool names ("dir" → directory, "repo" → repository), drops
 // stopwords and single letters, and stems each word (see Stem). Digits stay attached
-// to letters ("base64", "utf8").
+// to letters ("base64", "utf8"). A URL's scheme becomes "url" and a file name such as
+// "main.go" adds "file" (see appendLiteral).
 func Tokenize(text string) []string {
 	return appendTokens(nil, text)
 }
 
 func appendTokens(dst []string, text string) []string {
-	start := -1
+	start, prevEnd := -1, -1
+	inURL := false
 	for i, r := range text {
 		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
 		if alnum && start < 0 {
 			start = i
 		}
 		if !alnum && start >= 0 {
-			dst = appendWord(dst, text[start:i])
-			start = -1
+			dst, inURL = appendLiteral(dst, text, start, i, prevEnd, inURL)
+			prevEnd, start = i, -1
+		}
+		if unicode.IsSpace(r) {
+			inURL = false
 		}
 	}
 	if start >= 0 {
-		dst = appendWord(dst, text[start:])
+		dst, _ = appendLiteral(dst, text, start, len(text), prevEnd, inURL)
 	}
 	return dst
+}
+
+// appendLiteral appends the terms of the word text[start:end] (the previous word
+// ended at prevEnd) and says whether a URL goes on after it. A URL's scheme
+// ("https://") is the term "url", not "http": a query or description that holds a
+// URL is about one, whatever the protocol. A file name ("main.go", "package.json",
+// outside a URL) adds the term "file" after its extension.
+func appendLiteral(dst []string, text string, start, end, prevEnd int, inURL bool) ([]string, bool) {
+	w := text[start:end]
+	if strings.HasPrefix(text[end:], "://") && isScheme(w) {
+		return appendTerm(dst, "url"), true
+	}
+	dst = appendWord(dst, w)
+	if !inURL && prevEnd >= 0 && prevEnd == start-1 && text[prevEnd] == '.' && isExtension(w) &&
+		!(end+1 < len(text) && text[end] == '.' && isAlnumByte(text[end+1])) {
+		dst = appendTerm(dst, "file")
+	}
+	return dst, inURL
+}
+
+func isScheme(w string) bool {
+	switch strings.ToLower(w) {
+	case "http", "https", "ftp", "ftps", "ws", "wss", "file", "s3", "gs", "git", "ssh":
+		return true
+	}
+	return false
+}
+
+// isExtension reports whether w looks like a file name extension: 2 to 5 lower-case
+// letters and digits, starting with a letter ("go", "json", "mp4"; not "e" of "e.g.",
+// not "2" of "v1.2").
+func isExtension(w string) bool {
+	if len(w) < 2 || len(w) > 5 || w[0] < 'a' || w[0] > 'z' {
+		return false
+	}
+	return isASCIILower(w)
+}
+
+func isAlnumByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // appendWord splits one run of letters and digits at case boundaries.
@@ -80,6 +126,7 @@ var abbreviations = map[string]string{
 	"temp": "temporary", "del": "delete", "pr": "pull request", "prs": "pull requests",
 	"auth": "authentication", "desc": "description", "num": "number", "max": "maximum",
 	"min": "minimum", "src": "source", "dst": "destination", "dest": "destination",
+	"folder": "directory", "folders": "directories",
 }
 
 // stopwords are words that say nothing about which tool fits: articles, pronouns,
@@ -94,7 +141,61 @@ var stopwords = map[string]bool{
 	"would": true, "will": true, "do": true, "does": true, "how": true, "what": true,
 	"which": true, "please": true, "want": true, "need": true, "some": true,
 	"there": true, "here": true, "then": true, "than": true, "if": true, "so": true,
-	"one": true, "via": true,
+	"one": true, "via": true, "all": true, "any": true, "each": true, "every": true,
+	"much": true, "many": true, "about": true, "also": true, "just": true, "very": true,
+	"have": true, "has": true, "had": true, "did": true, "been": true, "were": true, "am": true,
+}
+
+// related maps a query term (stemmed) to terms that mean nearly the same in tool
+// names and descriptions, so that "remove" finds a tool that deletes, "find" one that
+// searches, "remember" a memory. A match through a related term counts relatedWeight
+// of a match of the word itself, so tools that use the query's own word stay first.
+// Only the query is expanded; documents are indexed as written.
+var related = buildRelated(
+	[][]string{ // each word is related to every other of its group
+		{"delete", "remove", "erase", "destroy"},
+		{"create", "make"},
+		{"find", "search", "locate", "lookup"},
+		{"update", "modify", "change", "edit"},
+		{"show", "display", "view"},
+		{"start", "launch", "begin"},
+		{"stop", "halt", "terminate"},
+		{"copy", "duplicate", "clone"},
+		{"url", "link"},
+	},
+	map[string][]string{ // one way: the query word → the words tools use
+		"remember": {"memory"}, "memorize": {"memory"}, "recall": {"memory"},
+		"forget":   {"memory", "delete"},
+		"download": {"fetch", "pull"},
+		"big":      {"size"}, "large": {"size"},
+		"open": {"navigate"}, "visit": {"navigate"},
+	},
+)
+
+// relatedWeight is how much a match through a related term counts.
+const relatedWeight = 0.5
+
+func buildRelated(groups [][]string, oneWay map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	add := func(from, to string) {
+		f, t := Stem(from), Stem(to)
+		if f != t && !slices.Contains(out[f], t) {
+			out[f] = append(out[f], t)
+		}
+	}
+	for _, g := range groups {
+		for _, a := range g {
+			for _, b := range g {
+				add(a, b)
+			}
+		}
+	}
+	for from, tos := range oneWay {
+		for _, to := range tos {
+			add(from, to)
+		}
+	}
+	return out
 }
 
 // Stem strips the commonest English inflections so that a query and a description
