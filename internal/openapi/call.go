@@ -463,8 +463,14 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		res.Details = details
 		return res
 	}
-	if strings.HasPrefix(mediaType, "image/") && !cut {
-		return &tool.Result{Content: []tool.Content{{Type: tool.ContentImage, Data: base64.StdEncoding.EncodeToString(data), MimeType: mediaType}}, Details: details}
+	if (strings.HasPrefix(mediaType, "image/") || strings.HasPrefix(mediaType, "audio/")) && !cut {
+		// An image, or audio (OpenAI's speech): a block of its own, which the formats
+		// that cannot show it name in a line, and the call's record keeps whole.
+		kind := tool.ContentImage
+		if strings.HasPrefix(mediaType, "audio/") {
+			kind = tool.ContentAudio
+		}
+		return &tool.Result{Content: []tool.Content{{Type: kind, Data: base64.StdEncoding.EncodeToString(data), MimeType: mediaType}}, Details: details}
 	}
 	res := tool.TextResult(text)
 	res.Details = details

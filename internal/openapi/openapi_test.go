@@ -1,7 +1,9 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1136,5 +1138,59 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		if _, err := Load(context.Background(), bad); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: want an error with %q, got %v", c.auth.OAuth2, c.want, err)
 		}
+	}
+}
+
+// openaiLike is an API shaped like OpenAI's (testdata/openai31.yaml): speech answers
+// audio, chat completions answer by model name: "limited" a 429 with Retry-After,
+// "echo" the credentials it was sent, in an error and in a success.
+func openaiLike(t *testing.T) (*httptest.Server, []byte) {
+	t.Helper()
+	audio := append([]byte("ID3\x04\x00"), make([]byte, 2000)...)
+	for i := range audio[5:] {
+		audio[5+i] = byte(i)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/audio/speech" {
+			w.Header().Set("Content-Type", "audio/mpeg")
+			_, _ = w.Write(audio)
+			return
+		}
+		var req struct{ Model string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		_, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		switch req.Model {
+		case "limited":
+			w.Header().Set("Retry-After", "20")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`)
+		case "echo-error":
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s","code":"invalid_api_key"}}`, key)
+		case "echo":
+			fmt.Fprintf(w, `{"id":"c1","key":%q}`, key)
+		default:
+			fmt.Fprint(w, `{"id":"c1"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, audio
+}
+
+// TestAudioResponseKept: a binary audio answer (OpenAI's speech) is an audio block,
+// kept whole in the call's record, not a line saying how many bytes were dropped.
+func TestAudioResponseKept(t *testing.T) {
+	t.Parallel()
+	srv, audio := openaiLike(t)
+	_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL + "/v1"})
+	res := call(t, m, "oai__createSpeech", `{"model":"tts-1","input":"hello","voice":"alloy"}`)
+	if res.IsError || len(res.Content) != 1 {
+		t.Fatalf("speech: %v %s", res.IsError, res.Text())
+	}
+	c := res.Content[0]
+	got, err := base64.StdEncoding.DecodeString(c.Data)
+	if c.Type != tool.ContentAudio || c.MimeType != "audio/mpeg" || err != nil || !bytes.Equal(got, audio) {
+		t.Errorf("speech result: %s %s, %d bytes (%v); want the %d bytes of audio/mpeg", c.Type, c.MimeType, len(got), err, len(audio))
 	}
 }
