@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
@@ -428,8 +429,14 @@ func writeFilePart(w *multipart.Writer, field string, v any) error {
 func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Result {
 	ct := resp.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(ct)
-	details, _ := json.Marshal(map[string]any{"status": resp.StatusCode, "content_type": ct, "bytes": len(data), "cut": cut,
-		"method": o.method, "url": o.redacted(resp.Request.URL)})
+	info := map[string]any{"status": resp.StatusCode, "content_type": ct, "bytes": len(data), "cut": cut,
+		"method": o.method, "url": o.redacted(resp.Request.URL)}
+	retry := ""
+	if ra := strings.TrimSpace(resp.Header.Get("Retry-After")); ra != "" && resp.StatusCode >= 400 {
+		info["retry_after"] = clip(ra, 100)
+		retry = retryAfter(ra)
+	}
+	details, _ := json.Marshal(info)
 	text := bodyText(mediaType, data)
 	if cut {
 		text += fmt.Sprintf("\n[response cut: only the first %d bytes were read]", o.maxBytes)
@@ -453,6 +460,9 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 			// for a new one rather than sending it again until then.
 			o.tokens.Refresh()
 			text += "\n[the API refused the OAuth2 token; the next call gets a new one]"
+		}
+		if retry != "" {
+			text += "\n[" + retry + "]"
 		}
 		res := tool.ErrorResult(kind, "HTTP %d %s from %s %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.redacted(resp.Request.URL), text)
 		res.Details = details
@@ -481,6 +491,18 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 	}
 	return res
+}
+
+// retryAfter is what a Retry-After header (RFC 9110: seconds, or an HTTP date) tells
+// the model, which reads only the result's text.
+func retryAfter(v string) string {
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return fmt.Sprintf("the API says to retry after %d seconds (Retry-After)", n)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return fmt.Sprintf("the API says to retry after %s (Retry-After)", t.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("the API sent Retry-After: %q", clip(v, 100))
 }
 
 // redacted is u for the model, logs and UIs: without user info (a base URL's

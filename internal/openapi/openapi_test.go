@@ -1194,3 +1194,21 @@ func TestAudioResponseKept(t *testing.T) {
 		t.Errorf("speech result: %s %s, %d bytes (%v); want the %d bytes of audio/mpeg", c.Type, c.MimeType, len(got), err, len(audio))
 	}
 }
+
+// TestRetryAfterReachesTheModel: a 429's Retry-After header, where OpenAI (and most
+// APIs) say when to try again, is in the result the model reads and in its details.
+func TestRetryAfterReachesTheModel(t *testing.T) {
+	t.Parallel()
+	srv, _ := openaiLike(t)
+	_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL + "/v1"})
+	res := call(t, m, "oai__createChatCompletion", `{"model":"limited","messages":[{"role":"user","content":"hi"}]}`)
+	if !res.IsError || res.ErrorKind != tool.KindUnavailable || !strings.Contains(res.Text(), "rate_limit_exceeded") ||
+		!strings.Contains(res.Text(), "retry after 20 seconds") {
+		t.Errorf("429: %v %s %s", res.IsError, res.ErrorKind, res.Text())
+	}
+	var d map[string]any
+	_ = json.Unmarshal(res.Details, &d)
+	if d["retry_after"] != "20" {
+		t.Errorf("details: %s", res.Details)
+	}
+}
