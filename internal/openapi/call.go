@@ -429,6 +429,7 @@ func writeFilePart(w *multipart.Writer, field string, v any) error {
 func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Result {
 	ct := resp.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(ct)
+	media := (strings.HasPrefix(mediaType, "image/") || strings.HasPrefix(mediaType, "audio/")) && !cut
 	info := map[string]any{"status": resp.StatusCode, "content_type": ct, "bytes": len(data), "cut": cut,
 		"method": o.method, "url": o.redacted(resp.Request.URL)}
 	retry := ""
@@ -437,6 +438,9 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		retry = retryAfter(ra)
 	}
 	details, _ := json.Marshal(info)
+	if !media {
+		data = o.redactSecrets(data, resp.Request)
+	}
 	text := bodyText(mediaType, data)
 	if cut {
 		text += fmt.Sprintf("\n[response cut: only the first %d bytes were read]", o.maxBytes)
@@ -473,7 +477,7 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		res.Details = details
 		return res
 	}
-	if (strings.HasPrefix(mediaType, "image/") || strings.HasPrefix(mediaType, "audio/")) && !cut {
+	if media {
 		// An image, or audio (OpenAI's speech): a block of its own, which the formats
 		// that cannot show it name in a line, and the call's record keeps whole.
 		kind := tool.ContentImage
@@ -491,6 +495,43 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 	}
 	return res
+}
+
+// minSecretLen is the shortest credential looked for in what an API answers: shorter
+// ones would blot out ordinary words, and are no credentials anyway.
+const minSecretLen = 6
+
+// redactSecrets replaces in a response body the credentials its request carried (the
+// token or key, Basic's encoded pair and password, the OAuth2 token sent), as given
+// and query-escaped, by REDACTED: an API that quotes the key it was sent (in an error
+// about it, or echoing the request) must not hand it to the model, the call's record
+// or a UI.
+func (o *Operation) redactSecrets(data []byte, req *http.Request) []byte {
+	var secrets []string
+	add := func(v string) {
+		if len(v) >= minSecretLen {
+			secrets = append(secrets, v, url.QueryEscape(v))
+		}
+	}
+	add(o.secret)
+	if o.auth.basic() {
+		if pair, err := base64.StdEncoding.DecodeString(o.secret); err == nil {
+			_, pass, _ := strings.Cut(string(pair), ":")
+			add(pass)
+		}
+	}
+	if o.tokens != nil && req != nil {
+		_, tok, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+		add(tok)
+	}
+	// Longest first: a value that contains another is replaced whole.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, v := range secrets {
+		if bytes.Contains(data, []byte(v)) {
+			data = bytes.ReplaceAll(data, []byte(v), []byte("REDACTED"))
+		}
+	}
+	return data
 }
 
 // retryAfter is what a Retry-After header (RFC 9110: seconds, or an HTTP date) tells

@@ -451,14 +451,24 @@ func TestAuthPlacement(t *testing.T) {
 	for _, c := range cases {
 		cfg := shop(t, srv.URL)
 		cfg.Auth, cfg.Getenv = c.auth, env(map[string]string{"TOK": "s3cret", "USER": "AC42"})
+		// What was sent is read on the way out: the result has the credentials the
+		// upstream echoes redacted (TestEchoedCredentialsRedacted).
+		sent := &recorder{}
+		cfg.Client = &http.Client{Transport: sent}
 		_, m := load(t, cfg)
 		res := call(t, m, "shop__deleteItem", `{"itemId":"a"}`)
-		if e := echo(t, res); !c.check(e) {
+		echo(t, res)
+		r := sent.last()
+		e := echoed{Header: map[string]string{"Authorization": r.Header.Get("Authorization"), "X-Api-Key": r.Header.Get("X-Api-Key")}, Query: r.URL.Query()}
+		if !c.check(e) {
 			t.Errorf("%s: credentials not where expected: %+v", c.name, e)
 		}
 		// Details are persisted and shown in UIs: the credentials stay out of them.
 		if strings.Contains(string(res.Details), "s3cret") || !strings.Contains(string(res.Details), "/items/a") {
 			t.Errorf("%s: details: %s", c.name, res.Details)
+		}
+		if strings.Contains(res.Text(), "s3cret") || strings.Contains(res.Text(), "QUM0MjpzM2NyZXQ=") {
+			t.Errorf("%s: the echoed credentials reach the model: %s", c.name, res.Text())
 		}
 	}
 	cfg := shop(t, srv.URL)
@@ -483,6 +493,25 @@ func TestAuthPlacement(t *testing.T) {
 	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "colon") {
 		t.Errorf("basic username with a colon: %v", err)
 	}
+}
+
+// recorder is a transport that keeps the requests it sends.
+type recorder struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (r *recorder) last() *http.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reqs[len(r.reqs)-1]
 }
 
 func TestNon2xxAndUnavailable(t *testing.T) {
@@ -1210,5 +1239,28 @@ func TestRetryAfterReachesTheModel(t *testing.T) {
 	_ = json.Unmarshal(res.Details, &d)
 	if d["retry_after"] != "20" {
 		t.Errorf("details: %s", res.Details)
+	}
+}
+
+// TestEchoedCredentialsRedacted: an API that quotes the key it was sent (in an error
+// about it, or anywhere) does not hand it to the model, the call record or a UI.
+func TestEchoedCredentialsRedacted(t *testing.T) {
+	t.Parallel()
+	srv, _ := openaiLike(t)
+	for _, auth := range []Auth{{BearerTokenEnv: "KEY"}, {BasicUsernameEnv: "USER", BasicPasswordEnv: "KEY"}} {
+		_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL + "/v1",
+			Auth: auth, Getenv: env(map[string]string{"KEY": "sk-proj-0123456789abcdef", "USER": "org-1"})})
+		// What was sent: the key, or Basic's base64 of "org-1:" and the key.
+		leaked := func(s string) bool {
+			return strings.Contains(s, "0123456789abcdef") || strings.Contains(s, base64.StdEncoding.EncodeToString([]byte("org-1:sk-proj-0123456789abcdef")))
+		}
+		res := call(t, m, "oai__createChatCompletion", `{"model":"echo-error","messages":[{"role":"user","content":"hi"}]}`)
+		if !res.IsError || leaked(res.Text()) || !strings.Contains(res.Text(), "Incorrect API key provided: REDACTED") {
+			t.Errorf("%+v: 401 quoting the key: %s", auth, res.Text())
+		}
+		res = call(t, m, "oai__createChatCompletion", `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`)
+		if res.IsError || leaked(res.Text()+string(res.Structured)) || !strings.Contains(string(res.Structured), `"key":"REDACTED"`) {
+			t.Errorf("%+v: 200 quoting the key: %s / %s", auth, res.Text(), res.Structured)
+		}
 	}
 }
