@@ -1264,3 +1264,55 @@ func TestEchoedCredentialsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesGoAsMultipart: an operation that offers a JSON and a multipart body of
+// one schema (OpenAI's container files and skills) whose files are binary strings,
+// which JSON cannot carry, is sent as multipart, and its files, alone or as the
+// alternatives of a oneOf, take {filename, content | content_base64}.
+func TestFilesGoAsMultipart(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL})
+	parts := func(e echoed) string {
+		mt, params, err := mime.ParseMediaType(e.CT)
+		if err != nil || mt != "multipart/form-data" {
+			return "sent as " + e.CT + ": " + e.Body
+		}
+		var out []string
+		r := multipart.NewReader(strings.NewReader(e.Body), params["boundary"])
+		for {
+			p, err := r.NextPart()
+			if err != nil {
+				break
+			}
+			b, _ := io.ReadAll(p)
+			out = append(out, fmt.Sprintf("%s|%s|%q", p.FormName(), p.FileName(), b))
+		}
+		return strings.Join(out, " ")
+	}
+	if f := prop(schemaOf(t, m, "oai__CreateContainerFile"), "file"); prop(f, "content_base64") == nil {
+		t.Errorf("container file argument: %v", f)
+	}
+	e := echo(t, call(t, m, "oai__CreateContainerFile", `{"container_id":"c1","file":{"filename":"a.py","content":"print(1)\n"}}`))
+	if got := parts(e); e.Path != "/containers/c1/files" || got != `file|a.py|"print(1)\n"` {
+		t.Errorf("container file: %s %s", e.Path, got)
+	}
+	e = echo(t, call(t, m, "oai__CreateContainerFile", `{"container_id":"c1","file_id":"file-1"}`))
+	if got := parts(e); got != `file_id||"file-1"` {
+		t.Errorf("container file by id: %s", got)
+	}
+
+	files := prop(schemaOf(t, m, "oai__CreateSkill"), "files")
+	alts, _ := files["oneOf"].([]any)
+	if len(alts) != 2 || prop(asMap(alts[0])["items"].(map[string]any), "filename") == nil || prop(asMap(alts[1]), "content") == nil {
+		t.Errorf("skill files argument: %v", files)
+	}
+	e = echo(t, call(t, m, "oai__CreateSkill", `{"files":[{"filename":"SKILL.md","content":"---\nname: x\n---\n"},{"filename":"run.sh","content_base64":"ZWNobw=="}]}`))
+	if got := parts(e); got != `files|SKILL.md|"---\nname: x\n---\n" files|run.sh|"echo"` {
+		t.Errorf("skill files: %s", got)
+	}
+	e = echo(t, call(t, m, "oai__CreateSkill", `{"files":{"filename":"s.zip","content_base64":"UEsDBA=="}}`))
+	if got := parts(e); got != `files|s.zip|"PK\x03\x04"` {
+		t.Errorf("skill zip: %s", got)
+	}
+}
