@@ -249,11 +249,16 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		rb := op.RequestBody.Value
 		mediaType, mt := pickMediaType(rb.Content)
 		if mt != nil {
-			bd = &body{mediaType: mediaType, required: rb.Required, joined: joinedFields(mt.Encoding)}
-			var schema any = map[string]any{}
-			if mt.Schema != nil {
-				schema = in.inline(jsonValue(mt.Schema), nil)
+			nodes := in.nodes
+			schema := in.inlineBody(mt)
+			if mpType, mp := multipartOf(rb.Content); mp != nil && isJSON(mediaType) && hasFiles(schema) {
+				// Files are binary strings, which JSON cannot carry: an operation that
+				// offers both (OpenAI's container files and skills, with one schema) is
+				// sent as multipart, or its files could not be uploaded.
+				in.nodes = nodes
+				mediaType, mt, schema = mpType, mp, in.inlineBody(mp)
 			}
+			bd = &body{mediaType: mediaType, required: rb.Required, joined: joinedFields(mt.Encoding)}
 			sm, _ := schema.(map[string]any)
 			bodyProps, _ := sm["properties"].(map[string]any)
 			if isMultipart(mediaType) {
@@ -359,26 +364,79 @@ const formMediaType = "application/x-www-form-urlencoded"
 
 func isMultipart(mediaType string) bool { return strings.EqualFold(mediaType, "multipart/form-data") }
 
-// fileArgs replaces, in a multipart body's properties, the schema of each file (a
-// binary string, or an array of them) by the object a model can fill in, and returns
-// their names. A model cannot send bytes: it names the file and gives its content as
-// text or base64.
+// inlineBody is the schema of a request body's media type, references inlined.
+func (in *inliner) inlineBody(mt *openapi3.MediaType) any {
+	if mt.Schema == nil {
+		return map[string]any{}
+	}
+	return in.inline(jsonValue(mt.Schema), nil)
+}
+
+// multipartOf is the multipart/form-data entry of a body's content, if it has one.
+func multipartOf(content openapi3.Content) (string, *openapi3.MediaType) {
+	for k, mt := range content {
+		if isMultipart(k) && mt != nil {
+			return k, mt
+		}
+	}
+	return "", nil
+}
+
+// hasFiles reports whether an object schema has a file property (see fileArg).
+func hasFiles(schema any) bool {
+	props, _ := asMap(schema)["properties"].(map[string]any)
+	for _, s := range props {
+		if _, ok := fileArg(asMap(s)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// fileArgs replaces, in a multipart body's properties, the schema of each file by the
+// object a model can fill in (fileArg), and returns their names. A model cannot send
+// bytes: it names the file and gives its content as text or base64.
 func fileArgs(props map[string]any) map[string]bool {
 	files := map[string]bool{}
 	for name, s := range props {
-		sm, _ := s.(map[string]any)
-		switch {
-		case isFileSchema(sm):
-			props[name] = fileArgSchema(sm)
-			files[name] = true
-		case sm["type"] == "array" && isFileSchema(asMap(sm["items"])):
-			arr := maps.Clone(sm)
-			arr["items"] = fileArgSchema(asMap(sm["items"]))
-			props[name] = arr
+		if fs, ok := fileArg(asMap(s)); ok {
+			props[name] = fs
 			files[name] = true
 		}
 	}
 	return files
+}
+
+// fileArg is the argument schema of a file property: a binary string, an array of
+// them, or a oneOf/anyOf whose every alternative is one of those (OpenAI's skill
+// files: a zip, or an array of files).
+func fileArg(sm map[string]any) (map[string]any, bool) {
+	switch {
+	case isFileSchema(sm):
+		return fileArgSchema(sm), true
+	case sm["type"] == "array" && isFileSchema(asMap(sm["items"])):
+		arr := maps.Clone(sm)
+		arr["items"] = fileArgSchema(asMap(sm["items"]))
+		return arr, true
+	}
+	for _, k := range []string{"oneOf", "anyOf"} {
+		alts, _ := sm[k].([]any)
+		if len(alts) == 0 {
+			continue
+		}
+		out := make([]any, len(alts))
+		for i, a := range alts {
+			fs, ok := fileArg(asMap(a))
+			if !ok {
+				return nil, false
+			}
+			out[i] = fs
+		}
+		s := maps.Clone(sm)
+		s[k] = out
+		return s, true
+	}
+	return nil, false
 }
 
 func asMap(v any) map[string]any { m, _ := v.(map[string]any); return m }

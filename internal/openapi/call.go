@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
@@ -437,8 +438,18 @@ func writeFilePart(w *multipart.Writer, field string, v any) error {
 func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Result {
 	ct := resp.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(ct)
-	details, _ := json.Marshal(map[string]any{"status": resp.StatusCode, "content_type": ct, "bytes": len(data), "cut": cut,
-		"method": o.method, "url": o.redacted(resp.Request.URL)})
+	media := (strings.HasPrefix(mediaType, "image/") || strings.HasPrefix(mediaType, "audio/")) && !cut
+	info := map[string]any{"status": resp.StatusCode, "content_type": ct, "bytes": len(data), "cut": cut,
+		"method": o.method, "url": o.redacted(resp.Request.URL)}
+	retry := ""
+	if ra := strings.TrimSpace(resp.Header.Get("Retry-After")); ra != "" && resp.StatusCode >= 400 {
+		info["retry_after"] = clip(ra, 100)
+		retry = retryAfter(ra)
+	}
+	details, _ := json.Marshal(info)
+	if !media {
+		data = o.redactSecrets(data, resp.Request)
+	}
 	text := bodyText(mediaType, data)
 	if cut {
 		text += fmt.Sprintf("\n[response cut: only the first %d bytes were read]", o.maxBytes)
@@ -463,6 +474,9 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 			o.tokens.Refresh()
 			text += "\n[the API refused the OAuth2 token; the next call gets a new one]"
 		}
+		if retry != "" {
+			text += "\n[" + retry + "]"
+		}
 		res := tool.ErrorResult(kind, "HTTP %d %s from %s %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.redacted(resp.Request.URL), text)
 		res.Details = details
 		return res
@@ -472,8 +486,14 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		res.Details = details
 		return res
 	}
-	if strings.HasPrefix(mediaType, "image/") && !cut {
-		return &tool.Result{Content: []tool.Content{{Type: tool.ContentImage, Data: base64.StdEncoding.EncodeToString(data), MimeType: mediaType}}, Details: details}
+	if media {
+		// An image, or audio (OpenAI's speech): a block of its own, which the formats
+		// that cannot show it name in a line, and the call's record keeps whole.
+		kind := tool.ContentImage
+		if strings.HasPrefix(mediaType, "audio/") {
+			kind = tool.ContentAudio
+		}
+		return &tool.Result{Content: []tool.Content{{Type: kind, Data: base64.StdEncoding.EncodeToString(data), MimeType: mediaType}}, Details: details}
 	}
 	res := tool.TextResult(text)
 	res.Details = details
@@ -484,6 +504,55 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 	}
 	return res
+}
+
+// minSecretLen is the shortest credential looked for in what an API answers: shorter
+// ones would blot out ordinary words, and are no credentials anyway.
+const minSecretLen = 6
+
+// redactSecrets replaces in a response body the credentials its request carried (the
+// token or key, Basic's encoded pair and password, the OAuth2 token sent), as given
+// and query-escaped, by REDACTED: an API that quotes the key it was sent (in an error
+// about it, or echoing the request) must not hand it to the model, the call's record
+// or a UI.
+func (o *Operation) redactSecrets(data []byte, req *http.Request) []byte {
+	var secrets []string
+	add := func(v string) {
+		if len(v) >= minSecretLen {
+			secrets = append(secrets, v, url.QueryEscape(v))
+		}
+	}
+	add(o.secret)
+	if o.auth.basic() {
+		if pair, err := base64.StdEncoding.DecodeString(o.secret); err == nil {
+			_, pass, _ := strings.Cut(string(pair), ":")
+			add(pass)
+		}
+	}
+	if o.tokens != nil && req != nil {
+		_, tok, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+		add(tok)
+	}
+	// Longest first: a value that contains another is replaced whole.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, v := range secrets {
+		if bytes.Contains(data, []byte(v)) {
+			data = bytes.ReplaceAll(data, []byte(v), []byte("REDACTED"))
+		}
+	}
+	return data
+}
+
+// retryAfter is what a Retry-After header (RFC 9110: seconds, or an HTTP date) tells
+// the model, which reads only the result's text.
+func retryAfter(v string) string {
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return fmt.Sprintf("the API says to retry after %d seconds (Retry-After)", n)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return fmt.Sprintf("the API says to retry after %s (Retry-After)", t.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("the API sent Retry-After: %q", clip(v, 100))
 }
 
 // redacted is u for the model, logs and UIs: without user info (a base URL's

@@ -1,7 +1,9 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -450,14 +452,24 @@ func TestAuthPlacement(t *testing.T) {
 	for _, c := range cases {
 		cfg := shop(t, srv.URL)
 		cfg.Auth, cfg.Getenv = c.auth, env(map[string]string{"TOK": "s3cret", "USER": "AC42"})
+		// What was sent is read on the way out: the result has the credentials the
+		// upstream echoes redacted (TestEchoedCredentialsRedacted).
+		sent := &requestLog{}
+		cfg.Client = &http.Client{Transport: sent}
 		_, m := load(t, cfg)
 		res := call(t, m, "shop__deleteItem", `{"itemId":"a"}`)
-		if e := echo(t, res); !c.check(e) {
+		echo(t, res)
+		r := sent.last()
+		e := echoed{Header: map[string]string{"Authorization": r.Header.Get("Authorization"), "X-Api-Key": r.Header.Get("X-Api-Key")}, Query: r.URL.Query()}
+		if !c.check(e) {
 			t.Errorf("%s: credentials not where expected: %+v", c.name, e)
 		}
 		// Details are persisted and shown in UIs: the credentials stay out of them.
 		if strings.Contains(string(res.Details), "s3cret") || !strings.Contains(string(res.Details), "/items/a") {
 			t.Errorf("%s: details: %s", c.name, res.Details)
+		}
+		if strings.Contains(res.Text(), "s3cret") || strings.Contains(res.Text(), "QUM0MjpzM2NyZXQ=") {
+			t.Errorf("%s: the echoed credentials reach the model: %s", c.name, res.Text())
 		}
 	}
 	cfg := shop(t, srv.URL)
@@ -482,6 +494,25 @@ func TestAuthPlacement(t *testing.T) {
 	if _, err := Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "colon") {
 		t.Errorf("basic username with a colon: %v", err)
 	}
+}
+
+// requestLog is a transport that keeps the requests it sends.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (r *requestLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (r *requestLog) last() *http.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reqs[len(r.reqs)-1]
 }
 
 func TestNon2xxAndUnavailable(t *testing.T) {
@@ -1139,5 +1170,152 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		if _, err := Load(context.Background(), bad); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: want an error with %q, got %v", c.auth.OAuth2, c.want, err)
 		}
+	}
+}
+
+// openaiLike is an API shaped like OpenAI's (testdata/openai31.yaml): speech answers
+// audio, chat completions answer by model name: "limited" a 429 with Retry-After,
+// "echo" the credentials it was sent, in an error and in a success.
+func openaiLike(t *testing.T) (*httptest.Server, []byte) {
+	t.Helper()
+	audio := append([]byte("ID3\x04\x00"), make([]byte, 2000)...)
+	for i := range audio[5:] {
+		audio[5+i] = byte(i)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/audio/speech" {
+			w.Header().Set("Content-Type", "audio/mpeg")
+			_, _ = w.Write(audio)
+			return
+		}
+		var req struct{ Model string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		_, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		switch req.Model {
+		case "limited":
+			w.Header().Set("Retry-After", "20")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`)
+		case "echo-error":
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s","code":"invalid_api_key"}}`, key)
+		case "echo":
+			fmt.Fprintf(w, `{"id":"c1","key":%q}`, key)
+		default:
+			fmt.Fprint(w, `{"id":"c1"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, audio
+}
+
+// TestAudioResponseKept: a binary audio answer (OpenAI's speech) is an audio block,
+// kept whole in the call's record, not a line saying how many bytes were dropped.
+func TestAudioResponseKept(t *testing.T) {
+	t.Parallel()
+	srv, audio := openaiLike(t)
+	_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL + "/v1"})
+	res := call(t, m, "oai__createSpeech", `{"model":"tts-1","input":"hello","voice":"alloy"}`)
+	if res.IsError || len(res.Content) != 1 {
+		t.Fatalf("speech: %v %s", res.IsError, res.Text())
+	}
+	c := res.Content[0]
+	got, err := base64.StdEncoding.DecodeString(c.Data)
+	if c.Type != tool.ContentAudio || c.MimeType != "audio/mpeg" || err != nil || !bytes.Equal(got, audio) {
+		t.Errorf("speech result: %s %s, %d bytes (%v); want the %d bytes of audio/mpeg", c.Type, c.MimeType, len(got), err, len(audio))
+	}
+}
+
+// TestRetryAfterReachesTheModel: a 429's Retry-After header, where OpenAI (and most
+// APIs) say when to try again, is in the result the model reads and in its details.
+func TestRetryAfterReachesTheModel(t *testing.T) {
+	t.Parallel()
+	srv, _ := openaiLike(t)
+	_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL + "/v1"})
+	res := call(t, m, "oai__createChatCompletion", `{"model":"limited","messages":[{"role":"user","content":"hi"}]}`)
+	if !res.IsError || res.ErrorKind != tool.KindUnavailable || !strings.Contains(res.Text(), "rate_limit_exceeded") ||
+		!strings.Contains(res.Text(), "retry after 20 seconds") {
+		t.Errorf("429: %v %s %s", res.IsError, res.ErrorKind, res.Text())
+	}
+	var d map[string]any
+	_ = json.Unmarshal(res.Details, &d)
+	if d["retry_after"] != "20" {
+		t.Errorf("details: %s", res.Details)
+	}
+}
+
+// TestEchoedCredentialsRedacted: an API that quotes the key it was sent (in an error
+// about it, or anywhere) does not hand it to the model, the call record or a UI.
+func TestEchoedCredentialsRedacted(t *testing.T) {
+	t.Parallel()
+	srv, _ := openaiLike(t)
+	for _, auth := range []Auth{{BearerTokenEnv: "KEY"}, {BasicUsernameEnv: "USER", BasicPasswordEnv: "KEY"}} {
+		_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL + "/v1",
+			Auth: auth, Getenv: env(map[string]string{"KEY": "sk-proj-0123456789abcdef", "USER": "org-1"})})
+		// What was sent: the key, or Basic's base64 of "org-1:" and the key.
+		leaked := func(s string) bool {
+			return strings.Contains(s, "0123456789abcdef") || strings.Contains(s, base64.StdEncoding.EncodeToString([]byte("org-1:sk-proj-0123456789abcdef")))
+		}
+		res := call(t, m, "oai__createChatCompletion", `{"model":"echo-error","messages":[{"role":"user","content":"hi"}]}`)
+		if !res.IsError || leaked(res.Text()) || !strings.Contains(res.Text(), "Incorrect API key provided: REDACTED") {
+			t.Errorf("%+v: 401 quoting the key: %s", auth, res.Text())
+		}
+		res = call(t, m, "oai__createChatCompletion", `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`)
+		if res.IsError || leaked(res.Text()+string(res.Structured)) || !strings.Contains(string(res.Structured), `"key":"REDACTED"`) {
+			t.Errorf("%+v: 200 quoting the key: %s / %s", auth, res.Text(), res.Structured)
+		}
+	}
+}
+
+// TestFilesGoAsMultipart: an operation that offers a JSON and a multipart body of
+// one schema (OpenAI's container files and skills) whose files are binary strings,
+// which JSON cannot carry, is sent as multipart, and its files, alone or as the
+// alternatives of a oneOf, take {filename, content | content_base64}.
+func TestFilesGoAsMultipart(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL})
+	parts := func(e echoed) string {
+		mt, params, err := mime.ParseMediaType(e.CT)
+		if err != nil || mt != "multipart/form-data" {
+			return "sent as " + e.CT + ": " + e.Body
+		}
+		var out []string
+		r := multipart.NewReader(strings.NewReader(e.Body), params["boundary"])
+		for {
+			p, err := r.NextPart()
+			if err != nil {
+				break
+			}
+			b, _ := io.ReadAll(p)
+			out = append(out, fmt.Sprintf("%s|%s|%q", p.FormName(), p.FileName(), b))
+		}
+		return strings.Join(out, " ")
+	}
+	if f := prop(schemaOf(t, m, "oai__CreateContainerFile"), "file"); prop(f, "content_base64") == nil {
+		t.Errorf("container file argument: %v", f)
+	}
+	e := echo(t, call(t, m, "oai__CreateContainerFile", `{"container_id":"c1","file":{"filename":"a.py","content":"print(1)\n"}}`))
+	if got := parts(e); e.Path != "/containers/c1/files" || got != `file|a.py|"print(1)\n"` {
+		t.Errorf("container file: %s %s", e.Path, got)
+	}
+	e = echo(t, call(t, m, "oai__CreateContainerFile", `{"container_id":"c1","file_id":"file-1"}`))
+	if got := parts(e); got != `file_id||"file-1"` {
+		t.Errorf("container file by id: %s", got)
+	}
+
+	files := prop(schemaOf(t, m, "oai__CreateSkill"), "files")
+	alts, _ := files["oneOf"].([]any)
+	if len(alts) != 2 || prop(asMap(alts[0])["items"].(map[string]any), "filename") == nil || prop(asMap(alts[1]), "content") == nil {
+		t.Errorf("skill files argument: %v", files)
+	}
+	e = echo(t, call(t, m, "oai__CreateSkill", `{"files":[{"filename":"SKILL.md","content":"---\nname: x\n---\n"},{"filename":"run.sh","content_base64":"ZWNobw=="}]}`))
+	if got := parts(e); got != `files|SKILL.md|"---\nname: x\n---\n" files|run.sh|"echo"` {
+		t.Errorf("skill files: %s", got)
+	}
+	e = echo(t, call(t, m, "oai__CreateSkill", `{"files":{"filename":"s.zip","content_base64":"UEsDBA=="}}`))
+	if got := parts(e); got != `files|s.zip|"PK\x03\x04"` {
+		t.Errorf("skill zip: %s", got)
 	}
 }
