@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -163,10 +165,67 @@ func withArrayItems(raw json.RawMessage) json.RawMessage {
 	if !bytes.Contains(raw, []byte(`"array"`)) {
 		return raw
 	}
-	if out, changed := rewriteSchemas(raw, addItems); changed {
+	if out, ok := arrayItems.get(raw); ok {
 		return out
 	}
-	return raw
+	out := raw
+	if fixed, changed := rewriteSchemas(raw, addItems); changed {
+		out = fixed
+	}
+	arrayItems.put(raw, out)
+	return out
+}
+
+// arrayItems keeps withArrayItems' answers by schema: the walk reads a nested schema
+// again at each level of it (28 ms for 50 tools twelve levels deep against 0.8 ms to
+// list them unchanged; 0.4 s for the 288 operations of OpenAI's own document), and
+// every openai listing asks again for the same schemas.
+var arrayItems = schemaCache{max: 64 << 20}
+
+// schemaCache maps schemas to their rewriting, by content: a hash picks the entries
+// and a comparison of the bytes makes sure. It holds at most about max bytes of
+// schemas and rewritings, and starts over when full.
+type schemaCache struct {
+	max   int
+	seed  maphash.Seed
+	once  sync.Once
+	mu    sync.Mutex
+	m     map[uint64][]cachedSchema
+	bytes int
+}
+
+type cachedSchema struct{ in, out json.RawMessage }
+
+func (c *schemaCache) key(raw json.RawMessage) uint64 {
+	c.once.Do(func() { c.seed = maphash.MakeSeed() })
+	return maphash.Bytes(c.seed, raw)
+}
+
+func (c *schemaCache) get(raw json.RawMessage) (json.RawMessage, bool) {
+	k := c.key(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.m[k] {
+		if bytes.Equal(e.in, raw) {
+			return e.out, true
+		}
+	}
+	return nil, false
+}
+
+func (c *schemaCache) put(raw, out json.RawMessage) {
+	k := c.key(raw)
+	size := len(raw) + len(out)
+	if size > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.bytes+size > c.max {
+		c.m, c.bytes = map[uint64][]cachedSchema{}, 0
+	}
+	c.m[k] = append(c.m[k], cachedSchema{in: raw, out: out})
+	c.bytes += size
 }
 
 // addItems gives an array schema without "items" an "items": {}.

@@ -2,6 +2,7 @@ package toolmgr
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -285,5 +286,65 @@ func TestOptionalDefaults(t *testing.T) {
 		if !changed || string(out) != c.want {
 			t.Errorf("OptionalDefaults(%s)\n got %s (%v)\nwant %s", c.in, out, changed, c.want)
 		}
+	}
+}
+
+// deepSchema is a parameters schema shaped like a large OpenAPI operation's: objects
+// nested depth levels deep, each with a few scalar properties, an array with items
+// and one without.
+func deepSchema(depth int) json.RawMessage {
+	s := `{"type":"string","description":"a leaf"}`
+	for i := range depth {
+		s = fmt.Sprintf(`{"type":"object","description":"level %d","properties":{"a":{"type":"string","description":"some text to read"},"b":{"type":"integer","minimum":0},`+
+			`"list":{"type":"array","items":{"type":"string"}},"bare":{"type":"array"},"next":%s,"alt":{"anyOf":[{"type":"string"},{"type":"number"}]}},"required":["a"]}`, i, s)
+	}
+	return json.RawMessage(s)
+}
+
+// BenchmarkExportOpenAI lists 50 tools with deep schemas in format openai (which gives
+// arrays without items an "items": {}) against format anthropic (which sends the
+// schemas as they are): the ratio is what the rewriting costs a listing.
+func BenchmarkExportOpenAI(b *testing.B) {
+	specs := make([]tool.Spec, 50)
+	for i := range specs {
+		specs[i] = tool.Spec{Name: fmt.Sprintf("op%d", i), Description: "an operation", Parameters: deepSchema(12)}
+	}
+	for _, f := range []Format{FormatAnthropic, FormatOpenAI} {
+		b.Run(string(f), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := json.Marshal(Export(specs, f)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaCache: answers are found by content (an equal schema in another slice
+// too), a different schema is not given another's answer, and a full cache starts
+// over.
+func TestSchemaCache(t *testing.T) {
+	t.Parallel()
+	c := schemaCache{max: 60}
+	a, b := json.RawMessage(`{"type":"array"}`), json.RawMessage(`{"type":"array","x":1}`)
+	c.put(a, json.RawMessage(`{"type":"array","items":{}}`))
+	if out, ok := c.get(json.RawMessage(string(a))); !ok || string(out) != `{"type":"array","items":{}}` {
+		t.Errorf("get(an equal copy) = %s, %v", out, ok)
+	}
+	if _, ok := c.get(b); ok {
+		t.Error("another schema got a cached answer")
+	}
+	c.put(b, json.RawMessage(strings.Repeat("x", 20)))
+	if _, ok := c.get(a); ok || c.bytes > c.max {
+		t.Errorf("the cache did not start over when full: %d bytes", c.bytes)
+	}
+	if _, ok := c.get(b); !ok {
+		t.Error("the entry that filled the cache is not in it")
+	}
+	// The listing's own cache gives what the walk gives.
+	raw := deepSchema(3)
+	first := withArrayItems(raw)
+	if again := withArrayItems(json.RawMessage(string(raw))); string(again) != string(first) || !strings.Contains(string(first), `"bare":{"type":"array","items":{}}`) {
+		t.Errorf("cached listing differs or lacks items: %s", again)
 	}
 }
