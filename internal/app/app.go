@@ -546,7 +546,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	a.Log.Info("stopped")
+	a.Log.Info("stopped serving; closing MCP servers, sandboxes and the store")
 	return nil
 }
 
@@ -739,6 +739,9 @@ func (a *App) Close() {
 	}
 	if a.Store != nil {
 		_ = a.Store.Close()
+	}
+	if a.Log != nil {
+		a.Log.Info("stopped")
 	}
 }
 
