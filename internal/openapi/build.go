@@ -290,13 +290,15 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 					}
 				}
 			} else {
-				if isRawBinary(mediaType, sm) {
-					bd.binary = true
-					sm = binaryBodyArg(sm)
-				}
+				binary := isRawBinary(mediaType, sm)
 				if sm != nil {
 					sm = withDescription(sm, rb.Description, "body")
 					schema = sm
+				}
+				if binary {
+					// After the API's description, which says what the bytes are.
+					bd.binary = true
+					schema = binaryBodyArg(sm)
 				}
 				bd.arg = argName("body", "request")
 				props[bd.arg] = schema
