@@ -49,6 +49,8 @@ type body struct {
 	required bool
 	// files names the multipart body's file fields (see fileArgs).
 	files map[string]bool
+	// binary: the body is raw bytes (a tar, an upload), given as a file (binaryBodyArg).
+	binary bool
 	// joined maps a form field whose encoding is not exploded to what joins its
 	// array's values: one field "a,b" rather than the field repeated.
 	joined map[string]string
@@ -288,9 +290,15 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 					}
 				}
 			} else {
+				binary := isRawBinary(mediaType, sm)
 				if sm != nil {
 					sm = withDescription(sm, rb.Description, "body")
 					schema = sm
+				}
+				if binary {
+					// After the API's description, which says what the bytes are.
+					bd.binary = true
+					schema = binaryBodyArg(sm)
 				}
 				bd.arg = argName("body", "request")
 				props[bd.arg] = schema
@@ -461,6 +469,38 @@ func fileArgSchema(orig map[string]any) map[string]any {
 			"content_base64": map[string]any{"type": "string", "description": "the file's content, base64-encoded (for binary files)"},
 		},
 		"required":             []any{"filename"},
+		"additionalProperties": false,
+	}
+}
+
+// isRawBinary reports whether a request body that is neither JSON nor a form is raw
+// bytes: a string of format binary (Docker's build context, its archives), or an
+// application/octet-stream body without a schema saying otherwise. A base64 string is
+// text the API decodes itself, and stays one.
+func isRawBinary(mediaType string, sm map[string]any) bool {
+	if isJSON(mediaType) || mediaType == formMediaType || isMultipart(mediaType) {
+		return false
+	}
+	if sm["type"] == "string" && (sm["format"] == "binary" || sm["contentMediaType"] != nil && sm["contentEncoding"] == nil) {
+		return true
+	}
+	return strings.EqualFold(mediaType, "application/octet-stream") && (len(sm) == 0 || sm["type"] == "string" && sm["format"] == nil && sm["contentEncoding"] == nil)
+}
+
+// binaryBodyArg is the argument of a raw binary body: like a multipart file
+// (fileArgSchema), but the file name is optional, since the body has none.
+func binaryBodyArg(orig map[string]any) map[string]any {
+	desc, _ := orig["description"].(string)
+	desc = strings.TrimSpace(desc + "\n\nThe body's bytes: as text in content, or base64-encoded in content_base64 (for binary data such as a tar or gzip archive). " +
+		"filename is optional; when the API takes a body of any type, its extension gives the Content-Type.")
+	return map[string]any{
+		"type":        "object",
+		"description": desc,
+		"properties": map[string]any{
+			"filename":       map[string]any{"type": "string"},
+			"content":        map[string]any{"type": "string", "description": "the body, as text"},
+			"content_base64": map[string]any{"type": "string", "description": "the body, base64-encoded (for binary data)"},
+		},
 		"additionalProperties": false,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -57,31 +59,122 @@ func (o *Operation) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	if err := dec.Decode(&args); err != nil {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "arguments must be a JSON object: %v", err)
 	}
-	req, err := o.request(ctx, args)
+	callCtx, budget, cancel := answerEarly(ctx)
+	defer cancel()
+	req, err := o.request(callCtx, args)
 	if err != nil {
 		return nil, err
 	}
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(callCtx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				sent.Store(true)
+			}
+		},
+	}))
 	resp, err := o.client.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			// The dispatcher names it timeout or cancelled.
-			return nil, ctx.Err()
+		if callCtx.Err() != nil {
+			return o.unfinished(stopKind(ctx), stopped(ctx, budget), req, nil, nil, sent.Load()), nil
+		}
+		if sent.Load() {
+			return o.unfinished(tool.KindUnavailable, fmt.Sprintf("the connection failed (%v)", unwrapURLError(err)), req, nil, nil, true), nil
 		}
 		return nil, tool.Errorf(tool.KindUnavailable, "%s %s could not be reached: %v", o.method, o.redacted(req.URL), unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, o.maxBytes+1))
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		why := fmt.Sprintf("the connection failed (%v)", err)
+		kind := tool.KindUnavailable
+		if callCtx.Err() != nil {
+			kind, why = stopKind(ctx), stopped(ctx, budget)
 		}
-		return nil, tool.Errorf(tool.KindUnavailable, "reading the response of %s %s failed: %v", o.method, o.redacted(resp.Request.URL), err)
+		return o.unfinished(kind, why, req, resp, data, true), nil
 	}
 	cut := int64(len(data)) > o.maxBytes
 	if cut {
 		data = data[:o.maxBytes]
 	}
 	return o.result(resp, data, cut), nil
+}
+
+// answerEarly is the context a call's request runs under: it ends a little before
+// ctx's deadline (a tenth of the time, at most a second), so that the call answers
+// with what came by then (a stream still arriving, the note that the request was
+// sent) before the dispatcher answers for it with a bare timeout. budget is the time
+// the call had, zero without a deadline.
+func answerEarly(ctx context.Context) (c context.Context, budget time.Duration, cancel context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		c, cancel = context.WithCancel(ctx)
+		return c, 0, cancel
+	}
+	budget = time.Until(dl)
+	c, cancel = context.WithDeadline(ctx, dl.Add(-min(budget/10, time.Second)))
+	return c, budget, cancel
+}
+
+// stopKind is timeout, or cancelled when the call was cancelled before its time ran out.
+func stopKind(ctx context.Context) tool.ErrorKind {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return tool.KindCancelled
+	}
+	return tool.KindTimeout
+}
+
+// stopped says what stopped a call whose context ended.
+func stopped(ctx context.Context, budget time.Duration) string {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return "the call was cancelled"
+	case budget >= 10*time.Second:
+		budget = budget.Round(time.Second)
+	default:
+		budget = budget.Round(100 * time.Millisecond)
+	}
+	return fmt.Sprintf("the call's time (%s) ran out", budget)
+}
+
+// mayAct reports whether the API may have acted on a request it did not finish
+// answering: any method but the safe ones (RFC 9110), whose repeat is harmless.
+func (o *Operation) mayAct() bool {
+	switch o.method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return false
+	}
+	return true
+}
+
+// unfinished is the result of a call stopped before its answer was whole: why says
+// what stopped it ("the call's time (30s) ran out"); resp and data are what came of
+// the answer (nil when none had). What came is shown like any body, and a request
+// that was sent and may change something says so, or the model may send it again.
+func (o *Operation) unfinished(kind tool.ErrorKind, why string, req *http.Request, resp *http.Response, data []byte, sent bool) *tool.Result {
+	info := map[string]any{"method": o.method, "url": o.redacted(req.URL), "unfinished": true, "request_sent": sent}
+	var text string
+	if resp == nil {
+		text = fmt.Sprintf("%s %s had not answered when %s", o.method, o.redacted(req.URL), why)
+	} else {
+		cut := int64(len(data)) > o.maxBytes
+		if cut {
+			data = data[:o.maxBytes]
+		}
+		mediaType, body := o.responseText(resp, data, info)
+		info["status"], info["bytes"], info["cut"] = resp.StatusCode, len(data), cut
+		text = fmt.Sprintf("HTTP %d %s from %s %s: the answer was still arriving when %s; what came (%d bytes of %s):\n%s",
+			resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.redacted(resp.Request.URL), why, len(data), mediaType, body)
+		if cut {
+			text += fmt.Sprintf("\n[response cut: only the first %d bytes were read]", o.maxBytes)
+		}
+	}
+	if sent && o.mayAct() {
+		text += "\n[the request was sent; the API may have acted on it: check before calling again]"
+	}
+	res := tool.ErrorResult(kind, "%s", text)
+	res.Details, _ = json.Marshal(info)
+	return res
 }
 
 func unwrapURLError(err error) error {
@@ -297,6 +390,8 @@ func scalar(v any, asJSON bool, sep string) string {
 // encodeBody returns the request body and its Content-Type.
 func encodeBody(b *body, payload any) ([]byte, string, error) {
 	switch {
+	case b.binary:
+		return encodeRawFile(b.mediaType, payload)
 	case isJSON(b.mediaType):
 		data, err := json.Marshal(payload)
 		return data, b.mediaType, err
@@ -405,25 +500,56 @@ func tokenError(err error) string {
 // quoteEscaper escapes a quoted-string of a part's header as mime/multipart does.
 var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
 
-func writeFilePart(w *multipart.Writer, field string, v any) error {
+// fileContent is the name and bytes of a file argument {filename, content |
+// content_base64}.
+func fileContent(v any) (name string, data []byte, err error) {
 	f, _ := v.(map[string]any)
-	name, _ := f["filename"].(string)
+	name, _ = f["filename"].(string)
 	text, hasText := f["content"].(string)
 	b64, hasB64 := f["content_base64"].(string)
-	if name == "" || hasText == hasB64 {
-		return errors.New("a file needs a filename and either content or content_base64")
+	if hasText == hasB64 {
+		return "", nil, errors.New("give either content or content_base64")
 	}
-	data := []byte(text)
-	if hasB64 {
-		var err error
-		if data, err = base64.StdEncoding.DecodeString(b64); err != nil {
-			return fmt.Errorf("content_base64 is not base64: %w", err)
-		}
+	if !hasB64 {
+		return name, []byte(text), nil
 	}
-	ct := mime.TypeByExtension(filepath.Ext(name))
-	if ct == "" {
-		ct = "application/octet-stream"
+	if data, err = base64.StdEncoding.DecodeString(b64); err != nil {
+		return "", nil, fmt.Errorf("content_base64 is not base64: %w", err)
 	}
+	return name, data, nil
+}
+
+// typeOfFile is the media type a file name's extension says, or octet-stream.
+func typeOfFile(name string) string {
+	if ct := mime.TypeByExtension(filepath.Ext(name)); ct != "" {
+		return ct
+	}
+	return "application/octet-stream"
+}
+
+// encodeRawFile is a raw binary body (binaryBodyArg): its bytes, sent as the
+// document's media type, or, when that is a wildcard (*/*, image/*), as the type the
+// file name's extension says.
+func encodeRawFile(mediaType string, payload any) ([]byte, string, error) {
+	name, data, err := fileContent(payload)
+	if err != nil {
+		return nil, "", err
+	}
+	if strings.HasSuffix(mediaType, "/*") {
+		mediaType = typeOfFile(name)
+	}
+	return data, mediaType, nil
+}
+
+func writeFilePart(w *multipart.Writer, field string, v any) error {
+	name, data, err := fileContent(v)
+	if err == nil && name == "" {
+		err = errors.New("a file needs a filename")
+	}
+	if err != nil {
+		return fmt.Errorf("%w (a file is {filename, content} or {filename, content_base64})", err)
+	}
+	ct := typeOfFile(name)
 	h := textproto.MIMEHeader{}
 	h.Set("Content-Disposition", multipart.FileContentDisposition(field, name))
 	h.Set("Content-Type", ct)
@@ -446,11 +572,12 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		info["retry_after"] = clip(ra, 100)
 		retry = retryAfter(ra)
 	}
-	details, _ := json.Marshal(info)
+	var text string
 	if !media {
 		data = o.redactSecrets(data, resp.Request)
+		_, text = o.responseText(resp, data, info)
 	}
-	text := bodyText(mediaType, data)
+	details, _ := json.Marshal(info)
 	if cut {
 		text += fmt.Sprintf("\n[response cut: only the first %d bytes were read]", o.maxBytes)
 	}
@@ -569,6 +696,21 @@ func (o *Operation) redacted(u *url.URL) string {
 		c.RawQuery = q.Encode()
 	}
 	return c.String()
+}
+
+// responseText is a response body as the model reads it, credentials redacted: an
+// event stream compact (eventStreamText, its count of events in info), any other text
+// as it came, binary data named. It returns the body's media type too.
+func (o *Operation) responseText(resp *http.Response, data []byte, info map[string]any) (string, string) {
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	data = o.redactSecrets(data, resp.Request)
+	text := bodyText(mediaType, data)
+	if strings.EqualFold(mediaType, "text/event-stream") && len(data) > 0 && !strings.HasPrefix(text, "[binary body") {
+		var n int
+		text, n = eventStreamText([]byte(text))
+		info["events"] = n
+	}
+	return mediaType, text
 }
 
 func bodyText(mediaType string, data []byte) string {
