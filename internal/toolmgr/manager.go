@@ -320,19 +320,36 @@ func execute(e *Entry, inv Invocation, args json.RawMessage) *tool.Result {
 	go func() {
 		done <- runGuarded(e, &tc, args)
 	}()
-	select {
-	case res := <-done:
-		// A tool that returned an error because its deadline passed gets the right kind.
+	settle := func(res *tool.Result) *tool.Result {
+		// A tool that returned an error because its deadline passed, or because it was
+		// cancelled, gets the right kind.
 		if res.IsError && res.ErrorKind == tool.KindFailed && ctx.Err() != nil {
 			return interrupted(e.Spec.Name, ctx, parent, inv.Timeout)
 		}
 		return res
-	case <-ctx.Done():
-		// The tool ignores cancellation; answer now. Its goroutine ends when it returns,
-		// and its result (buffered channel) is discarded.
-		return interrupted(e.Spec.Name, ctx, parent, inv.Timeout)
 	}
+	select {
+	case res := <-done:
+		return settle(res)
+	case <-ctx.Done():
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// Cancelled: a tool that heeds it answers at once with what it had (a
+		// command's output so far, an answer still arriving), which the call's record
+		// keeps. Tools answer their own deadline before it passes.
+		select {
+		case res := <-done:
+			return settle(res)
+		case <-time.After(cancelGrace):
+		}
+	}
+	// The tool ignores its context; answer now. Its goroutine ends when it returns,
+	// and its result (buffered channel) is discarded.
+	return interrupted(e.Spec.Name, ctx, parent, inv.Timeout)
 }
+
+// cancelGrace is how long a cancelled call waits for its tool's own answer.
+const cancelGrace = 500 * time.Millisecond
 
 func interrupted(name string, ctx, parent context.Context, timeout time.Duration) *tool.Result {
 	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -278,3 +278,41 @@ func TestSwap(t *testing.T) {
 		t.Errorf("an empty swap changed something: %v, version %d", failed, m.Version())
 	}
 }
+
+// TestCancelledToolAnswersItself: a cancelled call takes its tool's own answer when
+// the tool gives one at once (what it had so far), and is answered for when the tool
+// ignores its context.
+func TestCancelledToolAnswersItself(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	started := make(chan struct{}, 2)
+	m := New()
+	m.MustRegister(
+		&fnTool{spec: tool.Spec{Name: "partial"}, run: func(ctx *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return tool.ErrorResult(tool.KindCancelled, "cancelled; the output so far: line 1"), nil
+		}},
+		&fnTool{spec: tool.Spec{Name: "deaf"}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) {
+			started <- struct{}{}
+			<-block
+			return tool.TextResult("late"), nil
+		}},
+	)
+	for _, c := range []struct{ name, want string }{
+		{"partial", "the output so far: line 1"},
+		{"deaf", "deaf was cancelled before it finished"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-started; cancel() }()
+		e, _ := m.Lookup(c.name)
+		tc := newCtx(t)
+		tc.Context = ctx
+		res := m.Run(e, Invocation{Ctx: tc, Timeout: time.Minute})
+		if res.ErrorKind != tool.KindCancelled || !strings.Contains(res.Text(), c.want) {
+			t.Errorf("%s: kind %q text %q; want cancelled with %q", c.name, res.ErrorKind, res.Text(), c.want)
+		}
+		cancel()
+	}
+}
