@@ -29,6 +29,7 @@ type Entry struct {
 	schema *jsonschema.Schema
 	// declared holds the top-level property names of the schema.
 	declared map[string]bool
+	index    *schemaIndex
 }
 
 // BeforeHook runs before a call; a non-nil error vetoes it and its message reaches the
@@ -244,7 +245,7 @@ func newEntry(t tool.Tool) (*Entry, error) {
 			return nil, fmt.Errorf("toolmgr: tool %q: output schema refused: %w", spec.Name, err)
 		}
 	}
-	return &Entry{Tool: t, Spec: spec, schema: schema, declared: declared}, nil
+	return &Entry{Tool: t, Spec: spec, schema: schema, declared: declared, index: &schemaIndex{root: schema}}, nil
 }
 
 // Invocation is one call to dispatch.
@@ -301,7 +302,7 @@ func (e *Entry) Prepare(raw json.RawMessage) (json.RawMessage, *tool.Result) {
 		raw = json.RawMessage(`{}`)
 	}
 	if err := e.schema.Validate(args); err != nil {
-		return nil, tool.ErrorResult(tool.KindInvalidArgs, "%s", describeValidation(e.Spec.Name, err))
+		return nil, tool.ErrorResult(tool.KindInvalidArgs, "%s", describeValidation(e.Spec.Name, e.index, args, err))
 	}
 	return raw, nil
 }

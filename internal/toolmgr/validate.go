@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -171,42 +168,6 @@ func stripIdentity(args any, declared map[string]bool) bool {
 		}
 	}
 	return changed
-}
-
-// describeValidation turns a validation error into one line per failing location, in
-// words a model can act on.
-func describeValidation(name string, err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return fmt.Sprintf("invalid arguments for %s: %v", name, err)
-	}
-	seen := map[string]bool{}
-	var lines []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
-			}
-			return
-		}
-		switch e.ErrorKind.(type) {
-		case *kind.Group, *kind.Schema, *kind.Reference:
-			return
-		}
-		loc := "/" + strings.Join(e.InstanceLocation, "/")
-		line := fmt.Sprintf("- %s: %s", loc, e.ErrorKind.LocalizedString(printer))
-		if !seen[line] {
-			seen[line] = true
-			lines = append(lines, line)
-		}
-	}
-	walk(ve)
-	if len(lines) == 0 {
-		lines = append(lines, "- /: "+ve.ErrorKind.LocalizedString(printer))
-	}
-	sort.Strings(lines)
-	return fmt.Sprintf("invalid arguments for %s (fix these and call again):\n%s", name, strings.Join(lines, "\n"))
 }
 
 func jsonType(v any) string {
