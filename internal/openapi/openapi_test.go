@@ -1306,7 +1306,7 @@ func TestFilesGoAsMultipart(t *testing.T) {
 	}
 
 	files := prop(schemaOf(t, m, "oai__CreateSkill"), "files")
-	alts, _ := files["oneOf"].([]any)
+	alts, _ := files["anyOf"].([]any)
 	if len(alts) != 2 || prop(asMap(alts[0])["items"].(map[string]any), "filename") == nil || prop(asMap(alts[1]), "content") == nil {
 		t.Errorf("skill files argument: %v", files)
 	}
@@ -1317,5 +1317,26 @@ func TestFilesGoAsMultipart(t *testing.T) {
 	e = echo(t, call(t, m, "oai__CreateSkill", `{"files":{"filename":"s.zip","content_base64":"UEsDBA=="}}`))
 	if got := parts(e); got != `files|s.zip|"PK\x03\x04"` {
 		t.Errorf("skill zip: %s", got)
+	}
+}
+
+// TestOneOfMeansOneOfTheseShapes: a oneOf whose alternatives overlap (OpenAI's input
+// items: a user message fits the easy and the full message shape) takes a value that
+// fits both, as the API does, where JSON Schema's oneOf refuses it; a value that fits
+// none is still refused.
+func TestOneOfMeansOneOfTheseShapes(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "oai", Spec: filepath.Join("testdata", "openai31.yaml"), BaseURL: srv.URL})
+	res := call(t, m, "oai__createResponse", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`)
+	if res.IsError {
+		t.Fatalf("a user message fitting both shapes: %s: %s", res.ErrorKind, res.Text())
+	}
+	if e := echo(t, res); e.Path != "/responses" || !strings.Contains(e.Body, `"input_text"`) {
+		t.Errorf("sent %s %s", e.Path, e.Body)
+	}
+	res = call(t, m, "oai__createResponse", `{"model":"m","input":[{"role":"robot","content":"hi"}]}`)
+	if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "/input/0/role") {
+		t.Errorf("a message fitting no shape: %s: %s", res.ErrorKind, res.Text())
 	}
 }

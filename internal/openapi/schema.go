@@ -103,6 +103,7 @@ func (in *inliner) inline(v any, stack []string) any {
 		}
 		dropRequired(out, readOnly)
 		convert30(out)
+		oneOfAsAnyOf(out)
 		return out
 	case []any:
 		in.nodes++
@@ -301,4 +302,24 @@ func convert30(s map[string]any) {
 			}
 		}
 	}
+}
+
+// oneOfAsAnyOf makes a schema's oneOf an anyOf. OpenAPI documents write oneOf for
+// "one of these shapes", told apart by a discriminator (dropped: it is no JSON
+// Schema), not for JSON Schema's "exactly one": OpenAI's input items have two shapes
+// that both fit a plain user message, so every such createResponse call was refused
+// before it was sent. The API still checks what it takes. A schema with an anyOf of
+// its own keeps it, and the oneOf's alternatives go into its allOf as another anyOf.
+func oneOfAsAnyOf(s map[string]any) {
+	one, ok := s["oneOf"]
+	if !ok {
+		return
+	}
+	delete(s, "oneOf")
+	if _, both := s["anyOf"]; !both {
+		s["anyOf"] = one
+		return
+	}
+	all, _ := s["allOf"].([]any)
+	s["allOf"] = append(all, map[string]any{"anyOf": one})
 }
