@@ -1,8 +1,44 @@
-// Package jsontext shows JSON to people: what Go's encoders escape for HTML is put
-// back as written.
+// Package jsontext helps with JSON text: showing it to people (what Go's encoders
+// escape for HTML put back as written) and making what YAML decodes into values JSON
+// can hold.
 package jsontext
 
-import "strings"
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// FromYAML makes what a YAML decoder gave into values encoding/json can write:
+// mappings whose keys are not all strings ({1: one}, response codes written as
+// numbers) get string keys, and an infinite number or NaN (.inf, .nan), which JSON
+// has no word for, becomes its text. Maps and slices are changed in place.
+func FromYAML(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = FromYAML(e)
+		}
+		return x
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = FromYAML(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = FromYAML(e)
+		}
+		return x
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return strconv.FormatFloat(x, 'g', -1, 64)
+		}
+	}
+	return v
+}
 
 // UnescapeHTML turns JSON's \u0026, \u003c and \u003e (which Go's JSON encoders,
 // the daemon's and its clients', write for &, < and >) back into &, < and >. A

@@ -14,6 +14,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 )
 
 // specFiles reads a source's document and the files it refers to ($ref:
@@ -201,7 +203,7 @@ func (f *specFiles) json(u *url.URL) (any, string, error) {
 	if err := yaml.Unmarshal(data, &v); err != nil {
 		return nil, "", fmt.Errorf("%s could not be parsed: %s", displayURL(u), firstLine(err.Error()))
 	}
-	v = plainJSON(v)
+	v = jsontext.FromYAML(v)
 	f.parsed[key] = v
 	return v, key, nil
 }
@@ -262,30 +264,6 @@ func readFileCapped(p, what string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is not a regular file", p)
 	}
 	return readCapped(fh, MaxSpecBytes, what)
-}
-
-// plainJSON turns what YAML decoded into JSON values: mappings with non-string keys
-// (response codes written as numbers) get string keys.
-func plainJSON(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = plainJSON(e)
-		}
-		return x
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[fmt.Sprint(k)] = plainJSON(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = plainJSON(e)
-		}
-		return x
-	}
-	return v
 }
 
 // absoluteRefs rewrites the schema references of the operations' parameters and

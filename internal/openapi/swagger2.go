@@ -15,6 +15,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 )
 
 // parseSwagger2 loads a Swagger 2.0 document and converts it to OpenAPI 3.0 with
@@ -40,7 +42,7 @@ func parseSwagger2(ctx context.Context, data []byte, files *specFiles) (doc *ope
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		return nil, nil, fmt.Errorf("the document could not be parsed: %s", firstLine(err.Error()))
 	}
-	raw = plainJSON(raw)
+	raw = jsontext.FromYAML(raw)
 	if top, _ := raw.(map[string]any); fmt.Sprint(top["swagger"]) != "2.0" {
 		return nil, nil, fmt.Errorf("this is a Swagger %q document; only Swagger 2.0 and OpenAPI 3.0 and 3.1 are supported", fmt.Sprint(top["swagger"]))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
@@ -80,7 +81,7 @@ func toJSON(t *testing.T, doc string) []byte {
 	if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(plainJSON(v))
+	b, err := json.Marshal(jsontext.FromYAML(v))
 	if err != nil {
 		t.Fatal(err)
 	}

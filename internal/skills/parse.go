@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 )
 
 // MaxDescriptionChars is the longest description the public Agent Skills format
@@ -291,13 +292,13 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 	if len(front.Metadata)+len(side.Metadata) > 0 || display != "" {
 		s.Metadata = map[string]any{}
 		for k, v := range side.Metadata {
-			s.Metadata[k] = jsonValue(v)
+			s.Metadata[k] = jsontext.FromYAML(v)
 		}
 		if display != "" && display != s.Name {
 			s.Metadata["display_name"] = display
 		}
 		for k, v := range front.Metadata {
-			s.Metadata[k] = jsonValue(v)
+			s.Metadata[k] = jsontext.FromYAML(v)
 		}
 	}
 	s.Body = string(body)
@@ -315,38 +316,6 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 		errs = append(errs, fmt.Errorf("description is %d characters; the Agent Skills format allows at most %d (it is listed in every session's prompt: say what the skill does and when to use it, and put the rest in the body)", n, MaxDescriptionChars))
 	}
 	return s, errors.Join(errs...)
-}
-
-// jsonValue makes a value decoded from YAML one encoding/json can write, so that
-// Skill.Metadata can be served as it is: a mapping whose keys are not all strings
-// ({1: one}) gets string keys, and an infinite number or NaN (.inf, .nan), which
-// JSON has no word for, becomes its text.
-func jsonValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[k] = jsonValue(e)
-		}
-		return out
-	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[fmt.Sprint(k)] = jsonValue(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = jsonValue(e)
-		}
-		return out
-	case float64:
-		if math.IsInf(v, 0) || math.IsNaN(v) {
-			return strconv.FormatFloat(v, 'g', -1, 64)
-		}
-	}
-	return v
 }
 
 // oneLine joins s's words with single spaces: line breaks, tabs and control characters
