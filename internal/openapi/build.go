@@ -24,6 +24,8 @@ type builder struct {
 	base   *url.URL
 	secret string
 	tokens *tokens // nil without OAuth2
+	// md keeps the descriptions whose HTML became Markdown (descMarkdown).
+	md map[string]string
 }
 
 // param is one argument of a tool and where it goes in the request.
@@ -60,6 +62,7 @@ var methods = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http
 
 func (b *builder) build(src *Source) error {
 	names := map[string]string{} // tool name → operation, for collisions
+	b.md = map[string]string{}
 	var ops []*Operation
 	schemaBytes := 0
 	for _, p := range b.doc.Paths.InMatchingOrder() {
@@ -161,7 +164,7 @@ func (b *builder) toolName(id string) string {
 
 // operation builds the tool of one operation.
 func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op *openapi3.Operation) (*Operation, []string, error) {
-	in := &inliner{root: b.root, files: b.files}
+	in := &inliner{root: b.root, files: b.files, md: b.md}
 	// A path key may carry a query that tells two operations on one path apart (the
 	// OpenAI API has "/responses" and "/responses?beta=true"): it is sent with every
 	// call, not escaped into the path.
@@ -236,7 +239,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 				// (Twilio) become DateSent_ and query_DateSent_, told apart only here.
 				where = fmt.Sprintf("%s parameter %q", p.In, p.Name)
 			}
-			sm = withDescription(sm, p.Description, where)
+			sm = withDescription(sm, descMarkdown(p.Description, b.md), where)
 			schema = sm
 		}
 		props[pm.arg] = schema
@@ -292,7 +295,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			} else {
 				binary := isRawBinary(mediaType, sm)
 				if sm != nil {
-					sm = withDescription(sm, rb.Description, "body")
+					sm = withDescription(sm, descMarkdown(rb.Description, b.md), "body")
 					schema = sm
 				}
 				if binary {
@@ -330,8 +333,9 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 	case method == http.MethodDelete:
 		risk = tool.RiskHigh
 	}
-	desc := strings.TrimSpace(op.Summary)
-	if d := strings.TrimSpace(op.Description); d != "" {
+	summary := strings.TrimSpace(descMarkdown(op.Summary, b.md))
+	desc := summary
+	if d := strings.TrimSpace(descMarkdown(op.Description, b.md)); d != "" {
 		if desc != "" && !strings.Contains(d, desc) {
 			desc += "\n\n" + d
 		} else {
@@ -344,7 +348,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 	desc = fmt.Sprintf("%s\n\n(%s %s on the %s API)", clip(desc, 2000), method, key, b.cfg.Name)
 	t := &Operation{
 		spec: tool.Spec{
-			Name: b.toolName(id), Label: clip(firstLine(strings.TrimSpace(op.Summary)), 80), Description: desc, Parameters: raw,
+			Name: b.toolName(id), Label: clip(firstLine(summary), 80), Description: desc, Parameters: raw,
 			Flags:   tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly},
 			Risk:    risk,
 			RiskWhy: fmt.Sprintf("a %s of the %s API", method, b.cfg.Name),

@@ -31,6 +31,7 @@ type inliner struct {
 	files *specFiles
 	nodes int
 	notes []string
+	md    map[string]string // descMarkdown's memo
 }
 
 // dataKeys hold values, not schemas: refs inside them are data.
@@ -80,6 +81,11 @@ func (in *inliner) inline(v any, stack []string) any {
 			case dropKeys[k] || strings.HasPrefix(k, "x-"):
 				continue
 			case dataKeys[k]:
+				out[k] = val
+			case k == "description":
+				if d, ok := val.(string); ok {
+					val = descMarkdown(d, in.md)
+				}
 				out[k] = val
 			case k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" || k == "dependentSchemas":
 				// Keys are names, values schemas.
