@@ -175,6 +175,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	sandboxes := a.Sandbox
+	a.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolserverd_sandbox_commands_total",
+			Help: "Commands started in sandboxes (execute_command, skill scripts).",
+		}, func() float64 { return float64(sandboxes.Stats().Started) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolserverd_sandbox_oom_kills_total",
+			Help: "Processes the kernel killed for reaching their command's memory limit (sandbox.memory_limit_bytes).",
+		}, func() float64 { return float64(sandboxes.Stats().OOMKills) }),
+	)
 	log.Info("sandbox", "mode", cfg.Sandbox.Mode, "backend", a.Sandbox.Backend(), "pids_limited", a.Sandbox.PidsLimited(),
 		"memory_limit_bytes", a.Sandbox.MemoryLimit(), "host", a.Sandbox.Capabilities())
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -93,6 +94,7 @@ type Job struct {
 	cgroup           string // pids cgroup
 	memCgroup        string // memory cgroup
 	memLimit         int64
+	oomCount         *atomic.Uint64 // the Manager's count of OOM kills, or nil
 	logs             [2]*outputLog
 	pid              int
 
@@ -351,6 +353,9 @@ func (j *Job) finish(cmd *exec.Cmd, readers [2]*os.File, copied *sync.WaitGroup)
 	var oomKills int
 	if j.memCgroup != "" {
 		memPeak, oomKills = memoryUse(j.memCgroup)
+	}
+	if j.oomCount != nil {
+		j.oomCount.Add(uint64(oomKills))
 	}
 	j.mu.Lock()
 	j.state, j.ended, j.pidsPeak, j.memPeak, j.oomKills = cmd.ProcessState, time.Now(), peak, memPeak, oomKills

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -36,6 +37,22 @@ type Manager struct {
 	mu     sync.Mutex
 	boxes  map[*box]struct{}
 	closed bool
+
+	started, oomKills atomic.Uint64 // see Stats
+}
+
+// Stats counts what this Manager's commands did.
+type Stats struct {
+	// Started counts the commands started.
+	Started uint64
+	// OOMKills counts the processes the kernel killed for reaching their command's
+	// memory limit (Config.MemoryLimit).
+	OOMKills uint64
+}
+
+// Stats returns the counts so far.
+func (m *Manager) Stats() Stats {
+	return Stats{Started: m.started.Load(), OOMKills: m.oomKills.Load()}
 }
 
 // Options adjust one sandbox.

@@ -64,6 +64,9 @@ func TestMemoryLimit(t *testing.T) {
 			if output(t, j, Stdout) != "alive\n" || info.OOMKills != 0 {
 				t.Errorf("after running out of memory: %+v", info)
 			}
+			if st := m.Stats(); st.Started != 3 || st.OOMKills < 2 {
+				t.Errorf("stats %+v: want 3 commands started and at least 2 OOM kills", st)
+			}
 		})
 	}
 }

@@ -284,10 +284,12 @@ func (b *box) spawn(ctx context.Context, command, dir string, env []string, time
 	var copied sync.WaitGroup
 	copied.Add(2) // before the spawn: finish may run before the copiers start
 	j.started = time.Now()
+	j.oomCount = &b.m.oomKills
 	cmd, err := spawn(l, stdin, writers[0], writers[1], func(cmd *exec.Cmd) { j.finish(cmd, readers, &copied) })
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", l.argv[0], err)
 	}
+	b.m.started.Add(1)
 	j.mu.Lock()
 	j.pid = cmd.Process.Pid
 	j.mu.Unlock()
