@@ -59,6 +59,7 @@ type conn struct {
 
 	cmd     *exec.Cmd // stdio
 	pid     int       // stdio child, leader of its process group
+	exitHow atomic.Pointer[string] // how the stdio child ended, once it has (noteExit)
 	stderr  io.Reader // stdio child's
 	exited  chan struct{}
 	tailMu  sync.Mutex
@@ -300,13 +301,44 @@ func (c *conn) watchExit(hint func()) {
 				break
 			}
 		}
+		c.noteExit()
 		if c.ctx.Err() == nil {
 			hint()
 		}
 	})
 }
 
-// describe adds a dead stdio child's last stderr to err.
+// noteExit records how the stdio child ended, for describe: its stderr has closed,
+// so it has exited or is about to. It looks for up to 200 ms (see childExit); a child
+// still running then, having closed its stderr, leaves nothing.
+func (c *conn) noteExit() {
+	for range 20 {
+		if how := childExit(c.pid); how != "" {
+			c.exitHow.Store(&how)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lastWords is describe once a stdio child whose connection ended has exited (up to
+// lastWordsWait): a call cut off by its server's death answers at once, before the
+// child's end has been read.
+func (c *conn) lastWords(err error) error {
+	if c.exited != nil {
+		select {
+		case <-c.exited:
+		case <-time.After(lastWordsWait):
+		}
+	}
+	return c.describe(err)
+}
+
+// lastWordsWait bounds how long a call cut off by its stdio server's death waits to
+// say how the server ended.
+const lastWordsWait = 300 * time.Millisecond
+
+// describe adds how a dead stdio child ended and its last stderr to err.
 func (c *conn) describe(err error) error {
 	if c.exited == nil {
 		return err
@@ -319,10 +351,17 @@ func (c *conn) describe(err error) error {
 	c.tailMu.Lock()
 	tail := string(c.tail)
 	c.tailMu.Unlock()
-	if tail == "" {
+	var said []string
+	if how := c.exitHow.Load(); how != nil {
+		said = append(said, "the process "+*how)
+	}
+	if tail != "" {
+		said = append(said, "stderr: "+oneLine(tail))
+	}
+	if len(said) == 0 {
 		return err
 	}
-	return fmt.Errorf("%w (stderr: %s)", err, oneLine(tail))
+	return fmt.Errorf("%w (%s)", err, strings.Join(said, "; "))
 }
 
 // markDead records why the connection is unusable and cuts it: in-flight calls end,

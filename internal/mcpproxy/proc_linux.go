@@ -2,7 +2,14 @@
 
 package mcpproxy
 
-import "syscall"
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // childAttr starts a stdio server in its own process group (so that closing the
 // connection can kill the group) and asks the kernel to SIGKILL it when its parent
@@ -21,3 +28,34 @@ func childAttr() *syscall.SysProcAttr {
 // may do; so a stdio child is started from a goroutine locked to its thread, and the
 // thread is held until the connection ends (conn.startPinned).
 const pinStartThread = true
+
+// childExit says how the child pid ended ("exited with status 1", "was killed by
+// SIGKILL") while it is a zombie, not yet reaped, or "" (running, or gone): the
+// last field of /proc/<pid>/stat is its status as waitpid reports it.
+func childExit(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// "1234 (node) Z 1 … 0": the command may hold spaces and parentheses.
+	end := strings.LastIndexByte(string(b), ')')
+	if end < 0 {
+		return ""
+	}
+	fields := strings.Fields(string(b[end+1:]))
+	if len(fields) < 2 || fields[0] != "Z" {
+		return ""
+	}
+	code, err := strconv.Atoi(fields[len(fields)-1])
+	if err != nil {
+		return ""
+	}
+	ws := syscall.WaitStatus(code)
+	switch {
+	case ws.Exited():
+		return "exited with status " + strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		return "was killed by " + unix.SignalName(ws.Signal())
+	}
+	return ""
+}

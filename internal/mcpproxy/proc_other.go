@@ -12,3 +12,6 @@ func killGroup(int) {}
 
 // pinStartThread: nothing depends on which thread starts a child.
 const pinStartThread = false
+
+// childExit is "": how a child ended is read from /proc, on Linux only.
+func childExit(int) string { return "" }

@@ -181,7 +181,7 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s wrote a message larger than %d MiB during the call of %s, which was not read; the connection was closed and is opened again",
 			name, maxMessageBytes>>20, t.upstream)
 	case c.ended() != nil:
-		return outcomeUnavailable, nil, t.lostDuringCall(c.ended())
+		return outcomeUnavailable, nil, t.lostDuringCall(c.lastWords(c.ended()))
 	case isAnswerCutOff(err):
 		// The request reached the server; the stream its answer was to come on
 		// ended first. mcp-go says "unexpected nil response".
@@ -193,7 +193,7 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 			if errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, syscall.ECONNRESET) {
 				// The connection ended while the call waited for its answer (a
 				// stdio child that died says only "transport closed").
-				return outcomeUnavailable, nil, t.lostDuringCall(c.describe(err))
+				return outcomeUnavailable, nil, t.lostDuringCall(c.lastWords(err))
 			}
 		} else {
 			t.srv.checkNow()
