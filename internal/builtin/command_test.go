@@ -310,3 +310,28 @@ func TestLostOutputShown(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestDescribeStalledAtMemoryLimit: a command that reached its memory limit and was
+// stopped for another reason (its timeout: held at the limit, it stalled reclaiming
+// memory rather than being killed) says it reached the limit, so that the model asks
+// for less memory rather than more time; one that stayed below it says nothing of it.
+func TestDescribeStalledAtMemoryLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 256 << 20
+	for _, c := range []struct {
+		name string
+		info sandbox.JobInfo
+		want bool
+	}{
+		{"timeout at limit", sandbox.JobInfo{Status: sandbox.StatusTimeout, Reason: "its timeout of 3m0s passed", MemoryLimit: limit, MemoryPeak: limit + 4096}, true},
+		{"killed at limit", sandbox.JobInfo{Status: sandbox.StatusKilled, Reason: "killed on request", MemoryLimit: limit, MemoryPeak: limit}, true},
+		{"timeout below limit", sandbox.JobInfo{Status: sandbox.StatusTimeout, Reason: "its timeout of 3m0s passed", MemoryLimit: limit, MemoryPeak: limit / 2}, false},
+		{"exited at limit", sandbox.JobInfo{Status: sandbox.StatusExited, ExitCode: new(int), MemoryLimit: limit, MemoryPeak: limit}, false},
+		{"no cgroup", sandbox.JobInfo{Status: sandbox.StatusTimeout, Reason: "its timeout of 3m0s passed"}, false},
+	} {
+		text := describe(c.info)
+		if got := strings.Contains(text, "reached their memory limit of 256 MiB"); got != c.want {
+			t.Errorf("%s: mentions the limit %v, want %v: %q", c.name, got, c.want, text)
+		}
+	}
+}

@@ -59,13 +59,23 @@ func (t *editFile) Spec() tool.Spec {
 }
 
 // Precheck refuses, before anyone is asked to approve it, an edit of a file that is
-// missing, not text, or not read as it is now (tool.Prechecker).
+// missing, not text, or not read as it is now, and one that cannot apply (old_string
+// not found, or found more than once without replace_all) (tool.Prechecker).
 func (t *editFile) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 	var args editFileArgs
-	if err := decodeArgs(raw, &args); err != nil {
+	if err := decodeArgs(raw, &args); err != nil || args.editSpec.invalid() != "" {
 		return nil // Run says what is wrong with the arguments
 	}
-	return precheckEdit(t.m, ctx, args.Path, "edit_file")
+	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+		data, _, err := w.loadForEdit(tg, guard, "edit_file")
+		if err != nil {
+			return err
+		}
+		if _, reason := applyEdit(string(data), args.editSpec); reason != "" {
+			return tool.Errorf(tool.KindInvalidArgs, "%s: %s Nothing was written.", tg.show(), reason)
+		}
+		return nil
+	})
 }
 
 func (t *editFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {

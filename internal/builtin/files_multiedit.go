@@ -87,13 +87,35 @@ func (t *multiEdit) Spec() tool.Spec {
 	}, false)
 }
 
-// Precheck: as edit_file's (tool.Prechecker).
+// Precheck: as edit_file's, refusing also edits of which Run would write nothing
+// (none applies or, strict, one fails) (tool.Prechecker).
 func (t *multiEdit) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 	var args multiEditArgs
 	if err := decodeArgs(raw, &args); err != nil {
 		return nil // Run says what is wrong with the arguments
 	}
-	return precheckEdit(t.m, ctx, args.Path, "multi_edit")
+	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+		data, _, err := w.loadForEdit(tg, guard, "multi_edit")
+		if err != nil {
+			return err
+		}
+		switch args.Mode {
+		case "":
+			args.Mode = modePartial
+		case modeStrict, modePartial, modeBestEffort:
+		default:
+			return nil // Run says what is wrong with the mode
+		}
+		if len(args.Edits) == 0 || len(args.Edits) > maxMultiEdits {
+			return nil
+		}
+		_, out := applyEdits(string(data), args.Edits, args.Mode)
+		out.Path = tg.show()
+		if out.Applied == 0 || (args.Mode == modeStrict && out.Failed > 0) {
+			return tool.Errorf(tool.KindInvalidArgs, "%s", out.render("nothing was written"))
+		}
+		return nil
+	})
 }
 
 func (t *multiEdit) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {

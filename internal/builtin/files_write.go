@@ -118,15 +118,6 @@ func precheckFile(m *sandbox.Manager, ctx *tool.Context, path string, check func
 	return check(w, tg, guard)
 }
 
-// precheckEdit is the Precheck of the tools that change an existing text file: it
-// must exist, be text, and have been read as it is now.
-func precheckEdit(m *sandbox.Manager, ctx *tool.Context, path, toolName string) error {
-	return precheckFile(m, ctx, path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
-		_, _, err := w.loadForEdit(tg, guard, toolName)
-		return err
-	})
-}
-
 // mayReplace checks that the session may write tg: either nothing is there yet, or a
 // regular file the guard allows replacing. It returns the mode the new content gets
 // and whether the file is new.

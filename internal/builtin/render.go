@@ -248,6 +248,14 @@ func describe(info sandbox.JobInfo) string {
 		s += fmt.Sprintf(" Out of memory: the kernel killed %d of its processes when they reached the command's memory limit of %s together.",
 			info.OOMKills, humanize.IBytes(uint64(info.MemoryLimit)))
 	}
+	// A command held at its memory limit is not always killed: the kernel may keep
+	// reclaiming the page cache its processes run from, and they stall until their
+	// timeout (a go build under 256 MiB did). Say so, or the model asks for more time.
+	stopped := info.Status == sandbox.StatusTimeout || (info.Status == sandbox.StatusKilled && !strings.HasPrefix(info.Reason, "out of memory"))
+	if stopped && info.OOMKills == 0 && info.MemoryLimit > 0 && info.MemoryPeak >= info.MemoryLimit {
+		s += fmt.Sprintf(" Its processes had reached their memory limit of %s together, where they can stall instead of being killed:"+
+			" it may need less memory (fewer processes at once, smaller inputs) rather than more time.", humanize.IBytes(uint64(info.MemoryLimit)))
+	}
 	return s
 }
 

@@ -574,14 +574,15 @@ func TestRuleOnlyWithApproveWithRule(t *testing.T) {
 
 // TestRefusedWritesAskNobody: in default mode writes ask for approval, but a write
 // its tool would refuse anyway (a file the session has not read, an edit of a
-// missing file) comes back at once as the tool's refusal, with no approval request
-// for a person to decide in vain. Once the file is read, the write asks as usual.
+// missing file, an edit whose old_string is not found or not unique) comes back at
+// once as the tool's refusal, with no approval request for a person to decide in vain.
+// Once the file is read, the write asks as usual.
 func TestRefusedWritesAskNobody(t *testing.T) {
 	t.Parallel()
 	// A short TTL: a request made in vain expires (denied) instead of holding the
 	// stream, so the test sees it rather than hanging.
 	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow, c.Permissions.ApprovalTTL = nil, 2*time.Second }})
-	sess := d.createSession(map[string]any{"available_tools": []string{"read_file", "write_file", "edit_file", "json_write"}})
+	sess := d.createSession(map[string]any{"available_tools": []string{"read_file", "write_file", "edit_file", "multi_edit", "json_write"}})
 	id, wd := sess["id"].(string), sess["workdir"].(string)
 	calls := "/v1/sessions/" + id + "/tool-calls"
 	for _, f := range []string{"notes.txt", "cfg.json"} {
@@ -617,6 +618,25 @@ func TestRefusedWritesAskNobody(t *testing.T) {
 	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"read_file","arguments":{"path":"notes.txt"}}]}`)
 	if m := messages(t, evs)["r"]; m.m["is_error"] != false {
 		t.Fatalf("read_file: %s", m.raw)
+	}
+	// Read, but an edit whose old_string matches twice, or not at all, cannot apply,
+	// nor can a multi_edit none of whose edits applies (or, strict, one fails):
+	// refused at once too.
+	_, evs = d.stream(calls, `{"calls":[
+		{"id":"e2","name":"edit_file","arguments":{"path":"notes.txt","old_string":"\"","new_string":"'"}},
+		{"id":"e0","name":"edit_file","arguments":{"path":"notes.txt","old_string":"nowhere","new_string":"x"}},
+		{"id":"m0","name":"multi_edit","arguments":{"path":"notes.txt","edits":[{"old_string":"nowhere","new_string":"x"}]}},
+		{"id":"ms","name":"multi_edit","arguments":{"path":"notes.txt","mode":"strict","edits":[{"old_string":"a","new_string":"b"},{"old_string":"nowhere","new_string":"x"}]}}]}`)
+	for _, e := range evs {
+		if e.str("type") == "approval_required" {
+			t.Fatalf("a person was asked to approve an edit that cannot apply: %s", e.raw)
+		}
+	}
+	msgs = messages(t, evs)
+	for id, want := range map[string]string{"e2": "old_string matches 2 times", "e0": "old_string was not found", "m0": "nothing was written", "ms": "nothing was written"} {
+		if m := msgs[id]; m.m["is_error"] != true || !strings.Contains(string(m.raw), want) {
+			t.Errorf("%s: %s, want an error saying %q", id, m.raw, want)
+		}
 	}
 	apr, _, stop := streamUntilApproval(t, d, calls, `{"calls":[{"id":"w2","name":"write_file","arguments":{"path":"notes.txt","content":"x"}}]}`)
 	defer stop()
