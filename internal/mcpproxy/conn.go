@@ -57,10 +57,10 @@ type conn struct {
 	// off say so rather than what the transport makes of it.
 	retired atomic.Pointer[error]
 
-	cmd     *exec.Cmd // stdio
-	pid     int       // stdio child, leader of its process group
+	cmd     *exec.Cmd              // stdio
+	pid     int                    // stdio child, leader of its process group
 	exitHow atomic.Pointer[string] // how the stdio child ended, once it has (noteExit)
-	stderr  io.Reader // stdio child's
+	stderr  io.Reader              // stdio child's
 	exited  chan struct{}
 	tailMu  sync.Mutex
 	tail    []byte // last bytes of stderr, read by the exit watcher
