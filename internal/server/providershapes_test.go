@@ -287,6 +287,43 @@ func TestOpenAIResponsesFormat(t *testing.T) {
 	}
 }
 
+// TestGeminiMultimodal: with ?format=gemini a function response is text only and
+// says which images are not shown; with &multimodal=true its PNG, JPEG and WebP
+// images go in the functionResponse's parts as inlineData, each named in the text
+// where it was, and an image of another type is still named as not shown.
+func TestGeminiMultimodal(t *testing.T) {
+	t.Parallel()
+	const png, jpeg = "iVBORw0KGgo=", "/9j/4AAQ"
+	d, id := withDraw(t, tool.Content{Type: tool.ContentText, Text: "chart:"},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/PNG", Data: png},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/svg+xml", Data: "PHN2Zy8+"},
+		tool.Content{Type: tool.ContentImage, MimeType: "image/jpeg", Data: jpeg})
+	for _, c := range []struct{ query, want string }{
+		{"", `{"functionResponse":{"id":"g1","name":"draw","response":{"output":"chart:\n` +
+			`[image/PNG image not shown: Gemini function responses carry only text here]\n` +
+			`[image/svg+xml image not shown: Gemini function responses carry only text here]\n` +
+			`[image/jpeg image not shown: Gemini function responses carry only text here]"}}}`},
+		{"&multimodal=true", `{"functionResponse":{"id":"g1","name":"draw","parts":[` +
+			`{"inlineData":{"data":"` + png + `","displayName":"image_1.png","mimeType":"image/png"}},` +
+			`{"inlineData":{"data":"` + jpeg + `","displayName":"image_2.jpg","mimeType":"image/jpeg"}}],` +
+			`"response":{"output":"chart:\n[image/png image attached: image_1.png]\n` +
+			`[image/svg+xml image not shown: Gemini takes PNG, JPEG and WebP images in function responses]\n` +
+			`[image/jpeg image attached: image_2.jpg]"}}}`},
+	} {
+		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=gemini"+c.query, `{"calls":[{"functionCall":{"id":"g1","name":"draw","args":{}}}]}`)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", c.query, code, evs[0].raw)
+		}
+		raw, _ := json.Marshal(messages(t, evs)["g1"].m["message"])
+		if string(raw) != c.want {
+			t.Errorf("format=gemini%s:\n got %s\nwant %s", c.query, raw, c.want)
+		}
+	}
+	if code, _, body := d.do("POST", "/v1/sessions/"+id+"/tool-calls?format=gemini&multimodal=yes-please", `{"calls":[]}`); code != 400 || !strings.Contains(string(body), "multimodal must be true or false") {
+		t.Errorf("a bad multimodal value: %d %s", code, body)
+	}
+}
+
 // TestGeminiFunctionCalls: Gemini functionCall parts are taken as the model gave
 // them (thoughtSignature and all), and ?format=gemini answers each with a
 // functionResponse part: the model's id when it gave one, its output, or "error" for

@@ -202,6 +202,11 @@ func TestProviderSDKTypes(t *testing.T) {
 			  {"functionCall":{"id":"g_fails","name":"fails","args":{}}}]}`,
 			calls: "parts", msgType: "Part",
 			convo: `const geminiConversation: Content[] = [geminiContent, { role: "user", parts: [msgs] }];`},
+		// Gemini 3: images in the functionResponse's parts.
+		{format: "gemini&multimodal=true", name: "geminiMultimodal", typ: "FunctionCall[]",
+			turn:    `[{"id":"g_echo","name":"echo","args":{"text":"hello sdk"}},{"id":"g_draw","name":"draw"},{"name":"fails"}]`,
+			msgType: "Part",
+			convo:   `const geminiMultimodalConversation: Content[] = [{ role: "model", parts: geminiMultimodal.map((functionCall) => ({ functionCall })) }, { role: "user", parts: [msgs] }];`},
 		// The SDK's response.functionCalls: FunctionCall objects without their parts.
 		// Gemini leaves out args for a function without parameters, and often id.
 		{format: "gemini", name: "geminiCalls", typ: "FunctionCall[]",

@@ -13,7 +13,6 @@ import (
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
-	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // progressEvent is a tool_progress line. Text carries the output as text (bytes that
@@ -102,7 +101,7 @@ func (g valueGate) latest(hub *progress.Hub, callID string) *progress.Value {
 // is flushed as soon as nothing more is queued. done is not flushed here: the handler
 // returns right after it and net/http sends the rest of the buffer with the end of
 // the response in the same write.
-func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f toolmgr.Format, st stream) {
+func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f msgFormat, st stream) {
 	sw := &streamWriter{out: nil, format: f, hub: s.Progress, keepAlive: s.cfg.KeepAlive}
 	if s.Exec != nil {
 		sw.truncate = s.Exec
@@ -232,7 +231,7 @@ type streamWriter struct {
 		Truncate(*tool.Result) *tool.Result
 	}
 	background <-chan session.Event
-	format     toolmgr.Format
+	format     msgFormat
 	hub        *progress.Hub
 	prog       <-chan progress.Event
 	cursors    map[string]map[string]int64 // call → stream → bytes written to the client
@@ -450,7 +449,7 @@ func (sw *streamWriter) cursor(callID string) map[string]int64 {
 }
 
 // resultLine shapes a result-carrying event (message, tool_yield, tool_result).
-func resultLine(t session.EventType, f toolmgr.Format, ev session.Event) messageEvent {
+func resultLine(t session.EventType, f msgFormat, ev session.Event) messageEvent {
 	return messageEvent{
 		Type: string(t), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
 		IsError: ev.Result.IsError, ErrorKind: ev.Result.ErrorKind, Truncated: ev.Result.Truncated, Resumed: ev.Resumed,

@@ -11,7 +11,6 @@ import (
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
-	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +58,7 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	// Everything that can refuse the batch before it runs is checked before the
 	// session is made: a refused request leaves nothing behind.
-	batch, err := req.toBatch(f)
+	batch, err := req.toBatch(f.format)
 	if err == nil {
 		_, err = req.detached()
 	}
@@ -87,8 +86,8 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 // disconnects cancels the calls still running (unless on_disconnect is continue);
 // their records are still written. With resume, calls already on record are followed
 // instead of run (resume.go).
-func (s *Server) run(w http.ResponseWriter, r *http.Request, f toolmgr.Format, sess *session.Session, req toolCallsRequest) {
-	batch, err := req.toBatch(f)
+func (s *Server) run(w http.ResponseWriter, r *http.Request, f msgFormat, sess *session.Session, req toolCallsRequest) {
+	batch, err := req.toBatch(f.format)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -221,19 +222,34 @@ type doneEvent struct {
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
+// msgFormat is how a stream shapes its messages: the provider's format, and
+// whether images may go where only the newer models of that provider take them
+// (?multimodal=true: Gemini 3's functionResponse parts).
+type msgFormat struct {
+	format     toolmgr.Format
+	multimodal bool
+}
+
 // messageFormat reads the format of a stream's messages (every schema format but mcp).
-func messageFormat(r *http.Request) (toolmgr.Format, error) {
-	f, err := toolmgr.ParseFormat(r.URL.Query().Get("format"))
+func messageFormat(r *http.Request) (msgFormat, error) {
+	q := r.URL.Query()
+	f, err := toolmgr.ParseFormat(q.Get("format"))
 	if err != nil || f == toolmgr.FormatMCP {
-		return "", errorf(CodeBadRequest, "format must be native, openai, openai_responses, anthropic or gemini")
+		return msgFormat{}, errorf(CodeBadRequest, "format must be native, openai, openai_responses, anthropic or gemini")
 	}
-	return f, nil
+	mf := msgFormat{format: f}
+	if v := q.Get("multimodal"); v != "" {
+		if mf.multimodal, err = strconv.ParseBool(v); err != nil {
+			return msgFormat{}, errorf(CodeBadRequest, fmt.Sprintf("multimodal must be true or false, not %q", v))
+		}
+	}
+	return mf, nil
 }
 
 // message shapes a call's result as the provider's tool-result message.
-func message(f toolmgr.Format, call *session.Call, r *tool.Result) any {
+func message(mf msgFormat, call *session.Call, r *tool.Result) any {
 	toolCallID, name := call.ToolCallID, call.Name
-	switch f {
+	switch mf.format {
 	case toolmgr.FormatOpenAI:
 		return openAIMessage{Role: "tool", ToolCallID: toolCallID, Content: textOnly(r, "OpenAI Chat Completions tool messages carry only text")}
 	case toolmgr.FormatOpenAIResponses:
@@ -246,12 +262,12 @@ func message(f toolmgr.Format, call *session.Call, r *tool.Result) any {
 			id = ""
 		}
 		// Gemini reads "output", or "error" for a failed call.
-		text := textOnly(r, "Gemini function responses carry only text here")
+		text, parts := geminiOutput(r, mf.multimodal)
 		resp := map[string]string{"output": text}
 		if r.IsError {
 			resp = map[string]string{"error": text}
 		}
-		return geminiPart{FunctionResponse: geminiFunctionResponse{ID: id, Name: name, Response: resp}}
+		return geminiPart{FunctionResponse: geminiFunctionResponse{ID: id, Name: name, Response: resp, Parts: parts}}
 	case toolmgr.FormatAnthropic:
 		blocks := make([]any, 0, len(r.Content))
 		for _, c := range r.Content {
@@ -307,6 +323,34 @@ func blockText(c tool.Content, why string) string {
 		return fmt.Sprintf("[%s %s not shown: %s]", c.MimeType, c.Type, why)
 	}
 	return (&tool.Result{Content: []tool.Content{c}}).Text()
+}
+
+// geminiImageTypes are the image types Gemini 3 takes in a function response's parts.
+var geminiImageTypes = map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp"}
+
+// geminiOutput is a function response's text and, with multimodal, its images as
+// parts, each named in the text where it was (image_1.png, …) so that the model
+// can tell them apart. Without multimodal, or for images of other types and audio,
+// the text says what is not shown.
+func geminiOutput(r *tool.Result, multimodal bool) (string, []geminiResponsePart) {
+	if !multimodal {
+		return textOnly(r, "Gemini function responses carry only text here"), nil
+	}
+	var parts []geminiResponsePart
+	lines := make([]string, 0, len(r.Content))
+	for _, c := range r.Content {
+		mt := strings.ToLower(c.MimeType)
+		if ext, ok := geminiImageTypes[mt]; ok && c.Type == tool.ContentImage && c.Data != "" {
+			name := fmt.Sprintf("image_%d%s", len(parts)+1, ext)
+			parts = append(parts, geminiResponsePart{InlineData: geminiBlob{MimeType: mt, Data: c.Data, DisplayName: name}})
+			lines = append(lines, fmt.Sprintf("[%s image attached: %s]", mt, name))
+			continue
+		}
+		if t := blockText(c, "Gemini takes PNG, JPEG and WebP images in function responses"); t != "" || c.Type == tool.ContentText {
+			lines = append(lines, t)
+		}
+	}
+	return strings.Join(lines, "\n"), parts
 }
 
 // anthropicImageTypes are the media types Anthropic accepts in an image block.
@@ -381,9 +425,21 @@ type geminiPart struct {
 }
 
 type geminiFunctionResponse struct {
-	ID       string            `json:"id,omitempty"`
-	Name     string            `json:"name"`
-	Response map[string]string `json:"response"`
+	ID       string               `json:"id,omitempty"`
+	Name     string               `json:"name"`
+	Response map[string]string    `json:"response"`
+	Parts    []geminiResponsePart `json:"parts,omitempty"`
+}
+
+// geminiResponsePart is a FunctionResponsePart holding an image's bytes.
+type geminiResponsePart struct {
+	InlineData geminiBlob `json:"inlineData"`
+}
+
+type geminiBlob struct {
+	MimeType    string `json:"mimeType"`
+	Data        string `json:"data"`
+	DisplayName string `json:"displayName"`
 }
 
 type anthropicMessage struct {
