@@ -208,6 +208,9 @@ func TestFileArgumentsByPath(t *testing.T) {
 	doc := payload(300<<10, false)
 	e.write(t, "out/report.pdf", doc)
 	e.write(t, "notes.txt", []byte("hello\n"))
+	if err := os.Symlink("out/report.pdf", filepath.Join(e.workdir, "latest.pdf")); err != nil {
+		t.Fatal(err)
+	}
 
 	up := schemaOf(t, e.m, "files__upload")
 	if f := prop(up, "file"); prop(f, "path") == nil || f["required"] != nil || !strings.Contains(fmt.Sprint(f["description"]), "path (a file of the working directory") {
@@ -217,7 +220,7 @@ func TestFileArgumentsByPath(t *testing.T) {
 		t.Errorf("raw body schema does not offer path: %v", b)
 	}
 
-	res := e.call(t, "files__upload", `{"file":{"path":"out/report.pdf"},"extra":[{"path":"notes.txt","filename":"n.md"},{"filename":"inline.txt","content":"inline"}],"note":"n"}`)
+	res := e.call(t, "files__upload", `{"file":{"path":"latest.pdf"},"extra":[{"path":"notes.txt","filename":"n.md"},{"filename":"inline.txt","content":"inline"}],"note":"n"}`)
 	if res.IsError {
 		t.Fatalf("upload by path: %s", res.Text())
 	}
@@ -229,7 +232,7 @@ func TestFileArgumentsByPath(t *testing.T) {
 	for _, p := range got[0].Parts {
 		parts[p.Field] = append(parts[p.Field], p)
 	}
-	if f := parts["file"]; len(f) != 1 || f[0].Filename != "report.pdf" || f[0].CT != "application/pdf" || !bytes.Equal(f[0].Data, doc) {
+	if f := parts["file"]; len(f) != 1 || f[0].Filename != "latest.pdf" || f[0].CT != "application/pdf" || !bytes.Equal(f[0].Data, doc) {
 		t.Errorf("file part: %d parts, %+v", len(f), summary(f))
 	}
 	if x := parts["extra"]; len(x) != 2 || x[0].Filename != "n.md" || string(x[0].Data) != "hello\n" || x[1].Filename != "inline.txt" || string(x[1].Data) != "inline" {
@@ -240,6 +243,7 @@ func TestFileArgumentsByPath(t *testing.T) {
 		{"files__putBlob", `{"key":"k","body":{"path":"out/report.pdf"}}`, "/blobs/k", "application/octet-stream"},
 		{"files__putAny", `{"key":"k","body":{"path":"out/report.pdf"}}`, "/any/k", "application/pdf"},
 		{"files__putAny", `{"key":"k","body":{"path":"out/report.pdf","filename":"r.zip"}}`, "/any/k", "application/zip"},
+		{"files__putAny", `{"key":"k","body":{"path":"latest.pdf"}}`, "/any/k", "application/pdf"},
 		{"files__putAny", fmt.Sprintf(`{"key":"k","body":{"path":%q}}`, filepath.Join(e.workdir, "out/report.pdf")), "/any/k", "application/pdf"},
 	} {
 		res := e.call(t, c.tool, c.args)

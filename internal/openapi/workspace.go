@@ -58,7 +58,11 @@ func (w *workspace) open() error {
 		return w.err
 	}
 	w.done = true
-	if !w.available() {
+	switch {
+	case w.o.workspaces == nil:
+		w.err = tool.Errorf(tool.KindUnavailable, "the %s API's tools have no access to working directories here, so a file cannot be given by path; give its content or content_base64", w.o.spec.Source)
+		return w.err
+	case w.ctx == nil || w.ctx.Session == nil:
 		w.err = tool.Errorf(tool.KindUnavailable, "this call has no session working directory, so a file cannot be given by path; give its content or content_base64")
 		return w.err
 	}
@@ -177,7 +181,9 @@ func (w *workspace) readFile(given string, max int64) (string, []byte, error) {
 		return "", nil, tooBig(int64(len(data)))
 	}
 	w.sent += int64(len(data))
-	return filepath.Base(rel), data, nil
+	// The name the model gave, not its target's: latest.pdf, a link to v3.pdf, is sent
+	// as latest.pdf.
+	return filepath.Base(filepath.Clean(given)), data, nil
 }
 
 // saved is an answer written to the working directory.
