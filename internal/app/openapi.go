@@ -20,6 +20,7 @@ func (a *App) registerOpenAPI(ctx context.Context) error {
 					ClientSecretEnv: c.Auth.OAuth2.ClientSecretEnv, Scopes: c.Auth.OAuth2.Scopes}},
 			Include: c.Include, Exclude: c.Exclude,
 			Timeout: c.Timeout, FetchTimeout: c.FetchTimeout, MaxResponseBytes: c.MaxResponseBytes,
+			MaxFileBytes: c.MaxFileBytes, Workspaces: a.Sandbox,
 		})
 		if err != nil {
 			return fmt.Errorf("config: openapi[%d]: %w", i, err)

@@ -350,6 +350,9 @@ type OpenAPIConfig struct {
 	Timeout          time.Duration     `mapstructure:"timeout"`
 	FetchTimeout     time.Duration     `mapstructure:"fetch_timeout"`
 	MaxResponseBytes int64             `mapstructure:"max_response_bytes"`
+	// MaxFileBytes caps files sent from a session's working directory ({path}) and
+	// binary answers saved in it.
+	MaxFileBytes int64 `mapstructure:"max_file_bytes"`
 }
 
 // OpenAPIAuthConfig names the environment variables holding an API's credentials.

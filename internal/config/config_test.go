@@ -254,6 +254,7 @@ func TestOpenAPIAndProviderToolsFromYAML(t *testing.T) {
     auth: {api_key_env: PETS_KEY, api_key_header: X-API-Key}
     include: ["get*"]
     timeout: 5s
+    max_file_bytes: 1048576
 provider_tools:
   - name: web_search
     kind: hosted
@@ -272,7 +273,7 @@ provider_tools:
 		t.Fatal(err)
 	}
 	o := c.OpenAPI[0]
-	if o.Name != "pets" || o.Auth.APIKeyHeader != "X-API-Key" || o.Timeout != 5*time.Second || o.Include[0] != "get*" {
+	if o.Name != "pets" || o.Auth.APIKeyHeader != "X-API-Key" || o.Timeout != 5*time.Second || o.Include[0] != "get*" || o.MaxFileBytes != 1<<20 {
 		t.Errorf("openapi = %+v", o)
 	}
 	p := c.ProviderTools[0]

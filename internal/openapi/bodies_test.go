@@ -221,7 +221,7 @@ func TestBinaryRawBody(t *testing.T) {
 		}
 	}
 	res := call(t, m, "docker__ImageBuild", `{"body":{"content":"a","content_base64":"YQ=="}}`)
-	if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "either content or content_base64") {
+	if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "one of content, content_base64 and path") {
 		t.Errorf("both contents: %s %s", res.ErrorKind, res.Text())
 	}
 }

@@ -359,6 +359,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		method: method, route: route, fixedQuery: fixedQuery, params: params, body: bd,
 		base: b.base, auth: b.cfg.Auth, secret: b.secret, tokens: b.tokens,
 		client: b.cfg.Client, maxBytes: b.cfg.MaxResponseBytes,
+		workspaces: b.cfg.Workspaces, maxFileBytes: b.cfg.MaxFileBytes,
 	}
 	return t, in.notes, nil
 }
@@ -463,7 +464,8 @@ func isFileSchema(s map[string]any) bool {
 
 func fileArgSchema(orig map[string]any) map[string]any {
 	desc, _ := orig["description"].(string)
-	desc = strings.TrimSpace(desc + "\n\nA file: its name (the extension may tell the API its type) and its content, as text in content or as base64 in content_base64.")
+	desc = strings.TrimSpace(desc + "\n\nA file: one of content (text), content_base64 (bytes, base64-encoded) or path (a file of the working directory, sent as it is: " +
+		"the way to send a file a command made), and its filename (the extension may tell the API its type; with path, the file's own name unless given).")
 	return map[string]any{
 		"type":        "object",
 		"description": desc,
@@ -471,10 +473,16 @@ func fileArgSchema(orig map[string]any) map[string]any {
 			"filename":       map[string]any{"type": "string", "minLength": 1},
 			"content":        map[string]any{"type": "string", "description": "the file's content, as text"},
 			"content_base64": map[string]any{"type": "string", "description": "the file's content, base64-encoded (for binary files)"},
+			"path":           pathArgSchema(),
 		},
-		"required":             []any{"filename"},
 		"additionalProperties": false,
 	}
+}
+
+// pathArgSchema is the path alternative of a file argument.
+func pathArgSchema() map[string]any {
+	return map[string]any{"type": "string", "minLength": 1,
+		"description": "a file in the session's working directory, relative to it (as the file tools take paths): its bytes are sent"}
 }
 
 // isRawBinary reports whether a request body that is neither JSON nor a form is raw
@@ -495,15 +503,17 @@ func isRawBinary(mediaType string, sm map[string]any) bool {
 // (fileArgSchema), but the file name is optional, since the body has none.
 func binaryBodyArg(orig map[string]any) map[string]any {
 	desc, _ := orig["description"].(string)
-	desc = strings.TrimSpace(desc + "\n\nThe body's bytes: as text in content, or base64-encoded in content_base64 (for binary data such as a tar or gzip archive). " +
-		"filename is optional; when the API takes a body of any type, its extension gives the Content-Type.")
+	desc = strings.TrimSpace(desc + "\n\nThe body's bytes: as text in content, base64-encoded in content_base64, or, for binary data such as a tar or gzip archive, " +
+		"a file of the working directory named by path, sent as it is. filename is optional; when the API takes a body of any type, its extension " +
+		"(with path, the file's own unless given) gives the Content-Type.")
 	return map[string]any{
 		"type":        "object",
 		"description": desc,
 		"properties": map[string]any{
 			"filename":       map[string]any{"type": "string"},
 			"content":        map[string]any{"type": "string", "description": "the body, as text"},
-			"content_base64": map[string]any{"type": "string", "description": "the body, base64-encoded (for binary data)"},
+			"content_base64": map[string]any{"type": "string", "description": "the body, base64-encoded"},
+			"path":           pathArgSchema(),
 		},
 		"additionalProperties": false,
 	}

@@ -45,6 +45,10 @@ type Operation struct {
 	tokens     *tokens // OAuth2 bearer tokens; nil without
 	client     *http.Client
 	maxBytes   int64
+	// workspaces finds the calling session's working directory, for {path} file
+	// arguments and answers saved as files; nil: neither.
+	workspaces   Workspaces
+	maxFileBytes int64
 }
 
 // Spec describes the tool.
@@ -61,7 +65,9 @@ func (o *Operation) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	}
 	callCtx, budget, cancel := answerEarly(ctx)
 	defer cancel()
-	req, err := o.request(callCtx, args)
+	ws := o.workspace(ctx)
+	defer ws.Close()
+	req, err := o.request(callCtx, args, ws)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +98,9 @@ func (o *Operation) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 			kind, why = stopKind(ctx), stopped(ctx, budget)
 		}
 		return o.unfinished(kind, why, req, resp, data, true), nil
+	}
+	if ws.available() && o.isFileAnswer(resp, data) {
+		return o.saveAnswer(ctx, callCtx, budget, ws, req, resp, data), nil
 	}
 	cut := int64(len(data)) > o.maxBytes
 	if cut {
@@ -186,7 +195,7 @@ func unwrapURLError(err error) error {
 }
 
 // request builds the HTTP request from the arguments.
-func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Request, error) {
+func (o *Operation) request(ctx context.Context, args map[string]any, ws *workspace) (*http.Request, error) {
 	route := o.route
 	query := o.base.Query() // a base URL may carry a query (api-version=…) for every call
 	for k, vs := range o.fixedQuery {
@@ -257,8 +266,13 @@ func (o *Operation) request(ctx context.Context, args map[string]any) (*http.Req
 			payload, present = args[o.body.arg]
 		}
 		if present {
-			b, ct, err := encodeBody(o.body, payload)
+			b, ct, err := encodeBody(o.body, payload, files{ws, o.maxFileBytes})
 			if err != nil {
+				// A file of the working directory keeps its kind (denied: outside it).
+				var te *tool.Error
+				if errors.As(err, &te) {
+					return nil, tool.Errorf(te.Kind, "the request body: %s", strings.Replace(err.Error(), te.Error(), te.Message, 1))
+				}
 				return nil, tool.Errorf(tool.KindInvalidArgs, "the request body: %v", err)
 			}
 			bodyReader = bytes.NewReader(b)
@@ -388,10 +402,10 @@ func scalar(v any, asJSON bool, sep string) string {
 }
 
 // encodeBody returns the request body and its Content-Type.
-func encodeBody(b *body, payload any) ([]byte, string, error) {
+func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 	switch {
 	case b.binary:
-		return encodeRawFile(b.mediaType, payload)
+		return encodeRawFile(b.mediaType, payload, fs)
 	case isJSON(b.mediaType):
 		data, err := json.Marshal(payload)
 		return data, b.mediaType, err
@@ -416,7 +430,7 @@ func encodeBody(b *body, payload any) ([]byte, string, error) {
 		}
 		return []byte(form.Encode()), b.mediaType, nil
 	case isMultipart(b.mediaType):
-		return encodeMultipart(b, payload)
+		return encodeMultipart(b, payload, fs)
 	}
 	if s, ok := payload.(string); ok {
 		return []byte(s), b.mediaType, nil
@@ -427,7 +441,7 @@ func encodeBody(b *body, payload any) ([]byte, string, error) {
 
 // encodeMultipart writes a multipart/form-data body: files as file parts, objects as
 // JSON parts (OpenAPI's default for them), arrays as repeated fields, the rest as text.
-func encodeMultipart(b *body, payload any) ([]byte, string, error) {
+func encodeMultipart(b *body, payload any, fs files) ([]byte, string, error) {
 	obj, ok := payload.(map[string]any)
 	if !ok {
 		return nil, "", errors.New("a multipart body must be an object")
@@ -442,7 +456,7 @@ func encodeMultipart(b *body, payload any) ([]byte, string, error) {
 				list = []any{v}
 			}
 			for _, f := range list {
-				if err := writeFilePart(w, k, f); err != nil {
+				if err := writeFilePart(w, k, f, fs); err != nil {
 					return nil, "", fmt.Errorf("%s: %w", k, err)
 				}
 			}
@@ -500,18 +514,43 @@ func tokenError(err error) string {
 // quoteEscaper escapes a quoted-string of a part's header as mime/multipart does.
 var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
 
+// files is where a file argument given by path is read: the call's working
+// directory, at most max bytes.
+type files struct {
+	ws  *workspace
+	max int64
+}
+
 // fileContent is the name and bytes of a file argument {filename, content |
-// content_base64}.
-func fileContent(v any) (name string, data []byte, err error) {
-	f, _ := v.(map[string]any)
+// content_base64 | path}: path names a file of the call's working directory, whose
+// name filename, when given, replaces.
+func fileContent(v any, fs files) (name string, data []byte, err error) {
+	f, ok := v.(map[string]any)
+	if !ok {
+		return "", nil, errors.New("a file is an object")
+	}
 	name, _ = f["filename"].(string)
 	text, hasText := f["content"].(string)
 	b64, hasB64 := f["content_base64"].(string)
-	if hasText == hasB64 {
-		return "", nil, errors.New("give either content or content_base64")
+	p, hasPath := f["path"].(string)
+	if btoi(hasText)+btoi(hasB64)+btoi(hasPath) != 1 {
+		return "", nil, errors.New("give one of content, content_base64 and path")
 	}
-	if !hasB64 {
+	switch {
+	case hasText:
 		return name, []byte(text), nil
+	case hasPath:
+		if fs.ws == nil {
+			return "", nil, tool.Errorf(tool.KindUnavailable, "a file cannot be given by path here; give its content or content_base64")
+		}
+		base, data, err := fs.ws.readFile(p, fs.max)
+		if err != nil {
+			return "", nil, err
+		}
+		if name == "" {
+			name = base
+		}
+		return name, data, nil
 	}
 	if data, err = base64.StdEncoding.DecodeString(b64); err != nil {
 		return "", nil, fmt.Errorf("content_base64 is not base64: %w", err)
@@ -530,8 +569,8 @@ func typeOfFile(name string) string {
 // encodeRawFile is a raw binary body (binaryBodyArg): its bytes, sent as the
 // document's media type, or, when that is a wildcard (*/*, image/*), as the type the
 // file name's extension says.
-func encodeRawFile(mediaType string, payload any) ([]byte, string, error) {
-	name, data, err := fileContent(payload)
+func encodeRawFile(mediaType string, payload any, fs files) ([]byte, string, error) {
+	name, data, err := fileContent(payload, fs)
 	if err != nil {
 		return nil, "", err
 	}
@@ -541,13 +580,17 @@ func encodeRawFile(mediaType string, payload any) ([]byte, string, error) {
 	return data, mediaType, nil
 }
 
-func writeFilePart(w *multipart.Writer, field string, v any) error {
-	name, data, err := fileContent(v)
+func writeFilePart(w *multipart.Writer, field string, v any, fs files) error {
+	name, data, err := fileContent(v, fs)
 	if err == nil && name == "" {
 		err = errors.New("a file needs a filename")
 	}
+	var te *tool.Error
+	if errors.As(err, &te) {
+		return err // about the file of the working directory: the message says what to do
+	}
 	if err != nil {
-		return fmt.Errorf("%w (a file is {filename, content} or {filename, content_base64})", err)
+		return fmt.Errorf("%w (a file is {filename, content}, {filename, content_base64} or {path})", err)
 	}
 	ct := typeOfFile(name)
 	h := textproto.MIMEHeader{}

@@ -28,6 +28,9 @@ const (
 	DefaultTimeout          = 30 * time.Second
 	DefaultFetchTimeout     = 30 * time.Second
 	DefaultMaxResponseBytes = 4 << 20
+	// DefaultMaxFileBytes caps a file sent from a session's working directory (the
+	// files of one call together) and an answer saved in it.
+	DefaultMaxFileBytes = 32 << 20
 	// MaxSpecBytes caps a spec document; anything larger is refused at start.
 	MaxSpecBytes = 16 << 20
 	// MaxSpecFiles caps the files (or URLs) one document may span, itself included,
@@ -66,8 +69,16 @@ type Config struct {
 	Timeout time.Duration
 	// FetchTimeout bounds reading Spec from a URL at start.
 	FetchTimeout time.Duration
-	// MaxResponseBytes caps how much of a response body is read.
+	// MaxResponseBytes caps how much of a response body is read into memory and shown.
 	MaxResponseBytes int64
+	// MaxFileBytes caps the files a call sends from the session's working directory
+	// ({path} file arguments, together) and a binary answer saved in it.
+	MaxFileBytes int64
+	// Workspaces finds a calling session's working directory: a file argument may
+	// then name a file in it ({path}), and an answer the model cannot read (a PDF, an
+	// archive) is saved in its downloads/ directory. Nil: files are given inline
+	// only, and such answers are named, not kept.
+	Workspaces Workspaces
 	// Getenv reads the environment (os.LookupEnv when nil).
 	Getenv func(string) (string, bool)
 	// Client sends the calls and fetches the spec; a default client when nil.
@@ -117,6 +128,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = DefaultMaxFileBytes
 	}
 	if c.Getenv == nil {
 		c.Getenv = os.LookupEnv
@@ -186,8 +200,8 @@ func (c Config) Validate() error {
 			bad("include/exclude", "%q is not a valid glob: %v", g, err)
 		}
 	}
-	if c.Timeout < 0 || c.FetchTimeout < 0 || c.MaxResponseBytes < 0 {
-		bad("timeout", "timeouts and max_response_bytes must not be negative")
+	if c.Timeout < 0 || c.FetchTimeout < 0 || c.MaxResponseBytes < 0 || c.MaxFileBytes < 0 {
+		bad("timeout", "timeouts, max_response_bytes and max_file_bytes must not be negative")
 	}
 	return errors.Join(errs...)
 }
