@@ -26,7 +26,7 @@ type goSDKServer struct {
 
 // startGoSDKServer starts an HTTP go-sdk server in mode (http, http-stateless,
 // http-json, sse) on port ("0": a free one) and waits for its URL.
-func startGoSDKServer(t *testing.T, mode, port, notes string) *goSDKServer {
+func startGoSDKServer(t *testing.T, mode, port, notes string, env ...string) *goSDKServer {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -34,6 +34,7 @@ func startGoSDKServer(t *testing.T, mode, port, notes string) *goSDKServer {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), goSDKServerEnv+"="+mode, "TOOLSERVERD_GOSDK_PORT="+port, "TOOLSERVERD_GOSDK_NOTES="+notes)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -213,5 +214,34 @@ func TestGoSDKServer(t *testing.T) {
 				t.Fatalf("no call worked after the server came back; status %+v", h.status(t, name))
 			}
 		})
+	}
+}
+
+// TestGoSDKServerRequestsOverSSE: a server on the HTTP+SSE transport sends its own
+// requests (ping, roots/list, sampling/createMessage) on its event stream and the
+// client answers them with POSTs, as over the other transports. go-sdk's keep-alive
+// pings its client and ends the session when a ping goes unanswered: unanswered, the
+// connection to such a server was cut every keep-alive interval, and every call
+// running then failed.
+func TestGoSDKServerRequestsOverSSE(t *testing.T) {
+	t.Parallel()
+	notes := filepath.Join(t.TempDir(), "sse.notes")
+	s := startGoSDKServer(t, "sse", "0", notes, "TOOLSERVERD_GOSDK_KEEPALIVE=100ms")
+	h := newHarness(t, Config{HealthInterval: time.Hour, Servers: []ServerConfig{
+		{Name: "sse", Transport: TransportSSE, URL: s.url, Enabled: true}}})
+	h.start(t)
+	h.waitState(t, "sse", StateReady, 15*time.Second)
+
+	// A call that spans several keep-alive intervals.
+	wantText(t, h.call(t.Context(), t, "mcp__sse__steps", `{"steps":4,"delay_ms":150}`, nil), "4 steps")
+	res := h.call(t.Context(), t, "mcp__sse__ask", `{}`, nil)
+	wantText(t, res, "ping: <nil>")
+	for _, want := range []string{"roots: calling \"roots/list\": no roots handler configured", "no sampling handler configured"} {
+		if !strings.Contains(res.Text(), want) {
+			t.Errorf("the server was answered %q, want %q", res.Text(), want)
+		}
+	}
+	if st := h.status(t, "sse"); st.Restarts != 0 {
+		t.Errorf("the connection was cut %d times (last error %q)", st.Restarts, st.LastError)
 	}
 }

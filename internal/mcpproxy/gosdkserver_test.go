@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"os"
 	ossignal "os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -45,11 +47,12 @@ type sdkStepsIn struct {
 // sdkPNG is a 1x1 PNG.
 var sdkPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
 
-func newGoSDKServer(note func(string)) *gosdk.Server {
+func newGoSDKServer(note func(string), keepAlive time.Duration) *gosdk.Server {
 	s := gosdk.NewServer(&gosdk.Implementation{Name: "gosdk-test", Version: "1.0.0"}, &gosdk.ServerOptions{
 		InitializedHandler: func(_ context.Context, req *gosdk.InitializedRequest) {
 			note("protocol " + req.Session.InitializeParams().ProtocolVersion)
 		},
+		KeepAlive: keepAlive,
 	})
 	gosdk.AddTool(s, &gosdk.Tool{Name: "add", Description: "Adds two integers."},
 		func(_ context.Context, _ *gosdk.CallToolRequest, in sdkAddIn) (*gosdk.CallToolResult, sdkAddOut, error) {
@@ -102,6 +105,27 @@ func newGoSDKServer(note func(string)) *gosdk.Server {
 				})
 			return &gosdk.CallToolResult{Content: []gosdk.Content{&gosdk.TextContent{Text: "grown"}}}, nil, nil
 		})
+	gosdk.AddTool(s, &gosdk.Tool{Name: "ask", Description: "Asks the client things: roots, an elicitation, a sample."},
+		func(ctx context.Context, req *gosdk.CallToolRequest, _ sdkNoIn) (*gosdk.CallToolResult, any, error) {
+			var said []string
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			_, err := req.Session.ListRoots(ctx, nil)
+			said = append(said, fmt.Sprintf("roots: %v (%s)", err, time.Since(t0).Round(time.Millisecond)))
+			t0 = time.Now()
+			_, err = req.Session.Elicit(ctx, &gosdk.ElicitParams{Message: "ok?", RequestedSchema: &jsonschema.Schema{Type: "object"}})
+			said = append(said, fmt.Sprintf("elicit: %v (%s)", err, time.Since(t0).Round(time.Millisecond)))
+			t0 = time.Now()
+			_, err = req.Session.CreateMessage(ctx, &gosdk.CreateMessageParams{MaxTokens: 5, Messages: []*gosdk.SamplingMessage{{Role: "user", Content: &gosdk.TextContent{Text: "hi"}}}})
+			said = append(said, fmt.Sprintf("sample: %v (%s)", err, time.Since(t0).Round(time.Millisecond)))
+			t0 = time.Now()
+			err = req.Session.Ping(ctx, nil)
+			said = append(said, fmt.Sprintf("ping: %v (%s)", err, time.Since(t0).Round(time.Millisecond)))
+			err = req.Session.Log(ctx, &gosdk.LoggingMessageParams{Level: "info", Data: "a log line"})
+			said = append(said, fmt.Sprintf("log: %v", err))
+			return &gosdk.CallToolResult{Content: []gosdk.Content{&gosdk.TextContent{Text: strings.Join(said, "\n")}}}, nil, nil
+		})
 	gosdk.AddTool(s, &gosdk.Tool{Name: "pid", Description: "Answers the server's process id."},
 		func(context.Context, *gosdk.CallToolRequest, sdkNoIn) (*gosdk.CallToolResult, any, error) {
 			return &gosdk.CallToolResult{Content: []gosdk.Content{&gosdk.TextContent{Text: fmt.Sprint(os.Getpid())}}}, nil, nil
@@ -120,7 +144,10 @@ func serveGoSDK(mode string) {
 		}
 		note = func(s string) { fmt.Fprintln(f, s) }
 	}
-	s := newGoSDKServer(note)
+	// A server with a keep-alive pings its client so often and ends the session
+	// when a ping goes unanswered.
+	keepAlive, _ := time.ParseDuration(os.Getenv("TOOLSERVERD_GOSDK_KEEPALIVE"))
+	s := newGoSDKServer(note, keepAlive)
 	ctx, stop := ossignal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if mode == "stdio" {
