@@ -53,7 +53,8 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // as a client of /mcp with API keys: it negotiates a protocol version (server/discover
 // on 2026-07-28 first, which the endpoint refuses, then initialize), lists the
 // session's tools, calls one watching its progress, has a risky call approved by
-// answering the elicitation, and closes its session (DELETE) and opens another.
+// answering the elicitation, resumes a call whose stream broke, and closes its
+// session (DELETE) and opens another.
 // A call it cancels and then closes its session on is cancelled by request: go-sdk
 // sends notifications/cancelled on its own goroutine, best effort, and Close does not
 // wait for it, so the DELETE may be all the endpoint hears (here it is: the client's
@@ -76,12 +77,18 @@ func TestGoSDKClient(t *testing.T) {
 	d.doHeaders(http.MethodPost, "/v1/sessions", map[string]string{"Authorization": "Bearer " + agent},
 		map[string]any{"available_tools": []string{"execute_command", "read_file"}, "permission_mode": "default"}, http.StatusCreated, &s)
 
+	var connectAt func(endpoint, key string) (*gosdk.ClientSession, *headerTransport)
 	var mu sync.Mutex
 	var progress []string
 	var elicited []string
 	connect := func(key string) (*gosdk.ClientSession, *headerTransport) {
 		t.Helper()
-		ht := &headerTransport{headers: map[string]string{"Authorization": "Bearer " + key, "X-Toolserver-Session": s.ID}, next: http.DefaultTransport}
+		return connectAt(d.URL+"/mcp", key)
+	}
+	connectAt = func(endpoint, key string) (*gosdk.ClientSession, *headerTransport) {
+		t.Helper()
+		own := http.DefaultTransport.(*http.Transport).Clone()
+		ht := &headerTransport{headers: map[string]string{"Authorization": "Bearer " + key, "X-Toolserver-Session": s.ID}, next: own}
 		c := gosdk.NewClient(&gosdk.Implementation{Name: "gosdk-test", Version: "0"}, &gosdk.ClientOptions{
 			ProgressNotificationHandler: func(_ context.Context, r *gosdk.ProgressNotificationClientRequest) {
 				mu.Lock()
@@ -97,11 +104,14 @@ func TestGoSDKClient(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
 		defer cancel()
-		cs, err := c.Connect(ctx, &gosdk.StreamableClientTransport{Endpoint: d.URL + "/mcp", HTTPClient: &http.Client{Transport: ht}}, nil)
+		cs, err := c.Connect(ctx, &gosdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: ht}}, nil)
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}
-		t.Cleanup(func() { _ = cs.Close() })
+		t.Cleanup(func() {
+			_ = cs.Close()
+			own.CloseIdleConnections()
+		})
 		return cs, ht
 	}
 	call := func(ctx context.Context, cs *gosdk.ClientSession, command string) (*gosdk.CallToolResult, error) {
@@ -160,6 +170,18 @@ func TestGoSDKClient(t *testing.T) {
 		t.Errorf("elicitations = %q, want one asking about the risky call", elicited)
 	}
 	mu.Unlock()
+
+	// A call whose stream a proxy breaks after its first event: go-sdk resumes it
+	// (a GET with Last-Event-ID) and gets the result.
+	p := startStreamCutter(t, strings.TrimPrefix(d.URL, "http://"))
+	resuming, _ := connectAt("http://"+p.ln.Addr().String()+"/mcp", person)
+	res, err = call(t.Context(), resuming, "echo started && sleep 1 && echo finished")
+	if err != nil || res.IsError || !strings.Contains(text(res), "finished") {
+		t.Fatalf("call through a broken stream: err=%v result=%+v", err, res)
+	}
+	if !p.cut.Load() || !p.resumed.Load() {
+		t.Fatalf("the stream was cut: %v; the client resumed it: %v", p.cut.Load(), p.resumed.Load())
+	}
 
 	// Close ends the MCP session (DELETE): it is gone, and a new one works.
 	sid := cs.ID()
