@@ -172,8 +172,11 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		transport.WithCommandLogger(quiet)(st)
 		tr = &stdioTransport{Stdio: st, conn: c}
 	case TransportSSE:
+		hc := c.httpClient()
+		var cn *cancelNotifier
+		hc.Transport = sseServerRequests{next: hc.Transport, take: func(msg []byte) { cn.answer(msg) }}
 		sse, err := transport.NewSSE(cfg.URL,
-			transport.WithHTTPClient(c.httpClient()),
+			transport.WithHTTPClient(hc),
 			transport.WithHeaders(cfg.Headers),
 			transport.WithSSELogger(quiet),
 			transport.WithEndpointTimeout(cfg.ConnectTimeout),
@@ -184,7 +187,8 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		// mcp-go does not fail in-flight calls when the stream ends; the
 		// connection is over, so end them here.
 		sse.SetConnectionLostHandler(func(err error) { c.markDead(fmt.Errorf("SSE stream lost: %w", err)) })
-		tr = &cancelNotifier{HTTPConnection: sse, conn: c}
+		cn = &cancelNotifier{HTTPConnection: sse, conn: c, client: hc, headers: cfg.Headers}
+		tr = cn
 	case TransportStreamableHTTP:
 		h, err := transport.NewStreamableHTTP(cfg.URL,
 			transport.WithHTTPBasicClient(c.httpClient()),
@@ -649,6 +653,12 @@ type cancelNotifier struct {
 	transport.HTTPConnection
 	conn    *conn
 	version atomic.Value // string
+
+	// Over SSE, where mcp-go does not answer the server's requests (see answer):
+	// the handler the client set, and what answers are posted with.
+	handler atomic.Pointer[transport.RequestHandler]
+	client  *http.Client
+	headers map[string]string
 }
 
 func (t *cancelNotifier) SetProtocolVersion(v string) {
@@ -657,11 +667,14 @@ func (t *cancelNotifier) SetProtocolVersion(v string) {
 }
 
 // SetRequestHandler keeps server-to-client requests (ping) working through the
-// wrapper, at a bounded rate.
+// wrapper, at a bounded rate; over SSE the wrapper answers them itself (answer).
 func (t *cancelNotifier) SetRequestHandler(h transport.RequestHandler) {
+	limited := t.conn.limitRequests(h)
 	if b, ok := t.HTTPConnection.(transport.BidirectionalInterface); ok {
-		b.SetRequestHandler(t.conn.limitRequests(h))
+		b.SetRequestHandler(limited)
+		return
 	}
+	t.handler.Store(&limited)
 }
 
 // RequiresLegacyProtocol forwards the continuous-listening constraint to the client.

@@ -421,9 +421,13 @@ func isConnectionGone(err error) bool {
 }
 
 // isAnswerCutOff reports a request whose response stream (streamable HTTP's SSE
-// answer) ended without the answer: the upstream went away mid-call.
+// answer) ended without the answer: the upstream went away mid-call. A POST whose
+// connection closed before any answer (Go's HTTP client says EOF) counts too: it had
+// been written, and a server that answers only once it has the result (the official
+// Go SDK's) may have been running it for a while when it died.
 func isAnswerCutOff(err error) bool {
-	return isTransportFailure(err) && (errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "unexpected nil response"))
+	return isTransportFailure(err) && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		strings.Contains(err.Error(), "unexpected nil response"))
 }
 
 // isTimeout reports a deadline, which a busy server may miss once.

@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		serveStatefulStdio()
 		return
 	}
+	if mode := os.Getenv(goSDKServerEnv); mode != "" {
+		serveGoSDK(mode)
+		return
+	}
 	if mode := os.Getenv(hostileServerEnv); mode != "" {
 		serveHostileStdio(mode)
 		return

@@ -25,6 +25,47 @@ import (
 // answering an elicitation.
 const ActorMCPClient = "mcp-client"
 
+// errSessionDeleted ends a call whose client ended its MCP session.
+var errSessionDeleted = errors.New("the client ended its MCP session")
+
+// trackCall records cancel as the way to cancel a call of the MCP session mcpSID
+// until the returned func is called; a session that has already ended cancels it at
+// once (a DELETE that came while the call was being set up).
+func (e *Endpoint) trackCall(mcpSID, callID string, cancel func()) (untrack func()) {
+	e.mu.Lock()
+	calls := e.open[mcpSID]
+	if calls == nil {
+		calls = map[string]func(){}
+		e.open[mcpSID] = calls
+	}
+	calls[callID] = cancel
+	e.mu.Unlock()
+	if ended, _ := e.ids.Validate(mcpSID); ended {
+		cancel()
+	}
+	return func() {
+		e.mu.Lock()
+		delete(e.open[mcpSID], callID)
+		if len(e.open[mcpSID]) == 0 {
+			delete(e.open, mcpSID)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// cancelCallsOf cancels by request the open calls of an MCP session its client ended.
+func (e *Endpoint) cancelCallsOf(mcpSID string) {
+	e.mu.Lock()
+	cancels := make([]func(), 0, len(e.open[mcpSID]))
+	for _, cancel := range e.open[mcpSID] {
+		cancels = append(cancels, cancel)
+	}
+	e.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
 // callTool runs one tools/call as a batch of one call of the session: the same
 // path as POST /v1/sessions/{id}/tool-calls. notifications/cancelled cancels the
 // call; a client that went away does once the resume window passes without it
@@ -60,6 +101,18 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 			}
 		})
 		defer stopCancelled()
+		// A client that ends its MCP session (DELETE) can no longer get the result,
+		// nor resume the stream: its open calls are cancelled by request. go-sdk's
+		// client sends notifications/cancelled on a goroutine of its own that its
+		// Close does not wait for, so a call cancelled just before the session is
+		// closed may have only the DELETE to tell.
+		if cs := mcpsrv.ClientSessionFromContext(ctx); cs != nil {
+			defer e.trackCall(cs.SessionID(), c.ID, func() {
+				if !e.deps.Exec.Cancel(c.ID) {
+					cancelExec(errSessionDeleted)
+				}
+			})()
+		}
 	}
 
 	n := &notifier{srv: e.mcp, ctx: ctx, lastAt: time.Now()}

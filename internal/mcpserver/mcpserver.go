@@ -98,7 +98,8 @@ type Endpoint struct {
 	bindings map[string]*binding // MCP session id → toolserverd session
 	ids      *sessionIDs
 	events   *replayStore
-	streams  map[string]*postStream // mcp-go stream id → the POST it answers, while it runs
+	streams  map[string]*postStream       // mcp-go stream id → the POST it answers, while it runs
+	open     map[string]map[string]func() // MCP session id → call id → cancel it by request
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -131,7 +132,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(), streams: map[string]*postStream{},
+	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(), streams: map[string]*postStream{}, open: map[string]map[string]func(){},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), loopDone: make(chan struct{})}
 	e.events = newReplayStore(replayEvents, replayBytes, replayTotalBytes, func(id string) bool {
 		ended, _ := e.ids.Validate(id)
@@ -311,6 +312,11 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	// call, as idle).
 	defer e.ids.begin(mcpSID)()
 	e.http.ServeHTTP(flushWriter{w}, r)
+	if r.Method == http.MethodDelete {
+		// The client ended its MCP session (the endpoint's own ends, of idle sessions,
+		// do not come this way): nobody can take its calls' results any more.
+		e.cancelCallsOf(mcpSID)
+	}
 	if r.Method == http.MethodPost && mcpSID == "" {
 		// An initialize may have made one session too many.
 		e.forgetOverCap()
