@@ -42,6 +42,12 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (spec tool.Spec, note 
 	case isTrue(a.ReadOnlyHint):
 		riskWhy = fmt.Sprintf("MCP server %s marks it read-only, but its annotations are not trusted (trust_annotations: false)", cfg.Name)
 	}
+	// A trusted server's destructiveHint is passed on to MCP clients as it was said
+	// (false: the tool only adds); an untrusted one's true made the tool high risk.
+	var destructive *bool
+	if trusted && a.DestructiveHint != nil && !readOnly {
+		destructive = a.DestructiveHint
+	}
 	label := t.Title
 	if label == "" {
 		label = a.Title
@@ -56,7 +62,7 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (spec tool.Spec, note 
 		Parameters:    params,
 		OutputSchema:  output,
 		Documentation: documentation(cfg.Name, t, trusted),
-		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly, Idempotent: trusted && isTrue(a.IdempotentHint), OpenWorld: a.OpenWorldHint},
+		Flags:         tool.Flags{ReadOnly: readOnly, ConcurrencySafe: readOnly, Idempotent: trusted && isTrue(a.IdempotentHint), OpenWorld: a.OpenWorldHint, Destructive: destructive},
 		Risk:          risk,
 		RiskWhy:       riskWhy,
 		Mode:          tool.ModeDirect,

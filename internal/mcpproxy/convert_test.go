@@ -62,6 +62,15 @@ func TestSpecFor(t *testing.T) {
 			if (tt.why == "") != (s.RiskWhy == "") || !strings.Contains(s.RiskWhy, tt.why) {
 				t.Errorf("RiskWhy %q, want %q", s.RiskWhy, tt.why)
 			}
+			// A trusted server's destructiveHint of a tool that is not read-only
+			// is passed on as said.
+			var said *bool
+			if a := tl.Annotations; tt.cfg.trustsAnnotations() && !tt.readOnly {
+				said = a.DestructiveHint
+			}
+			if (said == nil) != (s.Destructive == nil) || said != nil && *said != *s.Destructive {
+				t.Errorf("Destructive = %v, want %v", s.Destructive, said)
+			}
 			if s.Name != "mcp__gh__x" || s.Source != "mcp:gh" || s.Timeout != 7*time.Second || s.Mode != tool.ModeDirect {
 				t.Errorf("spec = %+v", s)
 			}

@@ -79,11 +79,10 @@ func toMCPTool(sp tool.Spec) mcp.Tool {
 	if out := sp.AdvertisedOutputSchema(); len(out) > 0 {
 		t.RawOutputSchema = out
 	}
-	destructive := !sp.ReadOnly && sp.Risk.Rank() >= tool.RiskHigh.Rank()
 	t.Annotations = mcp.ToolAnnotation{
 		Title:           sp.Label,
 		ReadOnlyHint:    mcp.ToBoolPtr(sp.ReadOnly),
-		DestructiveHint: mcp.ToBoolPtr(destructive),
+		DestructiveHint: sp.DestructiveHint(sp.Risk),
 		OpenWorldHint:   sp.OpenWorld,
 	}
 	if sp.Idempotent {

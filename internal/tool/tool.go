@@ -66,9 +66,34 @@ type Flags struct {
 	// OpenWorld says whether the tool reaches outside systems (MCP's openWorldHint,
 	// as the server gave it); nil when unknown.
 	OpenWorld *bool `json:"open_world,omitempty"`
+	// Destructive says whether a tool that is not read-only may change or delete what
+	// exists, rather than only add (MCP's destructiveHint, from a server whose
+	// annotations are trusted); nil when not said. See DestructiveHint.
+	Destructive *bool `json:"destructive,omitempty"`
 	// Invokes tools call other tools of their session (tool_chain): the executor gives
 	// their Context an Invoker. Not shown to models.
 	Invokes bool `json:"-"`
+}
+
+// DestructiveHint is what MCP clients are told of whether the tool may change or
+// delete what exists: false for a read-only tool; Destructive when said; else true
+// from high risk up and false up to low risk; and nil (unknown, which MCP clients
+// take as true) for a medium-risk tool nobody said anything of, such as an MCP
+// tool its server did not annotate.
+func (f Flags) DestructiveHint(risk Risk) *bool {
+	yes, no := true, false
+	switch {
+	case f.ReadOnly:
+		return &no
+	case f.Destructive != nil:
+		d := *f.Destructive
+		return &d
+	case risk.Rank() >= RiskHigh.Rank():
+		return &yes
+	case risk.Rank() <= RiskLow.Rank():
+		return &no
+	}
+	return nil
 }
 
 // Spec is everything the registry and the model know about a tool.

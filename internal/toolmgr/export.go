@@ -144,8 +144,7 @@ func exportOne(s tool.Spec, f Format) any {
 	case FormatMCP:
 		t := mcpTool{Name: s.Name, Title: s.Label, Description: s.Description, InputSchema: s.Parameters, OutputSchema: s.AdvertisedOutputSchema()}
 		t.Annotations.ReadOnlyHint = s.ReadOnly
-		destructive := !s.ReadOnly && s.Risk.Rank() >= tool.RiskHigh.Rank()
-		t.Annotations.DestructiveHint = &destructive
+		t.Annotations.DestructiveHint = s.DestructiveHint(s.Risk)
 		t.Annotations.IdempotentHint = s.Idempotent
 		t.Annotations.OpenWorldHint = s.OpenWorld
 		t.Annotations.Title = s.Label

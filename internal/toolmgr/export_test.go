@@ -52,6 +52,30 @@ func TestExportShapes(t *testing.T) {
 	if want := `[{"name":"fetch","description":"fetches","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}]`; string(b) != want {
 		t.Errorf("mcp with hints:\n got %s\nwant %s", b, want)
 	}
+	// destructiveHint: what was said, else by risk; unknown (left out, which MCP
+	// clients take as true) for a medium-risk tool nobody said anything of.
+	yes := true
+	for _, c := range []struct {
+		flags tool.Flags
+		risk  tool.Risk
+		want  string
+	}{
+		{tool.Flags{}, tool.RiskMedium, `{"readOnlyHint":false}`},
+		{tool.Flags{Destructive: &no}, tool.RiskMedium, `{"readOnlyHint":false,"destructiveHint":false}`},
+		{tool.Flags{Destructive: &yes}, tool.RiskMedium, `{"readOnlyHint":false,"destructiveHint":true}`},
+		{tool.Flags{}, tool.RiskHigh, `{"readOnlyHint":false,"destructiveHint":true}`},
+		{tool.Flags{}, tool.RiskLow, `{"readOnlyHint":false,"destructiveHint":false}`},
+		{tool.Flags{ReadOnly: true, Destructive: &yes}, tool.RiskLow, `{"readOnlyHint":true,"destructiveHint":false}`},
+	} {
+		sp := tool.Spec{Name: "x", Parameters: json.RawMessage(`{"type":"object"}`), Flags: c.flags, Risk: c.risk}
+		b, err := json.Marshal(Export([]tool.Spec{sp}, FormatMCP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `[{"name":"x","description":"","inputSchema":{"type":"object"},"annotations":` + c.want + `}]`; string(b) != want {
+			t.Errorf("flags %+v risk %s:\n got %s\nwant %s", c.flags, c.risk, b, want)
+		}
+	}
 	// Declarations in a provider's own shape: hosted tools go only to their providers.
 	hosted := tool.Spec{Name: "code_interpreter", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Flags: tool.Flags{Hosted: true},
 		ProviderSpecs: map[string]json.RawMessage{"openai": json.RawMessage(`{"type":"code_interpreter"}`)}}
