@@ -430,6 +430,9 @@ func (c *conn) close() {
 		case <-done:
 		case <-time.After(closeGrace):
 			c.cancel()
+			if c.sockets != nil {
+				c.sockets.closeAll() // the closing DELETE, when the server does not answer it
+			}
 			<-done
 		}
 	}
@@ -477,7 +480,7 @@ func (c *conn) httpClient() *http.Client {
 		},
 	}
 	c.sockets.tr = tr
-	context.AfterFunc(c.ctx, c.sockets.closeAll)
+	context.AfterFunc(c.ctx, c.sockets.cut)
 	return &http.Client{Transport: refusalRecorder{next: boundedBodies{tr}, last: &c.refused}, CheckRedirect: sameOrigin}
 }
 
@@ -572,9 +575,12 @@ func (s *socketSet) add(nc net.Conn) net.Conn {
 	return &trackedConn{Conn: nc, set: s}
 }
 
-func (s *socketSet) closeAll() {
+// cut closes the sockets open now: requests on them end. It refuses no new one, so
+// that the polite close that follows a cut (markDead, then close) still reaches the
+// server: mcp-go's Close ends an HTTP session with a DELETE of its own, not bound to
+// the connection's context, and one refused left the session open in the server.
+func (s *socketSet) cut() {
 	s.mu.Lock()
-	s.closed = true
 	conns := s.conns
 	s.conns = map[net.Conn]struct{}{}
 	s.mu.Unlock()
@@ -582,6 +588,14 @@ func (s *socketSet) closeAll() {
 		nc.Close()
 	}
 	s.tr.CloseIdleConnections()
+}
+
+// closeAll closes the sockets and refuses new ones.
+func (s *socketSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cut()
 }
 
 type trackedConn struct {

@@ -29,6 +29,7 @@ type goServer struct {
 
 	mu      sync.Mutex
 	methods []string // JSON-RPC methods received, in order
+	ended   []string // sessions its clients ended (DELETE with Mcp-Session-Id)
 
 	slowCancelled chan time.Time // when a "slow" call's context ended
 }
@@ -89,6 +90,11 @@ func newGoServer(t *testing.T) *goServer {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
+			g.mu.Lock()
+			g.ended = append(g.ended, id)
+			g.mu.Unlock()
+		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
@@ -100,6 +106,13 @@ func newGoServer(t *testing.T) *goServer {
 	})
 	g.url = ts.URL + "/mcp"
 	return g
+}
+
+// endedSessions is how many sessions its clients ended.
+func (g *goServer) endedSessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.ended)
 }
 
 func (g *goServer) received(method string) bool {

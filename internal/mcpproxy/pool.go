@@ -251,12 +251,16 @@ func (s *server) sessionCount() int {
 	return len(s.pool.conns)
 }
 
+// closeAll closes the connections together: each may wait closeGrace for its server
+// (a stdio child to exit, an HTTP server to answer the DELETE ending its session).
 func closeAll(cs []*conn) {
+	var wg sync.WaitGroup
 	for _, c := range cs {
 		if c != nil {
-			c.close()
+			wg.Go(c.close)
 		}
 	}
+	wg.Wait()
 }
 
 // sessionKey is the daemon session a call belongs to; calls without one share the

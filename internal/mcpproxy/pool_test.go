@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -315,5 +316,51 @@ func TestStdioServerWorkDir(t *testing.T) {
 	if want := filepath.Join(base, "wd"); got != want {
 		daemon, _ := os.Getwd()
 		t.Errorf("the stdio server runs in %q, want %q (the daemon's is %q)", got, want, daemon)
+	}
+}
+
+// TestPerSessionHTTPEndedUpstream: a per_session HTTP server is told (DELETE with its
+// Mcp-Session-Id) when the daemon closes an upstream session because its daemon
+// session was deleted or the server restarted, as when it idles out. The connection
+// was cut before its polite close, which then could not reach the server: one
+// upstream session in three lived on in the server, with whatever it held, until the
+// server itself was restarted.
+func TestPerSessionHTTPEndedUpstream(t *testing.T) {
+	t.Parallel()
+	g := newGoServer(t)
+	cfg := ServerConfig{Name: "gops", Transport: TransportStreamableHTTP, URL: g.url, Enabled: true,
+		Pooling: PoolPerSession, SessionIdleTimeout: time.Hour}
+	h := newHarness(t, Config{Servers: []ServerConfig{cfg}, HealthInterval: time.Hour})
+	h.start(t)
+	h.waitState(t, "gops", StateReady, 30*time.Second)
+
+	open := func(n int) {
+		t.Helper()
+		for i := range n {
+			if res := h.sessionCall(t.Context(), t, fmt.Sprintf("ses_%d", i), "mcp__gops__fail"); res.Text() != "the widget is broken" {
+				t.Fatalf("call as ses_%d: %s: %s", i, res.ErrorKind, res.Text())
+			}
+		}
+		if st := h.status(t, "gops"); st.UpstreamSessions != n {
+			t.Fatalf("upstream_sessions = %d, want %d", st.UpstreamSessions, n)
+		}
+	}
+	const n = 12
+	open(n)
+	for i := range n {
+		h.m.CloseSession(t.Context(), fmt.Sprintf("ses_%d", i))
+	}
+	if !eventually(5*time.Second, func() bool { return g.endedSessions() == n }) {
+		t.Errorf("the server was told of %d of the %d upstream sessions closed with their daemon sessions", g.endedSessions(), n)
+	}
+
+	open(n)
+	before := g.endedSessions()
+	if err := h.m.Restart("gops"); err != nil {
+		t.Fatal(err)
+	}
+	// The restart ends the supervisor's own session too.
+	if !eventually(5*time.Second, func() bool { return g.endedSessions()-before >= n+1 }) {
+		t.Errorf("the server was told of %d sessions ended by a restart, want the %d per-session ones and the supervisor's", g.endedSessions()-before, n)
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"golang.org/x/sys/unix"
 )
 
 // Status is where a job is in its life.
@@ -357,11 +359,32 @@ func (j *Job) finish(cmd *exec.Cmd, readers [2]*os.File, copied *sync.WaitGroup)
 	if j.oomCount != nil {
 		j.oomCount.Add(uint64(oomKills))
 	}
+	j.leaveCgroups()
 	j.mu.Lock()
 	j.state, j.ended, j.pidsPeak, j.memPeak, j.oomKills = cmd.ProcessState, time.Now(), peak, memPeak, oomKills
 	j.mu.Unlock()
 	close(j.done)
 	j.notify()
+}
+
+// leaveCgroups removes the job's cgroups once what they tell has been read, rather
+// than when the session drops the job: a session keeps its last JobRetention
+// finished jobs, and at two cgroups each a busy daemon ran the kernel out of memory
+// cgroups (65,535 at most), after which no command could start. It runs on the
+// launching thread, which sits in them: it moves back to their parent first (a cgroup
+// with a task in it cannot be removed). A cgroup that cannot be removed yet (a
+// process that outlived the kill) is left for remove.
+func (j *Job) leaveCgroups() {
+	tid := unix.Gettid()
+	for _, dir := range []string{j.cgroup, j.memCgroup} {
+		if dir == "" {
+			continue
+		}
+		if err := joinCgroup(filepath.Dir(dir), tid); err != nil {
+			continue
+		}
+		_ = removeCgroup(dir)
+	}
 }
 
 // remove deletes the job's logs and cgroup; the job must be over.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // needMemoryCgroup skips the test where the host has no writable memory cgroup,
@@ -97,5 +98,56 @@ func TestMemoryLimitDefault(t *testing.T) {
 	}
 	if err := (Config{MemoryLimit: 1 << 20}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "memory limit") {
 		t.Errorf("a 1 MiB limit: %v; want it refused", err)
+	}
+}
+
+// TestFinishedJobLeavesNoCgroup: a job's pids and memory cgroups are removed as soon
+// as it has ended, not when the session drops it: a session keeps its last
+// JobRetention finished jobs, and at two cgroups each a busy daemon ran the kernel out
+// of memory cgroups (65,535 at most), after which no command could start. What the
+// cgroups told about the job (its pids and memory peaks) is still reported, and its
+// output can still be read.
+func TestFinishedJobLeavesNoCgroup(t *testing.T) {
+	t.Parallel()
+	needMemoryCgroup(t)
+	if hostCaps().PidsCgroup == "" {
+		t.Skipf("no pids cgroup here: %s", hostCaps().PidsCgroupError)
+	}
+	for _, bc := range allBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			if m.cgroupDir == "" || m.memoryDir == "" {
+				t.Fatalf("manager without job cgroups (pids %q, memory %q) although the host has both", m.cgroupDir, m.memoryDir)
+			}
+			sb, _ := newSandbox(t, m, Options{})
+			for _, c := range []Cmd{
+				{Command: "echo one; sleep 0.1"},
+				{Command: "sleep 30 & echo two"},                       // a child the job's end kills
+				{Command: "sleep 30", Timeout: 200 * time.Millisecond}, // killed by its timeout
+			} {
+				j, info := run(t, sb, c)
+				for _, dir := range []string{j.cgroup, j.memCgroup} {
+					if _, err := os.Stat(dir); !os.IsNotExist(err) {
+						t.Errorf("%q: its cgroup %s is still there after it ended: %v", c.Command, dir, err)
+					}
+				}
+				if info.PidsPeak < 1 || info.MemoryPeak <= 0 {
+					t.Errorf("%q: pids peak %d, memory peak %d; want both read before the cgroups went", c.Command, info.PidsPeak, info.MemoryPeak)
+				}
+				j.Kill() // a finished job's cgroups are gone: nothing to signal, no error
+			}
+			for _, parent := range []string{m.cgroupDir, m.memoryDir} {
+				entries, err := os.ReadDir(parent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range entries {
+					if e.IsDir() {
+						t.Errorf("instance cgroup %s still holds job cgroup %s", parent, e.Name())
+					}
+				}
+			}
+		})
 	}
 }
