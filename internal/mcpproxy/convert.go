@@ -347,13 +347,23 @@ func convertContent(c mcp.Content) tool.Content {
 	case *mcp.EmbeddedResource:
 		return embedded(v.Resource)
 	case mcp.ResourceLink:
-		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType}
+		return resourceLink(&v)
 	case *mcp.ResourceLink:
-		return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType}
+		return resourceLink(v)
 	default:
 		b, _ := json.Marshal(c)
 		return tool.Content{Type: tool.ContentText, Text: string(b)}
 	}
+}
+
+// resourceLink is a resource given by link, with the name and description its
+// server gave it (its title when it gave no name).
+func resourceLink(v *mcp.ResourceLink) tool.Content {
+	name := v.Name
+	if name == "" {
+		name = v.Title
+	}
+	return tool.Content{Type: tool.ContentResource, URI: v.URI, MimeType: v.MIMEType, Name: name, Description: v.Description}
 }
 
 // usable replaces an image or audio block that a model provider would refuse (no

@@ -219,7 +219,8 @@ func TestConvertResult(t *testing.T) {
 		{"type":"audio","data":"YXVk","mimeType":"audio/wav"},
 		{"type":"resource","resource":{"uri":"file:///a.txt","mimeType":"text/plain","text":"inline"}},
 		{"type":"resource","resource":{"uri":"file:///b.bin","mimeType":"application/octet-stream","blob":"Ymxi"}},
-		{"type":"resource_link","uri":"file:///c","name":"c","mimeType":"text/csv"}
+		{"type":"resource_link","uri":"file:///c","name":"c","mimeType":"text/csv"},
+		{"type":"resource_link","uri":"file:///r/7","name":"report.txt","title":"Report","description":"The quarterly report","mimeType":"text/plain"}
 	],"structuredContent":{"n": 12345678901234567890},"isError":true}`
 	r, err := mcp.ParseCallToolResult(ptr(json.RawMessage(wire)))
 	if err != nil {
@@ -232,10 +233,15 @@ func TestConvertResult(t *testing.T) {
 		{Type: tool.ContentAudio, Data: "YXVk", MimeType: "audio/wav"},
 		{Type: tool.ContentResource, URI: "file:///a.txt", MimeType: "text/plain", Text: "inline"},
 		{Type: tool.ContentResource, URI: "file:///b.bin", MimeType: "application/octet-stream", Data: "Ymxi"},
-		{Type: tool.ContentResource, URI: "file:///c", MimeType: "text/csv"},
+		{Type: tool.ContentResource, URI: "file:///c", MimeType: "text/csv", Name: "c"},
+		{Type: tool.ContentResource, URI: "file:///r/7", MimeType: "text/plain", Name: "report.txt", Description: "The quarterly report"},
 	}
 	if !reflect.DeepEqual(got.Content, want) {
 		t.Errorf("content = %+v\nwant      %+v", got.Content, want)
+	}
+	// A model reads a link's name and description, not only its URI.
+	if text := got.Text(); !strings.Contains(text, "[resource: file:///c (c)]") || !strings.Contains(text, "[resource: file:///r/7 (report.txt): The quarterly report]") {
+		t.Errorf("text = %q: want the links' names and description", text)
 	}
 	if !got.IsError || got.ErrorKind != tool.KindFailed {
 		t.Errorf("is_error %v kind %q, want failed", got.IsError, got.ErrorKind)

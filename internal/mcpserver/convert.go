@@ -114,7 +114,11 @@ func toCallToolResult(callID string, res *tool.Result) *mcp.CallToolResult {
 			case c.Data != "":
 				out.Content = append(out.Content, mcp.NewEmbeddedResource(mcp.BlobResourceContents{URI: c.URI, MIMEType: c.MimeType, Blob: c.Data}))
 			default:
-				out.Content = append(out.Content, mcp.NewResourceLink(c.URI, c.URI, "", c.MimeType))
+				name := c.Name
+				if name == "" {
+					name = c.URI
+				}
+				out.Content = append(out.Content, mcp.NewResourceLink(c.URI, name, c.Description, c.MimeType))
 			}
 		default:
 			out.Content = append(out.Content, mcp.NewTextContent(c.Text))

@@ -49,3 +49,23 @@ func TestToolHintsPassOn(t *testing.T) {
 		t.Errorf("annotations of a tool without hints %+v: want neither hint", a)
 	}
 }
+
+// TestResourceLinkPassesOn: a resource given by link reaches the endpoint's clients
+// under the name and with the description its server gave it; a link without a name
+// is named by its URI, as MCP requires a name.
+func TestResourceLinkPassesOn(t *testing.T) {
+	t.Parallel()
+	res := &tool.Result{Content: []tool.Content{
+		{Type: tool.ContentResource, URI: "file:///r/7", MimeType: "text/plain", Name: "report.txt", Description: "The quarterly report"},
+		{Type: tool.ContentResource, URI: "file:///c"},
+	}}
+	b, err := json.Marshal(toCallToolResult("tc_1", res).Content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"type":"resource_link","uri":"file:///r/7","name":"report.txt","description":"The quarterly report","mimeType":"text/plain"},` +
+		`{"type":"resource_link","uri":"file:///c","name":"file:///c","description":"","mimeType":""}]`
+	if string(b) != want {
+		t.Errorf("content:\n got %s\nwant %s", b, want)
+	}
+}

@@ -31,6 +31,10 @@ type Content struct {
 	Data     string `json:"data,omitempty"`
 	MimeType string `json:"mime_type,omitempty"`
 	URI      string `json:"uri,omitempty"`
+	// Name and Description of a resource given by link (MCP's resource_link): what
+	// the server called it ("report.txt") and said of it.
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
 }
 
 // Validate reports what makes a block unusable: an unknown type, or a field its type
@@ -118,11 +122,24 @@ func (r *Result) Text() string {
 			if c.Text != "" {
 				parts = append(parts, c.Text)
 			} else if c.URI != "" {
-				parts = append(parts, "[resource: "+c.URI+"]")
+				parts = append(parts, resourceLinkText(c))
 			}
 		case ContentImage, ContentAudio:
 			parts = append(parts, "["+c.Type+": "+c.MimeType+"]")
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// resourceLinkText is how a resource given by link reads to a model: its URI, and
+// its name and description when the server gave them.
+func resourceLinkText(c Content) string {
+	t := "[resource: " + c.URI
+	if c.Name != "" && c.Name != c.URI {
+		t += " (" + c.Name + ")"
+	}
+	if c.Description != "" {
+		t += ": " + c.Description
+	}
+	return t + "]"
 }
