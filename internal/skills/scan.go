@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -211,11 +212,11 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 	for _, f := range files {
 		isYAML := (f.rel == "skill.yaml" || f.rel == "skill.yml") && !hasYAML
 		keep := f.rel == "SKILL.md" || isYAML
-		sum, data, err := hashFile(root, f.rel, f.size, keep)
+		sum, data, script, err := hashFile(root, f.rel, f.size, keep)
 		if err != nil {
 			return Skill{}, fmt.Errorf("%s: %w", f.rel, err)
 		}
-		th.add(f.rel, f.exec, sum)
+		th.add(f.rel, f.exec || script, sum)
 		rels = append(rels, f.rel)
 		if strings.HasPrefix(f.rel, "scripts/") {
 			scripts = append(scripts, f.rel)
@@ -237,30 +238,44 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 	return s, nil
 }
 
-// hashFile returns the SHA-256 of a file and, when keep is set, its content. It reads
-// at most 1 MiB more than the size seen by the walk, so a file that grows meanwhile
-// cannot make the scan unbounded.
-func hashFile(root *os.Root, rel string, size int64, keep bool) ([32]byte, []byte, error) {
-	var sum [32]byte
+// hashFile returns the SHA-256 of a file, whether it is a script (isScript) and,
+// when keep is set, its content. It reads at most 1 MiB more than the size seen by
+// the walk, so a file that grows meanwhile cannot make the scan unbounded.
+func hashFile(root *os.Root, rel string, size int64, keep bool) (sum [32]byte, data []byte, script bool, err error) {
 	f, _, err := openRegular(root, rel)
 	if err != nil {
-		return sum, nil, err
+		return sum, nil, false, err
 	}
 	defer f.Close()
+	r := bufio.NewReader(io.LimitReader(f, size+(1<<20)))
+	head, _ := r.Peek(len(scriptHead) + 1)
 	h := sha256.New()
 	var w io.Writer = h
 	var buf bytes.Buffer
 	if keep {
 		w = io.MultiWriter(h, &buf)
 	}
-	if _, err := io.Copy(w, io.LimitReader(f, size+(1<<20))); err != nil {
-		return sum, nil, err
+	if _, err := io.Copy(w, r); err != nil {
+		return sum, nil, false, err
 	}
 	h.Sum(sum[:0])
 	if keep {
-		return sum, buf.Bytes(), nil
+		data = buf.Bytes()
 	}
-	return sum, nil, nil
+	return sum, data, isScript(head), nil
+}
+
+const scriptHead = "#! /"
+
+// isScript reports whether a file starting with head has an interpreter line
+// ("#!/usr/bin/env bash", "#! /bin/sh"). Such a file is executable in a skill's
+// projection whatever its mode in the skill folder: libraries copied without file
+// modes (a ConfigMap volume, a zip unpacked without them) lose the executable bits
+// their instructions and their other scripts rely on. Making it executable in the
+// session's copy gives the session nothing it could not do with chmod.
+func isScript(head []byte) bool {
+	rest, ok := bytes.CutPrefix(head, []byte("#!"))
+	return ok && (bytes.HasPrefix(rest, []byte("/")) || bytes.HasPrefix(rest, []byte(" /")))
 }
 
 // openRegular opens a regular file through root. O_NONBLOCK keeps a FIFO swapped in
