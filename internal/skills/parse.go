@@ -70,6 +70,8 @@ type meta struct {
 	Activation    *textList      `yaml:"activation"`
 	Scenarios     *textList      `yaml:"scenarios"`
 	Metadata      map[string]any `yaml:"metadata"`
+	// ManualOnly is Claude Code's disable-model-invocation.
+	ManualOnly *scalar `yaml:"disable-model-invocation"`
 }
 
 // scalar accepts any YAML scalar as text, so `version: 1.0` or `name: 2048` load
@@ -282,6 +284,9 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 	} else {
 		s.AllowedTools = side.tools()
 	}
+	// Only a true value counts: a skill whose flag cannot be read is listed, as
+	// without it, rather than not loaded over an optional field.
+	s.ManualOnly, _ = strconv.ParseBool(firstNonEmpty(front.ManualOnly.String(), side.ManualOnly.String()))
 	s.Activation = front.activation()
 	if len(s.Activation) == 0 {
 		s.Activation = side.activation()
