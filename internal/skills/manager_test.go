@@ -468,3 +468,46 @@ func TestNotLoaded(t *testing.T) {
 		}
 	}
 }
+
+// TestDisplayNameOfItsFolder: 64 of the 864 skills of ComposioHQ/awesome-claude-skills
+// write a display name as their name ("Cloudinary Automation" in
+// cloudinary-automation/, "Dynamics 365 Automation" in dynamics365-automation/) and
+// were reported as invalid and not loaded. A name that is its folder's name but for
+// case, spaces and punctuation loads under the folder's name, the written one kept as
+// metadata display_name. A name that is another skill's still does not load, nor
+// does a folder whose own name is no valid skill name.
+func TestDisplayNameOfItsFolder(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for folder, name := range map[string]string{
+		"cloudinary-automation":  "Cloudinary Automation",
+		"dynamics365-automation": "Dynamics 365 Automation",
+		"customerio-automation":  "Customer.io Automation",
+		"pdf":                    "PDF",
+		"video-downloader":       "youtube-downloader",
+		"Bad_Folder":             "Bad Folder",
+	} {
+		writeFile(t, filepath.Join(root, folder, "SKILL.md"), "---\nname: "+name+"\ndescription: Does "+name+".\n---\nbody\n", 0o644)
+	}
+	m := newManager(t, Config{Dirs: []string{root}})
+	var names []string
+	for _, s := range m.List() {
+		names = append(names, s.Name)
+	}
+	eq(t, "loaded", names, []string{"cloudinary-automation", "customerio-automation", "dynamics365-automation", "pdf"})
+	if s, _ := m.Get("dynamics365-automation"); s.Metadata["display_name"] != "Dynamics 365 Automation" || s.Description != "Does Dynamics 365 Automation." {
+		t.Errorf("dynamics365-automation: metadata %v, description %q", s.Metadata, s.Description)
+	}
+	ps := m.Problems()
+	for dir, msg := range map[string]string{
+		"video-downloader": `name "youtube-downloader" does not match its folder name "video-downloader"`,
+		"Bad_Folder":       `invalid name "Bad Folder"`,
+	} {
+		if p, ok := problemFor(ps, filepath.Join(root, dir)); !ok || !strings.Contains(p.Error, msg) {
+			t.Errorf("problem for %s = %+v, %v; want it to contain %q", dir, p, ok, msg)
+		}
+	}
+	if len(ps) != 2 {
+		t.Errorf("problems: %+v", ps)
+	}
+}

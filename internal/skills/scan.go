@@ -230,7 +230,7 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 	if !hasMD {
 		return Skill{}, errors.New("missing SKILL.md")
 	}
-	s, err := ParseSkillFiles(skillMD, skillYAML)
+	s, err := parseSkillFiles(skillMD, skillYAML, filepath.Base(dir))
 	if err != nil {
 		return Skill{}, err
 	}
