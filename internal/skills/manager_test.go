@@ -122,7 +122,7 @@ func TestBrokenSkills(t *testing.T) {
 		"unterminated":   "no closing --- line",
 		"no-name":        "missing name",
 		"no-description": "missing description",
-		"bad-name":       `invalid name "Bad_Name"`,
+		"bad-name":       `invalid name "Upper_Case"`, // not its folder's name in other case (TestDisplayNameOfItsFolder)
 		"long-name":      "invalid name",
 		"bad-skill-yaml": "skill.yaml: want a mapping",
 		"not-a-mapping":  "SKILL.md frontmatter: want a mapping",
