@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -150,6 +152,10 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 	}
 	b, err := proxy.Read(sk.Name, name)
 	if err != nil {
+		if linkOut(sk, name) {
+			return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q: it is a symlink that leads out of the skill's folder (or to a folder), "+
+				"and a skill is only the files inside its folder; its files: %s", sk.Name, file, strings.Join(sk.Files, ", "))
+		}
 		// A path with ".." or an absolute one names no file of the skill either.
 		return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
 	}
@@ -171,6 +177,23 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case, which counts in your working directory: use %s there)]", file, name, projected)
 	}
 	return text, nil
+}
+
+// linkOut reports whether file, not one of the skill's files, is a symlink in the
+// skill's folder: one the scan left out because it leads out of the folder or to a
+// folder. The folder is looked at through an os.Root, so nothing outside it is.
+func linkOut(sk skills.Skill, file string) bool {
+	rel := path.Clean(filepath.ToSlash(file))
+	if rel == "." || path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
+	}
+	root, err := os.OpenRoot(sk.Dir)
+	if err != nil {
+		return false
+	}
+	defer root.Close()
+	info, err := root.Lstat(rel)
+	return err == nil && info.Mode()&fs.ModeSymlink != 0
 }
 
 // pluginSkillName returns the name to look the skill up by: name itself, or, for

@@ -11,7 +11,8 @@ import (
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
-// librarySession loads a folder of skills written as files (path → content) and
+// librarySession loads a folder of skills written as files (path → content, or
+// "-> target" for a symlink) and
 // opens a session on it that may see the skills available names (nil: all). It
 // returns a function that calls the skill tool and the session's working directory.
 func librarySession(t *testing.T, files map[string]string, available []string) (func(name, file string) *tool.Result, string) {
@@ -21,6 +22,12 @@ func librarySession(t *testing.T, files map[string]string, available []string) (
 		p := filepath.Join(root, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
+		}
+		if target, ok := strings.CutPrefix(data, "-> "); ok {
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		}
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -151,5 +158,30 @@ func TestSkillBaseDir(t *testing.T) {
 	// The projected copy itself is the skill's files as they are.
 	if b, err := os.ReadFile(filepath.Join(dir, "SKILL.md")); err != nil || !strings.Contains(string(b), "{baseDir}") {
 		t.Errorf("projected SKILL.md: %v %q", err, b)
+	}
+}
+
+// TestSkillFileSymlinkOut: a file of a skill that is a symlink leading out of its
+// folder (references/common.md -> ../../common.md, a file shared by skills) is not
+// part of the skill: neither served nor copied. The model was told only that no such
+// file exists while SKILL.md names it; it is told why.
+func TestSkillFileSymlinkOut(t *testing.T) {
+	t.Parallel()
+	call, _ := librarySession(t, map[string]string{
+		"linker/SKILL.md":             "---\nname: linker\ndescription: Links a shared file.\n---\nSee references/common.md.\n",
+		"linker/references/common.md": "-> ../../common.md",
+		"linker/references/inside.md": "-> ../SKILL.md",
+		"common.md":                   "common text\n",
+	}, nil)
+	res := call("linker", "references/common.md")
+	if text := res.Text(); res.ErrorKind != tool.KindNotFound || strings.Contains(text, "common text") ||
+		!strings.Contains(text, "symlink that leads out of the skill's folder") {
+		t.Errorf("symlink out: %s %q", res.ErrorKind, text)
+	}
+	if res := call("linker", "references/inside.md"); res.IsError || !strings.Contains(res.Text(), "See references/common.md.") {
+		t.Errorf("symlink inside: %s %q", res.ErrorKind, res.Text())
+	}
+	if res := call("linker", "references/nope.md"); res.ErrorKind != tool.KindNotFound || strings.Contains(res.Text(), "symlink") {
+		t.Errorf("missing file: %s %q", res.ErrorKind, res.Text())
 	}
 }

@@ -1,11 +1,14 @@
 package skills
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -510,4 +513,66 @@ func TestDisplayNameOfItsFolder(t *testing.T) {
 	if len(ps) != 2 {
 		t.Errorf("problems: %+v", ps)
 	}
+}
+
+// TestSymlinkOutLogged: a skill's symlink that leads out of its folder (a file shared
+// by several skills) is left out of the skill, which still loads; the operator, who
+// can fix it, is told in the log which files were left out and why, once, not at
+// every rescan.
+func TestSymlinkOutLogged(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := writeSkill(t, root, "linker", "Links a shared file.", "See references/common.md.\n")
+	writeFile(t, filepath.Join(root, "common.md"), "shared\n", 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "references"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../common.md", filepath.Join(dir, "references", "common.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../SKILL.md", filepath.Join(dir, "references", "inside.md")); err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	m, err := NewManager(Config{Dirs: []string{root}}, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	s, ok := m.Get("linker")
+	if !ok {
+		t.Fatalf("not loaded: %v", m.Problems())
+	}
+	eq(t, "files", s.Files, []string{"SKILL.md", "references/inside.md"})
+	log := buf.String()
+	if !strings.Contains(log, "references/common.md") || !strings.Contains(log, "linker") || strings.Contains(log, "inside.md") {
+		t.Errorf("log: %s", log)
+	}
+	// Read again (a racily recent folder is), the folder is not reported again.
+	time.Sleep(10 * time.Millisecond)
+	before := strings.Count(buf.String(), "references/common.md")
+	for range 3 {
+		m.Reload()
+	}
+	if after := strings.Count(buf.String(), "references/common.md"); after != before {
+		t.Errorf("reported %d times after rescans, want %d: %s", after, before, buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger may write to while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -43,18 +43,20 @@ type folder struct {
 	skill  Skill
 	err    error
 	dirs   []string // absolute directories of the folder, for the watcher
+	// leftOut lists the folder's symlinks that are not part of the skill: they lead
+	// out of the folder, to a folder, or nowhere.
+	leftOut []string
 }
 
 // walkFolder lists a skill folder's files without reading them. Symlinks are
-// followed only while they stay inside the folder and point at regular files.
-func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
+// followed only while they stay inside the folder and point at regular files; the
+// others are returned as leftOut.
+func walkFolder(dir string, cfg Config) (files []fileEntry, dirs, leftOut []string, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer root.Close()
-	var files []fileEntry
-	var dirs []string
 	var total int64
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -80,6 +82,9 @@ func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
 			info, err = d.Info()
 		}
 		if err != nil || !info.Mode().IsRegular() {
+			if d.Type()&fs.ModeSymlink != 0 {
+				leftOut = append(leftOut, p)
+			}
 			return nil
 		}
 		files = append(files, fileEntry{rel: p, size: info.Size(), exec: info.Mode()&0o111 != 0, mtime: info.ModTime().UnixNano()})
@@ -93,7 +98,8 @@ func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
 		return nil
 	})
 	slices.SortFunc(files, func(a, b fileEntry) int { return strings.Compare(a.rel, b.rel) })
-	return files, dirs, err
+	slices.Sort(leftOut)
+	return files, dirs, leftOut, err
 }
 
 func fingerprint(files []fileEntry) [32]byte {
@@ -142,13 +148,13 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 		// folder is watched for a SKILL.md to appear.
 		return &folder{err: missingSkillMD(dir), dirs: []string{dir}}
 	}
-	files, dirs, err := walkFolder(dir, cfg)
+	files, dirs, leftOut, err := walkFolder(dir, cfg)
 	if err != nil {
 		return &folder{err: err, dirs: dirs}
 	}
 	fp := fingerprint(files)
 	if prev != nil && prev.stable && prev.fp == fp {
-		return &folder{fp: fp, stable: true, skill: prev.skill, err: prev.err, dirs: dirs}
+		return &folder{fp: fp, stable: true, skill: prev.skill, err: prev.err, dirs: dirs, leftOut: leftOut}
 	}
 	stable := true
 	cutoff := scanStart.Add(-racyWindow).UnixNano()
@@ -166,9 +172,9 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 		err = fmt.Errorf("name %q does not match its folder name %q: the Agent Skills format wants them equal; rename the folder or the name", s.Name, filepath.Base(dir))
 	}
 	if err != nil {
-		return &folder{fp: fp, stable: stable, err: err, dirs: dirs}
+		return &folder{fp: fp, stable: stable, err: err, dirs: dirs, leftOut: leftOut}
 	}
-	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs}
+	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs, leftOut: leftOut}
 }
 
 // missingSkillMD explains why the folder dir, which has no SKILL.md, is no skill: its
