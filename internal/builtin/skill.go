@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -36,7 +38,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -57,7 +59,7 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if proxy == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "no skills are configured on this server")
 	}
-	name := strings.TrimSpace(args.Name)
+	name, prefixed := pluginSkillName(proxy, strings.TrimSpace(args.Name))
 	sk, ok := proxy.Get(name)
 	if !ok {
 		var names []string
@@ -70,10 +72,14 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		}
 		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; available skills: %s", args.Name, strings.Join(names, ", "))
 	}
-	if args.File != "" {
-		return readSkillFile(proxy, sk, args.File)
-	}
 	box, err := t.m.For(ctx.Session)
+	if args.File != "" {
+		root := "" // placeholders become .skills/<name> without a sandbox
+		if err == nil {
+			root = box.Root()
+		}
+		return readSkillFile(proxy, sk, args.File, root)
+	}
 	if err != nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "the session's sandbox is not available: %v", err)
 	}
@@ -91,13 +97,17 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if len(sk.AllowedTools) > 0 {
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}
+	if prefixed != "" {
+		fmt.Fprintf(&b, "(%q is the skill %s: skill names here have no plugin prefix)\n", prefixed, sk.Name)
+	}
 	b.WriteString("\n")
-	if body, cut := budgetHead([]byte(sk.Body)); cut {
+	body := expandSkillDir(sk.Body, path)
+	if body, cut := budgetHead([]byte(body)); cut {
 		b.WriteString(body)
 		fmt.Fprintf(&b, "\n[showing the first %s of the instructions' %s; read the rest of %s/SKILL.md with read_file, using offset and limit]",
 			sizeText(int64(len(body))), sizeText(int64(len(sk.Body))), filepath.ToSlash(rel))
 	} else {
-		b.WriteString(sk.Body)
+		b.WriteString(body)
 	}
 	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": rel, "files": sk.Files, "version": sk.Version})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}, nil
@@ -105,8 +115,28 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 
 // readSkillFile shows one file of a skill as read_file would: text up to outputBudget
 // with a note on reading the rest from the projected folder, a binary file refused
-// with what it is.
-func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Result, error) {
+// with what it is. sandboxRoot is where the session's skills are projected ("" when
+// unknown), for the placeholders of the skill's folder (expandSkillDir).
+func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot string) (*tool.Result, error) {
+	text, err := skillFileText(proxy, sk, file, sandboxRoot)
+	if err != nil {
+		other, rel, ok := otherSkillFile(proxy, file)
+		if !ok {
+			return nil, err
+		}
+		// A file of a skill beside this one (../review/code-reviewer.md), or a
+		// path in the skill library's repository (skills/review/code-reviewer.md).
+		if text, err = skillFileText(proxy, other, rel, sandboxRoot); err != nil {
+			return nil, err
+		}
+		text += fmt.Sprintf("\n[%s is %s of skill %s (skill with name %s and file %s); in your working directory it is %s once skill %s is opened]",
+			file, rel, other.Name, other.Name, rel, path.Join(skills.ProjectionDir, other.Name, rel), other.Name)
+	}
+	return tool.TextResult(text), nil
+}
+
+// skillFileText is readSkillFile for a path of sk's own.
+func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot string) (string, error) {
 	if dir, files := skillFolder(sk, file); len(files) > 0 {
 		list, cut := budgetHead([]byte(strings.Join(files, "\n") + "\n"))
 		text := fmt.Sprintf("%s/ of skill %s holds %d files (read one with skill and its path as file; once the skill is opened they are in %s/ of your working directory):\n%s",
@@ -114,7 +144,7 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 		if cut {
 			text += "[list cut; open the skill and list the folder with glob]"
 		}
-		return tool.TextResult(text), nil
+		return text, nil
 	}
 	name := file
 	if real, ok := skillFileByCase(sk, file); ok {
@@ -122,15 +152,23 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 	}
 	b, err := proxy.Read(sk.Name, name)
 	if err != nil {
+		if linkOut(sk, name) {
+			return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q: it is a symlink that leads out of the skill's folder (or to a folder), "+
+				"and a skill is only the files inside its folder; its files: %s", sk.Name, file, strings.Join(sk.Files, ", "))
+		}
 		// A path with ".." or an absolute one names no file of the skill either.
-		return nil, tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
+		return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
 	}
 	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(name)))
 	if looksBinary(b[:min(len(b), sniffLen)]) {
-		return nil, tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s); open the skill (skill with only its name) "+
+		return "", tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s); open the skill (skill with only its name) "+
 			"and use it at %s in your working directory with execute_command", file, sk.Name, sizeText(int64(len(b))), http.DetectContentType(b), projected)
 	}
-	text, cut := budgetHead(b)
+	dir := path.Join(skills.ProjectionDir, sk.Name)
+	if sandboxRoot != "" {
+		dir = skills.ProjectedPath(sandboxRoot, sk.Name)
+	}
+	text, cut := budgetHead([]byte(expandSkillDir(string(b), dir)))
 	if cut {
 		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
 			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
@@ -138,7 +176,105 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file string) (*tool.Res
 	if name != file {
 		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case, which counts in your working directory: use %s there)]", file, name, projected)
 	}
-	return tool.TextResult(text), nil
+	return text, nil
+}
+
+// linkOut reports whether file, not one of the skill's files, is a symlink in the
+// skill's folder: one the scan left out because it leads out of the folder or to a
+// folder. The folder is looked at through an os.Root, so nothing outside it is.
+func linkOut(sk skills.Skill, file string) bool {
+	rel := path.Clean(filepath.ToSlash(file))
+	if rel == "." || path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
+	}
+	root, err := os.OpenRoot(sk.Dir)
+	if err != nil {
+		return false
+	}
+	defer root.Close()
+	info, err := root.Lstat(rel)
+	return err == nil && info.Mode()&fs.ModeSymlink != 0
+}
+
+// pluginSkillName returns the name to look the skill up by: name itself, or, for
+// "plugin:skill" (Claude Code's name of a plugin's skill, which libraries such as
+// superpowers use to point at each other's skills) naming no skill while the part
+// after the colon names one the session may see, that part. prefixed is then the
+// name as given. Skill names have no colon, so no skill is hidden by this.
+func pluginSkillName(proxy *skills.Proxy, name string) (lookup, prefixed string) {
+	i := strings.LastIndexByte(name, ':')
+	if i < 0 {
+		return name, ""
+	}
+	if _, ok := proxy.Get(name); ok {
+		return name, ""
+	}
+	bare := strings.TrimSpace(name[i+1:])
+	if _, ok := proxy.Get(bare); ok {
+		return bare, name
+	}
+	if _, ok := proxy.NotLoaded(bare); ok {
+		return bare, "" // answered as that skill: not loaded, and why
+	}
+	return name, ""
+}
+
+// otherSkillFile finds the skill that a path of a skill's instructions leads to
+// when it names no file of that skill: "../review/code-reviewer.md" (skills lie side
+// by side in their library) or "skills/review/code-reviewer.md" (the path in the
+// library's repository) name code-reviewer.md of skill review, when the session may
+// see review and it has such a file or folder. Nothing is looked up on disk: the
+// file is then read through the skill review, confined to its folder.
+func otherSkillFile(proxy *skills.Proxy, file string) (skills.Skill, string, bool) {
+	clean := path.Clean(filepath.ToSlash(file))
+	if path.IsAbs(clean) {
+		return skills.Skill{}, "", false
+	}
+	parts := strings.Split(clean, "/")
+	first, last := 0, len(parts)-2
+	if parts[0] == ".." {
+		if len(parts) < 3 {
+			return skills.Skill{}, "", false
+		}
+		first, last = 1, 1 // ../<skill>/…; ../../ leaves the skills' folder
+	}
+	for i := first; i <= last; i++ {
+		if parts[i] == ".." {
+			return skills.Skill{}, "", false
+		}
+		other, ok := proxy.Get(parts[i])
+		if !ok {
+			continue
+		}
+		rel := strings.Join(parts[i+1:], "/")
+		if _, found := slices.BinarySearch(other.Files, rel); found {
+			return other, rel, true
+		}
+		if _, files := skillFolder(other, rel); len(files) > 0 {
+			return other, rel, true
+		}
+		if real, ok := skillFileByCase(other, rel); ok {
+			return other, real, true
+		}
+	}
+	return skills.Skill{}, "", false
+}
+
+// skillDirPlaceholders are what skills write for their own folder: Claude Code
+// replaces {baseDir} and ${CLAUDE_SKILL_DIR} in a skill's instructions with it.
+var skillDirPlaceholders = []string{"{baseDir}", "${CLAUDE_SKILL_DIR}"}
+
+// expandSkillDir replaces the placeholders of a skill's folder in text with dir, the
+// folder the skill is projected to.
+func expandSkillDir(text, dir string) string {
+	if !strings.Contains(text, "{baseDir}") && !strings.Contains(text, "${CLAUDE_SKILL_DIR}") {
+		return text
+	}
+	var pairs []string
+	for _, p := range skillDirPlaceholders {
+		pairs = append(pairs, p, dir)
+	}
+	return strings.NewReplacer(pairs...).Replace(text)
 }
 
 // skillFileByCase returns the one file of the skill whose path differs from file only

@@ -77,7 +77,7 @@ func TestSkillFileReadBounded(t *testing.T) {
 	if res.ErrorKind != tool.KindFailed || !strings.Contains(res.Text(), "binary") || len(res.Text()) > 2000 {
 		t.Errorf("binary file: %s %.300s", res.ErrorKind, res.Text())
 	}
-	for _, file := range []string{"../ref/SKILL.md", "/etc/passwd", "nope.md", "a\x00b"} {
+	for _, file := range []string{"../other/SKILL.md", "/etc/passwd", "nope.md", "a\x00b"} {
 		res, _ := e.call(t, t.Context(), sess, "skill", map[string]any{"name": "ref", "file": file})
 		if res.ErrorKind != tool.KindNotFound || !strings.Contains(res.Text(), "references/small.md") {
 			t.Errorf("file %q: %s %s, want not_found listing the files", file, res.ErrorKind, res.Text())
@@ -146,7 +146,7 @@ func TestSkillFileFolder(t *testing.T) {
 	if res := open("ooxml"); res.IsError || !strings.Contains(res.Text(), "ooxml/schemas/a.xsd") || !strings.Contains(res.Text(), "ooxml/schemas/deep/b.xsd") {
 		t.Errorf("folder ooxml: error=%v %q", res.IsError, res.Text())
 	}
-	for _, file := range []string{"script", "scripts/nope", "..", "../pdf/scripts"} {
+	for _, file := range []string{"script", "scripts/nope", "..", "../nope/scripts"} {
 		if res := open(file); res.ErrorKind != tool.KindNotFound {
 			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
 		}
@@ -174,7 +174,7 @@ func TestSkillFileCase(t *testing.T) {
 	if res := open("NOTES.md"); res.IsError || res.Text() != "NOTES\n" {
 		t.Errorf("NOTES.md: %q, want the file of that exact name", res.Text())
 	}
-	for _, file := range []string{"notes.md", "../pdf/REFERENCE.md", "/REFERENCE.md"} {
+	for _, file := range []string{"notes.md", "../nope/REFERENCE.md", "/REFERENCE.md"} {
 		if res := open(file); res.ErrorKind != tool.KindNotFound {
 			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
 		}
@@ -183,7 +183,8 @@ func TestSkillFileCase(t *testing.T) {
 
 // TestSkillFileDotDot: a path that climbs back into the skill (scripts/../SKILL.md,
 // as a model writes it from a script's folder) is cleaned and served; one that
-// leaves the skill once cleaned is still not_found.
+// leaves the skill once cleaned is still not_found, unless it leads into a skill the
+// session may see (TestSkillFileOfAnotherSkill).
 func TestSkillFileDotDot(t *testing.T) {
 	t.Parallel()
 	open := referenceSkill(t)
@@ -197,7 +198,7 @@ func TestSkillFileDotDot(t *testing.T) {
 			t.Errorf("file %q: error=%v %q, want %q", c.file, res.IsError, res.Text(), c.text)
 		}
 	}
-	for _, file := range []string{"scripts/../../pdf/reference.md", "scripts/../..", "./../pdf/SKILL.md"} {
+	for _, file := range []string{"scripts/../../../pdf/reference.md", "scripts/../..", "./../pdf-old/SKILL.md"} {
 		if res := open(file); res.ErrorKind != tool.KindNotFound || strings.Contains(res.Text(), "the reference") {
 			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
 		}

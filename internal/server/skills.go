@@ -19,12 +19,14 @@ type skillJSON struct {
 	License       string         `json:"license,omitempty"`
 	Compatibility string         `json:"compatibility,omitempty"`
 	Metadata      map[string]any `json:"metadata,omitempty"`
-	Body          string         `json:"body,omitempty"`
+	// ManualOnly: the frontmatter's disable-model-invocation is true.
+	ManualOnly bool   `json:"disable_model_invocation,omitempty"`
+	Body       string `json:"body,omitempty"`
 }
 
 func toSkillJSON(sk skills.Skill, body bool) skillJSON {
 	out := skillJSON{Name: sk.Name, Description: sk.Description, Version: sk.Version, AllowedTools: sk.AllowedTools, Files: sk.Files,
-		License: sk.License, Compatibility: sk.Compatibility, Metadata: sk.Metadata}
+		License: sk.License, Compatibility: sk.Compatibility, Metadata: sk.Metadata, ManualOnly: sk.ManualOnly}
 	if out.AllowedTools == nil {
 		out.AllowedTools = []string{}
 	}
@@ -97,6 +99,9 @@ func (s *Server) sessionPrompt(w http.ResponseWriter, r *http.Request) {
 	// Skills are opened with the skill tool: a session without it has none to offer.
 	if _, _, ok := sess.Tools.Resolve("skill"); ok && sess.Skills != nil {
 		for _, sk := range sess.Skills.List() {
+			if sk.ManualOnly {
+				continue // for a person to ask for, not for the model to pick
+			}
 			skillLines = append(skillLines, "- "+sk.Name+": "+sk.Description)
 			names = append(names, sk.Name)
 		}

@@ -199,3 +199,46 @@ func TestSkillFrontmatterFields(t *testing.T) {
 		t.Errorf("a skill without them lists them: %s", g)
 	}
 }
+
+// TestSkillManualOnly: Claude Code skills marked disable-model-invocation: true are
+// meant to run only when a person asks for them (Trail of Bits' git-cleanup deletes
+// branches, github-triage writes to GitHub); the prompt fragment listed them for the
+// model to pick like any other. The fragment leaves them out; GET /v1/skills says
+// which they are, so a client can offer them to its users, and the skill tool opens
+// one asked for by name.
+func TestSkillManualOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, front := range map[string]string{
+		"git-cleanup": "name: git-cleanup\ndescription: Deletes merged branches.\ndisable-model-invocation: true\n",
+		"triage":      "name: triage\ndescription: Triages issues.\ndisable-model-invocation: \"True\"\n",
+		"review":      "name: review\ndescription: Reviews code.\ndisable-model-invocation: false\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte("---\n"+front+"---\nThe steps.\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{dir} }})
+	code, _, body := d.do("GET", "/v1/skills", nil)
+	if code != 200 || strings.Count(string(body), `"disable_model_invocation":true`) != 2 {
+		t.Fatalf("skills: %d %s", code, body)
+	}
+	code, _, body = d.do("GET", "/v1/skills/git-cleanup", nil)
+	if code != 200 || !strings.Contains(string(body), `"disable_model_invocation":true`) {
+		t.Fatalf("skill: %d %s", code, body)
+	}
+	validate(t, "Skill", body)
+
+	id := d.createSession(map[string]any{"available_tools": []string{"skill"}})["id"].(string)
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/prompt", nil)
+	if !strings.Contains(string(body), "- review: Reviews code.") || strings.Contains(string(body), "git-cleanup") || strings.Contains(string(body), "triage") {
+		t.Fatalf("prompt: %s", body)
+	}
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"open","name":"skill","arguments":{"name":"git-cleanup"}}]}`)
+	if m := messages(t, evs)["open"]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "The steps.") {
+		t.Fatalf("open by name: %s", m.raw)
+	}
+}

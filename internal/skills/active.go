@@ -32,13 +32,17 @@ func (a *Active) Current() (name string, allowed []string) {
 	return a.name, append([]string(nil), a.allowed...)
 }
 
-// agentSkillTools maps the tool names of the public Agent Skills format to
-// toolserverd's.
+// agentSkillTools maps the tool names skills write in allowed-tools (Claude Code's,
+// which public skill libraries use) to toolserverd's. TaskCreate … TaskGet are
+// Claude Code's current names for its task list, TodoWrite and TodoRead its older
+// ones.
 var agentSkillTools = map[string][]string{
 	"Bash": {"execute_command", "await_job", "read_job_output", "kill_job"}, "Read": {"read_file"},
 	"Write": {"write_file"}, "Edit": {"edit_file"}, "MultiEdit": {"multi_edit"}, "Glob": {"glob"},
 	"Grep": {"grep"}, "LS": {"list_dir", "tree"}, "WebFetch": {"web_fetch"}, "WebSearch": {"web_search"},
-	"TodoWrite": {"task_create", "task_update", "task_list", "task_get"},
+	"AskUserQuestion": {"ask_user"},
+	"TodoWrite":       {"task_create", "task_update", "task_list", "task_get"}, "TodoRead": {"task_list", "task_get"},
+	"TaskCreate": {"task_create"}, "TaskUpdate": {"task_update"}, "TaskList": {"task_list"}, "TaskGet": {"task_get"},
 }
 
 // Allows reports whether the active skill permits calling tool, and if not, which

@@ -175,8 +175,13 @@ func (m *Manager) Reload() bool {
 		}
 		next.watch = append(next.watch, root)
 		for _, dir := range paths {
-			f := loadFolder(dir, m.folders[dir], m.cfg, start)
+			prev := m.folders[dir]
+			f := loadFolder(dir, prev, m.cfg, start)
 			folders[dir] = f
+			if len(f.leftOut) > 0 && (prev == nil || !slices.Equal(prev.leftOut, f.leftOut)) {
+				m.log.Warn("skill files left out", "dir", dir, "files", f.leftOut,
+					"why", "symlinks that lead out of the skill's folder, to a folder or nowhere are not part of a skill; copy the files in")
+			}
 			next.watch = append(next.watch, f.dirs...)
 			if f.err != nil {
 				next.problems = append(next.problems, Problem{Dir: dir, Error: f.err.Error()})

@@ -1,11 +1,14 @@
 package skills
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -122,7 +125,7 @@ func TestBrokenSkills(t *testing.T) {
 		"unterminated":   "no closing --- line",
 		"no-name":        "missing name",
 		"no-description": "missing description",
-		"bad-name":       `invalid name "Bad_Name"`,
+		"bad-name":       `invalid name "Upper_Case"`, // not its folder's name in other case (TestDisplayNameOfItsFolder)
 		"long-name":      "invalid name",
 		"bad-skill-yaml": "skill.yaml: want a mapping",
 		"not-a-mapping":  "SKILL.md frontmatter: want a mapping",
@@ -467,4 +470,109 @@ func TestNotLoaded(t *testing.T) {
 			t.Errorf("NotLoaded(%q) = %q, want false", name, why)
 		}
 	}
+}
+
+// TestDisplayNameOfItsFolder: 64 of the 864 skills of ComposioHQ/awesome-claude-skills
+// write a display name as their name ("Cloudinary Automation" in
+// cloudinary-automation/, "Dynamics 365 Automation" in dynamics365-automation/) and
+// were reported as invalid and not loaded. A name that is its folder's name but for
+// case, spaces and punctuation loads under the folder's name, the written one kept as
+// metadata display_name. A name that is another skill's still does not load, nor
+// does a folder whose own name is no valid skill name.
+func TestDisplayNameOfItsFolder(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for folder, name := range map[string]string{
+		"cloudinary-automation":  "Cloudinary Automation",
+		"dynamics365-automation": "Dynamics 365 Automation",
+		"customerio-automation":  "Customer.io Automation",
+		"pdf":                    "PDF",
+		"video-downloader":       "youtube-downloader",
+		"Bad_Folder":             "Bad Folder",
+	} {
+		writeFile(t, filepath.Join(root, folder, "SKILL.md"), "---\nname: "+name+"\ndescription: Does "+name+".\n---\nbody\n", 0o644)
+	}
+	m := newManager(t, Config{Dirs: []string{root}})
+	var names []string
+	for _, s := range m.List() {
+		names = append(names, s.Name)
+	}
+	eq(t, "loaded", names, []string{"cloudinary-automation", "customerio-automation", "dynamics365-automation", "pdf"})
+	if s, _ := m.Get("dynamics365-automation"); s.Metadata["display_name"] != "Dynamics 365 Automation" || s.Description != "Does Dynamics 365 Automation." {
+		t.Errorf("dynamics365-automation: metadata %v, description %q", s.Metadata, s.Description)
+	}
+	ps := m.Problems()
+	for dir, msg := range map[string]string{
+		"video-downloader": `name "youtube-downloader" does not match its folder name "video-downloader"`,
+		"Bad_Folder":       `invalid name "Bad Folder"`,
+	} {
+		if p, ok := problemFor(ps, filepath.Join(root, dir)); !ok || !strings.Contains(p.Error, msg) {
+			t.Errorf("problem for %s = %+v, %v; want it to contain %q", dir, p, ok, msg)
+		}
+	}
+	if len(ps) != 2 {
+		t.Errorf("problems: %+v", ps)
+	}
+}
+
+// TestSymlinkOutLogged: a skill's symlink that leads out of its folder (a file shared
+// by several skills) is left out of the skill, which still loads; the operator, who
+// can fix it, is told in the log which files were left out and why, once, not at
+// every rescan.
+func TestSymlinkOutLogged(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := writeSkill(t, root, "linker", "Links a shared file.", "See references/common.md.\n")
+	writeFile(t, filepath.Join(root, "common.md"), "shared\n", 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "references"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../common.md", filepath.Join(dir, "references", "common.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../SKILL.md", filepath.Join(dir, "references", "inside.md")); err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	m, err := NewManager(Config{Dirs: []string{root}}, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	s, ok := m.Get("linker")
+	if !ok {
+		t.Fatalf("not loaded: %v", m.Problems())
+	}
+	eq(t, "files", s.Files, []string{"SKILL.md", "references/inside.md"})
+	log := buf.String()
+	if !strings.Contains(log, "references/common.md") || !strings.Contains(log, "linker") || strings.Contains(log, "inside.md") {
+		t.Errorf("log: %s", log)
+	}
+	// Read again (a racily recent folder is), the folder is not reported again.
+	time.Sleep(10 * time.Millisecond)
+	before := strings.Count(buf.String(), "references/common.md")
+	for range 3 {
+		m.Reload()
+	}
+	if after := strings.Count(buf.String(), "references/common.md"); after != before {
+		t.Errorf("reported %d times after rescans, want %d: %s", after, before, buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger may write to while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -70,6 +70,8 @@ type meta struct {
 	Activation    *textList      `yaml:"activation"`
 	Scenarios     *textList      `yaml:"scenarios"`
 	Metadata      map[string]any `yaml:"metadata"`
+	// ManualOnly is Claude Code's disable-model-invocation.
+	ManualOnly *scalar `yaml:"disable-model-invocation"`
 }
 
 // scalar accepts any YAML scalar as text, so `version: 1.0` or `name: 2048` load
@@ -263,13 +265,22 @@ func (m meta) identity() (name, display string) {
 }
 
 // buildSkill merges the SKILL.md frontmatter (front) over skill.yaml (side) and
-// validates the result. side is the zero meta when there is no skill.yaml.
-func buildSkill(front, side meta, body []byte) (Skill, error) {
+// validates the result. side is the zero meta when there is no skill.yaml. folder is
+// the name of the skill's folder ("" when unknown): a name written as a display name
+// of it ("Cloudinary Automation" in cloudinary-automation/, see displayOf) names the
+// skill by the folder's name and is kept as its display name.
+func buildSkill(front, side meta, body []byte, folder string) (Skill, error) {
 	var s Skill
 	name, _ := front.identity()
 	sideName, display := side.identity()
 	if name == "" {
 		name = sideName
+	}
+	if displayOf(name, folder) {
+		if display == "" {
+			display = name
+		}
+		name = folder
 	}
 	s.Name = name
 	s.Description = oneLine(firstNonEmpty(front.Description.String(), side.Description.String()))
@@ -282,6 +293,9 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 	} else {
 		s.AllowedTools = side.tools()
 	}
+	// Only a true value counts: a skill whose flag cannot be read is listed, as
+	// without it, rather than not loaded over an optional field.
+	s.ManualOnly, _ = strconv.ParseBool(firstNonEmpty(front.ManualOnly.String(), side.ManualOnly.String()))
 	s.Activation = front.activation()
 	if len(s.Activation) == 0 {
 		s.Activation = side.activation()
@@ -316,6 +330,31 @@ func buildSkill(front, side meta, body []byte) (Skill, error) {
 		errs = append(errs, fmt.Errorf("description is %d characters; the Agent Skills format allows at most %d (it is listed in every session's prompt: say what the skill does and when to use it, and put the rest in the body)", n, MaxDescriptionChars))
 	}
 	return s, errors.Join(errs...)
+}
+
+// displayOf reports whether name, not itself the folder's name, is a display name
+// of it: the same letters and digits, but for case, spaces and punctuation
+// ("Dynamics 365 Automation" of dynamics365-automation). Skill libraries write such
+// names where the Agent Skills format wants the folder's; the folder's name, unique
+// in its directory, then names the skill, and no other skill's name can take its
+// place (pdf-old/ naming itself pdf is still refused).
+func displayOf(name, folder string) bool {
+	if name == folder || !ValidName(folder) {
+		return false
+	}
+	key := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+				return r
+			case r >= 'A' && r <= 'Z':
+				return r + 'a' - 'A'
+			}
+			return -1
+		}, s)
+	}
+	k := key(name)
+	return k != "" && k == key(folder)
 }
 
 // oneLine joins s's words with single spaces: line breaks, tabs and control characters
@@ -362,8 +401,13 @@ func skillMDLines(msg string) string {
 }
 
 // ParseSkillFiles parses SKILL.md (and skill.yaml, which may be nil) into a Skill
-// without any file information. It is what the Manager uses for every folder.
+// without any file information. The Manager does the same for every folder, knowing
+// the folder's name (parseSkillFiles).
 func ParseSkillFiles(skillMD, skillYAML []byte) (Skill, error) {
+	return parseSkillFiles(skillMD, skillYAML, "")
+}
+
+func parseSkillFiles(skillMD, skillYAML []byte, folder string) (Skill, error) {
 	frontSrc, body, _, err := SplitFrontmatter(skillMD)
 	if err != nil {
 		return Skill{}, err
@@ -378,5 +422,5 @@ func ParseSkillFiles(skillMD, skillYAML []byte) (Skill, error) {
 			return Skill{}, err
 		}
 	}
-	return buildSkill(front, side, body)
+	return buildSkill(front, side, body, folder)
 }

@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -85,9 +86,11 @@ func ProjectedPath(sandboxRoot, name string) string {
 // Only the skill's Files are copied, each read through an os.Root of the skill folder
 // (a symlink that leads out of it is never followed) and written through an os.Root
 // of the sandbox (a symlink the sandbox planted at .skills or .skills/<name> is never
-// followed either). Executable bits are kept. The copy is built in a temporary folder
-// and renamed into place, so a session never sees half a skill; when two sessions
-// project into the same root at once, one copy wins and both get its path.
+// followed either). Executable bits are kept, and a file that starts with an
+// interpreter line (#!/…) is made executable (isScript). The copy is built in a
+// temporary folder and renamed into place, so a session never sees half a skill;
+// when two sessions project into the same root at once, one copy wins and both get
+// its path.
 func Project(skill Skill, sandboxRoot string) (string, error) {
 	if !ValidName(skill.Name) {
 		return "", fmt.Errorf("project skill %q: invalid name", skill.Name)
@@ -288,7 +291,9 @@ func copyFile(src *os.Root, rel string, dst *os.Root, to string) ([32]byte, bool
 		return sum, false, errSkip // missing, not regular, or a symlink out of the folder
 	}
 	defer in.Close()
-	exec := info.Mode()&0o111 != 0
+	r := bufio.NewReader(in)
+	head, _ := r.Peek(len(scriptHead) + 1)
+	exec := info.Mode()&0o111 != 0 || isScript(head)
 	perm := fs.FileMode(0o644)
 	if exec {
 		perm = 0o755
@@ -303,7 +308,7 @@ func copyFile(src *os.Root, rel string, dst *os.Root, to string) ([32]byte, bool
 		return sum, false, err
 	}
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
+	_, err = io.Copy(io.MultiWriter(out, h), r)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

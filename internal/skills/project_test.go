@@ -446,3 +446,48 @@ func TestProjectMarkerBelongsToItsFolder(t *testing.T) {
 	}
 	assertNoLeftovers(t, sandbox)
 }
+
+// TestProjectMakesScriptsExecutable: a skill library copied without file modes (a
+// Kubernetes ConfigMap volume, a zip unpacked without them) loses its scripts'
+// executable bits. superpowers' review-package runs its sibling sdd-workspace
+// directly, so even `bash scripts/review-package` failed with "Permission denied"
+// in the session. A file that starts with an interpreter line ("#!/…", "#! /…") is
+// executable in the projection,
+// whatever its mode in the library; other files keep theirs. The copy still counts
+// as current, so it is not made again at every opening.
+func TestProjectMakesScriptsExecutable(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "sdd")
+	writeFile(t, filepath.Join(dir, "SKILL.md"), "---\nname: sdd\ndescription: Runs scripts.\n---\nRun scripts/review-package.\n", 0o644)
+	writeFile(t, filepath.Join(dir, "scripts", "review-package"), "#!/usr/bin/env bash\n\"$(dirname \"$0\")/sdd-workspace\"\n", 0o644)
+	writeFile(t, filepath.Join(dir, "scripts", "sdd-workspace"), "#!/bin/sh\necho workspace\n", 0o644)
+	writeFile(t, filepath.Join(dir, "find-polluter.sh"), "#!/usr/bin/env bash\necho polluter\n", 0o644)
+	writeFile(t, filepath.Join(dir, "scripts", "helper.py"), "print('no interpreter line')\n", 0o644)
+	writeFile(t, filepath.Join(dir, "notes.md"), "#! is how a script starts\n", 0o644)
+	writeFile(t, filepath.Join(dir, "scripts", "kept.sh"), "echo kept its mode\n", 0o755)
+	m := newManager(t, Config{Dirs: []string{root}})
+	s, ok := m.Get("sdd")
+	if !ok {
+		t.Fatalf("not loaded: %v", m.Problems())
+	}
+	sandbox := t.TempDir()
+	got, err := Project(s, sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, exec := range map[string]bool{"scripts/review-package": true, "scripts/sdd-workspace": true, "find-polluter.sh": true,
+		"scripts/kept.sh": true, "notes.md": false, "scripts/helper.py": false, "SKILL.md": false} {
+		info, err := os.Stat(filepath.Join(got, filepath.FromSlash(rel)))
+		if err != nil || (info.Mode()&0o111 != 0) != exec {
+			t.Errorf("%s: %v, executable %v, want %v", rel, err, err == nil && info.Mode()&0o111 != 0, exec)
+		}
+	}
+	out, err := exec.Command(filepath.Join(got, "scripts", "review-package")).CombinedOutput()
+	if err != nil || string(out) != "workspace\n" {
+		t.Errorf("review-package: %v %q", err, out)
+	}
+	if marker := markerHash(t, sandbox, "sdd"); marker != s.Hash {
+		t.Errorf("marker %s, want the skill's hash %s: the copy would be made again at every opening", marker, s.Hash)
+	}
+}

@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -42,18 +43,20 @@ type folder struct {
 	skill  Skill
 	err    error
 	dirs   []string // absolute directories of the folder, for the watcher
+	// leftOut lists the folder's symlinks that are not part of the skill: they lead
+	// out of the folder, to a folder, or nowhere.
+	leftOut []string
 }
 
 // walkFolder lists a skill folder's files without reading them. Symlinks are
-// followed only while they stay inside the folder and point at regular files.
-func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
+// followed only while they stay inside the folder and point at regular files; the
+// others are returned as leftOut.
+func walkFolder(dir string, cfg Config) (files []fileEntry, dirs, leftOut []string, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer root.Close()
-	var files []fileEntry
-	var dirs []string
 	var total int64
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -79,6 +82,9 @@ func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
 			info, err = d.Info()
 		}
 		if err != nil || !info.Mode().IsRegular() {
+			if d.Type()&fs.ModeSymlink != 0 {
+				leftOut = append(leftOut, p)
+			}
 			return nil
 		}
 		files = append(files, fileEntry{rel: p, size: info.Size(), exec: info.Mode()&0o111 != 0, mtime: info.ModTime().UnixNano()})
@@ -92,7 +98,8 @@ func walkFolder(dir string, cfg Config) ([]fileEntry, []string, error) {
 		return nil
 	})
 	slices.SortFunc(files, func(a, b fileEntry) int { return strings.Compare(a.rel, b.rel) })
-	return files, dirs, err
+	slices.Sort(leftOut)
+	return files, dirs, leftOut, err
 }
 
 func fingerprint(files []fileEntry) [32]byte {
@@ -141,13 +148,13 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 		// folder is watched for a SKILL.md to appear.
 		return &folder{err: missingSkillMD(dir), dirs: []string{dir}}
 	}
-	files, dirs, err := walkFolder(dir, cfg)
+	files, dirs, leftOut, err := walkFolder(dir, cfg)
 	if err != nil {
 		return &folder{err: err, dirs: dirs}
 	}
 	fp := fingerprint(files)
 	if prev != nil && prev.stable && prev.fp == fp {
-		return &folder{fp: fp, stable: true, skill: prev.skill, err: prev.err, dirs: dirs}
+		return &folder{fp: fp, stable: true, skill: prev.skill, err: prev.err, dirs: dirs, leftOut: leftOut}
 	}
 	stable := true
 	cutoff := scanStart.Add(-racyWindow).UnixNano()
@@ -165,9 +172,9 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 		err = fmt.Errorf("name %q does not match its folder name %q: the Agent Skills format wants them equal; rename the folder or the name", s.Name, filepath.Base(dir))
 	}
 	if err != nil {
-		return &folder{fp: fp, stable: stable, err: err, dirs: dirs}
+		return &folder{fp: fp, stable: stable, err: err, dirs: dirs, leftOut: leftOut}
 	}
-	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs}
+	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs, leftOut: leftOut}
 }
 
 // missingSkillMD explains why the folder dir, which has no SKILL.md, is no skill: its
@@ -211,11 +218,11 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 	for _, f := range files {
 		isYAML := (f.rel == "skill.yaml" || f.rel == "skill.yml") && !hasYAML
 		keep := f.rel == "SKILL.md" || isYAML
-		sum, data, err := hashFile(root, f.rel, f.size, keep)
+		sum, data, script, err := hashFile(root, f.rel, f.size, keep)
 		if err != nil {
 			return Skill{}, fmt.Errorf("%s: %w", f.rel, err)
 		}
-		th.add(f.rel, f.exec, sum)
+		th.add(f.rel, f.exec || script, sum)
 		rels = append(rels, f.rel)
 		if strings.HasPrefix(f.rel, "scripts/") {
 			scripts = append(scripts, f.rel)
@@ -229,7 +236,7 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 	if !hasMD {
 		return Skill{}, errors.New("missing SKILL.md")
 	}
-	s, err := ParseSkillFiles(skillMD, skillYAML)
+	s, err := parseSkillFiles(skillMD, skillYAML, filepath.Base(dir))
 	if err != nil {
 		return Skill{}, err
 	}
@@ -237,30 +244,44 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 	return s, nil
 }
 
-// hashFile returns the SHA-256 of a file and, when keep is set, its content. It reads
-// at most 1 MiB more than the size seen by the walk, so a file that grows meanwhile
-// cannot make the scan unbounded.
-func hashFile(root *os.Root, rel string, size int64, keep bool) ([32]byte, []byte, error) {
-	var sum [32]byte
+// hashFile returns the SHA-256 of a file, whether it is a script (isScript) and,
+// when keep is set, its content. It reads at most 1 MiB more than the size seen by
+// the walk, so a file that grows meanwhile cannot make the scan unbounded.
+func hashFile(root *os.Root, rel string, size int64, keep bool) (sum [32]byte, data []byte, script bool, err error) {
 	f, _, err := openRegular(root, rel)
 	if err != nil {
-		return sum, nil, err
+		return sum, nil, false, err
 	}
 	defer f.Close()
+	r := bufio.NewReader(io.LimitReader(f, size+(1<<20)))
+	head, _ := r.Peek(len(scriptHead) + 1)
 	h := sha256.New()
 	var w io.Writer = h
 	var buf bytes.Buffer
 	if keep {
 		w = io.MultiWriter(h, &buf)
 	}
-	if _, err := io.Copy(w, io.LimitReader(f, size+(1<<20))); err != nil {
-		return sum, nil, err
+	if _, err := io.Copy(w, r); err != nil {
+		return sum, nil, false, err
 	}
 	h.Sum(sum[:0])
 	if keep {
-		return sum, buf.Bytes(), nil
+		data = buf.Bytes()
 	}
-	return sum, nil, nil
+	return sum, data, isScript(head), nil
+}
+
+const scriptHead = "#! /"
+
+// isScript reports whether a file starting with head has an interpreter line
+// ("#!/usr/bin/env bash", "#! /bin/sh"). Such a file is executable in a skill's
+// projection whatever its mode in the skill folder: libraries copied without file
+// modes (a ConfigMap volume, a zip unpacked without them) lose the executable bits
+// their instructions and their other scripts rely on. Making it executable in the
+// session's copy gives the session nothing it could not do with chmod.
+func isScript(head []byte) bool {
+	rest, ok := bytes.CutPrefix(head, []byte("#!"))
+	return ok && (bytes.HasPrefix(rest, []byte("/")) || bytes.HasPrefix(rest, []byte(" /")))
 }
 
 // openRegular opens a regular file through root. O_NONBLOCK keeps a FIFO swapped in

@@ -12,7 +12,7 @@
 // SKILL.md frontmatter follows the public Agent Skills format: name, description,
 // license, compatibility, metadata (a mapping) and allowed-tools (a space- or
 // comma-separated string, or a YAML list); allowed_tools and a top-level version are
-// accepted too. The description is made one line (whitespace runs and control
+// accepted too, and Claude Code's disable-model-invocation (Skill.ManualOnly). The description is made one line (whitespace runs and control
 // characters become one space) and may have at most MaxDescriptionChars characters:
 // it is what every session's prompt fragment lists. A SKILL.md without frontmatter is all body; its name and description
 // must then come from skill.yaml. When both files set a field, the frontmatter wins:
@@ -54,6 +54,10 @@ type Skill struct {
 	// License and Compatibility are the public format's optional fields.
 	License       string
 	Compatibility string
+	// ManualOnly is Claude Code's disable-model-invocation: true. The skill is for a
+	// person to ask for: it is left out of the prompt fragment that offers skills to
+	// the model, and still opens when asked for by name.
+	ManualOnly bool
 	// Activation lists skill.yaml's activation scenarios (when to use the skill).
 	Activation []string
 	// Dir is the absolute path of the skill's folder (symlinks resolved).
