@@ -83,3 +83,14 @@ func (a *App) jobRelay() builtin.JobDirectory {
 	}
 	return cluster.NewJobRelay(a.Config.ReplicaID, st, nil)
 }
+
+// fileStamps shares what sessions' file tools have seen between the replicas, so that
+// a file read through one may be written through another; nil (the session's memory
+// in this process suffices) with SQLite.
+func (a *App) fileStamps() builtin.FileStamps {
+	st, ok := a.Store.(store.FileStampStore)
+	if a.storeKind() != "postgres" || !ok {
+		return nil
+	}
+	return st
+}
