@@ -16,8 +16,13 @@ func (p *Postgres) PutFileStamp(ctx context.Context, sessionID, path string, s F
 		return fmt.Errorf("store: put file stamp: session and path are required: %w", ErrInvalid)
 	}
 	// A path is bytes on Linux and need not be UTF-8, which a text column refuses.
-	if _, err := p.pool.Exec(ctx, `INSERT INTO file_stamps (session_id, path, size, mtime_ns, sha256, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	// Every read_file writes one of these, so its commit does not wait for the WAL to
+	// reach the disk (synchronous_commit off for this transaction only): the row is
+	// visible to the other replicas at once, and one lost to a crash of PostgreSQL
+	// costs the model a read_file, never a write the guard should have refused.
+	if _, err := p.pool.Exec(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		INSERT INTO file_stamps (session_id, path, size, mtime_ns, sha256, updated_at)
+		SELECT $1, $2, $3, $4, $5, $6 FROM async
 		ON CONFLICT (session_id, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,
 			sha256 = excluded.sha256, updated_at = excluded.updated_at`,
 		sessionID, []byte(path), s.Size, s.ModTime.UnixNano(), s.SHA256, now()); err != nil {
