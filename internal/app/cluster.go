@@ -18,7 +18,7 @@ func (a *App) sessionLocks(ctx context.Context) error {
 	if a.storeKind() != "postgres" {
 		return nil
 	}
-	l, err := store.NewPGSessionLocks(ctx, a.Config.Store, a.Config.Cluster.SessionLockConnections)
+	l, err := store.NewPGSessionLocks(ctx, a.Config.Store, a.Config.Cluster.SessionLockConnections, a.Config.ReplicaID)
 	if err != nil {
 		return err
 	}
