@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,10 +26,17 @@ import (
 // test does not start the daemon.
 const fakeStore = "postgres://toolserverd:secret@postgres.test.invalid:5432/toolserverd?sslmode=disable"
 
-// A fake pod name, what the downward API gives TOOLSERVER_REPLICA_ID.
-const fakePod = "toolserverd-7d9c6b8f5-x2x7q"
+// A fake pod name, what the downward API gives TOOLSERVER_REPLICA_ID, and a fake pod
+// IP, what it gives for status.podIP.
+const (
+	fakePod   = "toolserverd-7d9c6b8f5-x2x7q"
+	fakePodIP = "10.42.3.17"
+)
 
 type object = map[string]any
+
+// envRef is a $(NAME) reference in a container's env value.
+var envRef = regexp.MustCompile(`\$\([A-Za-z_][A-Za-z0-9_]*\)`)
 
 // at walks maps (string keys) and lists (int indexes); nil when something is missing.
 func at(v any, path ...any) any {
@@ -157,8 +165,9 @@ func loadK8s(t *testing.T) *k8s {
 	return k
 }
 
-// envValue resolves one env entry of the container the way the kubelet would.
-func (k *k8s) envValue(t *testing.T, e object) string {
+// envValue resolves one env entry of the container the way the kubelet would;
+// earlier is what the entries before it resolved to, for $(NAME) references.
+func (k *k8s) envValue(t *testing.T, e object, earlier map[string]string) string {
 	t.Helper()
 	name := str(e, "name")
 	if v, ok := e["value"]; ok {
@@ -166,7 +175,14 @@ func (k *k8s) envValue(t *testing.T, e object) string {
 		if !ok {
 			t.Fatalf("env %s: value must be a string", name)
 		}
-		return s
+		// The kubelet expands $(NAME) of a variable defined above; anything else
+		// stays as written.
+		return envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			if v, ok := earlier[ref[2:len(ref)-1]]; ok {
+				return v
+			}
+			return ref
+		})
 	}
 	if ref := at(e, "valueFrom", "secretKeyRef"); ref != nil {
 		if str(ref, "name") != str(k.secret, "metadata", "name") {
@@ -179,10 +195,13 @@ func (k *k8s) envValue(t *testing.T, e object) string {
 		return v
 	}
 	if ref := at(e, "valueFrom", "fieldRef"); ref != nil {
-		if str(ref, "fieldPath") != "metadata.name" {
-			t.Fatalf("env %s: unexpected fieldRef %v", name, ref)
+		switch str(ref, "fieldPath") {
+		case "metadata.name":
+			return fakePod
+		case "status.podIP":
+			return fakePodIP
 		}
-		return fakePod
+		t.Fatalf("env %s: unexpected fieldRef %v", name, ref)
 	}
 	t.Fatalf("env %s: unsupported source %v", name, e)
 	return ""
@@ -192,7 +211,7 @@ func (k *k8s) envValue(t *testing.T, e object) string {
 func (k *k8s) environ(t *testing.T) map[string]string {
 	env := map[string]string{}
 	for _, e := range list(k.container, "env") {
-		env[str(e, "name")] = k.envValue(t, e.(object))
+		env[str(e, "name")] = k.envValue(t, e.(object), env)
 	}
 	return env
 }
@@ -293,6 +312,13 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("config.yaml addr %q, want 0.0.0.0:8080", str(rawCfg, "addr"))
 	}
 	_, cfgPort, _ := net.SplitHostPort(cfg.Addr)
+	// The other replicas forward progress reads and background-job calls to the URL a
+	// replica advertises. Left empty it is made from the host name, which is the pod
+	// name: no other pod can resolve it, so every forward would fail.
+	if want := "http://" + net.JoinHostPort(fakePodIP, cfgPort); cfg.Cluster.AdvertiseURL != want {
+		t.Errorf("cluster.advertise_url %q: want the pod IP and port, %s (TOOLSERVER_CLUSTER_ADVERTISE_URL from status.podIP)",
+			cfg.Cluster.AdvertiseURL, want)
+	}
 
 	// Ports: container port = config port = Service targetPort; probes use it.
 	var containerPort int

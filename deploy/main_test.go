@@ -82,6 +82,8 @@ func checkEnvName(t *testing.T, keys map[string]bool, where, name string, client
 			t.Errorf("%s: %s is no configuration key (docs/config.md); the daemon would ignore it", where, name)
 		}
 	case name == "GOMEMLIMIT":
+	case name == "POD_IP":
+		// The downward API's pod IP, for TOOLSERVER_CLUSTER_ADVERTISE_URL.
 	default:
 		t.Errorf("%s: unexpected environment variable %s", where, name)
 	}

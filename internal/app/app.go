@@ -197,7 +197,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err != nil {
 		return nil, fmt.Errorf("web tools: %w", err)
 	}
-	builtins := append(append(builtin.CommandTools(a.Sandbox, a.jobRelay()), builtin.FileTools(a.Sandbox)...), web...)
+	builtins := append(append(builtin.CommandTools(a.Sandbox, a.jobRelay()), builtin.FileTools(a.Sandbox, a.fileStamps())...), web...)
 	builtins = append(builtins, builtin.InfoTool(), builtin.AskUserTool(), builtin.SkillTool(a.Sandbox))
 	stateful, ok := a.Store.(interface {
 		builtin.TaskStore

@@ -18,7 +18,7 @@ func (a *App) sessionLocks(ctx context.Context) error {
 	if a.storeKind() != "postgres" {
 		return nil
 	}
-	l, err := store.NewPGSessionLocks(ctx, a.Config.Store, a.Config.Cluster.SessionLockConnections)
+	l, err := store.NewPGSessionLocks(ctx, a.Config.Store, a.Config.Cluster.SessionLockConnections, a.Config.ReplicaID)
 	if err != nil {
 		return err
 	}
@@ -82,4 +82,15 @@ func (a *App) jobRelay() builtin.JobDirectory {
 		return nil
 	}
 	return cluster.NewJobRelay(a.Config.ReplicaID, st, nil)
+}
+
+// fileStamps shares what sessions' file tools have seen between the replicas, so that
+// a file read through one may be written through another; nil (the session's memory
+// in this process suffices) with SQLite.
+func (a *App) fileStamps() builtin.FileStamps {
+	st, ok := a.Store.(store.FileStampStore)
+	if a.storeKind() != "postgres" || !ok {
+		return nil
+	}
+	return st
 }

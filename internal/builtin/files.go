@@ -51,14 +51,23 @@ const (
 
 // FileTools returns the file tools: read_file, write_file, edit_file, multi_edit,
 // list_dir, tree, glob, grep, json_read and json_write, all working in the sandboxes m
-// hands out. The tools that change files share a per-session file guard (see guard.go).
-func FileTools(m *sandbox.Manager) []tool.Tool {
+// hands out. The tools that change files share a per-session file guard (see guard.go);
+// stamps, when not nil, shares what the guard has seen with the other replicas of a
+// shared store, whose sessions' calls may land on any of them.
+func FileTools(m *sandbox.Manager, stamps FileStamps) []tool.Tool {
+	d := fileDeps{m: m, stamps: stamps}
 	return []tool.Tool{
-		&readFile{m}, &writeFile{m}, &editFile{m}, &multiEdit{m},
+		&readFile{d}, &writeFile{d}, &editFile{d}, &multiEdit{d},
 		&listDir{m: m, tree: false}, &listDir{m: m, tree: true},
 		&globFiles{m}, &grepFiles{m},
-		&jsonRead{m}, &jsonWrite{m},
+		&jsonRead{d}, &jsonWrite{d},
 	}
+}
+
+// fileDeps is what the tools that read or replace one file work with.
+type fileDeps struct {
+	m      *sandbox.Manager
+	stamps FileStamps // nil: the guard is this process's memory only
 }
 
 // fileSpec fills the fields every file tool shares.
@@ -86,15 +95,15 @@ type fileRoot struct {
 // openFile is how every single-file tool starts: it opens the session's file root,
 // resolves path to a file inside it and fetches the session's file guard. The caller
 // closes the root.
-func openFile(m *sandbox.Manager, ctx *tool.Context, path string) (*fileRoot, fileTarget, *fileGuard, error) {
-	w, err := openFileRoot(m, ctx)
+func openFile(d fileDeps, ctx *tool.Context, path string) (*fileRoot, fileTarget, *fileGuard, error) {
+	w, err := openFileRoot(d.m, ctx)
 	if err != nil {
 		return nil, fileTarget{}, nil, err
 	}
 	tg, err := w.resolveFile(path)
 	if err == nil {
 		var guard *fileGuard
-		if guard, err = guardFor(ctx); err == nil {
+		if guard, err = guardFor(ctx, d.stamps); err == nil {
 			return w, tg, guard, nil
 		}
 	}

@@ -7,11 +7,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
-type editFile struct{ m *sandbox.Manager }
+type editFile struct{ fileDeps }
 
 // editSpec is one replacement, as edit_file and each entry of multi_edit take it.
 type editSpec struct {
@@ -66,7 +65,7 @@ func (t *editFile) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 	if err := decodeArgs(raw, &args); err != nil || args.editSpec.invalid() != "" {
 		return nil // Run says what is wrong with the arguments
 	}
-	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+	return precheckFile(t.fileDeps, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
 		data, _, err := w.loadForEdit(tg, guard, "edit_file")
 		if err != nil {
 			return err
@@ -86,7 +85,7 @@ func (t *editFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if reason := args.editSpec.invalid(); reason != "" {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "%s", reason)
 	}
-	w, tg, guard, err := openFile(t.m, ctx, args.Path)
+	w, tg, guard, err := openFile(t.fileDeps, ctx, args.Path)
 	if err != nil {
 		return nil, err
 	}

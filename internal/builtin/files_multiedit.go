@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -27,7 +26,7 @@ const (
 
 const maxMultiEdits = 100
 
-type multiEdit struct{ m *sandbox.Manager }
+type multiEdit struct{ fileDeps }
 
 type multiEditArgs struct {
 	Path  string     `json:"path"`
@@ -94,7 +93,7 @@ func (t *multiEdit) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 	if err := decodeArgs(raw, &args); err != nil {
 		return nil // Run says what is wrong with the arguments
 	}
-	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+	return precheckFile(t.fileDeps, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
 		data, _, err := w.loadForEdit(tg, guard, "multi_edit")
 		if err != nil {
 			return err
@@ -133,7 +132,7 @@ func (t *multiEdit) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	if len(args.Edits) == 0 || len(args.Edits) > maxMultiEdits {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "edits: give between 1 and %d edits", maxMultiEdits)
 	}
-	w, tg, guard, err := openFile(t.m, ctx, args.Path)
+	w, tg, guard, err := openFile(t.fileDeps, ctx, args.Path)
 	if err != nil {
 		return nil, err
 	}

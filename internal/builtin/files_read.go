@@ -20,7 +20,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -33,7 +32,7 @@ const (
 // http.DetectContentType sniffs from their first bytes.
 var readableImageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
-type readFile struct{ m *sandbox.Manager }
+type readFile struct{ fileDeps }
 
 type readFileArgs struct {
 	Path   string `json:"path"`
@@ -91,7 +90,7 @@ func (t *readFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 			return nil, tool.Errorf(tool.KindInvalidArgs, "limit %d: must be between 1 and %d", limit, readMaxLimit)
 		}
 	}
-	w, tg, guard, err := openFile(t.m, ctx, args.Path)
+	w, tg, guard, err := openFile(t.fileDeps, ctx, args.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -10,11 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
-type writeFile struct{ m *sandbox.Manager }
+type writeFile struct{ fileDeps }
 
 type writeFileArgs struct {
 	Path    string  `json:"path"`
@@ -62,7 +61,7 @@ func (t *writeFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	if args.Content == nil {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "content is required (use \"\" for an empty file)")
 	}
-	w, tg, guard, err := openFile(t.m, ctx, args.Path)
+	w, tg, guard, err := openFile(t.fileDeps, ctx, args.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +100,7 @@ func (t *writeFile) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 	if err := decodeArgs(raw, &args); err != nil {
 		return nil // Run says what is wrong with the arguments
 	}
-	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+	return precheckFile(t.fileDeps, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
 		_, _, err := w.mayReplace(tg, guard, "write_file")
 		return err
 	})
@@ -109,8 +108,8 @@ func (t *writeFile) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 
 // precheckFile opens the session's file tg names and runs check on it: the shared
 // part of the file tools' Prechecks. Nothing is written or recorded.
-func precheckFile(m *sandbox.Manager, ctx *tool.Context, path string, check func(w *fileRoot, tg fileTarget, guard *fileGuard) error) error {
-	w, tg, guard, err := openFile(m, ctx, path)
+func precheckFile(d fileDeps, ctx *tool.Context, path string, check func(w *fileRoot, tg fileTarget, guard *fileGuard) error) error {
+	w, tg, guard, err := openFile(d, ctx, path)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,14 @@
 package builtin
 
 import (
+	"context"
 	"crypto/sha256"
 	"io"
 	"io/fs"
 	"sync"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -34,31 +36,70 @@ func stampOf(fi fs.FileInfo, content []byte) fileStamp {
 	return s
 }
 
-// fileGuard enforces read-before-write for one session: a file that exists may only be
-// overwritten or edited when the session has read it (read_file, json_read, or an
-// earlier write or edit) and it has not changed on disk since. Files are keyed by their
-// physical absolute path, so two names of one file (a symlink and its target) share a
-// record.
-type fileGuard struct {
+// guardMemory is what one session's file guard remembers in this process, kept in the
+// session's tool.State. Files are keyed by their physical absolute path, so two names
+// of one file (a symlink and its target) share a record.
+type guardMemory struct {
 	mu   sync.Mutex
 	seen map[string]fileStamp
 }
 
-// guardFor returns the session's file guard, creating it on first use.
-func guardFor(ctx *tool.Context) (*fileGuard, error) {
+func (m *guardMemory) get(abs string) (fileStamp, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.seen[abs]
+	return s, ok
+}
+
+func (m *guardMemory) put(abs string, s fileStamp) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[abs] = s
+}
+
+// FileStamps shares what sessions' file guards have seen between the replicas of one
+// store (*store.Postgres has it): a session's calls may land on any replica, and a file
+// read through one must be writable through another.
+type FileStamps interface {
+	PutFileStamp(ctx context.Context, sessionID, path string, s store.FileStamp) error
+	GetFileStamp(ctx context.Context, sessionID, path string) (*store.FileStamp, error)
+}
+
+// fileGuard enforces read-before-write for one session, as one call sees it: a file
+// that exists may only be overwritten or edited when the session has read it
+// (read_file, json_read, or an earlier write or edit) and it has not changed on disk
+// since. With shared stamps, what the session saw through another replica counts too.
+type fileGuard struct {
+	mem     *guardMemory
+	ctx     context.Context
+	session string
+	shared  FileStamps // nil: this process's memory only
+}
+
+// guardFor returns the session's file guard for the call ctx, creating the session's
+// memory of it on first use.
+func guardFor(ctx *tool.Context, shared FileStamps) (*fileGuard, error) {
 	if ctx.Session == nil || ctx.Session.State == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "the call has no session state for the file guard")
 	}
-	return ctx.Session.State.LoadOrStore(fileGuardKey, func() any {
-		return &fileGuard{seen: map[string]fileStamp{}}
-	}).(*fileGuard), nil
+	mem := ctx.Session.State.LoadOrStore(fileGuardKey, func() any {
+		return &guardMemory{seen: map[string]fileStamp{}}
+	}).(*guardMemory)
+	return &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: shared}, nil
 }
 
-// record remembers that the session has seen abs as it is described by s.
+// record remembers that the session has seen abs as it is described by s, and shares
+// it. A stamp that cannot be shared costs only a refusal on another replica, which
+// asks the model to read the file again: the read or write that saw it stands.
 func (g *fileGuard) record(abs string, s fileStamp) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.seen[abs] = s
+	g.mem.put(abs, s)
+	if g.shared != nil && g.session != "" {
+		st := store.FileStamp{Size: s.size, ModTime: s.mtime}
+		if s.hashed {
+			st.SHA256 = s.sum[:]
+		}
+		_ = g.shared.PutFileStamp(context.WithoutCancel(g.ctx), g.session, abs, st)
+	}
 }
 
 // guardVerdict is the outcome of a check.
@@ -75,14 +116,46 @@ const (
 // (nil to give up on the hash, e.g. for files above maxGuardHash). A file whose size
 // differs from the one read has changed; one whose size matches is compared by its
 // SHA-256, so that a touch or a rewrite with identical content does not force a
-// re-read; files too large to hash fall back to the modification time.
+// re-read; files too large to hash fall back to the modification time. When this
+// process's memory refuses, the shared stamp decides: the session may have read the
+// file, or written it last, through another replica.
 func (g *fileGuard) check(abs string, fi fs.FileInfo, content func() ([]byte, error)) (guardVerdict, error) {
-	g.mu.Lock()
-	rec, ok := g.seen[abs]
-	g.mu.Unlock()
+	content = onceContent(content)
+	rec, ok := g.mem.get(abs)
+	v := guardUnread
+	if ok {
+		var err error
+		if v, err = g.compare(abs, rec, fi, content); err != nil || v == guardOK {
+			return v, err
+		}
+	}
+	if g.shared == nil || g.session == "" {
+		return v, nil
+	}
+	st, err := g.shared.GetFileStamp(g.ctx, g.session, abs)
+	if err != nil {
+		return v, nil // none, or the store cannot say: this replica's verdict stands
+	}
+	shared := fileStamp{size: st.Size, mtime: st.ModTime}
+	if len(st.SHA256) == sha256.Size {
+		copy(shared.sum[:], st.SHA256)
+		shared.hashed = true
+	}
+	if ok && shared.size == rec.size && shared.mtime.Equal(rec.mtime) && shared.sum == rec.sum && shared.hashed == rec.hashed {
+		return v, nil // what this replica saw
+	}
+	sv, err := g.compare(abs, shared, fi, content)
+	if err != nil || sv != guardOK {
+		// Read through another replica and changed since, said as such.
+		return max(v, sv), err
+	}
+	g.mem.put(abs, shared)
+	return guardOK, nil
+}
+
+// compare checks the file abs, whose current info is fi, against rec (see check).
+func (g *fileGuard) compare(abs string, rec fileStamp, fi fs.FileInfo, content func() ([]byte, error)) (guardVerdict, error) {
 	switch {
-	case !ok:
-		return guardUnread, nil
 	case rec.size != fi.Size():
 		return guardChanged, nil
 	case !rec.hashed || fi.Size() > maxGuardHash:
@@ -105,9 +178,27 @@ func (g *fileGuard) check(abs string, fi fs.FileInfo, content func() ([]byte, er
 		return guardChanged, nil
 	}
 	if !rec.mtime.Equal(fi.ModTime()) {
-		g.record(abs, stampOf(fi, data))
+		// Same content, touched: remember the new time here; sharing it would cost a
+		// write for what the hash already settles.
+		g.mem.put(abs, stampOf(fi, data))
 	}
 	return guardOK, nil
+}
+
+// onceContent calls content at most once, for check's two comparisons.
+func onceContent(content func() ([]byte, error)) func() ([]byte, error) {
+	var (
+		done bool
+		data []byte
+		err  error
+	)
+	return func() ([]byte, error) {
+		if !done {
+			data, err = content()
+			done = true
+		}
+		return data, err
+	}
 }
 
 // guardError is the is_error a refused write gets: kind denied, since nothing is wrong

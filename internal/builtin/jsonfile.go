@@ -9,14 +9,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // utf8BOM is kept in front of a document that had it.
 var utf8BOM = []byte("\xef\xbb\xbf")
 
-type jsonRead struct{ m *sandbox.Manager }
+type jsonRead struct{ fileDeps }
 
 type jsonReadArgs struct {
 	Path    string `json:"path"`
@@ -62,7 +61,7 @@ func (t *jsonRead) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if err != nil {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "%v", err)
 	}
-	w, tg, guard, err := openFile(t.m, ctx, args.Path)
+	w, tg, guard, err := openFile(t.fileDeps, ctx, args.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +128,7 @@ func parseJSONFile(tg fileTarget, data []byte, toolName string) (any, error) {
 	return doc, nil
 }
 
-type jsonWrite struct{ m *sandbox.Manager }
+type jsonWrite struct{ fileDeps }
 
 type jsonWriteArgs struct {
 	Path          string          `json:"path"`
@@ -176,7 +175,7 @@ func (t *jsonWrite) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 	if err := decodeArgs(raw, &args); err != nil {
 		return nil // Run says what is wrong with the arguments
 	}
-	return precheckFile(t.m, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
+	return precheckFile(t.fileDeps, ctx, args.Path, func(w *fileRoot, tg fileTarget, guard *fileGuard) error {
 		fi, err := w.stat(tg)
 		if err != nil || fi == nil {
 			return err
@@ -205,7 +204,7 @@ func (t *jsonWrite) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	if err != nil {
 		return nil, tool.Errorf(tool.KindInvalidArgs, "value: %v", err)
 	}
-	w, tg, guard, err := openFile(t.m, ctx, args.Path)
+	w, tg, guard, err := openFile(t.fileDeps, ctx, args.Path)
 	if err != nil {
 		return nil, err
 	}

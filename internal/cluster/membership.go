@@ -130,6 +130,15 @@ func (m *Membership) loop(ctx context.Context) {
 			if fenced {
 				m.log.Warn("replica heartbeat works again; this replica runs calls again", "replica_id", m.cfg.ReplicaID)
 				fenced = false
+			} else if since := sent.Sub(lastOK); since > m.cfg.Lease && m.cfg.Fence != nil {
+				// No heartbeat failed, yet none was sent for longer than the lease: the
+				// process was stopped (SIGSTOP, a frozen VM) or starved. The others have
+				// failed its calls meanwhile and closed its session locks, so the calls
+				// it was running must stop, as when fenced.
+				n := m.cfg.Fence()
+				m.log.Error("FENCED: this replica sent no heartbeat for longer than its lease (the process was stopped or starved); "+
+					"the other replicas failed its calls, so it cancelled the calls it was running", "replica_id", m.cfg.ReplicaID,
+					"lease", m.cfg.Lease.String(), "since_last_heartbeat", since.Round(time.Millisecond).String(), "cancelled_calls", n)
 			}
 			lastOK = sent
 		default:

@@ -21,5 +21,10 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The call's output is in the data_dir of the replica that runs it: followed
+	// from here it would have no tool_progress.
+	if s.forwardToOwner(w, r, rec, s.callEvents) {
+		return
+	}
 	s.streamBatch(w, r, f, stream{followed: []*store.Call{rec}})
 }

@@ -88,8 +88,8 @@ func (s *Server) forwardToOwner(w http.ResponseWriter, r *http.Request, rec *sto
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
-			s.log.Warn("forwarding a progress read to the call's replica failed; answering here", "call_id", rec.ID,
-				"owner", rec.Owner, "address", rep.Address, "err", err)
+			s.log.Warn("forwarding a request to the call's replica failed; answering here", "call_id", rec.ID,
+				"owner", rec.Owner, "address", rep.Address, "method", r.Method, "path", r.URL.Path, "err", err)
 			local(w, r)
 		},
 	}

@@ -96,7 +96,7 @@ func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sess.Interrupt(req.Message)
+	s.Sessions.Interrupt(r.Context(), sess, req.Message)
 	writeJSON(w, http.StatusOK, map[string]any{"session_id": sess.ID, "interrupted": true, "message": req.Message})
 }
 

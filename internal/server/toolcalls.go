@@ -284,9 +284,10 @@ func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toCallList(calls, p.Limit))
 }
 
-// cancelToolCall cancels a call of this process that has not finished: a running one
-// is stopped, one still waiting to start (its turn, the session's lock, a decision)
-// never runs. Its stream then gets a cancelled result.
+// cancelToolCall cancels a call that has not finished: a running one is stopped, one
+// still waiting to start (its turn, the session's lock, a decision) never runs. Its
+// stream then gets a cancelled result. A call another replica runs is cancelled there:
+// behind a Service the cancel lands on any replica.
 func (s *Server) cancelToolCall(w http.ResponseWriter, r *http.Request) {
 	c, err := s.call(r)
 	if err != nil {
@@ -297,11 +298,19 @@ func (s *Server) cancelToolCall(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeConflict, "the call has already finished ("+string(c.Status)+")"))
 		return
 	}
-	if !s.Exec.Cancel(c.ID) {
-		s.writeError(w, r, errorf(CodeConflict, "the call is "+string(c.Status)+" but not in this process"))
+	if s.Exec.Cancel(c.ID) {
+		writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "cancelled": true})
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "cancelled": true})
+	if s.forwardToOwner(w, r, c, s.cancelToolCall) {
+		return
+	}
+	msg := "the call is " + string(c.Status) + " but not in this process"
+	if rs := s.Replicas; rs != nil && c.Owner != "" && c.Owner != rs.Self {
+		msg = "the call is " + string(c.Status) + " on replica " + c.Owner + ", which could not be reached to cancel it" +
+			" (if that replica stopped, its calls are marked failed once its lease runs out)"
+	}
+	s.writeError(w, r, errorf(CodeConflict, msg))
 }
 
 type inputRequest struct {

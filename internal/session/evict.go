@@ -154,7 +154,7 @@ func (m *Manager) Live() int {
 // Start runs the sweeper: every quarter of the idle timeout (at most every minute) and
 // whenever MaxLive is passed, it evicts; without an idle timeout or a cap it does not.
 // With a notifier (UseNotifier) it also listens for other replicas' changes to
-// sessions. Stop ends it.
+// sessions and interrupts of them. Stop ends it.
 func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 	evicting := m.cfg.IdleTimeout != 0 || m.cfg.MaxLive != 0
 	if !evicting && m.notifier == nil {
@@ -171,10 +171,13 @@ func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 	ctx, m.stop = context.WithCancel(ctx)
 	m.done = make(chan struct{})
 	// Subscribed before Start returns: no change made after it is missed.
-	var changes <-chan string
+	var changes, interrupts <-chan string
 	unsubscribe := func() {}
 	if m.notifier != nil {
-		changes, unsubscribe = m.notifier.Subscribe(TopicSession)
+		var stopChanges, stopInterrupts func()
+		changes, stopChanges = m.notifier.Subscribe(TopicSession)
+		interrupts, stopInterrupts = m.notifier.Subscribe(TopicInterrupt)
+		unsubscribe = func() { stopChanges(); stopInterrupts() }
 	}
 	var tick <-chan time.Time
 	var ticker *time.Ticker
@@ -197,6 +200,13 @@ func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 					changes = nil
 				} else {
 					m.heard(payload)
+				}
+				continue
+			case payload, ok := <-interrupts:
+				if !ok {
+					interrupts = nil
+				} else {
+					m.heardInterrupt(payload)
 				}
 				continue
 			case <-tick:

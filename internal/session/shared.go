@@ -30,6 +30,45 @@ import (
 // session id and the replica that changed it, separated by a space.
 const TopicSession = "session"
 
+// TopicInterrupt is notified when a session is interrupted (Manager.Interrupt); the
+// payload is the session id, the replica that took the interrupt and its message,
+// separated by spaces (the message, which may hold spaces, last).
+const TopicInterrupt = "session_interrupt"
+
+// maxInterruptNotice is how much of an interrupt's message reaches the other
+// replicas: a notification holds less than 8000 bytes.
+const maxInterruptNotice = 4 << 10
+
+// Interrupt makes every batch of the session running now skip the calls it has not
+// started yet, here and, through the notifier, on the other replicas: behind a
+// Service the interrupt lands on any replica, not on the one running the batch. A
+// notification can be lost (see store.Notifier); an interrupt is not retried.
+func (m *Manager) Interrupt(ctx context.Context, s *Session, message string) {
+	s.Interrupt(message)
+	if m.notifier == nil {
+		return
+	}
+	if len(message) > maxInterruptNotice {
+		message = strings.ToValidUTF8(message[:maxInterruptNotice], "")
+	}
+	_ = m.notifier.Notify(context.WithoutCancel(ctx), TopicInterrupt, s.ID+" "+m.replica+" "+message)
+}
+
+// heardInterrupt interrupts the live session another replica's notification names.
+func (m *Manager) heardInterrupt(payload string) {
+	id, rest, _ := strings.Cut(payload, " ")
+	replica, message, _ := strings.Cut(rest, " ")
+	if id == "" || replica == m.replica {
+		return // a resynchronisation (nothing to redo), or this process's own
+	}
+	m.mu.Lock()
+	s, ok := m.live[id]
+	m.mu.Unlock()
+	if ok {
+		s.Interrupt(message)
+	}
+}
+
 // UseNotifier makes the manager tell other replicas of its changes to sessions and
 // listen for theirs (from Start); replica names this process. Call it before Start.
 func (m *Manager) UseNotifier(n store.Notifier, replica string) {

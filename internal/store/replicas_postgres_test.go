@@ -165,12 +165,12 @@ func TestSessionLocksAcrossPools(t *testing.T) {
 	t.Parallel()
 	u := pgtest.URL(t)
 	ctx := t.Context()
-	a, err := store.NewPGSessionLocks(ctx, u, 2)
+	a, err := store.NewPGSessionLocks(ctx, u, 2, "replica-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	b, err := store.NewPGSessionLocks(ctx, u, 2)
+	b, err := store.NewPGSessionLocks(ctx, u, 2, "replica-b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,5 +250,96 @@ func TestJobOwners(t *testing.T) {
 	}
 	if err := s.RecordJob(ctx, &store.Job{ID: "job_4", SessionID: "ses_1", Tenant: "t", Owner: "never-seen"}); err == nil {
 		t.Fatal("a job of a replica that never heartbeated was recorded")
+	}
+}
+
+// TestExpireReplicasFreesTheirSessionLocks: a replica that stops answering without
+// closing its connections (a frozen process, a lost node) keeps its session locks for
+// as long as PostgreSQL keeps those connections. Once its lease runs out, the sweep
+// that fails its calls also closes its lock connections, so that the session's next
+// unsafe call on a survivor runs; the survivors' own locks are untouched.
+func TestExpireReplicasFreesTheirSessionLocks(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := store.OpenPostgres(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	frozen, err := store.NewPGSessionLocks(ctx, u, 2, "frozen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(frozen.Close)
+	alive, err := store.NewPGSessionLocks(ctx, u, 2, "alive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(alive.Close)
+	for _, id := range []string{"frozen", "alive"} {
+		if err := s.Heartbeat(ctx, id, "http://"+id+":8080", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateSession(ctx, &store.Session{ID: "ses_1", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteCalls(ctx, []*store.Call{{ID: "tc_frozen", SessionID: "ses_1", Tenant: "t", ToolCallID: "x", Name: "x",
+		Status: store.CallRunning, Owner: "frozen"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The frozen replica holds ses_1's lock for its running call and never lets go
+	// (its unlock, when the test ends, finds the connection closed).
+	frozenUnlock, err := frozen.LockSession(ctx, "ses_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozenUnlock()
+	heldByAlive, err := alive.LockSession(ctx, "ses_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heldByAlive()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := alive.LockSession(short, "ses_1"); err == nil {
+		t.Fatal("ses_1's lock was free while the frozen replica held it")
+	}
+	cancel()
+
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// Its last heartbeat was a second ago, after it opened its lock connection, and
+	// its lease is half a second.
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := conn.Exec(ctx, `UPDATE replicas SET last_seen = now() - interval '1 second' WHERE id = 'frozen'`); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := s.ExpireReplicas(ctx, "alive", 500*time.Millisecond, func(owner string, started bool) *tool.Result {
+		return tool.ErrorResult(tool.KindFailed, "%s stopped", owner)
+	})
+	if err != nil || len(expired) != 1 {
+		t.Fatalf("ExpireReplicas = %v, %v", expired, err)
+	}
+	within, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	unlock, err := alive.LockSession(within, "ses_1")
+	if err != nil {
+		t.Fatalf("ses_1's lock after the frozen replica's calls were failed: %v", err)
+	}
+	unlock()
+	// The survivor's own lock connection is still there, still holding ses_2.
+	other, err := store.NewPGSessionLocks(ctx, u, 1, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	short, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := other.LockSession(short, "ses_2"); err == nil {
+		t.Fatal("the survivor's lock on ses_2 was released too")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,8 +26,18 @@ type PGSessionLocks struct {
 // for a connection.
 const DefaultSessionLockConns = 32
 
-// NewPGSessionLocks connects a pool of at most maxConns connections (0: the default).
-func NewPGSessionLocks(ctx context.Context, url string, maxConns int) (*PGSessionLocks, error) {
+// lockConnName is the SQL expression of the application_name of replica $1's lock
+// connections: the survivors find them by it (ExpireReplicas). It names the schema
+// (hashed: tests isolated by schema share a database) and the replica, within the 63
+// bytes PostgreSQL keeps.
+const lockConnName = `left('toolserverd-locks ' || left(md5(current_schema() || '/' || $1), 8) || ' ' || $1, 63)`
+
+// NewPGSessionLocks connects a pool of at most maxConns connections (0: the default)
+// for the replica named replicaID. Its connections are named after the replica, so
+// that when the replica stops answering (a frozen process, a lost node, whose
+// connections PostgreSQL keeps open for as long as TCP keepalive takes: two hours by
+// default) the others can close them and free the sessions it held.
+func NewPGSessionLocks(ctx context.Context, url string, maxConns int, replicaID string) (*PGSessionLocks, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: session locks: %w", err)
@@ -36,6 +47,10 @@ func NewPGSessionLocks(ctx context.Context, url string, maxConns int) (*PGSessio
 	}
 	cfg.MaxConns = int32(min(maxConns, 1<<20))
 	cfg.MinConns = 0
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `SELECT set_config('application_name', `+lockConnName+`, false)`, replicaID)
+		return err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: session locks: %w", err)

@@ -1,0 +1,28 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// FileStamp is what a session's file tools saw of a file: its size, its modification
+// time and, when they read it whole, the SHA-256 of its content (nil otherwise).
+type FileStamp struct {
+	Size    int64
+	ModTime time.Time
+	SHA256  []byte
+}
+
+// FileStampStore keeps the file stamps of sessions, so that a file one replica's
+// read_file saw may be replaced by a write_file the session sends to another. Only
+// PostgreSQL has it, like JobStore: on one machine every call of a session is in the
+// one process, whose memory holds its stamps. A session's stamps go with it
+// (retention).
+type FileStampStore interface {
+	// PutFileStamp records the stamp of path (the file's physical absolute path) for
+	// the session, replacing the one there was. It fails with ErrInvalid when the
+	// session or path is empty.
+	PutFileStamp(ctx context.Context, sessionID, path string, s FileStamp) error
+	// GetFileStamp returns ErrNotFound when the session has no stamp of path.
+	GetFileStamp(ctx context.Context, sessionID, path string) (*FileStamp, error)
+}
