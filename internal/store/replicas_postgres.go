@@ -66,6 +66,7 @@ func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.D
 		return nil, fmt.Errorf("store: expire replicas: %w", err)
 	}
 	var out []ExpiredCall
+	var lockErrs error
 	for _, owner := range stale {
 		res, notRun := result(owner, true), result(owner, false)
 		var enc, encNotRun []byte
@@ -100,11 +101,17 @@ func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.D
 		for _, id := range ids {
 			out = append(out, ExpiredCall{ID: id, Owner: owner})
 		}
+		// Its background jobs died with it: their calls' output is over.
+		if _, err := p.pool.Exec(ctx, `UPDATE tool_calls SET output_open = FALSE WHERE owner = $1 AND output_open
+			AND EXISTS (SELECT 1 FROM replicas WHERE id = $1 AND last_seen < now() - $2 * interval '1 microsecond')`,
+			owner, leaseUS); err != nil {
+			return out, fmt.Errorf("store: close the output of calls of %s: %w", owner, err)
+		}
 		// Its session locks: advisory locks die with their connections, which
 		// PostgreSQL keeps for a process that stopped answering without closing them
 		// (frozen, its node lost) until TCP keepalive gives up, two hours by default,
 		// while its sessions' next unsafe calls wait. Its lock connections are closed
-		// once its calls are failed. Only connections opened before its lease ran out
+		// once its calls are failed and its jobs' output closed. Only connections opened before its lease ran out
 		// from its last heartbeat: a process that took its id since opened its own
 		// after that.
 		if _, err := p.pool.Exec(ctx, `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a, replicas r
@@ -112,20 +119,16 @@ func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.D
 			AND a.datname = current_database() AND a.pid <> pg_backend_pid()
 			AND a.application_name = `+lockConnName+`
 			AND a.backend_start < r.last_seen + $2 * interval '1 microsecond'`, owner, leaseUS); err != nil {
-			return out, fmt.Errorf("store: close the session locks of %s: %w", owner, err)
-		}
-		// Its background jobs died with it: their calls' output is over.
-		if _, err := p.pool.Exec(ctx, `UPDATE tool_calls SET output_open = FALSE WHERE owner = $1 AND output_open
-			AND EXISTS (SELECT 1 FROM replicas WHERE id = $1 AND last_seen < now() - $2 * interval '1 microsecond')`,
-			owner, leaseUS); err != nil {
-			return out, fmt.Errorf("store: close the output of calls of %s: %w", owner, err)
+			// Not a reason to leave the rest undone: PostgreSQL refuses to end
+			// another role's connections (replicas connecting as different users).
+			lockErrs = errors.Join(lockErrs, fmt.Errorf("store: close the session locks of %s: %w", owner, err))
 		}
 	}
 	if _, err := p.pool.Exec(ctx, `DELETE FROM replicas r WHERE last_seen < now() - $1 * interval '1 microsecond'
 		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))
 		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.output_open)`,
 		replicaRetention.Microseconds()); err != nil {
-		return out, fmt.Errorf("store: forget old replicas: %w", err)
+		return out, errors.Join(lockErrs, fmt.Errorf("store: forget old replicas: %w", err))
 	}
-	return out, nil
+	return out, lockErrs
 }
