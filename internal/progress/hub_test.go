@@ -291,7 +291,7 @@ func TestDisabledHubDoesNothing(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	valid := DefaultConfig()
-	valid.Dir = "/tmp/x"
+	valid.Dir = t.TempDir()
 	cases := []struct {
 		name string
 		edit func(*Config)
