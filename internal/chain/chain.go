@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +40,7 @@ func Tools(p Policy, store *Artifacts) ([]tool.Tool, error) {
 type chainTool struct {
 	policy Policy
 	store  *Artifacts
+	heap   heapProbe // shared by the chains' memory guards
 }
 
 func (t *chainTool) Spec() tool.Spec {
@@ -115,14 +115,25 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	defer cancel()
 	r := &run{t: t, tc: tc, ctx: ctx, trace: []traceEntry{}}
 	r.thread = &starlark.Thread{Name: ToolName, Print: r.print}
-	r.thread.SetMaxExecutionSteps(t.policy.MaxSteps)
+	guard := &memoryGuard{limit: t.policy.MaxMemoryBytes, probe: &t.heap, thread: r.thread, stop: func(msg string) {
+		r.fail(tool.KindFailed, msg)
+		r.thread.Cancel("too much memory")
+	}}
+	// The step limit is reached at every step, so that the memory guard can hold the
+	// script between two steps while it measures the heap.
+	r.thread.SetMaxExecutionSteps(1)
 	r.thread.OnMaxSteps = func(th *starlark.Thread) {
-		r.fail(tool.KindFailed, fmt.Sprintf("the script exceeded %d execution steps (an endless loop?) and was stopped", t.policy.MaxSteps))
-		th.Cancel("too many execution steps")
+		if th.Steps >= t.policy.MaxSteps {
+			r.fail(tool.KindFailed, fmt.Sprintf("the script exceeded %d execution steps (an endless loop?) and was stopped", t.policy.MaxSteps))
+			th.Cancel("too many execution steps")
+			return
+		}
+		guard.atStep()
+		th.SetMaxExecutionSteps(th.Steps + 1)
 	}
 	stop := context.AfterFunc(ctx, func() { r.thread.Cancel("the chain was stopped: " + r.ctxReason()) })
 	defer stop()
-	defer r.watchMemory(t.policy.MaxMemoryBytes)()
+	defer guard.start()()
 
 	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true, Set: true},
 		r.thread, "script.star", args.Script, r.predeclared())
@@ -207,47 +218,6 @@ func (r *run) fail(kind tool.ErrorKind, msg string) {
 	if r.failure == nil {
 		r.failure = &outcomeError{Kind: kind, Message: msg}
 	}
-}
-
-// readLiveHeap is the live heap as of the last garbage collection.
-func readLiveHeap() int64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return int64(s[0].Value.Uint64())
-}
-
-// watchMemory stops the script when the daemon's live heap has grown by more than
-// limit since it started: Starlark bounds steps, not bytes, and a script keeping what
-// it builds (strings doubled in a loop, a list of copies) would take the daemon's
-// memory. The live heap is measured at each garbage collection (a runaway script
-// makes them happen) and is the whole process's, so the limit is a guard against a
-// runaway, not an exact account. The returned function ends the watch.
-func (r *run) watchMemory(limit int64) (stop func()) {
-	if limit <= 0 {
-		return func() {}
-	}
-	base := readLiveHeap()
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			if grown := readLiveHeap() - base; grown > limit {
-				r.fail(tool.KindFailed, fmt.Sprintf("the script kept more than %d MiB in memory (chain.max_memory_bytes) and was stopped", limit>>20))
-				r.thread.Cancel("too much memory")
-				return
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 func (r *run) ctxReason() string {

@@ -1,0 +1,160 @@
+package chain
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.starlark.net/starlark"
+)
+
+// How the memory guard watches a script. Starlark counts steps, not bytes, and the heap
+// is the whole process's, so the guard works from the runtime's counters:
+//
+//   - the bytes allocated since the last measurement bound how much the script can have
+//     kept since then (it cannot keep more than the process allocated);
+//   - when they could have taken the script past its limit, the script is paused at its
+//     next step and a garbage collection measures the live heap: garbage, the other
+//     sessions' included, does not count, and the script is stopped only when the live
+//     heap has really grown past the limit.
+//
+// One step is never interrupted, so a single operation that allocates a lot at once
+// (`[0] * n`, `s.replace(a, s)`) still allocates it whole before the script is stopped.
+const (
+	// memoryPoll is how often a running script's allocation is read.
+	memoryPoll = time.Millisecond
+	// minForcedGCInterval spaces the collections the guards force, for the whole
+	// process: under another session's allocation a script with a small limit would
+	// otherwise force one per limit's worth of the process's garbage.
+	minForcedGCInterval = 20 * time.Millisecond
+)
+
+// heapSample is one reading of the runtime's heap counters.
+type heapSample struct {
+	allocs uint64 // bytes allocated since the process started
+	live   uint64 // live heap as of the last finished collection
+	cycles uint64 // collections finished
+}
+
+func readHeap() heapSample {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	u := func(i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	return heapSample{allocs: u(0), live: u(1), cycles: u(2)}
+}
+
+// heapProbe forces the collections that measure the live heap, one at a time for the
+// whole process (one per chainTool, which the daemon makes once).
+type heapProbe struct {
+	mu   sync.Mutex
+	last time.Time // when the last forced collection ended
+}
+
+// measure returns the heap after a collection that finished after seen was read: one
+// another guard forced meanwhile serves, else it forces one.
+func (h *heapProbe) measure(seen heapSample) heapSample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := readHeap(); s.cycles > seen.cycles {
+		return s
+	}
+	if wait := minForcedGCInterval - time.Since(h.last); wait > 0 {
+		time.Sleep(wait)
+		if s := readHeap(); s.cycles > seen.cycles {
+			return s
+		}
+	}
+	runtime.GC()
+	h.last = time.Now()
+	return readHeap()
+}
+
+// memoryGuard stops a script whose live heap grows past its limit.
+type memoryGuard struct {
+	limit  int64
+	probe  *heapProbe
+	thread *starlark.Thread
+	stop   func(msg string) // records why and cancels the thread
+
+	// pause is non-nil while a measurement is under way: the script waits for it to be
+	// closed at its next step, so it cannot keep allocating while the heap is measured.
+	pause atomic.Pointer[chan struct{}]
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// atStep is called by the interpreter before each step (through OnMaxSteps).
+func (g *memoryGuard) atStep() {
+	if ch := g.pause.Load(); ch != nil {
+		<-*ch
+	}
+}
+
+// start watches until end is called.
+func (g *memoryGuard) start() (end func()) {
+	if g.limit <= 0 {
+		return func() {}
+	}
+	g.done = make(chan struct{})
+	g.wg.Add(1)
+	go g.watch()
+	return func() {
+		close(g.done)
+		g.wg.Wait()
+	}
+}
+
+func (g *memoryGuard) watch() {
+	defer g.wg.Done()
+	start := readHeap()
+	base := int64(start.live)
+	ref := start // the last sample whose live heap is known to be current
+	t := time.NewTicker(memoryPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.done:
+			return
+		case <-t.C:
+		}
+		s := readHeap()
+		if s.cycles != ref.cycles {
+			// A collection finished: its live heap counts what was allocated until about now.
+			ref = s
+		}
+		if g.over(int64(s.live) - base) {
+			return
+		}
+		// Even if the script kept all the process allocated since ref, is it within?
+		if int64(ref.live)-base+int64(s.allocs-ref.allocs) <= g.limit {
+			continue
+		}
+		ch := make(chan struct{})
+		g.pause.Store(&ch)
+		ref = g.probe.measure(s)
+		stopped := g.over(int64(ref.live) - base) // before the script takes its next step
+		g.pause.Store(nil)
+		close(ch)
+		if stopped {
+			return
+		}
+	}
+}
+
+// over stops the script when grown passes the limit.
+func (g *memoryGuard) over(grown int64) bool {
+	if grown <= g.limit {
+		return false
+	}
+	g.stop(fmt.Sprintf("the script kept more than %d MiB in memory (chain.max_memory_bytes) and was stopped", g.limit>>20))
+	return true
+}
