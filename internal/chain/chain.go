@@ -115,22 +115,14 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	defer cancel()
 	r := &run{t: t, tc: tc, ctx: ctx, trace: []traceEntry{}}
 	r.thread = &starlark.Thread{Name: ToolName, Print: r.print}
-	guard := &memoryGuard{limit: t.policy.MaxMemoryBytes, probe: &t.heap, thread: r.thread, stop: func(msg string) {
+	guard := &memoryGuard{limit: t.policy.MaxMemoryBytes, probe: &t.heap, stop: func(msg string) {
 		r.fail(tool.KindFailed, msg)
 		r.thread.Cancel("too much memory")
 	}}
-	// The step limit is reached at every step, so that the memory guard can hold the
-	// script between two steps while it measures the heap.
-	r.thread.SetMaxExecutionSteps(1)
-	r.thread.OnMaxSteps = func(th *starlark.Thread) {
-		if th.Steps >= t.policy.MaxSteps {
-			r.fail(tool.KindFailed, fmt.Sprintf("the script exceeded %d execution steps (an endless loop?) and was stopped", t.policy.MaxSteps))
-			th.Cancel("too many execution steps")
-			return
-		}
-		guard.atStep()
-		th.SetMaxExecutionSteps(th.Steps + 1)
-	}
+	guard.install(r.thread, t.policy.MaxSteps, func(th *starlark.Thread) {
+		r.fail(tool.KindFailed, fmt.Sprintf("the script exceeded %d execution steps (an endless loop?) and was stopped", t.policy.MaxSteps))
+		th.Cancel("too many execution steps")
+	})
 	stop := context.AfterFunc(ctx, func() { r.thread.Cancel("the chain was stopped: " + r.ctxReason()) })
 	defer stop()
 	defer guard.start()()
@@ -275,16 +267,7 @@ func init() {
 // predeclared holds the builtins and one function per tool of the session whose name
 // is a valid identifier that shadows nothing.
 func (r *run) predeclared() starlark.StringDict {
-	d := starlark.StringDict{
-		"call": starlark.NewBuiltin("call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return r.named(b, args, kw, false)
-		}),
-		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return r.named(b, args, kw, true)
-		}),
-		"json":   starjson.Module,
-		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
-	}
+	d := r.builtins()
 	if r.tc.Session.Tools == nil {
 		return d
 	}
@@ -298,6 +281,24 @@ func (r *run) predeclared() starlark.StringDict {
 			}
 			return r.call(name, kw, false)
 		})
+	}
+	return d
+}
+
+// builtins are the functions every script has besides the session's tools.
+func (r *run) builtins() starlark.StringDict {
+	d := starlark.StringDict{
+		"call": starlark.NewBuiltin("call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return r.named(b, args, kw, false)
+		}),
+		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return r.named(b, args, kw, true)
+		}),
+		"json":   starjson.Module,
+		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
+	}
+	if r.t.policy.MaxMemoryBytes > 0 {
+		d["range"] = boundedRange(r.t.policy.MaxMemoryBytes / bytesPerRangeElement)
 	}
 	return d
 }

@@ -25,7 +25,7 @@ import (
 // (`[0] * n`, `s.replace(a, s)`) still allocates it whole before the script is stopped.
 const (
 	// memoryPoll is how often a running script's allocation is read.
-	memoryPoll = time.Millisecond
+	memoryPoll = 2 * time.Millisecond
 	// minForcedGCInterval spaces the collections the guards force, for the whole
 	// process: under another session's allocation a script with a small limit would
 	// otherwise force one per limit's worth of the process's garbage.
@@ -79,10 +79,9 @@ func (h *heapProbe) measure(seen heapSample) heapSample {
 
 // memoryGuard stops a script whose live heap grows past its limit.
 type memoryGuard struct {
-	limit  int64
-	probe  *heapProbe
-	thread *starlark.Thread
-	stop   func(msg string) // records why and cancels the thread
+	limit int64
+	probe *heapProbe
+	stop  func(msg string) // records why and cancels the thread
 
 	// pause is non-nil while a measurement is under way: the script waits for it to be
 	// closed at its next step, so it cannot keep allocating while the heap is measured.
@@ -92,10 +91,20 @@ type memoryGuard struct {
 	wg   sync.WaitGroup
 }
 
-// atStep is called by the interpreter before each step (through OnMaxSteps).
-func (g *memoryGuard) atStep() {
-	if ch := g.pause.Load(); ch != nil {
-		<-*ch
+// install makes th stop at maxSteps, calling onMaxSteps, and wait at each step while
+// the guard measures the heap: the step limit is reached at every step (Starlark's only
+// hook between steps) and moved on by one.
+func (g *memoryGuard) install(th *starlark.Thread, maxSteps uint64, onMaxSteps func(*starlark.Thread)) {
+	th.SetMaxExecutionSteps(1)
+	th.OnMaxSteps = func(th *starlark.Thread) {
+		if th.Steps >= maxSteps {
+			onMaxSteps(th)
+			return
+		}
+		if ch := g.pause.Load(); ch != nil {
+			<-*ch
+		}
+		th.SetMaxExecutionSteps(th.Steps + 1)
 	}
 }
 
@@ -157,4 +166,27 @@ func (g *memoryGuard) over(grown int64) bool {
 	}
 	g.stop(fmt.Sprintf("the script kept more than %d MiB in memory (chain.max_memory_bytes) and was stopped", g.limit>>20))
 	return true
+}
+
+// bytesPerRangeElement is about what an element of a range costs once a builtin makes
+// the range whole in one step: a list slot is 16 bytes, dict(zip(range(n), range(n)))
+// about 130.
+const bytesPerRangeElement = 64
+
+// boundedRange is Starlark's range refusing more than max elements. list(range(n)),
+// sorted, reversed and zip make a range whole within one step, which the memory guard
+// cannot interrupt: list(range(1 << 40)) asked the runtime for 16 TiB at once, and a Go
+// program that cannot have the memory it asks for dies, with every session's calls.
+func boundedRange(max int64) *starlark.Builtin {
+	universal := starlark.Universe["range"].(*starlark.Builtin)
+	return starlark.NewBuiltin("range", func(th *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		v, err := universal.CallInternal(th, args, kw)
+		if err != nil {
+			return nil, err
+		}
+		if n := starlark.Len(v); int64(n) > max {
+			return nil, fmt.Errorf("a range of %d elements is more than a chain may make (%d, from chain.max_memory_bytes)", n, max)
+		}
+		return v, nil
+	})
 }
