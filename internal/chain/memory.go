@@ -124,9 +124,12 @@ func (g *memoryGuard) start() (end func()) {
 
 func (g *memoryGuard) watch() {
 	defer g.wg.Done()
-	start := readHeap()
-	base := int64(start.live)
-	ref := start // the last sample whose live heap is known to be current
+	prev := readHeap()
+	base := int64(prev.live)
+	// ref is the last known live heap, and the allocation counter as it was at some
+	// point before that heap was measured: what was allocated since may be kept on top
+	// of it (counted twice at worst, which costs a measurement, never a wrong stop).
+	ref := prev
 	t := time.NewTicker(memoryPoll)
 	defer t.Stop()
 	for {
@@ -137,9 +140,11 @@ func (g *memoryGuard) watch() {
 		}
 		s := readHeap()
 		if s.cycles != ref.cycles {
-			// A collection finished: its live heap counts what was allocated until about now.
-			ref = s
+			// A collection finished since prev was read (the script may have made a
+			// large value right after it: the allocation counted since prev covers it).
+			ref = heapSample{allocs: prev.allocs, live: s.live, cycles: s.cycles}
 		}
+		prev = s
 		if g.over(int64(s.live) - base) {
 			return
 		}
@@ -149,13 +154,15 @@ func (g *memoryGuard) watch() {
 		}
 		ch := make(chan struct{})
 		g.pause.Store(&ch)
-		ref = g.probe.measure(s)
-		stopped := g.over(int64(ref.live) - base) // before the script takes its next step
+		m := g.probe.measure(s)
+		stopped := g.over(int64(m.live) - base) // before the script takes its next step
 		g.pause.Store(nil)
 		close(ch)
 		if stopped {
 			return
 		}
+		ref = heapSample{allocs: s.allocs, live: m.live, cycles: m.cycles}
+		prev = heapSample{allocs: s.allocs, live: m.live, cycles: m.cycles}
 	}
 }
 
