@@ -54,8 +54,9 @@ If a tool call fails, the script stops with an error naming the tool and the err
 A result larger than %d bytes is not passed inline: you get {"artifact": "art_…", "bytes": N, "preview": "…"}; read it with artifact_read(ref, offset, limit).
 Output: what the script print()s, and the value of a global named result if the script sets one (it must be JSON-encodable). json.encode and json.decode are available; there is no file, network or clock access except through tools.
 The answer always holds call_trace: every tool call the script made, in order, with its call_id, argument digest, status and duration, even when the script failed midway. Read it before retrying, so that you do not repeat a call that already had an effect.
-Each call is checked, approved and recorded like a direct call (calls the session may not make are refused; risky ones may wait for a person's approval, up to %s). Limits: %d tool calls, %s per call, %s in total, %d execution steps. while loops, if/for at top level and global reassignment are allowed. tool_chain itself, hosted tools and tools that wait for an answer from outside cannot be called from a chain.`,
-			p.MaxInlineResultBytes, p.ApprovalTimeout, p.MaxToolCalls, p.CallTimeout, p.TotalTimeout, p.MaxSteps),
+Each call is checked, approved and recorded like a direct call (calls the session may not make are refused; risky ones may wait for a person's approval, up to %s). Limits: %d tool calls, %s per call, %s in total, %d execution steps, %d MiB of memory kept (a range has at most %d elements). while loops, if/for at top level and global reassignment are allowed. tool_chain itself, hosted tools and tools that wait for an answer from outside cannot be called from a chain.`,
+			p.MaxInlineResultBytes, p.ApprovalTimeout, p.MaxToolCalls, p.CallTimeout, p.TotalTimeout, p.MaxSteps,
+			p.MaxMemoryBytes>>20, p.MaxMemoryBytes/bytesPerRangeElement),
 		Parameters: json.RawMessage(`{"type":"object","properties":{"script":{"type":"string","minLength":1,` +
 			`"description":"the Starlark script; tools are functions taking keyword arguments, e.g. r = read_file(path=\"a.txt\")"}},` +
 			`"required":["script"],"additionalProperties":false}`),

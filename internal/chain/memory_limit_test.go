@@ -94,26 +94,26 @@ func TestChainMemoryUnrelatedGarbage(t *testing.T) {
 	})
 	sess := e.session("tool_chain", "t_*")
 
-	// Another session's work: 4 MiB of garbage at a time, for as long as the script runs.
+	// Another session's work: 4 MiB of garbage every millisecond (up to 1 GiB) while the
+	// script runs.
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	var allocated atomic.Int64
 	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
+		for allocated.Load() < 1<<30 {
 			b := make([]byte, 4<<20)
 			b[len(b)-1] = 1
 			runtime.KeepAlive(b)
 			allocated.Add(int64(len(b)))
-			time.Sleep(100 * time.Microsecond)
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
 		}
 	})
 	// About 3 MiB kept, in small steps, for a few hundred milliseconds.
-	r := e.chain(sess, "d = {}\nfor i in range(100000):\n    d[i % 20000] = 'v%d' % i\nresult = len(d)\n")
+	r := e.chain(sess, "d = {}\nfor i in range(300000):\n    d[i % 20000] = 'v%d' % i\nresult = len(d)\n")
 	close(done)
 	wg.Wait()
 	if r.IsError {
