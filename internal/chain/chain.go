@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +40,7 @@ func Tools(p Policy, store *Artifacts) ([]tool.Tool, error) {
 type chainTool struct {
 	policy Policy
 	store  *Artifacts
+	heap   heapProbe // shared by the chains' memory guards
 }
 
 func (t *chainTool) Spec() tool.Spec {
@@ -54,8 +54,9 @@ If a tool call fails, the script stops with an error naming the tool and the err
 A result larger than %d bytes is not passed inline: you get {"artifact": "art_…", "bytes": N, "preview": "…"}; read it with artifact_read(ref, offset, limit).
 Output: what the script print()s, and the value of a global named result if the script sets one (it must be JSON-encodable). json.encode and json.decode are available; there is no file, network or clock access except through tools.
 The answer always holds call_trace: every tool call the script made, in order, with its call_id, argument digest, status and duration, even when the script failed midway. Read it before retrying, so that you do not repeat a call that already had an effect.
-Each call is checked, approved and recorded like a direct call (calls the session may not make are refused; risky ones may wait for a person's approval, up to %s). Limits: %d tool calls, %s per call, %s in total, %d execution steps. while loops, if/for at top level and global reassignment are allowed. tool_chain itself, hosted tools and tools that wait for an answer from outside cannot be called from a chain.`,
-			p.MaxInlineResultBytes, p.ApprovalTimeout, p.MaxToolCalls, p.CallTimeout, p.TotalTimeout, p.MaxSteps),
+Each call is checked, approved and recorded like a direct call (calls the session may not make are refused; risky ones may wait for a person's approval, up to %s). Limits: %d tool calls, %s per call, %s in total, %d execution steps, %d MiB of memory kept (a range has at most %d elements). while loops, if/for at top level and global reassignment are allowed. tool_chain itself, hosted tools and tools that wait for an answer from outside cannot be called from a chain.`,
+			p.MaxInlineResultBytes, p.ApprovalTimeout, p.MaxToolCalls, p.CallTimeout, p.TotalTimeout, p.MaxSteps,
+			p.MaxMemoryBytes>>20, p.MaxMemoryBytes/bytesPerRangeElement),
 		Parameters: json.RawMessage(`{"type":"object","properties":{"script":{"type":"string","minLength":1,` +
 			`"description":"the Starlark script; tools are functions taking keyword arguments, e.g. r = read_file(path=\"a.txt\")"}},` +
 			`"required":["script"],"additionalProperties":false}`),
@@ -115,14 +116,17 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	defer cancel()
 	r := &run{t: t, tc: tc, ctx: ctx, trace: []traceEntry{}}
 	r.thread = &starlark.Thread{Name: ToolName, Print: r.print}
-	r.thread.SetMaxExecutionSteps(t.policy.MaxSteps)
-	r.thread.OnMaxSteps = func(th *starlark.Thread) {
+	guard := &memoryGuard{limit: t.policy.MaxMemoryBytes, probe: &t.heap, stop: func(msg string) {
+		r.fail(tool.KindFailed, msg)
+		r.thread.Cancel("too much memory")
+	}}
+	guard.install(r.thread, t.policy.MaxSteps, func(th *starlark.Thread) {
 		r.fail(tool.KindFailed, fmt.Sprintf("the script exceeded %d execution steps (an endless loop?) and was stopped", t.policy.MaxSteps))
 		th.Cancel("too many execution steps")
-	}
+	})
 	stop := context.AfterFunc(ctx, func() { r.thread.Cancel("the chain was stopped: " + r.ctxReason()) })
 	defer stop()
-	defer r.watchMemory(t.policy.MaxMemoryBytes)()
+	defer guard.start()()
 
 	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true, Set: true},
 		r.thread, "script.star", args.Script, r.predeclared())
@@ -209,47 +213,6 @@ func (r *run) fail(kind tool.ErrorKind, msg string) {
 	}
 }
 
-// readLiveHeap is the live heap as of the last garbage collection.
-func readLiveHeap() int64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return int64(s[0].Value.Uint64())
-}
-
-// watchMemory stops the script when the daemon's live heap has grown by more than
-// limit since it started: Starlark bounds steps, not bytes, and a script keeping what
-// it builds (strings doubled in a loop, a list of copies) would take the daemon's
-// memory. The live heap is measured at each garbage collection (a runaway script
-// makes them happen) and is the whole process's, so the limit is a guard against a
-// runaway, not an exact account. The returned function ends the watch.
-func (r *run) watchMemory(limit int64) (stop func()) {
-	if limit <= 0 {
-		return func() {}
-	}
-	base := readLiveHeap()
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			if grown := readLiveHeap() - base; grown > limit {
-				r.fail(tool.KindFailed, fmt.Sprintf("the script kept more than %d MiB in memory (chain.max_memory_bytes) and was stopped", limit>>20))
-				r.thread.Cancel("too much memory")
-				return
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
 func (r *run) ctxReason() string {
 	if errors.Is(r.ctx.Err(), context.DeadlineExceeded) && r.tc.Context.Err() == nil {
 		return fmt.Sprintf("total timeout (%s) reached", r.t.policy.TotalTimeout)
@@ -305,16 +268,7 @@ func init() {
 // predeclared holds the builtins and one function per tool of the session whose name
 // is a valid identifier that shadows nothing.
 func (r *run) predeclared() starlark.StringDict {
-	d := starlark.StringDict{
-		"call": starlark.NewBuiltin("call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return r.named(b, args, kw, false)
-		}),
-		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return r.named(b, args, kw, true)
-		}),
-		"json":   starjson.Module,
-		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
-	}
+	d := r.builtins()
 	if r.tc.Session.Tools == nil {
 		return d
 	}
@@ -328,6 +282,24 @@ func (r *run) predeclared() starlark.StringDict {
 			}
 			return r.call(name, kw, false)
 		})
+	}
+	return d
+}
+
+// builtins are the functions every script has besides the session's tools.
+func (r *run) builtins() starlark.StringDict {
+	d := starlark.StringDict{
+		"call": starlark.NewBuiltin("call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return r.named(b, args, kw, false)
+		}),
+		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return r.named(b, args, kw, true)
+		}),
+		"json":   starjson.Module,
+		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
+	}
+	if r.t.policy.MaxMemoryBytes > 0 {
+		d["range"] = boundedRange(r.t.policy.MaxMemoryBytes / bytesPerRangeElement)
 	}
 	return d
 }
