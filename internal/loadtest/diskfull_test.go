@@ -144,16 +144,28 @@ func TestDiskFullSQLite(t *testing.T) {
 	}
 	// A call whose record the store refused for lack of space: /readyz says so (it
 	// said "store: ok" while every call was refused).
-	refused := false
-	for i := 0; i < 5 && !refused; i++ {
+	refused := ""
+	for i := 0; i < 5 && refused == ""; i++ {
 		fatalIf(t, c.Run(ctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: fmt.Sprintf("probe%d", i), Name: "execute_command",
 			Arguments: json.RawMessage(`{"command":"echo probe"}`)}}}, func(ev client.Event) error {
-			refused = refused || (ev.Type == "message" && ev.ErrorKind == "unavailable")
+			if ev.Type == "message" && ev.ErrorKind == "unavailable" {
+				var m struct {
+					Content string `json:"content"`
+				}
+				if err := json.Unmarshal(ev.Message, &m); err != nil {
+					return err
+				}
+				refused = m.Content
+			}
 			return nil
 		}))
 	}
-	if !refused {
+	if refused == "" {
 		t.Fatal("5 calls on a full disk were recorded: the filesystem was not full for the daemon")
+	}
+	// The model is told why, and that retrying soon will not help.
+	if !strings.Contains(refused, "disk is full") || strings.Contains(refused, "shortly") {
+		t.Errorf("a call refused on a full disk says %q; want it to say the disk is full, not to try again shortly", refused)
 	}
 	if code, checks := readiness(ctx, t, d.URL); code != http.StatusServiceUnavailable || !strings.Contains(checks["store_space"], "out of space") {
 		t.Errorf("/readyz after a call record was refused for lack of space: %d %v; want 503 with store_space failing", code, checks)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +90,18 @@ func TestPostgresOutageAnswers(t *testing.T) {
 	unavailable("deciding an approval", err)
 	_, err = c.ListCalls(ctx, client.CallFilter{Live: true})
 	unavailable("listing live calls", err)
+	var refused client.Event
+	fatalIf(t, c.Run(ctx, jobs.ID, "", client.Batch{Calls: []client.Call{{ID: "away", Name: "execute_command",
+		Arguments: json.RawMessage(`{"command":"echo away"}`)}}}, func(ev client.Event) error {
+		if ev.Type == "message" {
+			refused = ev
+		}
+		return nil
+	}))
+	var m struct{ Content string }
+	if refused.ErrorKind != "unavailable" || json.Unmarshal(refused.Message, &m) != nil || !strings.Contains(m.Content, "database cannot be reached") {
+		t.Errorf("a call with PostgreSQL away: %+v (%s); want unavailable saying the database cannot be reached", refused, refused.Message)
+	}
 
 	time.Sleep(time.Until(jobEnds) + 500*time.Millisecond) // the job ends while PostgreSQL is away
 	fatalIf(t, pgtest.StartServer())
