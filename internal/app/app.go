@@ -137,6 +137,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 			Help: "Call record writes (inserts, starts, finishes) handed to the group committer's transactions.",
 		}, func() float64 { return float64(commits.Stats().Ops) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolserverd_store_call_record_write_failures_total",
+			Help: "Call record writes the store refused (database unreachable, disk full, a conflicting record).",
+		}, func() float64 { return float64(commits.Stats().FailedOps) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "toolserverd_store_call_records_folded_total",
 			Help: "Finishes written with their call's insert as one row (calls.record_fold_window).",
 		}, func() float64 { return float64(commits.Stats().Folded) }),
@@ -345,7 +349,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.API = server.New(apiCfg, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Commits,
-		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}},
+		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_space", Check: func(context.Context) error {
+			return a.Commits.OutOfSpace(storeSpaceWindow)
+		}}},
 		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID,
 			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(),
 				"memory_limit_bytes": a.Sandbox.MemoryLimit(), "host": a.Sandbox.Capabilities()}},
@@ -777,3 +783,10 @@ func toolGroups(cfg config.Config) []session.Group {
 	}
 	return out
 }
+
+// storeSpaceWindow is how long after a call record was refused for lack of space
+// /readyz says so (check store_space), unless a record is written meanwhile: long
+// enough to cover the background retries of refused results (every 30 s at most), short
+// enough that a daemon taken out of service gets traffic again soon after space is
+// freed.
+const storeSpaceWindow = 30 * time.Second

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,6 +142,37 @@ func TestDiskFullSQLite(t *testing.T) {
 	if failures == 0 {
 		t.Fatal("nothing failed on a full disk: the filesystem was not full for the daemon")
 	}
+	// A call whose record the store refused for lack of space: /readyz says so (it
+	// said "store: ok" while every call was refused).
+	refused := ""
+	for i := 0; i < 5 && refused == ""; i++ {
+		fatalIf(t, c.Run(ctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: fmt.Sprintf("probe%d", i), Name: "execute_command",
+			Arguments: json.RawMessage(`{"command":"echo probe"}`)}}}, func(ev client.Event) error {
+			if ev.Type == "message" && ev.ErrorKind == "unavailable" {
+				var m struct {
+					Content string `json:"content"`
+				}
+				if err := json.Unmarshal(ev.Message, &m); err != nil {
+					return err
+				}
+				refused = m.Content
+			}
+			return nil
+		}))
+	}
+	if refused == "" {
+		t.Fatal("5 calls on a full disk were recorded: the filesystem was not full for the daemon")
+	}
+	// The model is told why, and that retrying soon will not help.
+	if !strings.Contains(refused, "disk is full") || strings.Contains(refused, "shortly") {
+		t.Errorf("a call refused on a full disk says %q; want it to say the disk is full, not to try again shortly", refused)
+	}
+	if code, checks := readiness(ctx, t, d.URL); code != http.StatusServiceUnavailable || !strings.Contains(checks["store_space"], "out of space") {
+		t.Errorf("/readyz after a call record was refused for lack of space: %d %v; want 503 with store_space failing", code, checks)
+	}
+	if n := metric(ctx, t, d.URL, "toolserverd_store_call_record_write_failures_total"); n < 1 {
+		t.Errorf("toolserverd_store_call_record_write_failures_total = %v after records were refused, want at least 1", n)
+	}
 
 	fatalIf(t, os.Remove(filler))
 	t0 := time.Now()
@@ -152,6 +186,9 @@ func TestDiskFullSQLite(t *testing.T) {
 	}))
 	t.Logf("%d failures while full; serving again %s after space was freed", failures, time.Since(t0).Round(time.Millisecond))
 	fatalIf(t, runChecked(ctx, c, sess.ID, "after2"))
+	if code, checks := readiness(ctx, t, d.URL); code != http.StatusOK {
+		t.Errorf("/readyz once calls are recorded again: %d %v; want 200", code, checks)
+	}
 
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.SQLiteFileName)+"?mode=ro")
 	fatalIf(t, err)
@@ -161,4 +198,39 @@ func TestDiskFullSQLite(t *testing.T) {
 	if res != "ok" {
 		t.Fatalf("PRAGMA integrity_check = %q", res)
 	}
+}
+
+// readiness asks /readyz and returns its status and checks.
+func readiness(ctx context.Context, t *testing.T, base string) (int, map[string]string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	fatalIf(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	fatalIf(t, err)
+	defer resp.Body.Close()
+	var body struct {
+		Checks map[string]string `json:"checks"`
+	}
+	fatalIf(t, json.NewDecoder(resp.Body).Decode(&body))
+	return resp.StatusCode, body.Checks
+}
+
+// metric reads one unlabelled series from /metrics; -1 when it is not there.
+func metric(ctx context.Context, t *testing.T, base, name string) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	fatalIf(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	fatalIf(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	fatalIf(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			fatalIf(t, err)
+			return f
+		}
+	}
+	return -1
 }

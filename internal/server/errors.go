@@ -63,15 +63,23 @@ type errorBody struct {
 }
 
 // writeError answers with {"error":{"code","message"}}. Errors that are not apiErrors
-// are logged with the request id and shown as "internal error".
+// are logged with the request id and shown as "internal error", but for a store that
+// is out of space or cannot be reached: 503 unavailable with Retry-After.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) && store.IsStorageFull(err) {
+	switch {
+	case errors.As(err, &ae):
+	case store.IsStorageFull(err):
 		s.log.ErrorContext(r.Context(), "the store is out of space", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
 		w.Header().Set("Retry-After", "30")
 		ae = errorf(CodeUnavailable, "the daemon's store is out of disk space; nothing was recorded for this request. Retry once an operator has freed space (request id "+requestID(r.Context())+")")
-	}
-	if ae == nil && !errors.As(err, &ae) {
+	case store.IsUnreachable(err):
+		// Neither the request's fault nor a bug: the same request succeeds once the
+		// database is back (/readyz says when), so say that rather than "internal error".
+		s.log.ErrorContext(r.Context(), "the store is unreachable", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
+		w.Header().Set("Retry-After", "5")
+		ae = errorf(CodeUnavailable, "the daemon's database cannot be reached just now; try again shortly (request id "+requestID(r.Context())+")")
+	default:
 		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
 		ae = errorf(CodeInternal, "internal error (request id "+requestID(r.Context())+")")
 	}

@@ -417,16 +417,16 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 	for i, c := range p.Calls {
 		ctxs[i], untrack[i] = x.track(ctx, c.ID)
 	}
-	recorded := make([]bool, len(p.Calls))
+	unrecorded := make([]error, len(p.Calls)) // why a call's record could not be written
 	if len(p.Calls) == 1 {
-		recorded[0] = x.insert(ctxs[0], p.Session, p.Calls[0], startsNow(0), now)
+		unrecorded[0] = x.insert(ctxs[0], p.Session, p.Calls[0], startsNow(0), now)
 	} else {
 		var wg sync.WaitGroup
 		for i, c := range p.Calls {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				recorded[i] = x.insert(ctxs[i], p.Session, c, startsNow(i), now)
+				unrecorded[i] = x.insert(ctxs[i], p.Session, c, startsNow(i), now)
 			}()
 		}
 		wg.Wait()
@@ -437,7 +437,7 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 		if turns[i] != nil {
 			defer close(turns[i])
 		}
-		x.runOne(ctxs[i], p.Session, p.Calls[i], seq, recorded[i], startsNow(i), emit)
+		x.runOne(ctxs[i], p.Session, p.Calls[i], seq, unrecorded[i], startsNow(i), emit)
 	}
 	switch p.Batch.Strategy {
 	case Sequential:
@@ -536,7 +536,7 @@ func (x *Executor) Wait(ctx context.Context) error {
 // The call is answered invalid_args without running.
 const UnnamedCall = "(no name)"
 
-func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running bool, now time.Time) bool {
+func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running bool, now time.Time) error {
 	name := c.Name
 	if name == "" {
 		name = UnnamedCall
@@ -565,10 +565,10 @@ func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running b
 	}
 	if err != nil {
 		x.log.ErrorContext(ctx, "recording call failed; it will not run", "call_id", c.ID, "session_id", sess.ID, "err", err)
-		return false
+		return err
 	}
 	c.record = rec
-	return true
+	return nil
 }
 
 // recordCtx gives record writes their own deadline: a client that disconnects must not
@@ -577,7 +577,8 @@ func (x *Executor) recordCtx(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
 
-func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint64, recorded, startedAtInsert bool, emit func(Event)) {
+func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint64, unrecorded error, startedAtInsert bool, emit func(Event)) {
+	recorded := unrecorded == nil
 	start := time.Now()
 	ctx = x.beginCall(ctx, sess.ID, sess.Tenant, c)
 	emit(Event{Type: EventStart, Call: c, TS: start})
@@ -588,7 +589,7 @@ func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint6
 	res, started := c.preset, false
 	switch {
 	case !recorded:
-		res = tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run; try again shortly")
+		res = notRecorded(unrecorded)
 	case res != nil:
 	default:
 		res, started = x.execute(ctx, sess, c, seq, startedAtInsert, emit)
@@ -727,7 +728,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		cancel()
 		if err != nil {
 			x.log.ErrorContext(ctx, "recording call start failed; it will not run", "call_id", c.ID, "err", err)
-			return tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run; try again shortly"), false
+			return notRecorded(err), false
 		}
 		if ctx.Err() != nil { // cancelled while its start was being written
 			return notStarted(ctx, c), false
@@ -815,4 +816,18 @@ func validJSONOrString(raw json.RawMessage) json.RawMessage {
 	}
 	b, _ := json.Marshal(string(raw))
 	return b
+}
+
+// notRecorded is the result of a call that was not run because its record could not
+// be written, saying why when the store says: a full disk stays full until an operator
+// frees space, so "try again shortly" would send a model into a loop of retries.
+func notRecorded(err error) *tool.Result {
+	switch {
+	case store.IsStorageFull(err):
+		return tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run: the tool server's disk is full. "+
+			"Calls will fail the same way until an operator frees space; tell the user")
+	case store.IsUnreachable(err):
+		return tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run: the tool server's database cannot be reached just now; try again shortly")
+	}
+	return tool.ErrorResult(tool.KindUnavailable, "the call could not be recorded, so it was not run; try again shortly")
 }

@@ -9,9 +9,9 @@ import (
 // at once, but the job's output goes on streaming under the call until the job ends
 // (tool.ProgressHolder). Its record says so (store.Call.OutputOpen) so that consoles
 // on any replica list it as live: the mark is written with the call's finish and
-// cleared here when the output ends. A replica that dies or restarts leaves marks
-// behind; its recovery and the sweep of dead replicas clear them (store.AbandonCalls,
-// ExpireReplicas).
+// cleared here when the output ends, again and again while the store refuses the
+// write. A replica that dies or restarts leaves marks behind; its recovery and the
+// sweep of dead replicas clear them (store.AbandonCalls, ExpireReplicas).
 
 // heldOutput is a call's progress whose output may outlive the call (progress.Emitter).
 type heldOutput interface {
@@ -48,10 +48,46 @@ func (x *Executor) closeOutputWhenEnded(c *Call, closer OutputCloser) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := closer.CloseCallOutput(ctx, id); err != nil {
-			// The mark stays until this replica restarts or is found dead.
-			x.log.Warn("recording that a call's output ended failed", "call_id", id, "err", err)
+			x.log.Warn("recording that a call's output ended failed; retrying in the background", "call_id", id, "err", err)
+			x.closeOutputLater(closer, id)
 		}
 	})
+}
+
+// closeOutputLater clears id's mark once the store takes writes again (the database
+// was away, the disk full when the output ended), retrying as finishLater does:
+// otherwise the record would say the output is open, and live listings show the
+// call, until this replica restarted.
+func (x *Executor) closeOutputLater(closer OutputCloser, id string) {
+	if x.retrying.Add(1) > maxFinishRetries {
+		x.retrying.Add(-1)
+		x.log.Error("too many records wait to be written; this call's output stays marked open until the next start", "call_id", id)
+		return
+	}
+	go func() {
+		defer x.retrying.Add(-1)
+		delay := finishRetryFirst
+		for try := 1; ; try++ {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-x.closed:
+				t.Stop()
+				return // the next start clears the marks this process left
+			}
+			delay = min(2*delay, finishRetryLongest)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := closer.CloseCallOutput(ctx, id)
+			cancel()
+			switch {
+			case err == nil:
+				x.log.Info("call output recorded as ended after a retry", "call_id", id, "tries", try)
+				return
+			case try%10 == 0:
+				x.log.Warn("call output still not recorded as ended; retrying", "call_id", id, "tries", try, "err", err)
+			}
+		}
+	}()
 }
 
 // WaitOutputs waits, up to d, for the clears of open-output marks whose output has

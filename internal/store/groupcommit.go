@@ -105,6 +105,13 @@ type GroupCommitter struct {
 	exited   chan struct{}
 
 	batches, ops, failed, folded atomic.Uint64
+	// refused is the last transaction refused for lack of space; nil once one commits.
+	refused atomic.Pointer[refusal]
+}
+
+type refusal struct {
+	at  time.Time
+	err error
 }
 
 type gcState int
@@ -565,10 +572,35 @@ func (g *GroupCommitter) write(ctx context.Context, w CallWrites) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
 	defer cancel()
+	var err error
 	if g.batch != nil {
-		return g.batch.WriteCallBatch(ctx, w)
+		err = g.batch.WriteCallBatch(ctx, w)
+	} else {
+		err = g.store.WriteCalls(ctx, w.Inserts, w.Finishes) // no starts: MarkRunning refused them
 	}
-	return g.store.WriteCalls(ctx, w.Inserts, w.Finishes) // no starts: MarkRunning refused them
+	switch {
+	case err == nil:
+		g.refused.Store(nil)
+	case IsStorageFull(err):
+		g.refused.Store(&refusal{at: time.Now(), err: err})
+	}
+	return err
+}
+
+// OutOfSpace reports that call records cannot be written for lack of space: the last
+// transaction was refused so, less than d ago, and none has committed since. It is nil
+// otherwise. Past d without a write it is nil again, so that a daemon taken out of
+// service on this (its /readyz failing) is tried again after space was freed.
+func (g *GroupCommitter) OutOfSpace(d time.Duration) error {
+	r := g.refused.Load()
+	if r == nil {
+		return nil
+	}
+	ago := time.Since(r.at)
+	if ago >= d {
+		return nil
+	}
+	return fmt.Errorf("call records cannot be written, the store is out of space (last refused %s ago): %w", ago.Round(time.Second), r.err)
 }
 
 // writeOne replays one operation of a batch that a single record made fail.

@@ -338,3 +338,52 @@ func TestGroupCommitReadDuringWrite(t *testing.T) {
 		})
 	}
 }
+
+// fullStore refuses writes for lack of space while full is set.
+type fullStore struct {
+	*store.SQLite
+	full *atomic.Bool
+}
+
+func (s fullStore) WriteCallBatch(ctx context.Context, w store.CallWrites) error {
+	if s.full.Load() {
+		return fmt.Errorf("store: write calls: commit: %w", syscall.ENOSPC)
+	}
+	return s.SQLite.WriteCallBatch(ctx, w)
+}
+
+// TestGroupCommitOutOfSpace: OutOfSpace reports a transaction refused for lack of
+// space until one commits, or until the window has passed without a write.
+func TestGroupCommitOutOfSpace(t *testing.T) {
+	t.Parallel()
+	var full atomic.Bool
+	g, err := store.NewGroupCommitter(fullStore{openSQLite(t), &full}, store.GroupCommitConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	if err := g.OutOfSpace(time.Minute); err != nil {
+		t.Fatalf("OutOfSpace before any write: %v", err)
+	}
+	full.Store(true)
+	if err := g.Insert(t.Context(), benchCall("tc_1")); !store.IsStorageFull(err) {
+		t.Fatalf("Insert on a full store: %v", err)
+	}
+	if err := g.OutOfSpace(time.Minute); !store.IsStorageFull(err) {
+		t.Errorf("OutOfSpace after a refused write: %v, want the refusal", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := g.OutOfSpace(10 * time.Millisecond); err != nil {
+		t.Errorf("OutOfSpace with a window shorter than the refusal's age: %v, want nil", err)
+	}
+	full.Store(false)
+	if err := g.Insert(t.Context(), benchCall("tc_2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.OutOfSpace(time.Minute); err != nil {
+		t.Errorf("OutOfSpace after a write committed: %v, want nil", err)
+	}
+}

@@ -1,0 +1,161 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+)
+
+// forwarder relays TCP connections to a PostgreSQL server, so that a test can take the
+// database away from one store (Cut) and give it back (Resume) without stopping a
+// server other tests share.
+type forwarder struct {
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newForwarder(t *testing.T, target string) *forwarder {
+	t.Helper()
+	f := &forwarder{target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = ln.Addr().String()
+	f.serve(ln)
+	t.Cleanup(func() { f.Cut(); f.wg.Wait() })
+	return f
+}
+
+func (f *forwarder) serve(ln net.Listener) {
+	f.mu.Lock()
+	f.ln = ln
+	f.mu.Unlock()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.DialTimeout("tcp", f.target, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.conns[c], f.conns[up] = struct{}{}, struct{}{}
+			f.mu.Unlock()
+			f.wg.Add(2)
+			pipe := func(dst, src net.Conn) {
+				defer f.wg.Done()
+				_, _ = io.Copy(dst, src)
+				dst.Close()
+				src.Close()
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+}
+
+// Cut closes the listener and every relayed connection: the database is away.
+func (f *forwarder) Cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ln != nil {
+		f.ln.Close()
+		f.ln = nil
+	}
+	for c := range f.conns {
+		c.Close()
+		delete(f.conns, c)
+	}
+}
+
+// Resume listens again on the same address.
+func (f *forwarder) Resume(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serve(ln)
+}
+
+// TestUnreachableErrors: the errors a PostgreSQL store returns while its database is
+// away (connections cut, new ones refused) are told apart by IsUnreachable from the
+// store's own answers, and the same store works again once the database is back.
+func TestUnreachableErrors(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newForwarder(t, u.Host)
+	u.Host = f.addr
+	s, err := store.OpenPostgres(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	_, err = s.GetCall(ctx, "tc_none")
+	if !errors.Is(err, store.ErrNotFound) || store.IsUnreachable(err) {
+		t.Fatalf("GetCall of an unknown call: %v (unreachable: %v), want ErrNotFound, not unreachable", err, store.IsUnreachable(err))
+	}
+	for _, e := range []error{context.Canceled, context.DeadlineExceeded, store.ErrConflict, io.EOF, fmt.Errorf("store: x: %w", store.ErrInvalid)} {
+		if store.IsUnreachable(e) {
+			t.Errorf("IsUnreachable(%v) = true", e)
+		}
+	}
+
+	f.Cut()
+	for _, op := range []struct {
+		name string
+		run  func() error
+	}{
+		{"get call", func() error { _, err := s.GetCall(ctx, "tc_none"); return err }},
+		{"write calls", func() error {
+			return s.WriteCalls(ctx, []*store.Call{{ID: "tc_away", SessionID: "ses_away", Tenant: "t", ToolCallID: "c1", Name: "echo", Status: store.CallRunning}}, nil)
+		}},
+		{"create session", func() error {
+			return s.CreateSession(ctx, &store.Session{ID: "ses_away", Tenant: "t", Spec: []byte(`{}`)})
+		}},
+		{"ping", func() error { return s.Ping(ctx) }},
+	} {
+		err := op.run()
+		if err == nil || !store.IsUnreachable(err) || store.IsStorageFull(err) || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s with the database away: %v (unreachable: %v), want an unreachable error", op.name, err, store.IsUnreachable(err))
+		}
+	}
+
+	f.Resume(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := s.GetCall(ctx, "tc_none")
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("20s after the database came back: %v, want ErrNotFound", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
