@@ -98,9 +98,16 @@ func (g *fileGuard) record(abs string, s fileStamp) {
 		if s.hashed {
 			st.SHA256 = s.sum[:]
 		}
-		_ = g.shared.PutFileStamp(context.WithoutCancel(g.ctx), g.session, abs, st)
+		// Written even when the call was just cancelled (its read stands), but not
+		// waited for longer than a stalled database deserves.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stampWriteTimeout)
+		defer cancel()
+		_ = g.shared.PutFileStamp(ctx, g.session, abs, st)
 	}
 }
+
+// stampWriteTimeout bounds sharing a stamp: the read or write it describes is done.
+const stampWriteTimeout = 5 * time.Second
 
 // guardVerdict is the outcome of a check.
 type guardVerdict int
