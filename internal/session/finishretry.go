@@ -25,9 +25,17 @@ func (x *Executor) finishLater(rec *store.Call, f store.CallFinish, err error) {
 	if errors.Is(err, store.ErrCommitterStopped) {
 		return // the daemon stops; recovery at the next start marks the call
 	}
+	x.retryLater(f.ID, "call result", func() error { return x.writeFinish(rec, f) })
+}
+
+// retryLater writes in the background, with write, what the store refused (what: how
+// the log names it) until the store takes it, this executor is closed or the recorder
+// stops: first after finishRetryFirst, then after twice the last delay, at most
+// finishRetryLongest. What a closed executor leaves, the next start sets right.
+func (x *Executor) retryLater(id, what string, write func() error) {
 	if x.retrying.Add(1) > maxFinishRetries {
 		x.retrying.Add(-1)
-		x.log.Error("too many call results wait to be written; this one is left", "call_id", f.ID)
+		x.log.Error("too many records wait to be written; this one is left until the next start", "record", what, "call_id", id)
 		return
 	}
 	go func() {
@@ -42,15 +50,15 @@ func (x *Executor) finishLater(rec *store.Call, f store.CallFinish, err error) {
 				return
 			}
 			delay = min(2*delay, finishRetryLongest)
-			err := x.writeFinish(rec, f)
+			err := write()
 			switch {
 			case err == nil:
-				x.log.Info("call result recorded after a retry", "call_id", f.ID, "tries", try)
+				x.log.Info("record written after a retry", "record", what, "call_id", id, "tries", try)
 				return
 			case errors.Is(err, store.ErrCommitterStopped):
 				return
 			case try%10 == 0:
-				x.log.Warn("call result still not recorded; retrying", "call_id", f.ID, "tries", try, "err", err)
+				x.log.Warn("record still not written; retrying", "record", what, "call_id", id, "tries", try, "err", err)
 			}
 		}
 	}()

@@ -55,39 +55,15 @@ func (x *Executor) closeOutputWhenEnded(c *Call, closer OutputCloser) {
 }
 
 // closeOutputLater clears id's mark once the store takes writes again (the database
-// was away, the disk full when the output ended), retrying as finishLater does:
+// was away, the disk full when the output ended), as finishLater writes results:
 // otherwise the record would say the output is open, and live listings show the
 // call, until this replica restarted.
 func (x *Executor) closeOutputLater(closer OutputCloser, id string) {
-	if x.retrying.Add(1) > maxFinishRetries {
-		x.retrying.Add(-1)
-		x.log.Error("too many records wait to be written; this call's output stays marked open until the next start", "call_id", id)
-		return
-	}
-	go func() {
-		defer x.retrying.Add(-1)
-		delay := finishRetryFirst
-		for try := 1; ; try++ {
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-x.closed:
-				t.Stop()
-				return // the next start clears the marks this process left
-			}
-			delay = min(2*delay, finishRetryLongest)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := closer.CloseCallOutput(ctx, id)
-			cancel()
-			switch {
-			case err == nil:
-				x.log.Info("call output recorded as ended after a retry", "call_id", id, "tries", try)
-				return
-			case try%10 == 0:
-				x.log.Warn("call output still not recorded as ended; retrying", "call_id", id, "tries", try, "err", err)
-			}
-		}
-	}()
+	x.retryLater(id, "end of the call's output", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return closer.CloseCallOutput(ctx, id)
+	})
 }
 
 // WaitOutputs waits, up to d, for the clears of open-output marks whose output has
