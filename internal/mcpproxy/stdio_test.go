@@ -209,8 +209,13 @@ func TestStdioKilledChild(t *testing.T) {
 		// The request had reached the server: the model must not read that it did
 		// not run (and repeat a call that did), nor transport jargon alone.
 		if txt := res.Text(); !strings.Contains(txt, "during the call of trigger-long-running-operation") ||
-			!strings.Contains(txt, "whether it ran is unknown") || !strings.Contains(txt, "the process was killed by SIGKILL") {
-			t.Errorf("in-flight call answered %q; want it to say the server went away during the call (killed by a signal) and whether it ran is unknown", txt)
+			!strings.Contains(txt, "whether it ran is unknown") {
+			t.Errorf("in-flight call answered %q; want it to say the server went away during the call and whether it ran is unknown", txt)
+		}
+		// How the process ended is read from its zombie, which the transport may
+		// reap first on a busy machine: said when it could be read.
+		if txt := res.Text(); strings.Contains(txt, "the process ") && !strings.Contains(txt, "the process was killed by SIGKILL") {
+			t.Errorf("in-flight call answered %q; want the signal that killed the server", txt)
 		}
 		t.Logf("in-flight call answered %s after the kill: %s", time.Since(killed), res.Text())
 	case <-time.After(5 * time.Second):
