@@ -313,15 +313,29 @@ func (c *conn) watchExit(hint func()) {
 }
 
 // noteExit records how the stdio child ended, for describe: its stderr has closed,
-// so it has exited or is about to. It looks for up to 200 ms (see childExit); a child
-// still running then, having closed its stderr, leaves nothing.
+// so it has exited or is about to. It looks for up to 200 ms: at the zombie (see
+// childExit) or, once close has reaped it, at what close's Wait read (noteWaited). A
+// child still running then, having closed its stderr, leaves nothing.
 func (c *conn) noteExit() {
 	for range 20 {
+		if c.exitHow.Load() != nil {
+			return
+		}
 		if how := childExit(c.pid); how != "" {
-			c.exitHow.Store(&how)
+			c.exitHow.CompareAndSwap(nil, &how)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// noteWaited records how the stdio child ended from what Wait read, unless its zombie
+// already said: reaping it takes the zombie away from noteExit.
+func (c *conn) noteWaited() {
+	if ps := c.cmd.ProcessState; ps != nil {
+		if how := processEnd(ps); how != "" {
+			c.exitHow.CompareAndSwap(nil, &how)
+		}
 	}
 }
 
@@ -440,6 +454,7 @@ func (c *conn) close() {
 		waited := make(chan struct{})
 		go func() {
 			_ = c.cmd.Wait()
+			c.noteWaited()
 			close(waited)
 		}()
 		select {

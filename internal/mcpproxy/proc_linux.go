@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // childAttr starts a stdio server in its own process group (so that closing the
@@ -50,12 +48,5 @@ func childExit(pid int) string {
 	if err != nil {
 		return ""
 	}
-	ws := syscall.WaitStatus(code)
-	switch {
-	case ws.Exited():
-		return "exited with status " + strconv.Itoa(ws.ExitStatus())
-	case ws.Signaled():
-		return "was killed by " + unix.SignalName(ws.Signal())
-	}
-	return ""
+	return waitWords(syscall.WaitStatus(code))
 }

@@ -1,7 +1,11 @@
 package mcpproxy
 
 import (
+	"errors"
+	"io"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,4 +41,24 @@ func TestStdioChildSurvivesThreadExits(t *testing.T) {
 		t.Fatalf("the stdio child (pid %d) died when threads of the daemon exited", pid)
 	}
 	wantText(t, h.call(t.Context(), t, "mcp__threads__count", `{}`, nil), "1")
+}
+
+// TestStdioExitReadAfterReap: how a killed stdio child ended is read from its zombie;
+// when close reaps it first, what Wait read says it instead of nothing.
+func TestStdioExitReadAfterReap(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sh", "-c", "echo dying >&2; kill -9 $$")
+	cmd.Stderr = io.Discard
+	if err := cmd.Run(); err == nil {
+		t.Fatal("the child was not killed")
+	}
+	// Reaped: no zombie left to read, as when close's Wait ran before noteExit.
+	c := &conn{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	c.noteWaited()
+	c.noteExit()
+	close(c.exited)
+	err := c.describe(errors.New("transport closed"))
+	if !strings.Contains(err.Error(), "the process was killed by SIGKILL") {
+		t.Fatalf("describe said %q; want how the reaped child ended", err)
+	}
 }

@@ -2,7 +2,11 @@
 
 package mcpproxy
 
-import "os/exec"
+import (
+	"os"
+	"os/exec"
+	"strconv"
+)
 
 // ownProcessGroup is a no-op where process groups do not exist; cancelling kills the
 // direct child only.
@@ -15,3 +19,11 @@ const pinStartThread = false
 
 // childExit is "": how a child ended is read from /proc, on Linux only.
 func childExit(int) string { return "" }
+
+// processEnd says how a reaped child ended, from what Wait read.
+func processEnd(ps *os.ProcessState) string {
+	if code := ps.ExitCode(); code >= 0 {
+		return "exited with status " + strconv.Itoa(code)
+	}
+	return ""
+}

@@ -3,8 +3,12 @@
 package mcpproxy
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ownProcessGroup puts a stdio server in a process group of its own, so that
@@ -23,4 +27,23 @@ func killGroup(pid int) {
 	if pid > 0 {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
+}
+
+// processEnd says how a reaped child ended, from what Wait read.
+func processEnd(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return waitWords(ws)
+	}
+	return ""
+}
+
+// waitWords puts a wait status in words: "exited with status 1", "was killed by SIGKILL".
+func waitWords(ws syscall.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return "exited with status " + strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		return "was killed by " + unix.SignalName(ws.Signal())
+	}
+	return ""
 }
