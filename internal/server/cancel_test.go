@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -181,4 +182,61 @@ func TestCancelCallWaitingForApproval(t *testing.T) {
 		t.Fatalf("the cancelled call ran (%d lines)", n)
 	}
 	checkCancelledBeforeRun(t, d, id, m)
+}
+
+// TestCancelCallLeftWaiting: a call whose client went away while it waited for a
+// decision or an answer stays waiting (someone may still want it run); cancelling it
+// then ends it as cancelled, and a decision or answer given afterwards cannot run it.
+func TestCancelCallLeftWaiting(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	sess := d.createSession(map[string]any{"available_tools": []string{"execute_command", "ask_user"}})
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	calls := "/v1/sessions/" + id + "/tool-calls"
+
+	t.Run("approval", func(t *testing.T) {
+		ev, rest, stop := streamUntilEvent(t, d, calls, `{"calls":[{"id":"left","name":"execute_command","arguments":{"command":"touch left.txt"}}]}`, "approval_required")
+		stop()
+		<-rest
+		callID, apr := ev["call_id"].(string), ev["approval"].(map[string]any)
+		if code, _, body := d.do("POST", "/v1/tool-calls/"+callID+"/cancel", nil); code != http.StatusAccepted {
+			t.Fatalf("cancel of a call left waiting for approval: %d %s", code, body)
+		}
+		rec := record(t, d, id, "left")
+		if rec["status"] != "failed" || rec["error_kind"] != "cancelled" || rec["started_at"] != nil ||
+			!strings.Contains(jsonOf(rec["result"]), "cancelled by request before it ran") {
+			t.Fatalf("record of the cancelled call: %v", rec)
+		}
+		code, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil)
+		if code != 200 || !strings.Contains(string(body), `"status":"denied"`) {
+			t.Fatalf("the request after the cancel: %d %s, want denied", code, body)
+		}
+		if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != http.StatusConflict {
+			t.Fatalf("approving a cancelled call: %d %s, want 409", code, body)
+		}
+		if code, _, body := d.do("POST", "/v1/tool-calls/"+callID+"/cancel", nil); code != http.StatusConflict || !strings.Contains(string(body), "already finished") {
+			t.Fatalf("second cancel: %d %s, want 409 already finished", code, body)
+		}
+		time.Sleep(200 * time.Millisecond) // an approval, had one run it, would have
+		if _, err := os.Stat(filepath.Join(wd, "left.txt")); err == nil {
+			t.Fatal("the cancelled call ran")
+		}
+	})
+
+	t.Run("answer", func(t *testing.T) {
+		ev, rest, stop := streamUntilEvent(t, d, calls, `{"calls":[{"id":"asked","name":"ask_user","arguments":{"question":"Which colour?"}}]}`, "input_required")
+		stop()
+		<-rest
+		callID := ev["call_id"].(string)
+		if code, _, body := d.do("POST", "/v1/tool-calls/"+callID+"/cancel", nil); code != http.StatusAccepted {
+			t.Fatalf("cancel of a call left waiting for an answer: %d %s", code, body)
+		}
+		rec := record(t, d, id, "asked")
+		if rec["status"] != "failed" || rec["error_kind"] != "cancelled" {
+			t.Fatalf("record of the cancelled call: %v", rec)
+		}
+		if code, _, body := d.do("POST", "/v1/tool-calls/"+callID+"/result", `{"content":"red"}`); code != http.StatusConflict {
+			t.Fatalf("answering a cancelled call: %d %s, want 409", code, body)
+		}
+	})
 }

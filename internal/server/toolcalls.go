@@ -287,7 +287,8 @@ func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 // cancelToolCall cancels a call that has not finished: a running one is stopped, one
 // still waiting to start (its turn, the session's lock, a decision) never runs. Its
 // stream then gets a cancelled result. A call another replica runs is cancelled there:
-// behind a Service the cancel lands on any replica.
+// behind a Service the cancel lands on any replica. A call left waiting for a decision
+// or an answer (its client went away) is cancelled in the store (cancelParked).
 func (s *Server) cancelToolCall(w http.ResponseWriter, r *http.Request) {
 	c, err := s.call(r)
 	if err != nil {
@@ -305,12 +306,76 @@ func (s *Server) cancelToolCall(w http.ResponseWriter, r *http.Request) {
 	if s.forwardToOwner(w, r, c, s.cancelToolCall) {
 		return
 	}
+	if c.Status == store.CallWaiting {
+		cancelled, err := s.cancelParked(r.Context(), c)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if cancelled {
+			writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "cancelled": true})
+			return
+		}
+		// Decided, answered or expired meanwhile.
+		if now, err := s.Calls.GetCall(r.Context(), c.ID); err == nil && now.Status.Terminal() {
+			s.writeError(w, r, errorf(CodeConflict, "the call has already finished ("+string(now.Status)+")"))
+			return
+		}
+		s.writeError(w, r, errorf(CodeConflict, "the call's approval request was decided or expired just now, so it was not cancelled;"+
+			" read it with GET /v1/tool-calls/"+c.ID+", and cancel it again if it runs"))
+		return
+	}
 	msg := "the call is " + string(c.Status) + " but not in this process"
 	if rs := s.Replicas; rs != nil && c.Owner != "" && c.Owner != rs.Self {
 		msg = "the call is " + string(c.Status) + " on replica " + c.Owner + ", which could not be reached to cancel it" +
 			" (if that replica stopped, its calls are marked failed once its lease runs out)"
 	}
 	s.writeError(w, r, errorf(CodeConflict, msg))
+}
+
+// cancelParked cancels a call that waits durably with nothing holding it in this
+// process (its client went away, or the replica whose stream held it could not be
+// reached): its pending approval request is withdrawn, or its wait for an external
+// answer is answered, and the store finishes it as cancelled in the same step, so that
+// an approval or answer given afterwards cannot run it. A stream still waiting for it
+// elsewhere wakes and sends that result. It reports false when the call was decided,
+// answered or expired first.
+func (s *Server) cancelParked(ctx context.Context, c *store.Call) (bool, error) {
+	if s.Approvals == nil {
+		return false, nil
+	}
+	res := tool.ErrorResult(tool.KindCancelled, "%s was cancelled by request before it ran", c.Name)
+	now := time.Now().UTC()
+	pending, err := s.Approvals.Store.ListApprovals(ctx, store.ApprovalFilter{Tenant: c.Tenant, CallID: c.ID,
+		Status: store.ApprovalPending, Now: now, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	bg := context.WithoutCancel(ctx)
+	if len(pending) > 0 {
+		decided, err := s.Approvals.Store.DecideApproval(ctx, pending[0].ID, store.ApprovalDecision{Kind: store.DecisionDeny,
+			Actor: store.AuditActorSystem, Reason: "the call was cancelled by request before a decision", Result: res, At: now})
+		if errors.Is(err, store.ErrConflict) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		s.afterDecision(bg, decided)
+		return true, nil
+	}
+	if s.Approvals.Answers == nil {
+		return false, nil
+	}
+	err = s.Approvals.Answers.AnswerCall(ctx, c.ID, res, now)
+	if errors.Is(err, store.ErrConflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_ = s.Approvals.Notifier.Notify(bg, store.TopicCall, c.ID)
+	return true, nil
 }
 
 type inputRequest struct {
