@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""A toolserverd client for agent backends written in Python: standard library only.
+
+    ts = ToolServer("http://127.0.0.1:8080", api_key)
+    session = ts.create_session(["execute_command", "read_file"])
+    tools = ts.tools(session, "openai")        # give these to the model as tools=
+    # ... the model answers with an assistant message holding tool_calls ...
+    messages += ts.run(session, assistant["tool_calls"], "openai")
+
+run() forwards the model's calls untouched and returns the messages to append to the
+conversation, one per call, in the order of the calls. A tool that failed (bad
+arguments, a denied command, a dead MCP server) is a message too, with is_error set in
+the stream, so the model can act on it; only a problem with the request itself (no such
+session, a bad key) raises ToolServerError. If the connection breaks before the stream
+says "done", the batch is sent again with "resume": true: calls the daemon already has
+are not run a second time, their recorded results come back instead.
+
+Run as a script, it reads an OpenAI assistant message (with tool_calls) on stdin, runs
+its calls in a new session with the tools they name, and prints one tool message per
+line. TOOLSERVER_URL (default http://127.0.0.1:8080) and TOOLSERVER_API_KEY say where.
+"""
+
+import http.client
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+
+class ToolServerError(Exception):
+    """The daemon refused a request: status is the HTTP status, code its error code."""
+
+    def __init__(self, status, code, message):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class ToolServer:
+    def __init__(self, url, api_key, timeout=600):
+        self.url, self.api_key, self.timeout = url.rstrip("/"), api_key, timeout
+
+    def _open(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.api_key)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            return urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as e:
+            try:
+                err = json.load(e)["error"]
+            except (ValueError, KeyError, TypeError):
+                err = {"code": "http_error", "message": e.reason}
+            raise ToolServerError(e.code, err.get("code"), err.get("message")) from None
+
+    def _json(self, method, path, body=None):
+        with self._open(method, path, body) as resp:
+            return json.load(resp)
+
+    def create_session(self, tools, **spec):
+        """Creates a session that may use tools; returns its id. Names the daemon does
+        not know are dropped and reported as warnings, printed here to stderr."""
+        spec["available_tools"] = list(tools)
+        session = self._json("POST", "/v1/sessions", spec)
+        for w in session.get("warnings") or []:
+            print("toolserverd:", w, file=sys.stderr)
+        return session["id"]
+
+    def tools(self, session, fmt="openai"):
+        """The session's tool schemas in a provider's format (openai, openai_responses,
+        anthropic, gemini, mcp), sorted by name."""
+        return self._json("GET", f"/v1/sessions/{session}/tools?format={fmt}")["tools"]
+
+    def events(self, session, calls, fmt="openai", resume=False):
+        """Runs calls and yields the stream's events (dicts) as they arrive."""
+        # on_disconnect continue: calls go on if the connection breaks, so that the
+        # resumed request finds them running or done instead of cancelled.
+        body = {"calls": calls, "on_disconnect": "continue"}
+        if resume:
+            body["resume"] = True
+        with self._open("POST", f"/v1/sessions/{session}/tool-calls?format={fmt}", body) as resp:
+            for line in resp:
+                if line.strip():
+                    yield json.loads(line)
+
+    def run(self, session, calls, fmt="openai", on_event=None):
+        """Runs the model's calls and returns their messages in the order of the calls.
+        on_event, if given, sees every event (tool_progress for a UI, approval_required
+        to tell a person, ...)."""
+        results, resume = {}, False
+        for _ in range(3):
+            done = False
+            try:
+                for ev in self.events(session, calls, fmt, resume):
+                    if on_event:
+                        on_event(ev)
+                    if ev["type"] == "message":
+                        results[ev["tool_call_id"]] = ev["message"]
+                    elif ev["type"] == "done":
+                        done = True
+            except (ConnectionError, http.client.HTTPException, urllib.error.URLError, TimeoutError) as e:
+                print("toolserverd: the stream broke:", e, file=sys.stderr)
+            if done:
+                break
+            print("toolserverd: the stream ended before done; resuming the batch", file=sys.stderr)
+            resume = True
+        else:
+            raise ToolServerError(0, "incomplete", "the stream ended before done three times")
+        return [results[i] for i in map(call_id, calls) if i in results]
+
+
+def call_id(call):
+    """The id of a model's call: OpenAI tool_calls and Anthropic tool_use blocks."""
+    return call.get("id") or call.get("call_id", "")
+
+
+def main():
+    assistant = json.load(sys.stdin)
+    calls = assistant["tool_calls"]
+    ts = ToolServer(os.environ.get("TOOLSERVER_URL", "http://127.0.0.1:8080"), os.environ["TOOLSERVER_API_KEY"])
+    session = ts.create_session(sorted({c["function"]["name"] for c in calls}))
+
+    def show(ev):
+        if ev["type"] == "tool_progress" and ev["text"]:
+            sys.stderr.write(ev["text"])
+        elif ev["type"] == "approval_required":
+            print("toolserverd: waiting for approval:", ev["approval"]["reason"], file=sys.stderr)
+
+    for message in ts.run(session, calls, "openai", on_event=show):
+        print(json.dumps(message))
+
+
+if __name__ == "__main__":
+    main()
