@@ -375,6 +375,17 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("prometheus.io/path %s is not in api/openapi.yaml", path)
 	}
 
+	// Start-up: the daemon listens only once its store is open, after waiting up to
+	// store_connect_timeout for a PostgreSQL that is not up yet (a node restart) and
+	// migrating. The startup probe must outlast that wait, with room for the
+	// migrations, or the kubelet restarts a pod that was about to serve.
+	period, _ := at(k.container, "startupProbe", "periodSeconds").(int)
+	threshold, _ := at(k.container, "startupProbe", "failureThreshold").(int)
+	if budget := time.Duration(period*threshold) * time.Second; budget < cfg.StoreConnectTimeout+30*time.Second {
+		t.Errorf("startupProbe allows %s (periodSeconds %d × failureThreshold %d): want at least store_connect_timeout %s + 30s for the migrations",
+			budget, period, threshold, cfg.StoreConnectTimeout)
+	}
+
 	// Shutdown: the pod gets SIGKILL after terminationGracePeriodSeconds; the daemon
 	// needs the preStop sleep, shutdown_timeout to drain, then up to 10 s for the calls
 	// it cancelled.

@@ -64,6 +64,12 @@ func run(ctx context.Context, args, environ []string, logOut io.Writer) error {
 		log.Warn("configuration", "warning", w)
 	}
 	a, err := app.New(ctx, cfg, log)
+	if errors.Is(err, app.ErrStopped) {
+		// Asked to stop before the store could be reached: a clean stop, as when
+		// serving.
+		log.Info("stopped before starting", "err", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

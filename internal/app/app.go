@@ -100,8 +100,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err := os.MkdirAll(a.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	if a.Store, err = store.Open(ctx, store.Config{URL: cfg.Store, DataDir: a.DataDir,
-		SQLite: store.SQLiteOptions{Synchronous: cfg.SQLite.Synchronous}}); err != nil {
+	if a.Store, err = openStore(ctx, store.Config{URL: cfg.Store, DataDir: a.DataDir,
+		SQLite: store.SQLiteOptions{Synchronous: cfg.SQLite.Synchronous}}, cfg.StoreConnectTimeout, log); err != nil {
 		return nil, err
 	}
 	// Before AbandonCalls: with the id of a process still running, that would fail its

@@ -71,7 +71,7 @@ func (a *App) replicaForwarding() *server.Replicas {
 	if a.storeKind() != "postgres" || !ok {
 		return nil
 	}
-	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs}
+	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs, Lease: a.Config.Cluster.Lease}
 }
 
 // jobRelay lets the job tools reach background jobs that other replicas run; nil

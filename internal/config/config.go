@@ -34,6 +34,9 @@ type Config struct {
 	// Store selects the store: empty for SQLite in DataDir, sqlite:PATH, or a
 	// postgres:// URL.
 	Store string `mapstructure:"store"`
+	// StoreConnectTimeout is how long the daemon waits at start for a PostgreSQL that
+	// cannot be reached yet, trying again with growing delays; 0 tries once.
+	StoreConnectTimeout time.Duration `mapstructure:"store_connect_timeout"`
 	// SQLite tunes the SQLite store (ignored with PostgreSQL).
 	SQLite SQLiteConfig `mapstructure:"sqlite"`
 	// ReplicaID names this process on call records; calls it left running are marked
@@ -477,6 +480,7 @@ func Defaults() Config {
 		Addr:                "127.0.0.1:8080",
 		DataDir:             "data",
 		ReplicaID:           host,
+		StoreConnectTimeout: time.Minute,
 		SQLite:              SQLiteConfig{Synchronous: "full"},
 		MaxBodyBytes:        8 << 20,
 		MaxToolResultTokens: 12000,
@@ -521,6 +525,7 @@ func flags() (*pflag.FlagSet, *string) {
 	fs.String("addr", "", "listen address (TOOLSERVER_ADDR)")
 	fs.String("data-dir", "", "data directory (TOOLSERVER_DATA_DIR)")
 	fs.String("store", "", "store: postgres://… or sqlite:PATH (TOOLSERVER_STORE)")
+	fs.String("store-connect-timeout", "", "how long to wait at start for an unreachable PostgreSQL, e.g. 60s; 0 tries once (TOOLSERVER_STORE_CONNECT_TIMEOUT)")
 	fs.String("log-level", "", "debug, info, warn or error (TOOLSERVER_LOG_LEVEL)")
 	fs.String("log-format", "", "json or text (TOOLSERVER_LOG_FORMAT)")
 	return fs, file
@@ -577,7 +582,7 @@ func Load(args, environ []string) (Config, error) {
 		}
 	}
 	sort.Strings(warnings)
-	for flag, key := range map[string]string{"addr": "addr", "data-dir": "data_dir", "store": "store", "log-level": "log.level", "log-format": "log.format"} {
+	for flag, key := range map[string]string{"addr": "addr", "data-dir": "data_dir", "store": "store", "store-connect-timeout": "store_connect_timeout", "log-level": "log.level", "log-format": "log.format"} {
 		if f := fs.Lookup(flag); f.Changed {
 			v.Set(key, f.Value.String())
 		}
@@ -775,6 +780,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store != "" && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") && !strings.HasPrefix(c.Store, "sqlite:") {
 		bad("store", "%q must be empty (SQLite in data_dir), sqlite:PATH or a postgres:// URL", redact(c.Store))
+	}
+	if c.StoreConnectTimeout < 0 {
+		bad("store_connect_timeout", "must not be negative (0 tries the store once)")
 	}
 	if c.SQLite.Synchronous != "full" && c.SQLite.Synchronous != "normal" {
 		bad("sqlite.synchronous", "%q is not full or normal", c.SQLite.Synchronous)

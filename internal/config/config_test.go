@@ -20,6 +20,32 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 }
 
+// TestStoreConnectTimeout: a minute by default; the file, the environment and the flag
+// set it, in that order of precedence; 0 is allowed (try once).
+func TestStoreConnectTimeout(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte("store_connect_timeout: 2m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want time.Duration
+	}{
+		{"default", nil, nil, time.Minute},
+		{"file", []string{"--config", file}, nil, 2 * time.Minute},
+		{"env over file", []string{"--config", file}, []string{"TOOLSERVER_STORE_CONNECT_TIMEOUT=0"}, 0},
+		{"flag over env", []string{"--config", file, "--store-connect-timeout", "5s"}, []string{"TOOLSERVER_STORE_CONNECT_TIMEOUT=0"}, 5 * time.Second},
+	} {
+		c, err := Load(tc.args, tc.env)
+		if err != nil || c.StoreConnectTimeout != tc.want {
+			t.Errorf("%s: store_connect_timeout %s, %v; want %s", tc.name, c.StoreConnectTimeout, err, tc.want)
+		}
+	}
+}
+
 func TestPrecedence(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "c.yaml")
@@ -84,6 +110,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"bad port", nil, []string{"TOOLSERVER_ADDR=127.0.0.1:99999"}, "addr"},
 		{"bad store", []string{"--store", "mysql://x"}, nil, "store"},
 		{"bad level", []string{"--log-level", "loud"}, nil, "log.level"},
+		{"negative store wait", nil, []string{"TOOLSERVER_STORE_CONNECT_TIMEOUT=-1s"}, "store_connect_timeout"},
+		{"bare store wait", []string{"--store-connect-timeout", "60"}, nil, "store_connect_timeout"},
 		{"bad duration", nil, []string{"TOOLSERVER_CALLS_DEFAULT_TIMEOUT=soon"}, "calls.default_timeout"},
 		{"max below default", nil, []string{"TOOLSERVER_CALLS_MAX_TIMEOUT=1s"}, "calls.max_timeout"},
 		{"relative root", nil, []string{"TOOLSERVER_SESSIONS_WORKDIR_ROOTS=rel/dir"}, "sessions.workdir_roots"},

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/cluster"
@@ -25,6 +27,9 @@ type ReplicaLookup interface {
 type Replicas struct {
 	Self   string
 	Lookup ReplicaLookup
+	// Lease is cluster.lease: a replica whose last heartbeat is older is dead, and
+	// what the store says of its calls is the answer. 0: never.
+	Lease time.Duration
 	// Transport reaches the other replicas; nil uses a default with short dial
 	// timeouts.
 	Transport http.RoundTripper
@@ -56,22 +61,79 @@ func defaultReplicaTransport() http.RoundTripper {
 // its address is unknown) handler serves r here, from what this replica and the
 // store know; a finished call then reads as finished.
 func (s *Server) forwardToOwner(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
+	return s.forward(w, r, rec, handler, nil)
+}
+
+// forwardOutputRead is forwardToOwner for reads of a call's live output (a progress
+// poll, its SSE stream), which only the owner has: while the owner is alive but
+// cannot be reached and the call is unfinished, an answer from here would show no
+// output where there may be some (a poll's empty data, a stream silent until the call
+// ends), so it is 503 unavailable with Retry-After, naming the owner. Once the owner's
+// lease has run out (it is dead; the sweep fails its calls), or once the call has
+// finished, handler answers here from the store.
+func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
+	return s.forward(w, r, rec, handler, func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string) {
+		if rec.Status.Terminal() || !s.Replicas.alive(rep) {
+			local(w, r)
+			return
+		}
+		// Read again: the call may have finished while the forward was tried.
+		if cur, err := s.Calls.GetCall(r.Context(), rec.ID); err == nil && cur.Status.Terminal() {
+			local(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "5")
+		s.writeError(w, r, errorf(CodeUnavailable, "the call runs on replica "+rec.Owner+" ("+rep.Address+"), which holds its output and "+
+			"could not be reached ("+reason+"); try again shortly (if that replica stopped, its calls are marked failed once its lease runs out)"))
+	})
+}
+
+// alive reports whether rep's lease holds: it heartbeated within the lease. A
+// replica never seen (nil) is not alive.
+func (rs *Replicas) alive(rep *store.Replica) bool {
+	return rep != nil && (rs.Lease <= 0 || rep.Silent < rs.Lease)
+}
+
+// unreachableFunc answers r when rec's owner, rep (nil: no replica of that id ever
+// heartbeated), cannot be reached; local serves r here.
+type unreachableFunc func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string)
+
+// forward proxies r to rec's owner and reports whether r was answered. When the owner
+// cannot be reached, unreachable answers; nil serves handler here (for a lookup
+// that fails or an address that is no URL, by reporting false).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc, unreachable unreachableFunc) bool {
 	rs := s.Replicas
 	if rs == nil || rec.Owner == "" || rec.Owner == rs.Self || r.Header.Get(forwardedHeader) != "" {
-		return false
-	}
-	rep, err := rs.Lookup.GetReplica(r.Context(), rec.Owner)
-	if err != nil || rep.Address == "" {
-		return false
-	}
-	target, err := url.Parse(rep.Address)
-	if err != nil || target.Host == "" {
 		return false
 	}
 	local := func(w http.ResponseWriter, r *http.Request) {
 		r = r.Clone(r.Context())
 		r.Header.Set(forwardedHeader, rs.Self)
 		handler(w, r)
+	}
+	rep, err := rs.Lookup.GetReplica(r.Context(), rec.Owner)
+	switch {
+	case err != nil && unreachable == nil:
+		return false
+	case errors.Is(err, store.ErrNotFound):
+		unreachable(w, r, local, nil, "no replica of that id ever ran")
+		return true
+	case err != nil:
+		s.writeError(w, r, err)
+		return true
+	}
+	target, err := url.Parse(rep.Address)
+	if err != nil || target.Host == "" {
+		if unreachable == nil {
+			return false
+		}
+		unreachable(w, r, local, rep, "its advertised address "+strconv.Quote(rep.Address)+" is not a URL")
+		return true
+	}
+	if unreachable == nil {
+		unreachable = func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, _ *store.Replica, _ string) {
+			local(w, r)
+		}
 	}
 	transport := rs.Transport
 	if transport == nil {
@@ -88,9 +150,9 @@ func (s *Server) forwardToOwner(w http.ResponseWriter, r *http.Request, rec *sto
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
-			s.log.Warn("forwarding a request to the call's replica failed; answering here", "call_id", rec.ID,
+			s.log.Warn("forwarding a request to the call's replica failed", "call_id", rec.ID,
 				"owner", rec.Owner, "address", rep.Address, "method", r.Method, "path", r.URL.Path, "err", err)
-			local(w, r)
+			unreachable(w, r, local, rep, err.Error())
 		},
 	}
 	proxy.ServeHTTP(w, r)

@@ -62,7 +62,7 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if s.forwardToOwner(w, r, rec, s.getProgress) {
+	if s.forwardOutputRead(w, r, rec, s.getProgress) {
 		return
 	}
 	resp := progressChunk{CallID: rec.ID, Stream: stream, Offset: offset, NextOffset: offset, Encoding: encoding, Streams: []string{}}
@@ -206,7 +206,7 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if s.forwardToOwner(w, r, rec, s.streamProgress) {
+	if s.forwardOutputRead(w, r, rec, s.streamProgress) {
 		return
 	}
 	cursor, err := parseCursor(r.Header.Get("Last-Event-ID"))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // SQLiteFileName is the database file created in Config.DataDir when no URL is given.
@@ -20,6 +21,11 @@ type Config struct {
 	DataDir string
 	// SQLite tunes an SQLite store (ignored for PostgreSQL).
 	SQLite SQLiteOptions
+	// ConnectTimeout bounds Open's first connection to PostgreSQL (0: only ctx does),
+	// so that a server that never answers (a lost route, a dropped SYN) fails the
+	// attempt with ErrConnectTimeout, which IsUnreachable recognizes. The migrations
+	// that follow are not bounded by it.
+	ConnectTimeout time.Duration
 }
 
 type backend int
@@ -76,7 +82,7 @@ func Open(ctx context.Context, c Config) (Store, error) {
 	// A failed open returns a nil Store, not a Store holding a nil pointer, which the
 	// caller's clean-up would Close (and panic).
 	if b == backendPostgres {
-		p, err := OpenPostgres(ctx, loc)
+		p, err := openPostgres(ctx, loc, c.ConnectTimeout)
 		if err != nil {
 			return nil, err
 		}

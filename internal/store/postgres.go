@@ -29,6 +29,12 @@ var _ Store = (*Postgres)(nil)
 // OpenPostgres connects to url and applies pending migrations (serialized across
 // processes by an advisory lock scoped to the target schema).
 func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
+	return openPostgres(ctx, url, 0)
+}
+
+// openPostgres is OpenPostgres with the first connection bounded by connectTimeout
+// (0: by ctx only); the migrations that follow are not.
+func openPostgres(ctx context.Context, url string, connectTimeout time.Duration) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx redacts the password in its parse errors.
@@ -39,7 +45,16 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
 	p := &Postgres{pool: pool, connCfg: cfg.ConnConfig}
-	if err := pool.Ping(ctx); err != nil {
+	pingCtx, cancel := ctx, context.CancelFunc(func() {})
+	if connectTimeout > 0 {
+		pingCtx, cancel = context.WithTimeoutCause(ctx, connectTimeout, fmt.Errorf("no connection within %s: %w", connectTimeout, ErrConnectTimeout))
+	}
+	err = pool.Ping(pingCtx)
+	if err != nil && pingCtx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (%v)", context.Cause(pingCtx), err)
+	}
+	cancel()
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: open postgres %s: %w", describePG(cfg.ConnConfig), err)
 	}

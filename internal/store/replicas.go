@@ -15,6 +15,9 @@ type Replica struct {
 	Address   string
 	StartedAt time.Time
 	LastSeen  time.Time // by the database's clock
+	// Silent is how long ago LastSeen was, by the database's clock (so that replicas
+	// whose clocks disagree still agree on whose lease ran out), as GetReplica read it.
+	Silent time.Duration
 }
 
 // ExpiredCall is a call failed because its owner stopped heartbeating.

@@ -34,8 +34,10 @@ func (p *Postgres) Heartbeat(ctx context.Context, id, address string, startedAt 
 
 func (p *Postgres) GetReplica(ctx context.Context, id string) (*Replica, error) {
 	var r Replica
-	err := p.pool.QueryRow(ctx, `SELECT id, address, started_at, last_seen FROM replicas WHERE id = $1`, id).
-		Scan(&r.ID, &r.Address, &r.StartedAt, &r.LastSeen)
+	var silentUS int64
+	err := p.pool.QueryRow(ctx, `SELECT id, address, started_at, last_seen,
+		GREATEST(0, (EXTRACT(EPOCH FROM now() - last_seen) * 1000000)::bigint) FROM replicas WHERE id = $1`, id).
+		Scan(&r.ID, &r.Address, &r.StartedAt, &r.LastSeen, &silentUS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("store: get replica %s: %w", id, ErrNotFound)
 	}
@@ -43,6 +45,7 @@ func (p *Postgres) GetReplica(ctx context.Context, id string) (*Replica, error) 
 		return nil, fmt.Errorf("store: get replica %s: %w", id, err)
 	}
 	r.StartedAt, r.LastSeen = r.StartedAt.UTC(), r.LastSeen.UTC()
+	r.Silent = time.Duration(silentUS) * time.Microsecond
 	return &r, nil
 }
 

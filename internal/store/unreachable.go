@@ -9,22 +9,32 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// ErrConnectTimeout: a connection to PostgreSQL was not made within Config's
+// ConnectTimeout. IsUnreachable reports it.
+var ErrConnectTimeout = errors.New("store: connect timeout")
+
 // IsUnreachable reports whether err says the store could not be reached: a connection
 // to PostgreSQL that could not be made or was lost (the server stopped, restarting,
 // its network gone), or the server refusing work while it shuts down or starts up
-// (SQLSTATE class 08, 57P01 to 57P03). The operation may be retried once the database
-// is back; one whose connection was lost at its commit may have been carried out.
+// (SQLSTATE class 08, 57P01 to 57P03) or because all its connections are taken
+// (53300). The operation may be retried once the database is back; one whose
+// connection was lost at its commit may have been carried out.
+//
+// A server that answered a connection with any other error (a wrong password
+// 28P01, a database that does not exist 3D000) is reachable: that is not retried.
 func IsUnreachable(err error) bool {
 	if err == nil {
 		return false
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return true
-	}
+	// Before ConnectError, which wraps whatever made the connection fail, the
+	// server's own refusals included.
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || errors.Is(err, ErrConnectTimeout) {
+		return true
 	}
 	// A connection cut under a query: a network error, or the stream ending mid-message.
 	var oe *net.OpError

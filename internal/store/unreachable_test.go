@@ -159,3 +159,57 @@ func TestUnreachableErrors(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestUnreachableAtOpen: of the ways Open can fail against PostgreSQL, only those that
+// may pass by themselves (nothing listening, a name that does not resolve, a server
+// that never answers) are unreachable; a server that answered and refused (a database
+// that does not exist) is not, so the daemon's start-up does not wait on it.
+func TestUnreachableAtOpen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := closed.Addr().String()
+	closed.Close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts into its backlog, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	with := func(host, db string) string {
+		v := *u
+		if host != "" {
+			v.Host = host
+		}
+		if db != "" {
+			v.Path = "/" + db
+		}
+		return v.String()
+	}
+	for _, tc := range []struct {
+		name        string
+		url         string
+		unreachable bool
+	}{
+		{"connection refused", with(refusedAddr, ""), true},
+		{"unknown host", with("no-such-host.invalid:5432", ""), true},
+		{"server that never answers", with(silent.Addr().String(), ""), true},
+		{"missing database", with("", "no_such_database_x"), false},
+	} {
+		s, err := store.Open(ctx, store.Config{URL: tc.url, ConnectTimeout: 2 * time.Second})
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: Open succeeded", tc.name)
+			continue
+		}
+		if store.IsUnreachable(err) != tc.unreachable {
+			t.Errorf("%s: %v: unreachable %v, want %v", tc.name, err, store.IsUnreachable(err), tc.unreachable)
+		}
+	}
+}

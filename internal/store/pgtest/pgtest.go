@@ -179,6 +179,75 @@ func isExec(p string) bool {
 }
 
 func startCluster() (*cluster, error) {
+	c, err := initCluster()
+	if err != nil {
+		return nil, err
+	}
+	// A free port can be taken between our probe and the server's bind: retry.
+	for attempt := 0; ; attempt++ {
+		if c.port, err = freePort(); err != nil {
+			os.RemoveAll(c.dir)
+			return nil, err
+		}
+		out, err := c.start()
+		if err == nil {
+			break
+		}
+		if attempt == 2 {
+			log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+			c.stop()
+			return nil, fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
+		}
+	}
+	c.startWatchdog()
+	return c, nil
+}
+
+// Cluster is a throwaway PostgreSQL cluster of one test's own, for tests of a
+// database that is not there yet: NewCluster makes it without starting it, so that
+// nothing listens at its URL until Start.
+type Cluster struct {
+	c *cluster
+}
+
+// NewCluster creates (initdb) a cluster on a free loopback port and does not start
+// it; it is stopped and removed when the test ends. It skips the test when there are
+// no PostgreSQL binaries (fails when CI=true).
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := initCluster()
+	if err != nil {
+		var missing *unavailableError
+		if errors.As(err, &missing) && os.Getenv("CI") != "true" {
+			t.Skipf("pgtest: no PostgreSQL: %v", err)
+		}
+		t.Fatalf("pgtest: %v", err)
+	}
+	if c.port, err = freePort(); err != nil {
+		c.stop()
+		t.Fatal(err)
+	}
+	c.startWatchdog()
+	t.Cleanup(c.stop)
+	return &Cluster{c: c}
+}
+
+// URL is the cluster's postgres database, as user postgres (trust auth).
+func (cl *Cluster) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", cl.c.port)
+}
+
+// Start starts the server and returns once it accepts connections.
+func (cl *Cluster) Start() error {
+	if out, err := cl.c.start(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(cl.c.dir, "log"))
+		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s\n%s", err, out, log)
+	}
+	return nil
+}
+
+// initCluster runs initdb in a new temporary directory; the cluster has no port yet.
+func initCluster() (*cluster, error) {
 	bin, err := findBinDir()
 	if err != nil {
 		return nil, err
@@ -208,23 +277,6 @@ func startCluster() (*cluster, error) {
 		os.RemoveAll(c.dir)
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	// A free port can be taken between our probe and the server's bind: retry.
-	for attempt := 0; ; attempt++ {
-		if c.port, err = freePort(); err != nil {
-			os.RemoveAll(c.dir)
-			return nil, err
-		}
-		out, err := c.start()
-		if err == nil {
-			break
-		}
-		if attempt == 2 {
-			log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
-			c.stop()
-			return nil, fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
-		}
-	}
-	c.startWatchdog()
 	return c, nil
 }
 

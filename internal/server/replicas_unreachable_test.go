@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestProgressReadOwnerUnreachable: a progress read (poll or SSE) that lands on B for
+// a call running on A, whose advertised address cannot be reached while A is alive
+// (its lease holds), was answered by B as if B ran it: no output, and a UI could not
+// tell "no output yet" from "the output is out of reach". It is now 503 unavailable
+// with Retry-After, naming the replica. Once the owner's lease has run out (it is
+// dead; the sweep fails its calls) the read is answered from the store.
+func TestProgressReadOwnerUnreachable(t *testing.T) {
+	t.Parallel()
+	closed := "http://" + closedAddr(t)
+	a, b := twoReplicas(t, func(c *config.Config) {
+		c.Cluster.Lease = 2 * time.Second
+		if c.ReplicaID == "replica-a" {
+			c.Cluster.AdvertiseURL = closed
+		}
+	})
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	ev, rest, stop := streamUntilEvent(t, a, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo started; sleep 60"}}]}`, "tool_progress")
+	defer stop()
+	cid := ev["call_id"].(string)
+	waitFor(t, 10*time.Second, "the call is recorded running", func() bool {
+		code, _, body := b.do("GET", "/v1/tool-calls/"+cid, nil)
+		return code == 200 && strings.Contains(string(body), `"status":"running"`)
+	})
+
+	for _, path := range []string{"/v1/tool-calls/" + cid + "/progress", "/v1/tool-calls/" + cid + "/progress/stream"} {
+		code, h, body := b.do("GET", path, nil)
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(body, &e)
+		if code != http.StatusServiceUnavailable || e.Error.Code != "unavailable" || h.Get("Retry-After") == "" ||
+			!strings.Contains(e.Error.Message, "replica-a") || !strings.Contains(e.Error.Message, closed) {
+			t.Errorf("GET %s on B, the owner unreachable: HTTP %d Retry-After %q %s; want 503 unavailable with Retry-After naming replica-a and %s",
+				path, code, h.Get("Retry-After"), body, closed)
+		}
+	}
+	// The owner itself still serves it.
+	if code, _, body := a.do("GET", "/v1/tool-calls/"+cid+"/progress", nil); code != 200 || !strings.Contains(string(body), "started") {
+		t.Errorf("progress on A: %d %s", code, body)
+	}
+	if code, _, body := a.do("POST", "/v1/tool-calls/"+cid+"/cancel", nil); code != http.StatusAccepted {
+		t.Fatalf("cancel on A: %d %s", code, body)
+	}
+	<-rest
+
+	// A replica that stopped heartbeating long ago, with a call the store says is
+	// running: its lease is over, so B answers from the record (the sweep fails the
+	// call; until then it reads as not finished).
+	rs := b.app.Store.(store.ReplicaStore)
+	if err := rs.Heartbeat(t.Context(), "replica-dead", closed, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	dead := "tc_deadowner" + strings.ReplaceAll(id, "ses_", "")
+	if err := b.app.Store.WriteCalls(t.Context(), []*store.Call{{ID: dead, SessionID: id, Tenant: "default", ToolCallID: "d",
+		Name: "execute_command", Arguments: json.RawMessage(`{}`), Status: store.CallRunning, Owner: "replica-dead"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "replica-dead's lease to run out", func() bool {
+		r, err := rs.GetReplica(t.Context(), "replica-dead")
+		return err == nil && r.Silent > 2*time.Second
+	})
+	code, _, body := b.do("GET", "/v1/tool-calls/"+dead+"/progress", nil)
+	var p progressRead
+	if code != 200 || json.Unmarshal(body, &p) != nil || p.Data != "" {
+		t.Fatalf("progress on B of a call whose owner's lease ran out: %d %s; want the store's answer", code, body)
+	}
+	if p.Finished {
+		if _, _, rec := b.do("GET", "/v1/tool-calls/"+dead, nil); !strings.Contains(string(rec), `"status":"failed"`) {
+			t.Errorf("reads as finished, but the record is %s", rec)
+		}
+	}
+}
