@@ -38,7 +38,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -101,7 +101,7 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		fmt.Fprintf(&b, "(%q is the skill %s: skill names here have no plugin prefix)\n", prefixed, sk.Name)
 	}
 	b.WriteString("\n")
-	body := expandSkillDir(sk.Body, path)
+	body := expandSkillDir(sk.Body, sk, path)
 	if body, cut := budgetHead([]byte(body)); cut {
 		b.WriteString(body)
 		fmt.Fprintf(&b, "\n[showing the first %s of the instructions' %s; read the rest of %s/SKILL.md with read_file, using offset and limit]",
@@ -168,7 +168,7 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 	if sandboxRoot != "" {
 		dir = skills.ProjectedPath(sandboxRoot, sk.Name)
 	}
-	text, cut := budgetHead([]byte(expandSkillDir(string(b), dir)))
+	text, cut := budgetHead([]byte(expandSkillDir(string(b), sk, dir)))
 	if cut {
 		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
 			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
@@ -264,15 +264,31 @@ func otherSkillFile(proxy *skills.Proxy, file string) (skills.Skill, string, boo
 // replaces {baseDir} and ${CLAUDE_SKILL_DIR} in a skill's instructions with it.
 var skillDirPlaceholders = []string{"{baseDir}", "${CLAUDE_SKILL_DIR}"}
 
+// pluginRootPlaceholder is what a Claude Code plugin's skills write for the plugin's
+// root folder: ${CLAUDE_PLUGIN_ROOT}/skills/pdf/scripts/x.py, ${CLAUDE_PLUGIN_ROOT}/guides/y.md.
+const pluginRootPlaceholder = "${CLAUDE_PLUGIN_ROOT}"
+
 // expandSkillDir replaces the placeholders of a skill's folder in text with dir, the
-// folder the skill is projected to.
-func expandSkillDir(text, dir string) string {
-	if !strings.Contains(text, "{baseDir}") && !strings.Contains(text, "${CLAUDE_SKILL_DIR}") {
-		return text
-	}
+// folder the skill is projected to. For a skill of a plugin (Skill.PluginRoot), a
+// path through the plugin's skills folder (${CLAUDE_PLUGIN_ROOT}/skills/other/…)
+// becomes the path of that skill's projection beside dir, where the session reaches
+// it, and ${CLAUDE_PLUGIN_ROOT} anywhere else the plugin's root folder; for any other
+// skill ${CLAUDE_PLUGIN_ROOT} means nothing and is left as written.
+func expandSkillDir(text string, sk skills.Skill, dir string) string {
 	var pairs []string
-	for _, p := range skillDirPlaceholders {
-		pairs = append(pairs, p, dir)
+	if sk.PluginRoot != "" && strings.Contains(text, pluginRootPlaceholder) {
+		if rel, err := filepath.Rel(sk.PluginRoot, filepath.Dir(sk.Dir)); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			pairs = append(pairs, pluginRootPlaceholder+"/"+filepath.ToSlash(rel)+"/", filepath.Dir(dir)+"/")
+		}
+		pairs = append(pairs, pluginRootPlaceholder, sk.PluginRoot)
+	}
+	if strings.Contains(text, "{baseDir}") || strings.Contains(text, "${CLAUDE_SKILL_DIR}") {
+		for _, p := range skillDirPlaceholders {
+			pairs = append(pairs, p, dir)
+		}
+	}
+	if pairs == nil {
+		return text
 	}
 	return strings.NewReplacer(pairs...).Replace(text)
 }
