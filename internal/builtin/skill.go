@@ -10,8 +10,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/toolserverd/toolserverd/internal/rank"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/skills"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -30,12 +32,14 @@ func (skillTool) Spec() tool.Spec {
 		Label: "Open a skill",
 		Description: "Open one of your skills (packaged instructions, scripts and assets for a kind of task): returns its " +
 			"full instructions and file list and makes its folder available at .skills/<name>/ in your working directory. " +
-			"With file, returns that file of the skill (a folder of it, such as scripts, lists its files).",
-		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
+			"With file, returns that file of the skill (a folder of it, such as scripts, lists its files). " +
+			"With query instead of name, finds the skills that fit a task, with their descriptions.",
+		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
   "name":{"type":"string","minLength":1,"description":"The skill's name."},
-  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh); a folder (e.g. scripts) lists its files."}}}`),
+  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh); a folder (e.g. scripts) lists its files."},
+  "query":{"type":"string","description":"Without name: words for a task (e.g. 'fill a PDF form'); returns the skills that fit best, with their descriptions."}}}`),
 		PromptHint: "Before doing a task one of your skills covers, open it with the skill tool and follow its instructions.",
-		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
+		Documentation: "skill {query}: the skills of this session that best fit the words of query (ranked by their names and descriptions, at most " + strconv.Itoa(skillSearchLimit) + " of them, each with its whole description, and how many matched); the prompt lists only as many skills as fit its budget, so this finds the others. skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
 			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
@@ -46,11 +50,15 @@ func (skillTool) Spec() tool.Spec {
 
 func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
 	var args struct {
-		Name string `json:"name"`
-		File string `json:"file"`
+		Name  string `json:"name"`
+		File  string `json:"file"`
+		Query string `json:"query"`
 	}
 	if err := decodeArgs(raw, &args); err != nil {
 		return nil, err
+	}
+	if strings.TrimSpace(args.Name) == "" && strings.TrimSpace(args.Query) == "" {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "give name (the skill to open) or query (words for a task, to find skills)")
 	}
 	if ctx.Session == nil || ctx.Session.State == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "skills are not available outside a session")
@@ -58,6 +66,9 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	proxy, _ := ctx.Session.State.LoadOrStore(skills.SessionStateKey, func() any { return (*skills.Proxy)(nil) }).(*skills.Proxy)
 	if proxy == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "no skills are configured on this server")
+	}
+	if strings.TrimSpace(args.Name) == "" {
+		return searchSkills(proxy, args.Query), nil
 	}
 	name, prefixed := pluginSkillName(proxy, strings.TrimSpace(args.Name))
 	sk, ok := proxy.Get(name)
@@ -111,6 +122,43 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	}
 	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": rel, "files": sk.Files, "version": sk.Version})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}, nil
+}
+
+// skillSearchLimit is how many skills a query shows.
+const skillSearchLimit = 10
+
+// searchSkills answers skill {query}: the skills the model may pick (not those for a
+// person to ask for, as the prompt fragment leaves them out too) ranked by how well
+// their names and descriptions fit the query (BM25, as tools are ranked), the best
+// skillSearchLimit with their descriptions.
+func searchSkills(proxy *skills.Proxy, query string) *tool.Result {
+	list := proxy.List()
+	docs := make([]rank.Doc, 0, len(list))
+	desc := make(map[string]string, len(list))
+	for _, sk := range list {
+		if !sk.ManualOnly {
+			docs = append(docs, rank.Doc{Name: sk.Name, Description: sk.Description})
+			desc[sk.Name] = sk.Description
+		}
+	}
+	hits := rank.NewIndex(docs).Rank(query, 0)
+	if len(hits) == 0 {
+		return tool.TextResult(fmt.Sprintf("no skill of the %d here matches %q: try other words (what the task does, the kind of file or the tool it involves)", len(docs), query))
+	}
+	var b strings.Builder
+	shown := hits[:min(len(hits), skillSearchLimit)]
+	fmt.Fprintf(&b, "%d of the %d skills match %q", len(hits), len(docs), query)
+	if len(hits) > len(shown) {
+		fmt.Fprintf(&b, "; the best %d", len(shown))
+	}
+	b.WriteString(" (open one with skill and its name):\n")
+	names := make([]string, len(shown))
+	for i, h := range shown {
+		fmt.Fprintf(&b, "- %s: %s\n", h.Name, desc[h.Name])
+		names[i] = h.Name
+	}
+	structured, _ := json.Marshal(map[string]any{"skills": names, "matched": len(hits)})
+	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}
 }
 
 // readSkillFile shows one file of a skill as read_file would: text up to outputBudget
