@@ -42,7 +42,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {query}: the skills of this session that best fit the words of query (ranked by their names and descriptions, at most " + strconv.Itoa(skillSearchLimit) + " of them, each with its whole description, and how many matched); the prompt lists only as many skills as fit its budget, so this finds the others. skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -73,15 +73,12 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	name, prefixed := pluginSkillName(proxy, strings.TrimSpace(args.Name))
 	sk, ok := proxy.Get(name)
 	if !ok {
-		var names []string
-		for _, s := range proxy.List() {
-			names = append(names, s.Name)
-		}
+		available := availableSkills(proxy, name)
 		if why, broken := proxy.NotLoaded(name); broken {
-			return nil, tool.Errorf(tool.KindNotFound, "skill %s is not loaded: %s (its folder is there but could not be loaded; the server's operator can fix it); available skills: %s",
-				name, why, strings.Join(names, ", "))
+			return nil, tool.Errorf(tool.KindNotFound, "skill %s is not loaded: %s (its folder is there but could not be loaded; the server's operator can fix it); %s",
+				name, why, available)
 		}
-		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; available skills: %s", args.Name, strings.Join(names, ", "))
+		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; %s", args.Name, available)
 	}
 	box, err := t.m.For(ctx.Session)
 	if args.File != "" {
@@ -122,6 +119,35 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	}
 	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": rel, "files": sk.Files, "version": sk.Version})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}, nil
+}
+
+// maxNamesListed is how many skills an unknown name is answered with, all of them up
+// to it; past it, the names nearest the one asked for.
+const maxNamesListed = 50
+
+// availableSkills says which skills there are, for an answer to a name that is none:
+// every name of a small library; of a large one (a thousand skills would be 20 KB of
+// names) the few ranked nearest to name, and how to find the others.
+func availableSkills(proxy *skills.Proxy, name string) string {
+	list := proxy.List()
+	names := make([]string, 0, len(list))
+	docs := make([]rank.Doc, 0, len(list))
+	for _, s := range list {
+		names = append(names, s.Name)
+		docs = append(docs, rank.Doc{Name: s.Name, Description: s.Description})
+	}
+	if len(names) <= maxNamesListed {
+		return "available skills: " + strings.Join(names, ", ")
+	}
+	var near []string
+	for _, h := range rank.NewIndex(docs).Rank(name, skillSearchLimit) {
+		near = append(near, h.Name)
+	}
+	text := fmt.Sprintf("there are %d skills; find one for a task with skill and query", len(names))
+	if len(near) > 0 {
+		text += "; the names nearest this one: " + strings.Join(near, ", ")
+	}
+	return text
 }
 
 // skillSearchLimit is how many skills a query shows.

@@ -77,8 +77,9 @@ type promptAnswer struct {
 // within the budget (cl100k tokens counted here from the text), the first skills in
 // name order with their descriptions (cut with "…" past 250 characters), then names,
 // then a line counting the rest; the JSON says it was cut and by how much; the same
-// skills give the same text; every skill still opens with the skill tool, and one
-// left out of the prompt is found by its query. A large budget lists them all.
+// skills give the same text; every skill still opens with the skill tool, one left
+// out of the prompt is found by its query, and an unknown name is answered with the
+// nearest names rather than all. A large budget lists them all.
 func TestSkillPromptBudget(t *testing.T) {
 	t.Parallel()
 	dir, names := skillLibrary(t, 1000)
@@ -163,6 +164,13 @@ func TestSkillPromptBudget(t *testing.T) {
 		{"id": "q", "name": "skill", "arguments": map[string]any{"query": fmt.Sprintf("marker%dx", k)}}}})
 	if m := messages(t, evs)["q"]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "- "+last+": ") || strings.Contains(string(m.raw), "of the 1000") {
 		t.Errorf("query for %s: %.400s", last, m.raw)
+	}
+	// A name that is none is answered with the nearest names, not all thousand.
+	_, evs = d.stream("/v1/sessions/"+id+"/tool-calls", map[string]any{"calls": []map[string]any{
+		{"id": "u", "name": "skill", "arguments": map[string]any{"name": "astronomy-astropy-x"}}}})
+	if m := messages(t, evs)["u"]; m.str("error_kind") != "not_found" || len(m.raw) > 4000 || !strings.Contains(string(m.raw), "there are 1000 skills") ||
+		!strings.Contains(string(m.raw), "astronomy-astropy-") {
+		t.Errorf("unknown name: %d bytes: %.600s", len(m.raw), m.raw)
 	}
 
 	// A budget that holds every name but not every description names them all; one
