@@ -343,7 +343,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		}
 	}
 
-	apiCfg := server.Config{MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: cfg.StreamKeepalive, WriteTimeout: cfg.WriteTimeout}
+	apiCfg := server.Config{MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: cfg.StreamKeepalive, WriteTimeout: cfg.WriteTimeout,
+		SkillPromptBudgetTokens: cfg.Skills.PromptBudgetTokens}
 	if a.storeKind() == "postgres" { // replicas may share it
 		apiCfg.RecordHold = cfg.Calls.RecordFoldWindow
 	}

@@ -10,8 +10,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/toolserverd/toolserverd/internal/rank"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/skills"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -30,15 +32,17 @@ func (skillTool) Spec() tool.Spec {
 		Label: "Open a skill",
 		Description: "Open one of your skills (packaged instructions, scripts and assets for a kind of task): returns its " +
 			"full instructions and file list and makes its folder available at .skills/<name>/ in your working directory. " +
-			"With file, returns that file of the skill (a folder of it, such as scripts, lists its files).",
-		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
+			"With file, returns that file of the skill (a folder of it, such as scripts, lists its files). " +
+			"With query instead of name, finds the skills that fit a task, with their descriptions.",
+		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
   "name":{"type":"string","minLength":1,"description":"The skill's name."},
-  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh); a folder (e.g. scripts) lists its files."}}}`),
+  "file":{"type":"string","description":"A file of the skill to read, relative to its folder (e.g. scripts/run.sh); a folder (e.g. scripts) lists its files."},
+  "query":{"type":"string","description":"Without name: words for a task (e.g. 'fill a PDF form'); returns the skills that fit best, with their descriptions."}}}`),
 		PromptHint: "Before doing a task one of your skills covers, open it with the skill tool and follow its instructions.",
-		Documentation: "skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
+		Documentation: "skill {query}: the skills of this session that best fit the words of query (ranked by their names and descriptions, at most " + strconv.Itoa(skillSearchLimit) + " of them, each with its whole description, and how many matched); the prompt lists only as many skills as fit its budget, so this finds the others. skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list, and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -46,11 +50,15 @@ func (skillTool) Spec() tool.Spec {
 
 func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, error) {
 	var args struct {
-		Name string `json:"name"`
-		File string `json:"file"`
+		Name  string `json:"name"`
+		File  string `json:"file"`
+		Query string `json:"query"`
 	}
 	if err := decodeArgs(raw, &args); err != nil {
 		return nil, err
+	}
+	if strings.TrimSpace(args.Name) == "" && strings.TrimSpace(args.Query) == "" {
+		return nil, tool.Errorf(tool.KindInvalidArgs, "give name (the skill to open) or query (words for a task, to find skills)")
 	}
 	if ctx.Session == nil || ctx.Session.State == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "skills are not available outside a session")
@@ -59,18 +67,18 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if proxy == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "no skills are configured on this server")
 	}
+	if strings.TrimSpace(args.Name) == "" {
+		return searchSkills(proxy, args.Query), nil
+	}
 	name, prefixed := pluginSkillName(proxy, strings.TrimSpace(args.Name))
 	sk, ok := proxy.Get(name)
 	if !ok {
-		var names []string
-		for _, s := range proxy.List() {
-			names = append(names, s.Name)
-		}
+		available := availableSkills(proxy, name)
 		if why, broken := proxy.NotLoaded(name); broken {
-			return nil, tool.Errorf(tool.KindNotFound, "skill %s is not loaded: %s (its folder is there but could not be loaded; the server's operator can fix it); available skills: %s",
-				name, why, strings.Join(names, ", "))
+			return nil, tool.Errorf(tool.KindNotFound, "skill %s is not loaded: %s (its folder is there but could not be loaded; the server's operator can fix it); %s",
+				name, why, available)
 		}
-		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; available skills: %s", args.Name, strings.Join(names, ", "))
+		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; %s", args.Name, available)
 	}
 	box, err := t.m.For(ctx.Session)
 	if args.File != "" {
@@ -101,7 +109,7 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		fmt.Fprintf(&b, "(%q is the skill %s: skill names here have no plugin prefix)\n", prefixed, sk.Name)
 	}
 	b.WriteString("\n")
-	body := expandSkillDir(sk.Body, path)
+	body := expandSkillDir(sk.Body, sk, path)
 	if body, cut := budgetHead([]byte(body)); cut {
 		b.WriteString(body)
 		fmt.Fprintf(&b, "\n[showing the first %s of the instructions' %s; read the rest of %s/SKILL.md with read_file, using offset and limit]",
@@ -111,6 +119,72 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	}
 	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": rel, "files": sk.Files, "version": sk.Version})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}, nil
+}
+
+// maxNamesListed is how many skills an unknown name is answered with, all of them up
+// to it; past it, the names nearest the one asked for.
+const maxNamesListed = 50
+
+// availableSkills says which skills there are, for an answer to a name that is none:
+// every name of a small library; of a large one (a thousand skills would be 20 KB of
+// names) the few ranked nearest to name, and how to find the others.
+func availableSkills(proxy *skills.Proxy, name string) string {
+	list := proxy.List()
+	names := make([]string, 0, len(list))
+	docs := make([]rank.Doc, 0, len(list))
+	for _, s := range list {
+		names = append(names, s.Name)
+		docs = append(docs, rank.Doc{Name: s.Name, Description: s.Description})
+	}
+	if len(names) <= maxNamesListed {
+		return "available skills: " + strings.Join(names, ", ")
+	}
+	var near []string
+	for _, h := range rank.NewIndex(docs).Rank(name, skillSearchLimit) {
+		near = append(near, h.Name)
+	}
+	text := fmt.Sprintf("there are %d skills; find one for a task with skill and query", len(names))
+	if len(near) > 0 {
+		text += "; the names nearest this one: " + strings.Join(near, ", ")
+	}
+	return text
+}
+
+// skillSearchLimit is how many skills a query shows.
+const skillSearchLimit = 10
+
+// searchSkills answers skill {query}: the skills the model may pick (not those for a
+// person to ask for, as the prompt fragment leaves them out too) ranked by how well
+// their names and descriptions fit the query (BM25, as tools are ranked), the best
+// skillSearchLimit with their descriptions.
+func searchSkills(proxy *skills.Proxy, query string) *tool.Result {
+	list := proxy.List()
+	docs := make([]rank.Doc, 0, len(list))
+	desc := make(map[string]string, len(list))
+	for _, sk := range list {
+		if !sk.ManualOnly {
+			docs = append(docs, rank.Doc{Name: sk.Name, Description: sk.Description})
+			desc[sk.Name] = sk.Description
+		}
+	}
+	hits := rank.NewIndex(docs).Rank(query, 0)
+	if len(hits) == 0 {
+		return tool.TextResult(fmt.Sprintf("no skill of the %d here matches %q: try other words (what the task does, the kind of file or the tool it involves)", len(docs), query))
+	}
+	var b strings.Builder
+	shown := hits[:min(len(hits), skillSearchLimit)]
+	fmt.Fprintf(&b, "%d of the %d skills match %q", len(hits), len(docs), query)
+	if len(hits) > len(shown) {
+		fmt.Fprintf(&b, "; the best %d", len(shown))
+	}
+	b.WriteString(" (open one with skill and its name):\n")
+	names := make([]string, len(shown))
+	for i, h := range shown {
+		fmt.Fprintf(&b, "- %s: %s\n", h.Name, desc[h.Name])
+		names[i] = h.Name
+	}
+	structured, _ := json.Marshal(map[string]any{"skills": names, "matched": len(hits)})
+	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}
 }
 
 // readSkillFile shows one file of a skill as read_file would: text up to outputBudget
@@ -168,7 +242,7 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 	if sandboxRoot != "" {
 		dir = skills.ProjectedPath(sandboxRoot, sk.Name)
 	}
-	text, cut := budgetHead([]byte(expandSkillDir(string(b), dir)))
+	text, cut := budgetHead([]byte(expandSkillDir(string(b), sk, dir)))
 	if cut {
 		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
 			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
@@ -264,15 +338,31 @@ func otherSkillFile(proxy *skills.Proxy, file string) (skills.Skill, string, boo
 // replaces {baseDir} and ${CLAUDE_SKILL_DIR} in a skill's instructions with it.
 var skillDirPlaceholders = []string{"{baseDir}", "${CLAUDE_SKILL_DIR}"}
 
+// pluginRootPlaceholder is what a Claude Code plugin's skills write for the plugin's
+// root folder: ${CLAUDE_PLUGIN_ROOT}/skills/pdf/scripts/x.py, ${CLAUDE_PLUGIN_ROOT}/guides/y.md.
+const pluginRootPlaceholder = "${CLAUDE_PLUGIN_ROOT}"
+
 // expandSkillDir replaces the placeholders of a skill's folder in text with dir, the
-// folder the skill is projected to.
-func expandSkillDir(text, dir string) string {
-	if !strings.Contains(text, "{baseDir}") && !strings.Contains(text, "${CLAUDE_SKILL_DIR}") {
-		return text
-	}
+// folder the skill is projected to. For a skill of a plugin (Skill.PluginRoot), a
+// path through the plugin's skills folder (${CLAUDE_PLUGIN_ROOT}/skills/other/…)
+// becomes the path of that skill's projection beside dir, where the session reaches
+// it, and ${CLAUDE_PLUGIN_ROOT} anywhere else the plugin's root folder; for any other
+// skill ${CLAUDE_PLUGIN_ROOT} means nothing and is left as written.
+func expandSkillDir(text string, sk skills.Skill, dir string) string {
 	var pairs []string
-	for _, p := range skillDirPlaceholders {
-		pairs = append(pairs, p, dir)
+	if sk.PluginRoot != "" && strings.Contains(text, pluginRootPlaceholder) {
+		if rel, err := filepath.Rel(sk.PluginRoot, filepath.Dir(sk.Dir)); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			pairs = append(pairs, pluginRootPlaceholder+"/"+filepath.ToSlash(rel)+"/", filepath.Dir(dir)+"/")
+		}
+		pairs = append(pairs, pluginRootPlaceholder, sk.PluginRoot)
+	}
+	if strings.Contains(text, "{baseDir}") || strings.Contains(text, "${CLAUDE_SKILL_DIR}") {
+		for _, p := range skillDirPlaceholders {
+			pairs = append(pairs, p, dir)
+		}
+	}
+	if pairs == nil {
+		return text
 	}
 	return strings.NewReplacer(pairs...).Replace(text)
 }

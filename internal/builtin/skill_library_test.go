@@ -17,6 +17,13 @@ import (
 // returns a function that calls the skill tool and the session's working directory.
 func librarySession(t *testing.T, files map[string]string, available []string) (func(name, file string) *tool.Result, string) {
 	t.Helper()
+	return librarySessionIn(t, files, "", available)
+}
+
+// librarySessionIn is librarySession whose skills directory is the folder sub of the
+// files written (a plugin's skills/ beside its .claude-plugin/).
+func librarySessionIn(t *testing.T, files map[string]string, sub string, available []string) (func(name, file string) *tool.Result, string) {
+	t.Helper()
 	root := t.TempDir()
 	for rel, data := range files {
 		p := filepath.Join(root, filepath.FromSlash(rel))
@@ -33,7 +40,7 @@ func librarySession(t *testing.T, files map[string]string, available []string) (
 			t.Fatal(err)
 		}
 	}
-	sm, err := skills.NewManager(skills.Config{Dirs: []string{root}}, nil)
+	sm, err := skills.NewManager(skills.Config{Dirs: []string{filepath.Join(root, filepath.FromSlash(sub))}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +165,59 @@ func TestSkillBaseDir(t *testing.T) {
 	// The projected copy itself is the skill's files as they are.
 	if b, err := os.ReadFile(filepath.Join(dir, "SKILL.md")); err != nil || !strings.Contains(string(b), "{baseDir}") {
 		t.Errorf("projected SKILL.md: %v %q", err, b)
+	}
+}
+
+// TestSkillPluginRoot: skills of Claude Code plugins write ${CLAUDE_PLUGIN_ROOT} for
+// the plugin's root (the folder holding .claude-plugin/plugin.json), mostly as
+// ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/scripts/x.sh. It was shown as written. In a
+// plugin's skill, a path through its skills folder becomes the skill's projection in
+// the working directory and any other use the plugin's root; a skill of no plugin
+// keeps the text as written.
+func TestSkillPluginRoot(t *testing.T) {
+	t.Parallel()
+	plugin := map[string]string{
+		".claude-plugin/plugin.json": `{"name": "fixer", "version": "1.0.0"}`,
+		"guides/style.md":            "style\n",
+		"skills/pr-fix/SKILL.md": "---\nname: pr-fix\ndescription: Fixes pull requests.\n---\n" +
+			"Run ${CLAUDE_PLUGIN_ROOT}/skills/pr-fix/scripts/poll.sh, read ${CLAUDE_PLUGIN_ROOT}/skills/review/SKILL.md\n" +
+			"and \"${CLAUDE_PLUGIN_ROOT}/guides/style.md\"; ${CLAUDE_SKILL_DIR} is here.\n",
+		"skills/pr-fix/scripts/poll.sh": "#!/bin/sh\necho ${CLAUDE_PLUGIN_ROOT}/skills/review/x\n",
+		"skills/review/SKILL.md":        "---\nname: review\ndescription: Reviews.\n---\nReview.\n",
+	}
+	call, workdir := librarySessionIn(t, plugin, "skills", nil)
+	proj := filepath.Join(workdir, ".skills")
+	text := call("pr-fix", "").Text()
+	for _, want := range []string{
+		"Run " + proj + "/pr-fix/scripts/poll.sh, read " + proj + "/review/SKILL.md",
+		"/guides/style.md\"", proj + "/pr-fix is here",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("opened: no %q in %q", want, text)
+		}
+	}
+	if strings.Contains(text, "CLAUDE_PLUGIN_ROOT") {
+		t.Errorf("opened: placeholder left: %q", text)
+	}
+	// The plugin's root is where guides/style.md is on disk.
+	i := strings.Index(text, "and \"")
+	j := strings.Index(text, "/guides/style.md\"")
+	if i < 0 || j < i {
+		t.Fatalf("opened: %q", text)
+	}
+	if b, err := os.ReadFile(text[i+len("and \""):j] + "/guides/style.md"); err != nil || string(b) != "style\n" {
+		t.Errorf("plugin root %q: %v %q", text[i+len("and \""):j], err, b)
+	}
+	if got := call("pr-fix", "scripts/poll.sh").Text(); !strings.Contains(got, "echo "+proj+"/review/x\n") {
+		t.Errorf("file: %q", got)
+	}
+
+	// The same skill outside a plugin: ${CLAUDE_PLUGIN_ROOT} means nothing there.
+	delete(plugin, ".claude-plugin/plugin.json")
+	call, workdir = librarySessionIn(t, plugin, "skills", nil)
+	text = call("pr-fix", "").Text()
+	if !strings.Contains(text, "Run ${CLAUDE_PLUGIN_ROOT}/skills/pr-fix/scripts/poll.sh") || !strings.Contains(text, filepath.Join(workdir, ".skills", "pr-fix")+" is here") {
+		t.Errorf("no plugin: %q", text)
 	}
 }
 

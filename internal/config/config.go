@@ -269,6 +269,10 @@ type SkillsConfig struct {
 	Dirs []string `mapstructure:"dirs"`
 	// Watch picks up changes on disk without a restart.
 	Watch bool `mapstructure:"watch"`
+	// PromptBudgetTokens bounds the skills part of a session's prompt fragment
+	// (cl100k_base tokens): past it, skills are named without descriptions, then
+	// counted in a closing line. At least 200.
+	PromptBudgetTokens int `mapstructure:"prompt_budget_tokens"`
 }
 
 // MCPEndpointConfig configures the MCP endpoint (/mcp and /v1/sessions/{id}/mcp).
@@ -496,7 +500,7 @@ func Defaults() Config {
 		Sandbox:             SandboxConfig{Mode: "local", OutputCapBytes: 64 << 20, PidsLimit: 1024},
 		Permissions:         PermissionsConfig{ApprovalTTL: time.Hour},
 		MCP:                 MCPConfig{PrefixMode: "always", HealthInterval: 15 * time.Second, MinBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute},
-		Skills:              SkillsConfig{Watch: true},
+		Skills:              SkillsConfig{Watch: true, PromptBudgetTokens: 4000},
 		CORS:                CORSConfig{MaxAge: 10 * time.Minute},
 		Chain: ChainConfig{Enabled: true, MaxToolCalls: 50, CallTimeout: 60 * time.Second, TotalTimeout: 300 * time.Second,
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
@@ -871,6 +875,9 @@ func (c Config) Validate() error {
 		if r.d < 0 || (r.d > 0 && r.d < time.Minute) {
 			bad(r.key, "%s must be 0 (keep forever) or at least 1m", r.d)
 		}
+	}
+	if c.Skills.PromptBudgetTokens < 200 {
+		bad("skills.prompt_budget_tokens", "%d is below 200 (the heading and closing line of the skills list need about 100 tokens)", c.Skills.PromptBudgetTokens)
 	}
 	if c.Sessions.MaxLive < 0 {
 		bad("sessions.max_live", "%d is negative (0 means no cap)", c.Sessions.MaxLive)

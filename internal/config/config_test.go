@@ -252,6 +252,24 @@ func TestMaxToolResultTokensFallsBack(t *testing.T) {
 	}
 }
 
+// TestSkillsPromptBudget: skills.prompt_budget_tokens defaults to 4000, is read from
+// the environment, and one too small for the list's heading and closing line stops
+// start-up naming the key.
+func TestSkillsPromptBudget(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, nil)
+	if err != nil || c.Skills.PromptBudgetTokens != 4000 || c.Validate() != nil {
+		t.Fatalf("default: %d %v %v", c.Skills.PromptBudgetTokens, err, c.Validate())
+	}
+	c, err = Load(nil, []string{"TOOLSERVER_SKILLS_PROMPT_BUDGET_TOKENS=8000"})
+	if err != nil || c.Skills.PromptBudgetTokens != 8000 || c.Validate() != nil {
+		t.Fatalf("8000: %d %v %v", c.Skills.PromptBudgetTokens, err, c.Validate())
+	}
+	if _, err = Load(nil, []string{"TOOLSERVER_SKILLS_PROMPT_BUDGET_TOKENS=100"}); err == nil || !strings.Contains(err.Error(), "skills.prompt_budget_tokens") {
+		t.Fatalf("100: %v", err)
+	}
+}
+
 // TestReferenceDocumentsEveryKey keeps docs/config.md and deploy/config.example.yaml
 // in step with the Config struct.
 func TestReferenceDocumentsEveryKey(t *testing.T) {

@@ -100,6 +100,9 @@ func (o *Operation) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 		return o.unfinished(kind, why, req, resp, data, true), nil
 	}
 	if ws.available() && o.isFileAnswer(resp, data) {
+		if ctx.ReadOnly {
+			return o.unsavedAnswer(resp, data), nil
+		}
 		return o.saveAnswer(ctx, callCtx, budget, ws, req, resp, data), nil
 	}
 	cut := int64(len(data)) > o.maxBytes

@@ -144,6 +144,35 @@ func (o *Operation) downloadName(ctx *tool.Context, resp *http.Response, mediaTy
 	return o.spec.Name + "-" + id + extensionOf(mediaType), suggested
 }
 
+// unsavedAnswer is a 2xx answer the model cannot read (isFileAnswer) for a session
+// that may change nothing (tool.Context.ReadOnly, explore mode): a GET counts as
+// read-only, so it runs there, but saving its answer would write to the working
+// directory. The body is named in the text, as without a working directory, and the
+// text says why it was not saved. head is what was read of the body.
+func (o *Operation) unsavedAnswer(resp *http.Response, head []byte) *tool.Result {
+	ct := resp.Header.Get("Content-Type")
+	mediaType, _, _ := mime.ParseMediaType(ct)
+	mediaType = strings.ToLower(mediaType)
+	if mediaType == "" {
+		mediaType = "application/octet-stream"
+	}
+	size := fmt.Sprintf("%d bytes", len(head))
+	if int64(len(head)) > o.maxBytes {
+		size = fmt.Sprintf("more than %d bytes", o.maxBytes)
+		if resp.ContentLength > o.maxBytes {
+			size = fmt.Sprintf("%d bytes", resp.ContentLength)
+		}
+	}
+	info := map[string]any{"status": resp.StatusCode, "content_type": ct, "method": o.method, "url": o.redacted(resp.Request.URL),
+		"bytes": min(int64(len(head)), o.maxBytes), "cut": int64(len(head)) > o.maxBytes, "saved": false}
+	text := fmt.Sprintf("HTTP %d %s from %s %s: [binary body: %s of %s]\n[not saved in the working directory: this session's permission mode "+
+		"(explore) lets it change nothing, and saving the answer would write a file; its bytes are not kept]",
+		resp.StatusCode, http.StatusText(resp.StatusCode), o.method, o.redacted(resp.Request.URL), size, mediaType)
+	res := tool.TextResult(text)
+	res.Details, _ = json.Marshal(info)
+	return res
+}
+
 // saveAnswer writes a 2xx answer that the model cannot read (isFileAnswer) to the
 // call's working directory, reading the rest of its body (head is what was read),
 // and says where it is. An answer that cannot be kept (larger than max_file_bytes, a

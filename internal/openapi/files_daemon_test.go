@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -125,5 +127,61 @@ func TestFilesThroughASession(t *testing.T) {
 	mu.Unlock()
 	if m := msgs["again"]; m.IsError || !bytes.Equal(again, pdf) {
 		t.Errorf("sending the download on: %+v; the API got %d bytes", m, len(again))
+	}
+}
+
+// TestBinaryAnswerReadOnlySession: a GET is read-only, so a session in explore mode
+// (which may change nothing) runs it; its PDF answer was still saved to the working
+// directory's downloads/. Through a real daemon, the explore session now gets the
+// body named in the text with why it was not saved, and no file; a default session
+// calling the same operation still gets the PDF saved, byte for byte.
+func TestBinaryAnswerReadOnlySession(t *testing.T) {
+	t.Parallel()
+	pdf := append([]byte("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"), bytes.Repeat([]byte{0, 0xff, 'y', 0x80}, 30000)...)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/pdf")
+		w.Header().Set("Content-Disposition", `attachment; filename="report.pdf"`)
+		_, _ = w.Write(pdf)
+	}))
+	t.Cleanup(api.Close)
+	spec, err := filepath.Abs(filepath.Join("testdata", "files31.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	d := testdaemon.Start(t, func(c *config.Config) {
+		c.DataDir = filepath.Join(work, "data")
+		c.Sessions.WorkdirRoots = []string{work}
+		c.OpenAPI = []config.OpenAPIConfig{{Name: "files", Spec: spec, BaseURL: api.URL}}
+	})
+	call := func(mode string) (message, string) {
+		dir := filepath.Join(work, mode)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var sess struct {
+			ID string `json:"id"`
+		}
+		body := fmt.Sprintf(`{"available_tools":["files__*"],"workdir":%q,"permission_mode":%q}`, dir, mode)
+		if err := json.Unmarshal(do(t, http.MethodPost, d.URL+"/v1/sessions", body, http.StatusCreated), &sess); err != nil {
+			t.Fatal(err)
+		}
+		return callTools(t, d.URL, sess.ID, `[{"id":"dl","name":"files__getFile","arguments":{"name":"report"}}]`)["dl"], dir
+	}
+
+	m, dir := call("explore")
+	want := fmt.Sprintf("[binary body: %d bytes of application/pdf]", len(pdf))
+	if m.IsError || !strings.Contains(m.Content, want) || !strings.Contains(m.Content, "not saved in the working directory") ||
+		!strings.Contains(m.Content, "explore") || strings.Contains(m.Content, "PDF-1.7") {
+		t.Errorf("explore: %+v, want %q and why it was not saved", m, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "downloads")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("explore: downloads/ is there (%v)", err)
+	}
+
+	m, dir = call("default")
+	if b, _ := os.ReadFile(filepath.Join(dir, "downloads", "report.pdf")); m.IsError || !bytes.Equal(b, pdf) ||
+		!strings.Contains(m.Content, "saved in the working directory as downloads/report.pdf") {
+		t.Errorf("default: %+v; downloads/report.pdf holds %d bytes of %d", m, len(b), len(pdf))
 	}
 }

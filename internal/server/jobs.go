@@ -52,7 +52,7 @@ func (s *Server) runForwardedJobCall(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeNotFound, "this session cannot call "+req.Name))
 		return
 	}
-	tc := &tool.Context{Context: cluster.MarkForwarded(r.Context()), ToolName: req.Name, Session: sess.Info, Progress: tool.NoProgress}
+	tc := &tool.Context{Context: cluster.MarkForwarded(r.Context()), ToolName: req.Name, Session: sess.Info, ReadOnly: sess.ReadOnly(), Progress: tool.NoProgress}
 	res := m.Run(e, toolmgr.Invocation{Ctx: tc, Args: req.Arguments, Timeout: e.Spec.Timeout})
 	writeJSON(w, http.StatusOK, cluster.JobCallResponse{Result: res})
 }

@@ -104,6 +104,9 @@ type Config struct {
 	// WriteTimeout is how long a response may wait for its client to take any of its
 	// bytes before it is cut (0: for ever); see writeTimeoutMiddleware.
 	WriteTimeout time.Duration
+	// SkillPromptBudgetTokens bounds the skills part of a session's prompt fragment
+	// (skills.prompt_budget_tokens); 0: skills.DefaultPromptBudgetTokens.
+	SkillPromptBudgetTokens int
 }
 
 // Server serves the API.
@@ -125,6 +128,9 @@ func New(cfg Config, d Deps) *Server {
 	}
 	if cfg.RevokeCheck <= 0 {
 		cfg.RevokeCheck = time.Second
+	}
+	if cfg.SkillPromptBudgetTokens <= 0 {
+		cfg.SkillPromptBudgetTokens = skills.DefaultPromptBudgetTokens
 	}
 	return &Server{Deps: d, cfg: cfg, log: d.Log, origins: newOrigins(d.CORS.AllowedOrigins)}
 }

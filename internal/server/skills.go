@@ -2,10 +2,10 @@ package server
 
 import (
 	"net/http"
-	"sort"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/skills"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 type skillJSON struct {
@@ -77,7 +77,8 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 }
 
 // sessionPrompt returns the system-prompt fragment for a session: the prompt hints of
-// its tools (in name order, so the prompt caches well) and its skills.
+// its tools (in name order, so the prompt caches well) and its skills, the latter cut
+// to skills.prompt_budget_tokens (skills.Listing).
 func (s *Server) sessionPrompt(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.session(r)
 	if err != nil {
@@ -94,27 +95,19 @@ func (s *Server) sessionPrompt(w http.ResponseWriter, r *http.Request) {
 	if len(hints) > 0 {
 		b.WriteString("## Tools\n" + strings.Join(hints, "\n") + "\n")
 	}
-	var skillLines []string
-	var names []string
+	var listing skills.PromptListing
 	// Skills are opened with the skill tool: a session without it has none to offer.
 	if _, _, ok := sess.Tools.Resolve("skill"); ok && sess.Skills != nil {
-		for _, sk := range sess.Skills.List() {
-			if sk.ManualOnly {
-				continue // for a person to ask for, not for the model to pick
-			}
-			skillLines = append(skillLines, "- "+sk.Name+": "+sk.Description)
-			names = append(names, sk.Name)
-		}
+		listing = skills.Listing(sess.Skills.List(), s.cfg.SkillPromptBudgetTokens, toolmgr.CountTokens)
 	}
-	sort.Strings(skillLines)
-	if len(skillLines) > 0 {
+	if listing.Text != "" {
 		if b.Len() > 0 {
 			b.WriteString("\n")
 		}
-		b.WriteString("## Skills\nOpen a skill with the skill tool before a task it covers.\n" + strings.Join(skillLines, "\n") + "\n")
+		b.WriteString(listing.Text)
 	}
-	if names == nil {
-		names = []string{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"prompt": b.String(), "skills": names})
+	names := append(append([]string{}, listing.Described...), listing.NamedOnly...)
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": b.String(), "skills": names,
+		"skills_cut": listing.Cut(), "skills_described": len(listing.Described), "skills_left_out": listing.LeftOut,
+		"skills_tokens": listing.Tokens, "skills_budget_tokens": s.cfg.SkillPromptBudgetTokens})
 }

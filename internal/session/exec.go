@@ -776,7 +776,7 @@ func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Ev
 	if x.obs != nil {
 		x.obs.CallStarted(c.Name)
 	}
-	tc := &tool.Context{Context: ctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, Progress: progress}
+	tc := &tool.Context{Context: ctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, ReadOnly: sess.ReadOnly(), Progress: progress}
 	if c.entry.Spec.Mode == tool.ModeStateful && emit != nil {
 		tc.Interact = interactor{x: x, c: c, emit: emit}
 	}

@@ -166,7 +166,7 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 	}
 	// Nobody is asked to approve a call its tool would refuse anyway.
 	if pc, ok := c.entry.Tool.(tool.Prechecker); ok {
-		tc := &tool.Context{Context: ctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, Progress: tool.NoProgress}
+		tc := &tool.Context{Context: ctx, CallID: c.ID, ToolCallID: c.ToolCallID, ToolName: c.Name, Session: sess.Info, ReadOnly: sess.ReadOnly(), Progress: tool.NoProgress}
 		if err := x.precheck(pc, tc, c.Arguments); err != nil {
 			return false, false, tool.FromError(err), nil
 		}

@@ -157,6 +157,12 @@ func (s *Session) CurrentSpec() Spec {
 	return s.Spec
 }
 
+// ReadOnly reports whether the session's permission mode lets it change nothing
+// (explore), for tool.Context.ReadOnly.
+func (s *Session) ReadOnly() bool {
+	return approval.Mode(s.CurrentSpec().PermissionMode) == approval.ModeExplore
+}
+
 // Rules returns the session's permission rules.
 func (s *Session) Rules() []approval.Rule {
 	s.mu.Lock()

@@ -241,7 +241,28 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 		return Skill{}, err
 	}
 	s.Dir, s.Files, s.Scripts, s.Hash = dir, rels, scripts, th.sum()
+	s.PluginRoot = pluginRoot(dir)
 	return s, nil
+}
+
+// pluginLevels is how far above a skill's folder its plugin's root is looked for:
+// <root>/skills/<name> is one folder up from the skill's parent, and a plugin.json
+// may place its skills a level or two deeper.
+const pluginLevels = 3
+
+// pluginRoot returns the root of the Claude Code plugin that the skill folder dir
+// belongs to (Skill.PluginRoot), "" when none of the folders above it holds
+// .claude-plugin/plugin.json.
+func pluginRoot(dir string) string {
+	for d, i := filepath.Dir(dir), 0; i < pluginLevels; d, i = filepath.Dir(d), i+1 {
+		if info, err := os.Stat(filepath.Join(d, ".claude-plugin", "plugin.json")); err == nil && info.Mode().IsRegular() {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return ""
 }
 
 // hashFile returns the SHA-256 of a file, whether it is a script (isScript) and,

@@ -62,6 +62,11 @@ type Skill struct {
 	Activation []string
 	// Dir is the absolute path of the skill's folder (symlinks resolved).
 	Dir string
+	// PluginRoot is the root folder of the Claude Code plugin the skill comes from:
+	// the closest of the three folders above Dir that holds .claude-plugin/plugin.json
+	// (a plugin's skills lie in <root>/skills/<name>/, or where its plugin.json
+	// says). "" for a skill of no plugin.
+	PluginRoot string
 	// Body is SKILL.md without its frontmatter.
 	Body string
 	// Files lists every file of the skill, slash-separated and relative to Dir, sorted.

@@ -286,7 +286,12 @@ type Context struct {
 	ToolCallID string
 	ToolName   string
 	Session    *Session
-	Progress   Progress
+	// ReadOnly: the session's permission mode lets it change nothing (explore). Such
+	// a session runs only read-only tools, and a read-only tool must then not write
+	// as a side effect either (an API's binary answer is not saved to the working
+	// directory).
+	ReadOnly bool
+	Progress Progress
 	// Interact is set for stateful tools: it shows the agent an intermediate result
 	// and returns the agent's answer.
 	Interact Interactor

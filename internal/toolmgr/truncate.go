@@ -136,6 +136,17 @@ func (t *Truncator) KeepStructured(res *tool.Result) *tool.Result {
 	return &out
 }
 
+// CountTokens returns how many cl100k_base tokens text is, the tokenizer every budget
+// of the daemon counts in (a third of its bytes, rounded up, when the embedded
+// tokenizer cannot be loaded).
+func CountTokens(text string) int {
+	enc, err := loadEncoding()
+	if err != nil {
+		return (len(text) + 2) / 3
+	}
+	return len(encode(enc, text))
+}
+
 // tokensUpTo counts the tokens of text, or returns the budget when there are more.
 func (t *Truncator) tokensUpTo(text string) int {
 	enc, err := t.encoding()
