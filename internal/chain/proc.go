@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,9 +67,30 @@ func (ws *workers) cgroupParent() string {
 	ws.once.Do(func() {
 		if p, err := sandbox.MemoryCgroupParent(); err == nil {
 			ws.parent = p
+			removeStaleCgroups(p)
 		}
 	})
 	return ws.parent
+}
+
+// workerCgroupPrefix starts the name of a worker's cgroup, followed by the daemon's
+// pid and a sequence number.
+const workerCgroupPrefix = "toolserverd-chain-"
+
+// removeStaleCgroups removes the workers' cgroups a daemon that is gone left under
+// parent (a daemon killed while a worker ran: the worker died with it, its cgroup
+// stayed, empty). A cgroup with a process in it cannot be removed, and is not.
+func removeStaleCgroups(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, workerCgroupPrefix+"*"))
+	for _, dir := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), workerCgroupPrefix), "-")
+		if n, err := strconv.Atoi(pid); err != nil || n == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); errors.Is(err, os.ErrNotExist) {
+			_ = syscall.Rmdir(dir)
+		}
+	}
 }
 
 // worker is the daemon's handle on one worker process.
@@ -122,8 +145,14 @@ func startWorker(ctx context.Context, parent, name string, limit int64) (*worker
 	// No environment from the daemon (its keys stay there); no goroutine dump on a
 	// crash (only the head of stderr is kept); a race-detector build (tests) would
 	// otherwise sleep a second at exit.
-	proc, err := sandbox.StartBounded(parent, name, hardMemoryLimit(limit), workerExe, []string{workerArg0},
-		[]string{"GOTRACEBACK=none", "GORACE=atexit_sleep_ms=0"}, inR, outW, errW)
+	argv, env := []string{workerArg0}, []string{"GOTRACEBACK=none", "GORACE=atexit_sleep_ms=0"}
+	proc, err := sandbox.StartBounded(parent, name, hardMemoryLimit(limit), workerExe, argv, env, inR, outW, errW)
+	if err != nil && parent != "" {
+		// The cgroup could not be made (the host changed since the probe): the worker
+		// bounds its own address space instead.
+		parent = ""
+		proc, err = sandbox.StartBounded("", name, 0, workerExe, argv, env, inR, outW, errW)
+	}
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -276,7 +305,7 @@ func (w *worker) death(limit int64) *outcomeError {
 func (r *run) drive(script string) (*workerDone, *outcomeError) {
 	p := r.t.policy
 	parent := r.t.workers.cgroupParent()
-	name := fmt.Sprintf("toolserverd-chain-%d-%d", os.Getpid(), r.t.workers.seq.Add(1))
+	name := fmt.Sprintf("%s%d-%d", workerCgroupPrefix, os.Getpid(), r.t.workers.seq.Add(1))
 	w, err := startWorker(r.ctx, parent, name, p.MaxMemoryBytes)
 	if err != nil {
 		return nil, &outcomeError{Kind: tool.KindFailed, Message: "the script's process could not be started: " + err.Error()}
@@ -284,7 +313,7 @@ func (r *run) drive(script string) (*workerDone, *outcomeError) {
 	defer w.close()
 	start := &workerStart{Script: script, MaxToolCalls: p.MaxToolCalls, MaxSteps: p.MaxSteps, MaxMemoryBytes: p.MaxMemoryBytes,
 		MaxInlineResultBytes: p.MaxInlineResultBytes, SoftMemoryLimit: softMemoryLimit(p.MaxMemoryBytes)}
-	if parent == "" {
+	if !w.cgroup {
 		start.AddressSpace = hardMemoryLimit(p.MaxMemoryBytes) + addressHeadroom
 	}
 	if r.tc.Session.Tools != nil {

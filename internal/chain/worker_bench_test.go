@@ -58,7 +58,7 @@ func runTiny(b *testing.B, inProcess bool, parent string, measure func(pid int))
 			}
 		}
 	} else {
-		w, err := startWorker(context.Background(), parent, fmt.Sprintf("toolserverd-chain-bench-%d-%d", os.Getpid(), time.Now().UnixNano()), p.MaxMemoryBytes)
+		w, err := startWorker(context.Background(), parent, fmt.Sprintf("%s%d-bench%d", workerCgroupPrefix, os.Getpid(), time.Now().UnixNano()), p.MaxMemoryBytes)
 		if err != nil {
 			b.Fatal(err)
 		}
