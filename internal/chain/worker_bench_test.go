@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// firstCall and ending add up, over a benchmark's worker runs, the time from the start
+// to the worker's first call, and from its answer to its exit (its cgroup removed).
+var firstCall, ending time.Duration
+
 // tinyScript makes one tool call and a little computation: a chain's usual shape.
 const tinyScript = "x = call(\"t_echo\", text=\"hi\")\nresult = {\"n\": len(x), \"s\": x + \"!\"}\n"
 
@@ -70,6 +74,7 @@ func runTiny(b *testing.B, inProcess bool, parent string, measure func(pid int))
 		switch m.Type {
 		case msgCall:
 			if measure != nil && pid != 0 {
+				firstCall += time.Since(start)
 				measure(pid)
 			}
 			send(message{Type: msgReply, Reply: &callReply{CallID: "tc_1", Text: "hello"}})
@@ -77,7 +82,11 @@ func runTiny(b *testing.B, inProcess bool, parent string, measure func(pid int))
 			if m.Done.Error != nil || string(m.Done.Result) != `{"n":5,"s":"hello!"}` {
 				b.Fatalf("tiny script: %+v %s", m.Done.Error, m.Done.Result)
 			}
+			t := time.Now()
 			end()
+			if pid != 0 {
+				ending += time.Since(t)
+			}
 			return time.Since(start)
 		}
 	}
@@ -105,6 +114,7 @@ func procStatus(pid int, field string) int64 {
 // and the worker's RSS and virtual size at its call.
 func BenchmarkChainWorker(b *testing.B) {
 	parent := (&workers{}).cgroupParent()
+	firstCall, ending = 0, 0
 	var inProc, inWorker time.Duration
 	var rss, vsz int64
 	measure := func(pid int) { rss, vsz = procStatus(pid, "VmRSS"), procStatus(pid, "VmSize") }
@@ -120,6 +130,8 @@ func BenchmarkChainWorker(b *testing.B) {
 	b.ReportMetric(float64(inProc.Nanoseconds())/float64(b.N), "in-process-ns/op")
 	b.ReportMetric(float64(inWorker.Nanoseconds())/float64(b.N), "worker-ns/op")
 	b.ReportMetric(float64(inWorker)/float64(inProc), "worker/in-process")
+	b.ReportMetric(float64(firstCall.Microseconds())/1000/float64(b.N), "worker-first-call-ms")
+	b.ReportMetric(float64(ending.Microseconds())/1000/float64(b.N), "worker-exit-ms")
 	b.ReportMetric(float64(rss)/1024, "worker-rss-MiB")
 	b.ReportMetric(float64(vsz)/1024, "worker-vsz-MiB")
 	b.ReportMetric(boolMetric(parent != ""), "cgroup")
