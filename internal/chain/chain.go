@@ -9,13 +9,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
-	"go.starlark.net/syntax"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -40,7 +37,8 @@ func Tools(p Policy, store *Artifacts) ([]tool.Tool, error) {
 type chainTool struct {
 	policy Policy
 	store  *Artifacts
-	heap   heapProbe // shared by the chains' memory guards
+	// workers knows where chains' worker processes get their memory cgroups.
+	workers workers
 }
 
 func (t *chainTool) Spec() tool.Spec {
@@ -115,34 +113,26 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	ctx, cancel := context.WithTimeout(tc.Context, t.deadline(tc.Context))
 	defer cancel()
 	r := &run{t: t, tc: tc, ctx: ctx, trace: []traceEntry{}}
-	r.thread = &starlark.Thread{Name: ToolName, Print: r.print}
-	guard := &memoryGuard{limit: t.policy.MaxMemoryBytes, probe: &t.heap, stop: func(msg string) {
-		r.fail(tool.KindFailed, msg)
-		r.thread.Cancel("too much memory")
-	}}
-	guard.install(r.thread, t.policy.MaxSteps, func(th *starlark.Thread) {
-		r.fail(tool.KindFailed, fmt.Sprintf("the script exceeded %d execution steps (an endless loop?) and was stopped", t.policy.MaxSteps))
-		th.Cancel("too many execution steps")
-	})
-	stop := context.AfterFunc(ctx, func() { r.thread.Cancel("the chain was stopped: " + r.ctxReason()) })
-	defer stop()
-	defer guard.start()()
-
-	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true, Set: true},
-		r.thread, "script.star", args.Script, r.predeclared())
-	out := outcome{Status: "ok", CallTrace: r.snapshot(), Steps: r.thread.ExecutionSteps()}
-	out.Output, out.Truncated = r.output()
-	out.Calls = len(out.CallTrace)
-	if v, ok := globals["result"]; ok && v != nil {
-		if b, encErr := encodeJSON(r.thread, v); encErr == nil {
-			out.Result = b
-		} else if err == nil {
-			err = fmt.Errorf("the global result cannot be encoded as JSON: %v", encErr)
-		}
+	done, died := r.drive(args.Script)
+	out := outcome{Status: "ok", CallTrace: r.trace, Calls: len(r.trace), Output: r.out.String(), Truncated: r.truncated}
+	if done != nil {
+		out.Steps, out.Result, out.Truncated = done.Steps, done.Result, out.Truncated || done.Truncated
 	}
-	if err != nil {
+	switch {
+	case done != nil && done.Error == nil:
+	case r.ctx.Err() != nil:
+		kind := tool.KindCancelled
+		if errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
+			kind = tool.KindTimeout
+		}
+		out.Error = &outcomeError{Kind: kind, Message: "the script was stopped: " + r.ctxReason()}
+	case done != nil:
+		out.Error = done.Error
+	default:
+		out.Error = died
+	}
+	if out.Error != nil {
 		out.Status = "error"
-		out.Error = r.classify(err)
 	}
 	out.DurationMS = time.Since(start).Milliseconds()
 	res, jerr := tool.JSONResult(out)
@@ -167,50 +157,27 @@ func (t *chainTool) deadline(ctx context.Context) time.Duration {
 	return d
 }
 
-// run is one execution of a script.
+// run is one execution of a script, the daemon's side: the script runs in a worker
+// process (worker.go), which asks for each tool call; the calls, their trace and the
+// artifacts stay here.
 type run struct {
-	t      *chainTool
-	tc     *tool.Context
-	ctx    context.Context
-	thread *starlark.Thread
+	t   *chainTool
+	tc  *tool.Context
+	ctx context.Context
 
-	mu        sync.Mutex
+	// Only the goroutine driving the worker uses these.
 	trace     []traceEntry
 	out       strings.Builder
 	truncated bool
-	failure   *outcomeError // a limit that stopped the script
 }
 
-func (r *run) print(_ *starlark.Thread, msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *run) print(msg string) {
 	if r.out.Len()+len(msg)+1 > maxOutputBytes {
 		r.truncated = true
 		return
 	}
 	r.out.WriteString(msg)
 	r.out.WriteByte('\n')
-}
-
-func (r *run) output() (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.out.String(), r.truncated
-}
-
-func (r *run) snapshot() []traceEntry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]traceEntry{}, r.trace...)
-}
-
-// fail records the first limit that stopped the script.
-func (r *run) fail(kind tool.ErrorKind, msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failure == nil {
-		r.failure = &outcomeError{Kind: kind, Message: msg}
-	}
 }
 
 func (r *run) ctxReason() string {
@@ -223,167 +190,56 @@ func (r *run) ctxReason() string {
 	return "cancelled"
 }
 
-// classify turns the script's error into the result's error.
-func (r *run) classify(err error) *outcomeError {
-	if r.ctx.Err() != nil {
-		kind := tool.KindCancelled
-		if errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
-			kind = tool.KindTimeout
-		}
-		return &outcomeError{Kind: kind, Message: "the script was stopped: " + r.ctxReason()}
-	}
-	r.mu.Lock()
-	f := r.failure
-	r.mu.Unlock()
-	if f != nil {
-		return f
-	}
-	var se syntax.Error
-	if errors.As(err, &se) {
-		return &outcomeError{Kind: tool.KindInvalidArgs, Message: "the script does not parse: " + err.Error()}
-	}
-	var ee *starlark.EvalError
-	if errors.As(err, &ee) {
-		return &outcomeError{Kind: tool.KindFailed, Message: ee.Backtrace()}
-	}
-	// Resolve errors (undefined names, …) are problems of the script text.
-	if strings.HasPrefix(err.Error(), "script.star:") {
-		return &outcomeError{Kind: tool.KindInvalidArgs, Message: "the script is not valid: " + err.Error()}
-	}
-	return &outcomeError{Kind: tool.KindFailed, Message: err.Error()}
-}
-
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// reserved are Starlark keywords and reserved words: no function may be named so.
-var reserved = map[string]bool{}
-
-func init() {
+// reserved are Starlark keywords and reserved words: no function may be named so. It
+// is made with the package's variables, before any init (the worker's runs a script).
+var reserved = func() map[string]bool {
+	m := map[string]bool{}
 	for _, w := range strings.Fields(`and break continue def elif else for if in lambda load not or pass return while
 		as assert async await class del except finally from global import is nonlocal raise try with yield`) {
-		reserved[w] = true
+		m[w] = true
 	}
-}
+	return m
+}()
 
-// predeclared holds the builtins and one function per tool of the session whose name
-// is a valid identifier that shadows nothing.
-func (r *run) predeclared() starlark.StringDict {
-	d := r.builtins()
-	if r.tc.Session.Tools == nil {
-		return d
-	}
-	for _, name := range r.tc.Session.Tools.Names() {
-		if !identifier.MatchString(name) || reserved[name] || starlark.Universe.Has(name) || d.Has(name) {
-			continue
-		}
-		d[name] = starlark.NewBuiltin(name, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			if len(args) > 0 {
-				return nil, fmt.Errorf("%s: tools take keyword arguments only, e.g. %s(name=value)", name, name)
-			}
-			return r.call(name, kw, false)
-		})
-	}
-	return d
-}
-
-// builtins are the functions every script has besides the session's tools.
-func (r *run) builtins() starlark.StringDict {
-	d := starlark.StringDict{
-		"call": starlark.NewBuiltin("call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return r.named(b, args, kw, false)
-		}),
-		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return r.named(b, args, kw, true)
-		}),
-		"json":   starjson.Module,
-		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
-	}
-	if r.t.policy.MaxMemoryBytes > 0 {
-		d["range"] = boundedRange(r.t.policy.MaxMemoryBytes / bytesPerRangeElement)
-	}
-	return d
-}
-
-// named serves call("tool", ...) and try_call("tool", ...).
-func (r *run) named(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple, try bool) (starlark.Value, error) {
-	if len(args) != 1 {
-		return nil, fmt.Errorf("%s: want the tool name as the only positional argument, then keyword arguments", b.Name())
-	}
-	name, ok := starlark.AsString(args[0])
-	if !ok {
-		return nil, fmt.Errorf("%s: the tool name must be a string, not %s", b.Name(), args[0].Type())
-	}
-	return r.call(name, kw, try)
-}
-
-// call makes one tool call through the session's executor.
-func (r *run) call(name string, kw []starlark.Tuple, try bool) (starlark.Value, error) {
+// call makes one tool call of the script through the session's executor; ctx ends
+// with the chain or the worker.
+func (r *run) call(ctx context.Context, req *callRequest) *callReply {
 	p := r.t.policy
-	r.mu.Lock()
 	n := len(r.trace)
-	r.mu.Unlock()
-	if n >= p.MaxToolCalls {
-		msg := fmt.Sprintf("the script tried to make more than %d tool calls (chain max_tool_calls); %s was not called", p.MaxToolCalls, name)
-		r.fail(tool.KindFailed, msg)
-		return nil, errors.New(msg)
+	if n >= p.MaxToolCalls { // the worker stops the script first; this holds whatever it does
+		return &callReply{Error: fmt.Sprintf("the script tried to make more than %d tool calls (chain max_tool_calls); %s was not called", p.MaxToolCalls, req.Tool)}
 	}
-	kwargs := starlark.NewDict(len(kw))
-	for _, pair := range kw {
-		if err := kwargs.SetKey(pair[0], pair[1]); err != nil {
-			return nil, err
-		}
-	}
-	argJSON, err := encodeJSON(r.thread, kwargs)
-	if err != nil {
-		return nil, fmt.Errorf("%s: arguments cannot be encoded as JSON: %v", name, err)
-	}
-	sum := sha256.Sum256(argJSON)
-	entry := traceEntry{Seq: n + 1, Tool: name, ArgsDigest: "sha256:" + hex.EncodeToString(sum[:8])}
+	sum := sha256.Sum256(req.Args)
+	entry := traceEntry{Seq: n + 1, Tool: req.Tool, ArgsDigest: "sha256:" + hex.EncodeToString(sum[:8])}
 	start := time.Now()
-	nr := r.tc.Invoke.Invoke(r.ctx, tool.NestedCall{
-		Name: name, Args: argJSON, Timeout: p.CallTimeout,
+	nr := r.tc.Invoke.Invoke(ctx, tool.NestedCall{
+		Name: req.Tool, Args: req.Args, Timeout: p.CallTimeout,
 		ApprovalTimeout: p.ApprovalTimeout, MaxRiskWithoutApproval: p.MaxRiskWithoutApproval,
 	})
 	entry.DurationMS = time.Since(start).Milliseconds()
 	entry.CallID = nr.CallID
 	res := nr.Result
 	entry.Status = "ok"
-	var value starlark.Value = starlark.None
-	var convErr error
+	rep := &callReply{CallID: nr.CallID}
 	if res.IsError {
 		entry.Status, entry.Kind = "error", res.ErrorKind
+		rep.Failed, rep.Kind, rep.Message = true, res.ErrorKind, truncateText(res.Text(), p.MaxInlineResultBytes)
+		rep.Stopping = r.ctx.Err() != nil
+	} else if ref, err := r.value(res, rep); err != nil {
+		rep.Error = err.Error()
 	} else {
-		value, entry.Artifact, convErr = r.value(res)
+		entry.Artifact = ref
 	}
-	r.mu.Lock()
 	r.trace = append(r.trace, entry)
-	r.mu.Unlock()
-	r.tc.Emit("info", fmt.Sprintf("#%d %s %s %s %dms\n", entry.Seq, name, entry.CallID, strings.TrimSpace(entry.Status+" "+string(entry.Kind)), entry.DurationMS))
-	if convErr != nil {
-		return nil, convErr
-	}
-	if !res.IsError {
-		if try {
-			return attempt(true, value, starlark.None, starlark.None, nr.CallID), nil
-		}
-		return value, nil
-	}
-	msg := truncateText(res.Text(), p.MaxInlineResultBytes)
-	if try && r.ctx.Err() == nil {
-		return attempt(false, starlark.None, starlark.String(msg), starlark.String(res.ErrorKind), nr.CallID), nil
-	}
-	return nil, fmt.Errorf("%s failed (%s, call %s): %s", name, res.ErrorKind, nr.CallID, msg)
+	r.tc.Emit("info", fmt.Sprintf("#%d %s %s %s %dms\n", entry.Seq, req.Tool, entry.CallID, strings.TrimSpace(entry.Status+" "+string(entry.Kind)), entry.DurationMS))
+	return rep
 }
 
-func attempt(ok bool, value, errText, kind starlark.Value, callID string) starlark.Value {
-	return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
-		"ok": starlark.Bool(ok), "value": value, "error": errText, "kind": kind, "call_id": starlark.String(callID),
-	})
-}
-
-// value converts a successful result for the script: its structured content when it
-// has one, else its text; one too large to inline becomes an artifact reference.
-func (r *run) value(res *tool.Result) (starlark.Value, string, error) {
+// value puts a successful result into rep: its structured content when it has one,
+// else its text; one too large to inline is stored and becomes an artifact reference.
+func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err error) {
 	payload, structured := []byte(res.Structured), len(res.Structured) > 0
 	if !structured {
 		payload = []byte(res.Text())
@@ -391,24 +247,18 @@ func (r *run) value(res *tool.Result) (starlark.Value, string, error) {
 	if len(payload) > r.t.policy.MaxInlineResultBytes {
 		ref, truncated, err := r.t.store.Put(r.tc.Session.ID, payload)
 		if err != nil {
-			return nil, "", fmt.Errorf("a result of %d bytes could not be stored as an artifact: %v", len(payload), err)
+			return "", fmt.Errorf("a result of %d bytes could not be stored as an artifact: %v", len(payload), err)
 		}
-		d := starlark.NewDict(5)
-		_ = d.SetKey(starlark.String("artifact"), starlark.String(ref))
-		_ = d.SetKey(starlark.String("bytes"), starlark.MakeInt(len(payload)))
-		_ = d.SetKey(starlark.String("preview"), starlark.String(cutIncomplete(payload[:min(previewBytes, len(payload))])))
-		_ = d.SetKey(starlark.String("json"), starlark.Bool(structured))
-		_ = d.SetKey(starlark.String("truncated"), starlark.Bool(truncated))
-		return d, ref, nil
+		rep.Artifact = &artifactRef{Ref: ref, Bytes: len(payload), JSON: structured, Truncated: truncated,
+			Preview: string(cutIncomplete(payload[:min(previewBytes, len(payload))]))}
+		return ref, nil
 	}
-	if !structured {
-		return starlark.String(payload), "", nil
+	if structured && json.Valid(payload) {
+		rep.JSON = payload
+	} else {
+		rep.Text = res.Text()
 	}
-	v, err := starlark.Call(r.thread, starjson.Module.Members["decode"], starlark.Tuple{starlark.String(payload)}, nil)
-	if err != nil {
-		return starlark.String(res.Text()), "", nil
-	}
-	return v, "", nil
+	return "", nil
 }
 
 func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {

@@ -49,6 +49,7 @@ func (f fn) Run(ctx *tool.Context, args json.RawMessage) (*tool.Result, error) {
 // env is a daemon with the test tools registered.
 type env struct {
 	t     *testing.T
+	d     *testdaemon.Daemon
 	url   string
 	risky atomic.Int32 // calls of t_risky that ran
 }
@@ -78,7 +79,7 @@ func start(t *testing.T, mutate func(*config.Config)) *env {
 			mutate(c)
 		}
 	})
-	e := &env{t: t, url: d.URL}
+	e := &env{t: t, d: d, url: d.URL}
 	safe := tool.Flags{ReadOnly: true, ConcurrencySafe: true}
 	text := func(raw json.RawMessage) string {
 		var a struct {

@@ -11,8 +11,10 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// How the memory guard watches a script. Starlark counts steps, not bytes, and the heap
-// is the whole process's, so the guard works from the runtime's counters:
+// How the memory guard watches a script. Starlark counts steps, not bytes, so the guard
+// works from the runtime's counters. It runs in the script's worker process (worker.go),
+// whose heap is the script's and the interpreter's; it was written for the daemon's
+// heap, shared by every session, and still makes no assumption that it is alone:
 //
 //   - the bytes allocated since the last measurement bound how much the script can have
 //     kept since then (it cannot keep more than the process allocated);
@@ -24,7 +26,9 @@ import (
 //     what is allocated while it runs).
 //
 // One step is never interrupted, so a single operation that allocates a lot at once
-// (`[0] * n`, `s.replace(a, s)`) still allocates it whole before the script is stopped.
+// (`[0] * n`, `s.replace(a, s)`) still allocates it whole before the script is stopped:
+// the worker's hard bound (a memory cgroup, or RLIMIT_AS; proc.go) ends the worker
+// then, and the guard gives the clearer answer of the usual case.
 const (
 	// memoryPoll is how often a running script's allocation is read.
 	memoryPoll = 2 * time.Millisecond

@@ -24,7 +24,7 @@ result = {"n": len(rows), "tags": by_tag, "names": len(names), "json": len(json.
 
 func runNormal(b *testing.B, guarded bool, probe *heapProbe) time.Duration {
 	th := &starlark.Thread{Name: "bench"}
-	predeclared := (&run{t: &chainTool{policy: DefaultPolicy()}}).builtins()
+	predeclared := (&script{spec: &workerStart{MaxMemoryBytes: DefaultPolicy().MaxMemoryBytes}}).builtins()
 	start := time.Now()
 	if guarded {
 		g := &memoryGuard{limit: 256 << 20, probe: probe, stop: func(msg string) { b.Fatal(msg) }}

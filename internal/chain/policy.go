@@ -32,8 +32,9 @@ type Policy struct {
 	MaxRiskWithoutApproval tool.Risk
 	// MaxSteps bounds the script's own computation (Starlark execution steps).
 	MaxSteps uint64
-	// MaxMemoryBytes bounds how much the daemon's live heap may grow while a script
-	// runs (Starlark has no allocation accounting of its own); see watchMemory.
+	// MaxMemoryBytes bounds what a script keeps: its worker's live heap may grow by
+	// this much (Starlark has no allocation accounting of its own; see memoryGuard), and
+	// the worker process is bounded by the kernel at hardMemoryLimit of it.
 	MaxMemoryBytes int64
 	// ArtifactBytesPerSession bounds the artifacts kept per session; the oldest are
 	// deleted to make room.

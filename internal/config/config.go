@@ -437,7 +437,8 @@ type ChainConfig struct {
 	MaxRiskWithoutApproval string `mapstructure:"max_risk_without_approval"`
 	// MaxSteps bounds a script's own computation (Starlark execution steps).
 	MaxSteps int64 `mapstructure:"max_steps"`
-	// MaxMemoryBytes bounds how much the live heap may grow while a script runs.
+	// MaxMemoryBytes bounds what a script keeps; its worker process is bounded by the
+	// kernel at twice this plus 64 MiB (docs/config.md).
 	MaxMemoryBytes int64 `mapstructure:"max_memory_bytes"`
 	// ArtifactBytesPerSession bounds the stored artifacts of one session.
 	ArtifactBytesPerSession int64 `mapstructure:"artifact_bytes_per_session"`
