@@ -14,6 +14,7 @@ import (
 	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 
+	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -142,6 +143,9 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if out.Error != nil {
 		res.IsError, res.ErrorKind = true, out.Error.Kind
 	}
+	if u := use(r.exit); u != nil {
+		res.Details, _ = json.Marshal(map[string]any{"worker": u})
+	}
 	return res, nil
 }
 
@@ -169,6 +173,7 @@ type run struct {
 	trace     []traceEntry
 	out       strings.Builder
 	truncated bool
+	exit      sandbox.BoundedExit // how the worker ended, once drive has returned
 }
 
 func (r *run) print(msg string) {

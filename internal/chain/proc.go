@@ -310,7 +310,10 @@ func (r *run) drive(script string) (*workerDone, *outcomeError) {
 	if err != nil {
 		return nil, &outcomeError{Kind: tool.KindFailed, Message: "the script's process could not be started: " + err.Error()}
 	}
-	defer w.close()
+	defer func() {
+		w.close()
+		r.exit = w.proc.Exit()
+	}()
 	start := &workerStart{Script: script, MaxToolCalls: p.MaxToolCalls, MaxSteps: p.MaxSteps, MaxMemoryBytes: p.MaxMemoryBytes,
 		MaxInlineResultBytes: p.MaxInlineResultBytes, SoftMemoryLimit: softMemoryLimit(p.MaxMemoryBytes)}
 	if !w.cgroup {
@@ -347,6 +350,31 @@ func (r *run) drive(script string) (*workerDone, *outcomeError) {
 			w.proc.Kill()
 		}
 	}
+}
+
+// workerUse is what a chain's worker used, for the result's details (logs and UIs;
+// never sent to the model).
+type workerUse struct {
+	// MaxRSSBytes is the most memory the worker held (getrusage's ru_maxrss).
+	MaxRSSBytes int64 `json:"max_rss_bytes"`
+	// CgroupPeakBytes is its memory cgroup's peak (page cache included), when it ran
+	// in one.
+	CgroupPeakBytes int64 `json:"cgroup_peak_bytes,omitempty"`
+}
+
+// use reads what the worker that ended with ex used; nil when that is unknown.
+func use(ex sandbox.BoundedExit) *workerUse {
+	if ex.State == nil {
+		return nil
+	}
+	u := &workerUse{}
+	if ru, ok := ex.State.SysUsage().(*syscall.Rusage); ok {
+		u.MaxRSSBytes = ru.Maxrss << 10 // kilobytes on Linux
+	}
+	if ex.Cgroup {
+		u.CgroupPeakBytes = ex.MemoryPeak
+	}
+	return u
 }
 
 func containsAny(s string, subs ...string) bool {
