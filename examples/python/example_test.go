@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -36,12 +37,30 @@ func python3(t *testing.T) string {
 	return p
 }
 
+// binary is the daemon built once for the package's tests.
+var binary struct {
+	once sync.Once
+	path string
+	dir  string
+}
+
 // daemon starts the real toolserverd with no configuration and returns its URL and
 // the admin key it created on first start.
 func daemon(t *testing.T) (string, string) {
 	t.Helper()
+	binary.once.Do(func() {
+		binary.dir, _ = os.MkdirTemp("", "toolserverd-python-example-")
+		binary.path = filepath.Join(binary.dir, "toolserverd")
+		if out, err := exec.Command("go", "build", "-o", binary.path, "github.com/toolserverd/toolserverd/cmd/toolserverd").CombinedOutput(); err != nil {
+			binary.path = ""
+			t.Logf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.path == "" {
+		t.Fatal("the daemon could not be built")
+	}
 	data := t.TempDir()
-	u := testdaemon.Exec(t, exec.Command(testdaemon.Build(t), "--addr", "127.0.0.1:0", "--data-dir", data))
+	u := testdaemon.Exec(t, exec.Command(binary.path, "--addr", "127.0.0.1:0", "--data-dir", data))
 	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -172,3 +191,11 @@ func (b *cutAfterLine) Read(p []byte) (int, error) {
 }
 
 func (b *cutAfterLine) Close() error { return b.c.Close() }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		_ = os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
