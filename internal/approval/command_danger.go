@@ -395,6 +395,8 @@ var dangerousEnvNames = map[string]bool{
 	"GIT_EXTERNAL_DIFF": true, "GIT_DIFF_OPTS": true, "HOME": true,
 	// Another repository's config runs its programs (see gitSubcommand).
 	"GIT_DIR": true, "GIT_COMMON_DIR": true,
+	// Where `cd name` goes, which command_dirs.go reads as ./name.
+	"CDPATH": true,
 }
 
 // dangerousEnv reports whether setting name to val can change what a command runs.

@@ -39,8 +39,9 @@ func (c *check) readsOutside() string {
 			}
 		}
 		if c.outside == "" {
-			for _, in := range c.cmd.Inputs {
-				if w := c.pathOutside(in, true); w != "" {
+			for _, in := range c.cmd.inputSites {
+				dirs, vague := c.wordDirs(in.dirs)
+				if w := c.pathOutside(in.path, true, dirs, vague); w != "" {
 					c.outside = "the command reads " + w
 					break
 				}
@@ -63,6 +64,7 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 	if !sc.ReadOnly || c.workdirReal() == "" {
 		return ""
 	}
+	dirs, vague := c.wordDirs(sc.Dirs)
 	lists := append([][]string{sc.Words}, sc.Runs...)
 	for li, words := range lists {
 		if len(words) == 0 || noFileArgs[path.Base(words[0])] {
@@ -77,7 +79,7 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 				}
 				w = v
 			}
-			if out := c.pathOutside(w, special); out != "" {
+			if out := c.pathOutside(w, special, dirs, vague); out != "" {
 				return "the command reads " + out
 			}
 		}
@@ -85,9 +87,10 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 	return ""
 }
 
-// pathOutside judges one word; special says the shell expands it (glob, variable, ~).
+// pathOutside judges one word, read from each of dirs (vague: also from a folder
+// known only when it runs); special says the shell expands it (glob, variable, ~).
 // It returns the word quoted (with what it links to) when it is outside, or "".
-func (c *check) pathOutside(w string, special bool) string {
+func (c *check) pathOutside(w string, special bool, dirs []string, vague bool) string {
 	if w == "" || harmlessSink(w) {
 		return ""
 	}
@@ -113,8 +116,7 @@ func (c *check) pathOutside(w string, special bool) string {
 	if filepath.IsAbs(p) {
 		return c.outsideAt(w, p)
 	}
-	dirs := c.wordDirs()
-	if c.cdVague && climbs(p) {
+	if vague && climbs(p) {
 		return fmt.Sprintf("%q (a path known only when it runs: it climbs out of a folder a cd chose)", w)
 	}
 	for _, dir := range dirs {
