@@ -14,6 +14,7 @@ import (
 //	root/{file,x,c,f,etc/passwd}       outside
 //	root/work/{file,x,c,f,a}           the working directory
 //	root/work/sub/{a,deep/}            root/work/other/deep/, root/work/other/f -> root/f
+//	root/work/elink -> root/etc, root/work/rlink -> root/work
 func cdTree(t *testing.T) (root, work string) {
 	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
@@ -32,6 +33,12 @@ func cdTree(t *testing.T) (root, work string) {
 		}
 	}
 	if err := os.Symlink(filepath.Join(root, "f"), filepath.Join(work, "other", "f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "etc"), filepath.Join(work, "elink")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(work, filepath.Join(work, "rlink")); err != nil {
 		t.Fatal(err)
 	}
 	return root, work
@@ -87,6 +94,13 @@ func TestCommandWordsFollowCd(t *testing.T) {
 		{command: "cd $HOME && cat ../x", ask: "../x"},
 		{command: "cd sub && cd $HOME; cat ../x", ask: "../x"},
 		{command: "cd sub && cd $HOME && cd /etc && cat passwd", ask: "/etc"},
+		// .. after a link goes to the parent of where the link points, as the
+		// kernel reads it; a cd's own .. is logical (bash's cd -L).
+		{command: "cat elink/../x", ask: "elink/../x"},
+		{command: "cat rlink/../x", ask: "rlink/../x"},
+		{command: "cd rlink && cat ../x", ask: "../x", parts: []string{"", `"../x" (a link to`}},
+		{command: "cd rlink && cd .. && cat x"},
+		{command: "cat sub/../x"},
 		{command: "CDPATH=/ cd etc && cat passwd", ask: "CDPATH"},
 		{command: "export CDPATH=/; cd etc && cat passwd", ask: "CDPATH"},
 		// Writes too: a prefix rule covers an argument inside the working directory
