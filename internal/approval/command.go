@@ -117,6 +117,8 @@ type analyzer struct {
 	pipelines [][]*syntax.Stmt
 	callViews map[*syntax.CallExpr][][]string
 	flow      *dirFlow
+	// cmdDirs are the folders of the command the danger checks look at.
+	cmdDirs []Dir
 }
 
 func analyzeCommand(src string, depth int) CommandAnalysis {
@@ -262,7 +264,10 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		a.res.Writes = append(a.res.Writes, target)
 		a.res.Redirects = append(a.res.Redirects, target)
 		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true})
-		if !a.redirectDanger(a.text(r), target) {
+		a.cmdDirs = dirs
+		dangerous := a.redirectDanger(a.text(r), target)
+		a.cmdDirs = nil
+		if !dangerous {
 			a.add(Finding{Part: a.text(r), What: "writes to " + strconv.Quote(target)})
 		}
 	}
@@ -350,10 +355,12 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	if u.privileged {
 		a.add(Finding{Part: text, What: "runs as another user (sudo, doas or su)", Risk: tool.RiskHigh})
 	}
+	a.cmdDirs = sc.Dirs
 	a.danger(text, sc.Words)
 	for _, r := range sc.Runs {
 		a.danger(text, r)
 	}
+	a.cmdDirs = nil
 	sc.unsafeEnv = !envOK
 	ro := envOK && !u.privileged && len(u.shell) == 0 && !dyn[0] && len(sc.Words) <= len(dyn) &&
 		readOnlyCommand(sc.Words, dyn[len(dyn)-len(sc.Words):]) // Words is a suffix of the words
