@@ -116,7 +116,8 @@ type analyzer struct {
 	// pipelines are checked after the walk, when every command's words are known.
 	pipelines [][]*syntax.Stmt
 	callViews map[*syntax.CallExpr][][]string
-	flow      *dirFlow
+	flow      *dirFlow // &flowState once followDirs ran
+	flowState dirFlow
 	// cmdDirs are the folders of the command the danger checks look at.
 	cmdDirs []Dir
 }

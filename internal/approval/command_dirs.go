@@ -96,12 +96,19 @@ const maxLoopPasses = 4
 // dirFlow follows the shell's order of execution to find the locations each
 // statement starts in.
 type dirFlow struct {
-	a        *analyzer
-	at       map[*syntax.Stmt]locations
+	a *analyzer
+	// at are the locations each statement starts in, in the order the flow
+	// reached them; a statement followed more than once (a loop body) has an
+	// entry each time, and then merged holds their union.
+	at       []stmtAt
+	cursor   int // where dirsAt looks first: the walk mostly follows the flow
+	repeats  bool
+	merged   map[*syntax.Stmt]locations
 	all      locations // every location any statement starts in
 	funcs    []*syntax.FuncDecl
 	lastpipe bool // shopt -s lastpipe may run a pipeline's last stage in this shell
 	limited  bool // a too-complex finding was added
+	hasSubst bool // the line may hold a command or process substitution
 	// visit and visitIn walk a node for substitutions (one func for every walk).
 	visit   func(syntax.Node) bool
 	visitIn locations
@@ -113,8 +120,9 @@ type dirFlow struct {
 
 // followDirs works out where every statement of f starts.
 func (a *analyzer) followDirs(f *syntax.File) {
-	fl := &dirFlow{a: a, at: map[*syntax.Stmt]locations{}, lastpipe: strings.Contains(a.src, "lastpipe")}
-	fl.visit = fl.visitSubst
+	a.flowState = dirFlow{a: a, at: make([]stmtAt, 0, 8), lastpipe: strings.Contains(a.src, "lastpipe"),
+		hasSubst: strings.Contains(a.src, "$(") || strings.Contains(a.src, "`") || strings.Contains(a.src, "<(") || strings.Contains(a.src, ">(")}
+	fl := &a.flowState
 	ok, fail := fl.stmts(f.Stmts, locations{{dir: startDir}})
 	fl.all = fl.all.union(ok).union(fail)
 	// A function's body runs where it is called, which may be anywhere the line
@@ -127,7 +135,38 @@ func (a *analyzer) followDirs(f *syntax.File) {
 			fl.limit(fd, "defines a function that changes folder, so where its caller's words are read from cannot be checked")
 		}
 	}
+	if fl.repeats {
+		fl.merged = map[*syntax.Stmt]locations{}
+		for _, e := range fl.at {
+			locs := e.locs
+			if prev, ok := fl.merged[e.s]; ok {
+				locs = prev.union(locs)
+			}
+			fl.merged[e.s] = locs[:min(len(locs), maxLocations)] // past that, limit forced an ask
+		}
+	}
 	a.flow = fl
+}
+
+type stmtAt struct {
+	s    *syntax.Stmt
+	locs locations
+}
+
+// lookup finds where the flow found s to start.
+func (f *dirFlow) lookup(s *syntax.Stmt) (locations, bool) {
+	if f.merged != nil {
+		locs, ok := f.merged[s]
+		return locs, ok
+	}
+	for i := range f.at {
+		j := (f.cursor + i) % len(f.at)
+		if f.at[j].s == s {
+			f.cursor = j + 1
+			return f.at[j].locs, true
+		}
+	}
+	return nil, false
 }
 
 // dirsAt are the folders the statement s may start in.
@@ -136,7 +175,7 @@ func (a *analyzer) dirsAt(s *syntax.Stmt) []Dir {
 		return nil
 	}
 	fl := a.flow
-	locs, ok := fl.at[s]
+	locs, ok := fl.lookup(s)
 	if !ok { // not reached by the flow (it should be): every folder, and an unknown one
 		locs = fl.all.union(locations{vagueLocation})
 	}
@@ -161,15 +200,7 @@ func (f *dirFlow) limit(n syntax.Node, what string) {
 }
 
 func (f *dirFlow) record(s *syntax.Stmt, in locations) {
-	at := in
-	if prev, ok := f.at[s]; ok {
-		at = prev.union(in)
-	}
-	if len(at) > maxLocations {
-		f.limit(s, "changes folder in more ways than this check follows")
-		at = at[:maxLocations]
-	}
-	f.at[s] = at
+	f.at = append(f.at, stmtAt{s, in})
 	f.all = f.all.union(in)
 	if len(f.all) > maxLocations {
 		f.limit(s, "changes folder in more ways than this check follows")
@@ -246,7 +277,9 @@ func (f *dirFlow) stmt(s *syntax.Stmt, in locations) (ok, fail locations) {
 		f.stmt(c.Stmt, in)
 		ok, fail = in, in
 	case *syntax.FuncDecl:
-		f.funcs = append(f.funcs, c) // followed once the whole line is
+		if !slices.Contains(f.funcs, c) {
+			f.funcs = append(f.funcs, c) // followed once the whole line is
+		}
 		ok, fail = in, in
 	default: // [[ ]], (( )), declare, let: no cd, but maybe substitutions
 		f.substs(c, in)
@@ -292,6 +325,7 @@ func (f *dirFlow) loop(s *syntax.Stmt, cond []*syntax.Stmt, until bool, body []*
 		if len(next) == len(cur) { // union only grows: nothing new
 			return next, next
 		}
+		f.repeats = true // the body is followed again
 		if pass == maxLoopPasses {
 			f.limit(s, "changes folder in a loop in a way this check does not follow")
 			return next, next
@@ -322,6 +356,12 @@ func (f *dirFlow) caseClause(c *syntax.CaseClause, in locations) locations {
 // substs follows the command and process substitutions of a node: each runs in a
 // subshell that starts where the node does.
 func (f *dirFlow) substs(n syntax.Node, in locations) {
+	if !f.hasSubst {
+		return
+	}
+	if f.visit == nil {
+		f.visit = f.visitSubst
+	}
 	saved := f.visitIn
 	f.visitIn = in
 	syntax.Walk(n, f.visit)
