@@ -45,6 +45,11 @@ type SimpleCommand struct {
 	Runs [][]string
 	// Dynamic is set when a word is only known at run time ($VAR, $(…)).
 	Dynamic bool
+	// Dirs are the folders it may run in: where the cd, pushd and popd commands
+	// that run before it in the same shell lead from the folder the line starts in
+	// (command_dirs.go). Several when a cd may or may not have run (after ||, in an
+	// if). nil (a command that did not parse): the start only.
+	Dirs []Dir
 	// special[i] is set when the shell expands Words[i] (a glob, a variable, a
 	// substitution, ~): allow rules match it only with a word written so, never with
 	// the same text quoted. nil (a command that did not parse): none is.
@@ -79,6 +84,16 @@ type CommandAnalysis struct {
 	Inputs []string
 	// ParseError is set when the command is not valid shell.
 	ParseError string
+	// writeSites are Writes, and inputSites Inputs, each with the folders the
+	// command naming it may run in.
+	writeSites, inputSites []pathSite
+}
+
+// pathSite is a path a command names, with the folders it is read from.
+type pathSite struct {
+	path     string
+	dirs     []Dir // nil: the start only
+	redirect bool
 }
 
 // AnalyzeCommand reads a bash command line without running it. It never panics;
@@ -101,6 +116,10 @@ type analyzer struct {
 	// pipelines are checked after the walk, when every command's words are known.
 	pipelines [][]*syntax.Stmt
 	callViews map[*syntax.CallExpr][][]string
+	flow      *dirFlow // &flowState once followDirs ran
+	flowState dirFlow
+	// cmdDirs are the folders of the command the danger checks look at.
+	cmdDirs []Dir
 }
 
 func analyzeCommand(src string, depth int) CommandAnalysis {
@@ -115,6 +134,7 @@ func analyzeCommand(src string, depth int) CommandAnalysis {
 		})
 		a.fallback()
 	} else {
+		a.followDirs(f)
 		syntax.Walk(f, a.visit)
 		for _, p := range a.pipelines {
 			a.pipeline(p)
@@ -213,13 +233,19 @@ func (a *analyzer) stmt(s *syntax.Stmt) {
 
 // redirects records the files a statement writes through redirections.
 func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
+	var dirs []Dir
+	if len(s.Redirs) > 0 {
+		dirs = a.dirsAt(s)
+	}
 	for _, r := range s.Redirs {
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
 			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut, syntax.DplOut:
 		case syntax.RdrIn:
 			if r.Word != nil {
-				a.res.Inputs = append(a.res.Inputs, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word})))
+				in := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word}))
+				a.res.Inputs = append(a.res.Inputs, in)
+				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs})
 			}
 			continue
 		default:
@@ -238,7 +264,11 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		wrote = true
 		a.res.Writes = append(a.res.Writes, target)
 		a.res.Redirects = append(a.res.Redirects, target)
-		if !a.redirectDanger(a.text(r), target) {
+		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true})
+		a.cmdDirs = dirs
+		dangerous := a.redirectDanger(a.text(r), target)
+		a.cmdDirs = nil
+		if !dangerous {
 			a.add(Finding{Part: a.text(r), What: "writes to " + strconv.Quote(target)})
 		}
 	}
@@ -298,7 +328,7 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	raw := make([]string, len(fs))
 	dyn := make([]bool, len(fs))
 	special := make([]bool, len(fs))
-	sc := SimpleCommand{Text: text, raw: raw}
+	sc := SimpleCommand{Text: text, raw: raw, Dirs: a.dirsAt(s)}
 	for i, f := range fs {
 		raw[i], dyn[i], special[i] = f.text, f.dynamic, f.dynamic || f.glob
 		sc.Dynamic = sc.Dynamic || f.dynamic
@@ -321,23 +351,25 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	for _, str := range u.shell {
 		a.add(Finding{Part: text, Immune: true,
 			What: "runs a string as shell code (" + u.shellWhat + "), which cannot be checked before it runs"})
-		sc.Runs = append(sc.Runs, a.nested(text, str)...)
+		sc.Runs = append(sc.Runs, a.nested(text, str, sc.Dirs)...)
 	}
 	if u.privileged {
 		a.add(Finding{Part: text, What: "runs as another user (sudo, doas or su)", Risk: tool.RiskHigh})
 	}
+	a.cmdDirs = sc.Dirs
 	a.danger(text, sc.Words)
 	for _, r := range sc.Runs {
 		a.danger(text, r)
 	}
+	a.cmdDirs = nil
 	sc.unsafeEnv = !envOK
 	ro := envOK && !u.privileged && len(u.shell) == 0 && !dyn[0] && len(sc.Words) <= len(dyn) &&
 		readOnlyCommand(sc.Words, dyn[len(dyn)-len(sc.Words):]) // Words is a suffix of the words
 	sc.ReadOnly = ro && !redirectWrites
 	if !ro {
-		a.res.Writes = append(a.res.Writes, pathArgs(sc.Words)...)
+		a.writes(pathArgs(sc.Words), sc.Dirs)
 		for _, r := range sc.Runs {
-			a.res.Writes = append(a.res.Writes, pathArgs(r)...)
+			a.writes(pathArgs(r), sc.Dirs)
 		}
 	}
 	a.res.Commands = append(a.res.Commands, sc)
@@ -347,9 +379,17 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	a.callViews[call] = append([][]string{sc.Words}, sc.Runs...)
 }
 
-// nested reads a string that a command runs as shell code and returns the
-// commands in it, so deny rules and danger checks see through sh -c.
-func (a *analyzer) nested(part, src string) [][]string {
+// writes records paths a command run in dirs may write.
+func (a *analyzer) writes(paths []string, dirs []Dir) {
+	a.res.Writes = append(a.res.Writes, paths...)
+	for _, p := range paths {
+		a.res.writeSites = append(a.res.writeSites, pathSite{path: p, dirs: dirs})
+	}
+}
+
+// nested reads a string that a command run in dirs runs as shell code and returns
+// the commands in it, so deny rules and danger checks see through sh -c.
+func (a *analyzer) nested(part, src string, dirs []Dir) [][]string {
 	if a.depth+1 > maxNesting {
 		a.add(Finding{Part: part, Immune: true, What: "nests shell code too deeply to check"})
 		return nil
@@ -364,6 +404,10 @@ func (a *analyzer) nested(part, src string) [][]string {
 		a.add(f)
 	}
 	a.res.Writes = append(a.res.Writes, inner.Writes...)
+	for _, w := range inner.writeSites {
+		w.dirs = joinDirs(dirs, w.dirs)
+		a.res.writeSites = append(a.res.writeSites, w)
+	}
 	return runs
 }
 
@@ -421,7 +465,7 @@ func (a *analyzer) fallback() {
 		for _, r := range sc.Runs {
 			a.danger(sc.Text, r)
 		}
-		a.res.Writes = append(a.res.Writes, pathArgs(sc.Words)...)
+		a.writes(pathArgs(sc.Words), nil)
 		a.res.Commands = append(a.res.Commands, sc)
 	}
 }

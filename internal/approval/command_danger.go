@@ -49,7 +49,7 @@ func (a *analyzer) danger(part string, words []string) {
 			if strings.HasPrefix(t, "-") || t == "(" || t == "!" {
 				break
 			}
-			switch class, what := classifyTarget(t); class {
+			switch class, what := a.classify(t); class {
 			case targetCritical:
 				a.flag(part, "deletes files under "+what+" (find "+t+" … -delete)", tool.RiskCritical)
 			case targetSystem:
@@ -115,7 +115,7 @@ func (a *analyzer) rmDanger(part string, args []string) {
 		a.flag(part, "removes files with --no-preserve-root, which lets rm delete /", tool.RiskCritical)
 	}
 	for _, t := range targets {
-		class, what := classifyTarget(t)
+		class, what := a.classify(t)
 		switch {
 		case class == targetCritical && recursive:
 			a.flag(part, "deletes "+what+" recursively (rm -r "+t+")", tool.RiskCritical)
@@ -146,7 +146,7 @@ func (a *analyzer) modeDanger(part, name string, args []string) {
 	}
 	spec, targets := rest[0], rest[1:]
 	for _, t := range targets {
-		class, what := classifyTarget(t)
+		class, what := a.classify(t)
 		if recursive && (class == targetCritical || class == targetSystem) {
 			a.flag(part, "recursively changes the "+map[bool]string{true: "permissions", false: "owner"}[name == "chmod"]+" of "+what+" ("+name+" -R "+t+")", tool.RiskCritical)
 			return
@@ -196,7 +196,7 @@ func (a *analyzer) redirectDanger(part, target string) bool {
 		a.flag(part, "writes raw bytes to the disk device "+target, tool.RiskCritical)
 		return true
 	}
-	if class, what := classifyTarget(target); class == targetCritical || class == targetSystem {
+	if class, what := a.classify(target); class == targetCritical || class == targetSystem {
 		a.flag(part, "overwrites "+what+" through a redirection", tool.RiskHigh)
 		return true
 	}
@@ -310,6 +310,24 @@ var systemDirs = map[string]bool{
 	"/Applications": true, "/snap": true, "/private": true,
 }
 
+// classify is classifyTarget of t as written and read from each folder a cd led
+// the command to (cd / && rm -rf usr deletes /usr): the worst of them.
+func (a *analyzer) classify(t string) (targetClass, string) {
+	class, what := classifyTarget(t)
+	if t == "" || path.IsAbs(t) || strings.HasPrefix(t, "~") || strings.Contains(t, "$") {
+		return class, what
+	}
+	for _, d := range a.cmdDirs {
+		if d.Vague || d.Path == "." {
+			continue
+		}
+		if c, w := classifyTarget(path.Join(d.Path, t)); c > class {
+			class, what = c, w
+		}
+	}
+	return class, what
+}
+
 // classifyTarget says how bad it is to delete or overwrite a path.
 func classifyTarget(t string) (targetClass, string) {
 	if t == "" {
@@ -395,6 +413,8 @@ var dangerousEnvNames = map[string]bool{
 	"GIT_EXTERNAL_DIFF": true, "GIT_DIFF_OPTS": true, "HOME": true,
 	// Another repository's config runs its programs (see gitSubcommand).
 	"GIT_DIR": true, "GIT_COMMON_DIR": true,
+	// Where `cd name` goes, which command_dirs.go reads as ./name.
+	"CDPATH": true,
 }
 
 // dangerousEnv reports whether setting name to val can change what a command runs.

@@ -69,22 +69,26 @@ func (e *Engine) ValidateRule(r Rule) error {
 
 // check is one request being decided.
 type check struct {
-	e        *Engine
-	req      Request
-	name     string
-	mode     Mode
-	risk     tool.Risk
-	riskWhy  string // where the tool's risk comes from, for reasons; "" when from its nature
-	readOnly bool
-	cmd      *CommandAnalysis
-	command  string   // the command line, for command tools
-	startDir string   // the directory the command starts in, as the call gives it ("": the working directory)
-	dirs     []string // wordDirs, worked out once
-	dirsDone bool
-	cdVague  bool // a cd of the command goes where only the run knows (HOME, $VAR)
-	path     *pathSubject
-	immune   string
-	rules    []compiledRule
+	e         *Engine
+	req       Request
+	name      string
+	mode      Mode
+	risk      tool.Risk
+	riskWhy   string // where the tool's risk comes from, for reasons; "" when from its nature
+	readOnly  bool
+	cmd       *CommandAnalysis
+	command   string // the command line, for command tools
+	startDir  string // the directory the command starts in, as the call gives it ("": the working directory)
+	start     string // commandDir, worked out once
+	startDone bool
+	startOnly []string // wordDirs of a command that runs where the line starts
+	// wordDirs' previous answer: the commands of a line mostly share their Dirs.
+	lastDs    []Dir
+	lastDirs  []string
+	lastVague bool
+	path      *pathSubject
+	immune    string
+	rules     []compiledRule
 
 	// Reads outside the working directory (reads_outside.go), worked out once.
 	outside     string
@@ -174,9 +178,12 @@ func (c *check) commandImmune(present bool) string {
 		}
 		return strings.Join(parts, "; ")
 	}
-	for _, w := range c.cmd.Writes {
-		if g := c.e.immunePath(c.wordSubject(w)); g != "" {
-			return fmt.Sprintf("the command may change %q, a protected path (%s)", w, g)
+	for _, w := range c.cmd.writeSites {
+		dirs, _ := c.wordDirs(w.dirs)
+		for _, dir := range dirs {
+			if g := c.e.immunePath(c.wordSubjectFrom(w.path, dir)); g != "" {
+				return fmt.Sprintf("the command may change %q, a protected path (%s)", w.path, g)
+			}
 		}
 	}
 	return c.readsPrivate()
@@ -200,6 +207,7 @@ func (c *check) readsPrivate() string {
 		bare = bare || (workdir != "" && d != workdir && within(d, workdir))
 	}
 	for _, sc := range c.cmd.Commands {
+		dirs, vague := c.wordDirs(sc.Dirs)
 		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
 			for _, w := range words {
 				if _, v, ok := strings.Cut(w, "="); ok {
@@ -208,9 +216,8 @@ func (c *check) readsPrivate() string {
 				if !bare && w != ".." && !strings.Contains(w, "/") {
 					continue
 				}
-				dirs := c.wordDirs()
-				if c.cdVague && climbs(w) {
-					return fmt.Sprintf("the command names %q after a cd to a folder known only when it runs (HOME and TMPDIR lie in the daemon's data directory)", w)
+				if vague && climbs(w) {
+					return fmt.Sprintf("the command names %q after a change to a folder known only when it runs (a cd to ~ or $VAR, a sourced script; HOME and TMPDIR lie in the daemon's data directory)", w)
 				}
 				for _, dir := range dirs {
 					ps := c.wordSubjectFrom(w, dir)
@@ -243,16 +250,6 @@ func (c *check) commandDir() string {
 	return filepath.Clean(dir)
 }
 
-// wordSubject reads a word of the command as a path: a relative one from the
-// directory the command starts in, judged against the working directory. Without a
-// cwd it is newPathSubject of the working directory.
-func (c *check) wordSubject(w string) pathSubject {
-	if c.startDir == "" {
-		return newPathSubject(w, c.req.Workdir)
-	}
-	return c.wordSubjectFrom(w, c.commandDir())
-}
-
 // wordSubjectFrom reads a word of the command as a path from dir ("" or the working
 // directory: as newPathSubject does), judged against the working directory.
 func (c *check) wordSubjectFrom(w, dir string) pathSubject {
@@ -264,49 +261,48 @@ func (c *check) wordSubjectFrom(w, dir string) pathSubject {
 	return ps
 }
 
-// wordDirs are the folders the command's relative words may be read from: where it
-// starts, and every folder a cd (or pushd) of it names, read both from there and
-// after the cds before it. Which one the shell uses for a word depends on where the
-// word stands (after the cd, in the same subshell), which this check does not follow;
-// judging from all of them misses none. A cd to a folder known only when it runs
-// ($VAR, ~, -, HOME) adds none and sets cdVague: a word that climbs out of its folder
-// then cannot be judged. The first is commandDir, or the working directory as given
-// when that is not absolute.
-func (c *check) wordDirs() []string {
-	if c.dirsDone {
-		return c.dirs
+// wordDirs are the folders the relative words of a simple command that runs in ds
+// (SimpleCommand.Dirs; nil: where the line starts) are read from: commandDir joined
+// with each. vague is set when one of them is known only when it runs (after cd $VAR,
+// cd ~, cd -, a sourced script): a word that climbs out of its folder then cannot be
+// judged; its other words are read from where the line starts, as written. Without
+// an absolute start, words are read from the working directory as given.
+func (c *check) wordDirs(ds []Dir) (dirs []string, vague bool) {
+	if !c.startDone {
+		c.startDone, c.start = true, c.commandDir()
 	}
-	c.dirsDone = true
-	start := c.commandDir()
-	if start == "" || c.cmd == nil {
-		c.dirs = []string{c.req.Workdir}
-		return c.dirs
+	if c.start == "" {
+		if c.startOnly == nil {
+			c.startOnly = []string{c.req.Workdir}
+		}
+		return c.startOnly, false
 	}
-	c.dirs = []string{start}
-	cur := start
-	for _, sc := range c.cmd.Commands {
-		if len(sc.Words) == 0 || (sc.Words[0] != "cd" && sc.Words[0] != "pushd") {
-			continue
+	if len(ds) == 0 || len(ds) == 1 && ds[0] == startDir {
+		if c.startOnly == nil {
+			c.startOnly = []string{c.start}
 		}
-		target := ""
-		for _, w := range sc.Words[1:] {
-			if !strings.HasPrefix(w, "-") {
-				target = w
-				break
-			}
-		}
-		if target == "" || target == "-" || strings.HasPrefix(target, "~") || strings.Contains(target, "$") {
-			c.cdVague = true
-			continue
-		}
-		for _, from := range []string{cur, start} {
-			if d := joinDir(from, target); !slices.Contains(c.dirs, d) {
-				c.dirs = append(c.dirs, d)
-			}
-		}
-		cur = joinDir(cur, target)
+		return c.startOnly, false
 	}
-	return c.dirs
+	if len(ds) == len(c.lastDs) && &ds[0] == &c.lastDs[0] {
+		return c.lastDirs, c.lastVague
+	}
+	defer func() { c.lastDs, c.lastDirs, c.lastVague = ds, dirs, vague }()
+	dirs = make([]string, 0, len(ds))
+	for _, d := range ds {
+		dir := c.start
+		switch {
+		case d.Vague:
+			vague = true
+		case path.IsAbs(d.Path):
+			dir = filepath.Clean(filepath.FromSlash(d.Path))
+		case d.Path != ".":
+			dir = filepath.Join(c.start, filepath.FromSlash(d.Path))
+		}
+		if !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs, vague
 }
 
 // climbs reports whether the relative path w starts by leaving its folder (..).
@@ -593,23 +589,38 @@ func isPrefixRule(r *Rule) bool { return strings.HasSuffix(r.Pattern, ":*") }
 
 // redirectsOutside names a redirection target outside the working directory.
 func (c *check) redirectsOutside() string {
-	for _, w := range c.cmd.Redirects {
-		if strings.HasPrefix(w, "~") || strings.Contains(w, "$") || !c.wordSubject(w).inside {
-			return w
+	for _, w := range c.cmd.writeSites {
+		if !w.redirect {
+			continue
+		}
+		if strings.HasPrefix(w.path, "~") || strings.Contains(w.path, "$") || !c.siteInside(w) {
+			return w.path
 		}
 	}
 	return ""
 }
 
+// siteInside reports whether a named path lies in the working directory from every
+// folder it may be read from.
+func (c *check) siteInside(w pathSite) bool {
+	dirs, _ := c.wordDirs(w.dirs)
+	for _, dir := range dirs {
+		if !c.wordSubjectFrom(w.path, dir).inside {
+			return false
+		}
+	}
+	return true
+}
+
 // argsOutside names a written argument that is a path outside the working
 // directory (absolute, .., ~); words with variables are not judged.
 func (c *check) argsOutside() string {
-	for _, w := range c.cmd.Writes {
-		if strings.Contains(w, "$") || slices.Contains(c.cmd.Redirects, w) {
+	for _, w := range c.cmd.writeSites {
+		if strings.Contains(w.path, "$") || w.redirect {
 			continue
 		}
-		if strings.HasPrefix(w, "~") || !c.wordSubject(w).inside {
-			return w
+		if strings.HasPrefix(w.path, "~") || !c.siteInside(w) {
+			return w.path
 		}
 	}
 	return ""

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -168,9 +169,18 @@ func TestAcceptingSuggestionsAllows(t *testing.T) {
 			// Only commands that set unsafe variables, lines whose every command
 			// is read-only but which write through a compound redirection or
 			// define functions, and lines that redirect outside the working
-			// directory (no rule covers those) have nothing to suggest.
+			// directory (no rule covers those; read from where the redirecting
+			// command runs: cd / && echo x > etc/hosts) have nothing to suggest.
 			a := AnalyzeCommand(c.command)
-			if slices.ContainsFunc(a.Redirects, func(w string) bool { return !newPathSubject(w, testWorkdir).inside }) {
+			if slices.ContainsFunc(a.writeSites, func(w pathSite) bool {
+				return w.redirect && slices.ContainsFunc(append([]Dir{startDir}, w.dirs...), func(d Dir) bool {
+					p := w.path
+					if !path.IsAbs(p) {
+						p = path.Join(d.Path, p)
+					}
+					return !newPathSubject(p, testWorkdir).inside
+				})
+			}) {
 				continue
 			}
 			for _, sc := range a.Commands {

@@ -343,9 +343,8 @@ func TestCommandWordsFromCwd(t *testing.T) {
 		{".skills/skill-creator", "cat ../pdf/SKILL.md", false, ""},
 		{".skills/pdf", "cat ../../README.md", false, ""},
 		{"", "cat ../admin.key", true, "../admin.key"},
-		// cd moves the command too: its relative words are judged from every folder a
-		// cd names as well as from where it starts (which a word is read from depends
-		// on where it stands, and the check does not follow that).
+		// cd moves the command too: a relative word is judged from the folders the
+		// cds before it lead to (command_dirs_test.go has the shell's forms).
 		{"", "cd .skills/pdf && head -c 5 ../../../admin.key", true, "../../../admin.key"},
 		{"", "cd .skills && cd pdf; cat ../../../admin.key", true, "../../../admin.key"},
 		{"", "cd .skills/pdf && cat ../../../../../secrets/passwd", false, "../../../../../secrets/passwd"},

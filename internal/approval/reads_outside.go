@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -39,8 +40,9 @@ func (c *check) readsOutside() string {
 			}
 		}
 		if c.outside == "" {
-			for _, in := range c.cmd.Inputs {
-				if w := c.pathOutside(in, true); w != "" {
+			for _, in := range c.cmd.inputSites {
+				dirs, vague := c.wordDirs(in.dirs)
+				if w := c.pathOutside(in.path, true, dirs, vague, false); w != "" {
 					c.outside = "the command reads " + w
 					break
 				}
@@ -63,11 +65,16 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 	if !sc.ReadOnly || c.workdirReal() == "" {
 		return ""
 	}
+	dirs, vague := c.wordDirs(sc.Dirs)
 	lists := append([][]string{sc.Words}, sc.Runs...)
 	for li, words := range lists {
 		if len(words) == 0 || noFileArgs[path.Base(words[0])] {
 			continue
 		}
+		// bash's cd reads its folder logically (cd link/.. is .), unless -P.
+		logical := (words[0] == "cd" || words[0] == "pushd") && !slices.ContainsFunc(words[1:], func(a string) bool {
+			return len(a) > 1 && a[0] == '-' && strings.Contains(a, "P")
+		})
 		for i, w := range words[1:] {
 			special := li == 0 && i+1 < len(sc.special) && sc.special[i+1]
 			if strings.HasPrefix(w, "-") {
@@ -77,7 +84,7 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 				}
 				w = v
 			}
-			if out := c.pathOutside(w, special); out != "" {
+			if out := c.pathOutside(w, special, dirs, vague, logical); out != "" {
 				return "the command reads " + out
 			}
 		}
@@ -85,9 +92,12 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 	return ""
 }
 
-// pathOutside judges one word; special says the shell expands it (glob, variable, ~).
-// It returns the word quoted (with what it links to) when it is outside, or "".
-func (c *check) pathOutside(w string, special bool) string {
+// pathOutside judges one word, read from each of dirs (vague: also from a folder
+// known only when it runs); special says the shell expands it (glob, variable, ~).
+// A path is read as the kernel does, .. after a link going to the parent of where
+// the link points; logical reads it as cd does, with link/.. cleaned away. It
+// returns the word quoted (with what it links to) when it is outside, or "".
+func (c *check) pathOutside(w string, special bool, dirs []string, vague, logical bool) string {
 	if w == "" || harmlessSink(w) {
 		return ""
 	}
@@ -111,14 +121,22 @@ func (c *check) pathOutside(w string, special bool) string {
 		}
 	}
 	if filepath.IsAbs(p) {
+		if logical {
+			p = filepath.Clean(p)
+		}
 		return c.outsideAt(w, p)
 	}
-	dirs := c.wordDirs()
-	if c.cdVague && climbs(p) {
+	if vague && climbs(p) {
 		return fmt.Sprintf("%q (a path known only when it runs: it climbs out of a folder a cd chose)", w)
 	}
 	for _, dir := range dirs {
-		if out := c.outsideAt(w, filepath.Join(dir, p)); out != "" {
+		// Not filepath.Join, which would clean link/.. away (EvalSymlinks reads it
+		// as the kernel does).
+		at := dir + string(filepath.Separator) + p
+		if logical {
+			at = filepath.Join(dir, p)
+		}
+		if out := c.outsideAt(w, at); out != "" {
 			return out
 		}
 	}
