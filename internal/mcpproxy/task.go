@@ -117,6 +117,9 @@ func (f *taskFollow) saw(task mcp.Task) {
 		f.mu.Unlock()
 		return
 	}
+	// A task that ends keeps its last message ("Generating report..."), which is
+	// not news.
+	stale := task.Status != f.status && task.StatusMessage == f.message
 	f.status, f.message = task.Status, task.StatusMessage
 	switch {
 	case task.Status != mcp.TaskStatusInputRequired:
@@ -127,7 +130,7 @@ func (f *taskFollow) saw(task mcp.Task) {
 	f.mu.Unlock()
 	line := task.StatusMessage
 	switch {
-	case line == "":
+	case line == "" || (stale && task.Status.IsTerminal()):
 		line = "task " + string(task.Status)
 	case task.Status != mcp.TaskStatusWorking:
 		line = "task " + string(task.Status) + ": " + line

@@ -106,6 +106,9 @@ func TestTaskResearchQuery(t *testing.T) {
 				}
 				last = i
 			}
+			if !strings.Contains(got, "task completed\n") || strings.Contains(got, "task completed: ") {
+				t.Errorf("progress %q should end with a bare \"task completed\" (not the last stage's message again)", got)
+			}
 			if at := prog.when(researchStages[len(researchStages)-1]); !at.IsZero() {
 				// The last stage lasts 1s upstream.
 				t.Logf("call took %s; its result came %s after the last stage began", ended.Sub(start), ended.Sub(at))
