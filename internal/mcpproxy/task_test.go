@@ -19,8 +19,8 @@ import (
 // status messages.
 var researchStages = []string{"Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report..."}
 
-// taskServers starts server-everything over stdio and over streamable HTTP, each
-// its own harness, named ev.
+// taskServers starts server-everything over stdio, streamable HTTP and the older
+// HTTP+SSE transport, each its own harness, named ev, with a function killing it.
 func taskServers(t *testing.T, pooling string) map[string]func(t *testing.T) (*harness, func()) {
 	return map[string]func(t *testing.T) (*harness, func()){
 		"stdio": func(t *testing.T) (*harness, func()) {
@@ -39,6 +39,14 @@ func taskServers(t *testing.T, pooling string) map[string]func(t *testing.T) (*h
 			srv := startHTTPServer(t, "streamableHttp", 0)
 			h := newHarness(t, Config{HealthInterval: time.Hour, MaxBackoff: time.Second, Servers: []ServerConfig{
 				{Name: "ev", Transport: TransportStreamableHTTP, URL: srv.url(), Enabled: true, Pooling: pooling}}})
+			h.start(t)
+			h.waitState(t, "ev", StateReady, 30*time.Second)
+			return h, srv.kill
+		},
+		"sse": func(t *testing.T) (*harness, func()) {
+			srv := startHTTPServer(t, "sse", 0)
+			h := newHarness(t, Config{HealthInterval: time.Hour, MaxBackoff: time.Second, Servers: []ServerConfig{
+				{Name: "ev", Transport: TransportSSE, URL: srv.url(), Enabled: true, Pooling: pooling}}})
 			h.start(t)
 			h.waitState(t, "ev", StateReady, 30*time.Second)
 			return h, srv.kill
