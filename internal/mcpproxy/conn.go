@@ -67,7 +67,9 @@ type conn struct {
 	sockets *socketSet
 	// progress admits notifications/progress for the calls of this connection only.
 	progress progressGate
-	listing  toolListing
+	// tasks routes notifications/tasks/status to the calls following the tasks.
+	tasks   taskWatchers
+	listing toolListing
 	// sdkSaid is the last error mcp-go logged about the connection.
 	sdkSaid atomic.Pointer[string]
 	// refused is the last 4xx answer to a POST of an HTTP server, for initialize's
@@ -667,7 +669,20 @@ func (t *stdioTransport) SendRequest(ctx context.Context, req transport.JSONRPCR
 }
 
 func (t *stdioTransport) SetNotificationHandler(h func(mcp.JSONRPCNotification)) {
-	t.Stdio.SetNotificationHandler(t.conn.progress.filter(h))
+	t.Stdio.SetNotificationHandler(t.conn.notifications(h))
+}
+
+// notifications wraps the connection's notification handler: progress passes the
+// gate (progressGate), a task's status goes to the call following the task.
+func (c *conn) notifications(h func(mcp.JSONRPCNotification)) func(mcp.JSONRPCNotification) {
+	h = c.progress.filter(h)
+	return func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationTasksStatus {
+			c.tasks.deliver(n)
+			return
+		}
+		h(n)
+	}
 }
 
 // SetRequestHandler answers the server's requests to the client at a bounded rate.
@@ -714,7 +729,7 @@ func (t *cancelNotifier) RequiresLegacyProtocol() bool {
 
 // SetNotificationHandler admits progress for this connection's calls only.
 func (t *cancelNotifier) SetNotificationHandler(h func(mcp.JSONRPCNotification)) {
-	t.HTTPConnection.SetNotificationHandler(t.conn.progress.filter(h))
+	t.HTTPConnection.SetNotificationHandler(t.conn.notifications(h))
 }
 
 func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {

@@ -73,12 +73,21 @@ func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (spec tool.Spec, note 
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
+// runsAsTask reports whether the server requires the tool to be called as a task.
+// "optional" tools are called plainly (see callTask).
+func runsAsTask(t *mcp.Tool) bool {
+	return t.Execution != nil && t.Execution.TaskSupport == mcp.TaskSupportRequired
+}
+
 // documentation records where the tool comes from and what its annotations say, for
 // the model to read on demand (openWorldHint among them) without lengthening every
 // prompt's description, and whether they were trusted.
 func documentation(server string, t *mcp.Tool, trusted bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\nProvided by MCP server %q as tool %q.", t.Description, server, t.Name)
+	if runsAsTask(t) {
+		b.WriteString(" It runs as an MCP task on the server (taskSupport: required): the call waits for the task's end, within the call's deadline, and the task's status messages come as progress.")
+	}
 	a := t.Annotations
 	var hints []string
 	for _, h := range []struct {

@@ -189,12 +189,26 @@ func eventually(within time.Duration, cond func() bool) bool {
 type progressLog struct {
 	mu    sync.Mutex
 	texts []string
+	at    []time.Time
 }
 
 func (p *progressLog) Emit(_, text string) {
 	p.mu.Lock()
 	p.texts = append(p.texts, text)
+	p.at = append(p.at, time.Now())
 	p.mu.Unlock()
+}
+
+// when is when a text containing substr was first emitted, or zero.
+func (p *progressLog) when(substr string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, text := range p.texts {
+		if strings.Contains(text, substr) {
+			return p.at[i]
+		}
+	}
+	return time.Time{}
 }
 
 func (p *progressLog) Close() {}

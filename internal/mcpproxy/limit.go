@@ -48,9 +48,10 @@ func traceOf(ctx context.Context) *callTrace {
 	return tr
 }
 
-// keepResult records the result of a tools/call in its trace.
+// keepResult records the result of a tools/call (or of its task, tasks/result) in
+// its trace.
 func keepResult(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
-	if req.Method != string(mcp.MethodToolsCall) || resp == nil {
+	if (req.Method != string(mcp.MethodToolsCall) && req.Method != string(mcp.MethodTasksResult)) || resp == nil {
 		return
 	}
 	if tr := traceOf(ctx); tr != nil {

@@ -449,11 +449,11 @@ func (m *Manager) syncRegistry() {
 		if note != "" {
 			notes[p.server] = append(notes[p.server], note)
 		}
-		desired[name] = &proxyTool{srv: s, upstream: p.tool, spec: spec}
+		desired[name] = &proxyTool{srv: s, upstream: p.tool, spec: spec, asTask: runsAsTask(&t)}
 	}
 	var drop []string
 	for name, old := range m.registered {
-		if nt, ok := desired[name]; !ok || nt.srv != old.srv || nt.upstream != old.upstream || !reflect.DeepEqual(nt.spec, old.spec) {
+		if nt, ok := desired[name]; !ok || nt.srv != old.srv || nt.upstream != old.upstream || nt.asTask != old.asTask || !reflect.DeepEqual(nt.spec, old.spec) {
 			drop = append(drop, name)
 		} else {
 			desired[name] = old

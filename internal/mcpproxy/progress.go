@@ -84,10 +84,7 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	if text == "" {
 		return
 	}
-	if len(text) > maxProgressText {
-		text = strings.ToValidUTF8(text[:maxProgressText], "") + "…"
-	}
-	text += "\n"
+	text = cutLine(text)
 	msg, _ := f["message"].(string)
 	if len(msg) > maxProgressText {
 		// Cut like the line: the report's own line (an emitter without numbers
@@ -126,6 +123,32 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	pc.tc.Emit("info", text)
 }
 
+// line writes one line of text (a task's status, see followTask) to the info stream
+// of the call holding token, within the call's progress budget like a notification.
+func (p *progressRouter) line(token, text string) {
+	text = cutLine(text)
+	p.mu.Lock()
+	pc := p.calls[token]
+	if pc == nil || pc.bytes > maxProgressBytes {
+		p.mu.Unlock()
+		return
+	}
+	pc.bytes += len(text)
+	if pc.bytes > maxProgressBytes {
+		text = fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]\n", maxProgressBytes>>20)
+	}
+	p.mu.Unlock()
+	pc.tc.Emit("info", text)
+}
+
+// cutLine is text cut at maxProgressText bytes, ended with a line end.
+func cutLine(text string) string {
+	if len(text) > maxProgressText {
+		text = strings.ToValidUTF8(text[:maxProgressText], "") + "…"
+	}
+	return text + "\n"
+}
+
 // progressGate binds progress tokens to one connection: a notifications/progress
 // arriving on the connection passes only when its token belongs to a request in flight
 // over that same connection. The connection's transport calls track for each request
@@ -138,7 +161,13 @@ type progressGate struct {
 // track records the progress token of an outgoing request, if it has one, until the
 // returned function is called (when the request is answered or abandoned).
 func (g *progressGate) track(req transport.JSONRPCRequest) func() {
-	token := requestProgressToken(req)
+	return g.hold(requestProgressToken(req))
+}
+
+// hold admits progress for token until the returned function is called: a task's
+// progress goes on with its request's token after the request is answered (the
+// CreateTaskResult), for as long as the proxy follows the task.
+func (g *progressGate) hold(token string) func() {
 	if token == "" {
 		return func() {}
 	}

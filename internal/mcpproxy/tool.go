@@ -32,6 +32,8 @@ type proxyTool struct {
 	srv      *server
 	upstream string // the tool's name on the server
 	spec     tool.Spec
+	// asTask: the server requires the tool to run as a task (see callTask).
+	asTask bool
 }
 
 func (t *proxyTool) Spec() tool.Spec { return t.spec }
@@ -136,15 +138,24 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 	req.Params.Name = t.upstream
 	req.Params.Arguments = args
 	req.Params.Meta = &mcp.Meta{ProgressToken: token}
+	if t.asTask {
+		return t.callTask(ctx, tc, c, req, trace, token)
+	}
 	res, err := c.client.CallTool(ctx, req)
 	if err != nil {
-		if r, ok := lenientResult(trace.result); ok {
-			return r, nil
-		}
-		return nil, callError{err: err, deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil,
-			tooLarge: trace.tooLarge.Load() || isTooLarge(err)}
+		return t.callFailed(ctx, tc, c, trace, err)
 	}
 	return convertResult(res), nil
+}
+
+// callFailed is the outcome of a request of the call (ctx) that failed: a result
+// mcp-go could not read but the proxy can, or the error with what stopped it.
+func (t *proxyTool) callFailed(ctx context.Context, tc *tool.Context, c *conn, trace *callTrace, err error) (*tool.Result, error) {
+	if r, ok := lenientResult(trace.result); ok {
+		return r, nil
+	}
+	return nil, callError{err: err, deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil,
+		tooLarge: trace.tooLarge.Load() || isTooLarge(err)}
 }
 
 // callError remembers whether the call's own deadline (not the caller's, not the
@@ -163,7 +174,18 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 	name := t.srv.cfg.Name
 	var ce callError
 	errors.As(err, &ce)
+	var te *tool.Error
 	switch {
+	case errors.As(err, &te):
+		// Already said (a task that failed, waits for input it cannot have, or
+		// whose session the server forgot).
+		switch te.Kind {
+		case tool.KindCancelled:
+			return outcomeCancelled, nil, te
+		case tool.KindUnavailable:
+			return outcomeUnavailable, nil, te
+		}
+		return outcomeFailed, nil, te
 	case tc.Err() != nil:
 		if errors.Is(tc.Err(), context.DeadlineExceeded) {
 			return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish before the deadline and was stopped", t.spec.Name)

@@ -1,0 +1,306 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// Tasks (MCP 2025-11-25, SEP-1686). A tool whose server declares taskSupport
+// "required" refuses a plain tools/call; the proxy calls it as a task and follows the
+// task to its end within the call, so that to the daemon it is a call like any other.
+// Tools with taskSupport "optional" keep plain calls: the caller waits for the result
+// either way, and a plain call has it in one round trip, with progress and
+// cancellation as they always were.
+const (
+	// taskKeep is how long past the call's timeout the server is asked to keep the
+	// task (its ttl): long enough to fetch the result of a task that ended just in time.
+	taskKeep = time.Minute
+	// taskPollMin and taskPollMax bound the interval of tasks/get, the server's
+	// pollInterval when it gives one, taskPollDefault when it does not.
+	taskPollMin     = 200 * time.Millisecond
+	taskPollMax     = 5 * time.Second
+	taskPollDefault = time.Second
+	// taskInputWait is how long a task may stay input_required. The proxy offers
+	// servers no elicitation (it has no one to ask) and declines what they ask
+	// through tasks/result; a server that keeps waiting for input after that has its
+	// task cancelled, rather than the call hanging until its deadline.
+	taskInputWait = 10 * time.Second
+)
+
+// taskWatchers hands a connection's notifications/tasks/status to the call following
+// the task. Task ids are the server's, so a server can only reach the calls made on
+// its own connection.
+type taskWatchers struct {
+	mu sync.Mutex
+	by map[string]func(mcp.Task)
+}
+
+// watch passes the task's status notifications to f until the returned function is
+// called. f runs on the transport's reading goroutine and must not block.
+func (w *taskWatchers) watch(id string, f func(mcp.Task)) func() {
+	w.mu.Lock()
+	if w.by == nil {
+		w.by = map[string]func(mcp.Task){}
+	}
+	w.by[id] = f
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		delete(w.by, id)
+		w.mu.Unlock()
+	}
+}
+
+func (w *taskWatchers) deliver(n mcp.JSONRPCNotification) {
+	w.mu.Lock()
+	empty := len(w.by) == 0
+	w.mu.Unlock()
+	if empty {
+		return
+	}
+	b, err := json.Marshal(n.Params.AdditionalFields)
+	if err != nil {
+		return
+	}
+	var task mcp.Task
+	if json.Unmarshal(b, &task) != nil || task.TaskId == "" {
+		return
+	}
+	w.mu.Lock()
+	f := w.by[task.TaskId]
+	w.mu.Unlock()
+	if f != nil {
+		f(task)
+	}
+}
+
+// createdTask reads the CreateTaskResult a task-augmented tools/call answered.
+func createdTask(raw json.RawMessage) (mcp.Task, bool) {
+	var r struct {
+		Task *mcp.Task `json:"task"`
+	}
+	if raw == nil || json.Unmarshal(raw, &r) != nil || r.Task == nil || r.Task.TaskId == "" {
+		return mcp.Task{}, false
+	}
+	return *r.Task, true
+}
+
+// taskFollow is what a call knows of the task it follows.
+type taskFollow struct {
+	id     string
+	token  string
+	router *progressRouter
+
+	mu       sync.Mutex
+	status   mcp.TaskStatus
+	message  string
+	poll     time.Duration
+	inputAt  time.Time // when the task became input_required; zero when it is not
+	inputMsg string
+}
+
+// saw takes a status the server reported (tasks/get, a notification, the creation):
+// a change of status or message becomes a line of the call's progress.
+func (f *taskFollow) saw(task mcp.Task) {
+	f.mu.Lock()
+	if task.PollInterval != nil && *task.PollInterval > 0 {
+		f.poll = min(max(time.Duration(min(*task.PollInterval, int64(taskPollMax/time.Millisecond)))*time.Millisecond, taskPollMin), taskPollMax)
+	}
+	if f.status.IsTerminal() || (task.Status == f.status && task.StatusMessage == f.message) {
+		f.mu.Unlock()
+		return
+	}
+	// A task that ends keeps its last message ("Generating report..."), which is
+	// not news.
+	stale := task.Status != f.status && task.StatusMessage == f.message
+	f.status, f.message = task.Status, task.StatusMessage
+	switch {
+	case task.Status != mcp.TaskStatusInputRequired:
+		f.inputAt = time.Time{}
+	case f.inputAt.IsZero():
+		f.inputAt, f.inputMsg = time.Now(), task.StatusMessage
+	}
+	f.mu.Unlock()
+	line := task.StatusMessage
+	switch {
+	case line == "" || (stale && task.Status.IsTerminal()):
+		line = "task " + string(task.Status)
+	case task.Status != mcp.TaskStatusWorking:
+		line = "task " + string(task.Status) + ": " + line
+	}
+	f.router.line(f.token, line)
+}
+
+func (f *taskFollow) interval() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.poll == 0 {
+		return taskPollDefault
+	}
+	return f.poll
+}
+
+func (f *taskFollow) last() (mcp.TaskStatus, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status, f.message
+}
+
+// waitingForInput is the status message of a task input_required for longer than
+// taskInputWait.
+func (f *taskFollow) waitingForInput() (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inputMsg, !f.inputAt.IsZero() && time.Since(f.inputAt) > taskInputWait
+}
+
+// callTask calls the tool as a task: tools/call with params.task answers at once
+// with the task (CreateTaskResult); tasks/result, which blocks until the task ends
+// (the specification's MUST), is asked at once and brings the final CallToolResult,
+// mapped like a plain call's. Meanwhile the task's status (notifications/tasks/status,
+// and tasks/get every pollInterval for servers whose notifications do not reach the
+// proxy) becomes the call's progress. The call ending first (cancelled, its deadline)
+// cancels the task (tasks/cancel). ctx is the call's, bounded by its deadline and the
+// connection's life.
+func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req mcp.CallToolRequest, trace *callTrace, token string) (*tool.Result, error) {
+	ttl := (t.srv.cfg.CallTimeout + taskKeep).Milliseconds()
+	req.Params.Task = &mcp.TaskParams{TTL: &ttl}
+	res, err := c.client.CallTool(ctx, req)
+	if err == nil {
+		// A server may run a call as a plain one despite params.task.
+		return convertResult(res), nil
+	}
+	created, ok := createdTask(trace.result)
+	if !ok {
+		return t.callFailed(ctx, tc, c, trace, err)
+	}
+	f := &taskFollow{id: created.TaskId, token: token, router: t.srv.m.progress}
+	// The task's progress goes on with the call's token (the specification keeps it
+	// valid for the task's life), and its status notifications come to this call.
+	defer c.progress.hold(token)()
+	defer c.tasks.watch(f.id, f.saw)()
+	f.saw(created)
+
+	type fetched struct {
+		res *mcp.TaskResultResult
+		err error
+	}
+	got := make(chan fetched, 1)
+	fctx, stopFetch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r, err := c.client.TaskResult(fctx, mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: f.id}})
+		got <- fetched{r, err}
+	}()
+	defer func() {
+		stopFetch()
+		wg.Wait()
+	}()
+
+	poll := time.NewTimer(f.interval())
+	defer poll.Stop()
+	for {
+		select {
+		case r := <-got:
+			if ctx.Err() == nil {
+				return t.taskEnded(ctx, tc, c, f, trace, r.res, r.err)
+			}
+		case <-poll.C:
+			// Bounded: a server slow to say the status must not hold up its result.
+			gctx, gcancel := context.WithTimeout(ctx, taskPollMax)
+			task, err := c.client.GetTask(gctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}})
+			gcancel()
+			if err == nil {
+				f.saw(task.Task)
+			} else if ctx.Err() == nil {
+				c.log.Debug("mcp: tasks/get failed", "task", f.id, "err", err)
+			}
+			if msg, long := f.waitingForInput(); long && ctx.Err() == nil {
+				t.cancelTask(c, f.id)
+				return nil, tool.Errorf(tool.KindFailed, "mcp server %s: the task of %s asked for input (%q), which toolserverd cannot give (it answers no elicitation from MCP servers); "+
+					"after %s it was cancelled", t.srv.cfg.Name, t.upstream, msg, taskInputWait)
+			}
+			poll.Reset(f.interval())
+			continue
+		case <-ctx.Done():
+		}
+		// The call ended before the task: cancel it, unless the connection is gone
+		// (then there is no one to tell).
+		stopFetch()
+		wg.Wait()
+		t.cancelTask(c, f.id)
+		return nil, callError{err: ctx.Err(), deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil}
+	}
+}
+
+// taskEnded maps what tasks/result answered. A result that is not an error is the
+// task's (completed); otherwise the task's final status says whether it failed or
+// was cancelled, with the server's status message.
+func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f *taskFollow, trace *callTrace, r *mcp.TaskResultResult, err error) (*tool.Result, error) {
+	var res *tool.Result
+	switch {
+	case err == nil:
+		res = convertResult(&mcp.CallToolResult{Result: r.Result, Content: r.Content, StructuredContent: r.StructuredContent, IsError: r.IsError})
+		if !res.IsError {
+			return res, nil
+		}
+	case c.ended() != nil || ctx.Err() != nil:
+		return t.callFailed(ctx, tc, c, trace, err)
+	case isSessionLost(err):
+		// The server forgot the session, and the task with it. Unlike a refused
+		// tools/call, the call must not go again (Run would): the task ran, or part of it.
+		c.markDead(fmt.Errorf("session lost: %w", err))
+		return nil, t.lostDuringCall(err)
+	}
+	status, msg := f.last()
+	if !status.IsTerminal() {
+		if task, gerr := c.client.GetTask(ctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}}); gerr == nil {
+			f.saw(task.Task)
+			status, msg = f.last()
+		}
+	}
+	var kind tool.ErrorKind
+	switch status {
+	case mcp.TaskStatusFailed:
+		kind = tool.KindFailed
+	case mcp.TaskStatusCancelled:
+		kind = tool.KindCancelled
+	default:
+		if err != nil {
+			return t.callFailed(ctx, tc, c, trace, err)
+		}
+		return res, nil // completed with isError: the tool's own error, as a plain call's
+	}
+	if msg == "" {
+		msg = "no reason given"
+	}
+	note := fmt.Sprintf("mcp server %s: the task running %s ended %s: %s", t.srv.cfg.Name, t.upstream, status, msg)
+	if res == nil {
+		return nil, tool.Errorf(kind, "%s", note)
+	}
+	res.ErrorKind = kind
+	res.Content = append([]tool.Content{{Type: tool.ContentText, Text: "[" + note + "]"}}, res.Content...)
+	return res, nil
+}
+
+// cancelTask asks the server to cancel the task, within cancelNoticeTimeout: best
+// effort, and only while the connection lives.
+func (t *proxyTool) cancelTask(c *conn, id string) {
+	if c.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, cancelNoticeTimeout)
+	defer cancel()
+	if _, err := c.client.CancelTask(ctx, mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: id}}); err != nil {
+		c.log.Debug("mcp: tasks/cancel failed", "task", id, "err", err)
+	}
+}

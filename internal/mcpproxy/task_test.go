@@ -1,0 +1,324 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
+)
+
+// The four stages of server-everything's simulate-research-query, as its task's
+// status messages.
+var researchStages = []string{"Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report..."}
+
+// taskServers starts server-everything over stdio, streamable HTTP and the older
+// HTTP+SSE transport, each its own harness, named ev, with a function killing it.
+func taskServers(t *testing.T, pooling string) map[string]func(t *testing.T) (*harness, func()) {
+	return map[string]func(t *testing.T) (*harness, func()){
+		"stdio": func(t *testing.T) (*harness, func()) {
+			cfg := stdioEverything(t, "ev")
+			cfg.Pooling = pooling
+			h := newHarness(t, Config{HealthInterval: time.Hour, MaxBackoff: time.Second, Servers: []ServerConfig{cfg}})
+			h.start(t)
+			h.waitState(t, "ev", StateReady, 30*time.Second)
+			return h, func() {
+				if err := syscall.Kill(h.stdioPid(t, "ev"), syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		"streamableHttp": func(t *testing.T) (*harness, func()) {
+			srv := startHTTPServer(t, "streamableHttp", 0)
+			h := newHarness(t, Config{HealthInterval: time.Hour, MaxBackoff: time.Second, Servers: []ServerConfig{
+				{Name: "ev", Transport: TransportStreamableHTTP, URL: srv.url(), Enabled: true, Pooling: pooling}}})
+			h.start(t)
+			h.waitState(t, "ev", StateReady, 30*time.Second)
+			return h, srv.kill
+		},
+		"sse": func(t *testing.T) (*harness, func()) {
+			srv := startHTTPServer(t, "sse", 0)
+			h := newHarness(t, Config{HealthInterval: time.Hour, MaxBackoff: time.Second, Servers: []ServerConfig{
+				{Name: "ev", Transport: TransportSSE, URL: srv.url(), Enabled: true, Pooling: pooling}}})
+			h.start(t)
+			h.waitState(t, "ev", StateReady, 30*time.Second)
+			return h, srv.kill
+		},
+	}
+}
+
+// upstreamTasks is what the server says of its tasks over connection c (its
+// tasks/list), by task id.
+func upstreamTasks(t *testing.T, c *conn) map[string]mcp.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	res, err := c.client.ListTasks(ctx, mcp.ListTasksRequest{})
+	if err != nil {
+		t.Fatalf("tasks/list: %v", err)
+	}
+	out := map[string]mcp.Task{}
+	for _, task := range res.Tasks {
+		out[task.TaskId] = task
+	}
+	return out
+}
+
+// waitProgress waits until the call's progress contains substr.
+func waitProgress(t *testing.T, prog *progressLog, substr string) {
+	t.Helper()
+	if !eventually(20*time.Second, func() bool { return strings.Contains(strings.Join(prog.all(), ""), substr) }) {
+		t.Fatalf("progress %q never contained %q", prog.all(), substr)
+	}
+}
+
+// TestTaskResearchQuery: a tool that requires task augmentation (taskSupport
+// "required") runs as a task: the call returns its final result, the task's status
+// messages come as progress, in order, and an ambiguous query (which would ask for
+// clarification of a client that takes elicitation) ends with its report too.
+func TestTaskResearchQuery(t *testing.T) {
+	t.Parallel()
+	for name, start := range taskServers(t, PoolShared) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, _ := start(t)
+			e, ok := h.tools.Lookup("mcp__ev__simulate-research-query")
+			if !ok {
+				t.Fatal("simulate-research-query is not listed")
+			}
+			if doc := e.Tool.Spec().Documentation; !strings.Contains(doc, "runs as an MCP task") {
+				t.Errorf("documentation %q does not say the tool runs as a task upstream", doc)
+			}
+
+			prog := &progressLog{}
+			start := time.Now()
+			res := h.call(t.Context(), t, "mcp__ev__simulate-research-query", `{"topic":"quantum error correction"}`, prog)
+			ended := time.Now()
+			wantText(t, res, "# Research Report: quantum error correction")
+			if !strings.Contains(res.Text(), "Stage 4: Generating report") {
+				t.Errorf("report %q lacks its last stage", res.Text())
+			}
+			got := strings.Join(prog.all(), "")
+			last := -1
+			for _, stage := range researchStages {
+				i := strings.Index(got, stage)
+				if i < 0 || i < last {
+					t.Fatalf("progress %q lacks stage %q in order", got, stage)
+				}
+				last = i
+			}
+			if !strings.Contains(got, "task completed\n") || strings.Contains(got, "task completed: ") {
+				t.Errorf("progress %q should end with a bare \"task completed\" (not the last stage's message again)", got)
+			}
+			if at := prog.when(researchStages[len(researchStages)-1]); !at.IsZero() {
+				// The last stage lasts 1s upstream.
+				t.Logf("call took %s; its result came %s after the last stage began", ended.Sub(start), ended.Sub(at))
+			}
+			if n := h.calls("ev", outcomeOK); n != 1 {
+				t.Errorf("calls_total{outcome=ok} = %v, want 1", n)
+			}
+
+			// toolserverd offers MCP servers no elicitation, so the server goes on
+			// without asking; the call must end with the report, not hang.
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			res = h.call(ctx, t, "mcp__ev__simulate-research-query", `{"topic":"python","ambiguous":true}`, nil)
+			wantText(t, res, "# Research Report: python")
+		})
+	}
+}
+
+// TestTaskCancel: a call cancelled mid-task, or whose deadline passes, ends as
+// cancelled (timeout), and the upstream task is cancelled (tasks/cancel).
+func TestTaskCancel(t *testing.T) {
+	t.Parallel()
+	for name, start := range taskServers(t, PoolShared) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, _ := start(t)
+			prog := &progressLog{}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan *tool.Result, 1)
+			go func() { done <- h.call(ctx, t, "mcp__ev__simulate-research-query", `{"topic":"cancelled"}`, prog) }()
+			waitProgress(t, prog, "Gathering sources...")
+			cancelled := time.Now()
+			cancel()
+			var res *tool.Result
+			select {
+			case res = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("call still running 10s after it was cancelled")
+			}
+			t.Logf("cancelled call ended %s after the cancel", time.Since(cancelled))
+			wantKind(t, res, tool.KindCancelled)
+
+			// The deadline: the call's own, shorter than the task.
+			ctx, cancel = context.WithTimeout(t.Context(), 1500*time.Millisecond)
+			defer cancel()
+			res = h.call(ctx, t, "mcp__ev__simulate-research-query", `{"topic":"too slow"}`, nil)
+			wantKind(t, res, tool.KindTimeout)
+
+			// The daemon answers a deadline at once; the tool sends tasks/cancel
+			// as it ends, just after.
+			var tasks map[string]mcp.Task
+			cancelledAll := eventually(10*time.Second, func() bool {
+				tasks = upstreamTasks(t, h.m.server("ev").liveConn())
+				for _, task := range tasks {
+					if task.Status != mcp.TaskStatusCancelled {
+						return false
+					}
+				}
+				return len(tasks) == 2
+			})
+			if !cancelledAll {
+				t.Fatalf("upstream tasks %v; want the 2 of the calls, cancelled", tasks)
+			}
+			for id, task := range tasks {
+				if task.StatusMessage == "" {
+					t.Errorf("upstream task %s says nothing of its cancellation", id)
+				}
+			}
+			if n := h.calls("ev", outcomeCancelled); n != 1 {
+				t.Errorf("calls_total{outcome=cancelled} = %v, want 1", n)
+			}
+		})
+	}
+}
+
+// TestTaskUpstreamKilled: the server dying mid-task ends the call as unavailable,
+// saying whether it ran is unknown, like a plain call.
+func TestTaskUpstreamKilled(t *testing.T) {
+	t.Parallel()
+	for name, start := range taskServers(t, PoolShared) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, kill := start(t)
+			prog := &progressLog{}
+			done := make(chan *tool.Result, 1)
+			go func() {
+				done <- h.call(context.Background(), t, "mcp__ev__simulate-research-query", `{"topic":"doomed"}`, prog)
+			}()
+			waitProgress(t, prog, "Analyzing content...")
+			killed := time.Now()
+			kill()
+			select {
+			case res := <-done:
+				t.Logf("call ended %s after the kill: %s", time.Since(killed), res.Text())
+				wantKind(t, res, tool.KindUnavailable)
+				if !strings.Contains(res.Text(), "whether it ran is unknown") {
+					t.Errorf("result %q does not say whether the task ran is unknown", res.Text())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("call still running 10s after its server was killed")
+			}
+		})
+	}
+}
+
+// TestTaskPerSession: with per-session pooling the task is created, followed and
+// fetched on the daemon session's own upstream session, not the shared one.
+func TestTaskPerSession(t *testing.T) {
+	t.Parallel()
+	for name, start := range taskServers(t, PoolPerSession) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, _ := start(t)
+			e, _ := h.tools.Lookup("mcp__ev__simulate-research-query")
+			tc := &tool.Context{Context: t.Context(), CallID: "tc_test", ToolName: e.Tool.Spec().Name,
+				Progress: tool.NoProgress, Session: &tool.Session{ID: "ses_task"}}
+			res := h.tools.Run(e, toolmgr.Invocation{Ctx: tc, Args: json.RawMessage(`{"topic":"pooled"}`)})
+			wantText(t, res, "# Research Report: pooled")
+
+			s := h.m.server("ev")
+			s.pool.mu.Lock()
+			p := s.pool.conns["ses_task"]
+			s.pool.mu.Unlock()
+			if p == nil || p.conn == nil {
+				t.Fatal("no upstream session for the daemon session")
+			}
+			own := upstreamTasks(t, p.conn)
+			if len(own) != 1 {
+				t.Fatalf("the session's upstream session has %d tasks, want 1", len(own))
+			}
+			for _, task := range own {
+				if task.Status != mcp.TaskStatusCompleted {
+					t.Errorf("task is %s, want completed", task.Status)
+				}
+			}
+			if shared := upstreamTasks(t, s.liveConn()); len(shared) != 0 {
+				t.Errorf("the shared upstream session has %d tasks, want none", len(shared))
+			}
+		})
+	}
+}
+
+// taskServer is testdata/npm/task-server.mjs, a TypeScript SDK server whose tasks
+// fail or wait for input, over stdio.
+func taskServer(t *testing.T) *harness {
+	t.Helper()
+	npmPackage(t, "server-everything") // node and the installed packages, or skip
+	h := newHarness(t, Config{HealthInterval: time.Hour, Servers: []ServerConfig{{Name: "tk", Transport: TransportStdio, Command: "node",
+		Args: []string{filepath.Join(repoRoot(t), "testdata", "npm", "task-server.mjs")}, Enabled: true}}})
+	h.start(t)
+	h.waitState(t, "tk", StateReady, 30*time.Second)
+	return h
+}
+
+// TestTaskFailed: a task that ends failed is an error result of kind failed with the
+// server's status message, and with what it stored, if anything.
+func TestTaskFailed(t *testing.T) {
+	t.Parallel()
+	h := taskServer(t)
+	prog := &progressLog{}
+	res := h.call(t.Context(), t, "mcp__tk__break", `{}`, prog)
+	wantKind(t, res, tool.KindFailed)
+	if !strings.Contains(res.Text(), "ended failed: the index is corrupt") {
+		t.Errorf("result %q does not give the task's status message", res.Text())
+	}
+	if got := strings.Join(prog.all(), ""); !strings.Contains(got, "Reading the index...") {
+		t.Errorf("progress %q lacks the task's working message", got)
+	}
+
+	res = h.call(t.Context(), t, "mcp__tk__refuse", `{}`, nil)
+	wantKind(t, res, tool.KindFailed)
+	if !strings.Contains(res.Text(), "quota exceeded for today") || !strings.Contains(res.Text(), "ended failed") {
+		t.Errorf("result %q does not give the task's stored result and its failure", res.Text())
+	}
+}
+
+// TestTaskInputRequired: a task that waits for input the proxy cannot give (it
+// offers no elicitation) ends the call as failed, saying what the server asked,
+// after taskInputWait rather than at the call's deadline, and is cancelled upstream.
+func TestTaskInputRequired(t *testing.T) {
+	t.Parallel()
+	h := taskServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	prog := &progressLog{}
+	start := time.Now()
+	res := h.call(ctx, t, "mcp__tk__ask", `{}`, prog)
+	t.Logf("the call ended after %s: %s", time.Since(start), res.Text())
+	wantKind(t, res, tool.KindFailed)
+	if !strings.Contains(res.Text(), "asked for input") || !strings.Contains(res.Text(), "Which dataset should be used?") {
+		t.Errorf("result %q does not say the task asked for input, and what", res.Text())
+	}
+	if got := strings.Join(prog.all(), ""); !strings.Contains(got, "task input_required: Which dataset should be used?") {
+		t.Errorf("progress %q lacks the task's input_required status", got)
+	}
+	tasks := upstreamTasks(t, h.m.server("tk").liveConn())
+	if len(tasks) != 1 {
+		t.Fatalf("upstream has %d tasks, want 1", len(tasks))
+	}
+	for _, task := range tasks {
+		if task.Status != mcp.TaskStatusCancelled {
+			t.Errorf("upstream task is %s, want cancelled", task.Status)
+		}
+	}
+}
