@@ -233,6 +233,12 @@ func (a *analyzer) markPipeline(b *syntax.BinaryCmd) {
 func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
 	download := ""
 	for _, s := range stmts {
+		if call, ok := s.Cmd.(*syntax.CallExpr); ok {
+			if a.pipelineCall(stmts, s, call, &download) {
+				return
+			}
+			continue
+		}
 		for _, call := range stageCalls(s) {
 			if a.pipelineCall(stmts, s, call, &download) {
 				return
@@ -241,11 +247,8 @@ func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
 	}
 }
 
-// stageCalls are the simple commands of a pipeline stage, in order.
+// stageCalls are the simple commands inside a compound pipeline stage, in order.
 func stageCalls(s *syntax.Stmt) []*syntax.CallExpr {
-	if call, ok := s.Cmd.(*syntax.CallExpr); ok {
-		return []*syntax.CallExpr{call}
-	}
 	var calls []*syntax.CallExpr
 	if s.Cmd != nil {
 		syntax.Walk(s.Cmd, func(n syntax.Node) bool {
