@@ -183,6 +183,12 @@ func dedupe(list []string) []string {
 
 func (a *analyzer) text(n syntax.Node) string { return nodeText(a.src, n) }
 
+// visit reads one node of the walk. A subshell ( … ) and a coprocess add no finding
+// of their own: the walk goes on into them, so their commands are judged one by one
+// like any others, each from the folders the subshell's own cds lead to
+// (command_dirs.go), and what they run asks as it would outside. A command or
+// process substitution is different: its output becomes words of another command
+// (`cat $(echo /etc/passwd)`), which no check can read before it runs.
 func (a *analyzer) visit(n syntax.Node) bool {
 	switch n := n.(type) {
 	case *syntax.Stmt:
@@ -197,11 +203,6 @@ func (a *analyzer) visit(n syntax.Node) bool {
 	case *syntax.ProcSubst:
 		a.add(Finding{Part: a.text(n), Immune: true,
 			What: "is a process substitution: it runs a hidden command whose output cannot be checked before it runs"})
-	case *syntax.Subshell:
-		a.add(Finding{Part: a.text(n), Immune: true,
-			What: "runs in a subshell ( … ), which this check does not follow"})
-	case *syntax.CoprocClause:
-		a.add(Finding{Part: a.text(n), Immune: true, What: "starts a coprocess"})
 	case *syntax.FuncDecl:
 		a.notRO = true
 		if !a.forkBomb(n) {

@@ -227,28 +227,57 @@ func (a *analyzer) markPipeline(b *syntax.BinaryCmd) {
 	a.pipelines = append(a.pipelines, stmts)
 }
 
-// pipeline catches `curl … | sh`: code from the network run without being seen.
+// pipeline catches `curl … | sh`: code from the network run without being seen. A
+// stage that is a subshell or a group (`(cd /tmp && curl …) | sh`, `curl … | { bash; }`)
+// counts by the commands in it.
 func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
 	download := ""
 	for _, s := range stmts {
-		call, ok := s.Cmd.(*syntax.CallExpr)
-		if !ok {
+		if call, ok := s.Cmd.(*syntax.CallExpr); ok {
+			if a.pipelineCall(stmts, s, call, &download) {
+				return
+			}
 			continue
 		}
-		for _, v := range a.callViews[call] {
-			if len(v) == 0 {
-				continue
-			}
-			name := path.Base(v[0])
-			if downloaders[name] {
-				download = name
-			} else if download != "" && (shellNames[name] || interpreters[name]) && readsStdin(v[1:]) {
-				part := strings.TrimSpace(a.src[stmts[0].Pos().Offset():s.End().Offset()])
-				a.flag(part, "pipes a download ("+download+") into "+name+", running code from the network unseen", tool.RiskHigh)
+		for _, call := range stageCalls(s) {
+			if a.pipelineCall(stmts, s, call, &download) {
 				return
 			}
 		}
 	}
+}
+
+// stageCalls are the simple commands inside a compound pipeline stage, in order.
+func stageCalls(s *syntax.Stmt) []*syntax.CallExpr {
+	var calls []*syntax.CallExpr
+	if s.Cmd != nil {
+		syntax.Walk(s.Cmd, func(n syntax.Node) bool {
+			if call, ok := n.(*syntax.CallExpr); ok {
+				calls = append(calls, call)
+			}
+			return true
+		})
+	}
+	return calls
+}
+
+// pipelineCall looks at one command of the stage s; download is the downloader seen
+// before it. It reports whether it flagged the pipeline.
+func (a *analyzer) pipelineCall(stmts []*syntax.Stmt, s *syntax.Stmt, call *syntax.CallExpr, download *string) bool {
+	for _, v := range a.callViews[call] {
+		if len(v) == 0 {
+			continue
+		}
+		name := path.Base(v[0])
+		if downloaders[name] {
+			*download = name
+		} else if *download != "" && (shellNames[name] || interpreters[name]) && readsStdin(v[1:]) {
+			part := strings.TrimSpace(a.src[stmts[0].Pos().Offset():s.End().Offset()])
+			a.flag(part, "pipes a download ("+*download+") into "+name+", running code from the network unseen", tool.RiskHigh)
+			return true
+		}
+	}
+	return false
 }
 
 // readsStdin reports whether an interpreter with these arguments runs its stdin.

@@ -66,9 +66,22 @@ func TestCommandWordsFollowCd(t *testing.T) {
 		{command: "cd sub && cat ../file", parts: []string{"", ""}},
 		{command: "cat ../file", ask: "../file"},
 		{command: "cd sub && cat ../file; cat ../file", ask: "../file", parts: []string{"", "", "../file"}},
-		// A subshell's cd stays in it (the subshell itself is an immune ask).
-		{command: "(cd sub && true) && cat ../x", ask: "subshell", immune: true, parts: []string{"", "", "../x"}},
-		{command: "(cd sub) && cat ../../x", ask: "subshell", immune: true, parts: []string{"", ""}},
+		// A subshell's commands are judged like any others, from where its own cds
+		// lead; its cd stays in it.
+		{command: "(cd sub && true) && cat ../x", ask: "../x", parts: []string{"", "", "../x"}},
+		{command: "(cd sub) && cat ../../x", parts: []string{"", ""}},
+		{command: "(cd sub && cat a ../file)", parts: []string{"", ""}},
+		{command: "(cd sub && ls) && cat x"},
+		{command: "(cd sub; cat ../../etc/passwd)", ask: "../../etc/passwd"},
+		{command: "(cat ../etc/passwd)", ask: "../etc/passwd"},
+		{command: "(cd sub && (cd deep && cat ../../../x))", ask: "../../../x", parts: []string{"", "", "../../../x"}},
+		{command: "(rm -rf build)", ask: "rm -rf build"},
+		{command: "(cd sub && make -C ../other)", rules: []string{"execute_command(make:*)"}},
+		{command: "(cd sub && make -C ../../x)", rules: []string{"execute_command(make:*)"}, ask: "make"},
+		{command: "coproc (cd sub && cat a)"},
+		{command: "(cd .git && echo x > hooks/pre-commit)", ask: "hooks/pre-commit", immune: true},
+		{command: "(cd sub && echo X=1 >> ../.env)", ask: ".env", immune: true},
+		{command: "(cd sub && rm -rf ../.git)", ask: ".git", immune: true},
 		{command: "cd sub; cat ../../etc/passwd", ask: "../../etc/passwd"},
 		{command: "cd /etc && cat passwd", ask: "/etc", parts: []string{"/etc", "passwd"}},
 		// After ||, the cd may or may not have run: every folder is judged.
@@ -162,6 +175,9 @@ func TestAnalyzeCommandDirs(t *testing.T) {
 		{"while read d; do cd /a; done; ls", []string{". /a", ". /a", ". /a"}, ""},
 		{"case x in a) cd a;; b) cd b;& c) ls;; esac; ls", []string{".", ".", ". b", ". a b"}, ""},
 		{"echo $(cd a && ls) && ls", []string{".", ".", "a", "."}, ""},
+		{"(cd a && ls) && ls", []string{".", "a", "."}, ""},
+		{"(cd a; (cd b && ls); ls) | cat ../x", []string{".", "a .", "a/b b", "a .", "."}, ""}, // cd a may fail
+		{"coproc { cd a && ls; }; ls", []string{".", "a", "."}, ""},
 		{"pushd a && pushd /b && popd && popd && ls", []string{".", "a", "/b", "a", "."}, ""},
 		{"pushd a && pushd && ls", []string{".", "a", "."}, ""},
 		{"popd && ls", []string{".", "?"}, ""},

@@ -116,7 +116,7 @@ func TestAnalyzeCommandFindingsNameThePart(t *testing.T) {
 		{"chmod -R 777 /etc", "chmod -R 777 /etc", "system directory /etc"},
 		{"git reset --hard", "git reset --hard", "discards uncommitted changes"},
 		{"PATH=/x ls", "PATH=/x ls", "sets PATH"},
-		{"(ls)", "(ls)", "subshell"},
+		{"(cd src && rm -rf /)", "rm -rf /", "the whole filesystem"},
 	}
 	for _, c := range cases {
 		a := AnalyzeCommand(c.command)

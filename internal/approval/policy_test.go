@@ -350,6 +350,11 @@ func TestCommandWordsFromCwd(t *testing.T) {
 		{"", "cd .skills/pdf && cat ../../../../../secrets/passwd", false, "../../../../../secrets/passwd"},
 		{".skills", "cd pdf && ls ../../..", true, "../../.."},
 		{"", "cd .skills/pdf && cat SKILL.md", false, ""},
+		// A subshell ( … ) is followed the same way, its cds and all.
+		{"", "(cd .skills/pdf && head -c 5 ../../../admin.key)", true, "../../../admin.key"},
+		{"", "(cd .skills && (cd pdf; cat ../../../admin.key))", true, "../../../admin.key"},
+		{"", "(cd .skills/pdf && cat SKILL.md)", false, ""},
+		{"", "(cd .skills/pdf) && cat ../admin.key", true, "../admin.key"},
 		// HOME and TMPDIR are the sandbox's folders, in the data dir: after a cd to a
 		// folder known only when it runs, a word that climbs with .. cannot be judged.
 		{"", "cd && head -c 5 ../../../../admin.key", true, "../../../../admin.key"},

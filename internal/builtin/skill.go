@@ -21,7 +21,8 @@ import (
 
 // SkillTool shows the session's skills: a skill's SKILL.md and file list, or one of
 // its files. Opening a skill copies (projects) its folder into the session's working
-// directory at .skills/<name>/, so its scripts run there with execute_command.
+// directory at .skills/<name>/, so its scripts run there with execute_command;
+// in a session that may change nothing (explore mode) it is only shown.
 func SkillTool(m *sandbox.Manager) tool.Tool { return skillTool{m: m} }
 
 type skillTool struct{ m *sandbox.Manager }
@@ -31,7 +32,7 @@ func (skillTool) Spec() tool.Spec {
 		Name:  "skill",
 		Label: "Open a skill",
 		Description: "Open one of your skills (packaged instructions, scripts and assets for a kind of task): returns its " +
-			"full instructions and file list and makes its folder available at .skills/<name>/ in your working directory. " +
+			"full instructions and file list and makes its folder available at .skills/<name>/ in your working directory (not in explore mode, which changes nothing). " +
 			"With file, returns that file of the skill (a folder of it, such as scripts, lists its files). " +
 			"With query instead of name, finds the skills that fit a task, with their descriptions.",
 		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
@@ -42,7 +43,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {query}: the skills of this session that best fit the words of query (ranked by their names and descriptions, at most " + strconv.Itoa(skillSearchLimit) + " of them, each with its whole description, and how many matched); the prompt lists only as many skills as fit its budget, so this finds the others. skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. In a session that may change nothing (explore mode) the skill is shown without being copied: the answer says so, names its files relative to the skill's folder (read each with skill {name, file}), {baseDir} and ${CLAUDE_SKILL_DIR} become \".\" (so {baseDir}/scripts/x.py reads ./scripts/x.py), and its allowed-tools do not apply. Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -80,13 +81,21 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		}
 		return nil, tool.Errorf(tool.KindNotFound, "no skill named %q in this session; %s", args.Name, available)
 	}
+	if ctx.ReadOnly {
+		// A session that may change nothing (explore) gets the skill shown from
+		// the library, its folder not copied into the working directory.
+		if args.File != "" {
+			return readSkillFile(proxy, sk, args.File, "", true)
+		}
+		return showSkillReadOnly(sk, prefixed), nil
+	}
 	box, err := t.m.For(ctx.Session)
 	if args.File != "" {
 		root := "" // placeholders become .skills/<name> without a sandbox
 		if err == nil {
 			root = box.Root()
 		}
-		return readSkillFile(proxy, sk, args.File, root)
+		return readSkillFile(proxy, sk, args.File, root, false)
 	}
 	if err != nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "the session's sandbox is not available: %v", err)
@@ -119,6 +128,49 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	}
 	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": rel, "files": sk.Files, "version": sk.Version})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}, nil
+}
+
+// notCopiedNote says why a read-only session's skill is not in its working directory.
+const notCopiedNote = "the skill's files are not copied into your working directory, because this session may change nothing (explore mode)"
+
+// showSkillReadOnly is the skill tool's answer to opening sk in a session that may
+// change nothing: SKILL.md and the file list as the library holds them. Nothing is
+// copied, so no path may point into the working directory: the skill's folder is
+// "." in its instructions ({baseDir}/scripts/x.py reads ./scripts/x.py), its files
+// are named relative to it, and each is read with skill {name, file}. The skill is
+// not made active (its allowed-tools do not apply): it is not there to be used.
+func showSkillReadOnly(sk skills.Skill, prefixed string) *tool.Result {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Skill: %s\n%s\n\nFolder: none: %s. Paths in the instructions below are relative to the skill's folder; "+
+		"read a file of it with skill (name %s, file its path, e.g. %s)\nFiles: %s\n",
+		sk.Name, sk.Description, notCopiedNote, sk.Name, exampleFile(sk), strings.Join(sk.Files, ", "))
+	if len(sk.AllowedTools) > 0 {
+		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
+	}
+	if prefixed != "" {
+		fmt.Fprintf(&b, "(%q is the skill %s: skill names here have no plugin prefix)\n", prefixed, sk.Name)
+	}
+	b.WriteString("\n")
+	body := expandSkillDir(sk.Body, sk, ".")
+	if body, cut := budgetHead([]byte(body)); cut {
+		b.WriteString(body)
+		fmt.Fprintf(&b, "\n[showing the first %s of the instructions' %s; the rest cannot be shown in this session: %s]",
+			sizeText(int64(len(body))), sizeText(int64(len(sk.Body))), notCopiedNote)
+	} else {
+		b.WriteString(body)
+	}
+	structured, _ := json.Marshal(map[string]any{"name": sk.Name, "folder": nil, "files": sk.Files, "version": sk.Version})
+	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}
+}
+
+// exampleFile is a file of sk to show how one is read: the first besides SKILL.md.
+func exampleFile(sk skills.Skill) string {
+	for _, f := range sk.Files {
+		if f != "SKILL.md" {
+			return f
+		}
+	}
+	return "SKILL.md"
 }
 
 // maxNamesListed is how many skills an unknown name is answered with, all of them up
@@ -190,9 +242,11 @@ func searchSkills(proxy *skills.Proxy, query string) *tool.Result {
 // readSkillFile shows one file of a skill as read_file would: text up to outputBudget
 // with a note on reading the rest from the projected folder, a binary file refused
 // with what it is. sandboxRoot is where the session's skills are projected ("" when
-// unknown), for the placeholders of the skill's folder (expandSkillDir).
-func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot string) (*tool.Result, error) {
-	text, err := skillFileText(proxy, sk, file, sandboxRoot)
+// unknown), for the placeholders of the skill's folder (expandSkillDir). readOnly is
+// a session that may change nothing, where skills are not copied: then no path
+// shown points into the working directory (the skill's folder is ".").
+func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot string, readOnly bool) (*tool.Result, error) {
+	text, err := skillFileText(proxy, sk, file, sandboxRoot, readOnly)
 	if err != nil {
 		other, rel, ok := otherSkillFile(proxy, file)
 		if !ok {
@@ -200,8 +254,12 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 		}
 		// A file of a skill beside this one (../review/code-reviewer.md), or a
 		// path in the skill library's repository (skills/review/code-reviewer.md).
-		if text, err = skillFileText(proxy, other, rel, sandboxRoot); err != nil {
+		if text, err = skillFileText(proxy, other, rel, sandboxRoot, readOnly); err != nil {
 			return nil, err
+		}
+		if readOnly {
+			text += fmt.Sprintf("\n[%s is %s of skill %s (skill with name %s and file %s)]", file, rel, other.Name, other.Name, rel)
+			return tool.TextResult(text), nil
 		}
 		text += fmt.Sprintf("\n[%s is %s of skill %s (skill with name %s and file %s); in your working directory it is %s once skill %s is opened]",
 			file, rel, other.Name, other.Name, rel, path.Join(skills.ProjectionDir, other.Name, rel), other.Name)
@@ -210,11 +268,18 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 }
 
 // skillFileText is readSkillFile for a path of sk's own.
-func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot string) (string, error) {
+func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot string, readOnly bool) (string, error) {
 	if dir, files := skillFolder(sk, file); len(files) > 0 {
 		list, cut := budgetHead([]byte(strings.Join(files, "\n") + "\n"))
-		text := fmt.Sprintf("%s/ of skill %s holds %d files (read one with skill and its path as file; once the skill is opened they are in %s/ of your working directory):\n%s",
-			dir, sk.Name, len(files), path.Join(skills.ProjectionDir, sk.Name, dir), list)
+		where := fmt.Sprintf("once the skill is opened they are in %s/ of your working directory", path.Join(skills.ProjectionDir, sk.Name, dir))
+		if readOnly {
+			where = notCopiedNote
+		}
+		text := fmt.Sprintf("%s/ of skill %s holds %d files (read one with skill and its path as file; %s):\n%s",
+			dir, sk.Name, len(files), where, list)
+		if readOnly && cut {
+			return text + "[list cut]", nil
+		}
 		if cut {
 			text += "[list cut; open the skill and list the folder with glob]"
 		}
@@ -234,6 +299,9 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 		return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
 	}
 	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(name)))
+	if readOnly {
+		return readOnlyFileText(sk, file, name, b)
+	}
 	if looksBinary(b[:min(len(b), sniffLen)]) {
 		return "", tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s); open the skill (skill with only its name) "+
 			"and use it at %s in your working directory with execute_command", file, sk.Name, sizeText(int64(len(b))), http.DetectContentType(b), projected)
@@ -249,6 +317,25 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 	}
 	if name != file {
 		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case, which counts in your working directory: use %s there)]", file, name, projected)
+	}
+	return text, nil
+}
+
+// readOnlyFileText is skillFileText's answer in a session that may change nothing:
+// the file b (name, asked for as file) as the library holds it, with nothing that
+// points into the working directory.
+func readOnlyFileText(sk skills.Skill, file, name string, b []byte) (string, error) {
+	if looksBinary(b[:min(len(b), sniffLen)]) {
+		return "", tool.Errorf(tool.KindFailed, "%s of skill %s is a binary file (%s, detected type %s), which cannot be shown; %s",
+			file, sk.Name, sizeText(int64(len(b))), http.DetectContentType(b), notCopiedNote)
+	}
+	text, cut := budgetHead([]byte(expandSkillDir(string(b), sk, ".")))
+	if cut {
+		text += fmt.Sprintf("\n[showing the first %s of %s; the rest cannot be shown in this session: %s]",
+			sizeText(int64(len(text))), sizeText(int64(len(b))), notCopiedNote)
+	}
+	if name != file {
+		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case)]", file, name)
 	}
 	return text, nil
 }
