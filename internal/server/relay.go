@@ -18,8 +18,8 @@ import (
 // retry of a dropped connection goes wherever the Service sends it. The record says
 // when such a call is over, but its output is in the data_dir of the replica running
 // it. So the output is read from there: the owner's GET /v1/tool-calls/{id}/events
-// (its output so far, then live, up to its message), with the client's own
-// Authorization header, and its tool_progress lines are written to this stream.
+// (its output so far, then live, up to its message), with the client's own key,
+// and its tool_progress lines are written to this stream.
 
 // relayIdle bounds how long a followed call's result, once on record, waits for the
 // rest of its output from the owner when none arrives: the owner sends it before its
@@ -74,8 +74,10 @@ func (s *Server) relay(ctx context.Context, r *http.Request, rec *store.Call, ou
 	if err != nil {
 		return err
 	}
-	if v := r.Header.Get("Authorization"); v != "" {
-		req.Header.Set("Authorization", v)
+	for _, h := range []string{"Authorization", "X-API-Key"} { // the caller's key (auth.go)
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
 	}
 	req.Header.Set(forwardedHeader, rs.Self)
 	transport := rs.Transport
