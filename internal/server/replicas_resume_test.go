@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/config"
 )
 
@@ -127,5 +129,57 @@ func streamTimed(t *testing.T, d *daemon, path, body string) ([]event, []time.Ti
 		if err != nil {
 			return evs, at
 		}
+	}
+}
+
+// TestReplicaResumeWithAPIKeyHeader: the owner of a resumed call authenticates the
+// read of its output with the client's own key, which a client may send as X-API-Key
+// rather than Authorization: the resumed stream on B still has A's output.
+func TestReplicaResumeWithAPIKeyHeader(t *testing.T) {
+	t.Parallel()
+	key, hash := auth.NewKey()
+	a, b := twoReplicas(t, func(c *config.Config) {
+		c.Auth.Unauthenticated = false
+		c.Auth.Keys = []config.AuthKeyConfig{{Name: "agent", Tenant: "t1", Roles: []string{auth.RoleAgent}, SHA256: hash}}
+	})
+	h := http.Header{"X-Api-Key": {key}}
+	code, _, body := send(t, http.DefaultClient, "POST", a.url+"/v1/sessions", h, `{"available_tools":["execute_command"]}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create session: %d %s", code, body)
+	}
+	var sess struct{ ID string }
+	_ = json.Unmarshal(body, &sess)
+	path := "/v1/sessions/" + sess.ID + "/tool-calls"
+	calls := `[{"id":"k","name":"execute_command","arguments":{"command":"echo one; sleep 0.5; echo two"}}]`
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", a.url+path, strings.NewReader(`{"on_disconnect":"continue","calls":`+calls+`}`))
+	req.Header = http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {key}}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(resp.Body).ReadBytes('\n'); err != nil || !strings.Contains(string(line), "tool_start") {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	cancel()
+	resp.Body.Close()
+
+	code, _, out := send(t, http.DefaultClient, "POST", b.url+path, h, `{"resume":true,"calls":`+calls+`}`)
+	if code != http.StatusOK {
+		t.Fatalf("resume on B: %d %s", code, out)
+	}
+	evs := parseNDJSON(t, out)
+	if m := messages(t, evs)["k"]; m.m["resumed"] != true || !strings.Contains(string(m.raw), "two") {
+		t.Fatalf("resumed message on B: %s", m.raw)
+	}
+	var got strings.Builder
+	for _, e := range evs {
+		if e.str("type") == "tool_progress" && e.str("stream") == "stdout" {
+			got.WriteString(e.str("text"))
+		}
+	}
+	if got.String() != "one\ntwo\n" {
+		t.Fatalf("output on B's resumed stream with X-API-Key: %q, want %q", got.String(), "one\ntwo\n")
 	}
 }
