@@ -310,6 +310,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	// on a store replicas share, checked against the store at every use (the next
 	// request may arrive before the notification); the notification covers the rest.
 	a.Sessions.UseNotifier(a.Notifier, cfg.ReplicaID)
+	// A background call's result reaches the session's streams on every replica.
+	a.Sessions.ShareBackgroundResults(a.Store, a.Exec.Truncate)
 	if a.storeKind() == "postgres" {
 		a.Sessions.ReadThrough()
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
 )
@@ -75,8 +76,10 @@ func StopContext(ctx context.Context) context.Context {
 
 // followAll emits a tool_start for each record, in order, then follows them all
 // until each has its message, which it emits. It returns when every one has, or
-// when ctx ends.
-func (s *Server) followAll(ctx context.Context, tenant string, recs []*store.Call, emit func(session.Event)) {
+// when ctx ends. The output of a call another replica runs is relayed from there to
+// relayed (relay.go), ahead of its message; nil relays none.
+func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.Call, relayed chan<- progress.Event, emit func(session.Event)) {
+	tenant := tenantOf(r)
 	calls := make([]*session.Call, len(recs))
 	for i, rec := range recs {
 		calls[i] = &session.Call{ID: rec.ID, CallRequest: session.CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
@@ -87,7 +90,15 @@ func (s *Server) followAll(ctx context.Context, tenant string, recs []*store.Cal
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			final := s.follow(ctx, tenant, rec, calls[i], emit)
+			rl := s.relayOutput(ctx, r, rec, relayed)
+			var relayEnded <-chan struct{}
+			if rl != nil {
+				relayEnded = rl.done
+			}
+			final := s.follow(ctx, tenant, rec, calls[i], emit, relayEnded)
+			if rl != nil {
+				rl.wait(ctx)
+			}
 			if final == nil {
 				return
 			}
@@ -103,8 +114,10 @@ func (s *Server) followAll(ctx context.Context, tenant string, recs []*store.Cal
 // once, and input_required once the call waits for an outside answer (ask_user), as
 // the call's own stream had them. A call of this process wakes it as soon as its
 // result is recorded; one of another replica, or one whose result the store refused
-// for a while, is read again on decisions and answers and every 2 seconds.
-func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event)) *store.Call {
+// for a while, is read again on decisions and answers and every 2 seconds, and when
+// relayEnded closes (the owner ended its stream of the call's output, which it does
+// after the call's message).
+func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayEnded <-chan struct{}) *store.Call {
 	watch := s.watchCall(rec.ID)
 	defer watch.close()
 	announced := map[string]bool{}
@@ -141,6 +154,8 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 		case <-watch.over:
 		case <-watch.decided:
 		case <-watch.tick.C:
+		case <-relayEnded:
+			relayEnded = nil // once: a relay that failed at once must not spin
 		}
 		cur, err := s.Calls.GetCall(ctx, rec.ID)
 		if err != nil {

@@ -110,6 +110,7 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f msgFormat
 	if runCtx == nil {
 		runCtx = r.Context()
 	}
+	var relayed chan progress.Event
 	if s.Progress != nil {
 		ids := make([]string, 0, len(st.followed)+len(st.planned()))
 		for _, rec := range st.followed {
@@ -124,6 +125,11 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f msgFormat
 		sw.prog = sub.Events()
 		sw.cursors = map[string]map[string]int64{}
 		sw.closed = map[string]bool{}
+		if s.Replicas != nil && len(st.followed) > 0 {
+			// The output of followed calls other replicas run (relay.go).
+			relayed = make(chan progress.Event, 16)
+			sw.relayed = relayed
+		}
 	}
 	if st.plan != nil {
 		// Results of the session's background calls arrive on any open stream of it.
@@ -139,7 +145,7 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f msgFormat
 		sw.run(events)
 	}()
 	if len(st.followed) > 0 {
-		s.followAll(runCtx, tenantOf(r), st.followed, events.push)
+		s.followAll(runCtx, r, st.followed, relayed, events.push)
 	}
 	// Calls after followed ones run once those are over; not at all when the client
 	// that would cancel them is gone already (nothing ran, so nothing is recorded,
@@ -234,6 +240,7 @@ type streamWriter struct {
 	format     msgFormat
 	hub        *progress.Hub
 	prog       <-chan progress.Event
+	relayed    <-chan progress.Event       // output of followed calls of other replicas
 	cursors    map[string]map[string]int64 // call → stream → bytes written to the client
 	closed     map[string]bool             // calls whose closed event was written
 	values     valueGate                   // the numeric progress each call's client has
@@ -283,6 +290,8 @@ func (sw *streamWriter) run(events *eventQueue) {
 					continue
 				}
 				sw.progress(pe)
+			case pe := <-sw.relayed:
+				sw.progress(pe)
 			case ev := <-sw.background:
 				if ev.Type == session.EventApproval {
 					sw.out.Encode(toApprovalEvent(ev))
@@ -294,7 +303,7 @@ func (sw *streamWriter) run(events *eventQueue) {
 				continue
 			}
 		}
-		if len(queued) > 0 || events.waiting() || len(sw.prog) > 0 || len(sw.background) > 0 {
+		if len(queued) > 0 || events.waiting() || len(sw.prog) > 0 || len(sw.relayed) > 0 || len(sw.background) > 0 {
 			continue // more lines to write first
 		}
 		if !delay {
@@ -351,9 +360,17 @@ func (sw *streamWriter) event(ev session.Event) (delay bool) {
 	return false
 }
 
-// drain writes the progress events already delivered to the subscription.
+// drain writes the progress events already delivered to the subscription, and those
+// relayed from other replicas (all of a call's, before its message: its relay has
+// ended by then).
 func (sw *streamWriter) drain() {
 	for {
+		select {
+		case pe := <-sw.relayed:
+			sw.progress(pe)
+			continue
+		default:
+		}
 		select {
 		case pe, ok := <-sw.prog:
 			if !ok {
@@ -402,8 +419,10 @@ func (sw *streamWriter) complete(callID, toolCallID string) {
 	}
 	streams := sw.hub.Streams(callID)
 	sw.closed[callID] = true
-	if len(streams) == 0 {
-		return // the call wrote no progress: there is nothing to close
+	if len(streams) == 0 && len(sw.cursors[callID]) == 0 {
+		// The call wrote no progress (here, nor relayed from its replica): there is
+		// nothing to close.
+		return
 	}
 	for _, st := range streams {
 		sw.fill(callID, toolCallID, st, -1)

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -382,7 +384,9 @@ type inputRequest struct {
 	Input json.RawMessage `json:"input"`
 }
 
-// provideInput answers a stateful call that yielded an intermediate result.
+// provideInput answers a stateful call that yielded an intermediate result. The call
+// waits for it in the memory of the replica running it: behind a Service the answer
+// lands on any replica, so one for a call of another replica is forwarded there.
 func (s *Server) provideInput(w http.ResponseWriter, r *http.Request) {
 	var req inputRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
@@ -398,11 +402,40 @@ func (s *Server) provideInput(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.Exec.ProvideInput(c.ID, req.Input); err != nil {
-		s.writeError(w, r, errorf(CodeConflict, "the call is not waiting for input (status "+string(c.Status)+")"))
+	if err := s.Exec.ProvideInput(c.ID, req.Input); err == nil {
+		writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "accepted": true})
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"id": c.ID, "accepted": true})
+	if !c.Status.Terminal() && s.forwardInput(w, r, c, req) {
+		return
+	}
+	s.writeError(w, r, errorf(CodeConflict, "the call is not waiting for input (status "+string(c.Status)+")"))
+}
+
+// forwardInput hands an answer to the replica running c, when that is another one,
+// and reports whether it did. The request's body was read here, so it is sent again
+// from req. An owner that cannot be reached while its lease holds may still take the
+// answer later: 503 with Retry-After, naming it. One whose lease ran out is gone, and
+// its calls with it: 409.
+func (s *Server) forwardInput(w http.ResponseWriter, r *http.Request, c *store.Call, req inputRequest) bool {
+	body, err := json.Marshal(req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return true
+	}
+	r = r.Clone(r.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return s.forward(w, r, c, s.provideInput, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc, rep *store.Replica, reason string) {
+		if !s.Replicas.alive(rep) {
+			s.writeError(w, r, errorf(CodeConflict, "the call is not waiting for input: it ran on replica "+c.Owner+
+				", which is gone (its lease ran out; its calls are marked failed)"))
+			return
+		}
+		w.Header().Set("Retry-After", "5")
+		s.writeError(w, r, errorf(CodeUnavailable, "the call waits for input on replica "+c.Owner+" ("+rep.Address+"), which "+
+			"could not be reached ("+reason+"); send the input again shortly (if that replica stopped, its calls are marked failed once its lease runs out)"))
+	})
 }
 
 type answerRequest struct {

@@ -171,13 +171,14 @@ func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 	ctx, m.stop = context.WithCancel(ctx)
 	m.done = make(chan struct{})
 	// Subscribed before Start returns: no change made after it is missed.
-	var changes, interrupts <-chan string
+	var changes, interrupts, background <-chan string
 	unsubscribe := func() {}
 	if m.notifier != nil {
-		var stopChanges, stopInterrupts func()
+		var stopChanges, stopInterrupts, stopBackground func()
 		changes, stopChanges = m.notifier.Subscribe(TopicSession)
 		interrupts, stopInterrupts = m.notifier.Subscribe(TopicInterrupt)
-		unsubscribe = func() { stopChanges(); stopInterrupts() }
+		background, stopBackground = m.notifier.Subscribe(TopicBackground)
+		unsubscribe = func() { stopChanges(); stopInterrupts(); stopBackground() }
 	}
 	var tick <-chan time.Time
 	var ticker *time.Ticker
@@ -209,6 +210,13 @@ func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 					m.heardInterrupt(payload)
 				}
 				continue
+			case payload, ok := <-background:
+				if !ok {
+					background = nil
+				} else {
+					m.heardBackground(ctx, log, payload)
+				}
+				continue
 			case <-tick:
 			case <-m.kick:
 				if !evicting {
@@ -235,6 +243,7 @@ func (m *Manager) Stop() {
 	if stop != nil {
 		stop()
 		<-done
+		m.readers.Wait()
 	}
 }
 

@@ -39,6 +39,8 @@ func (x *Executor) runBackground(ctx context.Context, sess *Session, c *Call, se
 		res, started := x.execute(bctx, sess, c, seq, startedAtInsert, sess.publish)
 		msg := x.finish(bctx, sess, c, res, start, started, true)
 		sess.publish(Event{Type: EventResult, Call: c, Result: msg, TS: time.Now()})
+		// The session's streams on other replicas (background.go).
+		sess.manager.announceBackground(bctx, sess, c.ID)
 	}()
 	emit(Event{Type: EventMessage, Call: c, Result: handle, TS: time.Now()})
 }

@@ -291,6 +291,10 @@ type Manager struct {
 	notifier    store.Notifier
 	replica     string
 	readThrough bool // ReadThrough: live sessions are checked against the store on every use
+	// Results of other replicas' background calls (background.go); nil calls: none.
+	calls   CallReader
+	shape   func(*tool.Result) *tool.Result
+	readers sync.WaitGroup // reads of their records under way
 }
 
 // UseSkills gives sessions their view (available_skills) of the skill registry.
