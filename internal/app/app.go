@@ -390,6 +390,9 @@ func (a *App) chainTools() ([]tool.Tool, error) {
 	if a.artifacts, err = chain.NewArtifacts(a.artifactDir(), c.ArtifactBytesPerSession, c.ArtifactRetention); err != nil {
 		return nil, err
 	}
+	if d := a.artifactRelay(); d != nil {
+		a.artifacts.Share(d)
+	}
 	ts, err := chain.Tools(p, a.artifacts)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)

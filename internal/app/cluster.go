@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/toolserverd/toolserverd/internal/builtin"
+	"github.com/toolserverd/toolserverd/internal/chain"
 	"github.com/toolserverd/toolserverd/internal/cluster"
 	"github.com/toolserverd/toolserverd/internal/server"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -82,6 +83,16 @@ func (a *App) jobRelay() builtin.JobDirectory {
 		return nil
 	}
 	return cluster.NewJobRelay(a.Config.ReplicaID, st, nil)
+}
+
+// artifactRelay lets artifact_read reach the tool_chain artifacts other replicas
+// hold; nil (every artifact is in this process) with SQLite.
+func (a *App) artifactRelay() chain.ArtifactDirectory {
+	st, ok := a.Store.(cluster.ArtifactStore)
+	if a.storeKind() != "postgres" || !ok {
+		return nil
+	}
+	return cluster.NewArtifactRelay(a.Config.ReplicaID, st, nil)
 }
 
 // fileStamps shares what sessions' file tools have seen between the replicas, so that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // ErrNoArtifact is returned for a reference this session does not have.
@@ -36,6 +39,9 @@ var (
 // the directory and its files: Put creates and renames files in it, which updates the
 // directory's, and Read touches the directory.
 type Artifacts struct {
+	// replicas knows which replica holds each artifact when replicas share a store;
+	// nil: every artifact is in this process.
+	replicas      ArtifactDirectory
 	dir           string
 	maxPerSession int64
 	retention     time.Duration // 0: kept forever
@@ -60,6 +66,29 @@ func NewArtifacts(dir string, maxPerSession int64, retention time.Duration) (*Ar
 		return nil, fmt.Errorf("chain: artifact dir: %w", err)
 	}
 	return &Artifacts{dir: dir, maxPerSession: maxPerSession, retention: retention}, nil
+}
+
+// ArtifactDirectory knows which replica holds each artifact, when replicas share a
+// PostgreSQL store: an artifact is a file in the data_dir of the replica that ran the
+// chain, and artifact_read may land on another.
+type ArtifactDirectory interface {
+	// Stored records that this replica holds ref, an artifact of ctx's session.
+	Stored(ctx context.Context, sess *tool.Session, ref string) error
+	// Forward runs ctx's artifact_read call (with args) on the replica holding ref;
+	// handled is false when no other replica holds it for ctx's session.
+	Forward(ctx *tool.Context, ref string, args json.RawMessage) (res *tool.Result, handled bool, err error)
+}
+
+// Share makes the artifacts readable from the other replicas through d; call it
+// before the tools are used.
+func (a *Artifacts) Share(d ArtifactDirectory) { a.replicas = d }
+
+// record notes in the directory, if any, that this replica holds ref of sess.
+func (a *Artifacts) record(ctx context.Context, sess *tool.Session, ref string) error {
+	if a.replicas == nil {
+		return nil
+	}
+	return a.replicas.Stored(ctx, sess, ref)
 }
 
 func (a *Artifacts) sessionDir(sessionID string) (string, error) {

@@ -53,6 +53,12 @@ func (t readTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 		return nil, tool.Errorf(tool.KindFailed, "artifact_read runs only within a session")
 	}
 	data, size, err := t.store.Read(ctx.Session.ID, args.Ref, args.Offset, args.Limit)
+	if errors.Is(err, ErrNoArtifact) && t.store.replicas != nil {
+		// Another replica may hold it: the chain that made it ran there.
+		if res, handled, ferr := t.store.replicas.Forward(ctx, args.Ref, raw); handled {
+			return res, ferr
+		}
+	}
 	if errors.Is(err, ErrNoArtifact) {
 		return nil, tool.Errorf(tool.KindNotFound, "artifact %q does not exist in this session (references come from tool_chain results; the oldest artifacts are deleted when a session holds too many, and all of a session's when it has not used them for a long time)", args.Ref)
 	}

@@ -66,6 +66,12 @@ type JobRelay struct {
 // NewJobRelay returns the relay of replica self; transport nil uses one with short
 // dial timeouts (a call's own deadline bounds the rest).
 func NewJobRelay(self string, st JobStore, transport http.RoundTripper) *JobRelay {
+	return &JobRelay{self: self, st: st, client: replicaClient(transport)}
+}
+
+// replicaClient reaches the other replicas through transport, or one with short dial
+// timeouts when it is nil.
+func replicaClient(transport http.RoundTripper) *http.Client {
 	if transport == nil {
 		transport = &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -74,7 +80,7 @@ func NewJobRelay(self string, st JobStore, transport http.RoundTripper) *JobRela
 			IdleConnTimeout:     90 * time.Second,
 		}
 	}
-	return &JobRelay{self: self, st: st, client: &http.Client{Transport: transport}}
+	return &http.Client{Transport: transport}
 }
 
 type forwardedKey struct{}
@@ -119,7 +125,7 @@ func (r *JobRelay) Forward(ctx *tool.Context, jobID string, args json.RawMessage
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up replica %s, which runs job %s: %v", j.Owner, jobID, err)
 	}
-	res, err = r.call(ctx, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
+	res, err = forwardCall(ctx, r.client, r.self, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "job %s runs on replica %s (%s), which did not answer: %v; "+
 			"if that replica stopped, the job and its output are gone", jobID, j.Owner, rep.Address, err)
@@ -127,7 +133,9 @@ func (r *JobRelay) Forward(ctx *tool.Context, jobID string, args json.RawMessage
 	return res, true, nil
 }
 
-func (r *JobRelay) call(ctx *tool.Context, rep *store.Replica, body JobCallRequest) (*tool.Result, error) {
+// forwardCall runs ctx's call on replica rep through the job-call route, sent by self
+// with the caller's own key, and returns rep's result.
+func forwardCall(ctx *tool.Context, client *http.Client, self string, rep *store.Replica, body JobCallRequest) (*tool.Result, error) {
 	base, err := url.Parse(rep.Address)
 	if err != nil || base.Host == "" {
 		return nil, fmt.Errorf("its advertised address %q is not a URL", rep.Address)
@@ -141,11 +149,11 @@ func (r *JobRelay) call(ctx *tool.Context, rep *store.Replica, body JobCallReque
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(ForwardedHeader, r.self)
+	req.Header.Set(ForwardedHeader, self)
 	if key := auth.Credential(ctx); key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := r.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -14,16 +14,18 @@ import (
 )
 
 // jobTools are the tools whose calls another replica may forward here: they act on
-// a background job of the session, and the job runs only where it started.
-var jobTools = map[string]bool{"await_job": true, "read_job_output": true, "kill_job": true}
+// what only this replica holds, a background job of the session (it runs only where
+// it started) or a tool_chain artifact (a file in this replica's data_dir).
+var jobTools = map[string]bool{"await_job": true, "read_job_output": true, "kill_job": true, "artifact_read": true}
 
-// runForwardedJobCall runs a job tool's call that another replica forwarded because
-// this replica runs the job. The forwarding replica resolved, permitted and records
-// the call; this one only runs it, in the session's own sandbox (which holds the
-// job). The caller's key came along, so the tenant check is the usual one, and only
-// the three job tools of a session that allows them can be run this way. The call
-// must be on record as running, in this session, with this tool and these arguments:
-// a client calling this route directly cannot skip the permission policy.
+// runForwardedJobCall runs a job tool's (or artifact_read's) call that another
+// replica forwarded because this replica runs the job (holds the artifact). The
+// forwarding replica resolved, permitted and records the call; this one only runs it,
+// in the session's own sandbox (which holds the job) or artifact directory. The
+// caller's key came along, so the tenant check is the usual one, and only the three
+// job tools and artifact_read, of a session that allows them, can be run this way. The
+// call must be on record as running, in this session, with this tool and these
+// arguments: a client calling this route directly cannot skip the permission policy.
 func (s *Server) runForwardedJobCall(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(cluster.ForwardedHeader) == "" {
 		s.writeError(w, r, errorf(CodeBadRequest, "this route serves job calls forwarded by another replica ("+cluster.ForwardedHeader+" is missing)"))
@@ -35,7 +37,7 @@ func (s *Server) runForwardedJobCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !jobTools[req.Name] {
-		s.writeError(w, r, errorf(CodeBadRequest, "only await_job, read_job_output and kill_job calls can be forwarded, not "+req.Name))
+		s.writeError(w, r, errorf(CodeBadRequest, "only await_job, read_job_output, kill_job and artifact_read calls can be forwarded, not "+req.Name))
 		return
 	}
 	sess, err := s.session(r)

@@ -16,8 +16,8 @@ import (
 //
 // A session goes once it is unused at the cutoff (SessionUnused), with every record
 // that belongs to it only: its call records and their approvals, its tasks and its
-// scratchpad, and (PostgreSQL: SQLite never records jobs) the rows naming the
-// replicas that ran its background jobs. Memories are the tenant's and stay. Its
+// scratchpad, and (PostgreSQL: SQLite never records jobs or artifacts) the rows
+// naming the replicas that ran its background jobs and hold its tool_chain artifacts. Memories are the tenant's and stay. Its
 // directories (workspace, artifacts) are the session manager's business.
 
 // RetentionBatch is how many call records one retention transaction deletes at most

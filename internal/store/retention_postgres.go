@@ -167,6 +167,7 @@ func (p *Postgres) DeleteUnusedSession(ctx context.Context, id string, before ti
 		b.Queue(`DELETE FROM tasks WHERE session_id = $1`, id)
 		b.Queue(`DELETE FROM scratchpad WHERE session_id = $1`, id)
 		b.Queue(`DELETE FROM jobs WHERE session_id = $1`, id)
+		b.Queue(`DELETE FROM artifacts WHERE session_id = $1`, id)
 		b.Queue(`DELETE FROM file_stamps WHERE session_id = $1`, id)
 		b.Queue(`DELETE FROM sessions WHERE id = $1`, id)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

@@ -1,0 +1,29 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Artifact records which replica holds a tool_chain artifact. The artifact is a file
+// in that replica's data_dir; an artifact_read that reaches another replica finds the
+// owner here.
+type Artifact struct {
+	Ref       string
+	SessionID string
+	Tenant    string
+	// Owner is the id of the replica holding the artifact.
+	Owner     string
+	CreatedAt time.Time
+}
+
+// ArtifactStore keeps artifact owners. Only PostgreSQL has it, like JobStore: on one
+// machine every artifact is in the one process. An artifact's row goes when its
+// owner's replica row is forgotten, or with its session (retention).
+type ArtifactStore interface {
+	// RecordArtifact fails with ErrInvalid when a field is empty; the owner must
+	// have heartbeated.
+	RecordArtifact(ctx context.Context, a *Artifact) error
+	// GetArtifact returns ErrNotFound for an unknown reference.
+	GetArtifact(ctx context.Context, ref string) (*Artifact, error)
+}
