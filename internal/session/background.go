@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"time"
@@ -22,14 +23,25 @@ import (
 // call id, separated by spaces.
 const TopicBackground = "session_background"
 
+// TopicBackgroundApproval is notified when a background call's approval request was
+// published to its session (approval_required); the payload is the session id, the
+// replica that runs the call and the approval id, separated by spaces.
+const TopicBackgroundApproval = "session_background_approval"
+
 // CallReader reads a call's record.
 type CallReader interface {
 	GetCall(ctx context.Context, id string) (*store.Call, error)
 }
 
+// ApprovalReader reads an approval request. A CallReader that is also one lets the
+// manager publish other replicas' background calls' approval requests.
+type ApprovalReader interface {
+	GetApproval(ctx context.Context, id string) (*store.Approval, error)
+}
+
 // ShareBackgroundResults makes the manager publish to its live sessions the results
-// of background calls other replicas ran (heard through the notifier, UseNotifier),
-// read from calls and shaped by shape (the result as a stream sends it: cut to the
+// of background calls other replicas ran, and their approval requests (heard through
+// the notifier, UseNotifier), read from calls and shaped by shape (the result as a stream sends it: cut to the
 // token budget); nil shape sends the record's. Call it before Start.
 func (m *Manager) ShareBackgroundResults(calls CallReader, shape func(*tool.Result) *tool.Result) {
 	m.calls, m.shape = calls, shape
@@ -42,6 +54,15 @@ func (m *Manager) announceBackground(ctx context.Context, s *Session, callID str
 		return
 	}
 	_ = m.notifier.Notify(context.WithoutCancel(ctx), TopicBackground, s.ID+" "+m.replica+" "+callID)
+}
+
+// announceBackgroundApproval tells the other replicas that the background call of
+// session s waits for approval apr (its approval_required went to s's streams here).
+func (m *Manager) announceBackgroundApproval(ctx context.Context, s *Session, approvalID string) {
+	if m == nil || m.notifier == nil {
+		return
+	}
+	_ = m.notifier.Notify(context.WithoutCancel(ctx), TopicBackgroundApproval, s.ID+" "+m.replica+" "+approvalID)
 }
 
 // backgroundReadTimeout bounds the read of a background call's record for a
@@ -94,4 +115,50 @@ func (s *Session) subscribed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.subs) > 0
+}
+
+// heardBackgroundApproval publishes the approval request of another replica's
+// background call to the live session the payload names, when a stream of it is open
+// here: the approval_required event the replica running the call published to its
+// own streams, rebuilt from the approval and the call's records. One already decided
+// is not announced: its decision may come before the notification.
+func (m *Manager) heardBackgroundApproval(ctx context.Context, log *slog.Logger, payload string) {
+	id, rest, _ := strings.Cut(payload, " ")
+	replica, approvalID, _ := strings.Cut(rest, " ")
+	approvals, _ := m.calls.(ApprovalReader)
+	if id == "" || approvalID == "" || replica == m.replica || approvals == nil {
+		return
+	}
+	m.mu.Lock()
+	s, ok := m.live[id]
+	m.mu.Unlock()
+	if !ok || !s.subscribed() {
+		return
+	}
+	m.readers.Add(1)
+	go func() {
+		defer m.readers.Done()
+		ctx, cancel := context.WithTimeout(ctx, backgroundReadTimeout)
+		defer cancel()
+		apr, err := approvals.GetApproval(ctx, approvalID)
+		if err != nil {
+			log.Warn("reading the approval request of another replica's background call failed", "session_id", id, "approval_id", approvalID, "err", err)
+			return
+		}
+		if apr.SessionID != id || apr.Status != store.ApprovalPending {
+			return
+		}
+		rec, err := m.calls.GetCall(ctx, apr.CallID)
+		if err != nil {
+			log.Warn("reading the background call of another replica's approval request failed", "session_id", id, "call_id", apr.CallID, "err", err)
+			return
+		}
+		if rec.SessionID != id {
+			return
+		}
+		var suggestions []string
+		_ = json.Unmarshal(apr.Suggestions, &suggestions)
+		s.publish(Event{Type: EventApproval, Approval: apr, Suggestions: suggestions, TS: apr.CreatedAt,
+			Call: &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}})
+	}()
 }

@@ -171,14 +171,15 @@ func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 	ctx, m.stop = context.WithCancel(ctx)
 	m.done = make(chan struct{})
 	// Subscribed before Start returns: no change made after it is missed.
-	var changes, interrupts, background <-chan string
+	var changes, interrupts, background, backgroundApprovals <-chan string
 	unsubscribe := func() {}
 	if m.notifier != nil {
-		var stopChanges, stopInterrupts, stopBackground func()
+		var stopChanges, stopInterrupts, stopBackground, stopBackgroundApprovals func()
 		changes, stopChanges = m.notifier.Subscribe(TopicSession)
 		interrupts, stopInterrupts = m.notifier.Subscribe(TopicInterrupt)
 		background, stopBackground = m.notifier.Subscribe(TopicBackground)
-		unsubscribe = func() { stopChanges(); stopInterrupts(); stopBackground() }
+		backgroundApprovals, stopBackgroundApprovals = m.notifier.Subscribe(TopicBackgroundApproval)
+		unsubscribe = func() { stopChanges(); stopInterrupts(); stopBackground(); stopBackgroundApprovals() }
 	}
 	var tick <-chan time.Time
 	var ticker *time.Ticker
@@ -215,6 +216,13 @@ func (m *Manager) Start(ctx context.Context, log *slog.Logger) error {
 					background = nil
 				} else {
 					m.heardBackground(ctx, log, payload)
+				}
+				continue
+			case payload, ok := <-backgroundApprovals:
+				if !ok {
+					backgroundApprovals = nil
+				} else {
+					m.heardBackgroundApproval(ctx, log, payload)
 				}
 				continue
 			case <-tick:

@@ -35,8 +35,15 @@ func (x *Executor) runBackground(ctx context.Context, sess *Session, c *Call, se
 		defer x.wg.Done()
 		defer release()
 		defer untrack()
-		// Its approval request, if it needs one, goes to the session's streams.
-		res, started := x.execute(bctx, sess, c, seq, startedAtInsert, sess.publish)
+		// Its approval request, if it needs one, goes to the session's streams, here
+		// and on the other replicas (background.go).
+		publish := func(ev Event) {
+			sess.publish(ev)
+			if ev.Type == EventApproval && ev.Approval != nil {
+				sess.manager.announceBackgroundApproval(bctx, sess, ev.Approval.ID)
+			}
+		}
+		res, started := x.execute(bctx, sess, c, seq, startedAtInsert, publish)
 		msg := x.finish(bctx, sess, c, res, start, started, true)
 		sess.publish(Event{Type: EventResult, Call: c, Result: msg, TS: time.Now()})
 		// The session's streams on other replicas (background.go).
