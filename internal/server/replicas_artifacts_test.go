@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/config"
@@ -91,8 +92,12 @@ func TestArtifactsReadThroughAnotherReplica(t *testing.T) {
 			offset = next
 		}
 	}
+	start := time.Now()
 	onA, pagesA := readAll(a)
+	local := time.Since(start)
+	start = time.Now()
 	onB, pagesB := readAll(b)
+	t.Logf("%d pages read through A in %s, through B (forwarded to A) in %s", pagesB, local.Round(time.Microsecond), time.Since(start).Round(time.Microsecond))
 	if onB != onA || pagesB != pagesA || pagesB < 5 {
 		t.Fatalf("read through B: %d bytes in %d pages; through A: %d bytes in %d pages", len(onB), pagesB, len(onA), pagesA)
 	}

@@ -1,0 +1,66 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+)
+
+// TestArtifactOwners: an artifact's owner is found by its reference; an unknown one
+// is ErrNotFound, a record with a missing field ErrInvalid, an owner that never
+// heartbeated is refused, and a session deleted by retention takes its artifacts'
+// rows with it while another session's stay. Only PostgreSQL records artifacts.
+func TestArtifactOwners(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := store.OpenPostgres(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Heartbeat(ctx, "replica-a", "http://a:8080", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-48 * time.Hour).UTC()
+	for _, id := range []string{"ses_old", "ses_kept"} {
+		if err := s.CreateSession(ctx, &store.Session{ID: id, Tenant: "t", CreatedAt: long, UpdatedAt: long}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := &store.Artifact{Ref: "art_1", SessionID: "ses_old", Tenant: "t", Owner: "replica-a"}
+	if err := s.RecordArtifact(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetArtifact(ctx, "art_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Ref != want.Ref || got.SessionID != want.SessionID || got.Tenant != want.Tenant || got.Owner != want.Owner || got.CreatedAt.IsZero() {
+		t.Fatalf("GetArtifact = %+v, want %+v", got, want)
+	}
+	if _, err := s.GetArtifact(ctx, "art_2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown artifact: %v", err)
+	}
+	if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_3", SessionID: "ses_old", Tenant: "t"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("no owner: %v", err)
+	}
+	if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_4", SessionID: "ses_old", Tenant: "t", Owner: "never-seen"}); err == nil {
+		t.Fatal("an artifact of a replica that never heartbeated was recorded")
+	}
+	if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_5", SessionID: "ses_kept", Tenant: "t", Owner: "replica-a"}); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, gone, err := s.DeleteUnusedSession(ctx, "ses_old", time.Now().Add(-time.Hour), 0); err != nil || !gone {
+		t.Fatalf("DeleteUnusedSession = %v, %v; want it gone", gone, err)
+	}
+	if a, err := s.GetArtifact(ctx, "art_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the deleted session's artifact: %+v, %v; want it deleted", a, err)
+	}
+	if _, err := s.GetArtifact(ctx, "art_5"); err != nil {
+		t.Errorf("the other session's artifact: %v", err)
+	}
+}
