@@ -34,7 +34,16 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 // decodeBytes is decodeBody for a body already read: a wrong type is located with
 // array indexes (calls[2].name), which encoding/json leaves out.
 func decodeBytes(b []byte, limit int64, v any) error {
-	err := decodeBody(bytes.NewReader(b), limit, v)
+	// The body is in memory: its first byte is found in place, and the decoder reads
+	// it without the 4 KiB buffer decodeBody puts in front of a stream.
+	first := byte(0)
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			first = c
+			break
+		}
+	}
+	err := decodeFrom(bytes.NewReader(b), first, limit, v)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.typ != nil {
 		ae.Message = typeMessage(ae.typ, locate(b, ae.typ))
@@ -44,7 +53,7 @@ func decodeBytes(b []byte, limit int64, v any) error {
 
 // checkContentType accepts JSON media types and an absent header.
 func checkContentType(ct string) error {
-	if ct == "" {
+	if ct == "" || ct == "application/json" { // what nearly every client sends
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
@@ -56,8 +65,13 @@ func checkContentType(ct string) error {
 
 func decodeBody(body io.Reader, limit int64, v any) error {
 	br := bufio.NewReader(body)
-	first := firstByte(br)
-	dec := json.NewDecoder(br)
+	return decodeFrom(br, firstByte(br), limit, v)
+}
+
+// decodeFrom is decodeBody once the first byte of the body that is not JSON
+// whitespace is known (0: none).
+func decodeFrom(body io.Reader, first byte, limit int64, v any) error {
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err, limit)
