@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -41,7 +42,18 @@ import (
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
+// daemonGCPercent is the GOGC cmd/toolserverd sets when the environment sets none
+// (its defaultGCPercent). The three targets share this process, so they all run with
+// it: toolserverd as the daemon runs, and the bare handler and the floor with the same
+// collector setting.
+const daemonGCPercent = 400
+
 func main() {
+	gogc := os.Getenv("GOGC")
+	if gogc == "" {
+		debug.SetGCPercent(daemonGCPercent)
+		gogc = strconv.Itoa(daemonGCPercent) + " (the daemon's default)"
+	}
 	clients := flag.Int("clients", 32, "concurrent clients")
 	duration := flag.Duration("duration", 5*time.Second, "load time per target and round")
 	rounds := flag.Int("rounds", 3, "turns of the three targets; figures are medians over them")
@@ -56,6 +68,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
 	}
+	fmt.Printf("GOGC=%s\n", gogc)
 	res.Print(os.Stdout)
 	if *memprofile != "" {
 		f, err := os.Create(*memprofile)
