@@ -99,17 +99,12 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 	}
 	numeric = numeric && tool.ValidProgress(progress, total)
 	p.mu.Lock()
-	pc := p.calls[token]
-	if pc == nil || pc.bytes > maxProgressBytes {
+	pc, text, within := p.charge(token, text)
+	if pc == nil {
 		p.mu.Unlock()
 		return
 	}
-	pc.bytes += len(text)
-	if pc.bytes > maxProgressBytes {
-		text = fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]\n", maxProgressBytes>>20)
-		numeric = false
-	}
-	numeric = numeric && (!pc.numbered || progress > pc.last)
+	numeric = numeric && within && (!pc.numbered || progress > pc.last)
 	if numeric {
 		pc.last, pc.numbered = progress, true
 	}
@@ -126,19 +121,28 @@ func (p *progressRouter) handle(n mcp.JSONRPCNotification) {
 // line writes one line of text (a task's status, see followTask) to the info stream
 // of the call holding token, within the call's progress budget like a notification.
 func (p *progressRouter) line(token, text string) {
-	text = cutLine(text)
 	p.mu.Lock()
+	pc, text, _ := p.charge(token, cutLine(text))
+	p.mu.Unlock()
+	if pc != nil {
+		pc.tc.Emit("info", text)
+	}
+}
+
+// charge counts text against the progress budget of the call holding token, with
+// p.mu held. It returns the call (nil: no such call, or its budget is spent), the text
+// to write (the note that the rest is dropped, when this text spends the budget) and
+// whether the text is within the budget.
+func (p *progressRouter) charge(token, text string) (*progressCall, string, bool) {
 	pc := p.calls[token]
 	if pc == nil || pc.bytes > maxProgressBytes {
-		p.mu.Unlock()
-		return
+		return nil, "", false
 	}
 	pc.bytes += len(text)
 	if pc.bytes > maxProgressBytes {
-		text = fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]\n", maxProgressBytes>>20)
+		return pc, fmt.Sprintf("[more than %d MiB of progress from the mcp server; the rest is dropped]\n", maxProgressBytes>>20), false
 	}
-	p.mu.Unlock()
-	pc.tc.Emit("info", text)
+	return pc, text, true
 }
 
 // cutLine is text cut at maxProgressText bytes, ended with a line end.

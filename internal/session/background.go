@@ -73,28 +73,16 @@ const backgroundReadTimeout = 10 * time.Second
 // live session the payload names, when a stream of it is open here. The record is
 // read off the notifier's loop.
 func (m *Manager) heardBackground(ctx context.Context, log *slog.Logger, payload string) {
-	id, rest, _ := strings.Cut(payload, " ")
-	replica, callID, _ := strings.Cut(rest, " ")
-	if id == "" || callID == "" || replica == m.replica || m.calls == nil {
-		return // a resynchronisation, this process's own, or nothing to read with
+	if m.calls == nil {
+		return // nothing to read with
 	}
-	m.mu.Lock()
-	s, ok := m.live[id]
-	m.mu.Unlock()
-	if !ok || !s.subscribed() {
-		return
-	}
-	m.readers.Add(1)
-	go func() {
-		defer m.readers.Done()
-		ctx, cancel := context.WithTimeout(ctx, backgroundReadTimeout)
-		defer cancel()
+	m.readForStreams(ctx, payload, func(ctx context.Context, s *Session, callID string) {
 		rec, err := m.calls.GetCall(ctx, callID)
 		if err != nil {
-			log.Warn("reading the result of another replica's background call failed", "session_id", id, "call_id", callID, "err", err)
+			log.Warn("reading the result of another replica's background call failed", "session_id", s.ID, "call_id", callID, "err", err)
 			return
 		}
-		if rec.SessionID != id || !rec.Status.Terminal() || rec.Result == nil {
+		if rec.SessionID != s.ID || !rec.Status.Terminal() || rec.Result == nil {
 			return // not this session's, or not a result the record holds
 		}
 		res := rec.Result
@@ -107,6 +95,31 @@ func (m *Manager) heardBackground(ctx context.Context, log *slog.Logger, payload
 		}
 		s.publish(Event{Type: EventResult, Result: res, TS: at,
 			Call: &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}})
+	})
+}
+
+// readForStreams reads what a notification's payload ("session replica id") names,
+// with read, when another replica sent it and the session is held here with a stream
+// open; read runs off the notifier's loop, its context bounded by
+// backgroundReadTimeout.
+func (m *Manager) readForStreams(ctx context.Context, payload string, read func(ctx context.Context, s *Session, id string)) {
+	sessionID, rest, _ := strings.Cut(payload, " ")
+	replica, id, _ := strings.Cut(rest, " ")
+	if sessionID == "" || id == "" || replica == m.replica {
+		return // a resynchronisation, or this process's own
+	}
+	m.mu.Lock()
+	s, ok := m.live[sessionID]
+	m.mu.Unlock()
+	if !ok || !s.subscribed() {
+		return
+	}
+	m.readers.Add(1)
+	go func() {
+		defer m.readers.Done()
+		ctx, cancel := context.WithTimeout(ctx, backgroundReadTimeout)
+		defer cancel()
+		read(ctx, s, id)
 	}()
 }
 
@@ -123,42 +136,30 @@ func (s *Session) subscribed() bool {
 // own streams, rebuilt from the approval and the call's records. One already decided
 // is not announced: its decision may come before the notification.
 func (m *Manager) heardBackgroundApproval(ctx context.Context, log *slog.Logger, payload string) {
-	id, rest, _ := strings.Cut(payload, " ")
-	replica, approvalID, _ := strings.Cut(rest, " ")
 	approvals, _ := m.calls.(ApprovalReader)
-	if id == "" || approvalID == "" || replica == m.replica || approvals == nil {
+	if approvals == nil {
 		return
 	}
-	m.mu.Lock()
-	s, ok := m.live[id]
-	m.mu.Unlock()
-	if !ok || !s.subscribed() {
-		return
-	}
-	m.readers.Add(1)
-	go func() {
-		defer m.readers.Done()
-		ctx, cancel := context.WithTimeout(ctx, backgroundReadTimeout)
-		defer cancel()
+	m.readForStreams(ctx, payload, func(ctx context.Context, s *Session, approvalID string) {
 		apr, err := approvals.GetApproval(ctx, approvalID)
 		if err != nil {
-			log.Warn("reading the approval request of another replica's background call failed", "session_id", id, "approval_id", approvalID, "err", err)
+			log.Warn("reading the approval request of another replica's background call failed", "session_id", s.ID, "approval_id", approvalID, "err", err)
 			return
 		}
-		if apr.SessionID != id || apr.Status != store.ApprovalPending {
+		if apr.SessionID != s.ID || apr.Status != store.ApprovalPending {
 			return
 		}
 		rec, err := m.calls.GetCall(ctx, apr.CallID)
 		if err != nil {
-			log.Warn("reading the background call of another replica's approval request failed", "session_id", id, "call_id", apr.CallID, "err", err)
+			log.Warn("reading the background call of another replica's approval request failed", "session_id", s.ID, "call_id", apr.CallID, "err", err)
 			return
 		}
-		if rec.SessionID != id {
+		if rec.SessionID != s.ID {
 			return
 		}
 		var suggestions []string
 		_ = json.Unmarshal(apr.Suggestions, &suggestions)
 		s.publish(Event{Type: EventApproval, Approval: apr, Suggestions: suggestions, TS: apr.CreatedAt,
 			Call: &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}})
-	}()
+	})
 }
