@@ -22,7 +22,7 @@ var replicaClaimCheck = 10 * time.Second
 // (AbandonCalls) and sharing its heartbeat. A lost connection loses the lock; it is
 // checked every 10 s and taken again, and lost(err) is told when that fails.
 func (p *Postgres) ClaimReplica(ctx context.Context, id string, lost func(error)) (release func(), err error) {
-	conn, err := p.lockReplica(ctx, id)
+	conn, key, err := p.lockReplica(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -56,10 +56,13 @@ func (p *Postgres) ClaimReplica(ctx context.Context, id string, lost func(error)
 				_ = cur.Close(context.Background())
 			}
 			lctx, cancel := context.WithTimeout(context.Background(), timeout)
-			next, lerr := p.lockReplica(lctx, id)
+			next, nextKey, lerr := p.lockReplica(lctx, id)
 			cancel()
 			mu.Lock()
 			conn = next // nil on failure: tried again at the next tick
+			if next != nil {
+				key = nextKey
+			}
 			mu.Unlock()
 			if lerr != nil && lost != nil {
 				lost(fmt.Errorf("the claim on replica_id %q was lost (%v) and could not be taken again: %w", id, err, lerr))
@@ -74,9 +77,12 @@ func (p *Postgres) ClaimReplica(ctx context.Context, id string, lost func(error)
 			mu.Lock()
 			defer mu.Unlock()
 			if conn != nil {
-				// Closing the session releases its advisory locks.
+				// Unlocked before the connection closes: closing the session releases
+				// its advisory locks too, but only once its server process has ended,
+				// after Close returns; a claim right after release would be refused.
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
+				_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key)
 				_ = conn.Close(ctx)
 			}
 		})
@@ -85,10 +91,10 @@ func (p *Postgres) ClaimReplica(ctx context.Context, id string, lost func(error)
 
 // lockReplica opens a connection and takes the advisory lock of replica id in the
 // connection's schema (tests share one database, one schema each).
-func (p *Postgres) lockReplica(ctx context.Context, id string) (*pgx.Conn, error) {
+func (p *Postgres) lockReplica(ctx context.Context, id string) (*pgx.Conn, int64, error) {
 	conn, err := pgx.ConnectConfig(ctx, p.connCfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: claim replica_id %q: %w", id, err)
+		return nil, 0, fmt.Errorf("store: claim replica_id %q: %w", id, err)
 	}
 	var schema *string
 	var got bool
@@ -96,17 +102,19 @@ func (p *Postgres) lockReplica(ctx context.Context, id string) (*pgx.Conn, error
 	if err == nil && schema == nil {
 		err = errors.New("no current schema")
 	}
+	var key int64
 	if err == nil {
-		err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, replicaLockKey(*schema, id)).Scan(&got)
+		key = replicaLockKey(*schema, id)
+		err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got)
 	}
 	if err == nil && !got {
 		err = fmt.Errorf("replica_id %q is in use by another running toolserverd on this database: give each replica its own replica_id (TOOLSERVER_REPLICA_ID): %w", id, ErrConflict)
 	}
 	if err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("store: claim replica_id: %w", err)
+		return nil, 0, fmt.Errorf("store: claim replica_id: %w", err)
 	}
-	return conn, nil
+	return conn, key, nil
 }
 
 // replicaLockKey is the advisory lock key of replica id in schema.
