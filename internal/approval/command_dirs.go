@@ -89,6 +89,11 @@ func (s locations) each(f func(location) location) locations {
 // branches into more (cd a || cd b; cd c || cd d; …) forces an immune ask.
 const maxLocations = 16
 
+// maxFollowed bounds how many statements the flow follows in all (a loop body once
+// per pass, nested loops multiply): past it the line asks, and the rest of it is not
+// followed, so that a long or deeply nested line costs the check little.
+const maxFollowed = 10_000
+
 // maxLoopPasses bounds how often a loop body is followed before its folders must
 // have settled (for i in 1 2; do cd sub; done does not settle).
 const maxLoopPasses = 4
@@ -109,6 +114,7 @@ type dirFlow struct {
 	lastpipe bool // shopt -s lastpipe may run a pipeline's last stage in this shell
 	limited  bool // a too-complex finding was added
 	hasSubst bool // the line may hold a command or process substitution
+	followed int  // statements followed, at most maxFollowed
 	// visit and visitIn walk a node for substitutions (one func for every walk).
 	visit   func(syntax.Node) bool
 	visitIn locations
@@ -199,13 +205,20 @@ func (f *dirFlow) limit(n syntax.Node, what string) {
 	}
 }
 
-func (f *dirFlow) record(s *syntax.Stmt, in locations) {
+// record notes where s starts and returns those places, at most maxLocations of
+// them: past that the line asks (limit), and the places followed stay few, so that
+// a line branching at every step (cd a || cd b; …) is not followed into thousands.
+func (f *dirFlow) record(s *syntax.Stmt, in locations) locations {
+	if len(in) > maxLocations {
+		in = in[:maxLocations]
+	}
 	f.at = append(f.at, stmtAt{s, in})
 	f.all = f.all.union(in)
 	if len(f.all) > maxLocations {
 		f.limit(s, "changes folder in more ways than this check follows")
 		f.all = f.all[:maxLocations]
 	}
+	return in
 }
 
 // stmts follows a list run in order (;, newlines); ok and fail are where it may
@@ -222,7 +235,11 @@ func (f *dirFlow) stmts(list []*syntax.Stmt, in locations) (ok, fail locations) 
 }
 
 func (f *dirFlow) stmt(s *syntax.Stmt, in locations) (ok, fail locations) {
-	f.record(s, in)
+	if f.followed++; f.followed > maxFollowed {
+		f.limit(s, "is too long or nested for this check to follow where it changes folder")
+		return in, in
+	}
+	in = f.record(s, in)
 	for _, r := range s.Redirs {
 		f.substs(r, in)
 	}
@@ -438,6 +455,10 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 		}
 		t := args[0].text
 		return in.each(func(l location) location {
+			if len(l.stack) >= maxLocations { // a stack this deep is not followed
+				f.limit(call, "pushes more folders than this check follows")
+				return vagueLocation
+			}
 			return location{dir: l.dir.cd(t, false), stack: append(slices.Clone(l.stack), l.dir)}
 		}), in
 	case "popd":

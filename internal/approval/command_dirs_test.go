@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // cdTree lays out a working directory and the folder around it, with files of the
@@ -217,5 +219,54 @@ func TestAnalyzeCommandDirs(t *testing.T) {
 		if tc.immune != "" && !found {
 			t.Errorf("%q: findings %v, want one saying %q", tc.command, a.Findings, tc.immune)
 		}
+	}
+}
+
+// TestFollowDirsBounded: a line that branches at every step, changes folder many
+// times or nests loops is followed within bounds: each statement starts in at most
+// maxLocations places, with a pushd stack no deeper, and at most maxFollowed
+// statements are followed in all; past them the line asks. Followed unbounded, the
+// places doubled with each `cd a || cd b;`, grew by one with each `cd a;` and each
+// nested loop multiplied the passes: a line of a few hundred bytes took minutes.
+func TestFollowDirsBounded(t *testing.T) {
+	t.Parallel()
+	nested := func(open, body, close string, n int) string {
+		return strings.Repeat(open, n) + body + strings.Repeat(close, n)
+	}
+	for _, tc := range []struct{ name, command string }{
+		{"branches", strings.Repeat("cd a || cd b; ", 12) + "ls"},
+		{"steps", strings.Repeat("cd a; ls ../x; ", 40)},
+		{"pushes", strings.Repeat("pushd a; ", 40) + "ls"},
+		{"nested loops", nested("for i in 1; do ", "cd a; ", "done; ", 6)},
+		{"nested whiles", nested("while cd a; do ", "cd ..; ", "done; ", 6)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(tc.command), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &analyzer{src: tc.command, cfg: newExpandConfig()}
+			a.followDirs(f)
+			if n := len(a.flow.at); n > maxFollowed {
+				t.Errorf("%d statements followed, want at most %d", n, maxFollowed)
+			}
+			for _, e := range a.flow.at {
+				if len(e.locs) > maxLocations {
+					t.Fatalf("%q starts in %d places, want at most %d", a.text(e.s), len(e.locs), maxLocations)
+				}
+				for _, l := range e.locs {
+					if len(l.stack) > maxLocations {
+						t.Fatalf("%q has a pushd stack of %d", a.text(e.s), len(l.stack))
+					}
+				}
+			}
+			found := false
+			for _, fd := range AnalyzeCommand(tc.command).Findings {
+				found = found || fd.Immune && strings.Contains(fd.What, "folder")
+			}
+			if !found {
+				t.Errorf("no finding that forces an ask for the folders not followed")
+			}
+		})
 	}
 }

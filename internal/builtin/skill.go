@@ -221,11 +221,11 @@ func searchSkills(proxy *skills.Proxy, query string) *tool.Result {
 	}
 	hits := rank.NewIndex(docs).Rank(query, 0)
 	if len(hits) == 0 {
-		return tool.TextResult(fmt.Sprintf("no skill of the %d here matches %q: try other words (what the task does, the kind of file or the tool it involves)", len(docs), query))
+		return tool.TextResult(fmt.Sprintf("no skill of the %d here matches %q: try other words (what the task does, the kind of file or the tool it involves)", len(docs), quotedQuery(query)))
 	}
 	var b strings.Builder
 	shown := hits[:min(len(hits), skillSearchLimit)]
-	fmt.Fprintf(&b, "%d of the %d skills match %q", len(hits), len(docs), query)
+	fmt.Fprintf(&b, "%d of the %d skills match %q", len(hits), len(docs), quotedQuery(query))
 	if len(hits) > len(shown) {
 		fmt.Fprintf(&b, "; the best %d", len(shown))
 	}
@@ -237,6 +237,22 @@ func searchSkills(proxy *skills.Proxy, query string) *tool.Result {
 	}
 	structured, _ := json.Marshal(map[string]any{"skills": names, "matched": len(hits)})
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: b.String()}}, Structured: structured}
+}
+
+// quotedQueryRunes is how much of a query its answer quotes: a query as long as a
+// document would otherwise fill the result's token budget with itself.
+const quotedQueryRunes = 100
+
+// quotedQuery is the head of query that its answer quotes.
+func quotedQuery(query string) string {
+	n := 0
+	for i := range query {
+		if n == quotedQueryRunes {
+			return query[:i] + "…"
+		}
+		n++
+	}
+	return query
 }
 
 // readSkillFile shows one file of a skill as read_file would: text up to outputBudget

@@ -271,12 +271,19 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 	return "", nil
 }
 
+// encodeJSON encodes a script's value for the line to the daemon, whose JSON reader
+// (encoding/json, on both sides) refuses a value nested more than 10,000 deep: such a
+// value is refused here, as one that cannot be encoded, not on the line, which would
+// end the worker.
 func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
 	out, err := starlark.Call(th, starjson.Module.Members["encode"], starlark.Tuple{v}, nil)
 	if err != nil {
 		return nil, err
 	}
 	s, _ := starlark.AsString(out)
+	if !json.Valid([]byte(s)) { // starlark's encoding is valid JSON but for its depth
+		return nil, errors.New("json.encode: the value nests lists and dicts more than 10000 deep")
+	}
 	return []byte(s), nil
 }
 

@@ -177,6 +177,7 @@ type chainOut struct {
 	Output    string          `json:"output"`
 	Result    json.RawMessage `json:"result"`
 	Calls     int             `json:"calls"`
+	Steps     uint64          `json:"steps"`
 	CallTrace []struct {
 		Seq        int    `json:"seq"`
 		Tool       string `json:"tool"`

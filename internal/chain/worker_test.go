@@ -240,3 +240,34 @@ func TestChainCancelledEndsWorker(t *testing.T) {
 		})
 	}
 }
+
+// TestChainDeeplyNestedValues: a value nested deeper than encoding/json reads (10,000
+// lists or dicts), as a call's arguments or as the global result, is refused in the
+// script like any value that cannot be encoded, with its output and steps; it never
+// reaches the line to the daemon, whose encoder would fail on it and end the worker.
+func TestChainDeeplyNestedValues(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	sess := e.session("tool_chain", "t_*")
+	const deep = "x = []\nfor i in range(10001):\n    x = [x]\n"
+	for _, tc := range []struct{ name, script, want string }{
+		{"arguments", "t_echo(text=\"first\")\nprint(\"before\")\n" + deep + "t_echo(text=x)\n",
+			"t_echo: arguments cannot be encoded as JSON"},
+		{"result", "t_echo(text=\"first\")\nprint(\"before\")\n" + deep + "result = x\n",
+			"the global result cannot be encoded as JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.chain(sess, tc.script)
+			wantError(t, r, "failed", tc.want)
+			e.checkTrace(r, step{"t_echo", "ok", ""})
+			if r.Out.Output != "before\n" || r.Out.Steps == 0 {
+				t.Errorf("output %q, steps %d: want the script's print and its steps", r.Out.Output, r.Out.Steps)
+			}
+		})
+	}
+	// A result nested less deep is the script's result.
+	r := e.chain(sess, "x = []\nfor i in range(1000):\n    x = [x]\nresult = x\n")
+	if r.IsError || !json.Valid(r.Out.Result) || len(r.Out.Result) != 2*1001 {
+		t.Fatalf("a result nested 1,001 deep: %+v, %d bytes", r.Out.Error, len(r.Out.Result))
+	}
+}

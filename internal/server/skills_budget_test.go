@@ -212,3 +212,36 @@ func descriptionOf(t *testing.T, dir, name string) string {
 	}
 	return sk.Description
 }
+
+// TestSkillQueryLong: the skill tool's answer to a query quotes the query cut short,
+// so that a very long query (a model pasting a document) leaves the answer room for
+// the skills it found, within the result's token budget.
+func TestSkillQueryLong(t *testing.T) {
+	t.Parallel()
+	dir, names := skillLibrary(t, 20)
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{dir} }})
+	id := d.createSession(map[string]any{"available_tools": []string{"skill"}})["id"].(string)
+	var want string
+	for _, n := range names {
+		if strings.HasSuffix(n, "-003") {
+			want = n
+		}
+	}
+	for _, tc := range []struct{ name, query string }{
+		{"found", strings.Repeat("filler ", 100_000) + "marker3x"},
+		{"nothing", strings.Repeat("nothingmatches ", 100_000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", map[string]any{"calls": []map[string]any{
+				{"id": "q", "name": "skill", "arguments": map[string]any{"query": tc.query}}}})
+			m := messages(t, evs)["q"]
+			text, _ := m.m["message"].(map[string]any)["content"].(string)
+			if m.m["is_error"] != false || len(text) > 4000 || strings.Contains(text, "[… ") {
+				t.Fatalf("%d bytes: %.300s … %.300s", len(text), text, text[max(0, len(text)-300):])
+			}
+			if found := strings.Contains(text, "- "+want+": "); found != (tc.name == "found") {
+				t.Errorf("%s listed: %v: %.600s", want, found, text)
+			}
+		})
+	}
+}
