@@ -62,6 +62,13 @@ type SimpleCommand struct {
 	// unsafeEnv is set when the command sets a variable such as PATH or
 	// LD_PRELOAD; no allow rule covers it then.
 	unsafeEnv bool
+	// values are what its words that hold variables may expand to, by their text as
+	// in Words ("$f"), as the line gives them (command_vars.go); nil for a word known
+	// only when it runs.
+	values map[string][]field
+	// argsFromInput is set when it runs a command through xargs, whose arguments
+	// come from its input.
+	argsFromInput bool
 }
 
 // CommandAnalysis is what a static reading of a shell command line concluded.
@@ -120,6 +127,8 @@ type analyzer struct {
 	flowState dirFlow
 	// cmdDirs are the folders of the command the danger checks look at.
 	cmdDirs []Dir
+	// vars is what the line tells of its variables (command_vars.go).
+	vars *varScope
 }
 
 func analyzeCommand(src string, depth int) CommandAnalysis {
@@ -135,6 +144,7 @@ func analyzeCommand(src string, depth int) CommandAnalysis {
 		a.fallback()
 	} else {
 		a.followDirs(f)
+		a.scanVars(f)
 		syntax.Walk(f, a.visit)
 		for _, p := range a.pipelines {
 			a.pipeline(p)
@@ -334,8 +344,24 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 		raw[i], dyn[i], special[i] = f.text, f.dynamic, f.dynamic || f.glob
 		sc.Dynamic = sc.Dynamic || f.dynamic
 	}
+	for _, w := range call.Args {
+		if !wordDynamic(w) {
+			continue
+		}
+		if sc.values == nil {
+			sc.values = map[string][]field{}
+		}
+		key := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{w}))
+		vals, ok := a.resolve(w)
+		if prev, seen := sc.values[key]; !ok || seen && prev == nil {
+			vals = nil // another word of the same text is known only when it runs
+		} else {
+			vals = append(prev, vals...)
+		}
+		sc.values[key] = vals
+	}
 	u := unwrap(raw)
-	sc.Words, sc.Runs = u.key, u.runs
+	sc.Words, sc.Runs, sc.argsFromInput = u.key, u.runs, u.fromInput
 	sc.special = tailFlags(raw, special, sc.Words)
 	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
 		if len(v) > 0 && strings.Contains(v[0], "$") {

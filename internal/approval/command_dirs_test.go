@@ -103,12 +103,17 @@ func TestCommandWordsFollowCd(t *testing.T) {
 		{command: "pushd sub && popd && cat ../x", ask: "../x"},
 		{command: "cd sub && cat ../x > /dev/null < ../c"},
 		{command: "cd sub; cat < ../c", ask: "../c"},
-		// A cd to a folder known only when it runs: a word that climbs asks, the
-		// others are read from where the line starts, as before.
-		{command: "cd $HOME && cat x"},
-		{command: "cd $HOME && cat ../x", ask: "../x"},
-		{command: "cd sub && cd $HOME; cat ../x", ask: "../x"},
-		{command: "cd sub && cd $HOME && cd /etc && cat passwd", ask: "/etc"},
+		// A cd to a folder known only when it runs: its target asks, and so does
+		// every command after it that may read a file or its folder, since that
+		// folder may lie outside (cd $VAR, cd -, cd ~, cd).
+		{command: "cd $HOME && cat x", ask: "$HOME", parts: []string{`"$HOME"`, "cat x"}},
+		{command: "cd $HOME && cat ../x", ask: "$HOME", parts: []string{`"$HOME"`, "cat ../x"}},
+		{command: "cd sub && cd $HOME; cat ../x", ask: "$HOME", parts: []string{"", `"$HOME"`, "cat ../x"}},
+		{command: "cd sub && cd $HOME && cd /etc && cat passwd", ask: "$HOME", parts: []string{"", `"$HOME"`, "/etc", "passwd"}},
+		{command: "cd - && cat x", ask: "cat x"},
+		{command: "cd - && ls", ask: "ls"},
+		{command: "cd && git status", ask: "git status"},
+		{command: "cd - && pwd && echo x"},
 		// .. after a link goes to the parent of where the link points, as the
 		// kernel reads it; a cd's own .. is logical (bash's cd -L).
 		{command: "cat elink/../x", ask: "elink/../x"},

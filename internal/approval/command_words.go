@@ -182,6 +182,8 @@ type unwrapped struct {
 	privileged bool
 	// envs are the variable names set through env NAME=VALUE.
 	envs [][2]string
+	// fromInput is set when xargs runs a command with arguments from its input.
+	fromInput bool
 }
 
 const maxUnwrap = 16
@@ -239,6 +241,7 @@ func unwrap(words []string) unwrapped {
 			if len(next) == 0 {
 				next = []string{"echo"}
 			}
+			u.fromInput = true
 		case "find":
 			for _, ex := range findExecs(cur[1:]) {
 				sub := unwrap(ex)

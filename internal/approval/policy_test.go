@@ -360,7 +360,7 @@ func TestCommandWordsFromCwd(t *testing.T) {
 		{"", "cd && head -c 5 ../../../../admin.key", true, "../../../../admin.key"},
 		{"", "cd $TMPDIR; cat ../../../../admin.key", true, "../../../../admin.key"},
 		{"", "cd ~ && cat ../x", true, "../x"},
-		{"", "cd - && cat SKILL.md", false, ""},
+		{"", "cd - && cat SKILL.md", false, "cat SKILL.md"}, // cd - goes to $OLDPWD, which may be anywhere
 		{"", "cd " + filepath.Join(work, ".skills") + " && cat ../../../admin.key", true, "../../../admin.key"},
 	} {
 		args, _ := json.Marshal(map[string]string{"command": tc.command, "cwd": tc.cwd})

@@ -71,21 +71,44 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 		if len(words) == 0 || noFileArgs[path.Base(words[0])] {
 			continue
 		}
+		if li > 0 && sc.argsFromInput {
+			return fmt.Sprintf("the command runs %q on paths xargs reads from its input, known only when it runs", words[0])
+		}
 		// bash's cd reads its folder logically (cd link/.. is .), unless -P.
-		logical := (words[0] == "cd" || words[0] == "pushd") && !slices.ContainsFunc(words[1:], func(a string) bool {
+		cd := words[0] == "cd" || words[0] == "pushd"
+		logical := cd && !slices.ContainsFunc(words[1:], func(a string) bool {
 			return len(a) > 1 && a[0] == '-' && strings.Contains(a, "P")
 		})
+		if vague && !cd && words[0] != "popd" {
+			// It may read what it names, or its folder itself (ls), from where a cd
+			// to a folder known only when it runs led.
+			return fmt.Sprintf("the command %q runs in a folder known only when it runs (after a cd to ~, - or $VAR, or a sourced script)", clip(sc.Text, 80))
+		}
 		for i, w := range words[1:] {
 			special := li == 0 && i+1 < len(sc.special) && sc.special[i+1]
-			if strings.HasPrefix(w, "-") {
-				_, v, ok := strings.Cut(w, "=")
-				if !ok {
-					continue
+			cands := []field{{text: w, glob: special}}
+			if strings.Contains(w, "$") && (special || li > 0) {
+				vals := sc.values[w]
+				if vals == nil {
+					return fmt.Sprintf("the command reads %q (a path known only when it runs)", w)
 				}
-				w = v
+				cands = vals
 			}
-			if out := c.pathOutside(w, special, dirs, vague, logical); out != "" {
-				return "the command reads " + out
+			for _, f := range cands {
+				v := f.text
+				if strings.HasPrefix(v, "-") {
+					_, after, ok := strings.Cut(v, "=")
+					if !ok {
+						continue
+					}
+					v = after
+				}
+				if out := c.pathOutside(v, f.glob, dirs, vague, logical); out != "" {
+					if v != w {
+						return fmt.Sprintf("the command reads %q, which may be %s", w, out)
+					}
+					return "the command reads " + out
+				}
 			}
 		}
 	}
@@ -107,10 +130,7 @@ func (c *check) pathOutside(w string, special bool, dirs []string, vague, logica
 	p := w
 	if special {
 		if strings.Contains(w, "$") {
-			if strings.Contains(w, "/") {
-				return fmt.Sprintf("%q (a path known only when it runs)", w)
-			}
-			return ""
+			return fmt.Sprintf("%q (a path known only when it runs)", w)
 		}
 		if i := strings.IndexAny(w, "*?["); i >= 0 {
 			// A glob: judge the directory it lists.
