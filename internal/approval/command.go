@@ -143,8 +143,8 @@ func analyzeCommand(src string, depth int) CommandAnalysis {
 		})
 		a.fallback()
 	} else {
-		a.followDirs(f)
 		a.scanVars(f)
+		a.followDirs(f)
 		syntax.Walk(f, a.visit)
 		for _, p := range a.pipelines {
 			a.pipeline(p)

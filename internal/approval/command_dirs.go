@@ -434,6 +434,17 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 		return ok, ok
 	case "cd":
 		args, physical := cdOptions(words[1:])
+		if len(args) > 0 && args[0].dynamic {
+			if targets := f.cdTargets(call, args[0]); len(targets)*len(in) <= maxLocations {
+				var ok locations
+				for _, t := range targets {
+					ok = ok.union(in.each(func(l location) location { return location{dir: l.dir.cd(t, physical), stack: l.stack} }))
+				}
+				if ok != nil {
+					return ok, in
+				}
+			}
+		}
 		if len(args) == 0 || unknownTarget(args[0]) {
 			return in.each(func(l location) location { return location{dir: Dir{Vague: true}, stack: l.stack} }), in
 		}
@@ -474,6 +485,30 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 		}), in
 	}
 	return in, in
+}
+
+// cdTargets are the folders cd's target arg, a word holding variables, may name as
+// the line sets them (command_vars.go: `d=sub; cd $d`); nil when one is known only
+// when it runs.
+func (f *dirFlow) cdTargets(call *syntax.CallExpr, arg field) []string {
+	for _, w := range call.Args {
+		if !wordDynamic(w) || joinFields(expandWords(f.a.cfg, f.a.src, []*syntax.Word{w})) != arg.text {
+			continue
+		}
+		vals, ok := f.a.resolve(w)
+		if !ok {
+			return nil
+		}
+		var out []string
+		for _, v := range vals {
+			if v.glob || unknownTarget(v) {
+				return nil
+			}
+			out = append(out, v.text)
+		}
+		return out
+	}
+	return nil
 }
 
 // cdOptions drops cd's options (-L, -P, -e, -@); physical is set by -P.

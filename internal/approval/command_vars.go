@@ -27,6 +27,7 @@ var specialVars = map[string]bool{
 	"PWD": true, "OLDPWD": true, "RANDOM": true, "SRANDOM": true, "SECONDS": true, "LINENO": true,
 	"EPOCHSECONDS": true, "EPOCHREALTIME": true, "HISTCMD": true, "REPLY": true, "OPTARG": true,
 	"OPTIND": true, "PIPESTATUS": true, "FUNCNAME": true, "IFS": true, "HOME": true, "CDPATH": true,
+	"_": true, "DIRSTACK": true, "PPID": true, "UID": true, "EUID": true, "GROUPS": true, "SHLVL": true,
 }
 
 // varScope is what the line tells of its variables.
@@ -34,25 +35,19 @@ type varScope struct {
 	off     bool // the line knows no variable
 	tainted map[string]bool
 	values  map[string][]field // every literal value assigned, loop words included
-	sure    []sureAssign
-	loops   []loopVar
+	sure    map[string][]sureAssign
+	loops   map[string][]loopVar
 }
 
-// sureAssign: from end to until, name surely holds a value the line gave it.
-type sureAssign struct {
-	name       string
-	end, until uint
-}
+// sureAssign: from end to until, a name surely holds a value the line gave it.
+type sureAssign struct{ end, until uint }
 
-// loopVar: from start to end (the loop's body), name holds one of items.
-type loopVar struct {
-	name       string
-	start, end uint
-	items      []field
-}
+// loopVar: from start to end (the loop's body), a name holds one of the loop's words.
+type loopVar struct{ start, end uint }
 
 func (a *analyzer) scanVars(f *syntax.File) {
-	v := &varScope{tainted: map[string]bool{}, values: map[string][]field{}}
+	v := &varScope{tainted: map[string]bool{}, values: map[string][]field{},
+		sure: map[string][]sureAssign{}, loops: map[string][]loopVar{}}
 	a.vars = v
 	if strings.Contains(a.src, "IFS") {
 		v.off = true
@@ -121,7 +116,7 @@ func (a *analyzer) scanVars(f *syntax.File) {
 				v.tainted[name] = true
 			}
 			v.values[name] = append(v.values[name], items...)
-			v.loops = append(v.loops, loopVar{name: name, start: n.DoPos.Offset(), end: n.DonePos.Offset(), items: items})
+			v.loops[name] = append(v.loops[name], loopVar{start: n.DoPos.Offset(), end: n.DonePos.Offset()})
 			for _, w := range wi.Items {
 				walk(w)
 			}
@@ -177,7 +172,7 @@ func (v *varScope) sureAt(s *syntax.Stmt, until uint) {
 	}
 	for _, as := range call.Assigns {
 		if as.Name != nil {
-			v.sure = append(v.sure, sureAssign{name: as.Name.Value, end: s.End().Offset(), until: until})
+			v.sure[as.Name.Value] = append(v.sure[as.Name.Value], sureAssign{end: s.End().Offset(), until: until})
 		}
 	}
 }
@@ -222,15 +217,11 @@ func (v *varScope) valuesAt(name string, off uint) ([]field, bool) {
 		return nil, false
 	}
 	known := false
-	for _, l := range v.loops {
-		if l.name == name && l.start <= off && off < l.end {
-			known = true
-		}
+	for _, l := range v.loops[name] {
+		known = known || l.start <= off && off < l.end
 	}
-	for _, s := range v.sure {
-		if s.name == name && s.end <= off && off < s.until {
-			known = true
-		}
+	for _, s := range v.sure[name] {
+		known = known || s.end <= off && off < s.until
 	}
 	if !known {
 		return nil, false
