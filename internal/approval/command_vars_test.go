@@ -59,6 +59,7 @@ func TestVariableWordsAreJudged(t *testing.T) {
 		{command: "for f in ../*; do cat $f; done", ask: "$f"},
 		{command: "for f in a file x; do cat \"$f\"; done"},
 		{command: "echo $HOME"},
+		{command: "basename \"$1\" && dirname $HOME/x"},
 		{command: "ls"},
 		{command: "grep -r foo ."},
 		{command: "find . -name a | xargs echo"},

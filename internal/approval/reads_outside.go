@@ -21,6 +21,7 @@ var noFileArgs = map[string]bool{
 	"echo": true, "printf": true, "which": true, "type": true, "true": true, "false": true,
 	"pwd": true, "date": true, "whoami": true, "id": true, "uname": true, "hostname": true,
 	"printenv": true, "sleep": true, "seq": true, "expr": true, "command": true, "hash": true,
+	"basename": true, "dirname": true, // they only cut the text of a path
 }
 
 // readsOutside names what a read-only part of the command reads outside the working
