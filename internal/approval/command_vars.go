@@ -46,13 +46,17 @@ type sureAssign struct{ end, until uint }
 type loopVar struct{ start, end uint }
 
 func (a *analyzer) scanVars(f *syntax.File) {
-	v := &varScope{tainted: map[string]bool{}, values: map[string][]field{},
-		sure: map[string][]sureAssign{}, loops: map[string][]loopVar{}}
+	v := &varScope{}
 	a.vars = v
+	if !strings.Contains(a.src, "$") {
+		return // no word holds a variable
+	}
 	if strings.Contains(a.src, "IFS") {
 		v.off = true
 		return
 	}
+	v.tainted, v.values = map[string]bool{}, map[string][]field{}
+	v.sure, v.loops = map[string][]sureAssign{}, map[string][]loopVar{}
 	var visit func(syntax.Node) bool
 	walk := func(n syntax.Node) {
 		if n != nil {
