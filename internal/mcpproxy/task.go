@@ -102,6 +102,7 @@ type taskFollow struct {
 	status   mcp.TaskStatus
 	message  string
 	poll     time.Duration
+	updated  time.Time // the newest lastUpdatedAt seen
 	inputAt  time.Time // when the task became input_required; zero when it is not
 	inputMsg string
 }
@@ -113,9 +114,16 @@ func (f *taskFollow) saw(task mcp.Task) {
 	if task.PollInterval != nil && *task.PollInterval > 0 {
 		f.poll = min(max(time.Duration(min(*task.PollInterval, int64(taskPollMax/time.Millisecond)))*time.Millisecond, taskPollMin), taskPollMax)
 	}
-	if f.status.IsTerminal() || (task.Status == f.status && task.StatusMessage == f.message) {
+	// A poll's answer may arrive after a newer notification: a status older than one
+	// seen is not news (the stages would go back), unless it ends the task.
+	at, _ := time.Parse(time.RFC3339Nano, task.LastUpdatedAt)
+	older := !at.IsZero() && at.Before(f.updated) && !task.Status.IsTerminal()
+	if f.status.IsTerminal() || older || (task.Status == f.status && task.StatusMessage == f.message) {
 		f.mu.Unlock()
 		return
+	}
+	if at.After(f.updated) {
+		f.updated = at
 	}
 	// A task that ends keeps its last message ("Generating report..."), which is
 	// not news.
