@@ -38,25 +38,9 @@ func TestArtifactsReadThroughAnotherReplica(t *testing.T) {
 	sess := newSession()
 	call := func(d *daemon, sess, name, args string) event {
 		t.Helper()
-		code, _, out := keyed(t, d, key, "POST", "/v1/sessions/"+sess+"/tool-calls",
-			fmt.Sprintf(`{"calls":[{"id":"c","name":%q,"arguments":%s}]}`, name, args))
-		if code != 200 {
-			t.Fatalf("%s on %s: %d %s", name, d.url, code, out)
-		}
-		return messages(t, parseNDJSON(t, out))["c"]
+		return keyedCall(t, d, key, sess, name, args)
 	}
-	structured := func(m event) map[string]any {
-		t.Helper()
-		if m.m["is_error"] != false {
-			t.Fatalf("error result: %s", m.raw)
-		}
-		msg, _ := m.m["message"].(map[string]any)
-		s, ok := msg["structured"].(map[string]any)
-		if !ok {
-			t.Fatalf("no structured result: %s", m.raw)
-		}
-		return s
-	}
+	structured := func(m event) map[string]any { t.Helper(); return structuredOf(t, m) }
 
 	// Two-byte characters, so that pages end on character boundaries.
 	var want strings.Builder

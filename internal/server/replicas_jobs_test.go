@@ -40,27 +40,8 @@ func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 	_ = json.Unmarshal(body, &sess)
 
 	// call runs one call through d and returns its message.
-	call := func(d *daemon, name, args string) event {
-		t.Helper()
-		code, _, out := keyed(t, d, key, "POST", "/v1/sessions/"+sess.ID+"/tool-calls",
-			fmt.Sprintf(`{"calls":[{"id":"c","name":%q,"arguments":%s}]}`, name, args))
-		if code != 200 {
-			t.Fatalf("%s on %s: %d %s", name, d.url, code, out)
-		}
-		return messages(t, parseNDJSON(t, out))["c"]
-	}
-	structured := func(m event) map[string]any {
-		t.Helper()
-		if m.m["is_error"] != false {
-			t.Fatalf("error result: %s", m.raw)
-		}
-		msg, _ := m.m["message"].(map[string]any)
-		s, ok := msg["structured"].(map[string]any)
-		if !ok {
-			t.Fatalf("no structured result: %s", m.raw)
-		}
-		return s
-	}
+	call := func(d *daemon, name, args string) event { t.Helper(); return keyedCall(t, d, key, sess.ID, name, args) }
+	structured := func(m event) map[string]any { t.Helper(); return structuredOf(t, m) }
 	var startedBy string // the call that started the last job
 	startJob := func() string {
 		t.Helper()
@@ -162,4 +143,30 @@ func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 	if m.m["is_error"] != true || m.m["error_kind"] != "unavailable" || !strings.Contains(string(m.raw), "replica-a") {
 		t.Fatalf("a job of a stopped replica through B: %s", m.raw)
 	}
+}
+
+// keyedCall runs one call of name with args in session sess through d, authenticated
+// with key, and returns its message.
+func keyedCall(t *testing.T, d *daemon, key, sess, name, args string) event {
+	t.Helper()
+	code, _, out := keyed(t, d, key, "POST", "/v1/sessions/"+sess+"/tool-calls",
+		fmt.Sprintf(`{"calls":[{"id":"c","name":%q,"arguments":%s}]}`, name, args))
+	if code != 200 {
+		t.Fatalf("%s on %s: %d %s", name, d.url, code, out)
+	}
+	return messages(t, parseNDJSON(t, out))["c"]
+}
+
+// structuredOf is the structured output of a successful call's message.
+func structuredOf(t *testing.T, m event) map[string]any {
+	t.Helper()
+	if m.m["is_error"] != false {
+		t.Fatalf("error result: %s", m.raw)
+	}
+	msg, _ := m.m["message"].(map[string]any)
+	s, ok := msg["structured"].(map[string]any)
+	if !ok {
+		t.Fatalf("no structured result: %s", m.raw)
+	}
+	return s
 }

@@ -33,33 +33,50 @@ func TestSkillScriptRunFromItsFolder(t *testing.T) {
 			t.Fatalf("%s: open: %s", mode, m.raw)
 		}
 
-		ev, rest, stop := streamUntilFirst(t, d, calls,
-			`{"calls":[{"id":"run","name":"execute_command","arguments":{"command":"cd .skills/greeting && bash scripts/greet.sh ../greeting"}}]}`,
-			"approval_required", "message")
-		if ev["type"] == "approval_required" {
-			stop()
-			t.Fatalf("%s mode: the skill's script run from its folder asked for approval: %v", mode, ev["approval"])
-		}
-		<-rest
-		stop()
-		if out, _ := json.Marshal(ev); !strings.Contains(string(out), "Hello, ../greeting, from the greeting skill") {
-			t.Fatalf("%s mode: run: %s", mode, out)
-		}
+		runsUnasked(t, d, calls, "cd .skills/greeting && bash scripts/greet.sh ../greeting", "Hello, ../greeting, from the greeting skill")
 
 		// ../../../x from the skill's folder is the data dir's workspaces/x.
-		apr, rest, stop := streamUntilApproval(t, d, calls,
-			`{"calls":[{"id":"esc","name":"execute_command","arguments":{"command":"cd .skills/greeting && bash scripts/greet.sh ../../../x"}}]}`)
-		reason, _ := apr["reason"].(string)
-		if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"deny","reason":"no","actor":"ada"}`); code != 200 {
-			stop()
-			t.Fatalf("%s mode: deny: %d %s", mode, code, body)
-		}
-		<-rest
-		stop()
+		reason := asksThenDeny(t, d, calls, "cd .skills/greeting && bash scripts/greet.sh ../../../x")
 		if !strings.Contains(reason, "../../../x") || !strings.Contains(reason, "data directory") {
 			t.Fatalf("%s mode: approval reason %q does not name the path into the data dir", mode, reason)
 		}
 	}
+}
+
+// runsUnasked runs command with execute_command in the session whose calls path is
+// calls, and fails unless it runs without asking for approval and its message holds
+// each of want.
+func runsUnasked(t *testing.T, d *daemon, calls, command string, want ...string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"calls": []any{map[string]any{"id": "run", "name": "execute_command", "arguments": map[string]any{"command": command}}}})
+	ev, rest, stop := streamUntilFirst(t, d, calls, string(b), "approval_required", "message")
+	if ev["type"] == "approval_required" {
+		stop()
+		t.Fatalf("%q asked for approval: %v", command, ev["approval"])
+	}
+	<-rest
+	stop()
+	out, _ := json.Marshal(ev)
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Fatalf("%q: %s; want %q in it", command, out, w)
+		}
+	}
+}
+
+// asksThenDeny runs command with execute_command in the session whose calls path is
+// calls, which must ask for approval; it denies the request and returns its reason.
+func asksThenDeny(t *testing.T, d *daemon, calls, command string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"calls": []any{map[string]any{"id": "ask", "name": "execute_command", "arguments": map[string]any{"command": command}}}})
+	apr, rest, stop := streamUntilApproval(t, d, calls, string(b))
+	defer stop()
+	reason, _ := apr["reason"].(string)
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"deny","reason":"no","actor":"ada"}`); code != 200 {
+		t.Fatalf("deny: %d %s", code, body)
+	}
+	<-rest
+	return reason
 }
 
 // streamUntilFirst posts body to path and reads the NDJSON answer up to the first

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -31,28 +30,8 @@ func TestSubshellRunsUnasked(t *testing.T) {
 		t.Fatalf("open: %s", m.raw)
 	}
 
-	ev, rest, stop := streamUntilFirst(t, d, calls,
-		`{"calls":[{"id":"ls","name":"execute_command","arguments":{"command":"(cd .skills/greeting && ls scripts) && echo done"}}]}`,
-		"approval_required", "message")
-	if ev["type"] == "approval_required" {
-		stop()
-		t.Fatalf("the subshell asked for approval: %v", ev["approval"])
-	}
-	<-rest
-	stop()
-	if out, _ := json.Marshal(ev); !strings.Contains(string(out), "greet.sh") || !strings.Contains(string(out), "done") {
-		t.Fatalf("ls in the subshell: %s", out)
-	}
-
-	apr, rest, stop := streamUntilApproval(t, d, calls,
-		`{"calls":[{"id":"rm","name":"execute_command","arguments":{"command":"(cd .skills/greeting && rm -rf scripts)"}}]}`)
-	reason, _ := apr["reason"].(string)
-	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"deny","reason":"no","actor":"ada"}`); code != 200 {
-		stop()
-		t.Fatalf("deny: %d %s", code, body)
-	}
-	<-rest
-	stop()
+	runsUnasked(t, d, calls, "(cd .skills/greeting && ls scripts) && echo done", "greet.sh", "done")
+	reason := asksThenDeny(t, d, calls, "(cd .skills/greeting && rm -rf scripts)")
 	if strings.Contains(reason, "subshell") || strings.Contains(reason, "whatever the rules and mode say") || !strings.Contains(reason, "rm -rf scripts") {
 		t.Fatalf("rm in a subshell: approval reason %q; want an ordinary ask naming rm -rf scripts", reason)
 	}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -20,28 +19,8 @@ func TestVariableWordWaitsForApproval(t *testing.T) {
 	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}, "permission_mode": "default"})["id"].(string)
 	calls := "/v1/sessions/" + id + "/tool-calls"
 
-	ev, rest, stop := streamUntilFirst(t, d, calls,
-		`{"calls":[{"id":"in","name":"execute_command","arguments":{"command":"f=.; ls $f && echo listed"}}]}`,
-		"approval_required", "message")
-	if ev["type"] == "approval_required" {
-		stop()
-		t.Fatalf("a variable set to a path inside asked for approval: %v", ev["approval"])
-	}
-	<-rest
-	stop()
-	if out, _ := json.Marshal(ev); !strings.Contains(string(out), "listed") {
-		t.Fatalf("ls $f: %s", out)
-	}
-
-	apr, rest, stop := streamUntilApproval(t, d, calls,
-		`{"calls":[{"id":"out","name":"execute_command","arguments":{"command":"x=/etc/passwd; cat $x"}}]}`)
-	reason, _ := apr["reason"].(string)
-	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"deny","reason":"no","actor":"ada"}`); code != 200 {
-		stop()
-		t.Fatalf("deny: %d %s", code, body)
-	}
-	<-rest
-	stop()
+	runsUnasked(t, d, calls, "f=.; ls $f && echo listed", "listed")
+	reason := asksThenDeny(t, d, calls, "x=/etc/passwd; cat $x")
 	if !strings.Contains(reason, "$x") || !strings.Contains(reason, "/etc/passwd") || strings.Contains(reason, "whatever the rules and mode say") {
 		t.Fatalf("cat $x: approval reason %q; want an ordinary ask naming $x and /etc/passwd", reason)
 	}
