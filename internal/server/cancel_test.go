@@ -198,6 +198,8 @@ func TestCancelCallLeftWaiting(t *testing.T) {
 		ev, rest, stop := streamUntilEvent(t, d, calls, `{"calls":[{"id":"left","name":"execute_command","arguments":{"command":"touch left.txt"}}]}`, "approval_required")
 		stop()
 		<-rest
+		// Cancelled once its handler has returned: nothing in the process holds it.
+		handlerReturned(t, d, 1)
 		callID, apr := ev["call_id"].(string), ev["approval"].(map[string]any)
 		if code, _, body := d.do("POST", "/v1/tool-calls/"+callID+"/cancel", nil); code != http.StatusAccepted {
 			t.Fatalf("cancel of a call left waiting for approval: %d %s", code, body)
@@ -227,6 +229,7 @@ func TestCancelCallLeftWaiting(t *testing.T) {
 		ev, rest, stop := streamUntilEvent(t, d, calls, `{"calls":[{"id":"asked","name":"ask_user","arguments":{"question":"Which colour?"}}]}`, "input_required")
 		stop()
 		<-rest
+		handlerReturned(t, d, 2)
 		callID := ev["call_id"].(string)
 		if code, _, body := d.do("POST", "/v1/tool-calls/"+callID+"/cancel", nil); code != http.StatusAccepted {
 			t.Fatalf("cancel of a call left waiting for an answer: %d %s", code, body)
