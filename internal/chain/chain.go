@@ -66,6 +66,11 @@ Each call is checked, approved and recorded like a direct call (calls the sessio
 		// The script has its own total deadline; the call's is a little later, so the
 		// answer with the call trace is written before the executor gives up.
 		Timeout: p.TotalTimeout + 30*time.Second,
+		// Cancelled, a chain answers with its call trace once its worker has answered
+		// or been killed (cancelGrace, then SIGKILL): on a loaded machine that can take
+		// longer than the executor's default half second, and an answer without the
+		// trace would leave the caller not knowing which calls ran.
+		CancelGrace: 5 * time.Second,
 	}
 }
 

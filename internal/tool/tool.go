@@ -122,6 +122,11 @@ type Spec struct {
 	Mode    Mode   `json:"mode"`
 	// Timeout is the tool's default per-call deadline; zero means the server default.
 	Timeout time.Duration `json:"-"`
+	// CancelGrace is how long a cancelled call waits for the tool's own answer before
+	// answering without it; zero means the executor's default (half a second). A tool
+	// whose answer after a cancel carries what the caller needs (a chain's trace) and
+	// that is sure to give it sets a longer one.
+	CancelGrace time.Duration `json:"-"`
 	// Source names where the tool comes from ("local", "mcp:github", "openapi:petstore").
 	Source string `json:"source,omitempty"`
 	// ProviderSpecs are the tool's declarations in model providers' own formats, by

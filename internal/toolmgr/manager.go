@@ -341,7 +341,7 @@ func execute(e *Entry, inv Invocation, args json.RawMessage) *tool.Result {
 		select {
 		case res := <-done:
 			return settle(res)
-		case <-time.After(cancelGrace):
+		case <-time.After(graceOf(e.Spec)):
 		}
 	}
 	// The tool ignores its context; answer now. Its goroutine ends when it returns,
@@ -349,8 +349,16 @@ func execute(e *Entry, inv Invocation, args json.RawMessage) *tool.Result {
 	return interrupted(e.Spec.Name, ctx, parent, inv.Timeout)
 }
 
-// cancelGrace is how long a cancelled call waits for its tool's own answer.
+// cancelGrace is how long a cancelled call waits for its tool's own answer, unless
+// the tool sets its own (tool.Spec.CancelGrace).
 const cancelGrace = 500 * time.Millisecond
+
+func graceOf(s tool.Spec) time.Duration {
+	if s.CancelGrace > 0 {
+		return s.CancelGrace
+	}
+	return cancelGrace
+}
 
 func interrupted(name string, ctx, parent context.Context, timeout time.Duration) *tool.Result {
 	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {

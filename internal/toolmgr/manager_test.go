@@ -281,12 +281,12 @@ func TestSwap(t *testing.T) {
 
 // TestCancelledToolAnswersItself: a cancelled call takes its tool's own answer when
 // the tool gives one at once (what it had so far), and is answered for when the tool
-// ignores its context.
+// ignores its context; a tool that sets a longer CancelGrace gets it.
 func TestCancelledToolAnswersItself(t *testing.T) {
 	t.Parallel()
 	block := make(chan struct{})
 	t.Cleanup(func() { close(block) })
-	started := make(chan struct{}, 2)
+	started := make(chan struct{}, 3)
 	m := New()
 	m.MustRegister(
 		&fnTool{spec: tool.Spec{Name: "partial"}, run: func(ctx *tool.Context, _ json.RawMessage) (*tool.Result, error) {
@@ -299,10 +299,17 @@ func TestCancelledToolAnswersItself(t *testing.T) {
 			<-block
 			return tool.TextResult("late"), nil
 		}},
+		&fnTool{spec: tool.Spec{Name: "slow", CancelGrace: time.Minute}, run: func(ctx *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			time.Sleep(2 * cancelGrace)
+			return tool.ErrorResult(tool.KindCancelled, "stopped; the trace so far: step 1"), nil
+		}},
 	)
 	for _, c := range []struct{ name, want string }{
 		{"partial", "the output so far: line 1"},
 		{"deaf", "deaf was cancelled before it finished"},
+		{"slow", "the trace so far: step 1"},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-started; cancel() }()
