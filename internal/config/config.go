@@ -586,6 +586,18 @@ func Load(args, environ []string) (Config, error) {
 			warnings = append(warnings, fmt.Sprintf("%s is not a configuration key; ignored", name))
 		}
 	}
+	// The daemon is toolserverd, its variables' prefix TOOLSERVER_: a variable named
+	// after the binary would otherwise be dropped without a word.
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if rest, ok := strings.CutPrefix(name, "TOOLSERVERD_"); ok && rest != "" {
+			hint := ""
+			if want := "TOOLSERVER_" + rest; known[want] || otherVariables[want] {
+				hint = "; did you mean " + want + "?"
+			}
+			warnings = append(warnings, fmt.Sprintf("%s is ignored: configuration variables start with TOOLSERVER_, not TOOLSERVERD_%s", name, hint))
+		}
+	}
 	sort.Strings(warnings)
 	for flag, key := range map[string]string{"addr": "addr", "data-dir": "data_dir", "store": "store", "store-connect-timeout": "store_connect_timeout", "log-level": "log.level", "log-format": "log.format"} {
 		if f := fs.Lookup(flag); f.Changed {

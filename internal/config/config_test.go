@@ -468,6 +468,23 @@ func TestUnknownEnvironmentVariableIsReported(t *testing.T) {
 	}
 }
 
+// TestDaemonNamedPrefixIsReported: TOOLSERVERD_ADDR (the binary's name as the prefix)
+// is not read; the warning names the variable that would be.
+func TestDaemonNamedPrefixIsReported(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, []string{"TOOLSERVERD_ADDR=127.0.0.1:9", "TOOLSERVERD_NOPE=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != Defaults().Addr {
+		t.Errorf("addr %q, want the default: TOOLSERVERD_ADDR is not a configuration variable", c.Addr)
+	}
+	if len(c.Warnings) != 2 || !strings.Contains(c.Warnings[0], "did you mean TOOLSERVER_ADDR?") ||
+		!strings.Contains(c.Warnings[1], "TOOLSERVERD_NOPE is ignored") || strings.Contains(c.Warnings[1], "did you mean") {
+		t.Fatalf("warnings %q, want TOOLSERVERD_ADDR pointed at TOOLSERVER_ADDR and TOOLSERVERD_NOPE named", c.Warnings)
+	}
+}
+
 // TestCORSOriginsAreOrigins: a browser's Origin is scheme://host[:port], nothing
 // more; an entry with a path (a trailing slash) or without a scheme never matches one,
 // so it stops start-up instead of leaving the UI refused for no visible reason.
