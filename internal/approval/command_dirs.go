@@ -24,6 +24,12 @@ type Dir struct {
 	// Vague is set when a cd went where only the run knows (cd, cd ~, cd $VAR,
 	// cd -, a sourced script): then Path is "".
 	Vague bool
+	// Script, on a vague Dir, is the file whose sourcing led there, when it is
+	// named by a literal path with a slash from a known folder: relative to the
+	// start (as the kernel reads it: link/.. is not cleaned away) or absolute.
+	// The check trusts such a folder as much as the script, when the script lies
+	// in the working directory (scriptInside).
+	Script string
 }
 
 var startDir = Dir{Path: "."}
@@ -429,8 +435,19 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 	vague := func(location) location { return vagueLocation }
 	switch words[0].text {
 	case "source", ".":
-		// The script may change folder anywhere.
-		ok = in.union(locations{vagueLocation})
+		// The script may change folder anywhere, and stay where it is.
+		target := sourceTarget(words[1:])
+		ok = in
+		for _, l := range in {
+			d := Dir{Vague: true}
+			if target != "" && !l.dir.Vague {
+				d.Script = target
+				if !path.IsAbs(target) && l.dir.Path != "." {
+					d.Script = l.dir.Path + "/" + target
+				}
+			}
+			ok = ok.union(locations{{dir: d}})
+		}
 		return ok, ok
 	case "cd":
 		args, physical := cdOptions(words[1:])
@@ -485,6 +502,17 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 		}), in
 	}
 	return in, in
+}
+
+// sourceTarget is the file `source args…` reads when the check can know which:
+// a literal path with a slash. A name without one is looked up in PATH first, and
+// an option (bash 5.3's -p PATH) changes where: "" for those and for a word known
+// only when it runs.
+func sourceTarget(args []field) string {
+	if len(args) == 0 || unknownTarget(args[0]) || strings.HasPrefix(args[0].text, "-") || !strings.Contains(args[0].text, "/") {
+		return ""
+	}
+	return args[0].text
 }
 
 // cdTargets are the folders cd's target arg, a word holding variables, may name as
@@ -544,7 +572,12 @@ func joinDirs(outer, inner []Dir) []Dir {
 	for _, o := range outer {
 		for _, i := range inner {
 			d := o.cd(i.Path, false)
-			if i.Vague {
+			switch {
+			case i.Vague && i.Script != "" && !path.IsAbs(i.Script) && o.Vague:
+				d = Dir{Vague: true}
+			case i.Vague && i.Script != "" && !path.IsAbs(i.Script) && o.Path != ".":
+				d = Dir{Vague: true, Script: o.Path + "/" + i.Script}
+			case i.Vague:
 				d = i
 			}
 			if !slices.Contains(out, d) {
