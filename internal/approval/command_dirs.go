@@ -118,6 +118,7 @@ type dirFlow struct {
 	all      locations // every location any statement starts in
 	funcs    []*syntax.FuncDecl
 	lastpipe bool // shopt -s lastpipe may run a pipeline's last stage in this shell
+	physical bool // set -P may make cd and pushd resolve links before ..
 	limited  bool // a too-complex finding was added
 	hasSubst bool // the line may hold a command or process substitution
 	followed int  // statements followed, at most maxFollowed
@@ -135,6 +136,8 @@ func (a *analyzer) followDirs(f *syntax.File) {
 	a.flowState = dirFlow{a: a, at: make([]stmtAt, 0, 8), lastpipe: strings.Contains(a.src, "lastpipe"),
 		hasSubst: strings.Contains(a.src, "$(") || strings.Contains(a.src, "`") || strings.Contains(a.src, "<(") || strings.Contains(a.src, ">(")}
 	fl := &a.flowState
+	fl.physical = setsPhysical(f, a)
+	a.res.physical = fl.physical
 	ok, fail := fl.stmts(f.Stmts, locations{{dir: startDir}})
 	fl.all = fl.all.union(ok).union(fail)
 	// A function's body runs where it is called, which may be anywhere the line
@@ -450,7 +453,7 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 		}
 		return ok, ok
 	case "cd":
-		args, physical := cdOptions(words[1:])
+		args, physical := cdOptions(words[1:], f.physical)
 		if len(args) > 0 && args[0].dynamic {
 			if targets := f.cdTargets(call, args[0]); len(targets)*len(in) <= maxLocations {
 				var ok locations
@@ -487,7 +490,7 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 				f.limit(call, "pushes more folders than this check follows")
 				return vagueLocation
 			}
-			return location{dir: l.dir.cd(t, false), stack: append(slices.Clone(l.stack), l.dir)}
+			return location{dir: l.dir.cd(t, f.physical), stack: append(slices.Clone(l.stack), l.dir)}
 		}), in
 	case "popd":
 		if len(words) > 1 {
@@ -539,8 +542,10 @@ func (f *dirFlow) cdTargets(call *syntax.CallExpr, arg field) []string {
 	return nil
 }
 
-// cdOptions drops cd's options (-L, -P, -e, -@); physical is set by -P.
-func cdOptions(args []field) (rest []field, physical bool) {
+// cdOptions drops cd's options (-L, -P, -e, -@); physical is set by -P, unset by
+// -L, whichever comes last, and else is what set -P made it (setP).
+func cdOptions(args []field, setP bool) (rest []field, physical bool) {
+	physical = setP
 	for i, a := range args {
 		switch {
 		case a.text == "--":
@@ -548,9 +553,59 @@ func cdOptions(args []field) (rest []field, physical bool) {
 		case len(a.text) < 2 || a.text[0] != '-' || a.dynamic:
 			return args[i:], physical
 		}
-		physical = physical || strings.Contains(a.text, "P")
+		for _, r := range a.text[1:] {
+			switch r {
+			case 'P':
+				physical = true
+			case 'L':
+				physical = false
+			}
+		}
 	}
 	return nil, physical
+}
+
+// setsPhysical reports whether the line may turn on bash's physical option, with
+// which cd and pushd resolve symbolic links before .. (set -P, set -o physical, an
+// option cluster such as set -eP, SHELLOPTS=physical), or may set options this
+// check cannot read (set $opts). It is read for the whole line, wherever the set
+// stands: judging a cd as physical where it is logical only asks more.
+func setsPhysical(f *syntax.File, a *analyzer) bool {
+	if strings.Contains(a.src, "physical") {
+		return true
+	}
+	if !strings.Contains(a.src, "set") {
+		return false
+	}
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if found || !ok || len(call.Args) == 0 {
+			return !found
+		}
+		words := literalWords(call.Args)
+		if words == nil {
+			words = expandWords(a.cfg, a.src, call.Args)
+		}
+		for len(words) > 0 && (words[0].text == "builtin" || words[0].text == "command") {
+			words = words[1:]
+		}
+		if len(words) == 0 || words[0].text != "set" || words[0].dynamic {
+			return true
+		}
+		for _, w := range words[1:] {
+			switch {
+			case w.dynamic || w.glob || strings.Contains(w.text, "$"):
+				found = true // options known only when it runs
+			case w.text == "--" || w.text == "-" || !strings.HasPrefix(w.text, "-") && !strings.HasPrefix(w.text, "+"):
+				return true // positional parameters follow
+			case strings.HasPrefix(w.text, "-") && strings.Contains(w.text, "P"):
+				found = true
+			}
+		}
+		return true
+	})
+	return found
 }
 
 // unknownTarget reports whether where cd goes is known only when it runs: $VAR,
