@@ -94,6 +94,9 @@ type CommandAnalysis struct {
 	// writeSites are Writes, and inputSites Inputs, each with the folders the
 	// command naming it may run in.
 	writeSites, inputSites []pathSite
+	// physical is set when the line may turn on set -P (set -o physical): then
+	// its cds resolve symbolic links before .., as cd -P does.
+	physical bool
 }
 
 // pathSite is a path a command names, with the folders it is read from.

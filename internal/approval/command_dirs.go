@@ -24,6 +24,12 @@ type Dir struct {
 	// Vague is set when a cd went where only the run knows (cd, cd ~, cd $VAR,
 	// cd -, a sourced script): then Path is "".
 	Vague bool
+	// Script, on a vague Dir, is the file whose sourcing led there, when it is
+	// named by a literal path with a slash from a known folder: relative to the
+	// start (as the kernel reads it: link/.. is not cleaned away) or absolute.
+	// The check trusts such a folder as much as the script, when the script lies
+	// in the working directory (scriptInside).
+	Script string
 }
 
 var startDir = Dir{Path: "."}
@@ -112,6 +118,7 @@ type dirFlow struct {
 	all      locations // every location any statement starts in
 	funcs    []*syntax.FuncDecl
 	lastpipe bool // shopt -s lastpipe may run a pipeline's last stage in this shell
+	physical bool // set -P may make cd and pushd resolve links before ..
 	limited  bool // a too-complex finding was added
 	hasSubst bool // the line may hold a command or process substitution
 	followed int  // statements followed, at most maxFollowed
@@ -129,6 +136,8 @@ func (a *analyzer) followDirs(f *syntax.File) {
 	a.flowState = dirFlow{a: a, at: make([]stmtAt, 0, 8), lastpipe: strings.Contains(a.src, "lastpipe"),
 		hasSubst: strings.Contains(a.src, "$(") || strings.Contains(a.src, "`") || strings.Contains(a.src, "<(") || strings.Contains(a.src, ">(")}
 	fl := &a.flowState
+	fl.physical = setsPhysical(f, a)
+	a.res.physical = fl.physical
 	ok, fail := fl.stmts(f.Stmts, locations{{dir: startDir}})
 	fl.all = fl.all.union(ok).union(fail)
 	// A function's body runs where it is called, which may be anywhere the line
@@ -429,11 +438,22 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 	vague := func(location) location { return vagueLocation }
 	switch words[0].text {
 	case "source", ".":
-		// The script may change folder anywhere.
-		ok = in.union(locations{vagueLocation})
+		// The script may change folder anywhere, and stay where it is.
+		target := sourceTarget(words[1:])
+		ok = in
+		for _, l := range in {
+			d := Dir{Vague: true}
+			if target != "" && !l.dir.Vague {
+				d.Script = target
+				if !path.IsAbs(target) && l.dir.Path != "." {
+					d.Script = l.dir.Path + "/" + target
+				}
+			}
+			ok = ok.union(locations{{dir: d}})
+		}
 		return ok, ok
 	case "cd":
-		args, physical := cdOptions(words[1:])
+		args, physical := cdOptions(words[1:], f.physical)
 		if len(args) > 0 && args[0].dynamic {
 			if targets := f.cdTargets(call, args[0]); len(targets)*len(in) <= maxLocations {
 				var ok locations
@@ -470,7 +490,7 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 				f.limit(call, "pushes more folders than this check follows")
 				return vagueLocation
 			}
-			return location{dir: l.dir.cd(t, false), stack: append(slices.Clone(l.stack), l.dir)}
+			return location{dir: l.dir.cd(t, f.physical), stack: append(slices.Clone(l.stack), l.dir)}
 		}), in
 	case "popd":
 		if len(words) > 1 {
@@ -485,6 +505,17 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 		}), in
 	}
 	return in, in
+}
+
+// sourceTarget is the file `source args…` reads when the check can know which:
+// a literal path with a slash. A name without one is looked up in PATH first, and
+// an option (bash 5.3's -p PATH) changes where: "" for those and for a word known
+// only when it runs.
+func sourceTarget(args []field) string {
+	if len(args) == 0 || unknownTarget(args[0]) || strings.HasPrefix(args[0].text, "-") || !strings.Contains(args[0].text, "/") {
+		return ""
+	}
+	return args[0].text
 }
 
 // cdTargets are the folders cd's target arg, a word holding variables, may name as
@@ -511,8 +542,10 @@ func (f *dirFlow) cdTargets(call *syntax.CallExpr, arg field) []string {
 	return nil
 }
 
-// cdOptions drops cd's options (-L, -P, -e, -@); physical is set by -P.
-func cdOptions(args []field) (rest []field, physical bool) {
+// cdOptions drops cd's options (-L, -P, -e, -@); physical is set by -P, unset by
+// -L, whichever comes last, and else is what set -P made it (setP).
+func cdOptions(args []field, setP bool) (rest []field, physical bool) {
+	physical = setP
 	for i, a := range args {
 		switch {
 		case a.text == "--":
@@ -520,9 +553,59 @@ func cdOptions(args []field) (rest []field, physical bool) {
 		case len(a.text) < 2 || a.text[0] != '-' || a.dynamic:
 			return args[i:], physical
 		}
-		physical = physical || strings.Contains(a.text, "P")
+		for _, r := range a.text[1:] {
+			switch r {
+			case 'P':
+				physical = true
+			case 'L':
+				physical = false
+			}
+		}
 	}
 	return nil, physical
+}
+
+// setsPhysical reports whether the line may turn on bash's physical option, with
+// which cd and pushd resolve symbolic links before .. (set -P, set -o physical, an
+// option cluster such as set -eP, SHELLOPTS=physical), or may set options this
+// check cannot read (set $opts). It is read for the whole line, wherever the set
+// stands: judging a cd as physical where it is logical only asks more.
+func setsPhysical(f *syntax.File, a *analyzer) bool {
+	if strings.Contains(a.src, "physical") {
+		return true
+	}
+	if !strings.Contains(a.src, "set") {
+		return false
+	}
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if found || !ok || len(call.Args) == 0 {
+			return !found
+		}
+		words := literalWords(call.Args)
+		if words == nil {
+			words = expandWords(a.cfg, a.src, call.Args)
+		}
+		for len(words) > 0 && (words[0].text == "builtin" || words[0].text == "command") {
+			words = words[1:]
+		}
+		if len(words) == 0 || words[0].text != "set" || words[0].dynamic {
+			return true
+		}
+		for _, w := range words[1:] {
+			switch {
+			case w.dynamic || w.glob || strings.Contains(w.text, "$"):
+				found = true // options known only when it runs
+			case w.text == "--" || w.text == "-" || !strings.HasPrefix(w.text, "-") && !strings.HasPrefix(w.text, "+"):
+				return true // positional parameters follow
+			case strings.HasPrefix(w.text, "-") && strings.Contains(w.text, "P"):
+				found = true
+			}
+		}
+		return true
+	})
+	return found
 }
 
 // unknownTarget reports whether where cd goes is known only when it runs: $VAR,
@@ -544,7 +627,12 @@ func joinDirs(outer, inner []Dir) []Dir {
 	for _, o := range outer {
 		for _, i := range inner {
 			d := o.cd(i.Path, false)
-			if i.Vague {
+			switch {
+			case i.Vague && i.Script != "" && !path.IsAbs(i.Script) && o.Vague:
+				d = Dir{Vague: true}
+			case i.Vague && i.Script != "" && !path.IsAbs(i.Script) && o.Path != ".":
+				d = Dir{Vague: true, Script: o.Path + "/" + i.Script}
+			case i.Vague:
 				d = i
 			}
 			if !slices.Contains(out, d) {

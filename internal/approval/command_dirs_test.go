@@ -191,6 +191,20 @@ func TestAnalyzeCommandDirs(t *testing.T) {
 		{"cd && ls; cd ~ && ls; cd - && ls; cd $D && cd x && ls", []string{".", "?", "? .", "?", "? .", "?", "? .", "?", "?"}, ""},
 		{"cd -P a/.. && ls", []string{".", "?"}, ""},
 		{"cd -L a/.. && ls", []string{".", "."}, ""},
+		{"cd -PL a/.. && ls", []string{".", "."}, ""},
+		{"cd -LP a/.. && ls", []string{".", "?"}, ""},
+		// set -P makes every cd and pushd physical; read for the whole line.
+		{"set -P; cd a/.. && ls", []string{".", ".", "?"}, ""},
+		{"set -o physical; cd a/.. && ls", []string{".", ".", "?"}, ""},
+		{"set -eP && cd a/.. && ls", []string{".", ".", "?"}, ""},
+		{"builtin set -P; cd a/.. && ls", []string{".", ".", "?"}, ""},
+		{"set $opts; cd a/.. && ls", []string{".", ".", "?"}, ""},
+		{"set -P; pushd a/.. && ls", []string{".", ".", "?"}, ""},
+		{"cd a/.. && ls; set -P", []string{".", "?", "? ."}, ""},
+		{"set -P; cd -L a/.. && ls", []string{".", ".", "."}, ""},
+		{"set +P; cd a/.. && ls", []string{".", ".", "."}, ""},
+		{"set -- -P; cd a/.. && ls", []string{".", ".", "."}, ""},
+		{"grep -P x y; cd a/.. && ls", []string{".", ".", "."}, ""},
 		{"source env.sh && ls", []string{".", ". ?"}, ""},
 		{"sh -c 'cd a && ls' && ls", []string{".", "."}, "runs a string as shell code"},
 		{"f() { cat x; }; cd a && f", []string{". a", ".", "a"}, "defines a shell function"}, // the body runs where f is called
@@ -273,5 +287,42 @@ func TestFollowDirsBounded(t *testing.T) {
 				t.Errorf("no finding that forces an ask for the folders not followed")
 			}
 		})
+	}
+}
+
+// TestSetPhysical: after set -P (set -o physical, set -eP …) bash's cd and pushd
+// resolve symbolic links before .., as cd -P does. Read as logical, `cd rlink && cd
+// .. && cat x` was judged to read the working directory's x, which the shell reads
+// from the folder above it; a rule for set let it run.
+func TestSetPhysical(t *testing.T) {
+	t.Parallel()
+	_, work := cdTree(t)
+	e := testEngine(t, DefaultConfig())
+	rules := mustRules(t, Allow, "execute_command(set:*)")
+	for _, tc := range []struct {
+		command string
+		ask     string // a word the ask's reason names; "" = runs at once
+	}{
+		{"cd rlink/.. && cat x", ""},
+		{"cd rlink && cd .. && cat x", ""},
+		{"set -P; cd rlink/.. && cat x", "rlink/.."},
+		{"set -P; cd elink/.. && cat x", "elink/.."},
+		{"set -o physical; cd rlink && cd .. && cat x", `".."`},
+		{"set -eu -o physical; cd rlink && cd .. && cat x", `".."`},
+		{"set -eP; cd rlink && cd .. && cat x", `".."`},
+		{"set -P; pushd rlink && cd .. && cat x", `".."`},
+		{"set -P; cd sub/.. && cat x", "cat x"}, // physical .. is where only the disk knows
+		{"set -P; cd -L rlink/.. && cat x", ""},
+		{"set +P; cd rlink/.. && cat x", ""},
+		{"pwd -P", ""},
+		{"cd -P rlink/.. && cat x", "rlink/.."},
+	} {
+		d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeDefault, Workdir: work, Args: commandArgs(tc.command), SessionRules: rules})
+		switch {
+		case tc.ask == "" && d.Outcome != Allow:
+			t.Errorf("%q: %s (%s); want it run at once", tc.command, d.Outcome, d.Reason)
+		case tc.ask != "" && (d.Outcome != Ask || !strings.Contains(d.Reason, tc.ask)):
+			t.Errorf("%q: %s (%s); want an ask naming %s", tc.command, d.Outcome, d.Reason, tc.ask)
+		}
 	}
 }

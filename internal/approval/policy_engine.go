@@ -216,7 +216,7 @@ func (c *check) readsPrivate() string {
 				if !bare && w != ".." && !strings.Contains(w, "/") {
 					continue
 				}
-				if vague && climbs(w) {
+				if vague && climbs(w) && c.vagueUntrusted(sc.Dirs) {
 					return fmt.Sprintf("the command names %q after a change to a folder known only when it runs (a cd to ~ or $VAR, a sourced script; HOME and TMPDIR lie in the daemon's data directory)", w)
 				}
 				for _, dir := range dirs {
@@ -540,7 +540,7 @@ func (c *check) allowed() []*Rule {
 				continue
 			}
 			r := c.allowRule(sc)
-			if r == nil || (argsOutside || readsOutside) && isPrefixRule(r) {
+			if r == nil || (argsOutside || readsOutside || c.sourcesUnknown(sc)) && isPrefixRule(r) {
 				return nil
 			}
 			used = appendRule(used, r)
@@ -649,10 +649,11 @@ func (c *check) suggest() []Rule {
 			if (sc.ReadOnly && !readsOutside) || sc.unsafeEnv || len(sc.Words) == 0 || strings.Contains(sc.Words[0], "$") {
 				continue
 			}
-			if r := c.allowRule(sc); r != nil && !((argsOutside || readsOutside) && isPrefixRule(r)) {
+			sourcesUnknown := c.sourcesUnknown(sc)
+			if r := c.allowRule(sc); r != nil && !((argsOutside || readsOutside || sourcesUnknown) && isPrefixRule(r)) {
 				continue // already allowed
 			}
-			if p := suggestCommand(sc.Words, sc.special, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank() || argsOutside || readsOutside); p != "" {
+			if p := suggestCommand(sc.Words, sc.special, c.cmd.Risk.Rank() >= tool.RiskHigh.Rank() || argsOutside || readsOutside || sourcesUnknown); p != "" {
 				add(p)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -75,11 +74,18 @@ func (c *check) commandReadsOutside(sc SimpleCommand) string {
 		if li > 0 && sc.argsFromInput {
 			return fmt.Sprintf("the command runs %q on paths xargs reads from its input, known only when it runs", words[0])
 		}
-		// bash's cd reads its folder logically (cd link/.. is .), unless -P.
+		// bash's cd reads its folder logically (cd link/.. is .), unless -P or
+		// set -P.
 		cd := words[0] == "cd" || words[0] == "pushd"
-		logical := cd && !slices.ContainsFunc(words[1:], func(a string) bool {
-			return len(a) > 1 && a[0] == '-' && strings.Contains(a, "P")
-		})
+		logical := false
+		if cd {
+			fields := make([]field, 0, len(words)-1)
+			for _, w := range words[1:] {
+				fields = append(fields, field{text: w})
+			}
+			_, physical := cdOptions(fields, c.cmd.physical)
+			logical = !physical
+		}
 		if vague && !cd && words[0] != "popd" {
 			// It may read what it names, or its folder itself (ls), from where a cd
 			// to a folder known only when it runs led.

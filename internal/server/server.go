@@ -119,6 +119,9 @@ type Server struct {
 
 	transportOnce sync.Once
 	transport     http.RoundTripper // to other replicas
+
+	// listings caches the skills part of sessions' prompt fragments.
+	listings *skills.ListingCache
 }
 
 // New returns the API handler.
@@ -132,7 +135,8 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.SkillPromptBudgetTokens <= 0 {
 		cfg.SkillPromptBudgetTokens = skills.DefaultPromptBudgetTokens
 	}
-	return &Server{Deps: d, cfg: cfg, log: d.Log, origins: newOrigins(d.CORS.AllowedOrigins)}
+	return &Server{Deps: d, cfg: cfg, log: d.Log, origins: newOrigins(d.CORS.AllowedOrigins),
+		listings: skills.NewListingCache(toolmgr.CountTokens)}
 }
 
 // Handler builds the router. Every route is listed in api/openapi.yaml; a test keeps

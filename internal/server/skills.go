@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/skills"
-	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 type skillJSON struct {
@@ -78,7 +77,8 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 
 // sessionPrompt returns the system-prompt fragment for a session: the prompt hints of
 // its tools (in name order, so the prompt caches well) and its skills, the latter cut
-// to skills.prompt_budget_tokens (skills.Listing).
+// to skills.prompt_budget_tokens (skills.Listing), cached until the library or what
+// the session sees of it changes (skills.ListingCache).
 func (s *Server) sessionPrompt(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.session(r)
 	if err != nil {
@@ -98,7 +98,7 @@ func (s *Server) sessionPrompt(w http.ResponseWriter, r *http.Request) {
 	var listing skills.PromptListing
 	// Skills are opened with the skill tool: a session without it has none to offer.
 	if _, _, ok := sess.Tools.Resolve("skill"); ok && sess.Skills != nil {
-		listing = skills.Listing(sess.Skills.List(), s.cfg.SkillPromptBudgetTokens, toolmgr.CountTokens)
+		listing = s.listings.Listing(sess.Skills, s.cfg.SkillPromptBudgetTokens)
 	}
 	if listing.Text != "" {
 		if b.Len() > 0 {
