@@ -262,6 +262,7 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 			return res, nil
 		}
 	case c.ended() != nil || ctx.Err() != nil:
+		t.giveUp(c, f)
 		return t.callFailed(ctx, tc, c, trace, err)
 	case isSessionLost(err):
 		// The server forgot the session, and the task with it. Unlike a refused
@@ -284,6 +285,7 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 		kind = tool.KindCancelled
 	default:
 		if err != nil {
+			t.giveUp(c, f)
 			return t.callFailed(ctx, tc, c, trace, err)
 		}
 		return res, nil // completed with isError: the tool's own error, as a plain call's
@@ -298,6 +300,16 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 	res.ErrorKind = kind
 	res.Content = append([]tool.Content{{Type: tool.ContentText, Text: "[" + note + "]"}}, res.Content...)
 	return res, nil
+}
+
+// giveUp cancels a task whose result could not be had (tasks/result failed without
+// an answer: mcp-go's own response timeout, which over HTTP+SSE falls at the call's
+// deadline and can beat it, or the call ending) unless it is seen to have ended: the
+// call is over, and the task must not run on without it.
+func (t *proxyTool) giveUp(c *conn, f *taskFollow) {
+	if status, _ := f.last(); !status.IsTerminal() {
+		t.cancelTask(c, f.id)
+	}
 }
 
 // cancelTask asks the server to cancel the task, within cancelNoticeTimeout: best

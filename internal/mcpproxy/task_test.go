@@ -181,14 +181,7 @@ func TestTaskCancel(t *testing.T) {
 				}
 				return len(tasks) == 2
 			})
-			if !cancelledAll && name == "sse" {
-				// Known defect (stop 27): over the older HTTP+SSE transport, with the
-				// machine loaded, the deadline's call often never learns its task's id
-				// (the created task's answer has not come back over the SSE stream when
-				// the deadline passes), so no tasks/cancel goes out and the upstream
-				// task runs to its end. The call itself still ends at its deadline.
-				t.Logf("known defect over SSE: upstream tasks %v; the deadline's task was not cancelled", tasks)
-			} else if !cancelledAll {
+			if !cancelledAll {
 				t.Fatalf("upstream tasks %v; want the 2 of the calls, cancelled", tasks)
 			}
 			for id, task := range tasks {
