@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -32,6 +33,10 @@ const (
 	// through tasks/result; a server that keeps waiting for input after that has its
 	// task cancelled, rather than the call hanging until its deadline.
 	taskInputWait = 10 * time.Second
+	// taskCreateGrace is how long, once the call has ended, the proxy still waits for
+	// the answer to a tools/call that creates a task, to cancel the task it created:
+	// an answer late past the call's deadline must not leave the task running.
+	taskCreateGrace = 10 * time.Second
 )
 
 // taskWatchers hands a connection's notifications/tasks/status to the call following
@@ -180,14 +185,17 @@ func (f *taskFollow) waitingForInput() (string, bool) {
 func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req mcp.CallToolRequest, trace *callTrace, token string) (*tool.Result, error) {
 	ttl := (t.srv.cfg.CallTimeout + taskKeep).Milliseconds()
 	req.Params.Task = &mcp.TaskParams{TTL: &ttl}
-	res, err := c.client.CallTool(ctx, req)
-	if err == nil {
-		// A server may run a call as a plain one despite params.task.
-		return convertResult(res), nil
-	}
-	created, ok := createdTask(trace.result)
+	a, ok := t.createTask(ctx, c, req)
 	if !ok {
-		return t.callFailed(ctx, tc, c, trace, err)
+		return nil, callError{err: ctx.Err(), deadline: tc.Err() == nil && c.ctx.Err() == nil}
+	}
+	if a.err == nil {
+		// A server may run a call as a plain one despite params.task.
+		return convertResult(a.res), nil
+	}
+	created, ok := createdTask(a.raw)
+	if !ok {
+		return t.callFailed(ctx, tc, c, trace, a.err)
 	}
 	f := &taskFollow{id: created.TaskId, token: token, router: t.srv.m.progress}
 	// The task's progress goes on with the call's token (the specification keeps it
@@ -248,6 +256,69 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 		t.cancelTask(c, f.id)
 		return nil, callError{err: ctx.Err(), deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil}
 	}
+}
+
+// createAnswer is what a task-augmented tools/call answered: a plain result, or an
+// error and the raw result (a CreateTaskResult, which mcp-go does not read).
+type createAnswer struct {
+	res *mcp.CallToolResult
+	err error
+	raw json.RawMessage
+}
+
+// createTask sends the task-augmented tools/call and waits for its answer while the
+// call (ctx) lasts; false when the call ended first. The request itself is not
+// bound to ctx: mcp-go forgets a request whose context ends (over HTTP+SSE it drops
+// the answer arriving after, over streamable HTTP it abandons the response), and the
+// task the answer names would run on with no one to cancel it. So the answer is
+// awaited in the background for taskCreateGrace more, and the task it creates is
+// cancelled; then the request is abandoned, and the goroutine ends.
+func (t *proxyTool) createTask(ctx context.Context, c *conn, req mcp.CallToolRequest) (createAnswer, bool) {
+	// Without ctx's cancel but with its values (the call's trace).
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopConn := context.AfterFunc(c.ctx, rcancel)
+	answered := make(chan createAnswer, 1)
+	if !c.spawn(func() {
+		res, err := c.client.CallTool(rctx, req)
+		var raw json.RawMessage
+		if tr := traceOf(rctx); tr != nil {
+			raw = tr.result
+		}
+		answered <- createAnswer{res, err, raw}
+	}) {
+		stopConn()
+		rcancel()
+		return createAnswer{err: transport.ErrTransportClosed}, true
+	}
+	select {
+	case a := <-answered:
+		stopConn()
+		rcancel()
+		return a, true
+	case <-ctx.Done():
+	}
+	if !c.spawn(func() {
+		defer rcancel()
+		defer stopConn()
+		grace := time.NewTimer(taskCreateGrace)
+		defer grace.Stop()
+		var a createAnswer
+		select {
+		case a = <-answered:
+		case <-grace.C:
+			rcancel()
+			a = <-answered // the request ends with rctx
+		}
+		if task, ok := createdTask(a.raw); ok && a.err != nil {
+			c.log.Debug("mcp: a task was created after its call ended; cancelling it", "task", task.TaskId)
+			t.cancelTask(c, task.TaskId)
+		}
+	}) {
+		// The connection is closing: there is no one to tell.
+		stopConn()
+		rcancel()
+	}
+	return createAnswer{}, false
 }
 
 // taskEnded maps what tasks/result answered. A result that is not an error is the
