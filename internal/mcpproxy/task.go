@@ -19,20 +19,17 @@ import (
 // Tools with taskSupport "optional" keep plain calls: the caller waits for the result
 // either way, and a plain call has it in one round trip, with progress and
 // cancellation as they always were.
+//
+// The interval of tasks/get is the server's pollInterval when it gives one, within
+// the server's task_poll_min and task_poll_max, else its task_poll_default. A task
+// may stay input_required for task_input_wait: the proxy offers servers no
+// elicitation (it has no one to ask) and declines what they ask through
+// tasks/result; a server that keeps waiting for input after that has its task
+// cancelled, rather than the call hanging until its deadline.
 const (
 	// taskKeep is how long past the call's timeout the server is asked to keep the
 	// task (its ttl): long enough to fetch the result of a task that ended just in time.
 	taskKeep = time.Minute
-	// taskPollMin and taskPollMax bound the interval of tasks/get, the server's
-	// pollInterval when it gives one, taskPollDefault when it does not.
-	taskPollMin     = 200 * time.Millisecond
-	taskPollMax     = 5 * time.Second
-	taskPollDefault = time.Second
-	// taskInputWait is how long a task may stay input_required. The proxy offers
-	// servers no elicitation (it has no one to ask) and declines what they ask
-	// through tasks/result; a server that keeps waiting for input after that has its
-	// task cancelled, rather than the call hanging until its deadline.
-	taskInputWait = 10 * time.Second
 	// taskCreateGrace is how long, once the call has ended, the proxy still waits for
 	// the answer to a tools/call that creates a task, to cancel the task it created:
 	// an answer late past the call's deadline must not leave the task running.
@@ -102,6 +99,8 @@ type taskFollow struct {
 	id     string
 	token  string
 	router *progressRouter
+	// The server's task settings (ServerConfig.TaskPollMin …).
+	pollMin, pollMax, pollDefault, inputWait time.Duration
 
 	mu       sync.Mutex
 	status   mcp.TaskStatus
@@ -112,12 +111,20 @@ type taskFollow struct {
 	inputMsg string
 }
 
+// follow is what the call with progress token token knows of task id, with the
+// server's task settings.
+func (t *proxyTool) follow(id, token string) *taskFollow {
+	cfg := &t.srv.cfg
+	return &taskFollow{id: id, token: token, router: t.srv.m.progress,
+		pollMin: cfg.TaskPollMin, pollMax: cfg.TaskPollMax, pollDefault: cfg.TaskPollDefault, inputWait: cfg.TaskInputWait}
+}
+
 // saw takes a status the server reported (tasks/get, a notification, the creation):
 // a change of status or message becomes a line of the call's progress.
 func (f *taskFollow) saw(task mcp.Task) {
 	f.mu.Lock()
 	if task.PollInterval != nil && *task.PollInterval > 0 {
-		f.poll = min(max(time.Duration(min(*task.PollInterval, int64(taskPollMax/time.Millisecond)))*time.Millisecond, taskPollMin), taskPollMax)
+		f.poll = min(max(time.Duration(min(*task.PollInterval, int64(f.pollMax/time.Millisecond)))*time.Millisecond, f.pollMin), f.pollMax)
 	}
 	// A poll's answer may arrive after a newer notification: a status older than one
 	// seen is not news (the stages would go back), unless it ends the task.
@@ -155,7 +162,7 @@ func (f *taskFollow) interval() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.poll == 0 {
-		return taskPollDefault
+		return f.pollDefault
 	}
 	return f.poll
 }
@@ -167,11 +174,11 @@ func (f *taskFollow) last() (mcp.TaskStatus, string) {
 }
 
 // waitingForInput is the status message of a task input_required for longer than
-// taskInputWait.
+// the server's task_input_wait.
 func (f *taskFollow) waitingForInput() (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.inputMsg, !f.inputAt.IsZero() && time.Since(f.inputAt) > taskInputWait
+	return f.inputMsg, !f.inputAt.IsZero() && time.Since(f.inputAt) > f.inputWait
 }
 
 // callTask calls the tool as a task: tools/call with params.task answers at once
@@ -197,7 +204,7 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 	if !ok {
 		return t.callFailed(ctx, tc, c, trace, a.err)
 	}
-	f := &taskFollow{id: created.TaskId, token: token, router: t.srv.m.progress}
+	f := t.follow(created.TaskId, token)
 	// The task's progress goes on with the call's token (the specification keeps it
 	// valid for the task's life), and its status notifications come to this call.
 	defer c.progress.hold(token)()
@@ -232,7 +239,7 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 			}
 		case <-poll.C:
 			// Bounded: a server slow to say the status must not hold up its result.
-			gctx, gcancel := context.WithTimeout(ctx, taskPollMax)
+			gctx, gcancel := context.WithTimeout(ctx, f.pollMax)
 			task, err := c.client.GetTask(gctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}})
 			gcancel()
 			if err == nil {
@@ -243,7 +250,7 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 			if msg, long := f.waitingForInput(); long && ctx.Err() == nil {
 				t.cancelTask(c, f.id)
 				return nil, tool.Errorf(tool.KindFailed, "mcp server %s: the task of %s asked for input (%q), which toolserverd cannot give (it answers no elicitation from MCP servers); "+
-					"after %s it was cancelled", t.srv.cfg.Name, t.upstream, msg, taskInputWait)
+					"after %s it was cancelled", t.srv.cfg.Name, t.upstream, msg, f.inputWait)
 			}
 			poll.Reset(f.interval())
 			continue
