@@ -216,7 +216,14 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 		err error
 	}
 	got := make(chan fetched, 1)
-	fctx, stopFetch := context.WithCancel(ctx)
+	// The fetch ends with the call but has no deadline of its own: mcp-go's SSE
+	// transport arms its own response timer at the context's remaining time, which
+	// can fire before the context ends and answer a plain "timeout waiting for SSE
+	// response" in place of the deadline (a call that timed out read as one that
+	// failed). Its timer now falls past the call's end (response_timeout is at
+	// least call_timeout).
+	fctx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
+	defer context.AfterFunc(ctx, stopFetch)()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
