@@ -777,7 +777,8 @@ func mcpConfig(cfg config.Config, dataDir string) mcpproxy.Config {
 		enabled := s.Enabled == nil || *s.Enabled
 		mc.Servers = append(mc.Servers, mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,
 			Env: s.Env, URL: s.URL, Headers: s.Headers, ConnectTimeout: s.ConnectTimeout, CallTimeout: s.CallTimeout, Enabled: enabled, Prefix: s.Prefix,
-			Pooling: s.Pooling, MaxSessions: s.MaxSessions, SessionIdleTimeout: s.SessionIdleTimeout, TrustAnnotations: s.TrustAnnotations})
+			Pooling: s.Pooling, MaxSessions: s.MaxSessions, SessionIdleTimeout: s.SessionIdleTimeout, TrustAnnotations: s.TrustAnnotations,
+			TaskInputWait: s.TaskInputWait, TaskPollMin: s.TaskPollMin, TaskPollMax: s.TaskPollMax, TaskPollDefault: s.TaskPollDefault})
 	}
 	return mc
 }

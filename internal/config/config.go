@@ -326,6 +326,12 @@ type MCPServerConfig struct {
 	// TrustAnnotations (default true) lets the server's readOnlyHint make its tools
 	// read-only and low risk; false takes only destructiveHint from it.
 	TrustAnnotations *bool `mapstructure:"trust_annotations"`
+	// TaskInputWait, TaskPollMin, TaskPollMax and TaskPollDefault tune how a
+	// task-required tool's task is followed (defaults 10s, 200ms, 5s, 1s).
+	TaskInputWait   time.Duration `mapstructure:"task_input_wait"`
+	TaskPollMin     time.Duration `mapstructure:"task_poll_min"`
+	TaskPollMax     time.Duration `mapstructure:"task_poll_max"`
+	TaskPollDefault time.Duration `mapstructure:"task_poll_default"`
 }
 
 // ToolGroupConfig declares one tool group.

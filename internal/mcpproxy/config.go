@@ -92,6 +92,15 @@ type ServerConfig struct {
 	// untrusted unless the server is; set false for a server whose word on that is
 	// not to be taken. destructiveHint raises a tool's risk either way.
 	TrustAnnotations *bool `json:"trust_annotations,omitempty"`
+	// TaskInputWait is how long a task may stay input_required before it is
+	// cancelled (default 10s; see callTask).
+	TaskInputWait time.Duration `json:"-"`
+	// TaskPollMin and TaskPollMax bound the interval of tasks/get, the server's
+	// pollInterval when it gives one, TaskPollDefault when it does not (defaults
+	// 200ms, 5s, 1s).
+	TaskPollMin     time.Duration `json:"-"`
+	TaskPollMax     time.Duration `json:"-"`
+	TaskPollDefault time.Duration `json:"-"`
 }
 
 // trustsAnnotations reports whether the server's readOnlyHint is taken at its word.
@@ -111,6 +120,14 @@ const (
 	DefaultSessionIdleTimeout = 10 * time.Minute
 )
 
+// Task defaults (see callTask).
+const (
+	DefaultTaskInputWait   = 10 * time.Second
+	DefaultTaskPollMin     = 200 * time.Millisecond
+	DefaultTaskPollMax     = 5 * time.Second
+	DefaultTaskPollDefault = time.Second
+)
+
 // serverConfigJSON is ServerConfig on the wire and in the store: durations as Go
 // duration strings ("30s"), so that a stored config reads well.
 // A missing "enabled" means enabled.
@@ -119,6 +136,10 @@ type serverConfigJSON struct {
 	ConnectTimeout     string `json:"connect_timeout,omitempty"`
 	CallTimeout        string `json:"call_timeout,omitempty"`
 	SessionIdleTimeout string `json:"session_idle_timeout,omitempty"`
+	TaskInputWait      string `json:"task_input_wait,omitempty"`
+	TaskPollMin        string `json:"task_poll_min,omitempty"`
+	TaskPollMax        string `json:"task_poll_max,omitempty"`
+	TaskPollDefault    string `json:"task_poll_default,omitempty"`
 	Enabled            *bool  `json:"enabled,omitempty"`
 }
 
@@ -134,8 +155,14 @@ func (c ServerConfig) MarshalJSON() ([]byte, error) {
 	if c.CallTimeout > 0 {
 		j.CallTimeout = c.CallTimeout.String()
 	}
-	if c.SessionIdleTimeout > 0 {
-		j.SessionIdleTimeout = c.SessionIdleTimeout.String()
+	for _, d := range []struct {
+		v   time.Duration
+		dst *string
+	}{{c.SessionIdleTimeout, &j.SessionIdleTimeout}, {c.TaskInputWait, &j.TaskInputWait}, {c.TaskPollMin, &j.TaskPollMin},
+		{c.TaskPollMax, &j.TaskPollMax}, {c.TaskPollDefault, &j.TaskPollDefault}} {
+		if d.v > 0 {
+			*d.dst = d.v.String()
+		}
 	}
 	return json.Marshal(j)
 }
@@ -168,7 +195,8 @@ func (c *ServerConfig) fromJSON(j serverConfigJSON) error {
 	for _, d := range []struct {
 		s   string
 		dst *time.Duration
-	}{{j.ConnectTimeout, &c.ConnectTimeout}, {j.CallTimeout, &c.CallTimeout}, {j.SessionIdleTimeout, &c.SessionIdleTimeout}} {
+	}{{j.ConnectTimeout, &c.ConnectTimeout}, {j.CallTimeout, &c.CallTimeout}, {j.SessionIdleTimeout, &c.SessionIdleTimeout},
+		{j.TaskInputWait, &c.TaskInputWait}, {j.TaskPollMin, &c.TaskPollMin}, {j.TaskPollMax, &c.TaskPollMax}, {j.TaskPollDefault, &c.TaskPollDefault}} {
 		if d.s == "" {
 			continue
 		}
@@ -223,6 +251,7 @@ func (c *ServerConfig) Validate() error {
 	if c.MaxSessions < 0 {
 		errs = append(errs, errors.New("max_sessions must not be negative"))
 	}
+	errs = append(errs, c.validateTasks()...)
 	if c.Prefix != "" && !validToolName.MatchString(c.Prefix) {
 		errs = append(errs, fmt.Errorf("prefix %q may only contain [a-zA-Z0-9_-]", c.Prefix))
 	}
@@ -231,6 +260,30 @@ func (c *ServerConfig) Validate() error {
 	}
 	return nil
 }
+
+// validateTasks checks the task settings: none negative, and, with the defaults
+// filled in, task_poll_min ≤ task_poll_default ≤ task_poll_max. tasks/get is bounded
+// by task_poll_max too, so it must leave a request time to be answered.
+func (c *ServerConfig) validateTasks() []error {
+	var errs []error
+	if c.TaskInputWait < 0 || c.TaskPollMin < 0 || c.TaskPollMax < 0 || c.TaskPollDefault < 0 {
+		return []error{errors.New("task_input_wait and task_poll_min, task_poll_max, task_poll_default must not be negative")}
+	}
+	d := c.withDefaults()
+	if d.TaskPollMin < minTaskPoll {
+		errs = append(errs, fmt.Errorf("task_poll_min %s must be at least %s (a server's tasks/get must not be asked in a busy loop)", d.TaskPollMin, minTaskPoll))
+	}
+	if d.TaskPollMin > d.TaskPollMax {
+		errs = append(errs, fmt.Errorf("task_poll_min %s must not be above task_poll_max %s", d.TaskPollMin, d.TaskPollMax))
+	}
+	if d.TaskPollDefault < d.TaskPollMin || d.TaskPollDefault > d.TaskPollMax {
+		errs = append(errs, fmt.Errorf("task_poll_default %s must lie within task_poll_min %s and task_poll_max %s", d.TaskPollDefault, d.TaskPollMin, d.TaskPollMax))
+	}
+	return errs
+}
+
+// minTaskPoll is the shortest task_poll_min taken.
+const minTaskPoll = 10 * time.Millisecond
 
 // withDefaults fills zero timeouts.
 func (c ServerConfig) withDefaults() ServerConfig {
@@ -248,6 +301,22 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	if c.SessionIdleTimeout == 0 {
 		c.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if c.TaskInputWait == 0 {
+		c.TaskInputWait = DefaultTaskInputWait
+	}
+	// A bound left out gives way to the other one given (task_poll_max: 100ms alone
+	// polls every 100ms), and the default lies within them.
+	switch {
+	case c.TaskPollMin == 0 && c.TaskPollMax == 0:
+		c.TaskPollMin, c.TaskPollMax = DefaultTaskPollMin, DefaultTaskPollMax
+	case c.TaskPollMin == 0:
+		c.TaskPollMin = min(DefaultTaskPollMin, c.TaskPollMax)
+	case c.TaskPollMax == 0:
+		c.TaskPollMax = max(DefaultTaskPollMax, c.TaskPollMin)
+	}
+	if c.TaskPollDefault == 0 {
+		c.TaskPollDefault = min(max(DefaultTaskPollDefault, c.TaskPollMin), c.TaskPollMax)
 	}
 	return c
 }

@@ -268,7 +268,7 @@ func (c *conn) listTools(ctx context.Context) ([]mcp.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list tools: %w", err)
 	}
-	c.listing.withOutputSchemas(res.Tools)
+	c.listing.withSchemas(res.Tools)
 	return res.Tools, nil
 }
 

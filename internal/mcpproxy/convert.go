@@ -21,11 +21,15 @@ import (
 // specFor describes an upstream tool to the registry. note, when not empty, says
 // what of the tool's declaration is not passed on.
 func specFor(cfg *ServerConfig, name string, t *mcp.Tool) (spec tool.Spec, note string, err error) {
-	params, err := inputSchema(t)
+	params, inNote, err := inputSchema(t)
 	if err != nil {
 		return tool.Spec{}, "", err
 	}
 	output, note := outputSchema(t)
+	if inNote != "" {
+		note = strings.TrimPrefix(inNote+"; "+note, "; ")
+		note = strings.TrimSuffix(note, "; ")
+	}
 	a := t.Annotations
 	trusted := cfg.trustsAnnotations()
 	// An untrusted server's readOnlyHint is not taken: it would put the tool on the
@@ -108,34 +112,52 @@ func documentation(server string, t *mcp.Tool, trusted bool) string {
 	return strings.TrimSpace(b.String())
 }
 
-// inputSchema returns the tool's argument schema as an object schema. mcp-go decodes
-// tools/list into a typed schema (type, properties, required, additionalProperties,
-// $defs); keywords beyond those are not kept. A property with a default is not
-// required (toolmgr.OptionalDefaults): the server fills it in.
-func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
-	raw, err := objectSchema(t)
-	if err != nil {
-		return nil, err
+// inputSchema returns the tool's argument schema as an object schema: the
+// listing's own bytes (see toolListing), so that arguments are checked against all
+// the server declares (a root anyOf, dependentRequired, minProperties …), which
+// mcp-go's typed decoding (type, properties, required, additionalProperties, $defs)
+// would lose. A schema the registry would refuse as written (a $schema dialect it
+// does not know, a remote reference) falls back to that typed reading, with a note.
+// A property with a default is not required (toolmgr.OptionalDefaults): the server
+// fills it in.
+func inputSchema(t *mcp.Tool) (json.RawMessage, string, error) {
+	if len(t.RawInputSchema) > 0 {
+		params, err := objectSchema(t.Name, t.RawInputSchema)
+		if err != nil {
+			return nil, "", err
+		}
+		cerr := toolmgr.CheckParameters(params)
+		if cerr == nil {
+			return params, "", nil
+		}
+		var typed mcp.ToolInputSchema
+		if json.Unmarshal(t.RawInputSchema, &typed) != nil {
+			return nil, "", fmt.Errorf("tool %q: input schema: %w", t.Name, cerr)
+		}
+		params, err = typedSchema(t.Name, typed)
+		if err != nil {
+			return nil, "", err
+		}
+		return params, fmt.Sprintf("tool %q: its inputSchema as written is refused (%v); only its type, properties, required, additionalProperties and $defs are used", t.Name, cerr), nil
 	}
-	if out, changed := toolmgr.OptionalDefaults(raw); changed {
-		return out, nil
-	}
-	return raw, nil
+	params, err := typedSchema(t.Name, t.InputSchema)
+	return params, "", err
 }
 
-// objectSchema is the tool's input schema with a type and properties.
-func objectSchema(t *mcp.Tool) (json.RawMessage, error) {
-	raw := t.RawInputSchema
-	if len(raw) == 0 {
-		b, err := json.Marshal(t.InputSchema)
-		if err != nil {
-			return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
-		}
-		raw = b
+func typedSchema(name string, s mcp.ToolInputSchema) (json.RawMessage, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: input schema: %w", name, err)
 	}
+	return objectSchema(name, b)
+}
+
+// objectSchema is an input schema with a type and properties, and without required
+// properties that have a default.
+func objectSchema(name string, raw json.RawMessage) (json.RawMessage, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("tool %q: input schema is not a JSON object", t.Name)
+		return nil, fmt.Errorf("tool %q: input schema is not a JSON object", name)
 	}
 	changed := false
 	if typ, ok := obj["type"]; !ok || typ == "" {
@@ -146,14 +168,21 @@ func objectSchema(t *mcp.Tool) (json.RawMessage, error) {
 		obj["properties"] = map[string]any{}
 		changed = true
 	}
-	if !changed {
-		return raw, nil
+	if changed {
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: input schema: %w", name, err)
+		}
+		raw = b
 	}
-	return json.Marshal(obj)
+	if out, changed := toolmgr.OptionalDefaults(raw); changed {
+		return out, nil
+	}
+	return raw, nil
 }
 
 // outputSchema returns the tool's outputSchema as the server wrote it (the listing's
-// own bytes, see toolListing; mcp-go's typed decoding would keep only type,
+// own bytes, see toolListing: mcp-go's typed decoding would keep only type,
 // properties, required, additionalProperties and $defs, losing $schema, a root $ref,
 // anyOf and the like), or nil. One the daemon could not show MCP clients (see
 // toolmgr.CheckOutputSchema) is left out with a note: the tool itself, and the
@@ -180,22 +209,27 @@ func outputSchema(t *mcp.Tool) (json.RawMessage, string) {
 	return raw, ""
 }
 
-// outputSchemas maps the tools of a tools/list result to their outputSchema as
-// written (nil for a tool without one); a name listed twice keeps its first.
-func outputSchemas(result json.RawMessage) map[string]json.RawMessage {
+// listedSchema is a listed tool's inputSchema and outputSchema as written (nil for
+// one it has not).
+type listedSchema struct{ input, output json.RawMessage }
+
+// listedSchemas maps the tools of a tools/list result to their schemas as written;
+// a name listed twice keeps its first.
+func listedSchemas(result json.RawMessage) map[string]listedSchema {
 	var page struct {
 		Tools []struct {
 			Name         string          `json:"name"`
+			InputSchema  json.RawMessage `json:"inputSchema"`
 			OutputSchema json.RawMessage `json:"outputSchema"`
 		} `json:"tools"`
 	}
 	if json.Unmarshal(result, &page) != nil {
 		return nil
 	}
-	out := make(map[string]json.RawMessage, len(page.Tools))
+	out := make(map[string]listedSchema, len(page.Tools))
 	for _, t := range page.Tools {
 		if _, dup := out[t.Name]; !dup {
-			out[t.Name] = t.OutputSchema
+			out[t.Name] = listedSchema{input: t.InputSchema, output: t.OutputSchema}
 		}
 	}
 	return out

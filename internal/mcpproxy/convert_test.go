@@ -197,7 +197,7 @@ func TestListingKeepsOutputSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	tools := []mcp.Tool{{Name: "a"}, {Name: "b"}, {Name: "c", OutputSchema: mcp.ToolOutputSchema{Type: "object"}}}
-	l.withOutputSchemas(tools)
+	l.withSchemas(tools)
 	got := map[string]string{}
 	for _, tl := range tools {
 		got[tl.Name] = string(tl.RawOutputSchema)

@@ -174,9 +174,9 @@ type toolListing struct {
 	pages int
 	bytes int
 	notes []string
-	// outputs are the listed tools' outputSchema as written, by name (see
-	// outputSchema).
-	outputs map[string]json.RawMessage
+	// schemas are the listed tools' inputSchema and outputSchema as written, by
+	// name (see inputSchema, outputSchema).
+	schemas map[string]listedSchema
 }
 
 // screen checks the answer to a tools/list request and may rewrite its result.
@@ -187,19 +187,19 @@ func (l *toolListing) screen(req transport.JSONRPCRequest, resp *transport.JSONR
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if listCursor(req) == "" {
-		l.tools, l.pages, l.bytes, l.notes, l.outputs = 0, 0, 0, nil, nil
+		l.tools, l.pages, l.bytes, l.notes, l.schemas = 0, 0, 0, nil, nil
 	}
 	if resp == nil || resp.Error != nil {
 		return nil
 	}
 	result, n, notes := readableTools(resp.Result)
 	resp.Result = result
-	if l.outputs == nil {
-		l.outputs = map[string]json.RawMessage{}
+	if l.schemas == nil {
+		l.schemas = map[string]listedSchema{}
 	}
-	for name, schema := range outputSchemas(result) {
-		if _, dup := l.outputs[name]; !dup {
-			l.outputs[name] = schema
+	for name, schema := range listedSchemas(result) {
+		if _, dup := l.schemas[name]; !dup {
+			l.schemas[name] = schema
 		}
 	}
 	l.tools += n
@@ -220,14 +220,20 @@ func (l *toolListing) takeNotes() []string {
 	return l.notes
 }
 
-// withOutputSchemas gives the tools of the last listing their outputSchema as the
-// server wrote it, in place of mcp-go's typed reading of it.
-func (l *toolListing) withOutputSchemas(tools []mcp.Tool) {
+// withSchemas gives the tools of the last listing their inputSchema and
+// outputSchema as the server wrote them, in place of mcp-go's typed reading of them
+// (mcp-go refuses to write a tool with both).
+func (l *toolListing) withSchemas(tools []mcp.Tool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range tools {
-		if raw := l.outputs[tools[i].Name]; len(raw) > 0 {
-			tools[i].RawOutputSchema = raw
+		s := l.schemas[tools[i].Name]
+		if len(s.input) > 0 && string(s.input) != "null" {
+			tools[i].RawInputSchema = s.input
+			tools[i].InputSchema = mcp.ToolInputSchema{}
+		}
+		if len(s.output) > 0 {
+			tools[i].RawOutputSchema = s.output
 			tools[i].OutputSchema = mcp.ToolOutputSchema{}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -18,20 +19,21 @@ import (
 // Tools with taskSupport "optional" keep plain calls: the caller waits for the result
 // either way, and a plain call has it in one round trip, with progress and
 // cancellation as they always were.
+//
+// The interval of tasks/get is the server's pollInterval when it gives one, within
+// the server's task_poll_min and task_poll_max, else its task_poll_default. A task
+// may stay input_required for task_input_wait: the proxy offers servers no
+// elicitation (it has no one to ask) and declines what they ask through
+// tasks/result; a server that keeps waiting for input after that has its task
+// cancelled, rather than the call hanging until its deadline.
 const (
 	// taskKeep is how long past the call's timeout the server is asked to keep the
 	// task (its ttl): long enough to fetch the result of a task that ended just in time.
 	taskKeep = time.Minute
-	// taskPollMin and taskPollMax bound the interval of tasks/get, the server's
-	// pollInterval when it gives one, taskPollDefault when it does not.
-	taskPollMin     = 200 * time.Millisecond
-	taskPollMax     = 5 * time.Second
-	taskPollDefault = time.Second
-	// taskInputWait is how long a task may stay input_required. The proxy offers
-	// servers no elicitation (it has no one to ask) and declines what they ask
-	// through tasks/result; a server that keeps waiting for input after that has its
-	// task cancelled, rather than the call hanging until its deadline.
-	taskInputWait = 10 * time.Second
+	// taskCreateGrace is how long, once the call has ended, the proxy still waits for
+	// the answer to a tools/call that creates a task, to cancel the task it created:
+	// an answer late past the call's deadline must not leave the task running.
+	taskCreateGrace = 10 * time.Second
 )
 
 // taskWatchers hands a connection's notifications/tasks/status to the call following
@@ -97,6 +99,8 @@ type taskFollow struct {
 	id     string
 	token  string
 	router *progressRouter
+	// The server's task settings (ServerConfig.TaskPollMin …).
+	pollMin, pollMax, pollDefault, inputWait time.Duration
 
 	mu       sync.Mutex
 	status   mcp.TaskStatus
@@ -107,12 +111,20 @@ type taskFollow struct {
 	inputMsg string
 }
 
+// follow is what the call with progress token token knows of task id, with the
+// server's task settings.
+func (t *proxyTool) follow(id, token string) *taskFollow {
+	cfg := &t.srv.cfg
+	return &taskFollow{id: id, token: token, router: t.srv.m.progress,
+		pollMin: cfg.TaskPollMin, pollMax: cfg.TaskPollMax, pollDefault: cfg.TaskPollDefault, inputWait: cfg.TaskInputWait}
+}
+
 // saw takes a status the server reported (tasks/get, a notification, the creation):
 // a change of status or message becomes a line of the call's progress.
 func (f *taskFollow) saw(task mcp.Task) {
 	f.mu.Lock()
 	if task.PollInterval != nil && *task.PollInterval > 0 {
-		f.poll = min(max(time.Duration(min(*task.PollInterval, int64(taskPollMax/time.Millisecond)))*time.Millisecond, taskPollMin), taskPollMax)
+		f.poll = min(max(time.Duration(min(*task.PollInterval, int64(f.pollMax/time.Millisecond)))*time.Millisecond, f.pollMin), f.pollMax)
 	}
 	// A poll's answer may arrive after a newer notification: a status older than one
 	// seen is not news (the stages would go back), unless it ends the task.
@@ -150,7 +162,7 @@ func (f *taskFollow) interval() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.poll == 0 {
-		return taskPollDefault
+		return f.pollDefault
 	}
 	return f.poll
 }
@@ -162,11 +174,11 @@ func (f *taskFollow) last() (mcp.TaskStatus, string) {
 }
 
 // waitingForInput is the status message of a task input_required for longer than
-// taskInputWait.
+// the server's task_input_wait.
 func (f *taskFollow) waitingForInput() (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.inputMsg, !f.inputAt.IsZero() && time.Since(f.inputAt) > taskInputWait
+	return f.inputMsg, !f.inputAt.IsZero() && time.Since(f.inputAt) > f.inputWait
 }
 
 // callTask calls the tool as a task: tools/call with params.task answers at once
@@ -180,16 +192,19 @@ func (f *taskFollow) waitingForInput() (string, bool) {
 func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req mcp.CallToolRequest, trace *callTrace, token string) (*tool.Result, error) {
 	ttl := (t.srv.cfg.CallTimeout + taskKeep).Milliseconds()
 	req.Params.Task = &mcp.TaskParams{TTL: &ttl}
-	res, err := c.client.CallTool(ctx, req)
-	if err == nil {
-		// A server may run a call as a plain one despite params.task.
-		return convertResult(res), nil
-	}
-	created, ok := createdTask(trace.result)
+	a, ok := t.createTask(ctx, c, req)
 	if !ok {
-		return t.callFailed(ctx, tc, c, trace, err)
+		return nil, callError{err: ctx.Err(), deadline: tc.Err() == nil && c.ctx.Err() == nil}
 	}
-	f := &taskFollow{id: created.TaskId, token: token, router: t.srv.m.progress}
+	if a.err == nil {
+		// A server may run a call as a plain one despite params.task.
+		return convertResult(a.res), nil
+	}
+	created, ok := createdTask(a.raw)
+	if !ok {
+		return t.callFailed(ctx, tc, c, trace, a.err)
+	}
+	f := t.follow(created.TaskId, token)
 	// The task's progress goes on with the call's token (the specification keeps it
 	// valid for the task's life), and its status notifications come to this call.
 	defer c.progress.hold(token)()
@@ -201,7 +216,14 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 		err error
 	}
 	got := make(chan fetched, 1)
-	fctx, stopFetch := context.WithCancel(ctx)
+	// The fetch ends with the call but has no deadline of its own: mcp-go's SSE
+	// transport arms its own response timer at the context's remaining time, which
+	// can fire before the context ends and answer a plain "timeout waiting for SSE
+	// response" in place of the deadline (a call that timed out read as one that
+	// failed). Its timer now falls past the call's end (response_timeout is at
+	// least call_timeout).
+	fctx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
+	defer context.AfterFunc(ctx, stopFetch)()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -224,7 +246,7 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 			}
 		case <-poll.C:
 			// Bounded: a server slow to say the status must not hold up its result.
-			gctx, gcancel := context.WithTimeout(ctx, taskPollMax)
+			gctx, gcancel := context.WithTimeout(ctx, f.pollMax)
 			task, err := c.client.GetTask(gctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}})
 			gcancel()
 			if err == nil {
@@ -235,7 +257,7 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 			if msg, long := f.waitingForInput(); long && ctx.Err() == nil {
 				t.cancelTask(c, f.id)
 				return nil, tool.Errorf(tool.KindFailed, "mcp server %s: the task of %s asked for input (%q), which toolserverd cannot give (it answers no elicitation from MCP servers); "+
-					"after %s it was cancelled", t.srv.cfg.Name, t.upstream, msg, taskInputWait)
+					"after %s it was cancelled", t.srv.cfg.Name, t.upstream, msg, f.inputWait)
 			}
 			poll.Reset(f.interval())
 			continue
@@ -250,6 +272,69 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 	}
 }
 
+// createAnswer is what a task-augmented tools/call answered: a plain result, or an
+// error and the raw result (a CreateTaskResult, which mcp-go does not read).
+type createAnswer struct {
+	res *mcp.CallToolResult
+	err error
+	raw json.RawMessage
+}
+
+// createTask sends the task-augmented tools/call and waits for its answer while the
+// call (ctx) lasts; false when the call ended first. The request itself is not
+// bound to ctx: mcp-go forgets a request whose context ends (over HTTP+SSE it drops
+// the answer arriving after, over streamable HTTP it abandons the response), and the
+// task the answer names would run on with no one to cancel it. So the answer is
+// awaited in the background for taskCreateGrace more, and the task it creates is
+// cancelled; then the request is abandoned, and the goroutine ends.
+func (t *proxyTool) createTask(ctx context.Context, c *conn, req mcp.CallToolRequest) (createAnswer, bool) {
+	// Without ctx's cancel but with its values (the call's trace).
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopConn := context.AfterFunc(c.ctx, rcancel)
+	answered := make(chan createAnswer, 1)
+	if !c.spawn(func() {
+		res, err := c.client.CallTool(rctx, req)
+		var raw json.RawMessage
+		if tr := traceOf(rctx); tr != nil {
+			raw = tr.result
+		}
+		answered <- createAnswer{res, err, raw}
+	}) {
+		stopConn()
+		rcancel()
+		return createAnswer{err: transport.ErrTransportClosed}, true
+	}
+	select {
+	case a := <-answered:
+		stopConn()
+		rcancel()
+		return a, true
+	case <-ctx.Done():
+	}
+	if !c.spawn(func() {
+		defer rcancel()
+		defer stopConn()
+		grace := time.NewTimer(taskCreateGrace)
+		defer grace.Stop()
+		var a createAnswer
+		select {
+		case a = <-answered:
+		case <-grace.C:
+			rcancel()
+			a = <-answered // the request ends with rctx
+		}
+		if task, ok := createdTask(a.raw); ok && a.err != nil {
+			c.log.Debug("mcp: a task was created after its call ended; cancelling it", "task", task.TaskId)
+			t.cancelTask(c, task.TaskId)
+		}
+	}) {
+		// The connection is closing: there is no one to tell.
+		stopConn()
+		rcancel()
+	}
+	return createAnswer{}, false
+}
+
 // taskEnded maps what tasks/result answered. A result that is not an error is the
 // task's (completed); otherwise the task's final status says whether it failed or
 // was cancelled, with the server's status message.
@@ -262,6 +347,7 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 			return res, nil
 		}
 	case c.ended() != nil || ctx.Err() != nil:
+		t.giveUp(c, f)
 		return t.callFailed(ctx, tc, c, trace, err)
 	case isSessionLost(err):
 		// The server forgot the session, and the task with it. Unlike a refused
@@ -284,6 +370,7 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 		kind = tool.KindCancelled
 	default:
 		if err != nil {
+			t.giveUp(c, f)
 			return t.callFailed(ctx, tc, c, trace, err)
 		}
 		return res, nil // completed with isError: the tool's own error, as a plain call's
@@ -298,6 +385,16 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 	res.ErrorKind = kind
 	res.Content = append([]tool.Content{{Type: tool.ContentText, Text: "[" + note + "]"}}, res.Content...)
 	return res, nil
+}
+
+// giveUp cancels a task whose result could not be had (tasks/result failed without
+// an answer: mcp-go's own response timeout, which over HTTP+SSE falls at the call's
+// deadline and can beat it, or the call ending) unless it is seen to have ended: the
+// call is over, and the task must not run on without it.
+func (t *proxyTool) giveUp(c *conn, f *taskFollow) {
+	if status, _ := f.last(); !status.IsTerminal() {
+		t.cancelTask(c, f.id)
+	}
 }
 
 // cancelTask asks the server to cancel the task, within cancelNoticeTimeout: best

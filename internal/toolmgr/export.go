@@ -131,16 +131,16 @@ const maxOpenAIDescription = 1024
 func exportOne(s tool.Spec, f Format) any {
 	switch f {
 	case FormatOpenAI:
-		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: withArrayItems(s.Parameters)}}
+		return openAITool{Type: "function", Function: openAIFunction{Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: withArrayItems(forProviders(s.Parameters))}}
 	case FormatOpenAIResponses:
 		// strict is sent false: the Responses API makes a function without it strict,
 		// rewriting its schema so that every property is required and no other
 		// allowed, which turns optional arguments into ones the model must invent.
-		return openAIResponsesTool{Type: "function", Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: withArrayItems(s.Parameters)}
+		return openAIResponsesTool{Type: "function", Name: s.Name, Description: capChars(s.Description, maxOpenAIDescription), Parameters: withArrayItems(forProviders(s.Parameters))}
 	case FormatGemini:
-		return geminiTool{Name: s.Name, Description: s.Description, ParametersJSONSchema: s.Parameters}
+		return geminiTool{Name: s.Name, Description: s.Description, ParametersJSONSchema: forProviders(s.Parameters)}
 	case FormatAnthropic:
-		return anthropicTool{Name: s.Name, Description: s.Description, InputSchema: s.Parameters}
+		return anthropicTool{Name: s.Name, Description: s.Description, InputSchema: forProviders(s.Parameters)}
 	case FormatMCP:
 		t := mcpTool{Name: s.Name, Title: s.Label, Description: s.Description, InputSchema: s.Parameters, OutputSchema: s.AdvertisedOutputSchema()}
 		t.Annotations.ReadOnlyHint = s.ReadOnly

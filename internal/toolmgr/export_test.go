@@ -372,3 +372,68 @@ func TestSchemaCache(t *testing.T) {
 		t.Errorf("cached listing differs or lacks items: %s", again)
 	}
 }
+
+// TestExportRootAlternatives: OpenAI, Anthropic and Gemini refuse a whole request
+// over one function whose parameters hold anyOf, oneOf, allOf (or, OpenAI, not, enum,
+// const) at the root, as MCP servers publish them. Their exports leave those out,
+// the alternatives' properties joining the root's (allOf's required too, as it holds
+// either way); MCP and native keep the schema as written, and the tool validates
+// against all of it.
+func TestExportRootAlternatives(t *testing.T) {
+	t.Parallel()
+	params := `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","description":"Find a user.",` +
+		`"properties":{"limit":{"type":"integer"}},"required":["limit"],"minProperties":2,` +
+		`"anyOf":[{"properties":{"email":{"type":"string"}},"required":["email"]},{"properties":{"id":{"type":"integer"},"limit":{"type":"string"}},"required":["id"]}],` +
+		`"allOf":[{"properties":{"team":{"type":"string"}},"required":["team"]}],` +
+		`"not":{"required":["both"]},"dependentRequired":{"email":["team"]}}`
+	want := `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","description":"Find a user.",` +
+		`"properties":{"limit":{"type":"integer"},"email":{"type":"string"},"id":{"type":"integer"},"team":{"type":"string"}},"required":["limit","team"],"minProperties":2,` +
+		`"dependentRequired":{"email":["team"]}}`
+	specs := []tool.Spec{{Name: "find", Description: "d", Parameters: json.RawMessage(params)}}
+	for f, got := range map[Format]json.RawMessage{
+		FormatOpenAI:          Export(specs, FormatOpenAI)[0].(openAITool).Function.Parameters,
+		FormatOpenAIResponses: Export(specs, FormatOpenAIResponses)[0].(openAIResponsesTool).Parameters,
+		FormatAnthropic:       Export(specs, FormatAnthropic)[0].(anthropicTool).InputSchema,
+		FormatGemini:          Export(specs, FormatGemini)[0].(geminiTool).ParametersJSONSchema,
+	} {
+		if string(got) != want {
+			t.Errorf("%s:\n got %s\nwant %s", f, got, want)
+		}
+	}
+	if got := Export(specs, FormatMCP)[0].(mcpTool).InputSchema; string(got) != params {
+		t.Errorf("mcp export changed the schema: %s", got)
+	}
+	if string(specs[0].Parameters) != params {
+		t.Errorf("the spec's parameters were modified")
+	}
+	// A root enum or const (OpenAI names them too) goes; a property of that name stays.
+	odd := `{"type":"object","properties":{"enum":{"type":"string","enum":["a"]}},"enum":[{"enum":"a"}]}`
+	if got := Export([]tool.Spec{{Name: "o", Parameters: json.RawMessage(odd)}}, FormatAnthropic)[0].(anthropicTool).InputSchema; string(got) != `{"type":"object","properties":{"enum":{"type":"string","enum":["a"]}}}` {
+		t.Errorf("root enum: %s", got)
+	}
+	// Nested alternatives are what providers take: the schema is sent as it is.
+	nested := `{"type":"object","properties":{"x":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`
+	if got := Export([]tool.Spec{{Name: "n", Parameters: json.RawMessage(nested)}}, FormatOpenAI)[0].(openAITool).Function.Parameters; string(got) != nested {
+		t.Errorf("nested anyOf changed: %s", got)
+	}
+
+	// The registry validates against the schema as written: the root anyOf holds.
+	m := New()
+	ft := &fnTool{spec: tool.Spec{Name: "find", Description: "d", Parameters: json.RawMessage(params)},
+		run: func(*tool.Context, json.RawMessage) (*tool.Result, error) { return tool.TextResult("found"), nil }}
+	if err := m.Register(ft); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := m.Lookup("find")
+	for args, ok := range map[string]bool{
+		`{"limit":1,"team":"t","email":"a@b"}`:   true,
+		`{"limit":1,"team":"t"}`:                 false, // neither email nor id
+		`{"limit":1,"email":"a@b"}`:              false, // allOf: team
+		`{"limit":1,"team":"t","id":2,"both":1}`: false, // not
+	} {
+		res := m.Run(e, Invocation{Ctx: &tool.Context{Context: t.Context(), Progress: tool.NoProgress}, Args: json.RawMessage(args)})
+		if res.IsError == ok {
+			t.Errorf("args %s: is_error=%v (%s), want valid=%v", args, res.IsError, res.Text(), ok)
+		}
+	}
+}

@@ -42,6 +42,15 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 	return s, declared, nil
 }
 
+// CheckParameters reports what keeps raw from being a tool's parameters schema
+// (what Register would refuse): not a JSON object, a type other than object, or a
+// schema that does not compile here (an unknown $schema dialect, a reference to
+// elsewhere, an expansion past the bound).
+func CheckParameters(raw json.RawMessage) error {
+	_, _, err := compileSchema("parameters", raw)
+	return err
+}
+
 // compileDoc compiles a schema document under url (absolute, so that nothing resolves
 // against the working directory) with no loader, so that a schema can never make the
 // daemon fetch a URL. Its errors read after "schema".

@@ -1,0 +1,134 @@
+package toolmgr
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
+
+// rootRefused are the keywords the model providers refuse at the root of a
+// function's parameters, each refusing the whole request over one tool holding
+// one: OpenAI ("schema must have type 'object' and not have
+// 'oneOf'/'anyOf'/'allOf'/'enum'/'const'/'not' at the top level", Chat Completions
+// and Responses), Anthropic ("input_schema does not support oneOf, allOf, or anyOf
+// at the top level"), and Gemini, whose parametersJsonSchema must describe an
+// object by its properties. MCP servers publish such schemas (a zod union at the
+// root, "one of these arguments is required" as a root anyOf); MCP clients and the
+// daemon's own validation take them as they are.
+var rootRefused = []string{"anyOf", "oneOf", "allOf", "not", "enum", "const"}
+
+// forProviders returns a parameters schema without the root keywords providers
+// refuse (rootRefused). What they said is not lost on the model: the properties
+// of the alternatives (inline ones) join the root's, and allOf's required, which
+// holds whichever alternative, joins its required. The arguments are still checked
+// against the whole schema before a call runs, and a call that misses what an
+// alternative demanded comes back as invalid_args saying what. A schema with
+// nothing to take out is returned as it is.
+func forProviders(raw json.RawMessage) json.RawMessage {
+	if !mayHaveRootRefused(raw) {
+		return raw
+	}
+	if out, ok := rootFlattened.get(raw); ok {
+		return out
+	}
+	out := raw
+	if fixed, changed := flattenRoot(raw); changed {
+		out = fixed
+	}
+	rootFlattened.put(raw, out)
+	return out
+}
+
+// rootFlattened keeps forProviders' answers by schema, as arrayItems does.
+var rootFlattened = schemaCache{max: 16 << 20}
+
+func mayHaveRootRefused(raw json.RawMessage) bool {
+	for _, k := range rootRefused {
+		if bytes.Contains(raw, []byte(`"`+k+`"`)) {
+			return true
+		}
+	}
+	return false
+}
+
+// flattenRoot does forProviders' work; false when the root holds none of
+// rootRefused.
+func flattenRoot(raw json.RawMessage) (json.RawMessage, bool) {
+	members, ok := objectMembers(raw)
+	if !ok {
+		return raw, false
+	}
+	var kept []member
+	var props []member    // from the alternatives, in order
+	var required []string // from allOf
+	found := false
+	for _, m := range members {
+		if !slices.Contains(rootRefused, m.key) {
+			kept = append(kept, m)
+			continue
+		}
+		found = true
+		switch m.key {
+		case "anyOf", "oneOf", "allOf":
+			var list []json.RawMessage
+			if json.Unmarshal(m.val, &list) != nil {
+				continue
+			}
+			for _, alt := range list {
+				var s struct {
+					Properties json.RawMessage `json:"properties"`
+					Required   []string        `json:"required"`
+				}
+				if json.Unmarshal(alt, &s) != nil {
+					continue
+				}
+				if p, ok := objectMembers(s.Properties); ok {
+					props = append(props, p...)
+				}
+				if m.key == "allOf" {
+					required = append(required, s.Required...)
+				}
+			}
+		}
+	}
+	if !found {
+		return raw, false
+	}
+	if len(props) > 0 {
+		kept = mergeMember(kept, "properties", func(val json.RawMessage) json.RawMessage {
+			own, _ := objectMembers(val)
+			for _, p := range props {
+				if !slices.ContainsFunc(own, func(o member) bool { return o.key == p.key }) {
+					own = append(own, p)
+				}
+			}
+			return writeMembers(own)
+		})
+	}
+	if len(required) > 0 {
+		kept = mergeMember(kept, "required", func(val json.RawMessage) json.RawMessage {
+			var own []string
+			_ = json.Unmarshal(val, &own)
+			for _, r := range required {
+				if !slices.Contains(own, r) {
+					own = append(own, r)
+				}
+			}
+			b, _ := json.Marshal(own)
+			return b
+		})
+	}
+	return writeMembers(kept), true
+}
+
+// mergeMember replaces the value of members' key with merge of it (nil when there
+// is none, then added at the end).
+func mergeMember(members []member, key string, merge func(json.RawMessage) json.RawMessage) []member {
+	for i, m := range members {
+		if m.key == key {
+			members[i].val = merge(m.val)
+			return members
+		}
+	}
+	return append(members, member{key: key, val: merge(nil)})
+}
