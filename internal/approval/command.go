@@ -94,6 +94,9 @@ type CommandAnalysis struct {
 	// writeSites are Writes, and inputSites Inputs, each with the folders the
 	// command naming it may run in.
 	writeSites, inputSites []pathSite
+	// vagueDeletes are deletes from a folder a sourced script may have led to
+	// (writes_vague.go).
+	vagueDeletes []vagueDelete
 	// physical is set when the line may turn on set -P (set -o physical): then
 	// its cds resolve symbolic links before .., as cd -P does.
 	physical bool

@@ -45,9 +45,14 @@ func (a *analyzer) danger(part string, words []string) {
 	case name == "git":
 		a.gitDanger(part, args)
 	case name == "find" && (contains(args, "-delete") || len(findExecs(args)) > 0 && a.deletes(findExecs(args))):
+		named := false
 		for _, t := range args {
 			if strings.HasPrefix(t, "-") || t == "(" || t == "!" {
 				break
+			}
+			named = true
+			if a.deleteFromVague(part, t) {
+				continue
 			}
 			switch class, what := a.classify(t); class {
 			case targetCritical:
@@ -59,6 +64,9 @@ func (a *analyzer) danger(part string, words []string) {
 					a.flag(part, "deletes files under "+what+" (find "+t+" … -delete)", tool.RiskHigh)
 				}
 			}
+		}
+		if !named { // GNU find's default: .
+			a.deleteFromVague(part, "")
 		}
 	case name == "shutdown" || name == "reboot" || name == "halt" || name == "poweroff":
 		a.flag(part, "shuts down or restarts the machine ("+name+")", tool.RiskHigh)
@@ -93,7 +101,7 @@ func (a *analyzer) deletes(execs [][]string) bool {
 }
 
 func (a *analyzer) rmDanger(part string, args []string) {
-	recursive, noPreserve := false, false
+	recursive, forced, noPreserve := false, false, false
 	var targets []string
 	opts := true
 	for _, arg := range args {
@@ -104,9 +112,12 @@ func (a *analyzer) rmDanger(part string, args []string) {
 			recursive = true
 		case opts && arg == "--no-preserve-root":
 			noPreserve = true
+		case opts && arg == "--force":
+			forced = true
 		case opts && strings.HasPrefix(arg, "--"):
 		case opts && len(arg) > 1 && arg[0] == '-':
 			recursive = recursive || strings.ContainsAny(arg[1:], "rR")
+			forced = forced || strings.ContainsRune(arg[1:], 'f')
 		default:
 			targets = append(targets, arg)
 		}
@@ -114,7 +125,13 @@ func (a *analyzer) rmDanger(part string, args []string) {
 	if noPreserve {
 		a.flag(part, "removes files with --no-preserve-root, which lets rm delete /", tool.RiskCritical)
 	}
+	if (recursive || forced) && len(targets) == 0 { // xargs rm -rf: its input names them
+		a.deleteFromVague(part, "")
+	}
 	for _, t := range targets {
+		if (recursive || forced) && a.deleteFromVague(part, t) {
+			continue
+		}
 		class, what := a.classify(t)
 		switch {
 		case class == targetCritical && recursive:
@@ -183,11 +200,32 @@ func (a *analyzer) gitDanger(part string, args []string) {
 	case "clean":
 		for _, arg := range rest {
 			if arg == "--force" || len(arg) > 1 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg, 'f') {
+				if !gitDirRooted(args) && a.deleteFromVague(part, "") {
+					break
+				}
 				a.flag(part, "deletes untracked files (git clean "+arg+")", tool.RiskHigh)
 				break
 			}
 		}
 	}
+}
+
+// gitDirRooted reports whether git -C, before the subcommand, names a folder that
+// is the same from any folder (git -C /repo clean -fdx), which a later relative -C
+// only goes below.
+func gitDirRooted(args []string) bool {
+	for i := 0; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
+		switch args[i] {
+		case "-C":
+			if i+1 < len(args) && rootedWord(args[i+1]) {
+				return true
+			}
+			i++
+		case "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env":
+			i++
+		}
+	}
+	return false
 }
 
 // redirectDanger looks at a file a redirection writes.

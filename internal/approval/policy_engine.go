@@ -169,15 +169,31 @@ func (c *check) commandImmune(present bool) string {
 	if !present {
 		return "the call carries no command to check"
 	}
+	var parts []string
 	if c.cmd.Immune {
-		var parts []string
 		for _, f := range c.cmd.Findings {
 			if f.Immune || f.Risk != "" {
 				parts = append(parts, f.String())
 			}
 		}
+	} else if f := c.vagueDeleteImmune(); f != "" {
+		parts = append(parts, f)
+	}
+	// A protected path is named too when something else forces the ask:
+	// (cd ~ && rm -rf .ssh) deletes from a folder known only when it runs, and
+	// maybe the working directory's .ssh.
+	if p := c.protectedWrite(); p != "" {
+		parts = append(parts, p)
+	}
+	if len(parts) > 0 {
 		return strings.Join(parts, "; ")
 	}
+	return c.readsPrivate()
+}
+
+// protectedWrite names a path the command may write that an immune glob protects,
+// or "".
+func (c *check) protectedWrite() string {
 	for _, w := range c.cmd.writeSites {
 		dirs, _ := c.wordDirs(w.dirs)
 		for _, dir := range dirs {
@@ -186,7 +202,7 @@ func (c *check) commandImmune(present bool) string {
 			}
 		}
 	}
-	return c.readsPrivate()
+	return ""
 }
 
 // readsPrivate names a path of the command (any word that looks like one, cd's too)
@@ -388,11 +404,17 @@ func (c *check) decide() Decision {
 		}
 		return Decision{Outcome: Allow, Rule: rules[0], Reason: "allowed by the rule allow " + strings.Join(names, ", allow ")}
 	}
+	writesVague := ""
+	if c.cmd != nil && c.mode != ModeBypass {
+		writesVague = c.writesVague()
+	}
 	switch {
 	case c.mode == ModeBypass:
 		return Decision{Outcome: Allow, Reason: "bypass mode allows every call that is not denied or protected"}
 	case outside != "":
 		return Decision{Outcome: Ask, Reason: outside + ", outside the session's working directory: reading outside it needs approval", Suggestions: c.suggest()}
+	case writesVague != "":
+		return Decision{Outcome: Ask, Reason: writesVague + ": writing where only the run knows needs approval", Suggestions: c.suggest()}
 	case pending != "":
 		return Decision{Outcome: Ask, Reason: pending, Suggestions: c.suggest()}
 	case c.mode == ModeAcceptEdits && c.e.edit[c.name] && c.path != nil && c.path.inside:
@@ -593,7 +615,7 @@ func (c *check) redirectsOutside() string {
 		if !w.redirect {
 			continue
 		}
-		if strings.HasPrefix(w.path, "~") || strings.Contains(w.path, "$") || !c.siteInside(w) {
+		if strings.HasPrefix(w.path, "~") || strings.Contains(w.path, "$") || c.siteVague(w) || !c.siteInside(w) {
 			return w.path
 		}
 	}
@@ -613,10 +635,20 @@ func (c *check) siteInside(w pathSite) bool {
 }
 
 // argsOutside names a written argument that is a path outside the working
-// directory (absolute, .., ~); words with variables are not judged.
+// directory (absolute, .., ~) or read from a folder known only when it runs
+// (writes_vague.go); other words with variables are not judged.
 func (c *check) argsOutside() string {
+	if len(c.cmd.vagueDeletes) > 0 {
+		return c.cmd.vagueDeletes[0].part
+	}
 	for _, w := range c.cmd.writeSites {
-		if strings.Contains(w.path, "$") || w.redirect {
+		if w.redirect {
+			continue
+		}
+		if c.siteVague(w) {
+			return w.path
+		}
+		if strings.Contains(w.path, "$") {
 			continue
 		}
 		if strings.HasPrefix(w.path, "~") || !c.siteInside(w) {

@@ -1,0 +1,125 @@
+package approval
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWritesFromVagueFolder: after a cd to a folder known only when it runs (cd $X,
+// cd ~, cd -, pushd $X, a popd past the stack, a sourced script), a recursive or
+// forced delete of a relative path is critical and immune, as `cd / && rm -rf usr`
+// is, and another write of a relative path asks as a read there does: no prefix
+// rule covers it, an exact rule does (a redirection, which no rule shows, asks
+// every time), bypass mode lets it through. An absolute word is judged on its own;
+// a folder a variable the line sets leads to, a known folder and a cd that stayed in
+// a subshell or did not run change nothing. After a script of the working directory,
+// trusted as much as running it there, a delete asks without being immune.
+func TestWritesFromVagueFolder(t *testing.T) {
+	t.Parallel()
+	root, work := cdTree(t)
+	if err := os.WriteFile(filepath.Join(work, "env.sh"), []byte("export A=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "out.sh"), []byte("cd /\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := testEngine(t, DefaultConfig())
+	prefix := []string{"execute_command(rm:*)", "execute_command(touch:*)", "execute_command(sed:*)", "execute_command(cp:*)",
+		"execute_command(mv:*)", "execute_command(tee:*)", "execute_command(echo:*)", "execute_command(find:*)",
+		"execute_command(git clean:*)", "execute_command(source:*)", "execute_command(pytest:*)"}
+	const allow, ask, immune = "allow", "ask", "immune"
+	for _, tc := range []struct {
+		command string
+		mode    Mode
+		rules   []string // session allow rules; nil: prefix
+		want    string   // allow, ask (not immune) or immune
+		names   string   // a word the reason names
+	}{
+		// Recursive or forced deletes from an unknown folder: critical and immune.
+		{command: "cd - && rm -rf build", rules: []string{"execute_command(rm -rf build)"}, want: immune, names: `"build"`},
+		{command: "cd - && rm -rf build", mode: ModeBypass, want: immune, names: "known only when it runs"},
+		{command: "cd - && rm -rf .", mode: ModeBypass, want: immune, names: `"."`},
+		{command: "cd $HOME && rm -rf *", mode: ModeBypass, want: immune, names: `"*"`},
+		{command: `cd "$X" && rm -rf .git`, mode: ModeBypass, want: immune, names: `".git"`},
+		{command: "cd ~ && rm -f notes.txt", mode: ModeBypass, want: immune, names: "notes.txt"},
+		{command: "cd ~ && rm --force notes.txt", mode: ModeBypass, want: immune, names: "notes.txt"},
+		{command: "cd $X && rm -r build", want: immune},
+		{command: "cd; rm -rf build", mode: ModeBypass, want: immune},
+		{command: "(cd $X && rm -rf build)", mode: ModeBypass, want: immune},
+		{command: "(cd $X; rm -rf build)", want: immune},
+		{command: "cd $X || true; rm -rf build", mode: ModeBypass, want: immune},
+		{command: "cd sub || cd $X && rm -rf build", mode: ModeBypass, want: immune},
+		{command: "pushd $X && rm -rf build; popd", mode: ModeBypass, want: immune},
+		{command: "popd && rm -rf build", mode: ModeBypass, want: immune},
+		{command: "cd ~ && find . -name '*.o' -delete", mode: ModeBypass, want: immune},
+		{command: "cd ~ && find -name '*.o' -delete", mode: ModeBypass, want: immune},
+		{command: "cd ~ && find . -exec rm -f {} +", mode: ModeBypass, want: immune},
+		{command: "cd $X && git clean -fdx", mode: ModeBypass, want: immune},
+		{command: "cd $X && git clean -fdx", rules: []string{"execute_command(git clean -fdx)"}, want: immune},
+		{command: "cd $X && ls | xargs rm -rf", mode: ModeBypass, want: immune},
+		{command: "cd $X && sudo rm -rf build", mode: ModeBypass, want: immune},
+		{command: "source /etc/profile && rm -rf build", mode: ModeBypass, want: immune},
+		{command: "source ../out.sh && rm -rf build", mode: ModeBypass, want: immune},
+		{command: "source $S && rm -rf build", mode: ModeBypass, want: immune},
+		// Other writes from an unknown folder: an ask no prefix rule covers.
+		{command: "cd - && echo x >> .bash_aliases", want: ask, names: ".bash_aliases"},
+		{command: "cd - && echo x >> .bash_aliases", rules: []string{"execute_command(echo x)"}, want: ask, names: ".bash_aliases"},
+		{command: "cd ~ && echo x >> .bash_aliases", mode: ModeBypass, want: allow},
+		{command: "cd ~ && > .bashrc", mode: ModeBypass, want: immune, names: "protected path"},
+		{command: "cd - && touch new.txt", want: ask, names: "new.txt"},
+		{command: "cd - && touch new.txt", rules: []string{"execute_command(touch new.txt)"}, want: allow},
+		{command: "cd - && touch new.txt", mode: ModeBypass, want: allow},
+		{command: "cd - && sed -i s/a/b/ conf", want: ask, names: "known only when it runs"},
+		{command: "cd - && cp a b", want: ask},
+		{command: "cd - && mv a b", want: ask},
+		{command: "cd - && echo x | tee log", want: ask, names: "log"},
+		{command: "cd - && rm stale.log", want: ask, names: "stale.log"},
+		{command: "cd - && rm stale.log", rules: []string{"execute_command(rm stale.log)"}, want: allow},
+		{command: "(cd -; touch a) && touch b", want: ask},
+		{command: "pushd $X && touch a", want: ask},
+		// An absolute word is judged on its own.
+		{command: "cd - && touch " + work + "/new", want: allow},
+		{command: "cd - && rm -rf " + work + "/build", want: allow},
+		{command: "cd $X && rm -rf " + work + "/build", mode: ModeBypass, want: allow},
+		{command: "cd - && git -C " + work + " clean -fdx", mode: ModeBypass, want: allow},
+		{command: "cd - && git -C " + work + " clean -fdx", want: ask, names: `"clean"`}, // its words are still read from cd's folder
+		{command: "cd $X && rm -rf /usr", want: immune, names: "/usr"},
+		// Known folders, and cds that did not lead there, change nothing.
+		{command: "for d in sub other; do (cd $d && rm -rf build); done", want: allow},
+		{command: "for d in sub other; do (cd $d && rm -rf build); done", mode: ModeBypass, want: allow},
+		{command: "d=sub; cd $d && echo x > out", want: allow},
+		{command: "cd .skills/x && rm -rf tmp", want: allow},
+		{command: "cd sub && echo x > out && rm -rf build", want: allow},
+		{command: "(cd - && true) && rm -rf build", want: allow},
+		{command: "(cd -) ; touch a", want: allow},
+		{command: "cd - || rm -rf build", want: allow},
+		{command: "cd - | rm -rf build", want: allow},
+		{command: "pushd sub && popd && rm -rf build", want: allow},
+		{command: "pushd sub && pushd $X && popd && popd && rm -rf build", want: immune}, // $X may be +1: the stack is not followed
+		// A script of the working directory: a delete after it asks, not immune.
+		{command: "source ./env.sh && rm -rf build", want: ask, names: "known only when it runs"},
+		{command: "source ./env.sh && rm -rf build", rules: []string{"execute_command(source ./env.sh)", "execute_command(rm -rf build)"}, want: allow},
+		{command: "source ./env.sh && rm -rf build", mode: ModeBypass, want: allow},
+		{command: "source ./env.sh && pytest tests", want: allow},
+		{command: "source ./env.sh && cd $X && rm -rf build", mode: ModeBypass, want: immune},
+	} {
+		mode := tc.mode
+		if mode == "" {
+			mode = ModeDefault
+		}
+		list := tc.rules
+		if list == nil {
+			list = prefix
+		}
+		d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command), SessionRules: mustRules(t, Allow, list...)})
+		got := string(d.Outcome)
+		if d.Outcome == Ask && d.Immune {
+			got = immune
+		}
+		if got != tc.want || !strings.Contains(d.Reason, tc.names) {
+			t.Errorf("%q (%s, %d rules): %s (%s); want %s naming %q", tc.command, mode, len(list), got, d.Reason, tc.want, tc.names)
+		}
+	}
+}
