@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -390,7 +391,7 @@ func scalar(v any, asJSON bool, sep string) string {
 	case string:
 		return x
 	case json.Number:
-		return x.String()
+		return numberText(x)
 	case bool:
 		return strconv.FormatBool(x)
 	case []any:
@@ -402,6 +403,17 @@ func scalar(v any, asJSON bool, sep string) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// numberText writes an integral number as an integer (5.0, 1e3 and -0 as 5, 1000 and
+// 0): Gemini gives every number as a double, and /pets/5.0 is not /pets/5. Other
+// numbers, and integers beyond 2^53, where a double is no longer exact, stay as given.
+func numberText(n json.Number) string {
+	f, err := strconv.ParseFloat(n.String(), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return n.String()
+	}
+	return strconv.FormatInt(int64(f), 10)
 }
 
 // encodeBody returns the request body and its Content-Type.
