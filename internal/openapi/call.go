@@ -416,13 +416,35 @@ func numberText(n json.Number) string {
 	return strconv.FormatInt(int64(f), 10)
 }
 
+// integralNumbers returns v with its integral numbers written as integers (see
+// numberText): a server decoding into an int refuses 5.0.
+func integralNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return json.Number(numberText(x))
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = integralNumbers(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = integralNumbers(e)
+		}
+		return out
+	}
+	return v
+}
+
 // encodeBody returns the request body and its Content-Type.
 func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 	switch {
 	case b.binary:
 		return encodeRawFile(b.mediaType, payload, fs)
 	case isJSON(b.mediaType):
-		data, err := json.Marshal(payload)
+		data, err := json.Marshal(integralNumbers(payload))
 		return data, b.mediaType, err
 	case b.mediaType == formMediaType:
 		obj, ok := payload.(map[string]any)
