@@ -86,9 +86,13 @@ class ToolServer:
                     yield json.loads(line)
 
     def run(self, session, calls, fmt="openai", on_event=None):
-        """Runs the model's calls and returns their messages in the order of the calls.
+        """Runs the model's calls (OpenAI tool_calls, Responses function_call items,
+        Anthropic tool_use blocks or Gemini functionCall parts, as the model gave them)
+        and returns their messages in the order of the calls.
         on_event, if given, sees every event (tool_progress for a UI, approval_required
         to tell a person, ...)."""
+        # By tool_call_id, in the order the messages came: a call the model gave no id
+        # (Gemini may not) gets the daemon's tc_ id, found below by the call's name.
         results, resume = {}, False
         for _ in range(3):
             done = False
@@ -97,7 +101,7 @@ class ToolServer:
                     if on_event:
                         on_event(ev)
                     if ev["type"] == "message":
-                        results[ev["tool_call_id"]] = ev["message"]
+                        results[ev["tool_call_id"]] = (ev["name"], ev["message"])
                     elif ev["type"] == "done":
                         done = True
             except (ConnectionError, http.client.HTTPException, urllib.error.URLError, TimeoutError) as e:
@@ -108,12 +112,34 @@ class ToolServer:
             resume = True
         else:
             raise ToolServerError(0, "incomplete", "the stream ended before done three times")
-        return [results[i] for i in map(call_id, calls) if i in results]
+        ids = [call_id(c) for c in calls]
+        spare = [k for k in results if k not in set(ids)]
+        out = []
+        for call, i in zip(calls, ids):
+            if not i:
+                # The first message of a call without an id that has the call's name.
+                i = next((k for k in spare if results[k][0] == call_name(call)), None)
+                if i is None:
+                    continue
+                spare.remove(i)
+            if i in results:
+                out.append(results[i][1])
+        return out
 
 
 def call_id(call):
-    """The id of a model's call: OpenAI tool_calls and Anthropic tool_use blocks."""
-    return call.get("id") or call.get("call_id", "")
+    """The id of a model's call: OpenAI tool_calls, Responses function_call items,
+    Anthropic tool_use blocks and Gemini functionCall parts ("" when it has none)."""
+    fc = call.get("functionCall")
+    if isinstance(fc, dict):
+        return fc.get("id") or ""
+    return call.get("id") or call.get("call_id") or ""
+
+
+def call_name(call):
+    """The tool a model's call names, in any provider's shape."""
+    fc = call.get("functionCall") or call.get("function") or call
+    return fc.get("name", "") if isinstance(fc, dict) else ""
 
 
 def main():

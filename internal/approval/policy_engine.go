@@ -20,8 +20,11 @@ type Engine struct {
 	policy    map[tool.Risk]Outcome
 	immune    []string
 	private   []string // cleaned absolute slash paths (Config.PrivateDirs)
-	readDirs  []string // Config.ReadDirs, symlinks resolved
-	edit      map[string]bool
+	// privateReal holds the private dirs with symlinks resolved (as given when they
+	// do not exist yet).
+	privateReal []string
+	readDirs    []string // Config.ReadDirs, symlinks resolved
+	edit        map[string]bool
 }
 
 // NewEngine validates cfg, fills its defaults and compiles its rules.
@@ -48,6 +51,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 	for _, d := range cfg.PrivateDirs {
 		if d = path.Clean(filepath.ToSlash(d)); path.IsAbs(d) && d != "/" {
 			e.private = append(e.private, d)
+			real := d
+			if r, err := filepath.EvalSymlinks(d); err == nil {
+				real = path.Clean(filepath.ToSlash(r))
+			}
+			e.privateReal = append(e.privateReal, real)
 		}
 	}
 	for _, d := range cfg.ReadDirs {
@@ -229,10 +237,10 @@ func (c *check) readsPrivate() string {
 				if _, v, ok := strings.Cut(w, "="); ok {
 					w = v // --file=PATH
 				}
-				if !bare && w != ".." && !strings.Contains(w, "/") {
-					continue
-				}
-				if vague && climbs(w) && c.vagueUntrusted(sc.Dirs) {
+				// A word that is no path by its look may still be a symlink into
+				// the data dir: only where it leads is checked for it.
+				byName := bare || w == ".." || strings.Contains(w, "/")
+				if byName && vague && climbs(w) && c.vagueUntrusted(sc.Dirs) {
 					return fmt.Sprintf("the command names %q after a change to a folder known only when it runs (a cd to ~ or $VAR, a sourced script; HOME and TMPDIR lie in the daemon's data directory)", w)
 				}
 				for _, dir := range dirs {
@@ -241,15 +249,48 @@ func (c *check) readsPrivate() string {
 						continue
 					}
 					for _, d := range c.e.private {
-						if within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
+						if byName && within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
 							return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
 						}
+					}
+					if real := c.linkTarget(ps.abs); real != "" && c.inPrivate(real) {
+						return fmt.Sprintf("the command names %q, a link to %q in the daemon's data directory (its keys, its database, other sessions' files)", w, real)
 					}
 				}
 			}
 		}
 	}
 	return ""
+}
+
+// linkTarget is where the path p leads when a symlink on the way makes it differ from
+// p ("" when it does not, or p's folder does not exist): for a path that does not
+// exist yet (a file a command would create), its folder's target.
+func (c *check) linkTarget(p string) string {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			return ""
+		}
+		real = filepath.Join(dir, filepath.Base(p))
+	}
+	if real = filepath.ToSlash(real); real == path.Clean(filepath.ToSlash(p)) {
+		return ""
+	}
+	return real
+}
+
+// inPrivate reports whether the resolved path real lies in a private dir (resolved
+// too), other than in the session's own working directory inside one.
+func (c *check) inPrivate(real string) bool {
+	work := c.workdirReal()
+	for _, d := range c.e.privateReal {
+		if within(real, d) && !(work != "" && within(real, work) && within(work, d)) {
+			return true
+		}
+	}
+	return false
 }
 
 // commandDir is the directory the command starts in: the working directory, or the

@@ -375,3 +375,57 @@ func TestCommandWordsFromCwd(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateDirThroughLink: a symlink in the working directory that leads into the
+// data dir names it as surely as its own name does. `head x.db` (x.db → data's
+// database) and `ls dlink` (dlink → data) ran at once, in every mode, reading the
+// database and the admin key a person must approve reading.
+func TestPrivateDirThroughLink(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	work := filepath.Join(root, "proj")
+	data := filepath.Join(work, "data")
+	outside := filepath.Join(root, "state") // a data dir outside the checkout
+	for _, d := range []string{filepath.Join(work, "src"), data, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(data, "admin.key"), filepath.Join(outside, "admin.key"), filepath.Join(work, "src", "a.go")} {
+		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{"dlink": data, "x.key": filepath.Join(data, "admin.key"), "src/up": work, "olink": outside, "alias.go": filepath.Join(work, "src", "a.go")}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(work, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, private := range []string{data, outside} {
+		cfg := DefaultConfig()
+		cfg.PrivateDirs = []string{private}
+		e, err := NewEngine(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases := []immuneCase{
+			{"cat src/a.go alias.go", false},
+			{"ls src/up/src", false},
+		}
+		if private == data {
+			cases = append(cases, immuneCase{"head -c 20 x.key", true}, immuneCase{"ls dlink", true},
+				immuneCase{"cat dlink/admin.key", true}, immuneCase{"cat src/up/data/admin.key", true}, immuneCase{"cp src/a.go dlink/new.go", true})
+		} else {
+			cases = append(cases, immuneCase{"cat olink/admin.key", true}, immuneCase{"ls olink", true}, immuneCase{"ls olink/", true})
+		}
+		for _, tc := range cases {
+			for _, mode := range []Mode{ModeDefault, ModeBypass} {
+				d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
+				if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+					t.Errorf("data dir %s, %s mode, %q: %s (immune %v): %s; want an immune ask: %v", private, mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+				}
+			}
+		}
+	}
+}

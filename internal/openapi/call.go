@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -390,7 +391,7 @@ func scalar(v any, asJSON bool, sep string) string {
 	case string:
 		return x
 	case json.Number:
-		return x.String()
+		return numberText(x)
 	case bool:
 		return strconv.FormatBool(x)
 	case []any:
@@ -404,13 +405,46 @@ func scalar(v any, asJSON bool, sep string) string {
 	return string(b)
 }
 
+// numberText writes an integral number as an integer (5.0, 1e3 and -0 as 5, 1000 and
+// 0): Gemini gives every number as a double, and /pets/5.0 is not /pets/5. Other
+// numbers, and integers beyond 2^53, where a double is no longer exact, stay as given.
+func numberText(n json.Number) string {
+	f, err := strconv.ParseFloat(n.String(), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return n.String()
+	}
+	return strconv.FormatInt(int64(f), 10)
+}
+
+// integralNumbers returns v with its integral numbers written as integers (see
+// numberText): a server decoding into an int refuses 5.0.
+func integralNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return json.Number(numberText(x))
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = integralNumbers(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = integralNumbers(e)
+		}
+		return out
+	}
+	return v
+}
+
 // encodeBody returns the request body and its Content-Type.
 func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 	switch {
 	case b.binary:
 		return encodeRawFile(b.mediaType, payload, fs)
 	case isJSON(b.mediaType):
-		data, err := json.Marshal(payload)
+		data, err := json.Marshal(integralNumbers(payload))
 		return data, b.mediaType, err
 	case b.mediaType == formMediaType:
 		obj, ok := payload.(map[string]any)

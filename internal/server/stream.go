@@ -289,6 +289,17 @@ func (sw *streamWriter) run(events *eventQueue) {
 					sw.prog = nil
 					continue
 				}
+				// A call's tool_start is queued before it can publish output, but
+				// select picks among ready cases at random: write the queued events
+				// first, so that no output comes before its call's tool_start.
+				if events.waiting() {
+					queued, ended = events.take()
+					for len(queued) > 0 {
+						sw.event(queued[0])
+						queued[0] = session.Event{}
+						queued = queued[1:]
+					}
+				}
 				sw.progress(pe)
 			case pe := <-sw.relayed:
 				sw.progress(pe)

@@ -321,6 +321,11 @@ func NewManager(cfg Config, st Store, managers ...*toolmgr.Manager) (*Manager, e
 		kick: make(chan struct{}, 1), loading: map[string]int{}, deleting: map[string]chan struct{}{}}, nil
 }
 
+// MaxWhitelist bounds a session's available_tools and available_skills: every entry is
+// matched against every tool when the session is made and on each call, and 100,000
+// patterns (a 1 MB body) held a request for half a minute of CPU.
+const MaxWhitelist = 4096
+
 // Create validates spec, persists a new session and returns it with warnings about
 // whitelist entries that were dropped.
 func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Session, []string, error) {
@@ -329,6 +334,11 @@ func (m *Manager) Create(ctx context.Context, tenant string, spec Spec) (*Sessio
 	}
 	if !permissionModes[spec.PermissionMode] {
 		return nil, nil, fmt.Errorf("%w: permission_mode %q is not one of default, accept_edits, explore, bypass, dont_ask", ErrInvalid, spec.PermissionMode)
+	}
+	for field, list := range map[string][]string{"available_tools": spec.AvailableTools, "available_skills": spec.AvailableSkills} {
+		if len(list) > MaxWhitelist {
+			return nil, nil, fmt.Errorf("%w: %s has %d entries; at most %d (use patterns such as mcp__github__*)", ErrInvalid, field, len(list), MaxWhitelist)
+		}
 	}
 	id := NewID("ses_")
 	sess, warnings, err := m.build(id, tenant, spec, time.Now().UTC())

@@ -1,0 +1,67 @@
+package python_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// TestPythonClientGemini: run() with Gemini functionCall parts returns one
+// functionResponse per call, in the calls' order, with or without the call's id. It
+// returned [] for them: the calls ran, and the model never saw their results.
+func TestPythonClientGemini(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	base, key := daemon(t)
+	script := `
+import json, sys, toolserverd
+ts = toolserverd.ToolServer(sys.argv[1], sys.argv[2])
+s = ts.create_session(["execute_command", "read_file"])
+parts = [
+    {"functionCall": {"id": "g1", "name": "execute_command", "args": {"command": "echo first"}}},
+    {"functionCall": {"name": "read_file", "args": {"path": 5}}},
+    {"functionCall": {"name": "execute_command", "args": {"command": "echo third"}}},
+]
+print(json.dumps(ts.run(s, parts, "gemini")))
+`
+	cmd := exec.Command(py, "-c", script, base, key)
+	cmd.Env = os.Environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	var msgs []struct {
+		FunctionResponse struct {
+			ID       string         `json:"id"`
+			Name     string         `json:"name"`
+			Response map[string]any `json:"response"`
+		} `json:"functionResponse"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &msgs); err != nil {
+		t.Fatalf("output %q: %v", stdout.String(), err)
+	}
+	if len(msgs) != 3 {
+		t.Fatalf("got %d messages, want 3: %s", len(msgs), stdout.String())
+	}
+	if r := msgs[0].FunctionResponse; r.ID != "g1" || r.Name != "execute_command" || !bytes.Contains(mustJSON(t, r.Response), []byte("first")) {
+		t.Errorf("message 0 = %+v, want execute_command g1 printing first", r)
+	}
+	if r := msgs[1].FunctionResponse; r.Name != "read_file" || r.Response["error"] == nil {
+		t.Errorf("message 1 = %+v, want read_file's error", r)
+	}
+	if r := msgs[2].FunctionResponse; r.Name != "execute_command" || !bytes.Contains(mustJSON(t, r.Response), []byte("third")) {
+		t.Errorf("message 2 = %+v, want execute_command printing third", r)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
