@@ -24,15 +24,17 @@ type ArtifactStore interface {
 // route, with the caller's own key; the owner checks the session and tenant itself,
 // so forwarding grants nothing).
 type ArtifactRelay struct {
-	self   string
-	st     ArtifactStore
-	client *http.Client
+	self    string
+	st      ArtifactStore
+	records CallRecords
+	client  *http.Client
 }
 
-// NewArtifactRelay returns the relay of replica self; transport nil uses one with
-// short dial timeouts (the call's own deadline bounds the rest).
-func NewArtifactRelay(self string, st ArtifactStore, transport http.RoundTripper) *ArtifactRelay {
-	return &ArtifactRelay{self: self, st: st, client: replicaClient(transport)}
+// NewArtifactRelay returns the relay of replica self; records commits a call's
+// record before the call is forwarded (nil: records are written at once); transport
+// nil uses one with short dial timeouts (the call's own deadline bounds the rest).
+func NewArtifactRelay(self string, st ArtifactStore, records CallRecords, transport http.RoundTripper) *ArtifactRelay {
+	return &ArtifactRelay{self: self, st: st, records: records, client: replicaClient(transport)}
 }
 
 // Stored records that this replica holds artifact ref of sess.
@@ -67,7 +69,7 @@ func (r *ArtifactRelay) Forward(ctx *tool.Context, ref string, args json.RawMess
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up replica %s, which holds artifact %s: %v", a.Owner, ref, err)
 	}
-	res, err = forwardCall(ctx, r.client, r.self, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
+	res, err = forwardCall(ctx, r.client, r.records, r.self, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "artifact %s is held by replica %s (%s), which did not answer: %v; "+
 			"if that replica stopped, the artifact is out of reach until it is back (with its data_dir)", ref, a.Owner, rep.Address, err)
