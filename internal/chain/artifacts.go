@@ -74,6 +74,8 @@ func NewArtifacts(dir string, maxPerSession int64, retention time.Duration) (*Ar
 type ArtifactDirectory interface {
 	// Stored records that this replica holds ref, an artifact of ctx's session.
 	Stored(ctx context.Context, sess *tool.Session, ref string) error
+	// Evicted records that this replica no longer holds ref.
+	Evicted(ctx context.Context, ref string) error
 	// Forward runs ctx's artifact_read call (with args) on the replica holding ref;
 	// handled is false when no other replica holds it for ctx's session.
 	Forward(ctx *tool.Context, ref string, args json.RawMessage) (res *tool.Result, handled bool, err error)
@@ -83,12 +85,24 @@ type ArtifactDirectory interface {
 // before the tools are used.
 func (a *Artifacts) Share(d ArtifactDirectory) { a.replicas = d }
 
-// record notes in the directory, if any, that this replica holds ref of sess.
-func (a *Artifacts) record(ctx context.Context, sess *tool.Session, ref string) error {
+// keep stores data as an artifact of sess (Put) and notes in the directory, if any,
+// that this replica holds it and no longer holds those Put evicted to make room.
+// The new one is noted before its reference is returned, so that a read on another
+// replica finds it.
+func (a *Artifacts) keep(ctx context.Context, sess *tool.Session, data []byte) (ref string, truncated bool, err error) {
+	ref, truncated, evicted, err := a.put(sess.ID, data)
 	if a.replicas == nil {
-		return nil
+		return ref, truncated, err
 	}
-	return a.replicas.Stored(ctx, sess, ref)
+	for _, old := range evicted {
+		// A row left behind (this write failed) only sends reads of the evicted
+		// artifact here, where they are not found, until the session's rows go.
+		_ = a.replicas.Evicted(ctx, old)
+	}
+	if err != nil {
+		return ref, truncated, err
+	}
+	return ref, truncated, a.replicas.Stored(ctx, sess, ref)
 }
 
 func (a *Artifacts) sessionDir(sessionID string) (string, error) {
@@ -101,9 +115,15 @@ func (a *Artifacts) sessionDir(sessionID string) (string, error) {
 // Put stores data for a session and returns its reference. Data larger than the
 // per-session bound is cut to it (truncated reports that).
 func (a *Artifacts) Put(sessionID string, data []byte) (ref string, truncated bool, err error) {
+	ref, truncated, _, err = a.put(sessionID, data)
+	return ref, truncated, err
+}
+
+// put is Put, also returning the references of the artifacts it evicted.
+func (a *Artifacts) put(sessionID string, data []byte) (ref string, truncated bool, evicted []string, err error) {
 	dir, err := a.sessionDir(sessionID)
 	if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	if int64(len(data)) > a.maxPerSession {
 		data, truncated = data[:a.maxPerSession], true
@@ -114,33 +134,34 @@ func (a *Artifacts) Put(sessionID string, data []byte) (ref string, truncated bo
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", false, fmt.Errorf("chain: artifact dir: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: artifact dir: %w", err)
 	}
-	if err := a.evict(dir, a.maxPerSession-int64(len(data))); err != nil {
-		return "", false, err
+	if evicted, err = a.evict(dir, a.maxPerSession-int64(len(data))); err != nil {
+		return "", false, evicted, err
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
-		return "", false, fmt.Errorf("chain: store artifact: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: store artifact: %w", err)
 	}
 	_, werr := tmp.Write(data)
 	cerr := tmp.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		_ = os.Remove(tmp.Name())
-		return "", false, fmt.Errorf("chain: store artifact: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: store artifact: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, ref)); err != nil {
 		_ = os.Remove(tmp.Name())
-		return "", false, fmt.Errorf("chain: store artifact: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: store artifact: %w", err)
 	}
-	return ref, truncated, nil
+	return ref, truncated, evicted, nil
 }
 
-// evict deletes the session's oldest artifacts until they hold at most keep bytes.
-func (a *Artifacts) evict(dir string, keep int64) error {
+// evict deletes the session's oldest artifacts until they hold at most keep bytes,
+// and returns the references of those it deleted.
+func (a *Artifacts) evict(dir string, keep int64) (evicted []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("chain: list artifacts: %w", err)
+		return nil, fmt.Errorf("chain: list artifacts: %w", err)
 	}
 	type file struct {
 		name string
@@ -166,11 +187,12 @@ func (a *Artifacts) evict(dir string, keep int64) error {
 			break
 		}
 		if err := os.Remove(filepath.Join(dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("chain: evict artifact: %w", err)
+			return evicted, fmt.Errorf("chain: evict artifact: %w", err)
 		}
+		evicted = append(evicted, f.name)
 		total -= f.size
 	}
-	return nil
+	return evicted, nil
 }
 
 // Read returns up to limit bytes of a session's artifact from offset, and its size.

@@ -14,6 +14,7 @@ import (
 type ArtifactStore interface {
 	RecordArtifact(ctx context.Context, a *store.Artifact) error
 	GetArtifact(ctx context.Context, ref string) (*store.Artifact, error)
+	DeleteArtifact(ctx context.Context, ref, owner string) error
 	GetReplica(ctx context.Context, id string) (*store.Replica, error)
 }
 
@@ -40,6 +41,13 @@ func NewArtifactRelay(self string, st ArtifactStore, records CallRecords, transp
 // Stored records that this replica holds artifact ref of sess.
 func (r *ArtifactRelay) Stored(ctx context.Context, sess *tool.Session, ref string) error {
 	return r.st.RecordArtifact(ctx, &store.Artifact{Ref: ref, SessionID: sess.ID, Tenant: sess.Tenant, Owner: r.self})
+}
+
+// Evicted forgets that this replica holds artifact ref: it was deleted to make room,
+// and a read of it from any replica is then not found here or anywhere (not
+// forwarded to this replica, nor unavailable while this replica is out of reach).
+func (r *ArtifactRelay) Evicted(ctx context.Context, ref string) error {
+	return r.st.DeleteArtifact(ctx, ref, r.self)
 }
 
 // Forward runs ctx's call (artifact_read, with args) on the replica that holds ref.

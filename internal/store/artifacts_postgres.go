@@ -38,3 +38,10 @@ func (p *Postgres) GetArtifact(ctx context.Context, ref string) (*Artifact, erro
 	a.CreatedAt = a.CreatedAt.UTC()
 	return &a, nil
 }
+
+func (p *Postgres) DeleteArtifact(ctx context.Context, ref, owner string) error {
+	if _, err := p.pool.Exec(ctx, `DELETE FROM artifacts WHERE ref = $1 AND owner = $2`, ref, owner); err != nil {
+		return fmt.Errorf("store: delete artifact %s: %w", ref, err)
+	}
+	return nil
+}
