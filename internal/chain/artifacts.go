@@ -76,6 +76,9 @@ type ArtifactDirectory interface {
 	Stored(ctx context.Context, sess *tool.Session, ref string) error
 	// Evicted records that this replica no longer holds ref.
 	Evicted(ctx context.Context, ref string) error
+	// Swept records that this replica no longer holds the artifacts of session it
+	// stored before at.
+	Swept(ctx context.Context, session string, at time.Time) error
 	// Forward runs ctx's artifact_read call (with args) on the replica holding ref;
 	// handled is false when no other replica holds it for ctx's session.
 	Forward(ctx *tool.Context, ref string, args json.RawMessage) (res *tool.Result, handled bool, err error)
@@ -271,13 +274,14 @@ func (a *Artifacts) Start(ctx context.Context, log *slog.Logger) error {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				n, err := a.Sweep(now)
+				swept, err := a.sweep(now)
 				if err != nil {
 					log.Warn("sweeping chain artifacts", "err", err)
 				}
-				if n > 0 {
-					log.Info("chain artifacts of unused sessions deleted", "sessions", n)
+				if len(swept) > 0 {
+					log.Info("chain artifacts of unused sessions deleted", "sessions", len(swept))
 				}
+				a.forgetSwept(ctx, log, swept)
 			}
 		}
 	}(a.done)
@@ -299,15 +303,41 @@ func (a *Artifacts) Stop() {
 // the retention before now, and in the others the temporary files a failed Put left
 // that long. It returns how many sessions it deleted.
 func (a *Artifacts) Sweep(now time.Time) (int, error) {
+	swept, err := a.sweep(now)
+	return len(swept), err
+}
+
+// sweptSession is a session whose artifacts a sweep deleted, and when: an artifact
+// the session stored after that is a new one.
+type sweptSession struct {
+	id string
+	at time.Time
+}
+
+// forgetSwept notes in the directory, if any, that this replica no longer holds the
+// swept sessions' artifacts, so that a read of one is not found from any replica.
+func (a *Artifacts) forgetSwept(ctx context.Context, log *slog.Logger, swept []sweptSession) {
+	if a.replicas == nil {
+		return
+	}
+	for _, s := range swept {
+		if err := a.replicas.Swept(ctx, s.id, s.at); err != nil {
+			log.Warn("forgetting the swept chain artifacts of a session", "session_id", s.id, "err", err)
+		}
+	}
+}
+
+// sweep is Sweep, returning the sessions it deleted.
+func (a *Artifacts) sweep(now time.Time) ([]sweptSession, error) {
 	if a.retention == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	entries, err := os.ReadDir(a.dir)
 	if err != nil {
-		return 0, fmt.Errorf("chain: sweep artifacts: %w", err)
+		return nil, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	cutoff := now.Add(-a.retention)
-	deleted := 0
+	var deleted []sweptSession
 	var errs []error
 	for _, e := range entries {
 		if e.IsDir() && strings.HasPrefix(e.Name(), doomedPrefix) {
@@ -320,9 +350,9 @@ func (a *Artifacts) Sweep(now time.Time) (int, error) {
 		if !e.IsDir() || !sessionPattern.MatchString(e.Name()) {
 			continue
 		}
-		gone, err := a.sweepSession(filepath.Join(a.dir, e.Name()), cutoff)
+		gone, at, err := a.sweepSession(filepath.Join(a.dir, e.Name()), cutoff)
 		if gone {
-			deleted++
+			deleted = append(deleted, sweptSession{e.Name(), at})
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -339,32 +369,34 @@ const doomedPrefix = ".deleting-"
 // never finds its directory removed half-way and nothing is added between judging and
 // removing. A directory to delete is renamed aside under mu and deleted after: a large
 // one would otherwise hold every session's Put and Read for as long as that takes.
-func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, err error) {
-	doomed, err := a.judgeSession(dir, cutoff)
+func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, at time.Time, err error) {
+	doomed, at, err := a.judgeSession(dir, cutoff)
 	if doomed == "" || err != nil {
-		return false, err
+		return false, at, err
 	}
 	if err := os.RemoveAll(doomed); err != nil {
-		return true, fmt.Errorf("chain: sweep artifacts: %w", err)
+		return true, at, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
-	return true, nil
+	return true, at, nil
 }
 
 // judgeSession removes the stale temporary files of a session in use, or sets the
-// directory of an unused session aside and returns where. The caller deletes that.
-func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, err error) {
+// directory of an unused session aside and returns where, and when (under mu: an
+// artifact of the session recorded after that is a new one). The caller deletes it.
+func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, at time.Time, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	at = time.Now()
 	fi, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return "", at, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("chain: sweep artifacts: %w", err)
+		return "", at, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return "", fmt.Errorf("chain: sweep artifacts: %w", err)
+		return "", at, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	last := fi.ModTime()
 	var staleTemp []string
@@ -384,9 +416,9 @@ func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, e
 	if last.Before(cutoff) {
 		doomed := filepath.Join(filepath.Dir(dir), doomedPrefix+filepath.Base(dir)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 		if err := os.Rename(dir, doomed); err != nil {
-			return "", fmt.Errorf("chain: sweep artifacts: %w", err)
+			return "", at, fmt.Errorf("chain: sweep artifacts: %w", err)
 		}
-		return doomed, nil
+		return doomed, at, nil
 	}
 	var errs []error
 	for _, name := range staleTemp {
@@ -394,5 +426,5 @@ func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, e
 			errs = append(errs, fmt.Errorf("chain: sweep artifacts: %w", err))
 		}
 	}
-	return "", errors.Join(errs...)
+	return "", at, errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -15,6 +16,7 @@ type ArtifactStore interface {
 	RecordArtifact(ctx context.Context, a *store.Artifact) error
 	GetArtifact(ctx context.Context, ref string) (*store.Artifact, error)
 	DeleteArtifact(ctx context.Context, ref, owner string) error
+	DeleteSessionArtifacts(ctx context.Context, session, owner string, before time.Time) error
 	GetReplica(ctx context.Context, id string) (*store.Replica, error)
 }
 
@@ -48,6 +50,12 @@ func (r *ArtifactRelay) Stored(ctx context.Context, sess *tool.Session, ref stri
 // forwarded to this replica, nor unavailable while this replica is out of reach).
 func (r *ArtifactRelay) Evicted(ctx context.Context, ref string) error {
 	return r.st.DeleteArtifact(ctx, ref, r.self)
+}
+
+// Swept forgets the artifacts of session this replica held before at: its sweep
+// deleted them (the session had not used them for the retention).
+func (r *ArtifactRelay) Swept(ctx context.Context, session string, at time.Time) error {
+	return r.st.DeleteSessionArtifacts(ctx, session, r.self, at)
 }
 
 // Forward runs ctx's call (artifact_read, with args) on the replica that holds ref.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -59,4 +60,31 @@ func TestEvictedArtifactNotFoundEverywhere(t *testing.T) {
 	notFound(b, "")
 	a.stop()
 	notFound(b, "with A stopped")
+}
+
+// TestSweptArtifactNotFoundEverywhere: a session's artifacts unused for
+// chain.artifact_retention are swept on replica A, their rows with them, so
+// artifact_read of one through B is not_found, also once A has stopped.
+func TestSweptArtifactNotFoundEverywhere(t *testing.T) {
+	t.Parallel()
+	a, b := twoReplicas(t, func(c *config.Config) {
+		c.Chain.MaxInlineResultBytes = 1024
+		c.Chain.ArtifactRetention = 2 * time.Second
+	})
+	sess := a.createSession(map[string]any{"available_tools": []string{"tool_chain", "artifact_read", "echo"}})["id"].(string)
+	m := keyedCall(t, a, "", sess, "tool_chain", fmt.Sprintf(`{"script":%q}`, `result = echo(text="a" * 2000)`))
+	res, _ := structuredOf(t, m)["result"].(map[string]any)
+	ref, _ := res["artifact"].(string)
+	if !strings.HasPrefix(ref, "art_") {
+		t.Fatalf("the chain's result is no artifact: %s", m.raw)
+	}
+	artifacts := b.app.Store.(store.ArtifactStore)
+	waitFor(t, 30*time.Second, "the swept artifact's row to be deleted", func() bool {
+		_, err := artifacts.GetArtifact(t.Context(), ref)
+		return errors.Is(err, store.ErrNotFound)
+	})
+	a.stop()
+	if m := keyedCall(t, b, "", sess, "artifact_read", fmt.Sprintf(`{"ref":%q}`, ref)); m.m["is_error"] != true || m.m["error_kind"] != "not_found" {
+		t.Errorf("artifact_read of the swept artifact through B with A stopped: %s; want not_found", m.raw)
+	}
 }

@@ -30,4 +30,8 @@ type ArtifactStore interface {
 	// DeleteArtifact deletes ref's row if owner holds it (a replica forgets only
 	// what it holds); an unknown ref, or another owner's, is no error.
 	DeleteArtifact(ctx context.Context, ref, owner string) error
+	// DeleteSessionArtifacts deletes the rows of the artifacts of session that owner
+	// holds and recorded before before (its sweep deleted them; one recorded since
+	// is a new artifact of the session).
+	DeleteSessionArtifacts(ctx context.Context, session, owner string, before time.Time) error
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 var _ ArtifactStore = (*SQLite)(nil)
@@ -46,6 +47,14 @@ func (s *SQLite) GetArtifact(ctx context.Context, ref string) (*Artifact, error)
 func (s *SQLite) DeleteArtifact(ctx context.Context, ref, owner string) error {
 	if _, err := s.w.ExecContext(ctx, `DELETE FROM artifacts WHERE ref = ? AND owner = ?`, ref, owner); err != nil {
 		return fmt.Errorf("store: delete artifact %s: %w", ref, err)
+	}
+	return nil
+}
+
+func (s *SQLite) DeleteSessionArtifacts(ctx context.Context, session, owner string, before time.Time) error {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM artifacts WHERE session_id = ? AND owner = ? AND created_at < ?`,
+		session, owner, sqliteTime(before)); err != nil {
+		return fmt.Errorf("store: delete artifacts of session %s: %w", session, err)
 	}
 	return nil
 }

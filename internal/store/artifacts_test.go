@@ -9,7 +9,8 @@ import (
 )
 
 // TestDeleteArtifact: an evicted artifact's row is deleted by its owner, only by its
-// owner, and deleting one that is gone is no error; on both stores.
+// owner, and deleting one that is gone is no error; a swept session's rows go but
+// for those recorded after the sweep; on both stores.
 func TestDeleteArtifact(t *testing.T) {
 	t.Parallel()
 	for _, bc := range []struct {
@@ -56,6 +57,26 @@ func TestDeleteArtifact(t *testing.T) {
 			}
 			if err := s.DeleteArtifact(ctx, "art_1", "replica-a"); err != nil {
 				t.Errorf("deleting it again: %v", err)
+			}
+
+			// A swept session's rows go, but for one recorded since the sweep.
+			swept := time.Now()
+			if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_3", SessionID: "ses_1", Tenant: "t", Owner: "replica-a", CreatedAt: swept.Add(time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_4", SessionID: "ses_2", Tenant: "t", Owner: "replica-a"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DeleteSessionArtifacts(ctx, "ses_1", "replica-a", swept); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GetArtifact(ctx, "art_2"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the swept session's artifact row: %v; want it deleted", err)
+			}
+			for _, ref := range []string{"art_3", "art_4"} {
+				if _, err := s.GetArtifact(ctx, ref); err != nil {
+					t.Errorf("%s, recorded after the sweep or of another session: %v", ref, err)
+				}
 			}
 		})
 	}
