@@ -82,7 +82,7 @@ func (a *App) jobRelay() builtin.JobDirectory {
 	if a.storeKind() != "postgres" || !ok {
 		return nil
 	}
-	return cluster.NewJobRelay(a.Config.ReplicaID, st, nil)
+	return cluster.NewJobRelay(a.Config.ReplicaID, st, a.callRecords(), nil)
 }
 
 // artifactRelay lets artifact_read reach the tool_chain artifacts other replicas
@@ -92,7 +92,7 @@ func (a *App) artifactRelay() chain.ArtifactDirectory {
 	if a.storeKind() != "postgres" || !ok {
 		return nil
 	}
-	return cluster.NewArtifactRelay(a.Config.ReplicaID, st, nil)
+	return cluster.NewArtifactRelay(a.Config.ReplicaID, st, a.callRecords(), nil)
 }
 
 // fileStamps shares what sessions' file tools have seen between the replicas, so that
@@ -104,4 +104,13 @@ func (a *App) fileStamps() builtin.FileStamps {
 		return nil
 	}
 	return st
+}
+
+// callRecords commits a call's record before a relay forwards the call; nil when
+// records are not group-committed.
+func (a *App) callRecords() cluster.CallRecords {
+	if a.Commits == nil {
+		return nil
+	}
+	return a.Commits
 }

@@ -74,6 +74,11 @@ func NewArtifacts(dir string, maxPerSession int64, retention time.Duration) (*Ar
 type ArtifactDirectory interface {
 	// Stored records that this replica holds ref, an artifact of ctx's session.
 	Stored(ctx context.Context, sess *tool.Session, ref string) error
+	// Evicted records that this replica no longer holds ref.
+	Evicted(ctx context.Context, ref string) error
+	// Swept records that this replica no longer holds the artifacts of session it
+	// stored before at.
+	Swept(ctx context.Context, session string, at time.Time) error
 	// Forward runs ctx's artifact_read call (with args) on the replica holding ref;
 	// handled is false when no other replica holds it for ctx's session.
 	Forward(ctx *tool.Context, ref string, args json.RawMessage) (res *tool.Result, handled bool, err error)
@@ -83,12 +88,24 @@ type ArtifactDirectory interface {
 // before the tools are used.
 func (a *Artifacts) Share(d ArtifactDirectory) { a.replicas = d }
 
-// record notes in the directory, if any, that this replica holds ref of sess.
-func (a *Artifacts) record(ctx context.Context, sess *tool.Session, ref string) error {
+// keep stores data as an artifact of sess (Put) and notes in the directory, if any,
+// that this replica holds it and no longer holds those Put evicted to make room.
+// The new one is noted before its reference is returned, so that a read on another
+// replica finds it.
+func (a *Artifacts) keep(ctx context.Context, sess *tool.Session, data []byte) (ref string, truncated bool, err error) {
+	ref, truncated, evicted, err := a.put(sess.ID, data)
 	if a.replicas == nil {
-		return nil
+		return ref, truncated, err
 	}
-	return a.replicas.Stored(ctx, sess, ref)
+	for _, old := range evicted {
+		// A row left behind (this write failed) only sends reads of the evicted
+		// artifact here, where they are not found, until the session's rows go.
+		_ = a.replicas.Evicted(ctx, old)
+	}
+	if err != nil {
+		return ref, truncated, err
+	}
+	return ref, truncated, a.replicas.Stored(ctx, sess, ref)
 }
 
 func (a *Artifacts) sessionDir(sessionID string) (string, error) {
@@ -101,9 +118,15 @@ func (a *Artifacts) sessionDir(sessionID string) (string, error) {
 // Put stores data for a session and returns its reference. Data larger than the
 // per-session bound is cut to it (truncated reports that).
 func (a *Artifacts) Put(sessionID string, data []byte) (ref string, truncated bool, err error) {
+	ref, truncated, _, err = a.put(sessionID, data)
+	return ref, truncated, err
+}
+
+// put is Put, also returning the references of the artifacts it evicted.
+func (a *Artifacts) put(sessionID string, data []byte) (ref string, truncated bool, evicted []string, err error) {
 	dir, err := a.sessionDir(sessionID)
 	if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	if int64(len(data)) > a.maxPerSession {
 		data, truncated = data[:a.maxPerSession], true
@@ -114,33 +137,34 @@ func (a *Artifacts) Put(sessionID string, data []byte) (ref string, truncated bo
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", false, fmt.Errorf("chain: artifact dir: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: artifact dir: %w", err)
 	}
-	if err := a.evict(dir, a.maxPerSession-int64(len(data))); err != nil {
-		return "", false, err
+	if evicted, err = a.evict(dir, a.maxPerSession-int64(len(data))); err != nil {
+		return "", false, evicted, err
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
-		return "", false, fmt.Errorf("chain: store artifact: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: store artifact: %w", err)
 	}
 	_, werr := tmp.Write(data)
 	cerr := tmp.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		_ = os.Remove(tmp.Name())
-		return "", false, fmt.Errorf("chain: store artifact: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: store artifact: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, ref)); err != nil {
 		_ = os.Remove(tmp.Name())
-		return "", false, fmt.Errorf("chain: store artifact: %w", err)
+		return "", false, evicted, fmt.Errorf("chain: store artifact: %w", err)
 	}
-	return ref, truncated, nil
+	return ref, truncated, evicted, nil
 }
 
-// evict deletes the session's oldest artifacts until they hold at most keep bytes.
-func (a *Artifacts) evict(dir string, keep int64) error {
+// evict deletes the session's oldest artifacts until they hold at most keep bytes,
+// and returns the references of those it deleted.
+func (a *Artifacts) evict(dir string, keep int64) (evicted []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("chain: list artifacts: %w", err)
+		return nil, fmt.Errorf("chain: list artifacts: %w", err)
 	}
 	type file struct {
 		name string
@@ -166,11 +190,12 @@ func (a *Artifacts) evict(dir string, keep int64) error {
 			break
 		}
 		if err := os.Remove(filepath.Join(dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("chain: evict artifact: %w", err)
+			return evicted, fmt.Errorf("chain: evict artifact: %w", err)
 		}
+		evicted = append(evicted, f.name)
 		total -= f.size
 	}
-	return nil
+	return evicted, nil
 }
 
 // Read returns up to limit bytes of a session's artifact from offset, and its size.
@@ -249,13 +274,14 @@ func (a *Artifacts) Start(ctx context.Context, log *slog.Logger) error {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				n, err := a.Sweep(now)
+				swept, err := a.sweep(now)
 				if err != nil {
 					log.Warn("sweeping chain artifacts", "err", err)
 				}
-				if n > 0 {
-					log.Info("chain artifacts of unused sessions deleted", "sessions", n)
+				if len(swept) > 0 {
+					log.Info("chain artifacts of unused sessions deleted", "sessions", len(swept))
 				}
+				a.forgetSwept(ctx, log, swept)
 			}
 		}
 	}(a.done)
@@ -277,15 +303,41 @@ func (a *Artifacts) Stop() {
 // the retention before now, and in the others the temporary files a failed Put left
 // that long. It returns how many sessions it deleted.
 func (a *Artifacts) Sweep(now time.Time) (int, error) {
+	swept, err := a.sweep(now)
+	return len(swept), err
+}
+
+// sweptSession is a session whose artifacts a sweep deleted, and when: an artifact
+// the session stored after that is a new one.
+type sweptSession struct {
+	id string
+	at time.Time
+}
+
+// forgetSwept notes in the directory, if any, that this replica no longer holds the
+// swept sessions' artifacts, so that a read of one is not found from any replica.
+func (a *Artifacts) forgetSwept(ctx context.Context, log *slog.Logger, swept []sweptSession) {
+	if a.replicas == nil {
+		return
+	}
+	for _, s := range swept {
+		if err := a.replicas.Swept(ctx, s.id, s.at); err != nil {
+			log.Warn("forgetting the swept chain artifacts of a session", "session_id", s.id, "err", err)
+		}
+	}
+}
+
+// sweep is Sweep, returning the sessions it deleted.
+func (a *Artifacts) sweep(now time.Time) ([]sweptSession, error) {
 	if a.retention == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	entries, err := os.ReadDir(a.dir)
 	if err != nil {
-		return 0, fmt.Errorf("chain: sweep artifacts: %w", err)
+		return nil, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	cutoff := now.Add(-a.retention)
-	deleted := 0
+	var deleted []sweptSession
 	var errs []error
 	for _, e := range entries {
 		if e.IsDir() && strings.HasPrefix(e.Name(), doomedPrefix) {
@@ -298,9 +350,9 @@ func (a *Artifacts) Sweep(now time.Time) (int, error) {
 		if !e.IsDir() || !sessionPattern.MatchString(e.Name()) {
 			continue
 		}
-		gone, err := a.sweepSession(filepath.Join(a.dir, e.Name()), cutoff)
+		gone, at, err := a.sweepSession(filepath.Join(a.dir, e.Name()), cutoff)
 		if gone {
-			deleted++
+			deleted = append(deleted, sweptSession{e.Name(), at})
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -317,32 +369,34 @@ const doomedPrefix = ".deleting-"
 // never finds its directory removed half-way and nothing is added between judging and
 // removing. A directory to delete is renamed aside under mu and deleted after: a large
 // one would otherwise hold every session's Put and Read for as long as that takes.
-func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, err error) {
-	doomed, err := a.judgeSession(dir, cutoff)
+func (a *Artifacts) sweepSession(dir string, cutoff time.Time) (gone bool, at time.Time, err error) {
+	doomed, at, err := a.judgeSession(dir, cutoff)
 	if doomed == "" || err != nil {
-		return false, err
+		return false, at, err
 	}
 	if err := os.RemoveAll(doomed); err != nil {
-		return true, fmt.Errorf("chain: sweep artifacts: %w", err)
+		return true, at, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
-	return true, nil
+	return true, at, nil
 }
 
 // judgeSession removes the stale temporary files of a session in use, or sets the
-// directory of an unused session aside and returns where. The caller deletes that.
-func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, err error) {
+// directory of an unused session aside and returns where, and when (under mu: an
+// artifact of the session recorded after that is a new one). The caller deletes it.
+func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, at time.Time, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	at = time.Now()
 	fi, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return "", at, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("chain: sweep artifacts: %w", err)
+		return "", at, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return "", fmt.Errorf("chain: sweep artifacts: %w", err)
+		return "", at, fmt.Errorf("chain: sweep artifacts: %w", err)
 	}
 	last := fi.ModTime()
 	var staleTemp []string
@@ -362,9 +416,9 @@ func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, e
 	if last.Before(cutoff) {
 		doomed := filepath.Join(filepath.Dir(dir), doomedPrefix+filepath.Base(dir)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 		if err := os.Rename(dir, doomed); err != nil {
-			return "", fmt.Errorf("chain: sweep artifacts: %w", err)
+			return "", at, fmt.Errorf("chain: sweep artifacts: %w", err)
 		}
-		return doomed, nil
+		return doomed, at, nil
 	}
 	var errs []error
 	for _, name := range staleTemp {
@@ -372,5 +426,5 @@ func (a *Artifacts) judgeSession(dir string, cutoff time.Time) (doomed string, e
 			errs = append(errs, fmt.Errorf("chain: sweep artifacts: %w", err))
 		}
 	}
-	return "", errors.Join(errs...)
+	return "", at, errors.Join(errs...)
 }

@@ -255,12 +255,7 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 		payload = []byte(res.Text())
 	}
 	if len(payload) > r.t.policy.MaxInlineResultBytes {
-		ref, truncated, err := r.t.store.Put(r.tc.Session.ID, payload)
-		if err == nil {
-			// Recorded before the script sees the reference, so that a read on another
-			// replica finds it.
-			err = r.t.store.record(r.tc, r.tc.Session, ref)
-		}
+		ref, truncated, err := r.t.store.keep(r.tc, r.tc.Session, payload)
 		if err != nil {
 			return "", fmt.Errorf("a result of %d bytes could not be stored as an artifact: %v", len(payload), err)
 		}

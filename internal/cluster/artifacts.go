@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -14,6 +15,8 @@ import (
 type ArtifactStore interface {
 	RecordArtifact(ctx context.Context, a *store.Artifact) error
 	GetArtifact(ctx context.Context, ref string) (*store.Artifact, error)
+	DeleteArtifact(ctx context.Context, ref, owner string) error
+	DeleteSessionArtifacts(ctx context.Context, session, owner string, before time.Time) error
 	GetReplica(ctx context.Context, id string) (*store.Replica, error)
 }
 
@@ -24,20 +27,35 @@ type ArtifactStore interface {
 // route, with the caller's own key; the owner checks the session and tenant itself,
 // so forwarding grants nothing).
 type ArtifactRelay struct {
-	self   string
-	st     ArtifactStore
-	client *http.Client
+	self    string
+	st      ArtifactStore
+	records CallRecords
+	client  *http.Client
 }
 
-// NewArtifactRelay returns the relay of replica self; transport nil uses one with
-// short dial timeouts (the call's own deadline bounds the rest).
-func NewArtifactRelay(self string, st ArtifactStore, transport http.RoundTripper) *ArtifactRelay {
-	return &ArtifactRelay{self: self, st: st, client: replicaClient(transport)}
+// NewArtifactRelay returns the relay of replica self; records commits a call's
+// record before the call is forwarded (nil: records are written at once); transport
+// nil uses one with short dial timeouts (the call's own deadline bounds the rest).
+func NewArtifactRelay(self string, st ArtifactStore, records CallRecords, transport http.RoundTripper) *ArtifactRelay {
+	return &ArtifactRelay{self: self, st: st, records: records, client: replicaClient(transport)}
 }
 
 // Stored records that this replica holds artifact ref of sess.
 func (r *ArtifactRelay) Stored(ctx context.Context, sess *tool.Session, ref string) error {
 	return r.st.RecordArtifact(ctx, &store.Artifact{Ref: ref, SessionID: sess.ID, Tenant: sess.Tenant, Owner: r.self})
+}
+
+// Evicted forgets that this replica holds artifact ref: it was deleted to make room,
+// and a read of it from any replica is then not found here or anywhere (not
+// forwarded to this replica, nor unavailable while this replica is out of reach).
+func (r *ArtifactRelay) Evicted(ctx context.Context, ref string) error {
+	return r.st.DeleteArtifact(ctx, ref, r.self)
+}
+
+// Swept forgets the artifacts of session this replica held before at: its sweep
+// deleted them (the session had not used them for the retention).
+func (r *ArtifactRelay) Swept(ctx context.Context, session string, at time.Time) error {
+	return r.st.DeleteSessionArtifacts(ctx, session, r.self, at)
 }
 
 // Forward runs ctx's call (artifact_read, with args) on the replica that holds ref.
@@ -67,7 +85,7 @@ func (r *ArtifactRelay) Forward(ctx *tool.Context, ref string, args json.RawMess
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up replica %s, which holds artifact %s: %v", a.Owner, ref, err)
 	}
-	res, err = forwardCall(ctx, r.client, r.self, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
+	res, err = forwardCall(ctx, r.client, r.records, r.self, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "artifact %s is held by replica %s (%s), which did not answer: %v; "+
 			"if that replica stopped, the artifact is out of reach until it is back (with its data_dir)", ref, a.Owner, rep.Address, err)

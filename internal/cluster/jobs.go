@@ -51,6 +51,12 @@ type JobStore interface {
 	GetReplica(ctx context.Context, id string) (*store.Replica, error)
 }
 
+// CallRecords commits a call's record that may still be waiting to be written
+// (store.GroupCommitter holds a read-only call's record for its result).
+type CallRecords interface {
+	Commit(ctx context.Context, id string) error
+}
+
 // JobRelay lets the job tools of any replica reach a background job, whichever
 // replica runs it: the job's process and output logs live where it started, so the
 // starting replica records itself as the owner, and a call about the job on another
@@ -58,15 +64,17 @@ type JobStore interface {
 // key. The owner authenticates the key and checks the session's tenant itself, so
 // forwarding grants nothing the caller does not hold.
 type JobRelay struct {
-	self   string
-	st     JobStore
-	client *http.Client
+	self    string
+	st      JobStore
+	records CallRecords
+	client  *http.Client
 }
 
-// NewJobRelay returns the relay of replica self; transport nil uses one with short
-// dial timeouts (a call's own deadline bounds the rest).
-func NewJobRelay(self string, st JobStore, transport http.RoundTripper) *JobRelay {
-	return &JobRelay{self: self, st: st, client: replicaClient(transport)}
+// NewJobRelay returns the relay of replica self; records commits a call's record
+// before the call is forwarded (nil: records are written at once); transport nil
+// uses one with short dial timeouts (a call's own deadline bounds the rest).
+func NewJobRelay(self string, st JobStore, records CallRecords, transport http.RoundTripper) *JobRelay {
+	return &JobRelay{self: self, st: st, records: records, client: replicaClient(transport)}
 }
 
 // replicaClient reaches the other replicas through transport, or one with short dial
@@ -125,7 +133,7 @@ func (r *JobRelay) Forward(ctx *tool.Context, jobID string, args json.RawMessage
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up replica %s, which runs job %s: %v", j.Owner, jobID, err)
 	}
-	res, err = forwardCall(ctx, r.client, r.self, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
+	res, err = forwardCall(ctx, r.client, r.records, r.self, rep, JobCallRequest{CallID: ctx.CallID, Name: ctx.ToolName, Arguments: args})
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "job %s runs on replica %s (%s), which did not answer: %v; "+
 			"if that replica stopped, the job and its output are gone", jobID, j.Owner, rep.Address, err)
@@ -135,10 +143,21 @@ func (r *JobRelay) Forward(ctx *tool.Context, jobID string, args json.RawMessage
 
 // forwardCall runs ctx's call on replica rep through the job-call route, sent by self
 // with the caller's own key, and returns rep's result.
-func forwardCall(ctx *tool.Context, client *http.Client, self string, rep *store.Replica, body JobCallRequest) (*tool.Result, error) {
+//
+// rep runs the call only once it finds the call's record in the store, so the record
+// is committed first: a read-only call's record would otherwise wait out the fold
+// window here while rep polls for it. Committed as running and owned by this
+// replica, it is finished here with rep's answer (or the error), or, if this replica
+// dies first, failed by the others' sweep when its lease runs out.
+func forwardCall(ctx *tool.Context, client *http.Client, records CallRecords, self string, rep *store.Replica, body JobCallRequest) (*tool.Result, error) {
 	base, err := url.Parse(rep.Address)
 	if err != nil || base.Host == "" {
 		return nil, fmt.Errorf("its advertised address %q is not a URL", rep.Address)
+	}
+	if records != nil && body.CallID != "" {
+		if err := records.Commit(ctx, body.CallID); err != nil {
+			return nil, fmt.Errorf("the call's record could not be written before forwarding it: %w", err)
+		}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -59,31 +59,32 @@ func defaultReplicaTransport() http.RoundTripper {
 // forwardToOwner serves r from the replica that owns rec when that is another
 // replica, and reports whether it did. When the owner cannot be reached (it stopped,
 // its address is unknown) handler serves r here, from what this replica and the
-// store know; a finished call then reads as finished.
+// store know (the record, which holds a finished call's result).
 func (s *Server) forwardToOwner(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
 	return s.forward(w, r, rec, handler, nil)
 }
 
 // forwardOutputRead is forwardToOwner for reads of a call's live output (a progress
 // poll, its SSE stream), which only the owner has: while the owner is alive but
-// cannot be reached and the call is unfinished, an answer from here would show no
-// output where there may be some (a poll's empty data, a stream silent until the call
-// ends), so it is 503 unavailable with Retry-After, naming the owner. Once the owner's
-// lease has run out (it is dead; the sweep fails its calls), or once the call has
-// finished, handler answers here from the store.
+// cannot be reached, an answer from here would show no output where there may be
+// some (a poll's empty data, a stream silent until the call ends; for a finished
+// call, "finished" with no data), so it is 503 unavailable with Retry-After, naming
+// the owner (and, for a finished call, where its result is: the record holds it, not
+// the output). Once the owner's lease has run out (it is dead; the sweep fails its
+// calls), handler answers here from the store.
 func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
 	return s.forward(w, r, rec, handler, func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string) {
-		if rec.Status.Terminal() || !s.Replicas.alive(rep) {
+		if !s.Replicas.alive(rep) {
 			local(w, r)
 			return
 		}
-		// Read again: the call may have finished while the forward was tried.
+		where := "the call runs on replica "
 		if cur, err := s.Calls.GetCall(r.Context(), rec.ID); err == nil && cur.Status.Terminal() {
-			local(w, r)
-			return
+			// Read again: the call may have finished while the forward was tried.
+			where = "the call finished (its result: GET /v1/tool-calls/" + rec.ID + ") on replica "
 		}
 		w.Header().Set("Retry-After", "5")
-		s.writeError(w, r, errorf(CodeUnavailable, "the call runs on replica "+rec.Owner+" ("+rep.Address+"), which holds its output and "+
+		s.writeError(w, r, errorf(CodeUnavailable, where+rec.Owner+" ("+rep.Address+"), which holds its output and "+
 			"could not be reached ("+reason+"); try again shortly (if that replica stopped, its calls are marked failed once its lease runs out)"))
 	})
 }

@@ -59,9 +59,9 @@ func (s *Server) runForwardedJobCall(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, cluster.JobCallResponse{Result: res})
 }
 
-// checkForwardedCall finds the forwarded call's record. A read-only call's record may
-// still be in the forwarding replica's group-commit queue, so a missing record is
-// waited for briefly.
+// checkForwardedCall finds the forwarded call's record. The forwarding replica
+// commits it before forwarding (cluster.forwardCall); a missing record is still
+// waited for briefly, for a replica of an earlier version, which did not.
 func (s *Server) checkForwardedCall(r *http.Request, sessionID string, req *cluster.JobCallRequest) error {
 	if req.CallID == "" {
 		return errorf(CodeBadRequest, "call_id is required: the forwarding replica's record of the call")

@@ -15,7 +15,8 @@ import (
 // or wedged process: its kernel still accepts the connection, nothing answers) was
 // forwarded there and waited as long as its client did, holding a handler and two
 // connections. The forward now gives up on an answer that does not begin and
-// answers here, as it does for an owner that cannot be reached.
+// answers here, as it does for an owner that cannot be reached: 503 with Retry-After
+// while the owner's lease holds (the output is there, out of reach).
 func TestProgressReadOwnerHung(t *testing.T) {
 	t.Parallel()
 	a, b := twoReplicas(t, nil)
@@ -39,8 +40,10 @@ func TestProgressReadOwnerHung(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var p progressRead
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &p) != nil || !p.Finished {
-		t.Fatalf("progress read through B: HTTP %d %s", resp.StatusCode, body)
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code != "unavailable" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("progress read through B: HTTP %d %s; want 503 unavailable with Retry-After", resp.StatusCode, body)
 	}
 }

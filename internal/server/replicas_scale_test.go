@@ -77,8 +77,8 @@ func TestUnsafeCallsSerializedAcrossReplicas(t *testing.T) {
 
 // TestProgressReadOnAnotherReplica: a call runs on replica A; its live output is read
 // through replica B, by offset and as an SSE stream, and B answers with A's output
-// (forwarded to A's advertised address). Once A is gone, B answers from the store:
-// the finished call reads as finished, with no output.
+// (forwarded to A's advertised address). Once A has stopped, while its lease holds,
+// the output read through B is 503 (out of reach) and the record has the result.
 func TestProgressReadOnAnotherReplica(t *testing.T) {
 	t.Parallel()
 	shared := t.TempDir()
@@ -158,10 +158,14 @@ func TestProgressReadOnAnotherReplica(t *testing.T) {
 		t.Fatalf("SSE through B: %q", text)
 	}
 
-	// A is gone: B answers from the store.
+	// A stopped, its lease not yet run out: its output is out of reach, which B says
+	// (rather than "finished, no output"); the result is in the record.
 	a.stop()
-	if p := read(b); !p.Finished || p.Data != "" {
-		t.Fatalf("with the owner gone: %+v", p)
+	if code, h, body := b.do("GET", "/v1/tool-calls/"+cid+"/progress?offset=0", nil); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Fatalf("progress through B with the owner stopped: %d %s; want 503 with Retry-After", code, body)
+	}
+	if code, _, body := b.do("GET", "/v1/tool-calls/"+cid, nil); code != 200 || !strings.Contains(string(body), "second-line") {
+		t.Fatalf("the call's record through B with the owner stopped: %d %s", code, body)
 	}
 }
 

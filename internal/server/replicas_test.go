@@ -123,7 +123,7 @@ func TestReplicaIDInUse(t *testing.T) {
 
 // twoReplicas starts two daemons, replica-a and replica-b, on one fresh PostgreSQL
 // database, each configured by mutate (nil: as startDaemon configures them).
-func twoReplicas(t *testing.T, mutate func(*config.Config)) (a, b *daemon) {
+func twoReplicas(t testing.TB, mutate func(*config.Config)) (a, b *daemon) {
 	t.Helper()
 	url := pgtest.URL(t)
 	opts := func(replica string) daemonOpts {

@@ -16,7 +16,8 @@ import (
 // those streams are open on any replica, and the call ran on one. So the replica
 // that ran it announces the result (TopicBackground), and every other replica that
 // holds the session with a stream open reads the record and publishes it there.
-// A notification can be lost (see store.Notifier): the record keeps the result.
+// A notification can be lost (see store.Notifier): the record keeps the result, and
+// when the listener reconnects the records are read again (resyncBackground).
 
 // TopicBackground is notified when a background call's result was published to its
 // session; the payload is the session id, the replica that ran the call and the
@@ -69,12 +70,33 @@ func (m *Manager) announceBackgroundApproval(ctx context.Context, s *Session, ap
 // notification.
 const backgroundReadTimeout = 10 * time.Second
 
+// CallLister lists a session's calls. A CallReader that is also one lets the manager
+// re-read the records when notifications may have been lost.
+type CallLister interface {
+	ListCalls(ctx context.Context, sessionID string, p store.CallPage) ([]*store.Call, error)
+}
+
+// resyncCalls is how many of a session's newest calls a resynchronisation reads: a
+// listener reconnects within seconds, and a session does not finish more background
+// calls than this meanwhile.
+const resyncCalls = 100
+
+// resyncSkew widens a resynchronisation's window back from when the session's
+// streams opened, for the clocks of the replicas that finished the calls.
+const resyncSkew = time.Second
+
 // heardBackground publishes the result of another replica's background call to the
 // live session the payload names, when a stream of it is open here. The record is
-// read off the notifier's loop.
+// read off the notifier's loop. An empty payload says notifications may have been
+// lost (the listener reconnected): the records of every session with a stream open
+// here are read again (resyncBackground).
 func (m *Manager) heardBackground(ctx context.Context, log *slog.Logger, payload string) {
 	if m.calls == nil {
 		return // nothing to read with
+	}
+	if payload == "" {
+		m.resyncBackground(ctx, log)
+		return
 	}
 	m.readForStreams(ctx, payload, func(ctx context.Context, s *Session, callID string) {
 		rec, err := m.calls.GetCall(ctx, callID)
@@ -82,20 +104,94 @@ func (m *Manager) heardBackground(ctx context.Context, log *slog.Logger, payload
 			log.Warn("reading the result of another replica's background call failed", "session_id", s.ID, "call_id", callID, "err", err)
 			return
 		}
-		if rec.SessionID != s.ID || !rec.Status.Terminal() || rec.Result == nil {
-			return // not this session's, or not a result the record holds
-		}
-		res := rec.Result
-		if m.shape != nil {
-			res = m.shape(res)
-		}
-		at := time.Now()
-		if rec.FinishedAt != nil {
-			at = *rec.FinishedAt
-		}
-		s.publish(Event{Type: EventResult, Result: res, TS: at,
-			Call: &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}})
+		m.publishResult(s, rec)
 	})
+}
+
+// publishResult publishes rec, the record of another replica's background call of
+// s, to s's streams, unless it is not this session's, holds no result, or its result
+// was sent to them already (a notification and a resynchronisation may both read it).
+func (m *Manager) publishResult(s *Session, rec *store.Call) {
+	if rec.SessionID != s.ID || !rec.Status.Terminal() || rec.Result == nil {
+		return // not this session's, or not a result the record holds
+	}
+	res := rec.Result
+	if m.shape != nil {
+		res = m.shape(res)
+	}
+	at := time.Now()
+	if rec.FinishedAt != nil {
+		at = *rec.FinishedAt
+	}
+	ev := Event{Type: EventResult, Result: res, TS: at,
+		Call: &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.subs) == 0 {
+		return
+	}
+	if _, sent := s.remoteResults[rec.ID]; sent {
+		return
+	}
+	if s.remoteResults == nil {
+		s.remoteResults = map[string]struct{}{}
+	}
+	s.remoteResults[rec.ID] = struct{}{}
+	for ch := range s.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// resyncBackground reads again, for every session with a stream open here, its
+// newest calls, and publishes the results of other replicas' background calls that
+// finished since its streams opened and were not sent to them: their notifications
+// may have been lost. Off the notifier's loop, like readForStreams.
+func (m *Manager) resyncBackground(ctx context.Context, log *slog.Logger) {
+	lister, ok := m.calls.(CallLister)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	live := make([]*Session, 0, len(m.live))
+	for _, s := range m.live {
+		live = append(live, s)
+	}
+	m.mu.Unlock()
+	for _, s := range live {
+		if !s.subscribed() {
+			continue
+		}
+		m.readers.Add(1)
+		go func() {
+			defer m.readers.Done()
+			ctx, cancel := context.WithTimeout(ctx, backgroundReadTimeout)
+			defer cancel()
+			calls, err := lister.ListCalls(ctx, s.ID, store.CallPage{Limit: resyncCalls})
+			if err != nil {
+				log.Warn("reading a session's calls again after notifications may have been lost failed", "session_id", s.ID, "err", err)
+				return
+			}
+			s.mu.Lock()
+			since := s.streamsSince.Add(-resyncSkew)
+			s.mu.Unlock()
+			for _, rec := range calls {
+				if rec.Owner == m.replica || rec.FinishedAt == nil || rec.FinishedAt.Before(since) || !s.background(rec.Name) {
+					continue // this replica's own (published when it ran), or older than the streams
+				}
+				m.publishResult(s, rec)
+			}
+		}()
+	}
+}
+
+// background reports whether the session's tool name runs in the background (its
+// result goes to the session's streams).
+func (s *Session) background(name string) bool {
+	_, e, ok := s.Tools.Resolve(name)
+	return ok && e.Spec.Mode == tool.ModeBackground
 }
 
 // readForStreams reads what a notification's payload ("session replica id") names,

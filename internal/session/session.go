@@ -102,6 +102,11 @@ type Session struct {
 	interruptSeq uint64
 	interruptMsg string
 	subs         map[chan Event]struct{}
+	// streamsSince is when the session's streams here last went from none to some;
+	// remoteResults the other replicas' background calls whose results they were
+	// sent since (background.go). Both reset when the last stream closes.
+	streamsSince  time.Time
+	remoteResults map[string]struct{}
 
 	// What eviction looks at (see evict.go).
 	holds        int          // calls of the session running or waiting in this process
@@ -125,11 +130,17 @@ func (s *Session) Subscribe(buf int) (events <-chan Event, cancel func()) {
 	if s.subs == nil {
 		s.subs = map[chan Event]struct{}{}
 	}
+	if len(s.subs) == 0 {
+		s.streamsSince = time.Now()
+	}
 	s.subs[ch] = struct{}{}
 	s.mu.Unlock()
 	return ch, func() {
 		s.mu.Lock()
 		delete(s.subs, ch)
+		if len(s.subs) == 0 {
+			s.remoteResults = nil
+		}
 		s.lastUsed = time.Now()
 		gone := s.gone
 		s.mu.Unlock()

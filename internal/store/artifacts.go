@@ -17,13 +17,21 @@ type Artifact struct {
 	CreatedAt time.Time
 }
 
-// ArtifactStore keeps artifact owners. Only PostgreSQL has it, like JobStore: on one
-// machine every artifact is in the one process. An artifact's row goes when its
-// owner's replica row is forgotten, or with its session (retention).
+// ArtifactStore keeps artifact owners. PostgreSQL fills it when replicas share it;
+// SQLite has it too, on the same schema, though one process never fills it.
+// An artifact's row goes when the owner evicts the artifact, when its owner's replica
+// row is forgotten, or with its session (retention).
 type ArtifactStore interface {
 	// RecordArtifact fails with ErrInvalid when a field is empty; the owner must
 	// have heartbeated.
 	RecordArtifact(ctx context.Context, a *Artifact) error
 	// GetArtifact returns ErrNotFound for an unknown reference.
 	GetArtifact(ctx context.Context, ref string) (*Artifact, error)
+	// DeleteArtifact deletes ref's row if owner holds it (a replica forgets only
+	// what it holds); an unknown ref, or another owner's, is no error.
+	DeleteArtifact(ctx context.Context, ref, owner string) error
+	// DeleteSessionArtifacts deletes the rows of the artifacts of session that owner
+	// holds and recorded before before (its sweep deleted them; one recorded since
+	// is a new artifact of the session).
+	DeleteSessionArtifacts(ctx context.Context, session, owner string, before time.Time) error
 }

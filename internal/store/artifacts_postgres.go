@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -37,4 +38,19 @@ func (p *Postgres) GetArtifact(ctx context.Context, ref string) (*Artifact, erro
 	}
 	a.CreatedAt = a.CreatedAt.UTC()
 	return &a, nil
+}
+
+func (p *Postgres) DeleteArtifact(ctx context.Context, ref, owner string) error {
+	if _, err := p.pool.Exec(ctx, `DELETE FROM artifacts WHERE ref = $1 AND owner = $2`, ref, owner); err != nil {
+		return fmt.Errorf("store: delete artifact %s: %w", ref, err)
+	}
+	return nil
+}
+
+func (p *Postgres) DeleteSessionArtifacts(ctx context.Context, session, owner string, before time.Time) error {
+	if _, err := p.pool.Exec(ctx, `DELETE FROM artifacts WHERE session_id = $1 AND owner = $2 AND created_at < $3`,
+		session, owner, utcMicro(before)); err != nil {
+		return fmt.Errorf("store: delete artifacts of session %s: %w", session, err)
+	}
+	return nil
 }

@@ -125,10 +125,11 @@ const (
 type gcOp struct {
 	call   *Call      // an insert (a private copy) when non-nil
 	start  *CallStart // a start when non-nil
-	flush  bool       // a barrier: every held insert is written with it
+	flush  bool       // a barrier: every held insert (or only flushID's) is written with it
 	finish CallFinish // otherwise, a finish
 	done   chan error // buffered: the writer never blocks on a waiter that left
 
+	flushID  string    // on a flush: only this call's held insert is written with it
 	detached bool      // an Enqueue'd insert: nobody waits for its commit
 	foldable bool      // detached, and may wait for its Finish (FoldWindow)
 	heldAt   time.Time // when the writer started holding it
@@ -406,6 +407,8 @@ func (g *GroupCommitter) arrange(batch, taken []*gcOp, now time.Time, releaseAll
 			g.held[op.call.ID] = op
 			g.heldFIFO = append(g.heldFIFO, op)
 			continue
+		case op.flush && op.flushID != "":
+			batch = g.releaseHeld(batch, op.flushID)
 		case op.flush:
 			releaseAll = true
 		case op.call != nil:
@@ -474,6 +477,20 @@ func (g *GroupCommitter) Flush(ctx context.Context) error {
 	}
 	if err := g.submit(ctx, &gcOp{flush: true}); err != nil {
 		return fmt.Errorf("store: flush held records: %w", err)
+	}
+	return nil
+}
+
+// Commit writes call id's insert now if it is waiting in the fold window, and returns
+// when it is committed (at once when it is not waiting to be written). Use it before
+// another replica is asked to act on the record: that replica reads the store, not
+// this committer.
+func (g *GroupCommitter) Commit(ctx context.Context, id string) error {
+	if g.unwritten(func(c *Call) bool { return c.ID == id }) == nil {
+		return nil
+	}
+	if err := g.submit(ctx, &gcOp{flush: true, flushID: id}); err != nil {
+		return fmt.Errorf("store: commit call %s: %w", id, err)
 	}
 	return nil
 }

@@ -24,9 +24,10 @@ type Notifier interface {
 	Notify(ctx context.Context, topic, payload string) error
 	// Subscribe returns a channel of topic's payloads and a function that ends the
 	// subscription and closes the channel (safe to call more than once). The channel is
-	// bounded: when it is full, further payloads for it are dropped, never waited for.
-	// An empty payload means "something may have been missed: re-check everything"
-	// (sent to every subscriber after a PGNotifier reconnects).
+	// bounded: when it is full, further payloads for it are dropped, never waited for,
+	// and an empty payload follows what it holds. An empty payload means "something
+	// may have been missed: re-check everything" (sent after drops, and to every
+	// subscriber after a PGNotifier reconnects).
 	Subscribe(topic string) (<-chan string, func())
 }
 
@@ -79,7 +80,8 @@ func newNotifyHub(buffer int) *notifyHub {
 }
 
 func (h *notifyHub) subscribe(topic string) (<-chan string, func()) {
-	s := &notifySub{ch: make(chan string, h.buffer)}
+	// One slot more than the buffer, for the empty payload that follows drops.
+	s := &notifySub{ch: make(chan string, h.buffer+1)}
 	h.mu.Lock()
 	if h.subs[topic] == nil {
 		h.subs[topic] = map[*notifySub]struct{}{}
@@ -121,11 +123,23 @@ func (h *notifyHub) broadcast(payload string) {
 	}
 }
 
+// send queues payload for s, or drops it when s's buffer is full and queues an
+// empty payload instead ("something may have been missed"), so that a subscriber
+// that fell behind re-checks once it catches up. The empty payload has the slot
+// past the buffer: a payload goes in only below the buffer, so a channel filled to
+// that slot ends with an empty payload not read yet, which covers any drop since.
+// The caller holds h.mu (sends are serialized; readers only make room).
 func (h *notifyHub) send(s *notifySub, payload string) {
-	select {
-	case s.ch <- payload:
-	default:
+	if payload != "" && len(s.ch) < h.buffer {
+		s.ch <- payload
+		return
+	}
+	if payload != "" {
 		h.dropped.Add(1)
+	}
+	select {
+	case s.ch <- "":
+	default: // an empty payload not read yet is queued already
 	}
 }
 

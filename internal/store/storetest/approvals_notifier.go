@@ -144,7 +144,8 @@ func testNotifyUnsubscribe(t *testing.T, pair func(*testing.T, int) (store.Notif
 }
 
 // testNotifySlowSubscriber: a subscriber that does not read loses notifications but
-// never blocks Notify, nor other subscribers.
+// never blocks Notify, nor other subscribers, and is then sent an empty payload (it
+// missed some: re-check everything).
 func testNotifySlowSubscriber(t *testing.T, pair func(*testing.T, int) (store.Notifier, store.Notifier)) {
 	const buffer, sent = 4, 40
 	from, to := pair(t, buffer)
@@ -183,13 +184,17 @@ func testNotifySlowSubscriber(t *testing.T, pair func(*testing.T, int) (store.No
 	case <-time.After(2 * notifyWait):
 		t.Fatal("Notify blocked on a subscriber that does not read")
 	}
-	if len(slow) != buffer {
-		t.Errorf("slow subscriber holds %d, want its buffer full (%d)", len(slow), buffer)
+	if len(slow) != buffer+1 {
+		t.Errorf("slow subscriber holds %d, want its buffer full (%d) and the empty payload", len(slow), buffer)
 	}
 	for i := range buffer { // the oldest were kept, the rest dropped
 		if got, want := <-slow, fmt.Sprintf("tc_%d", i); got != want {
 			t.Errorf("slow subscriber %d = %q, want %q", i, got, want)
 		}
+	}
+	// Then it is told it missed some: re-check everything.
+	if got := Receive(t, slow); got != "" {
+		t.Errorf("slow subscriber after its buffer got %q, want the empty payload", got)
 	}
 	// Once it reads again, it receives again.
 	if err := from.Notify(t.Context(), store.TopicCall, "after"); err != nil {

@@ -331,6 +331,31 @@ func testGroupCommitFoldWindow(t *testing.T, s store.Store) {
 	}
 	checkFinished(t, s, "tc_b")
 
+	// Commit writes one waiting record, now, and leaves the others waiting.
+	for _, id := range []string{"tc_commit1", "tc_commit2"} {
+		if err := g.Enqueue(runningCall(id, "ses_commit", "call_"+id, base.Add(time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Commit(ctx, "tc_commit1"); err != nil {
+		t.Fatalf("Commit of a waiting record: %v", err)
+	}
+	if c := mustGetCall(t, s, "tc_commit1"); c.Status != store.CallRunning {
+		t.Errorf("after Commit: %+v, want the record written, running", c)
+	}
+	if _, err := s.GetCall(ctx, "tc_commit2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("store GetCall of another waiting record after Commit: %v, want ErrNotFound", err)
+	}
+	if err := g.Commit(ctx, "tc_commit1"); err != nil {
+		t.Errorf("Commit of a written record: %v", err)
+	}
+	for _, id := range []string{"tc_commit1", "tc_commit2"} {
+		if err := g.Finish(ctx, store.CallFinish{ID: id, Status: store.CallSucceeded, Result: resultFor(id)}); err != nil {
+			t.Fatalf("Finish %s: %v", id, err)
+		}
+		checkFinished(t, s, id)
+	}
+
 	// A start of a waiting pending record writes the record first.
 	pending := runningCall("tc_c", "ses_fold", "call_c", base.Add(2*time.Second))
 	pending.Status, pending.StartedAt = store.CallPending, nil

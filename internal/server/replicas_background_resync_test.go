@@ -1,0 +1,67 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// TestBackgroundResultAfterLostNotification: a background call of a session finished
+// on replica A while a stream of the session is open on replica B, and the
+// notification that would have told B was lost (here: never sent; in life, sent
+// while B's listener connection was down). When B's listener reconnects it re-reads
+// the session's records, so the stream on B still gets the call's tool_result.
+func TestBackgroundResultAfterLostNotification(t *testing.T) {
+	t.Parallel()
+	a, b := twoReplicas(t, nil)
+	id := a.createSession(map[string]any{"available_tools": []string{"bg_sleep"}})["id"].(string)
+	onB := sessionEventLines(t, b, id)
+
+	// A's record of the finished call, with no notification.
+	now := time.Now().UTC()
+	rec := &store.Call{ID: "tc_lostnotification", SessionID: id, Tenant: "default", ToolCallID: "lost", Name: "bg_sleep",
+		Arguments: json.RawMessage(`{"ms":1}`), Status: store.CallSucceeded, Result: tool.TextResult("slept while B was deaf"),
+		Owner: "replica-a", CreatedAt: now, StartedAt: &now, FinishedAt: &now}
+	if err := a.app.Store.WriteCalls(t.Context(), []*store.Call{rec}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The listeners' connections drop (A's and B's: they LISTEN alike); they reconnect.
+	n, ok := b.app.Notifier.(*store.PGNotifier)
+	if !ok {
+		t.Fatalf("replica B's notifier is a %T", b.app.Notifier)
+	}
+	before := n.Reconnects()
+	conn, err := pgx.Connect(t.Context(), b.app.Config.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var killed int
+	if err := conn.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1`,
+		"LISTEN "+pgx.Identifier{n.Channel()}.Sanitize()).Scan(&killed); err != nil || killed != 2 {
+		t.Fatalf("terminating the replicas' listeners: %d backends, %v; want 2", killed, err)
+	}
+	waitFor(t, 30*time.Second, "B's listener to reconnect", func() bool { return n.Reconnects() > before && n.Listening() })
+
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case l := <-onB:
+			if bytes.Contains(l.line, []byte(`"type":"tool_result"`)) {
+				if !bytes.Contains(l.line, []byte(rec.ID)) || !bytes.Contains(l.line, []byte("slept while B was deaf")) {
+					t.Fatalf("tool_result on B: %s", l.line)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no tool_result on B's stream after B's listener reconnected")
+		}
+	}
+}
