@@ -70,6 +70,10 @@ type conn struct {
 	// tasks routes notifications/tasks/status to the calls following the tasks.
 	tasks   taskWatchers
 	listing toolListing
+	// opened is set once the connection is up; stray is the first line a stdio
+	// server wrote on stdout before that which cannot be JSON-RPC (boundedLines).
+	opened atomic.Bool
+	stray  atomic.Pointer[string]
 	// sdkSaid is the last error mcp-go logged about the connection.
 	sdkSaid atomic.Pointer[string]
 	// refused is the last 4xx answer to a POST of an HTTP server, for initialize's
@@ -109,6 +113,9 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 			// another origin) and then waits for an endpoint until the timeout.
 			err = fmt.Errorf("%w (the SSE client said: %s)", err, *said)
 		}
+		if stray := c.stray.Load(); stray != nil {
+			err = fmt.Errorf("%w (the server wrote on stdout a line that is not JSON-RPC, which was skipped: %q; a stdio MCP server may write only JSON-RPC messages there, its logs go to stderr)", err, *stray)
+		}
 		if c.exited != nil && errors.Is(err, transport.ErrTransportClosed) {
 			// The child died: wait briefly for its last words.
 			select {
@@ -120,6 +127,7 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 		c.close()
 		return nil, nil, err
 	}
+	c.opened.Store(true)
 	return c, tools, nil
 }
 
