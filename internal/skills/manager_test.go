@@ -435,8 +435,13 @@ func TestMissingSkillMDSaysWhy(t *testing.T) {
 	writeFile(t, filepath.Join(root, "skills", "README.md"), "the skills\n", 0o644)
 	writeFile(t, filepath.Join(root, "lower", "skill.md"), "---\nname: lower\ndescription: Lower case.\n---\n", 0o644)
 	writeFile(t, filepath.Join(root, "spec", "spec.md"), "the spec\n", 0o644)
+	// A folder of Claude Code plugins named instead of one plugin's skills/.
+	writeFile(t, filepath.Join(root, "myplug", ".claude-plugin", "plugin.json"), `{"name":"myplug"}`, 0o644)
+	writeSkill(t, filepath.Join(root, "myplug", "skills"), "tool-a", "A plugin's skill.", "")
 	m := newManager(t, Config{Dirs: []string{root}})
 	want := map[string]string{
+		"myplug": "missing SKILL.md: this is a Claude Code plugin, whose skills are in its skills folder (tool-a): list " +
+			filepath.Join(root, "myplug", "skills") + " in skills.dirs",
 		"skills": "missing SKILL.md: this is no skill but a folder of skills (docx, pdf, pptx, … 4 in all): list it in skills.dirs rather than " + root,
 		"lower":  "missing SKILL.md: the file is skill.md; the Agent Skills format wants the name SKILL.md exactly",
 		"spec":   "missing SKILL.md",
