@@ -177,10 +177,24 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs, leftOut: leftOut}
 }
 
-// missingSkillMD explains why the folder dir, which has no SKILL.md, is no skill: its
+// missingSkillMD explains why the folder dir, which has no SKILL.md of its own, is no
+// skill: its SKILL.md is a symlink out of it or no regular file, its
 // SKILL.md is spelt in another case, it is a folder of skills, a level too high, or
 // a Claude Code plugin, whose skills are in its skills/.
 func missingSkillMD(dir string) error {
+	md := filepath.Join(dir, "SKILL.md")
+	if fi, err := os.Lstat(md); err == nil {
+		// There is a SKILL.md, which is not part of the skill (see fileEntry).
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if _, err := os.Stat(md); err != nil {
+				return errors.New("missing SKILL.md: SKILL.md is a symlink that leads nowhere")
+			}
+			return errors.New("missing SKILL.md: SKILL.md is a symlink that leads out of the skill's folder, and a skill is only the files inside its folder: copy the file in")
+		case !fi.Mode().IsRegular():
+			return errors.New("missing SKILL.md: SKILL.md is not a regular file")
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, ".claude-plugin", "plugin.json")); err == nil {
 		if skills := skillFolders(filepath.Join(dir, "skills")); len(skills) > 0 {
 			return fmt.Errorf("missing SKILL.md: this is a Claude Code plugin, whose skills are in its skills folder (%s): list %s in skills.dirs",
@@ -260,7 +274,7 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 		}
 	}
 	if !hasMD {
-		return Skill{}, errors.New("missing SKILL.md")
+		return Skill{}, missingSkillMD(dir)
 	}
 	s, err := parseSkillFiles(skillMD, skillYAML, filepath.Base(dir))
 	if err != nil {
