@@ -54,6 +54,7 @@ type relayedEvents struct {
 	out       []byte // whole lines to relay
 	done      bool
 	started   bool
+	answered  bool // the call's message was relayed
 	approvals map[string]bool
 	err       error // why the stream ended, nil at its clean end
 }
@@ -102,6 +103,8 @@ func (e *relayedEvents) note(lines []byte) {
 			e.done = true
 		case "tool_start":
 			e.started = true
+		case "message":
+			e.answered = true
 		case "approval_required":
 			e.approvals[ev.Approval.ID] = true
 		}
@@ -110,8 +113,8 @@ func (e *relayedEvents) note(lines []byte) {
 
 // eventsContinued writes the events stream served here after the owner's broke off:
 // the response has begun, so its head is not written again, and the events the
-// client already has from the owner (the call's start, its approval requests) are
-// left out.
+// client already has from the owner (the call's start, its approval requests, its
+// message when only done was missing) are left out.
 type eventsContinued struct {
 	http.ResponseWriter
 	sent    *relayedEvents
@@ -130,7 +133,8 @@ func (c *eventsContinued) Write(p []byte) (int, error) {
 	for line := range bytes.Lines(c.partial[:i+1]) {
 		var ev eventLine
 		if json.Unmarshal(line, &ev) == nil {
-			if ev.Type == "tool_start" && c.sent.started || ev.Type == "approval_required" && c.sent.approvals[ev.Approval.ID] {
+			if ev.Type == "tool_start" && c.sent.started || ev.Type == "message" && c.sent.answered ||
+				ev.Type == "approval_required" && c.sent.approvals[ev.Approval.ID] {
 				continue
 			}
 		}

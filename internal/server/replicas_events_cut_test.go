@@ -22,6 +22,9 @@ type cuttableProxy struct {
 	target atomic.Pointer[string]
 	mu     sync.Mutex
 	conns  []net.Conn
+	// cutAfter, when set, cuts a connection once a line of the target's answer
+	// holding it has been passed on, before anything after that line.
+	cutAfter []byte
 }
 
 func newCuttableProxy(t *testing.T) *cuttableProxy {
@@ -52,10 +55,36 @@ func newCuttableProxy(t *testing.T) *cuttableProxy {
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
 			go func() { io.Copy(u, c); u.Close() }()
-			go func() { io.Copy(c, u); c.Close() }()
+			go func() { p.relay(c, u); c.Close(); u.Close() }()
 		}
 	}()
 	return p
+}
+
+// relay copies the target's answer to the client, cutting it after the line
+// holding cutAfter.
+func (p *cuttableProxy) relay(c, u net.Conn) {
+	if p.cutAfter == nil {
+		io.Copy(c, u)
+		return
+	}
+	var seen []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := u.Read(buf)
+		chunk := buf[:n]
+		seen = append(seen, chunk...)
+		if i := bytes.Index(seen, p.cutAfter); i >= 0 {
+			if j := bytes.IndexByte(seen[i:], '\n'); j >= 0 {
+				end := len(chunk) - (len(seen) - (i + j + 1))
+				c.Write(chunk[:end])
+				return
+			}
+		}
+		if _, werr := c.Write(chunk); werr != nil || err != nil {
+			return
+		}
+	}
 }
 
 func (p *cuttableProxy) cut() {
@@ -141,3 +170,43 @@ func TestCallEventsOwnerLostMidStream(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCallEventsOwnerLostBeforeDone: the link to the call's replica breaks right
+// after the call's message, before done. B finishes the stream with done alone: the
+// client gets the call's message once.
+func TestCallEventsOwnerLostBeforeDone(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	proxy := newCuttableProxy(t)
+	proxy.cutAfter = []byte(`"type":"message"`)
+	a := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) {
+		c.ReplicaID = "replica-a"
+		c.Cluster.AdvertiseURL = "http://" + proxy.ln.Addr().String()
+		c.Permissions.Allow = []string{"execute_command"}
+	}})
+	proxy.target.Store(ptr(strings.TrimPrefix(a.url, "http://")))
+	b := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = "replica-b" }})
+
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	ev, rest, stop := streamUntilEvent(t, a, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo before; sleep 1; echo after"}}]}`, "tool_progress")
+	defer stop()
+	callID := ev["call_id"].(string)
+
+	code, _, body := b.do("GET", "/v1/tool-calls/"+callID+"/events", nil)
+	if code != 200 {
+		t.Fatalf("events on B: %d %s", code, body)
+	}
+	evs := parseNDJSON(t, body)
+	messages(t, evs) // ends with done
+	n := 0
+	for _, e := range evs {
+		if e.str("type") == "message" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d message events through B, want 1:\n%s", n, body)
+	}
+	<-rest
+}
