@@ -50,6 +50,7 @@ type eventLine struct {
 // its end, so that the relay finishes cleanly and forwardEvents can go on.
 type relayedEvents struct {
 	body      io.ReadCloser
+	chunk     []byte // read buffer
 	buf       []byte // read, not yet relayed: a line's start
 	out       []byte // whole lines to relay
 	done      bool
@@ -64,9 +65,11 @@ func (e *relayedEvents) Read(p []byte) (int, error) {
 		if e.body == nil {
 			return 0, io.EOF
 		}
-		chunk := make([]byte, 32<<10)
-		n, err := e.body.Read(chunk)
-		e.buf = append(e.buf, chunk[:n]...)
+		if e.chunk == nil {
+			e.chunk = make([]byte, 32<<10)
+		}
+		n, err := e.body.Read(e.chunk)
+		e.buf = append(e.buf, e.chunk[:n]...)
 		if i := bytes.LastIndexByte(e.buf, '\n'); i >= 0 {
 			e.note(e.buf[:i+1])
 			e.out = append(e.out, e.buf[:i+1]...)
