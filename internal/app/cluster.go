@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolserverd/toolserverd/internal/builtin"
 	"github.com/toolserverd/toolserverd/internal/chain"
 	"github.com/toolserverd/toolserverd/internal/cluster"
@@ -37,7 +39,7 @@ func (a *App) joinCluster(ctx context.Context, ln net.Listener) (stop func(), er
 		return func() {}, nil
 	}
 	m, err := cluster.New(cluster.Config{ReplicaID: a.Config.ReplicaID, Address: advertiseURL(a.Config.Cluster.AdvertiseURL, ln.Addr()),
-		Lease: a.Config.Cluster.Lease, Fence: a.Exec.CancelAll}, rs, a.Notifier, a.Log)
+		Lease: a.Config.Cluster.Lease, Fence: a.Exec.CancelAll, Expired: a.expiredCalls()}, rs, a.Notifier, a.Log)
 	if err != nil {
 		return nil, fmt.Errorf("config: cluster: %w", err)
 	}
@@ -113,4 +115,16 @@ func (a *App) callRecords() cluster.CallRecords {
 		return nil
 	}
 	return a.Commits
+}
+
+// expiredCalls counts, in toolserverd_replica_expired_calls_total, the calls of
+// stopped replicas this replica's sweep marked failed: their own replica, killed,
+// never counts them in toolserverd_tool_calls_total.
+func (a *App) expiredCalls() func(owner string, calls int) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolserverd_replica_expired_calls_total",
+		Help: "Unfinished calls of replicas that stopped heartbeating, marked failed by this replica, by the stopped replica.",
+	}, []string{"replica"})
+	a.Registry.MustRegister(c)
+	return func(owner string, calls int) { c.WithLabelValues(owner).Add(float64(calls)) }
 }

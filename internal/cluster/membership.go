@@ -42,6 +42,9 @@ type Config struct {
 	// calls, so it must stop running them. It cancels the running calls and returns
 	// how many it cancelled. Nil: nothing is fenced.
 	Fence func() int
+	// Expired, when set, is told how many unfinished calls of a stopped replica a
+	// sweep marked failed (for a metric: those calls' own replica never counts them).
+	Expired func(owner string, calls int)
 }
 
 // Validate checks the configuration.
@@ -179,6 +182,9 @@ func (m *Membership) Sweep(ctx context.Context) int {
 		}
 	}
 	for owner, n := range owners {
+		if m.cfg.Expired != nil {
+			m.cfg.Expired(owner, n)
+		}
 		m.log.Warn("a replica stopped heartbeating; its unfinished calls were marked failed",
 			"replica_id", owner, "calls", n, "lease", m.cfg.Lease.String())
 	}

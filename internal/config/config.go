@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -613,7 +614,7 @@ func Load(args, environ []string) (Config, error) {
 
 	var c Config
 	if err := v.Unmarshal(&c, decoderOptions); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, fmt.Errorf("config: %s", decodeErrorText(err))
 	}
 	if *file != "" {
 		if err := keepCase(*file, &c); err != nil {
@@ -1127,3 +1128,36 @@ func envMap(environ []string) map[string]string {
 type nopWriter struct{}
 
 func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// invalidKeysRE matches mapstructure's report of unknown keys: "'calls' has invalid
+// keys: timeout, x" ('config.Config' for the top level).
+var invalidKeysRE = regexp.MustCompile(`^'([^']*)' has invalid keys: (.+)$`)
+
+// decodeErrorText is a decoding error as an operator reads it: one line per problem,
+// joined, without mapstructure's preamble, and an unknown key named by its full path
+// ("unknown key calls.timeout") rather than as the Go type it would go in.
+func decodeErrorText(err error) string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "decoding failed due to the following error(s)") {
+			continue
+		}
+		m := invalidKeysRE.FindStringSubmatch(line)
+		if m == nil {
+			out = append(out, line)
+			continue
+		}
+		prefix := m[1] + "."
+		if m[1] == "config.Config" || m[1] == "" {
+			prefix = ""
+		}
+		for _, k := range strings.Split(m[2], ", ") {
+			out = append(out, "unknown key "+prefix+k)
+		}
+	}
+	if len(out) == 0 {
+		return err.Error()
+	}
+	return strings.Join(out, "; ")
+}

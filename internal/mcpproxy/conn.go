@@ -70,6 +70,10 @@ type conn struct {
 	// tasks routes notifications/tasks/status to the calls following the tasks.
 	tasks   taskWatchers
 	listing toolListing
+	// opened is set once the connection is up; stray is the first line a stdio
+	// server wrote on stdout before that which cannot be JSON-RPC (boundedLines).
+	opened atomic.Bool
+	stray  atomic.Pointer[string]
 	// sdkSaid is the last error mcp-go logged about the connection.
 	sdkSaid atomic.Pointer[string]
 	// refused is the last 4xx answer to a POST of an HTTP server, for initialize's
@@ -109,6 +113,9 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 			// another origin) and then waits for an endpoint until the timeout.
 			err = fmt.Errorf("%w (the SSE client said: %s)", err, *said)
 		}
+		if stray := c.stray.Load(); stray != nil {
+			err = fmt.Errorf("%w (the server wrote on stdout a line that is not JSON-RPC, which was skipped: %q; a stdio MCP server may write only JSON-RPC messages there, its logs go to stderr)", err, *stray)
+		}
 		if c.exited != nil && errors.Is(err, transport.ErrTransportClosed) {
 			// The child died: wait briefly for its last words.
 			select {
@@ -120,6 +127,7 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 		c.close()
 		return nil, nil, err
 	}
+	c.opened.Store(true)
 	return c, tools, nil
 }
 
@@ -227,10 +235,13 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		}
 	}
 	if err := start(c.ctx); err != nil {
+		if r := c.refused.Load(); r != nil && r.method == http.MethodGet && cfg.Transport == TransportSSE {
+			err = r // mcp-go says only "unexpected status code"
+		}
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	if _, err := c.client.Initialize(c.ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: clientInfo}}); err != nil {
-		if r := c.refused.Load(); r != nil && errors.Is(err, transport.ErrLegacySSEServer) {
+		if r := c.refused.Load(); r != nil && r.method == http.MethodPost && errors.Is(err, transport.ErrLegacySSEServer) {
 			err = r
 		}
 		return nil, fmt.Errorf("initialize: %w", err)
@@ -501,11 +512,13 @@ func (c *conn) httpClient() *http.Client {
 	return &http.Client{Transport: refusalRecorder{next: boundedBodies{tr}, last: &c.refused}, CheckRedirect: sameOrigin}
 }
 
-// httpRefusal is a 4xx answer to a POST: its status and the start of its body.
+// httpRefusal is a 4xx answer to a POST or GET: its status and the start of its body.
 // mcp-go reports any 4xx answer to initialize as "likely a legacy SSE server", which
 // sends the operator the wrong way when the server refused the request for a reason
-// of its own (a host check, a missing key, a wrong path) and said which.
+// of its own (a host check, a missing key, a wrong path) and said which; and a 4xx
+// answer to the SSE transport's GET only as "unexpected status code".
 type httpRefusal struct {
+	method string
 	status int
 	said   string
 }
@@ -514,6 +527,12 @@ func (r *httpRefusal) Error() string {
 	msg := fmt.Sprintf("the server refused it: HTTP %d %s", r.status, http.StatusText(r.status))
 	if r.said != "" {
 		msg += fmt.Sprintf(": %q", r.said)
+	}
+	if r.method == http.MethodGet {
+		// What a streamable HTTP server answers a GET without a session (400), or
+		// without offering a stream (405); 404 is a wrong path either way.
+		msg += " (check the URL; a server that speaks streamable HTTP needs transport: streamable_http)"
+		return msg
 	}
 	if r.status == http.StatusNotFound || r.status == http.StatusMethodNotAllowed {
 		// What a server speaking only the 2024 HTTP+SSE transport answers a POST with.
@@ -525,8 +544,8 @@ func (r *httpRefusal) Error() string {
 // refusalSample is how much of a refusal's body is kept: enough for a sentence.
 const refusalSample = 512
 
-// refusalRecorder records in last the 4xx answers to POST requests, putting back the
-// body it reads from.
+// refusalRecorder records in last the 4xx answers to POST and GET requests, putting
+// back the body it reads from.
 type refusalRecorder struct {
 	next http.RoundTripper
 	last *atomic.Pointer[httpRefusal]
@@ -534,7 +553,7 @@ type refusalRecorder struct {
 
 func (rr refusalRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rr.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodPost || resp.StatusCode < 400 || resp.StatusCode >= 500 {
+	if err != nil || req.Method != http.MethodPost && req.Method != http.MethodGet || resp.StatusCode < 400 || resp.StatusCode >= 500 {
 		return resp, err
 	}
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, refusalSample))
@@ -542,7 +561,7 @@ func (rr refusalRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
-	rr.last.Store(&httpRefusal{status: resp.StatusCode, said: plainText(head)})
+	rr.last.Store(&httpRefusal{method: req.Method, status: resp.StatusCode, said: plainText(head)})
 	return resp, nil
 }
 

@@ -175,3 +175,25 @@ func TestStreamableHTTPKilledMidCall(t *testing.T) {
 		t.Fatal("in-flight call still waiting 10s after the server died")
 	}
 }
+
+// TestSSETransportAtStreamableServer: an operator who gives a streamable HTTP
+// server transport sse was told only "start: unexpected status code: 400"; the
+// error now quotes the server's answer and names the transport to use, as the
+// opposite mistake's does.
+func TestSSETransportAtStreamableServer(t *testing.T) {
+	t.Parallel()
+	srv := startHTTPServer(t, "streamableHttp", 0)
+	h := newHarness(t, Config{HealthInterval: time.Hour, MaxBackoff: time.Second, Servers: []ServerConfig{
+		{Name: "mixed", Transport: TransportSSE, URL: srv.url(), Enabled: true, ConnectTimeout: 5 * time.Second}}})
+	h.start(t)
+	var st ServerStatus
+	if !eventually(20*time.Second, func() bool { st = h.status(t, "mixed"); return st.LastError != "" }) {
+		t.Fatalf("mixed: state %s, no error after 20s", st.State)
+	}
+	for _, want := range []string{"HTTP 400", "transport: streamable_http"} {
+		if !strings.Contains(st.LastError, want) {
+			t.Errorf("mixed: last error %q; want it to contain %q", st.LastError, want)
+		}
+	}
+	t.Logf("sse at a streamable HTTP server: %s", st.LastError)
+}

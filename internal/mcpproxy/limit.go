@@ -134,11 +134,22 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // boundedLines is a stdio child's stdout, failing once a line passes
 // maxMessageBytes. The line cannot be skipped (the call it answers would wait for
 // ever), so the connection ends, saying why.
+//
+// Until the connection is up it also keeps the first line that cannot be JSON-RPC
+// (one not beginning with '{'): mcp-go skips such lines without a word, so a server
+// that writes its logs on stdout would otherwise fail with "context canceled" alone.
 type boundedLines struct {
 	r    io.Reader
 	conn *conn
 	n    int // bytes of the current line
+
+	begun bool   // the current line has a byte other than white space
+	stray []byte // the stray line being kept, until its end
+	kept  bool   // stray is whole (or long enough)
 }
+
+// maxStrayLine is how much of a stray stdout line a failed connection quotes.
+const maxStrayLine = 200
 
 func (b *boundedLines) Read(p []byte) (int, error) {
 	if b.n > maxMessageBytes {
@@ -146,12 +157,47 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 		return 0, errMessageTooLarge
 	}
 	n, err := b.r.Read(p)
+	if !b.kept && !b.conn.opened.Load() {
+		b.screen(p[:n])
+	}
 	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
 		b.n = n - i - 1
 	} else {
 		b.n += n
 	}
 	return n, err
+}
+
+// screen looks for the first line of data that cannot be JSON-RPC.
+func (b *boundedLines) screen(data []byte) {
+	for _, c := range data {
+		switch {
+		case b.stray != nil:
+			if c == '\n' || len(b.stray) >= maxStrayLine {
+				b.keep()
+				return
+			}
+			b.stray = append(b.stray, c)
+		case c == '\n':
+			b.begun = false
+		case b.begun || c == ' ' || c == '\t' || c == '\r':
+		case c == '{':
+			b.begun = true
+		default:
+			b.stray = append(make([]byte, 0, maxStrayLine), c)
+		}
+	}
+	if len(b.stray) > 0 {
+		// Keep what there is so far: the rest may never come.
+		s := string(b.stray)
+		b.conn.stray.Store(&s)
+	}
+}
+
+func (b *boundedLines) keep() {
+	s := string(b.stray)
+	b.conn.stray.Store(&s)
+	b.kept = true
 }
 
 // isTooLarge reports a message cut off by maxMessageBytes.

@@ -23,7 +23,7 @@ func (s *Server) callEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// The call's output is in the data_dir of the replica that runs it: followed
 	// from here it would have no tool_progress.
-	if s.forwardToOwner(w, r, rec, s.callEvents) {
+	if s.forwardEvents(w, r, rec, s.callEvents) {
 		return
 	}
 	s.streamBatch(w, r, f, stream{followed: []*store.Call{rec}})

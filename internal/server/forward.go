@@ -61,7 +61,7 @@ func defaultReplicaTransport() http.RoundTripper {
 // its address is unknown) handler serves r here, from what this replica and the
 // store know (the record, which holds a finished call's result).
 func (s *Server) forwardToOwner(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
-	return s.forward(w, r, rec, handler, nil)
+	return s.forward(w, r, rec, handler, nil, nil)
 }
 
 // forwardOutputRead is forwardToOwner for reads of a call's live output (a progress
@@ -86,7 +86,7 @@ func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *
 		w.Header().Set("Retry-After", "5")
 		s.writeError(w, r, errorf(CodeUnavailable, where+rec.Owner+" ("+rep.Address+"), which holds its output and "+
 			"could not be reached ("+reason+"); try again shortly (if that replica stopped, its calls are marked failed once its lease runs out)"))
-	})
+	}, nil)
 }
 
 // alive reports whether rep's lease holds: it heartbeated within the lease. A
@@ -101,8 +101,9 @@ type unreachableFunc func(w http.ResponseWriter, r *http.Request, local http.Han
 
 // forward proxies r to rec's owner and reports whether r was answered. When the owner
 // cannot be reached, unreachable answers; nil serves handler here (for a lookup
-// that fails or an address that is no URL, by reporting false).
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc, unreachable unreachableFunc) bool {
+// that fails or an address that is no URL, by reporting false). modify, when set,
+// sees the owner's answer before it is relayed.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc, unreachable unreachableFunc, modify func(*http.Response) error) bool {
 	rs := s.Replicas
 	if rs == nil || rec.Owner == "" || rec.Owner == rs.Self || r.Header.Get(forwardedHeader) != "" {
 		return false
@@ -145,8 +146,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *store.Call
 			pr.SetURL(target)
 			pr.Out.Header.Set(forwardedHeader, rs.Self)
 		},
-		Transport:     transport,
-		FlushInterval: -1, // progress streams flush every event
+		Transport:      transport,
+		FlushInterval:  -1, // progress streams flush every event
+		ModifyResponse: modify,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the client went away

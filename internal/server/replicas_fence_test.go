@@ -87,6 +87,10 @@ func TestReplicaFencesItselfOnLostLease(t *testing.T) {
 		_, _, body := b.do("GET", "/v1/sessions/"+id+"/tool-calls/long", nil)
 		return strings.Contains(string(body), `"failed"`)
 	})
+	// A's call is counted by B, which failed it: A, were it killed, never would.
+	if _, _, metrics := b.do("GET", "/metrics", nil); !strings.Contains(string(metrics), `toolserverd_replica_expired_calls_total{replica="replica-a"} 1`) {
+		t.Errorf("B's /metrics does not count A's expired call:\n%s", grepLines(string(metrics), "expired"))
+	}
 	var out []byte
 	select {
 	case out = <-result:

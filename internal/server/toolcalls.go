@@ -435,7 +435,7 @@ func (s *Server) forwardInput(w http.ResponseWriter, r *http.Request, c *store.C
 		w.Header().Set("Retry-After", "5")
 		s.writeError(w, r, errorf(CodeUnavailable, "the call waits for input on replica "+c.Owner+" ("+rep.Address+"), which "+
 			"could not be reached ("+reason+"); send the input again shortly (if that replica stopped, its calls are marked failed once its lease runs out)"))
-	})
+	}, nil)
 }
 
 type answerRequest struct {

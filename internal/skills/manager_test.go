@@ -435,8 +435,29 @@ func TestMissingSkillMDSaysWhy(t *testing.T) {
 	writeFile(t, filepath.Join(root, "skills", "README.md"), "the skills\n", 0o644)
 	writeFile(t, filepath.Join(root, "lower", "skill.md"), "---\nname: lower\ndescription: Lower case.\n---\n", 0o644)
 	writeFile(t, filepath.Join(root, "spec", "spec.md"), "the spec\n", 0o644)
+	// A folder of Claude Code plugins named instead of one plugin's skills/.
+	writeFile(t, filepath.Join(root, "myplug", ".claude-plugin", "plugin.json"), `{"name":"myplug"}`, 0o644)
+	writeSkill(t, filepath.Join(root, "myplug", "skills"), "tool-a", "A plugin's skill.", "")
+	// A SKILL.md that is a symlink out of its folder, and one that is no file.
+	writeFile(t, filepath.Join(root, "shared.md"), "---\nname: linked\ndescription: Shared.\n---\n", 0o644)
+	if err := os.MkdirAll(filepath.Join(root, "linked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../shared.md", filepath.Join(root, "linked", "SKILL.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "piped"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "piped", "SKILL.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	m := newManager(t, Config{Dirs: []string{root}})
 	want := map[string]string{
+		"linked": "missing SKILL.md: SKILL.md is a symlink that leads out of the skill's folder, and a skill is only the files inside its folder: copy the file in",
+		"piped":  "missing SKILL.md: SKILL.md is not a regular file",
+		"myplug": "missing SKILL.md: this is a Claude Code plugin, whose skills are in its skills folder (tool-a): list " +
+			filepath.Join(root, "myplug", "skills") + " in skills.dirs",
 		"skills": "missing SKILL.md: this is no skill but a folder of skills (docx, pdf, pptx, … 4 in all): list it in skills.dirs rather than " + root,
 		"lower":  "missing SKILL.md: the file is skill.md; the Agent Skills format wants the name SKILL.md exactly",
 		"spec":   "missing SKILL.md",

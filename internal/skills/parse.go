@@ -390,7 +390,7 @@ var yamlLineRE = regexp.MustCompile(`(^|[\s:])line (\d+):`)
 // lines, which start one earlier (the opening ---), so that the line an operator is
 // sent to is the one to fix.
 func skillMDLines(msg string) string {
-	return yamlLineRE.ReplaceAllStringFunc(msg, func(m string) string {
+	msg = yamlLineRE.ReplaceAllStringFunc(msg, func(m string) string {
 		sub := yamlLineRE.FindStringSubmatch(m)
 		n, err := strconv.Atoi(sub[2])
 		if err != nil {
@@ -398,7 +398,17 @@ func skillMDLines(msg string) string {
 		}
 		return fmt.Sprintf("%sline %d of SKILL.md:", sub[1], n+1)
 	})
+	// A repeated key names its first line too ("already defined at line 1").
+	return yamlAtLineRE.ReplaceAllStringFunc(msg, func(m string) string {
+		n, err := strconv.Atoi(yamlAtLineRE.FindStringSubmatch(m)[1])
+		if err != nil {
+			return m
+		}
+		return fmt.Sprintf("at line %d of SKILL.md", n+1)
+	})
 }
+
+var yamlAtLineRE = regexp.MustCompile(`\bat line (\d+)\b`)
 
 // ParseSkillFiles parses SKILL.md (and skill.yaml, which may be nil) into a Skill
 // without any file information. The Manager does the same for every folder, knowing

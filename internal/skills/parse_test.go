@@ -155,6 +155,7 @@ func TestParseSkillFiles(t *testing.T) {
 		// the opening --- included, not the frontmatter's.
 		{name: "yaml error names the SKILL.md line", md: "---\nname: a\nlicense: x\ndescription: Use this: for PDFs\n---\n", wantErr: "line 4 of SKILL.md: mapping values"},
 		{name: "type error names the SKILL.md line", md: "---\nname: a\n\ndescription: [d]\n---\n", wantErr: "line 4 of SKILL.md: want a string"},
+		{name: "a repeated key names both SKILL.md lines", md: "---\nname: a\nname: a\ndescription: d\n---\n", wantErr: `line 3 of SKILL.md: mapping key "name" already defined at line 2 of SKILL.md`},
 		{name: "skill.yaml lines are its own", md: "---\nname: a\ndescription: d\n---\n", yaml: "id: a\nname: b: c\n", wantErr: "skill.yaml: yaml: line 2:"},
 		{name: "frontmatter is a list", md: "---\n- a\n---\n", wantErr: "want a mapping"},
 		{name: "name is a mapping", md: "---\nname: {a: b}\ndescription: d\n---\n", wantErr: "want a string"},

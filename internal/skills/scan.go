@@ -177,9 +177,30 @@ func loadFolder(dir string, prev *folder, cfg Config, scanStart time.Time) *fold
 	return &folder{fp: fp, stable: stable, skill: s, dirs: dirs, leftOut: leftOut}
 }
 
-// missingSkillMD explains why the folder dir, which has no SKILL.md, is no skill: its
-// SKILL.md is spelt in another case, or it is a folder of skills, a level too high.
+// missingSkillMD explains why the folder dir, which has no SKILL.md of its own, is no
+// skill: its SKILL.md is a symlink out of it or no regular file, its
+// SKILL.md is spelt in another case, it is a folder of skills, a level too high, or
+// a Claude Code plugin, whose skills are in its skills/.
 func missingSkillMD(dir string) error {
+	md := filepath.Join(dir, "SKILL.md")
+	if fi, err := os.Lstat(md); err == nil {
+		// There is a SKILL.md, which is not part of the skill (see fileEntry).
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if _, err := os.Stat(md); err != nil {
+				return errors.New("missing SKILL.md: SKILL.md is a symlink that leads nowhere")
+			}
+			return errors.New("missing SKILL.md: SKILL.md is a symlink that leads out of the skill's folder, and a skill is only the files inside its folder: copy the file in")
+		case !fi.Mode().IsRegular():
+			return errors.New("missing SKILL.md: SKILL.md is not a regular file")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".claude-plugin", "plugin.json")); err == nil {
+		if skills := skillFolders(filepath.Join(dir, "skills")); len(skills) > 0 {
+			return fmt.Errorf("missing SKILL.md: this is a Claude Code plugin, whose skills are in its skills folder (%s): list %s in skills.dirs",
+				someNames(skills), filepath.Join(dir, "skills"))
+		}
+	}
 	entries, _ := os.ReadDir(dir)
 	var skills []string
 	for _, e := range entries {
@@ -195,12 +216,31 @@ func missingSkillMD(dir string) error {
 	if len(skills) == 0 {
 		return errors.New("missing SKILL.md")
 	}
-	some := strings.Join(skills[:min(len(skills), 3)], ", ")
-	if len(skills) > 3 {
-		some += fmt.Sprintf(", … %d in all", len(skills))
-	}
 	return fmt.Errorf("missing SKILL.md: this is no skill but a folder of skills (%s): list it in skills.dirs rather than %s",
-		some, filepath.Dir(dir))
+		someNames(skills), filepath.Dir(dir))
+}
+
+// skillFolders names the folders in dir that hold a SKILL.md.
+func skillFolders(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var skills []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "SKILL.md")); err == nil {
+				skills = append(skills, e.Name())
+			}
+		}
+	}
+	return skills
+}
+
+// someNames lists the first three names and how many there are.
+func someNames(names []string) string {
+	some := strings.Join(names[:min(len(names), 3)], ", ")
+	if len(names) > 3 {
+		some += fmt.Sprintf(", … %d in all", len(names))
+	}
+	return some
 }
 
 // readFolder hashes every file and parses SKILL.md and skill.yaml.
@@ -234,7 +274,7 @@ func readFolder(dir string, files []fileEntry) (Skill, error) {
 		}
 	}
 	if !hasMD {
-		return Skill{}, errors.New("missing SKILL.md")
+		return Skill{}, missingSkillMD(dir)
 	}
 	s, err := parseSkillFiles(skillMD, skillYAML, filepath.Base(dir))
 	if err != nil {

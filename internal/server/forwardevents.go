@@ -1,0 +1,153 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+)
+
+// forwardEvents is forwardToOwner for a call's events stream (NDJSON ending with
+// done). When the owner's stream breaks before done (the owner was killed, the link
+// between the replicas broke), the client is not left with a stream cut short: the
+// rest is served here, following the call's record to its result (the sweep fails
+// the call of a dead owner once its lease runs out), without the events the client
+// already has.
+func (s *Server) forwardEvents(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
+	var relayed *relayedEvents
+	answered := s.forward(w, r, rec, handler, nil, func(resp *http.Response) error {
+		if resp.StatusCode == http.StatusOK {
+			relayed = &relayedEvents{body: resp.Body, approvals: map[string]bool{}}
+			resp.Body = relayed
+		}
+		return nil
+	})
+	if !answered || relayed == nil || relayed.done || r.Context().Err() != nil {
+		return answered
+	}
+	s.log.Warn("the events stream of the call's replica ended before done; following the call here",
+		"call_id", rec.ID, "owner", rec.Owner, "err", relayed.err)
+	r = r.Clone(r.Context())
+	r.Header.Set(forwardedHeader, s.Replicas.Self)
+	handler(&eventsContinued{ResponseWriter: w, sent: relayed}, r)
+	return true
+}
+
+// eventLine is what forwardEvents reads of an event.
+type eventLine struct {
+	Type     string `json:"type"`
+	Approval struct {
+		ID string `json:"id"`
+	} `json:"approval"`
+}
+
+// relayedEvents is the owner's events stream as it is relayed: whole lines only (a
+// line cut off by a broken stream is dropped, so that what follows it from here is
+// not glued to half an event), noting what the client got. A broken stream reads as
+// its end, so that the relay finishes cleanly and forwardEvents can go on.
+type relayedEvents struct {
+	body      io.ReadCloser
+	chunk     []byte // read buffer
+	buf       []byte // read, not yet relayed: a line's start
+	out       []byte // whole lines to relay
+	done      bool
+	started   bool
+	answered  bool // the call's message was relayed
+	approvals map[string]bool
+	err       error // why the stream ended, nil at its clean end
+}
+
+func (e *relayedEvents) Read(p []byte) (int, error) {
+	for len(e.out) == 0 {
+		if e.body == nil {
+			return 0, io.EOF
+		}
+		if e.chunk == nil {
+			e.chunk = make([]byte, 32<<10)
+		}
+		n, err := e.body.Read(e.chunk)
+		e.buf = append(e.buf, e.chunk[:n]...)
+		if i := bytes.LastIndexByte(e.buf, '\n'); i >= 0 {
+			e.note(e.buf[:i+1])
+			e.out = append(e.out, e.buf[:i+1]...)
+			e.buf = append(e.buf[:0], e.buf[i+1:]...)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				e.err = err
+			}
+			e.body = nil
+		}
+	}
+	n := copy(p, e.out)
+	e.out = e.out[n:]
+	return n, nil
+}
+
+func (e *relayedEvents) Close() error {
+	if e.body != nil {
+		return e.body.Close()
+	}
+	return nil
+}
+
+// note records the events of lines.
+func (e *relayedEvents) note(lines []byte) {
+	for line := range bytes.Lines(lines) {
+		var ev eventLine
+		if json.Unmarshal(line, &ev) != nil {
+			continue
+		}
+		switch ev.Type {
+		case "done":
+			e.done = true
+		case "tool_start":
+			e.started = true
+		case "message":
+			e.answered = true
+		case "approval_required":
+			e.approvals[ev.Approval.ID] = true
+		}
+	}
+}
+
+// eventsContinued writes the events stream served here after the owner's broke off:
+// the response has begun, so its head is not written again, and the events the
+// client already has from the owner (the call's start, its approval requests, its
+// message when only done was missing) are left out.
+type eventsContinued struct {
+	http.ResponseWriter
+	sent    *relayedEvents
+	partial []byte
+}
+
+func (c *eventsContinued) WriteHeader(int) {}
+
+func (c *eventsContinued) Write(p []byte) (int, error) {
+	c.partial = append(c.partial, p...)
+	i := bytes.LastIndexByte(c.partial, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	var keep []byte
+	for line := range bytes.Lines(c.partial[:i+1]) {
+		var ev eventLine
+		if json.Unmarshal(line, &ev) == nil {
+			if ev.Type == "tool_start" && c.sent.started || ev.Type == "message" && c.sent.answered ||
+				ev.Type == "approval_required" && c.sent.approvals[ev.Approval.ID] {
+				continue
+			}
+		}
+		keep = append(keep, line...)
+	}
+	c.partial = append(c.partial[:0], c.partial[i+1:]...)
+	if _, err := c.ResponseWriter.Write(keep); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (c *eventsContinued) Unwrap() http.ResponseWriter { return c.ResponseWriter }
