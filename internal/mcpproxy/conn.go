@@ -767,7 +767,9 @@ func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCR
 	if v, _ := t.version.Load().(string); mcp.IsModernProtocol(v) {
 		return resp, err // on 2026-07-28 ending the request is the cancellation
 	}
-	reason := ctx.Err().Error()
+	// The cause: a call's request ends cancelled when its deadline passed (see
+	// requestContext).
+	reason := context.Cause(ctx).Error()
 	t.conn.spawn(func() {
 		nctx, cancel := context.WithTimeout(t.conn.ctx, cancelNoticeTimeout)
 		defer cancel()

@@ -141,11 +141,24 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 	if t.asTask {
 		return t.callTask(ctx, tc, c, req, trace, token)
 	}
-	res, err := c.client.CallTool(ctx, req)
+	res, err := c.client.CallTool(requestContext(ctx), req)
 	if err != nil {
 		return t.callFailed(ctx, tc, c, trace, err)
 	}
 	return convertResult(res), nil
+}
+
+// requestContext is ctx for a request of the call, ended with it but with no
+// deadline of its own: mcp-go's SSE transport arms its own response timer at the
+// context's remaining time, which can fire before the context ends and answer
+// "timeout waiting for SSE response" in place of the deadline (a call that timed
+// out read as a transport failure, and no notifications/cancelled sent). Its timer
+// now falls past the call's end (response_timeout is at least call_timeout). The
+// cause it ends with is ctx's error, for the notice (cancelNotifier).
+func requestContext(ctx context.Context) context.Context {
+	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
+	return rctx
 }
 
 // callFailed is the outcome of a request of the call (ctx) that failed: a result

@@ -27,7 +27,7 @@ type Entry struct {
 	Tool   tool.Tool
 	Spec   tool.Spec
 	schema *jsonschema.Schema
-	// declared holds the top-level property names of the schema.
+	// declared holds the root property names of the schema (rootDeclared).
 	declared map[string]bool
 	index    *schemaIndex
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -148,6 +149,49 @@ func TestIdentityFieldsStripped(t *testing.T) {
 	res = m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(`{"user_id":"u1"}`)})
 	if !strings.Contains(res.Text(), `"u1"`) {
 		t.Fatalf("a declared parameter was stripped: %s", res.Text())
+	}
+}
+
+// TestIdentityFieldsInRootAlternatives: a parameter declared only in an
+// alternative of a root anyOf, oneOf or allOf (an MCP server's zod union) is the
+// tool's own and reaches it; identity fields no alternative declares, and those
+// under a root not (a forbidden shape, not a parameter), are still stripped.
+func TestIdentityFieldsInRootAlternatives(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, schema, args, want string
+	}{
+		{"anyOf", `{"type":"object","anyOf":[{"properties":{"q":{"type":"string"}},"required":["q"]},{"properties":{"tenant":{"type":"string"}},"required":["tenant"]}]}`,
+			`{"tenant":"acme","session_id":"other"}`, `{"tenant":"acme"}`},
+		{"oneOf", `{"type":"object","properties":{"q":{"type":"string"}},"oneOf":[{"properties":{"user_id":{"type":"string"}},"required":["user_id"]},{"properties":{"tenant_id":{"type":"string"}},"required":["tenant_id"]}]}`,
+			`{"q":"x","user_id":"u1","_user":"root"}`, `{"q":"x","user_id":"u1"}`},
+		{"allOf", `{"type":"object","allOf":[{"properties":{"session_id":{"type":"string"}}}]}`,
+			`{"session_id":"s1","tenant":"evil"}`, `{"session_id":"s1"}`},
+		{"not", `{"type":"object","properties":{"q":{"type":"string"}},"not":{"properties":{"tenant":{"const":"x"}},"required":["tenant"]}}`,
+			`{"q":"x","tenant":"y"}`, `{"q":"x"}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := New()
+			m.MustRegister(&fnTool{
+				spec: tool.Spec{Name: "union", Parameters: json.RawMessage(c.schema)},
+				run:  func(_ *tool.Context, a json.RawMessage) (*tool.Result, error) { return tool.TextResult(string(a)), nil },
+			})
+			e, _ := m.Lookup("union")
+			res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(c.args)})
+			if res.IsError {
+				t.Fatalf("call failed: %s", res.Text())
+			}
+			var got, want map[string]any
+			if err := json.Unmarshal([]byte(res.Text()), &got); err != nil {
+				t.Fatal(err)
+			}
+			_ = json.Unmarshal([]byte(c.want), &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("the tool got %v, want %v", got, want)
+			}
+		})
 	}
 }
 

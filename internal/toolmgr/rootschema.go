@@ -132,3 +132,27 @@ func mergeMember(members []member, key string, merge func(json.RawMessage) json.
 	}
 	return append(members, member{key: key, val: merge(nil)})
 }
+
+// rootDeclared is the property names a parameters schema (decoded) declares at its
+// root: its properties, and those of the inline alternatives of a root anyOf, oneOf
+// or allOf, which forProviders shows the model as the root's own. A tool whose
+// server declares "tenant" in one of its alternatives takes it as a parameter, and
+// stripIdentity must leave it.
+func rootDeclared(doc map[string]any) map[string]bool {
+	declared := map[string]bool{}
+	add := func(schema any) {
+		obj, _ := schema.(map[string]any)
+		props, _ := obj["properties"].(map[string]any)
+		for k := range props {
+			declared[k] = true
+		}
+	}
+	add(doc)
+	for _, key := range []string{"anyOf", "oneOf", "allOf"} {
+		alts, _ := doc[key].([]any)
+		for _, alt := range alts {
+			add(alt)
+		}
+	}
+	return declared
+}

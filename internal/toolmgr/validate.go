@@ -14,7 +14,8 @@ import (
 var printer = message.NewPrinter(language.English)
 
 // identityFields are argument names a model could use to act as another session or user.
-// They are removed unless the tool's schema declares them as its own parameters.
+// They are removed unless the tool's schema declares them as its own parameters
+// (rootDeclared).
 var identityFields = []string{"session_id", "user_id", "tenant", "tenant_id", "_session", "_agent_state", "_user"}
 
 func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[string]bool, error) {
@@ -33,13 +34,7 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 	if err != nil {
 		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema %w", name, err)
 	}
-	declared := map[string]bool{}
-	if props, ok := obj["properties"].(map[string]any); ok {
-		for k := range props {
-			declared[k] = true
-		}
-	}
-	return s, declared, nil
+	return s, rootDeclared(obj), nil
 }
 
 // CheckParameters reports what keeps raw from being a tool's parameters schema
