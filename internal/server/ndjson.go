@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -12,7 +13,8 @@ import (
 type ndjsonWriter struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
-	line   []byte
+	line   bytes.Buffer  // the line being written, reused
+	enc    *json.Encoder // encodes into line: as json.Marshal does, plus the newline
 	failed bool
 	last   time.Time // when the last line was written
 }
@@ -30,12 +32,14 @@ func (n *ndjsonWriter) Encode(v any) {
 	if n.failed {
 		return
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	n.line.Reset()
+	if n.enc == nil {
+		n.enc = json.NewEncoder(&n.line)
+	}
+	if n.enc.Encode(v) != nil {
 		return
 	}
-	n.line = append(append(n.line[:0], b...), '\n')
-	if _, err := n.w.Write(n.line); err != nil {
+	if _, err := n.w.Write(n.line.Bytes()); err != nil {
 		n.failed = true
 	}
 	n.last = time.Now()
