@@ -262,6 +262,12 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		if err != nil {
 			return 1, err
 		}
+		if len(ss) == 0 {
+			// On stderr, like the paging hints: stdout stays a listing for scripts.
+			fmt.Fprintln(errOut, `no MCP servers are configured; add one with toolserverctl mcp add '{"name":"NAME","transport":"stdio","command":"..."}' `+
+				"or under mcp_servers in the config file")
+			return 0, nil
+		}
 		for _, s := range ss {
 			trust := ""
 			if !s.TrustAnnotations {

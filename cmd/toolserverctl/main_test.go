@@ -102,11 +102,16 @@ func TestKeysAndMCPFromTheCLI(t *testing.T) {
 	if code != 0 || len(strings.TrimSpace(out)) != 64 {
 		t.Fatalf("keys hash: %d %q", code, out)
 	}
+	// With none configured, mcp list printed nothing at all.
+	code, out, errOut = ctl(t, d.URL, "mcp", "list")
+	if code != 0 || out != "" || !strings.Contains(errOut, "no MCP servers are configured") || !strings.Contains(errOut, "toolserverctl mcp add") {
+		t.Fatalf("mcp list, none configured: %d %q %q; want exit 0, empty stdout, a line saying none and how to add one", code, out, errOut)
+	}
 	if code, _, errOut := ctl(t, d.URL, "mcp", "add", `{"name":"wary","transport":"stdio","command":"/bin/false","trust_annotations":false}`); code != 0 {
 		t.Fatalf("mcp add: %d %s", code, errOut)
 	}
 	code, out, errOut = ctl(t, d.URL, "mcp", "list")
-	if code != 0 || !strings.Contains(out, "wary") || !strings.Contains(out, "annotations-untrusted") {
+	if code != 0 || !strings.Contains(out, "wary") || !strings.Contains(out, "annotations-untrusted") || errOut != "" {
 		t.Fatalf("mcp list: %d %q %s; want the server added, its annotations untrusted", code, out, errOut)
 	}
 	if code, _, errOut := ctl(t, d.URL, "mcp", "remove", "nope"); code != 1 || !strings.Contains(errOut, "404") {

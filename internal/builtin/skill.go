@@ -43,7 +43,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {query}: the skills of this session that best fit the words of query (ranked by their names and descriptions, at most " + strconv.Itoa(skillSearchLimit) + " of them, each with its whole description, and how many matched); the prompt lists only as many skills as fit its budget, so this finds the others. skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. In a session that may change nothing (explore mode) the skill is shown without being copied: the answer says so, names its files relative to the skill's folder (read each with skill {name, file}), {baseDir} and ${CLAUDE_SKILL_DIR} become \".\" (so {baseDir}/scripts/x.py reads ./scripts/x.py), and its allowed-tools do not apply. Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. In a session that may change nothing (explore mode) the skill is shown without being copied: the answer says so, names its files relative to the skill's folder (read each with skill {name, file}), {baseDir} and ${CLAUDE_SKILL_DIR} become \".\" (so {baseDir}/scripts/x.py reads ./scripts/x.py), and its allowed-tools do not apply. Skill names are lowercase: a name in other case (PDF) opens the skill it names (pdf). Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -71,8 +71,20 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if strings.TrimSpace(args.Name) == "" {
 		return searchSkills(proxy, args.Query), nil
 	}
-	name, prefixed := pluginSkillName(proxy, strings.TrimSpace(args.Name))
+	asked := strings.TrimSpace(args.Name)
+	name, prefixed := pluginSkillName(proxy, asked)
 	sk, ok := proxy.Get(name)
+	if _, broken := proxy.NotLoaded(name); !ok && !broken { // NotLoaded: a broken pdf is answered as itself
+		// Skill names are lowercase (a-z, 0-9, -), so a name that differs only in
+		// case ("PDF", "Superpowers:Review") names one skill at most.
+		if n, _ := pluginSkillName(proxy, strings.ToLower(asked)); n != name {
+			if s, found := proxy.Get(n); found {
+				name, sk, ok, prefixed = n, s, true, asked
+			} else if _, broken := proxy.NotLoaded(n); broken {
+				name = n
+			}
+		}
+	}
 	if !ok {
 		available := availableSkills(proxy, name)
 		if why, broken := proxy.NotLoaded(name); broken {
@@ -114,9 +126,7 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if len(sk.AllowedTools) > 0 {
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}
-	if prefixed != "" {
-		fmt.Fprintf(&b, "(%q is the skill %s: skill names here have no plugin prefix)\n", prefixed, sk.Name)
-	}
+	b.WriteString(aliasNote(prefixed, sk.Name))
 	b.WriteString("\n")
 	body := expandSkillDir(sk.Body, sk, path)
 	if body, cut := budgetHead([]byte(body)); cut {
@@ -147,9 +157,7 @@ func showSkillReadOnly(sk skills.Skill, prefixed string) *tool.Result {
 	if len(sk.AllowedTools) > 0 {
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}
-	if prefixed != "" {
-		fmt.Fprintf(&b, "(%q is the skill %s: skill names here have no plugin prefix)\n", prefixed, sk.Name)
-	}
+	b.WriteString(aliasNote(prefixed, sk.Name))
 	b.WriteString("\n")
 	body := expandSkillDir(sk.Body, sk, ".")
 	if body, cut := budgetHead([]byte(body)); cut {
@@ -394,6 +402,22 @@ func pluginSkillName(proxy *skills.Proxy, name string) (lookup, prefixed string)
 		return bare, "" // answered as that skill: not loaded, and why
 	}
 	return name, ""
+}
+
+// aliasNote says which skill a name asked for (with a plugin prefix, or in other
+// case) is; "" for none.
+func aliasNote(asked, name string) string {
+	if asked == "" || asked == name {
+		return ""
+	}
+	var why []string
+	if strings.Contains(asked, ":") {
+		why = append(why, "have no plugin prefix")
+	}
+	if asked != strings.ToLower(asked) {
+		why = append(why, "are lowercase")
+	}
+	return fmt.Sprintf("(%q is the skill %s: skill names here %s)\n", asked, name, strings.Join(why, " and "))
 }
 
 // otherSkillFile finds the skill that a path of a skill's instructions leads to

@@ -245,3 +245,26 @@ func TestSkillFileSymlinkOut(t *testing.T) {
 		t.Errorf("missing file: %s %q", res.ErrorKind, res.Text())
 	}
 }
+
+// TestSkillNameCase: a model asking for skill "Review" (as a prompt or a user wrote
+// it) got not_found though review exists. Skill names are lowercase, so a name that
+// differs only in case names exactly one skill: it opens, with a note of its name,
+// its files too; a plugin prefix works the same; a skill the session may not see
+// stays not_found.
+func TestSkillNameCase(t *testing.T) {
+	t.Parallel()
+	call, _ := librarySession(t, superpowersShape, []string{"sdd", "review", "using"})
+	for _, name := range []string{"Review", "REVIEW", "Superpowers:Review"} {
+		res := call(name, "")
+		if text := res.Text(); res.IsError || !strings.Contains(text, "# Skill: review") || !strings.Contains(text, "Dispatch a reviewer.") ||
+			!strings.Contains(text, "is the skill review") {
+			t.Errorf("%q: error=%v %.400q", name, res.IsError, text)
+		}
+	}
+	if res := call("Review", "code-reviewer.md"); res.IsError || !strings.HasPrefix(res.Text(), "the reviewer prompt\n") {
+		t.Errorf("Review file: error=%v %q", res.IsError, res.Text())
+	}
+	if res := call("Hidden", ""); res.ErrorKind != tool.KindNotFound || strings.Contains(res.Text(), "secret body") {
+		t.Errorf("Hidden: %s %q, want not_found", res.ErrorKind, res.Text())
+	}
+}

@@ -416,7 +416,21 @@ func (c *conn) err() error {
 }
 
 // retire records why the connection is about to be closed; see retired.
-func (c *conn) retire(why error) { c.retired.Store(&why) }
+func (c *conn) retire(why error) {
+	if c.err() == nil { // one that died is not retired: how it died is why
+		c.retired.Store(&why)
+	}
+}
+
+// retiredBy is why the supervisor closed the connection (see retired), nil when it
+// did not or the connection had died before: the closing kills a stdio child, which
+// says nothing then of why the calls it cut off ended.
+func (c *conn) retiredBy() error {
+	if why := c.retired.Load(); why != nil {
+		return *why
+	}
+	return nil
+}
 
 // ended is why the connection died or was retired, or nil while neither.
 func (c *conn) ended() error {

@@ -27,6 +27,7 @@ const hostileServerEnv = "TOOLSERVERD_TEST_HOSTILE_MCP"
 // serveHostileStdio is a stdio MCP server written by hand (raw JSON-RPC lines, no
 // SDK) that misbehaves as its mode says. Tests start the test binary itself as it.
 //
+//   - banner: writes a line on stderr as it starts.
 //   - deaf: answers the handshake and tools/list, then never reads its stdin again.
 //   - bigline: answers tools/call "big" with one line of 200 MiB.
 func serveHostileStdio(mode string) {
@@ -34,6 +35,10 @@ func serveHostileStdio(mode string) {
 	pages, lists := 0, 0
 	var hung, cancelled []string // ids of the calls of "hang", and the ids cancelled
 	var writeMu sync.Mutex
+	if mode == "banner" {
+		// As many servers do: a line on stderr at start, then quiet.
+		fmt.Fprintln(os.Stderr, "hostile MCP server v1.0 listening on stdio")
+	}
 	if mode == "stderrflood" {
 		// Lines, and then a line without end, as fast as the pipe takes them.
 		go func() {

@@ -150,10 +150,11 @@ func (s *server) run(ctx context.Context) {
 		var delay time.Duration
 		switch {
 		case ctx.Err() != nil:
-			c.retire(errors.New("the server was stopped"))
+			c.retire(errors.New("was stopped"))
 			s.setState(StateFailed, "stopped", nil)
 		case errors.Is(reason, errRestart):
-			c.retire(errors.New("the server was restarted"))
+			// Only Manager.Restart asks (the API's and toolserverctl's restart).
+			c.retire(errors.New("was restarted by an operator"))
 			s.log.Info("mcp server: restarting")
 			s.setState(StateConnecting, "", nil)
 		case answered:

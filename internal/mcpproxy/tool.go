@@ -215,6 +215,12 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 		// it is read: the call of the connection that likely sent it is told so.
 		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s wrote a message larger than %d MiB during the call of %s, which was not read; the connection was closed and is opened again",
 			name, maxMessageBytes>>20, t.upstream)
+	case c.retiredBy() != nil:
+		// Closed on purpose: what the process wrote on stderr (often only its
+		// startup banner) says nothing of why, and neither does how it ended.
+		return outcomeUnavailable, nil, tool.Errorf(tool.KindUnavailable,
+			"mcp server %s %v during the call of %s, before its answer came, so whether it ran is unknown",
+			name, c.retiredBy(), t.upstream)
 	case c.ended() != nil:
 		return outcomeUnavailable, nil, t.lostDuringCall(c.lastWords(c.ended()))
 	case isAnswerCutOff(err):

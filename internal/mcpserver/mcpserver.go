@@ -219,6 +219,9 @@ func sessionFrom(ctx context.Context) *session.Session {
 // under instead of its connection's, until the daemon stops: a call whose stream
 // broke runs on for the resume window.
 func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID string, run context.Context) {
+	if r.Method == http.MethodPost && refuseBatch(w, r) {
+		return
+	}
 	header := r.Header.Get(SessionHeader)
 	if sessionID == "" {
 		sessionID = header
@@ -228,10 +231,12 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	}
 	tenant := tenantOf(r.Context())
 	mcpSID := r.Header.Get(mcpsrv.HeaderKeySessionID)
+	live := false
 	if mcpSID != "" {
 		e.mu.Lock()
 		b := e.bindings[mcpSID]
 		e.mu.Unlock()
+		live = b != nil
 		switch {
 		case b != nil && b.tenant != tenant:
 			// Another tenant's MCP session is not found, like its records.
@@ -301,6 +306,9 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	if r.Method == http.MethodPost && live && refuseCursor(w, r) {
+		return
+	}
 	if r.Method == http.MethodPost && run != nil {
 		var done func()
 		r, done = e.detachPOST(r, run)
@@ -347,6 +355,54 @@ func initializes(r *http.Request) bool {
 		return true
 	}
 	return msg.Method == string(mcp.MethodInitialize)
+}
+
+// peekBody reads a request's body and leaves it for mcp-go to read.
+func peekBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, err
+}
+
+// refuseBatch answers a JSON-RPC batch (a JSON array), and reports whether the body
+// was one. MCP removed batching in protocol revision 2025-06-18, and mcp-go never
+// took batches: it answered "request body is not valid json".
+func refuseBatch(w http.ResponseWriter, r *http.Request) bool {
+	body, err := peekBody(r)
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); err != nil || len(trimmed) == 0 || trimmed[0] != '[' {
+		return false // a read failure is mcp-go's to report
+	}
+	writeRPCError(w, http.StatusBadRequest, nil, mcp.INVALID_REQUEST, "JSON-RPC batches are not supported: MCP removed "+
+		"batching in protocol revision "+mcp.ProtocolVersion20250618+"; send each message in a POST of its own")
+	return true
+}
+
+// refuseCursor answers a tools/list with a cursor, and reports whether the body was
+// one. The list is one page and no cursor is ever given, so any is not this
+// server's: mcp-go answered "illegal base64 data …", or, for one that decoded, a
+// short or empty list as if the client had read the tools before it.
+func refuseCursor(w http.ResponseWriter, r *http.Request) bool {
+	body, err := peekBody(r)
+	var msg struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+		Params struct {
+			Cursor string `json:"cursor"`
+		} `json:"params"`
+	}
+	if err != nil || json.Unmarshal(body, &msg) != nil || msg.Method != string(mcp.MethodToolsList) || msg.Params.Cursor == "" {
+		return false
+	}
+	writeRPCError(w, http.StatusOK, msg.ID, mcp.INVALID_PARAMS, "cursor "+strconv.Quote(msg.Params.Cursor)+
+		" is not one this server gave: tools/list returns every tool in one page, with no nextCursor; list again without a cursor")
+	return true
+}
+
+// writeRPCError writes a JSON-RPC error response.
+func writeRPCError(w http.ResponseWriter, status int, id any, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(mcp.NewJSONRPCError(mcp.NewRequestId(id), code, msg, nil))
 }
 
 // httpContext runs for every request inside mcp-go, with the MCP client session in

@@ -92,19 +92,47 @@ func TestToolSuggestionAndExpansion(t *testing.T) {
 		t.Fatalf("small toolset: %s", got)
 	}
 
-	// A query nothing matches, or a limit as large as the set, narrows nothing: the
-	// turn keeps every tool (it used to keep none).
+	// A limit as large as the set narrows nothing: the turn keeps every tool.
 	all := len(toStrings(s["tools"]))
-	for _, q := range []string{"query=bonjour+comment+%C3%A7a+va&limit=5", "query=read+a+file&limit=200"} {
-		other := d.createSession(map[string]any{})["id"].(string)
-		_, _, body = d.do("GET", "/v1/sessions/"+other+"/tools?"+q, nil)
-		if got := len(toolNames(t, body)); got < all {
-			t.Errorf("%s: %d tools listed, want all %d", q, got, all)
-		}
-		_, evs = d.stream("/v1/sessions/"+other+"/tool-calls", `{"calls":[{"id":"g","name":"echo","arguments":{"text":"x"}}]}`)
-		if m := messages(t, evs)["g"]; m.m["is_error"] != false {
-			t.Errorf("%s: then a call of echo: %s", q, m.raw)
-		}
+	other := d.createSession(map[string]any{})["id"].(string)
+	_, _, body = d.do("GET", "/v1/sessions/"+other+"/tools?query=read+a+file&limit=200", nil)
+	if got := len(toolNames(t, body)); got < all {
+		t.Errorf("limit 200: %d tools listed, want all %d", got, all)
+	}
+
+	// A query nothing matches ("thanks!") is bounded like any other: on a first turn
+	// only tool_expand_tools (the model searches with it), said in no_match; it used
+	// to list every allowed tool (111 KB with 400 tools).
+	fresh := d.createSession(map[string]any{})["id"].(string)
+	_, _, body = d.do("GET", "/v1/sessions/"+fresh+"/tools?query=bonjour+comment+%C3%A7a+va&limit=5", nil)
+	var nm struct {
+		NoMatch bool `json:"no_match"`
+	}
+	_ = json.Unmarshal(body, &nm)
+	if got := strings.Join(toolNames(t, body), ","); got != "tool_expand_tools" || !nm.NoMatch {
+		t.Fatalf("first turn, nothing matches: %s, no_match %v", got, nm.NoMatch)
+	}
+	_, evs = d.stream("/v1/sessions/"+fresh+"/tool-calls", `{"calls":[{"id":"g","name":"echo","arguments":{"text":"x"}}]}`)
+	if m := messages(t, evs)["g"]; m.str("error_kind") != "not_found" || !strings.Contains(string(m.raw), "tool_expand_tools") {
+		t.Fatalf("first turn, nothing matched, then a call of echo: %s", m.raw)
+	}
+	// Later in the conversation, it keeps the tools the turn before offered and
+	// expanded (a "thanks!" or "do it again" goes on with them), at most limit.
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools", nil)
+	before := toolNames(t, body)
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools?query=thanks%21&limit=20", nil)
+	_ = json.Unmarshal(body, &nm)
+	if got := toolNames(t, body); !slices.Equal(got, before) || !nm.NoMatch {
+		t.Fatalf("later turn, nothing matches: %v, want the turn before's %v (no_match %v)", got, before, nm.NoMatch)
+	}
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools?query=thanks%21&limit=3", nil)
+	if got := toolNames(t, body); len(got) != 4 || !slices.Contains(got, "tool_expand_tools") {
+		t.Fatalf("later turn, nothing matches, limit 3: %v", got)
+	}
+	// A query that matches says nothing of it.
+	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools?query=read+a+file&limit=3", nil)
+	if strings.Contains(string(body), "no_match") {
+		t.Fatalf("a query that matched: %s", body)
 	}
 }
 

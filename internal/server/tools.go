@@ -12,6 +12,8 @@ type toolsResponse struct {
 	Tools  []any          `json:"tools"`
 	// Omitted names hosted tools left out because another provider runs them.
 	Omitted []toolmgr.OmittedTool `json:"omitted,omitempty"`
+	// NoMatch says the turn's query matched no tool (the list is the turn before's).
+	NoMatch bool `json:"no_match,omitempty"`
 }
 
 // listTools lists every registered tool (the global registry).
@@ -49,11 +51,12 @@ func (s *Server) listSessionTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var specs []tool.Spec
+	noMatch := false
 	if q.Has("query") {
 		// The turn's text narrows the list: the best-ranked tools plus
 		// tool_expand_tools; the others stay callable after an expansion. An empty
 		// query lifts the narrowing.
-		specs = s.Sessions.Suggest(sess, q.Get("query"), limit)
+		specs, noMatch = s.Sessions.Suggest(sess, q.Get("query"), limit)
 		if err := s.Sessions.SaveState(r.Context(), sess); err != nil {
 			// The listing holds on this replica; others and a restart miss it.
 			s.log.WarnContext(r.Context(), "saving the session's tool selection failed", "session_id", sess.ID, "err", err)
@@ -62,5 +65,5 @@ func (s *Server) listSessionTools(w http.ResponseWriter, r *http.Request) {
 		// Without a query the turn goes on: what it may call now, expansions included.
 		specs = sess.SelectedSpecs()
 	}
-	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f), Omitted: toolmgr.Omitted(specs, f)})
+	writeJSON(w, http.StatusOK, toolsResponse{Format: f, Tools: toolmgr.Export(specs, f), Omitted: toolmgr.Omitted(specs, f), NoMatch: noMatch})
 }

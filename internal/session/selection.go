@@ -244,10 +244,12 @@ func (s *Session) expand(names []string, query string) map[string]any {
 // Suggest ranks the session's allowed tools against the turn's text and narrows the
 // session to the best limit of them. With SmallToolset tools or fewer, every tool is
 // returned and nothing is narrowed. The specs are sorted by name (prompt caching);
-// tool_expand_tools is included whenever the list is narrowed.
-func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
+// tool_expand_tools is included whenever the list is narrowed. noMatch reports a
+// query that matched no tool: the list is then the turn before's selection (see
+// carriedOver), still at most limit tools.
+func (m *Manager) Suggest(sess *Session, query string, limit int) (specs []tool.Spec, noMatch bool) {
 	// Only tools a call could use now: the whitelist's, and the active skill's.
-	specs := slices.DeleteFunc(sess.Tools.Specs(), func(sp tool.Spec) bool { return !sess.skillAllows(sp.Name) })
+	specs = slices.DeleteFunc(sess.Tools.Specs(), func(sp tool.Spec) bool { return !sess.skillAllows(sp.Name) })
 	// The whole set, no narrowing; with reset_tools, as the unranked listing has it.
 	whole := func() []tool.Spec {
 		sess.Narrow(nil)
@@ -257,10 +259,13 @@ func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
 		return specs
 	}
 	if len(specs) <= SmallToolset || strings.TrimSpace(query) == "" {
-		return whole()
+		return whole(), false
 	}
 	if limit <= 0 {
 		limit = 12
+	}
+	if limit >= len(specs) {
+		return whole(), false // the best limit are all of them
 	}
 	// Ranked among the tools listed (whitelist, active groups, active skill), so that
 	// a tool that cannot be called now takes no place.
@@ -268,22 +273,20 @@ func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
 	for _, sp := range specs {
 		listed[sp.Name] = true
 	}
-	picked := m.index().RankFiltered(query, limit, func(name string) bool { return listed[name] })
-	if len(picked) == 0 || limit >= len(specs) {
-		// Nothing matches (narrowing to no tool would leave the turn with none), or
-		// the best limit are all of them.
-		return whole()
-	}
-	names := make([]string, 0, len(picked))
-	for _, r := range picked {
+	var names []string
+	for _, r := range m.index().RankFiltered(query, limit, func(name string) bool { return listed[name] }) {
 		names = append(names, r.Name)
+	}
+	if len(names) == 0 {
+		noMatch = true
+		names = sess.carriedOver(listed, limit)
 	}
 	sess.Narrow(names)
 	byName := map[string]tool.Spec{}
 	for _, sp := range specs {
 		byName[sp.Name] = sp
 	}
-	out := make([]tool.Spec, 0, len(names)+1)
+	out := make([]tool.Spec, 0, len(names)+2)
 	for _, n := range names {
 		if sp, ok := byName[n]; ok {
 			out = append(out, sp)
@@ -295,7 +298,29 @@ func (m *Manager) Suggest(sess *Session, query string, limit int) []tool.Spec {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, noMatch
+}
+
+// carriedOver is what a turn whose text matches no tool ("thanks!", "yes, do it",
+// another language) is offered: the tools the turn before offered and expanded,
+// those listed now, at most limit, by name. A reply to the last turn most often goes
+// on with its tools. On a first turn there are none: only tool_expand_tools, whose
+// query searches every tool. Listing every tool instead (111 KB with 400) or a
+// dozen unrelated ones would spend the model's context on nothing it asked for.
+func (s *Session) carriedOver(listed map[string]bool, limit int) []string {
+	s.sel.mu.Lock()
+	defer s.sel.mu.Unlock()
+	names := []string{}
+	for n := range s.sel.narrowed {
+		if listed[n] && n != ExpandToolName && n != ResetToolName {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) > limit {
+		names = names[:limit]
+	}
+	return names
 }
 
 // index is the ranking index over every registered tool, rebuilt when a registry

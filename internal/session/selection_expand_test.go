@@ -69,8 +69,8 @@ func groupedSession(t *testing.T, n int, extra ...tool.Tool) (*Manager, *Session
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(m.Suggest(sess, "generic tool number 7", 5)); got > 8 {
-		t.Fatalf("not narrowed: %d tools", got)
+	if got, _ := m.Suggest(sess, "generic tool number 7", 5); len(got) > 8 {
+		t.Fatalf("not narrowed: %d tools", len(got))
 	}
 	return m, sess
 }
