@@ -213,6 +213,55 @@ func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.Ra
 	return out.Tools, err
 }
 
+// ToolsQuery asks for a session's tools ranked for a turn (GET
+// /v1/sessions/{id}/tools?query=…): the best Limit of them (0: the server's
+// default, a dozen) plus tool_expand_tools. The turn's calls are held to that list
+// until the model expands others.
+type ToolsQuery struct {
+	Format string // native, openai, openai_responses, anthropic, gemini or mcp; "" is native
+	Query  string // the user's latest message; "" lists every tool the session allows
+	Limit  int
+}
+
+// ToolList is a listing of tool schemas.
+type ToolList struct {
+	Format string            `json:"format"`
+	Tools  []json.RawMessage `json:"tools"`
+	// NoMatch says a ranked listing's query matched no tool: Tools are the previous
+	// turn's selection (at most the limit) and tool_expand_tools.
+	NoMatch bool `json:"no_match,omitempty"`
+	// Omitted are the tools the format cannot carry, with why.
+	Omitted []OmittedTool `json:"omitted,omitempty"`
+}
+
+// OmittedTool is a tool left out of a listing's format.
+type OmittedTool struct {
+	Name     string   `json:"name"`
+	HostedBy []string `json:"hosted_by,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+}
+
+// SessionTools lists a session's tools as q asks.
+func (c *Client) SessionTools(ctx context.Context, sessionID string, q ToolsQuery) (ToolList, error) {
+	v := url.Values{}
+	if q.Format != "" {
+		v.Set("format", q.Format)
+	}
+	if q.Query != "" {
+		v.Set("query", q.Query)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	path := "/v1/sessions/" + url.PathEscape(sessionID) + "/tools"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out ToolList
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
 // Call is one tool call to run.
 type Call struct {
 	ID        string          `json:"id"`

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -178,5 +179,45 @@ func TestErrorCarriesRetryAfter(t *testing.T) {
 	}
 	if e.RetryAfter < time.Second || e.RetryAfter > 5*time.Second {
 		t.Fatalf("RetryAfter = %s, want the 5 s the bucket needs (at most)", e.RetryAfter)
+	}
+}
+
+// TestSessionToolsRanked: the ranked listing of scenario 5 through the client, its
+// answer kept whole (no_match included).
+func TestSessionToolsRanked(t *testing.T) {
+	t.Parallel()
+	d := testdaemon.Start(t, nil)
+	ctx := context.Background()
+	c := client.New(d.URL)
+	var s struct{ ID string }
+	_ = json.Unmarshal(getJSON(t, "POST", d.URL+"/v1/sessions", `{}`), &s)
+
+	names := func(l client.ToolList) []string {
+		var out []string
+		for _, raw := range l.Tools {
+			var f struct {
+				Function struct{ Name string } `json:"function"`
+			}
+			_ = json.Unmarshal(raw, &f)
+			out = append(out, f.Function.Name)
+		}
+		return out
+	}
+	l, err := c.SessionTools(ctx, s.ID, client.ToolsQuery{Format: "openai", Query: "read the contents of a file", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(l); len(got) != 4 || !slices.Contains(got, "read_file") || !slices.Contains(got, "tool_expand_tools") || l.NoMatch {
+		t.Fatalf("ranked listing: %v (no_match %v), want 3 tools with read_file, and tool_expand_tools", got, l.NoMatch)
+	}
+	raw := getJSON(t, "GET", d.URL+"/v1/sessions/"+s.ID+"/tools?format=openai&query=zzzz+qqqq&limit=3", "")
+	if l, err = c.SessionTools(ctx, s.ID, client.ToolsQuery{Format: "openai", Query: "zzzz qqqq", Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if !l.NoMatch || len(l.Tools) > 4 {
+		t.Fatalf("a query matching nothing: no_match %v, %d tools", l.NoMatch, len(l.Tools))
+	}
+	if miss := lost(t, raw, l); len(miss) > 0 {
+		t.Errorf("ToolList drops %v of %s", miss, raw)
 	}
 }

@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -68,10 +69,18 @@ class ToolServer:
             print("toolserverd:", w, file=sys.stderr)
         return session["id"]
 
-    def tools(self, session, fmt="openai"):
+    def tools(self, session, fmt="openai", query=None, limit=None):
         """The session's tool schemas in a provider's format (openai, openai_responses,
-        anthropic, gemini, mcp), sorted by name."""
-        return self._json("GET", f"/v1/sessions/{session}/tools?format={fmt}")["tools"]
+        anthropic, gemini, mcp), sorted by name. With query (the user's latest
+        message), the best limit of them (default a dozen) plus tool_expand_tools: the
+        turn's calls are held to those until the model expands others."""
+        params = {"format": fmt}
+        if query:
+            params["query"] = query
+        if limit:
+            params["limit"] = str(limit)
+        path = f"/v1/sessions/{session}/tools?" + urllib.parse.urlencode(params)
+        return self._json("GET", path)["tools"]
 
     def events(self, session, calls, fmt="openai", resume=False):
         """Runs calls and yields the stream's events (dicts) as they arrive."""
