@@ -15,9 +15,12 @@ import (
 // `cp -r . /tmp/x` read the database and the admin key as surely as `cat data/…`
 // does, and `ls -R`, `du`, `tree` and `find .` list other sessions' files as
 // `ls data` does. Such a command asks as naming the data dir does, in every mode.
-// Recognised: grep -r (and -R, --recursive, -d recurse), rg, ag, ack, fd, find, du
-// (but -s), tree, ls -R (and ls of a glob that matches the data dir), tar c/r/u,
-// zip -r, cp -r/-a, rsync -r/-a, scp -r, diff -r. A depth limit (find -maxdepth,
+// Recognised: grep -r (and -R, --recursive, -d recurse, long options abbreviated
+// as getopt takes them; rgrep, ugrep), rg, ag, ack, fd, find, du (but -s), tree,
+// ls -R (and ls of a glob that matches the data dir), tar c/r/u, 7z a/u, zip -r,
+// cp -r/-a, rsync -r/-a, scp -r, diff -r, and any word with ** in a line that turns
+// on globstar. Paths a program reads from a file or its input (tar -T, xargs) and
+// links a recursion follows below its folder are not seen. A depth limit (find -maxdepth,
 // tree -L, du -d, rg/fd --max-depth) that stops above the data dir's contents
 // keeps it unasked; an exclusion (--exclude-dir, -prune, -x) does not, since what
 // it excludes is matched by the program's own rules.
@@ -42,19 +45,40 @@ type recSpec struct {
 	dest     bool   // the last of two or more operands is written, unless an option names it
 	dstShort string // options that name it
 	dstLong  []string
-	dot      bool // with no path operand it reads "."
-	shallow  int  // not recursive, it still reads the entries of a folder operand (ls: 1)
-	bundle   bool // tar: a first word without a dash is a bundle of options
-	find     bool // find: the folders come before the expression
+	dot      bool     // with no path operand it reads "."
+	shallow  int      // not recursive, it still reads the entries of a folder operand (ls: 1)
+	bundle   bool     // tar: a first word without a dash is a bundle of options
+	find     bool     // find: the folders come before the expression
+	verbs    []string // a first operand that makes it recursive (7z a)
+}
+
+// longIs reports whether the long option name is one of list, or a prefix of one
+// that getopt would take for it (--recur for --recursive).
+func longIs(name string, list []string) bool {
+	for _, l := range list {
+		if name == l || len(name) >= 4 && strings.HasPrefix(l, name) {
+			return true
+		}
+	}
+	return false
 }
 
 var grepSpec = recSpec{flags: "rR", long: []string{"--recursive", "--dereference-recursive"},
 	args: "efmABCdD", argsLong: []string{"--regexp", "--file", "--max-count", "--after-context", "--before-context", "--context",
-		"--directories", "--devices", "--exclude", "--include", "--exclude-dir", "--exclude-from", "--label", "--group-separator", "--binary-files", "--color", "--colour"},
+		"--directories", "--devices", "--exclude", "--include", "--exclude-dir", "--exclude-from", "--label", "--group-separator", "--binary-files"},
 	recurse: 'd', recLong: "--directories", pattern: true, patShort: "ef", patLong: []string{"--regexp", "--file"}, dot: true}
 
+var rgrepSpec = func() recSpec { s := grepSpec; s.always = true; return s }()
+
+var tarSpec = recSpec{flags: "cru", long: []string{"--create", "--append", "--update"}, stopLong: []string{"--no-recursion"}, args: "fTXbHKNgLV",
+	argsLong: []string{"--file", "--files-from", "--exclude-from", "--exclude", "--transform", "--owner", "--group", "--mode", "--format",
+		"--use-compress-program", "--label", "--newer", "--after-date", "--blocking-factor", "--record-size", "--tape-length", "--checkpoint-action", "--index-file"},
+	bundle: true}
+
+var sevenZipSpec = recSpec{verbs: []string{"a", "u"}}
+
 var recSpecs = map[string]recSpec{
-	"grep": grepSpec, "egrep": grepSpec, "fgrep": grepSpec,
+	"grep": grepSpec, "egrep": grepSpec, "fgrep": grepSpec, "ugrep": grepSpec, "rgrep": rgrepSpec,
 	"rg": {always: true, args: "efgtTmABCdEjMr", argsLong: []string{"--regexp", "--file", "--glob", "--iglob", "--type", "--type-not", "--type-add",
 		"--type-clear", "--max-count", "--after-context", "--before-context", "--context", "--max-depth", "--maxdepth", "--encoding", "--threads",
 		"--max-columns", "--replace", "--ignore-file", "--pre", "--pre-glob", "--sort", "--sortr", "--max-filesize", "--path-separator",
@@ -73,10 +97,8 @@ var recSpecs = map[string]recSpec{
 	"ls": {flags: "R", long: []string{"--recursive"}, stop: "d", stopLong: []string{"--directory"}, args: "ITw",
 		argsLong: []string{"--ignore", "--hide", "--tabsize", "--width", "--format", "--sort", "--time", "--time-style", "--block-size", "--quoting-style", "--indicator-style"},
 		dot:      true, shallow: 1},
-	"tar": {flags: "cru", long: []string{"--create", "--append", "--update"}, stopLong: []string{"--no-recursion"}, args: "fTXbHKNgLV",
-		argsLong: []string{"--file", "--files-from", "--exclude-from", "--exclude", "--transform", "--owner", "--group", "--mode", "--format",
-			"--use-compress-program", "--label", "--newer", "--after-date", "--blocking-factor", "--record-size", "--tape-length", "--checkpoint-action", "--index-file"},
-		bundle: true},
+	"tar": tarSpec, "gtar": tarSpec, "bsdtar": tarSpec,
+	"7z": sevenZipSpec, "7za": sevenZipSpec, "7zr": sevenZipSpec, "7zz": sevenZipSpec,
 	"zip":   {flags: "rR", long: []string{"--recurse-paths", "--recurse-patterns"}, args: "bntOZPs"},
 	"cp":    {flags: "rRa", long: []string{"--recursive", "--archive"}, args: "tS", argsLong: []string{"--target-directory", "--suffix"}, dest: true, dstShort: "t", dstLong: []string{"--target-directory"}},
 	"rsync": {flags: "ra", long: []string{"--recursive", "--archive"}, args: "eBfTM", argsLong: rsyncArgs, dest: true},
@@ -100,6 +122,12 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 	if len(words) == 0 {
 		return nil, 0, false
 	}
+	if path.Base(words[0]) == "busybox" {
+		words = words[1:]
+		if len(words) == 0 {
+			return nil, 0, false
+		}
+	}
 	spec, found := recSpecs[path.Base(words[0])]
 	if !found {
 		return nil, 0, false
@@ -113,12 +141,12 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 	patByOpt, destByOpt, noMore := false, false, false
 	var ops []string
 	value := func(v string, short byte, long string) {
-		if (short != 0 && short == spec.depth) || (long != "" && long == spec.depthLng) {
+		if (short != 0 && short == spec.depth) || (long != "" && spec.depthLng != "" && longIs(long, []string{spec.depthLng})) {
 			if n, err := strconv.Atoi(v); err == nil && n >= 0 && (limit < 0 || n > limit) {
 				limit = n
 			}
 		}
-		if v == "recurse" && ((short != 0 && short == spec.recurse) || (long != "" && long == spec.recLong)) {
+		if v == "recurse" && ((short != 0 && short == spec.recurse) || (long != "" && spec.recLong != "" && longIs(long, []string{spec.recLong}))) {
 			rec = true
 		}
 	}
@@ -129,16 +157,19 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 			if i == 0 && spec.bundle && !noMore && strings.ContainsAny(a, spec.flags) {
 				rec = true // tar czf x.tgz .
 			}
+			if len(ops) == 0 && slices.Contains(spec.verbs, a) {
+				rec = true
+			}
 			ops = append(ops, a)
 		case a == "--":
 			noMore = true
 		case strings.HasPrefix(a, "--"):
 			name, val, hasVal := strings.Cut(a, "=")
-			rec = rec || slices.Contains(spec.long, name)
+			rec = rec || longIs(name, spec.long)
 			stopped = stopped || slices.Contains(spec.stopLong, name)
 			patByOpt = patByOpt || slices.Contains(spec.patLong, name)
-			destByOpt = destByOpt || slices.Contains(spec.dstLong, name)
-			if !hasVal && slices.Contains(spec.argsLong, name) && i+1 < len(args) {
+			destByOpt = destByOpt || longIs(name, spec.dstLong)
+			if !hasVal && longIs(name, spec.argsLong) && i+1 < len(args) {
 				i++
 				val, hasVal = args[i], true
 			}
@@ -236,10 +267,24 @@ func (c *check) readsPrivateWithin() string {
 	if len(c.e.private) == 0 || c.cmd == nil {
 		return ""
 	}
+	globstar := strings.Contains(c.command, "globstar")
 	for _, sc := range c.cmd.Commands {
 		var dirs []string
 		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
 			roots, depth, ok := recursiveRead(words)
+			if globstar {
+				// shopt -s globstar: ** matches every folder below, so cat **/*.db
+				// reads as grep -r does.
+				for _, w := range words[1:] {
+					if i := strings.Index(w, "**"); i >= 0 {
+						root := "."
+						if j := strings.LastIndex(w[:i], "/"); j >= 0 {
+							root = w[:j+1]
+						}
+						roots, depth, ok = append(roots, root), 0, true
+					}
+				}
+			}
 			if !ok {
 				continue
 			}

@@ -63,6 +63,13 @@ func TestRecursiveReadOfPrivateDir(t *testing.T) {
 		{"sudo grep -r x .", true},
 		{"timeout 5 grep -r x .", true},
 		{"echo . | xargs grep -r x", true},
+		{"grep --recur x .", true},       // getopt takes a long option's prefix
+		{"grep -r --inc '*.go' x", true}, // --include's value, then no path
+		{"rgrep x", true},
+		{"ugrep -r x", true},
+		{"busybox grep -r x .", true},
+		{"grep -r --color x src", false},
+		{"rgrep x src", false},
 		{"grep -r x src", false},
 		{"grep -r -e x src", false},
 		{"grep -r x s*", false},
@@ -109,6 +116,13 @@ func TestRecursiveReadOfPrivateDir(t *testing.T) {
 		{"tar -czf /tmp/x.tgz src", false},
 		{"tar xzf /tmp/x.tgz", false},
 		{"tar -tf /tmp/x.tgz .", false},
+		{"gtar -cf /tmp/x.tar .", true},
+		{"7z a /tmp/x.7z .", true},
+		{"7z x /tmp/x.7z", false},
+		{"shopt -s globstar; cat **/*.db", true},
+		{"shopt -s globstar; wc -l /**/admin.key", true},
+		{"shopt -s globstar; cat src/**/*.go", false},
+		{"cat **/*.db", false}, // without globstar, ** is *
 		{"zip -r /tmp/x.zip .", true},
 		{"zip -qr /tmp/x.zip . -x 'data/*'", true},
 		{"zip /tmp/x.zip README.md", false},
@@ -152,12 +166,15 @@ func TestRecursiveReadOfPrivateDirElsewhere(t *testing.T) {
 	own := filepath.Join(state, "workspaces", "ses_1")
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{state}
+	cfg.ReadDirs = []string{filepath.Dir(state)} // a read dir does not cover it
 	e := testEngine(t, cfg)
 	for _, tc := range []struct {
 		workdir, command string
 		ask              bool
 	}{
 		{work, "grep -r x ..", true},
+		{work, "grep -r x " + filepath.Dir(state), true},
+		{work, "grep -r x " + filepath.Join(state, "..", "proj"), false},
 		{work, "find / -name admin.key", true},
 		{work, "grep -r x .", false},
 		{work, "rg x data", false}, // this data is no private dir here
