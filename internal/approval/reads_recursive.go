@@ -50,6 +50,8 @@ type recSpec struct {
 	bundle   bool     // tar: a first word without a dash is a bundle of options
 	find     bool     // find: the folders come before the expression
 	verbs    []string // a first operand that makes it recursive (7z a)
+	exec     string   // short options that run a command on what it finds (fd -x), which may read it all the way down
+	execLong []string
 }
 
 // longIs reports whether the long option name is one of list, or a prefix of one
@@ -106,9 +108,9 @@ var recSpecs = map[string]recSpec{
 	"diff":  {flags: "r", long: []string{"--recursive"}, args: "CUIFxXSDLW", argsLong: []string{"--exclude", "--exclude-from", "--starting-file", "--label", "--ignore-matching-lines", "--show-function-line", "--ifdef", "--width"}},
 }
 
-var fdSpec = recSpec{always: true, args: "edtEScjxX", argsLong: []string{"--extension", "--max-depth", "--type", "--exclude", "--size", "--color", "--threads",
-	"--exec", "--exec-batch", "--min-depth", "--exact-depth", "--changed-within", "--changed-before", "--owner", "--base-directory", "--search-path", "--ignore-file"},
-	depth: 'd', depthLng: "--max-depth", pattern: true, dot: true}
+var fdSpec = recSpec{always: true, args: "edtEScj", argsLong: []string{"--extension", "--max-depth", "--type", "--exclude", "--size", "--color", "--threads",
+	"--min-depth", "--exact-depth", "--changed-within", "--changed-before", "--owner", "--base-directory", "--search-path", "--ignore-file"},
+	depth: 'd', depthLng: "--max-depth", pattern: true, dot: true, exec: "xX", execLong: []string{"--exec", "--exec-batch"}}
 
 var rsyncArgs = []string{"--rsh", "--filter", "--exclude", "--include", "--exclude-from", "--include-from", "--files-from", "--temp-dir", "--partial-dir",
 	"--backup-dir", "--suffix", "--chmod", "--chown", "--compare-dest", "--copy-dest", "--link-dest", "--log-file", "--password-file", "--bwlimit",
@@ -138,7 +140,7 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 	args := words[1:]
 	rec, stopped := spec.always, false
 	limit := -1
-	patByOpt, destByOpt, noMore := false, false, false
+	patByOpt, destByOpt, noMore, execs := false, false, false, false
 	var ops []string
 	value := func(v string, short byte, long string) {
 		if (short != 0 && short == spec.depth) || (long != "" && spec.depthLng != "" && longIs(long, []string{spec.depthLng})) {
@@ -150,8 +152,13 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 			rec = true
 		}
 	}
+	command := false // the words of the command fd -x runs, up to a ";"
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if command {
+			command = a != ";"
+			continue
+		}
 		switch {
 		case noMore || a == "-" || !strings.HasPrefix(a, "-"):
 			if i == 0 && spec.bundle && !noMore && strings.ContainsAny(a, spec.flags) {
@@ -169,6 +176,9 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 			stopped = stopped || slices.Contains(spec.stopLong, name)
 			patByOpt = patByOpt || slices.Contains(spec.patLong, name)
 			destByOpt = destByOpt || longIs(name, spec.dstLong)
+			if longIs(name, spec.execLong) {
+				execs, command = true, true
+			}
 			if !hasVal && longIs(name, spec.argsLong) && i+1 < len(args) {
 				i++
 				val, hasVal = args[i], true
@@ -183,6 +193,10 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 				stopped = stopped || strings.IndexByte(spec.stop, l) >= 0
 				patByOpt = patByOpt || strings.IndexByte(spec.patShort, l) >= 0
 				destByOpt = destByOpt || strings.IndexByte(spec.dstShort, l) >= 0
+				if strings.IndexByte(spec.exec, l) >= 0 {
+					execs, command = true, true
+					break
+				}
 				if strings.IndexByte(spec.args, l) >= 0 {
 					v := a[j+1:]
 					if v == "" && i+1 < len(args) {
@@ -194,6 +208,9 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 				}
 			}
 		}
+	}
+	if execs {
+		limit = -1 // fd -d 1 -x grep -r x {} reads what it finds all the way down
 	}
 	switch {
 	case stopped || (rec && limit == 0):
@@ -220,30 +237,21 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 	return ops, depth, true
 }
 
-// findRoots reads find's words: its folders come before the first word of the
-// expression, "." when there is none; -maxdepth limits the depth.
+// findStart are the folders find starts from: the words before the first word of
+// the expression, "." when there is none.
+func findStart(args []string) []string {
+	roots, _ := findSplit(args)
+	if len(roots) == 0 {
+		roots = []string{"."}
+	}
+	return roots
+}
+
+// findRoots reads find's words: the folders it starts from, and -maxdepth, which
+// limits the depth.
 func findRoots(args []string) (roots []string, depth int, ok bool) {
-	i := 0
-	for i < len(args) {
-		a := args[i]
-		switch {
-		case a == "-H" || a == "-L" || a == "-P" || strings.HasPrefix(a, "-O"):
-			i++
-			continue
-		case a == "-D":
-			i += 2
-			continue
-		}
-		break
-	}
+	roots, i := findSplit(args)
 	limit := -1
-	for ; i < len(args); i++ {
-		a := args[i]
-		if strings.HasPrefix(a, "-") || a == "(" || a == "!" || a == ")" || a == "," {
-			break
-		}
-		roots = append(roots, a)
-	}
 	for ; i < len(args); i++ {
 		if args[i] == "-maxdepth" && i+1 < len(args) {
 			if n, err := strconv.Atoi(args[i+1]); err == nil && n >= 0 && (limit < 0 || n > limit) {
@@ -260,9 +268,35 @@ func findRoots(args []string) (roots []string, depth int, ok bool) {
 	return roots, max(limit, 0), true
 }
 
+// findSplit returns find's folders and where its expression starts.
+func findSplit(args []string) (roots []string, expr int) {
+	i := 0
+	for i < len(args) {
+		a := args[i]
+		switch {
+		case a == "-H" || a == "-L" || a == "-P" || strings.HasPrefix(a, "-O"):
+			i++
+			continue
+		case a == "-D":
+			i += 2
+			continue
+		}
+		break
+	}
+	for ; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") || a == "(" || a == "!" || a == ")" || a == "," {
+			break
+		}
+		roots = append(roots, a)
+	}
+	return roots, i
+}
+
 // readsPrivateWithin names a folder the command reads recursively that holds a
 // private dir, or "". Words known only when it runs ($X, ~) are left to the check of
-// reads outside the working directory, as for commands that name a path.
+// reads outside the working directory, as for commands that name a path, unless the
+// line sets them (d=.; grep -r x $d).
 func (c *check) readsPrivateWithin() string {
 	if len(c.e.private) == 0 || c.cmd == nil {
 		return ""
@@ -270,7 +304,11 @@ func (c *check) readsPrivateWithin() string {
 	globstar := strings.Contains(c.command, "globstar")
 	for _, sc := range c.cmd.Commands {
 		var dirs []string
-		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+		outer, _, outerOK := recursiveRead(sc.Words)
+		if len(sc.Words) > 0 && path.Base(sc.Words[0]) == "find" {
+			outer, outerOK = findStart(sc.Words[1:]), true // -maxdepth 0 finds its folders
+		}
+		for li, words := range append([][]string{sc.Words}, sc.Runs...) {
 			roots, depth, ok := recursiveRead(words)
 			if globstar {
 				// shopt -s globstar: ** matches every folder below, so cat **/*.db
@@ -288,10 +326,28 @@ func (c *check) readsPrivateWithin() string {
 			if !ok {
 				continue
 			}
+			if li > 0 && sc.argsFromInput {
+				return fmt.Sprintf("the command runs %q, which reads recursively the folders xargs reads from its input, known only when it runs (the daemon's data directory may be one, or lie inside one)", words[0])
+			}
 			if dirs == nil {
 				dirs, _ = c.wordDirs(sc.Dirs)
 			}
+			var words2 []string
 			for _, w := range roots {
+				switch {
+				case strings.Contains(w, "{}") && li > 0 && outerOK:
+					// find … -exec grep -r x {} +: whatever find finds, at any depth
+					// (find . -maxdepth 1 finds ./data), is read all the way down.
+					words2, depth = append(words2, outer...), 0
+				case strings.Contains(w, "$"):
+					for _, v := range sc.values[w] {
+						words2 = append(words2, v.text)
+					}
+				default:
+					words2 = append(words2, w)
+				}
+			}
+			for _, w := range words2 {
 				if w == "" || w == "-" || strings.HasPrefix(w, "~") || strings.Contains(w, "$") {
 					continue
 				}

@@ -92,6 +92,17 @@ func TestRecursiveReadOfPrivateDir(t *testing.T) {
 		{"find -L . -maxdepth 2 -type f", true},
 		{"find src -name '*.go' -exec grep -r x {} +", false},
 		{"find . -maxdepth 1 -type f", false},
+		{"find . -maxdepth 1 -exec grep -r x {} +", true}, // finds ./data, grep reads it
+		{"find . -maxdepth 0 -exec rg x {} ;", true},
+		{"find src -maxdepth 1 -exec grep -r x {} +", false},
+		{"fd -d 1 -x grep -r x {}", true},
+		{"fd -d 1 go src -x grep -r x {}", false},
+		{"find . -maxdepth 1 -exec cat {} +", false}, // cat of a folder reads nothing
+		{"d=.; grep -r x $d", true},
+		{"for d in src .; do du $d; done", true},
+		{"for d in src; do du $d; done", false},
+		{"find src -type d | xargs grep -r x", true}, // its folders come from its input
+		{"find src -type f | xargs grep x", false},
 		{"find . -path ./data -prune -o -print", true},
 		{"du", true},
 		{"du -a src .", true},
