@@ -196,7 +196,10 @@ func (c *check) commandImmune(present bool) string {
 	if len(parts) > 0 {
 		return strings.Join(parts, "; ")
 	}
-	return c.readsPrivate()
+	if r := c.readsPrivate(); r != "" {
+		return r
+	}
+	return c.readsPrivateWithin()
 }
 
 // protectedWrite names a path the command may write that an immune glob protects,

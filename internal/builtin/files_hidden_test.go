@@ -62,21 +62,34 @@ func TestFileToolsSkipDataDirInWorkdir(t *testing.T) {
 		t.Error("write_file created a file in the data dir")
 	}
 
-	// Walks from the root leave the data dir out entirely.
+	// Walks from the root leave the data dir out entirely, however deep they go and
+	// however the start is spelled; rest is a name the rest of the workdir shows.
 	for _, c := range []struct {
 		name string
 		args map[string]any
+		rest string
 	}{
-		{"list_dir", map[string]any{"path": "."}},
-		{"glob", map[string]any{"pattern": "**/*"}},
-		{"grep", map[string]any{"pattern": "secret"}},
+		{"list_dir", map[string]any{"path": "."}, "src"},
+		{"list_dir", map[string]any{"path": ".", "depth": 5, "show_hidden": true}, "main.go"},
+		{"glob", map[string]any{"pattern": "**/*"}, "main.go"},
+		{"glob", map[string]any{"pattern": "*/*/*/*"}, ""},
+		{"glob", map[string]any{"pattern": "d*/**"}, ""},
+		{"grep", map[string]any{"pattern": "secret"}, "main.go"},
+		{"grep", map[string]any{"pattern": "secret", "path": "src/.."}, "main.go"},
+		{"grep", map[string]any{"pattern": "secret", "include": "*.txt"}, ""},
+		{"tree", map[string]any{}, "main.go"},
+		{"tree", map[string]any{"path": "src/..", "depth": 10, "show_hidden": true}, "main.go"},
 	} {
 		res := e.run(t, c.name, c.args)
 		text := res.Text()
-		if res.IsError || strings.Contains(text, "admin.key\n") || strings.Contains(text, "ses_other") || strings.Contains(text, "tsk_") {
+		leak := strings.Contains(text, "ses_other") || strings.Contains(text, "tsk_") || strings.Contains(text, "a.txt")
+		for _, line := range strings.Split(text, "\n") {
+			leak = leak || strings.Contains(line, "admin.key") && !strings.Contains(line, "key-link") // the link itself is in the workdir
+		}
+		if res.IsError || leak {
 			t.Errorf("%s(%v) shows the data dir: %s", c.name, c.args, text)
 		}
-		if !strings.Contains(text, "main.go") && !strings.Contains(text, "src") {
+		if !strings.Contains(text, c.rest) {
 			t.Errorf("%s(%v) lost the rest of the workdir: %s", c.name, c.args, text)
 		}
 	}
