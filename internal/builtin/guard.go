@@ -42,11 +42,13 @@ func stampOf(fi fs.FileInfo, content []byte) fileStamp {
 type guardMemory struct {
 	mu   sync.Mutex
 	seen map[string]fileStamp
-	// kept holds the files whose stamp this process has put in, or taken from, a
-	// store that keeps only some stamps (Stamps.Replicated false): their later stamps
-	// are written there too, so that the stamp the store holds is never older than
-	// what the session has seen since.
-	kept map[string]bool
+	// kept holds the files the session has a stamp of in a store that keeps only
+	// some stamps (Stamps.Replicated false): those this process put there, and those
+	// it found there when it first used the guard (loadKept), put by an earlier one.
+	// Their later stamps are written there too, so that the stamp the store holds is
+	// never older than what the session has seen since.
+	kept     map[string]bool
+	keptOnce sync.Once
 }
 
 func (m *guardMemory) get(abs string) (fileStamp, bool) {
@@ -82,6 +84,7 @@ func (m *guardMemory) isKept(abs string) bool {
 type FileStamps interface {
 	PutFileStamp(ctx context.Context, sessionID, path string, s store.FileStamp) error
 	GetFileStamp(ctx context.Context, sessionID, path string) (*store.FileStamp, error)
+	FileStampPaths(ctx context.Context, sessionID string) ([]string, error)
 }
 
 // Stamps says where the file guard keeps what sessions have seen besides this
@@ -121,7 +124,31 @@ func guardFor(ctx *tool.Context, stamps Stamps) (*fileGuard, error) {
 	mem := ctx.Session.State.LoadOrStore(fileGuardKey, func() any {
 		return &guardMemory{seen: map[string]fileStamp{}, kept: map[string]bool{}}
 	}).(*guardMemory)
-	return &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: stamps.Store, replicated: stamps.Replicated}, nil
+	g := &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: stamps.Store, replicated: stamps.Replicated}
+	g.loadKept()
+	return g, nil
+}
+
+// loadKept marks kept, once per session memory (once per process, or after the
+// session was unloaded), the files an earlier process put the session's stamp of in a
+// store that keeps only some stamps: one query per session, none per read. Should the
+// store not answer, their later stamps are not written there, and a restart may
+// check a later write against the stamp an earlier process kept.
+func (g *fileGuard) loadKept() {
+	if g.shared == nil || g.session == "" || g.replicated {
+		return
+	}
+	g.mem.keptOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stampWriteTimeout)
+		defer cancel()
+		paths, err := g.shared.FileStampPaths(ctx, g.session)
+		if err != nil {
+			return
+		}
+		for _, p := range paths {
+			g.mem.keep(p)
+		}
+	})
 }
 
 // record remembers that the session has seen abs as it is described by s, and shares
@@ -164,7 +191,8 @@ func (g *fileGuard) put(abs string, s fileStamp) {
 	_ = g.shared.PutFileStamp(ctx, g.session, abs, st)
 }
 
-// stampWriteTimeout bounds sharing a stamp: the read or write it describes is done.
+// stampWriteTimeout bounds the guard's writes (the read or write a stamp describes
+// is done) and its one listing of a session's kept files.
 const stampWriteTimeout = 5 * time.Second
 
 // guardVerdict is the outcome of a check.
@@ -184,8 +212,8 @@ const (
 // re-read; files too large to hash fall back to the modification time. When this
 // process's memory refuses, the shared stamp decides: the session may have read the
 // file, or written it last, through another replica. When stamps are not replicated,
-// the store is asked only about a file this process's memory has no record of: the
-// session may have seen it before a restart.
+// the store is asked only about a file this process's memory has no record of (the
+// session may have seen it before a restart): for one it has, memory is the newest.
 func (g *fileGuard) check(abs string, fi fs.FileInfo, content func() ([]byte, error)) (guardVerdict, error) {
 	content = onceContent(content)
 	rec, ok := g.mem.get(abs)
@@ -217,9 +245,6 @@ func (g *fileGuard) check(abs string, fi fs.FileInfo, content func() ([]byte, er
 		return max(v, sv), err
 	}
 	g.mem.put(abs, shared)
-	if !g.replicated {
-		g.mem.keep(abs) // it is in the store: later stamps of it go there too
-	}
 	return guardOK, nil
 }
 

@@ -16,7 +16,8 @@ import (
 // session memory, same session id) the edit runs; and once kept, the file's later
 // stamps go to the store too, so a restart never checks against one older than what
 // the session saw last: here the file is put back as first read, after the session's
-// own edit, and the next edit after a restart is refused as changed.
+// own edit, and the next edit after a restart is refused as changed; a file kept by
+// an earlier process counts as kept in this one.
 func TestFileGuardKeptStamps(t *testing.T) {
 	t.Parallel()
 	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
@@ -54,9 +55,13 @@ func TestFileGuardKeptStamps(t *testing.T) {
 	restart()
 	e.fail(t, "edit_file", map[string]any{"path": "a.txt", "old_string": "one", "new_string": "eins"}, tool.KindDenied, "has changed on disk")
 
-	// What this process's memory holds wins over the store: read now, then put back
-	// as the store's stamp has it (the session's edit before the last restart).
+	// A read in a process that has not kept the file itself still goes to the store,
+	// as an earlier process kept it (loadKept): put back as it was before that read
+	// (the session's edit two processes ago), the file is refused, here and after a
+	// restart.
 	e.ok(t, "read_file", map[string]any{"path": "a.txt"})
 	e.put(t, "a.txt", "uno\n")
+	e.fail(t, "edit_file", map[string]any{"path": "a.txt", "old_string": "uno", "new_string": "eins"}, tool.KindDenied, "has changed on disk")
+	restart()
 	e.fail(t, "edit_file", map[string]any{"path": "a.txt", "old_string": "uno", "new_string": "eins"}, tool.KindDenied, "has changed on disk")
 }

@@ -26,4 +26,6 @@ type FileStampStore interface {
 	PutFileStamp(ctx context.Context, sessionID, path string, s FileStamp) error
 	// GetFileStamp returns ErrNotFound when the session has no stamp of path.
 	GetFileStamp(ctx context.Context, sessionID, path string) (*FileStamp, error)
+	// FileStampPaths returns the paths the session has a stamp of, in no order.
+	FileStampPaths(ctx context.Context, sessionID string) ([]string, error)
 }

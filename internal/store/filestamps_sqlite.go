@@ -44,3 +44,24 @@ func (s *SQLite) GetFileStamp(ctx context.Context, sessionID, path string) (*Fil
 	st.ModTime = time.Unix(0, mtime)
 	return &st, nil
 }
+
+// FileStampPaths implements FileStampStore.
+func (s *SQLite) FileStampPaths(ctx context.Context, sessionID string) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT path FROM file_stamps WHERE session_id = ?`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("store: file stamp paths: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p []byte
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("store: file stamp paths: %w", err)
+		}
+		out = append(out, string(p))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: file stamp paths: %w", err)
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // two stores open on one database, must keep: a stamp put through a is read through
 // b, to the nanosecond of its modification time and with or without its hash; a
 // second put replaces the first; stamps are per session and per path (a path that is
-// not UTF-8 included); deleting a session (retention, DELETE /v1/sessions) deletes its
+// not UTF-8 included) and listed per session (FileStampPaths); deleting a session (retention, DELETE /v1/sessions) deletes its
 // stamps and no other session's.
 func FileStamps(t *testing.T, a, b store.Store) {
 	t.Helper()
@@ -58,6 +59,14 @@ func FileStamps(t *testing.T, a, b store.Store) {
 		if got.Size != want.s.Size || !got.ModTime.Equal(want.s.ModTime) || !bytes.Equal(got.SHA256, want.s.SHA256) {
 			t.Errorf("get %s %q = %+v, want %+v", want.session, want.path, got, want.s)
 		}
+	}
+	paths, err := rb.FileStampPaths(ctx, "ses_old")
+	slices.Sort(paths)
+	if err != nil || !slices.Equal(paths, []string{"/w/a.txt", odd}) {
+		t.Errorf("FileStampPaths(ses_old) = %q, %v; want the two paths", paths, err)
+	}
+	if paths, err := rb.FileStampPaths(ctx, "ses_none"); err != nil || len(paths) != 0 {
+		t.Errorf("FileStampPaths of a session without stamps = %q, %v", paths, err)
 	}
 	if _, err := rb.GetFileStamp(ctx, "ses_kept", odd); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("another session's path: %v, want ErrNotFound", err)
