@@ -97,15 +97,17 @@ func (a *App) artifactRelay() chain.ArtifactDirectory {
 	return cluster.NewArtifactRelay(a.Config.ReplicaID, st, a.callRecords(), nil)
 }
 
-// fileStamps shares what sessions' file tools have seen between the replicas, so that
-// a file read through one may be written through another; nil (the session's memory
-// in this process suffices) with SQLite.
-func (a *App) fileStamps() builtin.FileStamps {
+// fileStamps is where sessions' file tools keep what they have seen: with PostgreSQL
+// every stamp, shared between the replicas so that a file read through one may be
+// written through another; with SQLite, whose one process holds the rest in memory,
+// only the stamps calls waiting for approval depend on, so that they can run after a
+// restart (builtin.Stamps).
+func (a *App) fileStamps() builtin.Stamps {
 	st, ok := a.Store.(store.FileStampStore)
-	if a.storeKind() != "postgres" || !ok {
-		return nil
+	if !ok {
+		return builtin.Stamps{}
 	}
-	return st
+	return builtin.Stamps{Store: st, Replicated: a.storeKind() == "postgres"}
 }
 
 // callRecords commits a call's record before a relay forwards the call; nil when

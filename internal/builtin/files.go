@@ -52,9 +52,9 @@ const (
 // FileTools returns the file tools: read_file, write_file, edit_file, multi_edit,
 // list_dir, tree, glob, grep, json_read and json_write, all working in the sandboxes m
 // hands out. The tools that change files share a per-session file guard (see guard.go);
-// stamps, when not nil, shares what the guard has seen with the other replicas of a
-// shared store, whose sessions' calls may land on any of them.
-func FileTools(m *sandbox.Manager, stamps FileStamps) []tool.Tool {
+// stamps says what of what the guard has seen is kept in a store, for the other
+// replicas of a shared store or for calls approved after a restart.
+func FileTools(m *sandbox.Manager, stamps Stamps) []tool.Tool {
 	d := fileDeps{m: m, stamps: stamps}
 	return []tool.Tool{
 		&readFile{d}, &writeFile{d}, &editFile{d}, &multiEdit{d},
@@ -67,7 +67,7 @@ func FileTools(m *sandbox.Manager, stamps FileStamps) []tool.Tool {
 // fileDeps is what the tools that read or replace one file work with.
 type fileDeps struct {
 	m      *sandbox.Manager
-	stamps FileStamps // nil: the guard is this process's memory only
+	stamps Stamps // the zero value: the guard is this process's memory only
 }
 
 // fileSpec fills the fields every file tool shares.

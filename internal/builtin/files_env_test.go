@@ -46,7 +46,7 @@ func newFileEnvIn(t *testing.T, dir string, cfg sandbox.Config) *fileEnv {
 		}
 	})
 	e := &fileEnv{m: m, tools: map[string]tool.Tool{}, dir: dir}
-	for _, tl := range FileTools(m, nil) {
+	for _, tl := range FileTools(m, Stamps{}) {
 		e.tools[tl.Spec().Name] = tl
 	}
 	e.sess = e.newSession("s1")

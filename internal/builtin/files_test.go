@@ -348,7 +348,7 @@ func TestFileToolsDispatch(t *testing.T) {
 	t.Parallel()
 	e := newFileEnv(t)
 	m := toolmgr.New()
-	if err := m.Register(FileTools(e.m, nil)...); err != nil {
+	if err := m.Register(FileTools(e.m, Stamps{})...); err != nil {
 		t.Fatal(err)
 	}
 	call := func(name, args string) *tool.Result {

@@ -107,14 +107,21 @@ func (t *writeFile) Precheck(ctx *tool.Context, raw json.RawMessage) error {
 }
 
 // precheckFile opens the session's file tg names and runs check on it: the shared
-// part of the file tools' Prechecks. Nothing is written or recorded.
+// part of the file tools' Prechecks. Nothing is written to the file. A call that
+// passes waits for approval next, perhaps across a restart: the stamp the guard let
+// it through on is kept in the store (fileGuard.keep) for its run to be checked
+// against.
 func precheckFile(d fileDeps, ctx *tool.Context, path string, check func(w *fileRoot, tg fileTarget, guard *fileGuard) error) error {
 	w, tg, guard, err := openFile(d, ctx, path)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	return check(w, tg, guard)
+	if err := check(w, tg, guard); err != nil {
+		return err
+	}
+	guard.keep(tg.abs)
+	return nil
 }
 
 // mayReplace checks that the session may write tg: either nothing is there yet, or a

@@ -42,6 +42,13 @@ func stampOf(fi fs.FileInfo, content []byte) fileStamp {
 type guardMemory struct {
 	mu   sync.Mutex
 	seen map[string]fileStamp
+	// kept holds the files the session has a stamp of in a store that keeps only
+	// some stamps (Stamps.Replicated false): those this process put there, and those
+	// it found there when it first used the guard (loadKept), put by an earlier one.
+	// Their later stamps are written there too, so that the stamp the store holds is
+	// never older than what the session has seen since.
+	kept     map[string]bool
+	keptOnce sync.Once
 }
 
 func (m *guardMemory) get(abs string) (fileStamp, bool) {
@@ -57,56 +64,135 @@ func (m *guardMemory) put(abs string, s fileStamp) {
 	m.seen[abs] = s
 }
 
-// FileStamps shares what sessions' file guards have seen between the replicas of one
-// store (*store.Postgres has it): a session's calls may land on any replica, and a file
-// read through one must be writable through another.
+// keep marks abs as kept in the store and reports whether it already was.
+func (m *guardMemory) keep(abs string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	was := m.kept[abs]
+	m.kept[abs] = true
+	return was
+}
+
+func (m *guardMemory) isKept(abs string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kept[abs]
+}
+
+// FileStamps keeps what sessions' file guards have seen in a store
+// (store.FileStampStore): *store.Postgres and *store.SQLite have it.
 type FileStamps interface {
 	PutFileStamp(ctx context.Context, sessionID, path string, s store.FileStamp) error
 	GetFileStamp(ctx context.Context, sessionID, path string) (*store.FileStamp, error)
+	FileStampPaths(ctx context.Context, sessionID string) ([]string, error)
+}
+
+// Stamps says where the file guard keeps what sessions have seen besides this
+// process's memory. The zero value keeps nothing beyond it: a restart forgets it.
+type Stamps struct {
+	// Store keeps stamps; nil: this process's memory only.
+	Store FileStamps
+	// Replicated: replicas share Store and a session's calls may land on any of
+	// them, so a file read through one must be writable through another: every stamp
+	// is written to Store (PostgreSQL). Otherwise one process serves every call, its
+	// memory is authoritative, and Store holds only what must outlive it: the stamp a
+	// call about to wait for approval was checked against (its tool's Precheck), so
+	// that the call, approved after a restart, runs as it would have without one. A
+	// read_file then costs no write; a parked call costs one.
+	Replicated bool
 }
 
 // fileGuard enforces read-before-write for one session, as one call sees it: a file
 // that exists may only be overwritten or edited when the session has read it
 // (read_file, json_read, or an earlier write or edit) and it has not changed on disk
-// since. With shared stamps, what the session saw through another replica counts too.
+// since. With shared stamps, what the session saw through another replica counts too;
+// with kept ones, what it saw before this process started.
 type fileGuard struct {
-	mem     *guardMemory
-	ctx     context.Context
-	session string
-	shared  FileStamps // nil: this process's memory only
+	mem        *guardMemory
+	ctx        context.Context
+	session    string
+	shared     FileStamps // nil: this process's memory only
+	replicated bool       // Stamps.Replicated
 }
 
 // guardFor returns the session's file guard for the call ctx, creating the session's
 // memory of it on first use.
-func guardFor(ctx *tool.Context, shared FileStamps) (*fileGuard, error) {
+func guardFor(ctx *tool.Context, stamps Stamps) (*fileGuard, error) {
 	if ctx.Session == nil || ctx.Session.State == nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "the call has no session state for the file guard")
 	}
 	mem := ctx.Session.State.LoadOrStore(fileGuardKey, func() any {
-		return &guardMemory{seen: map[string]fileStamp{}}
+		return &guardMemory{seen: map[string]fileStamp{}, kept: map[string]bool{}}
 	}).(*guardMemory)
-	return &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: shared}, nil
+	g := &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: stamps.Store, replicated: stamps.Replicated}
+	g.loadKept()
+	return g, nil
+}
+
+// loadKept marks kept, once per session memory (once per process, or after the
+// session was unloaded), the files an earlier process put the session's stamp of in a
+// store that keeps only some stamps: one query per session, none per read. Should the
+// store not answer, their later stamps are not written there, and a restart may
+// check a later write against the stamp an earlier process kept.
+func (g *fileGuard) loadKept() {
+	if g.shared == nil || g.session == "" || g.replicated {
+		return
+	}
+	g.mem.keptOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stampWriteTimeout)
+		defer cancel()
+		paths, err := g.shared.FileStampPaths(ctx, g.session)
+		if err != nil {
+			return
+		}
+		for _, p := range paths {
+			g.mem.keep(p)
+		}
+	})
 }
 
 // record remembers that the session has seen abs as it is described by s, and shares
-// it. A stamp that cannot be shared costs only a refusal on another replica, which
-// asks the model to read the file again: the read or write that saw it stands.
+// it (replicated, or abs kept). A stamp that cannot be shared costs only a refusal on
+// another replica or after a restart, which asks the model to read the file again: the
+// read or write that saw it stands.
 func (g *fileGuard) record(abs string, s fileStamp) {
 	g.mem.put(abs, s)
-	if g.shared != nil && g.session != "" {
-		st := store.FileStamp{Size: s.size, ModTime: s.mtime}
-		if s.hashed {
-			st.SHA256 = s.sum[:]
-		}
-		// Written even when the call was just cancelled (its read stands), but not
-		// waited for longer than a stalled database deserves.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stampWriteTimeout)
-		defer cancel()
-		_ = g.shared.PutFileStamp(ctx, g.session, abs, st)
+	if g.shared != nil && g.session != "" && (g.replicated || g.mem.isKept(abs)) {
+		g.put(abs, s)
 	}
 }
 
-// stampWriteTimeout bounds sharing a stamp: the read or write it describes is done.
+// keep writes to the store the stamp the session's memory holds of abs, when the
+// store keeps only some stamps: a call that passed the guard on it is about to wait
+// for approval, and must pass it again if approved after a restart. With replicated
+// stamps the store has it already (record), or a newer one from another replica.
+func (g *fileGuard) keep(abs string) {
+	if g.shared == nil || g.session == "" || g.replicated {
+		return
+	}
+	s, ok := g.mem.get(abs)
+	if !ok {
+		return // a new file: nothing to keep
+	}
+	g.mem.keep(abs)
+	g.put(abs, s)
+}
+
+// put writes s to the store as the session's stamp of abs.
+func (g *fileGuard) put(abs string, s fileStamp) {
+	st := store.FileStamp{Size: s.size, ModTime: s.mtime}
+	if s.hashed {
+		st.SHA256 = s.sum[:]
+	}
+	// Written even when the call was just cancelled (its read stands), but not
+	// waited for longer than a stalled database deserves.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stampWriteTimeout)
+	defer cancel()
+	_ = g.shared.PutFileStamp(ctx, g.session, abs, st)
+}
+
+// stampWriteTimeout bounds the guard's writes (the read or write a stamp describes
+// is done) and its one listing of a session's kept files.
 const stampWriteTimeout = 5 * time.Second
 
 // guardVerdict is the outcome of a check.
@@ -125,7 +211,9 @@ const (
 // SHA-256, so that a touch or a rewrite with identical content does not force a
 // re-read; files too large to hash fall back to the modification time. When this
 // process's memory refuses, the shared stamp decides: the session may have read the
-// file, or written it last, through another replica.
+// file, or written it last, through another replica. When stamps are not replicated,
+// the store is asked only about a file this process's memory has no record of (the
+// session may have seen it before a restart): for one it has, memory is the newest.
 func (g *fileGuard) check(abs string, fi fs.FileInfo, content func() ([]byte, error)) (guardVerdict, error) {
 	content = onceContent(content)
 	rec, ok := g.mem.get(abs)
@@ -136,7 +224,7 @@ func (g *fileGuard) check(abs string, fi fs.FileInfo, content func() ([]byte, er
 			return v, err
 		}
 	}
-	if g.shared == nil || g.session == "" {
+	if g.shared == nil || g.session == "" || (ok && !g.replicated) {
 		return v, nil
 	}
 	st, err := g.shared.GetFileStamp(g.ctx, g.session, abs)

@@ -14,10 +14,11 @@ type FileStamp struct {
 }
 
 // FileStampStore keeps the file stamps of sessions, so that a file one replica's
-// read_file saw may be replaced by a write_file the session sends to another. Only
-// PostgreSQL has it, like JobStore: on one machine every call of a session is in the
-// one process, whose memory holds its stamps. A session's stamps go with it
-// (retention).
+// read_file saw may be replaced by a write_file the session sends to another
+// (PostgreSQL), and so that a call waiting for approval when the daemon restarts may
+// still replace the file it was checked against (both stores; on one machine the
+// guard writes only those stamps, the rest live in the process's memory). A
+// session's stamps go with it (DeleteUnusedSession: deletion and retention).
 type FileStampStore interface {
 	// PutFileStamp records the stamp of path (the file's physical absolute path) for
 	// the session, replacing the one there was. It fails with ErrInvalid when the
@@ -25,4 +26,6 @@ type FileStampStore interface {
 	PutFileStamp(ctx context.Context, sessionID, path string, s FileStamp) error
 	// GetFileStamp returns ErrNotFound when the session has no stamp of path.
 	GetFileStamp(ctx context.Context, sessionID, path string) (*FileStamp, error)
+	// FileStampPaths returns the paths the session has a stamp of, in no order.
+	FileStampPaths(ctx context.Context, sessionID string) ([]string, error)
 }

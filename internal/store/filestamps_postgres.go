@@ -45,3 +45,20 @@ func (p *Postgres) GetFileStamp(ctx context.Context, sessionID, path string) (*F
 	s.ModTime = time.Unix(0, mtime)
 	return &s, nil
 }
+
+// FileStampPaths implements FileStampStore.
+func (p *Postgres) FileStampPaths(ctx context.Context, sessionID string) ([]string, error) {
+	rows, err := p.pool.Query(ctx, `SELECT path FROM file_stamps WHERE session_id = $1`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("store: file stamp paths: %w", err)
+	}
+	paths, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, fmt.Errorf("store: file stamp paths: %w", err)
+	}
+	out := make([]string, len(paths))
+	for i, b := range paths {
+		out[i] = string(b)
+	}
+	return out, nil
+}

@@ -1,19 +1,14 @@
 package store_test
 
 import (
-	"bytes"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+	"github.com/toolserverd/toolserverd/internal/store/storetest"
 )
 
-// TestFileStamps: a stamp put by one store (replica) is read by another, to the
-// nanosecond of its modification time and with or without its hash; a second put
-// replaces the first; stamps are per session and per path (a path that is not UTF-8
-// included); retention deletes a session's stamps with it. Only PostgreSQL keeps them.
+// TestFileStamps: a stamp put by one replica is read by another (storetest.FileStamps).
 func TestFileStamps(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -28,55 +23,5 @@ func TestFileStamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-
-	long := time.Now().Add(-48 * time.Hour).UTC()
-	for _, id := range []string{"ses_old", "ses_kept"} {
-		if err := a.CreateSession(ctx, &store.Session{ID: id, Tenant: "t", CreatedAt: long, UpdatedAt: long}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mtime := time.Unix(1795814000, 123456789)
-	sum := bytes.Repeat([]byte{0xab}, 32)
-	odd := "/w/caf\xe9.txt" // Latin-1, not UTF-8
-	puts := []struct {
-		session, path string
-		s             store.FileStamp
-	}{
-		{"ses_old", "/w/a.txt", store.FileStamp{Size: 1, ModTime: mtime}},
-		{"ses_old", "/w/a.txt", store.FileStamp{Size: 12, ModTime: mtime.Add(time.Nanosecond), SHA256: sum}},
-		{"ses_old", odd, store.FileStamp{Size: 3, ModTime: mtime}},
-		{"ses_kept", "/w/a.txt", store.FileStamp{Size: 7, ModTime: mtime}},
-	}
-	for _, p := range puts {
-		if err := a.PutFileStamp(ctx, p.session, p.path, p.s); err != nil {
-			t.Fatalf("put %s %q: %v", p.session, p.path, err)
-		}
-	}
-	for _, want := range puts[1:] {
-		got, err := b.GetFileStamp(ctx, want.session, want.path)
-		if err != nil {
-			t.Fatalf("get %s %q: %v", want.session, want.path, err)
-		}
-		if got.Size != want.s.Size || !got.ModTime.Equal(want.s.ModTime) || !bytes.Equal(got.SHA256, want.s.SHA256) {
-			t.Errorf("get %s %q = %+v, want %+v", want.session, want.path, got, want.s)
-		}
-	}
-	if _, err := b.GetFileStamp(ctx, "ses_kept", odd); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("another session's path: %v, want ErrNotFound", err)
-	}
-	if err := a.PutFileStamp(ctx, "", "/w/a.txt", store.FileStamp{}); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("no session: %v, want ErrInvalid", err)
-	}
-
-	if _, gone, err := a.DeleteUnusedSession(ctx, "ses_old", time.Now().Add(-time.Hour), 0); err != nil || !gone {
-		t.Fatalf("DeleteUnusedSession = %v, %v; want it gone", gone, err)
-	}
-	for _, path := range []string{"/w/a.txt", odd} {
-		if s, err := b.GetFileStamp(ctx, "ses_old", path); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("stamp %q of the deleted session: %+v, %v; want it deleted", path, s, err)
-		}
-	}
-	if _, err := b.GetFileStamp(ctx, "ses_kept", "/w/a.txt"); err != nil {
-		t.Errorf("the other session's stamp: %v", err)
-	}
+	storetest.FileStamps(t, a, b)
 }

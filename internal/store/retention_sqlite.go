@@ -252,6 +252,7 @@ func (s *SQLite) DeleteUnusedSession(ctx context.Context, id string, before time
 			`DELETE FROM approvals WHERE session_id = ?`,
 			`DELETE FROM tasks WHERE session_id = ?`,
 			`DELETE FROM scratchpad WHERE session_id = ?`,
+			`DELETE FROM file_stamps WHERE session_id = ?`,
 			`DELETE FROM sessions WHERE id = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {

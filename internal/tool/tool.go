@@ -362,8 +362,11 @@ type Tool interface {
 // session has not read, edit_file on one that does not exist. The executor calls
 // Precheck only for a call that would otherwise wait for approval; a non-nil error
 // (kind from *Error, else failed) is the call's result and nobody is asked. Precheck
-// must change nothing; the call's Run checks again, since the file may have changed
-// while the call waited.
+// must change nothing a model or a person sees; it may keep, durably, what the call's
+// Run will be checked against (the file tools keep the session's read stamp of the
+// file), so that the call, approved after a restart, runs as it would have without
+// one. The call's Run checks again, since the file may have changed while the call
+// waited.
 type Prechecker interface {
 	Precheck(ctx *Context, args json.RawMessage) error
 }
