@@ -13,11 +13,7 @@ import (
 // returned [] for them: the calls ran, and the model never saw their results.
 func TestPythonClientGemini(t *testing.T) {
 	t.Parallel()
-	py := python3(t)
-	base, key := daemon(t)
 	script := `
-import json, sys, toolserverd
-ts = toolserverd.ToolServer(sys.argv[1], sys.argv[2])
 s = ts.create_session(["execute_command", "read_file"])
 parts = [
     {"functionCall": {"id": "g1", "name": "execute_command", "args": {"command": "echo first"}}},
@@ -26,13 +22,7 @@ parts = [
 ]
 print(json.dumps(ts.run(s, parts, "gemini")))
 `
-	cmd := exec.Command(py, "-c", script, base, key)
-	cmd.Env = os.Environ()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("python: %v\n%s", err, stderr.String())
-	}
+	stdout := pyScript(t, script)
 	var msgs []struct {
 		FunctionResponse struct {
 			ID       string         `json:"id"`
@@ -40,11 +30,11 @@ print(json.dumps(ts.run(s, parts, "gemini")))
 			Response map[string]any `json:"response"`
 		} `json:"functionResponse"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &msgs); err != nil {
-		t.Fatalf("output %q: %v", stdout.String(), err)
+	if err := json.Unmarshal(stdout, &msgs); err != nil {
+		t.Fatalf("output %q: %v", string(stdout), err)
 	}
 	if len(msgs) != 3 {
-		t.Fatalf("got %d messages, want 3: %s", len(msgs), stdout.String())
+		t.Fatalf("got %d messages, want 3: %s", len(msgs), string(stdout))
 	}
 	if r := msgs[0].FunctionResponse; r.ID != "g1" || r.Name != "execute_command" || !bytes.Contains(mustJSON(t, r.Response), []byte("first")) {
 		t.Errorf("message 0 = %+v, want execute_command g1 printing first", r)
@@ -55,6 +45,23 @@ print(json.dumps(ts.run(s, parts, "gemini")))
 	if r := msgs[2].FunctionResponse; r.Name != "execute_command" || !bytes.Contains(mustJSON(t, r.Response), []byte("third")) {
 		t.Errorf("message 2 = %+v, want execute_command printing third", r)
 	}
+}
+
+// pyScript runs a Python script against a daemon of its own, with ts a ToolServer
+// client of it, and returns what it printed.
+func pyScript(t *testing.T, script string) []byte {
+	t.Helper()
+	py := python3(t)
+	base, key := daemon(t)
+	script = "import json, sys, toolserverd\nts = toolserverd.ToolServer(sys.argv[1], sys.argv[2])\n" + script
+	cmd := exec.Command(py, "-c", script, base, key)
+	cmd.Env = os.Environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	return stdout.Bytes()
 }
 
 func mustJSON(t *testing.T, v any) []byte {

@@ -1,10 +1,7 @@
 package python_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"slices"
 	"testing"
 )
@@ -13,24 +10,13 @@ import (
 // ranked listing (scenario 5): the best limit tools and tool_expand_tools.
 func TestPythonClientRankedTools(t *testing.T) {
 	t.Parallel()
-	py := python3(t)
-	base, key := daemon(t)
-	script := `
-import json, sys, toolserverd
-ts = toolserverd.ToolServer(sys.argv[1], sys.argv[2])
+	stdout := pyScript(t, `
 s = ts.create_session(["*"])  # every tool: ranking applies past 15
 print(json.dumps([t["function"]["name"] for t in ts.tools(s, "openai", query="read the contents of a file&", limit=3)]))
-`
-	cmd := exec.Command(py, "-c", script, base, key)
-	cmd.Env = os.Environ()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("python: %v\n%s", err, stderr.String())
-	}
+`)
 	var names []string
-	if err := json.Unmarshal(stdout.Bytes(), &names); err != nil {
-		t.Fatalf("output %q: %v", stdout.String(), err)
+	if err := json.Unmarshal(stdout, &names); err != nil {
+		t.Fatalf("output %q: %v", string(stdout), err)
 	}
 	if len(names) != 4 || !slices.Contains(names, "read_file") || !slices.Contains(names, "tool_expand_tools") {
 		t.Fatalf("ranked tools %v, want 3 with read_file, and tool_expand_tools", names)
