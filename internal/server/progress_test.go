@@ -557,7 +557,10 @@ func TestProgressStreamsSlowReaderHoldsLittle(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * time.Second) // the streams fill the sockets and stall
-	if grew := int64(heap()) - int64(before); grew > 16<<20 {
+	// About 8 MB on a quiet machine; the defect held about 17 MB a stream (136 MB).
+	// A clean-clone CI run, loaded, measured 26 MB once with nothing held wrongly (the
+	// same build measured 7–8 MB alone), so the bound leaves room for that.
+	if grew := int64(heap()) - int64(before); grew > 40<<20 {
 		t.Fatalf("%d progress streams and %d events replays whose clients do not read hold %d MB", stalled, stalled, grew>>20)
 	}
 }
