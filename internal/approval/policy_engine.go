@@ -237,30 +237,50 @@ func (c *check) readsPrivate() string {
 		dirs, vague := c.wordDirs(sc.Dirs)
 		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
 			for _, w := range words {
-				if _, v, ok := strings.Cut(w, "="); ok {
-					w = v // --file=PATH
+				// A word holding a variable the line sets is judged by every value
+				// it may take (x=data; cat $x/admin.key).
+				cands := []field{{text: w}}
+				if vals := sc.values[w]; strings.Contains(w, "$") && vals != nil {
+					cands = vals
 				}
-				// A word that is no path by its look may still be a symlink into
-				// the data dir: only where it leads is checked for it.
-				byName := bare || w == ".." || strings.Contains(w, "/")
-				if byName && vague && climbs(w) && c.vagueUntrusted(sc.Dirs) {
-					return fmt.Sprintf("the command names %q after a change to a folder known only when it runs (a cd to ~ or $VAR, a sourced script; HOME and TMPDIR lie in the daemon's data directory)", w)
-				}
-				for _, dir := range dirs {
-					ps := c.wordSubjectFrom(w, dir)
-					if ps.abs == "" {
-						continue
-					}
-					for _, d := range c.e.private {
-						if byName && within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
-							return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+				for _, f := range cands {
+					if r := c.wordPrivate(f.text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+						if f.text != w {
+							return fmt.Sprintf("%s, which %q may be", r, w)
 						}
-					}
-					if real := c.linkTarget(ps.abs); real != "" && c.inPrivate(real) {
-						return fmt.Sprintf("the command names %q, a link to %q in the daemon's data directory (its keys, its database, other sessions' files)", w, real)
+						return r
 					}
 				}
 			}
+		}
+	}
+	return ""
+}
+
+// wordPrivate names the word w, read from each of dirs, when it names a path in a
+// private dir or a link into one, or returns "".
+func (c *check) wordPrivate(w string, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+	if _, v, ok := strings.Cut(w, "="); ok {
+		w = v // --file=PATH
+	}
+	// A word that is no path by its look may still be a symlink into
+	// the data dir: only where it leads is checked for it.
+	byName := bare || w == ".." || strings.Contains(w, "/")
+	if byName && vague && climbs(w) && c.vagueUntrusted(ds) {
+		return fmt.Sprintf("the command names %q after a change to a folder known only when it runs (a cd to ~ or $VAR, a sourced script; HOME and TMPDIR lie in the daemon's data directory)", w)
+	}
+	for _, dir := range dirs {
+		ps := c.wordSubjectFrom(w, dir)
+		if ps.abs == "" {
+			continue
+		}
+		for _, d := range c.e.private {
+			if byName && within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
+				return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+			}
+		}
+		if real := c.linkTarget(ps.abs); real != "" && c.inPrivate(real) {
+			return fmt.Sprintf("the command names %q, a link to %q in the daemon's data directory (its keys, its database, other sessions' files)", w, real)
 		}
 	}
 	return ""

@@ -1,0 +1,39 @@
+package approval
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestPrivateDirHiddenInWords: a word that reaches the data dir only once the shell
+// expands it names the data dir as surely as its literal name does; each asks,
+// immune, in every mode, while the same forms reaching the checkout run unasked.
+func TestPrivateDirHiddenInWords(t *testing.T) {
+	t.Parallel()
+	work, data, _ := recursiveFixture(t)
+	if err := os.Symlink(data, filepath.Join(work, "dlink")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []immuneCase{
+		// A variable the line sets: x=data; cat $x/admin.key read the admin key
+		// unasked in every mode.
+		{"x=data; cat $x/admin.key", true},
+		{"x=da; cat ${x}ta/admin.key", true},
+		{"x=dlink; cat $x/admin.key", true},
+		{"for d in src data; do cat $d/a.go; done", true},
+		{"x=src; cat $x/a.go", false},
+		{"for f in src/*.go; do wc -l $f; done", false},
+	}
+	cfg := DefaultConfig()
+	cfg.PrivateDirs = []string{data}
+	e := testEngine(t, cfg)
+	for _, tc := range cases {
+		for _, mode := range []Mode{ModeDefault, ModeBypass} {
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
+			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+			}
+		}
+	}
+}
