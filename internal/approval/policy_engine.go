@@ -239,12 +239,12 @@ func (c *check) readsPrivate() string {
 			for _, w := range words {
 				// A word holding a variable the line sets is judged by every value
 				// it may take (x=data; cat $x/admin.key).
-				cands := []field{{text: w}}
+				cands := []field{{text: w, glob: strings.ContainsAny(w, "*?[")}}
 				if vals := sc.values[w]; strings.Contains(w, "$") && vals != nil {
 					cands = vals
 				}
 				for _, f := range cands {
-					if r := c.wordPrivate(f.text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+					if r := c.wordPrivate(f.text, f.glob, dirs, vague, bare, workdir, sc.Dirs); r != "" {
 						if f.text != w {
 							return fmt.Sprintf("%s, which %q may be", r, w)
 						}
@@ -259,7 +259,7 @@ func (c *check) readsPrivate() string {
 
 // wordPrivate names the word w, read from each of dirs, when it names a path in a
 // private dir or a link into one, or returns "".
-func (c *check) wordPrivate(w string, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+func (c *check) wordPrivate(w string, glob bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
 	if _, v, ok := strings.Cut(w, "="); ok {
 		w = v // --file=PATH
 	}
@@ -282,8 +282,66 @@ func (c *check) wordPrivate(w string, dirs []string, vague, bare bool, workdir s
 		if real := c.linkTarget(ps.abs); real != "" && c.inPrivate(real) {
 			return fmt.Sprintf("the command names %q, a link to %q in the daemon's data directory (its keys, its database, other sessions' files)", w, real)
 		}
+		if glob && strings.ContainsAny(w, "*?[") {
+			if r := c.globPrivate(w, ps.abs, workdir); r != "" {
+				return r
+			}
+		}
 	}
 	return ""
+}
+
+// globPrivate names the glob w (pattern: it read from its folder, clean and
+// absolute) when it may match a path inside a private dir (cat */admin.key with
+// the data dir "data" in the checkout), or a link into one, or returns "". Matching
+// a private dir itself (ls *) is not reading in it.
+func (c *check) globPrivate(w, pattern, workdir string) string {
+	pat := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
+	for _, d := range c.e.private {
+		if within(workdir, d) && within(globBase(pattern), workdir) {
+			continue // the session's own workspace
+		}
+		dc := strings.Split(strings.TrimPrefix(d, "/"), "/")
+		if d == "/" || len(pat) <= len(dc) {
+			continue
+		}
+		reaches := true
+		for i, part := range dc {
+			if ok, err := path.Match(pat[i], part); !ok || err != nil {
+				reaches = false
+				break
+			}
+		}
+		if reaches {
+			return fmt.Sprintf("the command names %q, which may match files in the daemon's data directory (its keys, its database, other sessions' files)", w)
+		}
+	}
+	if strings.Count(pattern, "*")+strings.Count(pattern, "?")+strings.Count(pattern, "[") > 4 {
+		return "" // too wide to list on disk
+	}
+	matches, _ := filepath.Glob(filepath.FromSlash(pattern))
+	for i, m := range matches {
+		if i == 1000 {
+			break
+		}
+		if real := c.linkTarget(m); real != "" && c.inPrivate(real) {
+			return fmt.Sprintf("the command names %q, which matches %q, a link into the daemon's data directory (its keys, its database, other sessions' files)", w, m)
+		}
+	}
+	return ""
+}
+
+// globBase is the folder a clean absolute glob pattern lists from: its part before
+// the first component holding a glob character.
+func globBase(pattern string) string {
+	i := strings.IndexAny(pattern, "*?[")
+	if i < 0 {
+		return pattern
+	}
+	if j := strings.LastIndex(pattern[:i], "/"); j > 0 {
+		return pattern[:j]
+	}
+	return "/"
 }
 
 // linkTarget is where the path p leads when a symlink on the way makes it differ from

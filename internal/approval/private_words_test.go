@@ -24,6 +24,17 @@ func TestPrivateDirHiddenInWords(t *testing.T) {
 		{"for d in src data; do cat $d/a.go; done", true},
 		{"x=src; cat $x/a.go", false},
 		{"for f in src/*.go; do wc -l $f; done", false},
+		// A glob: cat */admin.key read the admin key unasked in every mode.
+		{"cat */admin.key", true},
+		{"cat dat?/admin.key", true},
+		{"cat [d]ata/admin.key", true},
+		{"cat d?ink/admin.key", true}, // through the link
+		{"ls */workspaces", true},
+		{"x='*'; cat $x/admin.key", true},
+		{"cat ../*/data/admin.key", true},
+		{"cat src/*.go", false},
+		{"ls src/*", false},
+		{"grep foo *.md", false},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
