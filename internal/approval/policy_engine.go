@@ -254,6 +254,13 @@ func (c *check) readsPrivate() string {
 			}
 		}
 	}
+	// Redirections are no words: cat < data/admin.key, echo x > data/admin.key.
+	for _, site := range append(slices.Clip(c.cmd.inputSites), c.cmd.writeSites...) {
+		dirs, vague := c.wordDirs(site.dirs)
+		if r := c.wordPrivate(site.path, strings.ContainsAny(site.path, "*?["), dirs, vague, bare, workdir, site.dirs); r != "" {
+			return r
+		}
+	}
 	return ""
 }
 

@@ -35,6 +35,14 @@ func TestPrivateDirHiddenInWords(t *testing.T) {
 		{"cat src/*.go", false},
 		{"ls src/*", false},
 		{"grep foo *.md", false},
+		// A redirection: cat < data/admin.key read the admin key unasked in every
+		// mode, echo x > data/admin.key overwrote it unasked in bypass mode.
+		{"cat < data/admin.key", true},
+		{"while read l; do echo $l; done < dlink/admin.key", true},
+		{"echo x > data/admin.key", true},
+		{"echo x >> data/workspaces/ses_2/f", true},
+		{"cat < README.md", false},
+		{"sort < src/a.go", false},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
