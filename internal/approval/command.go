@@ -107,6 +107,9 @@ type pathSite struct {
 	path     string
 	dirs     []Dir // nil: the start only
 	redirect bool
+	// values are what a redirection target holding variables may expand to, as
+	// the line gives them; nil when only the run knows.
+	values []field
 }
 
 // AnalyzeCommand reads a bash command line without running it. It never panics;
@@ -262,7 +265,7 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 			if r.Word != nil {
 				in := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word}))
 				a.res.Inputs = append(a.res.Inputs, in)
-				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs})
+				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs, values: a.siteValues(r.Word)})
 			}
 			continue
 		default:
@@ -281,7 +284,7 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		wrote = true
 		a.res.Writes = append(a.res.Writes, target)
 		a.res.Redirects = append(a.res.Redirects, target)
-		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true})
+		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true, values: a.siteValues(r.Word)})
 		a.cmdDirs = dirs
 		dangerous := a.redirectDanger(a.text(r), target)
 		a.cmdDirs = nil
@@ -330,6 +333,18 @@ func (a *analyzer) callText(s *syntax.Stmt, call *syntax.CallExpr) string {
 		return strings.TrimSpace(a.text(s))
 	}
 	return strings.TrimSpace(a.src[start:end])
+}
+
+// siteValues are the values the line gives a redirection target that holds
+// variables, or nil.
+func (a *analyzer) siteValues(w *syntax.Word) []field {
+	if !wordDynamic(w) {
+		return nil
+	}
+	if vals, ok := a.resolve(w); ok {
+		return vals
+	}
+	return nil
 }
 
 func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bool) {

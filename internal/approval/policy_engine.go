@@ -257,8 +257,17 @@ func (c *check) readsPrivate() string {
 	// Redirections are no words: cat < data/admin.key, echo x > data/admin.key.
 	for _, site := range append(slices.Clip(c.cmd.inputSites), c.cmd.writeSites...) {
 		dirs, vague := c.wordDirs(site.dirs)
-		if r := c.wordPrivate(site.path, strings.ContainsAny(site.path, "*?["), dirs, vague, bare, workdir, site.dirs); r != "" {
-			return r
+		cands := []field{{text: site.path, glob: strings.ContainsAny(site.path, "*?[")}}
+		if strings.Contains(site.path, "$") && len(site.values) > 0 {
+			cands = site.values
+		}
+		for _, f := range cands {
+			if r := c.wordPrivate(f.text, f.glob, dirs, vague, bare, workdir, site.dirs); r != "" {
+				if f.text != site.path {
+					return fmt.Sprintf("%s, which %q may be", r, site.path)
+				}
+				return r
+			}
 		}
 	}
 	return ""

@@ -43,6 +43,9 @@ func TestPrivateDirHiddenInWords(t *testing.T) {
 		{"echo x >> data/workspaces/ses_2/f", true},
 		{"cat < README.md", false},
 		{"sort < src/a.go", false},
+		{"x=data; cat < $x/admin.key", true},
+		{"for d in data; do echo x > $d/admin.key; done", true},
+		{"x=src; cat < $x/a.go", false},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
