@@ -279,6 +279,14 @@ func (c *check) wordPrivate(w string, glob bool, dirs []string, vague, bare bool
 	if _, v, ok := strings.Cut(w, "="); ok {
 		w = v // --file=PATH
 	}
+	// ~+ and $PWD are the folder the shell stands in: ~+/data/admin.key is
+	// ./data/admin.key.
+	for _, pwd := range []string{"~+", "$PWD", "${PWD}"} {
+		if rest, ok := strings.CutPrefix(w, pwd); ok && (rest == "" || rest[0] == '/') {
+			w = "." + rest
+			break
+		}
+	}
 	// A word that is no path by its look may still be a symlink into
 	// the data dir: only where it leads is checked for it.
 	byName := bare || w == ".." || strings.Contains(w, "/")

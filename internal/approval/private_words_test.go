@@ -46,6 +46,12 @@ func TestPrivateDirHiddenInWords(t *testing.T) {
 		{"x=data; cat < $x/admin.key", true},
 		{"for d in data; do echo x > $d/admin.key; done", true},
 		{"x=src; cat < $x/a.go", false},
+		// ~+ and $PWD: cat ~+/data/admin.key asked in default mode, but as a home
+		// directory or an unknown variable, which bypass mode lets through.
+		{"cat ~+/data/admin.key", true},
+		{"cat $PWD/data/admin.key", true},
+		{"cd src && cat ${PWD}/../data/admin.key", true},
+		{"cat ~+/README.md $PWD/src/a.go", false},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
