@@ -537,7 +537,9 @@ func (f *dirFlow) cdTargets(call *syntax.CallExpr, arg field) []string {
 		}
 		var out []string
 		for _, v := range vals {
-			if v.glob || unknownTarget(v) {
+			// A value that is an option (x=-P; cd $x link/..) makes the next word
+			// the target, read as it says: not followed.
+			if v.glob || unknownTarget(v) || strings.HasPrefix(v.text, "-") {
 				return nil
 			}
 			out = append(out, v.text)

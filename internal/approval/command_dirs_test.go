@@ -316,6 +316,10 @@ func TestSetPhysical(t *testing.T) {
 		{"set +P; cd rlink/.. && cat x", ""},
 		{"pwd -P", ""},
 		{"cd -P rlink/.. && cat x", "rlink/.."},
+		// An option held in a variable: o=-P; cd $o elink/.. went to the folder
+		// above the checkout and cat x read its x unasked.
+		{"o=-P; cd $o elink/.. && cat x", "cat x"},
+		{"for o in -L -P; do cd $o rlink/.. && cat x; done", "cat x"},
 	} {
 		d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeDefault, Workdir: work, Args: commandArgs(tc.command), SessionRules: rules})
 		switch {
