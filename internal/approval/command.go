@@ -383,6 +383,23 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	}
 	u := unwrap(raw)
 	sc.Words, sc.Runs, sc.argsFromInput = u.key, u.runs, u.fromInput
+	// env -C X runs the command as (cd X && command) would, but physically (chdir):
+	// X is read as a folder from where the line stands, the command's words from X.
+	for _, t := range u.chdirs {
+		from := sc.Dirs
+		if len(from) == 0 {
+			from = []Dir{startDir}
+		}
+		a.res.inputSites = append(a.res.inputSites, pathSite{path: t, dirs: from})
+		sc.Dirs = make([]Dir, 0, len(from))
+		for _, d := range from {
+			if t == "" || t == "-" || strings.ContainsAny(t, "$`*?[") || strings.HasPrefix(t, "~") {
+				sc.Dirs = append(sc.Dirs, Dir{Vague: true})
+			} else {
+				sc.Dirs = append(sc.Dirs, d.cd(t, true))
+			}
+		}
+	}
 	sc.special = tailFlags(raw, special, sc.Words)
 	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
 		if len(v) > 0 && strings.Contains(v[0], "$") {

@@ -320,6 +320,11 @@ func TestSetPhysical(t *testing.T) {
 		// above the checkout and cat x read its x unasked.
 		{"o=-P; cd $o elink/.. && cat x", "cat x"},
 		{"for o in -L -P; do cd $o rlink/.. && cat x; done", "cat x"},
+		// env -C changes folder (physically) as cd does: env -C .. cat x read the
+		// x above the checkout unasked.
+		{"env -C .. cat x", "cat x"},
+		{"env --chdir=elink/.. cat x", "cat x"},
+		{"env -C sub cat a", ""},
 	} {
 		d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeDefault, Workdir: work, Args: commandArgs(tc.command), SessionRules: rules})
 		switch {

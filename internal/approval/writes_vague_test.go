@@ -69,6 +69,10 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "export CDPATH=/; cd usr; rm -rf lib", mode: ModeBypass, want: immune},
 		{command: "CDPATH=/ pushd usr && rm -f lib", mode: ModeBypass, want: immune},
 		{command: "CDPATH=/ cd ./sub && rm -rf build", mode: ModeBypass, want: allow},
+		// env -C: env -C / rm -rf usr deleted /usr unasked in bypass mode.
+		{command: "env -C / rm -rf usr", mode: ModeBypass, want: immune, names: "/usr"},
+		{command: "env -C $X rm -rf build", mode: ModeBypass, want: immune},
+		{command: "env -C sub rm -rf build", mode: ModeBypass, want: allow},
 		// Other writes from an unknown folder: an ask no prefix rule covers.
 		{command: "cd - && echo x >> .bash_aliases", want: ask, names: ".bash_aliases"},
 		{command: "cd - && echo x >> .bash_aliases", rules: []string{"execute_command(echo x)"}, want: ask, names: ".bash_aliases"},
