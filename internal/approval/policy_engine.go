@@ -279,14 +279,7 @@ func (c *check) wordPrivate(w string, glob bool, dirs []string, vague, bare bool
 	if _, v, ok := strings.Cut(w, "="); ok {
 		w = v // --file=PATH
 	}
-	// ~+ and $PWD are the folder the shell stands in: ~+/data/admin.key is
-	// ./data/admin.key.
-	for _, pwd := range []string{"~+", "$PWD", "${PWD}"} {
-		if rest, ok := strings.CutPrefix(w, pwd); ok && (rest == "" || rest[0] == '/') {
-			w = "." + rest
-			break
-		}
-	}
+	w = pwdRelative(w)
 	// A word that is no path by its look may still be a symlink into
 	// the data dir: only where it leads is checked for it.
 	byName := bare || w == ".." || strings.Contains(w, "/")
@@ -366,6 +359,17 @@ func globBase(pattern string) string {
 		return pattern[:j]
 	}
 	return "/"
+}
+
+// pwdRelative reads a word that starts with ~+ or $PWD, the folder the shell
+// stands in, as one relative to it: ~+/data/admin.key is ./data/admin.key.
+func pwdRelative(w string) string {
+	for _, pwd := range []string{"~+", "$PWD", "${PWD}"} {
+		if rest, ok := strings.CutPrefix(w, pwd); ok && (rest == "" || rest[0] == '/') {
+			return "." + rest
+		}
+	}
+	return w
 }
 
 // linkTarget is where the path p leads when a symlink on the way makes it differ from

@@ -343,6 +343,7 @@ func (c *check) readsPrivateWithin() string {
 			}
 			var words2 []string
 			for _, w := range roots {
+				w = pwdRelative(w)
 				switch {
 				case strings.Contains(w, "{}") && li > 0 && outerOK:
 					// find … -exec grep -r x {} +: whatever find finds, at any depth

@@ -230,6 +230,11 @@ func TestRecursiveChangeOfPrivateDir(t *testing.T) {
 		{"git clean -fdx src", false, false},
 		{"git -C src clean -fdx", false, false},
 		{"chmod -R u+w src", false, false},
+		// $PWD and ~+ are the folder the shell stands in.
+		{`rm -rf "$PWD"`, true, false},
+		{"grep -r x ~+", true, false},
+		{"cd src && rm -rf $PWD/..", true, false},
+		{"rm -rf $PWD/build", false, false},
 	}
 	for _, private := range []string{data, state} {
 		cfg := DefaultConfig()
