@@ -234,7 +234,12 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 	if spec.pattern && !patByOpt {
 		paths--
 	}
-	if spec.dest && !destByOpt && len(ops) >= 2 {
+	// rsync --delete (--del, --delete-after, …) empties its destination of what
+	// the source lacks: rsync -a --delete empty/ . deletes the checkout's data dir.
+	deletes := path.Base(words[0]) == "rsync" && slices.ContainsFunc(args, func(a string) bool {
+		return a == "--del" || strings.HasPrefix(a, "--delete")
+	})
+	if spec.dest && !destByOpt && len(ops) >= 2 && !deletes {
 		ops, paths = ops[:len(ops)-1], paths-1
 	}
 	if paths <= 0 && spec.dot {

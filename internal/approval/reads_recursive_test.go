@@ -235,6 +235,12 @@ func TestRecursiveChangeOfPrivateDir(t *testing.T) {
 		{"grep -r x ~+", true, false},
 		{"cd src && rm -rf $PWD/..", true, false},
 		{"rm -rf $PWD/build", false, false},
+		// rsync --delete empties its destination: rsync -a --delete empty/ .
+		// deleted the data dir unasked in bypass mode.
+		{"rsync -a --delete /tmp/empty/ .", true, false},
+		{"rsync -a --delete-after src/ ./", true, false},
+		{"rsync -a --delete src/ build/", false, false},
+		{"rsync -a src/ .", false, false},
 	}
 	for _, private := range []string{data, state} {
 		cfg := DefaultConfig()
