@@ -390,13 +390,23 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 		if len(from) == 0 {
 			from = []Dir{startDir}
 		}
-		a.res.inputSites = append(a.res.inputSites, pathSite{path: t, dirs: from})
-		sc.Dirs = make([]Dir, 0, len(from))
+		targets := []string{t}
+		vals := sc.values[t] // env -C $d, d set by the line
+		if strings.Contains(t, "$") && len(vals) > 0 {
+			targets = targets[:0]
+			for _, v := range vals {
+				targets = append(targets, v.text)
+			}
+		}
+		a.res.inputSites = append(a.res.inputSites, pathSite{path: t, dirs: from, values: vals})
+		sc.Dirs = make([]Dir, 0, len(from)*len(targets))
 		for _, d := range from {
-			if t == "" || t == "-" || strings.ContainsAny(t, "$`*?[") || strings.HasPrefix(t, "~") {
-				sc.Dirs = append(sc.Dirs, Dir{Vague: true})
-			} else {
-				sc.Dirs = append(sc.Dirs, d.cd(t, true))
+			for _, t := range targets {
+				if t == "" || t == "-" || strings.ContainsAny(t, "$`*?[") || strings.HasPrefix(t, "~") {
+					sc.Dirs = append(sc.Dirs, Dir{Vague: true})
+				} else {
+					sc.Dirs = append(sc.Dirs, d.cd(t, true))
+				}
 			}
 		}
 	}

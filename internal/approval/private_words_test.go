@@ -52,6 +52,8 @@ func TestPrivateDirHiddenInWords(t *testing.T) {
 		{"cat $PWD/data/admin.key", true},
 		{"cd src && cat ${PWD}/../data/admin.key", true},
 		{"cat ~+/README.md $PWD/src/a.go", false},
+		// env -C to a variable the line sets.
+		{"x=data; env -C $x cat admin.key", true},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}

@@ -73,6 +73,7 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "env -C / rm -rf usr", mode: ModeBypass, want: immune, names: "/usr"},
 		{command: "env -C $X rm -rf build", mode: ModeBypass, want: immune},
 		{command: "env -C sub rm -rf build", mode: ModeBypass, want: allow},
+		{command: "d=/; env -C $d rm -rf usr", mode: ModeBypass, want: immune, names: "/usr"},
 		// Other writes from an unknown folder: an ask no prefix rule covers.
 		{command: "cd - && echo x >> .bash_aliases", want: ask, names: ".bash_aliases"},
 		{command: "cd - && echo x >> .bash_aliases", rules: []string{"execute_command(echo x)"}, want: ask, names: ".bash_aliases"},
