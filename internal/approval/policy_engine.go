@@ -236,6 +236,11 @@ func (c *check) readsPrivate() string {
 	for _, sc := range c.cmd.Commands {
 		dirs, vague := c.wordDirs(sc.Dirs)
 		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+			// A glob that matches the data dir itself enters or lists it here.
+			enter := len(words) > 0 && slices.Contains([]string{"cd", "pushd", "ls", "env", "dir", "vdir"}, path.Base(words[0])) &&
+				!slices.ContainsFunc(words[1:], func(a string) bool { // ls -d lists the folder, not its entries
+					return a == "--directory" || len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'd') && path.Base(words[0]) != "env"
+				})
 			for _, w := range words {
 				// A word holding a variable the line sets is judged by every value
 				// it may take (x=data; cat $x/admin.key).
@@ -244,7 +249,7 @@ func (c *check) readsPrivate() string {
 					cands = vals
 				}
 				for _, f := range cands {
-					if r := c.wordPrivate(f.text, f.glob, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+					if r := c.wordPrivate(f.text, f.glob, enter, dirs, vague, bare, workdir, sc.Dirs); r != "" {
 						if f.text != w {
 							return fmt.Sprintf("%s, which %q may be", r, w)
 						}
@@ -255,14 +260,15 @@ func (c *check) readsPrivate() string {
 		}
 	}
 	// Redirections are no words: cat < data/admin.key, echo x > data/admin.key.
-	for _, site := range append(slices.Clip(c.cmd.inputSites), c.cmd.writeSites...) {
+	for i, site := range append(slices.Clip(c.cmd.inputSites), c.cmd.writeSites...) {
+		enter := i < len(c.cmd.inputSites) // env -C d?ta
 		dirs, vague := c.wordDirs(site.dirs)
 		cands := []field{{text: site.path, glob: strings.ContainsAny(site.path, "*?[")}}
 		if strings.Contains(site.path, "$") && len(site.values) > 0 {
 			cands = site.values
 		}
 		for _, f := range cands {
-			if r := c.wordPrivate(f.text, f.glob, dirs, vague, bare, workdir, site.dirs); r != "" {
+			if r := c.wordPrivate(f.text, f.glob, enter, dirs, vague, bare, workdir, site.dirs); r != "" {
 				if f.text != site.path {
 					return fmt.Sprintf("%s, which %q may be", r, site.path)
 				}
@@ -275,7 +281,7 @@ func (c *check) readsPrivate() string {
 
 // wordPrivate names the word w, read from each of dirs, when it names a path in a
 // private dir or a link into one, or returns "".
-func (c *check) wordPrivate(w string, glob bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+func (c *check) wordPrivate(w string, glob, enter bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
 	if _, v, ok := strings.Cut(w, "="); ok {
 		w = v // --file=PATH
 	}
@@ -300,7 +306,7 @@ func (c *check) wordPrivate(w string, glob bool, dirs []string, vague, bare bool
 			return fmt.Sprintf("the command names %q, a link to %q in the daemon's data directory (its keys, its database, other sessions' files)", w, real)
 		}
 		if glob && strings.ContainsAny(w, "*?[") {
-			if r := c.globPrivate(w, ps.abs, workdir); r != "" {
+			if r := c.globPrivate(w, ps.abs, workdir, enter); r != "" {
 				return r
 			}
 		}
@@ -311,15 +317,16 @@ func (c *check) wordPrivate(w string, glob bool, dirs []string, vague, bare bool
 // globPrivate names the glob w (pattern: it read from its folder, clean and
 // absolute) when it may match a path inside a private dir (cat */admin.key with
 // the data dir "data" in the checkout), or a link into one, or returns "". Matching
-// a private dir itself (ls *) is not reading in it.
-func (c *check) globPrivate(w, pattern, workdir string) string {
+// a private dir itself is reading in it only for a command that enters or lists
+// it (enter: cd dat?, ls d*), not for cat * or grep x *.
+func (c *check) globPrivate(w, pattern, workdir string, enter bool) string {
 	pat := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
 	for _, d := range c.e.private {
 		if within(workdir, d) && within(globBase(pattern), workdir) {
 			continue // the session's own workspace
 		}
 		dc := strings.Split(strings.TrimPrefix(d, "/"), "/")
-		if d == "/" || len(pat) <= len(dc) {
+		if d == "/" || len(pat) < len(dc) || len(pat) == len(dc) && !enter {
 			continue
 		}
 		reaches := true

@@ -54,6 +54,13 @@ func TestPrivateDirHiddenInWords(t *testing.T) {
 		{"cat ~+/README.md $PWD/src/a.go", false},
 		// env -C to a variable the line sets.
 		{"x=data; env -C $x cat admin.key", true},
+		// A glob naming the data dir itself, for a command that enters or lists
+		// it: cd dat? && ls listed it unasked in bypass mode.
+		{"cd dat? && ls", true},
+		{"ls d?ta", true},
+		{"env -C d?ta ls", true},
+		{"ls -d d?ta", false},
+		{"cat d?ta", false},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
