@@ -107,6 +107,9 @@ type pathSite struct {
 	path     string
 	dirs     []Dir // nil: the start only
 	redirect bool
+	// values are what a redirection target holding variables may expand to, as
+	// the line gives them; nil when only the run knows.
+	values []field
 }
 
 // AnalyzeCommand reads a bash command line without running it. It never panics;
@@ -262,7 +265,7 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 			if r.Word != nil {
 				in := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word}))
 				a.res.Inputs = append(a.res.Inputs, in)
-				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs})
+				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs, values: a.siteValues(r.Word)})
 			}
 			continue
 		default:
@@ -281,7 +284,7 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		wrote = true
 		a.res.Writes = append(a.res.Writes, target)
 		a.res.Redirects = append(a.res.Redirects, target)
-		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true})
+		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true, values: a.siteValues(r.Word)})
 		a.cmdDirs = dirs
 		dangerous := a.redirectDanger(a.text(r), target)
 		a.cmdDirs = nil
@@ -332,6 +335,18 @@ func (a *analyzer) callText(s *syntax.Stmt, call *syntax.CallExpr) string {
 	return strings.TrimSpace(a.src[start:end])
 }
 
+// siteValues are the values the line gives a redirection target that holds
+// variables, or nil.
+func (a *analyzer) siteValues(w *syntax.Word) []field {
+	if !wordDynamic(w) {
+		return nil
+	}
+	if vals, ok := a.resolve(w); ok {
+		return vals
+	}
+	return nil
+}
+
 func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bool) {
 	text := a.callText(s, call)
 	envOK := true
@@ -368,6 +383,33 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	}
 	u := unwrap(raw)
 	sc.Words, sc.Runs, sc.argsFromInput = u.key, u.runs, u.fromInput
+	// env -C X runs the command as (cd X && command) would, but physically (chdir):
+	// X is read as a folder from where the line stands, the command's words from X.
+	for _, t := range u.chdirs {
+		from := sc.Dirs
+		if len(from) == 0 {
+			from = []Dir{startDir}
+		}
+		targets := []string{t}
+		vals := sc.values[t] // env -C $d, d set by the line
+		if strings.Contains(t, "$") && len(vals) > 0 {
+			targets = targets[:0]
+			for _, v := range vals {
+				targets = append(targets, v.text)
+			}
+		}
+		a.res.inputSites = append(a.res.inputSites, pathSite{path: t, dirs: from, values: vals})
+		sc.Dirs = make([]Dir, 0, len(from)*len(targets))
+		for _, d := range from {
+			for _, t := range targets {
+				if t == "" || t == "-" || strings.ContainsAny(t, "$`*?[") || strings.HasPrefix(t, "~") {
+					sc.Dirs = append(sc.Dirs, Dir{Vague: true})
+				} else {
+					sc.Dirs = append(sc.Dirs, d.cd(t, true))
+				}
+			}
+		}
+	}
 	sc.special = tailFlags(raw, special, sc.Words)
 	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
 		if len(v) > 0 && strings.Contains(v[0], "$") {

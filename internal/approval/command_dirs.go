@@ -119,6 +119,7 @@ type dirFlow struct {
 	funcs    []*syntax.FuncDecl
 	lastpipe bool // shopt -s lastpipe may run a pipeline's last stage in this shell
 	physical bool // set -P may make cd and pushd resolve links before ..
+	cdpath   bool // the line may set CDPATH, which may send cd and pushd anywhere
 	limited  bool // a too-complex finding was added
 	hasSubst bool // the line may hold a command or process substitution
 	followed int  // statements followed, at most maxFollowed
@@ -138,6 +139,7 @@ func (a *analyzer) followDirs(f *syntax.File) {
 	fl := &a.flowState
 	fl.physical = setsPhysical(f, a)
 	a.res.physical = fl.physical
+	fl.cdpath = strings.Contains(a.src, "CDPATH")
 	ok, fail := fl.stmts(f.Stmts, locations{{dir: startDir}})
 	fl.all = fl.all.union(ok).union(fail)
 	// A function's body runs where it is called, which may be anywhere the line
@@ -454,6 +456,9 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 		return ok, ok
 	case "cd":
 		args, physical := cdOptions(words[1:], f.physical)
+		if f.cdpath && len(args) > 0 && viaCDPATH(args[0]) {
+			return in.each(vague), in
+		}
 		if len(args) > 0 && args[0].dynamic {
 			if targets := f.cdTargets(call, args[0]); len(targets)*len(in) <= maxLocations {
 				var ok locations
@@ -481,7 +486,7 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 				n := len(l.stack) - 1
 				return location{dir: l.stack[n], stack: append(slices.Clone(l.stack[:n]), l.dir)}
 			}), in
-		case len(args) > 1 || strings.HasPrefix(args[0].text, "-") || strings.HasPrefix(args[0].text, "+") || unknownTarget(args[0]):
+		case len(args) > 1 || strings.HasPrefix(args[0].text, "-") || strings.HasPrefix(args[0].text, "+") || unknownTarget(args[0]) || f.cdpath && viaCDPATH(args[0]):
 			return in.each(vague), in // -n, +N, -N: stack juggling this check does not follow
 		}
 		t := args[0].text
@@ -532,7 +537,9 @@ func (f *dirFlow) cdTargets(call *syntax.CallExpr, arg field) []string {
 		}
 		var out []string
 		for _, v := range vals {
-			if v.glob || unknownTarget(v) {
+			// A value that is an option (x=-P; cd $x link/..) makes the next word
+			// the target, read as it says: not followed.
+			if v.glob || unknownTarget(v) || strings.HasPrefix(v.text, "-") {
 				return nil
 			}
 			out = append(out, v.text)
@@ -610,6 +617,13 @@ func setsPhysical(f *syntax.File, a *analyzer) bool {
 
 // unknownTarget reports whether where cd goes is known only when it runs: $VAR,
 // $(…), ~, -, a glob, an empty word.
+// viaCDPATH reports whether bash looks the cd target a up in CDPATH: one that does
+// not start with /, . or .. (CDPATH=/ cd usr goes to /usr).
+func viaCDPATH(a field) bool {
+	t := a.text
+	return a.dynamic || strings.Contains(t, "$") || !(strings.HasPrefix(t, "/") || t == "." || t == ".." || strings.HasPrefix(t, "./") || strings.HasPrefix(t, "../") || t == "-" || strings.HasPrefix(t, "~"))
+}
+
 func unknownTarget(a field) bool {
 	return a.dynamic || a.glob || a.text == "" || a.text == "-" || strings.HasPrefix(a.text, "~") || strings.Contains(a.text, "$")
 }

@@ -121,8 +121,8 @@ func TestCommandWordsFollowCd(t *testing.T) {
 		{command: "cd rlink && cat ../x", ask: "../x", parts: []string{"", `"../x" (a link to`}},
 		{command: "cd rlink && cd .. && cat x"},
 		{command: "cat sub/../x"},
-		{command: "CDPATH=/ cd etc && cat passwd", ask: "CDPATH"},
-		{command: "export CDPATH=/; cd etc && cat passwd", ask: "CDPATH"},
+		{command: "CDPATH=/ cd etc && cat passwd", ask: "known only when it runs"},
+		{command: "export CDPATH=/; cd etc && cat passwd", ask: "known only when it runs"},
 		// Writes too: a prefix rule covers an argument inside the working directory
 		// from where the command runs, and a protected path is seen through a cd.
 		{command: "cd sub && make -C ../other", rules: []string{"execute_command(make:*)"}},
@@ -316,6 +316,15 @@ func TestSetPhysical(t *testing.T) {
 		{"set +P; cd rlink/.. && cat x", ""},
 		{"pwd -P", ""},
 		{"cd -P rlink/.. && cat x", "rlink/.."},
+		// An option held in a variable: o=-P; cd $o elink/.. went to the folder
+		// above the checkout and cat x read its x unasked.
+		{"o=-P; cd $o elink/.. && cat x", "cat x"},
+		{"for o in -L -P; do cd $o rlink/.. && cat x; done", "cat x"},
+		// env -C changes folder (physically) as cd does: env -C .. cat x read the
+		// x above the checkout unasked.
+		{"env -C .. cat x", "cat x"},
+		{"env --chdir=elink/.. cat x", "cat x"},
+		{"env -C sub cat a", ""},
 	} {
 		d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeDefault, Workdir: work, Args: commandArgs(tc.command), SessionRules: rules})
 		switch {

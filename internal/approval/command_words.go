@@ -184,6 +184,9 @@ type unwrapped struct {
 	envs [][2]string
 	// fromInput is set when xargs runs a command with arguments from its input.
 	fromInput bool
+	// chdirs are the folders env -C (--chdir) changes to before it runs the
+	// command, in turn.
+	chdirs []string
 }
 
 const maxUnwrap = 16
@@ -199,7 +202,9 @@ func unwrap(words []string) unwrapped {
 		switch name {
 		case "env":
 			var split string
-			next, split, u.envs = skipEnv(cur, u.envs)
+			var dirs []string
+			next, split, u.envs, dirs = skipEnv(cur, u.envs)
+			u.chdirs = append(u.chdirs, dirs...)
 			if split != "" {
 				u.shell, u.shellWhat = append(u.shell, split), "env -S"
 			}
@@ -332,34 +337,43 @@ func contains(list []string, s string) bool {
 }
 
 // skipEnv drops env's options and NAME=VALUE words. split is the string of -S.
-func skipEnv(words []string, envs [][2]string) (rest []string, split string, _ [][2]string) {
+func skipEnv(words []string, envs [][2]string) (rest []string, split string, _ [][2]string, chdirs []string) {
 	for i := 1; i < len(words); i++ {
 		a := words[i]
 		switch {
 		case a == "--":
-			return words[i+1:], "", envs
+			return words[i+1:], "", envs, chdirs
 		case a == "-S" || a == "--split-string":
 			if i+1 < len(words) {
-				return nil, strings.Join(words[i+1:], " "), envs
+				return nil, strings.Join(words[i+1:], " "), envs, chdirs
 			}
-			return nil, "", envs
+			return nil, "", envs, chdirs
 		case strings.HasPrefix(a, "-S") || strings.HasPrefix(a, "--split-string="):
 			_, v, ok := strings.Cut(a, "=")
 			if !ok {
 				v = a[2:]
 			}
-			return nil, strings.Join(append([]string{v}, words[i+1:]...), " "), envs
-		case a == "-u" || a == "-C" || a == "--unset" || a == "--chdir":
+			return nil, strings.Join(append([]string{v}, words[i+1:]...), " "), envs, chdirs
+		case a == "-C" || a == "--chdir":
+			if i+1 < len(words) {
+				chdirs = append(chdirs, words[i+1])
+			}
+			i++
+		case strings.HasPrefix(a, "--chdir="):
+			chdirs = append(chdirs, a[len("--chdir="):])
+		case strings.HasPrefix(a, "-C"):
+			chdirs = append(chdirs, a[2:])
+		case a == "-u" || a == "--unset":
 			i++
 		case strings.HasPrefix(a, "-"):
 		case isAssignment(a):
 			name, val, _ := strings.Cut(a, "=")
 			envs = append(envs, [2]string{name, val})
 		default:
-			return words[i:], "", envs
+			return words[i:], "", envs, chdirs
 		}
 	}
-	return nil, "", envs
+	return nil, "", envs, chdirs
 }
 
 func isAssignment(s string) bool {

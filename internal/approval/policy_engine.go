@@ -236,34 +236,147 @@ func (c *check) readsPrivate() string {
 	for _, sc := range c.cmd.Commands {
 		dirs, vague := c.wordDirs(sc.Dirs)
 		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+			// A glob that matches the data dir itself enters or lists it here.
+			enter := len(words) > 0 && slices.Contains([]string{"cd", "pushd", "ls", "env", "dir", "vdir"}, path.Base(words[0])) &&
+				!slices.ContainsFunc(words[1:], func(a string) bool { // ls -d lists the folder, not its entries
+					return a == "--directory" || len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'd') && path.Base(words[0]) != "env"
+				})
 			for _, w := range words {
-				if _, v, ok := strings.Cut(w, "="); ok {
-					w = v // --file=PATH
+				// A word holding a variable the line sets is judged by every value
+				// it may take (x=data; cat $x/admin.key).
+				cands := []field{{text: w, glob: strings.ContainsAny(w, "*?[")}}
+				if vals := sc.values[w]; strings.Contains(w, "$") && vals != nil {
+					cands = vals
 				}
-				// A word that is no path by its look may still be a symlink into
-				// the data dir: only where it leads is checked for it.
-				byName := bare || w == ".." || strings.Contains(w, "/")
-				if byName && vague && climbs(w) && c.vagueUntrusted(sc.Dirs) {
-					return fmt.Sprintf("the command names %q after a change to a folder known only when it runs (a cd to ~ or $VAR, a sourced script; HOME and TMPDIR lie in the daemon's data directory)", w)
-				}
-				for _, dir := range dirs {
-					ps := c.wordSubjectFrom(w, dir)
-					if ps.abs == "" {
-						continue
-					}
-					for _, d := range c.e.private {
-						if byName && within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
-							return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+				for _, f := range cands {
+					if r := c.wordPrivate(f.text, f.glob, enter, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+						if f.text != w {
+							return fmt.Sprintf("%s, which %q may be", r, w)
 						}
-					}
-					if real := c.linkTarget(ps.abs); real != "" && c.inPrivate(real) {
-						return fmt.Sprintf("the command names %q, a link to %q in the daemon's data directory (its keys, its database, other sessions' files)", w, real)
+						return r
 					}
 				}
 			}
 		}
 	}
+	// Redirections are no words: cat < data/admin.key, echo x > data/admin.key.
+	for i, site := range append(slices.Clip(c.cmd.inputSites), c.cmd.writeSites...) {
+		enter := i < len(c.cmd.inputSites) // env -C d?ta
+		dirs, vague := c.wordDirs(site.dirs)
+		cands := []field{{text: site.path, glob: strings.ContainsAny(site.path, "*?[")}}
+		if strings.Contains(site.path, "$") && len(site.values) > 0 {
+			cands = site.values
+		}
+		for _, f := range cands {
+			if r := c.wordPrivate(f.text, f.glob, enter, dirs, vague, bare, workdir, site.dirs); r != "" {
+				if f.text != site.path {
+					return fmt.Sprintf("%s, which %q may be", r, site.path)
+				}
+				return r
+			}
+		}
+	}
 	return ""
+}
+
+// wordPrivate names the word w, read from each of dirs, when it names a path in a
+// private dir or a link into one, or returns "".
+func (c *check) wordPrivate(w string, glob, enter bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+	if _, v, ok := strings.Cut(w, "="); ok {
+		w = v // --file=PATH
+	}
+	w = pwdRelative(w)
+	// A word that is no path by its look may still be a symlink into
+	// the data dir: only where it leads is checked for it.
+	byName := bare || w == ".." || strings.Contains(w, "/")
+	if byName && vague && climbs(w) && c.vagueUntrusted(ds) {
+		return fmt.Sprintf("the command names %q after a change to a folder known only when it runs (a cd to ~ or $VAR, a sourced script; HOME and TMPDIR lie in the daemon's data directory)", w)
+	}
+	for _, dir := range dirs {
+		ps := c.wordSubjectFrom(w, dir)
+		if ps.abs == "" {
+			continue
+		}
+		for _, d := range c.e.private {
+			if byName && within(ps.abs, d) && !(ps.inside && within(workdir, d)) {
+				return fmt.Sprintf("the command names %q, in the daemon's data directory (its keys, its database, other sessions' files)", w)
+			}
+		}
+		if real := c.linkTarget(ps.abs); real != "" && c.inPrivate(real) {
+			return fmt.Sprintf("the command names %q, a link to %q in the daemon's data directory (its keys, its database, other sessions' files)", w, real)
+		}
+		if glob && strings.ContainsAny(w, "*?[") {
+			if r := c.globPrivate(w, ps.abs, workdir, enter); r != "" {
+				return r
+			}
+		}
+	}
+	return ""
+}
+
+// globPrivate names the glob w (pattern: it read from its folder, clean and
+// absolute) when it may match a path inside a private dir (cat */admin.key with
+// the data dir "data" in the checkout), or a link into one, or returns "". Matching
+// a private dir itself is reading in it only for a command that enters or lists
+// it (enter: cd dat?, ls d*), not for cat * or grep x *.
+func (c *check) globPrivate(w, pattern, workdir string, enter bool) string {
+	pat := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
+	for _, d := range c.e.private {
+		if within(workdir, d) && within(globBase(pattern), workdir) {
+			continue // the session's own workspace
+		}
+		dc := strings.Split(strings.TrimPrefix(d, "/"), "/")
+		if d == "/" || len(pat) < len(dc) || len(pat) == len(dc) && !enter {
+			continue
+		}
+		reaches := true
+		for i, part := range dc {
+			if ok, err := path.Match(pat[i], part); !ok || err != nil {
+				reaches = false
+				break
+			}
+		}
+		if reaches {
+			return fmt.Sprintf("the command names %q, which may match files in the daemon's data directory (its keys, its database, other sessions' files)", w)
+		}
+	}
+	if strings.Count(pattern, "*")+strings.Count(pattern, "?")+strings.Count(pattern, "[") > 4 {
+		return "" // too wide to list on disk
+	}
+	matches, _ := filepath.Glob(filepath.FromSlash(pattern))
+	for i, m := range matches {
+		if i == 1000 {
+			break
+		}
+		if real := c.linkTarget(m); real != "" && c.inPrivate(real) {
+			return fmt.Sprintf("the command names %q, which matches %q, a link into the daemon's data directory (its keys, its database, other sessions' files)", w, m)
+		}
+	}
+	return ""
+}
+
+// globBase is the folder a clean absolute glob pattern lists from: its part before
+// the first component holding a glob character.
+func globBase(pattern string) string {
+	i := strings.IndexAny(pattern, "*?[")
+	if i < 0 {
+		return pattern
+	}
+	if j := strings.LastIndex(pattern[:i], "/"); j > 0 {
+		return pattern[:j]
+	}
+	return "/"
+}
+
+// pwdRelative reads a word that starts with ~+ or $PWD, the folder the shell
+// stands in, as one relative to it: ~+/data/admin.key is ./data/admin.key.
+func pwdRelative(w string) string {
+	for _, pwd := range []string{"~+", "$PWD", "${PWD}"} {
+		if rest, ok := strings.CutPrefix(w, pwd); ok && (rest == "" || rest[0] == '/') {
+			return "." + rest
+		}
+	}
+	return w
 }
 
 // linkTarget is where the path p leads when a symlink on the way makes it differ from

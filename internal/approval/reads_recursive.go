@@ -106,6 +106,12 @@ var recSpecs = map[string]recSpec{
 	"rsync": {flags: "ra", long: []string{"--recursive", "--archive"}, args: "eBfTM", argsLong: rsyncArgs, dest: true},
 	"scp":   {flags: "r", args: "cFiJlPSoDX", dest: true},
 	"diff":  {flags: "r", long: []string{"--recursive"}, args: "CUIFxXSDLW", argsLong: []string{"--exclude", "--exclude-from", "--starting-file", "--label", "--ignore-matching-lines", "--show-function-line", "--ifdef", "--width"}},
+	// Recursive changes reach the data dir's files as recursive reads do: rm -rf .
+	// in a checkout holding it deletes the database and the admin key.
+	"rm":    {flags: "rR", long: []string{"--recursive"}},
+	"chmod": {flags: "R", long: []string{"--recursive"}, args: "", argsLong: []string{"--reference"}},
+	"chown": {flags: "R", long: []string{"--recursive"}, argsLong: []string{"--reference", "--from"}},
+	"chgrp": {flags: "R", long: []string{"--recursive"}, argsLong: []string{"--reference"}},
 }
 
 var fdSpec = recSpec{always: true, args: "edtEScj", argsLong: []string{"--extension", "--max-depth", "--type", "--exclude", "--size", "--color", "--threads",
@@ -228,7 +234,12 @@ func recursiveRead(words []string) (roots []string, depth int, ok bool) {
 	if spec.pattern && !patByOpt {
 		paths--
 	}
-	if spec.dest && !destByOpt && len(ops) >= 2 {
+	// rsync --delete (--del, --delete-after, …) empties its destination of what
+	// the source lacks: rsync -a --delete empty/ . deletes the checkout's data dir.
+	deletes := path.Base(words[0]) == "rsync" && slices.ContainsFunc(args, func(a string) bool {
+		return a == "--del" || strings.HasPrefix(a, "--delete")
+	})
+	if spec.dest && !destByOpt && len(ops) >= 2 && !deletes {
 		ops, paths = ops[:len(ops)-1], paths-1
 	}
 	if paths <= 0 && spec.dot {
@@ -310,6 +321,9 @@ func (c *check) readsPrivateWithin() string {
 		}
 		for li, words := range append([][]string{sc.Words}, sc.Runs...) {
 			roots, depth, ok := recursiveRead(words)
+			if !ok {
+				roots, ok = gitCleanRoots(words)
+			}
 			if globstar {
 				// shopt -s globstar: ** matches every folder below, so cat **/*.db
 				// reads as grep -r does.
@@ -334,6 +348,7 @@ func (c *check) readsPrivateWithin() string {
 			}
 			var words2 []string
 			for _, w := range roots {
+				w = pwdRelative(w)
 				switch {
 				case strings.Contains(w, "{}") && li > 0 && outerOK:
 					// find … -exec grep -r x {} +: whatever find finds, at any depth
@@ -353,7 +368,7 @@ func (c *check) readsPrivateWithin() string {
 				}
 				for _, dir := range dirs {
 					if d := c.holdsPrivate(w, dir, depth); d != "" {
-						return fmt.Sprintf("the command %q reads %q recursively, and the daemon's data directory %s (its keys, its database, other sessions' files) lies inside it", words[0], w, d)
+						return fmt.Sprintf("the command %q reads or changes %q recursively, and the daemon's data directory %s (its keys, its database, other sessions' files) lies inside it", words[0], w, d)
 					}
 				}
 			}
@@ -401,4 +416,54 @@ func (c *check) holdsPrivate(w, dir string, depth int) string {
 		}
 	}
 	return ""
+}
+
+// gitCleanRoots reads words as git clean -f -d, which deletes untracked folders
+// (the data dir in a checkout among them) all the way down: the folders it cleans
+// (its pathspecs, else the repository's folder, -C's or "."). ok is false for any
+// other command.
+func gitCleanRoots(words []string) (roots []string, ok bool) {
+	if len(words) < 2 || path.Base(words[0]) != "git" {
+		return nil, false
+	}
+	base := "."
+	i := 1
+	for ; i < len(words) && strings.HasPrefix(words[i], "-"); i++ {
+		switch words[i] {
+		case "-C":
+			if i+1 < len(words) {
+				base = path.Join(base, words[i+1])
+				if path.IsAbs(words[i+1]) {
+					base = words[i+1]
+				}
+			}
+			i++
+		case "-c", "--git-dir", "--work-tree", "--namespace", "--config-env":
+			i++
+		}
+	}
+	if i >= len(words) || words[i] != "clean" {
+		return nil, false
+	}
+	force, dirs, noMore := false, false, false
+	for _, a := range words[i+1:] {
+		switch {
+		case noMore || !strings.HasPrefix(a, "-"):
+			roots = append(roots, path.Join(base, a))
+		case a == "--":
+			noMore = true
+		case a == "--force":
+			force = true
+		case !strings.HasPrefix(a, "--"):
+			force = force || strings.ContainsRune(a, 'f')
+			dirs = dirs || strings.ContainsRune(a, 'd')
+		}
+	}
+	if !force || !dirs {
+		return nil, false
+	}
+	if len(roots) == 0 {
+		roots = []string{base}
+	}
+	return roots, true
 }

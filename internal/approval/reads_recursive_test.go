@@ -133,7 +133,7 @@ func TestRecursiveReadOfPrivateDir(t *testing.T) {
 		{"shopt -s globstar; cat **/*.db", true},
 		{"shopt -s globstar; wc -l /**/admin.key", true},
 		{"shopt -s globstar; cat src/**/*.go", false},
-		{"cat **/*.db", false}, // without globstar, ** is *
+		{"cat **/*.db", true}, // without globstar, ** is *: data/toolserverd.db
 		{"zip -r /tmp/x.zip .", true},
 		{"zip -qr /tmp/x.zip . -x 'data/*'", true},
 		{"zip /tmp/x.zip README.md", false},
@@ -198,6 +198,62 @@ func TestRecursiveReadOfPrivateDirElsewhere(t *testing.T) {
 			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: tc.workdir, Args: commandArgs(tc.command)})
 			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
 				t.Errorf("%s mode, workdir %s, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.workdir, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+			}
+		}
+	}
+}
+
+// TestRecursiveChangeOfPrivateDir: rm -rf ., rm -rf *, git clean -fdx or chmod -R
+// in a working directory that holds the data dir deleted (or changed) the database
+// and the admin key unasked in bypass mode; each asks now, immune, as reading it
+// recursively does. With the data dir elsewhere, they are judged as before.
+func TestRecursiveChangeOfPrivateDir(t *testing.T) {
+	t.Parallel()
+	work, data, state := recursiveFixture(t)
+	cases := []struct {
+		command       string
+		inside, other bool // an immune ask with the data dir in the checkout, elsewhere
+	}{
+		{"rm -rf .", true, false},
+		{"rm -rf *", true, false},
+		{"rm -r ./", true, false},
+		{"rm -rf -- .", true, false},
+		{"cd src && rm -rf ..", true, false},
+		{"x=.; rm -rf $x", true, false},
+		{"git clean -fdx", true, false},
+		{"git clean -fd", true, false},
+		{"chmod -R 777 .", true, false},
+		{"chown -R me .", true, false},
+		{"rm -rf build dist src", false, false},
+		{"rm -f *", false, false},
+		{"git clean -fx", false, false},
+		{"git clean -fdx src", false, false},
+		{"git -C src clean -fdx", false, false},
+		{"chmod -R u+w src", false, false},
+		// $PWD and ~+ are the folder the shell stands in.
+		{`rm -rf "$PWD"`, true, false},
+		{"grep -r x ~+", true, false},
+		{"cd src && rm -rf $PWD/..", true, false},
+		{"rm -rf $PWD/build", false, false},
+		// rsync --delete empties its destination: rsync -a --delete empty/ .
+		// deleted the data dir unasked in bypass mode.
+		{"rsync -a --delete /tmp/empty/ .", true, false},
+		{"rsync -a --delete-after src/ ./", true, false},
+		{"rsync -a --delete src/ build/", false, false},
+		{"rsync -a src/ .", false, false},
+	}
+	for _, private := range []string{data, state} {
+		cfg := DefaultConfig()
+		cfg.PrivateDirs = []string{private}
+		e := testEngine(t, cfg)
+		for _, tc := range cases {
+			want := tc.inside
+			if private == state {
+				want = tc.other
+			}
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeBypass, Workdir: work, Args: commandArgs(tc.command)})
+			if asked := d.Outcome == Ask && d.Immune; asked != want {
+				t.Errorf("data dir %s, %q: %s (immune %v): %s; want an immune ask: %v", private, tc.command, d.Outcome, d.Immune, d.Reason, want)
 			}
 		}
 	}

@@ -63,6 +63,17 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "source /etc/profile && rm -rf build", mode: ModeBypass, want: immune},
 		{command: "source ../out.sh && rm -rf build", mode: ModeBypass, want: immune},
 		{command: "source $S && rm -rf build", mode: ModeBypass, want: immune},
+		// CDPATH sends cd where the check cannot tell: CDPATH=/ cd usr && rm -rf lib
+		// deleted /usr/lib unasked in bypass mode.
+		{command: "CDPATH=/ cd usr && rm -rf lib", mode: ModeBypass, want: immune},
+		{command: "export CDPATH=/; cd usr; rm -rf lib", mode: ModeBypass, want: immune},
+		{command: "CDPATH=/ pushd usr && rm -f lib", mode: ModeBypass, want: immune},
+		{command: "CDPATH=/ cd ./sub && rm -rf build", mode: ModeBypass, want: allow},
+		// env -C: env -C / rm -rf usr deleted /usr unasked in bypass mode.
+		{command: "env -C / rm -rf usr", mode: ModeBypass, want: immune, names: "/usr"},
+		{command: "env -C $X rm -rf build", mode: ModeBypass, want: immune},
+		{command: "env -C sub rm -rf build", mode: ModeBypass, want: allow},
+		{command: "d=/; env -C $d rm -rf usr", mode: ModeBypass, want: immune, names: "/usr"},
 		// Other writes from an unknown folder: an ask no prefix rule covers.
 		{command: "cd - && echo x >> .bash_aliases", want: ask, names: ".bash_aliases"},
 		{command: "cd - && echo x >> .bash_aliases", rules: []string{"execute_command(echo x)"}, want: ask, names: ".bash_aliases"},
