@@ -407,10 +407,14 @@ func scalar(v any, asJSON bool, sep string) string {
 
 // numberText writes an integral number as an integer (5.0, 1e3 and -0 as 5, 1000 and
 // 0): Gemini gives every number as a double, and /pets/5.0 is not /pets/5. Other
-// numbers, and integers beyond 2^53, where a double is no longer exact, stay as given.
+// numbers, and numbers from 2^53 on, where a double is no longer exact (2^53+1 reads
+// as 2^53), stay as given; so does an integer written as one.
 func numberText(n json.Number) string {
+	if i, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+		return strconv.FormatInt(i, 10)
+	}
 	f, err := strconv.ParseFloat(n.String(), 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
 		return n.String()
 	}
 	return strconv.FormatInt(int64(f), 10)

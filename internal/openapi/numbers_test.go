@@ -60,3 +60,43 @@ paths:
 		t.Errorf("body %s", e.Body)
 	}
 }
+
+// TestLargeIntegersKeptExactly: an integer just past 2^53 (a 64-bit id, say) rounds
+// to 2^53 as a double; the integral-number rewrite turned /pets/9007199254740993
+// into /pets/9007199254740992, another pet, and did the same in JSON bodies.
+func TestLargeIntegersKeptExactly(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := filepath.Join(t.TempDir(), "pets.yaml")
+	doc := `openapi: 3.0.3
+info: {title: Pets, version: "1"}
+paths:
+  /pets/{id}:
+    get:
+      operationId: getPet
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: integer}}
+      responses: {"200": {description: ok}}
+  /pets:
+    post:
+      operationId: createPet
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {type: object, properties: {owner: {type: integer}, tag: {type: integer}}}
+      responses: {"200": {description: ok}}
+`
+	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, m := load(t, Config{Name: "pets", Spec: spec, BaseURL: srv.URL})
+	e := echo(t, call(t, m, "pets__getPet", `{"id":9007199254740993}`))
+	if e.Path != "/pets/9007199254740993" {
+		t.Errorf("path %s, want /pets/9007199254740993", e.Path)
+	}
+	e = echo(t, call(t, m, "pets__createPet", `{"owner":-9007199254740993,"tag":9007199254740993.0}`))
+	if e.Body != `{"owner":-9007199254740993,"tag":9007199254740993.0}` {
+		t.Errorf("body %s, want the integers as given", e.Body)
+	}
+}
