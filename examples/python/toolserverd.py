@@ -73,9 +73,10 @@ class ToolServer:
         """The session's tool schemas in a provider's format (openai, openai_responses,
         anthropic, gemini, mcp), sorted by name. With query (the user's latest
         message), the best limit of them (default a dozen) plus tool_expand_tools: the
-        turn's calls are held to those until the model expands others."""
+        turn's calls are held to those until the model expands others; query=""
+        lifts that narrowing (every tool the session allows)."""
         params = {"format": fmt}
-        if query:
+        if query is not None:
             params["query"] = query
         if limit:
             params["limit"] = str(limit)
