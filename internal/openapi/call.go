@@ -384,7 +384,7 @@ func addQuery(q url.Values, p param, v any) {
 // scalar renders a value for a path, query, header or cookie.
 func scalar(v any, asJSON bool, sep string) string {
 	if asJSON {
-		b, _ := json.Marshal(v)
+		b, _ := json.Marshal(integralNumbers(v))
 		return string(b)
 	}
 	switch x := v.(type) {
@@ -401,7 +401,7 @@ func scalar(v any, asJSON bool, sep string) string {
 		}
 		return strings.Join(parts, sep)
 	}
-	b, _ := json.Marshal(v)
+	b, _ := json.Marshal(integralNumbers(v))
 	return string(b)
 }
 
@@ -522,7 +522,7 @@ func encodeMultipart(b *body, payload any, fs files) ([]byte, string, error) {
 			h.Set("Content-Type", "application/json")
 			var pw io.Writer
 			if pw, err = w.CreatePart(h); err == nil {
-				err = json.NewEncoder(pw).Encode(x)
+				err = json.NewEncoder(pw).Encode(integralNumbers(x))
 			}
 		default:
 			err = w.WriteField(k, scalar(v, false, ","))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -98,5 +99,52 @@ paths:
 	e = echo(t, call(t, m, "pets__createPet", `{"owner":-9007199254740993,"tag":9007199254740993.0}`))
 	if e.Body != `{"owner":-9007199254740993,"tag":9007199254740993.0}` {
 		t.Errorf("body %s, want the integers as given", e.Body)
+	}
+}
+
+// TestIntegralNumbersInJSONParameters: a parameter sent as JSON text (content:
+// application/json), and an object in a multipart body (a JSON part), kept 5.0 for
+// an integer as Gemini gives it, which APIs decoding into an int refuse, as the
+// JSON body already had them written as integers.
+func TestIntegralNumbersInJSONParameters(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := filepath.Join(t.TempDir(), "pets.yaml")
+	doc := `openapi: 3.0.3
+info: {title: Pets, version: "1"}
+paths:
+  /pets:
+    get:
+      operationId: findPets
+      parameters:
+        - name: filter
+          in: query
+          content:
+            application/json:
+              schema: {type: object, properties: {limit: {type: integer}, tags: {type: array, items: {type: integer}}}}
+      responses: {"200": {description: ok}}
+    post:
+      operationId: uploadPet
+      requestBody:
+        required: true
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              properties:
+                meta: {type: object, properties: {age: {type: integer}}}
+      responses: {"200": {description: ok}}
+`
+	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, m := load(t, Config{Name: "pets", Spec: spec, BaseURL: srv.URL})
+	e := echo(t, call(t, m, "pets__findPets", `{"filter":{"limit":5.0,"tags":[1.0,2E0]}}`))
+	if got := fmt.Sprint(e.Query["filter"]); got != `[{"limit":5,"tags":[1,2]}]` {
+		t.Errorf("filter %s, want {\"limit\":5,\"tags\":[1,2]}", got)
+	}
+	e = echo(t, call(t, m, "pets__uploadPet", `{"meta":{"age":3.0}}`))
+	if !strings.Contains(e.Body, `{"age":3}`) {
+		t.Errorf("multipart body %s, want the part {\"age\":3}", e.Body)
 	}
 }
