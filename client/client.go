@@ -219,8 +219,11 @@ func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.Ra
 // until the model expands others.
 type ToolsQuery struct {
 	Format string // native, openai, openai_responses, anthropic, gemini or mcp; "" is native
-	Query  string // the user's latest message; "" lists every tool the session allows
+	Query  string // the user's latest message; "" sends none: what the turn may call now
 	Limit  int
+	// AllTools lifts the narrowing of an earlier ranked listing (an empty query,
+	// ?query=): every tool the session allows. Query is then not sent.
+	AllTools bool
 }
 
 // ToolList is a listing of tool schemas.
@@ -247,7 +250,10 @@ func (c *Client) SessionTools(ctx context.Context, sessionID string, q ToolsQuer
 	if q.Format != "" {
 		v.Set("format", q.Format)
 	}
-	if q.Query != "" {
+	switch {
+	case q.AllTools:
+		v.Set("query", "")
+	case q.Query != "":
 		v.Set("query", q.Query)
 	}
 	if q.Limit > 0 {

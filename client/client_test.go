@@ -221,3 +221,37 @@ func TestSessionToolsRanked(t *testing.T) {
 		t.Errorf("ToolList drops %v of %s", miss, raw)
 	}
 }
+
+// TestSessionToolsAll: after a ranked listing, ToolsQuery{AllTools: true} lifts the
+// narrowing (?query=) and lists every tool the session allows. The Query field's
+// doc said "" did that, but "" sent no query and got the narrowed list back, with no
+// way through the client to widen it again.
+func TestSessionToolsAll(t *testing.T) {
+	t.Parallel()
+	d := testdaemon.Start(t, nil)
+	ctx := context.Background()
+	c := client.New(d.URL)
+	var s struct{ ID string }
+	_ = json.Unmarshal(getJSON(t, "POST", d.URL+"/v1/sessions", `{}`), &s)
+	all, err := c.SessionTools(ctx, s.ID, client.ToolsQuery{Format: "openai"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SessionTools(ctx, s.ID, client.ToolsQuery{Format: "openai", Query: "read the contents of a file", Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.SessionTools(ctx, s.ID, client.ToolsQuery{Format: "openai"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(now.Tools) != 4 {
+		t.Fatalf("without a query after a ranked listing: %d tools, want the 3 ranked and tool_expand_tools", len(now.Tools))
+	}
+	again, err := c.SessionTools(ctx, s.ID, client.ToolsQuery{Format: "openai", AllTools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Tools) < len(all.Tools) || len(all.Tools) <= 4 {
+		t.Fatalf("AllTools: %d tools, want every one of the %d allowed", len(again.Tools), len(all.Tools))
+	}
+}

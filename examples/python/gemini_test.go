@@ -72,3 +72,53 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestPythonClientGeminiSameToolOrder: two id-less functionCall parts of one tool,
+// the second of which is answered first (its arguments are invalid, so it ends
+// before the first ran). run() matched id-less messages to calls by name in the
+// order the messages came, so each call got the other's answer.
+func TestPythonClientGeminiSameToolOrder(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	base, key := daemon(t)
+	script := `
+import json, sys, toolserverd
+ts = toolserverd.ToolServer(sys.argv[1], sys.argv[2])
+s = ts.create_session(["grep"])
+parts = [
+    {"functionCall": {"name": "grep", "args": {"pattern": "zzzz", "path": "/usr"}}},
+    {"functionCall": {"name": "grep", "args": {"pattern": 5}}},
+]
+print(json.dumps({"messages": ts.run(s, parts, "gemini"), "parts": parts}))
+`
+	cmd := exec.Command(py, "-c", script, base, key)
+	cmd.Env = os.Environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	var out struct {
+		Messages []struct {
+			FunctionResponse map[string]any `json:"functionResponse"`
+		} `json:"messages"`
+		Parts []map[string]map[string]any `json:"parts"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out.Messages) != 2 {
+		t.Fatalf("output %q: %v", stdout.String(), err)
+	}
+	first, second := string(mustJSON(t, out.Messages[0])), string(mustJSON(t, out.Messages[1]))
+	if !bytes.Contains([]byte(first), []byte("/usr")) || !bytes.Contains([]byte(second), []byte("/pattern")) {
+		t.Errorf("messages:\n%s\n%s\nwant the first call's (about /usr) first, the second's (invalid pattern) second", first, second)
+	}
+	for i, m := range out.Messages {
+		if _, ok := m.FunctionResponse["id"]; ok {
+			t.Errorf("message %d names an id, for a call that named none: %v", i, m.FunctionResponse)
+		}
+	}
+	for i, p := range out.Parts {
+		if _, ok := p["functionCall"]["id"]; ok {
+			t.Errorf("run() changed the caller's part %d: %v", i, p)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 
 
 class ToolServerError(Exception):
@@ -73,9 +74,10 @@ class ToolServer:
         """The session's tool schemas in a provider's format (openai, openai_responses,
         anthropic, gemini, mcp), sorted by name. With query (the user's latest
         message), the best limit of them (default a dozen) plus tool_expand_tools: the
-        turn's calls are held to those until the model expands others."""
+        turn's calls are held to those until the model expands others; query=""
+        lifts that narrowing (every tool the session allows)."""
         params = {"format": fmt}
-        if query:
+        if query is not None:
             params["query"] = query
         if limit:
             params["limit"] = str(limit)
@@ -100,8 +102,10 @@ class ToolServer:
         and returns their messages in the order of the calls.
         on_event, if given, sees every event (tool_progress for a UI, approval_required
         to tell a person, ...)."""
-        # By tool_call_id, in the order the messages came: a call the model gave no id
-        # (Gemini may not) gets the daemon's tc_ id, found below by the call's name.
+        # Messages come as calls end, named by tool_call_id. A Gemini call the model
+        # gave no id is sent with one of the client's, so that its message is found
+        # whatever the order; the id is taken out of its functionResponse again.
+        calls, own = with_ids(calls)
         results, resume = {}, False
         for _ in range(3):
             done = False
@@ -110,7 +114,7 @@ class ToolServer:
                     if on_event:
                         on_event(ev)
                     if ev["type"] == "message":
-                        results[ev["tool_call_id"]] = (ev["name"], ev["message"])
+                        results[ev["tool_call_id"]] = ev["message"]
                     elif ev["type"] == "done":
                         done = True
             except (ConnectionError, http.client.HTTPException, urllib.error.URLError, TimeoutError) as e:
@@ -121,20 +125,14 @@ class ToolServer:
             resume = True
         else:
             raise ToolServerError(0, "incomplete", "the stream ended before done three times")
-        ids = [call_id(c) for c in calls]
-        spare = [k for k in results if k not in set(ids)]
         out = []
-        for call, i in zip(calls, ids):
-            if not i:
-                # The first message of a call without an id that has the call's name.
-                i = next((k for k in spare if results[k][0] == call_name(call)), None)
-                if i is None:
-                    continue
-                spare.remove(i)
+        for i in map(call_id, calls):
             if i in results:
-                out.append(results[i][1])
+                msg = results[i]
+                if i in own and isinstance(msg.get("functionResponse"), dict):
+                    msg["functionResponse"].pop("id", None)
+                out.append(msg)
         return out
-
 
 def call_id(call):
     """The id of a model's call: OpenAI tool_calls, Responses function_call items,
@@ -145,10 +143,20 @@ def call_id(call):
     return call.get("id") or call.get("call_id") or ""
 
 
-def call_name(call):
-    """The tool a model's call names, in any provider's shape."""
-    fc = call.get("functionCall") or call.get("function") or call
-    return fc.get("name", "") if isinstance(fc, dict) else ""
+def with_ids(calls):
+    """calls with an id of the client's on each Gemini call (a functionCall part, or
+    the bare functionCall) that has none, and those ids. The caller's calls are not
+    changed."""
+    out, own = [], set()
+    for c in calls:
+        fc = c.get("functionCall") if isinstance(c, dict) else None
+        bare = isinstance(c, dict) and "args" in c and "name" in c and not c.get("id")
+        if isinstance(fc, dict) and not fc.get("id") or bare:
+            i = "tsc_" + uuid.uuid4().hex
+            c = dict(c, functionCall=dict(fc, id=i)) if isinstance(fc, dict) else dict(c, id=i)
+            own.add(i)
+        out.append(c)
+    return out, own
 
 
 def main():

@@ -384,7 +384,7 @@ func addQuery(q url.Values, p param, v any) {
 // scalar renders a value for a path, query, header or cookie.
 func scalar(v any, asJSON bool, sep string) string {
 	if asJSON {
-		b, _ := json.Marshal(v)
+		b, _ := json.Marshal(integralNumbers(v))
 		return string(b)
 	}
 	switch x := v.(type) {
@@ -401,16 +401,20 @@ func scalar(v any, asJSON bool, sep string) string {
 		}
 		return strings.Join(parts, sep)
 	}
-	b, _ := json.Marshal(v)
+	b, _ := json.Marshal(integralNumbers(v))
 	return string(b)
 }
 
 // numberText writes an integral number as an integer (5.0, 1e3 and -0 as 5, 1000 and
 // 0): Gemini gives every number as a double, and /pets/5.0 is not /pets/5. Other
-// numbers, and integers beyond 2^53, where a double is no longer exact, stay as given.
+// numbers, and numbers from 2^53 on, where a double is no longer exact (2^53+1 reads
+// as 2^53), stay as given; so does an integer written as one.
 func numberText(n json.Number) string {
+	if i, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+		return strconv.FormatInt(i, 10)
+	}
 	f, err := strconv.ParseFloat(n.String(), 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
 		return n.String()
 	}
 	return strconv.FormatInt(int64(f), 10)
@@ -518,7 +522,7 @@ func encodeMultipart(b *body, payload any, fs files) ([]byte, string, error) {
 			h.Set("Content-Type", "application/json")
 			var pw io.Writer
 			if pw, err = w.CreatePart(h); err == nil {
-				err = json.NewEncoder(pw).Encode(x)
+				err = json.NewEncoder(pw).Encode(integralNumbers(x))
 			}
 		default:
 			err = w.WriteField(k, scalar(v, false, ","))

@@ -42,7 +42,16 @@ type eventLine struct {
 	Approval struct {
 		ID string `json:"id"`
 	} `json:"approval"`
+	// A tool_progress event's.
+	CallID string `json:"call_id"`
+	Stream string `json:"stream"`
+	Text   string `json:"text"`
+	Offset int64  `json:"offset"`
+	Closed bool   `json:"closed"`
 }
+
+// outputKey is one output stream of a call.
+type outputKey struct{ call, stream string }
 
 // relayedEvents is the owner's events stream as it is relayed: whole lines only (a
 // line cut off by a broken stream is dropped, so that what follows it from here is
@@ -57,7 +66,11 @@ type relayedEvents struct {
 	started   bool
 	answered  bool // the call's message was relayed
 	approvals map[string]bool
-	err       error // why the stream ended, nil at its clean end
+	// output is how far into each output stream the client has the call's output,
+	// closed the calls whose output the client has to its end.
+	output map[outputKey]int64
+	closed map[string]bool
+	err    error // why the stream ended, nil at its clean end
 }
 
 func (e *relayedEvents) Read(p []byte) (int, error) {
@@ -110,14 +123,26 @@ func (e *relayedEvents) note(lines []byte) {
 			e.answered = true
 		case "approval_required":
 			e.approvals[ev.Approval.ID] = true
+		case "tool_progress":
+			if e.output == nil {
+				e.output, e.closed = map[outputKey]int64{}, map[string]bool{}
+			}
+			if ev.Closed {
+				e.closed[ev.CallID] = true
+				continue
+			}
+			k := outputKey{ev.CallID, ev.Stream}
+			e.output[k] = max(e.output[k], ev.Offset+int64(len(ev.Text)))
 		}
 	}
 }
 
 // eventsContinued writes the events stream served here after the owner's broke off:
 // the response has begun, so its head is not written again, and the events the
-// client already has from the owner (the call's start, its approval requests, its
-// message when only done was missing) are left out.
+// client already has from the owner (the call's start, its approval requests, the
+// output it has read, its message when only done was missing) are left out. This
+// replica relays the owner's output again from its start when the owner can still
+// be reached (the link broke, not the owner).
 type eventsContinued struct {
 	http.ResponseWriter
 	sent    *relayedEvents
@@ -140,6 +165,9 @@ func (c *eventsContinued) Write(p []byte) (int, error) {
 				ev.Type == "approval_required" && c.sent.approvals[ev.Approval.ID] {
 				continue
 			}
+			if ev.Type == "tool_progress" {
+				line = c.sent.unseen(line, ev)
+			}
 		}
 		keep = append(keep, line...)
 	}
@@ -151,3 +179,35 @@ func (c *eventsContinued) Write(p []byte) (int, error) {
 }
 
 func (c *eventsContinued) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// unseen is a tool_progress line (ev) without the output the client already has
+// from the owner: nil when it has all of it, the line with its text cut to what
+// the client lacks when it has the start.
+func (e *relayedEvents) unseen(line []byte, ev eventLine) []byte {
+	if ev.Closed {
+		if e.closed[ev.CallID] {
+			return nil
+		}
+		return line
+	}
+	had, ok := e.output[outputKey{ev.CallID, ev.Stream}]
+	end := ev.Offset + int64(len(ev.Text))
+	switch {
+	case !ok || ev.Offset >= had:
+		return line
+	case end <= had:
+		return nil
+	}
+	var fields map[string]any
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.UseNumber()
+	if d.Decode(&fields) != nil {
+		return line
+	}
+	fields["text"], fields["offset"] = ev.Text[had-ev.Offset:], had
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return line
+	}
+	return append(b, '\n')
+}

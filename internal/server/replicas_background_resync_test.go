@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -62,6 +63,70 @@ func TestBackgroundResultAfterLostNotification(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatal("no tool_result on B's stream after B's listener reconnected")
+		}
+	}
+}
+
+// TestBackgroundApprovalAfterLostNotification: a background call on replica A asks
+// for approval while a stream of its session is open on replica B, and the
+// notification that would have told B was lost. B re-read the results of such calls
+// when its listener reconnected, but not their approval requests: B's stream never
+// showed approval_required, and the call waited for a decision no one was asked for.
+func TestBackgroundApprovalAfterLostNotification(t *testing.T) {
+	t.Parallel()
+	a, b := twoReplicas(t, nil)
+	id := a.createSession(map[string]any{"available_tools": []string{"bg_sleep"}})["id"].(string)
+	onB := sessionEventLines(t, b, id)
+
+	// A's records of the call and its approval request, with no notification.
+	now := time.Now().UTC()
+	rec := &store.Call{ID: "tc_lostapproval", SessionID: id, Tenant: "default", ToolCallID: "asks", Name: "bg_sleep",
+		Arguments: json.RawMessage(`{"ms":1}`), Status: store.CallRunning, Owner: "replica-a", CreatedAt: now, StartedAt: &now}
+	if err := a.app.Store.WriteCalls(t.Context(), []*store.Call{rec}, nil); err != nil {
+		t.Fatal(err)
+	}
+	exp := now.Add(time.Hour)
+	apr := &store.Approval{ID: "apr_lostnotification", CallID: rec.ID, Arguments: rec.Arguments, Risk: tool.RiskMedium,
+		Reason: "asked while B was deaf", CreatedAt: now, ExpiresAt: &exp}
+	aps, ok := a.app.Store.(interface {
+		CreateApproval(context.Context, *store.Approval) error
+	})
+	if !ok {
+		t.Fatalf("replica A's store is a %T", a.app.Store)
+	}
+	if err := aps.CreateApproval(t.Context(), apr); err != nil {
+		t.Fatal(err)
+	}
+
+	n, ok := b.app.Notifier.(*store.PGNotifier)
+	if !ok {
+		t.Fatalf("replica B's notifier is a %T", b.app.Notifier)
+	}
+	before := n.Reconnects()
+	conn, err := pgx.Connect(t.Context(), b.app.Config.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var killed int
+	if err := conn.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1`,
+		"LISTEN "+pgx.Identifier{n.Channel()}.Sanitize()).Scan(&killed); err != nil || killed != 2 {
+		t.Fatalf("terminating the replicas' listeners: %d backends, %v; want 2", killed, err)
+	}
+	waitFor(t, 30*time.Second, "B's listener to reconnect", func() bool { return n.Reconnects() > before && n.Listening() })
+
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case l := <-onB:
+			if bytes.Contains(l.line, []byte(`"type":"approval_required"`)) {
+				if !bytes.Contains(l.line, []byte(apr.ID)) || !bytes.Contains(l.line, []byte(rec.ID)) {
+					t.Fatalf("approval_required on B: %s", l.line)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no approval_required on B's stream after B's listener reconnected")
 		}
 	}
 }

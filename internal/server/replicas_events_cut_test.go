@@ -210,3 +210,56 @@ func TestCallEventsOwnerLostBeforeDone(t *testing.T) {
 	}
 	<-rest
 }
+
+// TestCallEventsOwnerLinkCutNoRepeat: the link to the call's replica breaks
+// mid-stream and comes back. B follows the call itself from there, relaying the
+// owner's output again: the output the client already had came a second time
+// ("before" twice), as if the command had printed it twice.
+func TestCallEventsOwnerLinkCutNoRepeat(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	proxy := newCuttableProxy(t)
+	a := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) {
+		c.ReplicaID = "replica-a"
+		c.Cluster.AdvertiseURL = "http://" + proxy.ln.Addr().String()
+		c.Permissions.Allow = []string{"execute_command"}
+	}})
+	proxy.target.Store(ptr(strings.TrimPrefix(a.url, "http://")))
+	b := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = "replica-b" }})
+
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	ev, rest, stop := streamUntilEvent(t, a, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo before; sleep 2; echo after"}}]}`, "tool_progress")
+	defer stop()
+	callID := ev["call_id"].(string)
+
+	resp, err := http.Get(b.url + "/v1/tool-calls/" + callID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got bytes.Buffer
+	r := bufio.NewReader(resp.Body)
+	cut := false
+	for {
+		line, err := r.ReadBytes('\n')
+		got.Write(line)
+		if !cut && bytes.Contains(line, []byte(`before`)) {
+			proxy.cut()
+			cut = true
+		}
+		if err != nil {
+			break
+		}
+	}
+	var out strings.Builder
+	for _, e := range parseNDJSON(t, got.Bytes()) {
+		if e.str("type") == "tool_progress" {
+			out.WriteString(e.str("text"))
+		}
+	}
+	if n := strings.Count(out.String(), "before"); n != 1 || !strings.Contains(out.String(), "after") {
+		t.Errorf("the output through B: %q, want before once, then after:\n%s", out.String(), got.String())
+	}
+	<-rest
+}

@@ -146,9 +146,10 @@ func (m *Manager) publishResult(s *Session, rec *store.Call) {
 }
 
 // resyncBackground reads again, for every session with a stream open here, its
-// newest calls, and publishes the results of other replicas' background calls that
-// finished since its streams opened and were not sent to them: their notifications
-// may have been lost. Off the notifier's loop, like readForStreams.
+// newest calls and pending approval requests, and publishes the results of other
+// replicas' background calls that finished since its streams opened, and their
+// requests made since, that were not sent to them: their notifications may have been
+// lost. Off the notifier's loop, like readForStreams.
 func (m *Manager) resyncBackground(ctx context.Context, log *slog.Logger) {
 	lister, ok := m.calls.(CallLister)
 	if !ok {
@@ -169,20 +170,20 @@ func (m *Manager) resyncBackground(ctx context.Context, log *slog.Logger) {
 			defer m.readers.Done()
 			ctx, cancel := context.WithTimeout(ctx, backgroundReadTimeout)
 			defer cancel()
-			calls, err := lister.ListCalls(ctx, s.ID, store.CallPage{Limit: resyncCalls})
-			if err != nil {
-				log.Warn("reading a session's calls again after notifications may have been lost failed", "session_id", s.ID, "err", err)
-				return
-			}
 			s.mu.Lock()
 			since := s.streamsSince.Add(-resyncSkew)
 			s.mu.Unlock()
+			calls, err := lister.ListCalls(ctx, s.ID, store.CallPage{Limit: resyncCalls})
+			if err != nil {
+				log.Warn("reading a session's calls again after notifications may have been lost failed", "session_id", s.ID, "err", err)
+			}
 			for _, rec := range calls {
 				if rec.Owner == m.replica || rec.FinishedAt == nil || rec.FinishedAt.Before(since) || !s.background(rec.Name) {
 					continue // this replica's own (published when it ran), or older than the streams
 				}
 				m.publishResult(s, rec)
 			}
+			m.resyncApprovals(ctx, log, s, since)
 		}()
 	}
 }
@@ -250,12 +251,68 @@ func (m *Manager) heardBackgroundApproval(ctx context.Context, log *slog.Logger,
 			log.Warn("reading the background call of another replica's approval request failed", "session_id", s.ID, "call_id", apr.CallID, "err", err)
 			return
 		}
-		if rec.SessionID != s.ID {
-			return
-		}
-		var suggestions []string
-		_ = json.Unmarshal(apr.Suggestions, &suggestions)
-		s.publish(Event{Type: EventApproval, Approval: apr, Suggestions: suggestions, TS: apr.CreatedAt,
-			Call: &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}})
+		m.publishApproval(s, apr, rec)
 	})
+}
+
+// publishApproval publishes apr, the approval request of rec, another replica's
+// background call of s, to s's streams, unless it is not this session's or was sent
+// to them already (a notification and a resynchronisation may both read it).
+func (m *Manager) publishApproval(s *Session, apr *store.Approval, rec *store.Call) {
+	if apr.SessionID != s.ID || rec.SessionID != s.ID {
+		return
+	}
+	var suggestions []string
+	_ = json.Unmarshal(apr.Suggestions, &suggestions)
+	ev := Event{Type: EventApproval, Approval: apr, Suggestions: suggestions, TS: apr.CreatedAt,
+		Call: &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.subs) == 0 {
+		return
+	}
+	if _, sent := s.remoteApprovals[apr.ID]; sent {
+		return
+	}
+	if s.remoteApprovals == nil {
+		s.remoteApprovals = map[string]struct{}{}
+	}
+	s.remoteApprovals[apr.ID] = struct{}{}
+	for ch := range s.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// ApprovalLister lists approval requests. A CallReader that is also one lets the
+// manager re-read a session's pending requests when notifications may have been lost.
+type ApprovalLister interface {
+	ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error)
+}
+
+// resyncApprovals publishes the pending approval requests of other replicas'
+// background calls of s made since since that were not sent to its streams.
+func (m *Manager) resyncApprovals(ctx context.Context, log *slog.Logger, s *Session, since time.Time) {
+	lister, ok := m.calls.(ApprovalLister)
+	if !ok {
+		return
+	}
+	list, err := lister.ListApprovals(ctx, store.ApprovalFilter{Tenant: s.Tenant, SessionID: s.ID, Status: store.ApprovalPending,
+		Limit: resyncCalls, Now: time.Now()})
+	if err != nil {
+		log.Warn("reading a session's approval requests again after notifications may have been lost failed", "session_id", s.ID, "err", err)
+		return
+	}
+	for _, apr := range list {
+		if apr.CreatedAt.Before(since) {
+			continue
+		}
+		rec, err := m.calls.GetCall(ctx, apr.CallID)
+		if err != nil || rec.Owner == m.replica || !s.background(rec.Name) {
+			continue // this replica's own (published when it asked)
+		}
+		m.publishApproval(s, apr, rec)
+	}
 }

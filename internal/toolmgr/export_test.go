@@ -437,3 +437,21 @@ func TestExportRootAlternatives(t *testing.T) {
 		}
 	}
 }
+
+// TestExportRootUnionDiscriminator: a zod discriminated union at the root (one
+// alternative per action, each with its own "action" const) was exported with the
+// first alternative's "action" alone, {"const":"create"}: a model holding to the
+// schema (Gemini's constrained decoding does) could never ask for a delete. A
+// property the alternatives declare differently is exported as any of them.
+func TestExportRootUnionDiscriminator(t *testing.T) {
+	t.Parallel()
+	params := `{"type":"object","oneOf":[` +
+		`{"properties":{"action":{"const":"create"},"name":{"type":"string"}},"required":["action","name"]},` +
+		`{"properties":{"action":{"const":"delete"},"id":{"type":"integer"}},"required":["action","id"]},` +
+		`{"properties":{"action":{"const":"create"},"name":{"type":"string"},"dry":{"type":"boolean"}}}]}`
+	want := `{"type":"object","properties":{"action":{"anyOf":[{"const":"create"},{"const":"delete"}]},"name":{"type":"string"},"id":{"type":"integer"},"dry":{"type":"boolean"}}}`
+	got := Export([]tool.Spec{{Name: "act", Parameters: json.RawMessage(params)}}, FormatGemini)[0].(geminiTool).ParametersJSONSchema
+	if string(got) != want {
+		t.Errorf("\n got %s\nwant %s", got, want)
+	}
+}

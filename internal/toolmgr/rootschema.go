@@ -59,7 +59,7 @@ func flattenRoot(raw json.RawMessage) (json.RawMessage, bool) {
 		return raw, false
 	}
 	var kept []member
-	var props []member    // from the alternatives, in order
+	var props []member    // from the alternatives, in order (addAlternative)
 	var required []string // from allOf
 	found := false
 	for _, m := range members {
@@ -83,7 +83,9 @@ func flattenRoot(raw json.RawMessage) (json.RawMessage, bool) {
 					continue
 				}
 				if p, ok := objectMembers(s.Properties); ok {
-					props = append(props, p...)
+					for _, m := range p {
+						props = addAlternative(props, m)
+					}
 				}
 				if m.key == "allOf" {
 					required = append(required, s.Required...)
@@ -99,7 +101,7 @@ func flattenRoot(raw json.RawMessage) (json.RawMessage, bool) {
 			own, _ := objectMembers(val)
 			for _, p := range props {
 				if !slices.ContainsFunc(own, func(o member) bool { return o.key == p.key }) {
-					own = append(own, p)
+					own = append(own, member{key: p.key, val: anyOfSchemas(p.val)})
 				}
 			}
 			return writeMembers(own)
@@ -119,6 +121,43 @@ func flattenRoot(raw json.RawMessage) (json.RawMessage, bool) {
 		})
 	}
 	return writeMembers(kept), true
+}
+
+// addAlternative adds to props (whose values are JSON arrays of the distinct
+// schemas given for the name) property m of an alternative. Alternatives declare a
+// property differently, a discriminated union's tag most of all ({"const":"create"},
+// {"const":"delete"}): the model is shown any of them, not the first alone.
+func addAlternative(props []member, m member) []member {
+	var compact bytes.Buffer
+	if json.Compact(&compact, m.val) != nil {
+		return props
+	}
+	schema := json.RawMessage(compact.Bytes())
+	for i, p := range props {
+		if p.key != m.key {
+			continue
+		}
+		var list []json.RawMessage
+		_ = json.Unmarshal(p.val, &list)
+		if !slices.ContainsFunc(list, func(s json.RawMessage) bool { return bytes.Equal(s, schema) }) {
+			list = append(list, schema)
+			props[i].val, _ = json.Marshal(list)
+		}
+		return props
+	}
+	list, _ := json.Marshal([]json.RawMessage{schema})
+	return append(props, member{key: m.key, val: list})
+}
+
+// anyOfSchemas is the property schema for a JSON array of schemas (addAlternative):
+// the one, or an anyOf of them.
+func anyOfSchemas(list json.RawMessage) json.RawMessage {
+	var schemas []json.RawMessage
+	_ = json.Unmarshal(list, &schemas)
+	if len(schemas) == 1 {
+		return schemas[0]
+	}
+	return writeMembers([]member{{key: "anyOf", val: list}})
 }
 
 // mergeMember replaces the value of members' key with merge of it (nil when there
