@@ -28,26 +28,15 @@ print(json.dumps([t["function"]["name"] for t in ts.tools(s, "openai", query="re
 // and got the narrowed list back again.
 func TestPythonClientToolsEmptyQuery(t *testing.T) {
 	t.Parallel()
-	py := python3(t)
-	base, key := daemon(t)
-	script := `
-import json, sys, toolserverd
-ts = toolserverd.ToolServer(sys.argv[1], sys.argv[2])
+	stdout := pyScript(t, `
 s = ts.create_session(["*"])
 every = len(ts.tools(s))
 ts.tools(s, query="read the contents of a file", limit=3)
 print(json.dumps([every, len(ts.tools(s)), len(ts.tools(s, query=""))]))
-`
-	cmd := exec.Command(py, "-c", script, base, key)
-	cmd.Env = os.Environ()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("python: %v\n%s", err, stderr.String())
-	}
+`)
 	var n []int
-	if err := json.Unmarshal(stdout.Bytes(), &n); err != nil || len(n) != 3 {
-		t.Fatalf("output %q: %v", stdout.String(), err)
+	if err := json.Unmarshal(stdout, &n); err != nil || len(n) != 3 {
+		t.Fatalf("output %q: %v", string(stdout), err)
 	}
 	if n[0] <= 4 || n[1] != 4 || n[2] != n[0] {
 		t.Fatalf("every tool %d, after ranking %d (want 4), with query=\"\" %d (want every tool)", n[0], n[1], n[2])
