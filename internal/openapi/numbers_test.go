@@ -2,8 +2,6 @@ package openapi
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -15,7 +13,6 @@ import (
 func TestIntegralNumbersInParameters(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
-	spec := filepath.Join(t.TempDir(), "pets.yaml")
 	doc := `openapi: 3.0.3
 info: {title: Pets, version: "1"}
 paths:
@@ -43,9 +40,7 @@ paths:
                 vaccines: {type: array, items: {type: object, properties: {year: {type: integer}}}}
       responses: {"200": {description: ok}}
 `
-	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spec := writeSpec(t, "pets.yaml", doc)
 	_, m := load(t, Config{Name: "pets", Spec: spec, BaseURL: srv.URL})
 	e := echo(t, call(t, m, "pets__getPet", `{"id":5.0,"limit":1e3,"ids":[1.0,-0,2E0],"ratio":1.50}`))
 	if e.Path != "/pets/5" {
