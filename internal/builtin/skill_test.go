@@ -89,44 +89,19 @@ func TestSkillFileReadBounded(t *testing.T) {
 // opened in a session of the skill tool; open reads one of its files.
 func referenceSkill(t *testing.T) (open func(file string) *tool.Result) {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, "pdf")
-	for rel, data := range map[string]string{
-		"SKILL.md":                  "---\nname: pdf\ndescription: PDFs.\n---\nSee REFERENCE.md, read FORMS.md, run scripts/.\n",
-		"reference.md":              "the reference\n",
-		"forms.md":                  "the forms\n",
-		"scripts/check.py":          "print('check')\n",
-		"scripts/fill.py":           "print('fill')\n",
-		"ooxml/schemas/a.xsd":       "<a/>\n",
-		"ooxml/schemas/deep/b.xsd":  "<b/>\n",
-		"Notes.md":                  "notes\n",
-		"NOTES.md":                  "NOTES\n",
-		"scriptsnot/not-a-child.py": "x\n",
-	} {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sm, err := skills.NewManager(skills.Config{Dirs: []string{root}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := sm.Problems(); len(p) > 0 {
-		t.Fatalf("problems: %v", p)
-	}
-	proxy, _ := skills.NewProxy(sm, nil)
-	e := newEnv(t, sandbox.Config{})
-	e.tools["skill"] = SkillTool(e.m)
-	sess := newSession("s1", t.TempDir())
-	sess.State.LoadOrStore(skills.SessionStateKey, func() any { return proxy })
-	return func(file string) *tool.Result {
-		res, _ := e.call(t, t.Context(), sess, "skill", map[string]any{"name": "pdf", "file": file})
-		return res
-	}
+	call, _ := librarySession(t, map[string]string{
+		"pdf/SKILL.md":                  "---\nname: pdf\ndescription: PDFs.\n---\nSee REFERENCE.md, read FORMS.md, run scripts/.\n",
+		"pdf/reference.md":              "the reference\n",
+		"pdf/forms.md":                  "the forms\n",
+		"pdf/scripts/check.py":          "print('check')\n",
+		"pdf/scripts/fill.py":           "print('fill')\n",
+		"pdf/ooxml/schemas/a.xsd":       "<a/>\n",
+		"pdf/ooxml/schemas/deep/b.xsd":  "<b/>\n",
+		"pdf/Notes.md":                  "notes\n",
+		"pdf/NOTES.md":                  "NOTES\n",
+		"pdf/scriptsnot/not-a-child.py": "x\n",
+	}, nil)
+	return func(file string) *tool.Result { return call("pdf", file) }
 }
 
 // TestSkillFileFolder: skills point at folders ("run scripts/", "the schemas in

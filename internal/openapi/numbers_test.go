@@ -2,8 +2,6 @@ package openapi
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,7 +14,6 @@ import (
 func TestIntegralNumbersInParameters(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
-	spec := filepath.Join(t.TempDir(), "pets.yaml")
 	doc := `openapi: 3.0.3
 info: {title: Pets, version: "1"}
 paths:
@@ -44,9 +41,7 @@ paths:
                 vaccines: {type: array, items: {type: object, properties: {year: {type: integer}}}}
       responses: {"200": {description: ok}}
 `
-	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spec := writeSpec(t, "pets.yaml", doc)
 	_, m := load(t, Config{Name: "pets", Spec: spec, BaseURL: srv.URL})
 	e := echo(t, call(t, m, "pets__getPet", `{"id":5.0,"limit":1e3,"ids":[1.0,-0,2E0],"ratio":1.50}`))
 	if e.Path != "/pets/5" {
@@ -68,7 +63,6 @@ paths:
 func TestLargeIntegersKeptExactly(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
-	spec := filepath.Join(t.TempDir(), "pets.yaml")
 	doc := `openapi: 3.0.3
 info: {title: Pets, version: "1"}
 paths:
@@ -88,10 +82,7 @@ paths:
             schema: {type: object, properties: {owner: {type: integer}, tag: {type: integer}}}
       responses: {"200": {description: ok}}
 `
-	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, m := load(t, Config{Name: "pets", Spec: spec, BaseURL: srv.URL})
+	_, m := load(t, Config{Name: "pets", Spec: writeSpec(t, "pets.yaml", doc), BaseURL: srv.URL})
 	e := echo(t, call(t, m, "pets__getPet", `{"id":9007199254740993}`))
 	if e.Path != "/pets/9007199254740993" {
 		t.Errorf("path %s, want /pets/9007199254740993", e.Path)
@@ -109,7 +100,6 @@ paths:
 func TestIntegralNumbersInJSONParameters(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
-	spec := filepath.Join(t.TempDir(), "pets.yaml")
 	doc := `openapi: 3.0.3
 info: {title: Pets, version: "1"}
 paths:
@@ -135,10 +125,7 @@ paths:
                 meta: {type: object, properties: {age: {type: integer}}}
       responses: {"200": {description: ok}}
 `
-	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, m := load(t, Config{Name: "pets", Spec: spec, BaseURL: srv.URL})
+	_, m := load(t, Config{Name: "pets", Spec: writeSpec(t, "pets.yaml", doc), BaseURL: srv.URL})
 	e := echo(t, call(t, m, "pets__findPets", `{"filter":{"limit":5.0,"tags":[1.0,2E0]}}`))
 	if got := fmt.Sprint(e.Query["filter"]); got != `[{"limit":5,"tags":[1,2]}]` {
 		t.Errorf("filter %s, want {\"limit\":5,\"tags\":[1,2]}", got)

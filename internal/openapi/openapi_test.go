@@ -86,6 +86,17 @@ func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
+// writeSpec writes doc to a file named name in a fresh temporary directory and
+// returns its path.
+func writeSpec(t testing.TB, name, doc string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // load builds a source and registers its tools in a fresh manager.
 func load(t *testing.T, cfg Config) (*Source, *toolmgr.Manager) {
 	t.Helper()
@@ -287,7 +298,6 @@ func TestEveryParameterLocation(t *testing.T) {
 func TestPathParameterCannotLeaveTheRoute(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
-	spec := filepath.Join(t.TempDir(), "users.yaml")
 	doc := `openapi: 3.0.3
 info: {title: Users, version: "1"}
 paths:
@@ -299,9 +309,7 @@ paths:
         - {name: post, in: path, required: true, schema: {type: string}}
       responses: {"200": {description: ok}}
 `
-	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spec := writeSpec(t, "users.yaml", doc)
 	_, m := load(t, Config{Name: "users", Spec: spec, BaseURL: srv.URL + "/api"})
 	for _, id := range []string{"..", ".", ""} {
 		res := call(t, m, "users__post", `{"id":"`+id+`","post":"p"}`)
@@ -324,7 +332,6 @@ paths:
 func TestPathParameterDotSegmentsRefused(t *testing.T) {
 	t.Parallel()
 	srv, _ := upstream(t)
-	spec := filepath.Join(t.TempDir(), "files.yaml")
 	doc := `openapi: 3.0.3
 info: {title: Files, version: "1"}
 paths:
@@ -337,9 +344,7 @@ paths:
         - {name: b, in: path, required: true, schema: {type: string}}
       responses: {"200": {description: ok}}
 `
-	if err := os.WriteFile(spec, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spec := writeSpec(t, "files.yaml", doc)
 	_, m := load(t, Config{Name: "files", Spec: spec, BaseURL: srv.URL})
 	for _, args := range []string{
 		`{"id":"../admin","a":"x","b":"y"}`,
@@ -679,10 +684,7 @@ paths:
   /items:
     get: {operationId: listItems, responses: {"200": {description: ok}}}
 `
-	p := filepath.Join(t.TempDir(), "emoji.yaml")
-	if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeSpec(t, "emoji.yaml", doc)
 	src, m := load(t, Config{Name: "e", Spec: p})
 	if got := strings.Join(m.Names(), ","); got != "e__listItems" {
 		t.Errorf("tools: %s", got)
@@ -813,11 +815,7 @@ func fanOutSpec(t *testing.T, ops, width int) string {
 		b.WriteString("}}\n")
 	}
 	b.WriteString("    S12: {type: string}\n")
-	p := filepath.Join(t.TempDir(), "fan.yaml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeSpec(t, "fan.yaml", b.String())
 }
 
 // TestSchemaAmplificationBounded: a small document whose references fan out must not

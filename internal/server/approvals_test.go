@@ -312,45 +312,38 @@ func TestApprovedCallWaitsForSessionLock(t *testing.T) {
 // deciding daemon stopped before running it, runs exactly once after a restart.
 func TestApprovedCallRunsAfterRestart(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			opts := daemonOpts{dataDir: t.TempDir(), mutate: func(c *config.Config) { c.Permissions.Allow = nil }}
-			if backend == "postgres" {
-				opts.store = pgtest.URL(t)
-			}
-			d := startDaemon(t, opts)
-			sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
-			id, wd := sess["id"].(string), sess["workdir"].(string)
-			apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
-				`{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"echo ran >> ran.txt"}}]}`)
-			stop() // the agent went away
-			<-rest
-			// Decided, and the decider stopped before it ran the call: the decision is in
-			// the store, and nothing else happened.
-			as := d.app.Store.(store.ApprovalStore)
-			if _, err := as.DecideApproval(t.Context(), apr["id"].(string), store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "ada"}); err != nil {
-				t.Fatal(err)
-			}
-			a, err := as.GetApproval(t.Context(), apr["id"].(string))
-			if err != nil {
-				t.Fatal(err)
-			}
-			callID := a.CallID
-			d.stop()
+	onBothStores(t, func(c *config.Config) { c.Permissions.Allow = nil }, func(t *testing.T, opts daemonOpts) {
+		d := startDaemon(t, opts)
+		sess := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})
+		id, wd := sess["id"].(string), sess["workdir"].(string)
+		apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+			`{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"echo ran >> ran.txt"}}]}`)
+		stop() // the agent went away
+		<-rest
+		// Decided, and the decider stopped before it ran the call: the decision is in
+		// the store, and nothing else happened.
+		as := d.app.Store.(store.ApprovalStore)
+		if _, err := as.DecideApproval(t.Context(), apr["id"].(string), store.ApprovalDecision{Kind: store.DecisionApprove, Actor: "ada"}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := as.GetApproval(t.Context(), apr["id"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		callID := a.CallID
+		d.stop()
 
-			d2 := startDaemon(t, opts)
-			var rec string
-			waitFor(t, 30*time.Second, "the approved call to run", func() bool {
-				_, _, body := d2.do("GET", "/v1/tool-calls/"+callID, nil)
-				rec = string(body)
-				return strings.Contains(rec, `"status":"succeeded"`)
-			})
-			if n := lines(t, filepath.Join(wd, "ran.txt")); n != 1 {
-				t.Fatalf("ran.txt has %d lines, want 1: %s", n, rec)
-			}
+		d2 := startDaemon(t, opts)
+		var rec string
+		waitFor(t, 30*time.Second, "the approved call to run", func() bool {
+			_, _, body := d2.do("GET", "/v1/tool-calls/"+callID, nil)
+			rec = string(body)
+			return strings.Contains(rec, `"status":"succeeded"`)
 		})
-	}
+		if n := lines(t, filepath.Join(wd, "ran.txt")); n != 1 {
+			t.Fatalf("ran.txt has %d lines, want 1: %s", n, rec)
+		}
+	})
 }
 
 // TestNULInNamesAndDecisions: PostgreSQL keeps no NUL in text; a key name or tenant,

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -104,21 +105,9 @@ func (p *cuttableProxy) cut() {
 // when A cannot be reached at all.
 func TestCallEventsOwnerLostMidStream(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	proxy := newCuttableProxy(t)
-	a := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) {
-		c.ReplicaID = "replica-a"
-		c.Cluster.AdvertiseURL = "http://" + proxy.ln.Addr().String()
-		c.Permissions.Allow = []string{"execute_command"}
-	}})
-	proxy.target.Store(ptr(strings.TrimPrefix(a.url, "http://")))
-	b := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = "replica-b" }})
-
-	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
-	ev, rest, stop := streamUntilEvent(t, a, "/v1/sessions/"+id+"/tool-calls",
-		`{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo before; sleep 2; echo after"}}]}`, "tool_progress")
+	b, callID, rest, stop := callBehindProxy(t, proxy, "echo before; sleep 2; echo after")
 	defer stop()
-	callID := ev["call_id"].(string)
 
 	resp, err := http.Get(b.url + "/v1/tool-calls/" + callID + "/events")
 	if err != nil {
@@ -169,6 +158,31 @@ func TestCallEventsOwnerLostMidStream(t *testing.T) {
 	<-rest
 }
 
+// callBehindProxy starts replica A, which replica B reaches only through proxy, and
+// replica B on one PostgreSQL; it starts execute_command running command (call id
+// "x") in a session on A and returns once the call's first tool_progress came. It
+// returns B, the call's id, and the rest and stop of A's stream.
+func callBehindProxy(t *testing.T, proxy *cuttableProxy, command string) (b *daemon, callID string, rest <-chan []event, stop func()) {
+	t.Helper()
+	url := pgtest.URL(t)
+	a := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) {
+		c.ReplicaID = "replica-a"
+		c.Cluster.AdvertiseURL = "http://" + proxy.ln.Addr().String()
+		c.Permissions.Allow = []string{"execute_command"}
+	}})
+	proxy.target.Store(ptr(strings.TrimPrefix(a.url, "http://")))
+	b = startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = "replica-b" }})
+
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	calls, err := json.Marshal(map[string]any{"calls": []map[string]any{
+		{"id": "x", "name": "execute_command", "arguments": map[string]string{"command": command}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, rest, stop := streamUntilEvent(t, a, "/v1/sessions/"+id+"/tool-calls", string(calls), "tool_progress")
+	return b, ev["call_id"].(string), rest, stop
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // TestCallEventsOwnerLostBeforeDone: the link to the call's replica breaks right
@@ -176,22 +190,10 @@ func ptr[T any](v T) *T { return &v }
 // client gets the call's message once.
 func TestCallEventsOwnerLostBeforeDone(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	proxy := newCuttableProxy(t)
 	proxy.cutAfter = []byte(`"type":"message"`)
-	a := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) {
-		c.ReplicaID = "replica-a"
-		c.Cluster.AdvertiseURL = "http://" + proxy.ln.Addr().String()
-		c.Permissions.Allow = []string{"execute_command"}
-	}})
-	proxy.target.Store(ptr(strings.TrimPrefix(a.url, "http://")))
-	b := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = "replica-b" }})
-
-	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
-	ev, rest, stop := streamUntilEvent(t, a, "/v1/sessions/"+id+"/tool-calls",
-		`{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo before; sleep 1; echo after"}}]}`, "tool_progress")
+	b, callID, rest, stop := callBehindProxy(t, proxy, "echo before; sleep 1; echo after")
 	defer stop()
-	callID := ev["call_id"].(string)
 
 	code, _, body := b.do("GET", "/v1/tool-calls/"+callID+"/events", nil)
 	if code != 200 {

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -33,18 +31,7 @@ func TestFinishedCallOwnerUnreachable(t *testing.T) {
 		t.Fatalf("the call on A: %d %s", code, out)
 	}
 
-	for _, path := range []string{"/v1/tool-calls/" + cid + "/progress", "/v1/tool-calls/" + cid + "/progress/stream"} {
-		code, h, body := b.do("GET", path, nil)
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		_ = json.Unmarshal(body, &e)
-		if code != http.StatusServiceUnavailable || e.Error.Code != "unavailable" || h.Get("Retry-After") == "" ||
-			!strings.Contains(e.Error.Message, "replica-a") || !strings.Contains(e.Error.Message, "/v1/tool-calls/"+cid) {
-			t.Errorf("GET %s on B of a finished call, its owner alive and unreachable: HTTP %d Retry-After %q %s; "+
-				"want 503 unavailable with Retry-After naming replica-a and the call's record", path, code, h.Get("Retry-After"), body)
-		}
-	}
+	wantProgressUnavailable(t, b, cid, "of a finished call, its owner alive and unreachable", "replica-a", "/v1/tool-calls/"+cid)
 	for _, path := range []string{"/v1/tool-calls/" + cid, "/v1/tool-calls/" + cid + "/events"} {
 		if code, _, body := b.do("GET", path, nil); code != 200 || !strings.Contains(string(body), "hello-out") {
 			t.Errorf("GET %s on B: %d %s; want the result from the record", path, code, body)

@@ -49,18 +49,7 @@ func TestProgressReadOwnerUnreachable(t *testing.T) {
 		return code == 200 && strings.Contains(string(body), `"status":"running"`)
 	})
 
-	for _, path := range []string{"/v1/tool-calls/" + cid + "/progress", "/v1/tool-calls/" + cid + "/progress/stream"} {
-		code, h, body := b.do("GET", path, nil)
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		_ = json.Unmarshal(body, &e)
-		if code != http.StatusServiceUnavailable || e.Error.Code != "unavailable" || h.Get("Retry-After") == "" ||
-			!strings.Contains(e.Error.Message, "replica-a") || !strings.Contains(e.Error.Message, closed) {
-			t.Errorf("GET %s on B, the owner unreachable: HTTP %d Retry-After %q %s; want 503 unavailable with Retry-After naming replica-a and %s",
-				path, code, h.Get("Retry-After"), body, closed)
-		}
-	}
+	wantProgressUnavailable(t, b, cid, "the owner unreachable", "replica-a", closed)
 	// The owner itself still serves it.
 	if code, _, body := a.do("GET", "/v1/tool-calls/"+cid+"/progress", nil); code != 200 || !strings.Contains(string(body), "started") {
 		t.Errorf("progress on A: %d %s", code, body)
@@ -94,6 +83,28 @@ func TestProgressReadOwnerUnreachable(t *testing.T) {
 	if p.Finished {
 		if _, _, rec := b.do("GET", "/v1/tool-calls/"+dead, nil); !strings.Contains(string(rec), `"status":"failed"`) {
 			t.Errorf("reads as finished, but the record is %s", rec)
+		}
+	}
+}
+
+// wantProgressUnavailable checks that both progress reads of call cid through d
+// (GET …/progress and …/progress/stream) answer 503 unavailable with Retry-After,
+// their message naming each of names; when says the case in a failure.
+func wantProgressUnavailable(t *testing.T, d *daemon, cid, when string, names ...string) {
+	t.Helper()
+	for _, path := range []string{"/v1/tool-calls/" + cid + "/progress", "/v1/tool-calls/" + cid + "/progress/stream"} {
+		code, h, body := d.do("GET", path, nil)
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(body, &e)
+		named := true
+		for _, n := range names {
+			named = named && strings.Contains(e.Error.Message, n)
+		}
+		if code != http.StatusServiceUnavailable || e.Error.Code != "unavailable" || h.Get("Retry-After") == "" || !named {
+			t.Errorf("GET %s, %s: HTTP %d Retry-After %q %s; want 503 unavailable with Retry-After naming %q",
+				path, when, code, h.Get("Retry-After"), body, names)
 		}
 	}
 }

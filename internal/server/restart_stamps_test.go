@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // TestApprovedEditAfterRestart: a session reads a file, its edit_file waits for
@@ -19,78 +18,71 @@ import (
 // before the restart is not forgotten with the process.
 func TestApprovedEditAfterRestart(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			opts := daemonOpts{dataDir: t.TempDir(), mutate: func(c *config.Config) { c.Permissions.Allow = nil }}
-			if backend == "postgres" {
-				opts.store = pgtest.URL(t)
-			}
-			d := startDaemon(t, opts)
-			// One session per case: a waiting edit holds its session's other edits.
-			type edit struct {
-				session, wd, file, call string
-				approval                string
-			}
-			edits := map[string]*edit{"unchanged": {file: "kept.txt"}, "changed": {file: "moved.txt"}}
-			for name, e := range edits {
-				sess := d.createSession(map[string]any{"available_tools": []string{"read_file", "edit_file"}})
-				e.session, e.wd = sess["id"].(string), sess["workdir"].(string)
-				if err := os.WriteFile(filepath.Join(e.wd, e.file), []byte("one\ntwo\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				_, evs := d.stream("/v1/sessions/"+e.session+"/tool-calls",
-					`{"calls":[{"id":"r","name":"read_file","arguments":{"path":"`+e.file+`"}}]}`)
-				if m := messages(t, evs)["r"]; m.m["is_error"] != false {
-					t.Fatalf("%s: read_file: %s", name, m.raw)
-				}
-				apr, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+e.session+"/tool-calls",
-					`{"calls":[{"id":"e","name":"edit_file","arguments":{"path":"`+e.file+`","old_string":"one","new_string":"uno"}}]}`)
-				defer stop()
-				e.approval = apr["id"].(string)
-				code, _, body := d.do("GET", "/v1/approvals/"+e.approval, nil)
-				var rec struct {
-					CallID string `json:"call_id"`
-				}
-				if code != 200 || json.Unmarshal(body, &rec) != nil || rec.CallID == "" {
-					t.Fatalf("%s: approval: %d %s", name, code, body)
-				}
-				e.call = rec.CallID
-			}
-			d.stop()
-			changed := edits["changed"]
-			if err := os.WriteFile(filepath.Join(changed.wd, changed.file), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+	onBothStores(t, func(c *config.Config) { c.Permissions.Allow = nil }, func(t *testing.T, opts daemonOpts) {
+		d := startDaemon(t, opts)
+		// One session per case: a waiting edit holds its session's other edits.
+		type edit struct {
+			session, wd, file, call string
+			approval                string
+		}
+		edits := map[string]*edit{"unchanged": {file: "kept.txt"}, "changed": {file: "moved.txt"}}
+		for name, e := range edits {
+			sess := d.createSession(map[string]any{"available_tools": []string{"read_file", "edit_file"}})
+			e.session, e.wd = sess["id"].(string), sess["workdir"].(string)
+			if err := os.WriteFile(filepath.Join(e.wd, e.file), []byte("one\ntwo\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			_, evs := d.stream("/v1/sessions/"+e.session+"/tool-calls",
+				`{"calls":[{"id":"r","name":"read_file","arguments":{"path":"`+e.file+`"}}]}`)
+			if m := messages(t, evs)["r"]; m.m["is_error"] != false {
+				t.Fatalf("%s: read_file: %s", name, m.raw)
+			}
+			apr, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+e.session+"/tool-calls",
+				`{"calls":[{"id":"e","name":"edit_file","arguments":{"path":"`+e.file+`","old_string":"one","new_string":"uno"}}]}`)
+			defer stop()
+			e.approval = apr["id"].(string)
+			code, _, body := d.do("GET", "/v1/approvals/"+e.approval, nil)
+			var rec struct {
+				CallID string `json:"call_id"`
+			}
+			if code != 200 || json.Unmarshal(body, &rec) != nil || rec.CallID == "" {
+				t.Fatalf("%s: approval: %d %s", name, code, body)
+			}
+			e.call = rec.CallID
+		}
+		d.stop()
+		changed := edits["changed"]
+		if err := os.WriteFile(filepath.Join(changed.wd, changed.file), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 
-			d2 := startDaemon(t, opts)
-			results := map[string]string{}
-			for name, e := range edits {
-				if code, _, body := d2.do("POST", "/v1/approvals/"+e.approval+"/decision", `{"decision":"approve"}`); code != 200 {
-					t.Fatalf("%s: decide after restart: %d %s", name, code, body)
+		d2 := startDaemon(t, opts)
+		results := map[string]string{}
+		for name, e := range edits {
+			if code, _, body := d2.do("POST", "/v1/approvals/"+e.approval+"/decision", `{"decision":"approve"}`); code != 200 {
+				t.Fatalf("%s: decide after restart: %d %s", name, code, body)
+			}
+			waitFor(t, 30*time.Second, name+" edit to finish", func() bool {
+				code, _, body := d2.do("GET", "/v1/tool-calls/"+e.call, nil)
+				var rec struct {
+					Status string          `json:"status"`
+					Result json.RawMessage `json:"result"`
 				}
-				waitFor(t, 30*time.Second, name+" edit to finish", func() bool {
-					code, _, body := d2.do("GET", "/v1/tool-calls/"+e.call, nil)
-					var rec struct {
-						Status string          `json:"status"`
-						Result json.RawMessage `json:"result"`
-					}
-					if code != 200 || json.Unmarshal(body, &rec) != nil {
-						t.Fatalf("%s: call record: %d %s", name, code, body)
-					}
-					results[name] = string(rec.Result)
-					return rec.Status == "succeeded" || rec.Status == "failed"
-				})
-			}
-			if got, _ := os.ReadFile(filepath.Join(edits["unchanged"].wd, "kept.txt")); string(got) != "uno\ntwo\n" {
-				t.Errorf("the approved edit of the unchanged file: file is %q, result %s", got, results["unchanged"])
-			}
-			if r := results["changed"]; !strings.Contains(r, "has changed on disk") {
-				t.Errorf("the approved edit of the changed file: result %s, want it refused as changed since read", r)
-			}
-			if got, _ := os.ReadFile(filepath.Join(changed.wd, changed.file)); string(got) != "one\ntwo\nthree\n" {
-				t.Errorf("the changed file after its refused edit: %q", got)
-			}
-		})
-	}
+				if code != 200 || json.Unmarshal(body, &rec) != nil {
+					t.Fatalf("%s: call record: %d %s", name, code, body)
+				}
+				results[name] = string(rec.Result)
+				return rec.Status == "succeeded" || rec.Status == "failed"
+			})
+		}
+		if got, _ := os.ReadFile(filepath.Join(edits["unchanged"].wd, "kept.txt")); string(got) != "uno\ntwo\n" {
+			t.Errorf("the approved edit of the unchanged file: file is %q, result %s", got, results["unchanged"])
+		}
+		if r := results["changed"]; !strings.Contains(r, "has changed on disk") {
+			t.Errorf("the approved edit of the changed file: result %s, want it refused as changed since read", r)
+		}
+		if got, _ := os.ReadFile(filepath.Join(changed.wd, changed.file)); string(got) != "one\ntwo\nthree\n" {
+			t.Errorf("the changed file after its refused edit: %q", got)
+		}
+	})
 }

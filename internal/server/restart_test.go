@@ -38,68 +38,61 @@ func TestMain(m *testing.M) {
 // survive a restart, and a call the previous process left running is marked failed.
 func TestRestartKeepsEverything(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			opts := daemonOpts{dataDir: t.TempDir()}
-			if backend == "postgres" {
-				opts.store = pgtest.URL(t)
-			}
-			d := startDaemon(t, opts)
-			id := d.createSession(map[string]any{"available_tools": []string{"echo", "whoami"}, "metadata": map[string]any{"user": "ada"}})["id"].(string)
-			_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c1","name":"echo","arguments":{"text":"persist me"}}]}`)
-			tc := messages(t, evs)["c1"].str("call_id")
+	onBothStores(t, nil, func(t *testing.T, opts daemonOpts) {
+		d := startDaemon(t, opts)
+		id := d.createSession(map[string]any{"available_tools": []string{"echo", "whoami"}, "metadata": map[string]any{"user": "ada"}})["id"].(string)
+		_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c1","name":"echo","arguments":{"text":"persist me"}}]}`)
+		tc := messages(t, evs)["c1"].str("call_id")
 
-			// A call this replica was running when it "crashed".
-			now := time.Now().UTC()
-			orphan := &store.Call{ID: "tc_orphan", SessionID: id, Tenant: "default", ToolCallID: "c2", Name: "echo",
-				Arguments: json.RawMessage(`{}`), Status: store.CallRunning, Owner: "test", CreatedAt: now, StartedAt: &now}
-			// And one that waited for its turn, pending: it never ran.
-			queued := &store.Call{ID: "tc_queued", SessionID: id, Tenant: "default", ToolCallID: "c5", Name: "echo",
-				Arguments: json.RawMessage(`{}`), Status: store.CallPending, Owner: "test", CreatedAt: now}
-			// And one that had started a background job, whose output was still open:
-			// the job died with the process.
-			job := &store.Call{ID: "tc_job", SessionID: id, Tenant: "default", ToolCallID: "c6", Name: "execute_command",
-				Arguments: json.RawMessage(`{}`), Status: store.CallSucceeded, Result: tool.TextResult("Started background job"),
-				Owner: "test", CreatedAt: now, StartedAt: &now, FinishedAt: &now, OutputOpen: true}
-			if err := d.app.Store.WriteCalls(context.Background(), []*store.Call{orphan, queued, job}, nil); err != nil {
-				t.Fatal(err)
-			}
-			d.stop()
+		// A call this replica was running when it "crashed".
+		now := time.Now().UTC()
+		orphan := &store.Call{ID: "tc_orphan", SessionID: id, Tenant: "default", ToolCallID: "c2", Name: "echo",
+			Arguments: json.RawMessage(`{}`), Status: store.CallRunning, Owner: "test", CreatedAt: now, StartedAt: &now}
+		// And one that waited for its turn, pending: it never ran.
+		queued := &store.Call{ID: "tc_queued", SessionID: id, Tenant: "default", ToolCallID: "c5", Name: "echo",
+			Arguments: json.RawMessage(`{}`), Status: store.CallPending, Owner: "test", CreatedAt: now}
+		// And one that had started a background job, whose output was still open:
+		// the job died with the process.
+		job := &store.Call{ID: "tc_job", SessionID: id, Tenant: "default", ToolCallID: "c6", Name: "execute_command",
+			Arguments: json.RawMessage(`{}`), Status: store.CallSucceeded, Result: tool.TextResult("Started background job"),
+			Owner: "test", CreatedAt: now, StartedAt: &now, FinishedAt: &now, OutputOpen: true}
+		if err := d.app.Store.WriteCalls(context.Background(), []*store.Call{orphan, queued, job}, nil); err != nil {
+			t.Fatal(err)
+		}
+		d.stop()
 
-			d2 := startDaemon(t, opts)
-			code, _, body := d2.do("GET", "/v1/sessions/"+id, nil)
-			if code != 200 || !strings.Contains(string(body), `"ada"`) || !strings.Contains(string(body), `"tools":["echo","whoami"]`) {
-				t.Fatalf("session after restart: %d %s", code, body)
-			}
-			code, _, body = d2.do("GET", "/v1/tool-calls/"+tc, nil)
-			if code != 200 || !strings.Contains(string(body), "persist me") || !strings.Contains(string(body), `"succeeded"`) {
-				t.Fatalf("record after restart: %d %s", code, body)
-			}
-			code, _, body = d2.do("GET", "/v1/tool-calls/tc_orphan", nil)
-			if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "daemon stopped") {
-				t.Fatalf("orphaned call after restart: %d %s", code, body)
-			}
-			code, _, body = d2.do("GET", "/v1/tool-calls/tc_queued", nil)
-			if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "it was not run") ||
-				strings.Contains(string(body), "may have run") {
-				t.Fatalf("pending call after restart: %d %s", code, body)
-			}
-			code, _, body = d2.do("GET", "/v1/tool-calls/tc_job", nil)
-			if code != 200 || !strings.Contains(string(body), `"output_open":false`) || !strings.Contains(string(body), `"status":"succeeded"`) {
-				t.Fatalf("call of a background job after restart: %d %s", code, body)
-			}
-			if code, _, body = d2.do("GET", "/v1/tool-calls?live=true", nil); code != 200 || strings.Contains(string(body), "tc_job") {
-				t.Fatalf("live calls after restart: %d %s", code, body)
-			}
-			// The session still runs calls, with its whitelist.
-			_, evs = d2.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c3","name":"whoami"},{"id":"c4","name":"big"}]}`)
-			msgs := messages(t, evs)
-			if msgs["c3"].m["is_error"] != false || msgs["c4"].str("error_kind") != "not_found" {
-				t.Fatalf("after restart: %s / %s", msgs["c3"].raw, msgs["c4"].raw)
-			}
-		})
-	}
+		d2 := startDaemon(t, opts)
+		code, _, body := d2.do("GET", "/v1/sessions/"+id, nil)
+		if code != 200 || !strings.Contains(string(body), `"ada"`) || !strings.Contains(string(body), `"tools":["echo","whoami"]`) {
+			t.Fatalf("session after restart: %d %s", code, body)
+		}
+		code, _, body = d2.do("GET", "/v1/tool-calls/"+tc, nil)
+		if code != 200 || !strings.Contains(string(body), "persist me") || !strings.Contains(string(body), `"succeeded"`) {
+			t.Fatalf("record after restart: %d %s", code, body)
+		}
+		code, _, body = d2.do("GET", "/v1/tool-calls/tc_orphan", nil)
+		if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "daemon stopped") {
+			t.Fatalf("orphaned call after restart: %d %s", code, body)
+		}
+		code, _, body = d2.do("GET", "/v1/tool-calls/tc_queued", nil)
+		if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "it was not run") ||
+			strings.Contains(string(body), "may have run") {
+			t.Fatalf("pending call after restart: %d %s", code, body)
+		}
+		code, _, body = d2.do("GET", "/v1/tool-calls/tc_job", nil)
+		if code != 200 || !strings.Contains(string(body), `"output_open":false`) || !strings.Contains(string(body), `"status":"succeeded"`) {
+			t.Fatalf("call of a background job after restart: %d %s", code, body)
+		}
+		if code, _, body = d2.do("GET", "/v1/tool-calls?live=true", nil); code != 200 || strings.Contains(string(body), "tc_job") {
+			t.Fatalf("live calls after restart: %d %s", code, body)
+		}
+		// The session still runs calls, with its whitelist.
+		_, evs = d2.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c3","name":"whoami"},{"id":"c4","name":"big"}]}`)
+		msgs := messages(t, evs)
+		if msgs["c3"].m["is_error"] != false || msgs["c4"].str("error_kind") != "not_found" {
+			t.Fatalf("after restart: %s / %s", msgs["c3"].raw, msgs["c4"].raw)
+		}
+	})
 }
 
 // TestShutdownEndsEveryStream: calls still running when the drain deadline passes are
@@ -159,5 +152,22 @@ func TestShutdownEndsEveryStream(t *testing.T) {
 		if e.err != nil || len(lines) != 3 || !strings.Contains(lines[1], `"error_kind":"cancelled"`) || !strings.Contains(last, `"type":"done"`) {
 			t.Errorf("stream at shutdown: err %v, %d lines, ending %s", e.err, len(lines), last)
 		}
+	}
+}
+
+// onBothStores runs test in parallel subtests "sqlite" and "postgres", each given
+// daemonOpts (with mutate) for a fresh data dir and store of that kind: a daemon
+// started again with the same opts finds what the one before it left.
+func onBothStores(t *testing.T, mutate func(*config.Config), test func(t *testing.T, opts daemonOpts)) {
+	t.Helper()
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			opts := daemonOpts{dataDir: t.TempDir(), mutate: mutate}
+			if backend == "postgres" {
+				opts.store = pgtest.URL(t)
+			}
+			test(t, opts)
+		})
 	}
 }

@@ -31,6 +31,7 @@ func skillLibrary(t *testing.T, n int) (string, []string) {
 	verbs := []string{"Query", "Analyze", "Visualize", "Convert", "Annotate", "Cluster", "Simulate", "Fetch"}
 	objects := []string{"sequence alignments", "molecular fingerprints", "FITS images", "single-cell expression matrices", "crystal structures", "time series of sensor data", "variant call files", "spectra"}
 	var names []string
+	files := map[string]string{}
 	for i := range n {
 		name := fmt.Sprintf("%s-%s-%03d", fields[i%len(fields)], tools[(i/len(fields))%len(tools)], i)
 		names = append(names, name)
@@ -45,18 +46,10 @@ func skillLibrary(t *testing.T, n int) (string, []string) {
 		if i%97 == 5 {
 			front += "disable-model-invocation: true\n"
 		}
-		body := front + "---\n\n# " + name + "\n\n## Overview\n\nRun `python scripts/run.py --input data.csv`.\n"
-		sk := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Join(sk, "scripts"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(sk, "SKILL.md"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(sk, "scripts", "run.py"), []byte("print('"+name+"')\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files[name+"/SKILL.md"] = front + "---\n\n# " + name + "\n\n## Overview\n\nRun `python scripts/run.py --input data.csv`.\n"
+		files[name+"/scripts/run.py"] = "print('" + name + "')\n"
 	}
+	writeSkillFiles(t, dir, files)
 	slices.Sort(names)
 	return dir, names
 }

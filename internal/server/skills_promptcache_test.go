@@ -21,13 +21,7 @@ func TestSkillPromptFollowsLibrary(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, desc string) {
 		t.Helper()
-		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		md := fmt.Sprintf("---\nname: %s\ndescription: %s\n---\nbody\n", name, desc)
-		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte(md), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeSkillFiles(t, dir, map[string]string{name + "/SKILL.md": fmt.Sprintf("---\nname: %s\ndescription: %s\n---\nbody\n", name, desc)})
 	}
 	write("alpha", "Alpha does the first thing.")
 	write("beta", "Beta does the second thing.")

@@ -21,20 +21,12 @@ import (
 func TestSkillInExploreModeCopiesNothing(t *testing.T) {
 	t.Parallel()
 	lib := t.TempDir()
-	for rel, data := range map[string]string{
+	writeSkillFiles(t, lib, map[string]string{
 		"pdf/SKILL.md":          "---\nname: pdf\ndescription: Fills PDF forms.\n---\nRun `python {baseDir}/scripts/fill.py form.pdf`; see {baseDir}/reference.md.\n",
 		"pdf/reference.md":      "Fields are named in {baseDir}/fields.txt.\n",
 		"pdf/scripts/fill.py":   "print('filled')\n",
 		"pdf/scripts/common.py": "x = 1\n",
-	} {
-		p := filepath.Join(lib, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	work := t.TempDir()
 	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
 		c.Skills.Dirs = []string{lib}

@@ -172,15 +172,9 @@ func TestBrokenSkillSaysWhy(t *testing.T) {
 func TestSkillFrontmatterFields(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	dir := filepath.Join(root, "meta")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: meta\ndescription: Has every field.\n"+
-		"license: Complete terms in LICENSE.txt\ncompatibility: Needs python3 and network access\n"+
-		"metadata:\n  author: example-org\n  tags: [a, b]\n  levels: {1: one}\n  ratio: .inf\n---\nbody\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeSkillFiles(t, root, map[string]string{"meta/SKILL.md": "---\nname: meta\ndescription: Has every field.\n" +
+		"license: Complete terms in LICENSE.txt\ncompatibility: Needs python3 and network access\n" +
+		"metadata:\n  author: example-org\n  tags: [a, b]\n  levels: {1: one}\n  ratio: .inf\n---\nbody\n"})
 	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{root, skillsDir()} }})
 	want := []string{`"license":"Complete terms in LICENSE.txt"`, `"compatibility":"Needs python3 and network access"`,
 		`"metadata":{"author":"example-org","levels":{"1":"one"},"ratio":"+Inf","tags":["a","b"]}`}
@@ -209,18 +203,11 @@ func TestSkillFrontmatterFields(t *testing.T) {
 func TestSkillManualOnly(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for name, front := range map[string]string{
-		"git-cleanup": "name: git-cleanup\ndescription: Deletes merged branches.\ndisable-model-invocation: true\n",
-		"triage":      "name: triage\ndescription: Triages issues.\ndisable-model-invocation: \"True\"\n",
-		"review":      "name: review\ndescription: Reviews code.\ndisable-model-invocation: false\n",
-	} {
-		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte("---\n"+front+"---\nThe steps.\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSkillFiles(t, dir, map[string]string{
+		"git-cleanup/SKILL.md": "---\nname: git-cleanup\ndescription: Deletes merged branches.\ndisable-model-invocation: true\n---\nThe steps.\n",
+		"triage/SKILL.md":      "---\nname: triage\ndescription: Triages issues.\ndisable-model-invocation: \"True\"\n---\nThe steps.\n",
+		"review/SKILL.md":      "---\nname: review\ndescription: Reviews code.\ndisable-model-invocation: false\n---\nThe steps.\n",
+	})
 	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Skills.Dirs = []string{dir} }})
 	code, _, body := d.do("GET", "/v1/skills", nil)
 	if code != 200 || strings.Count(string(body), `"disable_model_invocation":true`) != 2 {
@@ -240,5 +227,21 @@ func TestSkillManualOnly(t *testing.T) {
 	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"open","name":"skill","arguments":{"name":"git-cleanup"}}]}`)
 	if m := messages(t, evs)["open"]; m.m["is_error"] != false || !strings.Contains(string(m.raw), "The steps.") {
 		t.Fatalf("open by name: %s", m.raw)
+	}
+}
+
+// writeSkillFiles writes a skill library into dir: files maps a slash-separated path
+// below dir ("pdf/SKILL.md", "pdf/scripts/fill.py") to its content, folders made as
+// needed.
+func writeSkillFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for rel, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

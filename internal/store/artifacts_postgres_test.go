@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // TestArtifactOwners: an artifact's owner is found by its reference; an unknown one
@@ -16,20 +15,8 @@ import (
 func TestArtifactOwners(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := store.OpenPostgres(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Heartbeat(ctx, "replica-a", "http://a:8080", time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	long := time.Now().Add(-48 * time.Hour).UTC()
-	for _, id := range []string{"ses_old", "ses_kept"} {
-		if err := s.CreateSession(ctx, &store.Session{ID: id, Tenant: "t", CreatedAt: long, UpdatedAt: long}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := openPostgresWithReplica(t, "replica-a")
+	createOldSessions(t, s, "ses_old", "ses_kept")
 	want := &store.Artifact{Ref: "art_1", SessionID: "ses_old", Tenant: "t", Owner: "replica-a"}
 	if err := s.RecordArtifact(ctx, want); err != nil {
 		t.Fatal(err)

@@ -175,23 +175,7 @@ func TestSQLiteConcurrentOpen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	const n = 4
-	stores := make([]*SQLite, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stores[i], errs[i] = OpenSQLite(t.Context(), path)
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("open %d: %v", i, errs[i])
-		}
-		defer stores[i].Close()
-	}
+	stores := openAtOnce(t, n, func(ctx context.Context) (*SQLite, error) { return OpenSQLite(ctx, path) })
 	_, versions := sqliteSchema(stores[0])(t)
 	if !reflect.DeepEqual(versions, consecutive(migrations.SQLite())) {
 		t.Errorf("versions = %v, want [1]", versions)
@@ -331,29 +315,40 @@ func TestPostgresMigrateUpDownUp(t *testing.T) {
 	testUpDownUp(t, pgMigrations{conn}, ms, pgSchema(url))
 }
 
-// TestPostgresConcurrentOpen: replicas starting together serialize on the advisory lock
-// and apply each migration once.
-func TestPostgresConcurrentOpen(t *testing.T) {
-	t.Parallel()
-	url := pgtest.URL(t)
-	const n = 6
-	stores := make([]*Postgres, n)
+// openAtOnce calls open n times at once, as replicas or processes starting together
+// do, and returns the n stores, closed when the test ends.
+func openAtOnce[S interface{ Close() error }](t *testing.T, n int, open func(context.Context) (S, error)) []S {
+	t.Helper()
+	stores := make([]S, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stores[i], errs[i] = OpenPostgres(t.Context(), url)
+			stores[i], errs[i] = open(t.Context())
 		}()
 	}
 	wg.Wait()
 	for i := range n {
+		if errs[i] == nil {
+			t.Cleanup(func() { stores[i].Close() })
+		}
+	}
+	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("open %d: %v", i, errs[i])
 		}
-		defer stores[i].Close()
 	}
+	return stores
+}
+
+// TestPostgresConcurrentOpen: replicas starting together serialize on the advisory lock
+// and apply each migration once.
+func TestPostgresConcurrentOpen(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	openAtOnce(t, 6, func(ctx context.Context) (*Postgres, error) { return OpenPostgres(ctx, url) })
 	tables, versions := pgSchema(url)(t)
 	if !reflect.DeepEqual(versions, consecutive(migrations.Postgres())) || !contains(tables, "tool_calls") {
 		t.Errorf("tables %v versions %v", tables, versions)

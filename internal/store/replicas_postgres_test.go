@@ -217,20 +217,24 @@ func TestSessionLocksAcrossPools(t *testing.T) {
 	unlockAgain()
 }
 
+// openPostgresWithReplica opens a fresh PostgreSQL store in which replica has
+// heartbeated (at http://a:8080), so rows it owns may be recorded.
+func openPostgresWithReplica(t *testing.T, replica string) *store.Postgres {
+	t.Helper()
+	s := openPostgres(t)
+	if err := s.Heartbeat(t.Context(), replica, "http://a:8080", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestJobOwners: a job's owner is found by its id; an unknown id is ErrNotFound, a
 // record with a missing field is ErrInvalid, and an owner that never heartbeated is
 // refused (the row would otherwise outlive every replica).
 func TestJobOwners(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := store.OpenPostgres(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Heartbeat(ctx, "replica-a", "http://a:8080", time.Time{}); err != nil {
-		t.Fatal(err)
-	}
+	s := openPostgresWithReplica(t, "replica-a")
 	want := &store.Job{ID: "job_1", SessionID: "ses_1", Tenant: "t", Owner: "replica-a"}
 	if err := s.RecordJob(ctx, want); err != nil {
 		t.Fatal(err)

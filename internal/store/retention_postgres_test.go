@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
-	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // TestDeleteUnusedSessionDeletesItsJobs: the rows that record which replica runs a
@@ -15,20 +14,8 @@ import (
 func TestDeleteUnusedSessionDeletesItsJobs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := store.OpenPostgres(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Heartbeat(ctx, "replica-a", "http://a:8080", time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	long := time.Now().Add(-48 * time.Hour).UTC()
-	for _, id := range []string{"ses_old", "ses_kept"} {
-		if err := s.CreateSession(ctx, &store.Session{ID: id, Tenant: "t", CreatedAt: long, UpdatedAt: long}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := openPostgresWithReplica(t, "replica-a")
+	long := createOldSessions(t, s, "ses_old", "ses_kept")
 	for id, sess := range map[string]string{"job_1": "ses_old", "job_2": "ses_old", "job_3": "ses_kept"} {
 		if err := s.RecordJob(ctx, &store.Job{ID: id, SessionID: sess, Tenant: "t", Owner: "replica-a", CreatedAt: long}); err != nil {
 			t.Fatal(err)
@@ -45,4 +32,17 @@ func TestDeleteUnusedSessionDeletesItsJobs(t *testing.T) {
 	if _, err := s.GetJob(ctx, "job_3"); err != nil {
 		t.Errorf("the other session's job: %v", err)
 	}
+}
+
+// createOldSessions creates sessions ids in tenant "t", created and last used two
+// days ago (old enough for retention to delete), and returns that time.
+func createOldSessions(t *testing.T, s store.Store, ids ...string) time.Time {
+	t.Helper()
+	long := time.Now().Add(-48 * time.Hour).UTC()
+	for _, id := range ids {
+		if err := s.CreateSession(t.Context(), &store.Session{ID: id, Tenant: "t", CreatedAt: long, UpdatedAt: long}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return long
 }
