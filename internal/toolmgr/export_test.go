@@ -411,6 +411,29 @@ func TestExportRootAlternatives(t *testing.T) {
 	if got := Export([]tool.Spec{{Name: "o", Parameters: json.RawMessage(odd)}}, FormatAnthropic)[0].(anthropicTool).InputSchema; string(got) != `{"type":"object","properties":{"enum":{"type":"string","enum":["a"]}}}` {
 		t.Errorf("root enum: %s", got)
 	}
+	// A root without a type gets "type":"object" (OpenAI refuses one without), with or
+	// without alternatives to take out; the MCP export keeps the schema as it is.
+	for in, want := range map[string]string{
+		`{"properties":{"x":{"type":"string"}},"required":["x"]}`:    `{"type":"object","properties":{"x":{"type":"string"}},"required":["x"]}`,
+		`{"anyOf":[{"properties":{"x":{"type":"string"}}}]}`:         `{"type":"object","properties":{"x":{"type":"string"}}}`,
+		` {"properties":{"type":{"type":"string"}},"type":"object"}`: ` {"properties":{"type":{"type":"string"}},"type":"object"}`,
+	} {
+		specs := []tool.Spec{{Name: "t", Parameters: json.RawMessage(in)}}
+		for _, f := range []Format{FormatOpenAI, FormatAnthropic} {
+			var got json.RawMessage
+			if f == FormatOpenAI {
+				got = Export(specs, f)[0].(openAITool).Function.Parameters
+			} else {
+				got = Export(specs, f)[0].(anthropicTool).InputSchema
+			}
+			if string(got) != want {
+				t.Errorf("%s of %s:\n got %s\nwant %s", f, in, got, want)
+			}
+		}
+		if got := Export(specs, FormatMCP)[0].(mcpTool).InputSchema; string(got) != in {
+			t.Errorf("mcp export of %s changed it: %s", in, got)
+		}
+	}
 	// Nested alternatives are what providers take: the schema is sent as it is.
 	nested := `{"type":"object","properties":{"x":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`
 	if got := Export([]tool.Spec{{Name: "n", Parameters: json.RawMessage(nested)}}, FormatOpenAI)[0].(openAITool).Function.Parameters; string(got) != nested {

@@ -23,9 +23,11 @@ var rootRefused = []string{"anyOf", "oneOf", "allOf", "not", "enum", "const"}
 // holds whichever alternative, joins its required. The arguments are still checked
 // against the whole schema before a call runs, and a call that misses what an
 // alternative demanded comes back as invalid_args saying what. A schema with
-// nothing to take out is returned as it is.
+// nothing to take out is returned as it is. A root without a type gets "type":
+// "object", which OpenAI demands (Register accepts a schema without one, as JSON
+// Schema does: arguments are always an object).
 func forProviders(raw json.RawMessage) json.RawMessage {
-	if !mayHaveRootRefused(raw) {
+	if !mayHaveRootRefused(raw) && hasRootType(raw) {
 		return raw
 	}
 	if out, ok := rootFlattened.get(raw); ok {
@@ -35,8 +37,18 @@ func forProviders(raw json.RawMessage) json.RawMessage {
 	if fixed, changed := flattenRoot(raw); changed {
 		out = fixed
 	}
+	if members, ok := objectMembers(out); ok && !slices.ContainsFunc(members, func(m member) bool { return m.key == "type" }) {
+		out = writeMembers(append([]member{{key: "type", val: json.RawMessage(`"object"`)}}, members...))
+	}
 	rootFlattened.put(raw, out)
 	return out
+}
+
+// hasRootType reports whether the schema raw surely names a type at its root: it
+// starts with "type", as every schema the daemon builds or an SDK writes does. Any
+// other schema goes the slow way, through the cache.
+func hasRootType(raw json.RawMessage) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n{"), []byte(`"type"`))
 }
 
 // rootFlattened keeps forProviders' answers by schema, as arrayItems does.
