@@ -81,6 +81,34 @@ type CallLister interface {
 // calls than this meanwhile.
 const resyncCalls = 100
 
+// sentSet remembers the newest sentSetMax ids sent to a session's streams, so that a
+// resynchronisation does not send them again. A stream open for days must not make
+// it grow without end: an id older than that many others is past any
+// resynchronisation's reach (resyncCalls).
+type sentSet struct {
+	ids   map[string]struct{}
+	order []string // oldest first
+}
+
+const sentSetMax = 1024
+
+// add reports whether id is new, remembering it.
+func (s *sentSet) add(id string) bool {
+	if _, ok := s.ids[id]; ok {
+		return false
+	}
+	if s.ids == nil {
+		s.ids = map[string]struct{}{}
+	}
+	if len(s.order) == sentSetMax {
+		delete(s.ids, s.order[0])
+		s.order = append(s.order[:0], s.order[1:]...)
+	}
+	s.ids[id] = struct{}{}
+	s.order = append(s.order, id)
+	return true
+}
+
 // resyncSkew widens a resynchronisation's window back from when the session's
 // streams opened, for the clocks of the replicas that finished the calls.
 const resyncSkew = time.Second
@@ -130,13 +158,9 @@ func (m *Manager) publishResult(s *Session, rec *store.Call) {
 	if len(s.subs) == 0 {
 		return
 	}
-	if _, sent := s.remoteResults[rec.ID]; sent {
+	if !s.remoteResults.add(rec.ID) {
 		return
 	}
-	if s.remoteResults == nil {
-		s.remoteResults = map[string]struct{}{}
-	}
-	s.remoteResults[rec.ID] = struct{}{}
 	for ch := range s.subs {
 		select {
 		case ch <- ev:
@@ -271,13 +295,9 @@ func (m *Manager) publishApproval(s *Session, apr *store.Approval, rec *store.Ca
 	if len(s.subs) == 0 {
 		return
 	}
-	if _, sent := s.remoteApprovals[apr.ID]; sent {
+	if !s.remoteApprovals.add(apr.ID) {
 		return
 	}
-	if s.remoteApprovals == nil {
-		s.remoteApprovals = map[string]struct{}{}
-	}
-	s.remoteApprovals[apr.ID] = struct{}{}
 	for ch := range s.subs {
 		select {
 		case ch <- ev:

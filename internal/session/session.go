@@ -106,8 +106,8 @@ type Session struct {
 	// remoteResults the other replicas' background calls whose results they were
 	// sent since (background.go). Both reset when the last stream closes.
 	streamsSince    time.Time
-	remoteResults   map[string]struct{}
-	remoteApprovals map[string]struct{} // their approval requests sent, likewise
+	remoteResults   sentSet
+	remoteApprovals sentSet // their approval requests sent, likewise
 
 	// What eviction looks at (see evict.go).
 	holds        int          // calls of the session running or waiting in this process
@@ -140,7 +140,7 @@ func (s *Session) Subscribe(buf int) (events <-chan Event, cancel func()) {
 		s.mu.Lock()
 		delete(s.subs, ch)
 		if len(s.subs) == 0 {
-			s.remoteResults, s.remoteApprovals = nil, nil
+			s.remoteResults, s.remoteApprovals = sentSet{}, sentSet{}
 		}
 		s.lastUsed = time.Now()
 		gone := s.gone
