@@ -246,8 +246,15 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 			}
 		case <-poll.C:
 			// Bounded: a server slow to say the status must not hold up its result.
-			gctx, gcancel := context.WithTimeout(ctx, f.pollMax)
+			// The bound is a timer, not a deadline on the request's context: that
+			// would be the call's when nearer, which mcp-go's SSE transport can
+			// beat (see requestContext).
+			gctx, gcancel := context.WithCancel(context.WithoutCancel(ctx))
+			stopGet := context.AfterFunc(ctx, gcancel)
+			bound := time.AfterFunc(f.pollMax, gcancel)
 			task, err := c.client.GetTask(gctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}})
+			bound.Stop()
+			stopGet()
 			gcancel()
 			if err == nil {
 				f.saw(task.Task)
@@ -357,7 +364,9 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 	}
 	status, msg := f.last()
 	if !status.IsTerminal() {
-		if task, gerr := c.client.GetTask(ctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}}); gerr == nil {
+		// Ended with the call but with no deadline of its own (see requestContext):
+		// over SSE a deadline could fail it early and lose the task's last status.
+		if task, gerr := c.client.GetTask(requestContext(ctx), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}}); gerr == nil {
 			f.saw(task.Task)
 			status, msg = f.last()
 		}
