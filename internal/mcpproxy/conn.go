@@ -74,6 +74,9 @@ type conn struct {
 	// server wrote on stdout before that which cannot be JSON-RPC (boundedLines).
 	opened atomic.Bool
 	stray  atomic.Pointer[string]
+	// strays are the lines of a stdio server's stdout after that which cannot be
+	// JSON-RPC.
+	strays strayLines
 	// sdkSaid is the last error mcp-go logged about the connection.
 	sdkSaid atomic.Pointer[string]
 	// refused is the last 4xx answer to a POST of an HTTP server, for initialize's

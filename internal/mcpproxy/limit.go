@@ -33,6 +33,7 @@ var errMessageTooLarge = fmt.Errorf("message larger than %d MiB", maxMessageByte
 type callTrace struct {
 	tooLarge atomic.Bool
 	result   json.RawMessage // set on the calling goroutine
+	strayAt  int64           // the connection's strays when the call began
 }
 
 type callTraceKey struct{}
@@ -135,9 +136,11 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // maxMessageBytes. The line cannot be skipped (the call it answers would wait for
 // ever), so the connection ends, saying why.
 //
-// Until the connection is up it also keeps the first line that cannot be JSON-RPC
-// (one not beginning with '{'): mcp-go skips such lines without a word, so a server
-// that writes its logs on stdout would otherwise fail with "context canceled" alone.
+// It also keeps the lines that cannot be JSON-RPC (those not beginning with '{'):
+// mcp-go skips them without a word. Until the connection is up the first one is
+// kept, else a server that writes its logs on stdout would fail with "context
+// canceled" alone; after, they go to the connection's strays, for a call that
+// times out to quote.
 type boundedLines struct {
 	r    io.Reader
 	conn *conn
@@ -146,6 +149,7 @@ type boundedLines struct {
 	begun bool   // the current line has a byte other than white space
 	stray []byte // the stray line being kept, until its end
 	kept  bool   // stray is whole (or long enough)
+	rest  bool   // the current line is a stray one already kept: skip to its end
 }
 
 // maxStrayLine is how much of a stray stdout line a failed connection quotes.
@@ -157,9 +161,7 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 		return 0, errMessageTooLarge
 	}
 	n, err := b.r.Read(p)
-	if !b.kept && !b.conn.opened.Load() {
-		b.screen(p[:n])
-	}
+	b.screen(p[:n])
 	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
 		b.n = n - i - 1
 	} else {
@@ -168,14 +170,17 @@ func (b *boundedLines) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// screen looks for the first line of data that cannot be JSON-RPC.
+// screen looks for the lines of data that cannot be JSON-RPC.
 func (b *boundedLines) screen(data []byte) {
 	for _, c := range data {
 		switch {
+		case b.rest:
+			b.rest = c != '\n'
 		case b.stray != nil:
 			if c == '\n' || len(b.stray) >= maxStrayLine {
 				b.keep()
-				return
+				b.rest = c != '\n'
+				continue
 			}
 			b.stray = append(b.stray, c)
 		case c == '\n':
@@ -187,17 +192,24 @@ func (b *boundedLines) screen(data []byte) {
 			b.stray = append(make([]byte, 0, maxStrayLine), c)
 		}
 	}
-	if len(b.stray) > 0 {
+	if len(b.stray) > 0 && !b.kept && !b.conn.opened.Load() {
 		// Keep what there is so far: the rest may never come.
 		s := string(b.stray)
 		b.conn.stray.Store(&s)
 	}
 }
 
+// keep takes a whole stray line (or its first maxStrayLine bytes).
 func (b *boundedLines) keep() {
 	s := string(b.stray)
-	b.conn.stray.Store(&s)
-	b.kept = true
+	b.stray = nil
+	switch {
+	case b.conn.opened.Load():
+		b.conn.strays.add(s)
+	case !b.kept:
+		b.conn.stray.Store(&s)
+		b.kept = true
+	}
 }
 
 // isTooLarge reports a message cut off by maxMessageBytes.

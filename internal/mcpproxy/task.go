@@ -194,7 +194,7 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 	req.Params.Task = &mcp.TaskParams{TTL: &ttl}
 	a, ok := t.createTask(ctx, c, req)
 	if !ok {
-		return nil, callError{err: ctx.Err(), deadline: tc.Err() == nil && c.ctx.Err() == nil}
+		return nil, callError{err: ctx.Err(), deadline: tc.Err() == nil && c.ctx.Err() == nil, stray: c.strayNote(trace)}
 	}
 	if a.err == nil {
 		// A server may run a call as a plain one despite params.task.
@@ -275,7 +275,7 @@ func (t *proxyTool) callTask(ctx context.Context, tc *tool.Context, c *conn, req
 		stopFetch()
 		wg.Wait()
 		t.cancelTask(c, f.id)
-		return nil, callError{err: ctx.Err(), deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil}
+		return nil, callError{err: ctx.Err(), deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil, stray: c.strayNote(trace)}
 	}
 }
 

@@ -123,6 +123,7 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 	ctx, cancel := context.WithTimeout(tc.Context, t.srv.cfg.CallTimeout)
 	defer cancel()
 	ctx, trace := withCallTrace(ctx)
+	trace.strayAt = c.strays.mark()
 	// The connection dying ends the call now: mcp-go's SSE client would wait for
 	// the deadline.
 	stop := context.AfterFunc(c.ctx, cancel)
@@ -168,7 +169,7 @@ func (t *proxyTool) callFailed(ctx context.Context, tc *tool.Context, c *conn, t
 		return r, nil
 	}
 	return nil, callError{err: err, deadline: ctx.Err() != nil && tc.Err() == nil && c.ctx.Err() == nil,
-		tooLarge: trace.tooLarge.Load() || isTooLarge(err)}
+		tooLarge: trace.tooLarge.Load() || isTooLarge(err), stray: c.strayNote(trace)}
 }
 
 // callError remembers whether the call's own deadline (not the caller's, not the
@@ -177,6 +178,9 @@ type callError struct {
 	err      error
 	deadline bool
 	tooLarge bool
+	// stray quotes what the server wrote on stdout during the call that is not
+	// JSON-RPC (conn.strayNote); empty when nothing.
+	stray string
 }
 
 func (e callError) Error() string { return e.err.Error() }
@@ -201,15 +205,15 @@ func (t *proxyTool) classify(tc *tool.Context, c *conn, err error) (string, *too
 		return outcomeFailed, nil, te
 	case tc.Err() != nil:
 		if errors.Is(tc.Err(), context.DeadlineExceeded) {
-			return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish before the deadline and was stopped", t.spec.Name)
+			return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish before the deadline and was stopped%s", t.spec.Name, ce.stray)
 		}
 		return outcomeCancelled, nil, tool.Errorf(tool.KindCancelled, "%s was cancelled before it finished", t.spec.Name)
 	case ce.tooLarge:
 		return outcomeFailed, nil, tool.Errorf(tool.KindFailed, "mcp server %s answered %s with a message larger than %d MiB, which was not read",
 			name, t.upstream, maxMessageBytes>>20)
 	case ce.deadline:
-		return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish within %s (timeout of mcp server %s) and was stopped",
-			t.spec.Name, t.srv.cfg.CallTimeout, name)
+		return outcomeTimeout, nil, tool.Errorf(tool.KindTimeout, "%s did not finish within %s (timeout of mcp server %s) and was stopped%s",
+			t.spec.Name, t.srv.cfg.CallTimeout, name, ce.stray)
 	case isTooLarge(c.err()):
 		// Over stdio a message cannot be told apart from the call it answers before
 		// it is read: the call of the connection that likely sent it is told so.
