@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
+	"time"
 
+	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
@@ -42,12 +45,13 @@ type eventLine struct {
 	Approval struct {
 		ID string `json:"id"`
 	} `json:"approval"`
-	// A tool_progress event's.
-	CallID string `json:"call_id"`
-	Stream string `json:"stream"`
-	Text   string `json:"text"`
-	Offset int64  `json:"offset"`
-	Closed bool   `json:"closed"`
+	// A tool_progress event's (call_id and tool_call_id also a message's).
+	CallID     string `json:"call_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Stream     string `json:"stream"`
+	Text       string `json:"text"`
+	Offset     int64  `json:"offset"`
+	Closed     bool   `json:"closed"`
 }
 
 // outputKey is one output stream of a call.
@@ -70,7 +74,10 @@ type relayedEvents struct {
 	// closed the calls whose output the client has to its end.
 	output map[outputKey]int64
 	closed map[string]bool
-	err    error // why the stream ended, nil at its clean end
+	// toolCallIDs are the tool_call_id of the calls with output, for their closed
+	// event.
+	toolCallIDs map[string]string
+	err         error // why the stream ended, nil at its clean end
 }
 
 func (e *relayedEvents) Read(p []byte) (int, error) {
@@ -125,8 +132,9 @@ func (e *relayedEvents) note(lines []byte) {
 			e.approvals[ev.Approval.ID] = true
 		case "tool_progress":
 			if e.output == nil {
-				e.output, e.closed = map[outputKey]int64{}, map[string]bool{}
+				e.output, e.closed, e.toolCallIDs = map[outputKey]int64{}, map[string]bool{}, map[string]string{}
 			}
+			e.toolCallIDs[ev.CallID] = ev.ToolCallID
 			if ev.Closed {
 				e.closed[ev.CallID] = true
 				continue
@@ -161,12 +169,21 @@ func (c *eventsContinued) Write(p []byte) (int, error) {
 	for line := range bytes.Lines(c.partial[:i+1]) {
 		var ev eventLine
 		if json.Unmarshal(line, &ev) == nil {
+			switch ev.Type {
+			case "message":
+				keep = c.sent.close(keep, ev.CallID)
+			case "done":
+				keep = c.sent.close(keep, "")
+			}
 			if ev.Type == "tool_start" && c.sent.started || ev.Type == "message" && c.sent.answered ||
 				ev.Type == "approval_required" && c.sent.approvals[ev.Approval.ID] {
 				continue
 			}
 			if ev.Type == "tool_progress" {
 				line = c.sent.unseen(line, ev)
+				if line != nil && ev.Closed {
+					c.sent.closed[ev.CallID] = true
+				}
 			}
 		}
 		keep = append(keep, line...)
@@ -210,4 +227,27 @@ func (e *relayedEvents) unseen(line []byte, ev eventLine) []byte {
 		return line
 	}
 	return append(b, '\n')
+}
+
+// close appends to lines the closed event of callID's output (of every call's, when
+// callID is ""), if the client has output of it from the owner but not its end: the
+// stream served here has none of the output of a call whose owner is gone, and so
+// would not close it, and clients take the closed event for the end of the output.
+func (e *relayedEvents) close(lines []byte, callID string) []byte {
+	ids := make([]string, 0, len(e.toolCallIDs))
+	for id := range e.toolCallIDs {
+		if !e.closed[id] && (callID == "" || id == callID) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		e.closed[id] = true
+		b, err := json.Marshal(toProgressEvent(progress.Event{CallID: id, ToolCallID: e.toolCallIDs[id], Closed: true, TS: time.Now()}))
+		if err != nil {
+			continue
+		}
+		lines = append(append(lines, b...), '\n')
+	}
+	return lines
 }

@@ -265,3 +265,56 @@ func TestCallEventsOwnerLinkCutNoRepeat(t *testing.T) {
 	}
 	<-rest
 }
+
+// TestCallEventsOwnerGoneCloses: the call's replica becomes unreachable mid-stream
+// for good (killed, cut off). B follows the call's record to its message, but it
+// has none of the output: the client saw output and never its tool_progress with
+// closed true, which it takes for the end of the output, as a stream of the owner's
+// own ends it. B now closes the output before the call's message, once.
+func TestCallEventsOwnerGoneCloses(t *testing.T) {
+	t.Parallel()
+	proxy := newCuttableProxy(t)
+	b, callID, rest, stop := callBehindProxy(t, proxy, "echo before; sleep 2; echo after")
+	defer stop()
+
+	resp, err := http.Get(b.url + "/v1/tool-calls/" + callID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got bytes.Buffer
+	r := bufio.NewReader(resp.Body)
+	cut := false
+	for {
+		line, err := r.ReadBytes('\n')
+		got.Write(line)
+		if !cut && bytes.Contains(line, []byte(`"tool_progress"`)) {
+			proxy.target.Store(nil) // A can no longer be reached from B
+			proxy.cut()
+			cut = true
+		}
+		if err != nil {
+			break
+		}
+	}
+	evs := parseNDJSON(t, got.Bytes())
+	messages(t, evs) // ends with done
+	closedAt, messageAt, closes := -1, -1, 0
+	for i, e := range evs {
+		switch {
+		case e.str("type") == "tool_progress" && e.m["closed"] == true:
+			closes++
+			closedAt = i
+			if e.str("call_id") != callID || e.str("tool_call_id") != "x" {
+				t.Errorf("closed event %s; want call %s, tool call x", e.raw, callID)
+			}
+		case e.str("type") == "message":
+			messageAt = i
+		}
+	}
+	if closes != 1 || closedAt > messageAt {
+		t.Errorf("%d closed tool_progress events through B (at %d, the message at %d); want one, before the message:\n%s",
+			closes, closedAt, messageAt, got.String())
+	}
+	<-rest
+}
