@@ -73,7 +73,15 @@ func (s *Server) forwardToOwner(w http.ResponseWriter, r *http.Request, rec *sto
 // the output). Once the owner's lease has run out (it is dead; the sweep fails its
 // calls), handler answers here from the store.
 func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
-	return s.forward(w, r, rec, handler, func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string) {
+	return s.forward(w, r, rec, handler, s.outputUnreachable(rec, false), nil)
+}
+
+// outputUnreachable answers a read of rec's output whose owner cannot be reached:
+// 503 with Retry-After while the owner is alive, else from here (local). With
+// finishedHere a finished call is also served from here (its events: the record
+// holds its result).
+func (s *Server) outputUnreachable(rec *store.Call, finishedHere bool) unreachableFunc {
+	return func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string) {
 		if !s.Replicas.alive(rep) {
 			local(w, r)
 			return
@@ -81,12 +89,16 @@ func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *
 		where := "the call runs on replica "
 		if cur, err := s.Calls.GetCall(r.Context(), rec.ID); err == nil && cur.Status.Terminal() {
 			// Read again: the call may have finished while the forward was tried.
+			if finishedHere {
+				local(w, r)
+				return
+			}
 			where = "the call finished (its result: GET /v1/tool-calls/" + rec.ID + ") on replica "
 		}
 		w.Header().Set("Retry-After", "5")
 		s.writeError(w, r, errorf(CodeUnavailable, where+rec.Owner+" ("+rep.Address+"), which holds its output and "+
 			"could not be reached ("+reason+"); try again shortly (if that replica stopped, its calls are marked failed once its lease runs out)"))
-	}, nil)
+	}
 }
 
 // alive reports whether rep's lease holds: it heartbeated within the lease. A

@@ -19,9 +19,14 @@ import (
 // rest is served here, following the call's record to its result (the sweep fails
 // the call of a dead owner once its lease runs out), without the events the client
 // already has.
+//
+// When the owner cannot be reached at all while it is alive (its lease holds), the
+// events of a call still running are 503 unavailable with Retry-After, as the
+// progress reads are: followed from here the stream would have none of the output.
+// A finished call's events, and those of a dead owner's call, are served here.
 func (s *Server) forwardEvents(w http.ResponseWriter, r *http.Request, rec *store.Call, handler http.HandlerFunc) bool {
 	var relayed *relayedEvents
-	answered := s.forward(w, r, rec, handler, nil, func(resp *http.Response) error {
+	answered := s.forward(w, r, rec, handler, s.outputUnreachable(rec, true), func(resp *http.Response) error {
 		if resp.StatusCode == http.StatusOK {
 			relayed = &relayedEvents{body: resp.Body, approvals: map[string]bool{}}
 			resp.Body = relayed

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -50,6 +51,21 @@ func TestProgressReadOwnerUnreachable(t *testing.T) {
 	})
 
 	wantProgressUnavailable(t, b, cid, "the owner unreachable", "replica-a", closed)
+	// So is its events stream, which B followed from the record with none of the
+	// output (only the head is read: B's stream would last as long as the call).
+	resp, err := http.Get(b.url + "/v1/tool-calls/" + cid + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []byte
+	if resp.StatusCode != http.StatusOK {
+		events, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(events), "replica-a") {
+		t.Errorf("GET events on B, the owner unreachable: HTTP %d Retry-After %q %s; want 503 with Retry-After naming replica-a",
+			resp.StatusCode, resp.Header.Get("Retry-After"), events)
+	}
 	// The owner itself still serves it.
 	if code, _, body := a.do("GET", "/v1/tool-calls/"+cid+"/progress", nil); code != 200 || !strings.Contains(string(body), "started") {
 		t.Errorf("progress on A: %d %s", code, body)
