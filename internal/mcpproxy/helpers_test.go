@@ -398,3 +398,38 @@ func readGauge(g interface{ Write(*dto.Metric) error }) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// cancelLog is what a test server saw of requests (or tasks) it was asked to run and
+// to cancel.
+type cancelLog struct {
+	mu        sync.Mutex
+	ids       []string
+	cancelled map[string]bool
+}
+
+func (c *cancelLog) started(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids = append(c.ids, id)
+}
+
+func (c *cancelLog) cancel(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancelled == nil {
+		c.cancelled = map[string]bool{}
+	}
+	c.cancelled[id] = true
+}
+
+// uncancelled is how many were started, and the ids of those never cancelled.
+func (c *cancelLog) uncancelled() (started int, left []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.ids {
+		if !c.cancelled[id] {
+			left = append(left, id)
+		}
+	}
+	return len(c.ids), left
+}

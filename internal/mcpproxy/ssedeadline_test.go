@@ -22,16 +22,13 @@ import (
 // "slow", that runs until cancelled. It records the ids of the tools/call requests
 // it received and of those it was told were cancelled (notifications/cancelled).
 type sseSlowServer struct {
-	url string
-
-	mu        sync.Mutex
-	calls     []string
-	cancelled map[string]bool
+	url       string
+	cancelLog // tools/call request ids
 }
 
 func newSSESlowServer(t *testing.T) *sseSlowServer {
 	t.Helper()
-	g := &sseSlowServer{cancelled: map[string]bool{}}
+	g := &sseSlowServer{}
 	stop := make(chan struct{})
 	s := mcpserver.NewMCPServer("sse-slow", "1.0.0", mcpserver.WithToolCapabilities(true))
 	s.AddTool(mcp.NewTool("slow", mcp.WithDescription("Runs until cancelled.")),
@@ -58,14 +55,12 @@ func newSSESlowServer(t *testing.T) *sseSlowServer {
 				} `json:"params"`
 			}
 			if json.Unmarshal(body, &msg) == nil {
-				g.mu.Lock()
 				switch msg.Method {
 				case string(mcp.MethodToolsCall):
-					g.calls = append(g.calls, string(msg.ID))
+					g.started(string(msg.ID))
 				case string(mcp.MethodNotificationCancelled):
-					g.cancelled[string(msg.Params.RequestID)] = true
+					g.cancel(string(msg.Params.RequestID))
 				}
-				g.mu.Unlock()
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
@@ -79,19 +74,6 @@ func newSSESlowServer(t *testing.T) *sseSlowServer {
 	})
 	g.url = ts.URL + "/sse"
 	return g
-}
-
-// uncancelled is how many tools/call requests the server received, and the ids of
-// those it was not told were cancelled.
-func (g *sseSlowServer) uncancelled() (calls int, left []string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, id := range g.calls {
-		if !g.cancelled[id] {
-			left = append(left, id)
-		}
-	}
-	return len(g.calls), left
 }
 
 // TestSSEDeadline: a plain call over HTTP+SSE whose deadline passes, the server's

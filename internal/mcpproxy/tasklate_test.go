@@ -3,7 +3,6 @@ package mcpproxy
 import (
 	"context"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,14 +17,12 @@ import (
 // createDelay. It records the tasks it created and those it was asked to cancel
 // (tasks/cancel).
 type lateTaskServer struct {
-	mu        sync.Mutex
-	created   []string
-	cancelled map[string]bool
+	cancelLog // task ids
 }
 
 func newLateTaskServer(t *testing.T, transport string, createDelay time.Duration) (*lateTaskServer, string) {
 	t.Helper()
-	l := &lateTaskServer{cancelled: map[string]bool{}}
+	l := &lateTaskServer{}
 	hooks := &mcpserver.Hooks{}
 	hooks.AddBeforeCallTool(func(_ context.Context, _ any, req *mcp.CallToolRequest) {
 		if req.Params.Task != nil {
@@ -34,17 +31,13 @@ func newLateTaskServer(t *testing.T, transport string, createDelay time.Duration
 	})
 	hooks.AddAfterCallTool(func(_ context.Context, _ any, _ *mcp.CallToolRequest, res any) {
 		if r, ok := res.(*mcp.CreateTaskResult); ok {
-			l.mu.Lock()
-			l.created = append(l.created, r.Task.TaskId)
-			l.mu.Unlock()
+			l.started(r.Task.TaskId)
 		}
 	})
 	// Asked to cancel, whatever the task's state then: mcp-go's server ends a task
 	// tool's context with the HTTP request that created it.
 	hooks.AddBeforeCancelTask(func(_ context.Context, _ any, req *mcp.CancelTaskRequest) {
-		l.mu.Lock()
-		l.cancelled[req.Params.TaskId] = true
-		l.mu.Unlock()
+		l.cancel(req.Params.TaskId)
 	})
 	s := mcpserver.NewMCPServer("late-task", "1.0.0", mcpserver.WithToolCapabilities(true),
 		mcpserver.WithTaskCapabilities(true, true, true), mcpserver.WithHooks(hooks))
@@ -80,18 +73,6 @@ func newLateTaskServer(t *testing.T, transport string, createDelay time.Duration
 		url = ts.URL + "/mcp"
 	}
 	return l, url
-}
-
-// uncancelled is the tasks the server created and was not asked to cancel.
-func (l *lateTaskServer) uncancelled() (created int, left []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, id := range l.created {
-		if !l.cancelled[id] {
-			left = append(left, id)
-		}
-	}
-	return len(l.created), left
 }
 
 // TestTaskCreatedLate: a task whose creation is answered only after the call's

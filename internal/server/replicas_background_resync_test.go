@@ -33,7 +33,16 @@ func TestBackgroundResultAfterLostNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The listeners' connections drop (A's and B's: they LISTEN alike); they reconnect.
+	dropListeners(t, b)
+	if l := lineOfType(t, onB, "tool_result"); !bytes.Contains(l, []byte(rec.ID)) || !bytes.Contains(l, []byte("slept while B was deaf")) {
+		t.Fatalf("tool_result on B: %s", l)
+	}
+}
+
+// dropListeners ends the replicas' LISTEN connections (A's and B's: they LISTEN
+// alike) and waits for b's to reconnect.
+func dropListeners(t *testing.T, b *daemon) {
+	t.Helper()
 	n, ok := b.app.Notifier.(*store.PGNotifier)
 	if !ok {
 		t.Fatalf("replica B's notifier is a %T", b.app.Notifier)
@@ -50,19 +59,21 @@ func TestBackgroundResultAfterLostNotification(t *testing.T) {
 		t.Fatalf("terminating the replicas' listeners: %d backends, %v; want 2", killed, err)
 	}
 	waitFor(t, 30*time.Second, "B's listener to reconnect", func() bool { return n.Reconnects() > before && n.Listening() })
+}
 
+// lineOfType returns the first line of the stream lines whose type is typ, failing
+// after 15 s without one.
+func lineOfType(t *testing.T, lines <-chan timedLine, typ string) []byte {
+	t.Helper()
 	deadline := time.After(15 * time.Second)
 	for {
 		select {
-		case l := <-onB:
-			if bytes.Contains(l.line, []byte(`"type":"tool_result"`)) {
-				if !bytes.Contains(l.line, []byte(rec.ID)) || !bytes.Contains(l.line, []byte("slept while B was deaf")) {
-					t.Fatalf("tool_result on B: %s", l.line)
-				}
-				return
+		case l := <-lines:
+			if bytes.Contains(l.line, []byte(`"type":"`+typ+`"`)) {
+				return l.line
 			}
 		case <-deadline:
-			t.Fatal("no tool_result on B's stream after B's listener reconnected")
+			t.Fatalf("no %s on B's stream after B's listener reconnected", typ)
 		}
 	}
 }
@@ -98,35 +109,8 @@ func TestBackgroundApprovalAfterLostNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, ok := b.app.Notifier.(*store.PGNotifier)
-	if !ok {
-		t.Fatalf("replica B's notifier is a %T", b.app.Notifier)
-	}
-	before := n.Reconnects()
-	conn, err := pgx.Connect(t.Context(), b.app.Config.Store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	var killed int
-	if err := conn.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1`,
-		"LISTEN "+pgx.Identifier{n.Channel()}.Sanitize()).Scan(&killed); err != nil || killed != 2 {
-		t.Fatalf("terminating the replicas' listeners: %d backends, %v; want 2", killed, err)
-	}
-	waitFor(t, 30*time.Second, "B's listener to reconnect", func() bool { return n.Reconnects() > before && n.Listening() })
-
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case l := <-onB:
-			if bytes.Contains(l.line, []byte(`"type":"approval_required"`)) {
-				if !bytes.Contains(l.line, []byte(apr.ID)) || !bytes.Contains(l.line, []byte(rec.ID)) {
-					t.Fatalf("approval_required on B: %s", l.line)
-				}
-				return
-			}
-		case <-deadline:
-			t.Fatal("no approval_required on B's stream after B's listener reconnected")
-		}
+	dropListeners(t, b)
+	if l := lineOfType(t, onB, "approval_required"); !bytes.Contains(l, []byte(apr.ID)) || !bytes.Contains(l, []byte(rec.ID)) {
+		t.Fatalf("approval_required on B: %s", l)
 	}
 }
