@@ -17,8 +17,8 @@ type Artifact struct {
 	CreatedAt time.Time
 }
 
-// ArtifactStore keeps artifact owners. PostgreSQL fills it when replicas share it;
-// SQLite has it too, on the same schema, though one process never fills it.
+// ArtifactStore keeps artifact owners, for replicas sharing a PostgreSQL store (one
+// process on SQLite holds every artifact itself and needs none).
 // An artifact's row goes when the owner evicts the artifact, when its owner's replica
 // row is forgotten, or with its session (retention).
 type ArtifactStore interface {
