@@ -62,11 +62,19 @@ func (c *check) partReadsOutside(i int) bool {
 // commandReadsOutside names the first word of a read-only simple command that is a
 // path outside the working directory, or "".
 func (c *check) commandReadsOutside(sc SimpleCommand) string {
-	if !sc.ReadOnly || c.workdirReal() == "" {
+	if c.workdirReal() == "" {
+		return ""
+	}
+	lists := append([][]string{sc.Words}, sc.Runs...)
+	for _, words := range lists {
+		if from := pathList(words); from != "" {
+			return fmt.Sprintf("the command %q reads the paths it works on from %s, known only when it runs", clip(sc.Text, 80), from)
+		}
+	}
+	if !sc.ReadOnly {
 		return ""
 	}
 	dirs, vague := c.wordDirs(sc.Dirs)
-	lists := append([][]string{sc.Words}, sc.Runs...)
 	for li, words := range lists {
 		if len(words) == 0 || noFileArgs[path.Base(words[0])] {
 			continue
@@ -204,4 +212,55 @@ func (c *check) workdirReal() string {
 		}
 	}
 	return c.workReal
+}
+
+// pathList says where a program reads the paths it works on from a list rather
+// than its words: tar -T FILE (--files-from), rsync --files-from, wc, du and sort
+// --files0-from, cpio -o and -p (its input), zip -@ (its input). Those paths are
+// known only when it runs, as xargs' are, wherever the list lies: "" when it
+// reads none.
+func pathList(words []string) string {
+	if len(words) == 0 {
+		return ""
+	}
+	from := func(v string) string {
+		if v == "-" || v == "" {
+			return "its input"
+		}
+		return fmt.Sprintf("%q", v)
+	}
+	name, args := path.Base(words[0]), words[1:]
+	long := map[string]string{"tar": "--files-from", "gtar": "--files-from", "bsdtar": "--files-from", "rsync": "--files-from",
+		"wc": "--files0-from", "du": "--files0-from", "sort": "--files0-from"}[name]
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		if a == "--" {
+			break
+		}
+		switch {
+		case long != "" && a == long:
+			return from(next)
+		case long != "" && strings.HasPrefix(a, long+"="):
+			return from(a[len(long)+1:])
+		case len(a) < 2 || a[0] != '-' || a[1] == '-':
+			if name == "cpio" && (a == "--create" || a == "--pass-through") {
+				return "its input"
+			}
+		case name == "tar" || name == "gtar" || name == "bsdtar":
+			if j := strings.IndexByte(a, 'T'); j > 0 {
+				if rest := a[j+1:]; rest != "" {
+					return from(rest)
+				}
+				return from(next)
+			}
+		case name == "cpio" && strings.ContainsAny(a[1:], "op"):
+			return "its input"
+		case name == "zip" && strings.ContainsRune(a[1:], '@'):
+			return "its input"
+		}
+	}
+	return ""
 }
