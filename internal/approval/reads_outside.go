@@ -139,19 +139,25 @@ func (c *check) pathOutside(w string, special bool, dirs []string, vague, logica
 	if w == "" || harmlessSink(w) {
 		return ""
 	}
-	if strings.HasPrefix(w, "~") {
+	p := w
+	switch {
+	case pwdWord(w):
+		p = pwdRelative(w) // ~+/x: ./x
+	case oldpwdWord(w):
+		return fmt.Sprintf("%q (under the folder cd - goes back to, known only when it runs)", w)
+	case strings.HasPrefix(w, "~"):
 		return fmt.Sprintf("%q (a home directory)", w)
 	}
-	p := w
 	if special {
 		if strings.Contains(w, "$") {
 			return fmt.Sprintf("%q (a path known only when it runs)", w)
 		}
-		if i := strings.IndexAny(w, "*?["); i >= 0 {
+		if i := strings.IndexAny(p, "*?["); i >= 0 {
 			// A glob: judge the directory it lists.
+			g := p
 			p = "."
-			if j := strings.LastIndex(w[:i], "/"); j >= 0 {
-				p = w[:j+1]
+			if j := strings.LastIndex(g[:i], "/"); j >= 0 {
+				p = g[:j+1]
 			}
 		}
 	}

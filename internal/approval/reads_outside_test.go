@@ -54,6 +54,11 @@ func TestReadsOutsideWorkdir(t *testing.T) {
 		{"head out-dir/passwd", `"out-dir/passwd" (a link to`},
 		{"ls ../secrets/*", `"../secrets/*"`},
 		{"cat ~/.bashrc", "known only when it runs"},
+		{"cat ~+/src/a.go", ""}, // ~+ is the folder the shell stands in
+		{"cat ~+/../secrets/passwd", `"~+/../secrets/passwd"`},
+		{"cat ~+/../secrets/*", `"~+/../secrets/*"`},
+		{"ls ~+/src/*.go", ""},
+		{"cat ~-/passwd", "the folder cd - goes back to"},
 		{"cat $HOME/.ssh/id_rsa", "known only when it runs"},
 		{"cd .. && cat secrets/passwd", `".."`},
 		{"wc -l < ../secrets/passwd", `"../secrets/passwd"`},
