@@ -218,7 +218,12 @@ func TestEverydayCommands(t *testing.T) {
 		{"find . -name '*.o' -delete", false},
 		{"ls | xargs cat", false}, // asks in default mode: xargs reads its paths from its input
 		{"ls *.tmp | xargs rm -f", false},
+		{"shred -u x", false},
+		{"cat ~+/file", true},
 		{"tar -czf out.tgz sub", false},
+		{"tar -czf out.tgz -T file", false},
+		{"find sub -name '*.go' | cpio -o > out.cpio", false},
+		{"cd -P sub/.. && ls", false},
 		{"tar -xzf out.tgz", false},
 		{"rsync -a sub/ other/", false},
 	} {
