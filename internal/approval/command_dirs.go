@@ -50,7 +50,7 @@ func (d Dir) cd(target string, physical bool) Dir {
 	case path.IsAbs(target):
 		return Dir{Path: path.Clean(target)}
 	case d.Vague && d.Physical != "":
-		return Dir{Vague: true, Physical: d.physicalJoin(target)}
+		return Dir{Vague: true} // not followed further: a loop of cd -P .. would never settle
 	case d.Vague:
 		return d
 	}
@@ -58,13 +58,11 @@ func (d Dir) cd(target string, physical bool) Dir {
 }
 
 // physicalJoin is the unclean path target leads to from d, for Dir.Physical: ""
-// when d is vague without one.
+// when d is vague (a Physical is followed one cd from a known folder only).
 func (d Dir) physicalJoin(target string) string {
 	switch {
 	case path.IsAbs(target):
 		return target
-	case d.Physical != "":
-		return d.Physical + "/" + target
 	case d.Vague:
 		return ""
 	}

@@ -224,6 +224,8 @@ func TestEverydayCommands(t *testing.T) {
 		{"tar -czf out.tgz -T file", false},
 		{"find sub -name '*.go' | cpio -o > out.cpio", false},
 		{"cd -P sub/.. && ls", false},
+		{"while [ ! -d .git ]; do cd -P ..; done; git status", false},
+		{"set -P; for i in 1 2 3 4 5 6; do cd ..; done; ls", false},
 		{"tar -xzf out.tgz", false},
 		{"rsync -a sub/ other/", false},
 	} {
