@@ -238,29 +238,39 @@ func (a *analyzer) gitDanger(part string, args []string) {
 // refuses to overwrite them; so does switch.
 func gitDiscards(sub string, rest []string) string {
 	staged, worktree := false, false
+	paths := "" // restore's first path
+loop:
 	for i, a := range rest {
+		short := len(a) > 1 && a[0] == '-' && a[1] != '-'
 		switch {
 		case a == "--":
-			if sub == "checkout" && i+1 < len(rest) {
+			switch {
+			case i+1 >= len(rest):
+			case sub == "checkout":
 				return "-- " + rest[i+1]
+			case sub == "restore" && paths == "":
+				paths = "-- " + rest[i+1]
 			}
-			if sub == "restore" {
-				return "--"
-			}
-			return ""
-		case a == "--force" || a == "--discard-changes" || (sub != "restore" && len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'f')):
+			break loop
+		case a == "--force" || a == "--discard-changes" || sub != "restore" && short && strings.ContainsRune(a, 'f'):
 			return a
-		case sub == "restore" && (a == "--staged" || len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'S')):
+		case sub != "restore":
+			if sub == "checkout" && (a == "." || a == "./" || a == ":/") {
+				return a
+			}
+		case a == "--staged" || short && strings.ContainsRune(a, 'S'):
 			staged = true
-			worktree = worktree || a != "--staged" && strings.ContainsRune(a, 'W')
-		case sub == "restore" && (a == "--worktree" || len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'W')):
+			worktree = worktree || short && strings.ContainsRune(a, 'W')
+		case a == "--worktree" || short && strings.ContainsRune(a, 'W'):
 			worktree = true
-		case sub == "checkout" && (a == "." || a == "./" || a == ":/"):
-			return a
+		case strings.HasPrefix(a, "--pathspec-from-file"):
+			paths = a
+		case !strings.HasPrefix(a, "-") && paths == "":
+			paths = a
 		}
 	}
-	if sub == "restore" && len(positional(rest)) > 0 && (!staged || worktree) {
-		return positional(rest)[0]
+	if sub == "restore" && paths != "" && (!staged || worktree) {
+		return paths
 	}
 	return ""
 }

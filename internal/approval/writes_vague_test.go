@@ -110,6 +110,10 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "cd $X && git restore --staged --worktree src", mode: ModeBypass, want: immune},
 		{command: "cd $X && git switch --discard-changes main", mode: ModeBypass, want: immune},
 		{command: "cd $X && git restore --staged .", mode: ModeBypass, want: allow}, // unstages, keeps the work
+		{command: "cd $X && git restore --staged -- .", mode: ModeBypass, want: allow},
+		{command: "cd $X && git restore -SW -- .", mode: ModeBypass, want: immune},
+		{command: "cd $X && git restore --pathspec-from-file=list", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout --theirs -- a.go", mode: ModeBypass, want: immune},
 		{command: "cd $X && git stash -u", mode: ModeBypass, want: allow},           // keeps it in the stash
 		{command: "cd $X && git checkout main", mode: ModeBypass, want: allow},
 		{command: "cd $X && git reset HEAD~1", mode: ModeBypass, want: allow},
