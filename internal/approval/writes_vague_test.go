@@ -114,7 +114,7 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "cd $X && git restore -SW -- .", mode: ModeBypass, want: immune},
 		{command: "cd $X && git restore --pathspec-from-file=list", mode: ModeBypass, want: immune},
 		{command: "cd $X && git checkout --theirs -- a.go", mode: ModeBypass, want: immune},
-		{command: "cd $X && git stash -u", mode: ModeBypass, want: allow},           // keeps it in the stash
+		{command: "cd $X && git stash -u", mode: ModeBypass, want: allow}, // keeps it in the stash
 		{command: "cd $X && git checkout main", mode: ModeBypass, want: allow},
 		{command: "cd $X && git reset HEAD~1", mode: ModeBypass, want: allow},
 		{command: "cd - && git -C " + work + " reset --hard", mode: ModeBypass, want: allow},
