@@ -60,7 +60,8 @@ func (c *check) partReadsOutside(i int) bool {
 }
 
 // commandReadsOutside names the first word of a read-only simple command that is a
-// path outside the working directory, or "".
+// path outside the working directory, or the list any simple command reads the
+// paths it works on from (pathList), or "".
 func (c *check) commandReadsOutside(sc SimpleCommand) string {
 	if c.workdirReal() == "" {
 		return ""
@@ -220,6 +221,11 @@ func (c *check) workdirReal() string {
 	return c.workReal
 }
 
+// listOptions are the long options that name a file listing the paths a program
+// works on.
+var listOptions = map[string]string{"tar": "--files-from", "gtar": "--files-from", "bsdtar": "--files-from",
+	"rsync": "--files-from", "wc": "--files0-from", "du": "--files0-from", "sort": "--files0-from"}
+
 // pathList says where a program reads the paths it works on from a list rather
 // than its words: tar -T FILE (--files-from), rsync --files-from, wc, du and sort
 // --files0-from, cpio -o and -p (its input), zip -@ (its input). Those paths are
@@ -236,8 +242,7 @@ func pathList(words []string) string {
 		return fmt.Sprintf("%q", v)
 	}
 	name, args := path.Base(words[0]), words[1:]
-	long := map[string]string{"tar": "--files-from", "gtar": "--files-from", "bsdtar": "--files-from", "rsync": "--files-from",
-		"wc": "--files0-from", "du": "--files0-from", "sort": "--files0-from"}[name]
+	long := listOptions[name]
 	for i, a := range args {
 		next := ""
 		if i+1 < len(args) {
