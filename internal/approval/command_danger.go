@@ -35,10 +35,24 @@ func (a *analyzer) danger(part string, words []string) {
 			}
 		}
 	case name == "shred":
-		for _, t := range positional(args) {
+		targets, remove := shredArgs(args)
+		for _, t := range targets {
 			if blockDevice(t) {
 				a.flag(part, "overwrites the device "+t, tool.RiskCritical)
+			} else if remove {
+				a.deleteFromVague(part, t)
 			}
+		}
+		if remove && len(targets) == 0 { // xargs shred -u
+			a.deleteFromVague(part, "")
+		}
+	case name == "rmdir" || name == "unlink":
+		targets := positional(args)
+		for _, t := range targets {
+			a.deleteFromVague(part, t)
+		}
+		if len(targets) == 0 { // xargs rmdir
+			a.deleteFromVague(part, "")
 		}
 	case name == "chmod" || name == "chown" || name == "chgrp":
 		a.modeDanger(part, name, args)
@@ -125,11 +139,11 @@ func (a *analyzer) rmDanger(part string, args []string) {
 	if noPreserve {
 		a.flag(part, "removes files with --no-preserve-root, which lets rm delete /", tool.RiskCritical)
 	}
-	if (recursive || forced) && len(targets) == 0 { // xargs rm -rf: its input names them
+	if len(targets) == 0 { // xargs rm: its input names them
 		a.deleteFromVague(part, "")
 	}
 	for _, t := range targets {
-		if (recursive || forced) && a.deleteFromVague(part, t) {
+		if a.deleteFromVague(part, t) {
 			continue
 		}
 		class, what := a.classify(t)
@@ -195,7 +209,14 @@ func (a *analyzer) gitDanger(part string, args []string) {
 		}
 	case "reset":
 		if contains(rest, "--hard") {
+			if !gitDirRooted(args) && a.changeFromVague(part, "", "discards uncommitted changes (git reset --hard)") {
+				break
+			}
 			a.flag(part, "discards uncommitted changes (git reset --hard)", tool.RiskHigh)
+		}
+	case "checkout", "restore", "switch":
+		if how := gitDiscards(sub, rest); how != "" && !gitDirRooted(args) {
+			a.changeFromVague(part, "", "discards uncommitted changes (git "+sub+" "+how+")")
 		}
 	case "clean":
 		for _, arg := range rest {
@@ -208,6 +229,50 @@ func (a *analyzer) gitDanger(part string, args []string) {
 			}
 		}
 	}
+}
+
+// gitDiscards names the argument with which git checkout, restore or switch
+// overwrites uncommitted changes of the working tree, or returns "": checkout's
+// paths (after --, or .) and -f, restore unless it only unstages (--staged
+// without --worktree), switch's -f and --discard-changes. git checkout main
+// refuses to overwrite them; so does switch.
+func gitDiscards(sub string, rest []string) string {
+	staged, worktree := false, false
+	paths := "" // restore's first path
+loop:
+	for i, a := range rest {
+		short := len(a) > 1 && a[0] == '-' && a[1] != '-'
+		switch {
+		case a == "--":
+			switch {
+			case i+1 >= len(rest):
+			case sub == "checkout":
+				return "-- " + rest[i+1]
+			case sub == "restore" && paths == "":
+				paths = "-- " + rest[i+1]
+			}
+			break loop
+		case a == "--force" || a == "--discard-changes" || sub != "restore" && short && strings.ContainsRune(a, 'f'):
+			return a
+		case sub != "restore":
+			if sub == "checkout" && (a == "." || a == "./" || a == ":/") {
+				return a
+			}
+		case a == "--staged" || short && strings.ContainsRune(a, 'S'):
+			staged = true
+			worktree = worktree || short && strings.ContainsRune(a, 'W')
+		case a == "--worktree" || short && strings.ContainsRune(a, 'W'):
+			worktree = true
+		case strings.HasPrefix(a, "--pathspec-from-file"):
+			paths = a
+		case !strings.HasPrefix(a, "-") && paths == "":
+			paths = a
+		}
+	}
+	if sub == "restore" && paths != "" && (!staged || worktree) {
+		return paths
+	}
+	return ""
 }
 
 // gitDirRooted reports whether git -C, before the subcommand, names a folder that
@@ -457,6 +522,34 @@ func blockDevice(p string) bool {
 		}
 	}
 	return false
+}
+
+// shredArgs are the files shred names and whether it removes them once
+// overwritten (-u, --remove[=HOW]); the values of -n, -s and --random-source are
+// no files.
+func shredArgs(args []string) (targets []string, remove bool) {
+	opts := true
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case !opts || a == "-" || !strings.HasPrefix(a, "-"):
+			targets = append(targets, a)
+		case a == "--":
+			opts = false
+		case a == "--remove" || strings.HasPrefix(a, "--remove="):
+			remove = true
+		case strings.HasPrefix(a, "--"):
+			if a == "--iterations" || a == "--size" || a == "--random-source" {
+				i++
+			}
+		default:
+			remove = remove || strings.ContainsRune(a, 'u')
+			if j := strings.IndexAny(a, "ns"); j >= 0 && j == len(a)-1 {
+				i++ // -n 3, -un 3: the value is the next word
+			}
+		}
+	}
+	return targets, remove
 }
 
 func positional(args []string) []string {

@@ -30,6 +30,12 @@ type Dir struct {
 	// The check trusts such a folder as much as the script, when the script lies
 	// in the working directory (scriptInside).
 	Script string
+	// Physical, on a vague Dir a cd -P (set -P, env -C) with .. led to from a
+	// known folder, is that cd's path as written from the start (elink/..,
+	// unclean) or absolute: the kernel resolves its links before its .., which
+	// only the disk tells. The data-dir check resolves it there (physicalDirs);
+	// every other check reads the folder as vague.
+	Physical string
 }
 
 var startDir = Dir{Path: "."}
@@ -38,15 +44,29 @@ var startDir = Dir{Path: "."}
 // symbolic links before .., so a target with .. leads where only the disk knows.
 func (d Dir) cd(target string, physical bool) Dir {
 	if physical && (target == ".." || strings.HasPrefix(target, "../") || strings.Contains(target, "/..")) {
-		return Dir{Vague: true}
+		return Dir{Vague: true, Physical: d.physicalJoin(target)}
 	}
 	switch {
 	case path.IsAbs(target):
 		return Dir{Path: path.Clean(target)}
+	case d.Vague && d.Physical != "":
+		return Dir{Vague: true} // not followed further: a loop of cd -P .. would never settle
 	case d.Vague:
 		return d
 	}
 	return Dir{Path: path.Join(d.Path, target)}
+}
+
+// physicalJoin is the unclean path target leads to from d, for Dir.Physical: ""
+// when d is vague (a Physical is followed one cd from a known folder only).
+func (d Dir) physicalJoin(target string) string {
+	switch {
+	case path.IsAbs(target):
+		return target
+	case d.Vague:
+		return ""
+	}
+	return d.Path + "/" + target
 }
 
 // location is where the shell stands at one point: its folder and pushd's stack.
@@ -646,6 +666,8 @@ func joinDirs(outer, inner []Dir) []Dir {
 				d = Dir{Vague: true}
 			case i.Vague && i.Script != "" && !path.IsAbs(i.Script) && o.Path != ".":
 				d = Dir{Vague: true, Script: o.Path + "/" + i.Script}
+			case i.Vague && i.Physical != "" && !path.IsAbs(i.Physical):
+				d = Dir{Vague: true, Physical: o.physicalJoin(i.Physical)}
 			case i.Vague:
 				d = i
 			}

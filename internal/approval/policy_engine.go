@@ -234,7 +234,7 @@ func (c *check) readsPrivate() string {
 		bare = bare || (workdir != "" && d != workdir && within(d, workdir))
 	}
 	for _, sc := range c.cmd.Commands {
-		dirs, vague := c.wordDirs(sc.Dirs)
+		dirs, vague := c.physicalDirs(sc.Dirs)
 		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
 			// A glob that matches the data dir itself enters or lists it here.
 			enter := len(words) > 0 && slices.Contains([]string{"cd", "pushd", "ls", "env", "dir", "vdir"}, path.Base(words[0])) &&
@@ -262,7 +262,7 @@ func (c *check) readsPrivate() string {
 	// Redirections are no words: cat < data/admin.key, echo x > data/admin.key.
 	for i, site := range append(slices.Clip(c.cmd.inputSites), c.cmd.writeSites...) {
 		enter := i < len(c.cmd.inputSites) // env -C d?ta
-		dirs, vague := c.wordDirs(site.dirs)
+		dirs, vague := c.physicalDirs(site.dirs)
 		cands := []field{{text: site.path, glob: strings.ContainsAny(site.path, "*?[")}}
 		if strings.Contains(site.path, "$") && len(site.values) > 0 {
 			cands = site.values
@@ -476,6 +476,41 @@ func (c *check) wordDirs(ds []Dir) (dirs []string, vague bool) {
 		}
 	}
 	return dirs, vague
+}
+
+// physicalDirs are wordDirs(ds) and, for the data-dir checks, the folders a cd
+// that resolves links before .. (Dir.Physical) leads to on disk now: cd -P
+// elink/.. && cat proj/data/admin.key reads the data dir when elink's target's
+// parent holds it. A path that does not resolve is left out: the cd would fail.
+func (c *check) physicalDirs(ds []Dir) (dirs []string, vague bool) {
+	dirs, vague = c.wordDirs(ds)
+	if !vague || c.start == "" {
+		return dirs, vague
+	}
+	var out []string
+	for _, d := range ds {
+		if d.Physical == "" {
+			continue
+		}
+		p := filepath.FromSlash(d.Physical)
+		if !filepath.IsAbs(p) {
+			p = c.start + string(filepath.Separator) + p // unclean: the disk reads elink/..
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(dirs)
+		}
+		if !slices.Contains(out, real) {
+			out = append(out, real)
+		}
+	}
+	if out == nil {
+		return dirs, vague
+	}
+	return out, vague
 }
 
 // climbs reports whether the relative path w starts by leaving its folder (..).

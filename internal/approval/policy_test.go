@@ -413,11 +413,19 @@ func TestPrivateDirThroughLink(t *testing.T) {
 			{"cat src/a.go alias.go", false},
 			{"ls src/up/src", false},
 		}
+		// A cd that resolves links before .. (cd -P, set -P, env -C) goes where the
+		// disk says: olink/.. is root, where proj/data/admin.key is the data dir's.
+		cases = append(cases, immuneCase{"cd -P olink/.. && cat proj/src/a.go", false}, immuneCase{"cd olink/.. && cat proj/data/admin.key", false})
 		if private == data {
 			cases = append(cases, immuneCase{"head -c 20 x.key", true}, immuneCase{"ls dlink", true},
-				immuneCase{"cat dlink/admin.key", true}, immuneCase{"cat src/up/data/admin.key", true}, immuneCase{"cp src/a.go dlink/new.go", true})
+				immuneCase{"cat dlink/admin.key", true}, immuneCase{"cat src/up/data/admin.key", true}, immuneCase{"cp src/a.go dlink/new.go", true},
+				immuneCase{"cd -P olink/.. && cat proj/data/admin.key", true}, immuneCase{"set -P; cd olink/.. && cat proj/data/admin.key", true},
+				immuneCase{"cd -P olink/.. && cd proj && cat data/admin.key", true}, immuneCase{"env -C olink/.. cat proj/data/admin.key", true},
+				immuneCase{"cd -P olink/.. && cat < proj/data/admin.key", true}, immuneCase{"cd -P olink/.. && grep -r x proj", true},
+				immuneCase{"cd -P src/up/../proj/olink/.. && ls proj/data", true})
 		} else {
-			cases = append(cases, immuneCase{"cat olink/admin.key", true}, immuneCase{"ls olink", true}, immuneCase{"ls olink/", true})
+			cases = append(cases, immuneCase{"cat olink/admin.key", true}, immuneCase{"ls olink", true}, immuneCase{"ls olink/", true},
+				immuneCase{"cd -P olink/.. && cat state/admin.key", true})
 		}
 		for _, tc := range cases {
 			for _, mode := range []Mode{ModeDefault, ModeBypass} {

@@ -60,13 +60,22 @@ func (c *check) partReadsOutside(i int) bool {
 }
 
 // commandReadsOutside names the first word of a read-only simple command that is a
-// path outside the working directory, or "".
+// path outside the working directory, or the list any simple command reads the
+// paths it works on from (pathList), or "".
 func (c *check) commandReadsOutside(sc SimpleCommand) string {
-	if !sc.ReadOnly || c.workdirReal() == "" {
+	if c.workdirReal() == "" {
+		return ""
+	}
+	lists := append([][]string{sc.Words}, sc.Runs...)
+	for _, words := range lists {
+		if from := pathList(words); from != "" {
+			return fmt.Sprintf("the command %q reads the paths it works on from %s, known only when it runs", clip(sc.Text, 80), from)
+		}
+	}
+	if !sc.ReadOnly {
 		return ""
 	}
 	dirs, vague := c.wordDirs(sc.Dirs)
-	lists := append([][]string{sc.Words}, sc.Runs...)
 	for li, words := range lists {
 		if len(words) == 0 || noFileArgs[path.Base(words[0])] {
 			continue
@@ -131,19 +140,25 @@ func (c *check) pathOutside(w string, special bool, dirs []string, vague, logica
 	if w == "" || harmlessSink(w) {
 		return ""
 	}
-	if strings.HasPrefix(w, "~") {
+	p := w
+	switch {
+	case pwdWord(w):
+		p = pwdRelative(w) // ~+/x: ./x
+	case oldpwdWord(w):
+		return fmt.Sprintf("%q (under the folder cd - goes back to, known only when it runs)", w)
+	case strings.HasPrefix(w, "~"):
 		return fmt.Sprintf("%q (a home directory)", w)
 	}
-	p := w
 	if special {
 		if strings.Contains(w, "$") {
 			return fmt.Sprintf("%q (a path known only when it runs)", w)
 		}
-		if i := strings.IndexAny(w, "*?["); i >= 0 {
+		if i := strings.IndexAny(p, "*?["); i >= 0 {
 			// A glob: judge the directory it lists.
+			g := p
 			p = "."
-			if j := strings.LastIndex(w[:i], "/"); j >= 0 {
-				p = w[:j+1]
+			if j := strings.LastIndex(g[:i], "/"); j >= 0 {
+				p = g[:j+1]
 			}
 		}
 	}
@@ -204,4 +219,59 @@ func (c *check) workdirReal() string {
 		}
 	}
 	return c.workReal
+}
+
+// listOptions are the long options that name a file listing the paths a program
+// works on.
+var listOptions = map[string]string{"tar": "--files-from", "gtar": "--files-from", "bsdtar": "--files-from",
+	"rsync": "--files-from", "wc": "--files0-from", "du": "--files0-from", "sort": "--files0-from"}
+
+// pathList says where a program reads the paths it works on from a list rather
+// than its words: tar -T FILE (--files-from), rsync --files-from, wc, du and sort
+// --files0-from, cpio -o and -p (its input), zip -@ (its input). Those paths are
+// known only when it runs, as xargs' are, wherever the list lies: "" when it
+// reads none.
+func pathList(words []string) string {
+	if len(words) == 0 {
+		return ""
+	}
+	from := func(v string) string {
+		if v == "-" || v == "" {
+			return "its input"
+		}
+		return fmt.Sprintf("%q", v)
+	}
+	name, args := path.Base(words[0]), words[1:]
+	long := listOptions[name]
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		if a == "--" {
+			break
+		}
+		switch {
+		case long != "" && a == long:
+			return from(next)
+		case long != "" && strings.HasPrefix(a, long+"="):
+			return from(a[len(long)+1:])
+		case len(a) < 2 || a[0] != '-' || a[1] == '-':
+			if name == "cpio" && (a == "--create" || a == "--pass-through") {
+				return "its input"
+			}
+		case name == "tar" || name == "gtar" || name == "bsdtar":
+			if j := strings.IndexByte(a, 'T'); j > 0 {
+				if rest := a[j+1:]; rest != "" {
+					return from(rest)
+				}
+				return from(next)
+			}
+		case name == "cpio" && strings.ContainsAny(a[1:], "op"):
+			return "its input"
+		case name == "zip" && strings.ContainsRune(a[1:], '@'):
+			return "its input"
+		}
+	}
+	return ""
 }

@@ -344,7 +344,7 @@ func (c *check) readsPrivateWithin() string {
 				return fmt.Sprintf("the command runs %q, which reads recursively the folders xargs reads from its input, known only when it runs (the daemon's data directory may be one, or lie inside one)", words[0])
 			}
 			if dirs == nil {
-				dirs, _ = c.wordDirs(sc.Dirs)
+				dirs, _ = c.physicalDirs(sc.Dirs)
 			}
 			var words2 []string
 			for _, w := range roots {

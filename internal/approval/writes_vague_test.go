@@ -8,9 +8,10 @@ import (
 )
 
 // TestWritesFromVagueFolder: after a cd to a folder known only when it runs (cd $X,
-// cd ~, cd -, pushd $X, a popd past the stack, a sourced script), a recursive or
-// forced delete of a relative path is critical and immune, as `cd / && rm -rf usr`
-// is, and another write of a relative path asks as a read there does: no prefix
+// cd ~, cd -, pushd $X, a popd past the stack, a sourced script), a delete of a
+// relative path (rm, rmdir, unlink, shred -u, find -delete, git clean -f, a git
+// command that discards uncommitted work), or of one under ~- or $OLDPWD, is
+// critical and immune, as `cd / && rm -rf usr` is, and another write of a relative path asks as a read there does: no prefix
 // rule covers it, an exact rule does (a redirection, which no rule shows, asks
 // every time), bypass mode lets it through. An absolute word is judged on its own;
 // a folder a variable the line sets leads to, a known folder and a cd that stayed in
@@ -86,8 +87,51 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "cd - && cp a b", want: ask},
 		{command: "cd - && mv a b", want: ask},
 		{command: "cd - && echo x | tee log", want: ask, names: "log"},
-		{command: "cd - && rm stale.log", want: ask, names: "stale.log"},
-		{command: "cd - && rm stale.log", rules: []string{"execute_command(rm stale.log)"}, want: allow},
+		// Every delete there is one: rm without -f, rmdir, unlink, shred -u, xargs rm
+		// (they asked without being immune while rm -f was).
+		{command: "cd - && rm stale.log", want: immune, names: "stale.log"},
+		{command: "cd - && rm stale.log", rules: []string{"execute_command(rm stale.log)"}, want: immune},
+		{command: "cd $X && rmdir y", mode: ModeBypass, want: immune, names: `"y"`},
+		{command: "cd $X && unlink y", mode: ModeBypass, want: immune, names: `"y"`},
+		{command: "cd $X && shred -u y", mode: ModeBypass, want: immune, names: `"y"`},
+		{command: "cd $X && shred -n 3 --remove=wipe y", mode: ModeBypass, want: immune, names: `"y"`},
+		{command: "cd $X && shred y", mode: ModeBypass, want: allow}, // overwrites, keeps the file: a write
+		{command: "cd $X && ls | xargs rm", mode: ModeBypass, want: immune},
+		{command: "cd $X && ls | xargs rmdir", mode: ModeBypass, want: immune},
+		// Reads there ask without being immune, through xargs too.
+		{command: "cd $X && ls | xargs cat", want: ask, names: "known only when it runs"},
+		{command: "cd $X && ls | xargs cat", mode: ModeBypass, want: allow},
+		// git commands that discard uncommitted work there are deletes too.
+		{command: "cd $X && git reset --hard", mode: ModeBypass, want: immune, names: "uncommitted"},
+		{command: "cd $X && git checkout -- .", mode: ModeBypass, want: immune, names: "uncommitted"},
+		{command: "cd $X && git checkout .", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout -f main", mode: ModeBypass, want: immune},
+		{command: "cd $X && git restore .", mode: ModeBypass, want: immune},
+		{command: "cd $X && git restore --staged --worktree src", mode: ModeBypass, want: immune},
+		{command: "cd $X && git switch --discard-changes main", mode: ModeBypass, want: immune},
+		{command: "cd $X && git restore --staged .", mode: ModeBypass, want: allow}, // unstages, keeps the work
+		{command: "cd $X && git restore --staged -- .", mode: ModeBypass, want: allow},
+		{command: "cd $X && git restore -SW -- .", mode: ModeBypass, want: immune},
+		{command: "cd $X && git restore --pathspec-from-file=list", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout --theirs -- a.go", mode: ModeBypass, want: immune},
+		{command: "cd $X && git stash -u", mode: ModeBypass, want: allow}, // keeps it in the stash
+		{command: "cd $X && git checkout main", mode: ModeBypass, want: allow},
+		{command: "cd $X && git reset HEAD~1", mode: ModeBypass, want: allow},
+		{command: "cd - && git -C " + work + " reset --hard", mode: ModeBypass, want: allow},
+		{command: "cd sub && git checkout -- . && git reset --hard", mode: ModeBypass, want: allow},
+		// ~- and $OLDPWD name the folder cd - goes to: a delete of a path under
+		// them is one in a folder known only when it runs; so is ~+ (the current
+		// folder) after a vague cd.
+		{command: "rm -rf ~-/build", mode: ModeBypass, want: immune, names: "~-/build"},
+		{command: "rm -f $OLDPWD/notes.txt", mode: ModeBypass, want: immune, names: "OLDPWD"},
+		{command: "cd sub && rm -rf ${OLDPWD}/build", mode: ModeBypass, want: immune},
+		{command: "cd $X && rm -rf ~+/build", mode: ModeBypass, want: immune},
+		{command: "cd $X && rm -rf $PWD/build", mode: ModeBypass, want: immune},
+		{command: "rm -rf ~+/build", mode: ModeBypass, want: allow},
+		{command: "echo x >> ~-/notes", want: ask, names: "~-/notes"},
+		{command: "touch ~-/new", mode: ModeBypass, want: allow},
+		{command: "cat ~-/passwd", want: ask},
+		{command: "cat ~-/passwd", mode: ModeBypass, want: allow},
 		{command: "(cd -; touch a) && touch b", want: ask},
 		{command: "pushd $X && touch a", want: ask},
 		// An absolute word is judged on its own.
@@ -131,6 +175,72 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		}
 		if got != tc.want || !strings.Contains(d.Reason, tc.names) {
 			t.Errorf("%q (%s, %d rules): %s (%s); want %s naming %q", tc.command, mode, len(list), got, d.Reason, tc.want, tc.names)
+		}
+	}
+}
+
+// TestEverydayCommands: what a coding session runs all day, deletes and resets in
+// its own working directory included, runs in bypass mode without asking, and the
+// read-only ones in default mode too, so that the checks of commands after a cd
+// to a folder known only when it runs, of ~- and $OLDPWD, of git commands that
+// discard work and of path lists read from files leave bypass mode usable.
+func TestEverydayCommands(t *testing.T) {
+	t.Parallel()
+	_, work := cdTree(t)
+	e := testEngine(t, DefaultConfig())
+	for _, tc := range []struct {
+		command  string
+		readOnly bool // also runs in default mode
+	}{
+		{"go test ./...", false},
+		{"go vet ./... && go build ./...", false},
+		{"npm test", false},
+		{"npm run build", false},
+		{"git status", true},
+		{"git diff", true},
+		{"git log --oneline | head -20", true},
+		{"git add -A && git commit -m 'fix: x'", false},
+		{"git checkout -b feature", false},
+		{"git checkout -- file", false},
+		{"git restore file", false},
+		{"git restore --staged file", false},
+		{"git stash -u && git stash pop", false},
+		{"git reset --hard", false},
+		{"git reset --hard HEAD~1", false},
+		{"git clean -fdx", false},
+		{"cat file sub/a", true},
+		{"grep -rn TODO .", true},
+		{"sed -n 1,5p file", true},
+		{"sed -i s/a/b/ file", false},
+		{"cd sub && cat ../file", true},
+		{"cd sub && rm -rf deep/build", false},
+		{"rm -rf build/", false},
+		{"rm -f file", false},
+		{"rm file", false},
+		{"rmdir sub/deep", false},
+		{"unlink x", false},
+		{"find . -name '*.o' -delete", false},
+		{"ls | xargs cat", false}, // asks in default mode: xargs reads its paths from its input
+		{"ls *.tmp | xargs rm -f", false},
+		{"shred -u x", false},
+		{"cat ~+/file", true},
+		{"tar -czf out.tgz sub", false},
+		{"tar -czf out.tgz -T file", false},
+		{"find sub -name '*.go' | cpio -o > out.cpio", false},
+		{"cd -P sub/.. && ls", false},
+		{"while [ ! -d .git ]; do cd -P ..; done; git status", false},
+		{"set -P; for i in 1 2 3 4 5 6; do cd ..; done; ls", false},
+		{"tar -xzf out.tgz", false},
+		{"rsync -a sub/ other/", false},
+	} {
+		for _, mode := range []Mode{ModeBypass, ModeDefault} {
+			if mode == ModeDefault && !tc.readOnly {
+				continue
+			}
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
+			if d.Outcome != Allow {
+				t.Errorf("%q (%s): %s (immune %v): %s; want it run at once", tc.command, mode, d.Outcome, d.Immune, d.Reason)
+			}
 		}
 	}
 }
