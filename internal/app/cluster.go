@@ -123,7 +123,7 @@ func (a *App) fileStamps() builtin.Stamps {
 	if !ok {
 		return builtin.Stamps{}
 	}
-	return builtin.Stamps{Store: st, Replicated: a.storeKind() == "postgres"}
+	return builtin.Stamps{Store: st, Replicated: a.storeKind() == "postgres", Log: a.Log}
 }
 
 // callRecords commits a call's record before a relay forwards the call; nil when
