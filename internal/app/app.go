@@ -23,6 +23,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/builtin"
 	"github.com/toolserverd/toolserverd/internal/chain"
+	"github.com/toolserverd/toolserverd/internal/cluster"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/mcpproxy"
 	"github.com/toolserverd/toolserverd/internal/mcpserver"
@@ -68,9 +69,11 @@ type App struct {
 
 	stopNotifier   func()
 	releaseReplica func() // the claim on the replica id (PostgreSQL)
-	stopExpiry     context.CancelFunc
-	webhook        *webhook.Sender // the approval webhook; nil without
-	expiryDone     chan struct{}
+	// membership heartbeats this replica (PostgreSQL, once serving); Close marks it gone.
+	membership *cluster.Membership
+	stopExpiry context.CancelFunc
+	webhook    *webhook.Sender // the approval webhook; nil without
+	expiryDone chan struct{}
 
 	// artifacts holds tool_chain's large results; nil when chain is disabled.
 	artifacts *chain.Artifacts
@@ -757,6 +760,9 @@ func (a *App) Close() {
 		}
 		cancel()
 	}
+	// After every record is written (Commits), before the id is free for another
+	// process: that one's heartbeat would be undone.
+	a.leaveCluster()
 	if a.releaseReplica != nil {
 		a.releaseReplica()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,7 +33,7 @@ func (a *App) sessionLocks(ctx context.Context) error {
 
 // joinCluster starts heartbeating this replica (reachable at the address derived
 // from ln) and failing the calls of replicas that stopped. It returns the stop
-// function; nothing to do with SQLite.
+// function; nothing to do with SQLite. Close marks the replica gone (leaveCluster).
 func (a *App) joinCluster(ctx context.Context, ln net.Listener) (stop func(), err error) {
 	rs, ok := a.Store.(store.ReplicaStore)
 	if a.storeKind() != "postgres" || !ok {
@@ -46,7 +47,22 @@ func (a *App) joinCluster(ctx context.Context, ln net.Listener) (stop func(), er
 	if err := m.Start(ctx); err != nil {
 		return nil, err
 	}
+	a.membership = m
 	return m.Stop, nil
+}
+
+// leaveCluster marks this replica gone once its records are written, so the others
+// serve its finished calls from the store without waiting for its lease to run out.
+func (a *App) leaveCluster() {
+	if a.membership == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.membership.Leave(ctx); err != nil {
+		a.Log.Error("marking this replica gone failed; the other replicas treat it as gone once its lease runs out",
+			"lease", a.Config.Cluster.Lease.String(), "err", err)
+	}
 }
 
 // advertiseURL is the configured URL, or http:// + the listen address with an
@@ -107,7 +123,7 @@ func (a *App) fileStamps() builtin.Stamps {
 	if !ok {
 		return builtin.Stamps{}
 	}
-	return builtin.Stamps{Store: st, Replicated: a.storeKind() == "postgres"}
+	return builtin.Stamps{Store: st, Replicated: a.storeKind() == "postgres", Log: a.Log}
 }
 
 // callRecords commits a call's record before a relay forwards the call; nil when

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"io/fs"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -100,6 +101,8 @@ type Stamps struct {
 	// that the call, approved after a restart, runs as it would have without one. A
 	// read_file then costs no write; a parked call costs one.
 	Replicated bool
+	// Log receives the stamps that could not be written to Store; nil: discarded.
+	Log *slog.Logger
 }
 
 // fileGuard enforces read-before-write for one session, as one call sees it: a file
@@ -113,6 +116,8 @@ type fileGuard struct {
 	session    string
 	shared     FileStamps // nil: this process's memory only
 	replicated bool       // Stamps.Replicated
+	log        *slog.Logger
+	callID     string
 }
 
 // guardFor returns the session's file guard for the call ctx, creating the session's
@@ -124,7 +129,7 @@ func guardFor(ctx *tool.Context, stamps Stamps) (*fileGuard, error) {
 	mem := ctx.Session.State.LoadOrStore(fileGuardKey, func() any {
 		return &guardMemory{seen: map[string]fileStamp{}, kept: map[string]bool{}}
 	}).(*guardMemory)
-	g := &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: stamps.Store, replicated: stamps.Replicated}
+	g := &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: stamps.Store, replicated: stamps.Replicated, log: stamps.Log, callID: ctx.CallID}
 	g.loadKept()
 	return g, nil
 }
@@ -143,6 +148,10 @@ func (g *fileGuard) loadKept() {
 		defer cancel()
 		paths, err := g.shared.FileStampPaths(ctx, g.session)
 		if err != nil {
+			if g.log != nil {
+				g.log.Warn("listing the files whose stamps the store keeps for a session failed; later stamps of those files stay in memory only, "+
+					"so after a restart a write may be checked against an older read", "session_id", g.session, "call_id", g.callID, "err", err)
+			}
 			return
 		}
 		for _, p := range paths {
@@ -158,7 +167,10 @@ func (g *fileGuard) loadKept() {
 func (g *fileGuard) record(abs string, s fileStamp) {
 	g.mem.put(abs, s)
 	if g.shared != nil && g.session != "" && (g.replicated || g.mem.isKept(abs)) {
-		g.put(abs, s)
+		if err := g.put(abs, s); err != nil && g.log != nil {
+			g.log.Warn("writing a file stamp to the store failed; the file may have to be read again on another replica or after a restart",
+				"session_id", g.session, "call_id", g.callID, "path", abs, "err", err)
+		}
 	}
 }
 
@@ -175,11 +187,15 @@ func (g *fileGuard) keep(abs string) {
 		return // a new file: nothing to keep
 	}
 	g.mem.keep(abs)
-	g.put(abs, s)
+	if err := g.put(abs, s); err != nil && g.log != nil {
+		g.log.Error("writing the file stamp a call waiting for approval was checked against failed; "+
+			"approved after a restart, the call is refused until the file is read again",
+			"session_id", g.session, "call_id", g.callID, "path", abs, "err", err)
+	}
 }
 
 // put writes s to the store as the session's stamp of abs.
-func (g *fileGuard) put(abs string, s fileStamp) {
+func (g *fileGuard) put(abs string, s fileStamp) error {
 	st := store.FileStamp{Size: s.size, ModTime: s.mtime}
 	if s.hashed {
 		st.SHA256 = s.sum[:]
@@ -188,7 +204,7 @@ func (g *fileGuard) put(abs string, s fileStamp) {
 	// waited for longer than a stalled database deserves.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stampWriteTimeout)
 	defer cancel()
-	_ = g.shared.PutFileStamp(ctx, g.session, abs, st)
+	return g.shared.PutFileStamp(ctx, g.session, abs, st)
 }
 
 // stampWriteTimeout bounds the guard's writes (the read or write a stamp describes

@@ -1,9 +1,13 @@
 package builtin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -64,4 +68,58 @@ func TestFileGuardKeptStamps(t *testing.T) {
 	e.fail(t, "edit_file", map[string]any{"path": "a.txt", "old_string": "uno", "new_string": "eins"}, tool.KindDenied, "has changed on disk")
 	restart()
 	e.fail(t, "edit_file", map[string]any{"path": "a.txt", "old_string": "uno", "new_string": "eins"}, tool.KindDenied, "has changed on disk")
+}
+
+// TestFileGuardKeptStampWriteFails: the stamp an edit about to wait for approval was
+// checked against cannot be written (the store is closed): the edit still parks, and
+// the daemon's log says so, naming the session, the call and the file, since the
+// call, approved after a restart, would be refused as unread.
+func TestFileGuardKeptStampWriteFails(t *testing.T) {
+	t.Parallel()
+	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf syncBuffer
+	e := newFileEnv(t)
+	for _, tl := range FileTools(e.m, Stamps{Store: st, Log: slog.New(slog.NewTextHandler(&logBuf, nil))}) {
+		e.tools[tl.Spec().Name] = tl
+	}
+	abs, err := filepath.EvalSymlinks(e.put(t, "a.txt", "one\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ok(t, "read_file", map[string]any{"path": "a.txt"})
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(map[string]any{"path": "a.txt", "old_string": "one", "new_string": "uno"})
+	tctx := &tool.Context{Context: t.Context(), CallID: "tc_p", ToolName: "edit_file", Session: e.sess, Progress: tool.NoProgress}
+	if err := e.tools["edit_file"].(tool.Prechecker).Precheck(tctx, raw); err != nil {
+		t.Fatalf("Precheck: %v", err)
+	}
+	got := logBuf.String()
+	for _, want := range []string{"level=ERROR", "waiting for approval", "session_id=" + e.sess.ID, "call_id=tc_p", "path=" + abs, "err="} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log %q lacks %q", got, want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

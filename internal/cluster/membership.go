@@ -20,6 +20,7 @@ import (
 type Store interface {
 	Heartbeat(ctx context.Context, id, address string, startedAt time.Time) error
 	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]store.ExpiredCall, error)
+	LeaveReplica(ctx context.Context, id string) error
 }
 
 // Notifier wakes the waiters of a call that was failed.
@@ -192,7 +193,8 @@ func (m *Membership) Sweep(ctx context.Context) int {
 }
 
 // Stop ends heartbeats and sweeps. The row stays: if calls were left unfinished, the
-// survivors fail them once the lease runs out.
+// survivors fail them once the lease runs out. A replica that stops cleanly then
+// calls Leave.
 func (m *Membership) Stop() {
 	m.once.Do(func() {
 		if m.cancel != nil {
@@ -200,4 +202,19 @@ func (m *Membership) Stop() {
 			<-m.done
 		}
 	})
+}
+
+// Leave stops heartbeats and sweeps and marks this replica gone, as if its lease had
+// run out long ago: the other replicas serve its finished calls' reads from the record
+// at once (rather than answering "owner unreachable" until the lease ends) and their
+// next sweep fails whatever it left unfinished, as for a killed replica. Call it on a
+// clean stop, after the drain and once every record this replica holds is written: a
+// result written after the survivors' sweep never replaces the failed record.
+func (m *Membership) Leave(ctx context.Context) error {
+	m.Stop()
+	if err := m.st.LeaveReplica(ctx, m.cfg.ReplicaID); err != nil {
+		return fmt.Errorf("cluster: leave: %w", err)
+	}
+	m.log.Info("left the cluster: the other replicas serve this replica's finished calls from the store", "replica_id", m.cfg.ReplicaID)
+	return nil
 }

@@ -31,6 +31,8 @@ func (s *stallingStore) ExpireReplicas(ctx context.Context, self string, lease t
 	return nil, nil
 }
 
+func (s *stallingStore) LeaveReplica(ctx context.Context, id string) error { return nil }
+
 // TestFenceAfterStall: a replica that sent no heartbeat for longer than its lease,
 // though none failed (the process was stopped, then continued), has had its calls
 // failed by the others: it cancels the calls it runs, as when its heartbeats fail.

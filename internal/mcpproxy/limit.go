@@ -140,7 +140,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // mcp-go skips them without a word. Until the connection is up the first one is
 // kept, else a server that writes its logs on stdout would fail with "context
 // canceled" alone; after, they go to the connection's strays, for a call that
-// times out to quote.
+// times out to quote. Every one is logged, within a bound (strayLines).
 type boundedLines struct {
 	r    io.Reader
 	conn *conn
@@ -205,11 +205,13 @@ func (b *boundedLines) keep() {
 	b.stray = nil
 	switch {
 	case b.conn.opened.Load():
-		b.conn.strays.add(s)
+		b.conn.strays.add(b.conn.log, s)
+		return
 	case !b.kept:
 		b.conn.stray.Store(&s)
 		b.kept = true
 	}
+	b.conn.strays.logStray(b.conn.log, s)
 }
 
 // isTooLarge reports a message cut off by maxMessageBytes.

@@ -12,8 +12,8 @@ var _ FileStampStore = (*SQLite)(nil)
 
 // PutFileStamp implements FileStampStore. On one machine the session's stamps live
 // in the process's memory; the file guard writes one here only when it must outlive
-// the process (a call that depends on it waits for approval), so this commit is not
-// on the path of every read_file.
+// the process (a call that depends on it waits for approval, and later stamps of a
+// file it wrote one of), so this commit is not on the path of every read_file.
 func (s *SQLite) PutFileStamp(ctx context.Context, sessionID, path string, st FileStamp) error {
 	if sessionID == "" || path == "" {
 		return fmt.Errorf("store: put file stamp: session and path are required: %w", ErrInvalid)

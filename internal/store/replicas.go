@@ -41,4 +41,10 @@ type ReplicaStore interface {
 	// than lease; started tells running calls from pending ones, which never ran. Each call is failed once however many replicas sweep at the same time
 	// (a conditional update); the returned calls are the ones this sweep failed.
 	ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]ExpiredCall, error)
+	// LeaveReplica marks replica id gone, as one whose lease ran out long ago: the
+	// others then serve its finished calls from the record, and their next sweep
+	// fails its unfinished calls and forgets its row. A replica calls it for itself
+	// when it stops cleanly, once its records are written. ErrNotFound for an id
+	// that never heartbeated.
+	LeaveReplica(ctx context.Context, id string) error
 }

@@ -49,6 +49,20 @@ func (p *Postgres) GetReplica(ctx context.Context, id string) (*Replica, error) 
 	return &r, nil
 }
 
+// LeaveReplica sets last_seen to the epoch rather than deleting the row: the
+// sweep (ExpireReplicas) finds the calls of stale replicas through their rows, and
+// deletes the row itself once none is left unfinished.
+func (p *Postgres) LeaveReplica(ctx context.Context, id string) error {
+	tag, err := p.pool.Exec(ctx, `UPDATE replicas SET last_seen = 'epoch' WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("store: leave replica %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: leave replica %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
 // pgStaleReplicas finds replicas past their lease that still own unfinished calls;
 // tool_calls_owner_active_idx answers the EXISTS.
 const pgStaleReplicas = `SELECT id FROM replicas r WHERE id <> $1 AND last_seen < now() - $2 * interval '1 microsecond'

@@ -347,3 +347,64 @@ func TestExpireReplicasFreesTheirSessionLocks(t *testing.T) {
 		t.Fatal("the survivor's lock on ses_2 was released too")
 	}
 }
+
+// TestLeaveReplica: a replica that left (stopped cleanly) reads as silent for longer
+// than any lease at once; the next sweep fails its unfinished calls, as a dead
+// replica's, and leaves its finished ones; once nothing of it is unfinished its row
+// is forgotten. An id that never heartbeated cannot leave.
+func TestLeaveReplica(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := store.OpenPostgres(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, id := range []string{"leaver", "sweeper"} {
+		if err := s.Heartbeat(ctx, id, "http://"+id+":8080", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateSession(ctx, &store.Session{ID: "ses_1", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteCalls(ctx, []*store.Call{
+		{ID: "tc_left_running", SessionID: "ses_1", Tenant: "t", ToolCallID: "a", Name: "x", Status: store.CallRunning, Owner: "leaver"},
+		{ID: "tc_left_done", SessionID: "ses_1", Tenant: "t", ToolCallID: "b", Name: "x", Status: store.CallSucceeded, Owner: "leaver", Result: tool.TextResult("done")},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reason := func(owner string, started bool) *tool.Result {
+		return tool.ErrorResult(tool.KindFailed, "replica %s stopped", owner)
+	}
+	const lease = time.Hour
+	if got, err := s.ExpireReplicas(ctx, "sweeper", lease, reason); err != nil || len(got) != 0 {
+		t.Fatalf("sweep before the leave: %v %v", got, err)
+	}
+	if err := s.LeaveReplica(ctx, "leaver"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.GetReplica(ctx, "leaver")
+	if err != nil || r.Silent < 24*time.Hour {
+		t.Fatalf("the replica that left: %+v %v; want silent for longer than any lease", r, err)
+	}
+	got, err := s.ExpireReplicas(ctx, "sweeper", lease, reason)
+	if err != nil || len(got) != 1 || got[0].ID != "tc_left_running" || got[0].Owner != "leaver" {
+		t.Fatalf("sweep after the leave: %v %v; want tc_left_running failed", got, err)
+	}
+	for id, want := range map[string]store.CallStatus{"tc_left_running": store.CallFailed, "tc_left_done": store.CallSucceeded} {
+		if c, err := s.GetCall(ctx, id); err != nil || c.Status != want {
+			t.Errorf("%s: %+v %v; want %s", id, c, err, want)
+		}
+	}
+	if _, err := s.GetReplica(ctx, "leaver"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the row of a replica that left with nothing unfinished: %v; want it forgotten", err)
+	}
+	if _, err := s.GetReplica(ctx, "sweeper"); err != nil {
+		t.Errorf("the sweeper's own row: %v", err)
+	}
+	if err := s.LeaveReplica(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("LeaveReplica of an id that never heartbeated: %v; want ErrNotFound", err)
+	}
+}

@@ -461,6 +461,27 @@ func TestExportRootAlternatives(t *testing.T) {
 	}
 }
 
+// TestExportRootRefAlternatives: a root union whose alternatives are local $refs
+// (zod-to-json-schema with named definitions) was exported with no properties at
+// all: the model was shown an empty object. The properties of the alternatives the
+// $refs name join the root's, as for inline ones; the definitions stay, for the
+// $refs inside them.
+func TestExportRootRefAlternatives(t *testing.T) {
+	t.Parallel()
+	defs := `{"ByEmail":{"type":"object","properties":{"email":{"type":"string"},"tenant":{"type":"string"}},"required":["email","tenant"],"additionalProperties":false},"ById":{"type":"object","properties":{"id":{"type":"number"}},"required":["id"],"additionalProperties":false}}`
+	want := `{"type":"object","definitions":` + defs + `,"$schema":"http://json-schema.org/draft-07/schema#","properties":{"email":{"type":"string"},"tenant":{"type":"string"},"id":{"type":"number"}}}`
+	specs := []tool.Spec{{Name: "find", Parameters: json.RawMessage(zodUnionRefs)}}
+	if got := Export(specs, FormatAnthropic)[0].(anthropicTool).InputSchema; string(got) != want {
+		t.Errorf("anthropic:\n got %s\nwant %s", got, want)
+	}
+	// $defs, a JSON pointer with an escaped "/" (~1), and an allOf's required.
+	in := `{"type":"object","allOf":[{"$ref":"#/$defs/a~1b"}],"$defs":{"a/b":{"properties":{"q":{"type":"string"}},"required":["q"]}}}`
+	want = `{"type":"object","$defs":{"a/b":{"properties":{"q":{"type":"string"}},"required":["q"]}},"properties":{"q":{"type":"string"}},"required":["q"]}`
+	if got := Export([]tool.Spec{{Name: "q", Parameters: json.RawMessage(in)}}, FormatOpenAI)[0].(openAITool).Function.Parameters; string(got) != want {
+		t.Errorf("openai:\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestExportRootUnionDiscriminator: a zod discriminated union at the root (one
 // alternative per action, each with its own "action" const) was exported with the
 // first alternative's "action" alone, {"const":"create"}: a model holding to the

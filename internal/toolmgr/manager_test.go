@@ -152,6 +152,10 @@ func TestIdentityFieldsStripped(t *testing.T) {
 	}
 }
 
+// zodUnionRefs is what zod-to-json-schema 3 writes for
+// z.union([z.object({email, tenant}), z.object({id})]) given the two as definitions.
+const zodUnionRefs = `{"anyOf":[{"$ref":"#/definitions/ByEmail"},{"$ref":"#/definitions/ById"}],"definitions":{"ByEmail":{"type":"object","properties":{"email":{"type":"string"},"tenant":{"type":"string"}},"required":["email","tenant"],"additionalProperties":false},"ById":{"type":"object","properties":{"id":{"type":"number"}},"required":["id"],"additionalProperties":false}},"$schema":"http://json-schema.org/draft-07/schema#"}`
+
 // TestIdentityFieldsInRootAlternatives: a parameter declared only in an
 // alternative of a root anyOf, oneOf or allOf (an MCP server's zod union) is the
 // tool's own and reaches it; identity fields no alternative declares, and those
@@ -169,6 +173,14 @@ func TestIdentityFieldsInRootAlternatives(t *testing.T) {
 			`{"session_id":"s1","tenant":"evil"}`, `{"session_id":"s1"}`},
 		{"not", `{"type":"object","properties":{"q":{"type":"string"}},"not":{"properties":{"tenant":{"const":"x"}},"required":["tenant"]}}`,
 			`{"q":"x","tenant":"y"}`, `{"q":"x"}`},
+		// zod-to-json-schema's output for z.union([ByEmail, ById]) with named
+		// definitions: the alternatives are $refs (draft-07 "definitions", 2019-09 "$defs").
+		{"anyOf $ref definitions", zodUnionRefs, `{"email":"a@b","tenant":"acme","session_id":"other"}`, `{"email":"a@b","tenant":"acme"}`},
+		{"anyOf $ref $defs", strings.ReplaceAll(strings.ReplaceAll(zodUnionRefs, "definitions", "$defs"), "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2019-09/schema#"),
+			`{"email":"a@b","tenant":"acme","user_id":"u"}`, `{"email":"a@b","tenant":"acme"}`},
+		// A $ref to a $ref, and one to a schema that declares nothing.
+		{"anyOf $ref chain", `{"type":"object","anyOf":[{"$ref":"#/$defs/A"},{"$ref":"#/$defs/C"}],"$defs":{"A":{"$ref":"#/$defs/B"},"B":{"properties":{"tenant_id":{"type":"string"}}},"C":{"type":"object"}}}`,
+			`{"tenant_id":"t","tenant":"x"}`, `{"tenant_id":"t"}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

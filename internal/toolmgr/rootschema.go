@@ -3,7 +3,10 @@ package toolmgr
 import (
 	"bytes"
 	"encoding/json"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // rootRefused are the keywords the model providers refuse at the root of a
@@ -19,7 +22,8 @@ var rootRefused = []string{"anyOf", "oneOf", "allOf", "not", "enum", "const"}
 
 // forProviders returns a parameters schema without the root keywords providers
 // refuse (rootRefused). What they said is not lost on the model: the properties
-// of the alternatives (inline ones) join the root's, and allOf's required, which
+// of the alternatives (inline ones, and those a local $ref names, as
+// zod-to-json-schema writes a union of named schemas) join the root's, and allOf's required, which
 // holds whichever alternative, joins its required. The arguments are still checked
 // against the whole schema before a call runs, and a call that misses what an
 // alternative demanded comes back as invalid_args saying what. A schema with
@@ -87,20 +91,22 @@ func flattenRoot(raw json.RawMessage) (json.RawMessage, bool) {
 				continue
 			}
 			for _, alt := range list {
-				var s struct {
-					Properties json.RawMessage `json:"properties"`
-					Required   []string        `json:"required"`
-				}
-				if json.Unmarshal(alt, &s) != nil {
-					continue
-				}
-				if p, ok := objectMembers(s.Properties); ok {
-					for _, m := range p {
-						props = addAlternative(props, m)
+				for _, sch := range refChain(raw, alt) {
+					var s struct {
+						Properties json.RawMessage `json:"properties"`
+						Required   []string        `json:"required"`
 					}
-				}
-				if m.key == "allOf" {
-					required = append(required, s.Required...)
+					if json.Unmarshal(sch, &s) != nil {
+						continue
+					}
+					if p, ok := objectMembers(s.Properties); ok {
+						for _, m := range p {
+							props = addAlternative(props, m)
+						}
+					}
+					if m.key == "allOf" {
+						required = append(required, s.Required...)
+					}
 				}
 			}
 		}
@@ -185,10 +191,11 @@ func mergeMember(members []member, key string, merge func(json.RawMessage) json.
 }
 
 // rootDeclared is the property names a parameters schema (decoded) declares at its
-// root: its properties, and those of the inline alternatives of a root anyOf, oneOf
-// or allOf, which forProviders shows the model as the root's own. A tool whose
-// server declares "tenant" in one of its alternatives takes it as a parameter, and
-// stripIdentity must leave it.
+// root: its properties, and those of the alternatives of a root anyOf, oneOf or
+// allOf, inline or named by a local $ref ("#/$defs/…", "#/definitions/…"), which
+// forProviders shows the model as the root's own. A tool whose server declares
+// "tenant" in one of its alternatives takes it as a parameter, and stripIdentity
+// must leave it.
 func rootDeclared(doc map[string]any) map[string]bool {
 	declared := map[string]bool{}
 	add := func(schema any) {
@@ -202,8 +209,97 @@ func rootDeclared(doc map[string]any) map[string]bool {
 	for _, key := range []string{"anyOf", "oneOf", "allOf"} {
 		alts, _ := doc[key].([]any)
 		for _, alt := range alts {
-			add(alt)
+			// The alternative, then what its $ref names, and so on.
+			for range maxRefHops {
+				add(alt)
+				obj, _ := alt.(map[string]any)
+				ref, _ := obj["$ref"].(string)
+				var ok bool
+				if alt, ok = localRef(ref, stepDecoded, any(doc)); !ok {
+					break
+				}
+			}
 		}
 	}
 	return declared
+}
+
+// maxRefHops bounds the $refs followed from one root alternative ($ref to $ref …).
+const maxRefHops = 8
+
+// localRef resolves ref, a JSON pointer into the schema document ("#/$defs/a",
+// "#/definitions/a%20b", "#/$defs/a~1b"), from root, stepping with step; false for
+// a ref that is empty, the whole document, elsewhere (another document) or leads
+// nowhere.
+func localRef[T any](ref string, step func(key string, at T) (T, bool), root T) (T, bool) {
+	var zero T
+	if !strings.HasPrefix(ref, "#/") {
+		return zero, false
+	}
+	at := root
+	for _, tok := range strings.Split(ref[2:], "/") {
+		tok, err := url.PathUnescape(tok)
+		if err != nil {
+			return zero, false
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		var ok bool
+		if at, ok = step(tok, at); !ok {
+			return zero, false
+		}
+	}
+	return at, true
+}
+
+// refChain is alt (a raw alternative of the root schema raw) followed by the
+// schemas its local $refs name, in order, up to maxRefHops.
+func refChain(raw, alt json.RawMessage) []json.RawMessage {
+	chain := []json.RawMessage{alt}
+	for len(chain) < maxRefHops {
+		var s struct {
+			Ref string `json:"$ref"`
+		}
+		if json.Unmarshal(alt, &s) != nil || s.Ref == "" {
+			break
+		}
+		var ok bool
+		if alt, ok = localRef(s.Ref, stepRaw, raw); !ok {
+			break
+		}
+		chain = append(chain, alt)
+	}
+	return chain
+}
+
+// stepDecoded is a JSON pointer's step into a decoded document.
+func stepDecoded(key string, at any) (any, bool) {
+	switch v := at.(type) {
+	case map[string]any:
+		next, ok := v[key]
+		return next, ok
+	case []any:
+		if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(v) {
+			return v[i], true
+		}
+	}
+	return nil, false
+}
+
+// stepRaw is a JSON pointer's step into a raw document.
+func stepRaw(key string, at json.RawMessage) (json.RawMessage, bool) {
+	if obj, ok := objectMembers(at); ok {
+		for _, m := range obj {
+			if m.key == key {
+				return m.val, true
+			}
+		}
+		return nil, false
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(at, &list) == nil {
+		if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(list) {
+			return list[i], true
+		}
+	}
+	return nil, false
 }
