@@ -88,7 +88,17 @@ func TestReplicaFencesItselfOnLostLease(t *testing.T) {
 		return strings.Contains(string(body), `"failed"`)
 	})
 	// A's call is counted by B, which failed it: A, were it killed, never would.
-	if _, _, metrics := b.do("GET", "/metrics", nil); !strings.Contains(string(metrics), `toolserverd_replica_expired_calls_total{replica="replica-a"} 1`) {
+	// B's sweep counts the call after writing its record, so the count may lag it.
+	var metrics []byte
+	counted := func() bool {
+		_, _, metrics = b.do("GET", "/metrics", nil)
+		return strings.Contains(string(metrics), `toolserverd_replica_expired_calls_total{replica="replica-a"} 1`)
+	}
+	countBy := time.Now().Add(10 * time.Second)
+	for !counted() && time.Now().Before(countBy) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !counted() {
 		t.Errorf("B's /metrics does not count A's expired call:\n%s", grepLines(string(metrics), "expired"))
 	}
 	var out []byte
