@@ -65,6 +65,39 @@ type wireCall struct {
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"function"`
 	FunctionCall *geminiFunctionCall `json:"functionCall"`
+	// Parts of a Gemini candidate that are not calls, read only to say so.
+	Text             json.RawMessage `json:"text"`
+	InlineData       json.RawMessage `json:"inlineData"`
+	FileData         json.RawMessage `json:"fileData"`
+	ExecutableCode   json.RawMessage `json:"executableCode"`
+	CodeResult       json.RawMessage `json:"codeExecutionResult"`
+	FunctionResponse json.RawMessage `json:"functionResponse"`
+}
+
+// notACall names what c is when it is some other entry of a model's output than a
+// tool call (an Anthropic text or thinking block, a Responses reasoning or message
+// item, a Gemini text part), forwarded with the calls by a backend that passed the
+// whole output on; "" for a call. Answering such an entry as a call would give the
+// model a result under an id that names no call, which its provider refuses.
+func (c wireCall) notACall() string {
+	switch c.Type {
+	case "", "function", "tool_use", "function_call":
+	default:
+		return fmt.Sprintf("a %q item", c.Type)
+	}
+	if c.Type != "" || c.FunctionCall != nil || c.Name != "" {
+		return ""
+	}
+	for _, p := range []struct {
+		key string
+		v   json.RawMessage
+	}{{"text", c.Text}, {"inlineData", c.InlineData}, {"fileData", c.FileData}, {"executableCode", c.ExecutableCode},
+		{"codeExecutionResult", c.CodeResult}, {"functionResponse", c.FunctionResponse}} {
+		if len(p.v) > 0 {
+			return fmt.Sprintf("a Gemini %q part", p.key)
+		}
+	}
+	return ""
 }
 
 // geminiFunctionCall is a Gemini FunctionCall; id is often absent.
@@ -130,7 +163,7 @@ func (c wireCall) toCallRequest(f toolmgr.Format) session.CallRequest {
 }
 
 // normalizeArgs accepts an object, null/absent (no arguments) or a string holding JSON
-// (OpenAI's form; "" means no arguments).
+// (OpenAI's form; "" and "null" mean no arguments).
 func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -142,7 +175,7 @@ func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 			return nil, "the arguments string is not a valid JSON string"
 		}
 		inner := bytes.TrimSpace([]byte(s))
-		if len(inner) == 0 {
+		if len(inner) == 0 || string(inner) == "null" {
 			return json.RawMessage(`{}`), ""
 		}
 		if !json.Valid(inner) {
@@ -185,7 +218,11 @@ func (req toolCallsRequest) toBatch(f toolmgr.Format) (session.Batch, error) {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
 	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: timeout}
-	for _, c := range req.Calls {
+	for i, c := range req.Calls {
+		if what := c.notACall(); what != "" {
+			return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls[%d] is %s, not a tool call: send only the model's tool calls "+
+				"(OpenAI tool_calls, Anthropic tool_use blocks, Responses function_call items, Gemini functionCall parts)", i, what))
+		}
 		b.Calls = append(b.Calls, c.toCallRequest(f))
 	}
 	return b, nil
