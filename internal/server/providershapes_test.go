@@ -525,11 +525,13 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 		{"openai_responses", `[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{}"},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, `calls[1] is a "message" item`},
 		{"gemini", `[{"text":"Let me look."},{"functionCall":{"name":"echo","args":{"text":"x"}}}]`, `calls[0] is a Gemini "text" part`},
 		{"gemini", `[{"functionCall":{"name":"echo","args":{}}},{"text":"thinking…","thought":true}]`, `calls[1] is a Gemini "text" part`},
+		// A call the provider ran itself: its result is already in the model's output.
+		{"anthropic", `[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}}]`, `calls[0] is a "server_tool_use" item`},
 	} {
 		code, _, body := d.do("POST", "/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":`+tc.calls+`}`)
 		var e struct{ Error struct{ Message string } }
 		_ = json.Unmarshal(body, &e)
-		if code != 400 || !strings.Contains(e.Error.Message, tc.want) || !strings.Contains(e.Error.Message, "not a tool call") {
+		if code != 400 || !strings.Contains(e.Error.Message, tc.want) || !strings.Contains(e.Error.Message, "not a call for toolserverd to run") {
 			t.Errorf("%s %s: %d %s, want 400 with %q", tc.format, tc.calls, code, body, tc.want)
 		}
 	}

@@ -75,9 +75,9 @@ type wireCall struct {
 }
 
 // notACall names what c is when it is some other entry of a model's output than a
-// tool call (an Anthropic text or thinking block, a Responses reasoning or message
-// item, a Gemini text part), forwarded with the calls by a backend that passed the
-// whole output on; "" for a call. Answering such an entry as a call would give the
+// function call (an Anthropic text, thinking or server_tool_use block, a Responses
+// reasoning, message or web_search_call item, a Gemini text part), forwarded with
+// the calls by a backend that passed the whole output on; "" for a call. Answering such an entry as a call would give the
 // model a result under an id that names no call, which its provider refuses.
 func (c wireCall) notACall() string {
 	switch c.Type {
@@ -220,7 +220,7 @@ func (req toolCallsRequest) toBatch(f toolmgr.Format) (session.Batch, error) {
 	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: timeout}
 	for i, c := range req.Calls {
 		if what := c.notACall(); what != "" {
-			return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls[%d] is %s, not a tool call: send only the model's tool calls "+
+			return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls[%d] is %s, not a call for toolserverd to run: send only the model's function calls "+
 				"(OpenAI tool_calls, Anthropic tool_use blocks, Responses function_call items, Gemini functionCall parts)", i, what))
 		}
 		b.Calls = append(b.Calls, c.toCallRequest(f))
