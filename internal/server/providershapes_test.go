@@ -535,10 +535,23 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 400 with %q", tc.format, tc.calls, code, body, tc.want)
 		}
 	}
-	// The calls themselves still run, in every shape.
-	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=anthropic", `{"calls":[{"type":"tool_use","id":"toolu_1","name":"echo","input":{"text":"x"}}]}`)
-	if m := messages(t, evs); code != 200 || len(m) != 1 {
-		t.Errorf("a tool_use block alone: %d %s", code, rawLines(evs))
+	// The calls themselves still run, in every shape, LangChain's ToolCall
+	// ({"name","args","id","type":"tool_call"}) among them: a type this list does
+	// not know is not taken for something else.
+	for _, calls := range []string{
+		`[{"type":"tool_use","id":"toolu_1","name":"echo","input":{"text":"x"}}]`,
+		`[{"name":"echo","args":{"text":"x"},"id":"lc_1","type":"tool_call"}]`,
+	} {
+		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":`+calls+`}`)
+		if code != 200 {
+			t.Errorf("%s: %d %s", calls, code, rawLines(evs))
+			continue
+		}
+		for _, m := range messages(t, evs) {
+			if m.m["is_error"] == true {
+				t.Errorf("%s: %s", calls, m.raw)
+			}
+		}
 	}
 }
 

@@ -74,15 +74,29 @@ type wireCall struct {
 	FunctionResponse json.RawMessage `json:"functionResponse"`
 }
 
+// nonCallTypes are the types of the entries of a model's output that are no call for
+// the daemon: Anthropic content blocks and OpenAI Responses output items other than
+// tool_use and function_call (server_tool_use and web_search_call are calls the
+// provider ran itself). Other types are read as calls, as before: LangChain's
+// ToolCall ({"name","args","id","type":"tool_call"}) is one.
+var nonCallTypes = map[string]bool{
+	// Anthropic
+	"text": true, "thinking": true, "redacted_thinking": true, "server_tool_use": true,
+	"web_search_tool_result": true, "web_fetch_tool_result": true, "code_execution_tool_result": true,
+	"mcp_tool_use": true, "mcp_tool_result": true, "tool_result": true, "image": true, "document": true,
+	// OpenAI Responses
+	"reasoning": true, "message": true, "web_search_call": true, "file_search_call": true,
+	"computer_call": true, "code_interpreter_call": true, "image_generation_call": true,
+	"mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true, "function_call_output": true,
+}
+
 // notACall names what c is when it is some other entry of a model's output than a
 // function call (an Anthropic text, thinking or server_tool_use block, a Responses
 // reasoning, message or web_search_call item, a Gemini text part), forwarded with
 // the calls by a backend that passed the whole output on; "" for a call. Answering such an entry as a call would give the
 // model a result under an id that names no call, which its provider refuses.
 func (c wireCall) notACall() string {
-	switch c.Type {
-	case "", "function", "tool_use", "function_call":
-	default:
+	if nonCallTypes[c.Type] {
 		return fmt.Sprintf("a %q item", c.Type)
 	}
 	if c.Type != "" || c.FunctionCall != nil || c.Name != "" {
