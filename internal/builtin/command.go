@@ -118,7 +118,7 @@ func (t *executeCommand) Spec() tool.Spec {
 }`, cfg.MaxTimeout.Milliseconds(), cfg.DefaultTimeout.Milliseconds())),
 		Documentation: executeDoc,
 		PromptHint: "Use execute_command for shell work. Long-running processes (servers, watchers, long builds) " +
-			"go in the background (background:true), then await_job / read_job_output / kill_job with the job_id.",
+			"go in the background (background:true); the answer gives the job's id and the tools of this session that follow it.",
 		Flags:   tool.Flags{},
 		Risk:    tool.RiskHigh,
 		Mode:    tool.ModeDirect,
