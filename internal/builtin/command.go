@@ -202,6 +202,16 @@ func followInBackground(ctx *tool.Context, job *sandbox.Job) {
 	}()
 }
 
+// hasTool reports whether the call's session may call the named tool (true when the
+// call carries no list of them), so that advice names only tools the model can call.
+func hasTool(ctx *tool.Context, name string) bool {
+	if ctx.Session == nil || ctx.Session.Tools == nil {
+		return true
+	}
+	_, ok := ctx.Session.Tools.Lookup(name)
+	return ok
+}
+
 // backgroundResult tells the model how to follow the job with the job tools its
 // session has, and only those: one it cannot call would be refused as not available.
 func backgroundResult(ctx *tool.Context, job *sandbox.Job) (*tool.Result, error) {
@@ -209,13 +219,7 @@ func backgroundResult(ctx *tool.Context, job *sandbox.Job) (*tool.Result, error)
 	if err != nil {
 		return nil, err
 	}
-	has := func(name string) bool {
-		if ctx.Session == nil || ctx.Session.Tools == nil {
-			return true
-		}
-		_, ok := ctx.Session.Tools.Lookup(name)
-		return ok
-	}
+	has := func(name string) bool { return hasTool(ctx, name) }
 	var uses []string
 	if has("await_job") {
 		uses = append(uses, fmt.Sprintf("await_job {\"job_id\":%q} to wait for it and get new output", job.ID()))
