@@ -122,3 +122,35 @@ print(json.dumps({"messages": ts.run(s, parts, "gemini"), "parts": parts}))
 		}
 	}
 }
+
+// TestPythonClientGeminiBareWithoutArgs: an SDK's list of FunctionCall objects holds,
+// for a function without parameters, one with neither args nor id ({"name": …}).
+// run() gave an id of its own only to bare calls with args, so that call's message
+// was answered under the daemon's id and left out of what run() returned.
+func TestPythonClientGeminiBareWithoutArgs(t *testing.T) {
+	t.Parallel()
+	script := `
+s = ts.create_session(["task_list", "execute_command"])
+calls = [{"name": "task_list"}, {"name": "execute_command", "args": {"command": "echo second"}}]
+print(json.dumps({"messages": ts.run(s, calls, "gemini"), "calls": calls}))
+`
+	var out struct {
+		Messages []struct {
+			FunctionResponse map[string]any `json:"functionResponse"`
+		} `json:"messages"`
+		Calls []map[string]any `json:"calls"`
+	}
+	stdout := pyScript(t, script)
+	if err := json.Unmarshal(stdout, &out); err != nil || len(out.Messages) != 2 {
+		t.Fatalf("want 2 messages: %q: %v", string(stdout), err)
+	}
+	for i, name := range []string{"task_list", "execute_command"} {
+		r := out.Messages[i].FunctionResponse
+		if _, hasID := r["id"]; r["name"] != name || hasID {
+			t.Errorf("message %d = %v, want %s's functionResponse without an id", i, r, name)
+		}
+		if _, hasID := out.Calls[i]["id"]; hasID {
+			t.Errorf("run() changed the caller's call %d: %v", i, out.Calls[i])
+		}
+	}
+}

@@ -105,7 +105,7 @@ class ToolServer:
         # Messages come as calls end, named by tool_call_id. A Gemini call the model
         # gave no id is sent with one of the client's, so that its message is found
         # whatever the order; the id is taken out of its functionResponse again.
-        calls, own = with_ids(calls)
+        calls, own = with_ids(calls, fmt)
         results, resume = {}, False
         for _ in range(3):
             done = False
@@ -140,17 +140,23 @@ def call_id(call):
     fc = call.get("functionCall")
     if isinstance(fc, dict):
         return fc.get("id") or ""
+    if call.get("type") == "function_call":
+        # A Responses item's id names the item; it is answered under its call_id.
+        return call.get("call_id") or ""
     return call.get("id") or call.get("call_id") or ""
 
 
-def with_ids(calls):
+def with_ids(calls, fmt="gemini"):
     """calls with an id of the client's on each Gemini call (a functionCall part, or
     the bare functionCall) that has none, and those ids. The caller's calls are not
     changed."""
     out, own = [], set()
     for c in calls:
         fc = c.get("functionCall") if isinstance(c, dict) else None
-        bare = isinstance(c, dict) and "args" in c and "name" in c and not c.get("id")
+        # A bare FunctionCall, as the daemon reads one: args and no arguments, or, in
+        # format gemini, no type either (a function without parameters has no args).
+        bare = (isinstance(c, dict) and "name" in c and not c.get("id") and "arguments" not in c and "input" not in c
+                and ("args" in c or fmt == "gemini" and "type" not in c))
         if isinstance(fc, dict) and not fc.get("id") or bare:
             i = "tsc_" + uuid.uuid4().hex
             c = dict(c, functionCall=dict(fc, id=i)) if isinstance(fc, dict) else dict(c, id=i)

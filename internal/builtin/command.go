@@ -118,7 +118,7 @@ func (t *executeCommand) Spec() tool.Spec {
 }`, cfg.MaxTimeout.Milliseconds(), cfg.DefaultTimeout.Milliseconds())),
 		Documentation: executeDoc,
 		PromptHint: "Use execute_command for shell work. Long-running processes (servers, watchers, long builds) " +
-			"go in the background (background:true), then await_job / read_job_output / kill_job with the job_id.",
+			"go in the background (background:true); the answer gives the job's id and the tools of this session that follow it.",
 		Flags:   tool.Flags{},
 		Risk:    tool.RiskHigh,
 		Mode:    tool.ModeDirect,
@@ -166,7 +166,7 @@ func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resu
 			return nil, startError(err)
 		}
 		followInBackground(ctx, job)
-		return backgroundResult(job)
+		return backgroundResult(ctx, job)
 	}
 	job, err := sb.Start(ctx, cmd)
 	if err != nil {
@@ -202,14 +202,41 @@ func followInBackground(ctx *tool.Context, job *sandbox.Job) {
 	}()
 }
 
-func backgroundResult(job *sandbox.Job) (*tool.Result, error) {
+// hasTool reports whether the call's session may call the named tool (true when the
+// call carries no list of them), so that advice names only tools the model can call.
+func hasTool(ctx *tool.Context, name string) bool {
+	if ctx.Session == nil || ctx.Session.Tools == nil {
+		return true
+	}
+	_, ok := ctx.Session.Tools.Lookup(name)
+	return ok
+}
+
+// backgroundResult tells the model how to follow the job with the job tools its
+// session has, and only those: one it cannot call would be refused as not available.
+func backgroundResult(ctx *tool.Context, job *sandbox.Job) (*tool.Result, error) {
 	b, err := json.Marshal(map[string]any{"job_id": job.ID(), "status": sandbox.StatusRunning})
 	if err != nil {
 		return nil, err
 	}
-	text := fmt.Sprintf("Started background job %s (status: running). It keeps running after this call. "+
-		"Use await_job {\"job_id\":%q} to wait for it and get new output, read_job_output to read its output "+
-		"by offset, kill_job to stop it.", job.ID(), job.ID())
+	has := func(name string) bool { return hasTool(ctx, name) }
+	var uses []string
+	if has("await_job") {
+		uses = append(uses, fmt.Sprintf("await_job {\"job_id\":%q} to wait for it and get new output", job.ID()))
+	}
+	if has("read_job_output") {
+		uses = append(uses, fmt.Sprintf("read_job_output {\"job_id\":%q} to read its output by offset", job.ID()))
+	}
+	if has("kill_job") {
+		uses = append(uses, "kill_job to stop it")
+	}
+	text := fmt.Sprintf("Started background job %s (status: running). It keeps running after this call. ", job.ID())
+	if len(uses) == 0 {
+		text += "This session has no tool to follow it: its output and exit code will not be shown; " +
+			"run the command without background to see them."
+	} else {
+		text += "Use " + strings.Join(uses, ", ") + "."
+	}
 	return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: text}}, Structured: b}, nil
 }
 

@@ -226,9 +226,19 @@ func describeMode(m fs.FileMode) string {
 }
 
 // notAFile is the error for a path that names something other than a regular file.
-func notAFile(t fileTarget, m fs.FileMode) error {
+// For a directory it names the session's tools that show one, and only those.
+func (w *fileRoot) notAFile(t fileTarget, m fs.FileMode) error {
 	if m.IsDir() {
-		return tool.Errorf(tool.KindInvalidArgs, "%q is a directory, not a file; use list_dir or tree to see what it holds", t.given)
+		var ways []string
+		for _, name := range []string{"list_dir", "tree"} {
+			if w.has(name) {
+				ways = append(ways, name)
+			}
+		}
+		if len(ways) == 0 {
+			return tool.Errorf(tool.KindInvalidArgs, "%q is a directory, not a file", t.given)
+		}
+		return tool.Errorf(tool.KindInvalidArgs, "%q is a directory, not a file; use %s to see what it holds", t.given, strings.Join(ways, " or "))
 	}
 	return tool.Errorf(tool.KindInvalidArgs, "%q is %s, not a regular file", t.given, describeMode(m))
 }
@@ -259,7 +269,7 @@ func (w *fileRoot) openRegular(t fileTarget) (*os.File, fs.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, notAFile(t, fi.Mode())
+		return nil, nil, w.notAFile(t, fi.Mode())
 	}
 	return f, fi, nil
 }

@@ -73,3 +73,54 @@ func TestOverText(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectoryAdviceNamesOnlyTheSessionsTools: read_file on a directory told a model
+// without list_dir or tree to use them, and its next call was refused as not
+// available. The advice names only tools the session has.
+func TestDirectoryAdviceNamesOnlyTheSessionsTools(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	if err := os.Mkdir(e.dir+"/sub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tools        catalogOf
+		want, absent []string
+	}{
+		{nil, []string{"list_dir or tree"}, nil},
+		{catalogOf{"read_file", "list_dir"}, []string{"list_dir"}, []string{"tree"}},
+		{catalogOf{"read_file", "execute_command"}, []string{"is a directory, not a file"}, []string{"list_dir", "tree"}},
+	} {
+		sess := e.newSession("s-" + strings.Join(tc.tools, "-"))
+		if tc.tools != nil {
+			sess.Tools = tc.tools
+		}
+		res := e.runIn(t, sess, "read_file", map[string]any{"path": "sub"})
+		text := res.Text()
+		if !res.IsError {
+			t.Errorf("%v: read_file of a directory succeeded: %s", tc.tools, text)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%v: %q, want %q in it", tc.tools, text, w)
+			}
+		}
+		for _, a := range tc.absent {
+			if strings.Contains(text, a) {
+				t.Errorf("%v: %q names %s, which the session cannot call", tc.tools, text, a)
+			}
+		}
+	}
+
+	// edit_file of a file that does not exist points at write_file only when the
+	// session has it.
+	sess := e.newSession("s-edit-only")
+	sess.Tools = catalogOf{"read_file", "edit_file"}
+	res := e.runIn(t, sess, "edit_file", map[string]any{"path": "none.txt", "old_string": "a", "new_string": "b"})
+	if text := res.Text(); !res.IsError || !strings.Contains(text, "does not exist") || strings.Contains(text, "write_file") {
+		t.Errorf("edit_file of a missing file without write_file: %s", text)
+	}
+	if text := e.runIn(t, e.sess, "edit_file", map[string]any{"path": "none.txt", "old_string": "a", "new_string": "b"}).Text(); !strings.Contains(text, "create it with write_file") {
+		t.Errorf("edit_file of a missing file with every tool: %s", text)
+	}
+}

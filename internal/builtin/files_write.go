@@ -136,7 +136,7 @@ func (w *fileRoot) mayReplace(tg fileTarget, guard *fileGuard, toolName string) 
 		return newFileMode, true, nil
 	}
 	if !fi.Mode().IsRegular() {
-		return 0, false, notAFile(tg, fi.Mode())
+		return 0, false, w.notAFile(tg, fi.Mode())
 	}
 	v, err := guard.check(tg.abs, fi, func() ([]byte, error) {
 		if fi.Size() > maxGuardHash {
@@ -162,10 +162,13 @@ func (w *fileRoot) loadForEdit(tg fileTarget, guard *fileGuard, toolName string)
 		return nil, nil, err
 	}
 	if fi == nil {
+		if !w.has("write_file") {
+			return nil, nil, tool.Errorf(tool.KindNotFound, "%q does not exist", tg.given)
+		}
 		return nil, nil, tool.Errorf(tool.KindNotFound, "%q does not exist; create it with write_file", tg.given)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, notAFile(tg, fi.Mode())
+		return nil, nil, w.notAFile(tg, fi.Mode())
 	}
 	data, fi, err := w.readWhole(tg, maxTextFile, toolName)
 	if err != nil {

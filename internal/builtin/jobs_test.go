@@ -221,3 +221,35 @@ func TestKillJob(t *testing.T) {
 		t.Errorf("output after kill: %+v", r)
 	}
 }
+
+// TestBackgroundResultNamesOnlyTheSessionsJobTools: the result of a background start
+// told the model to use await_job and kill_job in a session that has only
+// read_job_output (the README's first session), so its next call was refused as
+// not available. It names the job tools the session has, and says when it has none.
+func TestBackgroundResultNamesOnlyTheSessionsJobTools(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	for _, tc := range []struct {
+		tools        catalogOf
+		want, absent []string
+	}{
+		{catalogOf{"execute_command", "read_job_output"}, []string{"read_job_output"}, []string{"await_job", "kill_job"}},
+		{catalogOf{"execute_command", "await_job", "kill_job"}, []string{"await_job", "kill_job"}, []string{"read_job_output"}},
+		{catalogOf{"execute_command"}, []string{"no tool to follow it"}, []string{"await_job", "read_job_output", "kill_job"}},
+	} {
+		sess := newSession("s1", t.TempDir())
+		sess.Tools = tc.tools
+		res := e.mustCall(t, sess, "execute_command", map[string]any{"command": "true", "background": true})
+		text := res.Text()
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("session with %v: %q, want %q in it", tc.tools, text, w)
+			}
+		}
+		for _, a := range tc.absent {
+			if strings.Contains(text, a) {
+				t.Errorf("session with %v: %q names %s, which the session cannot call", tc.tools, text, a)
+			}
+		}
+	}
+}

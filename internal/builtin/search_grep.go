@@ -128,7 +128,7 @@ func (t *grepFiles) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 		s.named = true
 		err = s.file(tg.show(), tg.rel)
 	case !fi.IsDir():
-		return nil, notAFile(tg, fi.Mode())
+		return nil, w.notAFile(tg, fi.Mode())
 	default:
 		start := tg.show()
 		wk := &treeWalker{w: w, ctx: ctx, ignore: true, hidden: true}

@@ -121,8 +121,13 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	active.Set(sk)
 	rel, _ := filepath.Rel(box.Root(), path)
 	var b strings.Builder
+	// execute_command is named only to a session that may call it.
+	run := fmt.Sprintf("run its scripts as %s/scripts/…", rel)
+	if hasTool(ctx, "execute_command") {
+		run += " or with execute_command's cwd " + rel
+	}
 	fmt.Fprintf(&b, "# Skill: %s\n%s\n\nFolder: %s/ (in your working directory; paths in the instructions below are relative to it: "+
-		"run its scripts as %s/scripts/… or with execute_command's cwd %s)\nFiles: %s\n", sk.Name, sk.Description, rel, rel, rel, strings.Join(sk.Files, ", "))
+		"%s)\nFiles: %s\n", sk.Name, sk.Description, rel, run, strings.Join(sk.Files, ", "))
 	if len(sk.AllowedTools) > 0 {
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}

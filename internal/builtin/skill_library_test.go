@@ -268,3 +268,44 @@ func TestSkillNameCase(t *testing.T) {
 		t.Errorf("Hidden: %s %q, want not_found", res.ErrorKind, res.Text())
 	}
 }
+
+// TestSkillFolderLineNamesOnlyTheSessionsTools: an opened skill told a session without
+// execute_command to run the skill's scripts "with execute_command's cwd", a call
+// that would be refused as not available. The line names execute_command only when
+// the session has it.
+func TestSkillFolderLineNamesOnlyTheSessionsTools(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "csv", "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "csv", "SKILL.md"), []byte("---\nname: csv\ndescription: CSVs.\n---\nRun scripts/x.py.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "csv", "scripts", "x.py"), []byte("print(1)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sm, err := skills.NewManager(skills.Config{Dirs: []string{root}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, sandbox.Config{})
+	e.tools["skill"] = SkillTool(e.m)
+	for _, tc := range []struct {
+		tools   catalogOf
+		mention bool
+	}{
+		{catalogOf{"skill", "execute_command"}, true},
+		{catalogOf{"skill", "read_file"}, false},
+	} {
+		proxy, _ := skills.NewProxy(sm, nil)
+		sess := newSession("s-"+strings.Join(tc.tools, "-"), t.TempDir())
+		sess.Tools = tc.tools
+		sess.State.LoadOrStore(skills.SessionStateKey, func() any { return proxy })
+		res := e.mustCall(t, sess, "skill", map[string]any{"name": "csv"})
+		text := res.Text()
+		if !strings.Contains(text, ".skills/csv") || strings.Contains(text, "execute_command") != tc.mention {
+			t.Errorf("session with %v: %q; want execute_command named: %v", tc.tools, text, tc.mention)
+		}
+	}
+}

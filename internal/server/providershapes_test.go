@@ -508,3 +508,69 @@ func TestTextOnlyFormatsSayImagesAreNotShown(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderContentThatIsNotACall: a backend that forwards a model's whole output
+// (an Anthropic message's content, a Responses output, a Gemini candidate's parts)
+// rather than only its calls is told which entry is not a tool call, with HTTP 400:
+// neither "id is required" about a text block, nor a made-up tool result under a
+// reasoning item's id, which the provider would refuse on the next turn.
+func TestProviderContentThatIsNotACall(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	for _, tc := range []struct{ format, calls, want string }{
+		{"anthropic", `[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_1","name":"echo","input":{"text":"x"}}]`, `calls[0] is a "text" item`},
+		{"anthropic", `[{"type":"thinking","thinking":"hmm","signature":"c2ln"},{"type":"tool_use","id":"toolu_1","name":"echo","input":{}}]`, `calls[0] is a "thinking" item`},
+		{"openai_responses", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{}"}]`, `calls[0] is a "reasoning" item`},
+		{"openai_responses", `[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{}"},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, `calls[1] is a "message" item`},
+		{"gemini", `[{"text":"Let me look."},{"functionCall":{"name":"echo","args":{"text":"x"}}}]`, `calls[0] is a Gemini "text" part`},
+		{"gemini", `[{"functionCall":{"name":"echo","args":{}}},{"text":"thinking…","thought":true}]`, `calls[1] is a Gemini "text" part`},
+		// A call the provider ran itself: its result is already in the model's output.
+		{"anthropic", `[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}}]`, `calls[0] is a "server_tool_use" item`},
+	} {
+		code, _, body := d.do("POST", "/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":`+tc.calls+`}`)
+		var e struct{ Error struct{ Message string } }
+		_ = json.Unmarshal(body, &e)
+		if code != 400 || !strings.Contains(e.Error.Message, tc.want) || !strings.Contains(e.Error.Message, "not a call for toolserverd to run") {
+			t.Errorf("%s %s: %d %s, want 400 with %q", tc.format, tc.calls, code, body, tc.want)
+		}
+	}
+	// The calls themselves still run, in every shape, LangChain's ToolCall
+	// ({"name","args","id","type":"tool_call"}) among them: a type this list does
+	// not know is not taken for something else.
+	for _, calls := range []string{
+		`[{"type":"tool_use","id":"toolu_1","name":"echo","input":{"text":"x"}}]`,
+		`[{"name":"echo","args":{"text":"x"},"id":"lc_1","type":"tool_call"}]`,
+	} {
+		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":`+calls+`}`)
+		if code != 200 {
+			t.Errorf("%s: %d %s", calls, code, rawLines(evs))
+			continue
+		}
+		for _, m := range messages(t, evs) {
+			if m.m["is_error"] == true {
+				t.Errorf("%s: %s", calls, m.raw)
+			}
+		}
+	}
+}
+
+// TestOpenAIArgumentsNull: arguments "null", which models emit for a function they
+// call without arguments, mean no arguments, as "" and an absent or null input do.
+func TestOpenAIArgumentsNull(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format=openai", `{"calls":[
+	  {"id":"c_null","type":"function","function":{"name":"echo","arguments":"null"}},
+	  {"id":"c_empty","type":"function","function":{"name":"echo","arguments":" "}}]}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, rawLines(evs))
+	}
+	for cid, m := range messages(t, evs) {
+		content := m.m["message"].(map[string]any)["content"].(string)
+		if !strings.Contains(content, "missing property 'text'") {
+			t.Errorf("%s: %q, want the arguments read as {} (missing property 'text')", cid, content)
+		}
+	}
+}

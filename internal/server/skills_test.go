@@ -245,3 +245,22 @@ func writeSkillFiles(t *testing.T, dir string, files map[string]string) {
 		}
 	}
 }
+
+// TestPromptNamesOnlyTheSessionsTools: the prompt of the README's first session
+// (execute_command and read_job_output) told the model to follow background jobs
+// with await_job and kill_job, which it cannot call. The tool hints name no tool
+// the session lacks.
+func TestPromptNamesOnlyTheSessionsTools(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command", "read_job_output"}})["id"].(string)
+	code, _, body := d.do("GET", "/v1/sessions/"+id+"/prompt", nil)
+	if code != 200 || !strings.Contains(string(body), "- execute_command: ") {
+		t.Fatalf("prompt: %d %s", code, body)
+	}
+	for _, absent := range []string{"await_job", "kill_job"} {
+		if strings.Contains(string(body), absent) {
+			t.Errorf("the prompt names %s, which the session cannot call: %s", absent, body)
+		}
+	}
+}

@@ -65,6 +65,53 @@ type wireCall struct {
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"function"`
 	FunctionCall *geminiFunctionCall `json:"functionCall"`
+	// Parts of a Gemini candidate that are not calls, read only to say so.
+	Text             json.RawMessage `json:"text"`
+	InlineData       json.RawMessage `json:"inlineData"`
+	FileData         json.RawMessage `json:"fileData"`
+	ExecutableCode   json.RawMessage `json:"executableCode"`
+	CodeResult       json.RawMessage `json:"codeExecutionResult"`
+	FunctionResponse json.RawMessage `json:"functionResponse"`
+}
+
+// nonCallTypes are the types of the entries of a model's output that are no call for
+// the daemon: Anthropic content blocks and OpenAI Responses output items other than
+// tool_use and function_call (server_tool_use and web_search_call are calls the
+// provider ran itself). Other types are read as calls, as before: LangChain's
+// ToolCall ({"name","args","id","type":"tool_call"}) is one.
+var nonCallTypes = map[string]bool{
+	// Anthropic
+	"text": true, "thinking": true, "redacted_thinking": true, "server_tool_use": true,
+	"web_search_tool_result": true, "web_fetch_tool_result": true, "code_execution_tool_result": true,
+	"mcp_tool_use": true, "mcp_tool_result": true, "tool_result": true, "image": true, "document": true,
+	// OpenAI Responses
+	"reasoning": true, "message": true, "web_search_call": true, "file_search_call": true,
+	"computer_call": true, "code_interpreter_call": true, "image_generation_call": true,
+	"mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true, "function_call_output": true,
+}
+
+// notACall names what c is when it is some other entry of a model's output than a
+// function call (an Anthropic text, thinking or server_tool_use block, a Responses
+// reasoning, message or web_search_call item, a Gemini text part), forwarded with
+// the calls by a backend that passed the whole output on; "" for a call. Answering such an entry as a call would give the
+// model a result under an id that names no call, which its provider refuses.
+func (c wireCall) notACall() string {
+	if nonCallTypes[c.Type] {
+		return fmt.Sprintf("a %q item", c.Type)
+	}
+	if c.Type != "" || c.FunctionCall != nil || c.Name != "" {
+		return ""
+	}
+	for _, p := range []struct {
+		key string
+		v   json.RawMessage
+	}{{"text", c.Text}, {"inlineData", c.InlineData}, {"fileData", c.FileData}, {"executableCode", c.ExecutableCode},
+		{"codeExecutionResult", c.CodeResult}, {"functionResponse", c.FunctionResponse}} {
+		if len(p.v) > 0 {
+			return fmt.Sprintf("a Gemini %q part", p.key)
+		}
+	}
+	return ""
 }
 
 // geminiFunctionCall is a Gemini FunctionCall; id is often absent.
@@ -130,7 +177,7 @@ func (c wireCall) toCallRequest(f toolmgr.Format) session.CallRequest {
 }
 
 // normalizeArgs accepts an object, null/absent (no arguments) or a string holding JSON
-// (OpenAI's form; "" means no arguments).
+// (OpenAI's form; "" and "null" mean no arguments).
 func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -142,7 +189,7 @@ func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 			return nil, "the arguments string is not a valid JSON string"
 		}
 		inner := bytes.TrimSpace([]byte(s))
-		if len(inner) == 0 {
+		if len(inner) == 0 || string(inner) == "null" {
 			return json.RawMessage(`{}`), ""
 		}
 		if !json.Valid(inner) {
@@ -185,7 +232,11 @@ func (req toolCallsRequest) toBatch(f toolmgr.Format) (session.Batch, error) {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
 	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: timeout}
-	for _, c := range req.Calls {
+	for i, c := range req.Calls {
+		if what := c.notACall(); what != "" {
+			return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls[%d] is %s, not a call for toolserverd to run: send only the model's function calls "+
+				"(OpenAI tool_calls, Anthropic tool_use blocks, Responses function_call items, Gemini functionCall parts)", i, what))
+		}
 		b.Calls = append(b.Calls, c.toCallRequest(f))
 	}
 	return b, nil

@@ -234,3 +234,20 @@ func TestWhitelistLooksAgainAfterPending(t *testing.T) {
 		t.Errorf("names %q, warnings %q; want the tool, no warning", got, w)
 	}
 }
+
+// TestWorkdirMissingSaysSo: a workdir that does not exist was refused with Go's
+// "lstat /x: no such file or directory"; the client is told it does not exist.
+func TestWorkdirMissingSaysSo(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	hi, _ := managers(t)
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(root, "ws"), WorkdirRoots: []string{root}}, &memStore{m: map[string]*store.Session{}}, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(root, "checkout")
+	_, _, err = m.Create(context.Background(), "t1", Spec{Workdir: missing})
+	if err == nil || !strings.Contains(err.Error(), missing+" does not exist") || strings.Contains(err.Error(), "lstat") {
+		t.Errorf("missing workdir: %v, want %q saying it does not exist", err, missing)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -654,6 +655,9 @@ func (m *Manager) workdir(id, asked string) (string, error) {
 		return "", fmt.Errorf("%w: workdir must be an absolute path", ErrInvalid)
 	}
 	real, err := filepath.EvalSymlinks(filepath.Clean(asked))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w: workdir %s does not exist", ErrInvalid, asked)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: workdir %s: %v", ErrInvalid, asked, err)
 	}

@@ -410,6 +410,32 @@ func skillMDLines(msg string) string {
 
 var yamlAtLineRE = regexp.MustCompile(`\bat line (\d+)\b`)
 
+// yamlFieldRE is a top-level field of the frontmatter whose plain value holds ": ".
+var yamlFieldRE = regexp.MustCompile(`^([A-Za-z0-9_-]+):\s+\S.*:\s`)
+
+// quoteHint explains YAML's "mapping values are not allowed" when the line it names
+// is a field whose value is prose with ": " in it (`description: … Use when: …`), as
+// skill authors often write it: such a value must be quoted. "" otherwise.
+func quoteHint(msg string, front []byte) string {
+	if !strings.Contains(msg, "mapping values are not allowed") {
+		return ""
+	}
+	sub := yamlLineRE.FindStringSubmatch(msg)
+	if sub == nil {
+		return ""
+	}
+	n, err := strconv.Atoi(sub[2])
+	lines := strings.Split(string(front), "\n")
+	if err != nil || n < 1 || n > len(lines) {
+		return ""
+	}
+	f := yamlFieldRE.FindStringSubmatch(strings.TrimRight(lines[n-1], "\r"))
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (the value of %s holds \": \"; quote it: %s: \"…\")", f[1], f[1])
+}
+
 // ParseSkillFiles parses SKILL.md (and skill.yaml, which may be nil) into a Skill
 // without any file information. The Manager does the same for every folder, knowing
 // the folder's name (parseSkillFiles).
@@ -424,7 +450,7 @@ func parseSkillFiles(skillMD, skillYAML []byte, folder string) (Skill, error) {
 	}
 	front, err := parseMeta(frontSrc, "SKILL.md frontmatter")
 	if err != nil {
-		return Skill{}, errors.New(skillMDLines(err.Error()))
+		return Skill{}, errors.New(skillMDLines(err.Error()) + quoteHint(err.Error(), frontSrc))
 	}
 	var side meta
 	if skillYAML != nil {

@@ -221,3 +221,26 @@ func FuzzParseFrontmatter(f *testing.F) {
 		}
 	})
 }
+
+// TestUnquotedColonInFrontmatter: a description written as prose with ": " in it
+// (`description: Summarize reports. Use when: the user asks for one`), as skill
+// authors often write it, is not YAML; the operator got only the parser's "mapping
+// values are not allowed in this context". The error says to quote the value.
+func TestUnquotedColonInFrontmatter(t *testing.T) {
+	t.Parallel()
+	md := "---\nname: reports\ndescription: Summarize reports. Use when: the user asks for one\n---\nbody\n"
+	_, err := ParseSkillFiles([]byte(md), nil)
+	if err == nil {
+		t.Fatal("parsed; want an error")
+	}
+	for _, want := range []string{"line 3 of SKILL.md", "quote", `description: "`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q, want %q in it", err, want)
+		}
+	}
+	// A quoted value parses.
+	s, err := ParseSkillFiles([]byte("---\nname: reports\ndescription: \"Summarize reports. Use when: the user asks for one\"\n---\nbody\n"), nil)
+	if err != nil || s.Description != "Summarize reports. Use when: the user asks for one" {
+		t.Errorf("quoted: %+v, %v", s, err)
+	}
+}
