@@ -494,7 +494,9 @@ func (t resetTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		b.WriteString(", " + a)
 	}
 	for _, g := range newly {
-		fmt.Fprintf(&b, "\n\n## %s\n%s", g.Name, g.Instructions)
+		if g.Instructions != "" { // an empty heading would promise instructions
+			fmt.Fprintf(&b, "\n\n## %s\n%s", g.Name, g.Instructions)
+		}
 	}
 	res := tool.TextResult(b.String())
 	res.Structured, _ = json.Marshal(map[string]any{"active_groups": append([]string{"basic"}, active...)})

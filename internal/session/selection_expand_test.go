@@ -144,3 +144,38 @@ func TestSwitchOnHintOfADirectCall(t *testing.T) {
 		t.Fatal("after switching the group on as told, memory_save is still to be expanded first")
 	}
 }
+
+// TestResetToolsShowsOnlyGivenInstructions: switching on a group without
+// instructions used to answer with an empty "## name" heading, which tells the model
+// there should be instructions it was not given. Only groups with instructions get
+// a section; the answer still names every active group.
+func TestResetToolsShowsOnlyGivenInstructions(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	tm.MustRegister(described{"memory_save", "Save a fact."}, described{"db_query", "Run a query."})
+	groups := []Group{
+		{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}},
+		{Name: "database", Description: "Databases.", Instructions: "Read before you write.", Tools: []string{"db_*"}},
+	}
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"), Groups: groups},
+		&memStore{m: map[string]*store.Session{}}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := m.Create(context.Background(), "t1", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := resetTool{groups: groups}.Run(&tool.Context{Context: context.Background(), ToolName: ResetToolName, Session: sess.Info},
+		json.RawMessage(`{"memory":true,"database":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Text()
+	if !strings.HasPrefix(text, "Active groups: basic, memory, database") || !strings.Contains(text, "## database\nRead before you write.") {
+		t.Fatalf("answer: %q", text)
+	}
+	if strings.Contains(text, "## memory") {
+		t.Fatalf("a group without instructions got a section: %q", text)
+	}
+}
