@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -972,6 +973,20 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("openapi[%d]", i), "name %q is used twice", o.Name)
 		}
 		seen[o.Name] = true
+	}
+	// A malformed pattern would match nothing, silently: the tools meant stay in the
+	// basic group, always on.
+	for i, g := range c.ToolGroups {
+		for _, f := range []struct {
+			key  string
+			pats []string
+		}{{"tools", g.Tools}, {"skills", g.Skills}} {
+			for j, p := range f.pats {
+				if _, err := path.Match(p, ""); err != nil {
+					bad(fmt.Sprintf("tool_groups[%d].%s[%d]", i, f.key, j), "%q is not a valid name pattern (* ? [a-z] \\x)", p)
+				}
+			}
+		}
 	}
 	for i, p := range c.ProviderTools {
 		if p.Name == "" || (p.Kind != "hosted" && p.Kind != "provider_defined") {

@@ -153,6 +153,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"sample ratio with tracing off", []string{"--config", write("tracing:\n  sample_ratio: 2\n")}, nil, "tracing.sample_ratio"},
 		{"relative read dir", nil, []string{"TOOLSERVER_PERMISSIONS_READ_DIRS=/usr/local/go,src"}, "permissions.read_dirs"},
 		{"root as read dir", []string{"--config", write("permissions:\n  read_dirs: [/]\n")}, nil, "permissions.read_dirs"},
+		{"bad tool group pattern", []string{"--config", write("tool_groups:\n  - {name: files, description: f, tools: [write_file, \"read_[file\"]}\n")}, nil, "tool_groups[0].tools[1]"},
+		{"bad tool group skill pattern", []string{"--config", write("tool_groups:\n  - {name: docs, description: d, skills: [\"pdf\\\\\"]}\n")}, nil, "tool_groups[0].skills[0]"},
 		{"external tool twice", []string{"--config", write("external_tools:\n  - {name: ask, description: a}\n  - {name: ask, description: b}\n")}, nil, "external_tools[1].name"},
 	}
 	for _, c := range cases {

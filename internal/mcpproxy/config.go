@@ -450,8 +450,12 @@ type ServerStatus struct {
 	// LastErrorAt is when LastError happened, so a recovered server's old error is
 	// not read as a current one.
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-	Since       time.Time `json:"since"`
-	Restarts    int       `json:"restarts"`
+	// Since is when State last changed: during an outage, the latest attempt.
+	Since time.Time `json:"since"`
+	// DownSince is when the server was last ready (when it was added, if it never
+	// was), over every attempt of the outage; zero while it is ready or disabled.
+	DownSince time.Time `json:"down_since,omitzero"`
+	Restarts  int       `json:"restarts"`
 	// NextAttempt is when a failed server is tried again (zero unless failed).
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	// Notes are naming decisions and refusals: renamed on collision, refused

@@ -35,6 +35,7 @@ type server struct {
 	lastErr     string
 	lastErrAt   time.Time
 	since       time.Time
+	downSince   time.Time // since when it is not ready, over an outage's attempts; zero while ready or disabled
 	restarts    int
 	nextAttempt time.Time  // while failed: when the supervisor tries again
 	tools       []mcp.Tool // last known list, kept while the server is down
@@ -70,6 +71,8 @@ func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
 	}
 	if !cfg.Enabled {
 		s.state = StateDisabled
+	} else {
+		s.downSince = s.since
 	}
 	return s
 }
@@ -382,6 +385,12 @@ func (s *server) setStateRetry(st State, lastErr string, c *conn, next time.Time
 	if st != s.state {
 		s.since = time.Now()
 	}
+	switch {
+	case st == StateReady || st == StateDisabled:
+		s.downSince = time.Time{}
+	case s.downSince.IsZero():
+		s.downSince = s.since
+	}
 	s.state = st
 	if lastErr != "" {
 		s.lastErr = lastErr // kept after recovery: why the server last went down
@@ -443,7 +452,13 @@ func (s *server) unavailable() error {
 			return toolError(fmt.Sprintf("mcp server %s is not available: its connection was lost (%s); it is being reconnected", s.cfg.Name, s.errText(err)))
 		}
 	}
-	msg := fmt.Sprintf("mcp server %s is not available (%s since %s)", s.cfg.Name, s.state, s.since.UTC().Format(time.RFC3339))
+	// Since when it is down, not since its latest attempt: an outage goes from
+	// failed to connecting and back at every attempt.
+	down := s.downSince
+	if down.IsZero() { // disabled
+		down = s.since
+	}
+	msg := fmt.Sprintf("mcp server %s is not available (%s, down since %s)", s.cfg.Name, s.state, down.UTC().Format(time.RFC3339))
 	if s.lastErr != "" {
 		msg += ": " + s.lastErr
 	}
@@ -462,7 +477,7 @@ func (s *server) status() ServerStatus {
 	defer s.mu.Unlock()
 	st := ServerStatus{
 		Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Tools: s.nTools,
-		LastError: s.lastErr, LastErrorAt: s.lastErrAt, Since: s.since, Restarts: s.restarts, NextAttempt: s.nextAttempt,
+		LastError: s.lastErr, LastErrorAt: s.lastErrAt, Since: s.since, DownSince: s.downSince, Restarts: s.restarts, NextAttempt: s.nextAttempt,
 		Notes: append([]string(nil), s.notes...), Persisted: s.persisted,
 		UpstreamSessions: s.sessionCount(), TrustAnnotations: s.cfg.trustsAnnotations(),
 	}

@@ -313,6 +313,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 	}
 	p := &Plan{Session: sess, Batch: b}
 	expanding := expandedBy(b.Calls)
+	switching := switchedOnBy(b.Calls, sess.manager.cfg.Groups)
 	for _, c := range b.Calls {
 		call := &Call{ID: NewTimeID("tc_"), CallRequest: c, timeout: b.Timeout, nested: b.nested}
 		if call.ToolCallID == "" { // NoID: Check let it through
@@ -326,7 +327,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 				call.preset = tool.ErrorResult(tool.KindUnavailable, "tool %q is not available yet: %s; try again later", c.Name, why)
 				break
 			}
-			if hint := sess.switchOnHint(c.Name); hint != "" {
+			if hint := sess.switchOnHint(c.Name, switching); hint != "" {
 				sess.selectHidden(c.Name)
 				call.preset = tool.ErrorResult(tool.KindNotFound, "%s", hint)
 				break

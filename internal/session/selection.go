@@ -51,7 +51,11 @@ func (g Group) hasSkill(name string) bool {
 // which group holds it, and the reset_tools arguments that switch that group on and
 // keep the active ones on (reset_tools sets the whole set). "" when no inactive group
 // hides the tool.
-func (s *Session) switchOnHint(name string) string {
+//
+// switching is what a reset_tools call of the same request switches on
+// (switchedOnBy): a group in it gets told so instead, since the model did what the
+// hint would say and only has to call the tool again.
+func (s *Session) switchOnHint(name string, switching map[string]bool) string {
 	spec, ok := s.Tools.Gated(name)
 	if !ok {
 		return ""
@@ -78,6 +82,12 @@ func (s *Session) switchOnHint(name string) string {
 	s.mu.Unlock()
 	if len(holding) == 0 {
 		return ""
+	}
+	for _, g := range s.manager.cfg.Groups {
+		if switching[g.Name] && g.contains(spec) {
+			return fmt.Sprintf("tool %q is in the tool group %q, which the %s call of this request switches on; the calls of a request "+
+				"are checked before any of them runs, so this one was not run: call %s again", name, g.Name, ResetToolName, name)
+		}
 	}
 	b, _ := json.Marshal(args) // keys sorted
 	which := "tool group " + holding[0] + ", which is"
@@ -176,7 +186,7 @@ func (s *Session) expand(names []string, query string) map[string]any {
 	switchedOff := map[string]string{}
 	for _, raw := range names {
 		if n := strings.TrimSpace(raw); n != "" && !isAllowed[n] {
-			if hint := s.switchOnHint(n); hint != "" {
+			if hint := s.switchOnHint(n, nil); hint != "" {
 				switchedOff[n] = hint
 			}
 		}
@@ -431,6 +441,34 @@ func expandNames(raw json.RawMessage) ([]string, bool) {
 	return names, true
 }
 
+// switchedOnBy is the groups the batch's last reset_tools call switches on, if its
+// arguments are what reset_tools takes (one boolean per configured group); nil
+// otherwise.
+func switchedOnBy(calls []CallRequest, groups []Group) map[string]bool {
+	var out map[string]bool
+	for _, c := range calls {
+		if c.Name != ResetToolName {
+			continue
+		}
+		var want map[string]bool
+		if json.Unmarshal(c.Arguments, &want) != nil {
+			out = nil
+			continue
+		}
+		out = map[string]bool{}
+		for name, on := range want {
+			if !slices.ContainsFunc(groups, func(g Group) bool { return g.Name == name }) {
+				out = nil // refused as a whole: it switches nothing
+				break
+			}
+			if on {
+				out[name] = true
+			}
+		}
+	}
+	return out
+}
+
 // expandedBy is what the batch's tool_expand_tools calls expand: the batch's other
 // calls of those tools are offered (a model often sends an expansion and its call
 // together, and the turn's selection is checked when the batch is planned).
@@ -494,7 +532,9 @@ func (t resetTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		b.WriteString(", " + a)
 	}
 	for _, g := range newly {
-		fmt.Fprintf(&b, "\n\n## %s\n%s", g.Name, g.Instructions)
+		if g.Instructions != "" { // an empty heading would promise instructions
+			fmt.Fprintf(&b, "\n\n## %s\n%s", g.Name, g.Instructions)
+		}
 	}
 	res := tool.TextResult(b.String())
 	res.Structured, _ = json.Marshal(map[string]any{"active_groups": append([]string{"basic"}, active...)})

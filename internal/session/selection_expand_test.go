@@ -144,3 +144,76 @@ func TestSwitchOnHintOfADirectCall(t *testing.T) {
 		t.Fatal("after switching the group on as told, memory_save is still to be expanded first")
 	}
 }
+
+// TestResetToolsShowsOnlyGivenInstructions: switching on a group without
+// instructions used to answer with an empty "## name" heading, which tells the model
+// there should be instructions it was not given. Only groups with instructions get
+// a section; the answer still names every active group.
+func TestResetToolsShowsOnlyGivenInstructions(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	tm.MustRegister(described{"memory_save", "Save a fact."}, described{"db_query", "Run a query."})
+	groups := []Group{
+		{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}},
+		{Name: "database", Description: "Databases.", Instructions: "Read before you write.", Tools: []string{"db_*"}},
+	}
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"), Groups: groups},
+		&memStore{m: map[string]*store.Session{}}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := m.Create(context.Background(), "t1", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := resetTool{groups: groups}.Run(&tool.Context{Context: context.Background(), ToolName: ResetToolName, Session: sess.Info},
+		json.RawMessage(`{"memory":true,"database":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Text()
+	if !strings.HasPrefix(text, "Active groups: basic, memory, database") || !strings.Contains(text, "## database\nRead before you write.") {
+		t.Fatalf("answer: %q", text)
+	}
+	if strings.Contains(text, "## memory") {
+		t.Fatalf("a group without instructions got a section: %q", text)
+	}
+}
+
+// TestSwitchOnInTheSameRequest: a model told to call reset_tools and then the tool
+// often sends both in one request. The request's calls are checked before any runs,
+// so the tool's call is still refused; it used to be answered as if nothing had been
+// done ("switched off in this session; call reset_tools with …"), which the model had
+// just done. It is now told that this request switches the group on and to call the
+// tool again.
+func TestSwitchOnInTheSameRequest(t *testing.T) {
+	t.Parallel()
+	_, sess := groupedSession(t, 40)
+	x := NewExecutor(ExecConfig{Owner: "test"}, nil, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := x.Plan(sess, Batch{Calls: []CallRequest{
+		{ToolCallID: "c1", Name: ResetToolName, Arguments: json.RawMessage(`{"memory":true}`)},
+		{ToolCallID: "c2", Name: "memory_save", Arguments: json.RawMessage(`{}`)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Calls[1].preset
+	if r == nil || r.ErrorKind != tool.KindNotFound {
+		t.Fatalf("answer to the hidden tool's call: %v", r)
+	}
+	if text := r.Text(); !strings.Contains(text, "this request switches on") || strings.Contains(text, "call reset_tools with") {
+		t.Fatalf("answer to the hidden tool's call beside the reset_tools that switches its group on: %s", text)
+	}
+
+	// A reset_tools call that leaves the group off still gets the usual hint.
+	p, err = x.Plan(sess, Batch{Calls: []CallRequest{
+		{ToolCallID: "c3", Name: ResetToolName, Arguments: json.RawMessage(`{"memory":false}`)},
+		{ToolCallID: "c4", Name: "memory_save", Arguments: json.RawMessage(`{}`)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Calls[1].preset; r == nil || !strings.Contains(r.Text(), `reset_tools with {"memory":true}`) {
+		t.Fatalf("answer beside a reset_tools that leaves the group off: %v", r)
+	}
+}
