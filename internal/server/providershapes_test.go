@@ -510,28 +510,47 @@ func TestTextOnlyFormatsSayImagesAreNotShown(t *testing.T) {
 }
 
 // TestProviderContentThatIsNotACall: a backend that forwards a model's whole output
-// (an Anthropic message's content, a Responses output, a Gemini candidate's parts)
-// rather than only its calls is told which entry is not a tool call, with HTTP 400:
-// neither "id is required" about a text block, nor a made-up tool result under a
-// reasoning item's id, which the provider would refuse on the next turn.
+// (Anthropic content, Responses output, Gemini parts) gets the calls in it run and
+// the other entries left out, with no result of their own (a result under an id
+// that names no call is refused by the provider); a list with no call at all is a
+// 400 naming what it holds.
 func TestProviderContentThatIsNotACall(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
 	for _, tc := range []struct{ format, calls, want string }{
-		{"anthropic", `[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_1","name":"echo","input":{"text":"x"}}]`, `calls[0] is a "text" item`},
-		{"anthropic", `[{"type":"thinking","thinking":"hmm","signature":"c2ln"},{"type":"tool_use","id":"toolu_1","name":"echo","input":{}}]`, `calls[0] is a "thinking" item`},
-		{"openai_responses", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{}"}]`, `calls[0] is a "reasoning" item`},
-		{"openai_responses", `[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{}"},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, `calls[1] is a "message" item`},
-		{"gemini", `[{"text":"Let me look."},{"functionCall":{"name":"echo","args":{"text":"x"}}}]`, `calls[0] is a Gemini "text" part`},
-		{"gemini", `[{"functionCall":{"name":"echo","args":{}}},{"text":"thinking…","thought":true}]`, `calls[1] is a Gemini "text" part`},
+		{"anthropic", `[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_1","name":"echo","input":{"text":"x"}}]`, "toolu_1"},
+		{"anthropic", `[{"type":"thinking","thinking":"hmm","signature":"c2ln"},{"type":"tool_use","id":"toolu_2","name":"echo","input":{"text":"x"}}]`, "toolu_2"},
+		{"openai_responses", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{\"text\":\"x\"}"}]`, "call_1"},
+		{"openai_responses", `[{"type":"function_call","id":"fc_2","call_id":"call_2","name":"echo","arguments":"{\"text\":\"x\"}"},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, "call_2"},
+		{"gemini", `[{"text":"Let me look."},{"functionCall":{"id":"g_1","name":"echo","args":{"text":"x"}}}]`, "g_1"},
+		{"gemini", `[{"functionCall":{"id":"g_2","name":"echo","args":{"text":"x"}}},{"text":"thinking…","thought":true}]`, "g_2"},
+	} {
+		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":`+tc.calls+`}`)
+		if code != 200 {
+			t.Errorf("%s %s: %d %s", tc.format, tc.calls, code, rawLines(evs))
+			continue
+		}
+		msgs := messages(t, evs)
+		if len(msgs) != 1 || msgs[tc.want].raw == nil {
+			t.Errorf("%s %s: results %s, want one, for %s", tc.format, tc.calls, rawLines(evs), tc.want)
+			continue
+		}
+		if m := msgs[tc.want]; m.m["is_error"] == true {
+			t.Errorf("%s %s: %s", tc.format, tc.calls, m.raw)
+		}
+	}
+	for _, tc := range []struct{ format, calls, want string }{
+		{"anthropic", `[{"type":"text","text":"All done."}]`, `calls[0] is a "text" item`},
+		{"openai_responses", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, `calls[0] is a "reasoning" item`},
+		{"gemini", `[{"text":"Hello."}]`, `calls[0] is a Gemini "text" part`},
 		// A call the provider ran itself: its result is already in the model's output.
 		{"anthropic", `[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}}]`, `calls[0] is a "server_tool_use" item`},
 	} {
 		code, _, body := d.do("POST", "/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":`+tc.calls+`}`)
 		var e struct{ Error struct{ Message string } }
 		_ = json.Unmarshal(body, &e)
-		if code != 400 || !strings.Contains(e.Error.Message, tc.want) || !strings.Contains(e.Error.Message, "not a call for toolserverd to run") {
+		if code != 400 || !strings.Contains(e.Error.Message, tc.want) || !strings.Contains(e.Error.Message, "holds no call for toolserverd to run") {
 			t.Errorf("%s %s: %d %s, want 400 with %q", tc.format, tc.calls, code, body, tc.want)
 		}
 	}

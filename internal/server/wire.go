@@ -93,8 +93,9 @@ var nonCallTypes = map[string]bool{
 // notACall names what c is when it is some other entry of a model's output than a
 // function call (an Anthropic text, thinking or server_tool_use block, a Responses
 // reasoning, message or web_search_call item, a Gemini text part), forwarded with
-// the calls by a backend that passed the whole output on; "" for a call. Answering such an entry as a call would give the
-// model a result under an id that names no call, which its provider refuses.
+// the calls by a backend that passed the whole output on; "" for a call. Such an
+// entry is left out: answered as a call, it would give the model a result under an
+// id that names no call, which its provider refuses.
 func (c wireCall) notACall() string {
 	if nonCallTypes[c.Type] {
 		return fmt.Sprintf("a %q item", c.Type)
@@ -232,12 +233,22 @@ func (req toolCallsRequest) toBatch(f toolmgr.Format) (session.Batch, error) {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
 	b := session.Batch{Strategy: strategy, BatchSize: req.BatchSize, Timeout: timeout}
+	// A model's whole output forwarded as it came (Anthropic content, Responses
+	// output, Gemini parts) holds entries that are no call: they are left out, and
+	// the calls among them run. Only when none is left is it an error.
+	firstSkipped, skipped := -1, ""
 	for i, c := range req.Calls {
 		if what := c.notACall(); what != "" {
-			return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls[%d] is %s, not a call for toolserverd to run: send only the model's function calls "+
-				"(OpenAI tool_calls, Anthropic tool_use blocks, Responses function_call items, Gemini functionCall parts)", i, what))
+			if firstSkipped < 0 {
+				firstSkipped, skipped = i, what
+			}
+			continue
 		}
 		b.Calls = append(b.Calls, c.toCallRequest(f))
+	}
+	if len(b.Calls) == 0 && firstSkipped >= 0 {
+		return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls holds no call for toolserverd to run (calls[%d] is %s): send the model's function calls "+
+			"(OpenAI tool_calls, Anthropic tool_use blocks, Responses function_call items, Gemini functionCall parts)", firstSkipped, skipped))
 	}
 	return b, nil
 }
