@@ -127,7 +127,7 @@ func (t skillTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		run += " or with execute_command's cwd " + rel
 	}
 	fmt.Fprintf(&b, "# Skill: %s\n%s\n\nFolder: %s/ (in your working directory; paths in the instructions below are relative to it: "+
-		"%s)\nFiles: %s\n", sk.Name, sk.Description, rel, run, strings.Join(sk.Files, ", "))
+		"%s)\nFiles: %s\n", sk.Name, expandSkillDir(sk.Description, sk, path), rel, run, strings.Join(sk.Files, ", "))
 	if len(sk.AllowedTools) > 0 {
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}
@@ -158,7 +158,7 @@ func showSkillReadOnly(sk skills.Skill, prefixed string) *tool.Result {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Skill: %s\n%s\n\nFolder: none: %s. Paths in the instructions below are relative to the skill's folder; "+
 		"read a file of it with skill (name %s, file its path, e.g. %s)\nFiles: %s\n",
-		sk.Name, sk.Description, notCopiedNote, sk.Name, exampleFile(sk), strings.Join(sk.Files, ", "))
+		sk.Name, expandSkillDir(sk.Description, sk, "."), notCopiedNote, sk.Name, exampleFile(sk), strings.Join(sk.Files, ", "))
 	if len(sk.AllowedTools) > 0 {
 		fmt.Fprintf(&b, "Tools this skill expects: %s\n", strings.Join(sk.AllowedTools, ", "))
 	}

@@ -309,3 +309,28 @@ func TestSkillFolderLineNamesOnlyTheSessionsTools(t *testing.T) {
 		}
 	}
 }
+
+// TestSkillBaseDirInDescription: a skill's description may use {baseDir} too
+// ("Use {baseDir}/scripts/x.sh"), and the skill tool shows it at the top of its
+// answer. The body's placeholders were replaced but the description's were shown
+// as written, a path no command can use; both become the skill's folder, "." in a
+// session that may change nothing.
+func TestSkillBaseDirInDescription(t *testing.T) {
+	t.Parallel()
+	call, workdir := librarySession(t, map[string]string{
+		"pdf/SKILL.md":        "---\nname: pdf\ndescription: Fill PDF forms with {baseDir}/scripts/fill.sh or ${CLAUDE_SKILL_DIR}/scripts/x.sh.\n---\nBody.\n",
+		"pdf/scripts/fill.sh": "#!/bin/sh\n",
+	}, nil)
+	dir := filepath.Join(workdir, ".skills", "pdf")
+	text := call("pdf", "").Text()
+	if want := "Fill PDF forms with " + dir + "/scripts/fill.sh or " + dir + "/scripts/x.sh."; !strings.Contains(text, want) {
+		t.Errorf("opened: no %q in %q", want, text)
+	}
+	if strings.Contains(text, "{baseDir}") || strings.Contains(text, "CLAUDE_SKILL_DIR") {
+		t.Errorf("opened: placeholder left: %q", text)
+	}
+	sk := skills.Skill{Name: "pdf", Description: "Use {baseDir}/scripts/fill.sh.", Body: "Body.\n", Files: []string{"SKILL.md", "scripts/fill.sh"}}
+	if got := showSkillReadOnly(sk, "pdf").Text(); !strings.Contains(got, "Use ./scripts/fill.sh.") || strings.Contains(got, "{baseDir}") {
+		t.Errorf("read-only: %q", got)
+	}
+}
