@@ -687,13 +687,18 @@ func wholeNumber(from, to reflect.Type, data any) (any, error) {
 }
 
 // bareNumberDuration refuses a number where a duration goes: YAML reads
-// "approval_ttl: 3600" as a number, which would be 3600 nanoseconds. The environment
-// already refuses it (time.ParseDuration wants a unit); 0 needs none.
+// "approval_ttl: 3600" as a number, which would be 3600 nanoseconds, and the
+// environment's and flags' "3600" got Go's "missing unit in duration". 0 needs none.
 func bareNumberDuration(from, to reflect.Type, data any) (any, error) {
 	if to != reflect.TypeOf(time.Duration(0)) || from == to {
 		return data, nil
 	}
 	switch from.Kind() {
+	case reflect.String:
+		s := strings.TrimSpace(reflect.ValueOf(data).String())
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f != 0 {
+			return nil, fmt.Errorf("%s has no unit: write a duration such as %ss or %sm", s, s, s)
+		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
 		reflect.Float32, reflect.Float64:

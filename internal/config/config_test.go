@@ -417,6 +417,17 @@ func TestDurationsNeedAUnit(t *testing.T) {
 			t.Errorf("%q: error %v, want one naming %s and asking for a unit", c.yaml, err, c.key)
 		}
 	}
+	// The environment and flags hold strings: "30" there gets the same answer
+	// rather than Go's "time: missing unit in duration".
+	for _, env := range []string{"TOOLSERVER_SHUTDOWN_TIMEOUT=30", "TOOLSERVER_CALLS_DEFAULT_TIMEOUT=2.5"} {
+		_, err := Load(nil, []string{env})
+		if err == nil || !strings.Contains(err.Error(), "has no unit: write a duration such as") {
+			t.Errorf("%s: error %v, want one asking for a unit", env, err)
+		}
+	}
+	if _, err := Load([]string{"--store-connect-timeout", "45"}, nil); err == nil || !strings.Contains(err.Error(), "has no unit") {
+		t.Errorf("--store-connect-timeout 45: error %v, want one asking for a unit", err)
+	}
 	f := filepath.Join(dir, "zero.yaml")
 	if err := os.WriteFile(f, []byte("chain:\n  artifact_retention: 0\nsessions:\n  idle_timeout: 0\n"), 0o600); err != nil {
 		t.Fatal(err)
