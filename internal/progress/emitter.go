@@ -217,6 +217,9 @@ func (c *call) stream(name string) *stream {
 		return nil
 	}
 	st := &stream{name: name, path: filepath.Join(c.dir, encodeName(name)+logSuffix)}
+	if c.streams == nil { // most calls write no output: made on the first stream
+		c.streams = map[string]*stream{}
+	}
 	c.streams[name] = st
 	c.order = append(c.order, st)
 	return st

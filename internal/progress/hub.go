@@ -175,10 +175,9 @@ func (h *Hub) Begin(m CallMeta) *Emitter {
 	c, ok := h.calls[m.CallID]
 	if !ok {
 		c = &call{
-			hub:     h,
-			meta:    m,
-			dir:     filepath.Join(h.cfg.Dir, encodeName(m.CallID)),
-			streams: make(map[string]*stream),
+			hub:  h,
+			meta: m,
+			dir:  filepath.Join(h.cfg.Dir, encodeName(m.CallID)),
 		}
 		h.calls[m.CallID] = c
 	}

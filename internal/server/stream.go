@@ -123,7 +123,6 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f msgFormat
 		sub := s.Progress.Subscribe(progress.Filter{CallIDs: ids, Buffer: 16})
 		defer sub.Close()
 		sw.prog = sub.Events()
-		sw.cursors = map[string]map[string]int64{}
 		sw.closed = map[string]bool{}
 		if s.Replicas != nil && len(st.followed) > 0 {
 			// The output of followed calls other replicas run (relay.go).
@@ -472,6 +471,9 @@ func (sw *streamWriter) gate() valueGate {
 func (sw *streamWriter) cursor(callID string) map[string]int64 {
 	c, ok := sw.cursors[callID]
 	if !ok {
+		if sw.cursors == nil { // most streams carry no output: made on its first line
+			sw.cursors = map[string]map[string]int64{}
+		}
 		c = map[string]int64{}
 		sw.cursors[callID] = c
 	}

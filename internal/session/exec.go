@@ -413,32 +413,36 @@ func (x *Executor) Execute(ctx context.Context, p *Plan, emit func(Event)) {
 	}
 	// A call can be cancelled from before its record is written: once a client can
 	// read the record, Cancel finds the call.
-	ctxs := make([]context.Context, len(p.Calls))
-	untrack := make([]func(), len(p.Calls))
+	// Per call, in one allocation: its context, the end of its tracking, and why its
+	// record could not be written.
+	calls := make([]struct {
+		ctx        context.Context
+		untrack    func()
+		unrecorded error
+	}, len(p.Calls))
 	for i, c := range p.Calls {
-		ctxs[i], untrack[i] = x.track(ctx, c.ID)
+		calls[i].ctx, calls[i].untrack = x.track(ctx, c.ID)
 	}
-	unrecorded := make([]error, len(p.Calls)) // why a call's record could not be written
 	if len(p.Calls) == 1 {
-		unrecorded[0] = x.insert(ctxs[0], p.Session, p.Calls[0], startsNow(0), now)
+		calls[0].unrecorded = x.insert(calls[0].ctx, p.Session, p.Calls[0], startsNow(0), now)
 	} else {
 		var wg sync.WaitGroup
 		for i, c := range p.Calls {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				unrecorded[i] = x.insert(ctxs[i], p.Session, c, startsNow(i), now)
+				calls[i].unrecorded = x.insert(calls[i].ctx, p.Session, c, startsNow(i), now)
 			}()
 		}
 		wg.Wait()
 	}
 
 	run := func(i int) {
-		defer untrack[i]()
+		defer calls[i].untrack()
 		if turns[i] != nil {
 			defer close(turns[i])
 		}
-		x.runOne(ctxs[i], p.Session, p.Calls[i], seq, unrecorded[i], startsNow(i), emit)
+		x.runOne(calls[i].ctx, p.Session, p.Calls[i], seq, calls[i].unrecorded, startsNow(i), emit)
 	}
 	switch p.Batch.Strategy {
 	case Sequential:

@@ -44,3 +44,9 @@ func BenchmarkNewTimeID(b *testing.B) {
 		_ = NewTimeID("tc_")
 	}
 }
+
+func BenchmarkNewID(b *testing.B) {
+	for b.Loop() {
+		_ = NewID("req_")
+	}
+}

@@ -713,7 +713,14 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 func NewID(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return prefix + idEncoding.EncodeToString(b[:])
+	return formatID(prefix, &b)
+}
+
+// formatID is prefix followed by b in base32, built on the stack: one allocation,
+// the string's.
+func formatID(prefix string, b *[16]byte) string {
+	var buf [48]byte
+	return string(idEncoding.AppendEncode(append(buf[:0], prefix...), b[:]))
 }
 
 // NewTimeID returns prefix followed by 128 bits: the time in milliseconds (48 bits,
@@ -728,7 +735,7 @@ func NewTimeID(prefix string) string {
 		b[i] = byte(ms >> (8 * (5 - i)))
 	}
 	_, _ = rand.Read(b[6:])
-	return prefix + idEncoding.EncodeToString(b[:])
+	return formatID(prefix, &b)
 }
 
 // TimeOfID returns the time NewTimeID(prefix) put in id, or false when id is not

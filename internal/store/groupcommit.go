@@ -127,7 +127,7 @@ type gcOp struct {
 	start  *CallStart // a start when non-nil
 	flush  bool       // a barrier: every held insert (or only flushID's) is written with it
 	finish CallFinish // otherwise, a finish
-	done   chan error // buffered: the writer never blocks on a waiter that left
+	done   chan error // buffered: the writer never blocks on a waiter that left; nil when detached
 
 	flushID  string    // on a flush: only this call's held insert is written with it
 	detached bool      // an Enqueue'd insert: nobody waits for its commit
@@ -223,7 +223,7 @@ func (g *GroupCommitter) Enqueue(c *Call) error {
 	cp := *c
 	cp.StartedAt = copyTime(c.StartedAt)
 	cp.FinishedAt = copyTime(c.FinishedAt)
-	op := &gcOp{call: &cp, done: make(chan error, 1), detached: true, foldable: g.cfg.FoldWindow > 0}
+	op := &gcOp{call: &cp, detached: true, foldable: g.cfg.FoldWindow > 0}
 	if err := g.enqueue(op); err != nil {
 		return fmt.Errorf("store: insert call %s: %w", c.ID, err)
 	}
@@ -380,9 +380,11 @@ func (g *GroupCommitter) run(ctx context.Context) {
 		g.inflight = nil
 		g.mu.Unlock()
 		for i, op := range batch {
-			if errs != nil {
+			switch {
+			case op.done == nil: // detached: nobody waits
+			case errs != nil:
 				op.done <- errs[i]
-			} else {
+			default:
 				op.done <- err
 			}
 		}

@@ -35,6 +35,15 @@ func decodeArgs(args json.RawMessage, v any, strict bool) error {
 }
 
 func decodeInto(args json.RawMessage, v any, strict bool) error {
+	if !strict {
+		// json.Unmarshal needs no Decoder and its buffer. It checks the whole input
+		// before it decodes: when that fails (data after the value, or bad syntax), v
+		// is untouched and the Decoder below answers as it always did.
+		err := json.Unmarshal(args, v)
+		if _, syntax := err.(*json.SyntaxError); !syntax { // Unmarshal returns it unwrapped
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	if strict {
 		dec.DisallowUnknownFields()

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,42 @@ func TestDecodeArgsIntegralNumbers(t *testing.T) {
 	}
 	if err := DecodeArgs(json.RawMessage(`{"limit":1.5}`), &empty); err == nil || !strings.Contains(err.Error(), "1.5") {
 		t.Errorf("error for 1.5: %v", err)
+	}
+}
+
+// BenchmarkUnmarshalArgs: what a FuncTool does with a call's arguments before it runs.
+func BenchmarkUnmarshalArgs(b *testing.B) {
+	var v struct {
+		Text string `json:"text"`
+	}
+	for b.Loop() {
+		if err := UnmarshalArgs(json.RawMessage(`{"text":"ok"}`), &v); err != nil || v.Text != "ok" {
+			b.Fatal(err, v)
+		}
+	}
+}
+
+// TestUnmarshalArgsAfterTheValue: what follows the arguments' value is answered as
+// the json.Decoder always answered it, whichever way the value is decoded.
+func TestUnmarshalArgsAfterTheValue(t *testing.T) {
+	t.Parallel()
+	type args struct {
+		Text string `json:"text"`
+	}
+	for _, c := range []struct{ in, err, text string }{
+		{in: `{"text":"a"}`, text: "a"},
+		{in: " {\"text\":\"a\"}\n", text: "a"},
+		{in: `{"text":"a"} {"text":"b"}`, err: "arguments hold more than one JSON value", text: "a"},
+		{in: `{"text":"a"}x`, err: "arguments hold more than one JSON value", text: "a"},
+		{in: `{"text":"a"}}`, text: "a"}, // the Decoder stops at the value's end
+		{in: `{"text":1}`, err: "json: cannot unmarshal number into Go struct field args.text of type string"},
+		{in: `{"text":`, err: "unexpected EOF"},
+		{in: `{"text" "a"}`, err: "invalid character '\"' after object key"},
+	} {
+		var v args
+		err := UnmarshalArgs(json.RawMessage(c.in), &v)
+		if got := fmt.Sprint(err); (c.err == "" && err != nil) || (c.err != "" && got != c.err) || v.Text != c.text {
+			t.Errorf("%q: %v, %+v; want error %q, text %q", c.in, err, v, c.err, c.text)
+		}
 	}
 }

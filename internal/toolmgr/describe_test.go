@@ -128,3 +128,16 @@ func BenchmarkPrepare(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrepareNoArgs: a call of a tool without parameters, the commonest call
+// there is (bench/overhead's noop).
+func BenchmarkPrepareNoArgs(b *testing.B) {
+	m := New()
+	m.MustRegister(&fnTool{spec: tool.Spec{Name: "noop", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}})
+	e, _ := m.Lookup("noop")
+	for b.Loop() {
+		if _, res := e.Prepare(json.RawMessage(`{}`)); res != nil {
+			b.Fatal(res.Text())
+		}
+	}
+}
