@@ -9,10 +9,10 @@ import (
 
 // recallFloor is the measured recall@10 of the labelled queries over the 5,000-tool
 // registry (0.781 when written; 0.825 with related words and the lighter parameter
-// field) minus a margin of about two queries; a change to the tokenizer, the stemmer
-// or the weights that loses more fails the test. Raise it (measured − 0.03) when the
-// ranker gets better.
-const recallFloor = 0.79
+// field; 0.851 with derived-word stemming and the wider stopword list) minus a margin
+// of about two queries; a change to the tokenizer, the stemmer or the weights that
+// loses more fails the test. Raise it (measured − 0.03) when the ranker gets better.
+const recallFloor = 0.82
 
 func TestRecallAt10(t *testing.T) {
 	t.Parallel()

@@ -13,13 +13,16 @@ func teamDocs(t testing.TB) []Doc {
 }
 
 // teamHeldOutFloor guards recall@12 of the held-out half of the team messages (see
-// team_queries_heldout.txt): measured value minus about two queries' worth. The
+// team_queries_heldout.txt): measured value minus about two queries' worth (0.662
+// before derived-word stemming, the wider stopword list, issue keys, addresses and
+// channels, and the mail, chat, calendar, tracker and ops words; 0.775 after). The
 // ranker is tuned on the other half only; raise the floor (measured − 0.05) when a
 // change that generalises lifts it.
-const teamHeldOutFloor = 0.0
+const teamHeldOutFloor = 0.725
 
-// teamTuneFloor guards the half the ranker was tuned on, with the same margin.
-const teamTuneFloor = 0.0
+// teamTuneFloor guards the half the ranker was tuned on, with the same margin
+// (0.637 before, 0.912 after).
+const teamTuneFloor = 0.86
 
 // TestRecallTeamHeldOut is recall@12 (the listing's default dozen) of the held-out
 // messages over the ~420-tool team catalogue.
