@@ -30,3 +30,21 @@ func BenchmarkNewIndex5000(b *testing.B) {
 		NewIndex(docs)
 	}
 }
+
+// BenchmarkRankTeam ranks the team messages (both halves) against the ~420 tools of
+// scenario 5's catalogue, the size a session's listing ranks per turn.
+func BenchmarkRankTeam(b *testing.B) {
+	ix := NewIndex(teamDocs(b))
+	var queries []string
+	for _, f := range []string{"team_queries_tune.txt", "team_queries_heldout.txt"} {
+		for _, l := range labelledFile(b, f) {
+			queries = append(queries, l.query)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ix.Rank(queries[i%len(queries)], 12)
+		i++
+	}
+}

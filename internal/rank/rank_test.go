@@ -27,12 +27,19 @@ func TestTokenize(t *testing.T) {
 		{"open_pr", []string{"open", "pull", "request"}},
 		{"Ünïcödé wörds", []string{"ünïcödé", "wörds"}},
 		// A URL is about a URL, whatever its scheme; a file name adds "file".
-		{"open https://example.com/docs", []string{"open", "url", "exampl", "com", "document"}},
-		{"show main.go and config.old.yaml", []string{"show", "main", "go", "fil", "configuration", "old", "yaml", "fil"}},
-		{"get https://go.dev/doc.html", []string{"get", "url", "go", "dev", "document", "html"}},
+		{"open https://example.com/docs", []string{"open", "url", "exampl", "com", "docu"}},
+		{"show main.go and config.old.yaml", []string{"show", "main", "go", "fil", "configur", "old", "yaml", "fil"}},
+		{"get https://go.dev/doc.html", []string{"get", "url", "go", "dev", "docu", "html"}},
 		{"e.g. v1.2", []string{"v1"}},
 		{"a new folder", []string{"new", "directory"}},
-		{"which images do I have, all of them", []string{"imag", "them"}},
+		{"which images do I have, all of them", []string{"imag"}},
+		// Issue keys, e-mail addresses, channels and mentions add what they name.
+		{"move PROJ-123 to done", []string{"mov", "proj", "issu", "123", "don"}},
+		{"share it with finance@acme.com", []string{"shar", "financ", "acm", "email", "com"}},
+		{"tell #eng and @alice", []string{"tell", "eng", "channel", "alic", "user"}},
+		{"v1-2 x-1 #1 a@b", []string{"v1", "email"}},
+		{"e-mail bob; ack the page; DM her", []string{"email", "bob", "acknowledg", "pag", "direct", "messag"}},
+		{"why is the worklog up where it's most", []string{"work", "log"}},
 	}
 	for _, tt := range tests {
 		if got := Tokenize(tt.in); !reflect.DeepEqual(got, tt.want) {
@@ -66,6 +73,16 @@ func TestStemConflates(t *testing.T) {
 		{"exist", "exists", "existing"},
 		{"image", "images"},
 		{"number", "numbers"},
+		// Derived nouns meet their verbs.
+		{"configure", "configuration", "configured"},
+		{"react", "reaction", "reactions"},
+		{"deploy", "deployment", "deployments", "deployed"},
+		{"attach", "attachment", "attached"},
+		{"validate", "validation"},
+		{"create", "creation"},
+		{"invite", "invitation"},
+		{"transit", "transition"},
+		{"document", "documentation", "documents"},
 	}
 	for _, g := range groups {
 		want := Stem(g[0])
@@ -81,7 +98,7 @@ func TestStemConflates(t *testing.T) {
 			t.Errorf("Stem(%q) = %q", p[0], p[1])
 		}
 	}
-	for _, w := range []string{"status", "process", "analysis", "string", "bus", "gas", "js"} {
+	for _, w := range []string{"status", "process", "analysis", "string", "bus", "gas", "js", "action", "comment", "payment", "mention"} {
 		if got := Stem(w); got != w && got != strings.TrimSuffix(w, "e") {
 			t.Errorf("Stem(%q) = %q, want it unchanged", w, got)
 		}
@@ -247,5 +264,35 @@ func TestRankConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestRankMailAndChat: the words people use for mail, chat, calendars and trackers
+// find the tools that use the service's words. A probe over server-everything's tools
+// and a mail API's operations answered "send an email to bob" with research tools
+// and no mail tool, since "email" never met "mail" and "send" no operation's word.
+func TestRankMailAndChat(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex([]Doc{
+		{Name: "mcp__everything__simulate-research-query", Description: "Simulates a deep research query, sending progress notifications as it goes.", Params: []string{"topic", "ambiguous"}},
+		{Name: "mcp__everything__echo", Description: "Echoes back the input.", Params: []string{"message"}},
+		{Name: "mail_messages_post", Description: "Post a mail message to the given recipients.", Params: []string{"to", "subject", "body"}},
+		{Name: "mail_messages_list", Description: "List mail messages in a mailbox.", Params: []string{"mailbox", "limit"}},
+		{Name: "slack_add_reaction", Description: "Add a reaction emoji to a message", Params: []string{"channel_id", "timestamp", "reaction"}},
+		{Name: "slack_post_message", Description: "Post a new message to a Slack channel", Params: []string{"channel_id", "text"}},
+		{Name: "calendar_create_event", Description: "Create a new calendar event.", Params: []string{"summary", "start", "end", "attendees"}},
+		{Name: "jira_transition_issue", Description: "Transition a Jira issue to a new status.", Params: []string{"issue_key", "transition_id"}},
+		{Name: "files_move", Description: "Move a file or directory.", Params: []string{"source", "destination"}},
+	})
+	for _, tt := range []struct{ query, want string }{
+		{"send an email to bob", "mail_messages_post"},
+		{"react with a thumbs up to that message", "slack_add_reaction"},
+		{"tell the team in #eng that the release went out", "slack_post_message"},
+		{"book a meeting with Dana on Thursday", "calendar_create_event"},
+		{"move PROJ-123 to done", "jira_transition_issue"},
+	} {
+		if got := ix.Rank(tt.query, 3); len(got) == 0 || got[0].Name != tt.want {
+			t.Errorf("Rank(%q) = %v, want %s first", tt.query, names(got), tt.want)
+		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 // abbreviations of tool names ("dir" → directory, "repo" → repository), drops
 // stopwords and single letters, and stems each word (see Stem). Digits stay attached
 // to letters ("base64", "utf8"). A URL's scheme becomes "url" and a file name such as
-// "main.go" adds "file" (see appendLiteral).
+// "main.go" adds "file" (see appendLiteral); an issue key ("PROJ-123") adds "issue",
+// an e-mail address "email", a "#channel" "channel" and an "@mention" "user" (see
+// appendMarks).
 func Tokenize(text string) []string {
 	return appendTokens(nil, text)
 }
@@ -52,11 +54,72 @@ func appendLiteral(dst []string, text string, start, end, prevEnd int, inURL boo
 		return appendTerm(dst, "url"), true
 	}
 	dst = appendWord(dst, w)
-	if !inURL && prevEnd >= 0 && prevEnd == start-1 && text[prevEnd] == '.' && isExtension(w) &&
+	dst = appendMarks(dst, text, start, end, inURL)
+	if !inURL && prevEnd >= 0 && prevEnd == start-1 && text[prevEnd] == '.' && isExtension(w) && !inAddress(text, start) &&
 		!(end+1 < len(text) && text[end] == '.' && isAlnumByte(text[end+1])) {
 		dst = appendTerm(dst, "file")
 	}
 	return dst, inURL
+}
+
+// appendMarks adds the term a word's surroundings give it: an issue key such as
+// "PROJ-123" or "ENG-7" adds "issue", an e-mail address ("bob@acme.com") adds
+// "email", a channel ("#eng") "channel" and a mention ("@alice") "user".
+func appendMarks(dst []string, text string, start, end int, inURL bool) []string {
+	if inURL {
+		return dst
+	}
+	w := text[start:end]
+	if end+1 < len(text) && text[end] == '-' && isDigitByte(text[end+1]) && isIssuePrefix(w) &&
+		(start == 0 || !isAlnumByte(text[start-1]) && text[start-1] != '-') {
+		return appendTerm(dst, "issue")
+	}
+	if start == 0 {
+		return dst
+	}
+	atStart := start == 1 || !isAlnumByte(text[start-2]) && text[start-2] != '.'
+	switch text[start-1] {
+	case '@':
+		if atStart {
+			return appendTerm(dst, "user")
+		}
+		return appendTerm(dst, "email")
+	case '#':
+		if atStart && !isDigitByte(text[start]) {
+			return appendTerm(dst, "channel")
+		}
+	}
+	return dst
+}
+
+// isIssuePrefix reports whether w is an issue tracker's project key: 2 to 10 capital
+// letters and digits, starting with a letter ("PROJ", "ENG", "K8S").
+func isIssuePrefix(w string) bool {
+	if len(w) < 2 || len(w) > 10 || w[0] < 'A' || w[0] > 'Z' {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; (c < 'A' || c > 'Z') && !isDigitByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigitByte(c byte) bool { return c >= '0' && c <= '9' }
+
+// inAddress reports whether the word at start is part of an e-mail address (an "@"
+// earlier in the same run of non-space text), whose domain ("acme.com") is no file.
+func inAddress(text string, start int) bool {
+	for i := start - 1; i >= 0; i-- {
+		switch text[i] {
+		case '@':
+			return true
+		case ' ', '\t', '\n', '\r':
+			return false
+		}
+	}
+	return false
 }
 
 func isScheme(w string) bool {
@@ -127,6 +190,10 @@ var abbreviations = map[string]string{
 	"auth": "authentication", "desc": "description", "num": "number", "max": "maximum",
 	"min": "minimum", "src": "source", "dst": "destination", "dest": "destination",
 	"folder": "directory", "folders": "directories",
+	"ack": "acknowledge", "dm": "direct message", "dms": "direct messages",
+	"k8s": "kubernetes", "js": "javascript", "mail": "email", "mails": "emails",
+	"worklog": "work log", "worklogs": "work logs", "freebusy": "free busy",
+	"rollback": "undo", "timezone": "time zone", "timezones": "time zones",
 }
 
 // stopwords are words that say nothing about which tool fits: articles, pronouns,
@@ -144,6 +211,15 @@ var stopwords = map[string]bool{
 	"one": true, "via": true, "all": true, "any": true, "each": true, "every": true,
 	"much": true, "many": true, "about": true, "also": true, "just": true, "very": true,
 	"have": true, "has": true, "had": true, "did": true, "been": true, "were": true, "am": true,
+	// The rest of a usual English list (function words, question words), kept out of
+	// the list above only where a tool's name uses one ("before", "after", "off").
+	"up": true, "most": true, "more": true, "why": true, "who": true, "whom": true,
+	"when": true, "where": true, "because": true, "while": true, "again": true,
+	"once": true, "same": true, "such": true, "own": true, "too": true, "both": true,
+	"few": true, "other": true, "only": true, "no": true, "nor": true, "they": true,
+	"them": true, "their": true, "he": true, "she": true, "him": true, "her": true,
+	"his": true, "being": true, "having": true, "doing": true, "don": true, "let": true,
+	"it's": true, "what's": true, "whats": true, "let's": true, "yours": true,
 }
 
 // related maps a query term (stemmed) to terms that mean nearly the same in tool
@@ -162,13 +238,47 @@ var related = buildRelated(
 		{"stop", "halt", "terminate"},
 		{"copy", "duplicate", "clone"},
 		{"url", "link"},
+		// Messages, mail, calendars, trackers: the words users and these tools use.
+		{"send", "post"},
+		{"reply", "respond", "answer"},
+		{"meeting", "event", "appointment"},
+		{"free", "available", "busy"},
+		{"ticket", "issue"},
+		{"undo", "revert"},
+		{"restart", "reboot"},
+		{"cost", "spend", "billing"},
 	},
 	map[string][]string{ // one way: the query word → the words tools use
 		"remember": {"memory"}, "memorize": {"memory"}, "recall": {"memory"},
 		"forget":   {"memory", "delete"},
 		"download": {"fetch", "pull"},
-		"big":      {"size"}, "large": {"size"},
-		"open": {"navigate"}, "visit": {"navigate"},
+		"big":      {"size"}, "large": {"size"}, "space": {"size"}, "disk": {"size"},
+		"open": {"navigate"}, "visit": {"navigate"}, "go": {"navigate"},
+		"look": {"search", "find"},
+		"news": {"web", "search"}, "google": {"web", "search"}, "internet": {"web"}, "online": {"web"},
+		"inbox": {"email"}, "mailbox": {"email"}, "newsletter": {"email"},
+		"email":    {"message", "mailbox", "inbox"},
+		"database": {"sql", "schema"},
+		"ping":     {"send", "message"}, "tell": {"send", "message"}, "notify": {"send", "message"},
+		"text": {"message", "sms"}, "sms": {"message"},
+		"emoji": {"reaction"},
+		"book":  {"create", "event"}, "schedule": {"create", "event"},
+		"reschedule": {"update", "event"},
+		"tomorrow":   {"event", "calendar"}, "agenda": {"event", "calendar"},
+		"invite": {"event"}, "decline": {"respond"}, "accept": {"respond"}, "rsvp": {"respond"},
+		"cancel": {"delete"},
+		"bug":    {"issue"}, "task": {"issue"}, "story": {"issue"},
+		"done": {"status", "transition", "close"}, "close": {"status", "transition"},
+		"hour": {"time"}, "minute": {"time"},
+		"ship": {"deploy", "release", "merge"},
+		"main": {"branch"}, "master": {"branch"},
+		"crash": {"log", "error"}, "fail": {"error", "log"}, "broken": {"error"},
+		"roll":   {"rollout", "undo"},
+		"slow":   {"slowest", "performance"},
+		"column": {"schema"},
+		"bill":   {"invoice"}, "charge": {"payment", "invoice"},
+		"promo": {"coupon"}, "discount": {"coupon"}, "money": {"balance"},
+		"rename": {"move"},
 	},
 )
 
@@ -200,8 +310,9 @@ func buildRelated(groups [][]string, oneWay map[string][]string) map[string][]st
 
 // Stem strips the commonest English inflections so that a query and a description
 // that use different forms of a word meet: plural -s/-es/-ies, -ing, -ed, a doubled
-// final consonant left by them, and a final silent -e ("create", "creates",
-// "creating", "created" → "creat"). It is deliberately small: it needs to be
+// final consonant left by them, the derivational -ation, -tion, -ate and -ment (see
+// stemDerived), and a final silent -e ("create", "creates", "creating", "created",
+// "creation" → "creat"). It is deliberately small: it needs to be
 // consistent, not linguistically right, since queries and documents go through it
 // alike.
 func Stem(w string) string {
@@ -226,9 +337,29 @@ func Stem(w string) string {
 			break
 		}
 	}
+	w = stemDerived(w)
 	if len(w) >= 3 && w[len(w)-1] == 'e' {
 		w = w[:len(w)-1]
 	}
+	return w
+}
+
+// stemDerived strips the derivational endings that turn a tool's verb into the noun
+// of its description or of a user's message, and back: -ation, -tion, -ate
+// ("configuration", "configure" → "configur"; "reaction", "react"; "validation",
+// "validate" → "valid"), then -ment ("deployment", "deploy"; "attachment",
+// "attach"). At least four letters stay, so short words keep their ending
+// ("action", "comment", "payment", "state").
+func stemDerived(w string) string {
+	cut := func(suffix string, keep string) bool {
+		stem, ok := strings.CutSuffix(w, suffix)
+		if ok && len(stem) >= 4 {
+			w = stem + keep
+		}
+		return ok && len(stem) >= 4
+	}
+	_ = cut("ation", "") || cut("tion", "t") || cut("ate", "")
+	cut("ment", "")
 	return w
 }
 
