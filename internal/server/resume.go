@@ -11,6 +11,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // Resuming a batch. A backend whose connection dropped mid-batch (a proxy timeout, a
@@ -78,8 +79,15 @@ func StopContext(ctx context.Context) context.Context {
 // until each has its message, which it emits. It returns when every one has, or
 // when ctx ends. The output of a call another replica runs is relayed from there to
 // relayed (relay.go), ahead of its message; nil relays none.
-func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.Call, relayed chan<- progress.Event, emit func(session.Event)) {
+//
+// A call left because the daemon stops (see follow) gets a message saying so, but
+// for a request another replica forwarded here: that replica is not stopping and
+// follows the call on from its record once this stream ends before done, so no
+// message is emitted and cut reports that the stream must end without done.
+func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.Call, relayed chan<- progress.Event, emit func(session.Event)) (cut bool) {
 	tenant := tenantOf(r)
+	forwarded := r.Header.Get(forwardedHeader) != ""
+	var cutOnce sync.Once
 	calls := make([]*session.Call, len(recs))
 	for i, rec := range recs {
 		calls[i] = &session.Call{ID: rec.ID, CallRequest: session.CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
@@ -95,11 +103,18 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 			if rl != nil {
 				relayEnded = rl.done
 			}
-			final := s.follow(ctx, tenant, rec, calls[i], emit, relayEnded)
-			if rl != nil {
+			final, left := s.follow(ctx, tenant, rec, calls[i], emit, relayEnded)
+			if rl != nil && left {
+				rl.stop()
+				<-rl.done
+			} else if rl != nil {
 				rl.wait(ctx)
 			}
 			if final == nil {
+				return
+			}
+			if left && forwarded {
+				cutOnce.Do(func() { cut = true })
 				return
 			}
 			// Cut to the token budget by the writer (streamWriter.truncate).
@@ -107,6 +122,7 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 		}()
 	}
 	wg.Wait()
+	return cut
 }
 
 // follow waits until the recorded call rec is over and returns its final record, or
@@ -117,12 +133,23 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 // for a while, is read again on decisions and answers and every 2 seconds, and when
 // relayEnded closes (the owner ended its stream of the call's output, which it does
 // after the call's message).
-func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayEnded <-chan struct{}) *store.Call {
+//
+// When the daemon begins to stop, a call this process does not run (one waiting for a
+// decision or an answer, which the store keeps, or one another replica runs) is left
+// at once, as the calls' own streams leave their waits (Executor.ReleaseWaiting),
+// rather than holding the drain until its deadline: left is then true and the
+// returned record's result is a cancelled one saying the call goes on.
+func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayEnded <-chan struct{}) (final *store.Call, left bool) {
 	watch := s.watchCall(rec.ID)
 	defer watch.close()
+	var stopping <-chan struct{}
+	if s.Exec != nil {
+		stopping = s.Exec.Released()
+	}
 	announced := map[string]bool{}
+	pending := false // rec has an approval request nobody decided yet
 	announce := func(rec *store.Call) {
-		pending := false
+		pending = false
 		if s.Approvals != nil {
 			list, err := s.Approvals.Store.ListApprovals(ctx, store.ApprovalFilter{Tenant: tenant, CallID: rec.ID})
 			if err != nil {
@@ -148,9 +175,15 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 	for !rec.Status.Terminal() || rec.Result == nil {
 		announce(rec)
 		watch.rearm()
+		leave := stopping
+		if watch.over != nil {
+			leave = nil // this process runs it: the drain waits for its result
+		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, false
+		case <-leave:
+			return leftAtShutdown(rec, call.Name, pending, announced[""]), true
 		case <-watch.over:
 		case <-watch.decided:
 		case <-watch.tick.C:
@@ -160,7 +193,7 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 		cur, err := s.Calls.GetCall(ctx, rec.ID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil, false
 			}
 			// The store is briefly unreachable (a lost connection, a restart): read
 			// again at the next tick rather than end the stream without its message.
@@ -169,7 +202,24 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 		}
 		rec = cur
 	}
-	return rec
+	return rec, false
+}
+
+// leftAtShutdown is rec with the result a stream following it gets when the daemon
+// stops before the call is over: the call goes on (its request stays pending, its
+// answer can still be posted, or another replica runs it), as the message says.
+func leftAtShutdown(rec *store.Call, name string, approvalPending, external bool) *store.Call {
+	left := *rec
+	switch {
+	case approvalPending:
+		left.Result = tool.ErrorResult(tool.KindCancelled, "the server shut down while %s waited for approval; the request stays pending and the call runs if it is approved", name)
+	case external:
+		left.Result = tool.ErrorResult(tool.KindCancelled, "the server shut down while %s waited for its answer; the answer can still be posted", name)
+	default:
+		left.Result = tool.ErrorResult(tool.KindCancelled, "the server shut down while this stream followed %s, which has not finished (%s) and goes on; its result will be at GET /v1/tool-calls/%s", name, rec.Status, rec.ID)
+	}
+	left.FinishedAt = nil
+	return &left
 }
 
 // callWatch wakes whoever waits for a recorded call to change: when this process's
