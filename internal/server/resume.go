@@ -142,10 +142,7 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayEnded <-chan struct{}) (final *store.Call, left bool) {
 	watch := s.watchCall(rec.ID)
 	defer watch.close()
-	var stopping <-chan struct{}
-	if s.Exec != nil {
-		stopping = s.Exec.Released()
-	}
+	stopping := s.stopping()
 	announced := map[string]bool{}
 	pending := false // rec has an approval request nobody decided yet
 	announce := func(rec *store.Call) {
@@ -203,6 +200,16 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 		rec = cur
 	}
 	return rec, false
+}
+
+// stopping returns a channel closed once the daemon begins to stop (nil without an
+// executor): what waits for something this process does not do leaves then, rather
+// than holding the drain until its deadline.
+func (s *Server) stopping() <-chan struct{} {
+	if s.Exec == nil {
+		return nil
+	}
+	return s.Exec.Released()
 }
 
 // leftAtShutdown is rec with the result a stream following it gets when the daemon

@@ -98,3 +98,35 @@ func TestShutdownOfOwnerKeepsForwardedFollower(t *testing.T) {
 		t.Fatalf("the message B's follower got: %s", m.raw)
 	}
 }
+
+// TestShutdownAnswersApprovalsLongPoll: an approver's console long-polls
+// GET /v1/approvals?status=pending&wait=2m. A redeploy answered it only at the drain
+// deadline, with HTTP 200 and an empty body; it now answers at once with what there
+// is (no approvals), and the console polls again, reaching another replica or the
+// restarted one.
+func TestShutdownAnswersApprovalsLongPoll(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.ShutdownTimeout = 20 * time.Second }})
+	type answer struct {
+		code int
+		body []byte
+	}
+	got := make(chan answer, 1)
+	go func() {
+		code, _, body := d.do("GET", "/v1/approvals?status=pending&wait=2m", nil)
+		got <- answer{code, body}
+	}()
+	time.Sleep(300 * time.Millisecond) // the poll is held (nothing is pending)
+	start := time.Now()
+	d.stop()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("shutdown took %v with an approvals long-poll open (shutdown_timeout 20s)", took)
+	}
+	a := <-got
+	var list struct {
+		Approvals []json.RawMessage `json:"approvals"`
+	}
+	if err := json.Unmarshal(a.body, &list); a.code != 200 || err != nil || list.Approvals == nil {
+		t.Fatalf("the long-poll's answer at shutdown: %d %q", a.code, a.body)
+	}
+}
