@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +130,33 @@ func TestShutdownAnswersApprovalsLongPoll(t *testing.T) {
 	}
 	if err := json.Unmarshal(a.body, &list); a.code != 200 || err != nil || list.Approvals == nil {
 		t.Fatalf("the long-poll's answer at shutdown: %d %q", a.code, a.body)
+	}
+}
+
+// TestShutdownEndsSessionEvents: a backend keeps GET /v1/sessions/{id}/events open
+// for its background calls' results. A redeploy held the drain with it for the whole
+// shutdown_timeout; the stream now ends once this process's calls are over, and the
+// backend connects again (to another replica, or the restarted one).
+func TestShutdownEndsSessionEvents(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.ShutdownTimeout = 20 * time.Second }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	resp, err := http.Get(d.url + "/v1/sessions/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+	start := time.Now()
+	d.stop()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("shutdown took %v with a session events stream open (shutdown_timeout 20s)", took)
+	}
+	if err := <-ended; err != nil {
+		t.Fatalf("the session events stream did not end cleanly: %v", err)
 	}
 }
