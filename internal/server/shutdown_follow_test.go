@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -158,5 +159,50 @@ func TestShutdownEndsSessionEvents(t *testing.T) {
 	}
 	if err := <-ended; err != nil {
 		t.Fatalf("the session events stream did not end cleanly: %v", err)
+	}
+}
+
+// TestShutdownEndsJobOutputStream: a UI follows a background job's output (its call's
+// SSE progress stream), a dev server that never ends by itself. A redeploy held the
+// drain with it for the whole shutdown_timeout, the job printing on; the stream now
+// ends at once (without a closed event: the output is not over) and the job is ended
+// with the daemon.
+func TestShutdownEndsJobOutputStream(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.ShutdownTimeout = 20 * time.Second }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"j","name":"execute_command","arguments":{"command":"while true; do echo tick; sleep 0.2; done","background":true}}]}`)
+	callID := messages(t, evs)["j"].str("call_id")
+	if callID == "" {
+		t.Fatalf("no call id: %v", evs)
+	}
+	resp, err := http.Get(d.url + "/v1/tool-calls/" + callID + "/progress/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for { // the job's output arrives
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the progress stream ended before any output: %v", err)
+		}
+		if strings.Contains(line, "tick") {
+			break
+		}
+	}
+	ended := make(chan string, 1)
+	go func() {
+		rest, _ := io.ReadAll(br)
+		ended <- string(rest)
+	}()
+	start := time.Now()
+	d.stop()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("shutdown took %v with a background job's output stream open (shutdown_timeout 20s)", took)
+	}
+	if rest := <-ended; strings.Contains(rest, "event: closed") {
+		t.Fatalf("the stream of output that is not over ended with a closed event: %s", rest)
 	}
 }
