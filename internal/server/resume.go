@@ -98,12 +98,19 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rl := s.relayOutput(ctx, r, rec, relayed)
-			var relayEnded <-chan struct{}
-			if rl != nil {
-				relayEnded = rl.done
+			// The relay starts when the call is another replica's, at once or once
+			// another replica claims it (an approval decided there).
+			var rl *outputRelay
+			relayFrom := func(cur *store.Call) <-chan struct{} {
+				if rl == nil {
+					rl = s.relayOutput(ctx, r, cur, relayed)
+				}
+				if rl == nil {
+					return nil
+				}
+				return rl.done
 			}
-			final, left := s.follow(ctx, tenant, rec, calls[i], emit, relayEnded)
+			final, left := s.follow(ctx, tenant, rec, calls[i], emit, relayFrom)
 			if rl != nil && left {
 				rl.stop()
 				<-rl.done
@@ -132,14 +139,17 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 // result is recorded; one of another replica, or one whose result the store refused
 // for a while, is read again on decisions and answers and every 2 seconds, and when
 // relayEnded closes (the owner ended its stream of the call's output, which it does
-// after the call's message).
+// after the call's message). relayFrom starts relaying the call's output from its
+// replica when that is another one (nil when none is relayed), and is called again
+// when the record names another replica (one that claimed the call).
 //
 // When the daemon begins to stop, a call this process does not run (one waiting for a
 // decision or an answer, which the store keeps, or one another replica runs) is left
 // at once, as the calls' own streams leave their waits (Executor.ReleaseWaiting),
 // rather than holding the drain until its deadline: left is then true and the
 // returned record's result is a cancelled one saying the call goes on.
-func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayEnded <-chan struct{}) (final *store.Call, left bool) {
+func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayFrom func(*store.Call) <-chan struct{}) (final *store.Call, left bool) {
+	relayEnded := relayFrom(rec)
 	watch := s.watchCall(rec.ID)
 	defer watch.close()
 	stopping := s.stopping()
@@ -196,6 +206,9 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 			// again at the next tick rather than end the stream without its message.
 			s.log.WarnContext(ctx, "reading a followed call's record failed; retrying", "call_id", rec.ID, "err", err)
 			continue
+		}
+		if cur.Owner != rec.Owner && relayEnded == nil {
+			relayEnded = relayFrom(cur)
 		}
 		rec = cur
 	}
