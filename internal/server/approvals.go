@@ -191,6 +191,8 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		case <-wake:
 		case <-deadline.C:
 			wait = 0 // answer with what there is (nothing)
+		case <-s.stopping():
+			wait = 0 // the daemon stops: answer now, not at the drain deadline
 		}
 	}
 }

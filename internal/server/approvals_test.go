@@ -59,6 +59,34 @@ func streamUntilEvent(t *testing.T, d *daemon, path, body, typ string) (ev map[s
 	return ev, out, stop
 }
 
+// getUntilEvent reads the NDJSON answer of GET path up to the first event of type
+// typ, which it returns; the rest of the stream arrives on rest.
+func getUntilEvent(t *testing.T, d *daemon, path, typ string) (ev map[string]any, rest <-chan []event) {
+	t.Helper()
+	resp, err := http.Get(d.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	br := bufio.NewReader(resp.Body)
+	var seen []byte
+	for ev == nil || ev["type"] != typ {
+		line, err := br.ReadBytes('\n')
+		seen = append(seen, line...)
+		if err != nil {
+			t.Fatalf("stream ended before %s: %v (HTTP %d: %s)", typ, err, resp.StatusCode, seen)
+		}
+		ev = nil
+		_ = json.Unmarshal(line, &ev)
+	}
+	out := make(chan []event, 1)
+	go func() {
+		b, _ := readRest(br)
+		out <- parseNDJSON(t, b)
+	}()
+	return ev, out
+}
+
 func readRest(br *bufio.Reader) ([]byte, error) {
 	var all []byte
 	for {

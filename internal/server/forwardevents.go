@@ -28,7 +28,8 @@ func (s *Server) forwardEvents(w http.ResponseWriter, r *http.Request, rec *stor
 	var relayed *relayedEvents
 	answered := s.forward(w, r, rec, handler, s.outputUnreachable(rec, true), func(resp *http.Response) error {
 		if resp.StatusCode == http.StatusOK {
-			relayed = &relayedEvents{body: resp.Body, approvals: map[string]bool{}}
+			relayed = &relayedEvents{body: resp.Body, approvals: map[string]bool{},
+				output: map[outputKey]int64{}, closed: map[string]bool{}, toolCallIDs: map[string]string{}}
 			resp.Body = relayed
 		}
 		return nil
@@ -136,9 +137,6 @@ func (e *relayedEvents) note(lines []byte) {
 		case "approval_required":
 			e.approvals[ev.Approval.ID] = true
 		case "tool_progress":
-			if e.output == nil {
-				e.output, e.closed, e.toolCallIDs = map[outputKey]int64{}, map[string]bool{}, map[string]string{}
-			}
 			e.toolCallIDs[ev.CallID] = ev.ToolCallID
 			if ev.Closed {
 				e.closed[ev.CallID] = true

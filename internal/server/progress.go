@@ -313,8 +313,18 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 		closed()
 		return true
 	}
+	stopping := s.stopping()
 	var dropped int64
 	for {
+		// Once the daemon stops, a stream of output no call of this process is
+		// producing (a background job's, which the stop ends; a call waiting for a
+		// decision) ends, without a closed event, rather than hold the drain: the
+		// client reconnects with its Last-Event-ID. A running call's goes on: the
+		// drain waits for it.
+		leave := stopping
+		if watch.over != nil {
+			leave = nil
+		}
 		// Events the subscription dropped (this client was slow) may include the last
 		// output and the closed event: once the backlog is drained, read the rest from
 		// the logs, and end the stream if the call has finished.
@@ -331,6 +341,9 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-r.Context().Done():
+			return
+		case <-leave:
+			catchUp() // the output so far
 			return
 		case <-keepAlive.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {

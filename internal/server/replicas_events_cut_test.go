@@ -318,3 +318,46 @@ func TestCallEventsOwnerGoneCloses(t *testing.T) {
 	}
 	<-rest
 }
+
+// TestCallEventsOwnerLostWhileWaiting: the link to the call's replica breaks while
+// the call waits for approval, before any of its output (A killed during a redeploy,
+// the approver still deciding). B follows on from the record; the approval is decided
+// on B, which runs the call, and B's stream carries its output, closed, and its
+// message. Writing the closed event crashed B: the note of what the client had from
+// A was only made once A had relayed some output.
+func TestCallEventsOwnerLostWhileWaiting(t *testing.T) {
+	t.Parallel()
+	proxy := newCuttableProxy(t)
+	proxy.cutAfter = []byte(`"type":"approval_required"`)
+	url := pgtest.URL(t)
+	a := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) {
+		c.ReplicaID = "replica-a"
+		c.Cluster.AdvertiseURL = "http://" + proxy.ln.Addr().String()
+		c.Permissions.Allow = nil
+	}})
+	proxy.target.Store(ptr(strings.TrimPrefix(a.url, "http://")))
+	b := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) {
+		c.ReplicaID = "replica-b"
+		c.Permissions.Allow = nil
+	}})
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, _, leave := streamUntilApproval(t, a, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo ran-on-b | tee out.txt"}}]}`)
+	leave()
+	_, _, body := b.do("GET", "/v1/approvals/"+apr["id"].(string), nil)
+	var rec struct {
+		CallID string `json:"call_id"`
+	}
+	if err := json.Unmarshal(body, &rec); err != nil || rec.CallID == "" {
+		t.Fatalf("approval: %s", body)
+	}
+	_, rest := getUntilEvent(t, b, "/v1/tool-calls/"+rec.CallID+"/events", "approval_required")
+	if code, _, body := b.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide on B: %d %s", code, body)
+	}
+	evs := <-rest
+	m, ok := restMessages(t, evs)["x"]
+	if !ok || m.m["is_error"] != false || !strings.Contains(string(m.raw), "ran-on-b") {
+		t.Fatalf("the message through B: %s", m.raw)
+	}
+}

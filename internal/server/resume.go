@@ -11,6 +11,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/progress"
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // Resuming a batch. A backend whose connection dropped mid-batch (a proxy timeout, a
@@ -78,8 +79,15 @@ func StopContext(ctx context.Context) context.Context {
 // until each has its message, which it emits. It returns when every one has, or
 // when ctx ends. The output of a call another replica runs is relayed from there to
 // relayed (relay.go), ahead of its message; nil relays none.
-func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.Call, relayed chan<- progress.Event, emit func(session.Event)) {
+//
+// A call left because the daemon stops (see follow) gets a message saying so, but
+// for a request another replica forwarded here: that replica is not stopping and
+// follows the call on from its record once this stream ends before done, so no
+// message is emitted and cut reports that the stream must end without done.
+func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.Call, relayed chan<- progress.Event, emit func(session.Event)) (cut bool) {
 	tenant := tenantOf(r)
+	forwarded := r.Header.Get(forwardedHeader) != ""
+	var cutOnce sync.Once
 	calls := make([]*session.Call, len(recs))
 	for i, rec := range recs {
 		calls[i] = &session.Call{ID: rec.ID, CallRequest: session.CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
@@ -90,16 +98,30 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rl := s.relayOutput(ctx, r, rec, relayed)
-			var relayEnded <-chan struct{}
-			if rl != nil {
-				relayEnded = rl.done
+			// The relay starts when the call is another replica's, at once or once
+			// another replica claims it (an approval decided there).
+			var rl *outputRelay
+			relayFrom := func(cur *store.Call) <-chan struct{} {
+				if rl == nil {
+					rl = s.relayOutput(ctx, r, cur, relayed)
+				}
+				if rl == nil {
+					return nil
+				}
+				return rl.done
 			}
-			final := s.follow(ctx, tenant, rec, calls[i], emit, relayEnded)
-			if rl != nil {
+			final, left := s.follow(ctx, tenant, rec, calls[i], emit, relayFrom)
+			if rl != nil && left {
+				rl.stop()
+				<-rl.done
+			} else if rl != nil {
 				rl.wait(ctx)
 			}
 			if final == nil {
+				return
+			}
+			if left && forwarded {
+				cutOnce.Do(func() { cut = true })
 				return
 			}
 			// Cut to the token budget by the writer (streamWriter.truncate).
@@ -107,6 +129,7 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 		}()
 	}
 	wg.Wait()
+	return cut
 }
 
 // follow waits until the recorded call rec is over and returns its final record, or
@@ -116,13 +139,24 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 // result is recorded; one of another replica, or one whose result the store refused
 // for a while, is read again on decisions and answers and every 2 seconds, and when
 // relayEnded closes (the owner ended its stream of the call's output, which it does
-// after the call's message).
-func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayEnded <-chan struct{}) *store.Call {
+// after the call's message). relayFrom starts relaying the call's output from its
+// replica when that is another one (nil when none is relayed), and is called again
+// when the record names another replica (one that claimed the call).
+//
+// When the daemon begins to stop, a call this process does not run (one waiting for a
+// decision or an answer, which the store keeps, or one another replica runs) is left
+// at once, as the calls' own streams leave their waits (Executor.ReleaseWaiting),
+// rather than holding the drain until its deadline: left is then true and the
+// returned record's result is a cancelled one saying the call goes on.
+func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayFrom func(*store.Call) <-chan struct{}) (final *store.Call, left bool) {
+	relayEnded := relayFrom(rec)
 	watch := s.watchCall(rec.ID)
 	defer watch.close()
+	stopping := s.stopping()
 	announced := map[string]bool{}
+	pending := false // rec has an approval request nobody decided yet
 	announce := func(rec *store.Call) {
-		pending := false
+		pending = false
 		if s.Approvals != nil {
 			list, err := s.Approvals.Store.ListApprovals(ctx, store.ApprovalFilter{Tenant: tenant, CallID: rec.ID})
 			if err != nil {
@@ -148,9 +182,15 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 	for !rec.Status.Terminal() || rec.Result == nil {
 		announce(rec)
 		watch.rearm()
+		leave := stopping
+		if watch.over != nil {
+			leave = nil // this process runs it: the drain waits for its result
+		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, false
+		case <-leave:
+			return leftAtShutdown(rec, call.Name, pending, announced[""]), true
 		case <-watch.over:
 		case <-watch.decided:
 		case <-watch.tick.C:
@@ -160,16 +200,46 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 		cur, err := s.Calls.GetCall(ctx, rec.ID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil, false
 			}
 			// The store is briefly unreachable (a lost connection, a restart): read
 			// again at the next tick rather than end the stream without its message.
 			s.log.WarnContext(ctx, "reading a followed call's record failed; retrying", "call_id", rec.ID, "err", err)
 			continue
 		}
+		if cur.Owner != rec.Owner && relayEnded == nil {
+			relayEnded = relayFrom(cur)
+		}
 		rec = cur
 	}
-	return rec
+	return rec, false
+}
+
+// stopping returns a channel closed once the daemon begins to stop (nil without an
+// executor): what waits for something this process does not do leaves then, rather
+// than holding the drain until its deadline.
+func (s *Server) stopping() <-chan struct{} {
+	if s.Exec == nil {
+		return nil
+	}
+	return s.Exec.Released()
+}
+
+// leftAtShutdown is rec with the result a stream following it gets when the daemon
+// stops before the call is over: the call goes on (its request stays pending, its
+// answer can still be posted, or another replica runs it), as the message says.
+func leftAtShutdown(rec *store.Call, name string, approvalPending, external bool) *store.Call {
+	left := *rec
+	switch {
+	case approvalPending:
+		left.Result = tool.ErrorResult(tool.KindCancelled, "the server shut down while %s waited for approval; the request stays pending and the call runs if it is approved", name)
+	case external:
+		left.Result = tool.ErrorResult(tool.KindCancelled, "the server shut down while %s waited for its answer; the answer can still be posted", name)
+	default:
+		left.Result = tool.ErrorResult(tool.KindCancelled, "the server shut down while this stream followed %s, which has not finished (%s) and goes on; its result will be at GET /v1/tool-calls/%s", name, rec.Status, rec.ID)
+	}
+	left.FinishedAt = nil
+	return &left
 }
 
 // callWatch wakes whoever waits for a recorded call to change: when this process's

@@ -120,7 +120,9 @@ func sessionError(err error) error {
 }
 
 // sessionEvents streams the session's events that belong to no request (results of
-// background calls) as NDJSON until the client goes away.
+// background calls) as NDJSON until the client goes away, or the daemon stops: then
+// once this process's calls are over (their results written here), so that the
+// stream does not hold the drain; the client connects again.
 func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	f, err := messageFormat(r)
 	if err != nil {
@@ -140,6 +142,16 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	if ka != nil {
 		defer ka.Stop()
 	}
+	write := func(ev session.Event) {
+		if ev.Type == session.EventApproval {
+			out.Encode(toApprovalEvent(ev))
+		} else {
+			out.Encode(resultLine(ev.Type, f, ev))
+		}
+		out.Flush()
+	}
+	stopping := s.stopping()
+	var over chan struct{} // closed once the stopping daemon's calls are over
 	for {
 		select {
 		case <-r.Context().Done():
@@ -147,12 +159,23 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		case <-kaC:
 			out.keepAlive(ka, s.cfg.KeepAlive)
 		case ev := <-events:
-			if ev.Type == session.EventApproval {
-				out.Encode(toApprovalEvent(ev))
-			} else {
-				out.Encode(resultLine(ev.Type, f, ev))
+			write(ev)
+		case <-stopping:
+			stopping = nil
+			over = make(chan struct{})
+			go func() {
+				defer close(over)
+				_ = s.Exec.Wait(r.Context())
+			}()
+		case <-over:
+			for { // what the last calls published before they returned
+				select {
+				case ev := <-events:
+					write(ev)
+				default:
+					return
+				}
 			}
-			out.Flush()
 		}
 	}
 }

@@ -143,13 +143,14 @@ func (s *Server) streamBatch(w http.ResponseWriter, r *http.Request, f msgFormat
 		defer close(written)
 		sw.run(events)
 	}()
-	if len(st.followed) > 0 {
-		s.followAll(runCtx, r, st.followed, relayed, events.push)
+	if len(st.followed) > 0 && s.followAll(runCtx, r, st.followed, relayed, events.push) {
+		// Read by the writer once it takes the close (the queue's lock orders them).
+		sw.cut = true
 	}
 	// Calls after followed ones run once those are over; not at all when the client
 	// that would cancel them is gone already (nothing ran, so nothing is recorded,
 	// and a resumed request runs them).
-	if st.plan != nil && runCtx.Err() == nil {
+	if st.plan != nil && runCtx.Err() == nil && !sw.cut {
 		s.Exec.Execute(runCtx, st.plan, events.push)
 	}
 	events.close()
@@ -244,6 +245,7 @@ type streamWriter struct {
 	closed     map[string]bool             // calls whose closed event was written
 	values     valueGate                   // the numeric progress each call's client has
 	keepAlive  time.Duration               // a quiet stream's keepalive interval (0: none)
+	cut        bool                        // end without done (see followAll)
 }
 
 func (sw *streamWriter) run(events *eventQueue) {
@@ -268,6 +270,9 @@ func (sw *streamWriter) run(events *eventQueue) {
 			delay = sw.event(queued[0])
 			queued[0] = session.Event{} // let its result go once written
 			queued = queued[1:]
+		case ended && sw.cut:
+			sw.drain()
+			return // no done: the forwarding replica follows on (followAll)
 		case ended:
 			sw.drain()
 			// Not flushed: streamBatch returns at once and net/http writes the

@@ -191,12 +191,21 @@ func (x *Executor) waitingDurably(callID string) (done func()) {
 	}
 }
 
+// Released returns a channel closed once ReleaseWaiting was called: the daemon stops,
+// and whoever waits for a call that is not this process's to run (a stream following
+// a call that waits for a decision, or that another replica runs) should leave now
+// rather than hold the drain.
+func (x *Executor) Released() <-chan struct{} { return x.released }
+
 // ReleaseWaiting ends, as the server shutting down, the waits of the calls that wait
 // for a decision or an external answer, now and from now on: their requests stay
 // pending in the store (the call runs, or takes its answer, when it comes), so a drain
 // need not wait for a person. It returns how many waits it ended.
 func (x *Executor) ReleaseWaiting() int {
 	x.mu.Lock()
+	if !x.releasing {
+		close(x.released)
+	}
 	x.releasing = true
 	var cancels []*callCancel
 	for _, cc := range x.unfinished {

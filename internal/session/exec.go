@@ -243,6 +243,7 @@ type Executor struct {
 	unfinished map[string]*callCancel
 	inputs     map[string]chan json.RawMessage // stateful calls waiting for the agent
 	releasing  bool                            // ReleaseWaiting was called: the daemon stops
+	released   chan struct{}                   // closed by ReleaseWaiting (see Released)
 	wg         sync.WaitGroup
 
 	// Results the store refused, written again in the background (finishLater).
@@ -263,7 +264,7 @@ func NewExecutor(cfg ExecConfig, rec Recorder, trunc *toolmgr.Truncator, obs Obs
 		cfg.MaxBatchCalls = DefaultMaxBatchCalls
 	}
 	return &Executor{cfg: cfg, rec: rec, obs: obs, progress: progress, trunc: trunc, log: log, unfinished: map[string]*callCancel{}, inputs: map[string]chan json.RawMessage{},
-		closed: make(chan struct{})}
+		released: make(chan struct{}), closed: make(chan struct{})}
 }
 
 // PlanError is a problem with a batch as a whole (an HTTP 400, not a tool result).
