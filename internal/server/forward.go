@@ -83,7 +83,7 @@ func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *
 func (s *Server) outputUnreachable(rec *store.Call, finishedHere bool) unreachableFunc {
 	return func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string) {
 		if !s.Replicas.alive(rep) {
-			local(w, r)
+			local(w, r.WithContext(context.WithValue(r.Context(), ownerGoneKey{}, true)))
 			return
 		}
 		where := "the call runs on replica "
@@ -100,6 +100,12 @@ func (s *Server) outputUnreachable(rec *store.Call, finishedHere bool) unreachab
 			"could not be reached ("+reason+"); try again shortly (if that replica stopped, its calls are marked failed once its lease runs out)"))
 	}
 }
+
+// ownerGoneKey marks a read served here because the replica that ran the call, and
+// held its output, has stopped.
+type ownerGoneKey struct{}
+
+func ownerGone(ctx context.Context) bool { gone, _ := ctx.Value(ownerGoneKey{}).(bool); return gone }
 
 // alive reports whether rep's lease holds: it heartbeated within the lease. A
 // replica never seen (nil) is not alive.

@@ -17,15 +17,17 @@ import (
 )
 
 type progressChunk struct {
-	CallID      string   `json:"call_id"`
-	Stream      string   `json:"stream"`
-	Offset      int64    `json:"offset"`
-	NextOffset  int64    `json:"next_offset"`
-	Data        string   `json:"data"`
-	Encoding    string   `json:"encoding"`
-	InvalidUTF8 bool     `json:"invalid_utf8,omitempty"`
-	Finished    bool     `json:"finished"`
-	Streams     []string `json:"streams"`
+	CallID      string `json:"call_id"`
+	Stream      string `json:"stream"`
+	Offset      int64  `json:"offset"`
+	NextOffset  int64  `json:"next_offset"`
+	Data        string `json:"data"`
+	Encoding    string `json:"encoding"`
+	InvalidUTF8 bool   `json:"invalid_utf8,omitempty"`
+	Finished    bool   `json:"finished"`
+	// OutputLost: the call ran on a replica that has stopped, which held its output.
+	OutputLost bool     `json:"output_lost,omitempty"`
+	Streams    []string `json:"streams"`
 	// Progress is the call's latest numeric progress, when it reported any.
 	Progress *progressValue `json:"progress,omitempty"`
 }
@@ -75,8 +77,10 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, progress.ErrUnknownCall):
 		// No output was recorded here (the call printed nothing, its logs expired, or
-		// it ran elsewhere): nothing to read, finished once the call is.
+		// it ran elsewhere): nothing to read, finished once the call is. Output held
+		// by a replica that has stopped is said to be lost, not shown as none.
 		resp.Finished = rec.Status.Terminal()
+		resp.OutputLost = ownerGone(r.Context())
 		writeJSON(w, http.StatusOK, resp)
 		return
 	case errors.Is(err, progress.ErrBadOffset):

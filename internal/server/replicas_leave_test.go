@@ -27,9 +27,12 @@ func TestStoppedReplicaLeaves(t *testing.T) {
 	a.stop()
 
 	code, _, body := b.do("GET", "/v1/tool-calls/"+cid+"/progress", nil)
-	var p progressRead
-	if code != 200 || json.Unmarshal(body, &p) != nil || !p.Finished {
-		t.Errorf("progress on B of a finished call of a replica that stopped cleanly: %d %s; want the record's answer (finished)", code, body)
+	var p struct {
+		progressRead
+		OutputLost bool `json:"output_lost"`
+	}
+	if code != 200 || json.Unmarshal(body, &p) != nil || !p.Finished || !p.OutputLost {
+		t.Errorf("progress on B of a finished call of a replica that stopped cleanly: %d %s; want the record's answer (finished), its output said to be lost", code, body)
 	}
 	code, _, body = b.do("GET", "/v1/tool-calls/"+cid+"/events", nil)
 	if code != 200 || !strings.Contains(string(body), "hello-out") {

@@ -158,11 +158,17 @@ func TestProgressReadOnAnotherReplica(t *testing.T) {
 		t.Fatalf("SSE through B: %q", text)
 	}
 
-	// A stopped, its lease not yet run out: its output is out of reach, which B says
-	// (rather than "finished, no output"); the result is in the record.
+	// A stopped cleanly, giving its lease up: its output went with it, which B says
+	// (rather than "finished, no output"); the result is in the record. (An owner
+	// alive but out of reach is a 503: replicas_unreachable_test.go.)
 	a.stop()
-	if code, h, body := b.do("GET", "/v1/tool-calls/"+cid+"/progress?offset=0", nil); code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
-		t.Fatalf("progress through B with the owner stopped: %d %s; want 503 with Retry-After", code, body)
+	code, _, body := b.do("GET", "/v1/tool-calls/"+cid+"/progress?offset=0", nil)
+	var lost struct {
+		Finished   bool `json:"finished"`
+		OutputLost bool `json:"output_lost"`
+	}
+	if code != 200 || json.Unmarshal(body, &lost) != nil || !lost.Finished || !lost.OutputLost {
+		t.Fatalf("progress through B with the owner stopped: %d %s; want finished with output_lost", code, body)
 	}
 	if code, _, body := b.do("GET", "/v1/tool-calls/"+cid, nil); code != 200 || !strings.Contains(string(body), "second-line") {
 		t.Fatalf("the call's record through B with the owner stopped: %d %s", code, body)
