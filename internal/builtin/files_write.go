@@ -149,7 +149,7 @@ func (w *fileRoot) mayReplace(tg fileTarget, guard *fileGuard, toolName string) 
 		return 0, false, err
 	}
 	if v != guardOK {
-		return 0, false, guardError(v, tg, toolName)
+		return 0, false, guard.refusal(v, tg, toolName)
 	}
 	return fi.Mode(), false, nil
 }
@@ -185,7 +185,7 @@ func (w *fileRoot) loadForEdit(tg fileTarget, guard *fileGuard, toolName string)
 		return nil, nil, err
 	}
 	if v != guardOK {
-		return nil, nil, guardError(v, tg, toolName)
+		return nil, nil, guard.refusal(v, tg, toolName)
 	}
 	return data, fi, nil
 }

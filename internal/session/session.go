@@ -445,6 +445,7 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 	if err != nil {
 		return nil, err
 	}
+	sess.Info.Loaded = true
 	sess.restore(stored.Resume)
 	sess.applied = rec.Spec // not live yet: no lock needed
 	sess.storedUsed = used
