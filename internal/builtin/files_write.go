@@ -90,7 +90,7 @@ func (t *writeFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	if keptCRLF {
 		eol = ", CRLF line endings kept"
 	}
-	return fileResult(fmt.Sprintf("%s %s (%d lines, %s%s).", verb, out.Path, out.Lines, sizeText(int64(out.Bytes)), eol), out, nil)
+	return fileResult(fmt.Sprintf("%s %s (%s, %s%s).", verb, out.Path, countOf(out.Lines, "line", "lines"), sizeText(int64(out.Bytes)), eol), out, nil)
 }
 
 // Precheck refuses, before anyone is asked to approve it, a write_file that would
