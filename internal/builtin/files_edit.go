@@ -108,7 +108,7 @@ func (t *editFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 			b.WriteString(" The changed region now reads:\n" + snip)
 		}
 	} else {
-		fmt.Fprintf(&b, "Edited %s: replaced %d occurrences (at lines %s of the old text).", tg.show(), out.count, listLines(out.lines))
+		fmt.Fprintf(&b, "Edited %s: replaced %d occurrences (at lines %s of the old text).", tg.show(), out.count, listLines(out.spots, out.more))
 	}
 	return fileResult(strings.TrimRight(b.String(), "\n"), editOutput{Path: tg.show(), Replacements: out.count, Lines: out.lines}, nil)
 }
@@ -130,7 +130,9 @@ func (e editSpec) invalid() string {
 type editResult struct {
 	text    string // the text after the edit
 	count   int    // replacements made
-	lines   []int  // the line (from 1) where each replacement starts, in the text before
+	lines   []int  // the line (from 1) where each replacement starts, in the text before (at most maxListedLines)
+	spots   []lineMatches
+	more    int    // lines with replacements beyond spots
 	newText string // new_string as inserted (line endings adapted)
 }
 
@@ -153,47 +155,74 @@ func applyEdit(text string, e editSpec) (editResult, string) {
 	if n == 0 {
 		return editResult{}, notFoundReason(text, e.OldString)
 	}
-	lines := matchLines(text, oldS)
+	lines, spots, more := matchSpots(text, oldS)
 	if n > 1 && !e.ReplaceAll {
 		return editResult{}, fmt.Sprintf("old_string matches %d times (at lines %s); include more of the surrounding text to make it unique, or set replace_all to replace every occurrence.",
-			n, listLines(lines))
+			n, listLines(spots, more))
 	}
 	// Checked before building it: replace_all of one character, or edits that each
 	// double the text, would otherwise grow it beyond the daemon's memory.
 	if size := int64(len(text)) + int64(n)*int64(len(newS)-len(oldS)); size > maxTextFile {
 		return editResult{}, fmt.Sprintf("the result would be %s, larger than the %s this tool handles.", overText(size, maxTextFile), sizeText(maxTextFile))
 	}
-	return editResult{text: strings.Replace(text, oldS, newS, n), count: n, lines: lines, newText: newS}, ""
+	return editResult{text: strings.Replace(text, oldS, newS, n), count: n, lines: lines, spots: spots, more: more, newText: newS}, ""
 }
 
-// matchLines returns the line numbers where the (non-overlapping) occurrences of s
-// start, at most maxListedLines of them.
-func matchLines(text, s string) []int {
-	var lines []int
+// lineMatches is how many occurrences start on one line.
+type lineMatches struct{ line, n int }
+
+// maxSpotLines bounds the lines a message lists occurrences on.
+const maxSpotLines = 10
+
+// matchSpots is where the (non-overlapping) occurrences of s in text start: lines,
+// the line of each, at most maxListedLines of them (for the structured output);
+// spots, the first maxSpotLines distinct lines with how many start on each; and
+// more, how many other lines have some. A minified file may hold thousands on one
+// line, which a list of one number per occurrence showed as "1, 1, 1, …".
+func matchSpots(text, s string) (lines []int, spots []lineMatches, more int) {
 	line, pos := 1, 0
-	for len(lines) < maxListedLines {
+	last := 0
+	for {
 		i := strings.Index(text[pos:], s)
 		if i < 0 {
 			break
 		}
 		line += strings.Count(text[pos:pos+i], "\n")
-		lines = append(lines, line)
+		if len(lines) < maxListedLines {
+			lines = append(lines, line)
+		}
+		switch {
+		case line == last && more == 0:
+			spots[len(spots)-1].n++
+		case line == last:
+		case len(spots) < maxSpotLines:
+			spots = append(spots, lineMatches{line: line, n: 1})
+		default:
+			more++
+		}
+		last = line
 		line += strings.Count(s, "\n")
 		pos += i + len(s)
 	}
-	return lines
+	return lines, spots, more
 }
 
-func listLines(lines []int) string {
-	parts := make([]string, 0, min(len(lines), 10))
-	for i, l := range lines {
-		if i == 10 {
-			parts = append(parts, "…")
-			break
+// listLines words spots and more (matchSpots): "1 (2000 times), 3 (2 times)",
+// "1, 2, 3 and 20 more lines".
+func listLines(spots []lineMatches, more int) string {
+	parts := make([]string, 0, len(spots))
+	for _, sp := range spots {
+		if sp.n == 1 {
+			parts = append(parts, fmt.Sprint(sp.line))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d (%d times)", sp.line, sp.n))
 		}
-		parts = append(parts, fmt.Sprint(l))
 	}
-	return strings.Join(parts, ", ")
+	text := strings.Join(parts, ", ")
+	if more > 0 {
+		text += " and " + countOf(more, "more line", "more lines")
+	}
+	return text
 }
 
 // notFoundReason explains a missing old_string and points at the line that looks most

@@ -198,7 +198,7 @@ func applyEdits(text string, edits []editSpec, mode string) (string, multiEditOu
 // render is the text of a multi_edit result.
 func (o multiEditOutput) render(outcome string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "multi_edit %s (mode %s): %d of %d edits applied, %d failed; %s.\n", o.Path, o.Mode, o.Applied, len(o.Edits), o.Failed, outcome)
+	fmt.Fprintf(&b, "multi_edit %s (mode %s): %d of %s applied, %d failed; %s.\n", o.Path, o.Mode, o.Applied, countOf(len(o.Edits), "edit", "edits"), o.Failed, outcome)
 	for _, r := range o.Edits {
 		fmt.Fprintf(&b, "edits[%d]: %s", r.Index, strings.ReplaceAll(r.Status, "_", " "))
 		switch r.Status {
@@ -216,11 +216,4 @@ func (o multiEditOutput) render(outcome string) string {
 		b.WriteString("The edits before the failing one are in the file; send the failing edit and the ones after it again (corrected).\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
-}
-
-func pluralS(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

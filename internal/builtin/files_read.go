@@ -146,7 +146,7 @@ func (t *readFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		return fileResult(fmt.Sprintf("%s is empty (0 lines).", tg.show()), nil, details)
 	case lr.shown == 0:
 		if whole {
-			return nil, tool.Errorf(tool.KindInvalidArgs, "offset %d is past the end of %q, which has %d lines", offset, tg.given, lr.lines)
+			return nil, tool.Errorf(tool.KindInvalidArgs, "offset %d is past the end of %q, which has %s", offset, tg.given, countOf(lr.lines, "line", "lines"))
 		}
 		return nil, tool.Errorf(tool.KindInvalidArgs, "offset %d is past the end of %q", offset, tg.given)
 	}
@@ -255,7 +255,7 @@ func (lr *lineReader) notes(tg fileTarget, fi fs.FileInfo, whole bool) {
 		notes = append(notes, fmt.Sprintf("[the output limit of %s was reached before the requested lines were all shown]", sizeText(outputBudget)))
 	}
 	if lr.cut > 0 {
-		notes = append(notes, fmt.Sprintf("[%d lines longer than %d characters were cut]", lr.cut, maxLineChars))
+		notes = append(notes, fmt.Sprintf("[%s longer than %d characters %s cut]", countOf(lr.cut, "line", "lines"), maxLineChars, wasWere(lr.cut)))
 	}
 	if lr.replaced {
 		notes = append(notes, "[the file is not all valid UTF-8 text: invalid bytes and NULs are shown as U+FFFD; edit_file and write_file would not preserve them]")

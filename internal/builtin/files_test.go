@@ -124,7 +124,7 @@ func TestReadFile(t *testing.T) {
 		{name: "offset past the end", args: map[string]any{"path": "a.txt", "offset": 5}, kind: tool.KindInvalidArgs, want: []string{"has 4 lines"}},
 		{name: "empty", args: map[string]any{"path": "empty.txt"}, text: "empty.txt is empty (0 lines)."},
 		{name: "long line cut", args: map[string]any{"path": "long.txt"},
-			want: []string{"     1\t" + strings.Repeat("é", 2000) + " … [line cut: 1000 more bytes]", "     2\tshort", "[1 lines longer than 2000 characters were cut]"}},
+			want: []string{"     1\t" + strings.Repeat("é", 2000) + " … [line cut: 1000 more bytes]", "     2\tshort", "[1 line longer than 2000 characters was cut]"}},
 		{name: "a few invalid bytes", args: map[string]any{"path": "latin1.txt"}, want: []string{"caf\uFFFD au lait", "not all valid UTF-8"}},
 		{name: "binary", args: map[string]any{"path": "bin.dat"}, kind: tool.KindFailed, want: []string{"binary file", "14 bytes", "application/octet-stream"}},
 		{name: "mostly not utf-8", args: map[string]any{"path": "noise.bin"}, kind: tool.KindFailed, want: []string{"binary file", "500 bytes"}},

@@ -90,7 +90,7 @@ func (t *writeFile) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 	if keptCRLF {
 		eol = ", CRLF line endings kept"
 	}
-	return fileResult(fmt.Sprintf("%s %s (%d lines, %s%s).", verb, out.Path, out.Lines, sizeText(int64(out.Bytes)), eol), out, nil)
+	return fileResult(fmt.Sprintf("%s %s (%s, %s%s).", verb, out.Path, countOf(out.Lines, "line", "lines"), sizeText(int64(out.Bytes)), eol), out, nil)
 }
 
 // Precheck refuses, before anyone is asked to approve it, a write_file that would
@@ -149,7 +149,7 @@ func (w *fileRoot) mayReplace(tg fileTarget, guard *fileGuard, toolName string) 
 		return 0, false, err
 	}
 	if v != guardOK {
-		return 0, false, guardError(v, tg, toolName)
+		return 0, false, guard.refusal(v, tg, toolName)
 	}
 	return fi.Mode(), false, nil
 }
@@ -185,7 +185,7 @@ func (w *fileRoot) loadForEdit(tg fileTarget, guard *fileGuard, toolName string)
 		return nil, nil, err
 	}
 	if v != guardOK {
-		return nil, nil, guardError(v, tg, toolName)
+		return nil, nil, guard.refusal(v, tg, toolName)
 	}
 	return data, fi, nil
 }

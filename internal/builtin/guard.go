@@ -118,6 +118,9 @@ type fileGuard struct {
 	replicated bool       // Stamps.Replicated
 	log        *slog.Logger
 	callID     string
+	// forgot: the session was loaded anew in this process and its reads before that
+	// are not kept (stamps not replicated), so "not read" may mean "read before".
+	forgot bool
 }
 
 // guardFor returns the session's file guard for the call ctx, creating the session's
@@ -129,7 +132,8 @@ func guardFor(ctx *tool.Context, stamps Stamps) (*fileGuard, error) {
 	mem := ctx.Session.State.LoadOrStore(fileGuardKey, func() any {
 		return &guardMemory{seen: map[string]fileStamp{}, kept: map[string]bool{}}
 	}).(*guardMemory)
-	g := &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: stamps.Store, replicated: stamps.Replicated, log: stamps.Log, callID: ctx.CallID}
+	g := &fileGuard{mem: mem, ctx: ctx, session: ctx.Session.ID, shared: stamps.Store, replicated: stamps.Replicated, log: stamps.Log, callID: ctx.CallID,
+		forgot: ctx.Session.Loaded && !stamps.Replicated}
 	g.loadKept()
 	return g, nil
 }
@@ -312,9 +316,16 @@ func onceContent(content func() ([]byte, error)) func() ([]byte, error) {
 	}
 }
 
-// guardError is the is_error a refused write gets: kind denied, since nothing is wrong
+// refusal is the is_error a refused write gets: kind denied, since nothing is wrong
 // with the arguments, the tool declines to act until the model has seen the file.
-func guardError(v guardVerdict, t fileTarget, toolName string) error {
+func (g *fileGuard) refusal(v guardVerdict, t fileTarget, toolName string) error {
+	if v == guardUnread && g.forgot {
+		// The model may well have read it, before a restart or an eviction: saying it
+		// has not reads as a contradiction.
+		return tool.Errorf(tool.KindDenied,
+			"%q exists and has not been read since the daemon restarted or this session was reloaded from the store; reads from before that are not kept, so it must be read again: read it with read_file (or json_read), then call %s again. Nothing was written.",
+			t.given, toolName)
+	}
 	if v == guardUnread {
 		return tool.Errorf(tool.KindDenied,
 			"%q exists and has not been read in this session; read it with read_file (or json_read) first, then call %s again. Nothing was written.",

@@ -104,9 +104,9 @@ func (t *jsonRead) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 func summarizeJSON(v any) string {
 	switch c := v.(type) {
 	case *jsonObject:
-		return fmt.Sprintf("an object with %d keys%s", len(c.keys), keyList(c))
+		return fmt.Sprintf("an object with %s%s", countOf(len(c.keys), "key", "keys"), keyList(c))
 	case *jsonArray:
-		return fmt.Sprintf("an array of %d elements", len(c.items))
+		return "an array of " + countOf(len(c.items), "element", "elements")
 	}
 	return article(jsonTypeName(v)) + " " + jsonTypeName(v)
 }

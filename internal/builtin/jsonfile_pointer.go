@@ -253,7 +253,7 @@ func arrayIndex(p jsonPointer, i int, n int) (int, error) {
 	}
 	idx, err := strconv.Atoi(tok)
 	if err != nil {
-		return 0, pointerErrorf("%q: index %s is out of range: the array at %q has %d elements", p.String(), tok, p[:i].String(), n)
+		return 0, pointerErrorf("%q: index %s is out of range: the array at %q has %s", p.String(), tok, p[:i].String(), countOf(n, "element", "elements"))
 	}
 	return idx, nil
 }
@@ -274,8 +274,8 @@ func member(cur any, p jsonPointer, i int) (any, error) {
 			return nil, err
 		}
 		if idx >= len(c.items) {
-			return nil, pointerErrorf("%q does not resolve: index %s is out of range, the array at %q has %d elements",
-				p.String(), tok, p[:i].String(), len(c.items))
+			return nil, pointerErrorf("%q does not resolve: index %s is out of range, the array at %q has %s",
+				p.String(), tok, p[:i].String(), countOf(len(c.items), "element", "elements"))
 		}
 		return c.items[idx], nil
 	}
@@ -363,8 +363,8 @@ func pointerSet(doc any, p jsonPointer, val any, create bool) (any, string, erro
 			c.items = append(c.items, val)
 			return doc, "appended", nil
 		}
-		return nil, "", pointerErrorf("%q: index %d is out of range: the array at %q has %d elements; use %q to append",
-			p.String(), idx, p[:last].String(), len(c.items), p[:last].String()+"/-")
+		return nil, "", pointerErrorf("%q: index %d is out of range: the array at %q has %s; use %q to append",
+			p.String(), idx, p[:last].String(), countOf(len(c.items), "element", "elements"), p[:last].String()+"/-")
 	}
 	return nil, "", pointerErrorf("%q cannot be set: the value at %q is %s %s, not an object or array",
 		p.String(), p[:last].String(), article(jsonTypeName(cur)), jsonTypeName(cur))

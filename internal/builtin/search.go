@@ -123,7 +123,7 @@ func (t *listDir) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 	if t.tree {
 		text = head + "\n" + b.String()
 	} else {
-		text = fmt.Sprintf("%s (%d entries, depth %d)\n%s", head, count, depth, b.String())
+		text = fmt.Sprintf("%s (%s, depth %d)\n%s", head, countOf(count, "entry", "entries"), depth, b.String())
 	}
 	if count == 0 {
 		text += "(empty)\n"
@@ -132,13 +132,13 @@ func (t *listDir) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, err
 		text += fmt.Sprintf("[stopped after %d entries; list a subdirectory or use a smaller depth]\n", count)
 	}
 	if wk.hiddenSkipped > 0 {
-		text += fmt.Sprintf("[%d hidden entries (names starting with .) not shown; set show_hidden to see them]\n", wk.hiddenSkipped)
+		text += fmt.Sprintf("[%s (names starting with .) not shown; set show_hidden to see them]\n", countOf(wk.hiddenSkipped, "hidden entry", "hidden entries"))
 	}
 	if wk.ignoredSkipped > 0 {
-		text += fmt.Sprintf("[%d entries excluded by .gitignore not shown]\n", wk.ignoredSkipped)
+		text += fmt.Sprintf("[%s excluded by .gitignore not shown]\n", countOf(wk.ignoredSkipped, "entry", "entries"))
 	}
 	if wk.unreadable > 0 {
-		text += fmt.Sprintf("[%d directories could not be read]\n", wk.unreadable)
+		text += fmt.Sprintf("[%s could not be read]\n", countOf(wk.unreadable, "directory", "directories"))
 	}
 	return fileResult(strings.TrimRight(text, "\n"), nil, listDetails{Path: tg.show(), Entries: count, Truncated: truncated})
 }

@@ -161,10 +161,10 @@ func (t *globFiles) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, e
 func ignoreNote(wk *treeWalker) string {
 	var notes []string
 	if wk.ignoredSkipped > 0 {
-		notes = append(notes, fmt.Sprintf("[%d entries excluded by .gitignore were not searched]", wk.ignoredSkipped))
+		notes = append(notes, fmt.Sprintf("[%s excluded by .gitignore %s not searched]", countOf(wk.ignoredSkipped, "entry", "entries"), wasWere(wk.ignoredSkipped)))
 	}
 	if wk.unreadable > 0 {
-		notes = append(notes, fmt.Sprintf("[%d directories could not be read]", wk.unreadable))
+		notes = append(notes, fmt.Sprintf("[%s could not be read]", countOf(wk.unreadable, "directory", "directories")))
 	}
 	if len(notes) == 0 {
 		return ""

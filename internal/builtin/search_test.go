@@ -62,7 +62,7 @@ func TestListDir(t *testing.T) {
 	}
 	e.put(t, "empty/.keep", "")
 	res = e.ok(t, "list_dir", map[string]any{"path": "empty"})
-	fileContains(t, res.Text(), "(empty)", "1 hidden entries")
+	fileContains(t, res.Text(), "(empty)", "1 hidden entry")
 }
 
 func TestListDirCap(t *testing.T) {
@@ -102,7 +102,7 @@ func TestTree(t *testing.T) {
 		t.Errorf("tree:\n%s\nwant:\n%s", res.Text(), want)
 	}
 	res = e.ok(t, "tree", map[string]any{"path": "src", "depth": 1, "show_hidden": true})
-	want = "src/\n├── .gitignore\n├── lib/\n├── main.go\n└── main_test.go\n[1 entries excluded by .gitignore not shown]"
+	want = "src/\n├── .gitignore\n├── lib/\n├── main.go\n└── main_test.go\n[1 entry excluded by .gitignore not shown]"
 	if res.Text() != want {
 		t.Errorf("tree src:\n%s\nwant:\n%s", res.Text(), want)
 	}
@@ -196,7 +196,7 @@ func TestGrep(t *testing.T) {
 				"src/lib/util.go:3: // NEEDLE upper\nsrc/main.go:3: // needle one\n" +
 				"[4 matching lines in 4 files]\n[4 entries excluded by .gitignore were not searched]"},
 		{name: "include with a slash", args: map[string]any{"pattern": "(?i)needle", "path": "src", "include": "lib/**"},
-			want: "src/lib/util.go:3: // NEEDLE upper\n[1 matching line in 1 file]\n[1 entries excluded by .gitignore were not searched]"},
+			want: "src/lib/util.go:3: // NEEDLE upper\n[1 matching line in 1 file]\n[1 entry excluded by .gitignore was not searched]"},
 		{name: "context", args: map[string]any{"pattern": "^hit", "path": "ctx.txt", "context": 1},
 			want: "ctx.txt-2- b\nctx.txt:3: hit 1\nctx.txt-4- c\n--\nctx.txt-7- f\nctx.txt:8: hit 2\nctx.txt:9: hit 3\nctx.txt-10- g\n[3 matching lines in 1 file]"},
 		{name: "max results", args: map[string]any{"pattern": "hit", "path": "ctx.txt", "max_results": 2},
@@ -289,7 +289,7 @@ func TestSearchNamedIgnoredDirectory(t *testing.T) {
 	}
 	for dir, want := range greps {
 		got := e.ok(t, "grep", map[string]any{"pattern": "needle", "path": dir}).Text()
-		if got, _, _ = strings.Cut(got, "\n[1 entries excluded"); !strings.HasPrefix(got, want) {
+		if got, _, _ = strings.Cut(got, "\n[1 entry excluded"); !strings.HasPrefix(got, want) {
 			t.Errorf("grep in %s:\n%s\nwant:\n%s", dir, got, want)
 		}
 	}

@@ -300,12 +300,16 @@ func readSkillFile(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot string, readOnly bool) (string, error) {
 	if dir, files := skillFolder(sk, file); len(files) > 0 {
 		list, cut := budgetHead([]byte(strings.Join(files, "\n") + "\n"))
-		where := fmt.Sprintf("once the skill is opened they are in %s/ of your working directory", path.Join(skills.ProjectionDir, sk.Name, dir))
+		they := "they are"
+		if len(files) == 1 {
+			they = "it is"
+		}
+		where := fmt.Sprintf("once the skill is opened %s in %s/ of your working directory", they, path.Join(skills.ProjectionDir, sk.Name, dir))
 		if readOnly {
 			where = notCopiedNote
 		}
-		text := fmt.Sprintf("%s/ of skill %s holds %d files (read one with skill and its path as file; %s):\n%s",
-			dir, sk.Name, len(files), where, list)
+		text := fmt.Sprintf("%s/ of skill %s holds %s (read one with skill and its path as file; %s):\n%s",
+			dir, sk.Name, countOf(len(files), "file", "files"), where, list)
 		if readOnly && cut {
 			return text + "[list cut]", nil
 		}

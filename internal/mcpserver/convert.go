@@ -51,6 +51,18 @@ func visibleSpecs(sess *session.Session) []tool.Spec {
 	return out
 }
 
+// unofferedSpecs returns the session's allowed tools that a narrowed turn list
+// (a ranked listing, tool_expand_tools) leaves out of visibleSpecs.
+func unofferedSpecs(sess *session.Session) []tool.Spec {
+	var out []tool.Spec
+	for _, sp := range sess.Tools.Specs() {
+		if !sp.Hosted && !sess.Selected(sp.Name) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
 // fingerprint identifies a tool set as a client sees it.
 func fingerprint(specs []tool.Spec) uint64 {
 	h := fnv.New64a()

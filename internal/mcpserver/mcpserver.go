@@ -151,6 +151,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		mcpsrv.WithToolCapabilities(true),
 		mcpsrv.WithHooks(hooks),
 		mcpsrv.WithRecovery(),
+		mcpsrv.WithToolFilter(offeredOnly),
 		mcpsrv.WithInstructions("Tools of a toolserverd session. Calls that need a person's approval wait for it; " +
 			"their progress notifications say so."),
 	}
@@ -207,6 +208,10 @@ type sessionKey struct{}
 // the client goes away (for a POST: and does not resume its stream in time) or the
 // server stops, not on notifications/cancelled.
 type requestKey struct{}
+
+// callingKey marks the context of a tools/call request: only then does mcp-go see the
+// session's tools left out of the turn's narrowed list (offeredOnly).
+type callingKey struct{}
 
 func sessionFrom(ctx context.Context) *session.Session {
 	s, _ := ctx.Value(sessionKey{}).(*session.Session)
@@ -314,7 +319,11 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		r, done = e.detachPOST(r, run)
 		defer done()
 	}
-	r = r.WithContext(context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context()))
+	ctx := context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context())
+	if r.Method == http.MethodPost && live && callsTool(r) {
+		ctx = context.WithValue(ctx, callingKey{}, true)
+	}
+	r = r.WithContext(ctx)
 	// A session is idle only while none of its requests is open (mcp-go's own
 	// sweeper counted a client listening on its event stream, or waiting for a long
 	// call, as idle).
@@ -355,6 +364,16 @@ func initializes(r *http.Request) bool {
 		return true
 	}
 	return msg.Method == string(mcp.MethodInitialize)
+}
+
+// callsTool reports whether a POST is a tools/call. It leaves the body for mcp-go
+// to read.
+func callsTool(r *http.Request) bool {
+	body, err := peekBody(r)
+	var msg struct {
+		Method string `json:"method"`
+	}
+	return err == nil && json.Unmarshal(body, &msg) == nil && msg.Method == string(mcp.MethodToolsCall)
 }
 
 // peekBody reads a request's body and leaves it for mcp-go to read.
@@ -415,13 +434,31 @@ func (e *Endpoint) httpContext(ctx context.Context, _ *http.Request) context.Con
 	}
 	if cs, ok := mcpsrv.ClientSessionFromContext(ctx).(mcpsrv.SessionWithTools); ok && cs.SessionID() != "" {
 		specs := visibleSpecs(sess)
-		tools := make(map[string]mcpsrv.ServerTool, len(specs))
-		for _, sp := range specs {
+		unoffered := unofferedSpecs(sess)
+		tools := make(map[string]mcpsrv.ServerTool, len(specs)+len(unoffered))
+		for _, sp := range slices.Concat(specs, unoffered) {
 			tools[sp.Name] = mcpsrv.ServerTool{Tool: toMCPTool(sp), Handler: e.callTool}
 		}
 		cs.SetSessionTools(tools)
 	}
 	return ctx
+}
+
+// offeredOnly keeps tools/list (and whatever else mcp-go filters tools for) to the
+// turn's tools, as visibleSpecs has them. The session's other allowed tools are among
+// its MCP session tools only so that a tools/call of one reaches callTool, which
+// answers, as the REST API does, that it must be expanded first (mcp-go answered
+// -32602 "tool not found"); they are let through for a tools/call alone.
+func offeredOnly(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	sess := sessionFrom(ctx)
+	if sess == nil || ctx.Value(callingKey{}) != nil {
+		return tools
+	}
+	offered := map[string]bool{}
+	for _, sp := range visibleSpecs(sess) {
+		offered[sp.Name] = true
+	}
+	return slices.DeleteFunc(tools, func(t mcp.Tool) bool { return !offered[t.Name] })
 }
 
 func (e *Endpoint) onRegister(ctx context.Context, cs mcpsrv.ClientSession) {

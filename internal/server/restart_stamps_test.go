@@ -86,3 +86,70 @@ func TestApprovedEditAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// TestUnreadAfterRestartSaysWhy: with SQLite the file tools' read records do not
+// outlive the process (docs/config.md, sessions.idle_timeout). A write of a file the
+// session read before a restart is refused saying it must be read again since the
+// session was loaded anew, not that it "has not been read in this session", which
+// the model knows to be false. A session this process made keeps the plain words.
+func TestUnreadAfterRestartSaysWhy(t *testing.T) {
+	t.Parallel()
+	opts := daemonOpts{dataDir: t.TempDir(), mutate: func(c *config.Config) {
+		c.Permissions.Allow = append(c.Permissions.Allow, "write_file", "edit_file")
+	}}
+	d := startDaemon(t, opts)
+	tools := map[string]any{"available_tools": []string{"read_file", "write_file", "edit_file"}}
+	sess := d.createSession(tools)
+	id, wd := sess["id"].(string), sess["workdir"].(string)
+	if err := os.WriteFile(filepath.Join(wd, "a.txt"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	call := func(d *daemon, session, cid, name string, args map[string]any) (bool, string) {
+		t.Helper()
+		code, evs := d.stream("/v1/sessions/"+session+"/tool-calls", map[string]any{"calls": []any{map[string]any{"id": cid, "name": name, "arguments": args}}})
+		if code != 200 {
+			t.Fatalf("%s: %d %s", name, code, evs[0].raw)
+		}
+		m := messages(t, evs)[cid]
+		msg, _ := m.m["message"].(map[string]any)
+		content, _ := msg["content"].(string)
+		return m.m["is_error"] == true, content
+	}
+	if isErr, content := call(d, id, "r", "read_file", map[string]any{"path": "a.txt"}); isErr {
+		t.Fatalf("read_file: %s", content)
+	}
+	d.stop()
+
+	d2 := startDaemon(t, opts)
+	for _, c := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"write_file", map[string]any{"path": "a.txt", "content": "x\n"}},
+		{"edit_file", map[string]any{"path": "a.txt", "old_string": "one", "new_string": "x"}},
+	} {
+		isErr, content := call(d2, id, c.name, c.name, c.args)
+		if !isErr || !strings.Contains(content, "must be read again") || !strings.Contains(content, "restarted") ||
+			strings.Contains(content, "has not been read in this session") {
+			t.Errorf("%s after a restart: is_error=%v %q, want it refused saying the file must be read again since the daemon restarted or the session was reloaded", c.name, isErr, content)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(wd, "a.txt")); string(got) != "one\n" {
+		t.Fatalf("a.txt = %q after refused writes", got)
+	}
+	if isErr, content := call(d2, id, "r2", "read_file", map[string]any{"path": "a.txt"}); isErr {
+		t.Fatalf("read_file after restart: %s", content)
+	}
+	if isErr, content := call(d2, id, "w2", "write_file", map[string]any{"path": "a.txt", "content": "two\n"}); isErr {
+		t.Fatalf("write_file after reading again: %s", content)
+	}
+
+	fresh := d2.createSession(tools)
+	fid, fwd := fresh["id"].(string), fresh["workdir"].(string)
+	if err := os.WriteFile(filepath.Join(fwd, "b.txt"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if isErr, content := call(d2, fid, "w", "write_file", map[string]any{"path": "b.txt", "content": "x\n"}); !isErr || !strings.Contains(content, "has not been read in this session") {
+		t.Errorf("write_file of an unread file in a new session: is_error=%v %q, want the plain refusal", isErr, content)
+	}
+}

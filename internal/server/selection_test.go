@@ -172,10 +172,14 @@ func TestToolGroups(t *testing.T) {
 		!strings.Contains(m.m["message"].(map[string]any)["content"].(string), `reset_tools with {"memory":true,"web":true}`) {
 		t.Fatalf("web_fetch with web off: %s", m.raw)
 	}
-	// An unknown group changes nothing.
-	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"reset_tools","arguments":{"nope":true}}]}`)
+	// An unknown group changes nothing, and the answer names it and the groups there
+	// are (the schema's words, "additional properties not allowed", did neither).
+	_, evs = d.stream(calls, `{"calls":[{"id":"r","name":"reset_tools","arguments":{"nope":true,"memory":true}}]}`)
 	if m := messages(t, evs)["r"]; m.str("error_kind") != "invalid_args" {
 		t.Fatalf("unknown group: %s", m.raw)
+	} else if text := m.m["message"].(map[string]any)["content"].(string); !strings.Contains(text, `unknown group "nope"`) ||
+		!strings.Contains(text, "memory (on)") || !strings.Contains(text, "web (off)") || strings.Contains(text, "additional properties") {
+		t.Fatalf("unknown group: %q, want it named and the session's groups listed", text)
 	}
 	_, _, body = d.do("GET", "/v1/sessions/"+id+"/tools", nil)
 	if got := strings.Join(toolNames(t, body), ","); got != "echo,memory_save,memory_search,reset_tools" {

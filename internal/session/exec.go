@@ -356,6 +356,9 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 			// shown identity fields the model made up.
 			args, bad := e.Prepare(c.Arguments)
 			if bad != nil {
+				if c.Name == ResetToolName {
+					bad = sess.unknownGroups(c.Arguments, bad)
+				}
 				call.preset = bad
 				break
 			}

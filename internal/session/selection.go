@@ -3,9 +3,11 @@ package session
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -539,6 +541,44 @@ func (t resetTool) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	res := tool.TextResult(b.String())
 	res.Structured, _ = json.Marshal(map[string]any{"active_groups": append([]string{"basic"}, active...)})
 	return res, nil
+}
+
+// unknownGroups words a reset_tools call refused for its arguments: when they name a
+// group there is not, it says which and lists the session's groups (the schema's
+// "additional properties not allowed" did neither); otherwise bad stands.
+func (s *Session) unknownGroups(raw json.RawMessage, bad *tool.Result) *tool.Result {
+	var want map[string]json.RawMessage
+	if json.Unmarshal(raw, &want) != nil {
+		return bad
+	}
+	var unknown []string
+	for name := range want {
+		if !s.manager.hasGroup(name) {
+			unknown = append(unknown, strconv.Quote(name))
+		}
+	}
+	if len(unknown) == 0 {
+		return bad
+	}
+	slices.Sort(unknown)
+	s.mu.Lock()
+	active := maps.Clone(s.groups)
+	s.mu.Unlock()
+	var groups []string
+	for _, g := range s.manager.cfg.Groups {
+		state := "off"
+		if active[g.Name] {
+			state = "on"
+		}
+		groups = append(groups, fmt.Sprintf("%s (%s)", g.Name, state))
+	}
+	word := "group"
+	if len(unknown) > 1 {
+		word = "groups"
+	}
+	return tool.ErrorResult(tool.KindInvalidArgs,
+		"%s: unknown %s %s; this session's tool groups are %s (basic is always on). Give one boolean per group; groups left out are switched off. Nothing was changed.",
+		ResetToolName, word, strings.Join(unknown, ", "), strings.Join(groups, ", "))
 }
 
 // protocolTools builds the registry of protocol tools for the configured groups.

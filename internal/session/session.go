@@ -445,6 +445,7 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Session, error) 
 	if err != nil {
 		return nil, err
 	}
+	sess.Info.Loaded = true
 	sess.restore(stored.Resume)
 	sess.applied = rec.Spec // not live yet: no lock needed
 	sess.storedUsed = used
@@ -654,26 +655,71 @@ func (m *Manager) workdir(id, asked string) (string, error) {
 	if strings.ContainsRune(asked, 0) || !filepath.IsAbs(asked) {
 		return "", fmt.Errorf("%w: workdir must be an absolute path", ErrInvalid)
 	}
-	real, err := filepath.EvalSymlinks(filepath.Clean(asked))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("%w: workdir %s does not exist", ErrInvalid, asked)
-	}
+	// The roots are checked before anything else about the path is told: a path
+	// that is (or, through a link, leads) outside every root gets one answer whether
+	// it exists, is a file or cannot be read, so creating sessions cannot probe the
+	// host's paths.
+	outside := fmt.Errorf("%w: workdir %s is not under an allowed root (config sessions.workdir_roots)", ErrInvalid, asked)
+	roots := m.resolvedRoots()
+	clean := filepath.Clean(asked)
+	real, err := filepath.EvalSymlinks(clean)
 	if err != nil {
+		if !underAny(roots, failedAt(clean, err)) {
+			return "", outside
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%w: workdir %s does not exist", ErrInvalid, asked)
+		}
 		return "", fmt.Errorf("%w: workdir %s: %v", ErrInvalid, asked, err)
+	}
+	if !underAny(roots, real) {
+		return "", outside
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("%w: workdir %s is not a directory", ErrInvalid, asked)
 	}
+	return real, nil
+}
+
+// resolvedRoots returns the workdir roots with their links resolved; a root that
+// cannot be resolved (not there) holds nothing.
+func (m *Manager) resolvedRoots() []string {
+	var out []string
 	for _, root := range m.cfg.WorkdirRoots {
-		rr, err := filepath.EvalSymlinks(root)
-		if err != nil {
-			continue
-		}
-		if rel, err := filepath.Rel(rr, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return real, nil
+		if rr, err := filepath.EvalSymlinks(root); err == nil {
+			out = append(out, rr)
 		}
 	}
-	return "", fmt.Errorf("%w: workdir %s is not under an allowed root (config sessions.workdir_roots)", ErrInvalid, asked)
+	return out
+}
+
+// underAny reports whether path (absolute, clean) is one of roots or inside one.
+func underAny(roots []string, path string) bool {
+	for _, r := range roots {
+		if rel, err := filepath.Rel(r, path); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			return true
+		}
+	}
+	return false
+}
+
+// failedAt returns where on disk resolving path stopped with err: the path
+// EvalSymlinks had reached (links before it resolved) when the error names one,
+// else the deepest ancestor of path that resolves, so a link out of a root to a
+// missing or unreadable place is judged by where it leads.
+func failedAt(path string, err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && filepath.IsAbs(pe.Path) {
+		return filepath.Clean(pe.Path)
+	}
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return real
+		}
+		if dir == filepath.Dir(dir) {
+			return dir
+		}
+	}
 }
 
 // inDaemonDirs reports whether dir (resolved) is the data dir, the workspace dir or

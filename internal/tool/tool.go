@@ -271,6 +271,10 @@ type Session struct {
 	// Tools finds the tools this session may call (its whitelist applied), for meta
 	// tools such as info.
 	Tools Catalog
+	// Loaded: this process loaded the session from the store (after a restart, an
+	// eviction, or made by another replica) rather than creating it, so what its
+	// tools kept in State before is gone.
+	Loaded bool
 }
 
 // Catalog lists the tools a session may call.
