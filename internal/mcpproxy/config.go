@@ -58,7 +58,8 @@ type ServerConfig struct {
 	// Transport is stdio, sse or streamable_http.
 	Transport string `json:"transport"`
 	// Command, Args and Env start a stdio server. Env is added to the daemon's
-	// environment.
+	// environment. In the configuration file, values of Env and Headers may take
+	// the daemon's variables as ${NAME} (see ExpandEnv).
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -101,6 +102,10 @@ type ServerConfig struct {
 	TaskPollMin     time.Duration `json:"-"`
 	TaskPollMax     time.Duration `json:"-"`
 	TaskPollDefault time.Duration `json:"-"`
+
+	// fromEnv are the values ExpandEnv took from the environment: redacted like
+	// the values of headers, whatever key holds them.
+	fromEnv []string
 }
 
 // trustsAnnotations reports whether the server's readOnlyHint is taken at its word.
