@@ -780,10 +780,13 @@ func (a *App) Close() {
 
 // mcpConfig: stdio servers run in dataDir/mcp/{name}, not in the daemon's working
 // directory, which deployments make the data directory itself. ${NAME} in the
-// servers' headers and env values is read from the environment through lookup.
+// servers' headers and env values is read from the environment through lookup. The
+// daemon's own variables (TOOLSERVER_*, and those its *_env keys name) are kept
+// from stdio servers that do not name them.
 func mcpConfig(cfg config.Config, dataDir string, lookup func(string) (string, bool)) (mcpproxy.Config, error) {
 	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval,
-		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff, WorkDir: filepath.Join(dataDir, "mcp")}
+		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff, WorkDir: filepath.Join(dataDir, "mcp"),
+		PrivateEnv: cfg.SecretEnvNames()}
 	var errs []error
 	for _, s := range cfg.MCPServers {
 		enabled := s.Enabled == nil || *s.Enabled

@@ -104,6 +104,34 @@ func (c *ServerConfig) RefuseEnvReferences() error {
 	return nil
 }
 
+// childEnv is the environment of a stdio server: the daemon's own (environ) without
+// the variables private names (NAME, or PREFIX* for every variable that begins
+// with PREFIX), then the server's env over it. A private variable the server's env
+// names is the one env gives.
+func childEnv(environ, private []string, env map[string]string) []string {
+	out := make([]string, 0, len(environ)+len(env))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, given := env[name]; given || isPrivate(name, private) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func isPrivate(name string, private []string) bool {
+	for _, p := range private {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, prefix) || p == name {
+			return true
+		}
+	}
+	return false
+}
+
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -2,8 +2,10 @@ package mcpproxy
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +70,44 @@ func TestExpandEnv(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStdioEnvFromDaemon: a stdio server (server-everything's get-env prints its
+// environment) gets ${NAME} of its env from the daemon's environment, keeps what
+// it inherited (PATH, a key set for the servers), and does not get the daemon's
+// private variables (TOOLSERVER_*, a webhook secret) unless its env names them.
+func TestStdioEnvFromDaemon(t *testing.T) {
+	// t.Setenv: the child inherits the test's real environment.
+	t.Setenv("TOOLSERVER_TEST_STORE", "postgres://u:store-pw-123@db/x")
+	t.Setenv("TOOLSERVER_TEST_GIVEN", "given-to-server")
+	t.Setenv("TEST_HOOK_SECRET", "hook-secret-456")
+	t.Setenv("TEST_PLAIN_API_KEY", "plain-key-789")
+	t.Setenv("TEST_SRC_TOKEN", "src-token-abc")
+	sc := stdioEverything(t, "envsrv")
+	sc.Env = map[string]string{"GH_PAT": "${TEST_SRC_TOKEN}", "TOOLSERVER_TEST_GIVEN": "${TOOLSERVER_TEST_GIVEN}", "LITERAL": "$${TEST_SRC_TOKEN}"}
+	if err := sc.ExpandEnv(os.LookupEnv); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, Config{Servers: []ServerConfig{sc}, PrivateEnv: []string{"TOOLSERVER_*", "TEST_HOOK_SECRET"}})
+	h.start(t)
+	h.waitState(t, "envsrv", StateReady, 30*time.Second)
+	res := h.call(t.Context(), t, "mcp__envsrv__get-env", `{}`, nil)
+	wantText(t, res, "PATH")
+	var env map[string]string
+	if err := json.Unmarshal([]byte(res.Text()), &env); err != nil {
+		t.Fatalf("get-env: %v: %s", err, res.Text())
+	}
+	for k, want := range map[string]string{"GH_PAT": "src-token-abc", "TOOLSERVER_TEST_GIVEN": "given-to-server", "LITERAL": "${TEST_SRC_TOKEN}",
+		"TEST_PLAIN_API_KEY": "plain-key-789", "TEST_SRC_TOKEN": "src-token-abc", "PATH": os.Getenv("PATH")} {
+		if env[k] != want {
+			t.Errorf("server's %s = %q, want %q", k, env[k], want)
+		}
+	}
+	for _, k := range []string{"TOOLSERVER_TEST_STORE", "TEST_HOOK_SECRET"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("server inherited the daemon's private %s=%q", k, v)
+		}
 	}
 }
 
