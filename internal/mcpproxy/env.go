@@ -11,11 +11,13 @@ import (
 // envRef is one ${NAME} in a value; NAME is what a shell would take as a variable.
 var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// ExpandEnv replaces every ${NAME} in the values of c's headers and env by the
-// daemon's variable NAME, as lookup (os.LookupEnv) gives it, trimmed of surrounding
+// ExpandEnv replaces every ${NAME} in c's url and the values of its headers and
+// env by the daemon's variable NAME, as lookup (os.LookupEnv) gives it, trimmed of surrounding
 // white space as the *_env keys of the configuration take theirs (a Kubernetes
 // Secret read from a file often ends with a line break, which no header can carry).
-// $${ stands for a literal ${; any other $ is taken as written. A variable that is
+// $${ stands for a literal ${; any other $ is taken as written. Args are not
+// expanded: a secret there shows in every process listing, and mcp-remote expands
+// ${NAME} of its own args from the env it is given. A variable that is
 // not set, or is empty, is an error naming the key and the variable, never the value;
 // c is then left as it was.
 //
@@ -43,11 +45,16 @@ func (c *ServerConfig) ExpandEnv(lookup func(string) (string, bool)) error {
 		return out
 	}
 	headers, env := expand("headers", c.Headers), expand("env", c.Env)
+	u, taken, err := expandValue(c.URL, lookup)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("url: %w", err))
+	}
+	c.fromEnv = append(c.fromEnv, taken...)
 	if err := errors.Join(errs...); err != nil {
 		c.fromEnv = nil
 		return fmt.Errorf("mcp server %s: %w", c.Name, err)
 	}
-	c.Headers, c.Env = headers, env
+	c.Headers, c.Env, c.URL = headers, env, u
 	return nil
 }
 
@@ -90,6 +97,10 @@ func expandValue(v string, lookup func(string) (string, bool)) (string, []string
 // configuration file: the API takes values as written, so it refuses those rather
 // than send the characters ${NAME} where a secret was meant.
 func (c *ServerConfig) RefuseEnvReferences() error {
+	if strings.Contains(c.URL, "${") {
+		return fmt.Errorf("mcp server %s: url: ${…} takes a value from the daemon's environment, which only servers of the configuration file may do; "+
+			"a server added through the API must carry its values", c.Name)
+	}
 	for _, f := range []struct {
 		field string
 		m     map[string]string

@@ -27,6 +27,7 @@ func TestExpandEnv(t *testing.T) {
 	vars := lookupIn(map[string]string{"GH_TOKEN": "ghp-secret-1\n", "HOST": "db", "EMPTY": " "})
 	for _, tc := range []struct {
 		name    string
+		url     string
 		headers map[string]string
 		env     map[string]string
 		want    map[string]string // key (headers.X or env.X) → value
@@ -35,6 +36,8 @@ func TestExpandEnv(t *testing.T) {
 		{name: "header and env", headers: map[string]string{"Authorization": "Bearer ${GH_TOKEN}"},
 			env:  map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "${GH_TOKEN}", "URL": "postgres://${HOST}:5432/x", "PLAIN": "a$b $HOST"},
 			want: map[string]string{"headers.Authorization": "Bearer ghp-secret-1", "env.GITHUB_PERSONAL_ACCESS_TOKEN": "ghp-secret-1", "env.URL": "postgres://db:5432/x", "env.PLAIN": "a$b $HOST"}},
+		{name: "url", url: "https://${HOST}.example/mcp?key=${GH_TOKEN}", want: map[string]string{"url": "https://db.example/mcp?key=ghp-secret-1"}},
+		{name: "url unset", url: "https://h/mcp?key=${NOPE}", wantErr: []string{"url:", "NOPE", "not set"}},
 		{name: "escape", env: map[string]string{"T": "$${HOST} is ${HOST}"}, want: map[string]string{"env.T": "${HOST} is db"}},
 		{name: "unset", headers: map[string]string{"X-Api-Key": "${NOT_THERE}"},
 			wantErr: []string{"mcp server srv", "headers.X-Api-Key", "NOT_THERE", "not set"}},
@@ -43,7 +46,7 @@ func TestExpandEnv(t *testing.T) {
 		{name: "unclosed", headers: map[string]string{"A": "Bearer ${GH_TOKEN"}, wantErr: []string{"headers.A", "variable name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := ServerConfig{Name: "srv", Headers: tc.headers, Env: tc.env}
+			c := ServerConfig{Name: "srv", URL: tc.url, Headers: tc.headers, Env: tc.env}
 			err := c.ExpandEnv(vars)
 			if tc.wantErr != nil {
 				if err == nil {
@@ -64,7 +67,7 @@ func TestExpandEnv(t *testing.T) {
 			}
 			for k, want := range tc.want {
 				field, key, _ := strings.Cut(k, ".")
-				got := map[string]map[string]string{"headers": c.Headers, "env": c.Env}[field][key]
+				got := map[string]map[string]string{"headers": c.Headers, "env": c.Env, "url": {"": c.URL}}[field][key]
 				if got != want {
 					t.Errorf("%s = %q, want %q", k, got, want)
 				}

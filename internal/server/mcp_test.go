@@ -398,6 +398,7 @@ func TestAddMCPServerRefusesEnvReferences(t *testing.T) {
 		{map[string]any{"name": "leak", "transport": "streamable_http", "url": "http://127.0.0.1:1/mcp",
 			"headers": map[string]string{"Authorization": "Bearer ${TOOLSERVER_STORE}"}}, "headers.Authorization"},
 		{map[string]any{"name": "leak", "transport": "stdio", "command": "/bin/true", "env": map[string]string{"DB": "${TOOLSERVER_STORE}"}}, "env.DB"},
+		{map[string]any{"name": "leak", "transport": "sse", "url": "http://127.0.0.1:1/sse?key=${TOOLSERVER_STORE}"}, "url:"},
 	} {
 		code, _, body := d.do("POST", "/v1/mcp/servers", tc.cfg)
 		if code != 400 || !strings.Contains(string(body), tc.want) || !strings.Contains(string(body), "configuration file") {
