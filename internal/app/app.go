@@ -252,7 +252,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.MCPTools = toolmgr.New()
 	mcpStore, _ := a.Store.(mcpproxy.ServerStore)
-	if a.MCP, err = mcpproxy.New(mcpConfig(cfg, a.DataDir), a.MCPTools, func(name string) bool { _, ok := a.Tools.Lookup(name); return ok },
+	mc, err := mcpConfig(cfg, a.DataDir, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("config: mcp_servers: %w", err)
+	}
+	if a.MCP, err = mcpproxy.New(mc, a.MCPTools, func(name string) bool { _, ok := a.Tools.Lookup(name); return ok },
 		log, a.Registry, mcpproxy.WithStore(mcpStore)); err != nil {
 		return nil, fmt.Errorf("config: mcp_servers: %w", err)
 	}
@@ -775,18 +779,28 @@ func (a *App) Close() {
 }
 
 // mcpConfig: stdio servers run in dataDir/mcp/{name}, not in the daemon's working
-// directory, which deployments make the data directory itself.
-func mcpConfig(cfg config.Config, dataDir string) mcpproxy.Config {
+// directory, which deployments make the data directory itself. ${NAME} in the
+// servers' headers and env values is read from the environment through lookup. The
+// daemon's own variables (TOOLSERVER_*, and those its *_env keys name) are kept
+// from stdio servers that do not name them.
+func mcpConfig(cfg config.Config, dataDir string, lookup func(string) (string, bool)) (mcpproxy.Config, error) {
 	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval,
-		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff, WorkDir: filepath.Join(dataDir, "mcp")}
+		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff, WorkDir: filepath.Join(dataDir, "mcp"),
+		PrivateEnv: cfg.SecretEnvNames()}
+	var errs []error
 	for _, s := range cfg.MCPServers {
 		enabled := s.Enabled == nil || *s.Enabled
-		mc.Servers = append(mc.Servers, mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,
+		sc := mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,
 			Env: s.Env, URL: s.URL, Headers: s.Headers, ConnectTimeout: s.ConnectTimeout, CallTimeout: s.CallTimeout, Enabled: enabled, Prefix: s.Prefix,
 			Pooling: s.Pooling, MaxSessions: s.MaxSessions, SessionIdleTimeout: s.SessionIdleTimeout, TrustAnnotations: s.TrustAnnotations,
-			TaskInputWait: s.TaskInputWait, TaskPollMin: s.TaskPollMin, TaskPollMax: s.TaskPollMax, TaskPollDefault: s.TaskPollDefault})
+			TaskInputWait: s.TaskInputWait, TaskPollMin: s.TaskPollMin, TaskPollMax: s.TaskPollMax, TaskPollDefault: s.TaskPollDefault}
+		// A disabled server is never connected: it needs no secret until enabled.
+		if err := sc.ExpandEnv(lookup); enabled && err != nil {
+			errs = append(errs, err)
+		}
+		mc.Servers = append(mc.Servers, sc)
 	}
-	return mc
+	return mc, errors.Join(errs...)
 }
 
 func toolGroups(cfg config.Config) []session.Group {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -773,6 +774,27 @@ func keepCase(file string, c *Config) error {
 		c.Permissions.RiskOverrides = cased.RiskOverrides
 	}
 	return nil
+}
+
+// SecretEnvNames are the daemon's own environment variables that may hold secrets:
+// TOOLSERVER_* (written as such: the store URL with its password, the web search
+// key, toolserverctl's key) and the variables the *_env keys name. Processes the
+// daemon starts for others (stdio MCP servers) are not given them.
+func (c *Config) SecretEnvNames() []string {
+	names := []string{"TOOLSERVER_*"}
+	add := func(n string) {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	add(c.ApprovalWebhook.SecretEnv)
+	for _, o := range c.OpenAPI {
+		a := o.Auth
+		for _, n := range []string{a.BearerTokenEnv, a.APIKeyEnv, a.BasicUsernameEnv, a.BasicPasswordEnv, a.OAuth2.ClientIDEnv, a.OAuth2.ClientSecretEnv} {
+			add(n)
+		}
+	}
+	return names
 }
 
 // otherVariables share the TOOLSERVER_ prefix without being keys: the config file's

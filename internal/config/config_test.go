@@ -550,3 +550,33 @@ func TestOpenAPIAuthDecoded(t *testing.T) {
 		t.Errorf("oauth2: %+v", o)
 	}
 }
+
+// TestSecretEnvNames: the daemon's own variables are TOOLSERVER_* and those its *_env
+// keys name; ${NAME} in mcp_servers values reaches the proxy as written (with the
+// header's case), for it to expand.
+func TestSecretEnvNames(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := `approval_webhook: {url: "http://127.0.0.1:9/hook", secret_env: HOOK_SECRET}
+openapi:
+  - {name: gh, spec: spec.yaml, auth: {bearer_token_env: GH_TOKEN}}
+  - {name: tw, spec: spec.yaml, auth: {basic_username_env: TW_SID, basic_password_env: TW_TOKEN}}
+  - {name: o, spec: spec.yaml, auth: {oauth2: {token_url: "http://127.0.0.1:9/t", client_id_env: O_ID, client_secret_env: O_SECRET}}}
+mcp_servers:
+  - {name: gh, transport: streamable_http, url: "http://127.0.0.1:9/mcp", headers: {Authorization: "Bearer ${GH_TOKEN}"}}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]string{"--config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.SecretEnvNames(), ",")
+	if want := "TOOLSERVER_*,HOOK_SECRET,GH_TOKEN,TW_SID,TW_TOKEN,O_ID,O_SECRET"; got != want {
+		t.Errorf("SecretEnvNames = %s, want %s", got, want)
+	}
+	if h := c.MCPServers[0].Headers; h["Authorization"] != "Bearer ${GH_TOKEN}" {
+		t.Errorf("headers = %v, want Authorization as written", h)
+	}
+}

@@ -58,7 +58,9 @@ type ServerConfig struct {
 	// Transport is stdio, sse or streamable_http.
 	Transport string `json:"transport"`
 	// Command, Args and Env start a stdio server. Env is added to the daemon's
-	// environment.
+	// environment, less the variables of Config.PrivateEnv the server does not name.
+	// In the configuration file, values of Env and Headers may take the daemon's
+	// variables as ${NAME} (see ExpandEnv).
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -101,6 +103,12 @@ type ServerConfig struct {
 	TaskPollMin     time.Duration `json:"-"`
 	TaskPollMax     time.Duration `json:"-"`
 	TaskPollDefault time.Duration `json:"-"`
+
+	// fromEnv are the values ExpandEnv took from the environment: redacted like
+	// the values of headers, whatever key holds them.
+	fromEnv []string
+	// privateEnv is the Config's PrivateEnv (set by the Manager).
+	privateEnv []string
 }
 
 // trustsAnnotations reports whether the server's readOnlyHint is taken at its word.
@@ -369,6 +377,12 @@ type Config struct {
 	// where a tool writing files relative to its own (Playwright's browser_snapshot
 	// with a filename, marked read-only) would write.
 	WorkDir string
+	// PrivateEnv names the daemon's own variables, which stdio servers do not
+	// inherit unless their env names them: NAME, or PREFIX* for every variable that
+	// begins with PREFIX (TOOLSERVER_*). Its store URL, keys and the secrets its
+	// other keys read are no server's business; the rest of the environment (PATH,
+	// HOME, the API keys set for the servers) is passed on, as servers rely on it.
+	PrivateEnv []string
 }
 
 // Validate checks the configuration, every server in it, and that names are unique.

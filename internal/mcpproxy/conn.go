@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,15 +138,8 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 	var tr transport.Interface
 	switch cfg.Transport {
 	case TransportStdio:
-		env := os.Environ()
-		keys := make([]string, 0, len(cfg.Env))
-		for k := range cfg.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			env = append(env, k+"="+cfg.Env[k])
-		}
+		// mcp-go's own stdio transport would pass the whole of os.Environ on.
+		env := childEnv(os.Environ(), cfg.privateEnv, cfg.Env)
 		// The daemon starts the child itself, so that what mcp-go reads from it
 		// passes through a bound (see boundedLines).
 		cmd := exec.CommandContext(c.ctx, cfg.Command, cfg.Args...)

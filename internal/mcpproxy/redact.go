@@ -29,8 +29,9 @@ var secretName = regexp.MustCompile(`(?i)token|secret|key|passw|pwd|auth|credent
 
 // redactor hides from every text the proxy shows about a server (tool results,
 // last_error, logs) what its configuration may hold of credentials: the query
-// string and userinfo of every URL, the values of its headers, env values and
-// command arguments that look like secrets. Go's *url.Error prints the whole URL a
+// string and userinfo of every URL, the values of its headers, the values taken
+// from the environment (ExpandEnv), env values and command arguments that look like
+// secrets. Go's *url.Error prints the whole URL a
 // request went to (only a password is masked) and mcp-go wraps it into the error a
 // call gets, so an upstream that is down would otherwise hand its api_key to the
 // model, the call records and the logs.
@@ -80,6 +81,9 @@ func newRedactor(cfg *ServerConfig) *redactor {
 		if _, tok, ok := strings.Cut(strings.TrimSpace(v), " "); ok {
 			add(strings.TrimSpace(tok))
 		}
+	}
+	for _, v := range cfg.fromEnv {
+		add(v)
 	}
 	for k, v := range cfg.Env {
 		if secretName.MatchString(k) {

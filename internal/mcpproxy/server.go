@@ -58,6 +58,7 @@ func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
 	if m.cfg.WorkDir != "" && cfg.Transport == TransportStdio {
 		cfg.Dir = filepath.Join(m.cfg.WorkDir, cfg.Name)
 	}
+	cfg.privateEnv = m.cfg.PrivateEnv
 	red := newRedactor(&cfg)
 	s := &server{
 		m: m, cfg: cfg, persisted: persisted, redact: red,

@@ -49,6 +49,10 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(CodeBadRequest, err.Error()))
 		return
 	}
+	if err := cfg.RefuseEnvReferences(); err != nil {
+		s.writeError(w, r, errorf(CodeBadRequest, err.Error()))
+		return
+	}
 	err = s.MCP.Add(r.Context(), cfg)
 	switch {
 	case errors.Is(err, mcpproxy.ErrServerExists):

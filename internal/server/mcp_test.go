@@ -383,3 +383,30 @@ func TestMCPServerSecretsNotShown(t *testing.T) {
 		t.Fatalf("listing %s: want the URL with its query REDACTED", list)
 	}
 }
+
+// TestAddMCPServerRefusesEnvReferences: ${NAME} takes a value from the daemon's
+// environment only in the configuration file. Through the API it would send the
+// daemon's variables (its TOOLSERVER_STORE with the password) to a URL of the
+// client's choosing, so it is refused, naming the key, and nothing is added.
+func TestAddMCPServerRefusesEnvReferences(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	for _, tc := range []struct {
+		cfg  map[string]any
+		want string
+	}{
+		{map[string]any{"name": "leak", "transport": "streamable_http", "url": "http://127.0.0.1:1/mcp",
+			"headers": map[string]string{"Authorization": "Bearer ${TOOLSERVER_STORE}"}}, "headers.Authorization"},
+		{map[string]any{"name": "leak", "transport": "stdio", "command": "/bin/true", "env": map[string]string{"DB": "${TOOLSERVER_STORE}"}}, "env.DB"},
+		{map[string]any{"name": "leak", "transport": "sse", "url": "http://127.0.0.1:1/sse?key=${TOOLSERVER_STORE}"}, "url:"},
+	} {
+		code, _, body := d.do("POST", "/v1/mcp/servers", tc.cfg)
+		if code != 400 || !strings.Contains(string(body), tc.want) || !strings.Contains(string(body), "configuration file") {
+			t.Fatalf("add with %s = ${…}: %d %s, want 400 naming the key", tc.want, code, body)
+		}
+		validate(t, "Error", body)
+		if _, _, body := d.do("GET", "/v1/mcp/servers", nil); strings.Contains(string(body), "leak") {
+			t.Fatalf("the server was added: %s", body)
+		}
+	}
+}

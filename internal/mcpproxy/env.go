@@ -1,0 +1,153 @@
+package mcpproxy
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// envRef is one ${NAME} in a value; NAME is what a shell would take as a variable.
+var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// ExpandEnv replaces every ${NAME} in c's url and the values of its headers and
+// env by the daemon's variable NAME, as lookup (os.LookupEnv) gives it, trimmed of surrounding
+// white space as the *_env keys of the configuration take theirs (a Kubernetes
+// Secret read from a file often ends with a line break, which no header can carry).
+// $${ stands for a literal ${; any other $ is taken as written. Args are not
+// expanded: a secret there shows in every process listing, and mcp-remote expands
+// ${NAME} of its own args from the env it is given. A variable that is
+// not set, or is empty, is an error naming the key and the variable, never the value;
+// c is then left as it was.
+//
+// It is meant for servers of the configuration file, which the operator wrote: a
+// server added through the API must not read the daemon's environment (its
+// TOOLSERVER_STORE, its keys) into headers sent to a URL of the client's choosing
+// (see RefuseEnvReferences). The values taken are remembered, so that they are
+// redacted wherever the proxy shows something of the server, whatever their key.
+func (c *ServerConfig) ExpandEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	expand := func(field string, m map[string]string) map[string]string {
+		if len(m) == 0 {
+			return m
+		}
+		out := make(map[string]string, len(m))
+		for _, k := range sortedKeys(m) {
+			v, taken, err := expandValue(m[k], lookup)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s.%s: %w", field, k, err))
+				continue
+			}
+			out[k] = v
+			c.fromEnv = append(c.fromEnv, taken...)
+		}
+		return out
+	}
+	headers, env := expand("headers", c.Headers), expand("env", c.Env)
+	u, taken, err := expandValue(c.URL, lookup)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("url: %w", err))
+	}
+	c.fromEnv = append(c.fromEnv, taken...)
+	if err := errors.Join(errs...); err != nil {
+		c.fromEnv = nil
+		return fmt.Errorf("mcp server %s: %w", c.Name, err)
+	}
+	c.Headers, c.Env, c.URL = headers, env, u
+	return nil
+}
+
+// expandValue expands the references of one value and returns the variables'
+// values it took.
+func expandValue(v string, lookup func(string) (string, bool)) (string, []string, error) {
+	if !strings.Contains(v, "${") {
+		return v, nil, nil
+	}
+	var b strings.Builder
+	var taken []string
+	for i := 0; i < len(v); {
+		switch {
+		case strings.HasPrefix(v[i:], "$${"):
+			b.WriteString("${")
+			i += 3
+		case strings.HasPrefix(v[i:], "${"):
+			m := envRef.FindStringSubmatch(v[i:])
+			if m == nil {
+				return "", nil, errors.New("${ must be followed by a variable name ([A-Za-z_][A-Za-z0-9_]*) and }; write $${ for a literal ${")
+			}
+			val, ok := lookup(m[1])
+			val = strings.TrimSpace(val)
+			if !ok || val == "" {
+				return "", nil, fmt.Errorf("the variable %s is not set", m[1])
+			}
+			b.WriteString(val)
+			taken = append(taken, val)
+			i += len(m[0])
+		default:
+			b.WriteByte(v[i])
+			i++
+		}
+	}
+	return b.String(), taken, nil
+}
+
+// RefuseEnvReferences says which value of a configuration sent through the API
+// holds ${, which would read the daemon's environment in one from the
+// configuration file: the API takes values as written, so it refuses those rather
+// than send the characters ${NAME} where a secret was meant.
+func (c *ServerConfig) RefuseEnvReferences() error {
+	if strings.Contains(c.URL, "${") {
+		return fmt.Errorf("mcp server %s: url: ${…} takes a value from the daemon's environment, which only servers of the configuration file may do; "+
+			"a server added through the API must carry its values", c.Name)
+	}
+	for _, f := range []struct {
+		field string
+		m     map[string]string
+	}{{"headers", c.Headers}, {"env", c.Env}} {
+		for _, k := range sortedKeys(f.m) {
+			if strings.Contains(f.m[k], "${") {
+				return fmt.Errorf("mcp server %s: %s.%s: ${…} takes a value from the daemon's environment, which only servers of the configuration file may do; "+
+					"a server added through the API must carry its values", c.Name, f.field, k)
+			}
+		}
+	}
+	return nil
+}
+
+// childEnv is the environment of a stdio server: the daemon's own (environ) without
+// the variables private names (NAME, or PREFIX* for every variable that begins
+// with PREFIX), then the server's env over it. A private variable the server's env
+// names is the one env gives.
+func childEnv(environ, private []string, env map[string]string) []string {
+	out := make([]string, 0, len(environ)+len(env))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, given := env[name]; given || isPrivate(name, private) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func isPrivate(name string, private []string) bool {
+	for _, p := range private {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, prefix) || p == name {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
