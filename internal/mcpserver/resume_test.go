@@ -247,14 +247,21 @@ func (p *streamCutter) serve(client net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
-			if _, werr := client.Write(buf[:n]); werr != nil {
-				return
-			}
+			out := buf[:n]
+			cut := false
 			if armed.Load() && !p.cut.Load() {
-				seen = append(seen, buf[:n]...)
-				if i := bytes.Index(seen, []byte("data: ")); i >= 0 && bytes.Contains(seen[i:], []byte("\n\n")) && p.cut.CompareAndSwap(false, true) {
-					return // the stream breaks after its first event
+				// The stream breaks after its first event, also when one read holds
+				// more (a loaded machine may deliver the call's later events with it).
+				before := len(seen)
+				seen = append(seen, out...)
+				if i := bytes.Index(seen, []byte("data: ")); i >= 0 {
+					if j := bytes.Index(seen[i:], []byte("\n\n")); j >= 0 && p.cut.CompareAndSwap(false, true) {
+						out, cut = out[:max(0, i+j+2-before)], true
+					}
 				}
+			}
+			if _, werr := client.Write(out); werr != nil || cut {
+				return
 			}
 		}
 		if err != nil {
