@@ -778,14 +778,20 @@ func keepCase(file string, c *Config) error {
 
 // SecretEnvNames are the daemon's own environment variables that may hold secrets:
 // TOOLSERVER_* (written as such: the store URL with its password, the web search
-// key, toolserverctl's key) and the variables the *_env keys name. Processes the
-// daemon starts for others (stdio MCP servers) are not given them.
+// key, toolserverctl's key), the variables the *_env keys name and, with a PostgreSQL
+// store, libpq's PGPASSWORD and PGPASSFILE (pgx reads them when the URL holds no
+// password). Processes the daemon starts for others (stdio MCP servers) are not
+// given them.
 func (c *Config) SecretEnvNames() []string {
 	names := []string{"TOOLSERVER_*"}
 	add := func(n string) {
 		if n != "" && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
+	}
+	if strings.HasPrefix(c.Store, "postgres://") || strings.HasPrefix(c.Store, "postgresql://") {
+		add("PGPASSWORD")
+		add("PGPASSFILE")
 	}
 	add(c.ApprovalWebhook.SecretEnv)
 	for _, o := range c.OpenAPI {

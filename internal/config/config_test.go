@@ -576,6 +576,12 @@ mcp_servers:
 	if want := "TOOLSERVER_*,HOOK_SECRET,GH_TOKEN,TW_SID,TW_TOKEN,O_ID,O_SECRET"; got != want {
 		t.Errorf("SecretEnvNames = %s, want %s", got, want)
 	}
+	// With a PostgreSQL store, the password pgx may take from libpq's variables is
+	// the daemon's too; with SQLite a postgres MCP server keeps its PGPASSWORD.
+	c.Store = "postgres://app@127.0.0.1/db"
+	if got, want := strings.Join(c.SecretEnvNames(), ","), "TOOLSERVER_*,PGPASSWORD,PGPASSFILE,HOOK_SECRET"; !strings.HasPrefix(got, want) {
+		t.Errorf("SecretEnvNames with PostgreSQL = %s, want it to start %s", got, want)
+	}
 	if h := c.MCPServers[0].Headers; h["Authorization"] != "Bearer ${GH_TOKEN}" {
 		t.Errorf("headers = %v, want Authorization as written", h)
 	}
