@@ -3,6 +3,7 @@ package approval
 import (
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -209,19 +210,20 @@ func (a *analyzer) gitDanger(part string, args []string) {
 		}
 	case "reset":
 		if contains(rest, "--hard") {
-			if !gitDirRooted(args) && a.changeFromVague(part, "", "discards uncommitted changes (git reset --hard)") {
+			if a.gitDirVague(part, args, "discards uncommitted changes (git reset --hard)") ||
+				!gitDirRooted(args) && a.changeFromVague(part, "", "discards uncommitted changes (git reset --hard)") {
 				break
 			}
 			a.flag(part, "discards uncommitted changes (git reset --hard)", tool.RiskHigh)
 		}
 	case "checkout", "restore", "switch":
-		if how := gitDiscards(sub, rest); how != "" && !gitDirRooted(args) {
+		if how := gitDiscards(sub, rest); how != "" && !a.gitDirVague(part, args, "discards uncommitted changes (git "+sub+" "+how+")") && !gitDirRooted(args) {
 			a.changeFromVague(part, "", "discards uncommitted changes (git "+sub+" "+how+")")
 		}
 	case "clean":
 		for _, arg := range rest {
 			if arg == "--force" || len(arg) > 1 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg, 'f') {
-				if !gitDirRooted(args) && a.deleteFromVague(part, "") {
+				if a.gitDirVague(part, args, "deletes untracked files (git clean "+arg+")") || !gitDirRooted(args) && a.deleteFromVague(part, "") {
 					break
 				}
 				a.flag(part, "deletes untracked files (git clean "+arg+")", tool.RiskHigh)
@@ -273,6 +275,33 @@ loop:
 		return paths
 	}
 	return ""
+}
+
+// gitDirVague flags, critical and immune, a git command that does what (a delete,
+// a discard of uncommitted work) in a folder that git -C or --work-tree, before
+// the subcommand, names by a word known only when it runs: git -C "$X" reset
+// --hard is cd "$X" && git reset --hard, which is immune, as env -C "$X" rm -rf
+// build is. It reports whether it flagged.
+func (a *analyzer) gitDirVague(part string, args []string, what string) bool {
+	for i := 0; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
+		dir, ok := "", false
+		switch arg := args[i]; {
+		case arg == "-C" || arg == "--work-tree":
+			if i+1 < len(args) {
+				dir, ok = args[i+1], true
+			}
+			i++
+		case strings.HasPrefix(arg, "--work-tree="):
+			dir, ok = arg[len("--work-tree="):], true
+		case arg == "-c" || arg == "--git-dir" || arg == "--namespace" || arg == "--super-prefix" || arg == "--config-env":
+			i++
+		}
+		if ok && !rootedWord(dir) && (dir == "" || strings.ContainsAny(dir, "$`*?[") || oldpwdWord(dir)) {
+			a.flag(part, what+" in "+strconv.Quote(dir)+", a folder known only when it runs, so what it changes cannot be checked", tool.RiskCritical)
+			return true
+		}
+	}
+	return false
 }
 
 // gitDirRooted reports whether git -C, before the subcommand, names a folder that

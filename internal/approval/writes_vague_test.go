@@ -119,6 +119,16 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "cd $X && git reset HEAD~1", mode: ModeBypass, want: allow},
 		{command: "cd - && git -C " + work + " reset --hard", mode: ModeBypass, want: allow},
 		{command: "cd sub && git checkout -- . && git reset --hard", mode: ModeBypass, want: allow},
+		// git -C or --work-tree naming a folder known only when it runs is a cd
+		// there: git -C "$X" reset --hard ran unasked in bypass mode.
+		{command: `git -C "$X" reset --hard`, mode: ModeBypass, want: immune, names: `"$X"`},
+		{command: "git -C $X clean -fdx", mode: ModeBypass, want: immune, names: "untracked"},
+		{command: "git --work-tree=$X checkout -- .", mode: ModeBypass, want: immune},
+		{command: "git -c core.x=1 --work-tree $X restore .", mode: ModeBypass, want: immune},
+		{command: "git -C ~-/repo switch -f main", mode: ModeBypass, want: immune},
+		{command: "git -C $X checkout main", mode: ModeBypass, want: allow},
+		{command: "git -C $X status", mode: ModeBypass, want: allow},
+		{command: "git -C sub reset --hard", mode: ModeBypass, want: allow},
 		// ~- and $OLDPWD name the folder cd - goes to: a delete of a path under
 		// them is one in a folder known only when it runs; so is ~+ (the current
 		// folder) after a vague cd.
