@@ -69,6 +69,9 @@ type SimpleCommand struct {
 	// argsFromInput is set when it runs a command through xargs, whose arguments
 	// come from its input.
 	argsFromInput bool
+	// input is the text a here-string (<<<) or here-document gives it on its
+	// input, which xargs or tar -T - reads paths from; nil without one.
+	input []string
 }
 
 // CommandAnalysis is what a static reading of a shell command line concluded.
@@ -361,6 +364,14 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	dyn := make([]bool, len(fs))
 	special := make([]bool, len(fs))
 	sc := SimpleCommand{Text: text, raw: raw, Dirs: a.dirsAt(s)}
+	for _, r := range s.Redirs {
+		switch {
+		case r.Op == syntax.WordHdoc && r.Word != nil:
+			sc.input = append(sc.input, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word})))
+		case (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil:
+			sc.input = append(sc.input, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Hdoc})))
+		}
+	}
 	for i, f := range fs {
 		raw[i], dyn[i], special[i] = f.text, f.dynamic, f.dynamic || f.glob
 		sc.Dynamic = sc.Dynamic || f.dynamic
