@@ -238,8 +238,41 @@ func (a *analyzer) visit(n syntax.Node) bool {
 		for _, as := range n.Args {
 			a.assign(as, a.text(n))
 		}
+	case *syntax.ForClause:
+		if wi, ok := n.Loop.(*syntax.WordIter); ok && wi.Name != nil && pwdVars[wi.Name.Value] {
+			a.setsPWD(wi.Name.Value, a.text(n))
+		}
+	case *syntax.CallExpr:
+		// read PWD, printf -v PWD, mapfile OLDPWD: a name they set is a word.
+		if len(n.Args) > 1 && slices.Contains([]string{"read", "printf", "mapfile", "readarray", "getopts"}, n.Args[0].Lit()) {
+			printf := n.Args[0].Lit() == "printf"
+			for i, w := range n.Args[1:] {
+				name := w.Lit()
+				if printf { // printf -v NAME, -vNAME; its other words are printed
+					if name = strings.TrimPrefix(name, "-v"); name == w.Lit() && (i == 0 || n.Args[i].Lit() != "-v") {
+						continue
+					}
+				}
+				if pwdVars[name] {
+					a.setsPWD(name, a.text(n))
+				}
+			}
+		}
 	}
 	return true
+}
+
+// pwdVars are the variables ~+ and $PWD, ~- and $OLDPWD and cd - read the shell's
+// folders from, which the checks follow through its cds alone.
+var pwdVars = map[string]bool{"PWD": true, "OLDPWD": true}
+
+// setsPWD flags a line that sets PWD or OLDPWD itself: PWD=data; cat ~+/admin.key
+// reads data/admin.key, which the checks, reading ~+ as the folder the cds led
+// to, took for ./admin.key.
+func (a *analyzer) setsPWD(name, part string) {
+	a.notRO = true
+	a.add(Finding{Part: part, Immune: true,
+		What: "sets " + name + ", which ~+, ~-, $PWD, $OLDPWD and cd - read the folder from, so the paths they name cannot be checked"})
 }
 
 func (a *analyzer) stmt(s *syntax.Stmt) {
@@ -505,6 +538,10 @@ func (a *analyzer) assign(as *syntax.Assign, part string) bool {
 	val := ""
 	if as.Value != nil {
 		val = joinFields(expandWords(a.cfg, a.src, []*syntax.Word{as.Value}))
+	}
+	if pwdVars[as.Name.Value] {
+		a.setsPWD(as.Name.Value, part)
+		return false
 	}
 	if !dangerousEnv(as.Name.Value, val) {
 		return true

@@ -428,7 +428,14 @@ func TestPrivateDirThroughLink(t *testing.T) {
 				immuneCase{"xargs cat <<< data/admin.key", true}, immuneCase{"tar -czf /tmp/x.tgz -T - <<< data/admin.key", true},
 				immuneCase{"xargs cat <<'EOF'\nsrc/a.go\ndata/admin.key\nEOF", true}, immuneCase{"cd src && xargs cat <<< ../data/admin.key", true},
 				immuneCase{"xargs cat <<< src/a.go", false}, immuneCase{"cat <<< data/admin.key", false},
-				immuneCase{"cat > notes.md <<'EOF'\nsee data/admin.key\nEOF", false})
+				immuneCase{"cat > notes.md <<'EOF'\nsee data/admin.key\nEOF", false},
+				// ~+ and $PWD are read as the folder the cds led to: a line that sets
+				// PWD itself (or OLDPWD, ~-'s) names what no check can tell.
+				immuneCase{"PWD=data; cat ~+/admin.key", true}, immuneCase{"PWD=data cat ~+/admin.key", true},
+				immuneCase{"export PWD=data; cat $PWD/admin.key", true}, immuneCase{"OLDPWD=data; cat ~-/admin.key", true},
+				immuneCase{"for PWD in data; do cat ~+/admin.key; done", true}, immuneCase{"read PWD <<< data; cat ~+/admin.key", true},
+				immuneCase{"printf -v PWD data; cat ~+/admin.key", true}, immuneCase{"printf PWD", false},
+				immuneCase{"cat ~+/src/a.go", false}, immuneCase{"echo $PWD $OLDPWD", false}, immuneCase{"cd src && cat ~+/a.go", false})
 		} else {
 			cases = append(cases, immuneCase{"cat olink/admin.key", true}, immuneCase{"ls olink", true}, immuneCase{"ls olink/", true},
 				immuneCase{"cd -P olink/.. && cat state/admin.key", true}, immuneCase{"xargs cat <<< ../state/admin.key", true})
