@@ -235,8 +235,17 @@ func (a *analyzer) visit(n syntax.Node) bool {
 			a.markPipeline(n)
 		}
 	case *syntax.DeclClause:
+		nameref := false // declare -n r=PWD; r=data sets PWD
+		for _, as := range n.Args {
+			if as.Naked && as.Value != nil && strings.HasPrefix(as.Value.Lit(), "-") && strings.ContainsRune(as.Value.Lit(), 'n') {
+				nameref = true
+			}
+		}
 		for _, as := range n.Args {
 			a.assign(as, a.text(n))
+			if nameref && as.Value != nil && pwdVars[as.Value.Lit()] {
+				a.setsPWD(as.Value.Lit(), a.text(n))
+			}
 		}
 	case *syntax.ForClause:
 		if wi, ok := n.Loop.(*syntax.WordIter); ok && wi.Name != nil && pwdVars[wi.Name.Value] {

@@ -434,7 +434,8 @@ func TestPrivateDirThroughLink(t *testing.T) {
 				immuneCase{"PWD=data; cat ~+/admin.key", true}, immuneCase{"PWD=data cat ~+/admin.key", true},
 				immuneCase{"export PWD=data; cat $PWD/admin.key", true}, immuneCase{"OLDPWD=data; cat ~-/admin.key", true},
 				immuneCase{"for PWD in data; do cat ~+/admin.key; done", true}, immuneCase{"read PWD <<< data; cat ~+/admin.key", true},
-				immuneCase{"printf -v PWD data; cat ~+/admin.key", true}, immuneCase{"printf PWD", false},
+				immuneCase{"printf -v PWD data; cat ~+/admin.key", true},
+				immuneCase{"declare -n r=PWD; r=data; cat ~+/admin.key", true}, immuneCase{"local -rn r=OLDPWD", true}, immuneCase{"declare x=PWD", false}, immuneCase{"printf PWD", false},
 				immuneCase{"cat ~+/src/a.go", false}, immuneCase{"echo $PWD $OLDPWD", false}, immuneCase{"cd src && cat ~+/a.go", false})
 		} else {
 			cases = append(cases, immuneCase{"cat olink/admin.key", true}, immuneCase{"ls olink", true}, immuneCase{"ls olink/", true},
