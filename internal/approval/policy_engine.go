@@ -306,7 +306,8 @@ func readsPathsFromInput(sc SimpleCommand) bool {
 		return true
 	}
 	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
-		if pathList(words) == "its input" {
+		switch pathList(words) {
+		case "its input", `"/dev/stdin"`, `"/dev/fd/0"`, `"/proc/self/fd/0"`:
 			return true
 		}
 	}

@@ -426,6 +426,7 @@ func TestPrivateDirThroughLink(t *testing.T) {
 				// Paths xargs or tar -T - reads from a here-string or here-document
 				// are named by the line: they ran unasked in bypass mode.
 				immuneCase{"xargs cat <<< data/admin.key", true}, immuneCase{"tar -czf /tmp/x.tgz -T - <<< data/admin.key", true},
+				immuneCase{"tar -czf /tmp/x.tgz --files-from=/dev/stdin <<< data/admin.key", true},
 				immuneCase{"xargs cat <<'EOF'\nsrc/a.go\ndata/admin.key\nEOF", true}, immuneCase{"cd src && xargs cat <<< ../data/admin.key", true},
 				immuneCase{"xargs cat <<< src/a.go", false}, immuneCase{"cat <<< data/admin.key", false},
 				immuneCase{"cat > notes.md <<'EOF'\nsee data/admin.key\nEOF", false},
