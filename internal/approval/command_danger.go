@@ -257,7 +257,9 @@ loop:
 		case a == "--force" || a == "--discard-changes" || sub != "restore" && short && strings.ContainsRune(a, 'f'):
 			return a
 		case sub != "restore":
-			if sub == "checkout" && (a == "." || a == "./" || a == ":/") {
+			// A glob or pathspec magic names paths: no branch name holds * ? [.
+			if sub == "checkout" && (a == "." || a == "./" || a == ":/" || strings.HasPrefix(a, ":(") || strings.HasPrefix(a, "--pathspec-from-file") ||
+				!strings.HasPrefix(a, "-") && strings.ContainsAny(a, "*?[")) {
 				return a
 			}
 		case a == "--staged" || short && strings.ContainsRune(a, 'S'):

@@ -116,6 +116,13 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "cd $X && git checkout --theirs -- a.go", mode: ModeBypass, want: immune},
 		{command: "cd $X && git stash -u", mode: ModeBypass, want: allow}, // keeps it in the stash
 		{command: "cd $X && git checkout main", mode: ModeBypass, want: allow},
+		{command: "cd $X && git checkout '*.go'", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout HEAD 'src/*'", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout --pathspec-from-file=list", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout ':(glob)**/*.go'", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout feature/x", mode: ModeBypass, want: allow},
+		{command: "cd $X && git checkout HEAD~1", mode: ModeBypass, want: allow},
+		{command: "git checkout '*.go'", mode: ModeBypass, want: allow},
 		{command: "cd $X && git reset HEAD~1", mode: ModeBypass, want: allow},
 		{command: "cd - && git -C " + work + " reset --hard", mode: ModeBypass, want: allow},
 		{command: "cd sub && git checkout -- . && git reset --hard", mode: ModeBypass, want: allow},
