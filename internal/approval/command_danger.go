@@ -55,6 +55,8 @@ func (a *analyzer) danger(part string, words []string) {
 		if len(targets) == 0 { // xargs rmdir
 			a.deleteFromVague(part, "")
 		}
+	case name == "rsync":
+		a.rsyncDeletes(part, args)
 	case name == "chmod" || name == "chown" || name == "chgrp":
 		a.modeDanger(part, name, args)
 	case name == "git":
@@ -220,6 +222,22 @@ func (a *analyzer) gitDanger(part string, args []string) {
 		if how := gitDiscards(sub, rest); how != "" && !a.gitDirVague(part, args, "discards uncommitted changes (git "+sub+" "+how+")") && !gitDirRooted(args) {
 			a.changeFromVague(part, "", "discards uncommitted changes (git "+sub+" "+how+")")
 		}
+	case "rm":
+		// git rm deletes the files it names from the working tree too (unless
+		// --cached), and -f those with uncommitted changes.
+		if contains(rest, "--cached") {
+			break
+		}
+		if a.gitDirVague(part, args, "deletes files (git rm)") || gitDirRooted(args) {
+			break
+		}
+		paths := positional(rest)
+		for _, p := range paths {
+			a.deleteFromVague(part, p)
+		}
+		if len(paths) == 0 { // --pathspec-from-file
+			a.deleteFromVague(part, "")
+		}
 	case "clean":
 		for _, arg := range rest {
 			if arg == "--force" || len(arg) > 1 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg, 'f') {
@@ -228,6 +246,40 @@ func (a *analyzer) gitDanger(part string, args []string) {
 				}
 				a.flag(part, "deletes untracked files (git clean "+arg+")", tool.RiskHigh)
 				break
+			}
+		}
+	}
+}
+
+// rsyncDeletes notes the deletes of rsync --delete (in its destination, the last
+// word) and --remove-source-files (its sources) as deleteFromVague's, when they are
+// local.
+func (a *analyzer) rsyncDeletes(part string, args []string) {
+	del, removeSources := false, false
+	for _, arg := range args {
+		switch {
+		case arg == "--del" || strings.HasPrefix(arg, "--delete"):
+			del = true
+		case arg == "--remove-source-files":
+			removeSources = true
+		}
+	}
+	words := positional(args)
+	if len(words) == 0 || !del && !removeSources {
+		return
+	}
+	local := func(w string) bool { // host:path and rsync:// are another machine's
+		i := strings.IndexByte(w, ':')
+		return i < 0 || strings.Contains(w[:i], "/")
+	}
+	dest := words[len(words)-1]
+	if del && local(dest) {
+		a.deleteFromVague(part, dest)
+	}
+	if removeSources {
+		for _, src := range words[:len(words)-1] {
+			if local(src) {
+				a.deleteFromVague(part, src)
 			}
 		}
 	}
