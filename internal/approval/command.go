@@ -69,6 +69,9 @@ type SimpleCommand struct {
 	// argsFromInput is set when it runs a command through xargs, whose arguments
 	// come from its input.
 	argsFromInput bool
+	// input is the text a here-string (<<<) or here-document gives it on its
+	// input, which xargs or tar -T - reads paths from; nil without one.
+	input []string
 }
 
 // CommandAnalysis is what a static reading of a shell command line concluded.
@@ -232,11 +235,53 @@ func (a *analyzer) visit(n syntax.Node) bool {
 			a.markPipeline(n)
 		}
 	case *syntax.DeclClause:
+		nameref := false // declare -n r=PWD; r=data sets PWD
+		for _, as := range n.Args {
+			if as.Naked && as.Value != nil && strings.HasPrefix(as.Value.Lit(), "-") && strings.ContainsRune(as.Value.Lit(), 'n') {
+				nameref = true
+			}
+		}
 		for _, as := range n.Args {
 			a.assign(as, a.text(n))
+			if nameref && as.Value != nil && pwdVars[as.Value.Lit()] {
+				a.setsPWD(as.Value.Lit(), a.text(n))
+			}
+		}
+	case *syntax.ForClause:
+		if wi, ok := n.Loop.(*syntax.WordIter); ok && wi.Name != nil && pwdVars[wi.Name.Value] {
+			a.setsPWD(wi.Name.Value, a.text(n))
+		}
+	case *syntax.CallExpr:
+		// read PWD, printf -v PWD, mapfile OLDPWD: a name they set is a word.
+		if len(n.Args) > 1 && slices.Contains([]string{"read", "printf", "mapfile", "readarray", "getopts"}, n.Args[0].Lit()) {
+			printf := n.Args[0].Lit() == "printf"
+			for i, w := range n.Args[1:] {
+				name := w.Lit()
+				if printf { // printf -v NAME, -vNAME; its other words are printed
+					if name = strings.TrimPrefix(name, "-v"); name == w.Lit() && (i == 0 || n.Args[i].Lit() != "-v") {
+						continue
+					}
+				}
+				if pwdVars[name] {
+					a.setsPWD(name, a.text(n))
+				}
+			}
 		}
 	}
 	return true
+}
+
+// pwdVars are the variables ~+ and $PWD, ~- and $OLDPWD and cd - read the shell's
+// folders from, which the checks follow through its cds alone.
+var pwdVars = map[string]bool{"PWD": true, "OLDPWD": true}
+
+// setsPWD flags a line that sets PWD or OLDPWD itself: PWD=data; cat ~+/admin.key
+// reads data/admin.key, which the checks, reading ~+ as the folder the cds led
+// to, took for ./admin.key.
+func (a *analyzer) setsPWD(name, part string) {
+	a.notRO = true
+	a.add(Finding{Part: part, Immune: true,
+		What: "sets " + name + ", which ~+, ~-, $PWD, $OLDPWD and cd - read the folder from, so the paths they name cannot be checked"})
 }
 
 func (a *analyzer) stmt(s *syntax.Stmt) {
@@ -361,6 +406,14 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	dyn := make([]bool, len(fs))
 	special := make([]bool, len(fs))
 	sc := SimpleCommand{Text: text, raw: raw, Dirs: a.dirsAt(s)}
+	for _, r := range s.Redirs {
+		switch {
+		case r.Op == syntax.WordHdoc && r.Word != nil:
+			sc.input = append(sc.input, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word})))
+		case (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil:
+			sc.input = append(sc.input, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Hdoc})))
+		}
+	}
 	for i, f := range fs {
 		raw[i], dyn[i], special[i] = f.text, f.dynamic, f.dynamic || f.glob
 		sc.Dynamic = sc.Dynamic || f.dynamic
@@ -494,6 +547,10 @@ func (a *analyzer) assign(as *syntax.Assign, part string) bool {
 	val := ""
 	if as.Value != nil {
 		val = joinFields(expandWords(a.cfg, a.src, []*syntax.Word{as.Value}))
+	}
+	if pwdVars[as.Name.Value] {
+		a.setsPWD(as.Name.Value, part)
+		return false
 	}
 	if !dangerousEnv(as.Name.Value, val) {
 		return true

@@ -3,6 +3,7 @@ package approval
 import (
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -54,6 +55,8 @@ func (a *analyzer) danger(part string, words []string) {
 		if len(targets) == 0 { // xargs rmdir
 			a.deleteFromVague(part, "")
 		}
+	case name == "rsync":
+		a.rsyncDeletes(part, args)
 	case name == "chmod" || name == "chown" || name == "chgrp":
 		a.modeDanger(part, name, args)
 	case name == "git":
@@ -209,23 +212,74 @@ func (a *analyzer) gitDanger(part string, args []string) {
 		}
 	case "reset":
 		if contains(rest, "--hard") {
-			if !gitDirRooted(args) && a.changeFromVague(part, "", "discards uncommitted changes (git reset --hard)") {
+			if a.gitDirVague(part, args, "discards uncommitted changes (git reset --hard)") ||
+				!gitDirRooted(args) && a.changeFromVague(part, "", "discards uncommitted changes (git reset --hard)") {
 				break
 			}
 			a.flag(part, "discards uncommitted changes (git reset --hard)", tool.RiskHigh)
 		}
 	case "checkout", "restore", "switch":
-		if how := gitDiscards(sub, rest); how != "" && !gitDirRooted(args) {
+		if how := gitDiscards(sub, rest); how != "" && !a.gitDirVague(part, args, "discards uncommitted changes (git "+sub+" "+how+")") && !gitDirRooted(args) {
 			a.changeFromVague(part, "", "discards uncommitted changes (git "+sub+" "+how+")")
+		}
+	case "rm":
+		// git rm deletes the files it names from the working tree too (unless
+		// --cached), and -f those with uncommitted changes.
+		if contains(rest, "--cached") {
+			break
+		}
+		if a.gitDirVague(part, args, "deletes files (git rm)") || gitDirRooted(args) {
+			break
+		}
+		paths := positional(rest)
+		for _, p := range paths {
+			a.deleteFromVague(part, p)
+		}
+		if len(paths) == 0 { // --pathspec-from-file
+			a.deleteFromVague(part, "")
 		}
 	case "clean":
 		for _, arg := range rest {
 			if arg == "--force" || len(arg) > 1 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg, 'f') {
-				if !gitDirRooted(args) && a.deleteFromVague(part, "") {
+				if a.gitDirVague(part, args, "deletes untracked files (git clean "+arg+")") || !gitDirRooted(args) && a.deleteFromVague(part, "") {
 					break
 				}
 				a.flag(part, "deletes untracked files (git clean "+arg+")", tool.RiskHigh)
 				break
+			}
+		}
+	}
+}
+
+// rsyncDeletes notes the deletes of rsync --delete (in its destination, the last
+// word) and --remove-source-files (its sources) as deleteFromVague's, when they are
+// local.
+func (a *analyzer) rsyncDeletes(part string, args []string) {
+	del, removeSources := false, false
+	for _, arg := range args {
+		switch {
+		case arg == "--del" || strings.HasPrefix(arg, "--delete"):
+			del = true
+		case arg == "--remove-source-files":
+			removeSources = true
+		}
+	}
+	words := positional(args)
+	if len(words) == 0 || !del && !removeSources {
+		return
+	}
+	local := func(w string) bool { // host:path and rsync:// are another machine's
+		i := strings.IndexByte(w, ':')
+		return i < 0 || strings.Contains(w[:i], "/")
+	}
+	dest := words[len(words)-1]
+	if del && local(dest) {
+		a.deleteFromVague(part, dest)
+	}
+	if removeSources {
+		for _, src := range words[:len(words)-1] {
+			if local(src) {
+				a.deleteFromVague(part, src)
 			}
 		}
 	}
@@ -255,7 +309,9 @@ loop:
 		case a == "--force" || a == "--discard-changes" || sub != "restore" && short && strings.ContainsRune(a, 'f'):
 			return a
 		case sub != "restore":
-			if sub == "checkout" && (a == "." || a == "./" || a == ":/") {
+			// A glob or pathspec magic names paths: no branch name holds * ? [.
+			if sub == "checkout" && (a == "." || a == "./" || a == ":/" || strings.HasPrefix(a, ":(") || strings.HasPrefix(a, "--pathspec-from-file") ||
+				!strings.HasPrefix(a, "-") && strings.ContainsAny(a, "*?[")) {
 				return a
 			}
 		case a == "--staged" || short && strings.ContainsRune(a, 'S'):
@@ -273,6 +329,33 @@ loop:
 		return paths
 	}
 	return ""
+}
+
+// gitDirVague flags, critical and immune, a git command that does what (a delete,
+// a discard of uncommitted work) in a folder that git -C or --work-tree, before
+// the subcommand, names by a word known only when it runs: git -C "$X" reset
+// --hard is cd "$X" && git reset --hard, which is immune, as env -C "$X" rm -rf
+// build is. It reports whether it flagged.
+func (a *analyzer) gitDirVague(part string, args []string, what string) bool {
+	for i := 0; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
+		dir, ok := "", false
+		switch arg := args[i]; {
+		case arg == "-C" || arg == "--work-tree":
+			if i+1 < len(args) {
+				dir, ok = args[i+1], true
+			}
+			i++
+		case strings.HasPrefix(arg, "--work-tree="):
+			dir, ok = arg[len("--work-tree="):], true
+		case arg == "-c" || arg == "--git-dir" || arg == "--namespace" || arg == "--super-prefix" || arg == "--config-env":
+			i++
+		}
+		if ok && !rootedWord(dir) && (dir == "" || strings.ContainsAny(dir, "$`*?[") || oldpwdWord(dir)) {
+			a.flag(part, what+" in "+strconv.Quote(dir)+", a folder known only when it runs, so what it changes cannot be checked", tool.RiskCritical)
+			return true
+		}
+	}
+	return false
 }
 
 // gitDirRooted reports whether git -C, before the subcommand, names a folder that

@@ -259,6 +259,26 @@ func (c *check) readsPrivate() string {
 			}
 		}
 	}
+	// The paths xargs or tar -T - reads from a here-string or here-document are
+	// names the line gives: xargs cat <<< data/admin.key is cat data/admin.key.
+	for _, sc := range c.cmd.Commands {
+		if len(sc.input) == 0 || !readsPathsFromInput(sc) {
+			continue
+		}
+		dirs, vague := c.physicalDirs(sc.Dirs)
+		for _, text := range sc.input {
+			for _, line := range strings.Split(text, "\n") {
+				for _, w := range append([]string{strings.TrimSpace(line)}, strings.Fields(line)...) {
+					if w == "" {
+						continue
+					}
+					if r := c.wordPrivate(w, false, false, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+						return r + ", which it reads from its input"
+					}
+				}
+			}
+		}
+	}
 	// Redirections are no words: cat < data/admin.key, echo x > data/admin.key.
 	for i, site := range append(slices.Clip(c.cmd.inputSites), c.cmd.writeSites...) {
 		enter := i < len(c.cmd.inputSites) // env -C d?ta
@@ -277,6 +297,21 @@ func (c *check) readsPrivate() string {
 		}
 	}
 	return ""
+}
+
+// readsPathsFromInput reports whether sc takes the paths it works on from its
+// input: xargs, tar -T -, cpio -o, zip -@ (pathList).
+func readsPathsFromInput(sc SimpleCommand) bool {
+	if sc.argsFromInput {
+		return true
+	}
+	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+		switch pathList(words) {
+		case "its input", `"/dev/stdin"`, `"/dev/fd/0"`, `"/proc/self/fd/0"`:
+			return true
+		}
+	}
+	return false
 }
 
 // wordPrivate names the word w, read from each of dirs, when it names a path in a

@@ -422,10 +422,25 @@ func TestPrivateDirThroughLink(t *testing.T) {
 				immuneCase{"cd -P olink/.. && cat proj/data/admin.key", true}, immuneCase{"set -P; cd olink/.. && cat proj/data/admin.key", true},
 				immuneCase{"cd -P olink/.. && cd proj && cat data/admin.key", true}, immuneCase{"env -C olink/.. cat proj/data/admin.key", true},
 				immuneCase{"cd -P olink/.. && cat < proj/data/admin.key", true}, immuneCase{"cd -P olink/.. && grep -r x proj", true},
-				immuneCase{"cd -P src/up/../proj/olink/.. && ls proj/data", true})
+				immuneCase{"cd -P src/up/../proj/olink/.. && ls proj/data", true},
+				// Paths xargs or tar -T - reads from a here-string or here-document
+				// are named by the line: they ran unasked in bypass mode.
+				immuneCase{"xargs cat <<< data/admin.key", true}, immuneCase{"tar -czf /tmp/x.tgz -T - <<< data/admin.key", true},
+				immuneCase{"tar -czf /tmp/x.tgz --files-from=/dev/stdin <<< data/admin.key", true},
+				immuneCase{"xargs cat <<'EOF'\nsrc/a.go\ndata/admin.key\nEOF", true}, immuneCase{"cd src && xargs cat <<< ../data/admin.key", true},
+				immuneCase{"xargs cat <<< src/a.go", false}, immuneCase{"cat <<< data/admin.key", false},
+				immuneCase{"cat > notes.md <<'EOF'\nsee data/admin.key\nEOF", false},
+				// ~+ and $PWD are read as the folder the cds led to: a line that sets
+				// PWD itself (or OLDPWD, ~-'s) names what no check can tell.
+				immuneCase{"PWD=data; cat ~+/admin.key", true}, immuneCase{"PWD=data cat ~+/admin.key", true},
+				immuneCase{"export PWD=data; cat $PWD/admin.key", true}, immuneCase{"OLDPWD=data; cat ~-/admin.key", true},
+				immuneCase{"for PWD in data; do cat ~+/admin.key; done", true}, immuneCase{"read PWD <<< data; cat ~+/admin.key", true},
+				immuneCase{"printf -v PWD data; cat ~+/admin.key", true},
+				immuneCase{"declare -n r=PWD; r=data; cat ~+/admin.key", true}, immuneCase{"local -rn r=OLDPWD", true}, immuneCase{"declare x=PWD", false}, immuneCase{"printf PWD", false},
+				immuneCase{"cat ~+/src/a.go", false}, immuneCase{"echo $PWD $OLDPWD", false}, immuneCase{"cd src && cat ~+/a.go", false})
 		} else {
 			cases = append(cases, immuneCase{"cat olink/admin.key", true}, immuneCase{"ls olink", true}, immuneCase{"ls olink/", true},
-				immuneCase{"cd -P olink/.. && cat state/admin.key", true})
+				immuneCase{"cd -P olink/.. && cat state/admin.key", true}, immuneCase{"xargs cat <<< ../state/admin.key", true})
 		}
 		for _, tc := range cases {
 			for _, mode := range []Mode{ModeDefault, ModeBypass} {

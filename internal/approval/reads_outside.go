@@ -226,6 +226,12 @@ func (c *check) workdirReal() string {
 var listOptions = map[string]string{"tar": "--files-from", "gtar": "--files-from", "bsdtar": "--files-from",
 	"rsync": "--files-from", "wc": "--files0-from", "du": "--files0-from", "sort": "--files0-from"}
 
+// listAbbrevs are the shortest abbreviations of the list option the programs'
+// getopt_long still takes as it (their other long options share the rest): wc
+// --f=list is wc --files0-from=list, sort --files0=list sorts the files it names.
+// rsync takes none; tar --file is another option.
+var listAbbrevs = map[string]string{"tar": "--files", "gtar": "--files", "bsdtar": "--files", "wc": "--f", "du": "--f", "sort": "--fil"}
+
 // pathList says where a program reads the paths it works on from a list rather
 // than its words: tar -T FILE (--files-from), rsync --files-from, wc, du and sort
 // --files0-from, cpio -o and -p (its input), zip -@ (its input). Those paths are
@@ -251,11 +257,13 @@ func pathList(words []string) string {
 		if a == "--" {
 			break
 		}
+		opt, val, inline := strings.Cut(a, "=")
 		switch {
-		case long != "" && a == long:
+		case long != "" && (opt == long || listAbbrevs[name] != "" && strings.HasPrefix(opt, listAbbrevs[name]) && strings.HasPrefix(long, opt)):
+			if inline {
+				return from(val)
+			}
 			return from(next)
-		case long != "" && strings.HasPrefix(a, long+"="):
-			return from(a[len(long)+1:])
 		case len(a) < 2 || a[0] != '-' || a[1] == '-':
 			if name == "cpio" && (a == "--create" || a == "--pass-through") {
 				return "its input"

@@ -139,6 +139,14 @@ func TestPathListsFromFiles(t *testing.T) {
 		{"wc -l --files0-from=list", `"list"`},
 		{"du -s --files0-from list", `"list"`},
 		{"find src | zip out.zip -@", "input"},
+		// getopt_long takes an abbreviation: sort --files0=list ran at once.
+		{"sort --files0=list", `"list"`},
+		{"wc -c --f=list", `"list"`},
+		{"wc -c --files0 list", `"list"`},
+		{"du -s --files0-f=list", `"list"`},
+		{"tar -czf out.tgz --files=list", `"list"`},
+		{"tar -czf out.tgz --file=x.tgz src", ""},
+		{"sort --field-separator=, src/a.go", ""},
 	} {
 		d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeDefault, Workdir: work, Args: commandArgs(tc.command), SessionRules: prefix})
 		switch {

@@ -116,9 +116,35 @@ func TestWritesFromVagueFolder(t *testing.T) {
 		{command: "cd $X && git checkout --theirs -- a.go", mode: ModeBypass, want: immune},
 		{command: "cd $X && git stash -u", mode: ModeBypass, want: allow}, // keeps it in the stash
 		{command: "cd $X && git checkout main", mode: ModeBypass, want: allow},
+		{command: "cd $X && git checkout '*.go'", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout HEAD 'src/*'", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout --pathspec-from-file=list", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout ':(glob)**/*.go'", mode: ModeBypass, want: immune},
+		{command: "cd $X && git checkout feature/x", mode: ModeBypass, want: allow},
+		{command: "cd $X && git checkout HEAD~1", mode: ModeBypass, want: allow},
+		{command: "git checkout '*.go'", mode: ModeBypass, want: allow},
 		{command: "cd $X && git reset HEAD~1", mode: ModeBypass, want: allow},
 		{command: "cd - && git -C " + work + " reset --hard", mode: ModeBypass, want: allow},
 		{command: "cd sub && git checkout -- . && git reset --hard", mode: ModeBypass, want: allow},
+		// git -C or --work-tree naming a folder known only when it runs is a cd
+		// there: git -C "$X" reset --hard ran unasked in bypass mode.
+		{command: `git -C "$X" reset --hard`, mode: ModeBypass, want: immune, names: `"$X"`},
+		{command: "git -C $X clean -fdx", mode: ModeBypass, want: immune, names: "untracked"},
+		{command: "git --work-tree=$X checkout -- .", mode: ModeBypass, want: immune},
+		{command: "git -c core.x=1 --work-tree $X restore .", mode: ModeBypass, want: immune},
+		{command: "git -C ~-/repo switch -f main", mode: ModeBypass, want: immune},
+		{command: "git -C $X checkout main", mode: ModeBypass, want: allow},
+		{command: "git -C $X status", mode: ModeBypass, want: allow},
+		{command: "git -C sub reset --hard", mode: ModeBypass, want: allow},
+		// git rm and rsync --delete or --remove-source-files delete too.
+		{command: "cd $X && git rm -r build", mode: ModeBypass, want: immune, names: `"build"`},
+		{command: "cd $X && git rm --cached -r build", mode: ModeBypass, want: allow},
+		{command: "cd $X && git rm -r " + work + "/build", mode: ModeBypass, want: allow},
+		{command: "cd $X && rsync -a --delete src/ dst/", mode: ModeBypass, want: immune, names: `"dst/"`},
+		{command: "cd $X && rsync -a --delete-after src/ " + work + "/dst/", mode: ModeBypass, want: allow},
+		{command: "cd $X && rsync -a --remove-source-files out/ host:backup/", mode: ModeBypass, want: immune, names: `"out/"`},
+		{command: "cd $X && rsync -a --delete src/ host:dst/", mode: ModeBypass, want: allow},
+		{command: "cd $X && rsync -a src/ dst/", mode: ModeBypass, want: allow},
 		// ~- and $OLDPWD name the folder cd - goes to: a delete of a path under
 		// them is one in a folder known only when it runs; so is ~+ (the current
 		// folder) after a vague cd.
@@ -232,6 +258,8 @@ func TestEverydayCommands(t *testing.T) {
 		{"set -P; for i in 1 2 3 4 5 6; do cd ..; done; ls", false},
 		{"tar -xzf out.tgz", false},
 		{"rsync -a sub/ other/", false},
+		{"rsync -a --delete sub/ other/", false},
+		{"git rm -r sub/deep", false},
 	} {
 		for _, mode := range []Mode{ModeBypass, ModeDefault} {
 			if mode == ModeDefault && !tc.readOnly {

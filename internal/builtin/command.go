@@ -208,7 +208,24 @@ func hasTool(ctx *tool.Context, name string) bool {
 	if ctx.Session == nil || ctx.Session.Tools == nil {
 		return true
 	}
-	_, ok := ctx.Session.Tools.Lookup(name)
+	return catalogHas(ctx.Session.Tools, name)
+}
+
+// catalogHas reports whether c allows the named tool now or once reset_tools switches
+// on the tool group that hides it: a call of such a tool is answered with how to
+// switch the group on, and telling the model it has no way to follow a job (or see
+// a folder) would be false.
+func catalogHas(c tool.Catalog, name string) bool {
+	if _, ok := c.Lookup(name); ok {
+		return true
+	}
+	g, ok := c.(interface {
+		Gated(string) (tool.Spec, bool)
+	})
+	if !ok {
+		return false
+	}
+	_, ok = g.Gated(name)
 	return ok
 }
 

@@ -359,8 +359,7 @@ func (w *fileRoot) has(name string) bool {
 	if w.tools == nil {
 		return true
 	}
-	_, ok := w.tools.Lookup(name)
-	return ok
+	return catalogHas(w.tools, name)
 }
 
 // tooLargeAdvice is what a refusal of a file too large for toolName suggests instead:

@@ -46,3 +46,26 @@ func TestRankedListingWithGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestBackgroundStartNamesGatedJobTools: with the job tools in a tool group that is
+// switched off, a background start told the model "This session has no tool to
+// follow it: its output and exit code will not be shown", though reset_tools would
+// switch them on. It names them, and a call of one says how to switch them on.
+func TestBackgroundStartNamesGatedJobTools(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) {
+		c.ToolGroups = []config.ToolGroupConfig{
+			{Name: "jobs", Description: "Follow background jobs.", Tools: []string{"await_job", "read_job_output", "kill_job"}},
+		}
+	}})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command", "await_job", "read_job_output", "kill_job"}})["id"].(string)
+	_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"bg","name":"execute_command","arguments":{"command":"true","background":true}}]}`)
+	text := string(messages(t, evs)["bg"].raw)
+	if strings.Contains(text, "no tool to follow it") || !strings.Contains(text, "await_job") {
+		t.Errorf("background start with the job tools in a switched-off group: %s", text)
+	}
+	_, evs = d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"aw","name":"await_job","arguments":{"job_id":"x"}}]}`)
+	if text := string(messages(t, evs)["aw"].raw); !strings.Contains(text, "reset_tools") {
+		t.Errorf("await_job in a switched-off group: %s; want how to switch it on", text)
+	}
+}
