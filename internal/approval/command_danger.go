@@ -571,6 +571,8 @@ func classifyTarget(t string) (targetClass, string) {
 	switch {
 	case c == "/":
 		return targetCritical, everything + "the whole filesystem (/)"
+	case c == "~+":
+		return targetCritical, everything + "the folder the shell stands in (~+)"
 	case home:
 		return targetCritical, everything + "the home directory (" + t + ")"
 	case systemDirs[c]:

@@ -117,6 +117,9 @@ func TestAnalyzeCommandFindingsNameThePart(t *testing.T) {
 		{"git reset --hard", "git reset --hard", "discards uncommitted changes"},
 		{"PATH=/x ls", "PATH=/x ls", "sets PATH"},
 		{"(cd src && rm -rf /)", "rm -rf /", "the whole filesystem"},
+		{"rm -rf ~", "rm -rf ~", "the home directory ($HOME)"},
+		{"rm -rf ~+", "rm -rf ~+", "the folder the shell stands in (~+)"},
+		{"rm -rf ~-", "rm -rf ~-", "in a folder known only when it runs"},
 	}
 	for _, c := range cases {
 		a := AnalyzeCommand(c.command)
