@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -90,6 +91,39 @@ func expandValue(v string, lookup func(string) (string, bool)) (string, []string
 		}
 	}
 	return b.String(), taken, nil
+}
+
+// EnvReferences are the names of the variables c's url, headers and env take with
+// ${NAME} (before ExpandEnv), in order of appearance, each once. They are secrets
+// meant for c: other stdio servers are not to inherit them (see childEnv).
+func (c *ServerConfig) EnvReferences() []string {
+	var names []string
+	scan := func(v string) {
+		for i := 0; i < len(v); {
+			switch {
+			case strings.HasPrefix(v[i:], "$${"):
+				i += 3
+			case strings.HasPrefix(v[i:], "${"):
+				if m := envRef.FindStringSubmatch(v[i:]); m != nil {
+					if !slices.Contains(names, m[1]) {
+						names = append(names, m[1])
+					}
+					i += len(m[0])
+					continue
+				}
+				i += 2
+			default:
+				i++
+			}
+		}
+	}
+	scan(c.URL)
+	for _, m := range []map[string]string{c.Headers, c.Env} {
+		for _, k := range sortedKeys(m) {
+			scan(m[k])
+		}
+	}
+	return names
 }
 
 // RefuseEnvReferences says which value of a configuration sent through the API

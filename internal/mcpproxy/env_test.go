@@ -218,3 +218,11 @@ func newAuthServer(t *testing.T, transport, want string) *authServer {
 	a.url = ts.URL + path
 	return a
 }
+
+func TestEnvReferences(t *testing.T) {
+	c := ServerConfig{URL: "https://h/mcp?k=${A}", Headers: map[string]string{"X": "$${LIT} ${B}${A}", "Y": "${ not a ref"},
+		Env: map[string]string{"E": "pre${C}post"}}
+	if got, want := strings.Join(c.EnvReferences(), ","), "A,B,C"; got != want {
+		t.Errorf("EnvReferences = %s, want %s", got, want)
+	}
+}
