@@ -59,6 +59,17 @@ func (c *ServerConfig) ExpandEnv(lookup func(string) (string, bool)) error {
 	return nil
 }
 
+// shownURL is c's url as an error may quote it: without the values ExpandEnv put in
+// (which redactURL misses when one breaks the URL's syntax: a "/" in a password
+// ends the authority), then without userinfo and query.
+func (c *ServerConfig) shownURL() string {
+	u := c.URL
+	for _, v := range c.fromEnv {
+		u = strings.ReplaceAll(u, v, redactedText)
+	}
+	return redactURL(u)
+}
+
 // expandValue expands the references of one value and returns the variables'
 // values it took.
 func expandValue(v string, lookup func(string) (string, bool)) (string, []string, error) {
