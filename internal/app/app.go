@@ -782,8 +782,8 @@ func (a *App) Close() {
 // mcpConfig: stdio servers run in dataDir/mcp/{name}, not in the daemon's working
 // directory, which deployments make the data directory itself. ${NAME} in the
 // servers' url, headers and env values is read from the environment through lookup. The
-// daemon's own variables (TOOLSERVER_*, those its *_env keys name and those a
-// server's ${NAME} takes) are kept from stdio servers that do not name them.
+// daemon's own variables (TOOLSERVER_*, those its *_env keys name and the secrets
+// a server's ${NAME} takes) are kept from stdio servers that do not name them.
 func mcpConfig(cfg config.Config, dataDir string, lookup func(string) (string, bool)) (mcpproxy.Config, error) {
 	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval,
 		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff, WorkDir: filepath.Join(dataDir, "mcp"),
@@ -791,9 +791,9 @@ func mcpConfig(cfg config.Config, dataDir string, lookup func(string) (string, b
 	var errs []error
 	for _, s := range cfg.MCPServers {
 		enabled := s.Enabled == nil || *s.Enabled
-		// A variable handed to one server with ${NAME} is that server's secret: other
-		// stdio servers, those added through the API included, do not inherit it.
-		for _, n := range (&mcpproxy.ServerConfig{URL: s.URL, Headers: s.Headers, Env: s.Env}).EnvReferences() {
+		// A secret handed to one server with ${NAME} is that server's: other stdio
+		// servers, those added through the API included, do not inherit it.
+		for _, n := range (&mcpproxy.ServerConfig{URL: s.URL, Headers: s.Headers, Env: s.Env}).SecretEnvReferences() {
 			if !slices.Contains(mc.PrivateEnv, n) {
 				mc.PrivateEnv = append(mc.PrivateEnv, n)
 			}

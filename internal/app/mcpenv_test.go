@@ -152,9 +152,16 @@ func TestMCPServerEnvUnset(t *testing.T) {
 func TestMCPServerEnvReferencesNotInherited(t *testing.T) {
 	js := everythingJS(t)
 	t.Setenv("TEST_MCPENV_REMOTE_TOKEN", "remote-token-value")
+	t.Setenv("TEST_MCPENV_GH2", "gh2-value")
+	t.Setenv("TEST_MCPENV_PLAIN", "plain-value")
+	off := false
 	d := testdaemon.Start(t, func(c *config.Config) {
 		c.MCPServers = []config.MCPServerConfig{{Name: "remote", Transport: "streamable_http", URL: "http://127.0.0.1:1/mcp",
-			Headers: map[string]string{"Authorization": "Bearer ${TEST_MCPENV_REMOTE_TOKEN}"}}}
+			Headers: map[string]string{"Authorization": "Bearer ${TEST_MCPENV_REMOTE_TOKEN}"}},
+			// A variable taken into env under a credential's name is a secret too; PATH
+			// extended for one server is no secret, nor one under a plain name.
+			{Name: "local", Transport: "stdio", Command: "node", Enabled: &off, Env: map[string]string{
+				"GITHUB_PERSONAL_ACCESS_TOKEN": "${TEST_MCPENV_GH2}", "PATH": "${PATH}:/opt/extra/bin", "PLAIN": "${TEST_MCPENV_PLAIN}"}}}
 	})
 	code, out := post(t, d.URL+"/v1/mcp/servers", map[string]any{"name": "added", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}})
 	if code != http.StatusCreated {
@@ -164,8 +171,11 @@ func TestMCPServerEnvReferencesNotInherited(t *testing.T) {
 	if v, ok := env["TEST_MCPENV_REMOTE_TOKEN"]; ok {
 		t.Errorf("a stdio server added through the API inherited TEST_MCPENV_REMOTE_TOKEN=%q, which the config gives server remote only", v)
 	}
-	if env["PATH"] == "" {
-		t.Errorf("PATH is not inherited")
+	if v, ok := env["TEST_MCPENV_GH2"]; ok {
+		t.Errorf("a stdio server added through the API inherited TEST_MCPENV_GH2=%q, which the config gives server local's token", v)
+	}
+	if env["PATH"] != os.Getenv("PATH") || env["TEST_MCPENV_PLAIN"] != "plain-value" {
+		t.Errorf("variables that are no secret are not inherited: PATH %q, TEST_MCPENV_PLAIN %q", env["PATH"], env["TEST_MCPENV_PLAIN"])
 	}
 }
 

@@ -104,19 +104,22 @@ func expandValue(v string, lookup func(string) (string, bool)) (string, []string
 	return b.String(), taken, nil
 }
 
-// EnvReferences are the names of the variables c's url, headers and env take with
-// ${NAME} (before ExpandEnv), in order of appearance, each once. They are secrets
-// meant for c: other stdio servers are not to inherit them (see childEnv).
-func (c *ServerConfig) EnvReferences() []string {
+// SecretEnvReferences are the names of the variables c takes with ${NAME} (before
+// ExpandEnv) that hold its secrets, in order of appearance, each once: every one in
+// its url and headers (credentials sent over HTTP), and those of its env whose key
+// or whose own name looks like a credential (GITHUB_PERSONAL_ACCESS_TOKEN:
+// ${GITHUB_TOKEN}), not PATH: ${PATH}:/opt/bin. Other stdio servers are not to
+// inherit them (see childEnv).
+func (c *ServerConfig) SecretEnvReferences() []string {
 	var names []string
-	scan := func(v string) {
+	scan := func(v string, all bool) {
 		for i := 0; i < len(v); {
 			switch {
 			case strings.HasPrefix(v[i:], "$${"):
 				i += 3
 			case strings.HasPrefix(v[i:], "${"):
 				if m := envRef.FindStringSubmatch(v[i:]); m != nil {
-					if !slices.Contains(names, m[1]) {
+					if (all || secretName.MatchString(m[1])) && !slices.Contains(names, m[1]) {
 						names = append(names, m[1])
 					}
 					i += len(m[0])
@@ -128,11 +131,12 @@ func (c *ServerConfig) EnvReferences() []string {
 			}
 		}
 	}
-	scan(c.URL)
-	for _, m := range []map[string]string{c.Headers, c.Env} {
-		for _, k := range sortedKeys(m) {
-			scan(m[k])
-		}
+	scan(c.URL, true)
+	for _, k := range sortedKeys(c.Headers) {
+		scan(c.Headers[k], true)
+	}
+	for _, k := range sortedKeys(c.Env) {
+		scan(c.Env[k], secretName.MatchString(k))
 	}
 	return names
 }
