@@ -158,10 +158,10 @@ func TestMCPServerEnvReferencesNotInherited(t *testing.T) {
 	d := testdaemon.Start(t, func(c *config.Config) {
 		c.MCPServers = []config.MCPServerConfig{{Name: "remote", Transport: "streamable_http", URL: "http://127.0.0.1:1/mcp",
 			Headers: map[string]string{"Authorization": "Bearer ${TEST_MCPENV_REMOTE_TOKEN}"}},
-			// A variable taken into env under a credential's name is a secret too; PATH
-			// extended for one server is no secret, nor one under a plain name.
+			// A variable taken into env is that server's too; PATH extended for one
+			// server is no secret.
 			{Name: "local", Transport: "stdio", Command: "node", Enabled: &off, Env: map[string]string{
-				"GITHUB_PERSONAL_ACCESS_TOKEN": "${TEST_MCPENV_GH2}", "PATH": "${PATH}:/opt/extra/bin", "PLAIN": "${TEST_MCPENV_PLAIN}"}}}
+				"GITHUB_PERSONAL_ACCESS_TOKEN": "${TEST_MCPENV_GH2}", "PATH": "${PATH}:/opt/extra/bin"}}}
 	})
 	code, out := post(t, d.URL+"/v1/mcp/servers", map[string]any{"name": "added", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}})
 	if code != http.StatusCreated {
@@ -172,10 +172,10 @@ func TestMCPServerEnvReferencesNotInherited(t *testing.T) {
 		t.Errorf("a stdio server added through the API inherited TEST_MCPENV_REMOTE_TOKEN=%q, which the config gives server remote only", v)
 	}
 	if v, ok := env["TEST_MCPENV_GH2"]; ok {
-		t.Errorf("a stdio server added through the API inherited TEST_MCPENV_GH2=%q, which the config gives server local's token", v)
+		t.Errorf("a stdio server added through the API inherited TEST_MCPENV_GH2=%q, which the config gives server local", v)
 	}
 	if env["PATH"] != os.Getenv("PATH") || env["TEST_MCPENV_PLAIN"] != "plain-value" {
-		t.Errorf("variables that are no secret are not inherited: PATH %q, TEST_MCPENV_PLAIN %q", env["PATH"], env["TEST_MCPENV_PLAIN"])
+		t.Errorf("variables no server takes are not inherited: PATH %q, TEST_MCPENV_PLAIN %q", env["PATH"], env["TEST_MCPENV_PLAIN"])
 	}
 }
 

@@ -105,21 +105,20 @@ func expandValue(v string, lookup func(string) (string, bool)) (string, []string
 }
 
 // SecretEnvReferences are the names of the variables c takes with ${NAME} (before
-// ExpandEnv) that hold its secrets, in order of appearance, each once: every one in
-// its url and headers (credentials sent over HTTP), and those of its env whose key
-// or whose own name looks like a credential (GITHUB_PERSONAL_ACCESS_TOKEN:
-// ${GITHUB_TOKEN}), not PATH: ${PATH}:/opt/bin. Other stdio servers are not to
-// inherit them (see childEnv).
+// ExpandEnv), in order of appearance, each once, but for the process's own
+// (processVars: PATH: "${PATH}:/opt/bin" is no secret). Like the values taken, which
+// are redacted whatever their key, they are taken as secrets meant for c: other
+// stdio servers are not to inherit them (see childEnv).
 func (c *ServerConfig) SecretEnvReferences() []string {
 	var names []string
-	scan := func(v string, all bool) {
+	scan := func(v string) {
 		for i := 0; i < len(v); {
 			switch {
 			case strings.HasPrefix(v[i:], "$${"):
 				i += 3
 			case strings.HasPrefix(v[i:], "${"):
 				if m := envRef.FindStringSubmatch(v[i:]); m != nil {
-					if (all || secretName.MatchString(m[1])) && !slices.Contains(names, m[1]) {
+					if !isPrivate(m[1], processVars) && !slices.Contains(names, m[1]) {
 						names = append(names, m[1])
 					}
 					i += len(m[0])
@@ -131,15 +130,18 @@ func (c *ServerConfig) SecretEnvReferences() []string {
 			}
 		}
 	}
-	scan(c.URL, true)
-	for _, k := range sortedKeys(c.Headers) {
-		scan(c.Headers[k], true)
-	}
-	for _, k := range sortedKeys(c.Env) {
-		scan(c.Env[k], secretName.MatchString(k))
+	scan(c.URL)
+	for _, m := range []map[string]string{c.Headers, c.Env} {
+		for _, k := range sortedKeys(m) {
+			scan(m[k])
+		}
 	}
 	return names
 }
+
+// processVars are variables every process is given, which a server's ${NAME} may
+// extend without making them its secret (a name, or a PREFIX*).
+var processVars = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ"}
 
 // RefuseEnvReferences says which value of a configuration sent through the API
 // holds ${, which would read the daemon's environment in one from the

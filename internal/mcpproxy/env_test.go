@@ -221,8 +221,8 @@ func newAuthServer(t *testing.T, transport, want string) *authServer {
 
 func TestSecretEnvReferences(t *testing.T) {
 	c := ServerConfig{URL: "https://h/mcp?k=${A}", Headers: map[string]string{"X": "$${LIT} ${B}${A}", "Y": "${ not a ref"},
-		Env: map[string]string{"E": "pre${C}post", "GITHUB_TOKEN": "${GH}", "PATH": "${PATH}:/opt/bin", "OTHER": "${MY_API_KEY}"}}
-	if got, want := strings.Join(c.SecretEnvReferences(), ","), "A,B,GH,MY_API_KEY"; got != want {
+		Env: map[string]string{"E": "pre${C}post", "GITHUB_TOKEN": "${GH}", "PATH": "${PATH}:/opt/bin", "ROOT": "${HOME}/w", "L": "${LC_ALL}"}}
+	if got, want := strings.Join(c.SecretEnvReferences(), ","), "A,B,C,GH"; got != want {
 		t.Errorf("SecretEnvReferences = %s, want %s", got, want)
 	}
 }
