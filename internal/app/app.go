@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -780,9 +781,9 @@ func (a *App) Close() {
 
 // mcpConfig: stdio servers run in dataDir/mcp/{name}, not in the daemon's working
 // directory, which deployments make the data directory itself. ${NAME} in the
-// servers' headers and env values is read from the environment through lookup. The
-// daemon's own variables (TOOLSERVER_*, and those its *_env keys name) are kept
-// from stdio servers that do not name them.
+// servers' url, headers and env values is read from the environment through lookup. The
+// daemon's own variables (TOOLSERVER_*, those its *_env keys name and the secrets
+// a server's ${NAME} takes) are kept from stdio servers that do not name them.
 func mcpConfig(cfg config.Config, dataDir string, lookup func(string) (string, bool)) (mcpproxy.Config, error) {
 	mc := mcpproxy.Config{PrefixMode: cfg.MCP.PrefixMode, HealthInterval: cfg.MCP.HealthInterval,
 		MinBackoff: cfg.MCP.MinBackoff, MaxBackoff: cfg.MCP.MaxBackoff, WorkDir: filepath.Join(dataDir, "mcp"),
@@ -790,6 +791,13 @@ func mcpConfig(cfg config.Config, dataDir string, lookup func(string) (string, b
 	var errs []error
 	for _, s := range cfg.MCPServers {
 		enabled := s.Enabled == nil || *s.Enabled
+		// A secret handed to one server with ${NAME} is that server's: other stdio
+		// servers, those added through the API included, do not inherit it.
+		for _, n := range (&mcpproxy.ServerConfig{URL: s.URL, Headers: s.Headers, Env: s.Env}).SecretEnvReferences() {
+			if !slices.Contains(mc.PrivateEnv, n) {
+				mc.PrivateEnv = append(mc.PrivateEnv, n)
+			}
+		}
 		sc := mcpproxy.ServerConfig{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args,
 			Env: s.Env, URL: s.URL, Headers: s.Headers, ConnectTimeout: s.ConnectTimeout, CallTimeout: s.CallTimeout, Enabled: enabled, Prefix: s.Prefix,
 			Pooling: s.Pooling, MaxSessions: s.MaxSessions, SessionIdleTimeout: s.SessionIdleTimeout, TrustAnnotations: s.TrustAnnotations,

@@ -43,6 +43,7 @@ func TestMCPServerEnvFromDaemon(t *testing.T) {
 	t.Setenv("TOOLSERVER_TEST_MCPENV_STORE", "postgres://u:store-pw@db/x") // t.Setenv: the daemon runs in this process
 	t.Setenv("TEST_MCPENV_HOOK_SECRET", "hook-secret")
 	t.Setenv("TEST_MCPENV_GH_TOKEN", "gh-token-value")
+	t.Setenv("TEST_MCPENV_OTHER", "other-value")
 	hooks := receiveHooks(t, "hook-secret")
 	d := testdaemon.Start(t, func(c *config.Config) {
 		c.ApprovalWebhook = config.ApprovalWebhookConfig{URL: hooks.URL, SecretEnv: "TEST_MCPENV_HOOK_SECRET", Timeout: 5 * time.Second}
@@ -94,10 +95,11 @@ func TestMCPServerEnvFromDaemon(t *testing.T) {
 	if got := env["GITHUB_PERSONAL_ACCESS_TOKEN"]; got != "gh-token-value" {
 		t.Errorf("GITHUB_PERSONAL_ACCESS_TOKEN = %q, want the value of TEST_MCPENV_GH_TOKEN", got)
 	}
-	if env["PATH"] == "" || env["TEST_MCPENV_GH_TOKEN"] != "gh-token-value" {
-		t.Errorf("the rest of the environment is not inherited: PATH %q, TEST_MCPENV_GH_TOKEN %q", env["PATH"], env["TEST_MCPENV_GH_TOKEN"])
+	if env["PATH"] == "" || env["TEST_MCPENV_OTHER"] != "other-value" {
+		t.Errorf("the rest of the environment is not inherited: PATH %q, TEST_MCPENV_OTHER %q", env["PATH"], env["TEST_MCPENV_OTHER"])
 	}
-	for _, k := range []string{"TOOLSERVER_TEST_MCPENV_STORE", "TEST_MCPENV_HOOK_SECRET"} {
+	// TEST_MCPENV_GH_TOKEN reaches the server as the variable its env names only.
+	for _, k := range []string{"TOOLSERVER_TEST_MCPENV_STORE", "TEST_MCPENV_HOOK_SECRET", "TEST_MCPENV_GH_TOKEN"} {
 		if v, ok := env[k]; ok {
 			t.Errorf("the stdio server inherited the daemon's %s=%q", k, v)
 		}
@@ -141,4 +143,95 @@ func TestMCPServerEnvUnset(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMCPServerEnvReferencesNotInherited: a variable the configuration file hands to
+// one server through ${NAME} (a token meant for that server's headers) is not given
+// to every other stdio server, nor to one an API client adds at run time, which
+// could otherwise read it back with a tool such as server-everything's get-env.
+func TestMCPServerEnvReferencesNotInherited(t *testing.T) {
+	js := everythingJS(t)
+	t.Setenv("TEST_MCPENV_REMOTE_TOKEN", "remote-token-value")
+	t.Setenv("TEST_MCPENV_GH2", "gh2-value")
+	t.Setenv("TEST_MCPENV_PLAIN", "plain-value")
+	off := false
+	d := testdaemon.Start(t, func(c *config.Config) {
+		c.MCPServers = []config.MCPServerConfig{{Name: "remote", Transport: "streamable_http", URL: "http://127.0.0.1:1/mcp",
+			Headers: map[string]string{"Authorization": "Bearer ${TEST_MCPENV_REMOTE_TOKEN}"}},
+			// A variable taken into env is that server's too; PATH extended for one
+			// server is no secret.
+			{Name: "local", Transport: "stdio", Command: "node", Enabled: &off, Env: map[string]string{
+				"GITHUB_PERSONAL_ACCESS_TOKEN": "${TEST_MCPENV_GH2}", "PATH": "${PATH}:/opt/extra/bin"}}}
+	})
+	code, out := post(t, d.URL+"/v1/mcp/servers", map[string]any{"name": "added", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}})
+	if code != http.StatusCreated {
+		t.Fatalf("add: %d %s", code, out)
+	}
+	env := getEnv(t, d.URL, "added")
+	if v, ok := env["TEST_MCPENV_REMOTE_TOKEN"]; ok {
+		t.Errorf("a stdio server added through the API inherited TEST_MCPENV_REMOTE_TOKEN=%q, which the config gives server remote only", v)
+	}
+	if v, ok := env["TEST_MCPENV_GH2"]; ok {
+		t.Errorf("a stdio server added through the API inherited TEST_MCPENV_GH2=%q, which the config gives server local", v)
+	}
+	if env["PATH"] != os.Getenv("PATH") || env["TEST_MCPENV_PLAIN"] != "plain-value" {
+		t.Errorf("variables no server takes are not inherited: PATH %q, TEST_MCPENV_PLAIN %q", env["PATH"], env["TEST_MCPENV_PLAIN"])
+	}
+}
+
+// getEnv waits for server to be ready and returns what its get-env tool prints.
+func getEnv(t *testing.T, base, server string) map[string]string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(base + "/v1/mcp/servers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Servers []struct{ Name, State string }
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_ = json.Unmarshal(b, &list)
+		ready := false
+		for _, s := range list.Servers {
+			ready = ready || s.Name == server && s.State == "ready"
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s not ready: %s", server, b)
+		}
+	}
+	tool := "mcp__" + server + "__get-env"
+	code, out := post(t, base+"/v1/tool-calls", map[string]any{"session": map[string]any{"available_tools": []string{tool}},
+		"calls": []any{map[string]any{"id": "c", "name": tool, "arguments": map[string]any{}}}})
+	if code != http.StatusOK {
+		t.Fatalf("call: %d %s", code, out)
+	}
+	var env map[string]string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Type    string
+			Message struct {
+				Content string
+				IsError bool `json:"is_error"`
+			}
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == "message" {
+			if ev.Message.IsError {
+				t.Fatalf("get-env failed: %s", ev.Message.Content)
+			}
+			if err := json.Unmarshal([]byte(ev.Message.Content), &env); err != nil {
+				t.Fatalf("get-env: %v: %s", err, ev.Message.Content)
+			}
+		}
+	}
+	if env == nil {
+		t.Fatalf("no message in %s", out)
+	}
+	return env
 }

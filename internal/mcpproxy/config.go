@@ -240,7 +240,7 @@ func (c *ServerConfig) Validate() error {
 		if c.URL == "" {
 			errs = append(errs, fmt.Errorf("url is required for transport %s", c.Transport))
 		} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("url %q must be an absolute http or https URL", redactURL(c.URL))) // the error is logged and answered
+			errs = append(errs, fmt.Errorf("url %q must be an absolute http or https URL", c.shownURL())) // the error is logged and answered
 		}
 		if c.Command != "" {
 			errs = append(errs, fmt.Errorf("command is not used by transport %s", c.Transport))

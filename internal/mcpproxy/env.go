@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -58,6 +59,17 @@ func (c *ServerConfig) ExpandEnv(lookup func(string) (string, bool)) error {
 	return nil
 }
 
+// shownURL is c's url as an error may quote it: without the values ExpandEnv put in
+// (which redactURL misses when one breaks the URL's syntax: a "/" in a password
+// ends the authority), then without userinfo and query.
+func (c *ServerConfig) shownURL() string {
+	u := c.URL
+	for _, v := range c.fromEnv {
+		u = strings.ReplaceAll(u, v, redactedText)
+	}
+	return redactURL(u)
+}
+
 // expandValue expands the references of one value and returns the variables'
 // values it took.
 func expandValue(v string, lookup func(string) (string, bool)) (string, []string, error) {
@@ -91,6 +103,45 @@ func expandValue(v string, lookup func(string) (string, bool)) (string, []string
 	}
 	return b.String(), taken, nil
 }
+
+// SecretEnvReferences are the names of the variables c takes with ${NAME} (before
+// ExpandEnv), in order of appearance, each once, but for the process's own
+// (processVars: PATH: "${PATH}:/opt/bin" is no secret). Like the values taken, which
+// are redacted whatever their key, they are taken as secrets meant for c: other
+// stdio servers are not to inherit them (see childEnv).
+func (c *ServerConfig) SecretEnvReferences() []string {
+	var names []string
+	scan := func(v string) {
+		for i := 0; i < len(v); {
+			switch {
+			case strings.HasPrefix(v[i:], "$${"):
+				i += 3
+			case strings.HasPrefix(v[i:], "${"):
+				if m := envRef.FindStringSubmatch(v[i:]); m != nil {
+					if !isPrivate(m[1], processVars) && !slices.Contains(names, m[1]) {
+						names = append(names, m[1])
+					}
+					i += len(m[0])
+					continue
+				}
+				i += 2
+			default:
+				i++
+			}
+		}
+	}
+	scan(c.URL)
+	for _, m := range []map[string]string{c.Headers, c.Env} {
+		for _, k := range sortedKeys(m) {
+			scan(m[k])
+		}
+	}
+	return names
+}
+
+// processVars are variables every process is given, which a server's ${NAME} may
+// extend without making them its secret (a name, or a PREFIX*).
+var processVars = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ"}
 
 // RefuseEnvReferences says which value of a configuration sent through the API
 // holds ${, which would read the daemon's environment in one from the

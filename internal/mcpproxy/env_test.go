@@ -218,3 +218,29 @@ func newAuthServer(t *testing.T, transport, want string) *authServer {
 	a.url = ts.URL + path
 	return a
 }
+
+func TestSecretEnvReferences(t *testing.T) {
+	c := ServerConfig{URL: "https://h/mcp?k=${A}", Headers: map[string]string{"X": "$${LIT} ${B}${A}", "Y": "${ not a ref"},
+		Env: map[string]string{"E": "pre${C}post", "GITHUB_TOKEN": "${GH}", "PATH": "${PATH}:/opt/bin", "ROOT": "${HOME}/w", "L": "${LC_ALL}"}}
+	if got, want := strings.Join(c.SecretEnvReferences(), ","), "A,B,C,GH"; got != want {
+		t.Errorf("SecretEnvReferences = %s, want %s", got, want)
+	}
+}
+
+// TestValidateHidesValuesFromEnv: a URL made invalid by the value ${NAME} put in it
+// (a password with a "/", which ends the URL's authority) is quoted in the error
+// start-up logs without that value.
+func TestValidateHidesValuesFromEnv(t *testing.T) {
+	c := ServerConfig{Name: "remote", Transport: TransportStreamableHTTP, URL: "https://user:${TEST_PASS}@mcp.example.com/mcp"}
+	lookup := func(string) (string, bool) { return "s3cr/et-pass", true }
+	if err := c.ExpandEnv(lookup); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	if err == nil {
+		t.Fatalf("url %s passed", c.URL)
+	}
+	if strings.Contains(err.Error(), "s3cr") || strings.Contains(err.Error(), "et-pass") {
+		t.Errorf("error quotes the variable's value: %v", err)
+	}
+}

@@ -593,3 +593,34 @@ func TestOpenAIArgumentsNull(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderContentErrorsNameTheRequestsEntry: with entries that are no call left
+// out, an error about a call names its place in the request's calls, not its place
+// among the calls kept (calls[0] would point at the text block).
+func TestProviderContentErrorsNameTheRequestsEntry(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	for _, tc := range []struct{ calls, want string }{
+		{`[{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"echo","input":{}},{"type":"tool_use","id":"t1","name":"echo","input":{}}]`,
+			`calls[2]: id "t1" is also used by calls[1]`},
+		{`[{"type":"thinking","thinking":"hmm","signature":"c2ln"},{"type":"tool_use","id":"","name":"echo","input":{}}]`, `calls[1]: id is required`},
+	} {
+		for _, path := range []string{"/v1/sessions/" + id + "/tool-calls?format=anthropic", "/v1/sessions/" + id + "/tool-calls?format=anthropic&resume=true"} {
+			body := `{"calls":` + tc.calls + `}`
+			if strings.Contains(path, "resume") {
+				path, body = strings.TrimSuffix(path, "&resume=true"), `{"resume":true,"calls":`+tc.calls+`}`
+			}
+			code, _, out := d.do("POST", path, body)
+			var e struct{ Error struct{ Message string } }
+			_ = json.Unmarshal(out, &e)
+			if code != 400 || !strings.Contains(e.Error.Message, tc.want) {
+				t.Errorf("%s: %d %s, want 400 with %q", body, code, out, tc.want)
+			}
+		}
+	}
+	code, _, out := d.do("POST", "/v1/tool-calls?format=anthropic", `{"session":{"available_tools":["echo"]},"calls":[{"type":"text","text":"x"},{"type":"tool_use","id":"","name":"echo","input":{}}]}`)
+	if code != 400 || !strings.Contains(string(out), `calls[1]: id is required`) {
+		t.Errorf("one-shot: %d %s, want 400 naming calls[1]", code, out)
+	}
+}

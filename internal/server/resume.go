@@ -28,8 +28,8 @@ import (
 // 400: the id was reused, and neither result would be the right answer. A call the
 // model gave no id (a Gemini functionCall without one) has nothing to be found by,
 // and runs.
-func (s *Server) resumable(ctx context.Context, sess *session.Session, calls []session.CallRequest) (found []*store.Call, rest []session.CallRequest, err error) {
-	for i, c := range calls {
+func (s *Server) resumable(ctx context.Context, sess *session.Session, b session.Batch) (found []*store.Call, rest []session.CallRequest, err error) {
+	for i, c := range b.Calls {
 		if c.NoID {
 			rest = append(rest, c)
 			continue
@@ -42,7 +42,7 @@ func (s *Server) resumable(ctx context.Context, sess *session.Session, calls []s
 			return nil, nil, fmt.Errorf("looking up calls to resume: %w", err)
 		case rec.Name != c.Name:
 			return nil, nil, errorf(CodeBadRequest, fmt.Sprintf("calls[%d]: id %q is on record in this session for a call of %s, not %s; resume needs ids that name the same call as before",
-				i, c.ToolCallID, rec.Name, c.Name))
+				b.Position(i), c.ToolCallID, rec.Name, c.Name))
 		default:
 			found = append(found, rec)
 		}

@@ -105,10 +105,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, f msgFormat, sess *
 			s.writeError(w, r, planError(err))
 			return
 		}
-		if st.followed, batch.Calls, err = s.resumable(r.Context(), sess, batch.Calls); err != nil {
+		if st.followed, batch.Calls, err = s.resumable(r.Context(), sess, batch); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+		batch.Positions = nil // they were the request's calls'; Check passed on them
 	}
 	if !req.Resume || len(batch.Calls) > 0 { // Plan refuses a batch without calls
 		if st.plan, err = s.Exec.Plan(sess, batch); err != nil {

@@ -242,9 +242,18 @@ func (req toolCallsRequest) toBatch(f toolmgr.Format) (session.Batch, error) {
 			if firstSkipped < 0 {
 				firstSkipped, skipped = i, what
 			}
+			if b.Positions == nil {
+				b.Positions = make([]int, 0, len(req.Calls))
+				for j := range i {
+					b.Positions = append(b.Positions, j)
+				}
+			}
 			continue
 		}
 		b.Calls = append(b.Calls, c.toCallRequest(f))
+		if b.Positions != nil {
+			b.Positions = append(b.Positions, i)
+		}
 	}
 	if len(b.Calls) == 0 && firstSkipped >= 0 {
 		return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls holds no call for toolserverd to run (calls[%d] is %s): send the model's function calls "+

@@ -59,8 +59,19 @@ type Batch struct {
 	BatchSize int
 	// Timeout overrides every call's default timeout (still capped by the server max).
 	Timeout time.Duration
+	// Positions, when the request held entries that are no call (left out), gives
+	// each call's index in the request's calls, which errors name; nil: Calls' own.
+	Positions []int
 	// nested is set for the one-call batches a running tool makes (tool_chain).
 	nested *nestedOpts
+}
+
+// Position is the index in the request's calls of b.Calls[i].
+func (b Batch) Position(i int) int {
+	if i < len(b.Positions) {
+		return b.Positions[i]
+	}
+	return i
 }
 
 // Call is a planned call with the daemon's id.
@@ -286,17 +297,17 @@ func (x *Executor) Check(b Batch) error {
 	seen := make(map[string]int, len(b.Calls))
 	for i, c := range b.Calls {
 		if c.ToolCallID == "" && !c.NoID {
-			return &PlanError{fmt.Sprintf("calls[%d]: id is required", i)}
+			return &PlanError{fmt.Sprintf("calls[%d]: id is required", b.Position(i))}
 		}
 		// No store can keep a NUL in these (PostgreSQL refuses it in text).
 		if strings.IndexByte(c.ToolCallID, 0) >= 0 || strings.IndexByte(c.Name, 0) >= 0 {
-			return &PlanError{fmt.Sprintf("calls[%d]: id and name must not contain a NUL character", i)}
+			return &PlanError{fmt.Sprintf("calls[%d]: id and name must not contain a NUL character", b.Position(i))}
 		}
 		if c.ToolCallID == "" { // NoID: each gets an id of its own
 			continue
 		}
 		if j, dup := seen[c.ToolCallID]; dup {
-			return &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", i, c.ToolCallID, j)}
+			return &PlanError{fmt.Sprintf("calls[%d]: id %q is also used by calls[%d]; tool call ids must be unique in a batch", b.Position(i), c.ToolCallID, b.Position(j))}
 		}
 		seen[c.ToolCallID] = i
 	}
