@@ -71,7 +71,7 @@ func (c *ServerConfig) shownURL() string {
 }
 
 // expandValue expands the references of one value and returns the variables'
-// values it took.
+// values it took, but for the process's own (processVars).
 func expandValue(v string, lookup func(string) (string, bool)) (string, []string, error) {
 	if !strings.Contains(v, "${") {
 		return v, nil, nil
@@ -94,7 +94,11 @@ func expandValue(v string, lookup func(string) (string, bool)) (string, []string
 				return "", nil, fmt.Errorf("the variable %s is not set", m[1])
 			}
 			b.WriteString(val)
-			taken = append(taken, val)
+			if !isPrivate(m[1], processVars) {
+				// ${HOME}/data or ${PATH}:/opt/bin is no secret: redacted, every
+				// path under the home directory in an error would read REDACTED/….
+				taken = append(taken, val)
+			}
 			i += len(m[0])
 		default:
 			b.WriteByte(v[i])

@@ -114,6 +114,20 @@ func TestStdioEnvFromDaemon(t *testing.T) {
 	}
 }
 
+// TestProcessVarsNotRedacted: ${HOME} or ${PATH} in a value extends the process's
+// own variable, no secret: errors that name a path under the home directory keep it.
+func TestProcessVarsNotRedacted(t *testing.T) {
+	t.Parallel()
+	sc := ServerConfig{Name: "files", Env: map[string]string{"ROOT": "${HOME}/work", "TOKEN": "${FILES_TOKEN}"}}
+	if err := sc.ExpandEnv(lookupIn(map[string]string{"HOME": "/home/alice", "FILES_TOKEN": "tok-0123456789"})); err != nil {
+		t.Fatal(err)
+	}
+	r := newRedactor(&sc)
+	if got := r.text("open /home/alice/work/a.txt: no such file (token tok-0123456789)"); got != "open /home/alice/work/a.txt: no such file (token "+redactedText+")" {
+		t.Errorf("redacted: %q", got)
+	}
+}
+
 // TestStdioEnvSecretRedacted: a value taken from the environment is redacted from
 // what the proxy shows of the server (last_error, quoting its stderr), even under
 // a key that does not look like a credential's.
