@@ -51,12 +51,13 @@ func visibleSpecs(sess *session.Session) []tool.Spec {
 	return out
 }
 
-// unofferedSpecs returns the session's allowed tools that a narrowed turn list
-// (a ranked listing, tool_expand_tools) leaves out of visibleSpecs.
-func unofferedSpecs(sess *session.Session) []tool.Spec {
+// allowedSpecs returns every tool the session allows but hosted ones, whether the
+// turn's narrowed list (a ranked listing, tool_expand_tools) offers it or not: read
+// in one pass, so a selection changing meanwhile cannot leave one out.
+func allowedSpecs(sess *session.Session) []tool.Spec {
 	var out []tool.Spec
 	for _, sp := range sess.Tools.Specs() {
-		if !sp.Hosted && !sess.Selected(sp.Name) {
+		if !sp.Hosted {
 			out = append(out, sp)
 		}
 	}

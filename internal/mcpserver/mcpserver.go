@@ -433,10 +433,12 @@ func (e *Endpoint) httpContext(ctx context.Context, _ *http.Request) context.Con
 		return ctx
 	}
 	if cs, ok := mcpsrv.ClientSessionFromContext(ctx).(mcpsrv.SessionWithTools); ok && cs.SessionID() != "" {
+		// The turn's tools (with tool_expand_tools and reset_tools) and every other
+		// allowed one, which offeredOnly keeps out of tools/list.
 		specs := visibleSpecs(sess)
-		unoffered := unofferedSpecs(sess)
-		tools := make(map[string]mcpsrv.ServerTool, len(specs)+len(unoffered))
-		for _, sp := range slices.Concat(specs, unoffered) {
+		allowed := allowedSpecs(sess)
+		tools := make(map[string]mcpsrv.ServerTool, len(specs)+len(allowed))
+		for _, sp := range slices.Concat(specs, allowed) {
 			tools[sp.Name] = mcpsrv.ServerTool{Tool: toMCPTool(sp), Handler: e.callTool}
 		}
 		cs.SetSessionTools(tools)
