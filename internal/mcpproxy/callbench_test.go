@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,14 @@ func BenchmarkStdioCall(b *testing.B) {
 	}) {
 		b.Fatalf("echo not registered (have %v)", tools.Names())
 	}
-	args := json.RawMessage(`{"message":"hello"}`)
+	for _, size := range []int{5, 16 << 10} {
+		b.Run(fmt.Sprintf("message=%dB", size), func(b *testing.B) { benchCall(b, tools, e, strings.Repeat("h", size)) })
+	}
+}
+
+func benchCall(b *testing.B, tools *toolmgr.Manager, e *toolmgr.Entry, msg string) {
+	args, _ := json.Marshal(map[string]string{"message": msg})
+	want := "Echo: " + msg
 	b.ReportAllocs()
 	b.SetParallelism(4)
 	b.ResetTimer()
@@ -60,8 +68,8 @@ func BenchmarkStdioCall(b *testing.B) {
 				Ctx:  &tool.Context{Context: context.Background(), CallID: "tc_bench", ToolName: "mcp__up__echo", Progress: tool.NoProgress},
 				Args: args,
 			})
-			if res.IsError || res.Text() != "Echo: hello" {
-				b.Errorf("result %s: %s", res.ErrorKind, res.Text())
+			if res.IsError || res.Text() != want {
+				b.Errorf("result %s: %.100s", res.ErrorKind, res.Text())
 				return
 			}
 		}
