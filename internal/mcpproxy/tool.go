@@ -142,9 +142,13 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 	if t.asTask {
 		return t.callTask(ctx, tc, c, req, trace, token)
 	}
+	trace.plain = true
 	res, err := c.client.CallTool(requestContext(ctx), req)
 	if err != nil {
 		return t.callFailed(ctx, tc, c, trace, err)
+	}
+	if trace.read != nil {
+		return trace.read, nil
 	}
 	return convertResult(res), nil
 }
