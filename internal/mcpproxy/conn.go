@@ -470,7 +470,8 @@ const workerIdle = 30 * time.Second
 // worker runs f, then what spawn hands it, until it has waited workerIdle for
 // work or the connection closes. A request's goroutine (stdioTransport) grows its
 // stack for mcp-go's JSON encoding; a new goroutine per request paid for that
-// growth, a copy of the stack, every time.
+// growth, a copy of the stack, every time. An f must not leave the goroutine locked
+// to its thread (startPinned unlocks it).
 func (c *conn) worker(f func()) {
 	defer c.wg.Done()
 	idle := time.NewTimer(workerIdle)
