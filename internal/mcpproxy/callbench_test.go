@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,8 +22,9 @@ import (
 // BenchmarkStdioCall calls the echo tool of bench/mcpcompare's echoserver, a real
 // mcp-go server child over stdio, through the registry the way the daemon does
 // (argument validation, then the proxy tool's Run), from parallel callers. It
-// measures the proxy's own per-call cost (allocs/op, cpu-µs/op: this process's CPU
-// per call, the child's not included; compare builds alternately in one run).
+// measures the proxy's own per-call cost (allocs/op; goroutines/op, started per call;
+// cpu-µs/op: this process's CPU per call, the child's not included; compare builds
+// alternately in one run).
 func BenchmarkStdioCall(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "echoserver")
 	root := strings.TrimSpace(goEnv(b, "GOMOD"))
@@ -61,7 +63,7 @@ func benchCall(b *testing.B, tools *toolmgr.Manager, e *toolmgr.Entry, msg strin
 	b.ReportAllocs()
 	b.SetParallelism(4)
 	b.ResetTimer()
-	cpu0 := selfCPU()
+	cpu0, gs0 := selfCPU(), goroutinesCreated()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			res := tools.Run(e, toolmgr.Invocation{
@@ -75,6 +77,17 @@ func benchCall(b *testing.B, tools *toolmgr.Manager, e *toolmgr.Entry, msg strin
 		}
 	})
 	b.ReportMetric(float64(selfCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(goroutinesCreated()-gs0)/float64(b.N), "goroutines/op")
+}
+
+// goroutinesCreated is how many goroutines the process has started.
+func goroutinesCreated() uint64 {
+	s := []rtmetrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // selfCPU is this process's CPU time (user+system), the child's not included.
