@@ -85,6 +85,10 @@ type conn struct {
 	goMu    sync.Mutex
 	closing bool
 	wg      sync.WaitGroup
+	// The goroutines of spawn that wait for more work (see worker), and what
+	// ends their wait at close; made by the first spawn.
+	work   chan func()
+	closed chan struct{}
 }
 
 // dial connects to a server, initializes the session and lists its tools, all within
@@ -439,18 +443,51 @@ func (c *conn) ended() error {
 }
 
 // spawn runs f on a goroutine that close waits for; after close it does nothing.
+// The goroutine is one that ran an earlier f and waits for more if there is one
+// (see worker), else a new one.
 func (c *conn) spawn(f func()) bool {
 	c.goMu.Lock()
 	defer c.goMu.Unlock()
 	if c.closing {
 		return false
 	}
+	if c.work == nil {
+		c.work, c.closed = make(chan func()), make(chan struct{})
+	}
+	select {
+	case c.work <- f:
+		return true
+	default:
+	}
 	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
+	go c.worker(f)
 	return true
+}
+
+// workerIdle is how long a goroutine of spawn waits for more work before it ends.
+const workerIdle = 30 * time.Second
+
+// worker runs f, then what spawn hands it, until it has waited workerIdle for
+// work or the connection closes. A request's goroutine (stdioTransport) grows its
+// stack for mcp-go's JSON encoding; a new goroutine per request paid for that
+// growth, a copy of the stack, every time. An f must not leave the goroutine locked
+// to its thread (startPinned unlocks it).
+func (c *conn) worker(f func()) {
+	defer c.wg.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		f = nil
+		idle.Reset(workerIdle)
+		select {
+		case f = <-c.work:
+		case <-idle.C:
+			return
+		case <-c.closed:
+			return
+		}
+	}
 }
 
 // close ends the connection, politely first (a stdio child gets closeGrace to exit
@@ -490,6 +527,9 @@ func (c *conn) close() {
 	killGroup(c.pid)
 	c.goMu.Lock()
 	c.closing = true
+	if c.closed != nil {
+		close(c.closed)
+	}
 	c.goMu.Unlock()
 	c.wg.Wait()
 	if c.sockets != nil {

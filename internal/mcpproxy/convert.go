@@ -350,6 +350,54 @@ func lenientResult(raw json.RawMessage) (*tool.Result, bool) {
 	return res, true
 }
 
+// readResult converts a tools/call result as convertResult(mcp.ParseCallToolResult)
+// would, decoding it once; it reports false where mcp-go would fail it or ask for
+// input (mcp-go then parses it and says what is wrong, or answers). The fields are
+// those mcp.CallToolResult.UnmarshalJSON decodes, with their types, so that it
+// fails where mcp-go fails.
+func readResult(raw json.RawMessage) (*tool.Result, bool) {
+	var r struct {
+		Meta              *mcp.Meta         `json:"_meta,omitempty"`
+		ResultType        mcp.ResultType    `json:"resultType,omitempty"`
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+		IsError           bool              `json:"isError,omitempty"`
+		InputRequests     mcp.InputRequests `json:"inputRequests,omitempty"`
+		RequestState      string            `json:"requestState,omitempty"`
+	}
+	if raw == nil || json.Unmarshal(raw, &r) != nil || r.Content == nil || r.ResultType == mcp.ResultTypeInputRequired {
+		return nil, false
+	}
+	if len(r.StructuredContent) > 0 {
+		// mcp-go also decodes it into an any, which fails on a number out of
+		// float64's range.
+		var v any
+		if json.Unmarshal(r.StructuredContent, &v) != nil {
+			return nil, false
+		}
+	}
+	mr := mcp.CallToolResult{Content: make([]mcp.Content, len(r.Content)), RawStructuredContent: r.StructuredContent, IsError: r.IsError}
+	for i, b := range r.Content {
+		c, err := readContent(b)
+		if err != nil {
+			return nil, false
+		}
+		mr.Content[i] = c
+	}
+	return convertResult(&mr), true
+}
+
+// readContent is mcp.UnmarshalContent, with text blocks decoded once instead of
+// twice: a block that decodes as mcp.TextContent with type "text" is the one
+// mcp.UnmarshalContent would return.
+func readContent(b json.RawMessage) (mcp.Content, error) {
+	var t mcp.TextContent
+	if json.Unmarshal(b, &t) == nil && t.Type == mcp.ContentTypeText {
+		return t, nil
+	}
+	return mcp.UnmarshalContent(b)
+}
+
 // convertResult maps an MCP call result, block for block, into a tool result.
 func convertResult(r *mcp.CallToolResult) *tool.Result {
 	res := &tool.Result{Content: make([]tool.Content, 0, len(r.Content))}

@@ -455,3 +455,60 @@ func TestUnreadableToolNotes(t *testing.T) {
 		t.Errorf("%d kept; notes:\n%s", n, got)
 	}
 }
+
+// TestReadResultAsMCPGo: the proxy's one-pass reading of a tools/call result gives
+// what mcp-go's parsing and convertResult give, and declines (leaving the result to
+// mcp-go) every result mcp-go fails or that asks for input.
+func TestReadResultAsMCPGo(t *testing.T) {
+	t.Parallel()
+	img := "iVBORw0KGgo="
+	for _, c := range []struct {
+		raw  string
+		fast bool // read in one pass, not left to mcp-go
+	}{
+		{`{"content":[{"type":"text","text":"Echo: hi"}]}`, true},
+		{`{"content":[{"type":"text","text":"a","annotations":{"audience":["user"],"priority":0.5},"_meta":{"k":1}},{"type":"text","text":""}]}`, true},
+		{`{"content":[],"isError":true}`, true},
+		{`{"content":[{"type":"text","text":"bad"}],"isError":true,"_meta":{"progressToken":3}}`, true},
+		{`{"content":[{"type":"image","data":"` + img + `","mimeType":"image/png"},{"type":"audio","data":"","mimeType":"audio/wav"}]}`, true},
+		{`{"content":[{"type":"image","data":"not base64!","mimeType":"image/png"}]}`, true},
+		{`{"content":[{"type":"resource","resource":{"uri":"file:///a","mimeType":"text/plain","text":"x"}},{"type":"resource","resource":{"uri":"file:///b","blob":"AA=="}}]}`, true},
+		{`{"content":[{"type":"resource_link","uri":"file:///c","name":"c","description":"d"}]}`, true},
+		{`{"content":[{"type":"text","text":"s"}],"structuredContent":{"n":1,"s":["x"]}}`, true},
+		{`{"content":[],"structuredContent":null}`, true},
+		{`{"content":[],"resultType":"complete"}`, true},
+		{`{"Content":[{"Type":"text","Text":"case"}]}`, true},
+		{`{"content":[{"type":"text","text":"a","type":"image","data":"` + img + `","mimeType":"image/png"}]}`, true},
+		// Left to mcp-go: it fails these, or answers the request for input.
+		{`{"content":[{"type":"text","text":7}]}`, false},
+		{`{"content":[{"type":7,"text":"x"}]}`, false},
+		{`{"content":[{"type":"widget"}]}`, false},
+		{`{"content":["text"]}`, false},
+		{`{"content":[{"text":"no type"}]}`, false},
+		{`{"content":[],"structuredContent":{"n":1e999}}`, false},
+		{`{"content":[],"isError":"yes"}`, false},
+		{`{"content":[],"_meta":[1]}`, false},
+		{`{"content":{}}`, false},
+		{`{"isError":false}`, false},
+		{`{"content":null}`, false},
+		{`{"resultType":"input_required","inputRequests":{}}`, false},
+		{`[]`, false},
+		{`{"content":[]`, false},
+	} {
+		raw := json.RawMessage(c.raw)
+		got, ok := readResult(raw)
+		if ok != c.fast {
+			t.Errorf("%s: read in one pass %v, want %v", c.raw, ok, c.fast)
+		}
+		parsed, err := mcp.ParseCallToolResult(&raw)
+		if err != nil || parsed.NeedsInput() {
+			if ok {
+				t.Errorf("%s: read in one pass, but mcp-go fails it (%v) or asks for input", c.raw, err)
+			}
+			continue
+		}
+		if want := convertResult(parsed); ok && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.raw, got, want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/time/rate"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // maxMessageBytes bounds one message from a server: a line of a stdio server, an
@@ -34,6 +36,11 @@ type callTrace struct {
 	tooLarge atomic.Bool
 	result   json.RawMessage // set on the calling goroutine
 	strayAt  int64           // the connection's strays when the call began
+	// plain: a tools/call whose result is the call's (not a task's creation); its
+	// result is read here once, into read (see keepResult), set on the calling
+	// goroutine.
+	plain bool
+	read  *tool.Result
 }
 
 type callTraceKey struct{}
@@ -57,8 +64,21 @@ func keepResult(ctx context.Context, req transport.JSONRPCRequest, resp *transpo
 	}
 	if tr := traceOf(ctx); tr != nil {
 		tr.result = resp.Result
+		if tr.plain && req.Method == string(mcp.MethodToolsCall) {
+			// mcp-go decodes a result twice over and every content block twice
+			// more; the proxy converts it here, once, and hands mcp-go an empty
+			// result to parse. One it cannot read so, or that asks for input
+			// (which mcp-go answers), mcp-go parses as it came.
+			if r, ok := readResult(resp.Result); ok {
+				tr.read = r
+				resp.Result = emptyResult
+			}
+		}
 	}
 }
+
+// emptyResult is what mcp-go parses in place of a result the proxy has read.
+var emptyResult = json.RawMessage(`{"content":[]}`)
 
 // boundedBodies cuts off HTTP response bodies at maxMessageBytes per message.
 type boundedBodies struct{ http.RoundTripper }

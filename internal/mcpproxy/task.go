@@ -366,7 +366,10 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 	if !status.IsTerminal() {
 		// Ended with the call but with no deadline of its own (see requestContext):
 		// over SSE a deadline could fail it early and lose the task's last status.
-		if task, gerr := c.client.GetTask(requestContext(ctx), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}}); gerr == nil {
+		rctx, release := requestContext(ctx)
+		task, gerr := c.client.GetTask(rctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: f.id}})
+		release()
+		if gerr == nil {
 			f.saw(task.Task)
 			status, msg = f.last()
 		}

@@ -142,9 +142,15 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 	if t.asTask {
 		return t.callTask(ctx, tc, c, req, trace, token)
 	}
-	res, err := c.client.CallTool(requestContext(ctx), req)
+	trace.plain = true
+	rctx, release := requestContext(ctx)
+	defer release()
+	res, err := c.client.CallTool(rctx, req)
 	if err != nil {
 		return t.callFailed(ctx, tc, c, trace, err)
+	}
+	if trace.read != nil {
+		return trace.read, nil
 	}
 	return convertResult(res), nil
 }
@@ -155,11 +161,17 @@ func (t *proxyTool) call(tc *tool.Context, c *conn, args json.RawMessage) (*tool
 // "timeout waiting for SSE response" in place of the deadline (a call that timed
 // out read as a transport failure, and no notifications/cancelled sent). Its timer
 // now falls past the call's end (response_timeout is at least call_timeout). The
-// cause it ends with is ctx's error, for the notice (cancelNotifier).
-func requestContext(ctx context.Context) context.Context {
+// cause it ends with is ctx's error, for the notice (cancelNotifier). release,
+// called before ctx ends, ends it as ctx's end would (context.Canceled) without
+// the goroutine that ctx's end would start for it.
+func requestContext(ctx context.Context) (rctx context.Context, release func()) {
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
-	return rctx
+	stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
+	return rctx, func() {
+		if stop() {
+			cancel(context.Canceled)
+		}
+	}
 }
 
 // callFailed is the outcome of a request of the call (ctx) that failed: a result
