@@ -666,16 +666,26 @@ func (c *Client) Whoami(ctx context.Context) (*Principal, error) {
 
 // MCPServer is an upstream MCP server's state.
 type MCPServer struct {
-	Name             string    `json:"name"`
-	Transport        string    `json:"transport"`
-	State            string    `json:"state"`
-	Tools            int       `json:"tools"`
-	LastError        string    `json:"last_error,omitempty"`
-	Since            time.Time `json:"since"`
-	Restarts         int       `json:"restarts"`
-	Notes            []string  `json:"notes,omitempty"`
-	Persisted        bool      `json:"persisted,omitempty"`
-	UpstreamSessions int       `json:"upstream_sessions,omitempty"`
+	Name      string `json:"name"`
+	Transport string `json:"transport"`
+	State     string `json:"state"`
+	Tools     int    `json:"tools"`
+	// LastError is why the last connection attempt failed or the connection ended,
+	// secrets redacted; it stays after the server recovers: compare LastErrorAt with
+	// Since.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Since is when State last changed: a server that is down moves between failed
+	// and connecting at every attempt, so see DownSince for how long it is down.
+	Since time.Time `json:"since"`
+	// DownSince, while the server is not ready (connecting or failed), is when it was
+	// last ready or, if it never was, when it was added; zero while ready or disabled.
+	DownSince time.Time `json:"down_since,omitzero"`
+	// Restarts counts connection attempts after the first.
+	Restarts         int      `json:"restarts"`
+	Notes            []string `json:"notes,omitempty"`
+	Persisted        bool     `json:"persisted,omitempty"`
+	UpstreamSessions int      `json:"upstream_sessions,omitempty"`
 	// TrustAnnotations says whether the server's readOnlyHint annotations are trusted.
 	TrustAnnotations bool `json:"trust_annotations"`
 	// NextAttempt is when a failed server is tried again.

@@ -1,0 +1,130 @@
+package client_test
+
+import (
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolserverd/toolserverd/client"
+)
+
+// schemaProps reads the properties of every schema in api/openapi.yaml's components,
+// an allOf's parts' included (local $refs followed).
+func schemaProps(t *testing.T) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile("../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]map[string]any `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var props func(s map[string]any, depth int) []string
+	props = func(s map[string]any, depth int) []string {
+		if depth > 8 {
+			return nil
+		}
+		var out []string
+		if ref, ok := s["$ref"].(string); ok {
+			if name, ok := strings.CutPrefix(ref, "#/components/schemas/"); ok {
+				out = append(out, props(doc.Components.Schemas[name], depth+1)...)
+			}
+		}
+		if p, ok := s["properties"].(map[string]any); ok {
+			for k := range p {
+				out = append(out, k)
+			}
+		}
+		if all, ok := s["allOf"].([]any); ok {
+			for _, part := range all {
+				if m, ok := part.(map[string]any); ok {
+					out = append(out, props(m, depth+1)...)
+				}
+			}
+		}
+		return out
+	}
+	out := map[string][]string{}
+	for name, s := range doc.Components.Schemas {
+		out[name] = props(s, 0)
+	}
+	return out
+}
+
+// jsonFields lists the JSON names of a struct type's fields, those of embedded
+// structs and of fields with a MarshalJSON of their own' included.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && tag == "":
+			out = append(out, jsonFields(f.Type)...)
+		case tag == "-" || !f.IsExported():
+		case tag == "":
+			out = append(out, f.Name)
+		default:
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// TestTypesCoverTheContract: every property api/openapi.yaml gives a response (or
+// request) schema the client decodes (or sends) is a field of the client's type, so
+// that a field the API adds is not silently dropped by the Go client. A property a
+// type leaves out on purpose is listed in skip with why.
+func TestTypesCoverTheContract(t *testing.T) {
+	props := schemaProps(t)
+	for _, c := range []struct {
+		schema string
+		typ    any
+		skip   []string
+	}{
+		{"Session", client.Session{}, nil},
+		{"SessionSpec", client.SessionSpec{}, nil},
+		{"ToolList", client.ToolList{}, nil},
+		{"ToolCallsRequest", client.Batch{}, nil},
+		{"NativeCall", client.Call{}, nil},
+		{"ToolStartEvent", client.Event{}, nil},
+		{"MessageEvent", client.Event{}, nil},
+		{"ToolProgressEvent", client.Event{}, nil},
+		{"ApprovalRequiredEvent", client.Event{}, nil},
+		{"InputRequiredEvent", client.Event{}, nil},
+		{"DoneEvent", client.Event{}, nil},
+		{"KeepaliveEvent", client.Event{}, nil},
+		{"ProgressValue", client.ProgressValue{}, nil},
+		{"CallRecord", client.CallRecord{}, nil},
+		{"Approval", client.Approval{}, nil},
+		{"APIKey", client.APIKey{}, nil},
+		{"MCPServerStatus", client.MCPServer{}, nil},
+		{"AuditEntry", client.AuditEntry{}, nil},
+		// PROGRESSCHUNK
+	} {
+		want, ok := props[c.schema]
+		if !ok || len(want) == 0 {
+			t.Errorf("api/openapi.yaml has no schema %s with properties", c.schema)
+			continue
+		}
+		have := jsonFields(reflect.TypeOf(c.typ))
+		var missing []string
+		for _, p := range want {
+			if !slices.Contains(have, p) && !slices.Contains(c.skip, p) && !slices.Contains(missing, p) {
+				missing = append(missing, p)
+			}
+		}
+		slices.Sort(missing)
+		if len(missing) > 0 {
+			t.Errorf("%T lacks %v of schema %s", c.typ, missing, c.schema)
+		}
+	}
+}
