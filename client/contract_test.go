@@ -108,7 +108,7 @@ func TestTypesCoverTheContract(t *testing.T) {
 		{"APIKey", client.APIKey{}, nil},
 		{"MCPServerStatus", client.MCPServer{}, nil},
 		{"AuditEntry", client.AuditEntry{}, nil},
-		// PROGRESSCHUNK
+		{"ProgressChunk", client.ProgressChunk{}, nil},
 	} {
 		want, ok := props[c.schema]
 		if !ok || len(want) == 0 {
