@@ -273,7 +273,16 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			if !s.TrustAnnotations {
 				trust = "annotations-untrusted "
 			}
-			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, trust, oneLine(s.LastError))
+			// A server that is down: since when (down_since stays put over the
+			// attempts of one outage, where since moves at each) and the next try.
+			down := ""
+			if !s.DownSince.IsZero() {
+				down += " down_since=" + s.DownSince.UTC().Format(time.RFC3339)
+			}
+			if !s.NextAttempt.IsZero() {
+				down += " next_attempt=" + s.NextAttempt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d%s %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, down, trust, oneLine(s.LastError))
 		}
 		return 0, nil
 	case cmd == "mcp" && sub == "add" && len(pos) == 1:

@@ -518,3 +518,37 @@ func TestCallListLive(t *testing.T) {
 		t.Errorf("--live with --session: %d %s", code, errOut)
 	}
 }
+
+// TestMCPListSaysHowLongAServerIsDown: a server that cannot connect is listed with
+// when it went down (down_since, which stays put over its attempts, where since moves
+// at each) and when it is tried next; mcp add prints down_since as well.
+func TestMCPListSaysHowLongAServerIsDown(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	code, out, errOut := ctl(t, d.URL, "mcp", "add", `{"name":"broken","transport":"stdio","command":"/bin/false"}`)
+	if code != 0 || !strings.Contains(out, `"down_since"`) {
+		t.Fatalf("mcp add: %d %s %s; want the server's status with down_since", code, out, errOut)
+	}
+	stamp := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d`
+	downSince := regexp.MustCompile(`\bdown_since=(` + stamp + `\S*)`)
+	nextAttempt := regexp.MustCompile(`\bnext_attempt=` + stamp)
+	var first string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, out, errOut = ctl(t, d.URL, "mcp", "list")
+		if code != 0 {
+			t.Fatalf("mcp list: %d %s", code, errOut)
+		}
+		m := downSince.FindStringSubmatch(out)
+		if first == "" && m != nil {
+			first = m[1]
+		}
+		if f := strings.Fields(out); len(f) > 2 && f[2] == "failed" && nextAttempt.MatchString(out) && m != nil {
+			if m[1] != first {
+				t.Errorf("down_since moved from %s to %s within one outage", first, m[1])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcp list of a server that cannot start: %q; want it failed, with down_since=… and next_attempt=…", out)
+		}
+	}
+}
