@@ -1,6 +1,6 @@
 // Command toolserverctl is the command-line client of toolserverd: list tools, run a
-// call and stream its output, read and list call records, list and decide approvals,
-// manage API keys and upstream MCP servers, read the audit trail.
+// call and stream its output, read and list call records, read a call's output, list
+// and decide approvals, manage API keys and upstream MCP servers, read the audit trail.
 //
 //	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
 //
@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,6 +39,7 @@ commands:
   call get CALL_ID | call cancel CALL_ID
   call list [--session ID] [--status running,…] [--live] [--limit N] [--before CURSOR]
                                                            call records, newest first
+  call output CALL_ID [--stream stderr] [--follow]         a call's output as written; --follow: until it ends
   approvals list [--status pending] [--wait 30s] [--limit N] [--before CURSOR]
   approvals show ID
   approvals approve ID [--for-session | --rule RULE]
@@ -104,6 +106,8 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	limit := fs.Int("limit", 0, "list: at most this many (the daemon's default: 0)")
 	live := fs.Bool("live", false, "call list: only calls not finished, or whose background job's output goes on")
 	before := fs.String("before", "", "list: the page after this cursor (printed after a page that has more)")
+	stream := fs.String("stream", "stdout", "call output: the output stream to read (stdout, stderr)")
+	follow := fs.Bool("follow", false, "call output: wait for more output until the call's output ends")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
 	}
@@ -134,6 +138,8 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			return 1, err
 		}
 		return 0, printJSON(out, r)
+	case cmd == "call" && sub == "output" && len(pos) == 1:
+		return callOutput(ctx, c, pos[0], *stream, *follow, out, errOut)
 	case cmd == "call" && sub == "list" && len(pos) == 0:
 		page := client.Page{Limit: *limit, Before: *before}
 		var l *client.CallList
@@ -348,6 +354,49 @@ func runCall(ctx context.Context, c *client.Client, session string, tools, pos [
 	return 0, nil
 }
 
+// callOutput writes a call's output stream as it was written (the exact bytes), read
+// by offset; with follow it polls until the output is complete (a background job's
+// ends with the job). Output held by a replica that has stopped is lost, which it
+// says (exit 1) rather than showing none.
+func callOutput(ctx context.Context, c *client.Client, callID, stream string, follow bool, out, errOut io.Writer) (int, error) {
+	var offset int64
+	for {
+		p, err := c.Progress(ctx, callID, client.ProgressQuery{Stream: stream, Offset: offset, Encoding: "base64"})
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, nil // interrupted: how a follow ends
+			}
+			return 1, err
+		}
+		b, err := base64.StdEncoding.DecodeString(p.Data)
+		if err != nil {
+			return 1, fmt.Errorf("the daemon sent output that is not base64: %w", err)
+		}
+		if _, err := out.Write(b); err != nil {
+			return 1, err
+		}
+		offset = p.NextOffset
+		switch {
+		case p.OutputLost:
+			fmt.Fprintf(errOut, "the output of %s is lost: the replica that ran it has stopped; its result: toolserverctl call get %s\n", callID, callID)
+			return 1, nil
+		case p.Finished:
+			return 0, nil
+		case len(b) > 0:
+			continue // more may be there already
+		case !follow:
+			// On stderr: stdout holds only the output.
+			fmt.Fprintln(errOut, "the output goes on: add --follow to wait for the rest")
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // watch long-polls pending approvals and asks on the terminal for each. A denial
 // asks for the reason, which the model sees.
 func watch(ctx context.Context, c *client.Client, in io.Reader, out io.Writer) (int, error) {
@@ -456,7 +505,7 @@ func reorder(args []string) []string {
 
 func isBool(flag string) bool {
 	f := strings.TrimLeft(flag, "-")
-	return f == "for-session" || f == "ready"
+	return f == "for-session" || f == "ready" || f == "live" || f == "follow"
 }
 
 func splitList(s string) []string {

@@ -552,3 +552,35 @@ func TestMCPListSaysHowLongAServerIsDown(t *testing.T) {
 		}
 	}
 }
+
+// TestCallOutput: call output prints a call's output as it was written (stdout, or
+// the stream --stream names); with --follow it follows a background job's output
+// until the job ends. call list --live marked such calls output-streaming, and the
+// CLI had no way to read what they stream.
+func TestCallOutput(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) { c.Permissions.Allow = []string{"execute_command"} })
+	code, out, errOut := ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", `{"command":"printf 'a\\377b'; echo warn >&2"}`)
+	call := regexp.MustCompile(`tc_[0-9a-zA-Z]+`).FindString(out)
+	if code != 0 || call == "" {
+		t.Fatalf("run: %d %q %s", code, out, errOut)
+	}
+	if code, out, errOut := ctl(t, d.URL, "call", "output", call); code != 0 || out != "a\xffb" || errOut != "" {
+		t.Errorf("call output: %d %q %q; want the bytes as written", code, out, errOut)
+	}
+	if code, out, errOut := ctl(t, d.URL, "call", "output", call, "--stream", "stderr"); code != 0 || out != "warn\n" {
+		t.Errorf("call output --stream stderr: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "call", "output", "tc_missing"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("call output of an unknown call: %d %s", code, errOut)
+	}
+
+	code, out, errOut = ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command",
+		`{"command":"for i in 1 2 3; do echo line$i; sleep 0.3; done","background":true}`)
+	call = regexp.MustCompile(`tc_[0-9a-zA-Z]+`).FindString(out)
+	if code != 0 || call == "" {
+		t.Fatalf("run in the background: %d %q %s", code, out, errOut)
+	}
+	if code, out, errOut := ctl(t, d.URL, "call", "output", call, "--follow"); code != 0 || !strings.HasSuffix(out, "line1\nline2\nline3\n") {
+		t.Errorf("call output --follow of a background job: %d %q %q; want its three lines", code, out, errOut)
+	}
+}
