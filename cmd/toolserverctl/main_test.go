@@ -580,7 +580,7 @@ func TestCallOutput(t *testing.T) {
 	if code != 0 || call == "" {
 		t.Fatalf("run in the background: %d %q %s", code, out, errOut)
 	}
-	if code, out, errOut := ctl(t, d.URL, "call", "output", call, "--follow"); code != 0 || !strings.HasSuffix(out, "line1\nline2\nline3\n") {
+	if code, out, errOut := ctl(t, d.URL, "call", "output", "--follow", call, "--stream", "stdout"); code != 0 || !strings.HasSuffix(out, "line1\nline2\nline3\n") {
 		t.Errorf("call output --follow of a background job: %d %q %q; want its three lines", code, out, errOut)
 	}
 }
