@@ -457,6 +457,36 @@ func (c *Client) GetCall(ctx context.Context, id string) (*CallRecord, error) {
 	return &r, c.do(ctx, http.MethodGet, "/v1/tool-calls/"+url.PathEscape(id), nil, &r)
 }
 
+// GetSessionCall reads the newest call record of a session by the model's id of the
+// call (its tool_call_id): what a backend that lost the stream reads the result from.
+func (c *Client) GetSessionCall(ctx context.Context, sessionID, toolCallID string) (*CallRecord, error) {
+	var r CallRecord
+	return &r, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/tool-calls/"+url.PathEscape(toolCallID), nil, &r)
+}
+
+// Prompt is a session's system-prompt fragment: the tools' hints and the skills it may
+// open, the skills part cut to the daemon's budget.
+type Prompt struct {
+	Prompt string `json:"prompt"`
+	// Skills are the skills the prompt names, in its order: the first SkillsDescribed
+	// with their descriptions, the rest by name only.
+	Skills          []string `json:"skills"`
+	SkillsCut       bool     `json:"skills_cut"`
+	SkillsDescribed int      `json:"skills_described"`
+	// SkillsLeftOut counts the skills the prompt does not name (the skill tool's query
+	// finds them).
+	SkillsLeftOut      int `json:"skills_left_out"`
+	SkillsTokens       int `json:"skills_tokens"`
+	SkillsBudgetTokens int `json:"skills_budget_tokens"`
+}
+
+// Prompt reads a session's system-prompt fragment (GET /v1/sessions/{id}/prompt), to
+// add to the model's system prompt.
+func (c *Client) Prompt(ctx context.Context, sessionID string) (*Prompt, error) {
+	var p Prompt
+	return &p, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/prompt", nil, &p)
+}
+
 // Page pages a listing, newest first. The zero value asks for the first page of the
 // daemon's default size.
 type Page struct {

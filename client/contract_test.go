@@ -13,7 +13,8 @@ import (
 )
 
 // schemaProps reads the properties of every schema in api/openapi.yaml's components,
-// an allOf's parts' included (local $refs followed).
+// an allOf's parts' included (local $refs followed), and of the 200 answer of every
+// operation, under "GET /path".
 func schemaProps(t *testing.T) map[string][]string {
 	t.Helper()
 	b, err := os.ReadFile("../api/openapi.yaml")
@@ -21,6 +22,7 @@ func schemaProps(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	var doc struct {
+		Paths      map[string]map[string]any `yaml:"paths"`
 		Components struct {
 			Schemas map[string]map[string]any `yaml:"schemas"`
 		} `yaml:"components"`
@@ -56,6 +58,18 @@ func schemaProps(t *testing.T) map[string][]string {
 	out := map[string][]string{}
 	for name, s := range doc.Components.Schemas {
 		out[name] = props(s, 0)
+	}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			m, _ := op.(map[string]any)
+			resp, _ := m["responses"].(map[string]any)
+			ok, _ := resp["200"].(map[string]any)
+			content, _ := ok["content"].(map[string]any)
+			js, _ := content["application/json"].(map[string]any)
+			if schema, ok := js["schema"].(map[string]any); ok {
+				out[strings.ToUpper(method)+" "+path] = props(schema, 0)
+			}
+		}
 	}
 	return out
 }
@@ -109,6 +123,11 @@ func TestTypesCoverTheContract(t *testing.T) {
 		{"MCPServerStatus", client.MCPServer{}, nil},
 		{"AuditEntry", client.AuditEntry{}, nil},
 		{"ProgressChunk", client.ProgressChunk{}, nil},
+		{"GET /v1/sessions/{sessionID}/prompt", client.Prompt{}, nil},
+		{"GET /v1/tool-calls", client.CallList{}, nil},
+		{"GET /v1/sessions/{sessionID}/tool-calls", client.CallList{}, nil},
+		{"GET /v1/approvals", client.ApprovalList{}, nil},
+		{"GET /v1/whoami", client.Principal{}, nil},
 	} {
 		want, ok := props[c.schema]
 		if !ok || len(want) == 0 {
