@@ -352,6 +352,29 @@ func (c *Client) Run(ctx context.Context, sessionID, format string, b Batch, fn 
 	if err != nil {
 		return err
 	}
+	return readEvents(resp, fn)
+}
+
+// FollowCall replays one call's events (tool_start, approval requests, output so
+// far) and follows it until its message and done (GET /v1/tool-calls/{id}/events):
+// for a backend that lost its stream (Batch.OnDisconnect "continue") or one watching a
+// call started elsewhere. format shapes the message, as for Run. A daemon that stops
+// while the call waits for a decision ends the stream with a cancelled message saying
+// the call goes on: follow it again after the restart.
+func (c *Client) FollowCall(ctx context.Context, callID, format string, fn func(Event) error) error {
+	path := "/v1/tool-calls/" + url.PathEscape(callID) + "/events"
+	if format != "" {
+		path += "?format=" + url.QueryEscape(format)
+	}
+	resp, err := c.request(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	return readEvents(resp, fn)
+}
+
+// readEvents calls fn for every line of an NDJSON event stream until done.
+func readEvents(resp *http.Response, fn func(Event) error) error {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
