@@ -200,7 +200,8 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 }
 
 // Tools lists tool schemas in a format (native, openai, openai_responses, anthropic,
-// gemini, mcp): of a session, or of the whole registry when sessionID is empty.
+// gemini, mcp): of a session, or of the whole registry when sessionID is empty. The
+// tools the format leaves out are not said: SessionTools and ListTools say them.
 func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.RawMessage, error) {
 	path := "/v1/tools"
 	if sessionID != "" {
@@ -211,6 +212,18 @@ func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.Ra
 	}
 	err := c.do(ctx, http.MethodGet, path+"?format="+url.QueryEscape(format), nil, &out)
 	return out.Tools, err
+}
+
+// ListTools lists every registered tool in a format (GET /v1/tools), with the tools
+// the format leaves out named in Omitted.
+func (c *Client) ListTools(ctx context.Context, format string) (ToolList, error) {
+	path := "/v1/tools"
+	if format != "" {
+		path += "?format=" + url.QueryEscape(format)
+	}
+	var out ToolList
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }
 
 // ToolsQuery asks for a session's tools ranked for a turn (GET

@@ -114,11 +114,31 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	pos := fs.Args()
 	switch {
 	case cmd == "tools":
-		ts, err := c.Tools(ctx, *session, *format)
+		var l client.ToolList
+		var err error
+		if *session != "" {
+			l, err = c.SessionTools(ctx, *session, client.ToolsQuery{Format: *format})
+		} else {
+			l, err = c.ListTools(ctx, *format)
+		}
 		if err != nil {
 			return 1, err
 		}
-		return 0, printJSON(out, ts)
+		// On stderr, like the paging hints: stdout stays the tools' JSON.
+		for _, o := range l.Omitted {
+			why := o.Reason
+			switch {
+			case why == "" && len(o.HostedBy) > 0:
+				why = "a tool " + strings.Join(o.HostedBy, " and ") + " runs"
+			case why == "":
+				why = "the format cannot carry it"
+			}
+			fmt.Fprintf(errOut, "%s is left out of format %s: %s\n", o.Name, *format, why)
+		}
+		if l.Tools == nil {
+			l.Tools = []json.RawMessage{}
+		}
+		return 0, printJSON(out, l.Tools)
 	case cmd == "session" && sub == "create":
 		s, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: splitList(*tools), PermissionMode: *mode, Workdir: *workdir})
 		if err != nil {

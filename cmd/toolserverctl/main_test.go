@@ -584,3 +584,33 @@ func TestCallOutput(t *testing.T) {
 		t.Errorf("call output --follow of a background job: %d %q %q; want its three lines", code, out, errOut)
 	}
 }
+
+// TestToolsSaysWhatIsLeftOut: tools --format openai of a daemon with a hosted tool of
+// OpenAI's names it on stderr with why (Chat Completions takes functions only), the
+// registry's listing and a session's alike; stdout stays the tools' JSON.
+func TestToolsSaysWhatIsLeftOut(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) {
+		c.ProviderTools = []config.ProviderToolConfig{{Name: "web_search", Kind: "hosted", Description: "Search the web.",
+			Specs: map[string]map[string]any{"openai": {"type": "web_search"}}}}
+	})
+	code, out, errOut := ctl(t, d.URL, "session", "create", "--tools", "read_file,web_search")
+	var sess struct {
+		ID string `json:"id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sess) != nil {
+		t.Fatalf("session create: %d %q %s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"tools", "--format", "openai"}, {"tools", "--session", sess.ID, "--format", "openai"}} {
+		code, out, errOut := ctl(t, d.URL, args...)
+		var tools []map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &tools) != nil || strings.Contains(out, "web_search") {
+			t.Errorf("%v: %d %q; want the tools' JSON without web_search", args, code, out)
+		}
+		if !strings.Contains(errOut, "web_search") || !strings.Contains(errOut, "openai_responses") {
+			t.Errorf("%v: stderr %q; want web_search named as left out, and why", args, errOut)
+		}
+	}
+	if code, out, errOut := ctl(t, d.URL, "tools", "--format", "openai_responses"); code != 0 || !strings.Contains(out, "web_search") || errOut != "" {
+		t.Errorf("tools --format openai_responses: %d %q %q; want web_search listed, nothing left out", code, out, errOut)
+	}
+}
