@@ -301,6 +301,27 @@ type Batch struct {
 	// OnDisconnect is "continue" to let the calls run to their end if the connection
 	// drops (to be collected with Resume); "" or "cancel" ends them.
 	OnDisconnect string `json:"on_disconnect,omitempty"`
+	// ModelCalls, instead of Calls, are the model's calls as it gave them: OpenAI
+	// tool_calls, Responses output items, Anthropic content blocks or Gemini parts,
+	// the model's whole output included: entries that are not calls (text, thinking,
+	// reasoning, message items) are left out by the daemon and get no event. Run's
+	// format then shapes each message as that provider's tool result.
+	ModelCalls []json.RawMessage `json:"-"`
+}
+
+// MarshalJSON sends ModelCalls as the calls when set.
+func (b Batch) MarshalJSON() ([]byte, error) {
+	type plain Batch
+	if len(b.ModelCalls) == 0 {
+		return json.Marshal(plain(b))
+	}
+	if len(b.Calls) > 0 {
+		return nil, errors.New("toolserverd: a batch takes Calls or ModelCalls, not both")
+	}
+	return json.Marshal(struct {
+		plain
+		Calls []json.RawMessage `json:"calls"`
+	}{plain(b), b.ModelCalls})
 }
 
 // Event is one line of a tool-calls stream. Message is the provider-shaped message
