@@ -128,6 +128,8 @@ func TestTypesCoverTheContract(t *testing.T) {
 		{"GET /v1/sessions/{sessionID}/tool-calls", client.CallList{}, nil},
 		{"GET /v1/approvals", client.ApprovalList{}, nil},
 		{"GET /v1/whoami", client.Principal{}, nil},
+		{"Skill", client.Skill{}, nil},
+		{"GET /v1/skills", client.SkillList{}, nil},
 	} {
 		want, ok := props[c.schema]
 		if !ok || len(want) == 0 {

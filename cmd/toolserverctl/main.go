@@ -1,6 +1,7 @@
 // Command toolserverctl is the command-line client of toolserverd: list tools, run a
 // call and stream its output, read and list call records, read a call's output, list
-// and decide approvals, manage API keys and upstream MCP servers, read the audit trail.
+// and decide approvals, manage API keys, upstream MCP servers and skills, read the
+// audit trail.
 //
 //	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
 //
@@ -50,6 +51,7 @@ commands:
   keys list [--tenant T] | keys revoke KEY_ID
   keys hash KEY                                            SHA-256 for auth.keys in the config
   mcp list | mcp add CONFIG_JSON | mcp remove NAME | mcp restart NAME
+  skills list | skills show NAME                           loaded skills (folders that did not load on stderr)
   audit [--tenant T] [--action A] [--subject S] [--limit N] [--before ID]   the audit trail, newest first
   health [--ready] [--timeout 5s]                          exit 0 if /healthz (/readyz) answers 200
 `
@@ -81,7 +83,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	c := client.New(*base, client.WithAPIKey(*key))
 	cmd, rest := rest[0], rest[1:]
 	var sub string
-	if len(rest) > 0 && (cmd == "session" || cmd == "call" || cmd == "approvals" || cmd == "keys" || cmd == "mcp") {
+	if len(rest) > 0 && (cmd == "session" || cmd == "call" || cmd == "approvals" || cmd == "keys" || cmd == "mcp" || cmd == "skills") {
 		sub, rest = rest[0], rest[1:]
 	}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
@@ -311,6 +313,25 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d%s %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, down, trust, oneLine(s.LastError))
 		}
 		return 0, nil
+	case cmd == "skills" && sub == "list" && len(pos) == 0:
+		l, err := c.Skills(ctx)
+		if err != nil {
+			return 1, err
+		}
+		for _, s := range l.Skills {
+			fmt.Fprintf(out, "%-32s %s\n", s.Name, oneLine(s.Description))
+		}
+		// On stderr: stdout stays a listing of what loaded.
+		for _, p := range l.Problems {
+			fmt.Fprintf(errOut, "not loaded: %s: %s\n", p.Dir, oneLine(p.Error))
+		}
+		return 0, nil
+	case cmd == "skills" && sub == "show" && len(pos) == 1:
+		s, err := c.GetSkill(ctx, pos[0])
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, s)
 	case cmd == "mcp" && sub == "add" && len(pos) == 1:
 		if !json.Valid([]byte(pos[0])) {
 			return 2, errors.New("CONFIG_JSON is not valid JSON")

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -612,5 +614,37 @@ func TestToolsSaysWhatIsLeftOut(t *testing.T) {
 	}
 	if code, out, errOut := ctl(t, d.URL, "tools", "--format", "openai_responses"); code != 0 || !strings.Contains(out, "web_search") || errOut != "" {
 		t.Errorf("tools --format openai_responses: %d %q %q; want web_search listed, nothing left out", code, out, errOut)
+	}
+}
+
+// TestSkillsFromTheCLI: an operator who pointed skills.dirs at a library sees which
+// skills loaded and which did not, with why (scenario 6: a broken one is reported),
+// and reads one skill whole; a skill that did not load is a 404 saying why.
+func TestSkillsFromTheCLI(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, md string) {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("release-notes", "---\nname: release-notes\ndescription: Writes release notes\n  from the git log.\n---\n# Release notes\nRun git log.\n")
+	write("broken", "---\nname: other-name\ndescription: Names another skill.\n---\nbody\n")
+	d := testdaemon.Start(t, func(c *config.Config) { c.Skills.Dirs = []string{dir}; c.Skills.Watch = false })
+	code, out, errOut := ctl(t, d.URL, "skills", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^release-notes\s+Writes release notes from the git log\.$`).MatchString(out) || strings.Contains(out, "broken") {
+		t.Errorf("skills list: %d %q; want release-notes with its description on one line", code, out)
+	}
+	if !strings.Contains(errOut, "broken") || !strings.Contains(errOut, "not loaded") {
+		t.Errorf("skills list: stderr %q; want the broken folder named, with why", errOut)
+	}
+	code, out, errOut = ctl(t, d.URL, "skills", "show", "release-notes")
+	if code != 0 || !strings.Contains(out, `"body"`) || !strings.Contains(out, "Run git log.") {
+		t.Errorf("skills show: %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "skills", "show", "broken"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("skills show of a skill that did not load: %d %s", code, errOut)
 	}
 }
