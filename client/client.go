@@ -407,6 +407,38 @@ func (c *Client) FollowCall(ctx context.Context, callID, format string, fn func(
 	return readEvents(resp, fn)
 }
 
+// SessionEvents follows a session's background results (GET
+// /v1/sessions/{id}/events): fn sees a tool_result event when a call of a background
+// tool finishes, an approval_required when one waits for a person, and keepalives. It
+// returns when ctx ends (its error), when fn returns an error, or nil when the daemon
+// ends the stream (it stops: connect again, to another replica or the restarted one).
+func (c *Client) SessionEvents(ctx context.Context, sessionID, format string, fn func(Event) error) error {
+	path := "/v1/sessions/" + url.PathEscape(sessionID) + "/events"
+	if format != "" {
+		path += "?format=" + url.QueryEscape(format)
+	}
+	resp, err := c.request(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("toolserverd: bad stream line: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return sc.Err()
+}
+
 // readEvents calls fn for every line of an NDJSON event stream until done.
 func readEvents(resp *http.Response, fn func(Event) error) error {
 	defer resp.Body.Close()
