@@ -149,3 +149,94 @@ func TestTypesCoverTheContract(t *testing.T) {
 		}
 	}
 }
+
+// TestRoutesHaveAMethod: every operation of api/openapi.yaml is either called by a
+// method of the client or left out for a reason said here, so that a route the API
+// adds gets a decision for the Go client.
+func TestRoutesHaveAMethod(t *testing.T) {
+	b, err := os.ReadFile("../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	methods := map[string]string{
+		"GET /healthz":                                         "Health",
+		"GET /readyz":                                          "Health",
+		"GET /v1/tools":                                        "ListTools",
+		"POST /v1/sessions":                                    "CreateSession",
+		"GET /v1/sessions/{sessionID}":                         "GetSession",
+		"DELETE /v1/sessions/{sessionID}":                      "DeleteSession",
+		"GET /v1/sessions/{sessionID}/tools":                   "SessionTools",
+		"POST /v1/sessions/{sessionID}/tool-calls":             "Run",
+		"GET /v1/sessions/{sessionID}/tool-calls":              "ListSessionCalls",
+		"GET /v1/sessions/{sessionID}/tool-calls/{toolCallID}": "GetSessionCall",
+		"POST /v1/sessions/{sessionID}/interrupt":              "Interrupt",
+		"GET /v1/sessions/{sessionID}/events":                  "SessionEvents",
+		"GET /v1/sessions/{sessionID}/prompt":                  "Prompt",
+		"GET /v1/skills":                                       "Skills",
+		"GET /v1/skills/{name}":                                "GetSkill",
+		"GET /v1/whoami":                                       "Whoami",
+		"GET /v1/keys":                                         "Keys",
+		"POST /v1/keys":                                        "CreateKey",
+		"POST /v1/keys/{keyID}/revoke":                         "RevokeKey",
+		"GET /v1/mcp/servers":                                  "MCPServers",
+		"POST /v1/mcp/servers":                                 "AddMCPServer",
+		"DELETE /v1/mcp/servers/{name}":                        "RemoveMCPServer",
+		"POST /v1/mcp/servers/{name}/restart":                  "RestartMCPServer",
+		"GET /v1/approvals":                                    "ListApprovals",
+		"GET /v1/approvals/{approvalID}":                       "GetApproval",
+		"POST /v1/approvals/{approvalID}/decision":             "Decide",
+		"GET /v1/audit":                                        "Audit",
+		"POST /v1/tool-calls":                                  "Run",
+		"GET /v1/tool-calls":                                   "ListCalls",
+		"GET /v1/tool-calls/{callID}":                          "GetCall",
+		"POST /v1/tool-calls/{callID}/cancel":                  "CancelCall",
+		"GET /v1/tool-calls/{callID}/events":                   "FollowCall",
+		"POST /v1/tool-calls/{callID}/input":                   "ProvideInput",
+		"POST /v1/tool-calls/{callID}/result":                  "AnswerCall",
+		"GET /v1/tool-calls/{callID}/progress":                 "Progress",
+	}
+	left := map[string]string{
+		"GET /openapi.yaml": "the contract itself",
+		"GET /metrics":      "Prometheus scrapes it",
+		"POST /mcp":         "MCP clients speak MCP there",
+		"GET /mcp":          "MCP clients speak MCP there",
+		"DELETE /mcp":       "MCP clients speak MCP there",
+		"GET /ui":           "the web console",
+		"GET /ui/{path}":    "the web console",
+		"POST /v1/sessions/{sessionID}/job-calls":     "replica to replica; clients do not call it",
+		"GET /v1/tool-calls/{callID}/progress/stream": "SSE for browsers; Progress polls the same bytes by offset and FollowCall streams them",
+	}
+	for _, p := range []string{"/v1/sessions/{sessionID}/mcp"} {
+		for _, m := range []string{"GET", "POST", "DELETE"} {
+			left[m+" "+p] = "MCP clients speak MCP there"
+		}
+	}
+	typ := reflect.TypeFor[*client.Client]()
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			switch method {
+			case "get", "put", "post", "delete", "patch", "head", "options":
+			default:
+				continue // parameters, summary, description of the path
+			}
+			op := strings.ToUpper(method) + " " + path
+			name, ok := methods[op]
+			if _, skip := left[op]; skip {
+				continue
+			}
+			if !ok {
+				t.Errorf("%s has no method of the Go client (add one, or say in left why not)", op)
+				continue
+			}
+			if _, ok := typ.MethodByName(name); !ok {
+				t.Errorf("%s: the client has no method %s", op, name)
+			}
+		}
+	}
+}
