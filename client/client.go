@@ -200,7 +200,8 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 }
 
 // Tools lists tool schemas in a format (native, openai, openai_responses, anthropic,
-// gemini, mcp): of a session, or of the whole registry when sessionID is empty.
+// gemini, mcp): of a session, or of the whole registry when sessionID is empty. The
+// tools the format leaves out are not said: SessionTools and ListTools say them.
 func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.RawMessage, error) {
 	path := "/v1/tools"
 	if sessionID != "" {
@@ -211,6 +212,18 @@ func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.Ra
 	}
 	err := c.do(ctx, http.MethodGet, path+"?format="+url.QueryEscape(format), nil, &out)
 	return out.Tools, err
+}
+
+// ListTools lists every registered tool in a format (GET /v1/tools), with the tools
+// the format leaves out named in Omitted.
+func (c *Client) ListTools(ctx context.Context, format string) (ToolList, error) {
+	path := "/v1/tools"
+	if format != "" {
+		path += "?format=" + url.QueryEscape(format)
+	}
+	var out ToolList
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }
 
 // ToolsQuery asks for a session's tools ranked for a turn (GET
@@ -288,6 +301,27 @@ type Batch struct {
 	// OnDisconnect is "continue" to let the calls run to their end if the connection
 	// drops (to be collected with Resume); "" or "cancel" ends them.
 	OnDisconnect string `json:"on_disconnect,omitempty"`
+	// ModelCalls, instead of Calls, are the model's calls as it gave them: OpenAI
+	// tool_calls, Responses output items, Anthropic content blocks or Gemini parts,
+	// the model's whole output included: entries that are not calls (text, thinking,
+	// reasoning, message items) are left out by the daemon and get no event. Run's
+	// format then shapes each message as that provider's tool result.
+	ModelCalls []json.RawMessage `json:"-"`
+}
+
+// MarshalJSON sends ModelCalls as the calls when set.
+func (b Batch) MarshalJSON() ([]byte, error) {
+	type plain Batch
+	if len(b.ModelCalls) == 0 {
+		return json.Marshal(plain(b))
+	}
+	if len(b.Calls) > 0 {
+		return nil, errors.New("toolserverd: a batch takes Calls or ModelCalls, not both")
+	}
+	return json.Marshal(struct {
+		plain
+		Calls []json.RawMessage `json:"calls"`
+	}{plain(b), b.ModelCalls})
 }
 
 // Event is one line of a tool-calls stream. Message is the provider-shaped message
@@ -352,6 +386,61 @@ func (c *Client) Run(ctx context.Context, sessionID, format string, b Batch, fn 
 	if err != nil {
 		return err
 	}
+	return readEvents(resp, fn)
+}
+
+// FollowCall replays one call's events (tool_start, approval requests, output so
+// far) and follows it until its message and done (GET /v1/tool-calls/{id}/events):
+// for a backend that lost its stream (Batch.OnDisconnect "continue") or one watching a
+// call started elsewhere. format shapes the message, as for Run. A daemon that stops
+// while the call waits for a decision ends the stream with a cancelled message saying
+// the call goes on: follow it again after the restart.
+func (c *Client) FollowCall(ctx context.Context, callID, format string, fn func(Event) error) error {
+	path := "/v1/tool-calls/" + url.PathEscape(callID) + "/events"
+	if format != "" {
+		path += "?format=" + url.QueryEscape(format)
+	}
+	resp, err := c.request(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	return readEvents(resp, fn)
+}
+
+// SessionEvents follows a session's background results (GET
+// /v1/sessions/{id}/events): fn sees a tool_result event when a call of a background
+// tool finishes, an approval_required when one waits for a person, and keepalives. It
+// returns when ctx ends (its error), when fn returns an error, or nil when the daemon
+// ends the stream (it stops: connect again, to another replica or the restarted one).
+func (c *Client) SessionEvents(ctx context.Context, sessionID, format string, fn func(Event) error) error {
+	path := "/v1/sessions/" + url.PathEscape(sessionID) + "/events"
+	if format != "" {
+		path += "?format=" + url.QueryEscape(format)
+	}
+	resp, err := c.request(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("toolserverd: bad stream line: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return sc.Err()
+}
+
+// readEvents calls fn for every line of an NDJSON event stream until done.
+func readEvents(resp *http.Response, fn func(Event) error) error {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
@@ -455,6 +544,36 @@ type CallRecord struct {
 func (c *Client) GetCall(ctx context.Context, id string) (*CallRecord, error) {
 	var r CallRecord
 	return &r, c.do(ctx, http.MethodGet, "/v1/tool-calls/"+url.PathEscape(id), nil, &r)
+}
+
+// GetSessionCall reads the newest call record of a session by the model's id of the
+// call (its tool_call_id): what a backend that lost the stream reads the result from.
+func (c *Client) GetSessionCall(ctx context.Context, sessionID, toolCallID string) (*CallRecord, error) {
+	var r CallRecord
+	return &r, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/tool-calls/"+url.PathEscape(toolCallID), nil, &r)
+}
+
+// Prompt is a session's system-prompt fragment: the tools' hints and the skills it may
+// open, the skills part cut to the daemon's budget.
+type Prompt struct {
+	Prompt string `json:"prompt"`
+	// Skills are the skills the prompt names, in its order: the first SkillsDescribed
+	// with their descriptions, the rest by name only.
+	Skills          []string `json:"skills"`
+	SkillsCut       bool     `json:"skills_cut"`
+	SkillsDescribed int      `json:"skills_described"`
+	// SkillsLeftOut counts the skills the prompt does not name (the skill tool's query
+	// finds them).
+	SkillsLeftOut      int `json:"skills_left_out"`
+	SkillsTokens       int `json:"skills_tokens"`
+	SkillsBudgetTokens int `json:"skills_budget_tokens"`
+}
+
+// Prompt reads a session's system-prompt fragment (GET /v1/sessions/{id}/prompt), to
+// add to the model's system prompt.
+func (c *Client) Prompt(ctx context.Context, sessionID string) (*Prompt, error) {
+	var p Prompt
+	return &p, c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/prompt", nil, &p)
 }
 
 // Page pages a listing, newest first. The zero value asks for the first page of the
@@ -666,16 +785,26 @@ func (c *Client) Whoami(ctx context.Context) (*Principal, error) {
 
 // MCPServer is an upstream MCP server's state.
 type MCPServer struct {
-	Name             string    `json:"name"`
-	Transport        string    `json:"transport"`
-	State            string    `json:"state"`
-	Tools            int       `json:"tools"`
-	LastError        string    `json:"last_error,omitempty"`
-	Since            time.Time `json:"since"`
-	Restarts         int       `json:"restarts"`
-	Notes            []string  `json:"notes,omitempty"`
-	Persisted        bool      `json:"persisted,omitempty"`
-	UpstreamSessions int       `json:"upstream_sessions,omitempty"`
+	Name      string `json:"name"`
+	Transport string `json:"transport"`
+	State     string `json:"state"`
+	Tools     int    `json:"tools"`
+	// LastError is why the last connection attempt failed or the connection ended,
+	// secrets redacted; it stays after the server recovers: compare LastErrorAt with
+	// Since.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Since is when State last changed: a server that is down moves between failed
+	// and connecting at every attempt, so see DownSince for how long it is down.
+	Since time.Time `json:"since"`
+	// DownSince, while the server is not ready (connecting or failed), is when it was
+	// last ready or, if it never was, when it was added; zero while ready or disabled.
+	DownSince time.Time `json:"down_since,omitzero"`
+	// Restarts counts connection attempts after the first.
+	Restarts         int      `json:"restarts"`
+	Notes            []string `json:"notes,omitempty"`
+	Persisted        bool     `json:"persisted,omitempty"`
+	UpstreamSessions int      `json:"upstream_sessions,omitempty"`
 	// TrustAnnotations says whether the server's readOnlyHint annotations are trusted.
 	TrustAnnotations bool `json:"trust_annotations"`
 	// NextAttempt is when a failed server is tried again.

@@ -1,6 +1,7 @@
 // Command toolserverctl is the command-line client of toolserverd: list tools, run a
-// call and stream its output, read and list call records, list and decide approvals,
-// manage API keys and upstream MCP servers, read the audit trail.
+// call and stream its output, read and list call records, read a call's output, list
+// and decide approvals, manage API keys, upstream MCP servers and skills, read the
+// audit trail.
 //
 //	toolserverctl [--url URL] [--api-key KEY] COMMAND [ARGS]
 //
@@ -12,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,6 +40,7 @@ commands:
   call get CALL_ID | call cancel CALL_ID
   call list [--session ID] [--status running,…] [--live] [--limit N] [--before CURSOR]
                                                            call records, newest first
+  call output CALL_ID [--stream stderr] [--follow]         a call's output as written; --follow: until it ends
   approvals list [--status pending] [--wait 30s] [--limit N] [--before CURSOR]
   approvals show ID
   approvals approve ID [--for-session | --rule RULE]
@@ -48,6 +51,7 @@ commands:
   keys list [--tenant T] | keys revoke KEY_ID
   keys hash KEY                                            SHA-256 for auth.keys in the config
   mcp list | mcp add CONFIG_JSON | mcp remove NAME | mcp restart NAME
+  skills list | skills show NAME                           loaded skills (folders that did not load on stderr)
   audit [--tenant T] [--action A] [--subject S] [--limit N] [--before ID]   the audit trail, newest first
   health [--ready] [--timeout 5s]                          exit 0 if /healthz (/readyz) answers 200
 `
@@ -79,7 +83,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	c := client.New(*base, client.WithAPIKey(*key))
 	cmd, rest := rest[0], rest[1:]
 	var sub string
-	if len(rest) > 0 && (cmd == "session" || cmd == "call" || cmd == "approvals" || cmd == "keys" || cmd == "mcp") {
+	if len(rest) > 0 && (cmd == "session" || cmd == "call" || cmd == "approvals" || cmd == "keys" || cmd == "mcp" || cmd == "skills") {
 		sub, rest = rest[0], rest[1:]
 	}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
@@ -104,17 +108,39 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	limit := fs.Int("limit", 0, "list: at most this many (the daemon's default: 0)")
 	live := fs.Bool("live", false, "call list: only calls not finished, or whose background job's output goes on")
 	before := fs.String("before", "", "list: the page after this cursor (printed after a page that has more)")
+	stream := fs.String("stream", "stdout", "call output: the output stream to read (stdout, stderr)")
+	follow := fs.Bool("follow", false, "call output: wait for more output until the call's output ends")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return 2, nil
 	}
 	pos := fs.Args()
 	switch {
 	case cmd == "tools":
-		ts, err := c.Tools(ctx, *session, *format)
+		var l client.ToolList
+		var err error
+		if *session != "" {
+			l, err = c.SessionTools(ctx, *session, client.ToolsQuery{Format: *format})
+		} else {
+			l, err = c.ListTools(ctx, *format)
+		}
 		if err != nil {
 			return 1, err
 		}
-		return 0, printJSON(out, ts)
+		// On stderr, like the paging hints: stdout stays the tools' JSON.
+		for _, o := range l.Omitted {
+			why := o.Reason
+			switch {
+			case why == "" && len(o.HostedBy) > 0:
+				why = "a tool " + strings.Join(o.HostedBy, " and ") + " runs"
+			case why == "":
+				why = "the format cannot carry it"
+			}
+			fmt.Fprintf(errOut, "%s is left out of format %s: %s\n", o.Name, *format, why)
+		}
+		if l.Tools == nil {
+			l.Tools = []json.RawMessage{}
+		}
+		return 0, printJSON(out, l.Tools)
 	case cmd == "session" && sub == "create":
 		s, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: splitList(*tools), PermissionMode: *mode, Workdir: *workdir})
 		if err != nil {
@@ -134,6 +160,8 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			return 1, err
 		}
 		return 0, printJSON(out, r)
+	case cmd == "call" && sub == "output" && len(pos) == 1:
+		return callOutput(ctx, c, pos[0], *stream, *follow, out, errOut)
 	case cmd == "call" && sub == "list" && len(pos) == 0:
 		page := client.Page{Limit: *limit, Before: *before}
 		var l *client.CallList
@@ -273,9 +301,37 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			if !s.TrustAnnotations {
 				trust = "annotations-untrusted "
 			}
-			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, trust, oneLine(s.LastError))
+			// A server that is down: since when (down_since stays put over the
+			// attempts of one outage, where since moves at each) and the next try.
+			down := ""
+			if !s.DownSince.IsZero() {
+				down += " down_since=" + s.DownSince.UTC().Format(time.RFC3339)
+			}
+			if !s.NextAttempt.IsZero() {
+				down += " next_attempt=" + s.NextAttempt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d%s %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, down, trust, oneLine(s.LastError))
 		}
 		return 0, nil
+	case cmd == "skills" && sub == "list" && len(pos) == 0:
+		l, err := c.Skills(ctx)
+		if err != nil {
+			return 1, err
+		}
+		for _, s := range l.Skills {
+			fmt.Fprintf(out, "%-32s %s\n", s.Name, oneLine(s.Description))
+		}
+		// On stderr: stdout stays a listing of what loaded.
+		for _, p := range l.Problems {
+			fmt.Fprintf(errOut, "not loaded: %s: %s\n", p.Dir, oneLine(p.Error))
+		}
+		return 0, nil
+	case cmd == "skills" && sub == "show" && len(pos) == 1:
+		s, err := c.GetSkill(ctx, pos[0])
+		if err != nil {
+			return 1, err
+		}
+		return 0, printJSON(out, s)
 	case cmd == "mcp" && sub == "add" && len(pos) == 1:
 		if !json.Valid([]byte(pos[0])) {
 			return 2, errors.New("CONFIG_JSON is not valid JSON")
@@ -337,6 +393,49 @@ func runCall(ctx context.Context, c *client.Client, session string, tools, pos [
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// callOutput writes a call's output stream as it was written (the exact bytes), read
+// by offset; with follow it polls until the output is complete (a background job's
+// ends with the job). Output held by a replica that has stopped is lost, which it
+// says (exit 1) rather than showing none.
+func callOutput(ctx context.Context, c *client.Client, callID, stream string, follow bool, out, errOut io.Writer) (int, error) {
+	var offset int64
+	for {
+		p, err := c.Progress(ctx, callID, client.ProgressQuery{Stream: stream, Offset: offset, Encoding: "base64"})
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, nil // interrupted: how a follow ends
+			}
+			return 1, err
+		}
+		b, err := base64.StdEncoding.DecodeString(p.Data)
+		if err != nil {
+			return 1, fmt.Errorf("the daemon sent output that is not base64: %w", err)
+		}
+		if _, err := out.Write(b); err != nil {
+			return 1, err
+		}
+		offset = p.NextOffset
+		switch {
+		case p.OutputLost:
+			fmt.Fprintf(errOut, "the output of %s is lost: the replica that ran it has stopped; its result: toolserverctl call get %s\n", callID, callID)
+			return 1, nil
+		case p.Finished:
+			return 0, nil
+		case len(b) > 0:
+			continue // more may be there already
+		case !follow:
+			// On stderr: stdout holds only the output.
+			fmt.Fprintln(errOut, "the output goes on: add --follow to wait for the rest")
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // watch long-polls pending approvals and asks on the terminal for each. A denial
@@ -447,7 +546,7 @@ func reorder(args []string) []string {
 
 func isBool(flag string) bool {
 	f := strings.TrimLeft(flag, "-")
-	return f == "for-session" || f == "ready"
+	return f == "for-session" || f == "ready" || f == "live" || f == "follow"
 }
 
 func splitList(s string) []string {

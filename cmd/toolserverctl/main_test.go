@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -516,5 +518,133 @@ func TestCallListLive(t *testing.T) {
 	}
 	if code, _, errOut := ctl(t, d.URL, "call", "list", "--live", "--session", sess.ID); code != 2 || !strings.Contains(errOut, "leave out --session") {
 		t.Errorf("--live with --session: %d %s", code, errOut)
+	}
+}
+
+// TestMCPListSaysHowLongAServerIsDown: a server that cannot connect is listed with
+// when it went down (down_since, which stays put over its attempts, where since moves
+// at each) and when it is tried next; mcp add prints down_since as well.
+func TestMCPListSaysHowLongAServerIsDown(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	code, out, errOut := ctl(t, d.URL, "mcp", "add", `{"name":"broken","transport":"stdio","command":"/bin/false"}`)
+	if code != 0 || !strings.Contains(out, `"down_since"`) {
+		t.Fatalf("mcp add: %d %s %s; want the server's status with down_since", code, out, errOut)
+	}
+	stamp := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d`
+	downSince := regexp.MustCompile(`\bdown_since=(` + stamp + `\S*)`)
+	nextAttempt := regexp.MustCompile(`\bnext_attempt=` + stamp)
+	var first string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, out, errOut = ctl(t, d.URL, "mcp", "list")
+		if code != 0 {
+			t.Fatalf("mcp list: %d %s", code, errOut)
+		}
+		m := downSince.FindStringSubmatch(out)
+		if first == "" && m != nil {
+			first = m[1]
+		}
+		if f := strings.Fields(out); len(f) > 2 && f[2] == "failed" && nextAttempt.MatchString(out) && m != nil {
+			if m[1] != first {
+				t.Errorf("down_since moved from %s to %s within one outage", first, m[1])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcp list of a server that cannot start: %q; want it failed, with down_since=… and next_attempt=…", out)
+		}
+	}
+}
+
+// TestCallOutput: call output prints a call's output as it was written (stdout, or
+// the stream --stream names); with --follow it follows a background job's output
+// until the job ends. call list --live marked such calls output-streaming, and the
+// CLI had no way to read what they stream.
+func TestCallOutput(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) { c.Permissions.Allow = []string{"execute_command"} })
+	code, out, errOut := ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", `{"command":"printf 'a\\377b'; echo warn >&2"}`)
+	call := regexp.MustCompile(`tc_[0-9a-zA-Z]+`).FindString(out)
+	if code != 0 || call == "" {
+		t.Fatalf("run: %d %q %s", code, out, errOut)
+	}
+	if code, out, errOut := ctl(t, d.URL, "call", "output", call); code != 0 || out != "a\xffb" || errOut != "" {
+		t.Errorf("call output: %d %q %q; want the bytes as written", code, out, errOut)
+	}
+	if code, out, errOut := ctl(t, d.URL, "call", "output", call, "--stream", "stderr"); code != 0 || out != "warn\n" {
+		t.Errorf("call output --stream stderr: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "call", "output", "tc_missing"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("call output of an unknown call: %d %s", code, errOut)
+	}
+
+	code, out, errOut = ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command",
+		`{"command":"for i in 1 2 3; do echo line$i; sleep 0.3; done","background":true}`)
+	call = regexp.MustCompile(`tc_[0-9a-zA-Z]+`).FindString(out)
+	if code != 0 || call == "" {
+		t.Fatalf("run in the background: %d %q %s", code, out, errOut)
+	}
+	if code, out, errOut := ctl(t, d.URL, "call", "output", "--follow", call, "--stream", "stdout"); code != 0 || !strings.HasSuffix(out, "line1\nline2\nline3\n") {
+		t.Errorf("call output --follow of a background job: %d %q %q; want its three lines", code, out, errOut)
+	}
+}
+
+// TestToolsSaysWhatIsLeftOut: tools --format openai of a daemon with a hosted tool of
+// OpenAI's names it on stderr with why (Chat Completions takes functions only), the
+// registry's listing and a session's alike; stdout stays the tools' JSON.
+func TestToolsSaysWhatIsLeftOut(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) {
+		c.ProviderTools = []config.ProviderToolConfig{{Name: "web_search", Kind: "hosted", Description: "Search the web.",
+			Specs: map[string]map[string]any{"openai": {"type": "web_search"}}}}
+	})
+	code, out, errOut := ctl(t, d.URL, "session", "create", "--tools", "read_file,web_search")
+	var sess struct {
+		ID string `json:"id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sess) != nil {
+		t.Fatalf("session create: %d %q %s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"tools", "--format", "openai"}, {"tools", "--session", sess.ID, "--format", "openai"}} {
+		code, out, errOut := ctl(t, d.URL, args...)
+		var tools []map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &tools) != nil || strings.Contains(out, "web_search") {
+			t.Errorf("%v: %d %q; want the tools' JSON without web_search", args, code, out)
+		}
+		if !strings.Contains(errOut, "web_search") || !strings.Contains(errOut, "openai_responses") {
+			t.Errorf("%v: stderr %q; want web_search named as left out, and why", args, errOut)
+		}
+	}
+	if code, out, errOut := ctl(t, d.URL, "tools", "--format", "openai_responses"); code != 0 || !strings.Contains(out, "web_search") || errOut != "" {
+		t.Errorf("tools --format openai_responses: %d %q %q; want web_search listed, nothing left out", code, out, errOut)
+	}
+}
+
+// TestSkillsFromTheCLI: an operator who pointed skills.dirs at a library sees which
+// skills loaded and which did not, with why (scenario 6: a broken one is reported),
+// and reads one skill whole; a skill that did not load is a 404 saying why.
+func TestSkillsFromTheCLI(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, md string) {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("release-notes", "---\nname: release-notes\ndescription: Writes release notes\n  from the git log.\n---\n# Release notes\nRun git log.\n")
+	write("broken", "---\nname: other-name\ndescription: Names another skill.\n---\nbody\n")
+	d := testdaemon.Start(t, func(c *config.Config) { c.Skills.Dirs = []string{dir}; c.Skills.Watch = false })
+	code, out, errOut := ctl(t, d.URL, "skills", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^release-notes\s+Writes release notes from the git log\.$`).MatchString(out) || strings.Contains(out, "broken") {
+		t.Errorf("skills list: %d %q; want release-notes with its description on one line", code, out)
+	}
+	if !strings.Contains(errOut, "broken") || !strings.Contains(errOut, "not loaded") {
+		t.Errorf("skills list: stderr %q; want the broken folder named, with why", errOut)
+	}
+	code, out, errOut = ctl(t, d.URL, "skills", "show", "release-notes")
+	if code != 0 || !strings.Contains(out, `"body"`) || !strings.Contains(out, "Run git log.") {
+		t.Errorf("skills show: %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := ctl(t, d.URL, "skills", "show", "broken"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("skills show of a skill that did not load: %d %s", code, errOut)
 	}
 }

@@ -44,9 +44,9 @@ var binary struct {
 	dir  string
 }
 
-// daemon starts the real toolserverd with no configuration and returns its URL and
-// the admin key it created on first start.
-func daemon(t *testing.T) (string, string) {
+// daemon starts the real toolserverd with no configuration (or with args, such as
+// --config FILE) and returns its URL and the admin key it created on first start.
+func daemon(t *testing.T, args ...string) (string, string) {
 	t.Helper()
 	binary.once.Do(func() {
 		binary.dir, _ = os.MkdirTemp("", "toolserverd-python-example-")
@@ -60,7 +60,7 @@ func daemon(t *testing.T) (string, string) {
 		t.Fatal("the daemon could not be built")
 	}
 	data := t.TempDir()
-	u := testdaemon.Exec(t, exec.Command(binary.path, "--addr", "127.0.0.1:0", "--data-dir", data))
+	u := testdaemon.Exec(t, exec.Command(binary.path, append([]string{"--addr", "127.0.0.1:0", "--data-dir", data}, args...)...))
 	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
 	if err != nil {
 		t.Fatal(err)

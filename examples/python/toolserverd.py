@@ -4,6 +4,7 @@
     ts = ToolServer("http://127.0.0.1:8080", api_key)
     session = ts.create_session(["execute_command", "read_file"])
     tools = ts.tools(session, "openai")        # give these to the model as tools=
+    system += ts.prompt(session)               # tool hints and skills, for the system prompt
     # ... the model answers with an assistant message holding tool_calls ...
     messages += ts.run(session, assistant["tool_calls"], "openai")
 
@@ -75,14 +76,25 @@ class ToolServer:
         anthropic, gemini, mcp), sorted by name. With query (the user's latest
         message), the best limit of them (default a dozen) plus tool_expand_tools: the
         turn's calls are held to those until the model expands others; query=""
-        lifts that narrowing (every tool the session allows)."""
+        lifts that narrowing (every tool the session allows). A tool the format cannot
+        carry (a provider's hosted tool, a name Gemini refuses) is left out, and named
+        here on stderr with why."""
         params = {"format": fmt}
         if query is not None:
             params["query"] = query
         if limit:
             params["limit"] = str(limit)
         path = f"/v1/sessions/{session}/tools?" + urllib.parse.urlencode(params)
-        return self._json("GET", path)["tools"]
+        listing = self._json("GET", path)
+        for o in listing.get("omitted") or []:
+            why = o.get("reason") or "a tool " + " and ".join(o.get("hosted_by") or ["the provider"]) + " runs"
+            print(f"toolserverd: {o['name']} is left out of format {fmt}: {why}", file=sys.stderr)
+        return listing["tools"]
+
+    def prompt(self, session):
+        """The session's system-prompt fragment (tool hints, and the skills it may open
+        with their descriptions) to add to the model's system prompt."""
+        return self._json("GET", f"/v1/sessions/{session}/prompt")["prompt"]
 
     def events(self, session, calls, fmt="openai", resume=False):
         """Runs calls and yields the stream's events (dicts) as they arrive."""
