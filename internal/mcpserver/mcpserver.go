@@ -283,6 +283,9 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	}
 	sess, err := e.deps.Sessions.Get(r.Context(), tenant, sessionID)
 	if errors.Is(err, session.ErrNotFound) {
+		if live {
+			e.forget(mcpSID) // its session was deleted: nothing can use it any more
+		}
 		writeError(w, http.StatusNotFound, "not_found", "session not found")
 		return
 	}

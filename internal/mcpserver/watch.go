@@ -2,11 +2,14 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpsrv "github.com/mark3labs/mcp-go/server"
+
+	"github.com/toolserverd/toolserverd/internal/session"
 )
 
 // watch sends notifications/tools/list_changed to a client whose session's tool
@@ -90,6 +93,17 @@ func (e *Endpoint) compare() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		sess, err := e.deps.Sessions.Get(ctx, k.tenant, k.id)
 		cancel()
+		if errors.Is(err, session.ErrNotFound) {
+			// The session was deleted: its MCP sessions can do nothing more (every
+			// request, their client's DELETE too, is a 404), yet each would keep its
+			// replay buffer, its listening pump and its place under MaxSessions until
+			// the idle TTL; end them now.
+			for _, mcpSID := range clients {
+				e.forget(mcpSID)
+				e.deps.Log.Info("mcp endpoint: ended an MCP session whose session was deleted", "mcp_session_id", mcpSID, "session_id", k.id)
+			}
+			continue
+		}
 		if err != nil {
 			continue
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -24,7 +25,14 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
+	// CodeClientClosed answers a request whose client went away before its answer
+	// was ready; nobody reads it, but the metrics and a half-closed client do.
+	CodeClientClosed = "client_closed_request"
 )
+
+// statusClientClosedRequest is nginx's 499 "client closed request": not a standard
+// status, but the one operators' dashboards already tell apart from server errors.
+const statusClientClosedRequest = 499
 
 var statusOf = map[string]int{
 	CodeBadRequest:       http.StatusBadRequest,
@@ -40,6 +48,7 @@ var statusOf = map[string]int{
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	CodeUnavailable:      http.StatusServiceUnavailable,
 	CodeInternal:         http.StatusInternalServerError,
+	CodeClientClosed:     statusClientClosedRequest,
 }
 
 // apiError is an error with a code and a message safe to show the client.
@@ -79,6 +88,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "the store is unreachable", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
 		w.Header().Set("Retry-After", "5")
 		ae = errorf(CodeUnavailable, "the daemon's database cannot be reached just now; try again shortly (request id "+requestID(r.Context())+")")
+	case clientGone(r, err):
+		// The store read or wait the request needed was cancelled by its client
+		// closing the connection (or half-closing it, which net/http takes for the
+		// same): neither the daemon's failure nor the request's. Logged as an error and
+		// counted as a 500 it would page an operator for every impatient client.
+		s.log.DebugContext(r.Context(), "request cancelled: its client went away", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
+		ae = errorf(CodeClientClosed, "the request was cancelled: its client closed the connection before the answer was ready")
 	default:
 		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()), "path", r.URL.Path)
 		ae = errorf(CodeInternal, "internal error (request id "+requestID(r.Context())+")")
@@ -91,6 +107,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	body.Error.Code = ae.Code
 	body.Error.Message = ae.Message
 	writeJSON(w, status, body)
+}
+
+// clientGone reports whether err comes from r's context having been cancelled by
+// net/http because the client went away: cancelled without a cause of the daemon's
+// own (a shutdown cancels with session.ErrShuttingDown, a revoked key with its error).
+func clientGone(r *http.Request, err error) bool {
+	ctx := r.Context()
+	return ctx.Err() != nil && errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), context.Canceled)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -159,7 +159,7 @@ func (s *Server) Handler() http.Handler {
 	for _, p := range []string{"/mcp", "/v1/sessions/{sessionID}/mcp"} {
 		// MCP clients authenticate like agents; the key's tenant owns the session. A
 		// browser's MCP client needs CORS like the REST API's (corsMiddleware).
-		mcp := r.With(s.authenticate, require(auth.RoleAgent))
+		mcp := r.With(s.textURLMiddleware, s.authenticate, require(auth.RoleAgent))
 		mcp.Post(p, s.serveMCP)
 		mcp.With(s.endOnRevoke).Get(p, s.serveMCP)
 		mcp.Delete(p, s.serveMCP)
@@ -170,7 +170,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/ui/*", webui.New().ServeHTTP)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.textURLMiddleware, s.authenticate)
 		// Agents run tools; approvers may read what runs (to decide and to watch).
 		r.With(require(auth.RoleAgent)).Group(func(r chi.Router) {
 			r.Post("/sessions", s.createSession)
