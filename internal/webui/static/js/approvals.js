@@ -19,12 +19,12 @@ export async function mount(main, ctx) {
     list, decidedSection);
 
   const cards = new Map(); // approval id → card
-  const onDecided = (a, card, result) => {
+  const onDecided = (a, card, result, conflict) => {
     cards.delete(a.id);
     window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
     card.remove();
     decidedSection.hidden = false;
-    decided.prepend(decidedCard(result, ctx.signal));
+    decided.prepend(decidedCard(result, ctx.signal, conflict));
     showEmpty();
   };
   const showEmpty = () => {
@@ -86,7 +86,7 @@ function approvalCard(a, ctx, onDecided) {
       if (isAbort(err)) return;
       if (err.status === 409) { // someone else decided first, or it expired
         const now = await get(`/v1/approvals/${encodeURIComponent(a.id)}`, ctx.signal).catch(() => null);
-        if (now) { onDecided(a, card, now); return; }
+        if (now && now.status !== 'pending') { onDecided(a, card, now, notApplied(DECISION_WORDS[decision], now)); return; }
       }
       status.textContent = err.message;
       for (const b of buttons) b.disabled = false;
@@ -128,8 +128,26 @@ function approvalCard(a, ctx, onDecided) {
   return card;
 }
 
+const DECISION_WORDS = {
+  approve: 'approval', approve_for_session: 'approval for the session',
+  approve_with_rule: 'approval with a rule', deny: 'denial',
+};
+
+// notApplied says why a decision made here came too late: another approver decided
+// first (who, what and when), or the request expired.
+function notApplied(what, now) {
+  const d = now.decision || {};
+  if (now.status === 'expired' || !d.actor) {
+    return `Your ${what} was not applied: the request had already ${now.status === 'expired' ? 'expired' : 'been ' + now.status}` +
+      (now.decided_at ? ` (${new Date(now.decided_at).toLocaleString()})` : '') + '.';
+  }
+  return `Your ${what} was not applied: ${d.actor} had already ${now.status === 'denied' ? 'denied' : 'approved'} this request` +
+    (now.decided_at ? ` at ${new Date(now.decided_at).toLocaleString()}` : '') + '.';
+}
+
 // decidedCard shows a decision and, once the call has run (or was denied), its result.
-function decidedCard(a, signal) {
+// conflict, when set, says that the decision made on this page was not the one taken.
+function decidedCard(a, signal, conflict) {
   const d = a.decision || {};
   const result = h('div', { class: 'call-result' }, h('p', { class: 'muted' }, 'waiting for the result…'));
   const st = h('span', {}, badge(a.status, `st-${a.status}`));
@@ -138,8 +156,10 @@ function decidedCard(a, signal) {
       h('span', { class: 'title mono' }, a.tool), st,
       h('span', { class: 'meta' }, `decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`,
         d.reason ? ` — “${d.reason}”` : '')),
+    conflict ? h('p', { class: 'conflict', role: 'alert' }, conflict) : '',
     h('div', { class: 'meta' }, 'call ', h('a', { href: `#/calls/${a.call_id}` }, a.call_id)),
     result);
+  if (conflict) card.dataset.conflict = 'true';
   (async () => {
     for (;;) {
       try {

@@ -6,9 +6,9 @@ export async function mount(main, ctx) {
   const tbody = h('tbody');
   main.append(
     h('div', { class: 'section-title' }, h('h1', {}, 'MCP servers'), h('span', { class: 'meta' }, 'upstream servers whose tools this daemon offers; refreshed every few seconds')),
-    h('table', { id: 'mcp-servers' },
+    h('div', { class: 'table-wrap' }, h('table', { id: 'mcp-servers' },
       h('thead', {}, h('tr', {}, ['Server', 'Transport', 'State', 'Tools', 'Since', 'Restarts', 'Last error / notes', ''].map((t) => h('th', {}, t)))),
-      tbody));
+      tbody)));
   while (!ctx.signal.aborted) {
     try {
       const { servers } = await get('/v1/mcp/servers', ctx.signal);
