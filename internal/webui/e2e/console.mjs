@@ -430,7 +430,7 @@ try {
     await card7.waitFor();
     // The page must not learn of the other decision by refreshing its list first.
     await page.route('**/v1/approvals?status=pending*', () => {});
-    await api('POST', `/v1/approvals/${asked7.approval.id}/decision`, { decision: 'deny', actor: 'alice', reason: 'not today' });
+    await api('POST', `/v1/approvals/${asked7.approval.id}/decision`, { decision: 'deny', actor: 'alice', reason: `not today: ${'x'.repeat(600)}` });
     await card7.getByRole('button', { name: 'Approve', exact: true }).click();
     const lost = page.locator(`article.decided[data-approval-id="${asked7.approval.id}"] .conflict`);
     try {
@@ -506,6 +506,15 @@ try {
       await shot('narrow');
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 });
+    }
+    // On a wide window a long word (scenario 7's denial reason) wraps in its cell
+    // instead of pushing the table out of its box.
+    await page.goto(`${base}/ui/#/audit`);
+    await page.locator('#audit tr[data-action="approval.denied"]').first().waitFor();
+    const [scroll, client] = await page.locator('.table-wrap').evaluate((w) => [w.scrollWidth, w.clientWidth]);
+    if (scroll > client) {
+      await shot('wide-audit');
+      fail(`the audit table is ${scroll} px wide in a ${client} px box at 1280 px`);
     }
   });
 

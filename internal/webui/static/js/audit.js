@@ -42,7 +42,7 @@ export async function mount(main, ctx) {
             ? h('a', { href: `#/calls/${e.detail.call_id}` }, e.subject) : e.subject),
           h('td', {}, e.actor),
           h('td', { class: 'meta' }, e.tenant),
-          h('td', { class: 'meta' }, summary(e.detail))));
+          h('td', { class: 'meta wrap' }, summary(e.detail))));
       }
       if (entries.length) last = entries[entries.length - 1].id;
       older.hidden = entries.length < 100;
