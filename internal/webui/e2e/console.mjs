@@ -473,6 +473,13 @@ try {
       for (let i = 0; i < ids.length; i++) {
         await waitText(`pre.output[data-call-id="${ids[i]}"]`, `many ${i}\n`, `output of call ${i} of ${ids.length}`);
       }
+      // The live list brings every shown call's record: no panel asks for its own.
+      let own = 0;
+      const ownRecord = (r) => { if (/\/v1\/tool-calls\/tc_[a-z0-9]+$/.test(new URL(r.url()).pathname)) own++; };
+      page.on('request', ownRecord);
+      await page.waitForTimeout(3000);
+      page.off('request', ownRecord);
+      if (own > 0) fail(`the panels asked for their own records ${own} times in 3 s while the live list brought them`);
       // A call that ends is seen to end.
       const s8b = await api('POST', '/v1/sessions', { available_tools: ['execute_command'], permission_mode: 'bypass' });
       const quick = startCalls(s8b.id, { calls: [{ id: 'quick', name: 'execute_command', arguments: { command: `echo quick; ${waitFile8('go8')}` } }], timeout_ms: 170000 });

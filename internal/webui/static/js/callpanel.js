@@ -173,6 +173,16 @@ export function callPanel(call, signal) {
     if (over) closed = true;
   }
 
+  // The live page hands the panel each record it lists (card.feed), so that a page of
+  // many calls does not ask for each one's record every second; once the list no
+  // longer has the call (it ended), card.unfeed makes the panel ask again.
+  let fed = false;
+  card.feed = (c) => {
+    fed = true;
+    if (c.status !== rec.status || c.output_open !== rec.output_open || c.duration_ms !== rec.duration_ms) showRecord(c);
+  };
+  card.unfeed = () => { fed = false; };
+
   // Poll the record until the call is over; then read what the stream has not shown.
   (async () => {
     try {
@@ -180,6 +190,7 @@ export function callPanel(call, signal) {
       // until the output closes.
       while (!terminal(rec.status) || (rec.output_open && !closed)) {
         await sleep(1000, signal);
+        if (fed) continue;
         showRecord(await get(`/v1/tool-calls/${encodeURIComponent(id)}`, signal).catch((err) => { if (isAbort(err) || denied(err)) throw err; return rec; }));
       }
       if (!closed) {
