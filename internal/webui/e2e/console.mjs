@@ -23,6 +23,8 @@
 //   9. In a phone-sized window no page scrolls sideways.
 //  10. While the daemon does not answer the page says so in plain words, and
 //      recovers by itself when it answers again.
+//  11. An approver's key is revoked with the approvals page open: the requests go,
+//      the page says why and stops asking.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
 import { chromium } from 'playwright-core';
@@ -544,6 +546,34 @@ try {
     }
     await page.locator('#banner[hidden]').waitFor({ state: 'attached' });
     await waitText('#conn', 'connected', 'the indicator once the daemon answers');
+  });
+
+  // --- 11. an approver's key is revoked while the approvals page is open -----------------
+  // The requests it showed go (their buttons could only fail) with a message saying
+  // why, and the page stops asking until a key is set.
+  await scenario(11, 'approver key revoked on the approvals page', async () => {
+    const approver = await api('POST', '/v1/keys', { name: 'console-approver', roles: ['approver'] });
+    const s11 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const held = startCalls(s11.id, { calls: [{ id: 'held', name: 'execute_command', arguments: { command: 'rm -rf build' } }] });
+    const asked11 = await held.waitFor((e) => e.type === 'approval_required', 'approval_required (revoked approver)');
+    try {
+      await page.goto(`${base}/ui/#/calls`);
+      await page.evaluate((k) => { localStorage.setItem('toolserverd.apiKey', k); location.hash = '#/approvals'; }, approver.key);
+      await page.locator(`article.approval[data-approval-id="${asked11.approval.id}"]`).waitFor();
+      await api('POST', `/v1/keys/${approver.id}/revoke`);
+      await page.locator('#approvals .empty', { hasText: 'revoked' }).waitFor({ timeout: 20000 });
+      if (await page.locator('article.approval').count() !== 0) fail('requests still offered for a decision with a revoked key');
+      let asking = 0;
+      const countAPI = (r) => { if (new URL(r.url()).pathname.startsWith('/v1/')) asking++; };
+      page.on('request', countAPI);
+      await page.waitForTimeout(4000);
+      page.off('request', countAPI);
+      if (asking > 0) fail(`the page asked the daemon ${asking} times in 4 s after it learnt the key was revoked`);
+    } finally {
+      await api('POST', `/v1/approvals/${asked11.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 11' });
+      await within(held.done, 'the held call');
+      await page.reload(); // the init script puts the admin key back
+    }
   });
   if (failures.length) fail(failures.join('\n'));
   console.log(JSON.stringify(summary));

@@ -58,6 +58,17 @@ export async function mount(main, ctx) {
       if (cards.size > 0) await sleep(2000, ctx.signal);
     } catch (err) {
       if (isAbort(err)) return;
+      if (err.status === 401 || err.status === 403) {
+        // No key, a revoked one, or one without the approver role: what is listed can
+        // no longer be decided from here, and asking again changes nothing until a key
+        // is set (which mounts the page anew).
+        cards.clear();
+        clear(list);
+        list.append(h('p', { class: 'empty' }, `${err.message}. Pending requests show here again once a key that may decide them is set.`));
+        window.dispatchEvent(new CustomEvent('pending-count', { detail: 0 }));
+        ctx.error(err);
+        return;
+      }
       if (err.status === 404) {
         clear(list);
         list.append(h('p', { class: 'empty' }, 'Approvals are not enabled on this daemon (permissions are off).'));
