@@ -25,6 +25,8 @@
 //      recovers by itself when it answers again.
 //  11. An approver's key is revoked with the approvals page open: the requests go,
 //      the page says why and stops asking.
+//  12. A decision the daemon refuses (a denial reason over 4096 bytes) is shown
+//      beside the buttons, with the reason's size; the request stays decidable.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
 import { chromium } from 'playwright-core';
@@ -573,6 +575,32 @@ try {
       await api('POST', `/v1/approvals/${asked11.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 11' });
       await within(held.done, 'the held call');
       await page.reload(); // the init script puts the admin key back
+    }
+  });
+
+  // --- 12. a decision the daemon refuses ---------------------------------------------------
+  // A denial reason over 4096 bytes is refused (400): the card says so where the
+  // approver looks (beside the buttons, as an alert) with the reason's size, and the
+  // request stays pending with its buttons usable.
+  await scenario(12, 'a refused decision is shown plainly', async () => {
+    const s12 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const held = startCalls(s12.id, { calls: [{ id: 'long_reason', name: 'execute_command', arguments: { command: 'rm -rf build' } }] });
+    const asked12 = await held.waitFor((e) => e.type === 'approval_required', 'approval_required (long reason)');
+    try {
+      await page.goto(`${base}/ui/#/approvals`);
+      const card12 = page.locator(`article.approval[data-approval-id="${asked12.approval.id}"]`);
+      await card12.waitFor();
+      const reason = 'ü'.repeat(2500); // 5000 bytes
+      await card12.locator('input[name=reason]').fill(reason);
+      await card12.getByRole('button', { name: 'Deny' }).click();
+      const said = card12.locator('.actions [role=alert]');
+      await said.waitFor({ timeout: 20000 });
+      const text = await said.textContent();
+      if (!text.includes('4096') || !text.includes('5000 bytes')) fail(`refusal shown as ${JSON.stringify(text)}`);
+      if (await card12.getByRole('button', { name: 'Deny' }).isDisabled()) fail('Deny stays disabled after the refusal');
+    } finally {
+      await api('POST', `/v1/approvals/${asked12.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 12' });
+      await within(held.done, 'the long-reason call');
     }
   });
   if (failures.length) fail(failures.join('\n'));

@@ -5,6 +5,7 @@ import { get, post } from './api.js';
 import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult } from './dom.js';
 
 const ACTOR = 'web-console';
+const REASON_MAX = 4096; // bytes the daemon takes in a denial reason
 
 export async function mount(main, ctx) {
   const list = h('div', { id: 'approvals' });
@@ -85,11 +86,14 @@ function approvalCard(a, ctx, onDecided) {
   const reason = h('input', { type: 'text', name: 'reason', placeholder: 'reason for a denial (the model sees it)', 'aria-label': 'denial reason' });
   const buttons = [];
   const status = h('span', { class: 'meta' });
+  // Why the daemon refused a decision, beside the buttons where the approver looks.
+  const refused = h('span', { class: 'decision-error', role: 'alert', hidden: true });
   const card = h('article', { class: 'card approval', dataset: { approvalId: a.id, callId: a.call_id } });
 
   async function decide(decision, extra) {
     for (const b of buttons) b.disabled = true;
     status.textContent = 'sending…';
+    refused.hidden = true;
     try {
       const res = await post(`/v1/approvals/${encodeURIComponent(a.id)}/decision`, { decision, actor: ACTOR, ...extra }, ctx.signal);
       onDecided(a, card, res);
@@ -99,7 +103,11 @@ function approvalCard(a, ctx, onDecided) {
         const now = await get(`/v1/approvals/${encodeURIComponent(a.id)}`, ctx.signal).catch(() => null);
         if (now && now.status !== 'pending') { onDecided(a, card, now, notApplied(DECISION_WORDS[decision], now)); return; }
       }
-      status.textContent = err.message;
+      status.textContent = '';
+      const size = extra?.reason ? new TextEncoder().encode(extra.reason).length : 0;
+      refused.textContent = `Not ${decision === 'deny' ? 'denied' : 'approved'}: ${err.message}` +
+        (size > REASON_MAX ? ` (this reason has ${size} bytes)` : '');
+      refused.hidden = false;
       for (const b of buttons) b.disabled = false;
     }
   }
@@ -133,7 +141,8 @@ function approvalCard(a, ctx, onDecided) {
         return b;
       })(),
       reason,
-      button('Deny', 'danger', () => decide('deny', { reason: reason.value.trim() || 'denied from the web console' }))),
+      button('Deny', 'danger', () => decide('deny', { reason: reason.value.trim() || 'denied from the web console' })),
+      refused),
     h('div', { class: 'meta' }, `session ${a.session_id} · call `, h('a', { href: `#/calls/${a.call_id}` }, a.call_id), ' · ', status),
   );
   return card;
