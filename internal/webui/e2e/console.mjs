@@ -27,6 +27,7 @@
 //      the page says why and stops asking.
 //  12. A decision the daemon refuses (a denial reason over 4096 bytes) is shown
 //      beside the buttons, with the reason's size; the request stays decidable.
+//      The card says in which folder the command would run.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
 import { chromium } from 'playwright-core';
@@ -590,6 +591,9 @@ try {
       await page.goto(`${base}/ui/#/approvals`);
       const card12 = page.locator(`article.approval[data-approval-id="${asked12.approval.id}"]`);
       await card12.waitFor();
+      // Where the command would run: what `rm -rf build` deletes depends on it.
+      await card12.locator('.workdir', { hasText: s12.workdir }).waitFor({ timeout: 20000 })
+        .catch(() => fail(`the card does not say where the command runs (${s12.workdir})`));
       const reason = 'ü'.repeat(2500); // 5000 bytes
       await card12.locator('input[name=reason]').fill(reason);
       await card12.getByRole('button', { name: 'Deny' }).click();

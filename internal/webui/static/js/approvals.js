@@ -20,6 +20,12 @@ export async function mount(main, ctx) {
     list, decidedSection);
 
   const cards = new Map(); // approval id → card
+  // Each request's session, asked once per session, for the folder its command runs in.
+  const sessions = new Map();
+  const sessionOf = (id) => {
+    if (!sessions.has(id)) sessions.set(id, get(`/v1/sessions/${encodeURIComponent(id)}`, ctx.signal).catch(() => null));
+    return sessions.get(id);
+  };
   const onDecided = (a, card, result, conflict) => {
     cards.delete(a.id);
     window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
@@ -48,7 +54,7 @@ export async function mount(main, ctx) {
       for (const a of approvals) {
         let card = cards.get(a.id);
         if (!card) {
-          card = approvalCard(a, ctx, onDecided);
+          card = approvalCard(a, ctx, onDecided, sessionOf);
           cards.set(a.id, card);
           list.insertBefore(card, anchor);
         }
@@ -81,7 +87,7 @@ export async function mount(main, ctx) {
   }
 }
 
-function approvalCard(a, ctx, onDecided) {
+function approvalCard(a, ctx, onDecided, sessionOf) {
   const rules = a.suggestions || [];
   const reason = h('input', { type: 'text', name: 'reason', placeholder: 'reason for a denial (the model sees it)', 'aria-label': 'denial reason' });
   const buttons = [];
@@ -89,6 +95,13 @@ function approvalCard(a, ctx, onDecided) {
   // Why the daemon refused a decision, beside the buttons where the approver looks.
   const refused = h('span', { class: 'decision-error', role: 'alert', hidden: true });
   const card = h('article', { class: 'card approval', dataset: { approvalId: a.id, callId: a.call_id } });
+  // What `rm -rf build` deletes depends on where it runs: the session's folder.
+  const where = h('p', { class: 'workdir meta', hidden: true });
+  sessionOf(a.session_id).then((s) => {
+    if (!s?.workdir) return;
+    where.append('runs in ', h('code', {}, s.workdir));
+    where.hidden = false;
+  });
 
   async function decide(decision, extra) {
     for (const b of buttons) b.disabled = true;
@@ -124,6 +137,7 @@ function approvalCard(a, ctx, onDecided) {
       h('span', { class: 'meta' }, 'requested ', time(a.created_at), ` (${ago(a.created_at)})`,
         a.expires_at ? [' · expires ', time(a.expires_at)] : '')),
     h('p', { class: 'reason' }, a.reason || h('span', { class: 'muted' }, 'no reason given')),
+    where,
     h('h3', {}, 'Arguments'),
     jsonBlock(a.arguments),
     h('h3', {}, 'Suggested rules'),
