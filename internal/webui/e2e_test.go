@@ -25,7 +25,8 @@ const chromiumPath = "/usr/bin/chromium"
 
 // screens are the screenshots console.mjs saves.
 var screens = []string{"approve-pending", "approve-decided", "stream-midway", "stream-finished",
-	"approvals", "live", "calls", "call", "tools", "mcp", "progress-midway", "live-job"}
+	"approvals", "live", "calls", "call", "tools", "mcp", "progress-midway", "live-job",
+	"approve-conflict", "live-many", "narrow"}
 
 // need reports a missing dependency: a failure under CI=true, a skip elsewhere.
 func need(t *testing.T, what string, err error) {
@@ -86,7 +87,7 @@ func TestConsoleInChromium(t *testing.T) {
 	})
 	artifacts := artifactDir(t)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "e2e/console.mjs", d.URL, artifacts)
 	cmd.Dir = packageDir()
@@ -113,7 +114,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("console.mjs: %v\nstderr:\n%s\n(screenshots in %s)", err, stderr.String(), artifacts)
 	}
 	out := stdout.String()
-	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok", "scenario 5 ok", "scenario 6 ok"} {
+	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok", "scenario 5 ok", "scenario 6 ok", "scenario 7 ok", "scenario 8 ok", "scenario 9 ok", "scenario 10 ok", "scenario 11 ok", "scenario 12 ok"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("console.mjs did not report %q", want)
 		}

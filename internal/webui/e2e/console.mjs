@@ -16,6 +16,18 @@
 //   5. A call with numeric progress (web_fetch of a slow download from SLOW_URL, which
 //      holds the second half of its body until SLOW_URL/release is asked) shows a bar
 //      part way, then full.
+//   7. Two approvers decide the same request: the one who comes second is told that
+//      the decision was not applied, and who decided what instead.
+//   8. More running calls than the browser opens connections to one host: every
+//      panel still shows its output and a call that ends is seen to end.
+//   9. In a phone-sized window no page scrolls sideways.
+//  10. While the daemon does not answer the page says so in plain words, and
+//      recovers by itself when it answers again.
+//  11. An approver's key is revoked with the approvals page open: the requests go,
+//      the page says why and stops asking.
+//  12. A decision the daemon refuses (a denial reason over 4096 bytes) is shown
+//      beside the buttons, with the reason's size; the request stays decidable.
+//      The card says in which folder the command would run.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
 import { chromium } from 'playwright-core';
@@ -394,6 +406,208 @@ try {
   await page.locator(`${bgPanel}[data-output-complete="true"][data-output-open="false"]`).waitFor({ timeout: LONG });
   checkClean();
   console.log('scenario 6 ok: a background job\'s call is live, its output streaming until the job ends');
+
+  // Scenarios 7 to 9 report each failure and go on, so that one run shows them all.
+  const failures = [];
+  const scenario = async (n, name, fn) => {
+    step(name);
+    try {
+      await fn();
+      console.log(`scenario ${n} ok: ${name}`);
+    } catch (err) {
+      await page.screenshot({ path: join(artifacts, `failure-${n}.png`), fullPage: true }).catch(() => {});
+      failures.push(`scenario ${n} (${name}): ${err.message}`);
+    }
+    problems.length = 0;
+  };
+
+  // --- 7. two approvers decide the same request --------------------------------------
+  // Another approver denies it while this page shows it; the click on Approve here
+  // comes too late: the page must say that this decision was not applied, and who
+  // decided instead, rather than list it as decided here.
+  await scenario(7, 'two approvers, the loser told', async () => {
+    const s7 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const raced = startCalls(s7.id, { calls: [{ id: 'raced', name: 'execute_command', arguments: { command: 'rm -rf build && git push --force' } }] });
+    const asked7 = await raced.waitFor((e) => e.type === 'approval_required', 'approval_required (race)');
+    await page.goto(`${base}/ui/#/approvals`);
+    await page.reload();
+    const card7 = page.locator(`article.approval[data-approval-id="${asked7.approval.id}"]`);
+    await card7.waitFor();
+    // The page must not learn of the other decision by refreshing its list first.
+    await page.route('**/v1/approvals?status=pending*', () => {});
+    await api('POST', `/v1/approvals/${asked7.approval.id}/decision`, { decision: 'deny', actor: 'alice', reason: `not today: ${'x'.repeat(600)}` });
+    await card7.getByRole('button', { name: 'Approve', exact: true }).click();
+    const lost = page.locator(`article.decided[data-approval-id="${asked7.approval.id}"] .conflict`);
+    try {
+      await lost.waitFor({ timeout: 20000 });
+    } catch {
+      fail(`no message that the decision was not applied; the page shows: ${await page.locator(`[data-approval-id="${asked7.approval.id}"]`).first().textContent()}`);
+    }
+    const text = await lost.textContent();
+    for (const want of ['not applied', 'denied', 'alice']) {
+      if (!text.includes(want)) fail(`conflict message ${JSON.stringify(text)} lacks ${JSON.stringify(want)}`);
+    }
+    await page.unroute('**/v1/approvals?status=pending*');
+    await within(raced.done, 'the raced call');
+    await shot('approve-conflict');
+  });
+
+  // --- 8. many calls on the live page -------------------------------------------------
+  // More running calls than a browser opens connections to one host (6 over HTTP/1.1):
+  // their progress streams must not take every connection, or the page stops seeing
+  // anything (a call that ends stays "running", a new call's output never shows).
+  await scenario(8, 'live page with more calls than connections', async () => {
+    // A session each: a session runs its commands one at a time.
+    const waitFile8 = (f) => `while [ ! -e ${f} ]; do sleep 0.1; done`;
+    const many = [];
+    const sessions8 = [];
+    for (let i = 0; i < 8; i++) {
+      const s8 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'], permission_mode: 'bypass' });
+      sessions8.push(s8);
+      many.push(startCalls(s8.id, { calls: [{ id: `many_${i}`, name: 'execute_command', arguments: { command: `echo many ${i}; ${waitFile8('stop8')}` } }], timeout_ms: 170000 }));
+    }
+    const ids = [];
+    for (const m of many) ids.push((await m.waitFor((e) => e.type === 'tool_start', 'tool_start (many)')).call_id);
+    try {
+      await page.goto(`${base}/ui/#/live`);
+      await page.reload();
+      for (let i = 0; i < ids.length; i++) {
+        await page.locator(`article.call[data-call-id="${ids[i]}"]`).waitFor();
+      }
+      // Each panel shows its own output, the last started too.
+      for (let i = 0; i < ids.length; i++) {
+        await waitText(`pre.output[data-call-id="${ids[i]}"]`, `many ${i}\n`, `output of call ${i} of ${ids.length}`);
+      }
+      // The live list brings every shown call's record: no panel asks for its own.
+      let own = 0;
+      const ownRecord = (r) => { if (/\/v1\/tool-calls\/tc_[a-z0-9]+$/.test(new URL(r.url()).pathname)) own++; };
+      page.on('request', ownRecord);
+      await page.waitForTimeout(3000);
+      page.off('request', ownRecord);
+      if (own > 0) fail(`the panels asked for their own records ${own} times in 3 s while the live list brought them`);
+      // A call that ends is seen to end.
+      const s8b = await api('POST', '/v1/sessions', { available_tools: ['execute_command'], permission_mode: 'bypass' });
+      const quick = startCalls(s8b.id, { calls: [{ id: 'quick', name: 'execute_command', arguments: { command: `echo quick; ${waitFile8('go8')}` } }], timeout_ms: 170000 });
+      const quickID = (await quick.waitFor((e) => e.type === 'tool_start', 'tool_start (quick)')).call_id;
+      await waitText(`pre.output[data-call-id="${quickID}"]`, 'quick\n', 'output of a call started while 8 run');
+      writeFileSync(join(s8b.workdir, 'go8'), '');
+      await page.locator(`article.call[data-call-id="${quickID}"][data-status="succeeded"]`).waitFor();
+      await shot('live-many');
+    } finally {
+      for (const s8 of sessions8) writeFileSync(join(s8.workdir, 'stop8'), ''); // the calls end whatever happened
+    }
+    for (const m of many) await within(m.done, 'the many calls');
+    for (const id8 of ids) await page.locator(`article.call[data-call-id="${id8}"][data-output-complete="true"]`).waitFor();
+  });
+
+  // --- 9. a narrow window ---------------------------------------------------------------
+  // On a phone-sized window no page scrolls sideways: wide tables scroll in their box.
+  await scenario(9, 'narrow window', async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    try {
+      for (const [hash, ready] of [['#/approvals', '#approvals'], ['#/calls', '#recent-calls tbody tr'], ['#/mcp', '#mcp-servers tr[data-server]'], ['#/audit', '#audit tbody tr'], ['#/live', '#live-calls']]) {
+        await page.goto(`${base}/ui/${hash}`);
+        await page.locator(ready).first().waitFor({ state: 'attached' });
+        await page.waitForTimeout(300);
+        const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+        if (wide > 375) {
+          await shot(`narrow-${hash.slice(2)}`);
+          fail(`${hash} is ${wide} px wide in a 375 px window`);
+        }
+      }
+      await shot('narrow');
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+    // On a wide window a long word (scenario 7's denial reason) wraps in its cell
+    // instead of pushing the table out of its box.
+    await page.goto(`${base}/ui/#/audit`);
+    await page.locator('#audit tr[data-action="approval.denied"]').first().waitFor();
+    const [scroll, client] = await page.locator('.table-wrap').evaluate((w) => [w.scrollWidth, w.clientWidth]);
+    if (scroll > client) {
+      await shot('wide-audit');
+      fail(`the audit table is ${scroll} px wide in a ${client} px box at 1280 px`);
+    }
+  });
+
+  // --- 10. the daemon does not answer --------------------------------------------------
+  // Every request of the page fails as when the daemon is down or restarting: the
+  // banner says the daemon does not answer (not the browser's "Failed to fetch") and
+  // goes once it answers again, the page working without a reload.
+  await scenario(10, 'daemon unreachable, then back', async () => {
+    await page.goto(`${base}/ui/#/approvals`);
+    await page.reload();
+    await page.locator('#approvals .empty, #approvals article').first().waitFor();
+    await page.route('**/v1/**', (r) => r.abort('connectionrefused'));
+    try {
+      await page.locator('#banner:not([hidden])').waitFor();
+      const said = await textOf('#banner');
+      if (!said.includes('does not answer') || !said.includes('trying again')) fail(`banner while the daemon is away: ${JSON.stringify(said)}`);
+      if (await textOf('#conn') !== 'unreachable') fail(`connection indicator: ${await textOf('#conn')}`);
+    } finally {
+      await page.unroute('**/v1/**');
+    }
+    await page.locator('#banner[hidden]').waitFor({ state: 'attached' });
+    await waitText('#conn', 'connected', 'the indicator once the daemon answers');
+  });
+
+  // --- 11. an approver's key is revoked while the approvals page is open -----------------
+  // The requests it showed go (their buttons could only fail) with a message saying
+  // why, and the page stops asking until a key is set.
+  await scenario(11, 'approver key revoked on the approvals page', async () => {
+    const approver = await api('POST', '/v1/keys', { name: 'console-approver', roles: ['approver'] });
+    const s11 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const held = startCalls(s11.id, { calls: [{ id: 'held', name: 'execute_command', arguments: { command: 'rm -rf build' } }] });
+    const asked11 = await held.waitFor((e) => e.type === 'approval_required', 'approval_required (revoked approver)');
+    try {
+      await page.goto(`${base}/ui/#/calls`);
+      await page.evaluate((k) => { localStorage.setItem('toolserverd.apiKey', k); location.hash = '#/approvals'; }, approver.key);
+      await page.locator(`article.approval[data-approval-id="${asked11.approval.id}"]`).waitFor();
+      await api('POST', `/v1/keys/${approver.id}/revoke`);
+      await page.locator('#approvals .empty', { hasText: 'revoked' }).waitFor({ timeout: 20000 });
+      if (await page.locator('article.approval').count() !== 0) fail('requests still offered for a decision with a revoked key');
+      let asking = 0;
+      const countAPI = (r) => { if (new URL(r.url()).pathname.startsWith('/v1/')) asking++; };
+      page.on('request', countAPI);
+      await page.waitForTimeout(4000);
+      page.off('request', countAPI);
+      if (asking > 0) fail(`the page asked the daemon ${asking} times in 4 s after it learnt the key was revoked`);
+    } finally {
+      await api('POST', `/v1/approvals/${asked11.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 11' });
+      await within(held.done, 'the held call');
+      await page.reload(); // the init script puts the admin key back
+    }
+  });
+
+  // --- 12. a decision the daemon refuses ---------------------------------------------------
+  // A denial reason over 4096 bytes is refused (400): the card says so where the
+  // approver looks (beside the buttons, as an alert) with the reason's size, and the
+  // request stays pending with its buttons usable.
+  await scenario(12, 'a refused decision is shown plainly', async () => {
+    const s12 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const held = startCalls(s12.id, { calls: [{ id: 'long_reason', name: 'execute_command', arguments: { command: 'rm -rf build' } }] });
+    const asked12 = await held.waitFor((e) => e.type === 'approval_required', 'approval_required (long reason)');
+    try {
+      await page.goto(`${base}/ui/#/approvals`);
+      const card12 = page.locator(`article.approval[data-approval-id="${asked12.approval.id}"]`);
+      await card12.waitFor();
+      // Where the command would run: what `rm -rf build` deletes depends on it.
+      await card12.locator('.workdir', { hasText: s12.workdir }).waitFor({ timeout: 20000 })
+        .catch(() => fail(`the card does not say where the command runs (${s12.workdir})`));
+      const reason = 'ü'.repeat(2500); // 5000 bytes
+      await card12.locator('input[name=reason]').fill(reason);
+      await card12.getByRole('button', { name: 'Deny' }).click();
+      const said = card12.locator('.actions [role=alert]');
+      await said.waitFor({ timeout: 20000 });
+      const text = await said.textContent();
+      if (!text.includes('4096') || !text.includes('5000 bytes')) fail(`refusal shown as ${JSON.stringify(text)}`);
+      if (await card12.getByRole('button', { name: 'Deny' }).isDisabled()) fail('Deny stays disabled after the refusal');
+    } finally {
+      await api('POST', `/v1/approvals/${asked12.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 12' });
+      await within(held.done, 'the long-reason call');
+    }
+  });
+  if (failures.length) fail(failures.join('\n'));
   console.log(JSON.stringify(summary));
 } catch (err) {
   await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});

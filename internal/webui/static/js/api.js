@@ -46,8 +46,11 @@ async function request(method, path, body, signal) {
       cache: 'no-store',
     });
   } catch (err) {
-    if (err.name !== 'AbortError') report(false, err);
-    throw err;
+    if (err.name === 'AbortError') throw err;
+    // The browser's own words ("Failed to fetch") say nothing to an approver.
+    const down = unreachable(err);
+    report(false, down);
+    throw down;
   }
   const text = await resp.text();
   let data = null;
@@ -66,6 +69,15 @@ async function request(method, path, body, signal) {
   return data;
 }
 
+// unreachable is the error of a request that got no answer at all: the daemon is
+// down or restarting, or the network is away. The pages keep asking and clear it
+// once the daemon answers.
+function unreachable(err) {
+  const e = new APIError(0, 'unreachable', `The daemon at ${location.origin} does not answer (${err.message}); trying again…`);
+  e.cause = err;
+  return e;
+}
+
 export const get = (path, signal) => request('GET', path, undefined, signal);
 export const post = (path, body, signal) => request('POST', path, body ?? {}, signal);
 
@@ -75,7 +87,13 @@ export const post = (path, body, signal) => request('POST', path, body ?? {}, si
 export async function sse(path, { lastEventId, signal, onEvent }) {
   const h = headers({ Accept: 'text/event-stream' });
   if (lastEventId) h['Last-Event-ID'] = lastEventId;
-  const resp = await fetch(base + path, { headers: h, signal, cache: 'no-store' });
+  let resp;
+  try {
+    resp = await fetch(base + path, { headers: h, signal, cache: 'no-store' });
+  } catch (err) {
+    if (err.name === 'AbortError') throw err;
+    throw unreachable(err);
+  }
   if (!resp.ok) {
     let data = null;
     try { data = await resp.json(); } catch { /* not JSON */ }

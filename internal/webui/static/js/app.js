@@ -54,14 +54,22 @@ function showPending(n) {
 }
 window.addEventListener('pending-count', (e) => showPending(e.detail));
 
+let watching = false;
 async function watchPending() {
+  if (watching) return;
+  watching = true;
   for (;;) {
     try {
       const { approvals: list } = await get('/v1/approvals?status=pending&limit=1000');
       showPending(list.length);
     } catch (err) {
       showPending(0);
-      if (err.status === 404) return; // approvals are off on this daemon
+      // Approvals are off on this daemon (404), or the key may not see them (401,
+      // 403): asking again changes nothing until a key is set.
+      if (err.status === 404 || err.status === 401 || err.status === 403) {
+        watching = false;
+        return;
+      }
     }
     await sleep(3000);
   }
@@ -79,6 +87,7 @@ function settings() {
     else if (dlg.returnValue === 'clear') setAPIKey('');
     else return;
     route(); // reload the page's data with the new key
+    watchPending();
   });
 }
 

@@ -5,6 +5,7 @@ import { get, post } from './api.js';
 import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult } from './dom.js';
 
 const ACTOR = 'web-console';
+const REASON_MAX = 4096; // bytes the daemon takes in a denial reason
 
 export async function mount(main, ctx) {
   const list = h('div', { id: 'approvals' });
@@ -19,12 +20,18 @@ export async function mount(main, ctx) {
     list, decidedSection);
 
   const cards = new Map(); // approval id → card
-  const onDecided = (a, card, result) => {
+  // Each request's session, asked once per session, for the folder its command runs in.
+  const sessions = new Map();
+  const sessionOf = (id) => {
+    if (!sessions.has(id)) sessions.set(id, get(`/v1/sessions/${encodeURIComponent(id)}`, ctx.signal).catch(() => null));
+    return sessions.get(id);
+  };
+  const onDecided = (a, card, result, conflict) => {
     cards.delete(a.id);
     window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
     card.remove();
     decidedSection.hidden = false;
-    decided.prepend(decidedCard(result, ctx.signal));
+    decided.prepend(decidedCard(result, ctx.signal, conflict));
     showEmpty();
   };
   const showEmpty = () => {
@@ -47,7 +54,7 @@ export async function mount(main, ctx) {
       for (const a of approvals) {
         let card = cards.get(a.id);
         if (!card) {
-          card = approvalCard(a, ctx, onDecided);
+          card = approvalCard(a, ctx, onDecided, sessionOf);
           cards.set(a.id, card);
           list.insertBefore(card, anchor);
         }
@@ -58,6 +65,17 @@ export async function mount(main, ctx) {
       if (cards.size > 0) await sleep(2000, ctx.signal);
     } catch (err) {
       if (isAbort(err)) return;
+      if (err.status === 401 || err.status === 403) {
+        // No key, a revoked one, or one without the approver role: what is listed can
+        // no longer be decided from here, and asking again changes nothing until a key
+        // is set (which mounts the page anew).
+        cards.clear();
+        clear(list);
+        list.append(h('p', { class: 'empty' }, `${err.message}. Pending requests show here again once a key that may decide them is set.`));
+        window.dispatchEvent(new CustomEvent('pending-count', { detail: 0 }));
+        ctx.error(err);
+        return;
+      }
       if (err.status === 404) {
         clear(list);
         list.append(h('p', { class: 'empty' }, 'Approvals are not enabled on this daemon (permissions are off).'));
@@ -69,16 +87,26 @@ export async function mount(main, ctx) {
   }
 }
 
-function approvalCard(a, ctx, onDecided) {
+function approvalCard(a, ctx, onDecided, sessionOf) {
   const rules = a.suggestions || [];
   const reason = h('input', { type: 'text', name: 'reason', placeholder: 'reason for a denial (the model sees it)', 'aria-label': 'denial reason' });
   const buttons = [];
   const status = h('span', { class: 'meta' });
+  // Why the daemon refused a decision, beside the buttons where the approver looks.
+  const refused = h('span', { class: 'decision-error', role: 'alert', hidden: true });
   const card = h('article', { class: 'card approval', dataset: { approvalId: a.id, callId: a.call_id } });
+  // What `rm -rf build` deletes depends on where it runs: the session's folder.
+  const where = h('p', { class: 'workdir meta', hidden: true });
+  sessionOf(a.session_id).then((s) => {
+    if (!s?.workdir) return;
+    where.append('runs in ', h('code', {}, s.workdir));
+    where.hidden = false;
+  });
 
   async function decide(decision, extra) {
     for (const b of buttons) b.disabled = true;
     status.textContent = 'sending…';
+    refused.hidden = true;
     try {
       const res = await post(`/v1/approvals/${encodeURIComponent(a.id)}/decision`, { decision, actor: ACTOR, ...extra }, ctx.signal);
       onDecided(a, card, res);
@@ -86,9 +114,13 @@ function approvalCard(a, ctx, onDecided) {
       if (isAbort(err)) return;
       if (err.status === 409) { // someone else decided first, or it expired
         const now = await get(`/v1/approvals/${encodeURIComponent(a.id)}`, ctx.signal).catch(() => null);
-        if (now) { onDecided(a, card, now); return; }
+        if (now && now.status !== 'pending') { onDecided(a, card, now, notApplied(DECISION_WORDS[decision], now)); return; }
       }
-      status.textContent = err.message;
+      status.textContent = '';
+      const size = extra?.reason ? new TextEncoder().encode(extra.reason).length : 0;
+      refused.textContent = `Not ${decision === 'deny' ? 'denied' : 'approved'}: ${err.message}` +
+        (size > REASON_MAX ? ` (this reason has ${size} bytes)` : '');
+      refused.hidden = false;
       for (const b of buttons) b.disabled = false;
     }
   }
@@ -105,6 +137,7 @@ function approvalCard(a, ctx, onDecided) {
       h('span', { class: 'meta' }, 'requested ', time(a.created_at), ` (${ago(a.created_at)})`,
         a.expires_at ? [' · expires ', time(a.expires_at)] : '')),
     h('p', { class: 'reason' }, a.reason || h('span', { class: 'muted' }, 'no reason given')),
+    where,
     h('h3', {}, 'Arguments'),
     jsonBlock(a.arguments),
     h('h3', {}, 'Suggested rules'),
@@ -122,14 +155,33 @@ function approvalCard(a, ctx, onDecided) {
         return b;
       })(),
       reason,
-      button('Deny', 'danger', () => decide('deny', { reason: reason.value.trim() || 'denied from the web console' }))),
+      button('Deny', 'danger', () => decide('deny', { reason: reason.value.trim() || 'denied from the web console' })),
+      refused),
     h('div', { class: 'meta' }, `session ${a.session_id} · call `, h('a', { href: `#/calls/${a.call_id}` }, a.call_id), ' · ', status),
   );
   return card;
 }
 
+const DECISION_WORDS = {
+  approve: 'approval', approve_for_session: 'approval for the session',
+  approve_with_rule: 'approval with a rule', deny: 'denial',
+};
+
+// notApplied says why a decision made here came too late: another approver decided
+// first (who, what and when), or the request expired.
+function notApplied(what, now) {
+  const d = now.decision || {};
+  if (now.status === 'expired' || !d.actor) {
+    return `Your ${what} was not applied: the request had already ${now.status === 'expired' ? 'expired' : 'been ' + now.status}` +
+      (now.decided_at ? ` (${new Date(now.decided_at).toLocaleString()})` : '') + '.';
+  }
+  return `Your ${what} was not applied: ${d.actor} had already ${now.status === 'denied' ? 'denied' : 'approved'} this request` +
+    (now.decided_at ? ` at ${new Date(now.decided_at).toLocaleString()}` : '') + '.';
+}
+
 // decidedCard shows a decision and, once the call has run (or was denied), its result.
-function decidedCard(a, signal) {
+// conflict, when set, says that the decision made on this page was not the one taken.
+function decidedCard(a, signal, conflict) {
   const d = a.decision || {};
   const result = h('div', { class: 'call-result' }, h('p', { class: 'muted' }, 'waiting for the result…'));
   const st = h('span', {}, badge(a.status, `st-${a.status}`));
@@ -138,8 +190,10 @@ function decidedCard(a, signal) {
       h('span', { class: 'title mono' }, a.tool), st,
       h('span', { class: 'meta' }, `decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`,
         d.reason ? ` — “${d.reason}”` : '')),
+    conflict ? h('p', { class: 'conflict', role: 'alert' }, conflict) : '',
     h('div', { class: 'meta' }, 'call ', h('a', { href: `#/calls/${a.call_id}` }, a.call_id)),
     result);
+  if (conflict) card.dataset.conflict = 'true';
   (async () => {
     for (;;) {
       try {

@@ -13,9 +13,9 @@ export async function mount(main, ctx) {
   main.append(
     h('div', { class: 'section-title' }, h('h1', {}, 'Audit trail'), h('span', { class: 'meta' }, "who did what, newest first (approvers see their tenant's approvals, admins everything)")),
     h('div', { class: 'toolbar' }, action),
-    h('table', { id: 'audit' },
+    h('div', { class: 'table-wrap' }, h('table', { id: 'audit' },
       h('thead', {}, h('tr', {}, ['When', 'Action', 'Subject', 'Actor', 'Tenant', 'Details'].map((t) => h('th', {}, t)))),
-      tbody),
+      tbody)),
     h('p', {}, older));
 
   let last = 0; // id of the last entry shown: the next page's cursor
@@ -42,7 +42,7 @@ export async function mount(main, ctx) {
             ? h('a', { href: `#/calls/${e.detail.call_id}` }, e.subject) : e.subject),
           h('td', {}, e.actor),
           h('td', { class: 'meta' }, e.tenant),
-          h('td', { class: 'meta' }, summary(e.detail))));
+          h('td', { class: 'meta wrap' }, summary(e.detail))));
       }
       if (entries.length) last = entries[entries.length - 1].id;
       older.hidden = entries.length < 100;

@@ -12,6 +12,17 @@ const terminal = (s) => s === 'succeeded' || s === 'failed';
 // changes nothing until a key is set, which mounts the page anew.
 const denied = (err) => err.status === 401 || err.status === 403;
 const enc = new TextEncoder();
+// A call that waits (for a person, or its turn) prints nothing: its panel opens no
+// stream meanwhile, and reads by offset what came while it waited once it runs.
+const idle = (s) => s === 'pending' || s === 'waiting';
+
+// A browser opens at most 6 connections to one host (HTTP/1.1), and an event stream
+// holds one for as long as it lasts: a page following more calls than that would
+// have none left for anything else (records, approvals), and the panels beyond the
+// sixth would show nothing. So at most STREAM_SLOTS panels follow an event stream;
+// the others read their output by offset once a second until a slot is free.
+const STREAM_SLOTS = 3;
+let streamsOpen = 0;
 
 function b64bytes(s) {
   const bin = atob(s);
@@ -44,6 +55,7 @@ export function callPanel(call, signal) {
     h('h3', {}, 'Result'), result);
 
   const cursor = {}; // stream → bytes shown
+  let known = ['stdout']; // streams the call has (read by offset when not following)
   const decoders = {};
   let last = { stream: null, span: null };
 
@@ -106,6 +118,21 @@ export function callPanel(call, signal) {
   const followStream = (async () => {
     let lastId = '';
     while (!closed && !streamStop.signal.aborted) {
+      if (idle(rec.status) || streamsOpen >= STREAM_SLOTS) {
+        if (!idle(rec.status)) {
+          try {
+            await readOnce();
+          } catch (err) {
+            if (isAbort(err)) return;
+            if (err.status === 503) { note.textContent = 'Live output is turned off on this daemon (progress.enabled=false).'; return; }
+            if (err.status === 404) return;
+            if (denied(err)) { note.textContent = err.message; return; }
+          }
+        }
+        if (!closed) await sleep(1000, streamStop.signal).catch(() => {});
+        continue;
+      }
+      streamsOpen++;
       try {
         await sse(`/v1/tool-calls/${encodeURIComponent(id)}/progress/stream`, {
           lastEventId: lastId,
@@ -124,10 +151,37 @@ export function callPanel(call, signal) {
         if (err.status === 503) { note.textContent = 'Live output is turned off on this daemon (progress.enabled=false).'; return; }
         if (err.status === 404) return;
         if (denied(err)) { note.textContent = err.message; return; }
+      } finally {
+        streamsOpen--;
       }
       if (!closed) await sleep(1000, streamStop.signal).catch(() => {});
     }
   })();
+
+  // readOnce reads, by offset, what each of the call's streams has beyond what is
+  // shown (one read a stream); when every stream says it is finished the output is over.
+  async function readOnce() {
+    let over = true;
+    for (const st of [...known]) {
+      const r = await get(`/v1/tool-calls/${encodeURIComponent(id)}/progress?stream=${encodeURIComponent(st)}&offset=${cursor[st] || 0}&encoding=base64`, streamStop.signal);
+      if (r.streams) known = [...new Set([...known, ...r.streams])];
+      showValue(r.progress);
+      const bytes = b64bytes(r.data);
+      if (bytes.length) append(st, bytes, r.offset);
+      if (!r.finished || bytes.length) over = false;
+    }
+    if (over) closed = true;
+  }
+
+  // The live page hands the panel each record it lists (card.feed), so that a page of
+  // many calls does not ask for each one's record every second; once the list no
+  // longer has the call (it ended), card.unfeed makes the panel ask again.
+  let fed = false;
+  card.feed = (c) => {
+    fed = true;
+    if (c.status !== rec.status || c.output_open !== rec.output_open || c.duration_ms !== rec.duration_ms) showRecord(c);
+  };
+  card.unfeed = () => { fed = false; };
 
   // Poll the record until the call is over; then read what the stream has not shown.
   (async () => {
@@ -136,6 +190,7 @@ export function callPanel(call, signal) {
       // until the output closes.
       while (!terminal(rec.status) || (rec.output_open && !closed)) {
         await sleep(1000, signal);
+        if (fed) continue;
         showRecord(await get(`/v1/tool-calls/${encodeURIComponent(id)}`, signal).catch((err) => { if (isAbort(err) || denied(err)) throw err; return rec; }));
       }
       if (!closed) {

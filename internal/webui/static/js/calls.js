@@ -16,7 +16,7 @@ export async function mount(main, ctx) {
   main.append(
     h('div', { class: 'section-title' }, h('h1', {}, 'Recent calls'), h('span', { class: 'meta' }, 'every session, newest first; click a row for its result')),
     h('div', { class: 'toolbar' }, status, filter),
-    table);
+    h('div', { class: 'table-wrap' }, table));
 
   const open = new Set();
   let calls = [];

@@ -19,9 +19,12 @@ export async function mount(main, ctx) {
     try {
       const { calls } = await get('/v1/tool-calls?live=true&limit=100', ctx.signal);
       ctx.ok();
+      const listed = new Set(calls.map((c) => c.id));
+      for (const [id, p] of shown) if (!listed.has(id)) p.unfeed(); // over: its panel asks
       for (const c of [...calls].reverse()) { // oldest first, each new one on top
-        if (shown.has(c.id)) continue;
+        if (shown.has(c.id)) { shown.get(c.id).feed(c); continue; }
         const panel = callPanel(c, ctx.signal);
+        panel.feed(c);
         shown.set(c.id, panel);
         list.prepend(panel);
       }

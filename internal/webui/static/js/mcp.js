@@ -6,9 +6,9 @@ export async function mount(main, ctx) {
   const tbody = h('tbody');
   main.append(
     h('div', { class: 'section-title' }, h('h1', {}, 'MCP servers'), h('span', { class: 'meta' }, 'upstream servers whose tools this daemon offers; refreshed every few seconds')),
-    h('table', { id: 'mcp-servers' },
+    h('div', { class: 'table-wrap' }, h('table', { id: 'mcp-servers' },
       h('thead', {}, h('tr', {}, ['Server', 'Transport', 'State', 'Tools', 'Since', 'Restarts', 'Last error / notes', ''].map((t) => h('th', {}, t)))),
-      tbody));
+      tbody)));
   while (!ctx.signal.aborted) {
     try {
       const { servers } = await get('/v1/mcp/servers', ctx.signal);
@@ -31,7 +31,7 @@ export async function mount(main, ctx) {
           h('td', {}, String(s.tools)),
           h('td', {}, time(s.down_since || s.since), h('div', { class: 'meta' }, ago(s.down_since || s.since))),
           h('td', {}, String(s.restarts)),
-          h('td', {}, s.last_error ? h('div', { class: 'mono' }, s.last_error) : '', (s.notes || []).map((n) => h('div', { class: 'meta' }, n))),
+          h('td', { class: 'wrap' }, s.last_error ? h('div', { class: 'mono' }, s.last_error) : '', (s.notes || []).map((n) => h('div', { class: 'meta' }, n))),
           h('td', {}, s.state === 'disabled' ? '' : restart)));
       }
     } catch (err) {
