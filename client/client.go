@@ -346,6 +346,9 @@ type Event struct {
 	Data   string `json:"data"`
 	Offset int64  `json:"offset"`
 	Closed bool   `json:"closed"`
+	// OutputLost, on the closed event of a call's progress stream, says the call ran
+	// on a replica that has stopped, which held its output: gone, not empty.
+	OutputLost bool `json:"output_lost,omitempty"`
 	// Progress is the call's numeric progress on a tool_progress event written after
 	// it changed; nil on the others.
 	Progress *ProgressValue  `json:"progress,omitempty"`

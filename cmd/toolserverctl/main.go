@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -401,13 +402,30 @@ func runCall(ctx context.Context, c *client.Client, session string, tools, pos [
 // says (exit 1) rather than showing none.
 func callOutput(ctx context.Context, c *client.Client, callID, stream string, follow bool, out, errOut io.Writer) (int, error) {
 	var offset int64
+	saidUnavailable := false
 	for {
 		p, err := c.Progress(ctx, callID, client.ProgressQuery{Stream: stream, Offset: offset, Encoding: "base64"})
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, nil // interrupted: how a follow ends
 			}
-			return 1, err
+			// Following, a replica out of reach for now (503 with Retry-After) is
+			// waited for: a stopped one soon says its output is lost.
+			var ce *client.Error
+			if !follow || !errors.As(err, &ce) || ce.Status != http.StatusServiceUnavailable {
+				return 1, err
+			}
+			if !saidUnavailable {
+				fmt.Fprintf(errOut, "waiting: %s\n", ce.Message)
+				saidUnavailable = true
+			}
+			wait := min(max(ce.RetryAfter, time.Second), 30*time.Second)
+			select {
+			case <-ctx.Done():
+				return 0, nil
+			case <-time.After(wait):
+			}
+			continue
 		}
 		b, err := base64.StdEncoding.DecodeString(p.Data)
 		if err != nil {

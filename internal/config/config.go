@@ -779,9 +779,9 @@ func keepCase(file string, c *Config) error {
 // SecretEnvNames are the daemon's own environment variables that may hold secrets:
 // TOOLSERVER_* (written as such: the store URL with its password, the web search
 // key, toolserverctl's key), the variables the *_env keys name and, with a PostgreSQL
-// store, libpq's PGPASSWORD and PGPASSFILE (pgx reads them when the URL holds no
-// password). Processes the daemon starts for others (stdio MCP servers) are not
-// given them.
+// store, libpq's PGPASSWORD, PGPASSFILE, PGSSLPASSWORD and PGSERVICEFILE (pgx
+// reads them when the URL holds no password or key passphrase). Processes the
+// daemon starts for others (stdio MCP servers) are not given them.
 func (c *Config) SecretEnvNames() []string {
 	names := []string{"TOOLSERVER_*"}
 	add := func(n string) {
@@ -792,6 +792,10 @@ func (c *Config) SecretEnvNames() []string {
 	if strings.HasPrefix(c.Store, "postgres://") || strings.HasPrefix(c.Store, "postgresql://") {
 		add("PGPASSWORD")
 		add("PGPASSFILE")
+		// The passphrase of the client key (sslkey) of a store that authenticates
+		// by certificate, and a service file, which may hold a password.
+		add("PGSSLPASSWORD")
+		add("PGSERVICEFILE")
 	}
 	add(c.ApprovalWebhook.SecretEnv)
 	for _, o := range c.OpenAPI {

@@ -579,7 +579,9 @@ mcp_servers:
 	// With a PostgreSQL store, the password pgx may take from libpq's variables is
 	// the daemon's too; with SQLite a postgres MCP server keeps its PGPASSWORD.
 	c.Store = "postgres://app@127.0.0.1/db"
-	if got, want := strings.Join(c.SecretEnvNames(), ","), "TOOLSERVER_*,PGPASSWORD,PGPASSFILE,HOOK_SECRET"; !strings.HasPrefix(got, want) {
+	// PGSSLPASSWORD decrypts the client key of a store that authenticates by
+	// certificate (sslkey), and PGSERVICEFILE may hold a password as a passfile does.
+	if got, want := strings.Join(c.SecretEnvNames(), ","), "TOOLSERVER_*,PGPASSWORD,PGPASSFILE,PGSSLPASSWORD,PGSERVICEFILE,HOOK_SECRET"; !strings.HasPrefix(got, want) {
 		t.Errorf("SecretEnvNames with PostgreSQL = %s, want it to start %s", got, want)
 	}
 	if h := c.MCPServers[0].Headers; h["Authorization"] != "Bearer ${GH_TOKEN}" {

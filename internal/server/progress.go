@@ -276,8 +276,12 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 		return finished, true
 	}
 	closed := func() {
-		send("closed", toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Closed: true,
-			Progress: values.latest(s.Progress, rec.ID), TS: time.Now()}))
+		e := toProgressEvent(progress.Event{CallID: rec.ID, ToolCallID: rec.ToolCallID, Closed: true,
+			Progress: values.latest(s.Progress, rec.ID), TS: time.Now()})
+		// Served here because the replica that ran the call has stopped, with none of
+		// its output here: it is lost, not empty (as getProgress says).
+		e.OutputLost = ownerGone(r.Context()) && len(s.Progress.Streams(rec.ID)) == 0
+		send("closed", e)
 	}
 	if finished, ok := catchUp(); !ok {
 		return

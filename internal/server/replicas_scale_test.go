@@ -173,6 +173,49 @@ func TestProgressReadOnAnotherReplica(t *testing.T) {
 	if code, _, body := b.do("GET", "/v1/tool-calls/"+cid, nil); code != 200 || !strings.Contains(string(body), "second-line") {
 		t.Fatalf("the call's record through B with the owner stopped: %d %s", code, body)
 	}
+	// The server-sent-event stream says so too: its closed event, with no output
+	// before it, read as a call that printed nothing.
+	if text, closed := readSSEClosed(t, b, cid); text != "" || closed["output_lost"] != true {
+		t.Fatalf("SSE through B with the owner stopped: output %q, closed event %v; want no output and output_lost", text, closed)
+	}
+}
+
+// readSSEClosed reads a call's progress stream to its closed event: the stdout text
+// before it and the closed event's data.
+func readSSEClosed(t *testing.T, d *daemon, callID string) (string, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(d.url + "/v1/tool-calls/" + callID + "/progress/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("SSE: %d", resp.StatusCode)
+	}
+	var text strings.Builder
+	var event string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var e map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e); err != nil {
+				t.Fatal(err)
+			}
+			if event == "closed" {
+				return text.String(), e
+			}
+			if e["stream"] == "stdout" {
+				s, _ := e["text"].(string)
+				text.WriteString(s)
+			}
+		}
+	}
+	t.Fatal("SSE stream ended without a closed event")
+	return "", nil
 }
 
 type progressRead struct {

@@ -28,6 +28,9 @@ type progressEvent struct {
 	Data       string `json:"data,omitempty"`
 	Offset     int64  `json:"offset"`
 	Closed     bool   `json:"closed"`
+	// OutputLost, on the closed event of a progress stream: the call ran on a
+	// replica that has stopped, which held its output (see getProgress).
+	OutputLost bool `json:"output_lost,omitempty"`
 	// Progress is the call's latest numeric progress, on an event written after it
 	// changed (see valueGate).
 	Progress *progressValue `json:"progress,omitempty"`
