@@ -50,48 +50,7 @@ func TestMCPServerEnvFromDaemon(t *testing.T) {
 		c.MCPServers = []config.MCPServerConfig{{Name: "everything", Transport: "stdio", Command: "node", Args: []string{js, "stdio"},
 			Env: map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "${TEST_MCPENV_GH_TOKEN}"}}}
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(d.URL + "/v1/mcp/servers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(b), `"state":"ready"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: %s", b)
-		}
-	}
-	code, out := post(t, d.URL+"/v1/tool-calls", map[string]any{"session": map[string]any{"available_tools": []string{"mcp__everything__get-env"}},
-		"calls": []any{map[string]any{"id": "c", "name": "mcp__everything__get-env", "arguments": map[string]any{}}}})
-	if code != http.StatusOK {
-		t.Fatalf("call: %d %s", code, out)
-	}
-	var env map[string]string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Type    string
-			Message struct {
-				Content string
-				IsError bool `json:"is_error"`
-			}
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == "message" {
-			if ev.Message.IsError {
-				t.Fatalf("get-env failed: %s", ev.Message.Content)
-			}
-			if err := json.Unmarshal([]byte(ev.Message.Content), &env); err != nil {
-				t.Fatalf("get-env: %v: %s", err, ev.Message.Content)
-			}
-		}
-	}
-	if env == nil {
-		t.Fatalf("no message in %s", out)
-	}
+	env := getEnv(t, d.URL, "everything")
 	if got := env["GITHUB_PERSONAL_ACCESS_TOKEN"]; got != "gh-token-value" {
 		t.Errorf("GITHUB_PERSONAL_ACCESS_TOKEN = %q, want the value of TEST_MCPENV_GH_TOKEN", got)
 	}
