@@ -217,10 +217,7 @@ func (c *Client) Tools(ctx context.Context, sessionID, format string) ([]json.Ra
 // ListTools lists every registered tool in a format (GET /v1/tools), with the tools
 // the format leaves out named in Omitted.
 func (c *Client) ListTools(ctx context.Context, format string) (ToolList, error) {
-	path := "/v1/tools"
-	if format != "" {
-		path += "?format=" + url.QueryEscape(format)
-	}
+	path := withFormat("/v1/tools", format)
 	var out ToolList
 	err := c.do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
@@ -382,9 +379,7 @@ func (c *Client) Run(ctx context.Context, sessionID, format string, b Batch, fn 
 	if sessionID != "" {
 		path = "/v1/sessions/" + url.PathEscape(sessionID) + "/tool-calls"
 	}
-	if format != "" {
-		path += "?format=" + url.QueryEscape(format)
-	}
+	path = withFormat(path, format)
 	resp, err := c.request(ctx, http.MethodPost, path, b)
 	if err != nil {
 		return err
@@ -399,10 +394,7 @@ func (c *Client) Run(ctx context.Context, sessionID, format string, b Batch, fn 
 // while the call waits for a decision ends the stream with a cancelled message saying
 // the call goes on: follow it again after the restart.
 func (c *Client) FollowCall(ctx context.Context, callID, format string, fn func(Event) error) error {
-	path := "/v1/tool-calls/" + url.PathEscape(callID) + "/events"
-	if format != "" {
-		path += "?format=" + url.QueryEscape(format)
-	}
+	path := withFormat("/v1/tool-calls/"+url.PathEscape(callID)+"/events", format)
 	resp, err := c.request(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
@@ -416,10 +408,7 @@ func (c *Client) FollowCall(ctx context.Context, callID, format string, fn func(
 // returns when ctx ends (its error), when fn returns an error, or nil when the daemon
 // ends the stream (it stops: connect again, to another replica or the restarted one).
 func (c *Client) SessionEvents(ctx context.Context, sessionID, format string, fn func(Event) error) error {
-	path := "/v1/sessions/" + url.PathEscape(sessionID) + "/events"
-	if format != "" {
-		path += "?format=" + url.QueryEscape(format)
-	}
+	path := withFormat("/v1/sessions/"+url.PathEscape(sessionID)+"/events", format)
 	resp, err := c.request(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
@@ -837,4 +826,12 @@ func (c *Client) RemoveMCPServer(ctx context.Context, name string) error {
 // RestartMCPServer reconnects an upstream MCP server (admin).
 func (c *Client) RestartMCPServer(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodPost, "/v1/mcp/servers/"+url.PathEscape(name)+"/restart", nil, nil)
+}
+
+// withFormat is path with the format query when one is given.
+func withFormat(path, format string) string {
+	if format == "" {
+		return path
+	}
+	return path + "?format=" + url.QueryEscape(format)
 }
