@@ -687,6 +687,10 @@ func wholeNumber(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
+// bareDecimal is a number as written without a unit ("30", "2.5"): "inf" or "1e3"
+// are left to the duration parser, whose "1e3s" would be no advice.
+var bareDecimal = regexp.MustCompile(`^[+-]?[0-9]+(\.[0-9]*)?$`)
+
 // bareNumberDuration refuses a number where a duration goes: YAML reads
 // "approval_ttl: 3600" as a number, which would be 3600 nanoseconds, and the
 // environment's and flags' "3600" got Go's "missing unit in duration". 0 needs none.
@@ -697,7 +701,7 @@ func bareNumberDuration(from, to reflect.Type, data any) (any, error) {
 	switch from.Kind() {
 	case reflect.String:
 		s := strings.TrimSpace(reflect.ValueOf(data).String())
-		if f, err := strconv.ParseFloat(s, 64); err == nil && f != 0 {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f != 0 && bareDecimal.MatchString(s) {
 			return nil, fmt.Errorf("%s has no unit: write a duration such as %ss or %sm", s, s, s)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,

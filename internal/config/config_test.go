@@ -425,6 +425,11 @@ func TestDurationsNeedAUnit(t *testing.T) {
 			t.Errorf("%s: error %v, want one asking for a unit", env, err)
 		}
 	}
+	for _, env := range []string{"TOOLSERVER_SHUTDOWN_TIMEOUT=inf", "TOOLSERVER_SHUTDOWN_TIMEOUT=1e3"} {
+		if _, err := Load(nil, []string{env}); err == nil || strings.Contains(err.Error(), "write a duration such as") {
+			t.Errorf("%s: error %v, want the duration parser's refusal, not advice to add a unit", env, err)
+		}
+	}
 	if _, err := Load([]string{"--store-connect-timeout", "45"}, nil); err == nil || !strings.Contains(err.Error(), "has no unit") {
 		t.Errorf("--store-connect-timeout 45: error %v, want one asking for a unit", err)
 	}
