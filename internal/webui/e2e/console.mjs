@@ -607,6 +607,48 @@ try {
       await within(held.done, 'the long-reason call');
     }
   });
+  // --- 13. more requests pending than the approvals page lists ---------------------------
+  // The page lists the newest 200; the badge counts up to 1000. The page set the badge
+  // to its 200 after each refresh and the badge's own poll set it back, so it flipped.
+  await scenario(13, 'more pending than the page lists', async () => {
+    const s13 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const n = 205;
+    const many = startCalls(s13.id, {
+      calls: Array.from({ length: n }, (_, i) => ({ id: `many_${i}`, name: 'execute_command', arguments: { command: `rm -rf build${i}` } })),
+    });
+    const pendingOf = async () => {
+      let all = [];
+      let before = '';
+      for (;;) {
+        const r = await api('GET', `/v1/approvals?status=pending&session_id=${s13.id}&limit=200${before}`);
+        all = all.concat(r.approvals);
+        if (!r.next_before) return all;
+        before = `&before=${encodeURIComponent(r.next_before)}`;
+      }
+    };
+    try {
+      const deadline = Date.now() + LONG;
+      while ((await pendingOf()).length < n) {
+        if (Date.now() > deadline) fail(`the ${n} calls did not all wait for approval`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      await page.goto(`${base}/ui/#/approvals`);
+      await page.locator('#approvals .more:not([hidden])').waitFor({ timeout: 20000 })
+        .catch(() => fail('the page does not say that more requests wait than it lists'));
+      const seen = new Set();
+      for (let i = 0; i < 10; i++) {
+        const text = await page.locator('#pending-count').textContent();
+        seen.add(text);
+        if (Number.parseInt(text, 10) < n) fail(`the badge says ${text} with at least ${n} requests pending (seen: ${[...seen].join(', ')})`);
+        await page.waitForTimeout(700);
+      }
+    } finally {
+      for (const a of await pendingOf()) {
+        await api('POST', `/v1/approvals/${a.id}/decision`, { decision: 'deny', reason: 'end of scenario 13' }).catch(() => {});
+      }
+      await within(many.done, 'the many calls');
+    }
+  });
   if (failures.length) fail(failures.join('\n'));
   console.log(JSON.stringify(summary));
 } catch (err) {

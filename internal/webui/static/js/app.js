@@ -1,7 +1,7 @@
 // The console's shell: navigation by URL fragment (#/approvals, #/live, #/calls/tc_…),
 // the API key dialog, the error banner and the connection indicator.
 import { apiKey, setAPIKey, onConnection, get } from './api.js';
-import { clear, isAbort, sleep } from './dom.js';
+import { clear, isAbort } from './dom.js';
 import * as approvals from './approvals.js';
 import * as live from './live.js';
 import * as calls from './calls.js';
@@ -48,11 +48,18 @@ onConnection((ok, err) => {
 // The pending count in the navigation, kept fresh whatever page is shown (the
 // approvals page reports its own count at once).
 const pendingBadge = document.getElementById('pending-count');
-function showPending(n) {
+function showPending(n, more = false) {
   pendingBadge.hidden = n === 0;
-  pendingBadge.textContent = String(n);
+  pendingBadge.textContent = more ? `${n}+` : String(n);
 }
-window.addEventListener('pending-count', (e) => showPending(e.detail));
+// A page that knows the count says it; one that lists only part of what waits (the
+// approvals page shows the newest 200) asks for a poll of the badge's own instead.
+let wakeWatch = null;
+window.addEventListener('pending-count', (e) => {
+  if (typeof e.detail === 'number') showPending(e.detail);
+  else if (wakeWatch) wakeWatch();
+  else watchPending();
+});
 
 let watching = false;
 async function watchPending() {
@@ -60,8 +67,8 @@ async function watchPending() {
   watching = true;
   for (;;) {
     try {
-      const { approvals: list } = await get('/v1/approvals?status=pending&limit=1000');
-      showPending(list.length);
+      const { approvals: list, next_before: more } = await get('/v1/approvals?status=pending&limit=1000');
+      showPending(list.length, Boolean(more));
     } catch (err) {
       showPending(0);
       // Approvals are off on this daemon (404), or the key may not see them (401,
@@ -71,7 +78,8 @@ async function watchPending() {
         return;
       }
     }
-    await sleep(3000);
+    await new Promise((r) => { wakeWatch = r; setTimeout(r, 3000); });
+    wakeWatch = null;
   }
 }
 

@@ -6,6 +6,7 @@ import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult } f
 
 const ACTOR = 'web-console';
 const REASON_MAX = 4096; // bytes the daemon takes in a denial reason
+const PAGE = 200; // requests listed at most
 
 export async function mount(main, ctx) {
   const list = h('div', { id: 'approvals' });
@@ -26,9 +27,15 @@ export async function mount(main, ctx) {
     if (!sessions.has(id)) sessions.set(id, get(`/v1/sessions/${encodeURIComponent(id)}`, ctx.signal).catch(() => null));
     return sessions.get(id);
   };
+  // More wait than the page lists (it shows the newest 200): the badge's own count,
+  // which reads up to 1000, is then the one to show, not the cards here.
+  let partial = false;
+  const more = h('p', { class: 'more meta', hidden: true },
+    `More requests wait than this page lists (the ${PAGE} newest are shown): decide these to see the rest.`);
+  const countHere = () => window.dispatchEvent(new CustomEvent('pending-count', { detail: partial ? 'poll' : cards.size }));
   const onDecided = (a, card, result, conflict) => {
     cards.delete(a.id);
-    window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
+    countHere();
     card.remove();
     decidedSection.hidden = false;
     decided.prepend(decidedCard(result, ctx.signal, conflict));
@@ -43,8 +50,9 @@ export async function mount(main, ctx) {
     try {
       // While nothing is pending the daemon holds the request until something is.
       const wait = cards.size === 0 && !first ? '&wait=25s' : '';
-      const { approvals } = await get(`/v1/approvals?status=pending&limit=200${wait}`, ctx.signal);
+      const { approvals, next_before: nextBefore } = await get(`/v1/approvals?status=pending&limit=${PAGE}${wait}`, ctx.signal);
       ctx.ok();
+      partial = Boolean(nextBefore);
       const ids = new Set(approvals.map((a) => a.id));
       for (const [id, card] of cards) {
         if (!ids.has(id)) { card.remove(); cards.delete(id); } // decided elsewhere or expired
@@ -61,7 +69,9 @@ export async function mount(main, ctx) {
         anchor = card.nextSibling;
       }
       showEmpty();
-      window.dispatchEvent(new CustomEvent('pending-count', { detail: cards.size }));
+      more.hidden = !partial;
+      list.append(more); // after the cards
+      countHere();
       if (cards.size > 0) await sleep(2000, ctx.signal);
     } catch (err) {
       if (isAbort(err)) return;
