@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
+	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -37,7 +38,9 @@ func (s slowReport) Run(ctx *tool.Context, _ json.RawMessage) (*tool.Result, err
 // as a tool_result event; ending the context ends the follow.
 func TestSessionEvents(t *testing.T) {
 	t.Parallel()
-	d := testdaemon.Start(t, nil)
+	// Keepalives come soon, so that the test knows when its stream is open: events
+	// before that are not the stream's (a CI run lost the approval request so).
+	d := testdaemon.Start(t, func(c *config.Config) { c.StreamKeepalive = 200 * time.Millisecond })
 	bg := slowReport{release: make(chan struct{})}
 	if err := d.App.Tools.Register(bg); err != nil {
 		t.Fatal(err)
@@ -49,11 +52,18 @@ func TestSessionEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	followCtx, stop := context.WithCancel(ctx)
-	events := make(chan client.Event, 16)
+	events := make(chan client.Event, 1024)
 	followed := make(chan error, 1)
 	go func() {
 		followed <- c.SessionEvents(followCtx, s.ID, "", func(ev client.Event) error { events <- ev; return nil })
 	}()
+	select {
+	case <-events: // a keepalive: the stream is open
+	case err := <-followed:
+		t.Fatalf("SessionEvents: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session's events stream did not open in 30 s")
+	}
 	var handle string
 	err = c.Run(ctx, s.ID, "", client.Batch{Calls: []client.Call{{ID: "r1", Name: "slow_report", Arguments: json.RawMessage(`{}`)}}},
 		func(ev client.Event) error {
