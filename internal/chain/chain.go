@@ -271,20 +271,109 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 	return "", nil
 }
 
-// encodeJSON encodes a script's value for the line to the daemon, whose JSON reader
-// (encoding/json, on both sides) refuses a value nested more than 10,000 deep: such a
-// value is refused here, as one that cannot be encoded, not on the line, which would
-// end the worker.
+// maxValueDepth is how deep a script's value sent to the daemon (a call's arguments,
+// the global result) may nest lists, tuples, dicts and structs. encoding/json, which
+// reads the line on both sides, refuses more than 10,000 levels of the whole message,
+// and Starlark's encoder recurses once per level (a Go stack of megabytes, more under
+// the race detector, within the worker's address-space bound); no tool's arguments
+// nest a thousand deep.
+const maxValueDepth = 1000
+
+// encodeJSON encodes a script's value for the line to the daemon. A value nested more
+// than maxValueDepth deep is refused here, as one that cannot be encoded, before the
+// encoder recurses into it.
 func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
+	if err := checkDepth(v, maxValueDepth); err != nil {
+		return nil, err
+	}
 	out, err := starlark.Call(th, starjson.Module.Members["encode"], starlark.Tuple{v}, nil)
 	if err != nil {
 		return nil, err
 	}
 	s, _ := starlark.AsString(out)
-	if !json.Valid([]byte(s)) { // starlark's encoding is valid JSON but for its depth
-		return nil, errors.New("json.encode: the value nests lists and dicts more than 10000 deep")
-	}
 	return []byte(s), nil
+}
+
+// checkDepth walks v without recursing and fails when it nests deeper than max. A
+// value that holds itself is left to the encoder, which names the cycle.
+func checkDepth(v starlark.Value, max int) error {
+	type level struct {
+		seq   starlark.Indexable // its elements, read in place (a list, tuple, range)
+		items []starlark.Value   // or these, gathered (a dict's values, a set, a struct's fields)
+		pos   int
+		owner starlark.Value // a list, dict or set, for the cycle check; else nil
+	}
+	onPath := map[starlark.Value]bool{}
+	var stack []level
+	push := func(v starlark.Value) (cycle bool, err error) {
+		var seq starlark.Indexable
+		var items []starlark.Value
+		var owner starlark.Value
+		switch x := v.(type) {
+		case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String, starlark.Bytes:
+			return false, nil
+		case *starlark.List, *starlark.Dict, *starlark.Set:
+			if onPath[x] {
+				return true, nil
+			}
+			owner = x
+		}
+		switch x := v.(type) {
+		case starlark.IterableMapping:
+			for _, kv := range x.Items() {
+				items = append(items, kv[1])
+			}
+		case starlark.Indexable:
+			seq = x
+		case starlark.Iterable:
+			it := x.Iterate()
+			var e starlark.Value
+			for it.Next(&e) {
+				items = append(items, e)
+			}
+			it.Done()
+		case starlark.HasAttrs:
+			for _, name := range x.AttrNames() {
+				if a, err := x.Attr(name); err == nil && a != nil {
+					items = append(items, a)
+				}
+			}
+		default:
+			return false, nil
+		}
+		if len(stack) == max {
+			return false, fmt.Errorf("json.encode: the value nests lists and dicts more than %d deep", max)
+		}
+		if owner != nil {
+			onPath[owner] = true
+		}
+		stack = append(stack, level{seq: seq, items: items, owner: owner})
+		return false, nil
+	}
+	if cycle, err := push(v); cycle || err != nil {
+		return err
+	}
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		var next starlark.Value
+		switch {
+		case top.seq != nil && top.pos < top.seq.Len():
+			next = top.seq.Index(top.pos)
+		case top.seq == nil && top.pos < len(top.items):
+			next = top.items[top.pos]
+		default:
+			if top.owner != nil {
+				delete(onPath, top.owner)
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		top.pos++
+		if cycle, err := push(next); cycle || err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func truncateText(s string, n int) string {
