@@ -311,7 +311,16 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			if !s.NextAttempt.IsZero() {
 				down += " next_attempt=" + s.NextAttempt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d%s %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, down, trust, oneLine(s.LastError))
+			// The last error stays after the server recovers: dated and labelled, so
+			// that "ready … connection refused" does not read as a server down now.
+			lastErr := ""
+			if s.LastError != "" {
+				if !s.LastErrorAt.IsZero() {
+					lastErr = "last_error_at=" + s.LastErrorAt.UTC().Format(time.RFC3339) + " "
+				}
+				lastErr += "last_error: " + oneLine(s.LastError)
+			}
+			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d%s %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, down, trust, lastErr)
 		}
 		return 0, nil
 	case cmd == "skills" && sub == "list" && len(pos) == 0:
