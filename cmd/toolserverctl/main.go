@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
@@ -67,7 +68,7 @@ func main() {
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) (int, error) {
+func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) (code int, err error) {
 	global := flag.NewFlagSet("toolserverctl", flag.ContinueOnError)
 	global.SetOutput(errOut)
 	base := global.String("url", envOr("TOOLSERVER_URL", "http://127.0.0.1:8080"), "daemon URL")
@@ -76,6 +77,13 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	if err := global.Parse(args); err != nil {
 		return 2, nil
 	}
+	defer func() {
+		// Go's dial error alone does not say that the URL may be the wrong one (the
+		// default, with TOOLSERVER_URL unset).
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w: no toolserverd answers at %s; give its URL with TOOLSERVER_URL or --url", err, *base)
+		}
+	}()
 	rest := global.Args()
 	if len(rest) == 0 {
 		fmt.Fprint(errOut, usage)

@@ -597,6 +597,23 @@ func TestMCPListDatesTheLastError(t *testing.T) {
 	}
 }
 
+// TestNoDaemonSaysWhere: with no daemon at the URL (TOOLSERVER_URL unset, so the
+// default 127.0.0.1:8080, or a daemon on another port), the error was Go's dial
+// error alone; it now names the URL tried and how to give another.
+func TestNoDaemonSaysWhere(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	_ = l.Close()
+	code, _, errOut := ctl(t, url, "mcp", "list")
+	if code != 1 || !strings.Contains(errOut, "connection refused") || !strings.Contains(errOut, "no toolserverd answers at "+url) ||
+		!strings.Contains(errOut, "TOOLSERVER_URL") || !strings.Contains(errOut, "--url") {
+		t.Errorf("mcp list with no daemon: %d %q; want the dial error, the URL tried and how to give another (TOOLSERVER_URL, --url)", code, errOut)
+	}
+}
+
 // TestCallOutput: call output prints a call's output as it was written (stdout, or
 // the stream --stream names); with --follow it follows a background job's output
 // until the job ends. call list --live marked such calls output-streaming, and the
