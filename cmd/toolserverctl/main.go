@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolserverd/toolserverd/client"
@@ -67,7 +68,7 @@ func main() {
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) (int, error) {
+func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) (code int, err error) {
 	global := flag.NewFlagSet("toolserverctl", flag.ContinueOnError)
 	global.SetOutput(errOut)
 	base := global.String("url", envOr("TOOLSERVER_URL", "http://127.0.0.1:8080"), "daemon URL")
@@ -76,6 +77,13 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	if err := global.Parse(args); err != nil {
 		return 2, nil
 	}
+	defer func() {
+		// Go's dial error alone does not say that the URL may be the wrong one (the
+		// default, with TOOLSERVER_URL unset).
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w: no toolserverd answers at %s; give its URL with TOOLSERVER_URL or --url", err, *base)
+		}
+	}()
 	rest := global.Args()
 	if len(rest) == 0 {
 		fmt.Fprint(errOut, usage)
@@ -311,7 +319,16 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 			if !s.NextAttempt.IsZero() {
 				down += " next_attempt=" + s.NextAttempt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d%s %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, down, trust, oneLine(s.LastError))
+			// The last error stays after the server recovers: dated and labelled, so
+			// that "ready … connection refused" does not read as a server down now.
+			lastErr := ""
+			if s.LastError != "" {
+				if !s.LastErrorAt.IsZero() {
+					lastErr = "last_error_at=" + s.LastErrorAt.UTC().Format(time.RFC3339) + " "
+				}
+				lastErr += "last_error: " + oneLine(s.LastError)
+			}
+			fmt.Fprintf(out, "%-20s %-16s %-10s tools=%d restarts=%d%s %s%s\n", s.Name, s.Transport, s.State, s.Tools, s.Restarts, down, trust, lastErr)
 		}
 		return 0, nil
 	case cmd == "skills" && sub == "list" && len(pos) == 0:

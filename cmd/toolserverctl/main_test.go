@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -552,6 +553,64 @@ func TestMCPListSaysHowLongAServerIsDown(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("mcp list of a server that cannot start: %q; want it failed, with down_since=… and next_attempt=…", out)
 		}
+	}
+}
+
+// TestMCPListDatesTheLastError: a server that failed and then connected is listed
+// ready with the error it had, which the listing printed bare after its counts: at
+// 3 a.m. "ready … connection refused" reads as a server down now. The error comes
+// with last_error_at= and a last_error: label.
+func TestMCPListDatesTheLastError(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	js := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(js); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("MCP test server missing (%v): scripts/test.sh runs npm ci in testdata/npm", err)
+		}
+		t.Skip("MCP test server not installed: run npm ci in testdata/npm")
+	}
+	d := testdaemon.Start(t, nil)
+	// Fails its first start (exit 3), then runs server-everything.
+	marker := filepath.Join(t.TempDir(), "started-once")
+	script := `if [ -e "$1" ]; then exec node "$2" stdio; fi; : > "$1"; echo first start fails >&2; exit 3`
+	cfg, _ := json.Marshal(map[string]any{"name": "flaky", "transport": "stdio", "command": "sh", "args": []string{"-c", script, "sh", marker, js}})
+	if code, out, errOut := ctl(t, d.URL, "mcp", "add", string(cfg)); code != 0 {
+		t.Fatalf("mcp add: %d %s %s", code, out, errOut)
+	}
+	var out string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var code int
+		var errOut string
+		code, out, errOut = ctl(t, d.URL, "mcp", "list")
+		if code != 0 {
+			t.Fatalf("mcp list: %d %s", code, errOut)
+		}
+		if f := strings.Fields(out); len(f) > 2 && f[2] == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcp list: %q; want the server ready after its failed first start", out)
+		}
+	}
+	if !regexp.MustCompile(`\blast_error_at=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ last_error: initialize: `).MatchString(out) {
+		t.Errorf("mcp list of a server ready after a failure: %q; want its last error dated (last_error_at=…) and labelled (last_error: …)", out)
+	}
+}
+
+// TestNoDaemonSaysWhere: with no daemon at the URL (TOOLSERVER_URL unset, so the
+// default 127.0.0.1:8080, or a daemon on another port), the error was Go's dial
+// error alone; it now names the URL tried and how to give another.
+func TestNoDaemonSaysWhere(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	_ = l.Close()
+	code, _, errOut := ctl(t, url, "mcp", "list")
+	if code != 1 || !strings.Contains(errOut, "connection refused") || !strings.Contains(errOut, "no toolserverd answers at "+url) ||
+		!strings.Contains(errOut, "TOOLSERVER_URL") || !strings.Contains(errOut, "--url") {
+		t.Errorf("mcp list with no daemon: %d %q; want the dial error, the URL tried and how to give another (TOOLSERVER_URL, --url)", code, errOut)
 	}
 }
 

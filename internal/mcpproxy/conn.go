@@ -163,6 +163,17 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		}
 		cmd.WaitDelay = 2 * time.Second
 		ownProcessGroup(cmd)
+		// The daemon killing a child that still runs (one that stopped answering, a
+		// connection given up) says so: "killed by SIGKILL" alone would send an
+		// operator looking for who did (the OOM killer?).
+		kill := cmd.Cancel
+		cmd.Cancel = func() error {
+			if childRunning(cmd.Process.Pid) {
+				how := "was killed by toolserverd (SIGKILL)"
+				c.exitHow.CompareAndSwap(nil, &how)
+			}
+			return kill()
+		}
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, err

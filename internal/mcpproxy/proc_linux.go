@@ -27,6 +27,21 @@ func childAttr() *syscall.SysProcAttr {
 // thread is held until the connection ends (conn.startPinned).
 const pinStartThread = true
 
+// childRunning reports whether the child pid runs (stopped included): it is neither
+// a zombie nor reaped.
+func childRunning(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	end := strings.LastIndexByte(string(b), ')')
+	if end < 0 {
+		return false
+	}
+	fields := strings.Fields(string(b[end+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
 // childExit says how the child pid ended ("exited with status 1", "was killed by
 // SIGKILL") while it is a zombie, not yet reaped, or "" (running, or gone): the
 // last field of /proc/<pid>/stat is its status as waitpid reports it.

@@ -12,5 +12,8 @@ func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 // pinStartThread: nothing depends on which thread starts a child.
 const pinStartThread = false
 
+// childRunning is false: whether a child runs is read from /proc, on Linux only.
+func childRunning(int) bool { return false }
+
 // childExit is "": how a child ended is read from /proc, on Linux only.
 func childExit(int) string { return "" }

@@ -266,7 +266,12 @@ func TestStdioHungServer(t *testing.T) {
 	signal(h.m.server("hung").refresh)
 	res := h.call(t.Context(), t, "mcp__hung__echo", `{"message":"anyone?"}`, nil)
 	wantKind(t, res, tool.KindUnavailable)
-	t.Logf("call to the hung server answered unavailable after %s", time.Since(stopped))
+	t.Logf("call to the hung server answered unavailable after %s: %s", time.Since(stopped), res.Text())
+	// The daemon killed the hung child itself: "killed by SIGKILL" alone would send an
+	// operator looking for who did (the OOM killer?).
+	if txt := res.Text(); strings.Contains(txt, "the process ") && !strings.Contains(txt, "the process was killed by toolserverd (SIGKILL)") {
+		t.Errorf("call to the hung server answered %q; want it to say toolserverd killed the process", txt)
+	}
 	if took := time.Since(stopped); took > 10*time.Second {
 		t.Errorf("call waited %s on a hung server", took)
 	}

@@ -176,7 +176,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		// sessions that ended, and mcp-go purges a session's when it ends.
 		mcpsrv.WithEventStore(e.events),
 		mcpsrv.WithHTTPContextFunc(e.httpContext),
-		mcpsrv.WithStreamableHTTPLogger(d.Log),
+		mcpsrv.WithStreamableHTTPLogger(clientGoneLog(d.Log)),
 	}
 	e.http = mcpsrv.NewStreamableHTTPServer(e.mcp, httpOpts...)
 	go e.watch()
