@@ -112,7 +112,7 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 	}
 	if err != nil {
 		if timedOut.Load() {
-			err = fmt.Errorf("not connected within %s: %w", cfg.ConnectTimeout, err)
+			err = fmt.Errorf("not connected within %s (the server's connect_timeout; raise it for a server slow to start): %w", cfg.ConnectTimeout, err)
 		}
 		if said := c.sdkSaid.Load(); said != nil && cfg.Transport == TransportSSE {
 			// mcp-go only logs what it refuses on the event stream (an endpoint on

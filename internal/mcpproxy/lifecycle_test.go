@@ -80,7 +80,7 @@ func TestBrokenServersDoNotDelayStart(t *testing.T) {
 	want := map[string]string{
 		"missing": "/nonexistent/mcp-server",
 		"dies":    "boom: GITHUB_TOKEN is not set",
-		"hangs":   "not connected within 1s",
+		"hangs":   "not connected within 1s (the server's connect_timeout; raise it for a server slow to start)",
 	}
 	for name, msg := range want {
 		var st ServerStatus
