@@ -68,13 +68,16 @@ type JobRelay struct {
 	st      JobStore
 	records CallRecords
 	client  *http.Client
+	// since is when this process began: a job it is recorded to run that began
+	// before then ran in an earlier run of this replica, and ended with it.
+	since time.Time
 }
 
 // NewJobRelay returns the relay of replica self; records commits a call's record
 // before the call is forwarded (nil: records are written at once); transport nil
 // uses one with short dial timeouts (a call's own deadline bounds the rest).
 func NewJobRelay(self string, st JobStore, records CallRecords, transport http.RoundTripper) *JobRelay {
-	return &JobRelay{self: self, st: st, records: records, client: replicaClient(transport)}
+	return &JobRelay{self: self, st: st, records: records, client: replicaClient(transport), since: time.Now()}
 }
 
 // replicaClient reaches the other replicas through transport, or one with short dial
@@ -111,7 +114,7 @@ func (r *JobRelay) Started(ctx context.Context, sess *tool.Session, jobID string
 // the job is then unknown. When the owner cannot be reached the result is an
 // unavailable error naming it.
 func (r *JobRelay) Forward(ctx *tool.Context, jobID string, args json.RawMessage) (res *tool.Result, handled bool, err error) {
-	if forwarded(ctx) || ctx.Session == nil {
+	if ctx.Session == nil {
 		return nil, false, nil
 	}
 	j, err := r.st.GetJob(ctx, jobID)
@@ -121,14 +124,24 @@ func (r *JobRelay) Forward(ctx *tool.Context, jobID string, args json.RawMessage
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up which replica runs job %s: %v", jobID, err)
 	}
-	if j.SessionID != ctx.Session.ID || j.Tenant != ctx.Session.Tenant || j.Owner == r.self {
-		// Another session's job does not exist from here; one this replica started
-		// and no longer has ended with this process's earlier life.
+	if j.SessionID != ctx.Session.ID || j.Tenant != ctx.Session.Tenant {
+		return nil, false, nil // another session's job does not exist from here
+	}
+	if j.Owner == r.self {
+		if j.CreatedAt.Before(r.since) {
+			// Started by this replica before it restarted (asked here, or forwarded
+			// here by another replica): the job ended with that run.
+			return nil, true, tool.Errorf(tool.KindNotFound, "job %s ran on replica %s before that replica restarted; "+
+				"the job ended then and its process and output are gone; start it again if it is still needed", jobID, j.Owner)
+		}
+		return nil, false, nil // one this process ran and has cleared since
+	}
+	if forwarded(ctx) {
 		return nil, false, nil
 	}
 	rep, err := r.st.GetReplica(ctx, j.Owner)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, true, tool.Errorf(tool.KindUnavailable, "job %s ran on replica %s, which is gone; its process and output went with it", jobID, j.Owner)
+		return nil, true, tool.Errorf(tool.KindUnavailable, "job %s ran on replica %s, which has stopped; the job ended with it and its process and output are gone; start it again if it is still needed", jobID, j.Owner)
 	}
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up replica %s, which runs job %s: %v", j.Owner, jobID, err)

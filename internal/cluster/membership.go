@@ -114,6 +114,7 @@ func (m *Membership) loop(ctx context.Context) {
 	// replaces the survivors' failed record).
 	lastOK := time.Now()
 	fenced := false
+	failed := false // a heartbeat failed since lastOK
 	m.Sweep(ctx)
 	for {
 		select {
@@ -135,17 +136,23 @@ func (m *Membership) loop(ctx context.Context) {
 				m.log.Warn("replica heartbeat works again; this replica runs calls again", "replica_id", m.cfg.ReplicaID)
 				fenced = false
 			} else if since := sent.Sub(lastOK); since > m.cfg.Lease && m.cfg.Fence != nil {
-				// No heartbeat failed, yet none was sent for longer than the lease: the
-				// process was stopped (SIGSTOP, a frozen VM) or starved. The others have
-				// failed its calls meanwhile and closed its session locks, so the calls
-				// it was running must stop, as when fenced.
+				// None got through for longer than the lease: heartbeats failed (the
+				// database away for a moment, each failure still within the lease), or
+				// none was sent, the process being stopped (SIGSTOP, a frozen VM) or
+				// starved. The others may have failed its calls meanwhile and closed its
+				// session locks, so the calls it was running must stop, as when fenced.
 				n := m.cfg.Fence()
-				m.log.Error("FENCED: this replica sent no heartbeat for longer than its lease (the process was stopped or starved); "+
-					"the other replicas failed its calls, so it cancelled the calls it was running", "replica_id", m.cfg.ReplicaID,
-					"lease", m.cfg.Lease.String(), "since_last_heartbeat", since.Round(time.Millisecond).String(), "cancelled_calls", n)
+				why := "sent no heartbeat for longer than its lease (the process was stopped or starved)"
+				if failed {
+					why = "has not heartbeated for longer than its lease (its heartbeats failed until now)"
+				}
+				m.log.Error("FENCED: this replica "+why+"; the other replicas failed its calls, so it cancelled the calls it was running",
+					"replica_id", m.cfg.ReplicaID, "lease", m.cfg.Lease.String(),
+					"since_last_heartbeat", since.Round(time.Millisecond).String(), "cancelled_calls", n)
 			}
-			lastOK = sent
+			lastOK, failed = sent, false
 		default:
+			failed = true
 			m.log.Error("replica heartbeat failed; if it keeps failing for the lease, other replicas fail this replica's calls",
 				"replica_id", m.cfg.ReplicaID, "lease", m.cfg.Lease.String(), "err", err)
 			if since := time.Since(lastOK); since > m.cfg.Lease && m.cfg.Fence != nil {

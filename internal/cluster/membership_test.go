@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,5 +74,68 @@ func TestFenceAfterStall(t *testing.T) {
 				t.Fatalf("fenced %d times; want fenced: %v", fenced, tc.fence)
 			}
 		})
+	}
+}
+
+// blippingStore fails heartbeats 2 to 4 at once (the database away for a moment, a
+// connection refused) and answers the others.
+type blippingStore struct{ n atomic.Int32 }
+
+func (s *blippingStore) Heartbeat(ctx context.Context, id, address string, startedAt time.Time) error {
+	if n := s.n.Add(1); n >= 2 && n <= 4 {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+func (s *blippingStore) ExpireReplicas(ctx context.Context, self string, lease time.Duration, result func(owner string, started bool) *tool.Result) ([]store.ExpiredCall, error) {
+	return nil, nil
+}
+
+func (s *blippingStore) LeaveReplica(ctx context.Context, id string) error { return nil }
+
+// syncBuffer is a log sink safe for the loop's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestFenceAfterFailedHeartbeatsSaysSo: heartbeats fail for a moment (the database
+// away), each failure still within the lease, and the next one that succeeds comes
+// after the lease: the replica fences itself (the others may have failed its calls),
+// and its log must say that its heartbeats failed, not that the process was stopped
+// or starved, which sends an operator looking at the wrong thing.
+func TestFenceAfterFailedHeartbeatsSaysSo(t *testing.T) {
+	t.Parallel()
+	var log syncBuffer
+	var fenced atomic.Int32
+	m, err := New(Config{ReplicaID: "r", Lease: 190 * time.Millisecond, Interval: 50 * time.Millisecond, Fence: func() int {
+		fenced.Add(1)
+		return 1
+	}}, &blippingStore{}, nil, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for fenced.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	m.Stop()
+	out := log.String()
+	if fenced.Load() == 0 {
+		t.Fatalf("not fenced after its heartbeats failed past the lease; log:\n%s", out)
+	}
+	if strings.Contains(out, "stopped or starved") || !strings.Contains(out, "FENCED: this replica has not heartbeated") {
+		t.Fatalf("the log of a replica whose heartbeats failed:\n%s\nwant the FENCED line saying its heartbeats failed", out)
 	}
 }

@@ -82,6 +82,12 @@ func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *
 // holds its result).
 func (s *Server) outputUnreachable(rec *store.Call, finishedHere bool) unreachableFunc {
 	return func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string) {
+		if cur, err := s.Calls.GetCall(r.Context(), rec.ID); err == nil && cur.StartedAt == nil && !cur.Status.Terminal() {
+			// Not started (waiting for approval): it has no output anywhere yet, and
+			// whichever replica runs it once decided writes it. Nothing is lost.
+			local(w, r)
+			return
+		}
 		if !s.Replicas.alive(rep) {
 			local(w, r.WithContext(context.WithValue(r.Context(), ownerGoneKey{}, true)))
 			return

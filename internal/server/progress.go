@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/progress"
+	"github.com/toolserverd/toolserverd/internal/store"
 )
 
 type progressChunk struct {
@@ -305,6 +308,7 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 	watch := s.watchCall(rec.ID)
 	defer watch.close()
 	callID := rec.ID
+	stopping := s.stopping()
 	endedUnstarted := func() bool {
 		if len(s.Progress.Streams(callID)) > 0 {
 			return false // it ran: its closed event ends the stream
@@ -315,13 +319,21 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 		cur, err := s.Calls.GetCall(r.Context(), callID)
-		if err != nil || !cur.Status.Terminal() {
+		if err != nil {
+			return false
+		}
+		if rs := s.Replicas; rs != nil && rec.StartedAt == nil && cur.StartedAt != nil && cur.Owner != "" && cur.Owner != rs.Self {
+			// It waited when this stream began and then ran on another replica
+			// (approved there, nobody waiting here): its output is there.
+			s.relayProgressStream(w, r, rc, cur, cursor, stopping)
+			return true
+		}
+		if !cur.Status.Terminal() {
 			return false
 		}
 		closed()
 		return true
 	}
-	stopping := s.stopping()
 	var dropped int64
 	for {
 		// Once the daemon stops, a stream of output no call of this process is
@@ -432,4 +444,77 @@ func parseCursor(s string) (streamCursor, error) {
 		c[k] = n
 	}
 	return c, nil
+}
+
+// relayProgressStream hands a progress stream that began here over to rec's replica,
+// which ran the call after the stream began (a call approved on another replica while
+// it waited with nobody waiting here): the rest of the stream, from cursor, is that
+// replica's. When it cannot be reached, or this daemon stops, the stream ends without
+// a closed event, and the client reconnects with its Last-Event-ID (through any
+// replica: it is forwarded to that one).
+func (s *Server) relayProgressStream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, rec *store.Call, cursor streamCursor, stopping <-chan struct{}) {
+	rs := s.Replicas
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	fail := func(err error) {
+		s.log.WarnContext(ctx, "handing a progress stream over to the replica that ran the call failed; the client reconnects",
+			"call_id", rec.ID, "owner", rec.Owner, "err", err)
+	}
+	rep, err := rs.Lookup.GetReplica(ctx, rec.Owner)
+	if err != nil {
+		fail(err)
+		return
+	}
+	u, err := url.JoinPath(rep.Address, "v1", "tool-calls", rec.ID, "progress", "stream")
+	if err != nil {
+		fail(err)
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	for _, h := range []string{"Authorization", "X-API-Key"} { // the caller's key (auth.go)
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	req.Header.Set(forwardedHeader, rs.Self)
+	if c := cursor.String(); c != "" {
+		req.Header.Set("Last-Event-ID", c)
+	}
+	transport := rs.Transport
+	if transport == nil {
+		transport = s.replicaTransport()
+	}
+	resp, err := transport.RoundTrip(req)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fail(fmt.Errorf("replica %s (%s) answered HTTP %d", rec.Owner, rep.Address, resp.StatusCode))
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil || rc.Flush() != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

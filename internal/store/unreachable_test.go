@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
@@ -211,5 +213,39 @@ func TestUnreachableAtOpen(t *testing.T) {
 		if store.IsUnreachable(err) != tc.unreachable {
 			t.Errorf("%s: %v: unreachable %v, want %v", tc.name, err, store.IsUnreachable(err), tc.unreachable)
 		}
+	}
+}
+
+// TestUnreachableWhileConnectionsBarred: a database an operator closed to new
+// connections for a while (ALTER DATABASE … ALLOW_CONNECTIONS false, for maintenance
+// or to shed a client) refuses them with SQLSTATE 55000; that passes by itself like
+// a restart, so it is unreachable (a request is answered 503, start-up waits), not an
+// internal error.
+func TestUnreachableWhileConnectionsBarred(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	db := fmt.Sprintf("barred_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Skipf("cannot create a database to bar: %v", err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	v := *u
+	v.Path = "/" + db
+	v.RawQuery = ""
+	_, err = store.Open(ctx, store.Config{URL: v.String(), ConnectTimeout: time.Second})
+	if err == nil || !store.IsUnreachable(err) {
+		t.Fatalf("Open of a database that bars connections: %v (unreachable: %v), want unreachable", err, store.IsUnreachable(err))
 	}
 }
