@@ -80,7 +80,10 @@ func (r *ArtifactRelay) Forward(ctx *tool.Context, ref string, args json.RawMess
 	}
 	rep, err := r.st.GetReplica(ctx, a.Owner)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, true, tool.Errorf(tool.KindUnavailable, "artifact %s was stored by replica %s, which is gone; the artifact went with it", ref, a.Owner)
+		// Its row outlives the replica's (migration 0017): a replica that stopped,
+		// forgotten by the others, may come back under its id with its data_dir.
+		return nil, true, tool.Errorf(tool.KindUnavailable, "artifact %s is held by replica %s, which has stopped; "+
+			"it is out of reach until that replica is back (with its data_dir); run the chain again if the result is needed now", ref, a.Owner)
 	}
 	if err != nil {
 		return nil, true, tool.Errorf(tool.KindUnavailable, "could not look up replica %s, which holds artifact %s: %v", a.Owner, ref, err)

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 // TestArtifactOwners: an artifact's owner is found by its reference; an unknown one
-// is ErrNotFound, a record with a missing field ErrInvalid, an owner that never
-// heartbeated is refused, and a session deleted by retention takes its artifacts'
-// rows with it while another session's stay. Only PostgreSQL records artifacts.
+// is ErrNotFound, a record with a missing field ErrInvalid, a session deleted by
+// retention takes its artifacts' rows with it while another session's stay, and a row
+// outlives its replica's. Only PostgreSQL records artifacts.
 func TestArtifactOwners(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -34,9 +35,6 @@ func TestArtifactOwners(t *testing.T) {
 	if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_3", SessionID: "ses_old", Tenant: "t"}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("no owner: %v", err)
 	}
-	if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_4", SessionID: "ses_old", Tenant: "t", Owner: "never-seen"}); err == nil {
-		t.Fatal("an artifact of a replica that never heartbeated was recorded")
-	}
 	if err := s.RecordArtifact(ctx, &store.Artifact{Ref: "art_5", SessionID: "ses_kept", Tenant: "t", Owner: "replica-a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,5 +47,20 @@ func TestArtifactOwners(t *testing.T) {
 	}
 	if _, err := s.GetArtifact(ctx, "art_5"); err != nil {
 		t.Errorf("the other session's artifact: %v", err)
+	}
+
+	// The row outlives its replica's once the sweep forgets that replica: the file is
+	// in the replica's data_dir, which may come back under its id.
+	if err := s.LeaveReplica(ctx, "replica-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ExpireReplicas(ctx, "replica-b", time.Second, func(string, bool) *tool.Result { return tool.ErrorResult(tool.KindFailed, "gone") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetReplica(ctx, "replica-a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the replica that left, after the sweep: %v; want it forgotten", err)
+	}
+	if got, err := s.GetArtifact(ctx, "art_5"); err != nil || got.Owner != "replica-a" {
+		t.Fatalf("the artifact of the forgotten replica: %+v, %v; want its row kept", got, err)
 	}
 }
