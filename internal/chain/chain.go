@@ -237,7 +237,7 @@ func (r *run) call(ctx context.Context, req *callRequest) *callReply {
 		entry.Status, entry.Kind = "error", res.ErrorKind
 		rep.Failed, rep.Kind, rep.Message = true, res.ErrorKind, truncateText(res.Text(), p.MaxInlineResultBytes)
 		rep.Stopping = r.ctx.Err() != nil
-	} else if ref, err := r.value(res, rep); err != nil {
+	} else if ref, err := r.value(req.Tool, res, rep); err != nil {
 		rep.Error = err.Error()
 	} else {
 		entry.Artifact = ref
@@ -249,7 +249,7 @@ func (r *run) call(ctx context.Context, req *callRequest) *callReply {
 
 // value puts a successful result into rep: its structured content when it has one,
 // else its text; one too large to inline is stored and becomes an artifact reference.
-func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err error) {
+func (r *run) value(name string, res *tool.Result, rep *callReply) (artifact string, err error) {
 	payload, structured := []byte(res.Structured), len(res.Structured) > 0
 	if !structured {
 		payload = []byte(res.Text())
@@ -264,6 +264,12 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 		return ref, nil
 	}
 	if structured && json.Valid(payload) {
+		if jsonDeeper(payload, maxValueDepth) {
+			// encoding/json refuses more than 10,000 levels on the line, and the
+			// worker's decoder recurses once per level.
+			return "", fmt.Errorf("%s's result nests lists and dicts more than %d deep, deeper than a chain takes values (the call ran: %s); call %s directly to see its result",
+				name, maxValueDepth, rep.CallID, name)
+		}
 		rep.JSON = payload
 	} else {
 		rep.Text = res.Text()
@@ -272,7 +278,9 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 }
 
 // maxValueDepth is how deep a script's value sent to the daemon (a call's arguments,
-// the global result) may nest lists, tuples, dicts and structs. encoding/json, which
+// the global result) may nest lists, tuples, dicts and structs; so may what the
+// script's json module encodes and decodes, and a tool's structured result the
+// script gets. encoding/json, which
 // reads the line on both sides, refuses more than 10,000 levels of the whole message,
 // and Starlark's encoder recurses once per level (a Go stack of megabytes, more under
 // the race detector, within the worker's address-space bound); no tool's arguments
@@ -283,7 +291,7 @@ const maxValueDepth = 1000
 // than maxValueDepth deep is refused here, as one that cannot be encoded, before the
 // encoder recurses into it.
 func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
-	if err := checkDepth(v, maxValueDepth); err != nil {
+	if err := checkDepth("json.encode", v, maxValueDepth); err != nil {
 		return nil, err
 	}
 	out, err := starlark.Call(th, starjson.Module.Members["encode"], starlark.Tuple{v}, nil)
@@ -296,7 +304,7 @@ func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
 
 // checkDepth walks v without recursing and fails when it nests deeper than max. A
 // value that holds itself is left to the encoder, which names the cycle.
-func checkDepth(v starlark.Value, max int) error {
+func checkDepth(fn string, v starlark.Value, max int) error {
 	type level struct {
 		seq   starlark.Indexable // its elements, read in place (a list, tuple, range)
 		items []starlark.Value   // or these, gathered (a dict's values, a set, a struct's fields)
@@ -342,7 +350,7 @@ func checkDepth(v starlark.Value, max int) error {
 			return false, nil
 		}
 		if len(stack) == max {
-			return false, fmt.Errorf("json.encode: the value nests lists and dicts more than %d deep", max)
+			return false, fmt.Errorf("%s: the value nests lists and dicts more than %d deep", fn, max)
 		}
 		if owner != nil {
 			onPath[owner] = true
@@ -374,6 +382,29 @@ func checkDepth(v starlark.Value, max int) error {
 		}
 	}
 	return nil
+}
+
+// jsonDeeper reports whether the JSON text b nests arrays and objects more than max
+// deep (brackets within strings do not count), reading it once, without recursion; it
+// reads text that is not valid JSON too, which the decoder then refuses.
+func jsonDeeper[T string | []byte](b T, max int) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
 }
 
 func truncateText(s string, n int) string {
