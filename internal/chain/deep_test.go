@@ -49,3 +49,38 @@ func TestChainDeepToolResult(t *testing.T) {
 		t.Fatalf("a result 1,000 deep: %+v %s", r.Out.Error, r.Out.Result)
 	}
 }
+
+// TestChainDeepJSONModule: the script's json.encode, json.encode_indent and
+// json.decode refuse values and text nesting deeper than 1,000 levels, like values a
+// chain sends: Starlark's encoder and decoder recurse once per level (what made CI's
+// race-build worker run out of address space), and json.decode of 3,000,000 levels
+// ended the worker, whose answer blamed a single operation's memory.
+func TestChainDeepJSONModule(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.MaxSteps = 2_000_000 })
+	sess := e.session("tool_chain", "t_*")
+	nest := "x = []\nfor i in range(100000):\n    x = [x]\n"
+	for _, tc := range []struct{ name, script, want string }{
+		{"decode", "x = json.decode(\"[\" * 100000 + \"]\" * 100000)\n", "json.decode: the value nests lists and dicts more than 1000 deep"},
+		{"encode", nest + "s = json.encode(x)\n", "json.encode: the value nests lists and dicts more than 1000 deep"},
+		{"encode_indent", nest + "s = json.encode_indent(x)\n", "json.encode_indent: the value nests lists and dicts more than 1000 deep"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.chain(sess, "t_echo(text=\"first\")\nprint(\"before\")\n"+tc.script)
+			wantError(t, r, "failed", tc.want)
+			e.checkTrace(r, step{"t_echo", "ok", ""})
+			if r.Out.Output != "before\n" {
+				t.Errorf("output %q", r.Out.Output)
+			}
+		})
+	}
+	// Brackets within strings do not count; 1,000 levels decode and encode; bad JSON
+	// is still bad JSON (default= applies to it).
+	r := e.chain(sess, "x = json.decode('[' * 999 + '{\"a\": \"' + '[' * 5000 + '\"}' + ']' * 999)\n"+
+		"n = len(json.encode(x)) + len(json.encode_indent(x))\n"+
+		"d = 0\nfor i in range(2000):\n    if type(x) != \"list\":\n        break\n    x = x[0]\n    d += 1\n"+
+		"result = [d, len(x[\"a\"]), json.decode('[[', default=7), n > 0]\n")
+	if r.IsError || string(r.Out.Result) != "[999,5000,7,true]" {
+		t.Fatalf("JSON 1,000 deep: %+v %s", r.Out.Error, r.Out.Result)
+	}
+}

@@ -251,7 +251,7 @@ func (s *script) builtins() starlark.StringDict {
 		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			return s.named(b, args, kw, true)
 		}),
-		"json":   starjson.Module,
+		"json":   boundedJSON,
 		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
 	}
 	if s.spec.MaxMemoryBytes > 0 {
@@ -259,6 +259,31 @@ func (s *script) builtins() starlark.StringDict {
 	}
 	return d
 }
+
+// boundedJSON is Starlark's json module whose functions refuse values and text nested
+// more than maxValueDepth deep before they recurse into them, one Go call per level.
+var boundedJSON = func() *starlarkstruct.Module {
+	m := &starlarkstruct.Module{Name: starjson.Module.Name, Members: starlark.StringDict{}}
+	for name, v := range starjson.Module.Members {
+		b := v.(*starlark.Builtin)
+		m.Members[name] = starlark.NewBuiltin(b.Name(), func(th *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			if len(args) > 0 {
+				switch name {
+				case "encode", "encode_indent":
+					if err := checkDepth(fn.Name(), args[0], maxValueDepth); err != nil {
+						return nil, err
+					}
+				case "decode", "indent":
+					if s, ok := starlark.AsString(args[0]); ok && jsonDeeper(s, maxValueDepth) {
+						return nil, fmt.Errorf("%s: the value nests lists and dicts more than %d deep", fn.Name(), maxValueDepth)
+					}
+				}
+			}
+			return b.CallInternal(th, args, kw)
+		})
+	}
+	return m
+}()
 
 // named serves call("tool", ...) and try_call("tool", ...).
 func (s *script) named(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple, try bool) (starlark.Value, error) {
