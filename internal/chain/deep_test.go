@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -82,5 +83,43 @@ func TestChainDeepJSONModule(t *testing.T) {
 		"result = [d, len(x[\"a\"]), json.decode('[[', default=7), n > 0]\n")
 	if r.IsError || string(r.Out.Result) != "[999,5000,7,true]" {
 		t.Fatalf("JSON 1,000 deep: %+v %s", r.Out.Error, r.Out.Result)
+	}
+}
+
+// TestChainStackOverflow: what Starlark walks by recursion on a script's nesting
+// (str() of a tuple nested a million deep, a 200,000-term expression compiled) ends
+// the worker when its Go stack passes the worker's bound; the answer says that the
+// script nested too deep, not that one operation asked for too much memory (what it
+// said in a cgroup for str(), and without one for both), and the daemon goes on.
+func TestChainStackOverflow(t *testing.T) {
+	t.Parallel()
+	for _, bound := range []string{"cgroup", "rlimit"} {
+		t.Run(bound, func(t *testing.T) {
+			t.Parallel()
+			e := start(t, func(c *config.Config) { c.Chain.MaxSteps = 10_000_000 })
+			if bound == "rlimit" {
+				withoutCgroups(t, e)
+			} else if _, err := sandbox.MemoryCgroupParent(); err != nil {
+				t.Skipf("no memory cgroup can be made here: %v", err)
+			}
+			sess := e.session("tool_chain", "t_*")
+			for _, tc := range []struct {
+				name, script string
+				trace        []step
+			}{
+				{"str", "t_echo(text=\"first\")\nx = ()\nfor i in range(1000000):\n    x = (x,)\ns = str(x)\n", []step{{"t_echo", "ok", ""}}},
+				{"compile", "t_echo(text=\"first\")\nx = " + strings.Repeat("1+", 200000) + "1\n", nil},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					r := e.chain(sess, tc.script)
+					wantError(t, r, "failed", "nests too deep")
+					e.checkTrace(r, tc.trace...)
+					if r = e.chain(sess, "result = t_echo(text=\"after\")[\"n\"]\n"); r.IsError || string(r.Out.Result) != "5" {
+						t.Fatalf("the next chain: %+v %s", r.Out.Error, r.Out.Result)
+					}
+				})
+			}
+			noWorkersLeft(t)
+		})
 	}
 }

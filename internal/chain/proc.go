@@ -277,6 +277,13 @@ func (w *worker) death(limit int64) *outcomeError {
 			killed = true
 		}
 	}
+	// Its stack passed workerMaxStack ("runtime: goroutine stack exceeds 67108864-byte
+	// limit", "fatal error: stack overflow").
+	if containsAny(stderr, "stack overflow", "goroutine stack exceeds") {
+		return &outcomeError{Kind: tool.KindFailed, Message: fmt.Sprintf(
+			"the script nests too deep and was stopped: the interpreter walked a value or an expression nested hundreds of thousands of levels deep (str() or hashing of a deeply nested list or tuple, a very long chain of operators) past its stack bound (%d MiB); keep values under %d levels and split long expressions",
+			workerMaxStack>>20, maxValueDepth)}
+	}
 	// The kernel killed it for its cgroup's limit (counted, or seen as a SIGKILL with
 	// the cgroup full), or the Go runtime could not have the memory it asked for
 	// ("fatal error: runtime: out of memory"; under RLIMIT_AS a race-detector build

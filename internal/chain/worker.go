@@ -44,9 +44,18 @@ func init() {
 	os.Exit(serveWorker(os.Stdin, os.Stdout, applyWorkerLimits))
 }
 
+// workerMaxStack bounds a goroutine's stack in the worker. Starlark walks some values
+// and the script's syntax tree by recursion (str() or hashing of a tuple nested a
+// million deep, a 200,000-term expression compiled); the runtime's default, 1 GiB,
+// would be reached only past the memory bound, and the script told that one operation
+// asked for too much memory. Values nested 1,000 deep (what a chain passes) take well
+// under a MiB, under the race detector too.
+const workerMaxStack = 64 << 20
+
 // applyWorkerLimits bounds the worker process as start asks.
 func applyWorkerLimits(s *workerStart) error {
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte(workerOOMScoreAdj), 0)
+	debug.SetMaxStack(workerMaxStack)
 	if s.SoftMemoryLimit > 0 {
 		debug.SetMemoryLimit(s.SoftMemoryLimit)
 	}
