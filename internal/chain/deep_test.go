@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
@@ -68,6 +69,14 @@ func TestChainDeepJSONModule(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.chain(sess, "t_echo(text=\"first\")\nprint(\"before\")\n"+tc.script)
+			if tc.want == "" {
+				// 900 kB of '<' is 900 kB on the line: it is sent, and the tool gets it.
+				if r.IsError {
+					t.Fatalf("%+v", r.Out.Error)
+				}
+				e.checkTrace(r, step{"t_echo", "ok", ""}, step{"t_echo", "ok", ""})
+				return
+			}
 			wantError(t, r, "failed", tc.want)
 			e.checkTrace(r, step{"t_echo", "ok", ""})
 			if r.Out.Output != "before\n" {
@@ -120,6 +129,43 @@ func TestChainStackOverflow(t *testing.T) {
 				})
 			}
 			noWorkersLeft(t)
+		})
+	}
+}
+
+// TestChainLongLine: a call's arguments or a result that encode to more than the
+// daemon reads in one line from the worker (chain.max_memory_bytes plus 1 MiB) fail in
+// the script with a message saying so; the daemon killed the worker instead ("ended
+// unexpectedly (signal: killed)"). A NUL is six bytes of JSON; a '<' was six on the
+// line too (the worker's encoder escaped HTML in the arguments), and is one. Without a memory cgroup: in one, a race-detector build's worker can reach the
+// kernel's bound of a 4 MiB limit (72 MiB) while encoding.
+func TestChainLongLine(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.MaxMemoryBytes, c.Chain.CallTimeout = 4<<20, time.Minute })
+	withoutCgroups(t, e)
+	sess := e.session("tool_chain", "t_*")
+	for _, tc := range []struct{ name, script, want string }{
+		{"arguments", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"\\x00\" * 900000)\n",
+			"t_echo: the arguments encode to 5400011 bytes of JSON, more than a chain may send to the daemon at once (5242880"},
+		{"html", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"<\" * 900000)\n", ""},
+		{"result", "t_echo(text=\"first\")\nprint(\"before\")\nresult = \"\\x00\" * 900000\n",
+			"the global result encodes to 5400002 bytes of JSON, more than a chain may send to the daemon at once (5242880"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.chain(sess, tc.script)
+			if tc.want == "" {
+				// 900 kB of '<' is 900 kB on the line: it is sent, and the tool gets it.
+				if r.IsError {
+					t.Fatalf("%+v", r.Out.Error)
+				}
+				e.checkTrace(r, step{"t_echo", "ok", ""}, step{"t_echo", "ok", ""})
+				return
+			}
+			wantError(t, r, "failed", tc.want)
+			e.checkTrace(r, step{"t_echo", "ok", ""})
+			if r.Out.Output != "before\n" {
+				t.Errorf("output %q", r.Out.Output)
+			}
 		})
 	}
 }

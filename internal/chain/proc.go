@@ -162,13 +162,18 @@ func startWorker(ctx context.Context, parent, name string, limit int64) (*worker
 	w := &worker{proc: proc, cgroup: parent != "", stdin: inW, stdout: outR, stderr: errR, msgs: make(chan message), quit: make(chan struct{})}
 	w.gone, w.endGone = context.WithCancel(ctx)
 	w.readers.Add(2)
-	go w.readMessages(int(limit) + 1<<20)
+	go w.readMessages(maxLineBytes(limit))
 	go w.readStderr()
 	return w, nil
 }
 
-// readMessages hands the worker's lines to msgs. A line longer than maxLine (a call's
-// arguments are at most what the script may keep) or that is no message kills it.
+// maxLineBytes is the longest line the daemon reads from a worker whose script may keep
+// limit bytes; the worker refuses to send a longer one (a call's arguments, the global
+// result).
+func maxLineBytes(limit int64) int { return int(limit) + 1<<20 }
+
+// readMessages hands the worker's lines to msgs. A line longer than maxLine or that is
+// no message kills it.
 func (w *worker) readMessages(maxLine int) {
 	defer w.readers.Done()
 	defer close(w.msgs)

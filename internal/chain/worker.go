@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,7 +98,7 @@ func serveWorker(in io.Reader, out io.Writer, limit func(*workerStart) error) in
 		fmt.Fprintf(os.Stderr, "%s: no start message: %v\n", workerArg0, err)
 		return 2
 	}
-	s := &script{spec: first.Start, out: w, enc: json.NewEncoder(w), replies: make(chan *callReply, 1)}
+	s := &script{spec: first.Start, out: w, replies: make(chan *callReply, 1)}
 	if limit != nil {
 		if err := limit(s.spec); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", workerArg0, err)
@@ -107,7 +108,18 @@ func serveWorker(in io.Reader, out io.Writer, limit func(*workerStart) error) in
 	s.thread = &starlark.Thread{Name: ToolName, Print: s.print}
 	go s.read(dec)
 	done := s.exec()
-	if err := s.send(message{Type: msgDone, Done: done}); err != nil {
+	err := s.send(message{Type: msgDone, Done: done})
+	var long *lineTooLong
+	if errors.As(err, &long) && done.Result != nil {
+		if done.Error == nil {
+			done.Error = &outcomeError{Kind: tool.KindFailed, Message: fmt.Sprintf(
+				"the global result encodes to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes: chain.max_memory_bytes plus 1 MiB); return less, or have a tool write it",
+				len(done.Result), long.max)}
+		}
+		done.Result = nil
+		err = s.send(message{Type: msgDone, Done: done})
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", workerArg0, err)
 		return 2
 	}
@@ -119,7 +131,7 @@ type script struct {
 	spec    *workerStart
 	thread  *starlark.Thread
 	out     *bufio.Writer
-	enc     *json.Encoder
+	line    bytes.Buffer    // the message being sent
 	replies chan *callReply // closed when the daemon closes the connection
 
 	calls     int
@@ -149,12 +161,29 @@ func (s *script) read(dec *json.Decoder) {
 	}
 }
 
-// send writes one message; only the script's goroutine sends.
+// lineTooLong is a message longer than the daemon reads (maxLineBytes), not sent.
+type lineTooLong struct{ len, max int }
+
+func (e *lineTooLong) Error() string {
+	return fmt.Sprintf("a message of %d bytes is more than the daemon reads (%d)", e.len, e.max)
+}
+
+// send writes one message; only the script's goroutine sends. One longer than the
+// daemon reads is not sent (the daemon would kill the worker): a *lineTooLong.
 func (s *script) send(m message) error {
 	if s.writeErr != nil {
 		return s.writeErr
 	}
-	if err := s.enc.Encode(m); err != nil {
+	var line bytes.Buffer
+	enc := json.NewEncoder(&line)
+	enc.SetEscapeHTML(false) // "<" is one byte on the line, not six
+	if err := enc.Encode(m); err != nil {
+		return err
+	}
+	if max := maxLineBytes(s.spec.MaxMemoryBytes); line.Len() > max {
+		return &lineTooLong{len: line.Len(), max: max}
+	}
+	if _, err := s.out.Write(line.Bytes()); err != nil {
 		s.writeErr = err
 		return err
 	}
@@ -323,10 +352,14 @@ func (s *script) call(name string, kw []starlark.Tuple, try bool) (starlark.Valu
 	if err != nil {
 		return nil, fmt.Errorf("%s: arguments cannot be encoded as JSON: %v", name, err)
 	}
-	s.calls++
-	if err := s.send(message{Type: msgCall, Call: &callRequest{Tool: name, Args: argJSON}}); err != nil {
+	var long *lineTooLong
+	if err := s.send(message{Type: msgCall, Call: &callRequest{Tool: name, Args: argJSON}}); errors.As(err, &long) {
+		return nil, fmt.Errorf("%s: the arguments encode to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes: chain.max_memory_bytes plus 1 MiB); pass less in one call",
+			name, len(argJSON), long.max)
+	} else if err != nil {
 		return nil, fmt.Errorf("%s: the daemon cannot be reached: %v", name, err)
 	}
+	s.calls++
 	rep, ok := <-s.replies
 	if !ok || rep == nil {
 		return nil, fmt.Errorf("%s: the daemon closed the connection", name)
