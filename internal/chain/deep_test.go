@@ -169,3 +169,29 @@ func TestChainLongLine(t *testing.T) {
 		})
 	}
 }
+
+// TestChainUndecodableToolResult: a tool's structured result that is valid JSON the
+// script's decoder refuses (a number out of a float's range, which an MCP server may
+// send) fails the script with a message naming the call, which ran; the script got the
+// JSON text as a string instead, silently, and failed later on its use.
+func TestChainUndecodableToolResult(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	err := e.d.App.Tools.Register(fn{tool.Spec{Name: "t_huge", Description: "a number JSON holds and a float does not", Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe},
+		func(_ *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+			return &tool.Result{Structured: json.RawMessage(`{"x": 1e400}`), Content: []tool.Content{{Type: tool.ContentText, Text: "huge"}}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := e.session("tool_chain", "t_*")
+	r := e.chain(sess, "print(\"before\")\nr = t_huge()\nprint(\"after\")\nresult = r[\"x\"]\n")
+	wantError(t, r, "failed", "t_huge's result cannot be read by a script (json.decode: at offset ")
+	if !strings.Contains(r.Out.Error.Message, "invalid number: 1e400); the call ran (tc_") {
+		t.Errorf("message %q", r.Out.Error.Message)
+	}
+	e.checkTrace(r, step{"t_huge", "ok", ""})
+	if r.Out.Output != "before\n" {
+		t.Errorf("output %q", r.Out.Output)
+	}
+}

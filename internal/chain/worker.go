@@ -373,7 +373,10 @@ func (s *script) call(name string, kw []starlark.Tuple, try bool) (starlark.Valu
 		}
 		return nil, fmt.Errorf("%s failed (%s, call %s): %s", name, rep.Kind, rep.CallID, rep.Message)
 	}
-	value := s.value(rep)
+	value, err := s.value(rep)
+	if err != nil {
+		return nil, fmt.Errorf("%s's result cannot be read by a script (%v); the call ran (%s): call %s directly to see its result", name, err, rep.CallID, name)
+	}
 	if try {
 		return attempt(true, value, starlark.None, starlark.None, rep.CallID), nil
 	}
@@ -387,8 +390,9 @@ func attempt(ok bool, value, errText, kind starlark.Value, callID string) starla
 }
 
 // value turns a successful reply into the script's value: decoded structured content,
-// text, or an artifact reference.
-func (s *script) value(rep *callReply) starlark.Value {
+// text, or an artifact reference. Structured content Starlark's decoder refuses (valid
+// JSON: a number out of a float's range) is an error, not its text as a string.
+func (s *script) value(rep *callReply) (starlark.Value, error) {
 	if a := rep.Artifact; a != nil {
 		d := starlark.NewDict(5)
 		_ = d.SetKey(starlark.String("artifact"), starlark.String(a.Ref))
@@ -396,14 +400,10 @@ func (s *script) value(rep *callReply) starlark.Value {
 		_ = d.SetKey(starlark.String("preview"), starlark.String(a.Preview))
 		_ = d.SetKey(starlark.String("json"), starlark.Bool(a.JSON))
 		_ = d.SetKey(starlark.String("truncated"), starlark.Bool(a.Truncated))
-		return d
+		return d, nil
 	}
 	if len(rep.JSON) == 0 {
-		return starlark.String(rep.Text)
+		return starlark.String(rep.Text), nil
 	}
-	v, err := starlark.Call(s.thread, starjson.Module.Members["decode"], starlark.Tuple{starlark.String(rep.JSON)}, nil)
-	if err != nil {
-		return starlark.String(rep.JSON)
-	}
-	return v
+	return starlark.Call(s.thread, starjson.Module.Members["decode"], starlark.Tuple{starlark.String(rep.JSON)}, nil)
 }
