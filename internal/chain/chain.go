@@ -288,10 +288,10 @@ func (r *run) value(name string, res *tool.Result, rep *callReply) (artifact str
 const maxValueDepth = 1000
 
 // encodeJSON encodes a script's value for the line to the daemon. A value nested more
-// than maxValueDepth deep is refused here, as one that cannot be encoded, before the
-// encoder recurses into it.
-func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
-	if err := checkDepth("json.encode", v, maxValueDepth); err != nil {
+// than maxValueDepth deep, or holding more than maxValues values, is refused here, as one
+// that cannot be encoded, before the encoder recurses into it.
+func encodeJSON(th *starlark.Thread, v starlark.Value, maxValues int) ([]byte, error) {
+	if err := checkDepth("json.encode", v, maxValueDepth, maxValues); err != nil {
 		return nil, err
 	}
 	out, err := starlark.Call(th, starjson.Module.Members["encode"], starlark.Tuple{v}, nil)
@@ -302,18 +302,29 @@ func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// checkDepth walks v without recursing and fails when it nests deeper than max. A
-// value that holds itself is left to the encoder, which names the cycle.
-func checkDepth(fn string, v starlark.Value, max int) error {
+// maxValues is how many values (lists, dicts, strings, numbers …) a value the script
+// encodes may hold, counting one held in several places each time it is: a value it
+// keeps holds at most one per list slot (16 bytes) of chain.max_memory_bytes, while a
+// list holding the same list twice at each of 60 levels is 2^60 of them, a walk (and an
+// encoding) that would never end, in one step that is never interrupted.
+func maxValues(limit int64) int { return int(limit / 16) }
+
+// checkDepth walks v without recursing and fails when it nests deeper than max, or
+// holds more than maxValues values. A value that holds itself is left to the encoder,
+// which names the cycle.
+func checkDepth(fn string, v starlark.Value, max, maxValues int) error {
 	type level struct {
 		seq   starlark.Indexable // its elements, read in place (a list, tuple, range)
 		items []starlark.Value   // or these, gathered (a dict's values, a set, a struct's fields)
 		pos   int
 		owner starlark.Value // a list, dict or set, for the cycle check; else nil
 	}
-	onPath := map[starlark.Value]bool{}
 	var stack []level
+	values := 0
 	push := func(v starlark.Value) (cycle bool, err error) {
+		if values++; values > maxValues {
+			return false, fmt.Errorf("%s: the value holds more than %d values (one held in several places counts each time), more than a chain encodes (chain.max_memory_bytes / 16)", fn, maxValues)
+		}
 		var seq starlark.Indexable
 		var items []starlark.Value
 		var owner starlark.Value
@@ -321,9 +332,6 @@ func checkDepth(fn string, v starlark.Value, max int) error {
 		case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String, starlark.Bytes:
 			return false, nil
 		case *starlark.List, *starlark.Dict, *starlark.Set:
-			if onPath[x] {
-				return true, nil
-			}
 			owner = x
 		}
 		switch x := v.(type) {
@@ -350,10 +358,17 @@ func checkDepth(fn string, v starlark.Value, max int) error {
 			return false, nil
 		}
 		if len(stack) == max {
+			// A value that holds itself nests without end: its containers repeat on
+			// the path.
+			onPath := map[starlark.Value]bool{}
+			for _, l := range append(stack, level{owner: owner}) {
+				if l.owner != nil && onPath[l.owner] {
+					return true, nil
+				} else if l.owner != nil {
+					onPath[l.owner] = true
+				}
+			}
 			return false, fmt.Errorf("%s: the value nests lists and dicts more than %d deep", fn, max)
-		}
-		if owner != nil {
-			onPath[owner] = true
 		}
 		stack = append(stack, level{seq: seq, items: items, owner: owner})
 		return false, nil
@@ -370,9 +385,6 @@ func checkDepth(fn string, v starlark.Value, max int) error {
 		case top.seq == nil && top.pos < len(top.items):
 			next = top.items[top.pos]
 		default:
-			if top.owner != nil {
-				delete(onPath, top.owner)
-			}
 			stack = stack[:len(stack)-1]
 			continue
 		}

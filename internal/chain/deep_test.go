@@ -195,3 +195,25 @@ func TestChainUndecodableToolResult(t *testing.T) {
 		t.Errorf("output %q", r.Out.Output)
 	}
 }
+
+// TestChainSharedValues: a value that holds the same list twice at each of 60 levels is
+// 2^60 elements to encode; the depth walk before the encoder went through all of them
+// in one step (never interrupted), holding the worker until the total timeout. It is
+// refused at once, as sent and in the json module.
+func TestChainSharedValues(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.TotalTimeout = 20 * time.Second })
+	sess := e.session("tool_chain", "t_*")
+	nest := "x = []\nfor i in range(60):\n    x = [x, x]\n"
+	for _, tc := range []struct{ name, script, want string }{
+		{"arguments", "t_echo(text=x)\n", "t_echo: arguments cannot be encoded as JSON: json.encode: the value holds more than 16777216 values"},
+		{"result", "result = x\n", "the global result cannot be encoded as JSON: json.encode: the value holds more than 16777216 values"},
+		{"json.encode", "s = json.encode(x)\n", "json.encode: the value holds more than 16777216 values"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.chain(sess, "t_echo(text=\"first\")\nprint(\"before\")\n"+nest+tc.script)
+			wantError(t, r, "failed", tc.want)
+			e.checkTrace(r, step{"t_echo", "ok", ""})
+		})
+	}
+}

@@ -208,7 +208,7 @@ func (s *script) exec() *workerDone {
 	end()
 	done := &workerDone{Steps: s.thread.ExecutionSteps(), Truncated: s.truncated}
 	if v, ok := globals["result"]; ok && v != nil {
-		if b, encErr := encodeJSON(s.thread, v); encErr == nil {
+		if b, encErr := encodeJSON(s.thread, v, maxValues(p.MaxMemoryBytes)); encErr == nil {
 			done.Result = b
 		} else if err == nil {
 			err = fmt.Errorf("the global result cannot be encoded as JSON: %v", encErr)
@@ -289,7 +289,7 @@ func (s *script) builtins() starlark.StringDict {
 		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			return s.named(b, args, kw, true)
 		}),
-		"json":   boundedJSON,
+		"json":   boundedJSON(maxValues(s.spec.MaxMemoryBytes)),
 		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
 	}
 	if s.spec.MaxMemoryBytes > 0 {
@@ -299,8 +299,9 @@ func (s *script) builtins() starlark.StringDict {
 }
 
 // boundedJSON is Starlark's json module whose functions refuse values and text nested
-// more than maxValueDepth deep before they recurse into them, one Go call per level.
-var boundedJSON = func() *starlarkstruct.Module {
+// more than maxValueDepth deep before they recurse into them, one Go call per level,
+// and values holding more than maxValues values.
+func boundedJSON(maxValues int) *starlarkstruct.Module {
 	m := &starlarkstruct.Module{Name: starjson.Module.Name, Members: starlark.StringDict{}}
 	for name, v := range starjson.Module.Members {
 		b := v.(*starlark.Builtin)
@@ -308,7 +309,7 @@ var boundedJSON = func() *starlarkstruct.Module {
 			if len(args) > 0 {
 				switch name {
 				case "encode", "encode_indent":
-					if err := checkDepth(fn.Name(), args[0], maxValueDepth); err != nil {
+					if err := checkDepth(fn.Name(), args[0], maxValueDepth, maxValues); err != nil {
 						return nil, err
 					}
 				case "decode", "indent":
@@ -321,7 +322,7 @@ var boundedJSON = func() *starlarkstruct.Module {
 		})
 	}
 	return m
-}()
+}
 
 // named serves call("tool", ...) and try_call("tool", ...).
 func (s *script) named(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple, try bool) (starlark.Value, error) {
@@ -348,7 +349,7 @@ func (s *script) call(name string, kw []starlark.Tuple, try bool) (starlark.Valu
 			return nil, err
 		}
 	}
-	argJSON, err := encodeJSON(s.thread, kwargs)
+	argJSON, err := encodeJSON(s.thread, kwargs, maxValues(s.spec.MaxMemoryBytes))
 	if err != nil {
 		return nil, fmt.Errorf("%s: arguments cannot be encoded as JSON: %v", name, err)
 	}
