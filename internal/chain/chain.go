@@ -148,7 +148,7 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if out.Error != nil {
 		res.IsError, res.ErrorKind = true, out.Error.Kind
 	}
-	if u := use(r.exit); u != nil {
+	if u := use(r.exit, r.inheritedRSS); u != nil {
 		res.Details, _ = json.Marshal(map[string]any{"worker": u})
 	}
 	return res, nil
@@ -179,6 +179,8 @@ type run struct {
 	out       strings.Builder
 	truncated bool
 	exit      sandbox.BoundedExit // how the worker ended, once drive has returned
+	// inheritedRSS is the daemon's peak RSS as the worker started (see use).
+	inheritedRSS int64
 }
 
 func (r *run) print(msg string) {
