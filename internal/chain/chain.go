@@ -148,7 +148,7 @@ func (t *chainTool) Run(tc *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if out.Error != nil {
 		res.IsError, res.ErrorKind = true, out.Error.Kind
 	}
-	if u := use(r.exit); u != nil {
+	if u := use(r.exit, r.inheritedRSS); u != nil {
 		res.Details, _ = json.Marshal(map[string]any{"worker": u})
 	}
 	return res, nil
@@ -179,6 +179,8 @@ type run struct {
 	out       strings.Builder
 	truncated bool
 	exit      sandbox.BoundedExit // how the worker ended, once drive has returned
+	// inheritedRSS is the daemon's peak RSS as the worker started (see use).
+	inheritedRSS int64
 }
 
 func (r *run) print(msg string) {
@@ -237,7 +239,7 @@ func (r *run) call(ctx context.Context, req *callRequest) *callReply {
 		entry.Status, entry.Kind = "error", res.ErrorKind
 		rep.Failed, rep.Kind, rep.Message = true, res.ErrorKind, truncateText(res.Text(), p.MaxInlineResultBytes)
 		rep.Stopping = r.ctx.Err() != nil
-	} else if ref, err := r.value(res, rep); err != nil {
+	} else if ref, err := r.value(req.Tool, res, rep); err != nil {
 		rep.Error = err.Error()
 	} else {
 		entry.Artifact = ref
@@ -249,7 +251,7 @@ func (r *run) call(ctx context.Context, req *callRequest) *callReply {
 
 // value puts a successful result into rep: its structured content when it has one,
 // else its text; one too large to inline is stored and becomes an artifact reference.
-func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err error) {
+func (r *run) value(name string, res *tool.Result, rep *callReply) (artifact string, err error) {
 	payload, structured := []byte(res.Structured), len(res.Structured) > 0
 	if !structured {
 		payload = []byte(res.Text())
@@ -264,6 +266,12 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 		return ref, nil
 	}
 	if structured && json.Valid(payload) {
+		if jsonDeeper(payload, maxValueDepth) {
+			// encoding/json refuses more than 10,000 levels on the line, and the
+			// worker's decoder recurses once per level.
+			return "", fmt.Errorf("%s's result nests lists and dicts more than %d deep, deeper than a chain takes values (the call ran: %s); call %s directly to see its result",
+				name, maxValueDepth, rep.CallID, name)
+		}
 		rep.JSON = payload
 	} else {
 		rep.Text = res.Text()
@@ -272,7 +280,9 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 }
 
 // maxValueDepth is how deep a script's value sent to the daemon (a call's arguments,
-// the global result) may nest lists, tuples, dicts and structs. encoding/json, which
+// the global result) may nest lists, tuples, dicts and structs; so may what the
+// script's json module encodes and decodes, and a tool's structured result the
+// script gets. encoding/json, which
 // reads the line on both sides, refuses more than 10,000 levels of the whole message,
 // and Starlark's encoder recurses once per level (a Go stack of megabytes, more under
 // the race detector, within the worker's address-space bound); no tool's arguments
@@ -280,10 +290,10 @@ func (r *run) value(res *tool.Result, rep *callReply) (artifact string, err erro
 const maxValueDepth = 1000
 
 // encodeJSON encodes a script's value for the line to the daemon. A value nested more
-// than maxValueDepth deep is refused here, as one that cannot be encoded, before the
-// encoder recurses into it.
-func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
-	if err := checkDepth(v, maxValueDepth); err != nil {
+// than maxValueDepth deep, or holding more than maxValues values, is refused here, as one
+// that cannot be encoded, before the encoder recurses into it.
+func encodeJSON(th *starlark.Thread, v starlark.Value, maxValues int) ([]byte, error) {
+	if err := checkDepth("json.encode", v, maxValueDepth, maxValues); err != nil {
 		return nil, err
 	}
 	out, err := starlark.Call(th, starjson.Module.Members["encode"], starlark.Tuple{v}, nil)
@@ -294,18 +304,29 @@ func encodeJSON(th *starlark.Thread, v starlark.Value) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// checkDepth walks v without recursing and fails when it nests deeper than max. A
-// value that holds itself is left to the encoder, which names the cycle.
-func checkDepth(v starlark.Value, max int) error {
+// maxValues is how many values (lists, dicts, strings, numbers …) a value the script
+// encodes may hold, counting one held in several places each time it is: a value it
+// keeps holds at most one per list slot (16 bytes) of chain.max_memory_bytes, while a
+// list holding the same list twice at each of 60 levels is 2^60 of them, a walk (and an
+// encoding) that would never end, in one step that is never interrupted.
+func maxValues(limit int64) int { return int(limit / 16) }
+
+// checkDepth walks v without recursing and fails when it nests deeper than max, or
+// holds more than maxValues values. A value that holds itself is left to the encoder,
+// which names the cycle.
+func checkDepth(fn string, v starlark.Value, max, maxValues int) error {
 	type level struct {
 		seq   starlark.Indexable // its elements, read in place (a list, tuple, range)
 		items []starlark.Value   // or these, gathered (a dict's values, a set, a struct's fields)
 		pos   int
 		owner starlark.Value // a list, dict or set, for the cycle check; else nil
 	}
-	onPath := map[starlark.Value]bool{}
 	var stack []level
+	values := 0
 	push := func(v starlark.Value) (cycle bool, err error) {
+		if values++; values > maxValues {
+			return false, fmt.Errorf("%s: the value holds more than %d values (one held in several places counts each time), more than a chain encodes (chain.max_memory_bytes / 16)", fn, maxValues)
+		}
 		var seq starlark.Indexable
 		var items []starlark.Value
 		var owner starlark.Value
@@ -313,9 +334,6 @@ func checkDepth(v starlark.Value, max int) error {
 		case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String, starlark.Bytes:
 			return false, nil
 		case *starlark.List, *starlark.Dict, *starlark.Set:
-			if onPath[x] {
-				return true, nil
-			}
 			owner = x
 		}
 		switch x := v.(type) {
@@ -342,10 +360,17 @@ func checkDepth(v starlark.Value, max int) error {
 			return false, nil
 		}
 		if len(stack) == max {
-			return false, fmt.Errorf("json.encode: the value nests lists and dicts more than %d deep", max)
-		}
-		if owner != nil {
-			onPath[owner] = true
+			// A value that holds itself nests without end: its containers repeat on
+			// the path.
+			onPath := map[starlark.Value]bool{}
+			for _, l := range append(stack, level{owner: owner}) {
+				if l.owner != nil && onPath[l.owner] {
+					return true, nil
+				} else if l.owner != nil {
+					onPath[l.owner] = true
+				}
+			}
+			return false, fmt.Errorf("%s: the value nests lists and dicts more than %d deep", fn, max)
 		}
 		stack = append(stack, level{seq: seq, items: items, owner: owner})
 		return false, nil
@@ -362,9 +387,6 @@ func checkDepth(v starlark.Value, max int) error {
 		case top.seq == nil && top.pos < len(top.items):
 			next = top.items[top.pos]
 		default:
-			if top.owner != nil {
-				delete(onPath, top.owner)
-			}
 			stack = stack[:len(stack)-1]
 			continue
 		}
@@ -374,6 +396,29 @@ func checkDepth(v starlark.Value, max int) error {
 		}
 	}
 	return nil
+}
+
+// jsonDeeper reports whether the JSON text b nests arrays and objects more than max
+// deep (brackets within strings do not count), reading it once, without recursion; it
+// reads text that is not valid JSON too, which the decoder then refuses.
+func jsonDeeper[T string | []byte](b T, max int) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
 }
 
 func truncateText(s string, n int) string {

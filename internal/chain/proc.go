@@ -162,13 +162,18 @@ func startWorker(ctx context.Context, parent, name string, limit int64) (*worker
 	w := &worker{proc: proc, cgroup: parent != "", stdin: inW, stdout: outR, stderr: errR, msgs: make(chan message), quit: make(chan struct{})}
 	w.gone, w.endGone = context.WithCancel(ctx)
 	w.readers.Add(2)
-	go w.readMessages(int(limit) + 1<<20)
+	go w.readMessages(maxLineBytes(limit))
 	go w.readStderr()
 	return w, nil
 }
 
-// readMessages hands the worker's lines to msgs. A line longer than maxLine (a call's
-// arguments are at most what the script may keep) or that is no message kills it.
+// maxLineBytes is the longest line the daemon reads from a worker whose script may keep
+// limit bytes; the worker refuses to send a longer one (a call's arguments, the global
+// result).
+func maxLineBytes(limit int64) int { return int(limit) + 1<<20 }
+
+// readMessages hands the worker's lines to msgs. A line longer than maxLine or that is
+// no message kills it.
 func (w *worker) readMessages(maxLine int) {
 	defer w.readers.Done()
 	defer close(w.msgs)
@@ -277,6 +282,13 @@ func (w *worker) death(limit int64) *outcomeError {
 			killed = true
 		}
 	}
+	// Its stack passed workerMaxStack ("runtime: goroutine stack exceeds 67108864-byte
+	// limit", "fatal error: stack overflow").
+	if containsAny(stderr, "stack overflow", "goroutine stack exceeds") {
+		return &outcomeError{Kind: tool.KindFailed, Message: fmt.Sprintf(
+			"the script nests too deep and was stopped: the interpreter walked a value or an expression nested hundreds of thousands of levels deep (str() or hashing of a deeply nested list or tuple, a very long chain of operators) past its stack bound (%d MiB); keep values under %d levels and split long expressions",
+			workerMaxStack>>20, maxValueDepth)}
+	}
 	// The kernel killed it for its cgroup's limit (counted, or seen as a SIGKILL with
 	// the cgroup full), or the Go runtime could not have the memory it asked for
 	// ("fatal error: runtime: out of memory"; under RLIMIT_AS a race-detector build
@@ -310,6 +322,9 @@ func (r *run) drive(script string) (*workerDone, *outcomeError) {
 	if err != nil {
 		return nil, &outcomeError{Kind: tool.KindFailed, Message: "the script's process could not be started: " + err.Error()}
 	}
+	// Linux counts in a child's maxrss the peak of the process it was started from,
+	// the daemon's: read after the start, this bounds what the worker inherited.
+	r.inheritedRSS = peakRSS()
 	defer func() {
 		w.close()
 		r.exit = w.proc.Exit()
@@ -355,26 +370,47 @@ func (r *run) drive(script string) (*workerDone, *outcomeError) {
 // workerUse is what a chain's worker used, for the result's details (logs and UIs;
 // never sent to the model).
 type workerUse struct {
-	// MaxRSSBytes is the most memory the worker held (getrusage's ru_maxrss).
-	MaxRSSBytes int64 `json:"max_rss_bytes"`
+	// MaxRSSBytes is the most memory the worker held (getrusage's ru_maxrss), when
+	// that is above the daemon's own peak as the worker started, which Linux counts in
+	// a child's maxrss (0, left out: the worker's own peak is unknown, and below that).
+	MaxRSSBytes int64 `json:"max_rss_bytes,omitempty"`
 	// CgroupPeakBytes is its memory cgroup's peak (page cache included), when it ran
 	// in one.
 	CgroupPeakBytes int64 `json:"cgroup_peak_bytes,omitempty"`
 }
 
-// use reads what the worker that ended with ex used; nil when that is unknown.
-func use(ex sandbox.BoundedExit) *workerUse {
+// use reads what the worker that ended with ex, started when the daemon's peak RSS
+// was inherited, used; nil when that is unknown.
+func use(ex sandbox.BoundedExit, inherited int64) *workerUse {
 	if ex.State == nil {
 		return nil
 	}
 	u := &workerUse{}
-	if ru, ok := ex.State.SysUsage().(*syscall.Rusage); ok {
+	if ru, ok := ex.State.SysUsage().(*syscall.Rusage); ok && ru.Maxrss<<10 > inherited {
 		u.MaxRSSBytes = ru.Maxrss << 10 // kilobytes on Linux
 	}
 	if ex.Cgroup {
 		u.CgroupPeakBytes = ex.MemoryPeak
 	}
+	if *u == (workerUse{}) {
+		return nil
+	}
 	return u
+}
+
+// peakRSS is this process's peak resident size (VmHWM); 0 when unknown.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func containsAny(s string, subs ...string) bool {

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,9 +45,18 @@ func init() {
 	os.Exit(serveWorker(os.Stdin, os.Stdout, applyWorkerLimits))
 }
 
+// workerMaxStack bounds a goroutine's stack in the worker. Starlark walks some values
+// and the script's syntax tree by recursion (str() or hashing of a tuple nested a
+// million deep, a 200,000-term expression compiled); the runtime's default, 1 GiB,
+// would be reached only past the memory bound, and the script told that one operation
+// asked for too much memory. Values nested 1,000 deep (what a chain passes) take well
+// under a MiB, under the race detector too.
+const workerMaxStack = 64 << 20
+
 // applyWorkerLimits bounds the worker process as start asks.
 func applyWorkerLimits(s *workerStart) error {
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte(workerOOMScoreAdj), 0)
+	debug.SetMaxStack(workerMaxStack)
 	if s.SoftMemoryLimit > 0 {
 		debug.SetMemoryLimit(s.SoftMemoryLimit)
 	}
@@ -88,7 +98,7 @@ func serveWorker(in io.Reader, out io.Writer, limit func(*workerStart) error) in
 		fmt.Fprintf(os.Stderr, "%s: no start message: %v\n", workerArg0, err)
 		return 2
 	}
-	s := &script{spec: first.Start, out: w, enc: json.NewEncoder(w), replies: make(chan *callReply, 1)}
+	s := &script{spec: first.Start, out: w, replies: make(chan *callReply, 1)}
 	if limit != nil {
 		if err := limit(s.spec); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", workerArg0, err)
@@ -98,7 +108,18 @@ func serveWorker(in io.Reader, out io.Writer, limit func(*workerStart) error) in
 	s.thread = &starlark.Thread{Name: ToolName, Print: s.print}
 	go s.read(dec)
 	done := s.exec()
-	if err := s.send(message{Type: msgDone, Done: done}); err != nil {
+	err := s.send(message{Type: msgDone, Done: done})
+	var long *lineTooLong
+	if errors.As(err, &long) && done.Result != nil {
+		if done.Error == nil {
+			done.Error = &outcomeError{Kind: tool.KindFailed, Message: fmt.Sprintf(
+				"the global result encodes to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes: chain.max_memory_bytes plus 1 MiB); return less, or have a tool write it",
+				len(done.Result), long.max)}
+		}
+		done.Result = nil
+		err = s.send(message{Type: msgDone, Done: done})
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", workerArg0, err)
 		return 2
 	}
@@ -110,7 +131,7 @@ type script struct {
 	spec    *workerStart
 	thread  *starlark.Thread
 	out     *bufio.Writer
-	enc     *json.Encoder
+	line    bytes.Buffer    // the message being sent
 	replies chan *callReply // closed when the daemon closes the connection
 
 	calls     int
@@ -140,12 +161,29 @@ func (s *script) read(dec *json.Decoder) {
 	}
 }
 
-// send writes one message; only the script's goroutine sends.
+// lineTooLong is a message longer than the daemon reads (maxLineBytes), not sent.
+type lineTooLong struct{ len, max int }
+
+func (e *lineTooLong) Error() string {
+	return fmt.Sprintf("a message of %d bytes is more than the daemon reads (%d)", e.len, e.max)
+}
+
+// send writes one message; only the script's goroutine sends. One longer than the
+// daemon reads is not sent (the daemon would kill the worker): a *lineTooLong.
 func (s *script) send(m message) error {
 	if s.writeErr != nil {
 		return s.writeErr
 	}
-	if err := s.enc.Encode(m); err != nil {
+	var line bytes.Buffer
+	enc := json.NewEncoder(&line)
+	enc.SetEscapeHTML(false) // "<" is one byte on the line, not six
+	if err := enc.Encode(m); err != nil {
+		return err
+	}
+	if max := maxLineBytes(s.spec.MaxMemoryBytes); line.Len() > max {
+		return &lineTooLong{len: line.Len(), max: max}
+	}
+	if _, err := s.out.Write(line.Bytes()); err != nil {
 		s.writeErr = err
 		return err
 	}
@@ -170,7 +208,7 @@ func (s *script) exec() *workerDone {
 	end()
 	done := &workerDone{Steps: s.thread.ExecutionSteps(), Truncated: s.truncated}
 	if v, ok := globals["result"]; ok && v != nil {
-		if b, encErr := encodeJSON(s.thread, v); encErr == nil {
+		if b, encErr := encodeJSON(s.thread, v, maxValues(p.MaxMemoryBytes)); encErr == nil {
 			done.Result = b
 		} else if err == nil {
 			err = fmt.Errorf("the global result cannot be encoded as JSON: %v", encErr)
@@ -251,13 +289,39 @@ func (s *script) builtins() starlark.StringDict {
 		"try_call": starlark.NewBuiltin("try_call", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			return s.named(b, args, kw, true)
 		}),
-		"json":   starjson.Module,
+		"json":   boundedJSON(maxValues(s.spec.MaxMemoryBytes)),
 		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
 	}
 	if s.spec.MaxMemoryBytes > 0 {
 		d["range"] = boundedRange(s.spec.MaxMemoryBytes / bytesPerRangeElement)
 	}
 	return d
+}
+
+// boundedJSON is Starlark's json module whose functions refuse values and text nested
+// more than maxValueDepth deep before they recurse into them, one Go call per level,
+// and values holding more than maxValues values.
+func boundedJSON(maxValues int) *starlarkstruct.Module {
+	m := &starlarkstruct.Module{Name: starjson.Module.Name, Members: starlark.StringDict{}}
+	for name, v := range starjson.Module.Members {
+		b := v.(*starlark.Builtin)
+		m.Members[name] = starlark.NewBuiltin(b.Name(), func(th *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			if len(args) > 0 {
+				switch name {
+				case "encode", "encode_indent":
+					if err := checkDepth(fn.Name(), args[0], maxValueDepth, maxValues); err != nil {
+						return nil, err
+					}
+				case "decode", "indent":
+					if s, ok := starlark.AsString(args[0]); ok && jsonDeeper(s, maxValueDepth) {
+						return nil, fmt.Errorf("%s: the value nests lists and dicts more than %d deep", fn.Name(), maxValueDepth)
+					}
+				}
+			}
+			return b.CallInternal(th, args, kw)
+		})
+	}
+	return m
 }
 
 // named serves call("tool", ...) and try_call("tool", ...).
@@ -285,14 +349,18 @@ func (s *script) call(name string, kw []starlark.Tuple, try bool) (starlark.Valu
 			return nil, err
 		}
 	}
-	argJSON, err := encodeJSON(s.thread, kwargs)
+	argJSON, err := encodeJSON(s.thread, kwargs, maxValues(s.spec.MaxMemoryBytes))
 	if err != nil {
 		return nil, fmt.Errorf("%s: arguments cannot be encoded as JSON: %v", name, err)
 	}
-	s.calls++
-	if err := s.send(message{Type: msgCall, Call: &callRequest{Tool: name, Args: argJSON}}); err != nil {
+	var long *lineTooLong
+	if err := s.send(message{Type: msgCall, Call: &callRequest{Tool: name, Args: argJSON}}); errors.As(err, &long) {
+		return nil, fmt.Errorf("%s: the arguments encode to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes: chain.max_memory_bytes plus 1 MiB); pass less in one call",
+			name, len(argJSON), long.max)
+	} else if err != nil {
 		return nil, fmt.Errorf("%s: the daemon cannot be reached: %v", name, err)
 	}
+	s.calls++
 	rep, ok := <-s.replies
 	if !ok || rep == nil {
 		return nil, fmt.Errorf("%s: the daemon closed the connection", name)
@@ -306,7 +374,10 @@ func (s *script) call(name string, kw []starlark.Tuple, try bool) (starlark.Valu
 		}
 		return nil, fmt.Errorf("%s failed (%s, call %s): %s", name, rep.Kind, rep.CallID, rep.Message)
 	}
-	value := s.value(rep)
+	value, err := s.value(rep)
+	if err != nil {
+		return nil, fmt.Errorf("%s's result cannot be read by a script (%v); the call ran (%s): call %s directly to see its result", name, err, rep.CallID, name)
+	}
 	if try {
 		return attempt(true, value, starlark.None, starlark.None, rep.CallID), nil
 	}
@@ -320,8 +391,9 @@ func attempt(ok bool, value, errText, kind starlark.Value, callID string) starla
 }
 
 // value turns a successful reply into the script's value: decoded structured content,
-// text, or an artifact reference.
-func (s *script) value(rep *callReply) starlark.Value {
+// text, or an artifact reference. Structured content Starlark's decoder refuses (valid
+// JSON: a number out of a float's range) is an error, not its text as a string.
+func (s *script) value(rep *callReply) (starlark.Value, error) {
 	if a := rep.Artifact; a != nil {
 		d := starlark.NewDict(5)
 		_ = d.SetKey(starlark.String("artifact"), starlark.String(a.Ref))
@@ -329,14 +401,10 @@ func (s *script) value(rep *callReply) starlark.Value {
 		_ = d.SetKey(starlark.String("preview"), starlark.String(a.Preview))
 		_ = d.SetKey(starlark.String("json"), starlark.Bool(a.JSON))
 		_ = d.SetKey(starlark.String("truncated"), starlark.Bool(a.Truncated))
-		return d
+		return d, nil
 	}
 	if len(rep.JSON) == 0 {
-		return starlark.String(rep.Text)
+		return starlark.String(rep.Text), nil
 	}
-	v, err := starlark.Call(s.thread, starjson.Module.Members["decode"], starlark.Tuple{starlark.String(rep.JSON)}, nil)
-	if err != nil {
-		return starlark.String(rep.JSON)
-	}
-	return v
+	return starlark.Call(s.thread, starjson.Module.Members["decode"], starlark.Tuple{starlark.String(rep.JSON)}, nil)
 }

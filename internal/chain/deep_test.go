@@ -1,0 +1,219 @@
+package chain_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/sandbox"
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// TestChainDeepToolResult: a tool whose structured output nests deeper than a chain
+// takes values (1,000 levels) fails the script with a message saying so and naming the
+// call, which ran (its trace entry is ok); 9,999 levels got past json.Valid and then
+// failed encoding/json's 10,000 on the line to the worker, which was killed and said
+// "the daemon closed the connection". A result 1,000 deep is the script's value.
+func TestChainDeepToolResult(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.MaxInlineResultBytes = 1 << 20 })
+	err := e.d.App.Tools.Register(fn{tool.Spec{Name: "t_deep", Description: "JSON n lists deep", Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)},
+		func(_ *tool.Context, raw json.RawMessage) (*tool.Result, error) {
+			var a struct{ N int }
+			_ = json.Unmarshal(raw, &a)
+			return &tool.Result{Structured: json.RawMessage(strings.Repeat("[", a.N) + strings.Repeat("]", a.N)),
+				Content: []tool.Content{{Type: tool.ContentText, Text: "deep"}}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := e.session("tool_chain", "t_*")
+	for _, n := range []int{1001, 9999} {
+		r := e.chain(sess, fmt.Sprintf("print(\"before\")\nr = try_call(\"t_deep\", n=%d)\nprint(\"after\")\n", n))
+		wantError(t, r, "failed", "t_deep's result nests lists and dicts more than 1000 deep")
+		if n < 9990 {
+			e.checkTrace(r, step{"t_deep", "ok", ""})
+		} else if tr := r.Out.CallTrace; len(tr) != 1 || tr[0].Tool != "t_deep" || tr[0].Status != "ok" {
+			// (The call's record, 10,000 deep with its envelope, is more than this
+			// test's JSON decoder reads.)
+			t.Errorf("call_trace %+v", tr)
+		}
+		if r.Out.Output != "before\n" {
+			t.Errorf("output %q", r.Out.Output)
+		}
+	}
+	r := e.chain(sess, "x = t_deep(n=1000)\nd = 0\nfor i in range(2000):\n    if not x:\n        break\n    x = x[0]\n    d += 1\nresult = d\n")
+	if r.IsError || string(r.Out.Result) != "999" {
+		t.Fatalf("a result 1,000 deep: %+v %s", r.Out.Error, r.Out.Result)
+	}
+}
+
+// TestChainDeepJSONModule: the script's json.encode, json.encode_indent and
+// json.decode refuse values and text nesting deeper than 1,000 levels, like values a
+// chain sends: Starlark's encoder and decoder recurse once per level (what made CI's
+// race-build worker run out of address space), and json.decode of 3,000,000 levels
+// ended the worker, whose answer blamed a single operation's memory.
+func TestChainDeepJSONModule(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.MaxSteps = 2_000_000 })
+	sess := e.session("tool_chain", "t_*")
+	nest := "x = []\nfor i in range(100000):\n    x = [x]\n"
+	for _, tc := range []struct{ name, script, want string }{
+		{"decode", "x = json.decode(\"[\" * 100000 + \"]\" * 100000)\n", "json.decode: the value nests lists and dicts more than 1000 deep"},
+		{"encode", nest + "s = json.encode(x)\n", "json.encode: the value nests lists and dicts more than 1000 deep"},
+		{"encode_indent", nest + "s = json.encode_indent(x)\n", "json.encode_indent: the value nests lists and dicts more than 1000 deep"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.chain(sess, "t_echo(text=\"first\")\nprint(\"before\")\n"+tc.script)
+			if tc.want == "" {
+				// 900 kB of '<' is 900 kB on the line: it is sent, and the tool gets it.
+				if r.IsError {
+					t.Fatalf("%+v", r.Out.Error)
+				}
+				e.checkTrace(r, step{"t_echo", "ok", ""}, step{"t_echo", "ok", ""})
+				return
+			}
+			wantError(t, r, "failed", tc.want)
+			e.checkTrace(r, step{"t_echo", "ok", ""})
+			if r.Out.Output != "before\n" {
+				t.Errorf("output %q", r.Out.Output)
+			}
+		})
+	}
+	// Brackets within strings do not count; 1,000 levels decode and encode; bad JSON
+	// is still bad JSON (default= applies to it).
+	r := e.chain(sess, "x = json.decode('[' * 999 + '{\"a\": \"' + '[' * 5000 + '\"}' + ']' * 999)\n"+
+		"n = len(json.encode(x)) + len(json.encode_indent(x))\n"+
+		"d = 0\nfor i in range(2000):\n    if type(x) != \"list\":\n        break\n    x = x[0]\n    d += 1\n"+
+		"result = [d, len(x[\"a\"]), json.decode('[[', default=7), n > 0]\n")
+	if r.IsError || string(r.Out.Result) != "[999,5000,7,true]" {
+		t.Fatalf("JSON 1,000 deep: %+v %s", r.Out.Error, r.Out.Result)
+	}
+}
+
+// TestChainStackOverflow: what Starlark walks by recursion on a script's nesting
+// (str() of a tuple nested a million deep, a 200,000-term expression compiled) ends
+// the worker when its Go stack passes the worker's bound; the answer says that the
+// script nested too deep, not that one operation asked for too much memory (what it
+// said in a cgroup for str(), and without one for both), and the daemon goes on.
+func TestChainStackOverflow(t *testing.T) {
+	t.Parallel()
+	for _, bound := range []string{"cgroup", "rlimit"} {
+		t.Run(bound, func(t *testing.T) {
+			t.Parallel()
+			e := start(t, func(c *config.Config) { c.Chain.MaxSteps = 10_000_000 })
+			if bound == "rlimit" {
+				withoutCgroups(t, e)
+			} else if _, err := sandbox.MemoryCgroupParent(); err != nil {
+				t.Skipf("no memory cgroup can be made here: %v", err)
+			}
+			sess := e.session("tool_chain", "t_*")
+			for _, tc := range []struct {
+				name, script string
+				trace        []step
+			}{
+				{"str", "t_echo(text=\"first\")\nx = ()\nfor i in range(1000000):\n    x = (x,)\ns = str(x)\n", []step{{"t_echo", "ok", ""}}},
+				{"compile", "t_echo(text=\"first\")\nx = " + strings.Repeat("1+", 200000) + "1\n", nil},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					r := e.chain(sess, tc.script)
+					wantError(t, r, "failed", "nests too deep")
+					e.checkTrace(r, tc.trace...)
+					if r = e.chain(sess, "result = t_echo(text=\"after\")[\"n\"]\n"); r.IsError || string(r.Out.Result) != "5" {
+						t.Fatalf("the next chain: %+v %s", r.Out.Error, r.Out.Result)
+					}
+				})
+			}
+			noWorkersLeft(t)
+		})
+	}
+}
+
+// TestChainLongLine: a call's arguments or a result that encode to more than the
+// daemon reads in one line from the worker (chain.max_memory_bytes plus 1 MiB) fail in
+// the script with a message saying so; the daemon killed the worker instead ("ended
+// unexpectedly (signal: killed)"). A NUL is six bytes of JSON; a '<' was six on the
+// line too (the worker's encoder escaped HTML in the arguments), and is one. Without a memory cgroup: in one, a race-detector build's worker can reach the
+// kernel's bound of a 4 MiB limit (72 MiB) while encoding.
+func TestChainLongLine(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.MaxMemoryBytes, c.Chain.CallTimeout = 4<<20, time.Minute })
+	withoutCgroups(t, e)
+	sess := e.session("tool_chain", "t_*")
+	for _, tc := range []struct{ name, script, want string }{
+		{"arguments", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"\\x00\" * 900000)\n",
+			"t_echo: the arguments encode to 5400011 bytes of JSON, more than a chain may send to the daemon at once (5242880"},
+		{"html", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"<\" * 900000)\n", ""},
+		{"result", "t_echo(text=\"first\")\nprint(\"before\")\nresult = \"\\x00\" * 900000\n",
+			"the global result encodes to 5400002 bytes of JSON, more than a chain may send to the daemon at once (5242880"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.chain(sess, tc.script)
+			if tc.want == "" {
+				// 900 kB of '<' is 900 kB on the line: it is sent, and the tool gets it.
+				if r.IsError {
+					t.Fatalf("%+v", r.Out.Error)
+				}
+				e.checkTrace(r, step{"t_echo", "ok", ""}, step{"t_echo", "ok", ""})
+				return
+			}
+			wantError(t, r, "failed", tc.want)
+			e.checkTrace(r, step{"t_echo", "ok", ""})
+			if r.Out.Output != "before\n" {
+				t.Errorf("output %q", r.Out.Output)
+			}
+		})
+	}
+}
+
+// TestChainUndecodableToolResult: a tool's structured result that is valid JSON the
+// script's decoder refuses (a number out of a float's range, which an MCP server may
+// send) fails the script with a message naming the call, which ran; the script got the
+// JSON text as a string instead, silently, and failed later on its use.
+func TestChainUndecodableToolResult(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	err := e.d.App.Tools.Register(fn{tool.Spec{Name: "t_huge", Description: "a number JSON holds and a float does not", Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe},
+		func(_ *tool.Context, _ json.RawMessage) (*tool.Result, error) {
+			return &tool.Result{Structured: json.RawMessage(`{"x": 1e400}`), Content: []tool.Content{{Type: tool.ContentText, Text: "huge"}}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := e.session("tool_chain", "t_*")
+	r := e.chain(sess, "print(\"before\")\nr = t_huge()\nprint(\"after\")\nresult = r[\"x\"]\n")
+	wantError(t, r, "failed", "t_huge's result cannot be read by a script (json.decode: at offset ")
+	if !strings.Contains(r.Out.Error.Message, "invalid number: 1e400); the call ran (tc_") {
+		t.Errorf("message %q", r.Out.Error.Message)
+	}
+	e.checkTrace(r, step{"t_huge", "ok", ""})
+	if r.Out.Output != "before\n" {
+		t.Errorf("output %q", r.Out.Output)
+	}
+}
+
+// TestChainSharedValues: a value that holds the same list twice at each of 60 levels is
+// 2^60 elements to encode; the depth walk before the encoder went through all of them
+// in one step (never interrupted), holding the worker until the total timeout. It is
+// refused at once, as sent and in the json module.
+func TestChainSharedValues(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *config.Config) { c.Chain.TotalTimeout = 20 * time.Second })
+	sess := e.session("tool_chain", "t_*")
+	nest := "x = []\nfor i in range(60):\n    x = [x, x]\n"
+	for _, tc := range []struct{ name, script, want string }{
+		{"arguments", "t_echo(text=x)\n", "t_echo: arguments cannot be encoded as JSON: json.encode: the value holds more than 16777216 values"},
+		{"result", "result = x\n", "the global result cannot be encoded as JSON: json.encode: the value holds more than 16777216 values"},
+		{"json.encode", "s = json.encode(x)\n", "json.encode: the value holds more than 16777216 values"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.chain(sess, "t_echo(text=\"first\")\nprint(\"before\")\n"+nest+tc.script)
+			wantError(t, r, "failed", tc.want)
+			e.checkTrace(r, step{"t_echo", "ok", ""})
+		})
+	}
+}
