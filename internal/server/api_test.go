@@ -186,6 +186,12 @@ func TestHTTPErrors(t *testing.T) {
 		{"malformed json", "POST", calls, `{"calls":[`, "", 400, "invalid_json", "malformed JSON"},
 		{"trailing data", "POST", calls, `{"calls":[{"id":"a","name":"echo"}]} {}`, "", 400, "invalid_json", "after it"},
 		{"unknown field", "POST", calls, `{"calls":[{"id":"a","name":"echo"}],"stratgy":"x"}`, "", 400, "invalid_json", "stratgy"},
+		// The model's message or output sent as the body: where its calls go.
+		{"an OpenAI message as the body", "POST", calls, `{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"echo","arguments":"{}"}}]}`, "", 400, "invalid_json", `unknown field "role": the model's calls go in "calls"`},
+		{"OpenAI tool_calls as the body", "POST", calls, `{"tool_calls":[]}`, "", 400, "invalid_json", `unknown field "tool_calls": the model's calls go in "calls"`},
+		{"an Anthropic message as the body", "POST", "/v1/tool-calls", `{"content":[{"type":"tool_use","id":"a","name":"echo","input":{}}],"session":{}}`, "", 400, "invalid_json", `the model's calls go in "calls"`},
+		{"a Responses output as the body", "POST", calls, `{"output":[]}`, "", 400, "invalid_json", `the model's calls go in "calls"`},
+		{"a Gemini candidate as the body", "POST", calls, `{"parts":[]}`, "", 400, "invalid_json", `the model's calls go in "calls"`},
 		{"wrong type", "POST", calls, `{"calls":{}}`, "", 400, "invalid_json", "calls must be an array"},
 		{"empty body", "POST", calls, ``, "", 400, "invalid_json", "empty"},
 		// null is no object: it must not create a session with every tool.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/session"
@@ -22,7 +23,7 @@ func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req toolCallsRequest
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := s.decodeCalls(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -38,6 +39,25 @@ func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	s.run(w, r, f, sess, req)
 }
 
+// providerKeys are the fields of a model's message, output or whole answer that a
+// body sent as is (rather than in "calls") starts with.
+var providerKeys = map[string]bool{`"role"`: true, `"tool_calls"`: true, `"content"`: true, `"output"`: true,
+	`"parts"`: true, `"candidates"`: true, `"choices"`: true, `"function_call"`: true, `"type"`: true}
+
+// decodeCalls reads a batch's body; a body that is a model's message or output sent as
+// is is told where its calls go.
+func (s *Server) decodeCalls(w http.ResponseWriter, r *http.Request, req *toolCallsRequest) error {
+	err := decodeJSON(w, r, s.cfg.MaxBodyBytes, req)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Code == CodeInvalidJSON {
+		if field, ok := strings.CutPrefix(ae.Message, "unknown field "); ok && providerKeys[field] {
+			ae.Message += `: the model's calls go in "calls", a list of them as the model gave them (OpenAI's tool_calls, ` +
+				`Anthropic's content, a Responses output, Gemini's parts, or {"id","name","arguments"}), beside the batch's options`
+		}
+	}
+	return err
+}
+
 // runOneShotToolCalls creates a session from the inline spec and runs the calls in it.
 func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 	f, err := messageFormat(r)
@@ -46,7 +66,7 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req toolCallsRequest
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := s.decodeCalls(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
