@@ -77,17 +77,26 @@ type wireCall struct {
 // nonCallTypes are the types of the entries of a model's output that are no call for
 // the daemon: Anthropic content blocks and OpenAI Responses output items other than
 // tool_use and function_call (server_tool_use and web_search_call are calls the
-// provider ran itself). Other types are read as calls, as before: LangChain's
-// ToolCall ({"name","args","id","type":"tool_call"}) is one.
+// provider ran itself; computer_call, shell_call, apply_patch_call and
+// custom_tool_call call tools of the provider's own kinds, which the daemon never
+// lists: the backend answers them). Other types are read as calls, as before:
+// LangChain's ToolCall ({"name","args","id","type":"tool_call"}) is one. The lists
+// follow the SDKs' ContentBlock and ResponseOutputItem (testdata/sdktypes).
 var nonCallTypes = map[string]bool{
 	// Anthropic
 	"text": true, "thinking": true, "redacted_thinking": true, "server_tool_use": true,
 	"web_search_tool_result": true, "web_fetch_tool_result": true, "code_execution_tool_result": true,
+	"bash_code_execution_tool_result": true, "text_editor_code_execution_tool_result": true,
+	"tool_search_tool_result": true, "container_upload": true,
 	"mcp_tool_use": true, "mcp_tool_result": true, "tool_result": true, "image": true, "document": true,
 	// OpenAI Responses
 	"reasoning": true, "message": true, "web_search_call": true, "file_search_call": true,
-	"computer_call": true, "code_interpreter_call": true, "image_generation_call": true,
-	"mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true, "function_call_output": true,
+	"computer_call": true, "computer_call_output": true, "code_interpreter_call": true, "image_generation_call": true,
+	"mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true, "mcp_approval_response": true,
+	"function_call_output": true, "compaction": true, "additional_tools": true,
+	"tool_search_call": true, "tool_search_output": true, "program": true, "program_output": true,
+	"local_shell_call": true, "local_shell_call_output": true, "shell_call": true, "shell_call_output": true,
+	"apply_patch_call": true, "apply_patch_call_output": true, "custom_tool_call": true, "custom_tool_call_output": true,
 }
 
 // notACall names what c is when it is some other entry of a model's output than a
