@@ -540,6 +540,10 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 			`{"type":"apply_patch_call","id":"ap_1","call_id":"call_a","operation":{"type":"delete_file","path":"x"},"status":"completed"},{"type":"tool_search_call","id":"ts_1","call_id":"call_t","arguments":{},"execution":"server","status":"completed"},` +
 			`{"type":"program","id":"pg_1","call_id":"call_p","code":"x","fingerprint":"f"},{"type":"mcp_approval_response","id":"mar_1","approval_request_id":"mr_1","approve":true},` +
 			`{"type":"function_call","id":"fc_3","call_id":"call_3","name":"echo","arguments":"{\"text\":\"x\"}"}]`, "call_3"},
+		// Gemini 3's parts of its own tools (Google Search beside functions): they were
+		// answered with a functionResponse named "", which Gemini refuses.
+		{"gemini", `[{"toolCall":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","args":{"queries":["x"]}}},{"toolResponse":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","response":{}}},` +
+			`{"audioTranscription":{"text":"hi"}},{"functionCall":{"id":"g_3","name":"echo","args":{"text":"x"}}}]`, "g_3"},
 	} {
 		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":`+tc.calls+`}`)
 		if code != 200 {
@@ -559,6 +563,7 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 		{"anthropic", `[{"type":"text","text":"All done."}]`, `calls[0] is a "text" item`},
 		{"openai_responses", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, `calls[0] is a "reasoning" item`},
 		{"gemini", `[{"text":"Hello."}]`, `calls[0] is a Gemini "text" part`},
+		{"gemini", `[{"toolCall":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","args":{}}}]`, `calls[0] is a Gemini "toolCall" part`},
 		// A call the provider ran itself: its result is already in the model's output.
 		{"anthropic", `[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}}]`, `calls[0] is a "server_tool_use" item`},
 	} {

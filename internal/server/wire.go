@@ -72,6 +72,11 @@ type wireCall struct {
 	ExecutableCode   json.RawMessage `json:"executableCode"`
 	CodeResult       json.RawMessage `json:"codeExecutionResult"`
 	FunctionResponse json.RawMessage `json:"functionResponse"`
+	// Gemini 3's calls and results of its own tools (Google Search, URL context)
+	// beside function calls.
+	ToolCall           json.RawMessage `json:"toolCall"`
+	ToolResponse       json.RawMessage `json:"toolResponse"`
+	AudioTranscription json.RawMessage `json:"audioTranscription"`
 }
 
 // nonCallTypes are the types of the entries of a model's output that are no call for
@@ -116,7 +121,8 @@ func (c wireCall) notACall() string {
 		key string
 		v   json.RawMessage
 	}{{"text", c.Text}, {"inlineData", c.InlineData}, {"fileData", c.FileData}, {"executableCode", c.ExecutableCode},
-		{"codeExecutionResult", c.CodeResult}, {"functionResponse", c.FunctionResponse}} {
+		{"codeExecutionResult", c.CodeResult}, {"functionResponse", c.FunctionResponse},
+		{"toolCall", c.ToolCall}, {"toolResponse", c.ToolResponse}, {"audioTranscription", c.AudioTranscription}} {
 		if len(p.v) > 0 {
 			return fmt.Sprintf("a Gemini %q part", p.key)
 		}
