@@ -220,10 +220,55 @@ func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 		// recorded so: no store could keep them as they are.
 		raw = bytes.ToValidUTF8(raw, []byte("\uFFFD"))
 	}
+	raw = replaceLoneSurrogates(raw)
 	if raw[0] != '{' {
 		return raw, "arguments must be a JSON object"
 	}
 	return raw, ""
+}
+
+// replaceLoneSurrogates rewrites each \uXXXX escape of a UTF-16 surrogate that is not
+// half of a pair (\ud800 alone, as a model that cut an emoji in half writes it) as
+// \ufffd, which is what the tool reads (Go's decoder does the same), so the record
+// keeps the arguments as they ran and stays JSON that strict parsers (jq, Rust's
+// serde_json) read. raw is valid JSON; pairs and other escapes are kept.
+func replaceLoneSurrogates(raw []byte) []byte {
+	if !bytes.Contains(raw, []byte(`\u`)) {
+		return raw
+	}
+	surrogate := func(b []byte, i int) (rune, bool) { // b[i:] starts with \u
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(v), err == nil && v >= 0xd800 && v <= 0xdfff
+	}
+	var out []byte
+	last := 0
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		hi, ok := surrogate(raw, i)
+		if !ok {
+			i++ // another escape: skip the character it escapes (\\ included)
+			continue
+		}
+		if lo, ok := surrogate(raw, i+6); ok && hi < 0xdc00 && lo >= 0xdc00 {
+			i += 11 // a pair
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(raw))
+		}
+		out = append(append(out, raw[last:i]...), `\ufffd`...)
+		last = i + 6
+		i += 5
+	}
+	if out == nil {
+		return raw
+	}
+	return append(out, raw[last:]...)
 }
 
 // toBatch reads the request's calls; f is the format of the request.
