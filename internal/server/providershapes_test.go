@@ -644,3 +644,19 @@ func TestProviderContentErrorsNameTheRequestsEntry(t *testing.T) {
 		t.Errorf("one-shot: %d %s, want 400 naming calls[1]", code, out)
 	}
 }
+
+// TestToolCallsBodyIsAnArray: a backend that posts the model's tool_calls array as
+// the body was told "field (top level) must be an object, not JSON array", which
+// does not say what object. The answer now names the calls field.
+func TestToolCallsBodyIsAnArray(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	body := `[{"id":"call_1","type":"function","function":{"name":"echo","arguments":"{}"}}]`
+	for _, path := range []string{"/v1/sessions/" + id + "/tool-calls", "/v1/tool-calls"} {
+		code, _, out := d.do("POST", path, body)
+		if code != 400 || !strings.Contains(string(out), `{\"calls\": [`) {
+			t.Errorf("%s: %d %s, want 400 saying to send {\"calls\": [...]}", path, code, out)
+		}
+	}
+}

@@ -8,12 +8,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
+
+// callsBodyHint adds to the error of a body that is an array (a backend that posted
+// the model's tool_calls as they came) what the body must be instead.
+func callsBodyHint(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) && ae.typ != nil && ae.typ.Field == "" && strings.HasPrefix(ae.typ.Value, "array") {
+		ae.Message += `: send {"calls": [...]} with the model's tool calls as calls`
+	}
+	return err
+}
 
 func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	f, err := messageFormat(r)
@@ -23,7 +34,7 @@ func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	var req toolCallsRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, callsBodyHint(err))
 		return
 	}
 	if req.Session != nil {
@@ -47,7 +58,7 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	var req toolCallsRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, callsBodyHint(err))
 		return
 	}
 	if req.Session == nil {
