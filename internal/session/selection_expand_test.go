@@ -266,3 +266,35 @@ func TestWhitelistOfSwitchedOffGroupWarns(t *testing.T) {
 		t.Errorf("unknown active group: %v", err)
 	}
 }
+
+// TestWhitelistOfProtocolTools: reset_tools and tool_expand_tools are in the
+// listings a backend gets, and a backend that builds its whitelist from a listing
+// names them; they were warned of as "unknown tool", though the session offers them
+// whenever it needs them. They are known names now; without groups, reset_tools is
+// not one.
+func TestWhitelistOfProtocolTools(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	tm.MustRegister(described{"memory_save", "Save a fact."}, described{"read_file", "Read a file."})
+	for _, tc := range []struct {
+		groups []Group
+		want   []string
+	}{
+		{[]Group{{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}}}, nil},
+		{nil, []string{"unknown tool: reset_tools"}},
+	} {
+		m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"), Groups: tc.groups},
+			&memStore{m: map[string]*store.Session{}}, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, warnings, err := m.Create(context.Background(), "t1", Spec{
+			AvailableTools: []string{"read_file", ResetToolName, ExpandToolName}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(warnings, tc.want) {
+			t.Errorf("groups %v: warnings %q, want %q", tc.groups, warnings, tc.want)
+		}
+	}
+}

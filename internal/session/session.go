@@ -523,8 +523,7 @@ func (m *Manager) build(id, tenant string, spec Spec, created time.Time) (*Sessi
 	if err != nil {
 		return nil, nil, err
 	}
-	proxy, warnings := newToolProxy(m.managers, spec.AvailableTools, m.pending)
-	proxy.protocol = m.protocol
+	proxy, warnings := newToolProxy(m.managers, spec.AvailableTools, m.pending, m.protocol)
 	for _, g := range spec.ActiveGroups {
 		if !m.hasGroup(g) {
 			return nil, nil, fmt.Errorf("%w: active_groups: unknown group %q; the tool groups are %s", ErrInvalid, g, m.groupNames())
