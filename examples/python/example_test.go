@@ -199,3 +199,39 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestPythonExampleWithoutKey: against a daemon serving without keys
+// (auth.unauthenticated, the README's way to experiment locally), the example sent
+// "Authorization: Bearer " with no key, which the daemon refuses (401, the API key is
+// not valid), and run as a script it stopped with a KeyError for the unset
+// TOOLSERVER_API_KEY. With no key it now sends no Authorization header, as the Go
+// client does.
+func TestPythonExampleWithoutKey(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	daemon(t) // builds the binary
+	cmd := exec.Command(binary.path, "--addr", "127.0.0.1:0", "--data-dir", t.TempDir())
+	base := testdaemon.Exec(t, cmd, "TOOLSERVER_AUTH_UNAUTHENTICATED=true")
+	script := exec.Command(py, "toolserverd.py")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TOOLSERVER_API_KEY=") {
+			env = append(env, kv)
+		}
+	}
+	script.Env = append(env, "TOOLSERVER_URL="+base)
+	script.Stdin = strings.NewReader(`{"role":"assistant","tool_calls":[
+		{"id":"call_1","type":"function","function":{"name":"execute_command","arguments":"{\"command\":\"echo no key needed\"}"}}]}`)
+	var stdout, stderr bytes.Buffer
+	script.Stdout, script.Stderr = &stdout, &stderr
+	if err := script.Run(); err != nil {
+		t.Fatalf("toolserverd.py: %v\nstderr: %s", err, stderr.String())
+	}
+	var msg map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &msg); err != nil {
+		t.Fatalf("output %q: %v", stdout.String(), err)
+	}
+	if c, _ := msg["content"].(string); msg["tool_call_id"] != "call_1" || !strings.Contains(c, "no key needed") {
+		t.Errorf("message: %v", msg)
+	}
+}

@@ -18,7 +18,8 @@ are not run a second time, their recorded results come back instead.
 
 Run as a script, it reads an OpenAI assistant message (with tool_calls) on stdin, runs
 its calls in a new session with the tools they name, and prints one tool message per
-line. TOOLSERVER_URL (default http://127.0.0.1:8080) and TOOLSERVER_API_KEY say where.
+line. TOOLSERVER_URL (default http://127.0.0.1:8080) and TOOLSERVER_API_KEY say where
+(no key for a daemon serving without keys, TOOLSERVER_AUTH_UNAUTHENTICATED=true).
 """
 
 import http.client
@@ -46,7 +47,8 @@ class ToolServer:
     def _open(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Authorization", "Bearer " + self.api_key)
+        if self.api_key:  # none for a daemon serving without keys (auth.unauthenticated)
+            req.add_header("Authorization", "Bearer " + self.api_key)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
@@ -180,7 +182,7 @@ def with_ids(calls, fmt="gemini"):
 def main():
     assistant = json.load(sys.stdin)
     calls = assistant["tool_calls"]
-    ts = ToolServer(os.environ.get("TOOLSERVER_URL", "http://127.0.0.1:8080"), os.environ["TOOLSERVER_API_KEY"])
+    ts = ToolServer(os.environ.get("TOOLSERVER_URL", "http://127.0.0.1:8080"), os.environ.get("TOOLSERVER_API_KEY", ""))
     session = ts.create_session(sorted({c["function"]["name"] for c in calls}))
 
     def show(ev):

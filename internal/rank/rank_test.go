@@ -203,6 +203,32 @@ func TestRankRelatedWords(t *testing.T) {
 	}
 }
 
+// TestRankShowFindsListAndGet: "show me the invoices" is how users ask for what
+// APIs name list_* and get_*. With 24 invoice tools (create, delete, list, update,
+// 6 versions each) every one of them matched on "invoices" alone, and the name
+// order put create_* and delete_* in the dozen a turn gets, no list_* at all.
+func TestRankShowFindsListAndGet(t *testing.T) {
+	t.Parallel()
+	var docs []Doc
+	for _, verb := range []string{"create", "delete", "list", "update", "get"} {
+		for v := range 6 {
+			docs = append(docs, Doc{Name: fmt.Sprintf("%s_invoice_v%d", verb, v), Description: fmt.Sprintf("%s invoices (version %d)", verb, v)})
+		}
+	}
+	ix := NewIndex(docs)
+	got := names(ix.Rank("show me the invoices", 12))
+	for _, n := range got {
+		if !strings.HasPrefix(n, "list_") && !strings.HasPrefix(n, "get_") {
+			t.Fatalf("show me the invoices = %v, want the list_ and get_ tools first", got)
+		}
+	}
+	// A tool that uses the word itself stays first.
+	ix = NewIndex(append(docs, Doc{Name: "show_invoice", Description: "Show an invoice."}))
+	if got := names(ix.Rank("show me the invoices", 12)); got[0] != "show_invoice" {
+		t.Errorf("with a show tool: %v, want show_invoice first", got)
+	}
+}
+
 func TestRankTieBreakByName(t *testing.T) {
 	t.Parallel()
 	var docs []Doc

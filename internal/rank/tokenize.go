@@ -255,6 +255,8 @@ var related = buildRelated(
 		"big":      {"size"}, "large": {"size"}, "space": {"size"}, "disk": {"size"},
 		"open": {"navigate"}, "visit": {"navigate"}, "go": {"navigate"},
 		"look": {"search", "find"},
+		// "show me the invoices": what APIs name list_invoices or get_invoice.
+		"show": {"list", "get"}, "see": {"list", "get"},
 		"news": {"web", "search"}, "google": {"web", "search"}, "internet": {"web"}, "online": {"web"},
 		"inbox": {"email"}, "mailbox": {"email"}, "newsletter": {"email"},
 		"email":    {"message", "mailbox", "inbox"},

@@ -525,6 +525,25 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 		{"openai_responses", `[{"type":"function_call","id":"fc_2","call_id":"call_2","name":"echo","arguments":"{\"text\":\"x\"}"},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, "call_2"},
 		{"gemini", `[{"text":"Let me look."},{"functionCall":{"id":"g_1","name":"echo","args":{"text":"x"}}}]`, "g_1"},
 		{"gemini", `[{"functionCall":{"id":"g_2","name":"echo","args":{"text":"x"}}},{"text":"thinking…","thought":true}]`, "g_2"},
+		// Entries of the providers' current SDKs (testdata/sdktypes): Anthropic's tool
+		// search and code execution results have no id (a 400 "id is required"), and
+		// Responses items such as compaction or a custom tool's call were answered as
+		// calls under their item id, which the Responses API refuses.
+		{"anthropic", `[{"type":"server_tool_use","id":"srvtoolu_1","name":"tool_search_tool_regex","input":{"pattern":"echo"}},` +
+			`{"type":"tool_search_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"tool_search_tool_search_result","tool_references":[{"type":"tool_reference","tool_name":"echo"}]}},` +
+			`{"type":"tool_use","id":"toolu_3","name":"echo","input":{"text":"x"}}]`, "toolu_3"},
+		{"anthropic", `[{"type":"bash_code_execution_tool_result","tool_use_id":"srvtoolu_2","content":{"type":"bash_code_execution_result","stdout":"","stderr":"","return_code":0,"content":[]}},` +
+			`{"type":"text_editor_code_execution_tool_result","tool_use_id":"srvtoolu_3","content":{"type":"text_editor_code_execution_create_result","is_file_update":false}},` +
+			`{"type":"container_upload","file_id":"file_1"},{"type":"tool_use","id":"toolu_4","name":"echo","input":{"text":"x"}}]`, "toolu_4"},
+		{"openai_responses", `[{"type":"compaction","id":"cmp_1","encrypted_content":"gAAA"},{"type":"custom_tool_call","id":"ctc_1","call_id":"call_c","name":"apply_patch","input":"*** Begin Patch"},` +
+			`{"type":"shell_call","id":"sh_1","call_id":"call_s","action":{"commands":["ls"]},"status":"completed"},{"type":"local_shell_call","id":"lsh_1","call_id":"call_l","action":{"type":"exec","command":["ls"],"env":{}},"status":"completed"},` +
+			`{"type":"apply_patch_call","id":"ap_1","call_id":"call_a","operation":{"type":"delete_file","path":"x"},"status":"completed"},{"type":"tool_search_call","id":"ts_1","call_id":"call_t","arguments":{},"execution":"server","status":"completed"},` +
+			`{"type":"program","id":"pg_1","call_id":"call_p","code":"x","fingerprint":"f"},{"type":"mcp_approval_response","id":"mar_1","approval_request_id":"mr_1","approve":true},` +
+			`{"type":"function_call","id":"fc_3","call_id":"call_3","name":"echo","arguments":"{\"text\":\"x\"}"}]`, "call_3"},
+		// Gemini 3's parts of its own tools (Google Search beside functions): they were
+		// answered with a functionResponse named "", which Gemini refuses.
+		{"gemini", `[{"toolCall":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","args":{"queries":["x"]}}},{"toolResponse":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","response":{}}},` +
+			`{"audioTranscription":{"text":"hi"}},{"functionCall":{"id":"g_3","name":"echo","args":{"text":"x"}}}]`, "g_3"},
 	} {
 		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":`+tc.calls+`}`)
 		if code != 200 {
@@ -544,6 +563,7 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 		{"anthropic", `[{"type":"text","text":"All done."}]`, `calls[0] is a "text" item`},
 		{"openai_responses", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, `calls[0] is a "reasoning" item`},
 		{"gemini", `[{"text":"Hello."}]`, `calls[0] is a Gemini "text" part`},
+		{"gemini", `[{"toolCall":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","args":{}}}]`, `calls[0] is a Gemini "toolCall" part`},
 		// A call the provider ran itself: its result is already in the model's output.
 		{"anthropic", `[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}}]`, `calls[0] is a "server_tool_use" item`},
 	} {
@@ -622,5 +642,21 @@ func TestProviderContentErrorsNameTheRequestsEntry(t *testing.T) {
 	code, _, out := d.do("POST", "/v1/tool-calls?format=anthropic", `{"session":{"available_tools":["echo"]},"calls":[{"type":"text","text":"x"},{"type":"tool_use","id":"","name":"echo","input":{}}]}`)
 	if code != 400 || !strings.Contains(string(out), `calls[1]: id is required`) {
 		t.Errorf("one-shot: %d %s, want 400 naming calls[1]", code, out)
+	}
+}
+
+// TestToolCallsBodyIsAnArray: a backend that posts the model's tool_calls array as
+// the body was told "field (top level) must be an object, not JSON array", which
+// does not say what object. The answer now names the calls field.
+func TestToolCallsBodyIsAnArray(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
+	body := `[{"id":"call_1","type":"function","function":{"name":"echo","arguments":"{}"}}]`
+	for _, path := range []string{"/v1/sessions/" + id + "/tool-calls", "/v1/tool-calls"} {
+		code, _, out := d.do("POST", path, body)
+		if code != 400 || !strings.Contains(string(out), `{\"calls\": [`) {
+			t.Errorf("%s: %d %s, want 400 saying to send {\"calls\": [...]}", path, code, out)
+		}
 	}
 }

@@ -42,5 +42,24 @@ func TestCallTextPostgreSQLCannotKeep(t *testing.T) {
 		if err := json.Unmarshal(rec, &r); code != 200 || err != nil || r.Status != "succeeded" || string(r.Arguments) != `{"text":"Jos`+"\uFFFD"+`"}` {
 			t.Errorf("store %q: the Latin-1 call's record: %d %s", store, code, rec)
 		}
+
+		// A lone UTF-16 surrogate escaped in the arguments (\ud800, as a model that cut
+		// an emoji in half writes it) reached the tool as U+FFFD but was recorded as
+		// sent, so every listing holding the record was JSON that jq and Rust's
+		// serde_json refuse. It is recorded as the tool read it, \ufffd; a pair and an
+		// escaped backslash before "u" are kept.
+		_, evs = d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[`+
+			`{"id":"lone","name":"echo","arguments":{"text":"a\ud800b\udc00 \ud83c\udf0d \\ud800 \ud83c"}},`+
+			`{"id":"lone2","type":"function","function":{"name":"echo","arguments":"{\"text\":\"x\\udfff\"}"}}]}`)
+		for call, want := range map[string]string{
+			"lone":  `{"text":"a\ufffdb\ufffd \ud83c\udf0d \\ud800 \ufffd"}`,
+			"lone2": `{"text":"x\ufffd"}`,
+		} {
+			m := messages(t, evs)[call]
+			code, _, rec = d.do("GET", "/v1/tool-calls/"+m.str("call_id"), nil)
+			if err := json.Unmarshal(rec, &r); code != 200 || err != nil || string(r.Arguments) != want {
+				t.Errorf("store %q: %s's record: %d %s, want arguments %s", store, call, code, rec, want)
+			}
+		}
 	}
 }

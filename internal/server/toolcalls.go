@@ -16,6 +16,16 @@ import (
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
+// callsBodyHint adds to the error of a body that is an array (a backend that posted
+// the model's tool_calls as they came) what the body must be instead.
+func callsBodyHint(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) && ae.typ != nil && ae.typ.Field == "" && strings.HasPrefix(ae.typ.Value, "array") {
+		ae.Message += `: send {"calls": [...]} with the model's tool calls as calls`
+	}
+	return err
+}
+
 func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	f, err := messageFormat(r)
 	if err != nil {
@@ -47,7 +57,7 @@ var providerKeys = map[string]bool{`"role"`: true, `"tool_calls"`: true, `"conte
 // decodeCalls reads a batch's body; a body that is a model's message or output sent as
 // is is told where its calls go.
 func (s *Server) decodeCalls(w http.ResponseWriter, r *http.Request, req *toolCallsRequest) error {
-	err := decodeJSON(w, r, s.cfg.MaxBodyBytes, req)
+	err := callsBodyHint(decodeJSON(w, r, s.cfg.MaxBodyBytes, req))
 	var ae *apiError
 	if errors.As(err, &ae) && ae.Code == CodeInvalidJSON {
 		if field, ok := strings.CutPrefix(ae.Message, "unknown field "); ok && providerKeys[field] {

@@ -72,22 +72,36 @@ type wireCall struct {
 	ExecutableCode   json.RawMessage `json:"executableCode"`
 	CodeResult       json.RawMessage `json:"codeExecutionResult"`
 	FunctionResponse json.RawMessage `json:"functionResponse"`
+	// Gemini 3's calls and results of its own tools (Google Search, URL context)
+	// beside function calls.
+	ToolCall           json.RawMessage `json:"toolCall"`
+	ToolResponse       json.RawMessage `json:"toolResponse"`
+	AudioTranscription json.RawMessage `json:"audioTranscription"`
 }
 
 // nonCallTypes are the types of the entries of a model's output that are no call for
 // the daemon: Anthropic content blocks and OpenAI Responses output items other than
 // tool_use and function_call (server_tool_use and web_search_call are calls the
-// provider ran itself). Other types are read as calls, as before: LangChain's
-// ToolCall ({"name","args","id","type":"tool_call"}) is one.
+// provider ran itself; computer_call, shell_call, apply_patch_call and
+// custom_tool_call call tools of the provider's own kinds, which the daemon never
+// lists: the backend answers them). Other types are read as calls, as before:
+// LangChain's ToolCall ({"name","args","id","type":"tool_call"}) is one. The lists
+// follow the SDKs' ContentBlock and ResponseOutputItem (testdata/sdktypes).
 var nonCallTypes = map[string]bool{
 	// Anthropic
 	"text": true, "thinking": true, "redacted_thinking": true, "server_tool_use": true,
 	"web_search_tool_result": true, "web_fetch_tool_result": true, "code_execution_tool_result": true,
+	"bash_code_execution_tool_result": true, "text_editor_code_execution_tool_result": true,
+	"tool_search_tool_result": true, "container_upload": true,
 	"mcp_tool_use": true, "mcp_tool_result": true, "tool_result": true, "image": true, "document": true,
 	// OpenAI Responses
 	"reasoning": true, "message": true, "web_search_call": true, "file_search_call": true,
-	"computer_call": true, "code_interpreter_call": true, "image_generation_call": true,
-	"mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true, "function_call_output": true,
+	"computer_call": true, "computer_call_output": true, "code_interpreter_call": true, "image_generation_call": true,
+	"mcp_call": true, "mcp_list_tools": true, "mcp_approval_request": true, "mcp_approval_response": true,
+	"function_call_output": true, "compaction": true, "additional_tools": true,
+	"tool_search_call": true, "tool_search_output": true, "program": true, "program_output": true,
+	"local_shell_call": true, "local_shell_call_output": true, "shell_call": true, "shell_call_output": true,
+	"apply_patch_call": true, "apply_patch_call_output": true, "custom_tool_call": true, "custom_tool_call_output": true,
 }
 
 // notACall names what c is when it is some other entry of a model's output than a
@@ -107,7 +121,8 @@ func (c wireCall) notACall() string {
 		key string
 		v   json.RawMessage
 	}{{"text", c.Text}, {"inlineData", c.InlineData}, {"fileData", c.FileData}, {"executableCode", c.ExecutableCode},
-		{"codeExecutionResult", c.CodeResult}, {"functionResponse", c.FunctionResponse}} {
+		{"codeExecutionResult", c.CodeResult}, {"functionResponse", c.FunctionResponse},
+		{"toolCall", c.ToolCall}, {"toolResponse", c.ToolResponse}, {"audioTranscription", c.AudioTranscription}} {
 		if len(p.v) > 0 {
 			return fmt.Sprintf("a Gemini %q part", p.key)
 		}
@@ -205,10 +220,55 @@ func normalizeArgs(raw json.RawMessage) (json.RawMessage, string) {
 		// recorded so: no store could keep them as they are.
 		raw = bytes.ToValidUTF8(raw, []byte("\uFFFD"))
 	}
+	raw = replaceLoneSurrogates(raw)
 	if raw[0] != '{' {
 		return raw, "arguments must be a JSON object"
 	}
 	return raw, ""
+}
+
+// replaceLoneSurrogates rewrites each \uXXXX escape of a UTF-16 surrogate that is not
+// half of a pair (\ud800 alone, as a model that cut an emoji in half writes it) as
+// \ufffd, which is what the tool reads (Go's decoder does the same), so the record
+// keeps the arguments as they ran and stays JSON that strict parsers (jq, Rust's
+// serde_json) read. raw is valid JSON; pairs and other escapes are kept.
+func replaceLoneSurrogates(raw []byte) []byte {
+	if !bytes.Contains(raw, []byte(`\u`)) {
+		return raw
+	}
+	surrogate := func(b []byte, i int) (rune, bool) { // b[i:] starts with \u
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(v), err == nil && v >= 0xd800 && v <= 0xdfff
+	}
+	var out []byte
+	last := 0
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		hi, ok := surrogate(raw, i)
+		if !ok {
+			i++ // another escape: skip the character it escapes (\\ included)
+			continue
+		}
+		if lo, ok := surrogate(raw, i+6); ok && hi < 0xdc00 && lo >= 0xdc00 {
+			i += 11 // a pair
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(raw))
+		}
+		out = append(append(out, raw[last:i]...), `\ufffd`...)
+		last = i + 6
+		i += 5
+	}
+	if out == nil {
+		return raw
+	}
+	return append(out, raw[last:]...)
 }
 
 // toBatch reads the request's calls; f is the format of the request.

@@ -52,14 +52,14 @@ func (s *Session) pendingTool(name string) string {
 // none. Exact names no manager knows, and empty names, are dropped and reported as
 // warnings; patterns are kept, with a warning when they match nothing yet.
 func NewToolProxy(managers []*toolmgr.Manager, whitelist []string) (*ToolProxy, []string) {
-	return newToolProxy(managers, whitelist, nil)
+	return newToolProxy(managers, whitelist, nil, nil)
 }
 
 // newToolProxy is NewToolProxy that also keeps the exact names of pending sources'
 // tools: they are registered when the source connects, and the session has them
 // then, as it has a tool of an MCP server that was removed and added again.
-func newToolProxy(managers []*toolmgr.Manager, whitelist []string, pending PendingSources) (*ToolProxy, []string) {
-	p := &ToolProxy{managers: managers, all: whitelist == nil, exact: map[string]bool{}}
+func newToolProxy(managers []*toolmgr.Manager, whitelist []string, pending PendingSources, protocol *toolmgr.Manager) (*ToolProxy, []string) {
+	p := &ToolProxy{managers: managers, all: whitelist == nil, exact: map[string]bool{}, protocol: protocol}
 	var warnings []string
 	seen := map[string]bool{}
 	empty := false
@@ -89,6 +89,13 @@ func newToolProxy(managers []*toolmgr.Manager, whitelist []string, pending Pendi
 			continue
 		}
 		if _, _, ok := p.lookup(name); !ok {
+			if p.protocol != nil {
+				// tool_expand_tools, reset_tools: the session offers them whenever it
+				// needs them, whitelisted or not.
+				if _, ok := p.protocol.Lookup(name); ok {
+					continue
+				}
+			}
 			why := pending.of(name, false)
 			// A source registers its tools before it reports itself connected: one that
 			// connected since the lookup has the name by now.

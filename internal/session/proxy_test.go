@@ -229,7 +229,7 @@ func TestWhitelistLooksAgainAfterPending(t *testing.T) {
 		lo.MustRegister(named{"mcp__jira__create", "mcp"})
 		return nil
 	}
-	p, w := newToolProxy([]*toolmgr.Manager{hi, lo}, []string{"mcp__jira__create"}, connects)
+	p, w := newToolProxy([]*toolmgr.Manager{hi, lo}, []string{"mcp__jira__create"}, connects, nil)
 	if got := strings.Join(p.Names(), " "); got != "mcp__jira__create" || len(w) != 0 {
 		t.Errorf("names %q, warnings %q; want the tool, no warning", got, w)
 	}

@@ -217,3 +217,84 @@ func TestSwitchOnInTheSameRequest(t *testing.T) {
 		t.Fatalf("answer beside a reset_tools that leaves the group off: %v", r)
 	}
 }
+
+// TestWhitelistOfSwitchedOffGroupWarns: a backend whose whitelist names tools that
+// only a switched-off group holds got a session without them and "warnings": [], so
+// nothing told it why the tools it asked for were missing. It is now warned, with
+// the group and how to switch it on; a name in a group it switches on at creation,
+// or in no group, is not warned of, nor is an unknown one twice.
+func TestWhitelistOfSwitchedOffGroupWarns(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	tm.MustRegister(described{"memory_save", "Save a fact."}, described{"memory_recall", "Recall a fact."},
+		described{"db_query", "Run a query."}, described{"read_file", "Read a file."})
+	groups := []Group{
+		{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}},
+		{Name: "database", Description: "Databases.", Tools: []string{"db_*"}},
+	}
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"), Groups: groups},
+		&memStore{m: map[string]*store.Session{}}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, warnings, err := m.Create(context.Background(), "t1", Spec{
+		AvailableTools: []string{"read_file", "memory_*", "db_query", "nope"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`unknown tool: nope`,
+		`tools matching memory_* are in tool group "memory", which is off in this session: name it in active_groups, or the model switches it on with reset_tools`,
+		`tool db_query is in tool group "database", which is off in this session: name it in active_groups, or the model switches it on with reset_tools`,
+	}
+	if !slices.Equal(warnings, want) {
+		t.Errorf("warnings:\n got %q\nwant %q", warnings, want)
+	}
+	if got := sess.Tools.Names(); !slices.Equal(got, []string{"read_file"}) {
+		t.Errorf("tools = %q", got)
+	}
+	_, warnings, err = m.Create(context.Background(), "t1", Spec{
+		AvailableTools: []string{"read_file", "memory_*", "db_query"}, ActiveGroups: []string{"memory", "database"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings with the groups on: %q", warnings)
+	}
+	_, _, err = m.Create(context.Background(), "t1", Spec{ActiveGroups: []string{"nosuch"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown group "nosuch"; the tool groups are memory, database`) {
+		t.Errorf("unknown active group: %v", err)
+	}
+}
+
+// TestWhitelistOfProtocolTools: reset_tools and tool_expand_tools are in the
+// listings a backend gets, and a backend that builds its whitelist from a listing
+// names them; they were warned of as "unknown tool", though the session offers them
+// whenever it needs them. They are known names now; without groups, reset_tools is
+// not one.
+func TestWhitelistOfProtocolTools(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	tm.MustRegister(described{"memory_save", "Save a fact."}, described{"read_file", "Read a file."})
+	for _, tc := range []struct {
+		groups []Group
+		want   []string
+	}{
+		{[]Group{{Name: "memory", Description: "Long-term memory.", Tools: []string{"memory_*"}}}, nil},
+		{nil, []string{"unknown tool: reset_tools"}},
+	} {
+		m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"), Groups: tc.groups},
+			&memStore{m: map[string]*store.Session{}}, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, warnings, err := m.Create(context.Background(), "t1", Spec{
+			AvailableTools: []string{"read_file", ResetToolName, ExpandToolName}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(warnings, tc.want) {
+			t.Errorf("groups %v: warnings %q, want %q", tc.groups, warnings, tc.want)
+		}
+	}
+}

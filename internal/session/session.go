@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -521,11 +523,10 @@ func (m *Manager) build(id, tenant string, spec Spec, created time.Time) (*Sessi
 	if err != nil {
 		return nil, nil, err
 	}
-	proxy, warnings := newToolProxy(m.managers, spec.AvailableTools, m.pending)
-	proxy.protocol = m.protocol
+	proxy, warnings := newToolProxy(m.managers, spec.AvailableTools, m.pending, m.protocol)
 	for _, g := range spec.ActiveGroups {
 		if !m.hasGroup(g) {
-			return nil, nil, fmt.Errorf("%w: active_groups: unknown group %q", ErrInvalid, g)
+			return nil, nil, fmt.Errorf("%w: active_groups: unknown group %q; the tool groups are %s", ErrInvalid, g, m.groupNames())
 		}
 	}
 	if spec.AvailableTools != nil {
@@ -570,9 +571,68 @@ func (m *Manager) build(id, tenant string, spec Spec, created time.Time) (*Sessi
 		if sp != nil {
 			sp.SetGate(sess.skillGroupAllows)
 		}
+		warnings = append(warnings, sess.switchedOffWarnings(spec.AvailableTools)...)
 	}
 	info.State.LoadOrStore(sessionKey, func() any { return sess })
 	return sess, warnings, nil
+}
+
+// groupNames lists the configured tool groups for an error message.
+func (m *Manager) groupNames() string {
+	if len(m.cfg.Groups) == 0 {
+		return "none (tool_groups is not configured)"
+	}
+	names := make([]string, len(m.cfg.Groups))
+	for i, g := range m.cfg.Groups {
+		names[i] = g.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// switchedOffWarnings names the whitelist entries whose tools all lie in groups
+// that are off, which the session's tools then leave out: without a word, a backend
+// that asked for them could not tell why they are missing.
+func (s *Session) switchedOffWarnings(whitelist []string) []string {
+	var out []string
+	var specs []tool.Spec
+	for _, m := range s.Tools.managers {
+		specs = append(specs, m.Specs()...)
+	}
+	seen := map[string]bool{}
+	for _, entry := range whitelist {
+		if entry = strings.TrimSpace(entry); entry == "" || seen[entry] {
+			continue
+		}
+		seen[entry] = true
+		var matched []tool.Spec
+		for _, sp := range specs {
+			if sp.Name == entry {
+				matched = append(matched, sp)
+			} else if ok, _ := path.Match(entry, sp.Name); ok && isPattern(entry) {
+				matched = append(matched, sp)
+			}
+		}
+		if len(matched) == 0 || slices.ContainsFunc(matched, s.groupAllows) {
+			continue
+		}
+		var off []string
+		for _, g := range s.manager.cfg.Groups {
+			if slices.ContainsFunc(matched, g.contains) {
+				off = append(off, strconv.Quote(g.Name))
+			}
+		}
+		what, which := "tool "+entry+" is", "which is"
+		if isPattern(entry) {
+			what = "tools matching " + entry + " are"
+		}
+		group, it := "tool group "+off[0], "it"
+		if len(off) > 1 {
+			group, which, it = "tool groups "+strings.Join(off, ", "), "which are", "them"
+		}
+		out = append(out, fmt.Sprintf("%s in %s, %s off in this session: name %s in active_groups, or the model switches %s on with %s",
+			what, group, which, it, it, ResetToolName))
+	}
+	return out
 }
 
 func (m *Manager) hasGroup(name string) bool {

@@ -16,8 +16,15 @@ import (
 )
 
 // MaxDescriptionChars is the longest description the public Agent Skills format
-// allows. Every session's prompt fragment lists each skill with its description.
+// allows. A longer one still loads (Anthropic's own skills library has one, and
+// Claude Code loads it) and is logged; past KeptDescriptionChars it is cut.
 const MaxDescriptionChars = 1024
+
+// KeptDescriptionChars is the most of a description kept: what Claude Code shows a
+// model of one. The prompt fragment shows at most 250 of them; the skill tool's
+// query answer and GET /v1/skills show it whole, so a 60 KiB description would
+// otherwise grow those.
+const KeptDescriptionChars = 1536
 
 // maxFrontmatterBytes bounds the YAML parsed from SKILL.md or skill.yaml; both hold a
 // few fields, and the bound keeps a hostile file from costing much.
@@ -326,8 +333,9 @@ func buildSkill(front, side meta, body []byte, folder string) (Skill, error) {
 	}
 	if s.Description == "" {
 		errs = append(errs, errors.New("missing description"))
-	} else if n := utf8.RuneCountInString(s.Description); n > MaxDescriptionChars {
-		errs = append(errs, fmt.Errorf("description is %d characters; the Agent Skills format allows at most %d (it is listed in every session's prompt: say what the skill does and when to use it, and put the rest in the body)", n, MaxDescriptionChars))
+	} else if utf8.RuneCountInString(s.Description) > KeptDescriptionChars {
+		r := []rune(s.Description)[:KeptDescriptionChars-1]
+		s.Description = strings.TrimRight(string(r), " ") + "…"
 	}
 	return s, errors.Join(errs...)
 }

@@ -145,7 +145,23 @@ func TestParseSkillFiles(t *testing.T) {
 			md:   "---\nname: a\ndescription: " + strings.Repeat("é", 1024) + "\n---\n",
 			want: Skill{Name: "a", Description: strings.Repeat("é", 1024)},
 		},
-		{name: "description too long", md: "---\nname: a\ndescription: " + strings.Repeat("x", 1025) + "\n---\n", wantErr: "description is 1025 characters"},
+		{
+			// Anthropic's own skills library has one (claude-api, 1068 characters),
+			// and Claude Code loads it: a description over the format's 1024 loads whole.
+			name: "description over 1024 characters loads",
+			md:   "---\nname: a\ndescription: " + strings.Repeat("x", 1068) + "\n---\n",
+			want: Skill{Name: "a", Description: strings.Repeat("x", 1068)},
+		},
+		{
+			name: "description of 1536 characters",
+			md:   "---\nname: a\ndescription: " + strings.Repeat("é", 1536) + "\n---\n",
+			want: Skill{Name: "a", Description: strings.Repeat("é", 1536)},
+		},
+		{
+			name: "description over 1536 characters is cut",
+			md:   "---\nname: a\ndescription: " + strings.Repeat("é", 10000) + "\n---\n",
+			want: Skill{Name: "a", Description: strings.Repeat("é", 1535) + "…"},
+		},
 		{name: "missing both", md: "body only\n", wantErr: "missing name"},
 		{name: "missing description", md: "---\nname: a\n---\n", wantErr: "missing description"},
 		{name: "bad name", md: "---\nname: A_b\ndescription: d\n---\n", wantErr: "invalid name"},

@@ -13,8 +13,9 @@
 // license, compatibility, metadata (a mapping) and allowed-tools (a space- or
 // comma-separated string, or a YAML list); allowed_tools and a top-level version are
 // accepted too, and Claude Code's disable-model-invocation (Skill.ManualOnly). The description is made one line (whitespace runs and control
-// characters become one space) and may have at most MaxDescriptionChars characters:
-// it is what every session's prompt fragment lists. A SKILL.md without frontmatter is all body; its name and description
+// characters become one space) and should have at most MaxDescriptionChars characters:
+// it is what every session's prompt fragment lists. A longer one loads (cut past
+// KeptDescriptionChars) and the Manager logs it. A SKILL.md without frontmatter is all body; its name and description
 // must then come from skill.yaml. When both files set a field, the frontmatter wins:
 // it is the file the public format defines and the one authors edit. In skill.yaml,
 // id names the skill and name is a display name when both are given.
