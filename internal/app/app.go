@@ -393,7 +393,7 @@ func (a *App) chainTools() ([]tool.Tool, error) {
 	p := chain.Policy{MaxToolCalls: c.MaxToolCalls, CallTimeout: c.CallTimeout, TotalTimeout: c.TotalTimeout,
 		MaxInlineResultBytes: c.MaxInlineResultBytes, ApprovalTimeout: c.ApprovalTimeout,
 		MaxRiskWithoutApproval: tool.Risk(c.MaxRiskWithoutApproval), MaxSteps: uint64(max(c.MaxSteps, 0)), MaxMemoryBytes: c.MaxMemoryBytes,
-		ArtifactBytesPerSession: c.ArtifactBytesPerSession}
+		ArtifactBytesPerSession: c.ArtifactBytesPerSession, MaxMessageBytes: a.Config.MaxBodyBytes}
 	var err error
 	if a.artifacts, err = chain.NewArtifacts(a.artifactDir(), c.ArtifactBytesPerSession, c.ArtifactRetention); err != nil {
 		return nil, err

@@ -134,27 +134,30 @@ func TestChainStackOverflow(t *testing.T) {
 }
 
 // TestChainLongLine: a call's arguments or a result that encode to more than the
-// daemon reads in one line from the worker (chain.max_memory_bytes plus 1 MiB) fail in
-// the script with a message saying so; the daemon killed the worker instead ("ended
-// unexpectedly (signal: killed)"). A NUL is six bytes of JSON; a '<' was six on the
+// daemon reads in one line from the worker (max_body_bytes, as a request: not
+// chain.max_memory_bytes plus 1 MiB, which many chains at once would hold in the
+// daemon's heap) fail in the script with a message saying so; the daemon killed the
+// worker instead ("ended unexpectedly (signal: killed)"). A NUL is six bytes of JSON; a '<' was six on the
 // line too (the worker's encoder escaped HTML in the arguments), and is one. Without a memory cgroup: in one, a race-detector build's worker can reach the
 // kernel's bound of a 4 MiB limit (72 MiB) while encoding.
 func TestChainLongLine(t *testing.T) {
 	t.Parallel()
-	e := start(t, func(c *config.Config) { c.Chain.MaxMemoryBytes, c.Chain.CallTimeout = 4<<20, time.Minute })
+	e := start(t, func(c *config.Config) {
+		c.Chain.MaxMemoryBytes, c.Chain.CallTimeout, c.MaxBodyBytes = 4<<20, time.Minute, 256<<10
+	})
 	withoutCgroups(t, e)
 	sess := e.session("tool_chain", "t_*")
 	for _, tc := range []struct{ name, script, want string }{
-		{"arguments", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"\\x00\" * 900000)\n",
-			"t_echo: the arguments encode to 5400011 bytes of JSON, more than a chain may send to the daemon at once (5242880"},
-		{"html", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"<\" * 900000)\n", ""},
-		{"result", "t_echo(text=\"first\")\nprint(\"before\")\nresult = \"\\x00\" * 900000\n",
-			"the global result encodes to 5400002 bytes of JSON, more than a chain may send to the daemon at once (5242880"},
+		{"arguments", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"\\x00\" * 200000)\n",
+			"t_echo: the arguments encode to 1200011 bytes of JSON, more than a chain may send to the daemon at once (262144 bytes, the daemon's max_body_bytes"},
+		{"html", "t_echo(text=\"first\")\nprint(\"before\")\nt_echo(text=\"<\" * 200000)\n", ""},
+		{"result", "t_echo(text=\"first\")\nprint(\"before\")\nresult = \"\\x00\" * 200000\n",
+			"the global result encodes to 1200002 bytes of JSON, more than a chain may send to the daemon at once (262144 bytes, the daemon's max_body_bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.chain(sess, tc.script)
 			if tc.want == "" {
-				// 900 kB of '<' is 900 kB on the line: it is sent, and the tool gets it.
+				// 200 kB of '<' is 200 kB on the line: it is sent, and the tool gets it.
 				if r.IsError {
 					t.Fatalf("%+v", r.Out.Error)
 				}

@@ -39,6 +39,19 @@ type Policy struct {
 	// ArtifactBytesPerSession bounds the artifacts kept per session; the oldest are
 	// deleted to make room.
 	ArtifactBytesPerSession int64
+	// MaxMessageBytes bounds one message a script's worker sends the daemon (a call's
+	// arguments, the global result, as JSON), which the daemon reads whole into its
+	// heap: the daemon's max_body_bytes, as a direct call's request. 0: MaxMemoryBytes
+	// plus 1 MiB.
+	MaxMessageBytes int64
+}
+
+// maxLine is the longest line the daemon reads from a worker, and the worker sends.
+func (p Policy) maxLine() int64 {
+	if p.MaxMessageBytes > 0 {
+		return p.MaxMessageBytes
+	}
+	return p.MaxMemoryBytes + 1<<20
 }
 
 // DefaultPolicy is the policy when the configuration changes nothing.

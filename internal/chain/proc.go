@@ -113,8 +113,9 @@ type worker struct {
 }
 
 // startWorker starts a worker process for a script bounded by limit, in a memory
-// cgroup of its own when parent is not "".
-func startWorker(ctx context.Context, parent, name string, limit int64) (*worker, error) {
+// cgroup of its own when parent is not "", whose lines are read up to maxLine bytes (a
+// longer one kills it).
+func startWorker(ctx context.Context, parent, name string, limit, maxLine int64) (*worker, error) {
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -162,15 +163,10 @@ func startWorker(ctx context.Context, parent, name string, limit int64) (*worker
 	w := &worker{proc: proc, cgroup: parent != "", stdin: inW, stdout: outR, stderr: errR, msgs: make(chan message), quit: make(chan struct{})}
 	w.gone, w.endGone = context.WithCancel(ctx)
 	w.readers.Add(2)
-	go w.readMessages(maxLineBytes(limit))
+	go w.readMessages(int(maxLine))
 	go w.readStderr()
 	return w, nil
 }
-
-// maxLineBytes is the longest line the daemon reads from a worker whose script may keep
-// limit bytes; the worker refuses to send a longer one (a call's arguments, the global
-// result).
-func maxLineBytes(limit int64) int { return int(limit) + 1<<20 }
 
 // readMessages hands the worker's lines to msgs. A line longer than maxLine or that is
 // no message kills it.
@@ -318,7 +314,7 @@ func (r *run) drive(script string) (*workerDone, *outcomeError) {
 	p := r.t.policy
 	parent := r.t.workers.cgroupParent()
 	name := fmt.Sprintf("%s%d-%d", workerCgroupPrefix, os.Getpid(), r.t.workers.seq.Add(1))
-	w, err := startWorker(r.ctx, parent, name, p.MaxMemoryBytes)
+	w, err := startWorker(r.ctx, parent, name, p.MaxMemoryBytes, p.maxLine())
 	if err != nil {
 		return nil, &outcomeError{Kind: tool.KindFailed, Message: "the script's process could not be started: " + err.Error()}
 	}
@@ -329,7 +325,7 @@ func (r *run) drive(script string) (*workerDone, *outcomeError) {
 		w.close()
 		r.exit = w.proc.Exit()
 	}()
-	start := &workerStart{Script: script, MaxToolCalls: p.MaxToolCalls, MaxSteps: p.MaxSteps, MaxMemoryBytes: p.MaxMemoryBytes,
+	start := &workerStart{Script: script, MaxToolCalls: p.MaxToolCalls, MaxSteps: p.MaxSteps, MaxMemoryBytes: p.MaxMemoryBytes, MaxLineBytes: p.maxLine(),
 		MaxInlineResultBytes: p.MaxInlineResultBytes, SoftMemoryLimit: softMemoryLimit(p.MaxMemoryBytes)}
 	if !w.cgroup {
 		start.AddressSpace = hardMemoryLimit(p.MaxMemoryBytes) + addressHeadroom

@@ -43,6 +43,7 @@ type workerStart struct {
 	MaxSteps             uint64 `json:"max_steps"`
 	MaxMemoryBytes       int64  `json:"max_memory_bytes"`
 	MaxInlineResultBytes int    `json:"max_inline_result_bytes"`
+	MaxLineBytes         int64  `json:"max_line_bytes"` // the longest line the daemon reads
 	// SoftMemoryLimit is the Go runtime's memory limit in the worker (0: none), so that
 	// it collects hard before the hard bound; AddressSpace, when not 0, is how much the
 	// worker's address space may grow past its size at start (RLIMIT_AS), the hard bound

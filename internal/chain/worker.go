@@ -113,7 +113,7 @@ func serveWorker(in io.Reader, out io.Writer, limit func(*workerStart) error) in
 	if errors.As(err, &long) && done.Result != nil {
 		if done.Error == nil {
 			done.Error = &outcomeError{Kind: tool.KindFailed, Message: fmt.Sprintf(
-				"the global result encodes to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes: chain.max_memory_bytes plus 1 MiB); return less, or have a tool write it",
+				"the global result encodes to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes, the daemon's max_body_bytes, as for a request); return less, or have a tool write it",
 				len(done.Result), long.max)}
 		}
 		done.Result = nil
@@ -161,7 +161,8 @@ func (s *script) read(dec *json.Decoder) {
 	}
 }
 
-// lineTooLong is a message longer than the daemon reads (maxLineBytes), not sent.
+// lineTooLong is a message longer than the daemon reads (workerStart.MaxLineBytes),
+// not sent.
 type lineTooLong struct{ len, max int }
 
 func (e *lineTooLong) Error() string {
@@ -180,7 +181,7 @@ func (s *script) send(m message) error {
 	if err := enc.Encode(m); err != nil {
 		return err
 	}
-	if max := maxLineBytes(s.spec.MaxMemoryBytes); line.Len() > max {
+	if max := int(s.spec.MaxLineBytes); max > 0 && line.Len() > max {
 		return &lineTooLong{len: line.Len(), max: max}
 	}
 	if _, err := s.out.Write(line.Bytes()); err != nil {
@@ -355,7 +356,7 @@ func (s *script) call(name string, kw []starlark.Tuple, try bool) (starlark.Valu
 	}
 	var long *lineTooLong
 	if err := s.send(message{Type: msgCall, Call: &callRequest{Tool: name, Args: argJSON}}); errors.As(err, &long) {
-		return nil, fmt.Errorf("%s: the arguments encode to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes: chain.max_memory_bytes plus 1 MiB); pass less in one call",
+		return nil, fmt.Errorf("%s: the arguments encode to %d bytes of JSON, more than a chain may send to the daemon at once (%d bytes, the daemon's max_body_bytes, as for a request); pass less in one call",
 			name, len(argJSON), long.max)
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: the daemon cannot be reached: %v", name, err)

@@ -62,14 +62,14 @@ func runTiny(b *testing.B, inProcess bool, parent string, measure func(pid int))
 			}
 		}
 	} else {
-		w, err := startWorker(context.Background(), parent, fmt.Sprintf("%s%d-bench%d", workerCgroupPrefix, os.Getpid(), time.Now().UnixNano()), p.MaxMemoryBytes)
+		w, err := startWorker(context.Background(), parent, fmt.Sprintf("%s%d-bench%d", workerCgroupPrefix, os.Getpid(), time.Now().UnixNano()), p.MaxMemoryBytes, p.maxLine())
 		if err != nil {
 			b.Fatal(err)
 		}
 		send, msgs, pid, end = w.send, w.msgs, w.proc.Pid, w.close
 	}
 	send(message{Type: msgStart, Start: &workerStart{Script: tinyScript, Tools: []string{"t_echo"}, MaxToolCalls: p.MaxToolCalls,
-		MaxSteps: p.MaxSteps, MaxMemoryBytes: p.MaxMemoryBytes, MaxInlineResultBytes: p.MaxInlineResultBytes}})
+		MaxSteps: p.MaxSteps, MaxMemoryBytes: p.MaxMemoryBytes, MaxInlineResultBytes: p.MaxInlineResultBytes, MaxLineBytes: p.maxLine()}})
 	for m := range msgs {
 		switch m.Type {
 		case msgCall:
