@@ -112,7 +112,11 @@ func dial(parent context.Context, cfg *ServerConfig, log *slog.Logger, notify fu
 	}
 	if err != nil {
 		if timedOut.Load() {
-			err = fmt.Errorf("not connected within %s (the server's connect_timeout; raise it for a server slow to start): %w", cfg.ConnectTimeout, err)
+			advice := " (the server's connect_timeout; raise it for a server slow to start)"
+			if c.stray.Load() != nil {
+				advice = "" // it started, and wrote what is quoted below
+			}
+			err = fmt.Errorf("not connected within %s%s: %w", cfg.ConnectTimeout, advice, err)
 		}
 		if said := c.sdkSaid.Load(); said != nil && cfg.Transport == TransportSSE {
 			// mcp-go only logs what it refuses on the event stream (an endpoint on

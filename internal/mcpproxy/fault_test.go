@@ -80,9 +80,15 @@ func TestStdioUpstreamWritesGarbage(t *testing.T) {
 	t.Parallel()
 	prefix, pids := pidRecorder(t)
 	script := npmPackage(t, "server-everything")
+	// A shell, not node, writes the garbage: node's start took longer than the connect
+	// timeout on a loaded CI machine, and the attempt saw no line at all.
+	garbage := filepath.Join(t.TempDir(), "garbage.sh")
+	if err := os.WriteFile(garbage, []byte(`while :; do printf '\000\377{not json]]\n<html>garbage</html>\n'; printf '%070000d\n' 0; sleep 0.02; done`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	h := newHarness(t, Config{MaxBackoff: 300 * time.Millisecond, Servers: []ServerConfig{
-		{Name: "garbage", Transport: TransportStdio, Command: "sh", Enabled: true, ConnectTimeout: 700 * time.Millisecond,
-			Args: []string{"-c", prefix + `node -e 'setInterval(() => process.stdout.write("\x00\xff{not json]]\n<html>garbage</html>\n" + "x".repeat(70000) + "\n"), 20)'`}},
+		{Name: "garbage", Transport: TransportStdio, Command: "sh", Enabled: true, ConnectTimeout: 1500 * time.Millisecond,
+			Args: []string{"-c", prefix + "sh " + garbage}},
 		{Name: "banner", Transport: TransportStdio, Command: "sh", Enabled: true,
 			Args: []string{"-c", `echo "Welcome to my MCP server v1 {"; echo '{"jsonrpc":"2.0","method":"bogus"'; exec node "$0" stdio`, script}},
 	}})
@@ -96,8 +102,9 @@ func TestStdioUpstreamWritesGarbage(t *testing.T) {
 	}
 	// mcp-go skips lines that are not JSON-RPC without a word: the error must show
 	// the operator what the server wrote, or all it says is "context canceled".
-	if st.State == StateReady || !strings.Contains(st.LastError, "not JSON-RPC") || !strings.Contains(st.LastError, "{not json]]") {
-		t.Errorf("garbage: state %s, last error %q; want failed, quoting the first line that is not JSON-RPC", st.State, st.LastError)
+	if st.State == StateReady || !strings.Contains(st.LastError, "not JSON-RPC") || !strings.Contains(st.LastError, "{not json]]") ||
+		strings.Contains(st.LastError, "raise it") {
+		t.Errorf("garbage: state %s, last error %q; want failed, quoting the first line that is not JSON-RPC (and not advising a longer connect_timeout)", st.State, st.LastError)
 	}
 	t.Logf("garbage server: %s", st.LastError)
 	if _, ok := h.tools.Lookup("mcp__garbage__echo"); ok {
