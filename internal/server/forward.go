@@ -82,9 +82,11 @@ func (s *Server) forwardOutputRead(w http.ResponseWriter, r *http.Request, rec *
 // holds its result).
 func (s *Server) outputUnreachable(rec *store.Call, finishedHere bool) unreachableFunc {
 	return func(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, rep *store.Replica, reason string) {
-		if cur, err := s.Calls.GetCall(r.Context(), rec.ID); err == nil && cur.StartedAt == nil && !cur.Status.Terminal() {
-			// Not started (waiting for approval): it has no output anywhere yet, and
-			// whichever replica runs it once decided writes it. Nothing is lost.
+		if cur, err := s.Calls.GetCall(r.Context(), rec.ID); err == nil && cur.StartedAt == nil {
+			// Not started (waiting for approval, or behind another call): it has no
+			// output anywhere yet, and whichever replica runs it once decided writes it.
+			// One that ended so (denied; failed by the sweep with its dead replica)
+			// never had any. Nothing is lost.
 			local(w, r)
 			return
 		}

@@ -127,3 +127,67 @@ func approvalCallID(t *testing.T, d *daemon, approvalID string) string {
 	}
 	return a.CallID
 }
+
+// TestWaitingCallRelayEndsWithItsClient: a progress stream on A of a call that
+// waited there and then ran on B is relayed from B's stream; once the client leaves
+// A, A's request to B must end too, not hold B's stream (and a connection) for as
+// long as the call runs.
+func TestWaitingCallRelayEndsWithItsClient(t *testing.T) {
+	t.Parallel()
+	a, b := twoReplicas(t, func(c *config.Config) { c.Permissions.Allow = nil })
+	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, _, stop := streamUntilApproval(t, a, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"echo first; sleep 300; echo x > f.txt"}}]}`)
+	stop()
+	callID := approvalCallID(t, b, apr["id"].(string))
+	defer b.do("POST", "/v1/tool-calls/"+callID+"/cancel", nil)
+
+	req, err := http.NewRequestWithContext(t.Context(), "GET", a.url+"/v1/tool-calls/"+callID+"/progress/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("progress stream on A: %d", resp.StatusCode)
+	}
+	if code, _, body := b.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("approve through B: %d %s", code, body)
+	}
+	relayed := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "data: ") && strings.Contains(sc.Text(), `"text":"first\n"`) {
+				relayed <- true
+				return
+			}
+		}
+		relayed <- false
+	}()
+	select {
+	case ok := <-relayed:
+		if !ok {
+			t.Fatal("the stream on A ended before B's output")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("B's output did not reach the stream on A within 60 s")
+	}
+	const route = `route="/v1/tool-calls/{callID}/progress/stream"`
+	streamsEnded := func() bool {
+		_, _, body := b.do("GET", "/metrics", nil)
+		for line := range strings.Lines(string(body)) {
+			if strings.HasPrefix(line, "toolserverd_http_requests_total{") && strings.Contains(line, route) {
+				return true
+			}
+		}
+		return false
+	}
+	if streamsEnded() {
+		t.Fatal("B counts a progress stream as ended while A still relays it")
+	}
+	resp.Body.Close() // the client leaves
+	waitFor(t, 60*time.Second, "B's stream, relayed to A, ends once A's client left", streamsEnded)
+}
