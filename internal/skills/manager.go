@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 )
 
 // Manager holds the skills of the configured directories. Reads (List, Get, Read,
@@ -183,8 +182,8 @@ func (m *Manager) Reload() bool {
 				m.log.Warn("skill files left out", "dir", dir, "files", f.leftOut,
 					"why", "symlinks that lead out of the skill's folder, to a folder or nowhere are not part of a skill; copy the files in")
 			}
-			if f.err == nil && (prev == nil || prev.err != nil || prev.skill.Description != f.skill.Description) && utf8.RuneCountInString(f.skill.Description) > MaxDescriptionChars {
-				m.log.Warn("skill description too long", "dir", dir, "chars", utf8.RuneCountInString(f.skill.Description),
+			if f.err == nil && (prev == nil || prev.err != nil || prev.skill.Description != f.skill.Description) && f.skill.descriptionChars > MaxDescriptionChars {
+				m.log.Warn("skill description too long", "dir", dir, "chars", f.skill.descriptionChars,
 					"why", fmt.Sprintf("the Agent Skills format allows at most %d characters; the skill is loaded (a description over %d is cut); prompts show 250 of them: say what the skill does and when to use it first, and put the rest in the body", MaxDescriptionChars, KeptDescriptionChars))
 			}
 			next.watch = append(next.watch, f.dirs...)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestLoadFormats(t *testing.T) {
@@ -596,4 +597,29 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestLongDescriptionLogged: a description over the format's 1,024 characters loads
+// (cut past KeptDescriptionChars), and the log says how long it was as written, not
+// the length kept (it said 1536 of a 2,000-character description).
+func TestLongDescriptionLogged(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeSkill(t, root, "wordy", strings.Repeat("d", 2000), "Body.\n")
+	var buf syncBuffer
+	m, err := NewManager(Config{Dirs: []string{root}}, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	s, ok := m.Get("wordy")
+	if !ok {
+		t.Fatalf("not loaded: %v", m.Problems())
+	}
+	if n := utf8.RuneCountInString(s.Description); n != KeptDescriptionChars {
+		t.Errorf("description kept: %d characters, want %d", n, KeptDescriptionChars)
+	}
+	if log := buf.String(); !strings.Contains(log, "skill description too long") || !strings.Contains(log, "chars=2000") {
+		t.Errorf("log: %s", log)
+	}
 }

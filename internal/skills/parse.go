@@ -331,9 +331,10 @@ func buildSkill(front, side meta, body []byte, folder string) (Skill, error) {
 	case !ValidName(s.Name):
 		errs = append(errs, fmt.Errorf("invalid name %q: want 1 to 64 of a-z, 0-9 and -, with no - first, last or next to another", s.Name))
 	}
+	s.descriptionChars = utf8.RuneCountInString(s.Description)
 	if s.Description == "" {
 		errs = append(errs, errors.New("missing description"))
-	} else if utf8.RuneCountInString(s.Description) > KeptDescriptionChars {
+	} else if s.descriptionChars > KeptDescriptionChars {
 		r := []rune(s.Description)[:KeptDescriptionChars-1]
 		s.Description = strings.TrimRight(string(r), " ") + "…"
 	}

@@ -47,7 +47,10 @@ type Skill struct {
 	// Name is the skill's identifier: [a-z0-9-]{1,64}, unique across the Manager.
 	Name        string
 	Description string
-	Version     string
+	// descriptionChars is the description's length as written, before a cut past
+	// KeptDescriptionChars (for the log).
+	descriptionChars int
+	Version          string
 	// AllowedTools lists the tools the skill expects to use (public format
 	// "allowed-tools"), in the order written, without duplicates. Entries are kept as
 	// written, patterns such as "Bash(git:*)" included.
