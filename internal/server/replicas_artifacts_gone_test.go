@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
@@ -42,15 +40,7 @@ func TestArtifactOfStoppedReplicaAfterItIsForgotten(t *testing.T) {
 	read := fmt.Sprintf(`{"ref":%q,"limit":64}`, ref)
 	a.stop()
 
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	waitFor(t, 60*time.Second, "B's sweep to forget the stopped replica A", func() bool {
-		var n int
-		return conn.QueryRow(t.Context(), `SELECT count(*) FROM replicas WHERE id = 'replica-a'`).Scan(&n) == nil && n == 0
-	})
+	waitForgotten(t, url, "replica-a")
 	if m := call(b, "artifact_read", read); m.m["is_error"] != true || m.m["error_kind"] != "unavailable" || !strings.Contains(string(m.raw), "replica-a") {
 		t.Fatalf("artifact_read through B of an artifact of the forgotten replica A: %s; want unavailable, naming replica-a", m.raw)
 	}

@@ -39,15 +39,7 @@ func TestJobOfStoppedReplicaAfterItIsForgotten(t *testing.T) {
 	}
 	a.stop()
 
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	waitFor(t, 60*time.Second, "B's sweep to forget the stopped replica A", func() bool {
-		var n int
-		return conn.QueryRow(t.Context(), `SELECT count(*) FROM replicas WHERE id = 'replica-a'`).Scan(&n) == nil && n == 0
-	})
+	waitForgotten(t, url, "replica-a")
 	args := fmt.Sprintf(`{"job_id":%q,"timeout_ms":0}`, jobID)
 	check := func(through string, m event) {
 		t.Helper()
@@ -59,4 +51,19 @@ func TestJobOfStoppedReplicaAfterItIsForgotten(t *testing.T) {
 	a = startDaemon(t, aOpts)
 	check("A started again", call(a, "await_job", args))
 	check("B, A back", call(b, "read_job_output", fmt.Sprintf(`{"job_id":%q}`, jobID)))
+}
+
+// waitForgotten waits until the other replicas' sweep has forgotten the stopped
+// replica id (its row in the store of url is gone).
+func waitForgotten(t *testing.T, url, id string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	waitFor(t, 60*time.Second, "the sweep to forget the stopped replica "+id, func() bool {
+		var n int
+		return conn.QueryRow(t.Context(), `SELECT count(*) FROM replicas WHERE id = $1`, id).Scan(&n) == nil && n == 0
+	})
 }
