@@ -106,12 +106,15 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (c *conn, re
 		p = &pooled{ready: make(chan struct{})}
 		pool.conns[sessionID] = p
 	}
-	// The opening belongs to the caller (its end abandons it) and to the server's
-	// current connection (closeSessions abandons it), whichever ends first.
+	// The opening outlives its caller, bounded by connect_timeout, and belongs to the
+	// server's current connection (closeSessions abandons it). Abandoned with a caller
+	// whose deadline is shorter than the server's start (a per-session browser, a
+	// loaded machine), every opening was cut, and no call ever reached a session.
 	var octx context.Context
+	var abort context.CancelFunc
 	if opener {
-		octx, p.abort = context.WithCancel(ctx)
-		defer p.abort()
+		octx, abort = context.WithCancel(context.WithoutCancel(ctx))
+		p.abort = abort
 	}
 	p.inflight++
 	p.lastUsed = time.Now()
@@ -125,7 +128,10 @@ func (s *server) sessionConn(ctx context.Context, sessionID string) (c *conn, re
 		pool.mu.Unlock()
 	}
 	if opener {
-		s.openSession(octx, sessionID, p)
+		go func() {
+			defer abort()
+			s.openSession(octx, sessionID, p)
+		}()
 	}
 	select {
 	case <-p.ready:

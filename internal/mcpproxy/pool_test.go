@@ -364,3 +364,38 @@ func TestPerSessionHTTPEndedUpstream(t *testing.T) {
 		t.Errorf("the server was told of %d sessions ended by a restart, want the %d per-session ones and the supervisor's", g.endedSessions()-before, n)
 	}
 }
+
+// TestPooledSessionOpeningOutlivesItsCaller: a per-session server slower to start than
+// a caller's deadline (a per-session browser; any server on a loaded machine) still
+// gets its upstream session: the call that began the opening times out, the opening
+// goes on within connect_timeout, and a later call of the same daemon session reaches
+// it. The opening was abandoned with its caller: each call started a process, killed
+// it at its deadline, and no call ever got through.
+func TestPooledSessionOpeningOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	prefix, pids := pidRecorder(t)
+	script := npmPackage(t, "server-everything")
+	h := newHarness(t, Config{HealthInterval: time.Hour, Servers: []ServerConfig{{
+		Name: "slow", Transport: TransportStdio, Command: "sh", Enabled: true, Pooling: PoolPerSession,
+		ConnectTimeout: 30 * time.Second, Args: []string{"-c", prefix + `sh -c 'sleep 1.5; exec node "$0" stdio' ` + script}}}})
+	h.start(t)
+	h.waitState(t, "slow", StateReady, 30*time.Second)
+	e, _ := h.tools.Lookup("mcp__slow__echo")
+	call := func(i int) *tool.Result {
+		return h.tools.Run(e, toolmgr.Invocation{Ctx: &tool.Context{Context: t.Context(), CallID: fmt.Sprintf("tc_%d", i), Session: &tool.Session{ID: "ses_a"}, Progress: tool.NoProgress},
+			Args: json.RawMessage(`{"message":"through"}`), Timeout: 300 * time.Millisecond})
+	}
+	wantKind(t, call(0), tool.KindTimeout)
+	started := len(pids()) // the shared session's process, and the opening's
+	var res *tool.Result
+	for i := 1; i < 100; i++ {
+		if res = call(i); !res.IsError {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantText(t, res, "Echo: through")
+	if n := len(pids()); n != started {
+		t.Errorf("%d processes started for the daemon session's calls, want the one opening (%d before the retries)", n-started+1, started)
+	}
+}
