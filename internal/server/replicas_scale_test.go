@@ -192,9 +192,23 @@ func readSSEClosed(t *testing.T, d *daemon, callID string) (string, map[string]a
 	if resp.StatusCode != 200 {
 		t.Fatalf("SSE: %d", resp.StatusCode)
 	}
+	text, closed, err := readProgressSSE(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed == nil {
+		t.Fatal("SSE stream ended without a closed event")
+	}
+	return text, closed
+}
+
+// readProgressSSE reads a progress stream (GET …/progress/stream) until its closed
+// event: the stdout text sent before it and the closed event's data, nil when the
+// stream ended without one.
+func readProgressSSE(r io.Reader) (string, map[string]any, error) {
 	var text strings.Builder
 	var event string
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -203,10 +217,10 @@ func readSSEClosed(t *testing.T, d *daemon, callID string) (string, map[string]a
 		case strings.HasPrefix(line, "data: "):
 			var e map[string]any
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e); err != nil {
-				t.Fatal(err)
+				return text.String(), nil, fmt.Errorf("event %q: %w", event, err)
 			}
 			if event == "closed" {
-				return text.String(), e
+				return text.String(), e, nil
 			}
 			if e["stream"] == "stdout" {
 				s, _ := e["text"].(string)
@@ -214,8 +228,7 @@ func readSSEClosed(t *testing.T, d *daemon, callID string) (string, map[string]a
 			}
 		}
 	}
-	t.Fatal("SSE stream ended without a closed event")
-	return "", nil
+	return text.String(), nil, sc.Err()
 }
 
 type progressRead struct {

@@ -42,28 +42,8 @@ func TestWaitingCallOutputFollowedToItsRunner(t *testing.T) {
 	}
 	got := make(chan sse, 1)
 	go func() {
-		var text strings.Builder
-		var event string
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				var e map[string]any
-				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e)
-				if event == "closed" {
-					got <- sse{text.String(), e}
-					return
-				}
-				if e["stream"] == "stdout" {
-					s, _ := e["text"].(string)
-					text.WriteString(s)
-				}
-			}
-		}
-		got <- sse{text.String(), nil}
+		text, closed, _ := readProgressSSE(resp.Body)
+		got <- sse{text, closed}
 	}()
 	select {
 	case s := <-got:

@@ -16,16 +16,6 @@ import (
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
-// callsBodyHint adds to the error of a body that is an array (a backend that posted
-// the model's tool_calls as they came) what the body must be instead.
-func callsBodyHint(err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) && ae.typ != nil && ae.typ.Field == "" && strings.HasPrefix(ae.typ.Value, "array") {
-		ae.Message += `: send {"calls": [...]} with the model's tool calls as calls`
-	}
-	return err
-}
-
 func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 	f, err := messageFormat(r)
 	if err != nil {
@@ -54,16 +44,21 @@ func (s *Server) runSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 var providerKeys = map[string]bool{`"role"`: true, `"tool_calls"`: true, `"content"`: true, `"output"`: true,
 	`"parts"`: true, `"candidates"`: true, `"choices"`: true, `"function_call"`: true, `"type"`: true}
 
-// decodeCalls reads a batch's body; a body that is a model's message or output sent as
-// is is told where its calls go.
+// decodeCalls reads a batch's body. A body that is not a batch but what a model gave
+// (its tool_calls array as it came, or its message or output as is) is told where the
+// calls go.
 func (s *Server) decodeCalls(w http.ResponseWriter, r *http.Request, req *toolCallsRequest) error {
-	err := callsBodyHint(decodeJSON(w, r, s.cfg.MaxBodyBytes, req))
+	err := decodeJSON(w, r, s.cfg.MaxBodyBytes, req)
 	var ae *apiError
-	if errors.As(err, &ae) && ae.Code == CodeInvalidJSON {
-		if field, ok := strings.CutPrefix(ae.Message, "unknown field "); ok && providerKeys[field] {
-			ae.Message += `: the model's calls go in "calls", a list of them as the model gave them (OpenAI's tool_calls, ` +
-				`Anthropic's content, a Responses output, Gemini's parts, or {"id","name","arguments"}), beside the batch's options`
-		}
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch field, unknown := strings.CutPrefix(ae.Message, "unknown field "); {
+	case ae.typ != nil && ae.typ.Field == "" && strings.HasPrefix(ae.typ.Value, "array"):
+		ae.Message += `: send {"calls": [...]} with the model's tool calls as calls`
+	case ae.Code == CodeInvalidJSON && unknown && providerKeys[field]:
+		ae.Message += `: the model's calls go in "calls", a list of them as the model gave them (OpenAI's tool_calls, ` +
+			`Anthropic's content, a Responses output, Gemini's parts, or {"id","name","arguments"}), beside the batch's options`
 	}
 	return err
 }
