@@ -240,11 +240,11 @@ func (s *Session) expand(names []string, query string) map[string]any {
 		if len(available) == 0 {
 			out["note"] = fmt.Sprintf("no tool you could load matches %q; %d could be loaded: try other words", q, total)
 		} else {
-			out["note"] = fmt.Sprintf("the %d tools you could load that best match %q, best first; %d could be loaded in all", len(available), q, total)
+			out["note"] = fmt.Sprintf("the %s you could load that best match %q, best first; %d could be loaded in all", toolCount(len(available)), q, total)
 		}
 	} else if total > expandListed {
 		available = available[:expandListed]
-		out["note"] = fmt.Sprintf("%d more tools could be loaded, not listed here; %s", total-expandListed, searchHint)
+		out["note"] = fmt.Sprintf("%s more could be loaded, not listed here; %s", toolCount(total-expandListed), searchHint)
 	}
 	out["available_expandable_tools"] = available
 	if more := total - len(available); more > 0 {
@@ -639,4 +639,12 @@ func (s *Session) skillAllows(name string) bool {
 	}
 	ok, _, _ := s.activeSkill().Allows(name)
 	return ok
+}
+
+// toolCount is n with the noun that agrees with it: "1 tool", "3 tools".
+func toolCount(n int) string {
+	if n == 1 {
+		return "1 tool"
+	}
+	return fmt.Sprintf("%d tools", n)
 }

@@ -114,6 +114,9 @@ func TestExpandResultIsBounded(t *testing.T) {
 	if out.Success || len(out.Expanded) != 0 || len(out.Available) == 0 || out.Available[0] != "invoice_create" {
 		t.Fatalf("query: %s", text)
 	}
+	if len(out.Available) == 1 && !strings.HasPrefix(out.Note, "the 1 tool you could load") {
+		t.Fatalf("query matching one tool: note %q", out.Note)
+	}
 	if !sess.Selected("tool_123") || sess.Selected("invoice_create") {
 		t.Fatal("selection after expand and query")
 	}
