@@ -14,6 +14,7 @@ import (
 	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -266,7 +267,7 @@ func (r *run) value(name string, res *tool.Result, rep *callReply) (artifact str
 		return ref, nil
 	}
 	if structured && json.Valid(payload) {
-		if jsonDeeper(payload, maxValueDepth) {
+		if jsontext.Deeper(payload, maxValueDepth) {
 			// encoding/json refuses more than 10,000 levels on the line, and the
 			// worker's decoder recurses once per level.
 			return "", fmt.Errorf("%s's result nests lists and dicts more than %d deep, deeper than a chain takes values (the call ran: %s); call %s directly to see its result",
@@ -282,12 +283,11 @@ func (r *run) value(name string, res *tool.Result, rep *callReply) (artifact str
 // maxValueDepth is how deep a script's value sent to the daemon (a call's arguments,
 // the global result) may nest lists, tuples, dicts and structs; so may what the
 // script's json module encodes and decodes, and a tool's structured result the
-// script gets. encoding/json, which
-// reads the line on both sides, refuses more than 10,000 levels of the whole message,
-// and Starlark's encoder recurses once per level (a Go stack of megabytes, more under
-// the race detector, within the worker's address-space bound); no tool's arguments
-// nest a thousand deep.
-const maxValueDepth = 1000
+// script gets. The chain's own structured output holds the result one level down, and
+// no structured output nests deeper than tool.MaxStructuredDepth (clients' decoders
+// stop short of 1,000 levels). It also keeps the worker's recursion shallow:
+// Starlark's encoder and decoder recurse once per level.
+const maxValueDepth = tool.MaxStructuredDepth - 1
 
 // encodeJSON encodes a script's value for the line to the daemon. A value nested more
 // than maxValueDepth deep, or holding more than maxValues values, is refused here, as one
@@ -396,29 +396,6 @@ func checkDepth(fn string, v starlark.Value, max, maxValues int) error {
 		}
 	}
 	return nil
-}
-
-// jsonDeeper reports whether the JSON text b nests arrays and objects more than max
-// deep (brackets within strings do not count), reading it once, without recursion; it
-// reads text that is not valid JSON too, which the decoder then refuses.
-func jsonDeeper[T string | []byte](b T, max int) bool {
-	depth, inString := 0, false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case inString && c == '\\':
-			i++
-		case c == '"':
-			inString = !inString
-		case inString:
-		case c == '[' || c == '{':
-			if depth++; depth > max {
-				return true
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return false
 }
 
 func truncateText(s string, n int) string {

@@ -13,10 +13,12 @@ import (
 )
 
 // TestChainDeepToolResult: a tool whose structured output nests deeper than a chain
-// takes values (1,000 levels) fails the script with a message saying so and naming the
-// call, which ran (its trace entry is ok); 9,999 levels got past json.Valid and then
-// failed encoding/json's 10,000 on the line to the worker, which was killed and said
-// "the daemon closed the connection". A result 1,000 deep is the script's value.
+// takes values (255 levels) fails the script with a message saying so and naming the
+// call, which ran (its trace entry is ok). Output deeper than any structured output
+// the daemon sends (256 levels) reaches the script as text with a note, as it reaches
+// the model; 9,999 levels once got past json.Valid and then failed encoding/json's
+// 10,000 on the line to the worker, which was killed. A result 255 deep is the
+// script's value.
 func TestChainDeepToolResult(t *testing.T) {
 	t.Parallel()
 	e := start(t, func(c *config.Config) { c.Chain.MaxInlineResultBytes = 1 << 20 })
@@ -32,28 +34,28 @@ func TestChainDeepToolResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess := e.session("tool_chain", "t_*")
-	for _, n := range []int{1001, 9999} {
-		r := e.chain(sess, fmt.Sprintf("print(\"before\")\nr = try_call(\"t_deep\", n=%d)\nprint(\"after\")\n", n))
-		wantError(t, r, "failed", "t_deep's result nests lists and dicts more than 1000 deep")
-		if n < 9990 {
-			e.checkTrace(r, step{"t_deep", "ok", ""})
-		} else if tr := r.Out.CallTrace; len(tr) != 1 || tr[0].Tool != "t_deep" || tr[0].Status != "ok" {
-			// (The call's record, 10,000 deep with its envelope, is more than this
-			// test's JSON decoder reads.)
-			t.Errorf("call_trace %+v", tr)
-		}
-		if r.Out.Output != "before\n" {
-			t.Errorf("output %q", r.Out.Output)
-		}
+	r := e.chain(sess, "print(\"before\")\nr = try_call(\"t_deep\", n=256)\nprint(\"after\")\n")
+	wantError(t, r, "failed", "t_deep's result nests lists and dicts more than 255 deep")
+	e.checkTrace(r, step{"t_deep", "ok", ""})
+	if r.Out.Output != "before\n" {
+		t.Errorf("output %q", r.Out.Output)
 	}
-	r := e.chain(sess, "x = t_deep(n=1000)\nd = 0\nfor i in range(2000):\n    if not x:\n        break\n    x = x[0]\n    d += 1\nresult = d\n")
-	if r.IsError || string(r.Out.Result) != "999" {
-		t.Fatalf("a result 1,000 deep: %+v %s", r.Out.Error, r.Out.Result)
+	for _, n := range []int{257, 9999} {
+		r := e.chain(sess, fmt.Sprintf("result = t_deep(n=%d)\n", n))
+		var text string
+		if r.IsError || json.Unmarshal(r.Out.Result, &text) != nil || !strings.HasPrefix(text, "deep") || !strings.Contains(text, "more than 256 levels deep") {
+			t.Fatalf("a result %d deep: %+v %s", n, r.Out.Error, r.Out.Result)
+		}
+		e.checkTrace(r, step{"t_deep", "ok", ""})
+	}
+	r = e.chain(sess, "x = t_deep(n=255)\nd = 0\nfor i in range(2000):\n    if not x:\n        break\n    x = x[0]\n    d += 1\nresult = d\n")
+	if r.IsError || string(r.Out.Result) != "254" {
+		t.Fatalf("a result 255 deep: %+v %s", r.Out.Error, r.Out.Result)
 	}
 }
 
 // TestChainDeepJSONModule: the script's json.encode, json.encode_indent and
-// json.decode refuse values and text nesting deeper than 1,000 levels, like values a
+// json.decode refuse values and text nesting deeper than 255 levels, like values a
 // chain sends: Starlark's encoder and decoder recurse once per level (what made CI's
 // race-build worker run out of address space), and json.decode of 3,000,000 levels
 // ended the worker, whose answer blamed a single operation's memory.
@@ -63,9 +65,9 @@ func TestChainDeepJSONModule(t *testing.T) {
 	sess := e.session("tool_chain", "t_*")
 	nest := "x = []\nfor i in range(100000):\n    x = [x]\n"
 	for _, tc := range []struct{ name, script, want string }{
-		{"decode", "x = json.decode(\"[\" * 100000 + \"]\" * 100000)\n", "json.decode: the value nests lists and dicts more than 1000 deep"},
-		{"encode", nest + "s = json.encode(x)\n", "json.encode: the value nests lists and dicts more than 1000 deep"},
-		{"encode_indent", nest + "s = json.encode_indent(x)\n", "json.encode_indent: the value nests lists and dicts more than 1000 deep"},
+		{"decode", "x = json.decode(\"[\" * 100000 + \"]\" * 100000)\n", "json.decode: the value nests lists and dicts more than 255 deep"},
+		{"encode", nest + "s = json.encode(x)\n", "json.encode: the value nests lists and dicts more than 255 deep"},
+		{"encode_indent", nest + "s = json.encode_indent(x)\n", "json.encode_indent: the value nests lists and dicts more than 255 deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.chain(sess, "t_echo(text=\"first\")\nprint(\"before\")\n"+tc.script)
@@ -84,14 +86,14 @@ func TestChainDeepJSONModule(t *testing.T) {
 			}
 		})
 	}
-	// Brackets within strings do not count; 1,000 levels decode and encode; bad JSON
+	// Brackets within strings do not count; 255 levels decode and encode; bad JSON
 	// is still bad JSON (default= applies to it).
-	r := e.chain(sess, "x = json.decode('[' * 999 + '{\"a\": \"' + '[' * 5000 + '\"}' + ']' * 999)\n"+
+	r := e.chain(sess, "x = json.decode('[' * 254 + '{\"a\": \"' + '[' * 5000 + '\"}' + ']' * 254)\n"+
 		"n = len(json.encode(x)) + len(json.encode_indent(x))\n"+
 		"d = 0\nfor i in range(2000):\n    if type(x) != \"list\":\n        break\n    x = x[0]\n    d += 1\n"+
 		"result = [d, len(x[\"a\"]), json.decode('[[', default=7), n > 0]\n")
-	if r.IsError || string(r.Out.Result) != "[999,5000,7,true]" {
-		t.Fatalf("JSON 1,000 deep: %+v %s", r.Out.Error, r.Out.Result)
+	if r.IsError || string(r.Out.Result) != "[254,5000,7,true]" {
+		t.Fatalf("JSON 255 deep: %+v %s", r.Out.Error, r.Out.Result)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.starlark.net/syntax"
 	"golang.org/x/sys/unix"
 
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -49,8 +50,8 @@ func init() {
 // and the script's syntax tree by recursion (str() or hashing of a tuple nested a
 // million deep, a 200,000-term expression compiled); the runtime's default, 1 GiB,
 // would be reached only past the memory bound, and the script told that one operation
-// asked for too much memory. Values nested 1,000 deep (what a chain passes) take well
-// under a MiB, under the race detector too.
+// asked for too much memory. Values nested maxValueDepth deep (what a chain passes)
+// take well under a MiB, under the race detector too.
 const workerMaxStack = 64 << 20
 
 // applyWorkerLimits bounds the worker process as start asks.
@@ -314,7 +315,7 @@ func boundedJSON(maxValues int) *starlarkstruct.Module {
 						return nil, err
 					}
 				case "decode", "indent":
-					if s, ok := starlark.AsString(args[0]); ok && jsonDeeper(s, maxValueDepth) {
+					if s, ok := starlark.AsString(args[0]); ok && jsontext.Deeper(s, maxValueDepth) {
 						return nil, fmt.Errorf("%s: the value nests lists and dicts more than %d deep", fn.Name(), maxValueDepth)
 					}
 				}

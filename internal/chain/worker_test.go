@@ -241,7 +241,7 @@ func TestChainCancelledEndsWorker(t *testing.T) {
 	}
 }
 
-// TestChainDeeplyNestedValues: a value nested deeper than a chain sends (1,000 lists or
+// TestChainDeeplyNestedValues: a value nested deeper than a chain sends (255 lists or
 // dicts), as a call's arguments or as the global result, is refused in the script like
 // any value that cannot be encoded, with its output and steps, before the encoder
 // recurses into it: 100,000 levels of Go recursion would end the worker (under the
@@ -254,13 +254,13 @@ func TestChainDeeplyNestedValues(t *testing.T) {
 	nest := func(n int) string { return fmt.Sprintf("x = []\nfor i in range(%d):\n    x = [x]\n", n) }
 	for _, tc := range []struct{ name, script, want string }{
 		{"arguments", "t_echo(text=\"first\")\nprint(\"before\")\n" + nest(100000) + "t_echo(text=x)\n",
-			"t_echo: arguments cannot be encoded as JSON: json.encode: the value nests lists and dicts more than 1000 deep"},
-		{"arguments one past", "t_echo(text=\"first\")\nprint(\"before\")\n" + nest(997) + "t_echo(text={\"a\": (x,)})\n",
-			"more than 1000 deep"},
+			"t_echo: arguments cannot be encoded as JSON: json.encode: the value nests lists and dicts more than 255 deep"},
+		{"arguments one past", "t_echo(text=\"first\")\nprint(\"before\")\n" + nest(252) + "t_echo(text={\"a\": (x,)})\n",
+			"more than 255 deep"},
 		{"result", "t_echo(text=\"first\")\nprint(\"before\")\n" + nest(100000) + "result = x\n",
-			"the global result cannot be encoded as JSON: json.encode: the value nests lists and dicts more than 1000 deep"},
-		{"result one past", "t_echo(text=\"first\")\nprint(\"before\")\n" + nest(1000) + "result = x\n",
-			"more than 1000 deep"},
+			"the global result cannot be encoded as JSON: json.encode: the value nests lists and dicts more than 255 deep"},
+		{"result one past", "t_echo(text=\"first\")\nprint(\"before\")\n" + nest(255) + "result = x\n",
+			"more than 255 deep"},
 		{"cycle", "t_echo(text=\"first\")\nprint(\"before\")\nx = [1]\ny = {\"x\": x}\nx.append(y)\nt_echo(text=x)\n",
 			"cycle"},
 	} {
@@ -273,15 +273,15 @@ func TestChainDeeplyNestedValues(t *testing.T) {
 			}
 		})
 	}
-	// Arguments 1,000 deep (the keywords' dict, a dict, a tuple, 997 lists) reach the
-	// tool, whose schema wants a string, and a result 1,000 deep is the script's result.
-	r := e.chain(sess, nest(996)+"r = try_call(\"t_echo\", text={\"a\": (x,)})\nresult = {\"ok\": r.ok}\n")
+	// Arguments 255 deep (the keywords' dict, a dict, a tuple, 252 lists) reach the
+	// tool, whose schema wants a string, and a result 255 deep is the script's result.
+	r := e.chain(sess, nest(251)+"r = try_call(\"t_echo\", text={\"a\": (x,)})\nresult = {\"ok\": r.ok}\n")
 	if r.IsError || string(r.Out.Result) != `{"ok":false}` {
-		t.Fatalf("arguments 1,000 deep: %+v, result %s", r.Out.Error, r.Out.Result)
+		t.Fatalf("arguments 255 deep: %+v, result %s", r.Out.Error, r.Out.Result)
 	}
 	e.checkTrace(r, step{"t_echo", "error", "invalid_args"})
-	r = e.chain(sess, nest(999)+"result = x\n")
-	if r.IsError || !json.Valid(r.Out.Result) || len(r.Out.Result) != 2*1000 {
-		t.Fatalf("a result nested 1,000 deep: %+v, %d bytes", r.Out.Error, len(r.Out.Result))
+	r = e.chain(sess, nest(254)+"result = x\n")
+	if r.IsError || !json.Valid(r.Out.Result) || len(r.Out.Result) != 2*255 {
+		t.Fatalf("a result nested 255 deep: %+v, %d bytes", r.Out.Error, len(r.Out.Result))
 	}
 }

@@ -66,3 +66,26 @@ func UnescapeHTML(b []byte) []byte {
 }
 
 var htmlEscapes = map[string]byte{"0026": '&', "003c": '<', "003e": '>'}
+
+// Deeper reports whether JSON text b nests arrays and objects more than max deep. It
+// reads the text once, without decoding it or recursing, so that a value too deep
+// for a recursive decoder can be refused before one reads it. b need not be valid.
+func Deeper[T ~string | ~[]byte](b T, max int) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}

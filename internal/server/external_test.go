@@ -69,7 +69,9 @@ func TestAskUser(t *testing.T) {
 		`{"content":[{"type":"bogus"}]}`, `{"content":[{"type":"image","data":"!!","mime_type":"image/png"}]}`,
 		`{"content":[{"type":"image","data":"aGk="}]}`, `{"content":[{"type":"resource"}]}`,
 		`{"content":"no","is_error":true,"error_kind":"attacker-chosen-label"}`,
-		`{"content":"ok","error_kind":"failed"}`} {
+		`{"content":"ok","error_kind":"failed"}`,
+		// structured output deeper than the daemon sends (tool.MaxStructuredDepth)
+		`{"content":"ok","structured":` + strings.Repeat("[", 257) + strings.Repeat("]", 257) + `}`} {
 		code, _, body := d.do("POST", "/v1/tool-calls/tc_nope/result", bad)
 		if code != 400 {
 			t.Errorf("%s: %d %s; want 400", bad, code, body)
@@ -78,6 +80,7 @@ func TestAskUser(t *testing.T) {
 	}
 	// Well-formed answers get as far as the lookup.
 	for _, good := range []string{`{"content":""}`, `{"content":"no","is_error":true,"error_kind":"denied"}`,
+		`{"content":"ok","structured":` + strings.Repeat("[", 256) + strings.Repeat("]", 256) + `}`,
 		`{"content":[{"type":"image","data":"aGk=","mime_type":"image/png"},{"type":"resource","uri":"file:///x"}]}`} {
 		if code, _, body := d.do("POST", "/v1/tool-calls/tc_nope/result", good); code != 404 {
 			t.Errorf("%s: %d %s; want 404 (valid answer, unknown call)", good, code, body)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/session"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -491,6 +492,9 @@ func (req *answerRequest) result() (*tool.Result, error) {
 	}
 	if req.Structured != nil && !json.Valid(req.Structured) {
 		return nil, errorf(CodeBadRequest, "structured must be JSON")
+	}
+	if jsontext.Deeper(req.Structured, tool.MaxStructuredDepth) {
+		return nil, errorf(CodeBadRequest, fmt.Sprintf("structured nests arrays and objects more than %d levels deep, more than the daemon sends to its clients", tool.MaxStructuredDepth))
 	}
 	switch {
 	case req.ErrorKind != "" && !req.IsError:

@@ -59,6 +59,13 @@ func (c Content) Validate() error {
 	return nil
 }
 
+// MaxStructuredDepth bounds how deep a result's structured output may nest arrays and
+// objects. The daemon sends it in every message and keeps it in the call's record, and
+// a client parsing either with a recursive decoder fails on deeper JSON: Python's json
+// module near 1,000 levels (less, deep inside an agent's call stack), Go's
+// encoding/json at 10,000. Real structured output nests a few levels.
+const MaxStructuredDepth = 256
+
 // Result is what a call produced.
 type Result struct {
 	Content []Content `json:"content"`

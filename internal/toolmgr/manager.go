@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -390,5 +392,25 @@ func runGuarded(e *Entry, ctx *tool.Context, args json.RawMessage) (res *tool.Re
 	if r.IsError && r.ErrorKind == "" {
 		r.ErrorKind = tool.KindFailed
 	}
+	boundStructured(e.Spec.Name, r)
 	return r
+}
+
+// boundStructured replaces structured output nested deeper than tool.MaxStructuredDepth (an
+// MCP server's structuredContent, an API's JSON body) by a note, and by its JSON as
+// text when the result has no text of its own: the model still reads it all, and no
+// client has to decode it.
+func boundStructured(name string, r *tool.Result) {
+	if len(r.Structured) <= 2*tool.MaxStructuredDepth || !jsontext.Deeper(r.Structured, tool.MaxStructuredDepth) {
+		return
+	}
+	what := "it was left out; the text is the tool's own"
+	if !slices.ContainsFunc(r.Content, func(c tool.Content) bool { return c.Type == tool.ContentText && c.Text != "" }) {
+		r.Content = append(r.Content, tool.Content{Type: tool.ContentText, Text: string(r.Structured)})
+		what = "its JSON is given as text above"
+	}
+	r.Structured = nil
+	r.Content = append(r.Content, tool.Content{Type: tool.ContentText, Text: fmt.Sprintf(
+		"[toolserverd: %s's structured output nests arrays and objects more than %d levels deep, more than clients can decode: %s]",
+		name, tool.MaxStructuredDepth, what)})
 }

@@ -379,3 +379,43 @@ func TestCancelledToolAnswersItself(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestDeepStructuredOutputBecomesText: an MCP server's structuredContent or an API's
+// JSON body nested hundreds of levels deep was sent as is in the call's message and
+// record, which Python's json module (the usual agent backend's) cannot decode past
+// about 1,000 levels: the backend's stream broke on the line. Structured output deeper
+// than tool.MaxStructuredDepth is now left out with a note, its JSON given as text when the
+// result has no text of its own; output at the bound, and brackets inside strings, are
+// kept.
+func TestDeepStructuredOutputBecomesText(t *testing.T) {
+	t.Parallel()
+	nest := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	deep, atBound := nest(tool.MaxStructuredDepth+1), nest(tool.MaxStructuredDepth)
+	inStrings := `{"a":"` + strings.Repeat("[{", 2*tool.MaxStructuredDepth) + `"}`
+	m := New()
+	for name, r := range map[string]*tool.Result{
+		"deep_alone":     {Structured: json.RawMessage(deep)},
+		"deep_with_text": {Content: []tool.Content{{Type: tool.ContentText, Text: "summary"}}, Structured: json.RawMessage(deep)},
+		"at_bound":       {Structured: json.RawMessage(atBound)},
+		"in_strings":     {Structured: json.RawMessage(inStrings)},
+	} {
+		m.MustRegister(&fnTool{spec: tool.Spec{Name: name}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) { return r, nil }})
+	}
+	run := func(name string) *tool.Result {
+		e, _ := m.Lookup(name)
+		return m.Run(e, Invocation{Ctx: newCtx(t)})
+	}
+	if r := run("deep_alone"); r.Structured != nil || r.IsError || len(r.Content) != 2 || r.Content[0].Text != deep ||
+		!strings.Contains(r.Content[1].Text, "more than 256 levels deep") || !strings.Contains(r.Content[1].Text, "its JSON is given as text") {
+		t.Fatalf("deep structured output alone: structured %d bytes, content %.300v", len(r.Structured), r.Content)
+	}
+	if r := run("deep_with_text"); r.Structured != nil || len(r.Content) != 2 || r.Content[0].Text != "summary" ||
+		!strings.Contains(r.Content[1].Text, "left out; the text is the tool's own") {
+		t.Fatalf("deep structured output beside text: structured %d bytes, content %.300v", len(r.Structured), r.Content)
+	}
+	for name, want := range map[string]string{"at_bound": atBound, "in_strings": inStrings} {
+		if r := run(name); string(r.Structured) != want || len(r.Content) != 0 {
+			t.Fatalf("%s: structured output changed: content %.300v", name, r.Content)
+		}
+	}
+}
