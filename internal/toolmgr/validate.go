@@ -9,6 +9,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolserverd/toolserverd/internal/jsontext"
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 var printer = message.NewPrinter(language.English)
@@ -19,6 +22,9 @@ var printer = message.NewPrinter(language.English)
 var identityFields = []string{"session_id", "user_id", "tenant", "tenant_id", "_session", "_agent_state", "_user"}
 
 func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[string]bool, error) {
+	if err := checkSchemaDepth(raw); err != nil {
+		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters schema refused: %w", name, err)
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, nil, fmt.Errorf("toolmgr: tool %q: parameters are not JSON: %w", name, err)
@@ -44,6 +50,19 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 func CheckParameters(raw json.RawMessage) error {
 	_, _, err := compileSchema("parameters", raw)
 	return err
+}
+
+// checkSchemaDepth refuses a schema nested more than tool.MaxStructuredDepth levels
+// deep (a property's schema is two levels below its parent's). Compiling it checks it
+// against the meta-schema at a cost that grows faster than the square of its depth
+// (about 1 s and hundreds of MiB at 1,000 levels; an MCP server's schema 3,000 deep
+// held a connection in "connecting" for minutes), and every tool listing sends it to
+// clients whose decoders stop short of 1,000 levels.
+func checkSchemaDepth(raw json.RawMessage) error {
+	if len(raw) > 2*tool.MaxStructuredDepth && jsontext.Deeper(raw, tool.MaxStructuredDepth) {
+		return fmt.Errorf("it nests arrays and objects more than %d levels deep", tool.MaxStructuredDepth)
+	}
+	return nil
 }
 
 // compileDoc compiles a schema document under url (absolute, so that nothing resolves
@@ -72,6 +91,9 @@ func compileDoc(url string, doc any) (*jsonschema.Schema, error) {
 // a property schema that is not an object, and throws from its listing when the
 // schema does not compile. The daemon never validates results against it.
 func CheckOutputSchema(raw json.RawMessage) error {
+	if err := checkSchemaDepth(raw); err != nil {
+		return err
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return fmt.Errorf("it is not JSON: %w", err)
