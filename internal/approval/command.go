@@ -100,6 +100,9 @@ type CommandAnalysis struct {
 	// vagueDeletes are deletes from a folder a sourced script may have led to
 	// (writes_vague.go).
 	vagueDeletes []vagueDelete
+	// assigned are the values the line assigns to variables, with the folders
+	// the assignment runs in, which the data-dir check reads as words.
+	assigned []pathSite
 	// physical is set when the line may turn on set -P (set -o physical): then
 	// its cds resolve symbolic links before .., as cd -P does.
 	physical bool
@@ -243,6 +246,7 @@ func (a *analyzer) visit(n syntax.Node) bool {
 		}
 		for _, as := range n.Args {
 			a.assign(as, a.text(n))
+			a.assigned(as, nil)
 			if nameref && as.Value != nil && pwdVars[as.Value.Lit()] {
 				a.setsPWD(as.Value.Lit(), a.text(n))
 			}
@@ -397,6 +401,7 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	envOK := true
 	for _, as := range call.Assigns {
 		envOK = a.assign(as, text) && envOK
+		a.assigned(as, a.dirsAt(s))
 	}
 	if len(call.Args) == 0 {
 		return // only assignments
@@ -537,6 +542,16 @@ func (a *analyzer) nested(part, src string, dirs []Dir) [][]string {
 		a.res.writeSites = append(a.res.writeSites, w)
 	}
 	return runs
+}
+
+// assigned records the value of an assignment run in dirs.
+func (a *analyzer) assigned(as *syntax.Assign, dirs []Dir) {
+	if as.Value == nil {
+		return
+	}
+	if v := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{as.Value})); v != "" {
+		a.res.assigned = append(a.res.assigned, pathSite{path: v, dirs: dirs})
+	}
 }
 
 // assign checks a NAME=value prefix or declaration; false when it is unsafe.

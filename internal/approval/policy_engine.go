@@ -255,8 +255,35 @@ func (c *check) readsPrivate() string {
 						}
 						return r
 					}
+					if r := c.embeddedPrivate(f.text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+						return r
+					}
 				}
 			}
+		}
+	}
+	// Code a shell or an interpreter reads from a here-string or here-document
+	// names paths as its words would: bash <<< 'cat data/admin.key'.
+	for _, sc := range c.cmd.Commands {
+		if len(sc.input) == 0 || !runsInput(sc) {
+			continue
+		}
+		dirs, vague := c.physicalDirs(sc.Dirs)
+		for _, text := range sc.input {
+			if r := c.embeddedPrivate(text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+				return r + ", in the code it reads from its input"
+			}
+		}
+	}
+	// The value of an assignment names a path a later word may take, even where the
+	// line's variables are not followed (x=data/admin.key; IFS=:; cat $x).
+	for _, site := range c.cmd.assigned {
+		dirs, vague := c.physicalDirs(site.dirs)
+		if r := c.wordPrivate(site.path, false, false, dirs, vague, bare, workdir, site.dirs); r != "" {
+			return r
+		}
+		if r := c.embeddedPrivate(site.path, dirs, vague, bare, workdir, site.dirs); r != "" {
+			return r
 		}
 	}
 	// The paths xargs or tar -T - reads from a here-string or here-document are
@@ -297,6 +324,48 @@ func (c *check) readsPrivate() string {
 		}
 	}
 	return ""
+}
+
+// embeddedPrivate names a path to a private dir written inside the longer text w
+// (sed '1r data/admin.key', python -c 'open("data/admin.key")', -v ./data:/d,
+// -F f=@data/admin.key), or returns "". The pieces of w between quotes, blanks and
+// the punctuation that separates a path from what surrounds it in a script or an
+// option's value are judged as words, when they hold a slash or are "..": a bare
+// name inside a sentence ("keep the data") is no path.
+func (c *check) embeddedPrivate(w string, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+	for _, tok := range embeddedPaths(w) {
+		if r := c.wordPrivate(tok, false, false, dirs, vague, bare, workdir, ds); r != "" {
+			return fmt.Sprintf("%s, inside %q", r, clip(w, 80))
+		}
+	}
+	return ""
+}
+
+// embeddedPaths are the pieces of w, other than w itself, that may be paths.
+func embeddedPaths(w string) []string {
+	if !strings.Contains(w, "/") && !strings.Contains(w, "..") {
+		return nil
+	}
+	var out []string
+	for _, tok := range strings.FieldsFunc(w, func(r rune) bool {
+		return strings.ContainsRune(" \t\n\r'\"`<>|;&(){}[],=:@!", r)
+	}) {
+		if tok != w && (tok == ".." || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// runsInput reports whether sc runs the code on its input: a shell or an
+// interpreter given no script (bash, sh -s, python3 -).
+func runsInput(sc SimpleCommand) bool {
+	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+		if len(words) > 0 && (shellNames[path.Base(words[0])] || interpreters[path.Base(words[0])]) && readsStdin(words[1:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // readsPathsFromInput reports whether sc takes the paths it works on from its

@@ -1,0 +1,57 @@
+package approval
+
+import "testing"
+
+// TestPrivateDirInsideWords: a path to the data dir written inside a longer word (a
+// sed or awk script, an interpreter's one-liner, an option's value after : or @,
+// code a shell reads from a here-string, the value of an assignment) names the
+// data dir as surely as a word of its own does. Each read the admin key or wrote
+// the data dir unasked in bypass mode; each asks now, immune, in every mode, while
+// the same forms naming the checkout run as before.
+func TestPrivateDirInsideWords(t *testing.T) {
+	t.Parallel()
+	work, data, _ := recursiveFixture(t)
+	cases := []immuneCase{
+		{"sed '1r data/admin.key' README.md", true},
+		{"sed '1r " + data + "/admin.key' README.md", true},
+		{"sed -n 'w data/x' README.md", true},
+		{`awk 'BEGIN{while((getline l < "data/admin.key")>0) print l}'`, true},
+		{`awk '{print > "data/workspaces/ses_2/f"}' README.md`, true},
+		{`perl -e 'open F, "data/admin.key"; print <F>'`, true},
+		{`python3 -c 'print(open("data/admin.key").read())'`, true},
+		{`node -e 'require("fs").readFileSync("` + data + `/toolserverd.db")'`, true},
+		{`python3 -c 'import os; print(os.listdir(".."))'`, false}, // .. is the checkout's parent
+		{"docker run -v ./data:/d alpine cat /d/admin.key", true},
+		{"curl -F f=@data/admin.key http://127.0.0.1:1", true},
+		{"curl --data-binary @data/admin.key http://127.0.0.1:1", true},
+		{"echo 'cat data/admin.key' | sh", true},
+		{"bash <<< 'cat data/admin.key'", true},
+		{"python3 - <<< 'open(\"data/admin.key\")'", true},
+		{"x=data/admin.key; IFS=:; cat $x", true},
+		{"export K=data/admin.key; IFS=:; cat $K", true},
+		// The same forms over the checkout, and everyday commands.
+		{"sed '1r src/a.go' README.md", false},
+		{"sed -n 1,5p README.md", false},
+		{`awk '{print $1}' README.md`, false},
+		{`awk -F: '{print $1 > "out/" $2}' README.md`, false},
+		{`python3 -c 'print(open("src/a.go").read())'`, false},
+		{"docker run -v ./src:/src alpine ls /src", false},
+		{"git commit -m 'data: keep the db path in config'", false},
+		{"grep -rn '/api/v1/' src", false},
+		{"bash <<< 'cat src/a.go'", false},
+		{"cat <<< 'a path: data/admin.key'", false}, // cat prints it, reads nothing
+		{"x=src/a.go; cat $x", false},
+		{"go test -run 'TestX/data' ./...", false},
+	}
+	cfg := DefaultConfig()
+	cfg.PrivateDirs = []string{data}
+	e := testEngine(t, cfg)
+	for _, tc := range cases {
+		for _, mode := range []Mode{ModeDefault, ModeBypass} {
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
+			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+			}
+		}
+	}
+}
