@@ -486,6 +486,7 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 			What: "runs a string as shell code (" + u.shellWhat + "), which cannot be checked before it runs"})
 		sc.Runs = append(sc.Runs, a.nested(text, str, sc.Dirs)...)
 	}
+	sc.Runs = append(sc.Runs, a.programEffects(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)...)
 	if u.privileged {
 		a.add(Finding{Part: text, What: "runs as another user (sudo, doas or su)", Risk: tool.RiskHigh})
 	}
@@ -510,6 +511,42 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 		a.callViews = map[*syntax.CallExpr][][]string{}
 	}
 	a.callViews[call] = append([][]string{sc.Words}, sc.Runs...)
+}
+
+// programEffects notes what programs that take a script or a command in their
+// words do with it (command_scripts.go): the files they read and write, as a
+// redirection's are, and the shell code they run, as sh -c's is. It returns the
+// commands of that code.
+func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][]string {
+	var runs [][]string
+	for _, v := range views {
+		if len(v) == 0 {
+			continue
+		}
+		fx := scriptEffects(v)
+		for _, r := range fx.reads {
+			if r != "" && !harmlessSink(r) && r != "/dev/stdin" {
+				a.res.Inputs = append(a.res.Inputs, r)
+				a.res.inputSites = append(a.res.inputSites, pathSite{path: r, dirs: dirs})
+			}
+		}
+		for _, w := range fx.writes {
+			if w != "" && !harmlessSink(w) {
+				a.writes([]string{w}, dirs)
+			}
+		}
+		for _, r := range fx.runs {
+			if r == "" {
+				a.add(Finding{Part: part, Immune: true,
+					What: "runs text it builds as shell code (" + fx.what + "), which cannot be checked before it runs"})
+				continue
+			}
+			a.add(Finding{Part: part, Immune: true,
+				What: "runs a string as shell code (" + fx.what + "), which cannot be checked before it runs"})
+			runs = append(runs, a.nested(part, r, dirs)...)
+		}
+	}
+	return runs
 }
 
 // writes records paths a command run in dirs may write.
