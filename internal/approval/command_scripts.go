@@ -1,11 +1,16 @@
 package approval
 
-import "path"
+import (
+	"path"
+	"strings"
+)
 
 // Programs whose words carry a script or a command: what they read, write and run
 // beyond the files their words name. sed's r and w commands name files inside its
-// script, its e command runs shell code; a static reading finds them there as it
-// finds a redirection's file in the line.
+// script, its e command runs shell code; awk's getline < and print > name files, its
+// system() and pipes run shell code. A static reading finds them there as it finds
+// a redirection's file in the line; the code they run asks whatever the rules and
+// mode say, as sh -c's does.
 
 // effects are what one program's script does: files it reads and writes, and the
 // shell code it runs ("" for code it builds as it runs), said as what.
@@ -28,6 +33,219 @@ func scriptEffects(words []string) effects {
 		}
 		fx.what = "sed e"
 		return fx
+	case "awk", "gawk", "mawk", "nawk":
+		var fx effects
+		program, sources := awkProgram(words[1:])
+		for _, p := range append(sources, program) {
+			pfx := awkEffects(p)
+			fx.reads = append(fx.reads, pfx.reads...)
+			fx.writes = append(fx.writes, pfx.writes...)
+			fx.runs = append(fx.runs, pfx.runs...)
+		}
+		fx.what = "awk system() or a pipe"
+		return fx
 	}
 	return effects{}
+}
+
+// awkProgram is the program text of an awk command line: its first operand, unless
+// -f, -e or -E (gawk's --file, --source, --exec) give it another way ("" then:
+// a program file is read only when it runs, and a --source one's effects are read
+// all the same through sources).
+func awkProgram(args []string) (program string, sources []string) {
+	fromOption := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		switch {
+		case a == "--":
+			if !fromOption && i+1 < len(args) {
+				return args[i+1], sources
+			}
+			return "", sources
+		case strings.HasPrefix(a, "--"):
+			switch name {
+			case "--source", "--file", "--exec", "--include", "--load", "--assign", "--field-separator":
+				if !hasVal && i+1 < len(args) {
+					val = args[i+1]
+					i++
+				}
+				if name == "--source" {
+					sources = append(sources, val)
+				}
+				fromOption = fromOption || name == "--source" || name == "--file" || name == "--exec"
+			}
+		case len(a) > 1 && a[0] == '-':
+			c := a[1]
+			if strings.IndexByte("fevFEil", c) < 0 {
+				continue
+			}
+			v := a[2:]
+			if v == "" && i+1 < len(args) {
+				v = args[i+1]
+				i++
+			}
+			if c == 'e' {
+				sources = append(sources, v)
+			}
+			fromOption = fromOption || c == 'f' || c == 'e' || c == 'E'
+		default:
+			if fromOption {
+				return "", sources
+			}
+			return a, sources
+		}
+	}
+	return "", sources
+}
+
+// awkToken is one token of an awk program: a string literal (its value), a name,
+// or an operator among | |& > >> < ( ), or another character.
+type awkToken struct {
+	kind byte // 's' string, 'n' name, 'o' operator, 'x' anything else
+	text string
+}
+
+// awkTokens reads an awk program far enough to find its strings, names, pipes and
+// redirections; print's > is told from a comparison by standing outside the
+// parentheses of its print statement (kind 'r'), and a regex literal from a
+// division by what comes before the slash, as awk itself does.
+func awkTokens(p string) []awkToken {
+	var out []awkToken
+	printDepth, depth := -1, 0
+	prev := func() awkToken {
+		if len(out) == 0 {
+			return awkToken{kind: 'o', text: ";"}
+		}
+		return out[len(out)-1]
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\\' && i+1 < len(p) && p[i+1] == '\n':
+		case c == '#':
+			for i < len(p) && p[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '\n' || c == ';' || c == '{' || c == '}':
+			printDepth = -1
+			out = append(out, awkToken{kind: 'o', text: ";"})
+		case c == '"':
+			var b strings.Builder
+			for i++; i < len(p) && p[i] != '"'; i++ {
+				if p[i] == '\\' && i+1 < len(p) {
+					i++
+					switch p[i] {
+					case 'n':
+						b.WriteByte('\n')
+					case 't':
+						b.WriteByte('\t')
+					default:
+						b.WriteByte(p[i])
+					}
+					continue
+				}
+				b.WriteByte(p[i])
+			}
+			out = append(out, awkToken{kind: 's', text: b.String()})
+		case c == '/' && !(prev().kind == 's' || prev().kind == 'n' || prev().kind == 'x' && (prev().text == ")" || prev().text == "]" || prev().text == "$")):
+			for i++; i < len(p) && p[i] != '/'; i++ { // a regex literal
+				if p[i] == '\\' {
+					i++
+				}
+			}
+			out = append(out, awkToken{kind: 'x', text: "/re/"})
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.':
+			j := i
+			for j < len(p) && (p[j] == '_' || p[j] >= 'a' && p[j] <= 'z' || p[j] >= 'A' && p[j] <= 'Z' || p[j] >= '0' && p[j] <= '9' || p[j] == '.') {
+				j++
+			}
+			w := p[i:j]
+			if (w == "print" || w == "printf") && printDepth < 0 {
+				printDepth = depth
+			}
+			out = append(out, awkToken{kind: 'n', text: w})
+			i = j - 1
+		case c == '|':
+			switch {
+			case i+1 < len(p) && p[i+1] == '|':
+				out = append(out, awkToken{kind: 'x', text: "||"})
+				i++
+			case i+1 < len(p) && p[i+1] == '&':
+				out = append(out, awkToken{kind: 'o', text: "|&"})
+				i++
+			default:
+				out = append(out, awkToken{kind: 'o', text: "|"})
+			}
+		case c == '>':
+			op := ">"
+			if i+1 < len(p) && p[i+1] == '>' {
+				op = ">>"
+				i++
+			} else if i+1 < len(p) && p[i+1] == '=' {
+				out = append(out, awkToken{kind: 'x', text: ">="})
+				i++
+				continue
+			}
+			if printDepth >= 0 && depth == printDepth {
+				out = append(out, awkToken{kind: 'r', text: op})
+			} else {
+				out = append(out, awkToken{kind: 'x', text: op})
+			}
+		case c == '(':
+			depth++
+			out = append(out, awkToken{kind: 'x', text: "("})
+		case c == ')':
+			depth--
+			out = append(out, awkToken{kind: 'x', text: ")"})
+		default:
+			out = append(out, awkToken{kind: 'x', text: string(c)})
+		}
+	}
+	return out
+}
+
+// awkEffects reads an awk program for the files its getline < and print > name,
+// and the commands its system(), its pipes (print | "cmd", "cmd" | getline) and
+// gawk's coprocesses (|&) run: literal when a string alone gives them, "" when the
+// program builds them.
+func awkEffects(p string) effects {
+	var fx effects
+	t := awkTokens(p)
+	at := func(i int) awkToken {
+		if i < 0 || i >= len(t) {
+			return awkToken{kind: 'o', text: ";"}
+		}
+		return t[i]
+	}
+	// lone: the string at i is a whole operand, not part of a concatenation.
+	lone := func(i int) bool {
+		next := at(i + 1)
+		return at(i).kind == 's' && (next.kind == 'o' || next.kind == 'r' || next.text == ")" || next.text == ",")
+	}
+	for i, tok := range t {
+		switch {
+		case tok.kind == 'n' && tok.text == "system" && at(i+1).text == "(":
+			if at(i+2).kind == 's' && at(i+3).text == ")" {
+				fx.runs = append(fx.runs, at(i+2).text)
+			} else {
+				fx.runs = append(fx.runs, "")
+			}
+		case tok.kind == 'o' && (tok.text == "|" || tok.text == "|&"):
+			switch {
+			case at(i+1).kind == 'n' && at(i+1).text == "getline" && at(i-1).kind == 's' && (at(i-2).kind == 'o' || at(i-2).text == "("):
+				fx.runs = append(fx.runs, at(i-1).text)
+			case at(i+1).kind == 's' && lone(i+1):
+				fx.runs = append(fx.runs, at(i+1).text)
+			default:
+				fx.runs = append(fx.runs, "")
+			}
+		case tok.kind == 'r' && lone(i+1):
+			fx.writes = append(fx.writes, at(i+1).text)
+		case tok.kind == 'x' && tok.text == "<" && (at(i-1).text == "getline" || at(i-2).text == "getline" && at(i-1).kind == 'n') && lone(i+1):
+			fx.reads = append(fx.reads, at(i+1).text)
+		}
+	}
+	return fx
 }
