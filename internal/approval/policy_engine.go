@@ -390,6 +390,12 @@ func (c *check) wordPrivate(w string, glob, enter bool, dirs []string, vague, ba
 		w = v // --file=PATH
 	}
 	w = pwdRelative(w)
+	if dir, rest, ok := sandboxHomeWord(w); ok {
+		if climbsOut(rest) {
+			return fmt.Sprintf("the command names %q, which climbs out of %s (HOME and TMPDIR lie in the daemon's data directory, with other sessions' files)", w, dir)
+		}
+		return "" // the sandbox's own
+	}
 	// A word that is no path by its look may still be a symlink into
 	// the data dir: only where it leads is checked for it.
 	byName := bare || w == ".." || strings.Contains(w, "/")
@@ -470,6 +476,36 @@ func globBase(pattern string) string {
 		return pattern[:j]
 	}
 	return "/"
+}
+
+// sandboxHomeWord splits a word under the command's HOME or TMPDIR (~, $HOME,
+// $TMPDIR, as the shell or a program would expand them) into that folder and the
+// rest of the path.
+func sandboxHomeWord(w string) (dir, rest string, ok bool) {
+	for _, d := range []string{"~", "$HOME", "${HOME}", "$TMPDIR", "${TMPDIR}"} {
+		if r, found := strings.CutPrefix(w, d); found && (r == "" || r[0] == '/') {
+			return d, r, true
+		}
+	}
+	return "", "", false
+}
+
+// climbsOut reports whether the path rest, read below a folder, leaves it by ..
+// (/x/../.. does, /x/.. does not).
+func climbsOut(rest string) bool {
+	depth := 0
+	for _, part := range strings.Split(rest, "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
 }
 
 // pwdRelative reads a word that starts with ~+ or $PWD, the folder the shell

@@ -55,3 +55,36 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateDirAboveHome: a command's HOME and TMPDIR are its sandbox's, which lie
+// in the daemon's data directory, so a path that climbs out of them (~/../..,
+// $TMPDIR/..) reaches other sessions' sandboxes and the data dir itself, as a cd ~
+// followed by ../.. does. cat ~/../../../admin.key ran unasked in bypass mode; it
+// asks now, immune, while paths that stay in HOME run as before.
+func TestPrivateDirAboveHome(t *testing.T) {
+	t.Parallel()
+	work, data, _ := recursiveFixture(t)
+	cases := []immuneCase{
+		{"cat ~/../../../admin.key", true},
+		{"cat $HOME/../../../admin.key", true},
+		{"cat ${HOME}/../x", true},
+		{"ls $TMPDIR/..", true},
+		{"ls ~/..", true},
+		{"cat ~/x/../../y", true},
+		{`python3 -c 'print(open(os.path.expanduser("~/../../../admin.key")).read())'`, true},
+		{"cat ~/.gitconfig", false},
+		{"ls ~/x/../y $TMPDIR/a", false},
+		{"cat ~/..x", false},
+	}
+	cfg := DefaultConfig()
+	cfg.PrivateDirs = []string{data}
+	e := testEngine(t, cfg)
+	for _, tc := range cases {
+		for _, mode := range []Mode{ModeDefault, ModeBypass} {
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
+			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+			}
+		}
+	}
+}
