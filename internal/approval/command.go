@@ -484,7 +484,8 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	for _, str := range u.shell {
 		a.add(Finding{Part: text, Immune: true,
 			What: "runs a string as shell code (" + u.shellWhat + "), which cannot be checked before it runs"})
-		sc.Runs = append(sc.Runs, a.nested(text, str, sc.Dirs)...)
+		runs, _ := a.nested(text, str, sc.Dirs)
+		sc.Runs = append(sc.Runs, runs...)
 	}
 	sc.Runs = append(sc.Runs, a.programEffects(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)...)
 	if u.privileged {
@@ -515,8 +516,12 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 
 // programEffects notes what programs that take a script or a command in their
 // words do with it (command_scripts.go): the files they read and write, as a
-// redirection's are, and the shell code they run, as sh -c's is. It returns the
-// commands of that code.
+// redirection's are, and the commands they run, read as nested shell code and
+// judged as the line's own commands are (awk '{print | "sort"}' runs sort; awk
+// 'BEGIN{system("rm -rf /")}' is rm -rf /). Code they build as they run (sed's
+// s///e, awk's system($0)), or hand a shell on its input (print | "sh"), cannot be
+// read: it asks whatever the rules and mode say, as sh -c does. It returns the
+// commands they run.
 func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][]string {
 	var runs [][]string
 	for _, v := range views {
@@ -536,14 +541,16 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 			}
 		}
 		for _, r := range fx.runs {
-			if r == "" {
-				a.add(Finding{Part: part, Immune: true,
-					What: "runs text it builds as shell code (" + fx.what + "), which cannot be checked before it runs"})
-				continue
+			inputCode := false
+			if r != "" {
+				var rs [][]string
+				rs, inputCode = a.nested(part, r, dirs)
+				runs = append(runs, rs...)
 			}
-			a.add(Finding{Part: part, Immune: true,
-				What: "runs a string as shell code (" + fx.what + "), which cannot be checked before it runs"})
-			runs = append(runs, a.nested(part, r, dirs)...)
+			if r == "" || inputCode {
+				a.add(Finding{Part: part, Immune: true,
+					What: "runs shell code it builds as it runs (" + fx.what + "), which cannot be checked before it runs"})
+			}
 		}
 	}
 	return runs
@@ -558,17 +565,18 @@ func (a *analyzer) writes(paths []string, dirs []Dir) {
 }
 
 // nested reads a string that a command run in dirs runs as shell code and returns
-// the commands in it, so deny rules and danger checks see through sh -c.
-func (a *analyzer) nested(part, src string, dirs []Dir) [][]string {
+// the commands in it, so deny rules and danger checks see through sh -c, and
+// whether one of them runs code it reads from its input (sh, python3 -).
+func (a *analyzer) nested(part, src string, dirs []Dir) (runs [][]string, inputCode bool) {
 	if a.depth+1 > maxNesting {
 		a.add(Finding{Part: part, Immune: true, What: "nests shell code too deeply to check"})
-		return nil
+		return nil, false
 	}
 	inner := analyzeCommand(src, a.depth+1)
-	var runs [][]string
 	for _, c := range inner.Commands {
 		runs = append(runs, c.Words)
 		runs = append(runs, c.Runs...)
+		inputCode = inputCode || runsInput(c)
 	}
 	for _, f := range inner.Findings {
 		a.add(f)
@@ -578,7 +586,12 @@ func (a *analyzer) nested(part, src string, dirs []Dir) [][]string {
 		w.dirs = joinDirs(dirs, w.dirs)
 		a.res.writeSites = append(a.res.writeSites, w)
 	}
-	return runs
+	a.res.Inputs = append(a.res.Inputs, inner.Inputs...)
+	for _, in := range inner.inputSites {
+		in.dirs = joinDirs(dirs, in.dirs)
+		a.res.inputSites = append(a.res.inputSites, in)
+	}
+	return runs, inputCode
 }
 
 // assigned records the value of an assignment run in dirs.
