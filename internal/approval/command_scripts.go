@@ -33,6 +33,12 @@ func scriptEffects(words []string) effects {
 		}
 		fx.what = "sed e"
 		return fx
+	case "tar", "gtar", "bsdtar":
+		return effects{runs: tarCommands(words[1:]), what: "tar"}
+	case "rsync":
+		return effects{runs: rsyncCommands(words[1:]), what: "rsync -e"}
+	case "git":
+		return effects{runs: gitCommands(words[1:]), what: "git -c"}
 	case "awk", "gawk", "mawk", "nawk":
 		var fx effects
 		program, sources := awkProgram(words[1:])
@@ -248,4 +254,154 @@ func awkEffects(p string) effects {
 		}
 	}
 	return fx
+}
+
+// tarLong are GNU tar's long options whose value is a command it runs through the
+// shell, with the shortest abbreviation getopt_long takes for each: --to-command
+// (fed each extracted file), --use-compress-program, --info-script and
+// --new-volume-script; --checkpoint-action runs its exec= value.
+var tarLong = []struct{ name, abbrev string }{
+	{"--to-command", "--to-"}, {"--use-compress-program", "--use-"}, {"--info-script", "--inf"},
+	{"--new-volume-script", "--new-"}, {"--checkpoint-action", "--checkpoint-"},
+}
+
+// tarCommands are the commands tar's options give it to run: the long ones of
+// tarLong, -I and -F (in a cluster such as -xIzstd, or old-style letters such as
+// xIf, whose values are the next words in turn).
+func tarCommands(args []string) []string {
+	var out []string
+	command := func(opt, val string) {
+		if opt == "--checkpoint-action" {
+			if v, ok := strings.CutPrefix(val, "exec="); ok {
+				out = append(out, v)
+			}
+			return
+		}
+		out = append(out, val)
+	}
+	// withArg are the short options that take a value.
+	const withArg = "fCTXbgKLNVHIF"
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return out
+		case strings.HasPrefix(a, "--"):
+			name, val, hasVal := strings.Cut(a, "=")
+			for _, l := range tarLong {
+				if strings.HasPrefix(name, l.abbrev) && strings.HasPrefix(l.name, name) {
+					if !hasVal && i+1 < len(args) {
+						val = args[i+1]
+						i++
+					}
+					command(l.name, val)
+				}
+			}
+		case len(a) > 1 && a[0] == '-' || i == 0:
+			// -xIzstd, or old-style letters (xIf prog file) as the first word.
+			old := a[0] != '-'
+			letters := strings.TrimPrefix(a, "-")
+			next := i + 1
+			for j := 0; j < len(letters); j++ {
+				c := letters[j]
+				if strings.IndexByte(withArg, c) < 0 {
+					continue
+				}
+				val := ""
+				switch {
+				case !old && j+1 < len(letters):
+					val = letters[j+1:]
+					j = len(letters)
+				case next < len(args):
+					val = args[next]
+					next++
+				}
+				if c == 'I' || c == 'F' {
+					out = append(out, val)
+				}
+			}
+			i = next - 1
+		}
+	}
+	return out
+}
+
+// rsyncCommands are the remote shells rsync's -e (--rsh) names, which it runs
+// here with the words it splits them into.
+func rsyncCommands(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return out
+		case a == "--rsh" || a == "-e":
+			if i+1 < len(args) {
+				out = append(out, args[i+1])
+				i++
+			}
+		case strings.HasPrefix(a, "--rsh="):
+			out = append(out, a[len("--rsh="):])
+		case len(a) > 2 && a[0] == '-' && a[1] != '-':
+			// -avze ssh, -e'ssh -p 2': e takes the rest of the cluster or the next word.
+			if j := strings.IndexByte(a, 'e'); j > 0 {
+				if j+1 < len(a) {
+					out = append(out, a[j+1:])
+				} else if i+1 < len(args) {
+					out = append(out, args[i+1])
+					i++
+				}
+			}
+		}
+	}
+	return out
+}
+
+// gitCommandKeys are the last parts of git config names whose value is a
+// command git runs (core.pager, core.sshCommand, diff.<driver>.textconv,
+// credential.helper, filter.<driver>.clean …).
+var gitCommandKeys = map[string]bool{
+	"pager": true, "editor": true, "sshcommand": true, "fsmonitor": true, "external": true, "command": true,
+	"textconv": true, "program": true, "helper": true, "driver": true, "askpass": true, "clean": true,
+	"smudge": true, "process": true, "cmd": true, "difffilter": true, "gitproxy": true, "packobjectshook": true,
+}
+
+// gitCommands are the commands git's -c options, before the subcommand, set:
+// a value of a key in gitCommandKeys, any key under pager. and alias. (an alias
+// starting with ! is shell code); a --config-env value comes from the
+// environment, known only when it runs ("").
+func gitCommands(args []string) []string {
+	var out []string
+	for i := 0; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
+		a := args[i]
+		switch {
+		case a == "-c" || a == "--config-env":
+			if i+1 >= len(args) {
+				return out
+			}
+			i++
+			key, val, _ := strings.Cut(args[i], "=")
+			key = strings.ToLower(key)
+			last := key[strings.LastIndexByte(key, '.')+1:]
+			switch {
+			case strings.HasPrefix(key, "alias."):
+				if v, ok := strings.CutPrefix(val, "!"); ok {
+					out = append(out, v)
+				}
+			case !gitCommandKeys[last] && !strings.HasPrefix(key, "pager."):
+			case a == "--config-env":
+				out = append(out, "")
+			default:
+				out = append(out, val)
+			}
+		case strings.HasPrefix(a, "--config-env="):
+			key, _, _ := strings.Cut(strings.ToLower(a[len("--config-env="):]), "=")
+			if last := key[strings.LastIndexByte(key, '.')+1:]; gitCommandKeys[last] || strings.HasPrefix(key, "pager.") || strings.HasPrefix(key, "alias.") {
+				out = append(out, "")
+			}
+		case a == "-C" || a == "--git-dir" || a == "--work-tree" || a == "--namespace" || a == "--super-prefix":
+			i++
+		}
+	}
+	return out
 }
