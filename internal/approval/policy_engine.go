@@ -390,6 +390,9 @@ func (c *check) wordPrivate(w string, glob, enter bool, dirs []string, vague, ba
 		w = v // --file=PATH
 	}
 	w = pwdRelative(w)
+	if procOther(w) {
+		return fmt.Sprintf("the command names %q, another process's folder or open files under /proc (the daemon's among them: its database, its working directory), which cannot be checked", w)
+	}
 	if dir, rest, ok := sandboxHomeWord(w); ok {
 		if climbsOut(rest) {
 			return fmt.Sprintf("the command names %q, which climbs out of %s (HOME and TMPDIR lie in the daemon's data directory, with other sessions' files)", w, dir)
@@ -508,10 +511,41 @@ func climbsOut(rest string) bool {
 	return false
 }
 
+// procOther reports whether w names, under /proc, the folders or open files of a
+// process other than the one that runs it: /proc/PID/cwd, root, fd, map_files,
+// environ, mem or task (PID a number, a variable such as $$ or $PPID, or a glob),
+// or a thread's under /proc/self/task. Where they lead is the other process's
+// business, the daemon's own folder and its open database among them.
+func procOther(w string) bool {
+	rest, ok := strings.CutPrefix(path.Clean(w), "/proc/")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 2 {
+		return false
+	}
+	pid, entry := parts[0], parts[1]
+	if pid == "self" || pid == "thread-self" {
+		if entry != "task" || len(parts) < 4 {
+			return false
+		}
+		entry = parts[3]
+	} else if !allDigits(pid) && !strings.ContainsAny(pid, "$*?[") {
+		return false
+	}
+	switch entry {
+	case "cwd", "root", "fd", "map_files", "environ", "mem", "task":
+		return true
+	}
+	return false
+}
+
 // pwdRelative reads a word that starts with ~+ or $PWD, the folder the shell
-// stands in, as one relative to it: ~+/data/admin.key is ./data/admin.key.
+// stands in (or /proc/self/cwd, the folder of the process that reads it), as one
+// relative to it: ~+/data/admin.key is ./data/admin.key.
 func pwdRelative(w string) string {
-	for _, pwd := range []string{"~+", "$PWD", "${PWD}"} {
+	for _, pwd := range []string{"~+", "$PWD", "${PWD}", "/proc/self/cwd", "/proc/thread-self/cwd"} {
 		if rest, ok := strings.CutPrefix(w, pwd); ok && (rest == "" || rest[0] == '/') {
 			return "." + rest
 		}

@@ -90,3 +90,41 @@ func TestPrivateDirAboveHome(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateDirThroughProc: /proc/self/cwd is the folder the shell stands in, read
+// by the daemon as its own folder, and /proc/PID/{cwd,root,fd,…} are another
+// process's folders and open files (the daemon's database among them). cat
+// /proc/self/cwd/data/admin.key ran unasked even in default mode; it is read as
+// ./data/admin.key now, and another process's entries ask, immune.
+func TestPrivateDirThroughProc(t *testing.T) {
+	t.Parallel()
+	work, data, _ := recursiveFixture(t)
+	cases := []immuneCase{
+		{"cat /proc/self/cwd/data/admin.key", true},
+		{"cat /proc/thread-self/cwd/data/toolserverd.db", true},
+		{"ls /proc/self/cwd/data", true},
+		{"cat /proc/$$/cwd/data/admin.key", true},
+		{"cat /proc/1/root" + data + "/admin.key", true},
+		{"cat /proc/$PPID/fd/3", true},
+		{"grep -a KEY /proc/*/environ", true},
+		{`python3 -c 'open("/proc/self/cwd/data/admin.key")'`, true},
+		{"cat /proc/self/cwd/README.md", false},
+		{"cat /proc/cpuinfo /proc/self/status", false},
+	}
+	cfg := DefaultConfig()
+	cfg.PrivateDirs = []string{data}
+	e := testEngine(t, cfg)
+	for _, tc := range cases {
+		for _, mode := range []Mode{ModeDefault, ModeBypass} {
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
+			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
+			}
+		}
+	}
+	// Read as ./README.md, it reads nothing outside the working directory.
+	d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeDefault, Workdir: work, Args: commandArgs("cat /proc/self/cwd/README.md")})
+	if d.Outcome != Allow {
+		t.Errorf("cat /proc/self/cwd/README.md: %s: %s; want it run at once", d.Outcome, d.Reason)
+	}
+}
