@@ -324,6 +324,9 @@ func (c *check) readsPrivateWithin() string {
 			if !ok {
 				roots, ok = gitCleanRoots(words)
 			}
+			if !ok {
+				roots, ok = extractRoots(words)
+			}
 			if globstar {
 				// shopt -s globstar: ** matches every folder below, so cat **/*.db
 				// reads as grep -r does.
@@ -466,4 +469,74 @@ func gitCleanRoots(words []string) (roots []string, ok bool) {
 		roots = []string{base}
 	}
 	return roots, true
+}
+
+// extractRoots reads words as an archive extraction that may write absolute names,
+// which writes wherever the archive says: tar -x (--extract, --get, x in a first
+// bundle) with -P (--absolute-names), unzip -: (but -l, -t, -v, -Z, -z, -p, -c,
+// which write nothing), cpio -i (--extract) without --no-absolute-filenames. Its
+// root is then "/". An extraction without absolute names writes below its folder,
+// as cp -r and rsync -a do, and is not one (ok false), as any other command.
+func extractRoots(words []string) (roots []string, ok bool) {
+	if len(words) < 2 {
+		return nil, false
+	}
+	args := words[1:]
+	absolute := false
+	switch path.Base(words[0]) {
+	case "tar", "gtar", "bsdtar":
+		extract := false
+		for i := 0; i < len(args); i++ {
+			a := args[i]
+			name, _, _ := strings.Cut(a, "=")
+			switch {
+			case a == "--":
+				i = len(args)
+			case strings.HasPrefix(a, "--"):
+				extract = extract || longIs(name, []string{"--extract", "--get"})
+				absolute = absolute || longIs(name, []string{"--absolute-names"})
+			case strings.HasPrefix(a, "-") || i == 0:
+				// A cluster, or old-style letters as the first word.
+				letters := strings.TrimPrefix(a, "-")
+				for j := 0; j < len(letters); j++ {
+					c := letters[j]
+					extract, absolute = extract || c == 'x', absolute || c == 'P'
+					if strings.IndexByte("fCTXbgKLNVHIF", c) >= 0 && strings.HasPrefix(a, "-") {
+						break // -Cdir: the rest is the value
+					}
+				}
+			}
+		}
+		absolute = absolute && extract
+	case "unzip":
+		for _, a := range args {
+			if a == "-d" || a == "-x" || !strings.HasPrefix(a, "-") {
+				continue
+			}
+			if strings.ContainsAny(a[1:], "ltvZzpc") {
+				return nil, false
+			}
+			absolute = absolute || strings.Contains(a, ":")
+		}
+	case "cpio":
+		extract, relative := false, false
+		for _, a := range args {
+			switch {
+			case a == "--extract":
+				extract = true
+			case a == "--no-absolute-filenames":
+				relative = true
+			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--"):
+				extract = extract || strings.ContainsRune(a, 'i')
+				if strings.ContainsRune(a, 't') {
+					return nil, false // lists
+				}
+			}
+		}
+		absolute = extract && !relative
+	}
+	if !absolute {
+		return nil, false
+	}
+	return []string{"/"}, true
 }
