@@ -441,6 +441,14 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	}
 	u := unwrap(raw)
 	sc.Words, sc.Runs, sc.argsFromInput = u.key, u.runs, u.fromInput
+	// A word with a default (${DIR:-/}) may take it: the command as it runs with
+	// the defaults is one more of what it runs, for the danger checks, the rules
+	// and the data-dir check.
+	if alt := a.defaultsView(call.Args); alt != nil {
+		v := unwrap(alt)
+		sc.Runs = append(sc.Runs, v.key)
+		sc.Runs = append(sc.Runs, v.runs...)
+	}
 	// env -C X runs the command as (cd X && command) would, but physically (chdir):
 	// X is read as a folder from where the line stands, the command's words from X.
 	for _, t := range u.chdirs {
@@ -554,6 +562,26 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 		}
 	}
 	return runs
+}
+
+// defaultsView is the words of a command with every ${NAME:-word} style default
+// taken (withDefaults), or nil when none has one.
+func (a *analyzer) defaultsView(args []*syntax.Word) []string {
+	var words []*syntax.Word
+	changed := false
+	for _, w := range args {
+		d, ok := withDefaults(w)
+		changed = changed || ok
+		words = append(words, d)
+	}
+	if !changed {
+		return nil
+	}
+	var out []string
+	for _, f := range expandWords(a.cfg, a.src, words) {
+		out = append(out, f.text)
+	}
+	return out
 }
 
 // writes records paths a command run in dirs may write.

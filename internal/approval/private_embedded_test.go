@@ -28,6 +28,8 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{"bash <<< 'cat data/admin.key'", true},
 		{"python3 - <<< 'open(\"data/admin.key\")'", true},
 		{"x=data/admin.key; IFS=:; cat $x", true},
+		{`cat "${F:-data/admin.key}"`, true},
+		{`grep -rn x "${D:-.}"`, true},
 		{`awk 'BEGIN{system("cd data && cat admin.key")}'`, true},
 		{`sed '1e ls data' README.md`, true},
 		{"export K=data/admin.key; IFS=:; cat $K", true},
