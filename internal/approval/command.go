@@ -2,6 +2,7 @@ package approval
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -499,6 +500,12 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	if u.privileged {
 		a.add(Finding{Part: text, What: "runs as another user (sudo, doas or su)", Risk: tool.RiskHigh})
 	}
+	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
+		if what := rebindsNames(v); what != "" {
+			a.notRO = true
+			a.add(Finding{Part: text, Immune: true, What: what + ", so what a command of the line runs cannot be checked"})
+		}
+	}
 	a.cmdDirs = sc.Dirs
 	a.danger(text, sc.Words)
 	for _, r := range sc.Runs {
@@ -562,6 +569,38 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 		}
 	}
 	return runs
+}
+
+// rebindsNames says how the command words makes a command name run something
+// else than the program of that name, or returns "": hash -p binds a name to
+// any program (hash -p /bin/rm cat; cat -rf /), enable -f loads a builtin from a
+// shared object, and shopt -s expand_aliases lets the aliases of the line's
+// next lines replace the names they define (alias cat='rm -rf').
+func rebindsNames(words []string) string {
+	if len(words) < 2 {
+		return ""
+	}
+	name, args := path.Base(words[0]), words[1:]
+	short := func(c byte) bool {
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if len(a) > 1 && a[0] == '-' && strings.IndexByte(a[1:], c) >= 0 {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case name == "hash" && short('p'):
+		return "binds a command name to another program (hash -p)"
+	case name == "enable" && short('f'):
+		return "loads a builtin command from a shared object (enable -f)"
+	case name == "shopt" && short('s') && contains(args, "expand_aliases"):
+		return "turns on aliases (shopt -s expand_aliases), which may make any name run other code"
+	}
+	return ""
 }
 
 // defaultsView is the words of a command with every ${NAME:-word} style default
@@ -643,6 +682,12 @@ func (a *analyzer) assign(as *syntax.Assign, part string) bool {
 	}
 	if pwdVars[as.Name.Value] {
 		a.setsPWD(as.Name.Value, part)
+		return false
+	}
+	if as.Name.Value == "BASH_CMDS" || as.Name.Value == "BASH_ALIASES" {
+		a.notRO = true
+		a.add(Finding{Part: part, Immune: true,
+			What: "sets " + as.Name.Value + ", which binds command names to other programs or code, so what a command of the line runs cannot be checked"})
 		return false
 	}
 	if !dangerousEnv(as.Name.Value, val) {
