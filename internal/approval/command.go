@@ -145,6 +145,10 @@ type analyzer struct {
 	cmdDirs []Dir
 	// vars is what the line tells of its variables (command_vars.go).
 	vars *varScope
+	// positional is set when the line gives the positional parameters values
+	// this check does not follow: it defines a function (whose calls pass them)
+	// or runs set with operands.
+	positional bool
 }
 
 func analyzeCommand(src string, depth int) CommandAnalysis {
@@ -160,6 +164,7 @@ func analyzeCommand(src string, depth int) CommandAnalysis {
 		a.fallback()
 	} else {
 		a.scanVars(f)
+		a.positional = setsPositional(f)
 		a.followDirs(f)
 		syntax.Walk(f, a.visit)
 		for _, p := range a.pipelines {
@@ -506,6 +511,9 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 			a.add(Finding{Part: text, Immune: true, What: what + ", so what a command of the line runs cannot be checked"})
 		}
 	}
+	if a.positional && deletesPositional(call.Args, append([][]string{sc.Words}, sc.Runs...)) {
+		a.flag(text, "deletes what a function's callers or set -- give it ($1, $@ …), which this check does not follow", tool.RiskCritical)
+	}
 	a.cmdDirs = sc.Dirs
 	a.danger(text, sc.Words)
 	for _, r := range sc.Runs {
@@ -569,6 +577,62 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 		}
 	}
 	return runs
+}
+
+// setsPositional reports whether the line defines a function or runs set with
+// operands (set -- a b), giving $1, $@ … values of its own.
+func setsPositional(f *syntax.File) bool {
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.FuncDecl:
+			found = true
+		case *syntax.CallExpr:
+			if len(n.Args) > 1 && n.Args[0].Lit() == "set" {
+				for i, w := range n.Args[1:] {
+					lit := w.Lit()
+					prev := n.Args[i].Lit() // the word before w: -o, -euo take it as an option name
+					optName := len(prev) > 1 && (prev[0] == '-' || prev[0] == '+') && prev[1] != '-' && strings.HasSuffix(prev, "o")
+					if lit == "--" || lit == "-" || !strings.HasPrefix(lit, "-") && !strings.HasPrefix(lit, "+") && !optName {
+						found = true
+					}
+				}
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// deletesPositional reports whether a command that deletes (rm, rmdir, unlink,
+// shred, find -delete, in any of its views) names a target with a positional
+// parameter ($1, ${2}, $@, $*).
+func deletesPositional(args []*syntax.Word, views [][]string) bool {
+	deletes := false
+	for _, v := range views {
+		if len(v) == 0 {
+			continue
+		}
+		switch path.Base(v[0]) {
+		case "rm", "rmdir", "unlink", "shred":
+			deletes = true
+		case "find":
+			deletes = deletes || contains(v, "-delete")
+		}
+	}
+	if !deletes {
+		return false
+	}
+	found := false
+	for _, w := range args[1:] {
+		syntax.Walk(w, func(n syntax.Node) bool {
+			if p, ok := n.(*syntax.ParamExp); ok && p.Param != nil && (allDigits(p.Param.Value) || p.Param.Value == "@" || p.Param.Value == "*") && p.Param.Value != "0" {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
 }
 
 // rebindsNames says how the command words makes a command name run something
