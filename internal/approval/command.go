@@ -563,6 +563,16 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 				a.writes([]string{w}, dirs)
 			}
 		}
+		for _, m := range fx.maybe {
+			if a.depth+1 > maxNesting {
+				break
+			}
+			for _, f := range analyzeCommand(m, a.depth+1).Findings {
+				if f.Risk != "" {
+					a.add(f)
+				}
+			}
+		}
 		for _, r := range fx.runs {
 			inputCode := false
 			if r != "" {

@@ -17,6 +17,10 @@ import (
 type effects struct {
 	reads, writes, runs []string
 	what                string
+	// maybe are strings of an interpreter's code that may be commands it runs
+	// (os.system("…"), `…`, ["rm", "-rf", x]): only what the danger checks find
+	// in them counts, since most are no commands at all.
+	maybe []string
 }
 
 // scriptEffects reads the script words of the program words runs.
@@ -39,6 +43,12 @@ func scriptEffects(words []string) effects {
 		return effects{runs: rsyncCommands(words[1:]), what: "rsync -e"}
 	case "git":
 		return effects{runs: gitCommands(words[1:]), what: "git -c"}
+	case "python", "python3", "perl", "ruby", "node", "php", "deno", "bun", "nodejs":
+		var fx effects
+		for _, code := range interpreterCode(path.Base(words[0]), words[1:]) {
+			fx.maybe = append(fx.maybe, codeStrings(code)...)
+		}
+		return fx
 	case "awk", "gawk", "mawk", "nawk":
 		var fx effects
 		program, sources := awkProgram(words[1:])
@@ -403,5 +413,115 @@ func gitCommands(args []string) []string {
 			i++
 		}
 	}
+	return out
+}
+
+// interpreterFlags are, per interpreter, the short options whose value is code
+// to run, those whose value (the rest of the cluster, or the next word) is
+// anything else, those that take only the rest of the cluster (perl -i.bak,
+// -MModule), and those that take only the digits after them (perl -l, -0).
+var interpreterFlags = map[string]struct{ code, value, rest, digits string }{
+	"python": {code: "c", value: "WXmQ"}, "perl": {code: "eE", rest: "MmIixdDC", digits: "l0"},
+	"ruby": {code: "e", value: "IrCEFx", digits: "0"}, "node": {code: "ep", value: "r"},
+	"bun": {code: "e", value: "r"}, "php": {code: "r", value: "cdzfB"},
+}
+
+// interpreterCode is the code an interpreter's options give it to run: python -c,
+// perl -e and -E (in a cluster such as -ne or -lpe too), ruby -e, node -e, -p,
+// --eval and --print, php -r, bun -e, deno eval.
+func interpreterCode(name string, args []string) []string {
+	switch name {
+	case "python3":
+		name = "python"
+	case "nodejs":
+		name = "node"
+	}
+	flags := interpreterFlags[name]
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--" || a == "-m" && name == "python":
+			return out
+		case a == "eval" && i == 0 && name == "deno":
+			if i+1 < len(args) {
+				out = append(out, args[i+1])
+			}
+			return out
+		case a == "--eval" || a == "--print":
+			if i+1 < len(args) {
+				out = append(out, args[i+1])
+				i++
+			}
+		case strings.HasPrefix(a, "--eval=") || strings.HasPrefix(a, "--print="):
+			_, v, _ := strings.Cut(a, "=")
+			out = append(out, v)
+		case strings.HasPrefix(a, "--"):
+		case len(a) > 1 && a[0] == '-':
+			for j := 1; j < len(a); j++ {
+				if strings.IndexByte(flags.digits, a[j]) >= 0 {
+					for j+1 < len(a) && a[j+1] >= '0' && a[j+1] <= '9' {
+						j++
+					}
+					continue
+				}
+				if strings.IndexByte(flags.rest, a[j]) >= 0 {
+					break
+				}
+				code := strings.IndexByte(flags.code, a[j]) >= 0
+				if !code && strings.IndexByte(flags.value, a[j]) < 0 {
+					continue
+				}
+				v := a[j+1:]
+				if v == "" && i+1 < len(args) {
+					v = args[i+1]
+					i++
+				}
+				if code {
+					out = append(out, v)
+				}
+				break
+			}
+		default:
+			return out // a script file: its code is read only when it runs
+		}
+	}
+	return out
+}
+
+// codeStrings are the string literals of code ('…', "…", `…`), and each run of
+// them that only commas and blanks part (["rm", "-rf", "/"]) joined as the words
+// of one command.
+func codeStrings(code string) []string {
+	var out, run []string
+	flush := func() {
+		if len(run) > 1 {
+			quoted := make([]string, len(run))
+			for i, r := range run {
+				quoted[i] = "'" + strings.ReplaceAll(r, "'", `'\''`) + "'"
+			}
+			out = append(out, strings.Join(quoted, " "))
+		}
+		run = nil
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		switch {
+		case c == '\'', c == '"', c == '`':
+			var b strings.Builder
+			for i++; i < len(code) && code[i] != c; i++ {
+				if code[i] == '\\' && i+1 < len(code) {
+					i++
+				}
+				b.WriteByte(code[i])
+			}
+			out = append(out, b.String())
+			run = append(run, b.String())
+		case c == ',' || c == ' ' || c == '\t':
+		default:
+			flush()
+		}
+	}
+	flush()
 	return out
 }
