@@ -502,6 +502,20 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 		sc.Runs = append(sc.Runs, runs...)
 	}
 	sc.Runs = append(sc.Runs, a.programEffects(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)...)
+	// A here-string or here-document handed to a shell is shell code, as sh -c's
+	// string is; one handed to another interpreter is read as its -c code is.
+	if len(sc.input) > 0 && runsInput(sc) {
+		for _, in := range sc.input {
+			if inputShell(sc) {
+				a.add(Finding{Part: text, Immune: true,
+					What: "runs a string as shell code (a here-string or here-document), which cannot be checked before it runs"})
+				runs, _ := a.nested(text, in, sc.Dirs)
+				sc.Runs = append(sc.Runs, runs...)
+			} else {
+				a.codeDanger(codeStrings(in))
+			}
+		}
+	}
 	if u.privileged {
 		a.add(Finding{Part: text, What: "runs as another user (sudo, doas or su)", Risk: tool.RiskHigh})
 	}
@@ -563,16 +577,7 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 				a.writes([]string{w}, dirs)
 			}
 		}
-		for _, m := range fx.maybe {
-			if a.depth+1 > maxNesting {
-				break
-			}
-			for _, f := range analyzeCommand(m, a.depth+1).Findings {
-				if f.Risk != "" {
-					a.add(f)
-				}
-			}
-		}
+		a.codeDanger(fx.maybe)
 		for _, r := range fx.runs {
 			inputCode := false
 			if r != "" {
@@ -695,6 +700,32 @@ func (a *analyzer) defaultsView(args []*syntax.Word) []string {
 		out = append(out, f.text)
 	}
 	return out
+}
+
+// codeDanger reads each of texts as a command a program may run and keeps what
+// the danger checks find in it (rm -rf / is critical), and nothing else: most
+// such texts are no commands at all.
+func (a *analyzer) codeDanger(texts []string) {
+	if a.depth+1 > maxNesting {
+		return
+	}
+	for _, m := range texts {
+		for _, f := range analyzeCommand(m, a.depth+1).Findings {
+			if f.Risk != "" {
+				a.add(f)
+			}
+		}
+	}
+}
+
+// inputShell reports whether the program of sc that runs its input is a shell.
+func inputShell(sc SimpleCommand) bool {
+	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+		if len(words) > 0 && shellNames[path.Base(words[0])] && readsStdin(words[1:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // writes records paths a command run in dirs may write.

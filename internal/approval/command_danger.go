@@ -417,6 +417,7 @@ func (a *analyzer) markPipeline(b *syntax.BinaryCmd) {
 // stage that is a subshell or a group (`(cd /tmp && curl …) | sh`, `curl … | { bash; }`)
 // counts by the commands in it.
 func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
+	a.pipedCode(stmts)
 	download := ""
 	for _, s := range stmts {
 		if call, ok := s.Cmd.(*syntax.CallExpr); ok {
@@ -428,6 +429,41 @@ func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
 		for _, call := range stageCalls(s) {
 			if a.pipelineCall(stmts, s, call, &download) {
 				return
+			}
+		}
+	}
+}
+
+// pipedCode reads what echo and printf stages print into a later stage that runs
+// its input as code (echo 'rm -rf /' | sh, printf '…' | python3) as that code:
+// what the danger checks find in it counts, for a shell's input as a whole, for
+// an interpreter's in its strings.
+func (a *analyzer) pipedCode(stmts []*syntax.Stmt) {
+	var printed []string
+	for _, s := range stmts {
+		calls := stageCalls(s)
+		if call, ok := s.Cmd.(*syntax.CallExpr); ok {
+			calls = []*syntax.CallExpr{call}
+		}
+		for _, call := range calls {
+			for _, v := range a.callViews[call] {
+				if len(v) == 0 {
+					continue
+				}
+				name := path.Base(v[0])
+				switch {
+				case name == "echo" || name == "printf":
+					text := strings.Join(positional(v[1:]), " ")
+					printed = append(printed, strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(text))
+				case len(printed) > 0 && (shellNames[name] || interpreters[name]) && readsStdin(v[1:]):
+					if shellNames[name] {
+						a.codeDanger(printed)
+					} else {
+						for _, p := range printed {
+							a.codeDanger(codeStrings(p))
+						}
+					}
+				}
 			}
 		}
 	}

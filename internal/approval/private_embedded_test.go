@@ -42,7 +42,7 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{"docker run -v ./src:/src alpine ls /src", false},
 		{"git commit -m 'data: keep the db path in config'", false},
 		{"grep -rn '/api/v1/' src", false},
-		{"bash <<< 'cat src/a.go'", false},
+		{"python3 - <<< 'open(\"src/a.go\")'", false},
 		{"cat <<< 'a path: data/admin.key'", false}, // cat prints it, reads nothing
 		{"x=src/a.go; cat $x", false},
 		{"go test -run 'TestX/data' ./...", false},
