@@ -502,6 +502,7 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 		sc.Runs = append(sc.Runs, runs...)
 	}
 	sc.Runs = append(sc.Runs, a.programEffects(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)...)
+	a.wrappedDanger(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)
 	// A here-string or here-document handed to a shell is shell code, as sh -c's
 	// string is; one handed to another interpreter is read as its -c code is.
 	if len(sc.input) > 0 && runsInput(sc) {
@@ -700,6 +701,41 @@ func (a *analyzer) defaultsView(args []*syntax.Word) []string {
 		out = append(out, f.text)
 	}
 	return out
+}
+
+// maxWrappedWords bounds the words wrappedDanger reads of one command.
+const maxWrappedWords = 64
+
+// wrappedDanger reads a program this check does not know, which may run the words
+// after its own as a command (setsid, taskset, flock, unshare, strace, ssh, docker
+// run) or a word as shell code (script -c, ssh host '…'), for the critical
+// destructive commands among them: setsid rm -rf / is rm -rf /. Only critical
+// findings count, so that a word that merely looks like a command (git rm -r .)
+// asks no more. Read-only invocations and git (whose subcommands share the names)
+// are not read so.
+func (a *analyzer) wrappedDanger(part string, views [][]string, dirs []Dir) {
+	for _, v := range views {
+		if len(v) < 2 || path.Base(v[0]) == "git" || readOnlyCommand(v, make([]bool, len(v))) {
+			continue
+		}
+		b := &analyzer{src: a.src, depth: a.depth, cfg: a.cfg, cmdDirs: dirs}
+		for i := 1; i < len(v) && i < maxWrappedWords; i++ {
+			if strings.ContainsAny(v[i], " \t\n") {
+				b.codeDanger(v[i : i+1])
+				continue
+			}
+			u := unwrap(v[i:])
+			b.danger(part, u.key)
+			for _, r := range u.runs {
+				b.danger(part, r)
+			}
+		}
+		for _, f := range b.res.Findings {
+			if f.Risk == tool.RiskCritical {
+				a.add(f)
+			}
+		}
+	}
 }
 
 // codeDanger reads each of texts as a command a program may run and keeps what
