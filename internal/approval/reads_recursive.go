@@ -327,6 +327,9 @@ func (c *check) readsPrivateWithin() string {
 			if !ok {
 				roots, ok = extractRoots(words)
 			}
+			if !ok {
+				roots, ok = linkRoots(words)
+			}
 			if globstar {
 				// shopt -s globstar: ** matches every folder below, so cat **/*.db
 				// reads as grep -r does.
@@ -539,4 +542,55 @@ func extractRoots(words []string) (roots []string, ok bool) {
 		return nil, false
 	}
 	return []string{"/"}, true
+}
+
+// linkRoots reads words as ln -s (--symbolic), which makes a link whose target's
+// contents, at any depth, a later word of the line reaches through the link
+// before the check can see it on disk (ln -s .. up; cat up/data/admin.key): its
+// targets, each read from where the command runs and, when relative, from the
+// link's folder, as the kernel reads it. ok is false for any other command.
+func linkRoots(words []string) (roots []string, ok bool) {
+	if len(words) < 2 || path.Base(words[0]) != "ln" {
+		return nil, false
+	}
+	symbolic, noMore := false, false
+	var ops []string
+	target := "" // -t DIR: the folder the links are made in
+	for i := 1; i < len(words); i++ {
+		a := words[i]
+		switch {
+		case noMore || !strings.HasPrefix(a, "-") || a == "-":
+			ops = append(ops, a)
+		case a == "--":
+			noMore = true
+		case a == "--symbolic":
+			symbolic = true
+		case a == "-t" || a == "--target-directory" || a == "-S" || a == "--suffix":
+			if i+1 < len(words) {
+				if a == "-t" || a == "--target-directory" {
+					target = words[i+1]
+				}
+				i++
+			}
+		case strings.HasPrefix(a, "--target-directory="):
+			target = a[len("--target-directory="):]
+		case !strings.HasPrefix(a, "--"):
+			symbolic = symbolic || strings.ContainsRune(a, 's')
+		}
+	}
+	if !symbolic || len(ops) == 0 {
+		return nil, false
+	}
+	dir := target
+	targets := ops
+	if target == "" && len(ops) > 1 {
+		targets, dir = ops[:len(ops)-1], path.Dir(ops[len(ops)-1])
+	}
+	for _, t := range targets {
+		roots = append(roots, t)
+		if !path.IsAbs(t) && dir != "" && dir != "." {
+			roots = append(roots, path.Join(dir, t))
+		}
+	}
+	return roots, true
 }

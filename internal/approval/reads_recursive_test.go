@@ -261,6 +261,17 @@ func TestRecursiveChangeOfPrivateDir(t *testing.T) {
 		{"cpio -idm --no-absolute-filenames < x.cpio", false, false},
 		{"cpio -it < x.cpio", false, false},
 		{"7z x a.7z", false, false},
+		// A symbolic link to a folder holding the data dir reaches it through
+		// the link, which does not exist yet when the line is checked: ln -s ..
+		// up; cat up/state/admin.key read the admin key unasked in bypass mode.
+		{"ln -s .. up; cat up/state/admin.key", true, true},
+		{"cd src && ln -s ../.. up", true, true},
+		{"ln -s . self", true, false},
+		{"ln -sf ../.. src/up", true, true}, // ../.. from src is the checkout's parent
+		{"ln -s ../shared lib", false, false},
+		{"ln -sf ../README.md src/r", false, false},
+		{"ln -s /usr/bin/python3 py", false, false},
+		{"ln .. x", false, false}, // no symbolic link (ln refuses a folder)
 	}
 	for _, private := range []string{data, state} {
 		cfg := DefaultConfig()
