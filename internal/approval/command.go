@@ -145,6 +145,9 @@ type analyzer struct {
 	cmdDirs []Dir
 	// vars is what the line tells of its variables (command_vars.go).
 	vars *varScope
+	// written is the text echo, printf, cat and tee of the line wrote to each file
+	// (by its path as written), which a later command may run as code.
+	written map[string][]string
 	// positional is set when the line gives the positional parameters values
 	// this check does not follow: it defines a function (whose calls pass them)
 	// or runs set with operands.
@@ -503,6 +506,7 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	}
 	sc.Runs = append(sc.Runs, a.programEffects(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)...)
 	a.wrappedDanger(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)
+	a.scriptFiles(s, sc)
 	// A here-string or here-document handed to a shell is shell code, as sh -c's
 	// string is; one handed to another interpreter is read as its -c code is.
 	if len(sc.input) > 0 && runsInput(sc) {
@@ -733,6 +737,79 @@ func (a *analyzer) wrappedDanger(part string, views [][]string, dirs []Dir) {
 		for _, f := range b.res.Findings {
 			if f.Risk == tool.RiskCritical {
 				a.add(f)
+			}
+		}
+	}
+}
+
+// scriptFiles follows code the line writes to a file and then runs: cat > x.sh
+// <<'EOF' … EOF; bash x.sh runs what the here-document says. It notes what
+// echo, printf, cat (its here-document or here-string) and tee write through a
+// redirection (or tee's operands), and reads what a later shell, interpreter,
+// source or ./x.sh runs of it as code handed to it is read: what the danger
+// checks find counts, and the data-dir check reads its words.
+func (a *analyzer) scriptFiles(s *syntax.Stmt, sc SimpleCommand) {
+	if len(sc.Words) == 0 {
+		return
+	}
+	name := path.Base(sc.Words[0])
+	var content string
+	switch name {
+	case "cat", "tee":
+		content = strings.Join(sc.input, "\n")
+	case "echo", "printf":
+		content = strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(strings.Join(positional(sc.Words[1:]), " "))
+	}
+	if content != "" {
+		var targets []string
+		for _, r := range s.Redirs {
+			switch r.Op {
+			case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.AppAll:
+				if r.Word != nil {
+					targets = append(targets, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word})))
+				}
+			}
+		}
+		if name == "tee" {
+			targets = append(targets, positional(sc.Words[1:])...)
+		}
+		for _, t := range targets {
+			if a.written == nil {
+				a.written = map[string][]string{}
+			}
+			a.written[path.Clean(t)] = append(a.written[path.Clean(t)], content)
+		}
+	}
+	if len(a.written) == 0 {
+		return
+	}
+	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
+		if len(v) == 0 {
+			continue
+		}
+		prog, file, shell := path.Base(v[0]), "", true
+		switch {
+		case prog == "source" || prog == ".":
+			if len(v) > 1 {
+				file = v[1]
+			}
+		case shellNames[prog] || interpreters[prog]:
+			shell = shellNames[prog]
+			if ops := positional(v[1:]); len(ops) > 0 {
+				file = ops[0]
+			}
+		case strings.Contains(v[0], "/"):
+			file = v[0]
+		}
+		if file == "" {
+			continue
+		}
+		for _, code := range a.written[path.Clean(file)] {
+			a.res.assigned = append(a.res.assigned, pathSite{path: code, dirs: sc.Dirs})
+			if shell {
+				a.codeDanger([]string{code})
+			} else {
+				a.codeDanger(codeStrings(code))
 			}
 		}
 	}

@@ -29,6 +29,8 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{"python3 - <<< 'open(\"data/admin.key\")'", true},
 		{"x=data/admin.key; IFS=:; cat $x", true},
 		{`cat "${F:-data/admin.key}"`, true},
+		{"cat > x.sh <<'EOF'\ncat data/admin.key\nEOF\nbash x.sh", true},
+		{"cat > x.sh <<'EOF'\ncat src/a.go\nEOF\nbash x.sh", false},
 		{`grep -rn x "${D:-.}"`, true},
 		{`awk 'BEGIN{system("cd data && cat admin.key")}'`, true},
 		{`sed '1e ls data' README.md`, true},
