@@ -262,16 +262,27 @@ func (c *check) readsPrivate() string {
 			}
 		}
 	}
-	// Code a shell or an interpreter reads from a here-string or here-document
-	// names paths as its words would: bash <<< 'cat data/admin.key'.
+	// A here-string or here-document that a shell or interpreter runs as code
+	// (bash <<< 'cat data/admin.key'), or that read or mapfile takes as values
+	// (read p <<< /var/lib/toolserverd; cat $p/admin.key), names the paths in it
+	// as words would; only pieces with a slash count, a bare name is no path.
+	// Text another program is handed (cat > notes.md <<EOF) names nothing.
 	for _, sc := range c.cmd.Commands {
-		if len(sc.input) == 0 || !runsInput(sc) {
+		if len(sc.input) == 0 || !runsInput(sc) && !(len(sc.Words) > 0 && slices.Contains([]string{"read", "mapfile", "readarray"}, sc.Words[0])) {
 			continue
 		}
 		dirs, vague := c.physicalDirs(sc.Dirs)
 		for _, text := range sc.input {
-			if r := c.embeddedPrivate(text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
-				return r + ", in the code it reads from its input"
+			t := strings.TrimSpace(text)
+			r := ""
+			if strings.Contains(t, "/") && !strings.ContainsAny(t, " \t\n") {
+				r = c.wordPrivate(t, false, false, dirs, vague, false, workdir, sc.Dirs)
+			}
+			if r == "" {
+				r = c.embeddedPrivate(text, dirs, vague, false, workdir, sc.Dirs)
+			}
+			if r != "" {
+				return r + ", in the text it reads from its input"
 			}
 		}
 	}

@@ -29,6 +29,12 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{"python3 - <<< 'open(\"data/admin.key\")'", true},
 		{"x=data/admin.key; IFS=:; cat $x", true},
 		{`cat "${F:-data/admin.key}"`, true},
+		{"read p <<< " + data + "; cat $p/admin.key", true},
+		{"read -r p <<< ./data/admin.key; IFS=; cat $p", true},
+		{"mapfile -t a <<< " + data + "/admin.key; cat ${a[0]}", true},
+		{"cat > notes.md <<'EOF'\nthe key is in data/admin.key\nEOF", false}, // text, no path
+		{"cat > notes.md <<'EOF'\nsee src/a.go, keep the data\nEOF", false},
+		{`read -r a b <<< "x/y z"`, false},
 		{"cat > x.sh <<'EOF'\ncat data/admin.key\nEOF\nbash x.sh", true},
 		{"cat > x.sh <<'EOF'\ncat src/a.go\nEOF\nbash x.sh", false},
 		{`grep -rn x "${D:-.}"`, true},
