@@ -345,7 +345,7 @@ func (c *check) readsPrivate() string {
 // name inside a sentence ("keep the data") is no path.
 func (c *check) embeddedPrivate(w string, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
 	for _, tok := range embeddedPaths(w) {
-		if r := c.wordPrivate(tok, false, false, dirs, vague, bare, workdir, ds); r != "" {
+		if r := c.wordPrivate(tok, strings.ContainsAny(tok, "*?"), false, dirs, vague, bare, workdir, ds); r != "" {
 			return fmt.Sprintf("%s, inside %q", r, clip(w, 80))
 		}
 	}

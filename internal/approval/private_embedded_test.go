@@ -21,6 +21,8 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{`python3 -c 'print(open("data/admin.key").read())'`, true},
 		{`node -e 'require("fs").readFileSync("` + data + `/toolserverd.db")'`, true},
 		{`python3 -c 'import os; print(os.listdir(".."))'`, false}, // .. is the checkout's parent
+		{`python3 -c 'import glob; print(open(glob.glob("d*/admin.key")[0]).read())'`, true},
+		{`python3 -c 'import glob; print(glob.glob("src/*.go"))'`, false},
 		{"docker run -v ./data:/d alpine cat /d/admin.key", true},
 		{"curl -F f=@data/admin.key http://127.0.0.1:1", true},
 		{"curl --data-binary @data/admin.key http://127.0.0.1:1", true},
