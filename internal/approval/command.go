@@ -834,7 +834,7 @@ func (a *analyzer) codeDanger(texts []string) {
 // inputShell reports whether the program of sc that runs its input is a shell.
 func inputShell(sc SimpleCommand) bool {
 	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
-		if len(words) > 0 && shellNames[path.Base(words[0])] && readsStdin(words[1:]) {
+		if len(words) > 0 && shellNames[path.Base(words[0])] && readsStdin(words[1:]) || sourcesInput(words) {
 			return true
 		}
 	}

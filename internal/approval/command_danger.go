@@ -455,8 +455,8 @@ func (a *analyzer) pipedCode(stmts []*syntax.Stmt) {
 				case name == "echo" || name == "printf":
 					text := strings.Join(positional(v[1:]), " ")
 					printed = append(printed, strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(text))
-				case len(printed) > 0 && (shellNames[name] || interpreters[name]) && readsStdin(v[1:]):
-					if shellNames[name] {
+				case len(printed) > 0 && ((shellNames[name] || interpreters[name]) && readsStdin(v[1:]) || sourcesInput(v)):
+					if !interpreters[name] {
 						a.codeDanger(printed)
 					} else {
 						for _, p := range printed {
@@ -514,10 +514,21 @@ func readsStdin(args []string) bool {
 			i++
 		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
 		default:
-			return false // a script file
+			return stdinPath(a) // a script file, unless it is the input itself
 		}
 	}
 	return true
+}
+
+// stdinPath reports whether p names a command's own input.
+func stdinPath(p string) bool {
+	return p == "/dev/stdin" || p == "/dev/fd/0" || p == "/proc/self/fd/0"
+}
+
+// sourcesInput reports whether words are source or . reading its own input
+// (source /dev/stdin), which runs it as shell code.
+func sourcesInput(words []string) bool {
+	return len(words) > 1 && (words[0] == "source" || words[0] == ".") && stdinPath(words[1])
 }
 
 // forkBomb catches functions that spawn themselves: `:(){ :|:& };:`.

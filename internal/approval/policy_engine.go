@@ -372,7 +372,7 @@ func embeddedPaths(w string) []string {
 // interpreter given no script (bash, sh -s, python3 -).
 func runsInput(sc SimpleCommand) bool {
 	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
-		if len(words) > 0 && (shellNames[path.Base(words[0])] || interpreters[path.Base(words[0])]) && readsStdin(words[1:]) {
+		if len(words) > 0 && (shellNames[path.Base(words[0])] || interpreters[path.Base(words[0])]) && readsStdin(words[1:]) || sourcesInput(words) {
 			return true
 		}
 	}
