@@ -57,6 +57,8 @@ func (a *analyzer) danger(part string, words []string) {
 		}
 	case name == "rsync":
 		a.rsyncDeletes(part, args)
+	case name == "mv":
+		a.mvDanger(part, args)
 	case name == "chmod" || name == "chown" || name == "chgrp":
 		a.modeDanger(part, name, args)
 	case name == "git":
@@ -273,14 +275,51 @@ func (a *analyzer) rsyncDeletes(part string, args []string) {
 		return i < 0 || strings.Contains(w[:i], "/")
 	}
 	dest := words[len(words)-1]
-	if del && local(dest) {
-		a.deleteFromVague(part, dest)
+	if del && local(dest) && !a.deleteFromVague(part, dest) {
+		// rsync -a --delete empty/ ~ deletes all the home directory holds.
+		if class, what := a.classify(dest); class == targetCritical {
+			a.flag(part, "deletes what "+what+" holds that the source lacks (rsync --delete into "+dest+")", tool.RiskCritical)
+		}
 	}
 	if removeSources {
 		for _, src := range words[:len(words)-1] {
 			if local(src) {
 				a.deleteFromVague(part, src)
 			}
+		}
+	}
+}
+
+// mvDanger judges what mv moves away as what rm -r would delete there: mv ~
+// /tmp/h takes the home directory away as surely as rm -rf ~ does. Its sources
+// are its operands but the last, or all with -t (--target-directory).
+func (a *analyzer) mvDanger(part string, args []string) {
+	var ops []string
+	target, opts := false, true
+	for i := 0; i < len(args); i++ {
+		switch arg := args[i]; {
+		case opts && arg == "--":
+			opts = false
+		case opts && (arg == "-t" || arg == "--target-directory" || arg == "-S" || arg == "--suffix"):
+			target = target || arg == "-t" || arg == "--target-directory"
+			i++
+		case opts && strings.HasPrefix(arg, "--target-directory="):
+			target = true
+		case opts && len(arg) > 1 && arg[0] == '-':
+			target = target || arg[1] != '-' && strings.Contains(arg, "t")
+		default:
+			ops = append(ops, arg)
+		}
+	}
+	if !target && len(ops) > 0 {
+		ops = ops[:len(ops)-1]
+	}
+	for _, src := range ops {
+		switch class, what := a.classify(src); class {
+		case targetCritical:
+			a.flag(part, "moves "+what+" away (mv "+src+"), as deleting it would", tool.RiskCritical)
+		case targetSystem:
+			a.flag(part, "moves "+what+" away (mv "+src+")", tool.RiskHigh)
 		}
 	}
 }
