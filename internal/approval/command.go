@@ -148,6 +148,8 @@ type analyzer struct {
 	// written is the text echo, printf, cat and tee of the line wrote to each file
 	// (by its path as written), which a later command may run as code.
 	written map[string][]string
+	// codeRead counts the strings codeDanger parsed (maxCodeTexts).
+	codeRead int
 	// positional is set when the line gives the positional parameters values
 	// this check does not follow: it defines a function (whose calls pass them)
 	// or runs set with operands.
@@ -815,6 +817,28 @@ func (a *analyzer) scriptFiles(s *syntax.Stmt, sc SimpleCommand) {
 	}
 }
 
+// maxCodeTexts bounds the strings codeDanger reads as commands in one line; past
+// it the line asks, so that a line of many strings costs the check little.
+const maxCodeTexts = 1000
+
+// dangerWords are the names the danger checks look for (and the wrappers,
+// downloaders and function definitions they follow): a text without any of them
+// holds nothing they would find, and is not parsed.
+var dangerWords = []string{"rm", "mkfs", "mke2fs", "wipefs", "mkswap", "dd", "shred", "unlink", "rsync", "chmod",
+	"chown", "chgrp", "git", "find", "shutdown", "reboot", "halt", "poweroff", "init", "systemctl", "kill", "mv",
+	"sudo", "doas", "su", "curl", "wget", "fetch", "http", "aria2c", "()", "function", "tar", "sed", "awk", "sh", "python", "perl",
+	"ruby", "node", "php", "eval"}
+
+// mayBeDangerous reports whether text holds one of dangerWords.
+func mayBeDangerous(text string) bool {
+	for _, w := range dangerWords {
+		if strings.Contains(text, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // codeDanger reads each of texts as a command a program may run and keeps what
 // the danger checks find in it (rm -rf / is critical), and nothing else: most
 // such texts are no commands at all.
@@ -823,6 +847,13 @@ func (a *analyzer) codeDanger(texts []string) {
 		return
 	}
 	for _, m := range texts {
+		if !mayBeDangerous(m) {
+			continue
+		}
+		if a.codeRead++; a.codeRead > maxCodeTexts {
+			a.add(Finding{Part: clip(a.src, 80), Immune: true, What: "holds more strings that may be commands than this check reads"})
+			return
+		}
 		for _, f := range analyzeCommand(m, a.depth+1).Findings {
 			if f.Risk != "" {
 				a.add(f)
