@@ -186,6 +186,8 @@ func (c *check) commandImmune(present bool) string {
 		}
 	} else if f := c.vagueDeleteImmune(); f != "" {
 		parts = append(parts, f)
+	} else if f := c.climbsToCritical(); f != "" {
+		parts = append(parts, f)
 	}
 	// A protected path is named too when something else forces the ask:
 	// (cd ~ && rm -rf .ssh) deletes from a folder known only when it runs, and
@@ -200,6 +202,55 @@ func (c *check) commandImmune(present bool) string {
 		return r
 	}
 	return c.readsPrivateWithin()
+}
+
+// climbsToCritical judges the danger of a command whose relative words lead out of
+// the working directory (by .., or from a folder a cd led to outside it) as what
+// they name from where it runs: from /work/proj, rm -rf ../../usr and cd ../..
+// && rm -rf usr are rm -rf /usr, which the analysis, knowing no folder, took for
+// files outside the working directory (high risk). A critical finding so is
+// immune as the analysis's own; its text is returned, or "".
+func (c *check) climbsToCritical() string {
+	work := ""
+	if c.req.Workdir != "" {
+		work = path.Clean(filepath.ToSlash(c.req.Workdir))
+	}
+	for _, sc := range c.cmd.Commands {
+		dirs, _ := c.wordDirs(sc.Dirs)
+		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+			climbing := slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, "..") })
+			for _, dir := range dirs {
+				if dir == "" || !filepath.IsAbs(dir) || !climbing && (work == "" || within(filepath.ToSlash(dir), work)) {
+					continue
+				}
+				abs := slices.Clone(words)
+				changed := false
+				for i, w := range abs[1:] {
+					if w == "" || strings.HasPrefix(w, "-") || path.IsAbs(w) || strings.HasPrefix(w, "~") || strings.Contains(w, "$") {
+						continue
+					}
+					p := path.Join(filepath.ToSlash(dir), w)
+					if work != "" && within(p, work) {
+						continue
+					}
+					abs[i+1], changed = p, true
+				}
+				if !changed {
+					continue
+				}
+				b := &analyzer{src: c.command, cfg: newExpandConfig()}
+				b.danger(sc.Text, abs)
+				for _, f := range b.res.Findings {
+					if f.Risk == tool.RiskCritical {
+						c.cmd.Findings = append(c.cmd.Findings, f)
+						c.risk = tool.RiskCritical
+						return f.String()
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // protectedWrite names a path the command may write that an immune glob protects,

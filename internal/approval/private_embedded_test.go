@@ -140,3 +140,32 @@ func TestPrivateDirThroughProc(t *testing.T) {
 		t.Errorf("cat /proc/self/cwd/README.md: %s: %s; want it run at once", d.Outcome, d.Reason)
 	}
 }
+
+// TestClimbToCriticalPath: a relative path is judged from where the command runs.
+// From /work/proj, rm -rf ../../usr deletes /usr, and cd ../.. && rm -rf usr too;
+// the analysis, which knows no folder, took them for files outside the working
+// directory (high risk), which bypass mode ran unasked. They are critical and
+// immune now; a delete of a sibling checkout is judged as before.
+func TestClimbToCriticalPath(t *testing.T) {
+	t.Parallel()
+	e := testEngine(t, DefaultConfig())
+	for _, tc := range []immuneCase{
+		{"rm -rf ../../usr", true},
+		{"rm -rf ../../../../../etc/", true},
+		{"cd ../.. && rm -rf usr", true},
+		{"cd .. && cd .. && rm -r home", true},
+		{"chmod -R 777 ../../etc", true},
+		{"mv ../../home /tmp/h", true},
+		{"find ../.. -delete", true},
+		{"rm -rf ../other", false},
+		{"cd .. && rm -rf proj2", false},
+		{"rm -rf build ./dist", false},
+		{"cd /tmp && rm -rf x", false},
+		{"cd src/.. && rm -rf build", false},
+	} {
+		d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeBypass, Workdir: testWorkdir, Args: commandArgs(tc.command)})
+		if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
+			t.Errorf("%q from %s: %s (immune %v): %s; want an immune ask: %v", tc.command, testWorkdir, d.Outcome, d.Immune, d.Reason, tc.ask)
+		}
+	}
+}
