@@ -2,6 +2,7 @@ package approval
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,9 @@ type CommandAnalysis struct {
 	// vagueDeletes are deletes from a folder a sourced script may have led to
 	// (writes_vague.go).
 	vagueDeletes []vagueDelete
+	// assigned are the values the line assigns to variables, with the folders
+	// the assignment runs in, which the data-dir check reads as words.
+	assigned []pathSite
 	// physical is set when the line may turn on set -P (set -o physical): then
 	// its cds resolve symbolic links before .., as cd -P does.
 	physical bool
@@ -141,6 +145,15 @@ type analyzer struct {
 	cmdDirs []Dir
 	// vars is what the line tells of its variables (command_vars.go).
 	vars *varScope
+	// written is the text echo, printf, cat and tee of the line wrote to each file
+	// (by its path as written), which a later command may run as code.
+	written map[string][]string
+	// codeRead counts the strings codeDanger parsed (maxCodeTexts).
+	codeRead int
+	// positional is set when the line gives the positional parameters values
+	// this check does not follow: it defines a function (whose calls pass them)
+	// or runs set with operands.
+	positional bool
 }
 
 func analyzeCommand(src string, depth int) CommandAnalysis {
@@ -156,6 +169,7 @@ func analyzeCommand(src string, depth int) CommandAnalysis {
 		a.fallback()
 	} else {
 		a.scanVars(f)
+		a.positional = setsPositional(f)
 		a.followDirs(f)
 		syntax.Walk(f, a.visit)
 		for _, p := range a.pipelines {
@@ -243,6 +257,7 @@ func (a *analyzer) visit(n syntax.Node) bool {
 		}
 		for _, as := range n.Args {
 			a.assign(as, a.text(n))
+			a.assigned(as, nil)
 			if nameref && as.Value != nil && pwdVars[as.Value.Lit()] {
 				a.setsPWD(as.Value.Lit(), a.text(n))
 			}
@@ -397,6 +412,7 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	envOK := true
 	for _, as := range call.Assigns {
 		envOK = a.assign(as, text) && envOK
+		a.assigned(as, a.dirsAt(s))
 	}
 	if len(call.Args) == 0 {
 		return // only assignments
@@ -436,6 +452,14 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	}
 	u := unwrap(raw)
 	sc.Words, sc.Runs, sc.argsFromInput = u.key, u.runs, u.fromInput
+	// A word with a default (${DIR:-/}) may take it: the command as it runs with
+	// the defaults is one more of what it runs, for the danger checks, the rules
+	// and the data-dir check.
+	if alt := a.defaultsView(call.Args); alt != nil {
+		v := unwrap(alt)
+		sc.Runs = append(sc.Runs, v.key)
+		sc.Runs = append(sc.Runs, v.runs...)
+	}
 	// env -C X runs the command as (cd X && command) would, but physically (chdir):
 	// X is read as a folder from where the line stands, the command's words from X.
 	for _, t := range u.chdirs {
@@ -479,10 +503,37 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	for _, str := range u.shell {
 		a.add(Finding{Part: text, Immune: true,
 			What: "runs a string as shell code (" + u.shellWhat + "), which cannot be checked before it runs"})
-		sc.Runs = append(sc.Runs, a.nested(text, str, sc.Dirs)...)
+		runs, _ := a.nested(text, str, sc.Dirs)
+		sc.Runs = append(sc.Runs, runs...)
+	}
+	sc.Runs = append(sc.Runs, a.programEffects(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)...)
+	a.wrappedDanger(text, append([][]string{sc.Words}, sc.Runs...), sc.Dirs)
+	a.scriptFiles(s, sc)
+	// A here-string or here-document handed to a shell is shell code, as sh -c's
+	// string is; one handed to another interpreter is read as its -c code is.
+	if len(sc.input) > 0 && runsInput(sc) {
+		for _, in := range sc.input {
+			if inputShell(sc) {
+				a.add(Finding{Part: text, Immune: true,
+					What: "runs a string as shell code (a here-string or here-document), which cannot be checked before it runs"})
+				runs, _ := a.nested(text, in, sc.Dirs)
+				sc.Runs = append(sc.Runs, runs...)
+			} else {
+				a.codeDanger(codeStrings(in))
+			}
+		}
 	}
 	if u.privileged {
 		a.add(Finding{Part: text, What: "runs as another user (sudo, doas or su)", Risk: tool.RiskHigh})
+	}
+	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
+		if what := rebindsNames(v); what != "" {
+			a.notRO = true
+			a.add(Finding{Part: text, Immune: true, What: what + ", so what a command of the line runs cannot be checked"})
+		}
+	}
+	if a.positional && deletesPositional(call.Args, append([][]string{sc.Words}, sc.Runs...)) {
+		a.flag(text, "deletes what a function's callers or set -- give it ($1, $@ …), which this check does not follow", tool.RiskCritical)
 	}
 	a.cmdDirs = sc.Dirs
 	a.danger(text, sc.Words)
@@ -507,6 +558,320 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 	a.callViews[call] = append([][]string{sc.Words}, sc.Runs...)
 }
 
+// programEffects notes what programs that take a script or a command in their
+// words do with it (command_scripts.go): the files they read and write, as a
+// redirection's are, and the commands they run, read as nested shell code and
+// judged as the line's own commands are (awk '{print | "sort"}' runs sort; awk
+// 'BEGIN{system("rm -rf /")}' is rm -rf /). Code they build as they run (sed's
+// s///e, awk's system($0)), or hand a shell on its input (print | "sh"), cannot be
+// read: it asks whatever the rules and mode say, as sh -c does. It returns the
+// commands they run.
+func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][]string {
+	var runs [][]string
+	for _, v := range views {
+		if len(v) == 0 {
+			continue
+		}
+		fx := scriptEffects(v)
+		for _, r := range fx.reads {
+			if r != "" && !harmlessSink(r) && r != "/dev/stdin" {
+				a.res.Inputs = append(a.res.Inputs, r)
+				a.res.inputSites = append(a.res.inputSites, pathSite{path: r, dirs: dirs})
+			}
+		}
+		for _, w := range fx.writes {
+			if w != "" && !harmlessSink(w) {
+				a.writes([]string{w}, dirs)
+			}
+		}
+		a.codeDanger(fx.maybe)
+		for _, r := range fx.runs {
+			inputCode := false
+			if r != "" {
+				var rs [][]string
+				rs, inputCode = a.nested(part, r, dirs)
+				runs = append(runs, rs...)
+			}
+			if r == "" || inputCode {
+				a.add(Finding{Part: part, Immune: true,
+					What: "runs shell code it builds as it runs (" + fx.what + "), which cannot be checked before it runs"})
+			}
+		}
+	}
+	return runs
+}
+
+// setsPositional reports whether the line defines a function or runs set with
+// operands (set -- a b), giving $1, $@ … values of its own.
+func setsPositional(f *syntax.File) bool {
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.FuncDecl:
+			found = true
+		case *syntax.CallExpr:
+			if len(n.Args) > 1 && n.Args[0].Lit() == "set" {
+				for i, w := range n.Args[1:] {
+					lit := w.Lit()
+					prev := n.Args[i].Lit() // the word before w: -o, -euo take it as an option name
+					optName := len(prev) > 1 && (prev[0] == '-' || prev[0] == '+') && prev[1] != '-' && strings.HasSuffix(prev, "o")
+					if lit == "--" || lit == "-" || !strings.HasPrefix(lit, "-") && !strings.HasPrefix(lit, "+") && !optName {
+						found = true
+					}
+				}
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// deletesPositional reports whether a command that deletes (rm, rmdir, unlink,
+// shred, find -delete, in any of its views) names a target with a positional
+// parameter ($1, ${2}, $@, $*).
+func deletesPositional(args []*syntax.Word, views [][]string) bool {
+	deletes := false
+	for _, v := range views {
+		if len(v) == 0 {
+			continue
+		}
+		switch path.Base(v[0]) {
+		case "rm", "rmdir", "unlink", "shred":
+			deletes = true
+		case "find":
+			deletes = deletes || contains(v, "-delete")
+		}
+	}
+	if !deletes {
+		return false
+	}
+	found := false
+	for _, w := range args[1:] {
+		syntax.Walk(w, func(n syntax.Node) bool {
+			if p, ok := n.(*syntax.ParamExp); ok && p.Param != nil && (allDigits(p.Param.Value) || p.Param.Value == "@" || p.Param.Value == "*") && p.Param.Value != "0" {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
+}
+
+// rebindsNames says how the command words makes a command name run something
+// else than the program of that name, or returns "": hash -p binds a name to
+// any program (hash -p /bin/rm cat; cat -rf /), enable -f loads a builtin from a
+// shared object, and shopt -s expand_aliases lets the aliases of the line's
+// next lines replace the names they define (alias cat='rm -rf').
+func rebindsNames(words []string) string {
+	if len(words) < 2 {
+		return ""
+	}
+	name, args := path.Base(words[0]), words[1:]
+	short := func(c byte) bool {
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if len(a) > 1 && a[0] == '-' && strings.IndexByte(a[1:], c) >= 0 {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case name == "hash" && short('p'):
+		return "binds a command name to another program (hash -p)"
+	case name == "enable" && short('f'):
+		return "loads a builtin command from a shared object (enable -f)"
+	case name == "shopt" && short('s') && contains(args, "expand_aliases"):
+		return "turns on aliases (shopt -s expand_aliases), which may make any name run other code"
+	}
+	return ""
+}
+
+// defaultsView is the words of a command with every ${NAME:-word} style default
+// taken (withDefaults), or nil when none has one.
+func (a *analyzer) defaultsView(args []*syntax.Word) []string {
+	var words []*syntax.Word
+	changed := false
+	for _, w := range args {
+		d, ok := withDefaults(w)
+		changed = changed || ok
+		words = append(words, d)
+	}
+	if !changed {
+		return nil
+	}
+	var out []string
+	for _, f := range expandWords(a.cfg, a.src, words) {
+		out = append(out, f.text)
+	}
+	return out
+}
+
+// maxWrappedWords bounds the words wrappedDanger reads of one command.
+const maxWrappedWords = 64
+
+// wrappedDanger reads a program this check does not know, which may run the words
+// after its own as a command (setsid, taskset, flock, unshare, strace, ssh, docker
+// run) or a word as shell code (script -c, ssh host '…'), for the critical
+// destructive commands among them: setsid rm -rf / is rm -rf /. Only critical
+// findings count, so that a word that merely looks like a command (git rm -r .)
+// asks no more. Read-only invocations and git (whose subcommands share the names)
+// are not read so.
+func (a *analyzer) wrappedDanger(part string, views [][]string, dirs []Dir) {
+	for _, v := range views {
+		if len(v) < 2 || path.Base(v[0]) == "git" || readOnlyCommand(v, make([]bool, len(v))) {
+			continue
+		}
+		b := &analyzer{src: a.src, depth: a.depth, cfg: a.cfg, cmdDirs: dirs}
+		for i := 1; i < len(v) && i < maxWrappedWords; i++ {
+			if strings.ContainsAny(v[i], " \t\n") {
+				b.codeDanger(v[i : i+1])
+				continue
+			}
+			u := unwrap(v[i:])
+			b.danger(part, u.key)
+			for _, r := range u.runs {
+				b.danger(part, r)
+			}
+		}
+		for _, f := range b.res.Findings {
+			if f.Risk == tool.RiskCritical {
+				a.add(f)
+			}
+		}
+	}
+}
+
+// scriptFiles follows code the line writes to a file and then runs: cat > x.sh
+// <<'EOF' … EOF; bash x.sh runs what the here-document says. It notes what
+// echo, printf, cat (its here-document or here-string) and tee write through a
+// redirection (or tee's operands), and reads what a later shell, interpreter,
+// source or ./x.sh runs of it as code handed to it is read: what the danger
+// checks find counts, and the data-dir check reads its words.
+func (a *analyzer) scriptFiles(s *syntax.Stmt, sc SimpleCommand) {
+	if len(sc.Words) == 0 {
+		return
+	}
+	name := path.Base(sc.Words[0])
+	var content string
+	switch name {
+	case "cat", "tee":
+		content = strings.Join(sc.input, "\n")
+	case "echo", "printf":
+		content = strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(strings.Join(positional(sc.Words[1:]), " "))
+	}
+	if content != "" {
+		var targets []string
+		for _, r := range s.Redirs {
+			switch r.Op {
+			case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.AppAll:
+				if r.Word != nil {
+					targets = append(targets, joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word})))
+				}
+			}
+		}
+		if name == "tee" {
+			targets = append(targets, positional(sc.Words[1:])...)
+		}
+		for _, t := range targets {
+			if a.written == nil {
+				a.written = map[string][]string{}
+			}
+			a.written[path.Clean(t)] = append(a.written[path.Clean(t)], content)
+		}
+	}
+	if len(a.written) == 0 {
+		return
+	}
+	for _, v := range append([][]string{sc.Words}, sc.Runs...) {
+		if len(v) == 0 {
+			continue
+		}
+		prog, file, shell := path.Base(v[0]), "", true
+		switch {
+		case prog == "source" || prog == ".":
+			if len(v) > 1 {
+				file = v[1]
+			}
+		case shellNames[prog] || interpreters[prog]:
+			shell = shellNames[prog]
+			if ops := positional(v[1:]); len(ops) > 0 {
+				file = ops[0]
+			}
+		case strings.Contains(v[0], "/"):
+			file = v[0]
+		}
+		if file == "" {
+			continue
+		}
+		for _, code := range a.written[path.Clean(file)] {
+			a.res.assigned = append(a.res.assigned, pathSite{path: code, dirs: sc.Dirs})
+			if shell {
+				a.codeDanger([]string{code})
+			} else {
+				a.codeDanger(codeStrings(code))
+			}
+		}
+	}
+}
+
+// maxCodeTexts bounds the strings codeDanger reads as commands in one line; past
+// it the line asks, so that a line of many strings costs the check little.
+const maxCodeTexts = 1000
+
+// dangerWords are the names the danger checks look for (and the wrappers,
+// downloaders and function definitions they follow): a text without any of them
+// holds nothing they would find, and is not parsed.
+var dangerWords = []string{"rm", "mkfs", "mke2fs", "wipefs", "mkswap", "dd", "shred", "unlink", "rsync", "chmod",
+	"chown", "chgrp", "git", "find", "shutdown", "reboot", "halt", "poweroff", "init", "systemctl", "kill", "mv",
+	"sudo", "doas", "su", "curl", "wget", "fetch", "http", "aria2c", "()", "function", "tar", "sed", "awk", "sh", "python", "perl",
+	"ruby", "node", "php", "eval"}
+
+// mayBeDangerous reports whether text holds one of dangerWords.
+func mayBeDangerous(text string) bool {
+	for _, w := range dangerWords {
+		if strings.Contains(text, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// codeDanger reads each of texts as a command a program may run and keeps what
+// the danger checks find in it (rm -rf / is critical), and nothing else: most
+// such texts are no commands at all.
+func (a *analyzer) codeDanger(texts []string) {
+	if a.depth+1 > maxNesting {
+		return
+	}
+	for _, m := range texts {
+		if !mayBeDangerous(m) {
+			continue
+		}
+		if a.codeRead++; a.codeRead > maxCodeTexts {
+			a.add(Finding{Part: clip(a.src, 80), Immune: true, What: "holds more strings that may be commands than this check reads"})
+			return
+		}
+		for _, f := range analyzeCommand(m, a.depth+1).Findings {
+			if f.Risk != "" {
+				a.add(f)
+			}
+		}
+	}
+}
+
+// inputShell reports whether the program of sc that runs its input is a shell.
+func inputShell(sc SimpleCommand) bool {
+	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+		if len(words) > 0 && shellNames[path.Base(words[0])] && readsStdin(words[1:]) || sourcesInput(words) {
+			return true
+		}
+	}
+	return false
+}
+
 // writes records paths a command run in dirs may write.
 func (a *analyzer) writes(paths []string, dirs []Dir) {
 	a.res.Writes = append(a.res.Writes, paths...)
@@ -516,17 +881,18 @@ func (a *analyzer) writes(paths []string, dirs []Dir) {
 }
 
 // nested reads a string that a command run in dirs runs as shell code and returns
-// the commands in it, so deny rules and danger checks see through sh -c.
-func (a *analyzer) nested(part, src string, dirs []Dir) [][]string {
+// the commands in it, so deny rules and danger checks see through sh -c, and
+// whether one of them runs code it reads from its input (sh, python3 -).
+func (a *analyzer) nested(part, src string, dirs []Dir) (runs [][]string, inputCode bool) {
 	if a.depth+1 > maxNesting {
 		a.add(Finding{Part: part, Immune: true, What: "nests shell code too deeply to check"})
-		return nil
+		return nil, false
 	}
 	inner := analyzeCommand(src, a.depth+1)
-	var runs [][]string
 	for _, c := range inner.Commands {
 		runs = append(runs, c.Words)
 		runs = append(runs, c.Runs...)
+		inputCode = inputCode || runsInput(c)
 	}
 	for _, f := range inner.Findings {
 		a.add(f)
@@ -536,7 +902,22 @@ func (a *analyzer) nested(part, src string, dirs []Dir) [][]string {
 		w.dirs = joinDirs(dirs, w.dirs)
 		a.res.writeSites = append(a.res.writeSites, w)
 	}
-	return runs
+	a.res.Inputs = append(a.res.Inputs, inner.Inputs...)
+	for _, in := range inner.inputSites {
+		in.dirs = joinDirs(dirs, in.dirs)
+		a.res.inputSites = append(a.res.inputSites, in)
+	}
+	return runs, inputCode
+}
+
+// assigned records the value of an assignment run in dirs.
+func (a *analyzer) assigned(as *syntax.Assign, dirs []Dir) {
+	if as.Value == nil {
+		return
+	}
+	if v := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{as.Value})); v != "" {
+		a.res.assigned = append(a.res.assigned, pathSite{path: v, dirs: dirs})
+	}
 }
 
 // assign checks a NAME=value prefix or declaration; false when it is unsafe.
@@ -550,6 +931,12 @@ func (a *analyzer) assign(as *syntax.Assign, part string) bool {
 	}
 	if pwdVars[as.Name.Value] {
 		a.setsPWD(as.Name.Value, part)
+		return false
+	}
+	if as.Name.Value == "BASH_CMDS" || as.Name.Value == "BASH_ALIASES" {
+		a.notRO = true
+		a.add(Finding{Part: part, Immune: true,
+			What: "sets " + as.Name.Value + ", which binds command names to other programs or code, so what a command of the line runs cannot be checked"})
 		return false
 	}
 	if !dangerousEnv(as.Name.Value, val) {

@@ -57,6 +57,8 @@ func (a *analyzer) danger(part string, words []string) {
 		}
 	case name == "rsync":
 		a.rsyncDeletes(part, args)
+	case name == "mv":
+		a.mvDanger(part, args)
 	case name == "chmod" || name == "chown" || name == "chgrp":
 		a.modeDanger(part, name, args)
 	case name == "git":
@@ -273,14 +275,51 @@ func (a *analyzer) rsyncDeletes(part string, args []string) {
 		return i < 0 || strings.Contains(w[:i], "/")
 	}
 	dest := words[len(words)-1]
-	if del && local(dest) {
-		a.deleteFromVague(part, dest)
+	if del && local(dest) && !a.deleteFromVague(part, dest) {
+		// rsync -a --delete empty/ ~ deletes all the home directory holds.
+		if class, what := a.classify(dest); class == targetCritical {
+			a.flag(part, "deletes what "+what+" holds that the source lacks (rsync --delete into "+dest+")", tool.RiskCritical)
+		}
 	}
 	if removeSources {
 		for _, src := range words[:len(words)-1] {
 			if local(src) {
 				a.deleteFromVague(part, src)
 			}
+		}
+	}
+}
+
+// mvDanger judges what mv moves away as what rm -r would delete there: mv ~
+// /tmp/h takes the home directory away as surely as rm -rf ~ does. Its sources
+// are its operands but the last, or all with -t (--target-directory).
+func (a *analyzer) mvDanger(part string, args []string) {
+	var ops []string
+	target, opts := false, true
+	for i := 0; i < len(args); i++ {
+		switch arg := args[i]; {
+		case opts && arg == "--":
+			opts = false
+		case opts && (arg == "-t" || arg == "--target-directory" || arg == "-S" || arg == "--suffix"):
+			target = target || arg == "-t" || arg == "--target-directory"
+			i++
+		case opts && strings.HasPrefix(arg, "--target-directory="):
+			target = true
+		case opts && len(arg) > 1 && arg[0] == '-':
+			target = target || arg[1] != '-' && strings.Contains(arg, "t")
+		default:
+			ops = append(ops, arg)
+		}
+	}
+	if !target && len(ops) > 0 {
+		ops = ops[:len(ops)-1]
+	}
+	for _, src := range ops {
+		switch class, what := a.classify(src); class {
+		case targetCritical:
+			a.flag(part, "moves "+what+" away (mv "+src+"), as deleting it would", tool.RiskCritical)
+		case targetSystem:
+			a.flag(part, "moves "+what+" away (mv "+src+")", tool.RiskHigh)
 		}
 	}
 }
@@ -417,6 +456,7 @@ func (a *analyzer) markPipeline(b *syntax.BinaryCmd) {
 // stage that is a subshell or a group (`(cd /tmp && curl …) | sh`, `curl … | { bash; }`)
 // counts by the commands in it.
 func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
+	a.pipedCode(stmts)
 	download := ""
 	for _, s := range stmts {
 		if call, ok := s.Cmd.(*syntax.CallExpr); ok {
@@ -428,6 +468,41 @@ func (a *analyzer) pipeline(stmts []*syntax.Stmt) {
 		for _, call := range stageCalls(s) {
 			if a.pipelineCall(stmts, s, call, &download) {
 				return
+			}
+		}
+	}
+}
+
+// pipedCode reads what echo and printf stages print into a later stage that runs
+// its input as code (echo 'rm -rf /' | sh, printf '…' | python3) as that code:
+// what the danger checks find in it counts, for a shell's input as a whole, for
+// an interpreter's in its strings.
+func (a *analyzer) pipedCode(stmts []*syntax.Stmt) {
+	var printed []string
+	for _, s := range stmts {
+		calls := stageCalls(s)
+		if call, ok := s.Cmd.(*syntax.CallExpr); ok {
+			calls = []*syntax.CallExpr{call}
+		}
+		for _, call := range calls {
+			for _, v := range a.callViews[call] {
+				if len(v) == 0 {
+					continue
+				}
+				name := path.Base(v[0])
+				switch {
+				case name == "echo" || name == "printf":
+					text := strings.Join(positional(v[1:]), " ")
+					printed = append(printed, strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(text))
+				case len(printed) > 0 && ((shellNames[name] || interpreters[name]) && readsStdin(v[1:]) || sourcesInput(v)):
+					if !interpreters[name] {
+						a.codeDanger(printed)
+					} else {
+						for _, p := range printed {
+							a.codeDanger(codeStrings(p))
+						}
+					}
+				}
 			}
 		}
 	}
@@ -478,10 +553,21 @@ func readsStdin(args []string) bool {
 			i++
 		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
 		default:
-			return false // a script file
+			return stdinPath(a) // a script file, unless it is the input itself
 		}
 	}
 	return true
+}
+
+// stdinPath reports whether p names a command's own input.
+func stdinPath(p string) bool {
+	return p == "/dev/stdin" || p == "/dev/fd/0" || p == "/proc/self/fd/0"
+}
+
+// sourcesInput reports whether words are source or . reading its own input
+// (source /dev/stdin), which runs it as shell code.
+func sourcesInput(words []string) bool {
+	return len(words) > 1 && (words[0] == "source" || words[0] == ".") && stdinPath(words[1])
 }
 
 // forkBomb catches functions that spawn themselves: `:(){ :|:& };:`.

@@ -69,15 +69,28 @@ func (d Dir) physicalJoin(target string) string {
 	return d.Path + "/" + target
 }
 
-// location is where the shell stands at one point: its folder and pushd's stack.
+// location is where the shell stands at one point: its folder, pushd's stack, and
+// the folder cd - goes back to (OLDPWD), when a cd of the line set it.
 type location struct {
 	dir   Dir
 	stack []Dir // the newest last
+	old   Dir
+	// oldSet is set when a cd, pushd or popd of the line set old; without one,
+	// OLDPWD is whatever the run inherits.
+	oldSet bool
 }
 
 var vagueLocation = location{dir: Dir{Vague: true}}
 
-func (l location) equal(m location) bool { return l.dir == m.dir && slices.Equal(l.stack, m.stack) }
+func (l location) equal(m location) bool {
+	return l.dir == m.dir && slices.Equal(l.stack, m.stack) && l.old == m.old && l.oldSet == m.oldSet
+}
+
+// moved is where the shell stands after a change from l to dir with stack: bash's
+// cd, pushd and popd set OLDPWD to the folder they leave.
+func (l location) moved(dir Dir, stack []Dir) location {
+	return location{dir: dir, stack: stack, old: l.dir, oldSet: true}
+}
 
 // locations are the places the shell may stand at one point; never empty where a
 // command may run.
@@ -483,18 +496,29 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 			if targets := f.cdTargets(call, args[0]); len(targets)*len(in) <= maxLocations {
 				var ok locations
 				for _, t := range targets {
-					ok = ok.union(in.each(func(l location) location { return location{dir: l.dir.cd(t, physical), stack: l.stack} }))
+					ok = ok.union(in.each(func(l location) location { return l.moved(l.dir.cd(t, physical), l.stack) }))
 				}
 				if ok != nil {
 					return ok, in
 				}
 			}
 		}
+		if len(args) > 0 && args[0].text == "-" && !args[0].dynamic && !strings.Contains(f.a.src, "OLDPWD") {
+			// cd - goes back to the folder the line's last cd left; before one,
+			// to what the run inherits. A line naming OLDPWD (unset OLDPWD) is
+			// not followed so.
+			return in.each(func(l location) location {
+				if !l.oldSet {
+					return l.moved(Dir{Vague: true}, l.stack)
+				}
+				return l.moved(l.old, l.stack)
+			}), in
+		}
 		if len(args) == 0 || unknownTarget(args[0]) {
-			return in.each(func(l location) location { return location{dir: Dir{Vague: true}, stack: l.stack} }), in
+			return in.each(func(l location) location { return l.moved(Dir{Vague: true}, l.stack) }), in
 		}
 		t := args[0].text
-		return in.each(func(l location) location { return location{dir: l.dir.cd(t, physical), stack: l.stack} }), in
+		return in.each(func(l location) location { return l.moved(l.dir.cd(t, physical), l.stack) }), in
 	case "pushd":
 		args := words[1:]
 		switch {
@@ -504,7 +528,7 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 					return vagueLocation
 				}
 				n := len(l.stack) - 1
-				return location{dir: l.stack[n], stack: append(slices.Clone(l.stack[:n]), l.dir)}
+				return l.moved(l.stack[n], append(slices.Clone(l.stack[:n]), l.dir))
 			}), in
 		case len(args) > 1 || strings.HasPrefix(args[0].text, "-") || strings.HasPrefix(args[0].text, "+") || unknownTarget(args[0]) || f.cdpath && viaCDPATH(args[0]):
 			return in.each(vague), in // -n, +N, -N: stack juggling this check does not follow
@@ -515,7 +539,7 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 				f.limit(call, "pushes more folders than this check follows")
 				return vagueLocation
 			}
-			return location{dir: l.dir.cd(t, f.physical), stack: append(slices.Clone(l.stack), l.dir)}
+			return l.moved(l.dir.cd(t, f.physical), append(slices.Clone(l.stack), l.dir))
 		}), in
 	case "popd":
 		if len(words) > 1 {
@@ -526,7 +550,7 @@ func (f *dirFlow) call(call *syntax.CallExpr, in locations) (ok, fail locations)
 				return vagueLocation
 			}
 			n := len(l.stack) - 1
-			return location{dir: l.stack[n], stack: slices.Clone(l.stack[:n])}
+			return l.moved(l.stack[n], slices.Clone(l.stack[:n]))
 		}), in
 	}
 	return in, in

@@ -114,6 +114,9 @@ func TestCommandWordsFollowCd(t *testing.T) {
 		{command: "cd - && ls", ask: "ls"},
 		{command: "cd && git status", ask: "git status"},
 		{command: "cd - && pwd && echo x"},
+		{command: "cd sub && ls && cd - && cat file", parts: []string{"", "", "", ""}},
+		{command: "cd sub && cd - && cat ../x", ask: "../x"},
+		{command: "cd sub/deep && cd ../.. && cd - && cat ../../x"},
 		// .. after a link goes to the parent of where the link points, as the
 		// kernel reads it; a cd's own .. is logical (bash's cd -L).
 		{command: "cat elink/../x", ask: "elink/../x"},
@@ -188,7 +191,16 @@ func TestAnalyzeCommandDirs(t *testing.T) {
 		{"pushd a && pushd /b && popd && popd && ls", []string{".", "a", "/b", "a", "."}, ""},
 		{"pushd a && pushd && ls", []string{".", "a", "."}, ""},
 		{"popd && ls", []string{".", "?"}, ""},
-		{"cd && ls; cd ~ && ls; cd - && ls; cd $D && cd x && ls", []string{".", "?", "? .", "?", "? .", "?", "? .", "?", "?"}, ""},
+		{"cd && ls; cd ~ && ls; cd - && ls; cd $D && cd x && ls", []string{".", "?", "? .", "?", "? .", "? .", "? .", "?", "?"}, ""},
+		// cd - goes back to the folder the line's last cd, pushd or popd left;
+		// before one, to what the run inherits; in a line naming OLDPWD, not followed.
+		{"cd a && cd - && ls", []string{".", "a", "."}, ""},
+		{"cd a && cd b && cd - && cd - && ls", []string{".", "a", "a/b", "a", "a/b"}, ""},
+		{"cd a; cd - && ls", []string{".", "a .", ". ?"}, ""},
+		{"cd a && cd $D && cd - && ls", []string{".", "a", "?", "a"}, ""},
+		{"pushd a && popd && cd - && ls", []string{".", "a", ".", "a"}, ""},
+		{"(cd a) && cd - && ls", []string{".", ".", "?"}, ""},
+		{"cd a && unset OLDPWD; cd - && ls", []string{".", "a", "a .", "?"}, ""},
 		{"cd -P a/.. && ls", []string{".", "?"}, ""},
 		{"cd -L a/.. && ls", []string{".", "."}, ""},
 		{"cd -PL a/.. && ls", []string{".", "."}, ""},

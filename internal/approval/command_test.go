@@ -209,6 +209,22 @@ func TestAnalyzeCommandBraceBomb(t *testing.T) {
 	}
 }
 
+// An interpreter's strings are read as commands up to maxCodeTexts: a one-liner
+// of more strings that may be commands asks, immune, rather than hiding one past
+// the point where the check would stop (or costing it without bound), while
+// strings that name no command the danger checks know are not parsed at all.
+func TestCodeStringsBounded(t *testing.T) {
+	t.Parallel()
+	many := "python3 -c '" + strings.Repeat(`f("rm x"), `, maxCodeTexts+1) + `os.system("true")'`
+	if a := AnalyzeCommand(many); !a.Immune {
+		t.Errorf("%d strings naming rm: not immune: %+v", maxCodeTexts+1, a.Findings)
+	}
+	plain := "python3 -c '" + strings.Repeat(`f("a b"), `, 10*maxCodeTexts) + "'"
+	if a := AnalyzeCommand(plain); a.Immune {
+		t.Errorf("strings naming no command: immune: %+v", a.Findings)
+	}
+}
+
 func TestAnalyzeCommandEmpty(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"", "   ", "# only a comment", "\n\n"} {

@@ -158,6 +158,43 @@ func partsDynamic(parts []syntax.WordPart) bool {
 	return false
 }
 
+// withDefaults is w with each ${NAME:-word}, ${NAME-word}, ${NAME:=word} and
+// ${NAME=word} replaced by its word, as the shell expands it when NAME is unset:
+// rm -rf "${DIR:-/}" deletes / then. changed is false when w has none.
+func withDefaults(w *syntax.Word) (_ *syntax.Word, changed bool) {
+	var rewrite func(parts []syntax.WordPart) []syntax.WordPart
+	rewrite = func(parts []syntax.WordPart) []syntax.WordPart {
+		out := make([]syntax.WordPart, 0, len(parts))
+		for _, p := range parts {
+			switch p := p.(type) {
+			case *syntax.ParamExp:
+				if p.Exp != nil {
+					switch p.Exp.Op {
+					case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull:
+						changed = true
+						if p.Exp.Word != nil {
+							out = append(out, rewrite(p.Exp.Word.Parts)...)
+						}
+						continue
+					}
+				}
+			case *syntax.DblQuoted:
+				cp := *p
+				cp.Parts = rewrite(p.Parts)
+				out = append(out, &cp)
+				continue
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	parts := rewrite(w.Parts)
+	if !changed {
+		return w, false
+	}
+	return &syntax.Word{Parts: parts}, true
+}
+
 // nodeText is the source text of a node, or "" when the positions do not fit.
 func nodeText(src string, n syntax.Node) string {
 	start, end := int(n.Pos().Offset()), int(n.End().Offset())

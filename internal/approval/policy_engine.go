@@ -186,6 +186,8 @@ func (c *check) commandImmune(present bool) string {
 		}
 	} else if f := c.vagueDeleteImmune(); f != "" {
 		parts = append(parts, f)
+	} else if f := c.climbsToCritical(); f != "" {
+		parts = append(parts, f)
 	}
 	// A protected path is named too when something else forces the ask:
 	// (cd ~ && rm -rf .ssh) deletes from a folder known only when it runs, and
@@ -200,6 +202,55 @@ func (c *check) commandImmune(present bool) string {
 		return r
 	}
 	return c.readsPrivateWithin()
+}
+
+// climbsToCritical judges the danger of a command whose relative words lead out of
+// the working directory (by .., or from a folder a cd led to outside it) as what
+// they name from where it runs: from /work/proj, rm -rf ../../usr and cd ../..
+// && rm -rf usr are rm -rf /usr, which the analysis, knowing no folder, took for
+// files outside the working directory (high risk). A critical finding so is
+// immune as the analysis's own; its text is returned, or "".
+func (c *check) climbsToCritical() string {
+	work := ""
+	if c.req.Workdir != "" {
+		work = path.Clean(filepath.ToSlash(c.req.Workdir))
+	}
+	for _, sc := range c.cmd.Commands {
+		dirs, _ := c.wordDirs(sc.Dirs)
+		for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+			climbing := slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, "..") })
+			for _, dir := range dirs {
+				if dir == "" || !filepath.IsAbs(dir) || !climbing && (work == "" || within(filepath.ToSlash(dir), work)) {
+					continue
+				}
+				abs := slices.Clone(words)
+				changed := false
+				for i, w := range abs[1:] {
+					if w == "" || strings.HasPrefix(w, "-") || path.IsAbs(w) || strings.HasPrefix(w, "~") || strings.Contains(w, "$") {
+						continue
+					}
+					p := path.Join(filepath.ToSlash(dir), w)
+					if work != "" && within(p, work) {
+						continue
+					}
+					abs[i+1], changed = p, true
+				}
+				if !changed {
+					continue
+				}
+				b := &analyzer{src: c.command, cfg: newExpandConfig()}
+				b.danger(sc.Text, abs)
+				for _, f := range b.res.Findings {
+					if f.Risk == tool.RiskCritical {
+						c.cmd.Findings = append(c.cmd.Findings, f)
+						c.risk = tool.RiskCritical
+						return f.String()
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // protectedWrite names a path the command may write that an immune glob protects,
@@ -255,8 +306,46 @@ func (c *check) readsPrivate() string {
 						}
 						return r
 					}
+					if r := c.embeddedPrivate(f.text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+						return r
+					}
 				}
 			}
+		}
+	}
+	// A here-string or here-document that a shell or interpreter runs as code
+	// (bash <<< 'cat data/admin.key'), or that read or mapfile takes as values
+	// (read p <<< /var/lib/toolserverd; cat $p/admin.key), names the paths in it
+	// as words would; only pieces with a slash count, a bare name is no path.
+	// Text another program is handed (cat > notes.md <<EOF) names nothing.
+	for _, sc := range c.cmd.Commands {
+		if len(sc.input) == 0 || !runsInput(sc) && !(len(sc.Words) > 0 && slices.Contains([]string{"read", "mapfile", "readarray"}, sc.Words[0])) {
+			continue
+		}
+		dirs, vague := c.physicalDirs(sc.Dirs)
+		for _, text := range sc.input {
+			t := strings.TrimSpace(text)
+			r := ""
+			if strings.Contains(t, "/") && !strings.ContainsAny(t, " \t\n") {
+				r = c.wordPrivate(t, false, false, dirs, vague, false, workdir, sc.Dirs)
+			}
+			if r == "" {
+				r = c.embeddedPrivate(text, dirs, vague, false, workdir, sc.Dirs)
+			}
+			if r != "" {
+				return r + ", in the text it reads from its input"
+			}
+		}
+	}
+	// The value of an assignment names a path a later word may take, even where the
+	// line's variables are not followed (x=data/admin.key; IFS=:; cat $x).
+	for _, site := range c.cmd.assigned {
+		dirs, vague := c.physicalDirs(site.dirs)
+		if r := c.wordPrivate(site.path, false, false, dirs, vague, bare, workdir, site.dirs); r != "" {
+			return r
+		}
+		if r := c.embeddedPrivate(site.path, dirs, vague, bare, workdir, site.dirs); r != "" {
+			return r
 		}
 	}
 	// The paths xargs or tar -T - reads from a here-string or here-document are
@@ -299,6 +388,48 @@ func (c *check) readsPrivate() string {
 	return ""
 }
 
+// embeddedPrivate names a path to a private dir written inside the longer text w
+// (sed '1r data/admin.key', python -c 'open("data/admin.key")', -v ./data:/d,
+// -F f=@data/admin.key), or returns "". The pieces of w between quotes, blanks and
+// the punctuation that separates a path from what surrounds it in a script or an
+// option's value are judged as words, when they hold a slash or are "..": a bare
+// name inside a sentence ("keep the data") is no path.
+func (c *check) embeddedPrivate(w string, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+	for _, tok := range embeddedPaths(w) {
+		if r := c.wordPrivate(tok, strings.ContainsAny(tok, "*?"), false, dirs, vague, bare, workdir, ds); r != "" {
+			return fmt.Sprintf("%s, inside %q", r, clip(w, 80))
+		}
+	}
+	return ""
+}
+
+// embeddedPaths are the pieces of w, other than w itself, that may be paths.
+func embeddedPaths(w string) []string {
+	if !strings.Contains(w, "/") && !strings.Contains(w, "..") {
+		return nil
+	}
+	var out []string
+	for _, tok := range strings.FieldsFunc(w, func(r rune) bool {
+		return strings.ContainsRune(" \t\n\r'\"`<>|;&(){}[],=:@!", r)
+	}) {
+		if tok != w && (tok == ".." || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// runsInput reports whether sc runs the code on its input: a shell or an
+// interpreter given no script (bash, sh -s, python3 -).
+func runsInput(sc SimpleCommand) bool {
+	for _, words := range append([][]string{sc.Words}, sc.Runs...) {
+		if len(words) > 0 && (shellNames[path.Base(words[0])] || interpreters[path.Base(words[0])]) && readsStdin(words[1:]) || sourcesInput(words) {
+			return true
+		}
+	}
+	return false
+}
+
 // readsPathsFromInput reports whether sc takes the paths it works on from its
 // input: xargs, tar -T -, cpio -o, zip -@ (pathList).
 func readsPathsFromInput(sc SimpleCommand) bool {
@@ -321,6 +452,15 @@ func (c *check) wordPrivate(w string, glob, enter bool, dirs []string, vague, ba
 		w = v // --file=PATH
 	}
 	w = pwdRelative(w)
+	if procOther(w) {
+		return fmt.Sprintf("the command names %q, another process's folder or open files under /proc (the daemon's among them: its database, its working directory), which cannot be checked", w)
+	}
+	if dir, rest, ok := sandboxHomeWord(w); ok {
+		if climbsOut(rest) {
+			return fmt.Sprintf("the command names %q, which climbs out of %s (HOME and TMPDIR lie in the daemon's data directory, with other sessions' files)", w, dir)
+		}
+		return "" // the sandbox's own
+	}
 	// A word that is no path by its look may still be a symlink into
 	// the data dir: only where it leads is checked for it.
 	byName := bare || w == ".." || strings.Contains(w, "/")
@@ -403,10 +543,71 @@ func globBase(pattern string) string {
 	return "/"
 }
 
+// sandboxHomeWord splits a word under the command's HOME or TMPDIR (~, $HOME,
+// $TMPDIR, as the shell or a program would expand them) into that folder and the
+// rest of the path.
+func sandboxHomeWord(w string) (dir, rest string, ok bool) {
+	for _, d := range []string{"~", "$HOME", "${HOME}", "$TMPDIR", "${TMPDIR}"} {
+		if r, found := strings.CutPrefix(w, d); found && (r == "" || r[0] == '/') {
+			return d, r, true
+		}
+	}
+	return "", "", false
+}
+
+// climbsOut reports whether the path rest, read below a folder, leaves it by ..
+// (/x/../.. does, /x/.. does not).
+func climbsOut(rest string) bool {
+	depth := 0
+	for _, part := range strings.Split(rest, "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+// procOther reports whether w names, under /proc, the folders or open files of a
+// process other than the one that runs it: /proc/PID/cwd, root, fd, map_files,
+// environ, mem or task (PID a number, a variable such as $$ or $PPID, or a glob),
+// or a thread's under /proc/self/task. Where they lead is the other process's
+// business, the daemon's own folder and its open database among them.
+func procOther(w string) bool {
+	rest, ok := strings.CutPrefix(path.Clean(w), "/proc/")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 2 {
+		return false
+	}
+	pid, entry := parts[0], parts[1]
+	if pid == "self" || pid == "thread-self" {
+		if entry != "task" || len(parts) < 4 {
+			return false
+		}
+		entry = parts[3]
+	} else if !allDigits(pid) && !strings.ContainsAny(pid, "$*?[") {
+		return false
+	}
+	switch entry {
+	case "cwd", "root", "fd", "map_files", "environ", "mem", "task":
+		return true
+	}
+	return false
+}
+
 // pwdRelative reads a word that starts with ~+ or $PWD, the folder the shell
-// stands in, as one relative to it: ~+/data/admin.key is ./data/admin.key.
+// stands in (or /proc/self/cwd, the folder of the process that reads it), as one
+// relative to it: ~+/data/admin.key is ./data/admin.key.
 func pwdRelative(w string) string {
-	for _, pwd := range []string{"~+", "$PWD", "${PWD}"} {
+	for _, pwd := range []string{"~+", "$PWD", "${PWD}", "/proc/self/cwd", "/proc/thread-self/cwd"} {
 		if rest, ok := strings.CutPrefix(w, pwd); ok && (rest == "" || rest[0] == '/') {
 			return "." + rest
 		}

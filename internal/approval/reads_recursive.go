@@ -324,6 +324,12 @@ func (c *check) readsPrivateWithin() string {
 			if !ok {
 				roots, ok = gitCleanRoots(words)
 			}
+			if !ok {
+				roots, ok = extractRoots(words)
+			}
+			if !ok {
+				roots, ok = linkRoots(words)
+			}
 			if globstar {
 				// shopt -s globstar: ** matches every folder below, so cat **/*.db
 				// reads as grep -r does.
@@ -464,6 +470,127 @@ func gitCleanRoots(words []string) (roots []string, ok bool) {
 	}
 	if len(roots) == 0 {
 		roots = []string{base}
+	}
+	return roots, true
+}
+
+// extractRoots reads words as an archive extraction that may write absolute names,
+// which writes wherever the archive says: tar -x (--extract, --get, x in a first
+// bundle) with -P (--absolute-names), unzip -: (but -l, -t, -v, -Z, -z, -p, -c,
+// which write nothing), cpio -i (--extract) without --no-absolute-filenames. Its
+// root is then "/". An extraction without absolute names writes below its folder,
+// as cp -r and rsync -a do, and is not one (ok false), as any other command.
+func extractRoots(words []string) (roots []string, ok bool) {
+	if len(words) < 2 {
+		return nil, false
+	}
+	args := words[1:]
+	absolute := false
+	switch path.Base(words[0]) {
+	case "tar", "gtar", "bsdtar":
+		extract := false
+		for i := 0; i < len(args); i++ {
+			a := args[i]
+			name, _, _ := strings.Cut(a, "=")
+			switch {
+			case a == "--":
+				i = len(args)
+			case strings.HasPrefix(a, "--"):
+				extract = extract || longIs(name, []string{"--extract", "--get"})
+				absolute = absolute || longIs(name, []string{"--absolute-names"})
+			case strings.HasPrefix(a, "-") || i == 0:
+				// A cluster, or old-style letters as the first word.
+				letters := strings.TrimPrefix(a, "-")
+				for j := 0; j < len(letters); j++ {
+					c := letters[j]
+					extract, absolute = extract || c == 'x', absolute || c == 'P'
+					if strings.IndexByte("fCTXbgKLNVHIF", c) >= 0 && strings.HasPrefix(a, "-") {
+						break // -Cdir: the rest is the value
+					}
+				}
+			}
+		}
+		absolute = absolute && extract
+	case "unzip":
+		for _, a := range args {
+			if a == "-d" || a == "-x" || !strings.HasPrefix(a, "-") {
+				continue
+			}
+			if strings.ContainsAny(a[1:], "ltvZzpc") {
+				return nil, false
+			}
+			absolute = absolute || strings.Contains(a, ":")
+		}
+	case "cpio":
+		extract, relative := false, false
+		for _, a := range args {
+			switch {
+			case a == "--extract":
+				extract = true
+			case a == "--no-absolute-filenames":
+				relative = true
+			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--"):
+				extract = extract || strings.ContainsRune(a, 'i')
+				if strings.ContainsRune(a, 't') {
+					return nil, false // lists
+				}
+			}
+		}
+		absolute = extract && !relative
+	}
+	if !absolute {
+		return nil, false
+	}
+	return []string{"/"}, true
+}
+
+// linkRoots reads words as ln -s (--symbolic), which makes a link whose target's
+// contents, at any depth, a later word of the line reaches through the link
+// before the check can see it on disk (ln -s .. up; cat up/data/admin.key): its
+// targets, each read from where the command runs and, when relative, from the
+// link's folder, as the kernel reads it. ok is false for any other command.
+func linkRoots(words []string) (roots []string, ok bool) {
+	if len(words) < 2 || path.Base(words[0]) != "ln" {
+		return nil, false
+	}
+	symbolic, noMore := false, false
+	var ops []string
+	target := "" // -t DIR: the folder the links are made in
+	for i := 1; i < len(words); i++ {
+		a := words[i]
+		switch {
+		case noMore || !strings.HasPrefix(a, "-") || a == "-":
+			ops = append(ops, a)
+		case a == "--":
+			noMore = true
+		case a == "--symbolic":
+			symbolic = true
+		case a == "-t" || a == "--target-directory" || a == "-S" || a == "--suffix":
+			if i+1 < len(words) {
+				if a == "-t" || a == "--target-directory" {
+					target = words[i+1]
+				}
+				i++
+			}
+		case strings.HasPrefix(a, "--target-directory="):
+			target = a[len("--target-directory="):]
+		case !strings.HasPrefix(a, "--"):
+			symbolic = symbolic || strings.ContainsRune(a, 's')
+		}
+	}
+	if !symbolic || len(ops) == 0 {
+		return nil, false
+	}
+	dir := target
+	targets := ops
+	if target == "" && len(ops) > 1 {
+		targets, dir = ops[:len(ops)-1], path.Dir(ops[len(ops)-1])
+	}
+	for _, t := range targets {
+		roots = append(roots, t)
+		if !path.IsAbs(t) && dir != "" && dir != "." {
+			roots = append(roots, path.Join(dir, t))
+		}
 	}
 	return roots, true
 }

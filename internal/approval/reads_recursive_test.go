@@ -241,6 +241,37 @@ func TestRecursiveChangeOfPrivateDir(t *testing.T) {
 		{"rsync -a --delete-after src/ ./", true, false},
 		{"rsync -a --delete src/ build/", false, false},
 		{"rsync -a src/ .", false, false},
+		// Extracting an archive allowed to write absolute names (tar -P, cpio -i
+		// without --no-absolute-filenames, unzip -:) writes wherever the archive
+		// says, the data dir included: tar -xPf x.tar overwrote the admin key
+		// unasked in bypass mode. Without, it writes below its folder, as rsync -a
+		// src/ . does, and is judged as before.
+		{"cpio -idm < x.cpio", true, true},
+		{"rpm2cpio x.rpm | cpio -idmv", true, true},
+		{"tar -xPf x.tar -C src", true, true},
+		{"tar xPf x.tar", true, true},
+		{"tar -x --absolute-names -f x.tar -C src", true, true},
+		{"unzip -: x.zip -d src", true, true},
+		{"tar -xf x.tar", false, false},
+		{"tar xzf x.tgz", false, false},
+		{"tar -xf x.tar -C src", false, false},
+		{"tar -cPf x.tar src", false, false},
+		{"unzip -o x.zip", false, false},
+		{"unzip -l x.zip", false, false},
+		{"cpio -idm --no-absolute-filenames < x.cpio", false, false},
+		{"cpio -it < x.cpio", false, false},
+		{"7z x a.7z", false, false},
+		// A symbolic link to a folder holding the data dir reaches it through
+		// the link, which does not exist yet when the line is checked: ln -s ..
+		// up; cat up/state/admin.key read the admin key unasked in bypass mode.
+		{"ln -s .. up; cat up/state/admin.key", true, true},
+		{"cd src && ln -s ../.. up", true, true},
+		{"ln -s . self", true, false},
+		{"ln -sf ../.. src/up", true, true}, // ../.. from src is the checkout's parent
+		{"ln -s ../shared lib", false, false},
+		{"ln -sf ../README.md src/r", false, false},
+		{"ln -s /usr/bin/python3 py", false, false},
+		{"ln .. x", false, false}, // no symbolic link (ln refuses a folder)
 	}
 	for _, private := range []string{data, state} {
 		cfg := DefaultConfig()

@@ -41,8 +41,11 @@ func rootedWord(w string) bool {
 	return path.IsAbs(w) || strings.HasPrefix(w, "~")
 }
 
-// pwdWord reports whether w starts with ~+ or $PWD, the folder the shell stands in.
-func pwdWord(w string) bool { return prefixedBy(w, "~+", "$PWD", "${PWD}") }
+// pwdWord reports whether w starts with ~+ or $PWD, the folder the shell stands in
+// (or /proc/self/cwd, that of the program reading it).
+func pwdWord(w string) bool {
+	return prefixedBy(w, "~+", "$PWD", "${PWD}", "/proc/self/cwd", "/proc/thread-self/cwd")
+}
 
 // oldpwdWord reports whether w starts with ~- or $OLDPWD, the folder the shell
 // stood in before its last cd, which this check does not follow: like cd -, a
