@@ -18,7 +18,8 @@ Arguments
 - background: start the command as a background job. The call returns at once with
   {"job_id","status":"running"}; the job keeps running after the call (and after the
   client disconnects) until it exits, is killed with kill_job, hits its timeout_ms (if
-  one was given) or the session ends.
+  one was given), the session ends or the daemon stops (after a restart the job tools
+  answer not_found for it, saying that jobs from before the restart have ended).
 
 Result
 The text shows the exit code, the duration, stdout and stderr. Long output is cut from

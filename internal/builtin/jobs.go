@@ -39,6 +39,13 @@ func findJob(p *sandbox.Manager, ctx *tool.Context, id string) (*sandbox.Job, er
 		if len(known) > 0 {
 			msg += "; its jobs are: " + strings.Join(known, ", ")
 		}
+		if ctx.Session != nil && ctx.Session.Loaded {
+			// The job table lives in this process: a restart ended the jobs of the one
+			// before (an eviction released those that had ended), which the model,
+			// which started the job itself, could not tell from a wrong id.
+			msg += ". Jobs started before the daemon restarted or this session was reloaded from the store " +
+				"are not kept: such a job has ended and its output is gone; start it again if it is still needed"
+		}
 		return nil, tool.Errorf(tool.KindNotFound, "%s", msg)
 	}
 	return job, err
