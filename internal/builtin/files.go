@@ -418,7 +418,7 @@ func overText(n, limit int64) string {
 func sizeText(n int64) string {
 	switch {
 	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
+		return countOf(n, "byte", "bytes")
 	case n < 1<<20:
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	case n < 1<<30:
