@@ -14,7 +14,8 @@ Arguments
 - timeout_ms: how long the command may run. Foreground default: the server's default
   timeout; the schema states the maximum. When it passes, the command's whole process
   group gets SIGTERM, then SIGKILL after a short grace period, and the result has kind
-  "timeout" with the output printed so far.
+  "timeout" with the output printed so far. A call given less time than that (the
+  request's timeout_ms) stops the command the same way a little before its deadline.
 - background: start the command as a background job. The call returns at once with
   {"job_id","status":"running"}; the job keeps running after the call (and after the
   client disconnects) until it exits, is killed with kill_job, hits its timeout_ms (if
@@ -49,6 +50,8 @@ const awaitDoc = `await_job waits for a job started by execute_command with back
 Arguments
 - job_id (required)
 - timeout_ms: how long to wait at most (default 30000, at most 600000). 0 only looks.
+  A call given less time than that (the request's timeout_ms) waits until a little
+  before its deadline and answers with the job still running.
 
 It returns when the job ends or the wait is over, whichever is first, with the job's
 status (running, exited, timeout, killed), its exit code once it exited, and the

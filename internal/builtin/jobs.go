@@ -149,9 +149,17 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if err != nil {
 		return elsewhere(t.jobs, ctx, args.JobID, raw, err)
 	}
+	early, stop := beforeDeadline(ctx)
+	defer stop()
+	limited := false
+	if dl, ok := early.Deadline(); ok && time.Until(dl) < bound {
+		// The call's own deadline comes first: wait until just before it and answer
+		// with the job as it is, rather than be stopped with nothing to show.
+		bound, limited = max(time.Until(dl), 0).Round(time.Millisecond), true
+	}
 	cur := cursorsOf(ctx.Session)
 	p := &pump{job: job, off: cur.get(job.ID()), emit: ctx.Emit}
-	wait, cancel := context.WithTimeout(ctx, bound)
+	wait, cancel := context.WithTimeout(early, bound)
 	p.follow(wait)
 	cancel()
 	if err := ctx.Err(); err != nil {
@@ -174,6 +182,9 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	w.WriteString(describe(info))
 	if info.Status == sandbox.StatusRunning {
 		fmt.Fprintf(&w, " Waited %s.", bound)
+		if limited {
+			w.WriteString(" (The call's time limit allowed no longer; the job goes on.)")
+		}
 	}
 	w.WriteString(" Output since the previous await_job of this job:\n")
 	writeOutput(&w, info.ID, out, info)
