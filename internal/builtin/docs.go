@@ -61,7 +61,9 @@ is cut from the start with a note on the offsets to read it with read_job_output
 Structured content: {"job_id","status","exit_code","stdout","stderr","duration_ms",
 "truncated","reason","done","stdout_offset","stderr_offset"}.
 A job that failed is reported, not an error of await_job. Cancelling await_job does
-not stop the job. Jobs of other sessions cannot be seen.`
+not stop the job. Jobs of other sessions cannot be seen. A session keeps its last 100
+finished jobs (every command counts, foreground ones too): asked about an older one,
+the job tools answer not_found saying it was dropped.`
 
 const readDoc = `read_job_output reads a job's output log without waiting.
 

@@ -30,14 +30,15 @@ func findJob(p *sandbox.Manager, ctx *tool.Context, id string) (*sandbox.Job, er
 		return nil, err
 	}
 	job, err := sb.Job(id)
+	if errors.Is(err, sandbox.ErrJobDropped) {
+		return nil, tool.Errorf(tool.KindNotFound, "job %q has ended and is no longer kept: a session keeps its last %d finished jobs "+
+			"(every command counts, foreground ones too) and drops older ones with their output; run its command again if you need its output",
+			id, p.Config().JobRetention)
+	}
 	if errors.Is(err, sandbox.ErrJobNotFound) {
-		var known []string
-		for _, j := range sb.Jobs() {
-			known = append(known, fmt.Sprintf("%s (%s)", j.ID(), j.Status()))
-		}
 		msg := fmt.Sprintf("no job %q in this session", id)
-		if len(known) > 0 {
-			msg += "; its jobs are: " + strings.Join(known, ", ")
+		if known := latestJobs(sb.Jobs()); known != "" {
+			msg += "; " + known
 		}
 		if ctx.Session != nil && ctx.Session.Loaded {
 			// The job table lives in this process: a restart ended the jobs of the one
@@ -49,6 +50,40 @@ func findJob(p *sandbox.Manager, ctx *tool.Context, id string) (*sandbox.Job, er
 		return nil, tool.Errorf(tool.KindNotFound, "%s", msg)
 	}
 	return job, err
+}
+
+// maxListedJobs bounds the jobs a not-found answer names: a session keeps a hundred
+// finished ones, most of them foreground commands long done.
+const maxListedJobs = 20
+
+// latestJobs names the running jobs and the latest finished ones of jobs (oldest
+// first), at most maxListedJobs in all, saying how many older ones it leaves out.
+func latestJobs(jobs []*sandbox.Job) string {
+	keep := make([]bool, len(jobs))
+	n := 0
+	for i, j := range jobs {
+		if j.Status() == sandbox.StatusRunning && n < maxListedJobs {
+			keep[i], n = true, n+1
+		}
+	}
+	for i := len(jobs) - 1; i >= 0 && n < maxListedJobs; i-- {
+		if !keep[i] {
+			keep[i], n = true, n+1
+		}
+	}
+	var named []string
+	for i, j := range jobs {
+		if keep[i] {
+			named = append(named, fmt.Sprintf("%s (%s)", j.ID(), j.Status()))
+		}
+	}
+	switch {
+	case len(named) == 0:
+		return ""
+	case len(named) == len(jobs):
+		return "its jobs are: " + strings.Join(named, ", ")
+	}
+	return fmt.Sprintf("its latest jobs are: %s (and %d older ones)", strings.Join(named, ", "), len(jobs)-len(named))
 }
 
 // elsewhere answers a call about a job this replica does not have (findJob failed

@@ -22,6 +22,10 @@ var (
 	ErrOutputDiscarded      = errors.New("the job's output was discarded")
 )
 
+// ErrJobDropped is an ErrJobNotFound for a job the session had: it ended and was
+// dropped with its logs, to keep Config.JobRetention finished jobs.
+var ErrJobDropped = fmt.Errorf("%w: it ended and was dropped", ErrJobNotFound)
+
 // PathError describes a path that Resolve refused.
 type PathError struct {
 	// Path is the path as given.
