@@ -60,7 +60,7 @@ func startError(err error) error {
 		kind = tool.KindInvalidArgs
 	case errors.Is(err, sandbox.ErrHidden):
 		kind = tool.KindDenied
-	case errors.Is(err, sandbox.ErrTooManyJobs), errors.Is(err, sandbox.ErrClosed):
+	case errors.Is(err, sandbox.ErrTooManyJobs), errors.Is(err, sandbox.ErrClosed), errors.Is(err, sandbox.ErrWorkdirGone):
 		kind = tool.KindUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		kind = tool.KindTimeout

@@ -20,6 +20,7 @@ var (
 	ErrIsolationUnavailable = errors.New("isolated sandbox is not available on this host")
 	ErrClosed               = errors.New("sandbox is closed")
 	ErrOutputDiscarded      = errors.New("the job's output was discarded")
+	ErrWorkdirGone          = errors.New("the session's working directory does not exist any more")
 )
 
 // ErrJobDropped is an ErrJobNotFound for a job the session had: it ended and was

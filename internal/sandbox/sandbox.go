@@ -130,6 +130,12 @@ func (b *box) Start(ctx context.Context, c Cmd) (*Job, error) {
 	case timeout < 0:
 		timeout = 0
 	}
+	if fi, err := os.Stat(b.res.root); err != nil || !fi.IsDir() {
+		// Removed (or replaced) since the session began: no cwd the command gives
+		// can be right, and naming it would send the model after the wrong thing.
+		return nil, fmt.Errorf("%w: %s was removed or moved since the session began; commands can run again once it is back",
+			ErrWorkdirGone, b.res.alias)
+	}
 	dir, err := b.res.Resolve(c.Dir)
 	if err != nil {
 		return nil, err
