@@ -60,7 +60,7 @@ func startError(err error) error {
 		kind = tool.KindInvalidArgs
 	case errors.Is(err, sandbox.ErrHidden):
 		kind = tool.KindDenied
-	case errors.Is(err, sandbox.ErrTooManyJobs), errors.Is(err, sandbox.ErrClosed):
+	case errors.Is(err, sandbox.ErrTooManyJobs), errors.Is(err, sandbox.ErrClosed), errors.Is(err, sandbox.ErrWorkdirGone):
 		kind = tool.KindUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		kind = tool.KindTimeout
@@ -168,20 +168,35 @@ func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resu
 		followInBackground(ctx, job)
 		return backgroundResult(ctx, job)
 	}
-	job, err := sb.Start(ctx, cmd)
+	run, stop := beforeDeadline(ctx)
+	defer stop()
+	job, err := sb.Start(run, cmd)
 	if err != nil {
 		return nil, startError(err)
 	}
 	p := &pump{job: job, emit: ctx.Emit}
-	p.follow(ctx)
-	if ctx.Err() != nil {
+	p.follow(run)
+	if run.Err() != nil {
 		// The sandbox is killing the job (the context was its lifetime); give it the
 		// grace period to go, then report what it printed.
 		wait, cancel := context.WithTimeout(context.Background(), cfg.KillGrace+3*time.Second)
 		_, _ = job.Wait(wait)
 		cancel()
 	}
-	return commandResult(job, ctx.Err())
+	return commandResult(job, run.Err())
+}
+
+// beforeDeadline is ctx ending a little before its deadline (a tenth of the time left,
+// at most a second), so that a command, or a wait for a job, ends in time for the tool
+// to answer with what it has (the output so far, a job still running) rather than the
+// dispatcher answering for it with a bare "did not finish" once the deadline passes
+// (a request's timeout_ms shorter than the command's).
+func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, dl.Add(-min(time.Until(dl)/10, time.Second)))
 }
 
 // followInBackground keeps the call's progress open while the job runs and carries the

@@ -335,3 +335,31 @@ func TestDescribeStalledAtMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandInRemovedWorkdir: a session whose working directory was removed (a
+// checkout deleted and cloned again) answered execute_command with
+// `path "": not a directory (it does not exist)`, invalid_args, naming no path the
+// model gave. It now says the working directory is gone, as the file tools do.
+func TestCommandInRemovedWorkdir(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	dir := filepath.Join(t.TempDir(), "checkout")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sess := newSession("s1", dir)
+	e.mustCall(t, sess, "execute_command", map[string]any{"command": "true"})
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []map[string]any{{"command": "ls"}, {"command": "ls", "cwd": "sub"}, {"command": "ls", "background": true}} {
+		res, _ := e.call(t, context.Background(), sess, "execute_command", args)
+		if !res.IsError || res.ErrorKind != tool.KindUnavailable || !strings.Contains(res.Text(), "working directory does not exist any more: "+dir) {
+			t.Errorf("execute_command %v in a removed working directory: %s %q, want unavailable saying the working directory is gone", args, res.ErrorKind, res.Text())
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.mustCall(t, sess, "execute_command", map[string]any{"command": "true"})
+}

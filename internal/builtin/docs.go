@@ -14,11 +14,13 @@ Arguments
 - timeout_ms: how long the command may run. Foreground default: the server's default
   timeout; the schema states the maximum. When it passes, the command's whole process
   group gets SIGTERM, then SIGKILL after a short grace period, and the result has kind
-  "timeout" with the output printed so far.
+  "timeout" with the output printed so far. A call given less time than that (the
+  request's timeout_ms) stops the command the same way a little before its deadline.
 - background: start the command as a background job. The call returns at once with
   {"job_id","status":"running"}; the job keeps running after the call (and after the
   client disconnects) until it exits, is killed with kill_job, hits its timeout_ms (if
-  one was given) or the session ends.
+  one was given), the session ends or the daemon stops (after a restart the job tools
+  answer not_found for it, saying that jobs from before the restart have ended).
 
 Result
 The text shows the exit code, the duration, stdout and stderr. Long output is cut from
@@ -48,6 +50,8 @@ const awaitDoc = `await_job waits for a job started by execute_command with back
 Arguments
 - job_id (required)
 - timeout_ms: how long to wait at most (default 30000, at most 600000). 0 only looks.
+  A call given less time than that (the request's timeout_ms) waits until a little
+  before its deadline and answers with the job still running.
 
 It returns when the job ends or the wait is over, whichever is first, with the job's
 status (running, exited, timeout, killed), its exit code once it exited, and the
@@ -57,7 +61,9 @@ is cut from the start with a note on the offsets to read it with read_job_output
 Structured content: {"job_id","status","exit_code","stdout","stderr","duration_ms",
 "truncated","reason","done","stdout_offset","stderr_offset"}.
 A job that failed is reported, not an error of await_job. Cancelling await_job does
-not stop the job. Jobs of other sessions cannot be seen.`
+not stop the job. Jobs of other sessions cannot be seen. A session keeps its last 100
+finished jobs (every command counts, foreground ones too): asked about an older one,
+the job tools answer not_found saying it was dropped.`
 
 const readDoc = `read_job_output reads a job's output log without waiting.
 

@@ -259,6 +259,12 @@ func (w *fileRoot) stat(t fileTarget) (fs.FileInfo, error) {
 // O_NONBLOCK keeps a named pipe swapped in after the check from blocking the call.
 func (w *fileRoot) openRegular(t fileTarget) (*os.File, fs.FileInfo, error) {
 	f, err := w.root.OpenFile(t.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ENXIO) {
+		// A socket cannot be opened at all: say what it is, as for a named pipe.
+		if fi, serr := w.root.Stat(t.rel); serr == nil && !fi.Mode().IsRegular() {
+			return nil, nil, w.notAFile(t, fi.Mode())
+		}
+	}
 	if err != nil {
 		return nil, nil, filePathError(t.given, err)
 	}
@@ -418,7 +424,7 @@ func overText(n, limit int64) string {
 func sizeText(n int64) string {
 	switch {
 	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
+		return countOf(n, "byte", "bytes")
 	case n < 1<<20:
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	case n < 1<<30:

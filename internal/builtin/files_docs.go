@@ -96,7 +96,9 @@ Arguments
 old_string must occur exactly once, unless replace_all is set. When it occurs more than
 once the call fails and says how many times and at which lines: add surrounding lines
 to make it unique. When it does not occur the call fails and points at the line that
-matches its first line apart from whitespace, or else the most similar line, if any.
+matches its first line apart from whitespace, or else the most similar line, if any;
+when its lines begin with read_file's line-number prefixes it says so, and where the
+text without them occurs.
 If old_string spans lines and the file uses CRLF line endings, the match is retried
 with CRLF in both old_string and new_string.
 

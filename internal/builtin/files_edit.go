@@ -3,6 +3,8 @@ package builtin
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -229,6 +231,60 @@ func listLines(spots []lineMatches, more int) string {
 // like its first non-blank line.
 func notFoundReason(text, old string) string {
 	msg := "old_string was not found in the file."
+	if bare, prefix, ok := withoutLineNumbers(old); ok {
+		// Copied from read_file's output with its numbers: saying which line looks
+		// alike would send the model to read the file again and copy it the same way.
+		msg += fmt.Sprintf(" Its lines begin with read_file's line-number prefix (%q), which is not part of the file; leave the prefixes out of old_string and new_string.", prefix)
+		find := bare
+		if !strings.Contains(text, find) && strings.Contains(text, "\r\n") {
+			find = strings.ReplaceAll(bare, "\n", "\r\n") // as applyEdit retries it
+		}
+		_, spots, more := matchSpots(text, find)
+		switch n := strings.Count(text, find); {
+		case n == 1:
+			return msg + fmt.Sprintf(" Without them it occurs once, at line %d.", spots[0].line)
+		case n > 1:
+			return msg + fmt.Sprintf(" Without them it occurs %d times (at lines %s).", n, listLines(spots, more))
+		}
+		return notFoundHint(msg, text, bare)
+	}
+	return notFoundHint(msg, text, old)
+}
+
+// readFileNumber is the line-number prefix read_file puts before each line: the
+// number right-aligned in six columns, then a tab.
+var readFileNumber = regexp.MustCompile(`^(?: {5}[0-9]| {4}[0-9]{2}| {3}[0-9]{3}| {2}[0-9]{4}| [0-9]{5}|[0-9]{6,})\t`)
+
+// withoutLineNumbers is old without read_file's line-number prefixes, and the first
+// of them, when its lines begin with such prefixes numbered one after the other (an
+// empty line may have lost its prefix); text that merely starts with a number and a
+// tab, as a TSV row does, is left alone.
+func withoutLineNumbers(old string) (bare, prefix string, ok bool) {
+	lines := strings.Split(old, "\n")
+	next := -1
+	for i, l := range lines {
+		if l == "" && next >= 0 {
+			next++
+			continue
+		}
+		loc := readFileNumber.FindStringIndex(l)
+		if loc == nil {
+			return "", "", false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(l[:loc[1]-1]))
+		if err != nil || (next >= 0 && n != next) {
+			return "", "", false
+		}
+		if prefix == "" {
+			prefix = l[:loc[1]]
+		}
+		lines[i], next = l[loc[1]:], n+1
+	}
+	return strings.Join(lines, "\n"), prefix, prefix != ""
+}
+
+// notFoundHint adds to msg the line of text that looks most like old's first line.
+func notFoundHint(msg, text, old string) string {
 	var first string
 	for _, l := range strings.Split(old, "\n") {
 		if first = strings.TrimSpace(l); first != "" {

@@ -30,6 +30,10 @@ func TestEditFile(t *testing.T) {
 			kind: tool.KindInvalidArgs, want: []string{"not found", "Line 2 matches its first line apart from whitespace"}},
 		{name: "closest line", file: code, args: map[string]any{"old_string": "func bb() {", "new_string": "x"},
 			kind: tool.KindInvalidArgs, want: []string{"not found", "most similar line is"}},
+		{name: "line numbers copied", file: code, args: map[string]any{"old_string": "     5\tfunc b() {\n     6\t\treturn 1", "new_string": "     5\tfunc b() {\n     6\t\treturn 2"},
+			kind: tool.KindInvalidArgs, want: []string{"not found", `line-number prefix ("     5\t")`, "leave the prefixes out", "Without them it occurs once, at line 5"}},
+		{name: "line numbers copied, text differs", file: code, args: map[string]any{"old_string": "     6\t\treturn 9\n     7\t}", "new_string": "x"},
+			kind: tool.KindInvalidArgs, want: []string{"line-number prefix", "most similar line is 2"}},
 		{name: "nothing alike", file: code, args: map[string]any{"old_string": "zzzzqqqq", "new_string": "x"},
 			kind: tool.KindInvalidArgs, want: []string{"No line resembles"}},
 		{name: "identical", file: code, args: map[string]any{"old_string": "func a", "new_string": "func a"},
@@ -68,6 +72,21 @@ func TestEditFile(t *testing.T) {
 				t.Errorf("f.go holds %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestEditFileNumberedText: text that starts with a number and a tab, as a TSV row
+// does, is not taken for read_file's line-number prefix when it is not found.
+func TestEditFileNumberedText(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	e.put(t, "t.tsv", "1\tapple\n2\tbanana\n")
+	e.ok(t, "read_file", map[string]any{"path": "t.tsv"})
+	for _, old := range []string{"1\tapples", "     1\tapple\n     3\tbanana"} {
+		res := e.run(t, "edit_file", map[string]any{"path": "t.tsv", "old_string": old, "new_string": "x"})
+		if !res.IsError || strings.Contains(res.Text(), "line-number prefix (") {
+			t.Errorf("old_string %q: is_error=%v %q, want not found without a word of line-number prefixes", old, res.IsError, res.Text())
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,4 +183,21 @@ func TestNamedPipes(t *testing.T) {
 	fileContains(t, res.Text(), "pipe  [a named pipe]")
 	res = e.ok(t, "list_dir", map[string]any{})
 	fileContains(t, res.Text(), "pipe  [a named pipe]")
+}
+
+// TestUnixSockets: a socket in the working directory (an editor's or a dev server's)
+// is refused as not a regular file, as a named pipe is. read_file answered the error
+// of opening one ("openat sock: no such device or address", kind failed).
+func TestUnixSockets(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(e.dir, "sock"), Net: "unix"})
+	if err != nil {
+		t.Skipf("unix socket: %v", err)
+	}
+	defer l.Close()
+	e.fail(t, "read_file", map[string]any{"path": "sock"}, tool.KindInvalidArgs, `"sock" is a socket, not a regular file`)
+	e.fail(t, "json_read", map[string]any{"path": "sock"}, tool.KindInvalidArgs, `"sock" is a socket, not a regular file`)
+	e.fail(t, "grep", map[string]any{"pattern": "x", "path": "sock"}, tool.KindInvalidArgs, `"sock" is a socket, not a regular file`)
+	e.fail(t, "write_file", map[string]any{"path": "sock", "content": "x"}, tool.KindInvalidArgs, `"sock" is a socket, not a regular file`)
 }

@@ -215,6 +215,15 @@ func TestReadFileImage(t *testing.T) {
 	e.ok(t, "write_file", map[string]any{"path": "huge.png", "content": "small now"})
 }
 
+// TestWriteFileOneByte: a size of one byte is "1 byte", not "1 bytes".
+func TestWriteFileOneByte(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	if got, want := e.ok(t, "write_file", map[string]any{"path": "one.txt", "content": "x"}).Text(), "Created one.txt (1 line, 1 byte)."; got != want {
+		t.Errorf("write_file of one byte: %q, want %q", got, want)
+	}
+}
+
 func TestWriteFileGuard(t *testing.T) {
 	t.Parallel()
 	e := newFileEnv(t)

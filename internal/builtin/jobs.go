@@ -30,18 +30,60 @@ func findJob(p *sandbox.Manager, ctx *tool.Context, id string) (*sandbox.Job, er
 		return nil, err
 	}
 	job, err := sb.Job(id)
+	if errors.Is(err, sandbox.ErrJobDropped) {
+		return nil, tool.Errorf(tool.KindNotFound, "job %q has ended and is no longer kept: a session keeps its last %d finished jobs "+
+			"(every command counts, foreground ones too) and drops older ones with their output; run its command again if you need its output",
+			id, p.Config().JobRetention)
+	}
 	if errors.Is(err, sandbox.ErrJobNotFound) {
-		var known []string
-		for _, j := range sb.Jobs() {
-			known = append(known, fmt.Sprintf("%s (%s)", j.ID(), j.Status()))
-		}
 		msg := fmt.Sprintf("no job %q in this session", id)
-		if len(known) > 0 {
-			msg += "; its jobs are: " + strings.Join(known, ", ")
+		if known := latestJobs(sb.Jobs()); known != "" {
+			msg += "; " + known
+		}
+		if ctx.Session != nil && ctx.Session.Loaded {
+			// The job table lives in this process: a restart ended the jobs of the one
+			// before (an eviction released those that had ended), which the model,
+			// which started the job itself, could not tell from a wrong id.
+			msg += ". Jobs started before the daemon restarted or this session was reloaded from the store " +
+				"are not kept: such a job has ended and its output is gone; start it again if it is still needed"
 		}
 		return nil, tool.Errorf(tool.KindNotFound, "%s", msg)
 	}
 	return job, err
+}
+
+// maxListedJobs bounds the jobs a not-found answer names: a session keeps a hundred
+// finished ones, most of them foreground commands long done.
+const maxListedJobs = 20
+
+// latestJobs names the running jobs and the latest finished ones of jobs (oldest
+// first), at most maxListedJobs in all, saying how many older ones it leaves out.
+func latestJobs(jobs []*sandbox.Job) string {
+	keep := make([]bool, len(jobs))
+	n := 0
+	for i, j := range jobs {
+		if j.Status() == sandbox.StatusRunning && n < maxListedJobs {
+			keep[i], n = true, n+1
+		}
+	}
+	for i := len(jobs) - 1; i >= 0 && n < maxListedJobs; i-- {
+		if !keep[i] {
+			keep[i], n = true, n+1
+		}
+	}
+	var named []string
+	for i, j := range jobs {
+		if keep[i] {
+			named = append(named, fmt.Sprintf("%s (%s)", j.ID(), j.Status()))
+		}
+	}
+	switch {
+	case len(named) == 0:
+		return ""
+	case len(named) == len(jobs):
+		return "its jobs are: " + strings.Join(named, ", ")
+	}
+	return fmt.Sprintf("its latest jobs are: %s (and %d older ones)", strings.Join(named, ", "), len(jobs)-len(named))
 }
 
 // elsewhere answers a call about a job this replica does not have (findJob failed
@@ -142,9 +184,17 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	if err != nil {
 		return elsewhere(t.jobs, ctx, args.JobID, raw, err)
 	}
+	early, stop := beforeDeadline(ctx)
+	defer stop()
+	limited := false
+	if dl, ok := early.Deadline(); ok && time.Until(dl) < bound {
+		// The call's own deadline comes first: wait until just before it and answer
+		// with the job as it is, rather than be stopped with nothing to show.
+		bound, limited = max(time.Until(dl), 0).Round(time.Millisecond), true
+	}
 	cur := cursorsOf(ctx.Session)
 	p := &pump{job: job, off: cur.get(job.ID()), emit: ctx.Emit}
-	wait, cancel := context.WithTimeout(ctx, bound)
+	wait, cancel := context.WithTimeout(early, bound)
 	p.follow(wait)
 	cancel()
 	if err := ctx.Err(); err != nil {
@@ -167,6 +217,9 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	w.WriteString(describe(info))
 	if info.Status == sandbox.StatusRunning {
 		fmt.Fprintf(&w, " Waited %s.", bound)
+		if limited {
+			w.WriteString(" (The call's time limit allowed no longer; the job goes on.)")
+		}
 	}
 	w.WriteString(" Output since the previous await_job of this job:\n")
 	writeOutput(&w, info.ID, out, info)

@@ -253,3 +253,34 @@ func TestBackgroundResultNamesOnlyTheSessionsJobTools(t *testing.T) {
 		}
 	}
 }
+
+// TestDroppedJobSaysWhy: a session keeps its last JobRetention finished jobs, every
+// foreground command among them. A job asked about after it was dropped answered
+// only `no job "job_…" in this session` followed by every id the session still had
+// (a hundred by default), which the model, holding the id it was given, could not
+// act on. It now says the job ended and was dropped, and what to do; the list names
+// the latest jobs only.
+func TestDroppedJobSaysWhy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{JobRetention: 25})
+	sess := newSession("s1", t.TempDir())
+	first := decode[execOut](t, e.mustCall(t, sess, "execute_command", map[string]any{"command": "echo one"})).JobID
+	for range 30 {
+		e.mustCall(t, sess, "execute_command", map[string]any{"command": "true"})
+	}
+	for _, name := range []string{"await_job", "read_job_output", "kill_job"} {
+		res, _ := e.call(t, context.Background(), sess, name, map[string]any{"job_id": first})
+		if !res.IsError || res.ErrorKind != tool.KindNotFound || !strings.Contains(res.Text(), first) ||
+			!strings.Contains(res.Text(), "no longer kept") || !strings.Contains(res.Text(), "last 25 finished jobs") ||
+			!strings.Contains(res.Text(), "run its command again") {
+			t.Errorf("%s of a dropped job: %s %q, want not_found saying it was dropped and to run it again", name, res.ErrorKind, res.Text())
+		}
+	}
+	res, _ := e.call(t, context.Background(), sess, "await_job", map[string]any{"job_id": "job_0123456789abcdef"})
+	if !res.IsError || res.ErrorKind != tool.KindNotFound || strings.Contains(res.Text(), "no longer kept") {
+		t.Errorf("await_job of an id the session never had: %s %q, want not_found without a word of dropped jobs", res.ErrorKind, res.Text())
+	}
+	if n := strings.Count(res.Text(), "job_") - 1; n > 20 {
+		t.Errorf("the not-found answer names %d jobs, want at most the 20 latest: %q", n, res.Text())
+	}
+}

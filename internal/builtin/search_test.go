@@ -65,6 +65,24 @@ func TestListDir(t *testing.T) {
 	fileContains(t, res.Text(), "(empty)", "1 hidden entry")
 }
 
+// TestListDirBrokenLinks: a symlink that is not followed is described in words that
+// read after "symlink": "[symlink a symlink loop; …]" and "[symlink dangling …]" did not.
+func TestListDirBrokenLinks(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	e.symlink(t, "loop-b", "loop-a")
+	e.symlink(t, "loop-a", "loop-b")
+	e.symlink(t, "gone", "dangling")
+	want := "./ (3 entries, depth 1)\n" +
+		"dangling -> gone  [symlink dangles (its target does not exist); not followed]\n" +
+		"loop-a -> loop-b  [symlink is in a loop; not followed]\n" +
+		"loop-b -> loop-a  [symlink is in a loop; not followed]"
+	if got := e.ok(t, "list_dir", map[string]any{}).Text(); got != want {
+		t.Errorf("list_dir:\n%s\nwant:\n%s", got, want)
+	}
+	fileContains(t, e.ok(t, "tree", map[string]any{}).Text(), "loop-a -> loop-b  [symlink is in a loop; not followed]")
+}
+
 func TestListDirCap(t *testing.T) {
 	t.Parallel()
 	e := newFileEnv(t)

@@ -176,7 +176,7 @@ func (wk *treeWalker) entry(dir string, depth int, de fs.DirEntry) walkEntry {
 		case errors.Is(err, sandbox.ErrHidden):
 			e.broken = "leads into the daemon's data directory"
 		case errors.Is(err, sandbox.ErrSymlinkLoop):
-			e.broken = "a symlink loop"
+			e.broken = "is in a loop"
 		default:
 			e.broken = "cannot be resolved"
 		}
@@ -189,7 +189,7 @@ func (wk *treeWalker) entry(dir string, depth int, de fs.DirEntry) walkEntry {
 	}
 	fi, err := wk.w.root.Stat(target)
 	if err != nil {
-		e.broken = "dangling (its target does not exist)"
+		e.broken = "dangles (its target does not exist)"
 		return e
 	}
 	e.target, e.info, e.isDir = filepath.ToSlash(target), fi, fi.IsDir()

@@ -20,7 +20,12 @@ var (
 	ErrIsolationUnavailable = errors.New("isolated sandbox is not available on this host")
 	ErrClosed               = errors.New("sandbox is closed")
 	ErrOutputDiscarded      = errors.New("the job's output was discarded")
+	ErrWorkdirGone          = errors.New("the session's working directory does not exist any more")
 )
+
+// ErrJobDropped is an ErrJobNotFound for a job the session had: it ended and was
+// dropped with its logs, to keep Config.JobRetention finished jobs.
+var ErrJobDropped = fmt.Errorf("%w: it ended and was dropped", ErrJobNotFound)
 
 // PathError describes a path that Resolve refused.
 type PathError struct {

@@ -73,7 +73,15 @@ type box struct {
 	order    []*Job
 	starting int
 	closed   bool
+	// dropped holds the ids of the latest jobs evictLocked dropped (at most
+	// maxDroppedIDs, oldest first in droppedOrder), so that a question about one is
+	// answered as such rather than as an id the session never had.
+	dropped      map[string]bool
+	droppedOrder []string
 }
+
+// maxDroppedIDs bounds the dropped job ids a session remembers (a few dozen bytes each).
+const maxDroppedIDs = 1000
 
 func (b *box) Root() string                        { return b.res.root }
 func (b *box) Backend() Backend                    { return b.backend }
@@ -86,6 +94,9 @@ func (b *box) Job(id string) (*Job, error) {
 	defer b.mu.Unlock()
 	if j, ok := b.jobs[id]; ok {
 		return j, nil
+	}
+	if b.dropped[id] {
+		return nil, fmt.Errorf("%w: %q", ErrJobDropped, id)
 	}
 	return nil, fmt.Errorf("%w: %q", ErrJobNotFound, id)
 }
@@ -118,6 +129,12 @@ func (b *box) Start(ctx context.Context, c Cmd) (*Job, error) {
 		return nil, fmt.Errorf("%w: timeout %s exceeds the maximum %s", ErrInvalidCommand, timeout, cfg.MaxTimeout)
 	case timeout < 0:
 		timeout = 0
+	}
+	if fi, err := os.Stat(b.res.root); err != nil || !fi.IsDir() {
+		// Removed (or replaced) since the session began: no cwd the command gives
+		// can be right, and naming it would send the model after the wrong thing.
+		return nil, fmt.Errorf("%w: %s was removed or moved since the session began; commands can run again once it is back",
+			ErrWorkdirGone, b.res.alias)
 	}
 	dir, err := b.res.Resolve(c.Dir)
 	if err != nil {
@@ -200,6 +217,7 @@ func (b *box) evictLocked() []*Job {
 			finished--
 			evicted = append(evicted, j)
 			delete(b.jobs, j.id)
+			b.rememberDroppedLocked(j.id)
 			continue
 		}
 		kept = append(kept, j)
@@ -207,6 +225,18 @@ func (b *box) evictLocked() []*Job {
 	clear(b.order[len(kept):])
 	b.order = kept
 	return evicted
+}
+
+func (b *box) rememberDroppedLocked(id string) {
+	if b.dropped == nil {
+		b.dropped = map[string]bool{}
+	}
+	if len(b.droppedOrder) >= maxDroppedIDs {
+		delete(b.dropped, b.droppedOrder[0])
+		b.droppedOrder = b.droppedOrder[1:]
+	}
+	b.dropped[id] = true
+	b.droppedOrder = append(b.droppedOrder, id)
 }
 
 func isDone(j *Job) bool {
