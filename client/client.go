@@ -334,7 +334,12 @@ type Event struct {
 	Truncated bool `json:"truncated"`
 	// Resumed marks the tool_start and message of a call that ran for an earlier
 	// request (Batch.Resume): the message is its recorded result.
-	Resumed bool            `json:"resumed"`
+	Resumed bool `json:"resumed"`
+	// GoesOn marks the message of a call that is not over although the stream ends:
+	// the daemon stopped while it waited for a decision or an answer (kept in the
+	// store). Send the batch again with Resume once the daemon answers, or follow the
+	// call (FollowCall), for its result; this message only says it goes on.
+	GoesOn  bool            `json:"goes_on"`
 	Message json.RawMessage `json:"message"`
 	Stream  string          `json:"stream"`
 	Text    string          `json:"text"`

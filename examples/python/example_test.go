@@ -18,7 +18,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
@@ -233,5 +235,113 @@ func TestPythonExampleWithoutKey(t *testing.T) {
 	}
 	if c, _ := msg["content"].(string); msg["tool_call_id"] != "call_1" || !strings.Contains(c, "no key needed") {
 		t.Errorf("message: %v", msg)
+	}
+}
+
+// TestPythonExampleWaitsThroughARedeploy: scenario 4 with the example as the agent
+// backend. A command waits for approval, the daemon is redeployed (stopped, started
+// again on the same data dir), the approver approves on the new one: the example
+// must hand the model the command's result, run once. Before, the stopped daemon's
+// stream ended with a cancelled message and done, and the example gave the model
+// "cancelled" while the command ran later; the message now carries goes_on, and the
+// example follows the batch again until the restarted daemon answers.
+func TestPythonExampleWaitsThroughARedeploy(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	data := t.TempDir()
+	start := func() (*exec.Cmd, string) {
+		daemon(t) // builds the binary once
+		cmd := exec.Command(binary.path, "--addr", "127.0.0.1:0", "--data-dir", data)
+		return cmd, testdaemon.Exec(t, cmd)
+	}
+	first, base := start()
+	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The example talks to the daemon through a front (as through a load balancer),
+	// which answers 502 while no daemon is up.
+	var target atomic.Pointer[url.URL]
+	setTarget := func(base string) {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target.Store(u)
+	}
+	setTarget(base)
+	front := httptest.NewServer(&httputil.ReverseProxy{FlushInterval: -1, Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target.Load()) }})
+	defer front.Close()
+	api := func(method, path, body string) (int, []byte) {
+		req, _ := http.NewRequest(method, front.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(key)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	pending := func() string {
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			_, b := api("GET", "/v1/approvals?status=pending", "")
+			var list struct{ Approvals []struct{ ID string } }
+			if json.Unmarshal(b, &list) == nil && len(list.Approvals) > 0 {
+				return list.Approvals[0].ID
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatal("no approval request within 60 s")
+		return ""
+	}
+
+	cmd := exec.Command(py, "toolserverd.py")
+	cmd.Env = append(os.Environ(), "TOOLSERVER_URL="+front.URL, "TOOLSERVER_API_KEY="+strings.TrimSpace(string(key)))
+	cmd.Stdin = strings.NewReader(`{"role":"assistant","content":null,"tool_calls":[
+		{"id":"call_risky","type":"function","function":{"name":"execute_command","arguments":"{\"command\":\"echo ran >> ran.txt && wc -l < ran.txt\"}"}}]}`)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	approval := pending()
+	// The redeploy: the daemon stops (SIGTERM) and starts again on the same data dir.
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	_, base = start()
+	setTarget(base)
+	if code, b := api("POST", "/v1/approvals/"+approval+"/decision", `{"decision":"approve"}`); code != http.StatusOK {
+		t.Fatalf("approve after the redeploy: %d %s", code, b)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("toolserverd.py: %v\nstderr: %s", err, stderr.String())
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatalf("the example did not finish within 120 s of the approval; stderr: %s", stderr.String())
+	}
+	var msg struct {
+		ToolCallID string `json:"tool_call_id"`
+		Content    string `json:"content"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &msg); err != nil || msg.ToolCallID != "call_risky" {
+		t.Fatalf("the example's output %q (%v); stderr: %s", stdout.String(), err, stderr.String())
+	}
+	// The command's output, from its one run: ran.txt has one line.
+	if strings.Contains(msg.Content, "cancelled") || !strings.HasSuffix(strings.TrimSpace(msg.Content), "stdout:\n1") {
+		t.Fatalf("the model got %q, want the command's output (1: it ran once); stderr: %s", msg.Content, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "following the batch again") {
+		t.Errorf("stderr does not say the batch was followed again: %s", stderr.String())
 	}
 }

@@ -14,7 +14,10 @@ arguments, a denied command, a dead MCP server) is a message too, with is_error 
 the stream, so the model can act on it; only a problem with the request itself (no such
 session, a bad key) raises ToolServerError. If the connection breaks before the stream
 says "done", the batch is sent again with "resume": true: calls the daemon already has
-are not run a second time, their recorded results come back instead.
+are not run a second time, their recorded results come back instead. So it is when the
+daemon stops (a redeploy) while a call waits for a person's approval: that call's
+message is marked goes_on, and the batch is followed again, with growing pauses, until
+the restarted daemon answers and the call has its result.
 
 Run as a script, it reads an OpenAI assistant message (with tool_calls) on stdin, runs
 its calls in a new session with the tools they name, and prints one tool message per
@@ -26,6 +29,7 @@ import http.client
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -121,24 +125,38 @@ class ToolServer:
         # whatever the order; the id is taken out of its functionResponse again.
         calls, own = with_ids(calls, fmt)
         results, resume = {}, False
-        for _ in range(3):
-            done = False
+        for attempt in range(10):
+            if attempt > 1:  # the daemon may be restarting (a redeploy): give it time
+                time.sleep(min(2 ** (attempt - 2), 10))
+            done, goes_on = False, []
             try:
                 for ev in self.events(session, calls, fmt, resume):
                     if on_event:
                         on_event(ev)
                     if ev["type"] == "message":
                         results[ev["tool_call_id"]] = ev["message"]
+                        if ev.get("goes_on"):
+                            goes_on.append(ev["tool_call_id"])
                     elif ev["type"] == "done":
                         done = True
             except (ConnectionError, http.client.HTTPException, urllib.error.URLError, TimeoutError) as e:
                 print("toolserverd: the stream broke:", e, file=sys.stderr)
-            if done:
+            except ToolServerError as e:
+                if e.status not in (502, 503, 504):
+                    raise
+                print("toolserverd: the daemon is not answering:", e, file=sys.stderr)
+            if done and not goes_on:
                 break
-            print("toolserverd: the stream ended before done; resuming the batch", file=sys.stderr)
+            if goes_on:
+                # The daemon stopped while these calls waited for a person's decision
+                # (or an answer); they go on. Their messages only say so: follow them.
+                print("toolserverd: the daemon stopped while", ", ".join(goes_on),
+                      "waited; following the batch again once it answers", file=sys.stderr)
+            else:
+                print("toolserverd: the stream ended before done; resuming the batch", file=sys.stderr)
             resume = True
         else:
-            raise ToolServerError(0, "incomplete", "the stream ended before done three times")
+            raise ToolServerError(0, "incomplete", "the stream ended before done ten times")
         out = []
         for i in map(call_id, calls):
             if i in results:

@@ -142,14 +142,14 @@ func TestShutdownEndsEveryStream(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	d.stop()
-	if b := <-asked; !strings.Contains(string(b), "the server shut down while ask_user waited") || !strings.Contains(string(b), `"type":"done"`) {
+	if b := <-asked; !strings.Contains(string(b), "the server shut down while ask_user waited") || !strings.Contains(string(b), `"goes_on":true`) || !strings.Contains(string(b), `"type":"done"`) {
 		t.Errorf("ask_user's stream at shutdown: %s", b)
 	}
 	for range streams {
 		e := <-out
 		lines := strings.Split(strings.TrimSpace(string(e.body)), "\n")
 		last := lines[len(lines)-1]
-		if e.err != nil || len(lines) != 3 || !strings.Contains(lines[1], `"error_kind":"cancelled"`) || !strings.Contains(last, `"type":"done"`) {
+		if e.err != nil || len(lines) != 3 || !strings.Contains(lines[1], `"error_kind":"cancelled"`) || strings.Contains(lines[1], `"goes_on"`) || !strings.Contains(last, `"type":"done"`) {
 			t.Errorf("stream at shutdown: err %v, %d lines, ending %s", e.err, len(lines), last)
 		}
 	}

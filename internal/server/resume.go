@@ -125,7 +125,7 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 				return
 			}
 			// Cut to the token budget by the writer (streamWriter.truncate).
-			emit(session.Event{Type: session.EventMessage, Call: calls[i], Result: final.Result, TS: timeOr(final.FinishedAt), Resumed: true})
+			emit(session.Event{Type: session.EventMessage, Call: calls[i], Result: final.Result, TS: timeOr(final.FinishedAt), Resumed: true, GoesOn: left})
 		}()
 	}
 	wg.Wait()

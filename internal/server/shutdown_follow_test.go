@@ -53,7 +53,7 @@ func TestShutdownDoesNotWaitForFollowers(t *testing.T) {
 				t.Fatalf("shutdown took %v with a stream following a call that waits for approval (shutdown_timeout 20s)", took)
 			}
 			m, ok := restMessages(t, <-rest)["w"]
-			if !ok || m.str("error_kind") != "cancelled" || !strings.Contains(string(m.raw), "shut down") || !strings.Contains(string(m.raw), "stays pending") {
+			if !ok || m.str("error_kind") != "cancelled" || !strings.Contains(string(m.raw), "shut down") || !strings.Contains(string(m.raw), "stays pending") || !strings.Contains(string(m.raw), `"goes_on":true`) {
 				t.Fatalf("the following stream's message: %s", m.raw)
 			}
 

@@ -492,7 +492,7 @@ func (sw *streamWriter) cursor(callID string) map[string]int64 {
 func resultLine(t session.EventType, f msgFormat, ev session.Event) messageEvent {
 	return messageEvent{
 		Type: string(t), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name,
-		IsError: ev.Result.IsError, ErrorKind: ev.Result.ErrorKind, Truncated: ev.Result.Truncated, Resumed: ev.Resumed,
+		IsError: ev.Result.IsError, ErrorKind: ev.Result.ErrorKind, Truncated: ev.Result.Truncated, Resumed: ev.Resumed, GoesOn: ev.GoesOn,
 		Message: message(f, ev.Call, ev.Result), TS: unixSeconds(ev.TS),
 	}
 }

@@ -342,6 +342,7 @@ type messageEvent struct {
 	ErrorKind  tool.ErrorKind `json:"error_kind,omitempty"`
 	Truncated  bool           `json:"truncated,omitempty"`
 	Resumed    bool           `json:"resumed,omitempty"`
+	GoesOn     bool           `json:"goes_on,omitempty"`
 	Message    any            `json:"message"`
 	TS         float64        `json:"ts"`
 }

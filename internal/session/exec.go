@@ -101,6 +101,9 @@ type Call struct {
 	// or an expiry (on whichever replica decided, whether or not a stream still
 	// waited), so that each is counted once.
 	countedElsewhere bool
+	// goesOn: the call was left waiting for a decision or an answer (its client left,
+	// or the daemon stops); its message says so, and Event.GoesOn tells clients.
+	goesOn bool
 	// nested is set for a call made by another running call (tool_chain).
 	nested *nestedOpts
 	// span is the call's trace span while it runs; nil without tracing.
@@ -182,6 +185,11 @@ type Event struct {
 	// Resumed says the call was not run for this request: it is an earlier call's
 	// record, followed (a resumed batch, a client that lost its stream).
 	Resumed bool
+	// GoesOn, on a message, says the call is not over although this stream ends: it
+	// waits for a decision or an answer that the store keeps (its client left, or the
+	// daemon stops), or another replica runs it. Its result will be on record; a batch
+	// sent again with resume, or GET /v1/tool-calls/{id}/events, follows it.
+	GoesOn bool
 	// full is a message's result before truncation, for nested calls.
 	full *tool.Result
 }
@@ -615,7 +623,7 @@ func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint6
 		res, started = x.execute(ctx, sess, c, seq, startedAtInsert, emit)
 	}
 	msg := x.finish(ctx, sess, c, res, start, started, recorded)
-	emit(Event{Type: EventMessage, Call: c, Result: msg, full: res, TS: time.Now()})
+	emit(Event{Type: EventMessage, Call: c, Result: msg, full: res, TS: time.Now(), GoesOn: c.goesOn})
 }
 
 // finish records a call's result, reports it to the observer and returns the message
@@ -689,7 +697,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 	run, claimed, res, err := x.permit(ctx, sess, c, emit)
 	switch {
 	case errors.Is(err, errLeftWaiting):
-		c.settled, c.countedElsewhere = true, true
+		c.settled, c.countedElsewhere, c.goesOn = true, true, true
 		return tool.ErrorResult(tool.KindCancelled, "%s while %s waited for approval; the request stays pending and the call runs if it is approved", whoLeft(ctx), c.Name), false
 	case errors.Is(err, errFinishedElsewhere):
 		c.settled, c.countedElsewhere = true, true
@@ -714,7 +722,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		case errors.Is(err, errLeftWaiting) && cancelledByRequest(ctx):
 			return x.cancelExternal(ctx, c), false
 		case errors.Is(err, errLeftWaiting):
-			c.settled, c.countedElsewhere = true, true
+			c.settled, c.countedElsewhere, c.goesOn = true, true, true
 			res = tool.ErrorResult(tool.KindCancelled, "%s while %s waited for its answer; the answer can still be posted", whoLeft(ctx), c.Name)
 		case err != nil: // answered: the record holds the outcome, and what answered counts it
 			c.settled, c.countedElsewhere = true, true
