@@ -423,7 +423,7 @@ func checkDecisionText(req decisionRequest) error {
 }
 
 // decidedAlready tells an approver why their decision came too late: who decided
-// first (racing approvers), or that nobody did in time.
+// first (racing approvers) and, for the daemon itself, why; or that nobody did in time.
 func decidedAlready(a *store.Approval) string {
 	switch {
 	case a == nil:
@@ -434,6 +434,10 @@ func decidedAlready(a *store.Approval) string {
 			msg += " (at " + a.ExpiresAt.UTC().Format(time.RFC3339) + ")"
 		}
 		return msg + ": its call was not run, and the model was told so; the agent must make the call again to ask anew"
+	case a.Decision != nil && a.Decision.Actor == store.AuditActorSystem && a.Decision.Reason != "":
+		// Withdrawn by the daemon (its call cancelled, its client gone): "system"
+		// alone does not say what happened.
+		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor + " (" + a.Decision.Reason + ")"
 	case a.Decision != nil:
 		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor
 	}
