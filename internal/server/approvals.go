@@ -295,6 +295,9 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	// behind a shared UI key) goes with it, never instead of it.
 	actor := actorOf(r, req.Actor)
 	d := store.ApprovalDecision{Kind: req.Decision, Rule: req.Rule, Reason: req.Reason, Actor: actor}
+	if req.Decision == store.DecisionApproveForSession {
+		d.Rules = rules // audited: which rules the session got
+	}
 	if req.Decision == store.DecisionDeny {
 		// The model reads who denied as the client named them (the person behind a
 		// shared UI key), never the key: that is for the audit trail.
