@@ -295,6 +295,9 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	// behind a shared UI key) goes with it, never instead of it.
 	actor := actorOf(r, req.Actor)
 	d := store.ApprovalDecision{Kind: req.Decision, Rule: req.Rule, Reason: req.Reason, Actor: actor}
+	if req.Decision == store.DecisionApproveForSession {
+		d.Rules = rules // audited: which rules the session got
+	}
 	if req.Decision == store.DecisionDeny {
 		// The model reads who denied as the client named them (the person behind a
 		// shared UI key), never the key: that is for the audit trail.
@@ -423,7 +426,7 @@ func checkDecisionText(req decisionRequest) error {
 }
 
 // decidedAlready tells an approver why their decision came too late: who decided
-// first (racing approvers), or that nobody did in time.
+// first (racing approvers) and, for the daemon itself, why; or that nobody did in time.
 func decidedAlready(a *store.Approval) string {
 	switch {
 	case a == nil:
@@ -434,6 +437,10 @@ func decidedAlready(a *store.Approval) string {
 			msg += " (at " + a.ExpiresAt.UTC().Format(time.RFC3339) + ")"
 		}
 		return msg + ": its call was not run, and the model was told so; the agent must make the call again to ask anew"
+	case a.Decision != nil && a.Decision.Actor == store.AuditActorSystem && a.Decision.Reason != "":
+		// Withdrawn by the daemon (its call cancelled, its client gone): "system"
+		// alone does not say what happened.
+		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor + " (" + a.Decision.Reason + ")"
 	case a.Decision != nil:
 		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor
 	}

@@ -200,6 +200,33 @@ func TestDecisionAfterExpiry(t *testing.T) {
 	}
 }
 
+// TestDecisionAfterWithdrawalSaysWhy: a request the daemon denied on its own (its call
+// cancelled by request while it waited) answers a person deciding it afterwards with a
+// 409 that says why, not only "denied by system".
+func TestDecisionAfterWithdrawalSaysWhy(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c","name":"execute_command","arguments":{"command":"touch cancelled"}}]}`)
+	defer stop()
+	_, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil)
+	var a struct {
+		CallID string `json:"call_id"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil || a.CallID == "" {
+		t.Fatalf("approval: %s (%v)", body, err)
+	}
+	if code, _, body := d.do("POST", "/v1/tool-calls/"+a.CallID+"/cancel", nil); code != 202 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	<-rest
+	code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve","actor":"ada"}`)
+	validate(t, "Error", body)
+	if code != 409 || !strings.Contains(string(body), "denied by system") || !strings.Contains(string(body), "cancelled by request") {
+		t.Errorf("decision after the call was cancelled: %d %s, want a 409 saying it was cancelled", code, body)
+	}
+}
+
 // TestScenarioApproveForSessionAcrossRedeploy is the product brief's scenario on two
 // replicas sharing PostgreSQL: the agent's stream on A shows approval_required for a
 // destructive command, the approver lists it on B, A is redeployed meanwhile (the

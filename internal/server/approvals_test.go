@@ -284,6 +284,60 @@ func TestCallEventsReplayAndFollow(t *testing.T) {
 	}
 }
 
+// TestCallEventsReplayDecidedCall: a call approved after its client left and then run
+// to its end is replayed by /v1/tool-calls/{id}/events (and by a resumed batch) as its
+// own stream had it: tool_start, its approval request, its output, its message. The
+// approval request was left out once the call had left its wait, and the output so far
+// came before it while the call ran.
+func TestCallEventsReplayDecidedCall(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	batch := `{"calls":[{"id":"d","name":"execute_command","arguments":{"command":"echo decided > out.txt; cat out.txt"}}]}`
+	apr, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", batch)
+	stop() // the client left; the request stays pending
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	var rec struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); rec.Status != "succeeded"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved call did not finish: %+v", rec)
+		}
+		_, _, b := d.do("GET", "/v1/sessions/"+id+"/tool-calls/d", nil)
+		_ = json.Unmarshal(b, &rec)
+	}
+	resumed := strings.Replace(batch, `{"calls"`, `{"resume":true,"calls"`, 1)
+	for _, replay := range []struct{ what, method, path, body string }{
+		{"events", "GET", "/v1/tool-calls/" + rec.ID + "/events", ""},
+		{"resumed batch", "POST", "/v1/sessions/" + id + "/tool-calls", resumed},
+	} {
+		var body any
+		if replay.body != "" {
+			body = replay.body
+		}
+		code, _, out := d.do(replay.method, replay.path, body)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", replay.what, code, out)
+		}
+		var types []string
+		for _, e := range parseNDJSON(t, out) {
+			types = append(types, e.str("type"))
+			if e.str("type") == "approval_required" && e.m["approval"].(map[string]any)["id"] != apr["id"] {
+				t.Fatalf("%s: another approval request: %s", replay.what, e.raw)
+			}
+		}
+		joined := strings.Join(types, ",")
+		if !strings.HasPrefix(joined, "tool_start,approval_required,tool_progress,") || !strings.HasSuffix(joined, ",message,done") ||
+			strings.Count(joined, "approval_required") != 1 {
+			t.Fatalf("%s: %s\n%s", replay.what, joined, out)
+		}
+	}
+}
+
 // TestApprovedCallWaitsForSessionLock: an approved call that nobody waits for any more
 // (its stream went away) is run by the daemon, still as one of its session's calls: a
 // tool that is not concurrency-safe waits for the session's running one to finish.

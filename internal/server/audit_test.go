@@ -205,3 +205,37 @@ func TestAuditAdministrativeEntriesAreAdmins(t *testing.T) {
 		t.Errorf("the admin's key entries: %d, %v; want 3", len(all), err)
 	}
 }
+
+// TestAuditNamesRulesApprovedForSession: the audit entry of an approve_for_session
+// names the rules it gave the session, as an approve_with_rule's names its rule: the
+// approval (which holds the suggestions) is deleted by retention, the audit is not.
+func TestAuditNamesRulesApprovedForSession(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"s","name":"execute_command","arguments":{"command":"rm -rf build && git push --force"}}]}`)
+	defer stop()
+	want, _ := json.Marshal(apr["suggestions"])
+	if len(apr["suggestions"].([]any)) == 0 {
+		t.Fatalf("no suggestions: %v", apr)
+	}
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve_for_session","actor":"ada"}`); code != 200 {
+		t.Fatalf("decide: %d %s", code, body)
+	}
+	<-rest
+	code, _, body := d.do("GET", "/v1/audit?action=approval.approved&subject="+apr["id"].(string), nil)
+	var page struct {
+		Entries []struct {
+			Detail struct {
+				Kind  string          `json:"kind"`
+				Rules json.RawMessage `json:"rules"`
+			} `json:"detail"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(body, &page); code != 200 || err != nil || len(page.Entries) != 1 {
+		t.Fatalf("audit: %d %s (%v)", code, body, err)
+	}
+	if e := page.Entries[0].Detail; e.Kind != "approve_for_session" || string(e.Rules) != string(want) {
+		t.Fatalf("audit detail: %s, want rules %s", body, want)
+	}
+}

@@ -89,9 +89,20 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 	forwarded := r.Header.Get(forwardedHeader) != ""
 	var cutOnce sync.Once
 	calls := make([]*session.Call, len(recs))
+	announced := make([]map[string]bool, len(recs))
 	for i, rec := range recs {
 		calls[i] = &session.Call{ID: rec.ID, CallRequest: session.CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}}
+		announced[i] = map[string]bool{}
+		// As the call's own stream had it: its tool_start, its approval requests (also
+		// those decided since: a call that ran asked first), then its output so far
+		// (eventReplay). Read before the start is queued, so that no output the call
+		// writes meanwhile comes between them; follow announces the requests made later.
+		asked, _, _ := s.approvalEvents(ctx, tenant, calls[i], announced[i])
 		emit(session.Event{Type: session.EventStart, Call: calls[i], TS: rec.CreatedAt, Resumed: true})
+		for _, ev := range asked {
+			emit(ev)
+		}
+		emit(session.Event{Type: eventReplay, Call: calls[i]})
 	}
 	var wg sync.WaitGroup
 	for i, rec := range recs {
@@ -110,7 +121,7 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 				}
 				return rl.done
 			}
-			final, left := s.follow(ctx, tenant, rec, calls[i], emit, relayFrom)
+			final, left := s.follow(ctx, tenant, rec, calls[i], announced[i], emit, relayFrom)
 			if rl != nil && left {
 				rl.stop()
 				<-rl.done
@@ -134,7 +145,8 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 
 // follow waits until the recorded call rec is over and returns its final record, or
 // nil when ctx ends first. On the way it emits the call's approval requests, each
-// once, and input_required once the call waits for an outside answer (ask_user), as
+// once (announced holds those emitted already, by approval id), and input_required
+// once the call waits for an outside answer (ask_user), as
 // the call's own stream had them. A call of this process wakes it as soon as its
 // result is recorded; one of another replica, or one whose result the store refused
 // for a while, is read again on decisions and answers and every 2 seconds, and when
@@ -148,28 +160,20 @@ func (s *Server) followAll(ctx context.Context, r *http.Request, recs []*store.C
 // at once, as the calls' own streams leave their waits (Executor.ReleaseWaiting),
 // rather than holding the drain until its deadline: left is then true and the
 // returned record's result is a cancelled one saying the call goes on.
-func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, emit func(session.Event), relayFrom func(*store.Call) <-chan struct{}) (final *store.Call, left bool) {
+func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, call *session.Call, announced map[string]bool, emit func(session.Event), relayFrom func(*store.Call) <-chan struct{}) (final *store.Call, left bool) {
 	relayEnded := relayFrom(rec)
 	watch := s.watchCall(rec.ID)
 	defer watch.close()
 	stopping := s.stopping()
-	announced := map[string]bool{}
 	pending := false // rec has an approval request nobody decided yet
 	announce := func(rec *store.Call) {
-		pending = false
-		if s.Approvals != nil {
-			list, err := s.Approvals.Store.ListApprovals(ctx, store.ApprovalFilter{Tenant: tenant, CallID: rec.ID})
-			if err != nil {
-				return // the next wake reads them again
-			}
-			for i := len(list) - 1; i >= 0; i-- { // oldest first
-				a := list[i]
-				pending = pending || a.Status == store.ApprovalPending
-				if !announced[a.ID] {
-					announced[a.ID] = true
-					emit(session.Event{Type: session.EventApproval, Call: call, Approval: a, Suggestions: suggestionsOf(a), TS: a.CreatedAt})
-				}
-			}
+		asked, waits, ok := s.approvalEvents(ctx, tenant, call, announced)
+		pending = waits
+		if !ok {
+			return // the next wake reads them again
+		}
+		for _, ev := range asked {
+			emit(ev)
 		}
 		if rec.Status != store.CallWaiting || pending || announced[""] || s.Tools == nil {
 			return
@@ -213,6 +217,28 @@ func (s *Server) follow(ctx context.Context, tenant string, rec *store.Call, cal
 		rec = cur
 	}
 	return rec, false
+}
+
+// approvalEvents returns the approval_required events of call's requests not in
+// announced yet, oldest first, marking them there, and whether one of its requests
+// is still pending. ok is false when the store could not be read.
+func (s *Server) approvalEvents(ctx context.Context, tenant string, call *session.Call, announced map[string]bool) (evs []session.Event, pending, ok bool) {
+	if s.Approvals == nil {
+		return nil, false, true
+	}
+	list, err := s.Approvals.Store.ListApprovals(ctx, store.ApprovalFilter{Tenant: tenant, CallID: call.ID})
+	if err != nil {
+		return nil, false, false
+	}
+	for i := len(list) - 1; i >= 0; i-- { // oldest first
+		a := list[i]
+		pending = pending || a.Status == store.ApprovalPending
+		if !announced[a.ID] {
+			announced[a.ID] = true
+			evs = append(evs, session.Event{Type: session.EventApproval, Call: call, Approval: a, Suggestions: suggestionsOf(a), TS: a.CreatedAt})
+		}
+	}
+	return evs, pending, true
 }
 
 // stopping returns a channel closed once the daemon begins to stop (nil without an

@@ -343,13 +343,20 @@ func (sw *streamWriter) run(events *eventQueue) {
 	}
 }
 
+// eventReplay is the writer's own event, never written as such: followAll queues it
+// after a followed call's tool_start and approval requests, and the writer writes the
+// call's output so far there.
+const eventReplay session.EventType = "replay"
+
 // event writes one of the executor's events; it reports whether the line may wait
 // for flushDelay (see streamBatch).
 func (sw *streamWriter) event(ev session.Event) (delay bool) {
 	switch ev.Type {
 	case session.EventStart:
 		sw.out.Encode(startEvent{Type: string(ev.Type), ToolCallID: ev.Call.ToolCallID, CallID: ev.Call.ID, Name: ev.Call.Name, Resumed: ev.Resumed, TS: unixSeconds(ev.TS)})
-		if ev.Resumed && sw.hub != nil {
+		return true
+	case eventReplay:
+		if sw.hub != nil {
 			// A followed call's output so far, before what it writes from now on.
 			for _, st := range sw.hub.Streams(ev.Call.ID) {
 				sw.fill(ev.Call.ID, ev.Call.ToolCallID, st, -1)

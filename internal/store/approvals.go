@@ -75,8 +75,12 @@ type Approval struct {
 
 // ApprovalDecision is what a person decided. At is stored as the approval's DecidedAt.
 type ApprovalDecision struct {
-	Kind   string // Decision…
-	Rule   string // the rule added by approve_with_rule
+	Kind string // Decision…
+	Rule string // the rule added by approve_with_rule
+	// Rules are the rules approve_for_session added to the session (its request's
+	// suggestions), named in the audit entry, which outlives the approval. Not stored
+	// with the approval, which holds them as its suggestions.
+	Rules  []string
 	Reason string
 	Actor  string // who decided; required
 	At     time.Time
@@ -397,6 +401,17 @@ func decodeDecision(b []byte, decidedAt *time.Time) (*ApprovalDecision, error) {
 	return d, nil
 }
 
+// auditedDecision is the decision as stored with the rules d added to the session,
+// which its audit entry names and the approval does not store.
+func auditedDecision(stored *ApprovalDecision, d ApprovalDecision) *ApprovalDecision {
+	if stored == nil || len(d.Rules) == 0 {
+		return stored
+	}
+	c := *stored
+	c.Rules = d.Rules
+	return &c
+}
+
 // approvalAudit is the audit entry for an approval event.
 func approvalAudit(a *Approval, action, actor string, at time.Time, d *ApprovalDecision) (*AuditEntry, error) {
 	detail := struct {
@@ -406,11 +421,12 @@ func approvalAudit(a *Approval, action, actor string, at time.Time, d *ApprovalD
 		Risk      tool.Risk `json:"risk,omitempty"`
 		Kind      string    `json:"kind,omitempty"`
 		Rule      string    `json:"rule,omitempty"`
+		Rules     []string  `json:"rules,omitempty"`
 		Reason    string    `json:"reason,omitempty"`
 	}{CallID: a.CallID, SessionID: a.SessionID, Tool: a.Tool, Risk: a.Risk}
 	switch {
 	case d != nil:
-		detail.Kind, detail.Rule, detail.Reason = d.Kind, d.Rule, d.Reason
+		detail.Kind, detail.Rule, detail.Rules, detail.Reason = d.Kind, d.Rule, d.Rules, d.Reason
 	case action == AuditApprovalRequested:
 		detail.Reason = a.Reason
 	}

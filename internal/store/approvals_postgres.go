@@ -229,7 +229,7 @@ func (p *Postgres) DecideApproval(ctx context.Context, id string, d ApprovalDeci
 			return nil, fmt.Errorf("store: decide approval %s: finish call %s: %w", id, a.CallID, err)
 		}
 	}
-	e, err := approvalAudit(a, action, d.Actor, d.At, a.Decision)
+	e, err := approvalAudit(a, action, d.Actor, d.At, auditedDecision(a.Decision, d))
 	if err == nil {
 		err = pgInsertAudit(ctx, tx, e)
 	}

@@ -230,7 +230,7 @@ func (s *SQLite) DecideApproval(ctx context.Context, id string, d ApprovalDecisi
 			return nil, fmt.Errorf("store: decide approval %s: finish call %s: %w", id, a.CallID, err)
 		}
 	}
-	e, err := approvalAudit(a, action, d.Actor, d.At, a.Decision)
+	e, err := approvalAudit(a, action, d.Actor, d.At, auditedDecision(a.Decision, d))
 	if err == nil {
 		err = sqliteInsertAudit(ctx, tx, e)
 	}

@@ -20,8 +20,13 @@ func testDecideApprove(t *testing.T, s store.Store, as store.ApprovalStore) {
 			id, callID := "apr_"+kind, "tc_"+kind
 			pendingApproval(t, s, as, id, callID)
 			d := store.ApprovalDecision{Kind: kind, Actor: "alice", Reason: "fine <b>&</b>", At: at(time.Minute)}
-			if kind == store.DecisionApproveWithRule {
+			var rules any // in the audit only
+			switch kind {
+			case store.DecisionApproveWithRule:
 				d.Rule = "shell(rm -rf build)"
+			case store.DecisionApproveForSession:
+				d.Rules = []string{"shell(rm -rf build)", "shell(rm *)"}
+				rules = []any{"shell(rm -rf build)", "shell(rm *)"}
 			}
 			got, err := as.DecideApproval(t.Context(), id, d)
 			if err != nil {
@@ -35,7 +40,7 @@ func testDecideApprove(t *testing.T, s store.Store, as store.ApprovalStore) {
 				t.Errorf("approved call = %q with result %v, want waiting for its claimer", c.Status, c.Result)
 			}
 			checkOneAudit(t, as, id, store.AuditApprovalApproved, "alice", d.At,
-				map[string]any{"call_id": callID, "tool": "shell", "kind": kind, "reason": d.Reason, "rule": nilIfEmpty(d.Rule)})
+				map[string]any{"call_id": callID, "tool": "shell", "kind": kind, "reason": d.Reason, "rule": nilIfEmpty(d.Rule), "rules": rules})
 		})
 	}
 }

@@ -26,7 +26,9 @@
 //  11. An approver's key is revoked with the approvals page open: the requests go,
 //      the page says why and stops asking.
 //  12. A decision the daemon refuses (a denial reason over 4096 bytes) is shown
-//      beside the buttons, with the reason's size; the request stays decidable.
+//      beside the buttons, with the reason's size; the request stays decidable. One
+//      that gets no answer says the request is still pending (the page does not
+//      send it again).
 //      The card says in which folder the command would run.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
@@ -602,6 +604,19 @@ try {
       const text = await said.textContent();
       if (!text.includes('4096') || !text.includes('5000 bytes')) fail(`refusal shown as ${JSON.stringify(text)}`);
       if (await card12.getByRole('button', { name: 'Deny' }).isDisabled()) fail('Deny stays disabled after the refusal');
+      // A decision that gets no answer (the daemon restarting) is not sent again by the
+      // page: the card must say the request is still pending, not "trying again", which
+      // an approver reads as the page retrying the decision for them.
+      await page.route('**/v1/approvals/*/decision', (r) => r.abort('connectionrefused'));
+      try {
+        await card12.getByRole('button', { name: 'Approve', exact: true }).click();
+        await page.waitForFunction((el) => el.textContent.includes('does not answer'), await said.elementHandle(), { timeout: 20000 });
+        const lost = await said.textContent();
+        if (lost.includes('trying again') || !lost.includes('still pending')) fail(`an unanswered decision shown as ${JSON.stringify(lost)}`);
+        if (await card12.getByRole('button', { name: 'Approve', exact: true }).isDisabled()) fail('Approve stays disabled after an unanswered decision');
+      } finally {
+        await page.unroute('**/v1/approvals/*/decision');
+      }
     } finally {
       await api('POST', `/v1/approvals/${asked12.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 12' });
       await within(held.done, 'the long-reason call');

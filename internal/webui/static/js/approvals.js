@@ -128,8 +128,12 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
       }
       status.textContent = '';
       const size = extra?.reason ? new TextEncoder().encode(extra.reason).length : 0;
-      refused.textContent = `Not ${decision === 'deny' ? 'denied' : 'approved'}: ${err.message}` +
-        (size > REASON_MAX ? ` (this reason has ${size} bytes)` : '');
+      const not = `Not ${decision === 'deny' ? 'denied' : 'approved'}`;
+      // The page asks again for the lists, never for a decision: "trying again…", as
+      // the banner says, would have the approver wait for a decision nobody sends.
+      refused.textContent = err.code === 'unreachable'
+        ? `${not}: the daemon at ${location.origin} does not answer (${err.cause?.message || 'no answer'}); the request is still pending: decide again once it answers.`
+        : `${not}: ${err.message}` + (size > REASON_MAX ? ` (this reason has ${size} bytes)` : '');
       refused.hidden = false;
       for (const b of buttons) b.disabled = false;
     }
