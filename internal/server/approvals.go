@@ -294,6 +294,14 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	// The audit trail names the key that decided; a client-sent actor (the person
 	// behind a shared UI key) goes with it, never instead of it.
 	actor := actorOf(r, req.Actor)
+	if req.Decision != store.DecisionDeny && s.Exec != nil && s.Sessions != nil {
+		// A deny rule added while the call waited (loaded by a restart) wins over a
+		// person's approval: the request is denied in the rule's name instead.
+		if denied, why, err := s.Exec.DeniedNow(r.Context(), s.Sessions, a.CallID); err == nil && denied {
+			s.denyByPolicy(w, r, a, actor, why)
+			return
+		}
+	}
 	d := store.ApprovalDecision{Kind: req.Decision, Rule: req.Rule, Reason: req.Reason, Actor: actor}
 	if req.Decision == store.DecisionApproveForSession {
 		d.Rules = rules // audited: which rules the session got
@@ -340,6 +348,24 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		go s.approveCovered(bg, decided)
 	}
 	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
+}
+
+// denyByPolicy answers an approval of a call the policy now denies: the request is
+// denied, saying so to the model, and the approver gets a 409 that says why.
+func (s *Server) denyByPolicy(w http.ResponseWriter, r *http.Request, a *store.Approval, actor, why string) {
+	reason := "the policy now denies it (" + why + "), which it did not when the request was made"
+	d := store.ApprovalDecision{Kind: store.DecisionDeny, Actor: actor, Reason: reason, Result: store.DeniedResult("the policy", why)}
+	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
+	if errors.Is(err, store.ErrConflict) {
+		s.writeError(w, r, errorf(CodeConflict, decidedAlready(decided)))
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.afterDecision(context.WithoutCancel(r.Context()), decided)
+	s.writeError(w, r, errorf(CodeConflict, "the call was not approved: "+reason+"; the request is denied"))
 }
 
 // afterDecision wakes the call's waiters and, for an approval, runs the call here

@@ -305,3 +305,45 @@ func jsonField(b []byte, k string) string {
 	s, _ := m[k].(string)
 	return s
 }
+
+// TestDenyRuleAddedWhileWaitingWins: an operator adds a deny rule (and restarts to
+// load it) while a command waits for approval. Approving the old request ran the
+// command the rules now forbid; the approval is now refused with a 409 that says
+// why, the request is denied in the policy's name, and the model reads that.
+func TestDenyRuleAddedWhileWaitingWins(t *testing.T) {
+	t.Parallel()
+	opts := daemonOpts{dataDir: t.TempDir(), mutate: func(c *config.Config) { c.Permissions.Allow = nil }}
+	d := startDaemon(t, opts)
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, _, leave := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"p","name":"execute_command","arguments":{"command":"echo pushed >> ran.txt"}}]}`)
+	leave()
+	d.stop()
+	opts.mutate = func(c *config.Config) {
+		c.Permissions.Allow = nil
+		c.Permissions.Deny = []string{"execute_command(echo pushed:*)"}
+	}
+	d = startDaemon(t, opts)
+	code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve","actor":"ada"}`)
+	validate(t, "Error", body)
+	if code != 409 || !strings.Contains(string(body), "policy now denies") {
+		t.Fatalf("approving a call a new deny rule covers: %d %s, want a 409 naming the policy", code, body)
+	}
+	if _, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil); !strings.Contains(string(body), `"status":"denied"`) {
+		t.Fatalf("the request after the refused approval: %s", body)
+	}
+	waitFor(t, 30*time.Second, "the call's record says the policy denied it", func() bool {
+		_, _, rec := d.do("GET", "/v1/sessions/"+id+"/tool-calls/p", nil)
+		return strings.Contains(string(rec), `"error_kind":"denied"`) && strings.Contains(string(rec), "denied by the policy")
+	})
+	// Another call the rule does not cover is approved as before.
+	apr2, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"q","name":"execute_command","arguments":{"command":"echo other >> ran.txt"}}]}`)
+	defer stop()
+	if code, _, body := d.do("POST", "/v1/approvals/"+apr2["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
+		t.Fatalf("approving a call no rule denies: %d %s", code, body)
+	}
+	if m := restMessages(t, <-rest)["q"]; m.str("error_kind") != "" {
+		t.Fatalf("the approved call: %s", m.raw)
+	}
+}

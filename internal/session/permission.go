@@ -110,27 +110,48 @@ func (x *Executor) decide(sess *Session, c *Call) approval.Decision {
 // why. A nested call (a chain's) is never allowed so: its chain's risk cap holds for
 // it, and a person decides it.
 func (x *Executor) AllowedNow(ctx context.Context, sessions *Manager, callID string) (bool, string, error) {
+	rec, d, err := x.policyNow(ctx, sessions, callID)
+	if err != nil || d == nil || isNested(rec) {
+		return false, "", err
+	}
+	return d.Outcome == approval.Allow, d.Reason, nil
+}
+
+// DeniedNow reports whether the policy would now deny the waiting call callID (a deny
+// rule added while it waited, with the restart that loads it), and why: a person's
+// approval must not run what the rules now forbid.
+func (x *Executor) DeniedNow(ctx context.Context, sessions *Manager, callID string) (bool, string, error) {
+	_, d, err := x.policyNow(ctx, sessions, callID)
+	if err != nil || d == nil {
+		return false, "", err
+	}
+	return d.Outcome == approval.Deny, d.Reason, nil
+}
+
+// policyNow is the policy's decision now for the waiting call callID; nil when the
+// call no longer waits or its session no longer has its tool.
+func (x *Executor) policyNow(ctx context.Context, sessions *Manager, callID string) (*store.Call, *approval.Decision, error) {
 	if x.perm == nil {
-		return false, "", errors.New("permissions are not enabled")
+		return nil, nil, errors.New("permissions are not enabled")
 	}
 	rec, err := x.perm.Store.GetCall(ctx, callID)
 	if err != nil {
-		return false, "", err
+		return nil, nil, err
 	}
-	if rec.Status != store.CallWaiting || isNested(rec) {
-		return false, "", nil
+	if rec.Status != store.CallWaiting {
+		return rec, nil, nil
 	}
 	sess, err := sessions.Get(ctx, rec.Tenant, rec.SessionID)
 	if err != nil {
-		return false, "", err
+		return rec, nil, err
 	}
 	_, e, ok := sess.Tools.Resolve(rec.Name)
 	if !ok {
-		return false, "", nil
+		return rec, nil, nil
 	}
 	c := &Call{ID: rec.ID, CallRequest: CallRequest{ToolCallID: rec.ToolCallID, Name: rec.Name, Arguments: rec.Arguments}, entry: e}
 	d := x.decide(sess, c)
-	return d.Outcome == approval.Allow, d.Reason, nil
+	return rec, &d, nil
 }
 
 // precheck runs a tool's Precheck; a panic in it is logged and asks as usual (the
