@@ -325,6 +325,12 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
+	if errors.Is(err, store.ErrConflict) && sameDecision(decided, d) {
+		// The same approver sending the same decision again (its answer was lost on
+		// the way): what it asked for is done.
+		writeJSON(w, http.StatusOK, toApprovalJSON(decided))
+		return
+	}
 	if errors.Is(err, store.ErrConflict) {
 		s.writeError(w, r, errorf(CodeConflict, decidedAlready(decided)))
 		return
@@ -453,6 +459,12 @@ func checkDecisionText(req decisionRequest) error {
 
 // decidedAlready tells an approver why their decision came too late: who decided
 // first (racing approvers) and, for the daemon itself, why; or that nobody did in time.
+// sameDecision reports whether a was decided as d asks, by d's actor: a retry.
+func sameDecision(a *store.Approval, d store.ApprovalDecision) bool {
+	return a != nil && a.Decision != nil && a.Decision.Kind == d.Kind && a.Decision.Actor == d.Actor &&
+		a.Decision.Rule == d.Rule && a.Decision.Reason == d.Reason
+}
+
 func decidedAlready(a *store.Approval) string {
 	switch {
 	case a == nil:

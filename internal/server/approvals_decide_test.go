@@ -347,3 +347,38 @@ func TestDenyRuleAddedWhileWaitingWins(t *testing.T) {
 		t.Fatalf("the approved call: %s", m.raw)
 	}
 }
+
+// TestSameDecisionAgainIsNotAConflict: an approver whose answer was lost (a timeout,
+// a dropped connection) sends its decision again. That was a 409 "already decided",
+// which a chat bridge or script reads as a failure; the same decision by the same
+// actor now answers 200 with the request as decided, and the call still runs once.
+// Another actor's decision, or another decision, is still a 409, on both stores.
+func TestSameDecisionAgainIsNotAConflict(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(c *config.Config) { c.Permissions.Allow = nil }, func(t *testing.T, opts daemonOpts) {
+		d := startDaemon(t, opts)
+		id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+		apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+			`{"calls":[{"id":"once","name":"execute_command","arguments":{"command":"echo ran >> ran.txt && wc -l < ran.txt"}}]}`)
+		defer stop()
+		path := "/v1/approvals/" + apr["id"].(string) + "/decision"
+		for i := range 2 {
+			code, _, body := d.do("POST", path, `{"decision":"approve","actor":"ada","reason":"ok"}`)
+			if code != 200 || !strings.Contains(string(body), `"status":"approved"`) {
+				t.Fatalf("approve #%d by ada: %d %s", i+1, code, body)
+			}
+			validate(t, "Approval", body)
+		}
+		for _, other := range []string{`{"decision":"approve","actor":"bob","reason":"ok"}`, `{"decision":"deny","actor":"ada","reason":"ok"}`,
+			`{"decision":"approve","actor":"ada","reason":"another reason"}`} {
+			if code, _, body := d.do("POST", path, other); code != 409 {
+				t.Errorf("%s after ada's approval: %d %s, want 409", other, code, body)
+			}
+		}
+		m := restMessages(t, <-rest)["once"]
+		var got struct{ Message struct{ Content string } }
+		if err := json.Unmarshal(m.raw, &got); err != nil || !strings.HasSuffix(strings.TrimSpace(got.Message.Content), "stdout:\n1") {
+			t.Fatalf("the approved command's message: %s", m.raw)
+		}
+	})
+}
