@@ -382,3 +382,24 @@ func TestSameDecisionAgainIsNotAConflict(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovalEventTimesMatchTheRecord: the approval_required event gave expires_at
+// with nanoseconds, and every read of the request (GET /v1/approvals/{id}, the
+// listing) the stored microseconds, so a client matching the two, or showing a
+// countdown from one and checking against the other, saw two instants.
+func TestApprovalEventTimesMatchTheRecord(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+		`{"calls":[{"id":"t","name":"execute_command","arguments":{"command":"echo t >> t.txt"}}]}`)
+	defer stop()
+	_, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil)
+	var rec map[string]any
+	if err := json.Unmarshal(body, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if apr["expires_at"] == nil || apr["expires_at"] != rec["expires_at"] {
+		t.Errorf("expires_at: %v in the event, %v in the record", apr["expires_at"], rec["expires_at"])
+	}
+}

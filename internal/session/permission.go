@@ -197,7 +197,9 @@ func (x *Executor) permit(ctx context.Context, sess *Session, c *Call, emit func
 		suggestions[i] = r.String()
 	}
 	sj, _ := json.Marshal(suggestions)
-	now := time.Now().UTC()
+	// Microseconds, as the stores keep times: the approval_required event and every
+	// later read of the request give the same created_at and expires_at.
+	now := time.Now().UTC().Truncate(time.Microsecond)
 	exp := now.Add(x.perm.TTL)
 	if c.nested != nil && c.nested.approvalTimeout > 0 && c.nested.approvalTimeout < x.perm.TTL {
 		// A chained call waits only as long as its chain allows; the request expires
