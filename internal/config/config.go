@@ -47,6 +47,9 @@ type Config struct {
 	ReplicaID string `mapstructure:"replica_id"`
 	// MaxBodyBytes caps request bodies.
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// MaxListBytes bounds what one listing of calls or approvals reads of their
+	// arguments and results; a listing that reaches it stops and says truncated.
+	MaxListBytes int `mapstructure:"max_list_bytes"`
 	// MaxToolResultTokens is the token budget of a result sent to the model; invalid or
 	// ≤ 0 falls back to 12000.
 	MaxToolResultTokens int `mapstructure:"max_tool_result_tokens"`
@@ -497,6 +500,7 @@ func Defaults() Config {
 		StoreConnectTimeout: time.Minute,
 		SQLite:              SQLiteConfig{Synchronous: "full"},
 		MaxBodyBytes:        8 << 20,
+		MaxListBytes:        32 << 20,
 		MaxToolResultTokens: 12000,
 		ShutdownTimeout:     30 * time.Second,
 		StreamKeepalive:     15 * time.Second,
@@ -858,6 +862,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("max_body_bytes", "%d is below 1024", c.MaxBodyBytes)
+	}
+	if c.MaxListBytes < 1<<20 {
+		bad("max_list_bytes", "%d is below 1048576 (1 MiB)", c.MaxListBytes)
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
