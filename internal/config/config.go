@@ -156,6 +156,9 @@ type ClusterConfig struct {
 	// Lease is how long a replica may go without a heartbeat before the others mark
 	// its unfinished calls failed. It heartbeats every lease/3.
 	Lease time.Duration `mapstructure:"lease"`
+	// AnswerTimeout is how long a request forwarded to another replica waits for its
+	// answer to begin before that replica is taken as out of reach.
+	AnswerTimeout time.Duration `mapstructure:"answer_timeout"`
 	// SessionLockConnections caps the connections holding sessions' advisory locks.
 	SessionLockConnections int `mapstructure:"session_lock_connections"`
 }
@@ -520,7 +523,7 @@ func Defaults() Config {
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
 			MaxSteps: 10_000_000, MaxMemoryBytes: 256 << 20, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
 		MCPEndpoint:     MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute, MaxSessions: 10000, ResumeWindow: time.Minute},
-		Cluster:         ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
+		Cluster:         ClusterConfig{Lease: 30 * time.Second, AnswerTimeout: 10 * time.Second, SessionLockConnections: 32},
 		ApprovalWebhook: ApprovalWebhookConfig{Timeout: 10 * time.Second},
 	}
 }
@@ -885,6 +888,9 @@ func (c Config) Validate() error {
 	}
 	if c.Cluster.Lease < time.Second {
 		bad("cluster.lease", "%s is below 1s", c.Cluster.Lease)
+	}
+	if c.Cluster.AnswerTimeout < time.Second {
+		bad("cluster.answer_timeout", "%s is below 1s", c.Cluster.AnswerTimeout)
 	}
 	if c.Cluster.SessionLockConnections < 1 {
 		bad("cluster.session_lock_connections", "must be at least 1")
