@@ -354,7 +354,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 
 	apiCfg := server.Config{MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: cfg.StreamKeepalive, WriteTimeout: cfg.WriteTimeout,
-		SkillPromptBudgetTokens: cfg.Skills.PromptBudgetTokens}
+		SkillPromptBudgetTokens: cfg.Skills.PromptBudgetTokens, ListBytes: cfg.MaxListBytes}
 	if a.storeKind() == "postgres" { // replicas may share it
 		apiCfg.RecordHold = cfg.Calls.RecordFoldWindow
 	}

@@ -90,7 +90,7 @@ func (a *App) replicaForwarding() *server.Replicas {
 	if a.storeKind() != "postgres" || !ok {
 		return nil
 	}
-	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs, Lease: a.Config.Cluster.Lease}
+	return &server.Replicas{Self: a.Config.ReplicaID, Lookup: rs, Lease: a.Config.Cluster.Lease, AnswerTimeout: a.Config.Cluster.AnswerTimeout}
 }
 
 // jobRelay lets the job tools reach background jobs that other replicas run; nil

@@ -47,6 +47,9 @@ type Config struct {
 	ReplicaID string `mapstructure:"replica_id"`
 	// MaxBodyBytes caps request bodies.
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// MaxListBytes bounds what one listing of calls or approvals reads of their
+	// arguments and results; a listing that reaches it stops and says truncated.
+	MaxListBytes int `mapstructure:"max_list_bytes"`
 	// MaxToolResultTokens is the token budget of a result sent to the model; invalid or
 	// ≤ 0 falls back to 12000.
 	MaxToolResultTokens int `mapstructure:"max_tool_result_tokens"`
@@ -153,6 +156,9 @@ type ClusterConfig struct {
 	// Lease is how long a replica may go without a heartbeat before the others mark
 	// its unfinished calls failed. It heartbeats every lease/3.
 	Lease time.Duration `mapstructure:"lease"`
+	// AnswerTimeout is how long a request forwarded to another replica waits for its
+	// answer to begin before that replica is taken as out of reach.
+	AnswerTimeout time.Duration `mapstructure:"answer_timeout"`
 	// SessionLockConnections caps the connections holding sessions' advisory locks.
 	SessionLockConnections int `mapstructure:"session_lock_connections"`
 }
@@ -497,6 +503,7 @@ func Defaults() Config {
 		StoreConnectTimeout: time.Minute,
 		SQLite:              SQLiteConfig{Synchronous: "full"},
 		MaxBodyBytes:        8 << 20,
+		MaxListBytes:        32 << 20,
 		MaxToolResultTokens: 12000,
 		ShutdownTimeout:     30 * time.Second,
 		StreamKeepalive:     15 * time.Second,
@@ -516,7 +523,7 @@ func Defaults() Config {
 			MaxInlineResultBytes: 4096, ApprovalTimeout: 120 * time.Second, MaxRiskWithoutApproval: "medium",
 			MaxSteps: 10_000_000, MaxMemoryBytes: 256 << 20, ArtifactBytesPerSession: 64 << 20, ArtifactRetention: 24 * time.Hour},
 		MCPEndpoint:     MCPEndpointConfig{Enabled: true, SessionIdleTTL: 30 * time.Minute, MaxSessions: 10000, ResumeWindow: time.Minute},
-		Cluster:         ClusterConfig{Lease: 30 * time.Second, SessionLockConnections: 32},
+		Cluster:         ClusterConfig{Lease: 30 * time.Second, AnswerTimeout: 10 * time.Second, SessionLockConnections: 32},
 		ApprovalWebhook: ApprovalWebhookConfig{Timeout: 10 * time.Second},
 	}
 }
@@ -859,6 +866,9 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		bad("max_body_bytes", "%d is below 1024", c.MaxBodyBytes)
 	}
+	if c.MaxListBytes < 1<<20 {
+		bad("max_list_bytes", "%d is below 1048576 (1 MiB)", c.MaxListBytes)
+	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
 	}
@@ -878,6 +888,9 @@ func (c Config) Validate() error {
 	}
 	if c.Cluster.Lease < time.Second {
 		bad("cluster.lease", "%s is below 1s", c.Cluster.Lease)
+	}
+	if c.Cluster.AnswerTimeout < time.Second {
+		bad("cluster.answer_timeout", "%s is below 1s", c.Cluster.AnswerTimeout)
 	}
 	if c.Cluster.SessionLockConnections < 1 {
 		bad("cluster.session_lock_connections", "must be at least 1")

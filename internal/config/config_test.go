@@ -116,6 +116,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"max below default", nil, []string{"TOOLSERVER_CALLS_MAX_TIMEOUT=1s"}, "calls.max_timeout"},
 		{"relative root", nil, []string{"TOOLSERVER_SESSIONS_WORKDIR_ROOTS=rel/dir"}, "sessions.workdir_roots"},
 		{"bad sandbox", nil, []string{"TOOLSERVER_SANDBOX_MODE=docker"}, "sandbox.mode"},
+		{"tiny answer timeout", nil, []string{"TOOLSERVER_CLUSTER_ANSWER_TIMEOUT=100ms"}, "cluster.answer_timeout"},
+		{"tiny list budget", nil, []string{"TOOLSERVER_MAX_LIST_BYTES=65536"}, "max_list_bytes"},
 		{"tiny memory limit", nil, []string{"TOOLSERVER_SANDBOX_MEMORY_LIMIT_BYTES=1048576"}, "sandbox.memory_limit_bytes"},
 		{"negative interval", nil, []string{"TOOLSERVER_PROGRESS_FLUSH_INTERVAL_MS=-1"}, "progress.flush_interval_ms"},
 		{"unknown key in file", []string{"--config", write("adr: 1\n")}, nil, "config: unknown key adr"},

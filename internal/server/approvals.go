@@ -113,7 +113,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.ApprovalFilter{Tenant: tenantOf(r), Status: store.ApprovalStatus(q.Get("status")), SessionID: q.Get("session_id"),
 		CallID: q.Get("call_id"), Limit: 100,
-		MaxBytes: store.ListBytes}
+		MaxBytes: s.cfg.ListBytes}
 	if f.Status != "" && !f.Status.Valid() {
 		s.writeError(w, r, errorf(CodeBadRequest, "status must be pending, approved, denied or expired"))
 		return

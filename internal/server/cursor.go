@@ -25,7 +25,7 @@ func nextBefore(id string, at time.Time) string {
 }
 
 // wantNext reports whether a page of n items, asked for at most limit, may have more
-// after it: it is full, or it stopped at store.ListBytes.
+// after it: it is full, or it stopped at its byte budget (Config.ListBytes).
 func wantNext(n, limit int, truncated bool) bool {
 	return n > 0 && (n >= limit || truncated)
 }

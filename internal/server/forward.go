@@ -30,6 +30,10 @@ type Replicas struct {
 	// Lease is cluster.lease: a replica whose last heartbeat is older is dead, and
 	// what the store says of its calls is the answer. 0: never.
 	Lease time.Duration
+	// AnswerTimeout is cluster.answer_timeout: how long a forwarded request waits for
+	// the other replica's answer to begin before it is answered here. 0:
+	// DefaultReplicaAnswerTimeout. Used by the default Transport.
+	AnswerTimeout time.Duration
 	// Transport reaches the other replicas; nil uses a default with short dial
 	// timeouts.
 	Transport http.RoundTripper
@@ -39,18 +43,21 @@ type Replicas struct {
 // forwards such a request again (no loops when two replicas disagree on an owner).
 const forwardedHeader = cluster.ForwardedHeader
 
-// replicaAnswerTimeout is how long a forwarded read waits for the owner's answer to
-// begin before it is answered here.
-const replicaAnswerTimeout = 10 * time.Second
+// DefaultReplicaAnswerTimeout is how long a forwarded read waits for the owner's
+// answer to begin before it is answered here, unless Replicas.AnswerTimeout says.
+const DefaultReplicaAnswerTimeout = 10 * time.Second
 
-func defaultReplicaTransport() http.RoundTripper {
+func defaultReplicaTransport(answerTimeout time.Duration) http.RoundTripper {
+	if answerTimeout <= 0 {
+		answerTimeout = DefaultReplicaAnswerTimeout
+	}
 	return &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 5 * time.Second,
 		// A replica that is stopped or wedged still has its connections accepted by
 		// its kernel, and never answers: the read is then answered here. A replica
 		// begins its answers (a poll, an SSE stream's head) within a second or two.
-		ResponseHeaderTimeout: replicaAnswerTimeout,
+		ResponseHeaderTimeout: answerTimeout,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
 	}
@@ -189,6 +196,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *store.Call
 }
 
 func (s *Server) replicaTransport() http.RoundTripper {
-	s.transportOnce.Do(func() { s.transport = defaultReplicaTransport() })
+	s.transportOnce.Do(func() {
+		var answer time.Duration
+		if s.Replicas != nil {
+			answer = s.Replicas.AnswerTimeout
+		}
+		s.transport = defaultReplicaTransport(answer)
+	})
 	return s.transport
 }

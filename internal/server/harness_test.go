@@ -51,6 +51,13 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	cfg.Store = o.store
 	cfg.ReplicaID = "test"
 	cfg.ShutdownTimeout = 5 * time.Second
+	// SQLite syncs at checkpoints, not at every commit: what a commit's fsync buys (a
+	// write kept through a power loss) no test here can see, in-process restarts keep
+	// the page cache, and the fsyncs cost the package's tests seconds each on a loaded
+	// disk (TestSkillPromptBudget's 1000 calls: 18 s with full, 12 s without). The
+	// PostgreSQL the tests use runs with fsync=off likewise (pgtest); the store's own
+	// tests cover synchronous=full (sqlite_sync_test.go).
+	cfg.SQLite.Synchronous = "normal"
 	// The operator trusts the test tools and commands; permission tests set their own.
 	cfg.Permissions.Allow = []string{"echo", "sleep_*", "block", "block_read", "panics", "big", "whoami", "bg_sleep", "confirm", "task_*", "memory_*", "skill", "web_*", "write_file",
 		"execute_command", "kill_job"}

@@ -7,18 +7,23 @@ import (
 	"testing"
 
 	"github.com/toolserverd/toolserverd/internal/config"
-	"github.com/toolserverd/toolserverd/internal/store"
 )
 
+// listBytes is the listings' byte budget (max_list_bytes) of the daemons of the
+// tests below, its least: records of a fifth of it or so stand for records of
+// megabytes under the default 32 MiB, at a thirty-second of the bytes to write and
+// read (the race detector made the default's 90 MB of records take minutes).
+const listBytes = 1 << 20
+
 // A listing of calls whose arguments and results are megabytes each stops at
-// store.ListBytes and says so (truncated), instead of loading every record whole: a
+// max_list_bytes and says so (truncated), instead of loading every record whole: a
 // thousand such records would have taken about 20 GB for one request.
 func TestCallListsStopAtTheirByteBudget(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, daemonOpts{})
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.MaxListBytes = listBytes }})
 	id := d.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
-	big := strings.Repeat("x", 3<<20) // 3 MiB of arguments, and as much of result
-	n := store.ListBytes/(6<<20) + 3
+	big := strings.Repeat("x", listBytes*3/32) // 96 KiB of arguments, and as much of result
+	n := listBytes/(listBytes*6/32) + 3
 	for i := range n {
 		_, evs := d.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c`+strconv.Itoa(i)+`","name":"echo","arguments":{"text":"`+big+`"}}]}`)
 		if m := messages(t, evs)["c"+strconv.Itoa(i)]; m.m["is_error"] != false {
@@ -37,7 +42,7 @@ func TestCallListsStopAtTheirByteBudget(t *testing.T) {
 		if !list.Truncated || len(list.Calls) >= n || len(list.Calls) == 0 {
 			t.Errorf("%s: %d of %d calls, truncated %v; want fewer, and truncated", path, len(list.Calls), n, list.Truncated)
 		}
-		if len(body) > 2*store.ListBytes {
+		if len(body) > 2*listBytes {
 			t.Errorf("%s: %d MiB answered", path, len(body)>>20)
 		}
 	}
@@ -52,10 +57,10 @@ func TestCallListsStopAtTheirByteBudget(t *testing.T) {
 // its arguments in its approval request.
 func TestApprovalListsStopAtTheirByteBudget(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow, c.MaxListBytes = nil, listBytes }})
 	id := d.createSession(map[string]any{"available_tools": []string{"write_file"}})["id"].(string)
-	big := strings.Repeat("x", 6<<20)
-	n := store.ListBytes/(6<<20) + 2
+	big := strings.Repeat("x", listBytes*6/32)
+	n := listBytes/(listBytes*6/32) + 2
 	for i := range n {
 		_, _, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
 			`{"calls":[{"id":"w`+strconv.Itoa(i)+`","name":"write_file","arguments":{"path":"f`+strconv.Itoa(i)+`","content":"`+big+`"}}]}`)

@@ -113,8 +113,16 @@ func (s *Server) writeProgress(w http.ResponseWriter, resp progressChunk, data [
 	}{resp.CallID, resp.Stream, resp.Offset, resp.Encoding})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(head[:len(head)-1])
-	_, _ = io.WriteString(w, `,"data":"`)
+	// A write that fails (the client closed its connection, or took nothing for
+	// write_timeout) ends the answer: the rest of max_bytes would be read from the log
+	// and encoded for no one.
+	sent := func(_ int, err error) {
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	sent(w.Write(head[:len(head)-1]))
+	sent(io.WriteString(w, `,"data":"`))
 	var b64 io.WriteCloser
 	if resp.Encoding == "base64" {
 		b64 = base64.NewEncoder(base64.StdEncoding, w)
@@ -125,7 +133,7 @@ func (s *Server) writeProgress(w http.ResponseWriter, resp progressChunk, data [
 		read += int64(len(data))
 		last := len(data) == 0 || read >= max
 		if b64 != nil {
-			_, _ = b64.Write(data)
+			sent(b64.Write(data))
 		} else {
 			text := append(held, data...)
 			cut := incompleteTail(text)
@@ -137,7 +145,7 @@ func (s *Server) writeProgress(w http.ResponseWriter, resp progressChunk, data [
 			text, held = text[:len(text)-cut], append([]byte(nil), text[len(text)-cut:]...)
 			invalid = invalid || !utf8.Valid(text)
 			q, _ := json.Marshal(string(text))
-			_, _ = w.Write(q[1 : len(q)-1])
+			sent(w.Write(q[1 : len(q)-1]))
 			if last {
 				// Do not split a character between two reads: a trailing partial one
 				// is read again by the next poll.
@@ -155,7 +163,7 @@ func (s *Server) writeProgress(w http.ResponseWriter, resp progressChunk, data [
 		}
 	}
 	if b64 != nil {
-		_ = b64.Close()
+		sent(0, b64.Close())
 	}
 	resp.Streams = s.Progress.Streams(resp.CallID)
 	if resp.Streams == nil {
@@ -171,8 +179,8 @@ func (s *Server) writeProgress(w http.ResponseWriter, resp progressChunk, data [
 		Streams     []string       `json:"streams"`
 		Progress    *progressValue `json:"progress,omitempty"`
 	}{next, invalid, finished && next >= resp.Offset, resp.Streams, resp.Progress})
-	_, _ = io.WriteString(w, `",`)
-	_, _ = w.Write(tail[1:])
+	sent(io.WriteString(w, `",`))
+	sent(w.Write(tail[1:]))
 	_, _ = io.WriteString(w, "\n")
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
@@ -19,7 +20,8 @@ import (
 // while the owner's lease holds (the output is there, out of reach).
 func TestProgressReadOwnerHung(t *testing.T) {
 	t.Parallel()
-	a, b := twoReplicas(t, nil)
+	// The forward gives up after cluster.answer_timeout (10 s by default).
+	a, b := twoReplicas(t, func(c *config.Config) { c.Cluster.AnswerTimeout = time.Second })
 	id := a.createSession(map[string]any{"available_tools": []string{"echo"}})["id"].(string)
 	_, evs := a.stream("/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"e","name":"echo","arguments":{"text":"hi"}}]}`)
 	cid := messages(t, evs)["e"].str("call_id")

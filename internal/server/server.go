@@ -107,6 +107,9 @@ type Config struct {
 	// SkillPromptBudgetTokens bounds the skills part of a session's prompt fragment
 	// (skills.prompt_budget_tokens); 0: skills.DefaultPromptBudgetTokens.
 	SkillPromptBudgetTokens int
+	// ListBytes bounds what one listing of calls or approvals reads of their
+	// arguments and results (max_list_bytes); 0: store.ListBytes.
+	ListBytes int
 }
 
 // Server serves the API.
@@ -131,6 +134,9 @@ func New(cfg Config, d Deps) *Server {
 	}
 	if cfg.RevokeCheck <= 0 {
 		cfg.RevokeCheck = time.Second
+	}
+	if cfg.ListBytes <= 0 {
+		cfg.ListBytes = store.ListBytes
 	}
 	if cfg.SkillPromptBudgetTokens <= 0 {
 		cfg.SkillPromptBudgetTokens = skills.DefaultPromptBudgetTokens

@@ -261,16 +261,17 @@ func (s *Server) getSessionToolCall(w http.ResponseWriter, r *http.Request) {
 
 type callListResponse struct {
 	Calls []callResponse `json:"calls"`
-	// Truncated: the listing stopped at store.ListBytes; ask for fewer (limit), or
+	// Truncated: the listing stopped at its byte budget (max_list_bytes); ask for fewer (limit), or
 	// go on from the last call (NextBefore).
 	Truncated bool `json:"truncated,omitempty"`
 	// NextBefore is before for the next page, when there may be one (cursor.go).
 	NextBefore string `json:"next_before,omitempty"`
 }
 
-// toCallList is a page of calls asked for with limit.
-func toCallList(calls []*store.Call, limit int) callListResponse {
-	resp := callListResponse{Calls: make([]callResponse, 0, len(calls)), Truncated: store.ListCut(calls)}
+// toCallList is a page of calls asked for with limit, read with the byte budget
+// maxBytes.
+func toCallList(calls []*store.Call, limit, maxBytes int) callListResponse {
+	resp := callListResponse{Calls: make([]callResponse, 0, len(calls)), Truncated: store.ListCut(calls, maxBytes)}
 	for _, c := range calls {
 		resp.Calls = append(resp.Calls, toCallResponse(c))
 	}
@@ -284,7 +285,7 @@ func toCallList(calls []*store.Call, limit int) callListResponse {
 // listSessionToolCalls lists the session's calls, newest first, a page at a time like
 // listToolCalls.
 func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
-	p := store.CallPage{Limit: 50}
+	p := store.CallPage{Limit: 50, MaxBytes: s.cfg.ListBytes}
 	q := r.URL.Query()
 	n, err := queryLimit(q, p.Limit, 1000)
 	if err != nil {
@@ -310,7 +311,7 @@ func (s *Server) listSessionToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toCallList(calls, p.Limit))
+	writeJSON(w, http.StatusOK, toCallList(calls, p.Limit, p.MaxBytes))
 }
 
 // cancelToolCall cancels a call that has not finished: a running one is stopped, one

@@ -15,7 +15,7 @@ import (
 // back from the last call of the previous page (cursor.go).
 func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.CallFilter{Tenant: tenantOf(r), Limit: 50}
+	f := store.CallFilter{Tenant: tenantOf(r), Limit: 50, MaxBytes: s.cfg.ListBytes}
 	n, err := queryLimit(q, f.Limit, 1000)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -55,7 +55,7 @@ func (s *Server) listToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toCallList(calls, f.Limit))
+	writeJSON(w, http.StatusOK, toCallList(calls, f.Limit, f.MaxBytes))
 }
 
 // callListing pages through the calls of tenant or, with sessionID, of that session:

@@ -24,6 +24,8 @@ type CallFilter struct {
 	// previous page. Zero Before: from the newest.
 	Before   time.Time
 	BeforeID string
+	// MaxBytes bounds what the listing reads (see ListBytes); <= 0 means ListBytes.
+	MaxBytes int
 }
 
 func (f CallFilter) limit() int {
@@ -95,7 +97,7 @@ func (s *SQLite) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, er
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
 	defer rows.Close()
-	calls, err := collectCalls(rows, func() (*Call, error) { return scanSQLiteCall(rows) })
+	calls, err := collectCalls(rows, f.MaxBytes, func() (*Call, error) { return scanSQLiteCall(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
@@ -111,7 +113,7 @@ func (p *Postgres) ListRecentCalls(ctx context.Context, f CallFilter) ([]*Call, 
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
 	defer rows.Close()
-	calls, err := collectCalls(rows, func() (*Call, error) { return scanPGCall(rows) })
+	calls, err := collectCalls(rows, f.MaxBytes, func() (*Call, error) { return scanPGCall(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("store: list recent calls: %w", err)
 	}
@@ -136,11 +138,20 @@ func pgRecentCallsQuery(f CallFilter) (string, []any) {
 		ORDER BY created_at DESC, id DESC LIMIT $3`, args
 }
 
-// ListBytes bounds what one listing of calls reads: rows are taken in order until
-// their arguments and results pass it (the row that passes it included), so that a
-// listing of records holding megabytes each cannot take gigabytes. ListCut tells a
-// listing that stopped there.
+// ListBytes bounds what one listing of calls reads unless the listing says otherwise
+// (CallFilter.MaxBytes, CallPage.MaxBytes; the daemon's max_list_bytes): rows are
+// taken in order until their arguments and results pass it (the row that passes it
+// included), so that a listing of records holding megabytes each cannot take
+// gigabytes. ListCut tells a listing that stopped there.
 const ListBytes = 32 << 20
+
+// listBytes is max, or ListBytes when max <= 0.
+func listBytes(max int) int {
+	if max <= 0 {
+		return ListBytes
+	}
+	return max
+}
 
 // Size is what the call's arguments and result hold, in bytes.
 func (c *Call) Size() int {
@@ -154,24 +165,26 @@ func (c *Call) Size() int {
 	return n
 }
 
-// ListCut reports whether a listing stopped at ListBytes (there may be more).
-func ListCut(calls []*Call) bool {
+// ListCut reports whether a listing read with MaxBytes max (<= 0: ListBytes) stopped
+// there (there may be more).
+func ListCut(calls []*Call, max int) bool {
 	n := 0
 	for _, c := range calls {
 		n += c.Size()
 	}
-	return n >= ListBytes
+	return n >= listBytes(max)
 }
 
-// collectCalls reads the rows of rows (*sql.Rows or pgx.Rows) with scan, up to
-// ListBytes; no rows is an empty slice, not nil.
+// collectCalls reads the rows of rows (*sql.Rows or pgx.Rows) with scan, up to max
+// bytes (<= 0: ListBytes); no rows is an empty slice, not nil.
 func collectCalls(rows interface {
 	Next() bool
 	Err() error
-}, scan func() (*Call, error)) ([]*Call, error) {
+}, max int, scan func() (*Call, error)) ([]*Call, error) {
 	calls := []*Call{}
 	size := 0
-	for size < ListBytes && rows.Next() {
+	max = listBytes(max)
+	for size < max && rows.Next() {
 		c, err := scan()
 		if err != nil {
 			return nil, err

@@ -11,6 +11,8 @@ type CallPage struct {
 	// last call of the previous page. Zero Before: from the newest.
 	Before   time.Time
 	BeforeID string
+	// MaxBytes bounds what the listing reads (see ListBytes); <= 0 means ListBytes.
+	MaxBytes int
 }
 
 // The session's calls are found through tool_calls_session_tool_call_id_idx

@@ -339,7 +339,7 @@ func (p *Postgres) ListCalls(ctx context.Context, sessionID string, page CallPag
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}
 	defer rows.Close()
-	calls, err := collectCalls(rows, func() (*Call, error) { return scanPGCall(rows) })
+	calls, err := collectCalls(rows, page.MaxBytes, func() (*Call, error) { return scanPGCall(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}

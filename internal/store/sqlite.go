@@ -486,7 +486,7 @@ func (s *SQLite) ListCalls(ctx context.Context, sessionID string, p CallPage) ([
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}
 	defer rows.Close()
-	calls, err := collectCalls(rows, func() (*Call, error) { return scanSQLiteCall(rows) })
+	calls, err := collectCalls(rows, p.MaxBytes, func() (*Call, error) { return scanSQLiteCall(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("store: list calls of %s: %w", sessionID, err)
 	}
