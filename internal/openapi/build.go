@@ -30,9 +30,13 @@ type builder struct {
 
 // param is one argument of a tool and where it goes in the request.
 type param struct {
-	arg      string // the argument's name in the tool's schema
-	name     string // the name in the request
-	in       string // path, query, header, cookie
+	arg  string // the argument's name in the tool's schema
+	name string // the name in the request
+	in   string // path, query, header, cookie
+	// style is how the value is written: form (query and cookie, by default), simple
+	// (path and header, by default), label or matrix (path), or a query's
+	// spaceDelimited, pipeDelimited or deepObject.
+	style    string
 	explode  bool
 	deepObj  bool
 	sep      string // what joins an array's values when not exploded: "," unless the style says " " or "|"
@@ -49,6 +53,9 @@ type body struct {
 	// arg is the argument holding the whole body when it is not flat.
 	arg      string
 	required bool
+	// needs are the fields a flat body that is not required must have when it is sent
+	// (any of its fields given): its schema's required.
+	needs []string
 	// files names the multipart body's file fields (see fileArgs).
 	files map[string]bool
 	// binary: the body is raw bytes (a tar, an upload), given as a file (binaryBodyArg).
@@ -212,7 +219,18 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) {
 			continue
 		}
-		pm := param{name: p.Name, in: p.In, explode: p.Explode == nil || *p.Explode, deepObj: p.Style == openapi3.SerializationDeepObject, sep: ","}
+		pm := param{name: p.Name, in: p.In, style: p.Style, deepObj: p.Style == openapi3.SerializationDeepObject, sep: ","}
+		if pm.style == "" {
+			pm.style = openapi3.SerializationSimple
+			if p.In == openapi3.ParameterInQuery || p.In == openapi3.ParameterInCookie {
+				pm.style = openapi3.SerializationForm
+			}
+		}
+		// Only the form style explodes by default.
+		pm.explode = pm.style == openapi3.SerializationForm
+		if p.Explode != nil {
+			pm.explode = *p.Explode
+		}
 		switch p.Style {
 		case openapi3.SerializationSpaceDelimited:
 			pm.sep = " "
@@ -250,6 +268,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 	}
 
 	var bd *body
+	closed := false // a flat body whose schema says additionalProperties: false
 	if op.RequestBody != nil && op.RequestBody.Value != nil {
 		rb := op.RequestBody.Value
 		mediaType, mt := pickMediaType(rb.Content)
@@ -278,17 +297,18 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			}
 			if flat {
 				bd.flat, bd.props = true, map[string]bool{}
+				closed = sm["additionalProperties"] == false
 				for name, s := range bodyProps {
 					props[name] = s
 					bd.props[name] = true
 					taken[name] = true
 				}
-				if rb.Required {
-					if req, ok := sm["required"].([]any); ok {
-						for _, r := range req {
-							if s, ok := r.(string); ok {
-								required = append(required, s)
-							}
+				if req, ok := sm["required"].([]any); ok {
+					for _, r := range req {
+						if s, ok := r.(string); ok && rb.Required {
+							required = append(required, s)
+						} else if ok {
+							bd.needs = append(bd.needs, s)
 						}
 					}
 				}
@@ -318,6 +338,10 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		schema["required"] = dedupe(required)
 	}
 	if bd == nil || !bd.flat {
+		schema["additionalProperties"] = false
+	} else if closed {
+		// The body takes no other fields, so no other argument either: a misspelt one
+		// is refused here rather than by the API.
 		schema["additionalProperties"] = false
 	}
 	raw, err := json.Marshal(schema)

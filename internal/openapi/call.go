@@ -25,6 +25,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/oauth2"
 
@@ -225,11 +226,11 @@ func (o *Operation) request(ctx context.Context, args map[string]any, ws *worksp
 				// dot segments would take the request to another route.
 				return nil, tool.Errorf(tool.KindInvalidArgs, "path parameter %s cannot have . or .. between slashes: %q", p.arg, s)
 			}
-			route = strings.ReplaceAll(route, "{"+p.name+"}", url.PathEscape(s))
+			route = strings.ReplaceAll(route, "{"+p.name+"}", styled(p, v, url.PathEscape))
 		case "query":
 			addQuery(query, p, v)
 		case "header":
-			s := scalar(v, p.jsonText, ",")
+			s := styled(p, v, func(s string) string { return s })
 			if !httpguts.ValidHeaderFieldValue(s) {
 				return nil, tool.Errorf(tool.KindInvalidArgs, "header parameter %s: line breaks and control characters cannot be sent in a header", p.arg)
 			}
@@ -266,6 +267,20 @@ func (o *Operation) request(ctx context.Context, args map[string]any, ws *worksp
 				}
 			}
 			payload, present = obj, len(obj) > 0 || o.body.required
+			if present {
+				// An optional body is sent once any of its fields is given, and then
+				// needs its required ones, which the tool's schema cannot require.
+				var missing []string
+				for _, k := range o.body.needs {
+					if _, ok := obj[k]; !ok {
+						missing = append(missing, k)
+					}
+				}
+				if len(missing) > 0 {
+					return nil, tool.Errorf(tool.KindInvalidArgs, "the request body is sent when any of its fields is given, and then needs %s: give %s too, or none of the body's fields",
+						strings.Join(missing, ", "), strings.Join(missing, ", "))
+				}
+			}
 		} else {
 			payload, present = args[o.body.arg]
 		}
@@ -366,6 +381,7 @@ func addQuery(q url.Values, p param, v any) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		var pairs []string
 		for _, k := range keys {
 			switch {
 			case p.deepObj:
@@ -373,12 +389,60 @@ func addQuery(q url.Values, p param, v any) {
 			case p.explode:
 				q.Add(k, scalar(x[k], false, ","))
 			default:
-				q.Add(p.name, k+","+scalar(x[k], false, ","))
+				// Not exploded: one value, keys and values alternating (x,1,y,2).
+				pairs = append(pairs, k, scalar(x[k], false, ","))
 			}
+		}
+		if len(pairs) > 0 {
+			q.Add(p.name, strings.Join(pairs, ","))
 		}
 	default:
 		q.Add(p.name, scalar(v, p.jsonText, ","))
 	}
+}
+
+// styled renders a path or header parameter's value in its style (OpenAPI's simple,
+// label or matrix, which are RFC 6570's {v}, {.v} and {;v}), each name and value put
+// through esc, the delimiters the style adds not: a matrix array [1, 2] is ;ids=1,2
+// (;ids=1;ids=2 exploded), an object {a: 1, b: 2} a,1,b,2 (a=1,b=2 exploded).
+func styled(p param, v any, esc func(string) string) string {
+	if p.jsonText {
+		return esc(scalar(v, true, ","))
+	}
+	var prefix, sep string // what starts the value, what joins exploded items
+	switch p.style {
+	case openapi3.SerializationLabel:
+		prefix, sep = ".", "."
+	case openapi3.SerializationMatrix:
+		prefix, sep = ";"+esc(p.name)+"=", ";"+esc(p.name)+"="
+	default:
+		sep = ","
+	}
+	var items []string
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			items = append(items, esc(scalar(e, false, ",")))
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if p.explode {
+				items = append(items, esc(k)+"="+esc(scalar(x[k], false, ",")))
+			} else {
+				items = append(items, esc(k), esc(scalar(x[k], false, ",")))
+			}
+		}
+		if p.explode && p.style == openapi3.SerializationMatrix {
+			// Each key is a parameter of its own: ;a=1;b=2.
+			prefix, sep = ";", ";"
+		}
+	default:
+		return prefix + esc(scalar(v, false, ","))
+	}
+	if !p.explode {
+		sep = ","
+	}
+	return prefix + strings.Join(items, sep)
 }
 
 // scalar renders a value for a path, query, header or cookie.

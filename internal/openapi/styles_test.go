@@ -1,0 +1,155 @@
+package openapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/tool"
+)
+
+// stylesSpec declares parameters in each serialization style OpenAPI 3 defines
+// (https://spec.openapis.org/oas/v3.0.3#style-values) and bodies whose schema says more
+// than its properties.
+const stylesSpec = `openapi: 3.0.3
+info: {title: styles, version: "1"}
+paths:
+  /q:
+    get:
+      operationId: query
+      parameters:
+        - {name: point, in: query, explode: false, schema: {type: object, properties: {x: {type: number}, y: {type: number}}}}
+        - {name: spread, in: query, schema: {type: object, properties: {a: {type: string}, b: {type: string}}}}
+      responses: {"200": {description: ok}}
+  /m/{m}/l/{l}/s/{s}:
+    get:
+      operationId: path
+      parameters:
+        - {name: m, in: path, required: true, style: matrix, schema: {type: string}}
+        - {name: l, in: path, required: true, style: label, schema: {type: string}}
+        - {name: s, in: path, required: true, schema: {type: array, items: {type: string}}}
+      responses: {"200": {description: ok}}
+  /ma/{ma}/me/{me}/mo/{mo}/la/{la}/lo/{lo}/so/{so}/sx/{sx}:
+    get:
+      operationId: pathComposite
+      parameters:
+        - {name: ma, in: path, required: true, style: matrix, schema: {type: array, items: {type: string}}}
+        - {name: me, in: path, required: true, style: matrix, explode: true, schema: {type: array, items: {type: string}}}
+        - {name: mo, in: path, required: true, style: matrix, explode: true, schema: {type: object, properties: {a: {type: string}, b: {type: string}}}}
+        - {name: la, in: path, required: true, style: label, explode: true, schema: {type: array, items: {type: string}}}
+        - {name: lo, in: path, required: true, style: label, schema: {type: object, properties: {a: {type: string}, b: {type: string}}}}
+        - {name: so, in: path, required: true, schema: {type: object, properties: {a: {type: string}, b: {type: string}}}}
+        - {name: sx, in: path, required: true, explode: true, schema: {type: object, properties: {a: {type: string}, b: {type: string}}}}
+      responses: {"200": {description: ok}}
+  /h:
+    get:
+      operationId: header
+      parameters:
+        - {name: X-Trace, in: header, schema: {type: object, properties: {a: {type: string}, b: {type: integer}}}}
+        - {name: X-Api-Key, in: header, explode: true, schema: {type: object, properties: {a: {type: string}, b: {type: integer}}}}
+      responses: {"200": {description: ok}}
+`
+
+// TestParameterStyles: each style and explode of a path, query and header parameter
+// is sent as the OpenAPI specification's examples show it; before, a query object
+// with explode false was repeated (point=x,1&point=y,2), matrix and label path
+// parameters were sent as plain values, and objects in paths and headers as JSON.
+func TestParameterStyles(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "st", Spec: writeSpec(t, "styles.yaml", stylesSpec), BaseURL: srv.URL})
+
+	e := echo(t, call(t, m, "st__query", `{"point":{"x":1.5,"y":2},"spread":{"a":"1","b":"2 3"}}`))
+	if got := fmt.Sprint(e.Query["point"]); got != "[x,1.5,y,2]" {
+		t.Errorf("form object, explode false: point=%s, want one value x,1.5,y,2 (query %v)", got, e.Query)
+	}
+	if fmt.Sprint(e.Query["a"]) != "[1]" || fmt.Sprint(e.Query["b"]) != "[2 3]" {
+		t.Errorf("form object, explode true: query %v, want a=1&b=2+3", e.Query)
+	}
+
+	e = echo(t, call(t, m, "st__path", `{"m":"x y","l":"a;b","s":["p","q/r"]}`))
+	if want := "/m/;m=x%20y/l/.a%3Bb/s/p,q%2Fr"; e.RawPath != want {
+		t.Errorf("path styles: %s, want %s", e.RawPath, want)
+	}
+	e = echo(t, call(t, m, "st__pathComposite", `{"ma":["1","2"],"me":["1","2"],"mo":{"a":"1","b":"2"},"la":["1","2"],"lo":{"a":"1","b":"2"},"so":{"a":"1","b":"2"},"sx":{"a":"1","b":"2"}}`))
+	if want := "/ma/;ma=1,2/me/;me=1;me=2/mo/;a=1;b=2/la/.1.2/lo/.a,1,b,2/so/a,1,b,2/sx/a=1,b=2"; e.Path != want {
+		t.Errorf("composite path styles: %s, want %s", e.Path, want)
+	}
+	// A label value of "." makes the segment "..": still refused.
+	if res := call(t, m, "st__path", `{"m":"x","l":".","s":["p"]}`); res.ErrorKind != tool.KindInvalidArgs {
+		t.Errorf("label . makes a .. segment: %s %s", res.ErrorKind, res.Text())
+	}
+
+	e = echo(t, call(t, m, "st__header", `{"X-Trace":{"a":"1","b":2},"X-Api-Key":{"a":"1","b":2}}`))
+	if e.Header["X-Trace"] != "a,1,b,2" || e.Header["X-Api-Key"] != "a=1,b=2" {
+		t.Errorf("header objects: %v, want X-Trace a,1,b,2 and X-Api-Key a=1,b=2", e.Header)
+	}
+}
+
+const bodiesSpec = `openapi: 3.1.0
+info: {title: bodies, version: "1"}
+paths:
+  /notes:
+    post:
+      operationId: createNote
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [title]
+              additionalProperties: false
+              properties:
+                title: {type: string}
+                body: {type: string}
+      responses: {"201": {description: ok}}
+  /form:
+    post:
+      operationId: postForm
+      requestBody:
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              type: object
+              required: [name]
+              properties:
+                name: {type: string}
+                tags: {type: array, items: {type: string}}
+      responses: {"200": {description: ok}}
+`
+
+// TestFlatBodyKeepsItsSchema: a body whose fields are arguments of their own keeps
+// what its schema says of them: additionalProperties false refuses a misspelt field
+// before the request (it was sent, and the API refused it), and the required fields
+// of an optional body are required once any of its fields is given (they were
+// dropped with the body's own requiredness).
+func TestFlatBodyKeepsItsSchema(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "b", Spec: writeSpec(t, "bodies.yaml", bodiesSpec), BaseURL: srv.URL})
+
+	if s := schemaOf(t, m, "b__createNote"); s["additionalProperties"] != false {
+		t.Errorf("createNote schema should refuse other arguments: %v", s)
+	}
+	if res := call(t, m, "b__createNote", `{"title":"t","titel":"x"}`); res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "titel") {
+		t.Errorf("a misspelt field should be invalid_args naming it: %s %s", res.ErrorKind, res.Text())
+	}
+	e := echo(t, call(t, m, "b__createNote", `{"title":"t","body":"b"}`))
+	var got map[string]any
+	if err := json.Unmarshal([]byte(e.Body), &got); err != nil || got["title"] != "t" || got["body"] != "b" {
+		t.Errorf("createNote body: %s", e.Body)
+	}
+
+	res := call(t, m, "b__postForm", `{"tags":["x"]}`)
+	if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), "name") {
+		t.Errorf("an optional body given without its required field should be invalid_args naming it: %s %s", res.ErrorKind, res.Text())
+	}
+	if e := echo(t, call(t, m, "b__postForm", `{}`)); e.Body != "" {
+		t.Errorf("no field given: no body, got %q", e.Body)
+	}
+	if e := echo(t, call(t, m, "b__postForm", `{"name":"n","tags":["x"]}`)); e.Body != "name=n&tags=x" {
+		t.Errorf("postForm body: %q", e.Body)
+	}
+}
