@@ -153,3 +153,82 @@ func TestFlatBodyKeepsItsSchema(t *testing.T) {
 		t.Errorf("postForm body: %q", e.Body)
 	}
 }
+
+const discriminatorSpec = `openapi: 3.0.3
+info: {title: pets, version: "1"}
+paths:
+  /pets:
+    put:
+      operationId: updatePet
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                pet:
+                  oneOf:
+                    - $ref: '#/components/schemas/Cat'
+                    - $ref: '#/components/schemas/Dog'
+                    - $ref: '#/components/schemas/Lizard'
+                  discriminator:
+                    propertyName: petType
+                    mapping: {cat: '#/components/schemas/Cat', kitty: '#/components/schemas/Cat', dog: Dog}
+      responses: {"200": {description: ok}}
+components:
+  schemas:
+    PetBase:
+      type: object
+      required: [petType]
+      properties:
+        petType: {type: string, description: what the pet is}
+    Cat:
+      allOf:
+        - $ref: '#/components/schemas/PetBase'
+        - {type: object, properties: {huntingSkill: {type: string}}, required: [huntingSkill]}
+    Dog:
+      type: object
+      required: [petType, packSize]
+      properties:
+        petType: {type: string}
+        packSize: {type: integer}
+    Lizard:
+      type: object
+      required: [petType, scales]
+      properties:
+        petType: {type: string}
+        scales: {type: boolean}
+`
+
+// TestDiscriminatorValuesKept: the discriminator is dropped (it is no JSON Schema), but
+// the values its mapping gives each alternative were the only place the document said
+// what petType takes; they stay as the alternatives' petType, so the model sends
+// "cat", not "Cat", and a dog's fields under "cat" are refused before they are sent.
+func TestDiscriminatorValuesKept(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "d", Spec: writeSpec(t, "disc.yaml", discriminatorSpec), BaseURL: srv.URL})
+	s := schemaOf(t, m, "d__updatePet")
+	raw, _ := json.Marshal(s)
+	for _, want := range []string{`"enum":["cat","kitty"]`, `"const":"dog"`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("schema should have %s: %s", want, raw)
+		}
+	}
+	// Without a mapping the specification says the value is the schema's name, but
+	// real documents do not mean it (OpenAI's input items): nothing is added.
+	if strings.Contains(string(raw), `"Lizard"`) {
+		t.Errorf("an alternative the mapping does not name should be left as it is: %s", raw)
+	}
+	for _, bad := range []string{`{"pet":{"petType":"Cat","huntingSkill":"lazy"}}`, `{"pet":{"petType":"dog","huntingSkill":"lazy"}}`} {
+		if res := call(t, m, "d__updatePet", bad); res.ErrorKind != tool.KindInvalidArgs {
+			t.Errorf("%s should be invalid_args: %s %s", bad, res.ErrorKind, res.Text())
+		}
+	}
+	for _, good := range []string{`{"pet":{"petType":"kitty","huntingSkill":"lazy"}}`, `{"pet":{"petType":"dog","packSize":3}}`, `{"pet":{"petType":"lizard","scales":true}}`} {
+		if e := echo(t, call(t, m, "d__updatePet", good)); !strings.Contains(e.Body, `"petType"`) {
+			t.Errorf("%s: body %s", good, e.Body)
+		}
+	}
+}
