@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -19,7 +20,10 @@ import (
 
 // Source is a loaded OpenAPI document's tools.
 type Source struct {
-	Name  string
+	Name string
+	// Spec is where the document was read, for logs: a URL's user info and query,
+	// which may carry a credential (a private document's ?token=), read REDACTED.
+	Spec  string
 	Tools []*Operation
 	// Warnings are problems that did not stop loading (validation findings, renamed
 	// collisions, schemas left open).
@@ -68,6 +72,9 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	}
 	cfg.withDefaults()
 	fail := func(err error) (*Source, error) {
+		if shown := shownSpec(cfg.Spec); shown != cfg.Spec {
+			return nil, fmt.Errorf("openapi %q (%s): %s", cfg.Name, shown, redactSpecCredentials(err.Error(), cfg.Spec))
+		}
 		return nil, fmt.Errorf("openapi %q (%s): %w", cfg.Name, cfg.Spec, err)
 	}
 	secret, err := cfg.credentials()
@@ -89,7 +96,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return fail(err)
 	}
-	src := &Source{Name: cfg.Name}
+	src := &Source{Name: cfg.Name, Spec: shownSpec(cfg.Spec)}
 	var doc *openapi3.T
 	swagger2 := isSwagger(data)
 	if swagger2 {
@@ -125,6 +132,56 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 		return fail(err)
 	}
 	return src, nil
+}
+
+// shownSpec is a document's location for logs and errors: a URL's user info and
+// query read REDACTED.
+func shownSpec(spec string) string {
+	if !isURL(spec) {
+		return spec
+	}
+	u, err := url.Parse(spec)
+	if err != nil {
+		return "(a URL that cannot be parsed)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "REDACTED", false
+	}
+	return u.String()
+}
+
+// redactSpecCredentials replaces in text what the URL spec carries that may be a
+// credential (its password, its query and each value in it, as written and decoded)
+// by REDACTED: an error quotes the URLs it fetched (Go's own masks the password only).
+func redactSpecCredentials(text, spec string) string {
+	u, err := url.Parse(spec)
+	if err != nil {
+		return strings.ReplaceAll(text, spec, "(a URL that cannot be parsed)")
+	}
+	var secrets []string
+	add := func(v string) {
+		if len(v) >= minSecretLen {
+			secrets = append(secrets, v, url.QueryEscape(v), url.PathEscape(v))
+		}
+	}
+	if p, ok := u.User.Password(); ok {
+		add(p)
+	}
+	add(u.RawQuery)
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			add(v)
+		}
+	}
+	// Longest first: a value that contains another is replaced whole.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, v := range secrets {
+		text = strings.ReplaceAll(text, v, "REDACTED")
+	}
+	return text
 }
 
 func readCapped(r io.Reader, limit int64, what string) ([]byte, error) {

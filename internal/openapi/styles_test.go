@@ -1,8 +1,11 @@
 package openapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -230,5 +233,49 @@ func TestDiscriminatorValuesKept(t *testing.T) {
 		if e := echo(t, call(t, m, "d__updatePet", good)); !strings.Contains(e.Body, `"petType"`) {
 			t.Errorf("%s: body %s", good, e.Body)
 		}
+	}
+}
+
+// TestSpecURLCredentialsNotShown: a private document's URL may carry a credential
+// (user info, a ?token=); the source's Spec, which the daemon logs at start, and the
+// errors about it show REDACTED instead.
+func TestSpecURLCredentialsNotShown(t *testing.T) {
+	t.Parallel()
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /x:
+    get:
+      operationId: getX
+      responses: {"200": {description: ok}}
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/spec.yaml" {
+			w.Write([]byte(spec))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	u := strings.Replace(srv.URL, "http://", "http://bob:spec-password-1@", 1)
+	src, _ := load(t, Config{Name: "p", Spec: u + "/spec.yaml?token=spec-token-123456", BaseURL: srv.URL})
+	if strings.Contains(src.Spec, "spec-password-1") || strings.Contains(src.Spec, "spec-token-123456") || !strings.Contains(src.Spec, "/spec.yaml") {
+		t.Errorf("Spec shows the URL's credentials: %s", src.Spec)
+	}
+	for _, path := range []string{"/missing.yaml", "/spec.yaml#/paths"} {
+		_, err := Load(context.Background(), Config{Name: "p", Spec: u + path + "?token=spec-token-123456", BaseURL: srv.URL})
+		if path == "/missing.yaml" && err == nil {
+			t.Fatal("a missing document should stop loading")
+		}
+		if err != nil && (strings.Contains(err.Error(), "spec-password-1") || strings.Contains(err.Error(), "spec-token-123456")) {
+			t.Errorf("the error shows the URL's credentials: %v", err)
+		}
+	}
+	dead := u + "/x.yaml?token=spec-token-123456"
+	srv2 := httptest.NewServer(http.NotFoundHandler())
+	srv2.Close()
+	dead = strings.Replace(dead, srv.URL[len("http://"):], srv2.URL[len("http://"):], 1)
+	if _, err := Load(context.Background(), Config{Name: "p", Spec: dead}); err == nil || strings.Contains(err.Error(), "spec-token-123456") || strings.Contains(err.Error(), "spec-password-1") {
+		t.Errorf("an unreachable document's error shows the URL's credentials: %v", err)
 	}
 }
