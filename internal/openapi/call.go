@@ -28,6 +28,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/oauth2"
+	"golang.org/x/text/encoding/htmlindex"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -850,8 +851,8 @@ func (o *Operation) redacted(u *url.URL) string {
 // event stream compact (eventStreamText, its count of events in info), any other text
 // as it came, binary data named. It returns the body's media type too.
 func (o *Operation) responseText(resp *http.Response, data []byte, info map[string]any) (string, string) {
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	data = o.redactSecrets(data, resp.Request)
+	mediaType, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	data = o.redactSecrets(inCharset(data, params["charset"]), resp.Request)
 	text := bodyText(mediaType, data)
 	if strings.EqualFold(mediaType, "text/event-stream") && len(data) > 0 && !strings.HasPrefix(text, "[binary body") {
 		var n int
@@ -859,6 +860,26 @@ func (o *Operation) responseText(resp *http.Response, data []byte, info map[stri
 		info["events"] = n
 	}
 	return mediaType, text
+}
+
+// inCharset is data, in the charset its Content-Type declares, as UTF-8: a legacy
+// API's ISO-8859-1 or Shift_JIS text would otherwise be taken for binary (labels as
+// browsers read them: ISO-8859-1 is windows-1252). Data in UTF-8, in a charset that
+// is not known, or that does not decode stays as it is.
+func inCharset(data []byte, charset string) []byte {
+	cs := strings.ToLower(strings.TrimSpace(charset))
+	if cs == "" || cs == "utf-8" || cs == "utf8" || cs == "us-ascii" {
+		return data
+	}
+	enc, err := htmlindex.Get(cs)
+	if err != nil {
+		return data
+	}
+	out, err := enc.NewDecoder().Bytes(data)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 func bodyText(mediaType string, data []byte) string {

@@ -279,3 +279,37 @@ paths:
 		t.Errorf("an unreachable document's error shows the URL's credentials: %v", err)
 	}
 }
+
+// TestTextInItsCharset: a text answer in the charset its Content-Type declares
+// (a legacy API's ISO-8859-1, Shift_JIS) reaches the model as text; it was named as
+// a binary body, its words lost.
+func TestTextInItsCharset(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/latin1":
+			w.Header().Set("Content-Type", "text/plain; charset=ISO-8859-1")
+			w.Write([]byte("Caf\xe9 cr\xe8me, d\xe9j\xe0 vu \xe0 Z\xfcrich"))
+		case "/sjis":
+			w.Header().Set("Content-Type", `application/xml; charset="Shift_JIS"`)
+			w.Write([]byte("<a>\x93\xfa\x96\x7b\x8c\xea</a>")) // 日本語
+		case "/utf8":
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Write([]byte("Café"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /latin1: {get: {operationId: latin1, responses: {"200": {description: ok}}}}
+  /sjis: {get: {operationId: sjis, responses: {"200": {description: ok}}}}
+  /utf8: {get: {operationId: utf8, responses: {"200": {description: ok}}}}
+`
+	_, m := load(t, Config{Name: "c", Spec: writeSpec(t, "c.yaml", spec), BaseURL: srv.URL})
+	for name, want := range map[string]string{"c__latin1": "Café crème, déjà vu à Zürich", "c__sjis": "<a>日本語</a>", "c__utf8": "Café"} {
+		if res := call(t, m, name, `{}`); res.IsError || res.Text() != want {
+			t.Errorf("%s: %q, want %q", name, res.Text(), want)
+		}
+	}
+}
