@@ -736,11 +736,15 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			kind = tool.KindUnavailable
 		}
-		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 {
-			// Only a redirect elsewhere comes back (sameHostRedirects): say so, or the
-			// model reads a bare 302 and cannot tell what to do about it.
-			text = fmt.Sprintf("the API redirected to %s://%s%s, which is not followed: redirects go to the API's own scheme and host only, so that its credentials stay there; %s",
-				loc.Scheme, loc.Host, loc.EscapedPath(), text)
+		if loc, err := resp.Location(); err == nil && isRedirect(resp.StatusCode) {
+			// A redirect elsewhere, or one past the last followed, comes back
+			// (sameHostRedirects): say so, or the model reads a bare 302 and cannot
+			// tell what to do about it.
+			why := "redirects go to the API's own scheme and host only, so that its credentials stay there"
+			if u := resp.Request.URL; loc.Host == u.Host && loc.Scheme == u.Scheme {
+				why = fmt.Sprintf("at most %d redirects are followed", maxRedirects)
+			}
+			text = fmt.Sprintf("the API redirected to %s://%s%s, which is not followed: %s; %s", loc.Scheme, loc.Host, loc.EscapedPath(), why, text)
 		}
 		// The URL called (the last one, after redirects on the API), not the route's
 		// template: the model sees which of its calls failed.
@@ -780,6 +784,16 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 	}
 	return res
+}
+
+// isRedirect reports whether status is one an HTTP client follows to its Location
+// (not 300, 304 or 305, which may carry one too).
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 // minSecretLen is the shortest credential looked for in what an API answers: shorter

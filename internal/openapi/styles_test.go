@@ -313,3 +313,32 @@ paths:
 		}
 	}
 }
+
+// TestRedirectLoopIsTheAPIsAnswer: an API that keeps redirecting on its own host
+// answered: past the redirects followed, the call is failed with the last redirect
+// and why it was not followed. It was unavailable (so models called again) saying
+// the connection failed, and after a POST that the API may have acted on it.
+func TestRedirectLoopIsTheAPIsAnswer(t *testing.T) {
+	t.Parallel()
+	var hits int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		n := len(r.URL.Query()["n"])
+		http.Redirect(w, r, fmt.Sprintf("/loop?%sn=x", strings.Repeat("n=x&", n)), http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /loop: {get: {operationId: loop, responses: {"200": {description: ok}}}}
+`
+	_, m := load(t, Config{Name: "r", Spec: writeSpec(t, "r.yaml", spec), BaseURL: srv.URL})
+	res := call(t, m, "r__loop", `{}`)
+	if res.ErrorKind != tool.KindFailed || !strings.Contains(res.Text(), "HTTP 302") || !strings.Contains(res.Text(), "at most 5 redirects") ||
+		strings.Contains(res.Text(), "connection failed") {
+		t.Errorf("redirect loop: %s %s", res.ErrorKind, res.Text())
+	}
+	if hits != 6 {
+		t.Errorf("the API was asked %d times, want 6 (the call and 5 redirects)", hits)
+	}
+}
