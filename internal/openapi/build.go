@@ -17,13 +17,15 @@ import (
 )
 
 type builder struct {
-	cfg    Config
-	doc    *openapi3.T
-	files  *specFiles
-	root   any
-	base   *url.URL
-	secret string
-	tokens *tokens // nil without OAuth2
+	cfg   Config
+	doc   *openapi3.T
+	files *specFiles
+	root  any
+	base  *url.URL
+	// specURL is the document's URL; nil for a document read from a file.
+	specURL *url.URL
+	secret  string
+	tokens  *tokens // nil without OAuth2
 	// md keeps the descriptions whose HTML became Markdown (descMarkdown).
 	md map[string]string
 }
@@ -370,6 +372,10 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		desc = method + " " + key
 	}
 	desc = fmt.Sprintf("%s\n\n(%s %s on the %s API)", clip(desc, 2000), method, key, b.cfg.Name)
+	base, err := b.operationBase(item, op)
+	if err != nil {
+		return nil, nil, err
+	}
 	t := &Operation{
 		spec: tool.Spec{
 			Name: b.toolName(id), Label: clip(firstLine(summary), 80), Description: desc, Parameters: raw,
@@ -381,7 +387,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			Source:  "openapi:" + b.cfg.Name,
 		},
 		method: method, route: route, fixedQuery: fixedQuery, params: params, body: bd,
-		base: b.base, auth: b.cfg.Auth, secret: b.secret, tokens: b.tokens,
+		base: base, auth: b.cfg.Auth, secret: b.secret, tokens: b.tokens,
 		client: b.cfg.Client, maxBytes: b.cfg.MaxResponseBytes,
 		workspaces: b.cfg.Workspaces, maxFileBytes: b.cfg.MaxFileBytes,
 	}

@@ -124,7 +124,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 		return fail(err)
 	}
 	files.absoluteRefs(doc)
-	b := &builder{cfg: cfg, doc: doc, files: files, base: base, secret: secret, tokens: tokens}
+	b := &builder{cfg: cfg, doc: doc, files: files, base: base, specURL: specURL, secret: secret, tokens: tokens}
 	if b.root, err = genericDoc(doc); err != nil {
 		return fail(err)
 	}
@@ -272,12 +272,7 @@ func genericDoc(doc *openapi3.T) (any, error) {
 func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL, swagger2 bool) (*url.URL, error) {
 	raw := cfg.BaseURL
 	if raw == "" && len(doc.Servers) > 0 && doc.Servers[0] != nil {
-		raw = doc.Servers[0].URL
-		for name, v := range doc.Servers[0].Variables {
-			if v != nil {
-				raw = strings.ReplaceAll(raw, "{"+name+"}", v.Default)
-			}
-		}
+		raw = serverText(doc.Servers[0])
 	}
 	if raw == "" {
 		if specURL == nil && swagger2 {
@@ -288,23 +283,63 @@ func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL, swagger2 bool) (*url
 		}
 		raw = "/"
 	}
+	if u, err := url.Parse(raw); err == nil && !u.IsAbs() && specURL == nil {
+		if swagger2 {
+			return nil, fmt.Errorf("no base URL: the Swagger 2.0 document has no host, only the basePath %q; set base_url to the API's URL, base path included", raw)
+		}
+		return nil, fmt.Errorf("the document's server URL %q is relative; set base_url", raw)
+	}
+	return resolveServer(raw, specURL)
+}
+
+// serverText is a server's URL with its variables' defaults filled in.
+func serverText(s *openapi3.Server) string {
+	raw := s.URL
+	for name, v := range s.Variables {
+		if v != nil {
+			raw = strings.ReplaceAll(raw, "{"+name+"}", v.Default)
+		}
+	}
+	return raw
+}
+
+// resolveServer parses a server URL, resolving a relative one against against (the
+// document's URL, or for an operation's own server the API's base URL).
+func resolveServer(raw string, against *url.URL) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("base URL %q: %w", raw, err)
 	}
-	if !u.IsAbs() {
-		if specURL == nil && swagger2 {
-			return nil, fmt.Errorf("no base URL: the Swagger 2.0 document has no host, only the basePath %q; set base_url to the API's URL, base path included", raw)
-		}
-		if specURL == nil {
-			return nil, fmt.Errorf("the document's server URL %q is relative; set base_url", raw)
-		}
-		u = specURL.ResolveReference(u)
+	if !u.IsAbs() && against != nil {
+		u = against.ResolveReference(u)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("base URL %q is not http(s)", u)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
+	return u, nil
+}
+
+// operationBase is where an operation's calls go: its own servers' first, else its
+// path item's, else the API's base URL, which is also what base_url makes it. A
+// relative server URL resolves against the document's URL, or, for a document read
+// from a file, against the API's base URL.
+func (b *builder) operationBase(item *openapi3.PathItem, op *openapi3.Operation) (*url.URL, error) {
+	servers := item.Servers
+	if op.Servers != nil && len(*op.Servers) > 0 {
+		servers = *op.Servers
+	}
+	if b.cfg.BaseURL != "" || len(servers) == 0 || servers[0] == nil {
+		return b.base, nil
+	}
+	against := b.specURL
+	if against == nil {
+		against = b.base
+	}
+	u, err := resolveServer(serverText(servers[0]), against)
+	if err != nil {
+		return nil, fmt.Errorf("the operation's server: %w", err)
+	}
 	return u, nil
 }
 

@@ -342,3 +342,53 @@ paths:
 		t.Errorf("the API was asked %d times, want 6 (the call and 5 redirects)", hits)
 	}
 }
+
+// TestOperationServers: a path item's or an operation's own servers (GitHub's release
+// asset uploads go to uploads.github.com) are where its calls go; they went to the
+// document's first server, which does not serve them. base_url still says where the
+// whole API is.
+func TestOperationServers(t *testing.T) {
+	t.Parallel()
+	api, _ := upstream(t)
+	uploads, _ := upstream(t)
+	spec := fmt.Sprintf(`openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "%s/api"}]
+paths:
+  /repos/{id}:
+    get:
+      operationId: getRepo
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+  /repos/{id}/assets:
+    post:
+      operationId: uploadAsset
+      servers: [{url: "{origin}/up", variables: {origin: {default: "%s"}}}]
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+  /media/{id}:
+    servers: [{url: "%s/media-host/"}]
+    get:
+      operationId: getMedia
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+`, api.URL, uploads.URL, uploads.URL)
+	file := writeSpec(t, "servers.yaml", spec)
+	_, m := load(t, Config{Name: "gh", Spec: file})
+	for name, want := range map[string]string{"gh__getRepo": api.URL + "/api/repos/r", "gh__uploadAsset": uploads.URL + "/up/repos/r/assets", "gh__getMedia": uploads.URL + "/media-host/media/r"} {
+		res := call(t, m, name, `{"id":"r"}`)
+		var d struct{ URL string }
+		json.Unmarshal(res.Details, &d)
+		if e := echo(t, res); d.URL != want {
+			t.Errorf("%s went to %s (path %s), want %s", name, d.URL, e.Path, want)
+		}
+	}
+	_, m = load(t, Config{Name: "gh", Spec: file, BaseURL: api.URL + "/v3"})
+	for _, name := range []string{"gh__getRepo", "gh__uploadAsset", "gh__getMedia"} {
+		var d struct{ URL string }
+		json.Unmarshal(call(t, m, name, `{"id":"r"}`).Details, &d)
+		if !strings.HasPrefix(d.URL, api.URL+"/v3/") {
+			t.Errorf("with base_url, %s went to %s", name, d.URL)
+		}
+	}
+}
