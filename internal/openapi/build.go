@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -269,6 +270,18 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		params = append(params, pm)
 	}
 
+	// A template parameter the document does not declare (it warns of it) is a
+	// required string: without it no call could be made.
+	for _, name := range templateParams(route) {
+		if _, declared := all["path:"+name]; declared {
+			continue
+		}
+		pm := param{name: name, in: openapi3.ParameterInPath, style: openapi3.SerializationSimple, sep: ",", arg: argName(name, openapi3.ParameterInPath)}
+		props[pm.arg] = map[string]any{"type": "string", "description": "(path; the document does not declare it)"}
+		required = append(required, pm.arg)
+		params = append(params, pm)
+	}
+
 	var bd *body
 	closed := false // a flat body whose schema says additionalProperties: false
 	if op.RequestBody != nil && op.RequestBody.Value != nil {
@@ -392,6 +405,26 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		workspaces: b.cfg.Workspaces, maxFileBytes: b.cfg.MaxFileBytes,
 	}
 	return t, in.notes, nil
+}
+
+// templateParams are the names of a path template's parameters: pets and id in
+// /pets/{pets}/{id}.json.
+func templateParams(route string) []string {
+	var names []string
+	for rest := route; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return names
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return names
+		}
+		if name := rest[i+1 : i+j]; name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+		rest = rest[i+j+1:]
+	}
 }
 
 // isManagedHeader reports headers the HTTP client sets itself.

@@ -392,3 +392,28 @@ paths:
 		}
 	}
 }
+
+// TestUndeclaredPathParameter: a path template parameter the document forgot to
+// declare (kin-openapi warns, and real documents do it) is a required string
+// argument; the tool was offered but every call was refused, whatever the model gave.
+func TestUndeclaredPathParameter(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /orgs/{org}/teams/{team_slug}:
+    get:
+      operationId: getTeam
+      parameters: [{name: org, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+`
+	_, m := load(t, Config{Name: "u", Spec: writeSpec(t, "u.yaml", spec), BaseURL: srv.URL})
+	s := schemaOf(t, m, "u__getTeam")
+	if prop(s, "team_slug") == nil || fmt.Sprint(s["required"]) != "[org team_slug]" {
+		t.Errorf("team_slug should be a required argument: %v", s)
+	}
+	if e := echo(t, call(t, m, "u__getTeam", `{"org":"o","team_slug":"a/b"}`)); e.RawPath != "/orgs/o/teams/a%2Fb" {
+		t.Errorf("path: %s", e.RawPath)
+	}
+}
