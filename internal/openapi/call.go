@@ -761,8 +761,12 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		res.Details = details
 		return res
 	}
+	// What a 201's Location and a Link header (pages: GitHub's next and last) say
+	// is part of the answer, and the model reads only the text.
+	heads := o.answerHeaders(resp, info, len(data) == 0)
+	details, _ = json.Marshal(info)
 	if len(data) == 0 {
-		res := tool.TextResult(fmt.Sprintf("HTTP %d %s (no body)", resp.StatusCode, http.StatusText(resp.StatusCode)))
+		res := tool.TextResult(fmt.Sprintf("HTTP %d %s (no body)", resp.StatusCode, http.StatusText(resp.StatusCode)) + heads)
 		res.Details = details
 		return res
 	}
@@ -775,7 +779,7 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 		return &tool.Result{Content: []tool.Content{{Type: kind, Data: base64.StdEncoding.EncodeToString(data), MimeType: mediaType}}, Details: details}
 	}
-	res := tool.TextResult(text)
+	res := tool.TextResult(text + heads)
 	res.Details = details
 	if isJSON(mediaType) && !cut {
 		trimmed := bytes.TrimSpace(data)
@@ -784,6 +788,25 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 	}
 	return res
+}
+
+// answerHeaders is the Location and Link headers of a 2xx answer, as lines to add to
+// its text ("\n[Location: /pets/123]"), credentials redacted; info gets them too.
+// Location is a line only when there is no body (a body describes what was made).
+func (o *Operation) answerHeaders(resp *http.Response, info map[string]any, noBody bool) string {
+	var b strings.Builder
+	for _, h := range []string{"Location", "Link"} {
+		vs := resp.Header.Values(h)
+		if len(vs) == 0 {
+			continue
+		}
+		v := clip(string(o.redactSecrets([]byte(strings.Join(vs, ", ")), resp.Request)), 2000)
+		info[strings.ToLower(h)] = v
+		if h == "Link" || noBody {
+			fmt.Fprintf(&b, "\n[%s: %s]", h, v)
+		}
+	}
+	return b.String()
 }
 
 // isRedirect reports whether status is one an HTTP client follows to its Location

@@ -417,3 +417,45 @@ paths:
 		t.Errorf("path: %s", e.RawPath)
 	}
 }
+
+// TestLocationAndLinkReachTheModel: what a 201's Location says (the new resource) and
+// a Link header's pages (GitHub's pagination) are part of the answer; the model saw
+// only the body ("HTTP 201 Created (no body)") and could not find what it made or
+// the next page. Credentials in them are redacted like the body's.
+func TestLocationAndLinkReachTheModel(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/pets":
+			if r.Method == http.MethodPost {
+				w.Header().Set("Location", "/pets/123")
+				w.WriteHeader(http.StatusCreated)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Add("Link", `<http://api.test/pets?page=2&api_key=`+r.URL.Query().Get("api_key")+`>; rel="next"`)
+			w.Header().Add("Link", `<http://api.test/pets?page=9>; rel="last"`)
+			w.Write([]byte(`[{"id":1}]`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pets:
+    get: {operationId: listPets, responses: {"200": {description: ok}}}
+    post: {operationId: createPet, responses: {"201": {description: ok}}}
+`
+	_, m := load(t, Config{Name: "l", Spec: writeSpec(t, "l.yaml", spec), BaseURL: srv.URL,
+		Auth: Auth{APIKeyEnv: "K", APIKeyQuery: "api_key"}, Getenv: env(map[string]string{"K": "key-in-the-query-1"})})
+	res := call(t, m, "l__createPet", `{}`)
+	if res.IsError || !strings.Contains(res.Text(), "201") || !strings.Contains(res.Text(), "Location: /pets/123") {
+		t.Errorf("createPet: %s", res.Text())
+	}
+	res = call(t, m, "l__listPets", `{}`)
+	text := res.Text()
+	if res.IsError || !strings.HasPrefix(text, `[{"id":1}]`) || !strings.Contains(text, `page=2&api_key=REDACTED>; rel="next"`) || !strings.Contains(text, `page=9>; rel="last"`) ||
+		strings.Contains(text, "key-in-the-query-1") || strings.Contains(string(res.Details), "key-in-the-query-1") {
+		t.Errorf("listPets: %s %s", text, res.Details)
+	}
+}
