@@ -66,6 +66,9 @@ type body struct {
 	// joined maps a form field whose encoding is not exploded to what joins its
 	// array's values: one field "a,b" rather than the field repeated.
 	joined map[string]string
+	// deep names the form fields whose encoding is deepObject (Stripe's metadata,
+	// line_items): sent as metadata[k]=v, line_items[0][price]=p.
+	deep map[string]bool
 }
 
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodTrace}
@@ -297,7 +300,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 				in.nodes = nodes
 				mediaType, mt, schema = mpType, mp, in.inlineBody(mp)
 			}
-			bd = &body{mediaType: mediaType, required: rb.Required, joined: joinedFields(mt.Encoding)}
+			bd = &body{mediaType: mediaType, required: rb.Required, joined: joinedFields(mt.Encoding), deep: deepFields(mt.Encoding)}
 			sm, _ := schema.(map[string]any)
 			bodyProps, _ := sm["properties"].(map[string]any)
 			if isMultipart(mediaType) {
@@ -600,6 +603,17 @@ func joinedFields(enc map[string]*openapi3.Encoding) map[string]string {
 		}
 	}
 	return joined
+}
+
+// deepFields are the form fields whose encoding says deepObject.
+func deepFields(enc map[string]*openapi3.Encoding) map[string]bool {
+	deep := map[string]bool{}
+	for name, e := range enc {
+		if e != nil && e.Style == openapi3.SerializationDeepObject {
+			deep[name] = true
+		}
+	}
+	return deep
 }
 
 // pickMediaType prefers JSON, then form encoding, then anything else.

@@ -522,6 +522,10 @@ func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 		}
 		form := url.Values{}
 		for k, v := range obj {
+			if b.deep[k] {
+				addDeep(form, k, v)
+				continue
+			}
 			if arr, ok := v.([]any); ok {
 				if sep, ok := b.joined[k]; ok {
 					form.Set(k, scalar(arr, false, sep))
@@ -543,6 +547,26 @@ func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 	}
 	data, err := json.Marshal(payload)
 	return data, b.mediaType, err
+}
+
+// addDeep adds a deepObject form field: an object's members and an array's items as
+// fields of their own named with their key or index in brackets, at any depth
+// (line_items[0][price]=p), the way Stripe's API and PHP and Rack parse forms.
+func addDeep(form url.Values, name string, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			addDeep(form, name+"["+k+"]", x[k])
+		}
+	case []any:
+		for i, e := range x {
+			addDeep(form, name+"["+strconv.Itoa(i)+"]", e)
+		}
+	case nil:
+		form.Add(name, "")
+	default:
+		form.Add(name, scalar(v, false, ","))
+	}
 }
 
 // encodeMultipart writes a multipart/form-data body: files as file parts, objects as

@@ -459,3 +459,43 @@ paths:
 		t.Errorf("listPets: %s %s", text, res.Details)
 	}
 }
+
+// TestFormDeepObjectFields: a form field whose encoding is deepObject (Stripe's
+// metadata, line_items, expand) is sent as bracketed fields,
+// metadata[order]=6735&line_items[0][price]=p; it was sent as JSON text, which such
+// an API refuses.
+func TestFormDeepObjectFields(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /v1/checkout/sessions:
+    post:
+      operationId: PostCheckoutSessions
+      requestBody:
+        content:
+          application/x-www-form-urlencoded:
+            encoding:
+              metadata: {explode: true, style: deepObject}
+              line_items: {explode: true, style: deepObject}
+              expand: {explode: true, style: deepObject}
+            schema:
+              type: object
+              properties:
+                mode: {type: string}
+                metadata: {type: object, additionalProperties: {type: string}}
+                line_items:
+                  type: array
+                  items: {type: object, properties: {price: {type: string}, quantity: {type: integer}, adjustable_quantity: {type: object, properties: {enabled: {type: boolean}}}}}
+                expand: {type: array, items: {type: string}}
+      responses: {"200": {description: ok}}
+`
+	_, m := load(t, Config{Name: "s", Spec: writeSpec(t, "s.yaml", spec), BaseURL: srv.URL})
+	e := echo(t, call(t, m, "s__PostCheckoutSessions", `{"mode":"payment","metadata":{"order":"6735","b c":"d&e"},"line_items":[{"price":"p1","quantity":2,"adjustable_quantity":{"enabled":true}},{"price":"p2"}],"expand":["customer"]}`))
+	want := "expand%5B0%5D=customer&line_items%5B0%5D%5Badjustable_quantity%5D%5Benabled%5D=true&line_items%5B0%5D%5Bprice%5D=p1&line_items%5B0%5D%5Bquantity%5D=2&line_items%5B1%5D%5Bprice%5D=p2" +
+		"&metadata%5Bb+c%5D=d%26e&metadata%5Border%5D=6735&mode=payment"
+	if e.Body != want {
+		t.Errorf("form body:\n%s\nwant\n%s", e.Body, want)
+	}
+}
