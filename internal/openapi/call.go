@@ -363,6 +363,11 @@ func (o *Operation) checkSegments(route string) error {
 }
 
 func addQuery(q url.Values, p param, v any) {
+	if p.deepObj && !p.jsonText {
+		// Brackets at every depth: created[gte]=5, expand[0]=customer (Stripe).
+		addDeep(q, p.name, v)
+		return
+	}
 	switch x := v.(type) {
 	case []any:
 		if !p.explode {
@@ -385,8 +390,6 @@ func addQuery(q url.Values, p param, v any) {
 		var pairs []string
 		for _, k := range keys {
 			switch {
-			case p.deepObj:
-				q.Add(p.name+"["+k+"]", scalar(x[k], false, ","))
 			case p.explode:
 				q.Add(k, scalar(x[k], false, ","))
 			default:

@@ -499,3 +499,29 @@ paths:
 		t.Errorf("form body:\n%s\nwant\n%s", e.Body, want)
 	}
 }
+
+// TestQueryDeepObjectNested: a deepObject query parameter holding an array or a
+// nested object (Stripe's expand, created[gte]) is sent in brackets at every depth,
+// as Stripe's own clients send it; an array was sent as the plain name repeated and
+// a nested object as JSON text.
+func TestQueryDeepObjectNested(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /v1/charges:
+    get:
+      operationId: GetCharges
+      parameters:
+        - {name: expand, in: query, style: deepObject, explode: true, schema: {type: array, items: {type: string}}}
+        - {name: created, in: query, style: deepObject, explode: true, schema: {type: object, properties: {gte: {type: integer}, range: {type: object}}}}
+      responses: {"200": {description: ok}}
+`
+	_, m := load(t, Config{Name: "s", Spec: writeSpec(t, "s.yaml", spec), BaseURL: srv.URL})
+	e := echo(t, call(t, m, "s__GetCharges", `{"expand":["customer","invoice"],"created":{"gte":5,"range":{"from":1}}}`))
+	if fmt.Sprint(e.Query["expand[0]"]) != "[customer]" || fmt.Sprint(e.Query["expand[1]"]) != "[invoice]" ||
+		fmt.Sprint(e.Query["created[gte]"]) != "[5]" || fmt.Sprint(e.Query["created[range][from]"]) != "[1]" || len(e.Query) != 4 {
+		t.Errorf("query: %v", e.Query)
+	}
+}
