@@ -306,7 +306,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			if isMultipart(mediaType) {
 				bd.files = fileArgs(bodyProps)
 			}
-			flat := (isJSON(mediaType) || mediaType == formMediaType || isMultipart(mediaType)) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
+			flat := (isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType)) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
 				sm["oneOf"] == nil && sm["anyOf"] == nil && sm["allOf"] == nil
 			for name := range bodyProps {
 				if taken[name] || !validArg(name) {
@@ -441,7 +441,17 @@ func isManagedHeader(name string) bool {
 
 const formMediaType = "application/x-www-form-urlencoded"
 
-func isMultipart(mediaType string) bool { return strings.EqualFold(mediaType, "multipart/form-data") }
+// isForm and isMultipart tell a body's media type as a document writes it, with
+// parameters or capitals (application/x-www-form-urlencoded; charset=UTF-8).
+func isForm(mediaType string) bool { return mediaEssence(mediaType) == formMediaType }
+
+func isMultipart(mediaType string) bool { return mediaEssence(mediaType) == "multipart/form-data" }
+
+// mediaEssence is a media type without its parameters, in lower case.
+func mediaEssence(mediaType string) string {
+	essence, _, _ := strings.Cut(mediaType, ";")
+	return strings.ToLower(strings.TrimSpace(essence))
+}
 
 // inlineBody is the schema of a request body's media type, references inlined.
 func (in *inliner) inlineBody(mt *openapi3.MediaType) any {
@@ -556,7 +566,7 @@ func pathArgSchema() map[string]any {
 // application/octet-stream body without a schema saying otherwise. A base64 string is
 // text the API decodes itself, and stays one.
 func isRawBinary(mediaType string, sm map[string]any) bool {
-	if isJSON(mediaType) || mediaType == formMediaType || isMultipart(mediaType) {
+	if isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType) {
 		return false
 	}
 	if sm["type"] == "string" && (sm["format"] == "binary" || sm["contentMediaType"] != nil && sm["contentEncoding"] == nil) {
@@ -626,7 +636,7 @@ func pickMediaType(content openapi3.Content) (string, *openapi3.MediaType) {
 	for _, pref := range []func(string) bool{
 		func(k string) bool { return k == "application/json" },
 		isJSON,
-		func(k string) bool { return k == formMediaType },
+		isForm,
 		func(string) bool { return true },
 	} {
 		for _, k := range keys {

@@ -518,7 +518,7 @@ func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 	case isJSON(b.mediaType):
 		data, err := json.Marshal(integralNumbers(payload))
 		return data, b.mediaType, err
-	case b.mediaType == formMediaType:
+	case isForm(b.mediaType):
 		obj, ok := payload.(map[string]any)
 		if !ok {
 			return nil, "", errors.New("a form body must be an object")

@@ -525,3 +525,40 @@ paths:
 		t.Errorf("query: %v", e.Query)
 	}
 }
+
+// TestMediaTypeWithParameters: a body media type written with parameters or in
+// capitals (application/x-www-form-urlencoded; charset=UTF-8, as Java generators
+// write it) is the same form body; it was sent as JSON under the form type.
+func TestMediaTypeWithParameters(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /login:
+    post:
+      operationId: login
+      requestBody:
+        content:
+          application/x-www-form-urlencoded; charset=UTF-8:
+            schema: {type: object, required: [user], properties: {user: {type: string}, scopes: {type: array, items: {type: string}}}}
+      responses: {"200": {description: ok}}
+  /upload:
+    post:
+      operationId: upload
+      requestBody:
+        content:
+          Multipart/Form-Data:
+            schema: {type: object, properties: {file: {type: string, format: binary}, note: {type: string}}}
+      responses: {"200": {description: ok}}
+`
+	_, m := load(t, Config{Name: "p", Spec: writeSpec(t, "p.yaml", spec), BaseURL: srv.URL})
+	e := echo(t, call(t, m, "p__login", `{"user":"a b","scopes":["x","y"]}`))
+	if e.Body != "scopes=x&scopes=y&user=a+b" || !strings.HasPrefix(e.CT, "application/x-www-form-urlencoded") {
+		t.Errorf("form body: %q as %s", e.Body, e.CT)
+	}
+	e = echo(t, call(t, m, "p__upload", `{"file":{"filename":"a.txt","content":"hi"},"note":"n"}`))
+	if !strings.HasPrefix(e.CT, "multipart/form-data; boundary=") || !strings.Contains(e.Body, `filename="a.txt"`) {
+		t.Errorf("multipart body: %q as %s", e.Body, e.CT)
+	}
+}
