@@ -222,7 +222,7 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		if p.In != openapi3.ParameterInPath && p.In != openapi3.ParameterInQuery && p.In != openapi3.ParameterInHeader && p.In != openapi3.ParameterInCookie {
 			return nil, nil, fmt.Errorf("parameter %q: unknown location %q", p.Name, p.In)
 		}
-		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) {
+		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) || b.authFills(p) {
 			continue
 		}
 		pm := param{name: p.Name, in: p.In, style: p.Style, deepObj: p.Style == openapi3.SerializationDeepObject, sep: ","}
@@ -428,6 +428,20 @@ func templateParams(route string) []string {
 		}
 		rest = rest[i+j+1:]
 	}
+}
+
+// authFills reports whether p is where the source's auth puts the key (a document
+// may declare its X-API-Key header or api_key query parameter): the configured key
+// is sent there, so the model is not asked for one.
+func (b *builder) authFills(p *openapi3.Parameter) bool {
+	a := b.cfg.Auth
+	switch {
+	case a.APIKeyHeader != "" && p.In == openapi3.ParameterInHeader:
+		return strings.EqualFold(p.Name, a.APIKeyHeader)
+	case a.APIKeyQuery != "" && p.In == openapi3.ParameterInQuery:
+		return p.Name == a.APIKeyQuery
+	}
+	return false
 }
 
 // isManagedHeader reports headers the HTTP client sets itself.

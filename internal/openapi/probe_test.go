@@ -562,3 +562,39 @@ paths:
 		t.Errorf("multipart body: %q as %s", e.Body, e.CT)
 	}
 }
+
+// TestAuthParameterNotAnArgument: a document that declares its key as a parameter
+// (a required X-API-Key header, an api_key query parameter: Swagger petstore's) made
+// it an argument the model had to fill with a key it does not have, to be replaced
+// by the configured one; the parameter auth fills is no argument.
+func TestAuthParameterNotAnArgument(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pets/{id}:
+    get:
+      operationId: getPet
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+        - {name: x-api-key, in: header, required: true, schema: {type: string}}
+        - {name: api_key, in: query, required: true, schema: {type: string}}
+      responses: {"200": {description: ok}}
+`
+	file := writeSpec(t, "a.yaml", spec)
+	_, m := load(t, Config{Name: "h", Spec: file, BaseURL: srv.URL, Auth: Auth{APIKeyEnv: "K", APIKeyHeader: "X-API-Key"}, Getenv: env(map[string]string{"K": "header-key-123"})})
+	if s := schemaOf(t, m, "h__getPet"); prop(s, "x-api-key") != nil || fmt.Sprint(s["required"]) != "[api_key id]" {
+		t.Errorf("the header auth fills should be no argument: %v", s)
+	}
+	if e := echo(t, call(t, m, "h__getPet", `{"id":"1","api_key":"q"}`)); e.Header["X-Api-Key"] != "REDACTED" { // the configured key, echoed and redacted
+		t.Errorf("header key: %v", e.Header)
+	}
+	_, m = load(t, Config{Name: "q", Spec: file, BaseURL: srv.URL, Auth: Auth{APIKeyEnv: "K", APIKeyQuery: "api_key"}, Getenv: env(map[string]string{"K": "query-key-123"})})
+	if s := schemaOf(t, m, "q__getPet"); prop(s, "api_key") != nil || fmt.Sprint(s["required"]) != "[id x-api-key]" {
+		t.Errorf("the query parameter auth fills should be no argument: %v", s)
+	}
+	if e := echo(t, call(t, m, "q__getPet", `{"id":"1","x-api-key":"h"}`)); fmt.Sprint(e.Query["api_key"]) != "[REDACTED]" {
+		t.Errorf("query key: %v", e.Query)
+	}
+}
