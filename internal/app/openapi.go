@@ -32,7 +32,7 @@ func (a *App) registerOpenAPI(ctx context.Context) error {
 		for _, w := range src.Warnings {
 			a.Log.Warn("openapi source", "source", c.Name, "problem", w)
 		}
-		a.Log.Info("openapi source loaded", "source", c.Name, "spec", c.Spec, "tools", n)
+		a.Log.Info("openapi source loaded", "source", c.Name, "spec", src.Spec, "tools", n)
 	}
 	return nil
 }

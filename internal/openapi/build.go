@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,22 +18,28 @@ import (
 )
 
 type builder struct {
-	cfg    Config
-	doc    *openapi3.T
-	files  *specFiles
-	root   any
-	base   *url.URL
-	secret string
-	tokens *tokens // nil without OAuth2
+	cfg   Config
+	doc   *openapi3.T
+	files *specFiles
+	root  any
+	base  *url.URL
+	// specURL is the document's URL; nil for a document read from a file.
+	specURL *url.URL
+	secret  string
+	tokens  *tokens // nil without OAuth2
 	// md keeps the descriptions whose HTML became Markdown (descMarkdown).
 	md map[string]string
 }
 
 // param is one argument of a tool and where it goes in the request.
 type param struct {
-	arg      string // the argument's name in the tool's schema
-	name     string // the name in the request
-	in       string // path, query, header, cookie
+	arg  string // the argument's name in the tool's schema
+	name string // the name in the request
+	in   string // path, query, header, cookie
+	// style is how the value is written: form (query and cookie, by default), simple
+	// (path and header, by default), label or matrix (path), or a query's
+	// spaceDelimited, pipeDelimited or deepObject.
+	style    string
 	explode  bool
 	deepObj  bool
 	sep      string // what joins an array's values when not exploded: "," unless the style says " " or "|"
@@ -49,6 +56,9 @@ type body struct {
 	// arg is the argument holding the whole body when it is not flat.
 	arg      string
 	required bool
+	// needs are the fields a flat body that is not required must have when it is sent
+	// (any of its fields given): its schema's required.
+	needs []string
 	// files names the multipart body's file fields (see fileArgs).
 	files map[string]bool
 	// binary: the body is raw bytes (a tar, an upload), given as a file (binaryBodyArg).
@@ -56,6 +66,9 @@ type body struct {
 	// joined maps a form field whose encoding is not exploded to what joins its
 	// array's values: one field "a,b" rather than the field repeated.
 	joined map[string]string
+	// deep names the form fields whose encoding is deepObject (Stripe's metadata,
+	// line_items): sent as metadata[k]=v, line_items[0][price]=p.
+	deep map[string]bool
 }
 
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodTrace}
@@ -209,10 +222,21 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		if p.In != openapi3.ParameterInPath && p.In != openapi3.ParameterInQuery && p.In != openapi3.ParameterInHeader && p.In != openapi3.ParameterInCookie {
 			return nil, nil, fmt.Errorf("parameter %q: unknown location %q", p.Name, p.In)
 		}
-		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) {
+		if p.In == openapi3.ParameterInHeader && isManagedHeader(p.Name) || b.authFills(p) {
 			continue
 		}
-		pm := param{name: p.Name, in: p.In, explode: p.Explode == nil || *p.Explode, deepObj: p.Style == openapi3.SerializationDeepObject, sep: ","}
+		pm := param{name: p.Name, in: p.In, style: p.Style, deepObj: p.Style == openapi3.SerializationDeepObject, sep: ","}
+		if pm.style == "" {
+			pm.style = openapi3.SerializationSimple
+			if p.In == openapi3.ParameterInQuery || p.In == openapi3.ParameterInCookie {
+				pm.style = openapi3.SerializationForm
+			}
+		}
+		// Only the form style explodes by default.
+		pm.explode = pm.style == openapi3.SerializationForm
+		if p.Explode != nil {
+			pm.explode = *p.Explode
+		}
 		switch p.Style {
 		case openapi3.SerializationSpaceDelimited:
 			pm.sep = " "
@@ -249,7 +273,20 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		params = append(params, pm)
 	}
 
+	// A template parameter the document does not declare (it warns of it) is a
+	// required string: without it no call could be made.
+	for _, name := range templateParams(route) {
+		if _, declared := all["path:"+name]; declared {
+			continue
+		}
+		pm := param{name: name, in: openapi3.ParameterInPath, style: openapi3.SerializationSimple, sep: ",", arg: argName(name, openapi3.ParameterInPath)}
+		props[pm.arg] = map[string]any{"type": "string", "description": "(path; the document does not declare it)"}
+		required = append(required, pm.arg)
+		params = append(params, pm)
+	}
+
 	var bd *body
+	closed := false // a flat body whose schema says additionalProperties: false
 	if op.RequestBody != nil && op.RequestBody.Value != nil {
 		rb := op.RequestBody.Value
 		mediaType, mt := pickMediaType(rb.Content)
@@ -263,13 +300,13 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 				in.nodes = nodes
 				mediaType, mt, schema = mpType, mp, in.inlineBody(mp)
 			}
-			bd = &body{mediaType: mediaType, required: rb.Required, joined: joinedFields(mt.Encoding)}
+			bd = &body{mediaType: mediaType, required: rb.Required, joined: joinedFields(mt.Encoding), deep: deepFields(mt.Encoding)}
 			sm, _ := schema.(map[string]any)
 			bodyProps, _ := sm["properties"].(map[string]any)
 			if isMultipart(mediaType) {
 				bd.files = fileArgs(bodyProps)
 			}
-			flat := (isJSON(mediaType) || mediaType == formMediaType || isMultipart(mediaType)) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
+			flat := (isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType)) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
 				sm["oneOf"] == nil && sm["anyOf"] == nil && sm["allOf"] == nil
 			for name := range bodyProps {
 				if taken[name] || !validArg(name) {
@@ -278,17 +315,18 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			}
 			if flat {
 				bd.flat, bd.props = true, map[string]bool{}
+				closed = sm["additionalProperties"] == false
 				for name, s := range bodyProps {
 					props[name] = s
 					bd.props[name] = true
 					taken[name] = true
 				}
-				if rb.Required {
-					if req, ok := sm["required"].([]any); ok {
-						for _, r := range req {
-							if s, ok := r.(string); ok {
-								required = append(required, s)
-							}
+				if req, ok := sm["required"].([]any); ok {
+					for _, r := range req {
+						if s, ok := r.(string); ok && rb.Required {
+							required = append(required, s)
+						} else if ok {
+							bd.needs = append(bd.needs, s)
 						}
 					}
 				}
@@ -319,6 +357,10 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 	}
 	if bd == nil || !bd.flat {
 		schema["additionalProperties"] = false
+	} else if closed {
+		// The body takes no other fields, so no other argument either: a misspelt one
+		// is refused here rather than by the API.
+		schema["additionalProperties"] = false
 	}
 	raw, err := json.Marshal(schema)
 	if err != nil {
@@ -346,6 +388,10 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 		desc = method + " " + key
 	}
 	desc = fmt.Sprintf("%s\n\n(%s %s on the %s API)", clip(desc, 2000), method, key, b.cfg.Name)
+	base, err := b.operationBase(item, op)
+	if err != nil {
+		return nil, nil, err
+	}
 	t := &Operation{
 		spec: tool.Spec{
 			Name: b.toolName(id), Label: clip(firstLine(summary), 80), Description: desc, Parameters: raw,
@@ -357,11 +403,45 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			Source:  "openapi:" + b.cfg.Name,
 		},
 		method: method, route: route, fixedQuery: fixedQuery, params: params, body: bd,
-		base: b.base, auth: b.cfg.Auth, secret: b.secret, tokens: b.tokens,
+		base: base, auth: b.cfg.Auth, secret: b.secret, tokens: b.tokens,
 		client: b.cfg.Client, maxBytes: b.cfg.MaxResponseBytes,
 		workspaces: b.cfg.Workspaces, maxFileBytes: b.cfg.MaxFileBytes,
 	}
 	return t, in.notes, nil
+}
+
+// templateParams are the names of a path template's parameters: pets and id in
+// /pets/{pets}/{id}.json.
+func templateParams(route string) []string {
+	var names []string
+	for rest := route; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return names
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return names
+		}
+		if name := rest[i+1 : i+j]; name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+		rest = rest[i+j+1:]
+	}
+}
+
+// authFills reports whether p is where the source's auth puts the key (a document
+// may declare its X-API-Key header or api_key query parameter): the configured key
+// is sent there, so the model is not asked for one.
+func (b *builder) authFills(p *openapi3.Parameter) bool {
+	a := b.cfg.Auth
+	switch {
+	case a.APIKeyHeader != "" && p.In == openapi3.ParameterInHeader:
+		return strings.EqualFold(p.Name, a.APIKeyHeader)
+	case a.APIKeyQuery != "" && p.In == openapi3.ParameterInQuery:
+		return p.Name == a.APIKeyQuery
+	}
+	return false
 }
 
 // isManagedHeader reports headers the HTTP client sets itself.
@@ -375,7 +455,17 @@ func isManagedHeader(name string) bool {
 
 const formMediaType = "application/x-www-form-urlencoded"
 
-func isMultipart(mediaType string) bool { return strings.EqualFold(mediaType, "multipart/form-data") }
+// isForm and isMultipart tell a body's media type as a document writes it, with
+// parameters or capitals (application/x-www-form-urlencoded; charset=UTF-8).
+func isForm(mediaType string) bool { return mediaEssence(mediaType) == formMediaType }
+
+func isMultipart(mediaType string) bool { return mediaEssence(mediaType) == "multipart/form-data" }
+
+// mediaEssence is a media type without its parameters, in lower case.
+func mediaEssence(mediaType string) string {
+	essence, _, _ := strings.Cut(mediaType, ";")
+	return strings.ToLower(strings.TrimSpace(essence))
+}
 
 // inlineBody is the schema of a request body's media type, references inlined.
 func (in *inliner) inlineBody(mt *openapi3.MediaType) any {
@@ -490,7 +580,7 @@ func pathArgSchema() map[string]any {
 // application/octet-stream body without a schema saying otherwise. A base64 string is
 // text the API decodes itself, and stays one.
 func isRawBinary(mediaType string, sm map[string]any) bool {
-	if isJSON(mediaType) || mediaType == formMediaType || isMultipart(mediaType) {
+	if isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType) {
 		return false
 	}
 	if sm["type"] == "string" && (sm["format"] == "binary" || sm["contentMediaType"] != nil && sm["contentEncoding"] == nil) {
@@ -539,6 +629,17 @@ func joinedFields(enc map[string]*openapi3.Encoding) map[string]string {
 	return joined
 }
 
+// deepFields are the form fields whose encoding says deepObject.
+func deepFields(enc map[string]*openapi3.Encoding) map[string]bool {
+	deep := map[string]bool{}
+	for name, e := range enc {
+		if e != nil && e.Style == openapi3.SerializationDeepObject {
+			deep[name] = true
+		}
+	}
+	return deep
+}
+
 // pickMediaType prefers JSON, then form encoding, then anything else.
 func pickMediaType(content openapi3.Content) (string, *openapi3.MediaType) {
 	keys := make([]string, 0, len(content))
@@ -549,7 +650,7 @@ func pickMediaType(content openapi3.Content) (string, *openapi3.MediaType) {
 	for _, pref := range []func(string) bool{
 		func(k string) bool { return k == "application/json" },
 		isJSON,
-		func(k string) bool { return k == formMediaType },
+		isForm,
 		func(string) bool { return true },
 	} {
 		for _, k := range keys {

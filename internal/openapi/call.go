@@ -25,8 +25,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/oauth2"
+	"golang.org/x/text/encoding/htmlindex"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -225,11 +227,11 @@ func (o *Operation) request(ctx context.Context, args map[string]any, ws *worksp
 				// dot segments would take the request to another route.
 				return nil, tool.Errorf(tool.KindInvalidArgs, "path parameter %s cannot have . or .. between slashes: %q", p.arg, s)
 			}
-			route = strings.ReplaceAll(route, "{"+p.name+"}", url.PathEscape(s))
+			route = strings.ReplaceAll(route, "{"+p.name+"}", styled(p, v, url.PathEscape))
 		case "query":
 			addQuery(query, p, v)
 		case "header":
-			s := scalar(v, p.jsonText, ",")
+			s := styled(p, v, func(s string) string { return s })
 			if !httpguts.ValidHeaderFieldValue(s) {
 				return nil, tool.Errorf(tool.KindInvalidArgs, "header parameter %s: line breaks and control characters cannot be sent in a header", p.arg)
 			}
@@ -266,6 +268,20 @@ func (o *Operation) request(ctx context.Context, args map[string]any, ws *worksp
 				}
 			}
 			payload, present = obj, len(obj) > 0 || o.body.required
+			if present {
+				// An optional body is sent once any of its fields is given, and then
+				// needs its required ones, which the tool's schema cannot require.
+				var missing []string
+				for _, k := range o.body.needs {
+					if _, ok := obj[k]; !ok {
+						missing = append(missing, k)
+					}
+				}
+				if len(missing) > 0 {
+					return nil, tool.Errorf(tool.KindInvalidArgs, "the request body is sent when any of its fields is given, and then needs %s: give %s too, or none of the body's fields",
+						strings.Join(missing, ", "), strings.Join(missing, ", "))
+				}
+			}
 		} else {
 			payload, present = args[o.body.arg]
 		}
@@ -347,6 +363,11 @@ func (o *Operation) checkSegments(route string) error {
 }
 
 func addQuery(q url.Values, p param, v any) {
+	if p.deepObj && !p.jsonText {
+		// Brackets at every depth: created[gte]=5, expand[0]=customer (Stripe).
+		addDeep(q, p.name, v)
+		return
+	}
 	switch x := v.(type) {
 	case []any:
 		if !p.explode {
@@ -366,19 +387,66 @@ func addQuery(q url.Values, p param, v any) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		var pairs []string
 		for _, k := range keys {
 			switch {
-			case p.deepObj:
-				q.Add(p.name+"["+k+"]", scalar(x[k], false, ","))
 			case p.explode:
 				q.Add(k, scalar(x[k], false, ","))
 			default:
-				q.Add(p.name, k+","+scalar(x[k], false, ","))
+				// Not exploded: one value, keys and values alternating (x,1,y,2).
+				pairs = append(pairs, k, scalar(x[k], false, ","))
 			}
+		}
+		if len(pairs) > 0 {
+			q.Add(p.name, strings.Join(pairs, ","))
 		}
 	default:
 		q.Add(p.name, scalar(v, p.jsonText, ","))
 	}
+}
+
+// styled renders a path or header parameter's value in its style (OpenAPI's simple,
+// label or matrix, which are RFC 6570's {v}, {.v} and {;v}), each name and value put
+// through esc, the delimiters the style adds not: a matrix array [1, 2] is ;ids=1,2
+// (;ids=1;ids=2 exploded), an object {a: 1, b: 2} a,1,b,2 (a=1,b=2 exploded).
+func styled(p param, v any, esc func(string) string) string {
+	if p.jsonText {
+		return esc(scalar(v, true, ","))
+	}
+	var prefix, sep string // what starts the value, what joins exploded items
+	switch p.style {
+	case openapi3.SerializationLabel:
+		prefix, sep = ".", "."
+	case openapi3.SerializationMatrix:
+		prefix, sep = ";"+esc(p.name)+"=", ";"+esc(p.name)+"="
+	default:
+		sep = ","
+	}
+	var items []string
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			items = append(items, esc(scalar(e, false, ",")))
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if p.explode {
+				items = append(items, esc(k)+"="+esc(scalar(x[k], false, ",")))
+			} else {
+				items = append(items, esc(k), esc(scalar(x[k], false, ",")))
+			}
+		}
+		if p.explode && p.style == openapi3.SerializationMatrix {
+			// Each key is a parameter of its own: ;a=1;b=2.
+			prefix, sep = ";", ";"
+		}
+	default:
+		return prefix + esc(scalar(v, false, ","))
+	}
+	if !p.explode {
+		sep = ","
+	}
+	return prefix + strings.Join(items, sep)
 }
 
 // scalar renders a value for a path, query, header or cookie.
@@ -450,13 +518,17 @@ func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 	case isJSON(b.mediaType):
 		data, err := json.Marshal(integralNumbers(payload))
 		return data, b.mediaType, err
-	case b.mediaType == formMediaType:
+	case isForm(b.mediaType):
 		obj, ok := payload.(map[string]any)
 		if !ok {
 			return nil, "", errors.New("a form body must be an object")
 		}
 		form := url.Values{}
 		for k, v := range obj {
+			if b.deep[k] {
+				addDeep(form, k, v)
+				continue
+			}
 			if arr, ok := v.([]any); ok {
 				if sep, ok := b.joined[k]; ok {
 					form.Set(k, scalar(arr, false, sep))
@@ -478,6 +550,26 @@ func encodeBody(b *body, payload any, fs files) ([]byte, string, error) {
 	}
 	data, err := json.Marshal(payload)
 	return data, b.mediaType, err
+}
+
+// addDeep adds a deepObject form field: an object's members and an array's items as
+// fields of their own named with their key or index in brackets, at any depth
+// (line_items[0][price]=p), the way Stripe's API and PHP and Rack parse forms.
+func addDeep(form url.Values, name string, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			addDeep(form, name+"["+k+"]", x[k])
+		}
+	case []any:
+		for i, e := range x {
+			addDeep(form, name+"["+strconv.Itoa(i)+"]", e)
+		}
+	case nil:
+		form.Add(name, "")
+	default:
+		form.Add(name, scalar(v, false, ","))
+	}
 }
 
 // encodeMultipart writes a multipart/form-data body: files as file parts, objects as
@@ -671,11 +763,15 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			kind = tool.KindUnavailable
 		}
-		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 {
-			// Only a redirect elsewhere comes back (sameHostRedirects): say so, or the
-			// model reads a bare 302 and cannot tell what to do about it.
-			text = fmt.Sprintf("the API redirected to %s://%s%s, which is not followed: redirects go to the API's own scheme and host only, so that its credentials stay there; %s",
-				loc.Scheme, loc.Host, loc.EscapedPath(), text)
+		if loc, err := resp.Location(); err == nil && isRedirect(resp.StatusCode) {
+			// A redirect elsewhere, or one past the last followed, comes back
+			// (sameHostRedirects): say so, or the model reads a bare 302 and cannot
+			// tell what to do about it.
+			why := "redirects go to the API's own scheme and host only, so that its credentials stay there"
+			if u := resp.Request.URL; loc.Host == u.Host && loc.Scheme == u.Scheme {
+				why = fmt.Sprintf("at most %d redirects are followed", maxRedirects)
+			}
+			text = fmt.Sprintf("the API redirected to %s://%s%s, which is not followed: %s; %s", loc.Scheme, loc.Host, loc.EscapedPath(), why, text)
 		}
 		// The URL called (the last one, after redirects on the API), not the route's
 		// template: the model sees which of its calls failed.
@@ -692,8 +788,12 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		res.Details = details
 		return res
 	}
+	// What a 201's Location and a Link header (pages: GitHub's next and last) say
+	// is part of the answer, and the model reads only the text.
+	heads := o.answerHeaders(resp, info, len(data) == 0)
+	details, _ = json.Marshal(info)
 	if len(data) == 0 {
-		res := tool.TextResult(fmt.Sprintf("HTTP %d %s (no body)", resp.StatusCode, http.StatusText(resp.StatusCode)))
+		res := tool.TextResult(fmt.Sprintf("HTTP %d %s (no body)", resp.StatusCode, http.StatusText(resp.StatusCode)) + heads)
 		res.Details = details
 		return res
 	}
@@ -706,7 +806,7 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 		return &tool.Result{Content: []tool.Content{{Type: kind, Data: base64.StdEncoding.EncodeToString(data), MimeType: mediaType}}, Details: details}
 	}
-	res := tool.TextResult(text)
+	res := tool.TextResult(text + heads)
 	res.Details = details
 	if isJSON(mediaType) && !cut {
 		trimmed := bytes.TrimSpace(data)
@@ -715,6 +815,35 @@ func (o *Operation) result(resp *http.Response, data []byte, cut bool) *tool.Res
 		}
 	}
 	return res
+}
+
+// answerHeaders is the Location and Link headers of a 2xx answer, as lines to add to
+// its text ("\n[Location: /pets/123]"), credentials redacted; info gets them too.
+// Location is a line only when there is no body (a body describes what was made).
+func (o *Operation) answerHeaders(resp *http.Response, info map[string]any, noBody bool) string {
+	var b strings.Builder
+	for _, h := range []string{"Location", "Link"} {
+		vs := resp.Header.Values(h)
+		if len(vs) == 0 {
+			continue
+		}
+		v := clip(string(o.redactSecrets([]byte(strings.Join(vs, ", ")), resp.Request)), 2000)
+		info[strings.ToLower(h)] = v
+		if h == "Link" || noBody {
+			fmt.Fprintf(&b, "\n[%s: %s]", h, v)
+		}
+	}
+	return b.String()
+}
+
+// isRedirect reports whether status is one an HTTP client follows to its Location
+// (not 300, 304 or 305, which may carry one too).
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 // minSecretLen is the shortest credential looked for in what an API answers: shorter
@@ -786,8 +915,8 @@ func (o *Operation) redacted(u *url.URL) string {
 // event stream compact (eventStreamText, its count of events in info), any other text
 // as it came, binary data named. It returns the body's media type too.
 func (o *Operation) responseText(resp *http.Response, data []byte, info map[string]any) (string, string) {
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	data = o.redactSecrets(data, resp.Request)
+	mediaType, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	data = o.redactSecrets(inCharset(data, params["charset"]), resp.Request)
 	text := bodyText(mediaType, data)
 	if strings.EqualFold(mediaType, "text/event-stream") && len(data) > 0 && !strings.HasPrefix(text, "[binary body") {
 		var n int
@@ -795,6 +924,26 @@ func (o *Operation) responseText(resp *http.Response, data []byte, info map[stri
 		info["events"] = n
 	}
 	return mediaType, text
+}
+
+// inCharset is data, in the charset its Content-Type declares, as UTF-8: a legacy
+// API's ISO-8859-1 or Shift_JIS text would otherwise be taken for binary (labels as
+// browsers read them: ISO-8859-1 is windows-1252). Data in UTF-8, in a charset that
+// is not known, or that does not decode stays as it is.
+func inCharset(data []byte, charset string) []byte {
+	cs := strings.ToLower(strings.TrimSpace(charset))
+	if cs == "" || cs == "utf-8" || cs == "utf8" || cs == "us-ascii" {
+		return data
+	}
+	enc, err := htmlindex.Get(cs)
+	if err != nil {
+		return data
+	}
+	out, err := enc.NewDecoder().Bytes(data)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 func bodyText(mediaType string, data []byte) string {

@@ -140,11 +140,15 @@ func (c *Config) withDefaults() {
 	}
 }
 
-// sameHostRedirects follows at most five redirects and never to another host, so
-// credentials in headers or the query never leave the API.
+// maxRedirects is how many redirects on its own host a call follows.
+const maxRedirects = 5
+
+// sameHostRedirects follows at most maxRedirects redirects and never to another host,
+// so credentials in headers or the query never leave the API. A redirect it does not
+// follow is the call's answer (result says why it was not followed): the API answered.
 func sameHostRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= 5 {
-		return errors.New("stopped after 5 redirects")
+	if len(via) > maxRedirects {
+		return http.ErrUseLastResponse
 	}
 	if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
 		return http.ErrUseLastResponse

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -19,7 +20,10 @@ import (
 
 // Source is a loaded OpenAPI document's tools.
 type Source struct {
-	Name  string
+	Name string
+	// Spec is where the document was read, for logs: a URL's user info and query,
+	// which may carry a credential (a private document's ?token=), read REDACTED.
+	Spec  string
 	Tools []*Operation
 	// Warnings are problems that did not stop loading (validation findings, renamed
 	// collisions, schemas left open).
@@ -68,6 +72,9 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	}
 	cfg.withDefaults()
 	fail := func(err error) (*Source, error) {
+		if shown := shownSpec(cfg.Spec); shown != cfg.Spec {
+			return nil, fmt.Errorf("openapi %q (%s): %s", cfg.Name, shown, redactSpecCredentials(err.Error(), cfg.Spec))
+		}
 		return nil, fmt.Errorf("openapi %q (%s): %w", cfg.Name, cfg.Spec, err)
 	}
 	secret, err := cfg.credentials()
@@ -89,7 +96,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return fail(err)
 	}
-	src := &Source{Name: cfg.Name}
+	src := &Source{Name: cfg.Name, Spec: shownSpec(cfg.Spec)}
 	var doc *openapi3.T
 	swagger2 := isSwagger(data)
 	if swagger2 {
@@ -117,7 +124,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 		return fail(err)
 	}
 	files.absoluteRefs(doc)
-	b := &builder{cfg: cfg, doc: doc, files: files, base: base, secret: secret, tokens: tokens}
+	b := &builder{cfg: cfg, doc: doc, files: files, base: base, specURL: specURL, secret: secret, tokens: tokens}
 	if b.root, err = genericDoc(doc); err != nil {
 		return fail(err)
 	}
@@ -125,6 +132,56 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 		return fail(err)
 	}
 	return src, nil
+}
+
+// shownSpec is a document's location for logs and errors: a URL's user info and
+// query read REDACTED.
+func shownSpec(spec string) string {
+	if !isURL(spec) {
+		return spec
+	}
+	u, err := url.Parse(spec)
+	if err != nil {
+		return "(a URL that cannot be parsed)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "REDACTED", false
+	}
+	return u.String()
+}
+
+// redactSpecCredentials replaces in text what the URL spec carries that may be a
+// credential (its password, its query and each value in it, as written and decoded)
+// by REDACTED: an error quotes the URLs it fetched (Go's own masks the password only).
+func redactSpecCredentials(text, spec string) string {
+	u, err := url.Parse(spec)
+	if err != nil {
+		return strings.ReplaceAll(text, spec, "(a URL that cannot be parsed)")
+	}
+	var secrets []string
+	add := func(v string) {
+		if len(v) >= minSecretLen {
+			secrets = append(secrets, v, url.QueryEscape(v), url.PathEscape(v))
+		}
+	}
+	if p, ok := u.User.Password(); ok {
+		add(p)
+	}
+	add(u.RawQuery)
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			add(v)
+		}
+	}
+	// Longest first: a value that contains another is replaced whole.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, v := range secrets {
+		text = strings.ReplaceAll(text, v, "REDACTED")
+	}
+	return text
 }
 
 func readCapped(r io.Reader, limit int64, what string) ([]byte, error) {
@@ -215,12 +272,7 @@ func genericDoc(doc *openapi3.T) (any, error) {
 func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL, swagger2 bool) (*url.URL, error) {
 	raw := cfg.BaseURL
 	if raw == "" && len(doc.Servers) > 0 && doc.Servers[0] != nil {
-		raw = doc.Servers[0].URL
-		for name, v := range doc.Servers[0].Variables {
-			if v != nil {
-				raw = strings.ReplaceAll(raw, "{"+name+"}", v.Default)
-			}
-		}
+		raw = serverText(doc.Servers[0])
 	}
 	if raw == "" {
 		if specURL == nil && swagger2 {
@@ -231,23 +283,63 @@ func baseURL(cfg Config, doc *openapi3.T, specURL *url.URL, swagger2 bool) (*url
 		}
 		raw = "/"
 	}
+	if u, err := url.Parse(raw); err == nil && !u.IsAbs() && specURL == nil {
+		if swagger2 {
+			return nil, fmt.Errorf("no base URL: the Swagger 2.0 document has no host, only the basePath %q; set base_url to the API's URL, base path included", raw)
+		}
+		return nil, fmt.Errorf("the document's server URL %q is relative; set base_url", raw)
+	}
+	return resolveServer(raw, specURL)
+}
+
+// serverText is a server's URL with its variables' defaults filled in.
+func serverText(s *openapi3.Server) string {
+	raw := s.URL
+	for name, v := range s.Variables {
+		if v != nil {
+			raw = strings.ReplaceAll(raw, "{"+name+"}", v.Default)
+		}
+	}
+	return raw
+}
+
+// resolveServer parses a server URL, resolving a relative one against against (the
+// document's URL, or for an operation's own server the API's base URL).
+func resolveServer(raw string, against *url.URL) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("base URL %q: %w", raw, err)
 	}
-	if !u.IsAbs() {
-		if specURL == nil && swagger2 {
-			return nil, fmt.Errorf("no base URL: the Swagger 2.0 document has no host, only the basePath %q; set base_url to the API's URL, base path included", raw)
-		}
-		if specURL == nil {
-			return nil, fmt.Errorf("the document's server URL %q is relative; set base_url", raw)
-		}
-		u = specURL.ResolveReference(u)
+	if !u.IsAbs() && against != nil {
+		u = against.ResolveReference(u)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("base URL %q is not http(s)", u)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
+	return u, nil
+}
+
+// operationBase is where an operation's calls go: its own servers' first, else its
+// path item's, else the API's base URL, which is also what base_url makes it. A
+// relative server URL resolves against the document's URL, or, for a document read
+// from a file, against the API's base URL.
+func (b *builder) operationBase(item *openapi3.PathItem, op *openapi3.Operation) (*url.URL, error) {
+	servers := item.Servers
+	if op.Servers != nil && len(*op.Servers) > 0 {
+		servers = *op.Servers
+	}
+	if b.cfg.BaseURL != "" || len(servers) == 0 || servers[0] == nil {
+		return b.base, nil
+	}
+	against := b.specURL
+	if against == nil {
+		against = b.base
+	}
+	u, err := resolveServer(serverText(servers[0]), against)
+	if err != nil {
+		return nil, fmt.Errorf("the operation's server: %w", err)
+	}
 	return u, nil
 }
 

@@ -3,6 +3,7 @@ package openapi
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -109,6 +110,7 @@ func (in *inliner) inline(v any, stack []string) any {
 		}
 		dropRequired(out, readOnly)
 		convert30(out)
+		keepDiscriminatorValues(x, out)
 		oneOfAsAnyOf(out)
 		return out
 	case []any:
@@ -306,6 +308,70 @@ func convert30(s map[string]any) {
 				s[excl] = v
 				delete(s, bound)
 			}
+		}
+	}
+}
+
+// keepDiscriminatorValues writes into each alternative of raw's oneOf or anyOf (out is
+// raw inlined) the values raw's discriminator mapping gives it: the discriminator is
+// dropped, and its mapping alone said that a Cat's petType is "cat". An alternative's
+// tag property is then that const (an enum when the mapping gives it several values),
+// so the model sends what the API tells apart, and a call with another value is
+// refused before it is sent. Alternatives the mapping does not name are left as they
+// are.
+func keepDiscriminatorValues(raw, out map[string]any) {
+	d, _ := raw["discriminator"].(map[string]any)
+	tag, _ := d["propertyName"].(string)
+	if tag == "" {
+		return
+	}
+	mapping, _ := d["mapping"].(map[string]any)
+	for _, key := range []string{"oneOf", "anyOf"} {
+		alts, _ := raw[key].([]any)
+		done, _ := out[key].([]any)
+		if len(alts) != len(done) {
+			continue
+		}
+		for i, a := range alts {
+			am, _ := a.(map[string]any)
+			ref, _ := am["$ref"].(string)
+			alt, ok := done[i].(map[string]any)
+			if ref == "" || !ok {
+				continue
+			}
+			var values []any
+			for _, v := range slices.Sorted(maps.Keys(mapping)) {
+				// A mapping names a schema by reference or, for one of the document's
+				// components, by its name alone.
+				if t, _ := mapping[v].(string); t == ref || (!strings.Contains(t, "/") && strings.HasSuffix(ref, "/schemas/"+t)) {
+					values = append(values, v)
+				}
+			}
+			if len(values) == 0 {
+				// The specification's default, the schema's name, is not used: real
+				// documents leave the mapping out where their alternatives say the
+				// values themselves (OpenAI's input items, whose type is "message",
+				// not "EasyInputMessage"), and every call would be refused.
+				continue
+			}
+			alt = maps.Clone(alt)
+			props, _ := alt["properties"].(map[string]any)
+			props = maps.Clone(props)
+			if props == nil {
+				props = map[string]any{}
+			}
+			p, _ := props[tag].(map[string]any)
+			p = maps.Clone(p)
+			if p == nil {
+				p = map[string]any{}
+			}
+			if len(values) == 1 {
+				p["const"] = values[0]
+			} else {
+				p["enum"] = values
+			}
+			props[tag], alt["properties"] = p, props
+			done[i] = alt
 		}
 	}
 }
