@@ -575,8 +575,9 @@ func climbsOut(rest string) bool {
 
 // procOther reports whether w names, under /proc, the folders or open files of a
 // process other than the one that runs it: /proc/PID/cwd, root, fd, map_files,
-// environ, mem or task (PID a number, a variable such as $$ or $PPID, or a glob),
-// or a thread's under /proc/self/task. Where they lead is the other process's
+// environ, mem or task (PID a number, a variable such as $PPID, or a glob), a
+// thread's under /proc/self/task, or the folders of the line's own shell
+// (/proc/$$/cwd, /proc/$$/root). Where they lead is the other process's
 // business, the daemon's own folder and its open database among them.
 func procOther(w string) bool {
 	rest, ok := strings.CutPrefix(path.Clean(w), "/proc/")
@@ -588,12 +589,19 @@ func procOther(w string) bool {
 		return false
 	}
 	pid, entry := parts[0], parts[1]
-	if pid == "self" || pid == "thread-self" {
-		if entry != "task" || len(parts) < 4 {
+	// $$ is the line's own shell: its open files and environment are its
+	// commands' (as /proc/self's are), but not its folders: a subshell's cd leaves
+	// its cwd behind where the check cannot follow it, and its root is not
+	// resolved on disk as /proc/self/root is.
+	shell := pid == "$$" || pid == "${$}"
+	switch {
+	case pid == "self" || pid == "thread-self" || shell:
+		if entry == "task" && len(parts) >= 4 {
+			entry = parts[3]
+		} else if !shell || (entry != "cwd" && entry != "root") {
 			return false
 		}
-		entry = parts[3]
-	} else if !allDigits(pid) && !strings.ContainsAny(pid, "$*?[") {
+	case !allDigits(pid) && !strings.ContainsAny(pid, "$*?["):
 		return false
 	}
 	switch entry {

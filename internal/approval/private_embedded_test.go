@@ -122,6 +122,13 @@ func TestPrivateDirThroughProc(t *testing.T) {
 		{`python3 -c 'open("/proc/self/cwd/data/admin.key")'`, true},
 		{"cat /proc/self/cwd/README.md", false},
 		{"cat /proc/cpuinfo /proc/self/status", false},
+		// $$ is the line's own shell: its open files and environment are what
+		// /proc/self's are. Its folder is not followed (a subshell's cd leaves it).
+		{"ls -l /proc/$$/fd", false},
+		{"cat /proc/${$}/environ | tr '\\0' '\\n'", false},
+		{"cd src && cat /proc/$$/cwd/a.go", true},
+		{"cat /proc/$$/task/1/cwd/data/admin.key", true},
+		{"cat /proc/$$/root" + data + "/admin.key", true},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
