@@ -292,7 +292,16 @@ func (c *check) readsPrivate() string {
 				!slices.ContainsFunc(words[1:], func(a string) bool { // ls -d lists the folder, not its entries
 					return a == "--directory" || len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'd') && path.Base(words[0]) != "env"
 				})
+			// sed expands no globs: a * in its script is a regex's (the files
+			// its r and w commands name are judged from sedScriptEffects).
+			var sedScript []string
+			if len(words) > 0 && path.Base(words[0]) == "sed" {
+				sedScript, _ = sedScripts(words[1:])
+			}
 			for _, w := range words {
+				globs := !slices.ContainsFunc(sedScript, func(s string) bool {
+					return w == s || strings.HasPrefix(w, "-") && strings.HasSuffix(w, s)
+				})
 				// A word holding a variable the line sets is judged by every value
 				// it may take (x=data; cat $x/admin.key).
 				cands := []field{{text: w, glob: strings.ContainsAny(w, "*?[")}}
@@ -306,7 +315,7 @@ func (c *check) readsPrivate() string {
 						}
 						return r
 					}
-					if r := c.embeddedPrivate(f.text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+					if r := c.embeddedPrivate(f.text, globs, dirs, vague, bare, workdir, sc.Dirs); r != "" {
 						return r
 					}
 				}
@@ -330,7 +339,7 @@ func (c *check) readsPrivate() string {
 				r = c.wordPrivate(t, false, false, dirs, vague, false, workdir, sc.Dirs)
 			}
 			if r == "" {
-				r = c.embeddedPrivate(text, dirs, vague, false, workdir, sc.Dirs)
+				r = c.embeddedPrivate(text, true, dirs, vague, false, workdir, sc.Dirs)
 			}
 			if r != "" {
 				return r + ", in the text it reads from its input"
@@ -344,7 +353,7 @@ func (c *check) readsPrivate() string {
 		if r := c.wordPrivate(site.path, false, false, dirs, vague, bare, workdir, site.dirs); r != "" {
 			return r
 		}
-		if r := c.embeddedPrivate(site.path, dirs, vague, bare, workdir, site.dirs); r != "" {
+		if r := c.embeddedPrivate(site.path, true, dirs, vague, bare, workdir, site.dirs); r != "" {
 			return r
 		}
 	}
@@ -393,10 +402,11 @@ func (c *check) readsPrivate() string {
 // -F f=@data/admin.key), or returns "". The pieces of w between quotes, blanks and
 // the punctuation that separates a path from what surrounds it in a script or an
 // option's value are judged as words, when they hold a slash or are "..": a bare
-// name inside a sentence ("keep the data") is no path.
-func (c *check) embeddedPrivate(w string, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+// name inside a sentence ("keep the data") is no path. A piece with * or ? is
+// matched as a glob, unless globs is false (text that expands none, a sed script).
+func (c *check) embeddedPrivate(w string, globs bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
 	for _, tok := range embeddedPaths(w) {
-		if r := c.wordPrivate(tok, strings.ContainsAny(tok, "*?"), false, dirs, vague, bare, workdir, ds); r != "" {
+		if r := c.wordPrivate(tok, globs && strings.ContainsAny(tok, "*?"), false, dirs, vague, bare, workdir, ds); r != "" {
 			return fmt.Sprintf("%s, inside %q", r, clip(w, 80))
 		}
 	}

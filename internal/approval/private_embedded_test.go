@@ -56,6 +56,12 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{"cat <<< 'a path: data/admin.key'", false}, // cat prints it, reads nothing
 		{"x=src/a.go; cat $x", false},
 		{"go test -run 'TestX/data' ./...", false},
+		// sed expands no globs: a * in its regexes matches text, not files.
+		{`pg_config | sed -e 's![^ ]*/debian/pg!!' >> out.txt`, false},
+		{`sed -i 's|[a-z]*/admin.key|x|g' README.md`, false},
+		{`sed -n '/^d*\/admin/p' README.md`, false},
+		{"sed -e '1r data/admin.key' README.md", true},
+		{"sed -e1rdata/admin.key README.md", true},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
