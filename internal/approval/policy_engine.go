@@ -419,14 +419,31 @@ func embeddedPaths(w string) []string {
 		return nil
 	}
 	var out []string
-	for _, tok := range strings.FieldsFunc(w, func(r rune) bool {
-		return strings.ContainsRune(" \t\n\r'\"`<>|;&(){}[],=:@!", r)
-	}) {
-		if tok != w && (tok == ".." || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
+	start := -1
+	for i := 0; i <= len(w); i++ {
+		if i < len(w) && !strings.ContainsRune(" \t\n\r'\"`<>|;&(){}[],=:@!", rune(w[i])) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start < 0 {
+			continue
+		}
+		tok := w[start:i]
+		if tok != w && (tok == ".." && !refRange(w[:start]) || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
 			out = append(out, tok)
 		}
+		start = -1
 	}
 	return out
+}
+
+// refRange reports whether text ends with git's ref@{…} (@{u}, HEAD@{1}), after
+// which .. opens a range of commits (git log @{u}..), not a folder.
+func refRange(text string) bool {
+	i := strings.LastIndex(text, "@{")
+	return i >= 0 && strings.HasSuffix(text, "}") && !strings.ContainsAny(text[i+2:len(text)-1], "{}/ \t\n'\"")
 }
 
 // runsInput reports whether sc runs the code on its input: a shell or an

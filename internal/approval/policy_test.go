@@ -301,6 +301,11 @@ func TestPrivateDirs(t *testing.T) {
 		{"cat README.md ./src/a.go /work/proj/b.go", false},
 		{"ls /usr/include", false},
 		{"cat /workshop/x", false},
+		// git's ref@{…}.. opens a range of commits: its .. is no folder.
+		{"git log @{u}..", false},
+		{"git diff HEAD@{1}.. -- src", false},
+		{`python3 -c 'import os; print(os.listdir(".."))'`, true},
+		{`python3 -c 'print(f"{x}..")'; ls {a,..}`, true},
 	})
 }
 
