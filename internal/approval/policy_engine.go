@@ -298,6 +298,7 @@ func (c *check) readsPrivate() string {
 			if len(words) > 0 && path.Base(words[0]) == "sed" {
 				sedScript, _ = sedScripts(words[1:])
 			}
+			text := len(words) > 0 && textPrograms[path.Base(words[0])]
 			for _, w := range words {
 				globs := !slices.ContainsFunc(sedScript, func(s string) bool {
 					return w == s || strings.HasPrefix(w, "-") && strings.HasSuffix(w, s)
@@ -315,7 +316,7 @@ func (c *check) readsPrivate() string {
 						}
 						return r
 					}
-					if r := c.embeddedPrivate(f.text, globs, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+					if r := c.embeddedPrivate(f.text, globs, text && f.text == w, dirs, vague, bare, workdir, sc.Dirs); r != "" {
 						return r
 					}
 				}
@@ -339,7 +340,7 @@ func (c *check) readsPrivate() string {
 				r = c.wordPrivate(t, false, false, dirs, vague, false, workdir, sc.Dirs)
 			}
 			if r == "" {
-				r = c.embeddedPrivate(text, true, dirs, vague, false, workdir, sc.Dirs)
+				r = c.embeddedPrivate(text, true, false, dirs, vague, false, workdir, sc.Dirs)
 			}
 			if r != "" {
 				return r + ", in the text it reads from its input"
@@ -353,7 +354,7 @@ func (c *check) readsPrivate() string {
 		if r := c.wordPrivate(site.path, false, false, dirs, vague, bare, workdir, site.dirs); r != "" {
 			return r
 		}
-		if r := c.embeddedPrivate(site.path, true, dirs, vague, bare, workdir, site.dirs); r != "" {
+		if r := c.embeddedPrivate(site.path, true, false, dirs, vague, bare, workdir, site.dirs); r != "" {
 			return r
 		}
 	}
@@ -403,9 +404,10 @@ func (c *check) readsPrivate() string {
 // the punctuation that separates a path from what surrounds it in a script or an
 // option's value are judged as words, when they hold a slash or are "..": a bare
 // name inside a sentence ("keep the data") is no path. A piece with * or ? is
-// matched as a glob, unless globs is false (text that expands none, a sed script).
-func (c *check) embeddedPrivate(w string, globs bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
-	for _, tok := range embeddedPaths(w) {
+// matched as a glob, unless globs is false (text that expands none, a sed script);
+// text says w is a word of a textPrograms command.
+func (c *check) embeddedPrivate(w string, globs, text bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+	for _, tok := range embeddedPaths(w, text) {
 		if r := c.wordPrivate(tok, globs && strings.ContainsAny(tok, "*?"), false, dirs, vague, bare, workdir, ds); r != "" {
 			return fmt.Sprintf("%s, inside %q", r, clip(w, 80))
 		}
@@ -414,7 +416,7 @@ func (c *check) embeddedPrivate(w string, globs bool, dirs []string, vague, bare
 }
 
 // embeddedPaths are the pieces of w, other than w itself, that may be paths.
-func embeddedPaths(w string) []string {
+func embeddedPaths(w string, text bool) []string {
 	if !strings.Contains(w, "/") && !strings.Contains(w, "..") {
 		return nil
 	}
@@ -431,13 +433,25 @@ func embeddedPaths(w string) []string {
 			continue
 		}
 		tok := w[start:i]
-		if tok != w && (tok == ".." && !refRange(w[:start]) || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
+		if tok != w && (tok == ".." && !refRange(w[:start]) && !(text && textDots(w, start, i)) || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
 			out = append(out, tok)
 		}
 		start = -1
 	}
 	return out
 }
+
+// textDots reports whether the .. at w[start:end] is set apart by a blank or a |
+// on a side: in the text echo and printf print, or a jq filter (its recursive
+// descent, jq '.. | .id'), it names no folder.
+func textDots(w string, start, end int) bool {
+	return start > 0 && strings.ContainsRune(" \t\n\r|", rune(w[start-1])) ||
+		end < len(w) && strings.ContainsRune(" \t\n\r|", rune(w[end]))
+}
+
+// textPrograms take their words as text or a filter, never as code or paths run
+// elsewhere: their files are words of their own.
+var textPrograms = map[string]bool{"echo": true, "printf": true, "jq": true, "gojq": true, "yq": true}
 
 // refRange reports whether text ends with git's ref@{…} (@{u}, HEAD@{1}), after
 // which .. opens a range of commits (git log @{u}..), not a folder.
