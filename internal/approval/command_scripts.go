@@ -379,7 +379,7 @@ var gitCommandKeys = map[string]bool{
 // gitCommands are the commands git's -c options, before the subcommand, set:
 // a value of a key in gitCommandKeys, any key under pager. and alias. (an alias
 // starting with ! is shell code); a --config-env value comes from the
-// environment, known only when it runs ("").
+// environment, known only when it runs (""). An empty value (-c key=) runs nothing.
 func gitCommands(args []string) []string {
 	var out []string
 	for i := 0; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
@@ -390,10 +390,12 @@ func gitCommands(args []string) []string {
 				return out
 			}
 			i++
-			key, val, _ := strings.Cut(args[i], "=")
+			key, val, set := strings.Cut(args[i], "=")
 			key = strings.ToLower(key)
 			last := key[strings.LastIndexByte(key, '.')+1:]
 			switch {
+			case set && val == "" && a == "-c":
+				// credential.helper= empties the key: git runs no helper.
 			case strings.HasPrefix(key, "alias."):
 				if v, ok := strings.CutPrefix(val, "!"); ok {
 					out = append(out, v)

@@ -292,7 +292,17 @@ func (c *check) readsPrivate() string {
 				!slices.ContainsFunc(words[1:], func(a string) bool { // ls -d lists the folder, not its entries
 					return a == "--directory" || len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'd') && path.Base(words[0]) != "env"
 				})
+			// sed expands no globs: a * in its script is a regex's (the files
+			// its r and w commands name are judged from sedScriptEffects).
+			var sedScript []string
+			if len(words) > 0 && path.Base(words[0]) == "sed" {
+				sedScript, _ = sedScripts(words[1:])
+			}
+			text := len(words) > 0 && textPrograms[path.Base(words[0])]
 			for _, w := range words {
+				globs := !slices.ContainsFunc(sedScript, func(s string) bool {
+					return w == s || strings.HasPrefix(w, "-") && strings.HasSuffix(w, s)
+				})
 				// A word holding a variable the line sets is judged by every value
 				// it may take (x=data; cat $x/admin.key).
 				cands := []field{{text: w, glob: strings.ContainsAny(w, "*?[")}}
@@ -306,7 +316,7 @@ func (c *check) readsPrivate() string {
 						}
 						return r
 					}
-					if r := c.embeddedPrivate(f.text, dirs, vague, bare, workdir, sc.Dirs); r != "" {
+					if r := c.embeddedPrivate(f.text, globs, text && f.text == w, dirs, vague, bare, workdir, sc.Dirs); r != "" {
 						return r
 					}
 				}
@@ -330,7 +340,7 @@ func (c *check) readsPrivate() string {
 				r = c.wordPrivate(t, false, false, dirs, vague, false, workdir, sc.Dirs)
 			}
 			if r == "" {
-				r = c.embeddedPrivate(text, dirs, vague, false, workdir, sc.Dirs)
+				r = c.embeddedPrivate(text, true, false, dirs, vague, false, workdir, sc.Dirs)
 			}
 			if r != "" {
 				return r + ", in the text it reads from its input"
@@ -344,7 +354,7 @@ func (c *check) readsPrivate() string {
 		if r := c.wordPrivate(site.path, false, false, dirs, vague, bare, workdir, site.dirs); r != "" {
 			return r
 		}
-		if r := c.embeddedPrivate(site.path, dirs, vague, bare, workdir, site.dirs); r != "" {
+		if r := c.embeddedPrivate(site.path, true, false, dirs, vague, bare, workdir, site.dirs); r != "" {
 			return r
 		}
 	}
@@ -393,10 +403,12 @@ func (c *check) readsPrivate() string {
 // -F f=@data/admin.key), or returns "". The pieces of w between quotes, blanks and
 // the punctuation that separates a path from what surrounds it in a script or an
 // option's value are judged as words, when they hold a slash or are "..": a bare
-// name inside a sentence ("keep the data") is no path.
-func (c *check) embeddedPrivate(w string, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
-	for _, tok := range embeddedPaths(w) {
-		if r := c.wordPrivate(tok, strings.ContainsAny(tok, "*?"), false, dirs, vague, bare, workdir, ds); r != "" {
+// name inside a sentence ("keep the data") is no path. A piece with * or ? is
+// matched as a glob, unless globs is false (text that expands none, a sed script);
+// text says w is a word of a textPrograms command.
+func (c *check) embeddedPrivate(w string, globs, text bool, dirs []string, vague, bare bool, workdir string, ds []Dir) string {
+	for _, tok := range embeddedPaths(w, text) {
+		if r := c.wordPrivate(tok, globs && strings.ContainsAny(tok, "*?"), false, dirs, vague, bare, workdir, ds); r != "" {
 			return fmt.Sprintf("%s, inside %q", r, clip(w, 80))
 		}
 	}
@@ -404,19 +416,48 @@ func (c *check) embeddedPrivate(w string, dirs []string, vague, bare bool, workd
 }
 
 // embeddedPaths are the pieces of w, other than w itself, that may be paths.
-func embeddedPaths(w string) []string {
+func embeddedPaths(w string, text bool) []string {
 	if !strings.Contains(w, "/") && !strings.Contains(w, "..") {
 		return nil
 	}
 	var out []string
-	for _, tok := range strings.FieldsFunc(w, func(r rune) bool {
-		return strings.ContainsRune(" \t\n\r'\"`<>|;&(){}[],=:@!", r)
-	}) {
-		if tok != w && (tok == ".." || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
+	start := -1
+	for i := 0; i <= len(w); i++ {
+		if i < len(w) && !strings.ContainsRune(" \t\n\r'\"`<>|;&(){}[],=:@!", rune(w[i])) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start < 0 {
+			continue
+		}
+		tok := w[start:i]
+		if tok != w && (tok == ".." && !refRange(w[:start]) && !(text && textDots(w, start, i)) || strings.Contains(tok, "/")) && !slices.Contains(out, tok) {
 			out = append(out, tok)
 		}
+		start = -1
 	}
 	return out
+}
+
+// textDots reports whether the .. at w[start:end] is set apart by a blank or a |
+// on a side: in the text echo and printf print, or a jq filter (its recursive
+// descent, jq '.. | .id'), it names no folder.
+func textDots(w string, start, end int) bool {
+	return start > 0 && strings.ContainsRune(" \t\n\r|", rune(w[start-1])) ||
+		end < len(w) && strings.ContainsRune(" \t\n\r|", rune(w[end]))
+}
+
+// textPrograms take their words as text or a filter, never as code or paths run
+// elsewhere: their files are words of their own.
+var textPrograms = map[string]bool{"echo": true, "printf": true, "jq": true, "gojq": true, "yq": true}
+
+// refRange reports whether text ends with git's ref@{…} (@{u}, HEAD@{1}), after
+// which .. opens a range of commits (git log @{u}..), not a folder.
+func refRange(text string) bool {
+	i := strings.LastIndex(text, "@{")
+	return i >= 0 && strings.HasSuffix(text, "}") && !strings.ContainsAny(text[i+2:len(text)-1], "{}/ \t\n'\"")
 }
 
 // runsInput reports whether sc runs the code on its input: a shell or an
@@ -575,8 +616,9 @@ func climbsOut(rest string) bool {
 
 // procOther reports whether w names, under /proc, the folders or open files of a
 // process other than the one that runs it: /proc/PID/cwd, root, fd, map_files,
-// environ, mem or task (PID a number, a variable such as $$ or $PPID, or a glob),
-// or a thread's under /proc/self/task. Where they lead is the other process's
+// environ, mem or task (PID a number, a variable such as $PPID, or a glob), a
+// thread's under /proc/self/task, or the folders of the line's own shell
+// (/proc/$$/cwd, /proc/$$/root). Where they lead is the other process's
 // business, the daemon's own folder and its open database among them.
 func procOther(w string) bool {
 	rest, ok := strings.CutPrefix(path.Clean(w), "/proc/")
@@ -588,12 +630,19 @@ func procOther(w string) bool {
 		return false
 	}
 	pid, entry := parts[0], parts[1]
-	if pid == "self" || pid == "thread-self" {
-		if entry != "task" || len(parts) < 4 {
+	// $$ is the line's own shell: its open files and environment are its
+	// commands' (as /proc/self's are), but not its folders: a subshell's cd leaves
+	// its cwd behind where the check cannot follow it, and its root is not
+	// resolved on disk as /proc/self/root is.
+	shell := pid == "$$" || pid == "${$}"
+	switch {
+	case pid == "self" || pid == "thread-self" || shell:
+		if entry == "task" && len(parts) >= 4 {
+			entry = parts[3]
+		} else if !shell || (entry != "cwd" && entry != "root") {
 			return false
 		}
-		entry = parts[3]
-	} else if !allDigits(pid) && !strings.ContainsAny(pid, "$*?[") {
+	case !allDigits(pid) && !strings.ContainsAny(pid, "$*?["):
 		return false
 	}
 	switch entry {

@@ -301,6 +301,22 @@ func TestPrivateDirs(t *testing.T) {
 		{"cat README.md ./src/a.go /work/proj/b.go", false},
 		{"ls /usr/include", false},
 		{"cat /workshop/x", false},
+		// git's ref@{…}.. opens a range of commits: its .. is no folder.
+		{"git log @{u}..", false},
+		{"git diff HEAD@{1}.. -- src", false},
+		{`python3 -c 'import os; print(os.listdir(".."))'`, true},
+		{`python3 -c 'print(f"{x}..")'; ls {a,..}`, true},
+		// A .. set apart by blanks or a | in what echo or printf print, or in a jq
+		// filter (its recursive descent), is not the folder above.
+		{`echo 'Building ..' && printf '%s ..\n' x`, false},
+		{`jq -r '.. | objects | .id' x.json && jq '[..|strings]' y.json`, false},
+		{`python3 -c "from pathlib import Path; print(Path('..').resolve())"`, true},
+		{`node -e "require('fs').readdirSync('..')"`, true},
+		{`python3 -c "import os; os.system('ls ..')"`, true},
+		{`awk 'BEGIN{system("ls ..")}'`, true},
+		{"docker run -v ..:/d alpine ls /d", true},
+		{"watch 'grep -r KEY ..'", true},
+		{"x='a ..'; echo $x; ls $x", true},
 	})
 }
 

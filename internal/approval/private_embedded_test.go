@@ -56,6 +56,12 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{"cat <<< 'a path: data/admin.key'", false}, // cat prints it, reads nothing
 		{"x=src/a.go; cat $x", false},
 		{"go test -run 'TestX/data' ./...", false},
+		// sed expands no globs: a * in its regexes matches text, not files.
+		{`pg_config | sed -e 's![^ ]*/debian/pg!!' >> out.txt`, false},
+		{`sed -i 's|[a-z]*/admin.key|x|g' README.md`, false},
+		{`sed -n '/^d*\/admin/p' README.md`, false},
+		{"sed -e '1r data/admin.key' README.md", true},
+		{"sed -e1rdata/admin.key README.md", true},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
@@ -122,6 +128,13 @@ func TestPrivateDirThroughProc(t *testing.T) {
 		{`python3 -c 'open("/proc/self/cwd/data/admin.key")'`, true},
 		{"cat /proc/self/cwd/README.md", false},
 		{"cat /proc/cpuinfo /proc/self/status", false},
+		// $$ is the line's own shell: its open files and environment are what
+		// /proc/self's are. Its folder is not followed (a subshell's cd leaves it).
+		{"ls -l /proc/$$/fd", false},
+		{"cat /proc/${$}/environ | tr '\\0' '\\n'", false},
+		{"cd src && cat /proc/$$/cwd/a.go", true},
+		{"cat /proc/$$/task/1/cwd/data/admin.key", true},
+		{"cat /proc/$$/root" + data + "/admin.key", true},
 	}
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{data}
