@@ -108,8 +108,13 @@ func TestPendingApprovalsSurviveKill(t *testing.T) {
 		if _, err := c.Decide(ctx, a.ID, dec); err != nil {
 			t.Fatal(err)
 		}
-		// A second decision after the restart is still refused.
-		if _, err := c.Decide(ctx, a.ID, client.Decision{Decision: "approve"}); err == nil {
+		// Another decision after the restart is still refused (the same one sent
+		// again is a retry, answered with the request as decided).
+		other := client.Decision{Decision: "deny", Reason: "changed my mind"}
+		if dec.Decision == "deny" {
+			other = client.Decision{Decision: "approve"}
+		}
+		if _, err := c.Decide(ctx, a.ID, other); err == nil {
 			t.Fatal("a second decision was accepted")
 		}
 	}
