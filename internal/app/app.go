@@ -302,7 +302,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		MaxBatchCalls:  cfg.Calls.MaxBatchCalls,
 	}, a.Commits, a.Trunc, metrics, progressSource{a.Progress}, log)
 	if a.Tracing, err = telemetry.NewTracing(ctx, telemetry.TracingConfig{Enabled: cfg.Tracing.Enabled, Endpoint: cfg.Tracing.Endpoint,
-		SampleRatio: cfg.Tracing.SampleRatio, ServiceName: cfg.Tracing.ServiceName, InstanceID: cfg.ReplicaID}); err != nil {
+		SampleRatio: cfg.Tracing.SampleRatio, ServiceName: cfg.Tracing.ServiceName, InstanceID: cfg.ReplicaID, Log: log}); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	a.Exec.UseTracer(a.Tracing.Provider())

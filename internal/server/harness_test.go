@@ -37,6 +37,8 @@ type daemonOpts struct {
 	mutate  func(*config.Config)
 	// errorLog, when set, receives the daemon's error-level log lines.
 	errorLog io.Writer
+	// infoLog, when set, receives its info-level and higher lines as JSON.
+	infoLog io.Writer
 }
 
 func startDaemon(t testing.TB, o daemonOpts) *daemon {
@@ -67,6 +69,9 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if o.errorLog != nil {
 		log = slog.New(slog.NewTextHandler(o.errorLog, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	if o.infoLog != nil {
+		log = slog.New(slog.NewJSONHandler(o.infoLog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, log)

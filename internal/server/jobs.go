@@ -55,7 +55,7 @@ func (s *Server) runForwardedJobCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tc := &tool.Context{Context: cluster.MarkForwarded(r.Context()), ToolName: req.Name, Session: sess.Info, ReadOnly: sess.ReadOnly(), Progress: tool.NoProgress}
-	res := m.Run(e, toolmgr.Invocation{Ctx: tc, Args: req.Arguments, Timeout: e.Spec.Timeout})
+	res := m.Run(e, toolmgr.Invocation{Ctx: tc, Args: req.Arguments, Timeout: e.Spec.Timeout, Log: s.log})
 	writeJSON(w, http.StatusOK, cluster.JobCallResponse{Result: res})
 }
 

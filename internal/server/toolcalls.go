@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/session"
@@ -102,8 +103,11 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, sessionError(err))
 		return
 	}
-	for _, wmsg := range warnings {
-		s.log.InfoContext(r.Context(), "one-shot session whitelist", "session_id", sess.ID, "warning", wmsg)
+	if len(warnings) > 0 {
+		// One line, bounded: the warnings quote names the client chose (one per
+		// unknown tool), and the client has them all in the session's answer.
+		s.log.InfoContext(r.Context(), "one-shot session whitelist", "session_id", sess.ID,
+			"warnings", len(warnings), "first", clipLog(warnings[0], maxLoggedWarning))
 	}
 	w.Header().Set("X-Session-Id", sess.ID)
 	s.run(w, r, f, sess, req)
@@ -545,4 +549,18 @@ func (s *Server) answerCall(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = s.Approvals.Notifier.Notify(context.WithoutCancel(r.Context()), store.TopicCall, c.ID)
 	writeJSON(w, http.StatusOK, map[string]any{"id": c.ID, "answered": true})
+}
+
+// maxLoggedWarning bounds the text of a client's whitelist warning in the log.
+const maxLoggedWarning = 256
+
+// clipLog cuts s to at most n bytes, at a character boundary, marking the cut.
+func clipLog(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

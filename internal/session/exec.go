@@ -813,7 +813,7 @@ func (x *Executor) run(ctx context.Context, sess *Session, c *Call, emit func(Ev
 		defer inv.close()
 		tc.Invoke = inv
 	}
-	res := c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout), Prepared: c.prepared})
+	res := c.manager.Run(c.entry, toolmgr.Invocation{Ctx: tc, Args: c.Arguments, Timeout: x.timeout(c.entry.Spec, c.timeout), Prepared: c.prepared, Log: x.log})
 	if res.IsError && errors.Is(context.Cause(ctx), errFenced) {
 		// Say what the record says (the other replicas failed the call), not "cancelled".
 		return tool.ErrorResult(tool.KindFailed, "%s was stopped: this replica lost its lease on the shared database (its heartbeats failed), "+

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
@@ -159,7 +160,7 @@ func (x *Executor) policyNow(ctx context.Context, sessions *Manager, callID stri
 func (x *Executor) precheck(pc tool.Prechecker, tc *tool.Context, args json.RawMessage) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			x.log.Error("tool precheck panicked", "tool", tc.ToolName, "call_id", tc.CallID, "panic", fmt.Sprint(r))
+			x.log.ErrorContext(tc.Context, "tool precheck panicked", "tool", tc.ToolName, "call_id", tc.CallID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = nil
 		}
 	}()

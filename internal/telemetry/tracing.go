@@ -7,9 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -30,6 +33,10 @@ type TracingConfig struct {
 	ServiceName string
 	// InstanceID is the service.instance.id resource attribute (the replica id).
 	InstanceID string
+	// Log receives OpenTelemetry's own errors (an export the collector refused or
+	// that could not reach it) and messages, which would otherwise go to stderr as
+	// plain text among the JSON lines. Nil: OpenTelemetry's defaults.
+	Log *slog.Logger
 }
 
 // Validate reports a configuration that cannot work.
@@ -73,6 +80,14 @@ func NewTracing(ctx context.Context, c TracingConfig) (*Tracing, error) {
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.Log != nil {
+		// Process-wide, as OpenTelemetry's handlers are: the daemon has one log.
+		log := c.Log
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			log.Warn("tracing: OpenTelemetry error (spans may be lost)", "err", err)
+		}))
+		otel.SetLogger(logr.FromSlogHandler(log.Handler()))
 	}
 	endpoint, _ := traceURL(c.Endpoint)
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithTimeout(10*time.Second))

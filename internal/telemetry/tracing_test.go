@@ -251,3 +251,40 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestTracingErrorsAreLogged: a collector that refuses the spans is reported in the
+// daemon's own JSON log, at warn level. Before, OpenTelemetry's default error handler
+// printed it with the standard log package, a plain-text line
+// ("2026/11/28 12:33:57 traces export: …") in the middle of the JSON lines on stderr,
+// and the daemon's log never said anything.
+func TestTracingErrorsAreLogged(t *testing.T) {
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "collector says no", http.StatusBadRequest)
+	}))
+	t.Cleanup(refusing.Close)
+	var mu sync.Mutex
+	var out bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &out}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	d := testdaemon.StartWithLog(t, func(c *config.Config) {
+		c.Tracing.Enabled = true
+		c.Tracing.Endpoint = refusing.URL
+	}, log)
+	if code, _, b := request(t, "GET", d.URL+"/healthz", "", nil); code != 200 {
+		t.Fatalf("healthz: %d %s", code, b)
+	}
+	// Shutdown exports the queued span, which the collector refuses.
+	_ = d.App.Tracing.Shutdown(context.Background())
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range strings.Split(out.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || !strings.Contains(l, "400") {
+			continue
+		}
+		if m["level"] != "WARN" || !strings.HasPrefix(m["msg"].(string), "tracing") {
+			t.Errorf("export error line: %s; want level WARN and a msg starting with tracing", l)
+		}
+		return
+	}
+	t.Fatalf("no log line reports the refused export; log:\n%s", out.String())
+}

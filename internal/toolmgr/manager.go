@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -259,6 +260,10 @@ type Invocation struct {
 	// Prepared says Args are what Entry.Prepare returned for this call already (the
 	// executor prepares when it plans): Run does not validate them again.
 	Prepared bool
+	// Log receives a line, at error level with the stack, when the tool panics (the
+	// call fails either way); written with Ctx, so it carries the call's ids. Nil:
+	// the panic is only in the result's details.
+	Log *slog.Logger
 }
 
 // Run validates and executes a call of the entry's tool: identity fields stripped,
@@ -321,7 +326,7 @@ func execute(e *Entry, inv Invocation, args json.RawMessage) *tool.Result {
 
 	done := make(chan *tool.Result, 1)
 	go func() {
-		done <- runGuarded(e, &tc, args)
+		done <- runGuarded(e, &tc, args, inv.Log)
 	}()
 	settle := func(res *tool.Result) *tool.Result {
 		// A tool that returned an error because its deadline passed, or because it was
@@ -372,11 +377,19 @@ func interrupted(name string, ctx, parent context.Context, timeout time.Duration
 	return tool.ErrorResult(tool.KindCancelled, "%s was cancelled before it finished", name)
 }
 
-func runGuarded(e *Entry, ctx *tool.Context, args json.RawMessage) (res *tool.Result) {
+func runGuarded(e *Entry, ctx *tool.Context, args json.RawMessage, log *slog.Logger) (res *tool.Result) {
 	defer func() {
 		if p := recover(); p != nil {
+			stack := string(debug.Stack())
 			res = tool.ErrorResult(tool.KindFailed, "%s failed with an internal error; the call did not complete", e.Spec.Name)
-			res.Details, _ = json.Marshal(map[string]string{"panic": fmt.Sprint(p), "stack": string(debug.Stack())})
+			res.Details, _ = json.Marshal(map[string]string{"panic": fmt.Sprint(p), "stack": stack})
+			if log != nil {
+				attrs := []any{"tool", e.Spec.Name, "panic", fmt.Sprint(p), "stack", stack}
+				if ctx.CallID != "" {
+					attrs = append(attrs, "call_id", ctx.CallID)
+				}
+				log.ErrorContext(ctx.Context, "tool panicked", attrs...)
+			}
 		}
 	}()
 	r, err := e.Tool.Run(ctx, args)
