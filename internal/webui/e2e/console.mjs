@@ -650,6 +650,10 @@ try {
       await page.goto(`${base}/ui/#/approvals`);
       await page.locator('#approvals .more:not([hidden])').waitFor({ timeout: 20000 })
         .catch(() => fail('the page does not say that more requests wait than it lists'));
+      // The badge counts with a poll of its own once the page says it lists only part:
+      // until that answer comes it may still show an earlier count.
+      await page.waitForFunction((want) => Number.parseInt(document.getElementById('pending-count').textContent, 10) >= want, n, { timeout: 20000 })
+        .catch(async () => fail(`the badge never counted the ${n} requests pending (it says ${await page.locator('#pending-count').textContent()})`));
       const seen = new Set();
       for (let i = 0; i < 10; i++) {
         const text = await page.locator('#pending-count').textContent();
