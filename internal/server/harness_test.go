@@ -37,6 +37,8 @@ type daemonOpts struct {
 	mutate  func(*config.Config)
 	// errorLog, when set, receives the daemon's error-level log lines.
 	errorLog io.Writer
+	// log, when set, receives every log line of the daemon, as JSON.
+	log io.Writer
 }
 
 func startDaemon(t testing.TB, o daemonOpts) *daemon {
@@ -67,6 +69,9 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if o.errorLog != nil {
 		log = slog.New(slog.NewTextHandler(o.errorLog, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	if o.log != nil {
+		log = slog.New(slog.NewJSONHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, log)
