@@ -84,6 +84,9 @@ type App struct {
 
 	// retention deletes old call records and unused sessions (config retention).
 	retention *retention.Sweeper
+
+	// openAPILoader loads the OpenAPI sources whose document is a URL; nil when none.
+	openAPILoader *openAPILoader
 }
 
 // New builds every component. Close releases what New acquired.
@@ -278,8 +281,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	a.Sessions.UseResources(a.Sandbox)
 	// A deleted session's per_session MCP upstreams (its browser) close with it.
 	a.Sessions.UseClosers(a.MCP)
-	// Whitelists keep the tools of MCP servers still connecting: they come later.
-	a.Sessions.UsePendingSources(a.MCP.Pending)
+	// Whitelists keep the tools of MCP servers still connecting and of OpenAPI
+	// documents still loading: they come later.
+	pending := []session.PendingSources{a.MCP.Pending}
+	if a.openAPILoader != nil {
+		pending = append(pending, a.openAPILoader.Pending)
+	}
+	a.Sessions.UsePendingSources(pendingSources(pending...))
 	a.Sessions.UseRetention(a.Store, cfg.Retention.Sessions)
 	sessions := a.Sessions
 	a.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -370,7 +378,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Approvals: approvals,
 		MCP:       a.MCP,
 		Skills:    a.Skills,
-		Live:      map[string]func() any{"mcp": func() any { return a.MCP.Summary() }},
+		Live:      a.liveInfo(),
 		Registry:  a.Registry, Metrics: metrics, Log: log,
 		Auth: a.Auth, Keys: keys, Audit: audit,
 		CORS:   server.CORSConfig{AllowedOrigins: cfg.CORS.AllowedOrigins, MaxAge: cfg.CORS.MaxAge},
@@ -381,6 +389,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.API.Replicas = a.replicaForwarding()
 	return a, nil
+}
+
+// liveInfo is what /readyz shows of the tool sources coming up: MCP servers, and the
+// OpenAPI sources whose document is a URL when there are any.
+func (a *App) liveInfo() map[string]func() any {
+	live := map[string]func() any{"mcp": func() any { return a.MCP.Summary() }}
+	if l := a.openAPILoader; l != nil {
+		live["openapi"] = func() any { return l.Summary() }
+	}
+	return live
 }
 
 // artifactDir holds tool_chain's artifacts, a directory per session; retention
@@ -708,6 +726,9 @@ func (a *App) Close() {
 	}
 	if a.MCPEndpoint != nil {
 		a.MCPEndpoint.Close()
+	}
+	if a.openAPILoader != nil {
+		a.openAPILoader.Stop() // a document still loading is given up
 	}
 	if a.stopExpiry != nil {
 		a.stopExpiry()

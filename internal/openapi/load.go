@@ -64,27 +64,69 @@ func (s *Source) Register(m *toolmgr.Manager) (int, error) {
 	return n, nil
 }
 
-// Load reads and parses the document of cfg and builds one tool per operation. The
-// error names the source and says what is wrong.
-func Load(ctx context.Context, cfg Config) (*Source, error) {
+// ErrUnreadable marks an error of Load in reading or parsing the document or a file
+// it refers to (the network, the server's answer, a body that is no document: an API
+// in maintenance serving an HTML page), which a later attempt may not meet. Load's
+// other errors are the configuration's (Check) or the parsed document's (more than
+// 1000 operations, no usable base URL): reading it again does not change them.
+var ErrUnreadable = errors.New("the document could not be read or parsed")
+
+type unreadable struct{ error }
+
+func (u unreadable) Unwrap() error        { return u.error }
+func (u unreadable) Is(target error) bool { return target == ErrUnreadable }
+
+// IsURL reports whether a spec is an http(s) URL rather than a file path.
+func IsURL(spec string) bool { return isURL(spec) }
+
+// ShownSpec is a spec as logs may show it: a URL's user info and query read REDACTED.
+func ShownSpec(spec string) string { return shownSpec(spec) }
+
+// Check returns the error Load would for cfg itself, before reading anything: an
+// invalid field, an auth variable that is not set. The error names the source.
+func Check(cfg Config) error {
+	_, _, err := cfg.prepare()
+	return err
+}
+
+// prepare validates cfg, fills in its defaults and reads its credentials.
+func (cfg *Config) prepare() (string, *tokens, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("openapi %q: %w", cfg.Name, err)
+		return "", nil, fmt.Errorf("openapi %q: %w", cfg.Name, err)
 	}
 	cfg.withDefaults()
-	fail := func(err error) (*Source, error) {
-		if shown := shownSpec(cfg.Spec); shown != cfg.Spec {
-			return nil, fmt.Errorf("openapi %q (%s): %s", cfg.Name, shown, redactSpecCredentials(err.Error(), cfg.Spec))
-		}
-		return nil, fmt.Errorf("openapi %q (%s): %w", cfg.Name, cfg.Spec, err)
-	}
 	secret, err := cfg.credentials()
 	if err != nil {
-		return fail(err)
+		return "", nil, cfg.failure(err)
 	}
 	tokens, err := cfg.oauthTokens()
 	if err != nil {
-		return fail(err)
+		return "", nil, cfg.failure(err)
 	}
+	return secret, tokens, nil
+}
+
+// failure names the source and its spec in err, the spec's credentials redacted.
+func (cfg *Config) failure(err error) error {
+	if shown := shownSpec(cfg.Spec); shown != cfg.Spec {
+		redacted := fmt.Errorf("openapi %q (%s): %s", cfg.Name, shown, redactSpecCredentials(err.Error(), cfg.Spec))
+		if errors.Is(err, ErrUnreadable) {
+			return unreadable{redacted}
+		}
+		return redacted
+	}
+	return fmt.Errorf("openapi %q (%s): %w", cfg.Name, cfg.Spec, err)
+}
+
+// Load reads and parses the document of cfg and builds one tool per operation. The
+// error names the source and says what is wrong; errors.Is(err, ErrUnreadable) tells
+// the ones a later attempt may not meet.
+func Load(ctx context.Context, cfg Config) (*Source, error) {
+	secret, tokens, err := cfg.prepare()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Source, error) { return nil, cfg.failure(err) }
 	// fetch_timeout bounds reading the document and every file it refers to.
 	fetchCtx, cancel := context.WithTimeout(ctx, cfg.FetchTimeout)
 	defer cancel()
@@ -94,7 +136,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	}
 	data, err := files.readRoot()
 	if err != nil {
-		return fail(err)
+		return fail(unreadable{err})
 	}
 	src := &Source{Name: cfg.Name, Spec: shownSpec(cfg.Spec)}
 	var doc *openapi3.T
@@ -107,7 +149,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 		doc, err = parse(ctx, data, files)
 	}
 	if err != nil {
-		return fail(err)
+		return fail(unreadable{err})
 	}
 	var specURL *url.URL
 	if isURL(cfg.Spec) {

@@ -9,8 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolserverd/toolserverd/internal/app"
 	"github.com/toolserverd/toolserverd/internal/config"
@@ -90,6 +93,13 @@ func TestDrivesItself(t *testing.T) {
 		c.OpenAPI = []config.OpenAPIConfig{{Name: "self", Spec: target.URL + "/openapi.yaml", BaseURL: target.URL}}
 		c.Permissions.Allow = []string{"self__*"}
 	})
+	// The document is read in the background: wait for its tools.
+	for i := 0; !bytes.Contains(do(t, http.MethodGet, driver.URL+"/v1/tools", "", http.StatusOK), []byte(`"self__listTools"`)); i++ {
+		if i == 1500 {
+			t.Fatal("the tools of the self source did not appear")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	// The generated tools are in the registry with the risk their method implies.
 	var listing struct {
@@ -161,19 +171,37 @@ func TestDrivesItself(t *testing.T) {
 	}
 }
 
-// TestBrokenSourceStopsStart: a source whose document cannot be read is a config
-// error naming it, not a daemon with a missing API.
+// TestBrokenSourceStopsStart: a source whose document is a file that cannot be
+// parsed, or whose auth variable is not set, is a config error naming it, not a
+// daemon with a missing API. One whose document is a URL that serves no document
+// (an API that is down or in maintenance) does not stop start-up: it is loaded in
+// the background, as an MCP server connects.
 func TestBrokenSourceStopsStart(t *testing.T) {
 	t.Parallel()
 	target := testdaemon.Start(t, nil)
-	cfg := config.Defaults()
-	cfg.DataDir, cfg.ReplicaID = t.TempDir(), "test"
-	cfg.OpenAPI = []config.OpenAPIConfig{{Name: "self", Spec: target.URL + "/healthz", BaseURL: target.URL}}
-	a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err == nil {
-		a.Close()
+	garbage := filepath.Join(t.TempDir(), "garbage.yaml")
+	if err := os.WriteFile(garbage, []byte("<html><body>not: [a document</body></html>\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if err == nil || !strings.Contains(err.Error(), `openapi[0]`) || !strings.Contains(err.Error(), `"self"`) {
-		t.Errorf("want a config error naming the source, got %v", err)
+	start := func(c config.OpenAPIConfig) error {
+		cfg := config.Defaults()
+		cfg.DataDir, cfg.ReplicaID = t.TempDir(), "test"
+		cfg.OpenAPI = []config.OpenAPIConfig{c}
+		a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err == nil {
+			a.Close()
+		}
+		return err
+	}
+	for what, c := range map[string]config.OpenAPIConfig{
+		"a garbage file":         {Name: "self", Spec: garbage, BaseURL: target.URL},
+		"an auth variable unset": {Name: "self", Spec: target.URL + "/openapi.yaml", Auth: config.OpenAPIAuthConfig{BearerTokenEnv: "TEST_SELFDRIVE_UNSET"}},
+	} {
+		if err := start(c); err == nil || !strings.Contains(err.Error(), `openapi[0]`) || !strings.Contains(err.Error(), `"self"`) {
+			t.Errorf("%s: want a config error naming the source, got %v", what, err)
+		}
+	}
+	if err := start(config.OpenAPIConfig{Name: "self", Spec: target.URL + "/healthz", BaseURL: target.URL}); err != nil {
+		t.Errorf("a URL serving no document stopped start-up: %v", err)
 	}
 }

@@ -39,6 +39,8 @@ type daemonOpts struct {
 	errorLog io.Writer
 	// infoLog, when set, receives its info-level and higher lines as JSON.
 	infoLog io.Writer
+	// log, when set, receives every log line of the daemon, as JSON.
+	log io.Writer
 }
 
 func startDaemon(t testing.TB, o daemonOpts) *daemon {
@@ -72,6 +74,9 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	}
 	if o.infoLog != nil {
 		log = slog.New(slog.NewJSONHandler(o.infoLog, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if o.log != nil {
+		log = slog.New(slog.NewJSONHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, log)
