@@ -178,8 +178,16 @@ func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resu
 	p.follow(run)
 	if run.Err() != nil {
 		// The sandbox is killing the job (the context was its lifetime); give it the
-		// grace period to go, then report what it printed.
+		// grace period to go, then report what it printed. Past its deadline the call
+		// is answered without the tool, so a job slower to die than the margin
+		// beforeDeadline left (one that ignores SIGTERM waits out the kill grace) is
+		// reported still being killed, half that margin before the deadline.
 		wait, cancel := context.WithTimeout(context.Background(), cfg.KillGrace+3*time.Second)
+		if dl, ok := ctx.Deadline(); ok && errors.Is(run.Err(), context.DeadlineExceeded) {
+			var stopWait context.CancelFunc
+			wait, stopWait = context.WithDeadline(wait, dl.Add(-time.Until(dl)/2))
+			defer stopWait()
+		}
 		_, _ = job.Wait(wait)
 		cancel()
 	}

@@ -15,7 +15,8 @@ Arguments
   timeout; the schema states the maximum. When it passes, the command's whole process
   group gets SIGTERM, then SIGKILL after a short grace period, and the result has kind
   "timeout" with the output printed so far. A call given less time than that (the
-  request's timeout_ms) stops the command the same way a little before its deadline.
+  request's timeout_ms) stops the command the same way a little before its deadline
+  (one slow to die is answered as still being killed, with its output so far).
 - background: start the command as a background job. The call returns at once with
   {"job_id","status":"running"}; the job keeps running after the call (and after the
   client disconnects) until it exits, is killed with kill_job, hits its timeout_ms (if

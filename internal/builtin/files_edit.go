@@ -231,7 +231,7 @@ func listLines(spots []lineMatches, more int) string {
 // like its first non-blank line.
 func notFoundReason(text, old string) string {
 	msg := "old_string was not found in the file."
-	if bare, prefix, ok := withoutLineNumbers(old); ok {
+	if bare, prefix, ok := withoutLineNumbers(old, strings.Count(text, "\n")+1); ok {
 		// Copied from read_file's output with its numbers: saying which line looks
 		// alike would send the model to read the file again and copy it the same way.
 		msg += fmt.Sprintf(" Its lines begin with read_file's line-number prefix (%q), which is not part of the file; leave the prefixes out of old_string and new_string.", prefix)
@@ -257,9 +257,10 @@ var readFileNumber = regexp.MustCompile(`^(?: {5}[0-9]| {4}[0-9]{2}| {3}[0-9]{3}
 
 // withoutLineNumbers is old without read_file's line-number prefixes, and the first
 // of them, when its lines begin with such prefixes numbered one after the other (an
-// empty line may have lost its prefix); text that merely starts with a number and a
-// tab, as a TSV row does, is left alone.
-func withoutLineNumbers(old string) (bare, prefix string, ok bool) {
+// empty line may have lost its prefix) within the file's lines (1 to last); text
+// that merely starts with a number and a tab, as a TSV row does (ids of six digits
+// and more read as the numbers of far lines), is left alone.
+func withoutLineNumbers(old string, last int) (bare, prefix string, ok bool) {
 	lines := strings.Split(old, "\n")
 	next := -1
 	for i, l := range lines {
@@ -272,7 +273,7 @@ func withoutLineNumbers(old string) (bare, prefix string, ok bool) {
 			return "", "", false
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(l[:loc[1]-1]))
-		if err != nil || (next >= 0 && n != next) {
+		if err != nil || n < 1 || n > last || (next >= 0 && n != next) {
 			return "", "", false
 		}
 		if prefix == "" {

@@ -82,6 +82,14 @@ func TestEditFileNumberedText(t *testing.T) {
 	e := newFileEnv(t)
 	e.put(t, "t.tsv", "1\tapple\n2\tbanana\n")
 	e.ok(t, "read_file", map[string]any{"path": "t.tsv"})
+	// Ids of six digits or more, one after the other, read like read_file's numbers of
+	// lines 100000 and on, which a file this short does not have.
+	e.put(t, "ids.tsv", "100000\tapple\n100001\tbanana\n")
+	e.ok(t, "read_file", map[string]any{"path": "ids.tsv"})
+	res := e.run(t, "edit_file", map[string]any{"path": "ids.tsv", "old_string": "100000\tapple\n100001\tbananas", "new_string": "x"})
+	if !res.IsError || strings.Contains(res.Text(), "line-number prefix (") {
+		t.Errorf("ids.tsv: is_error=%v %q, want not found without a word of line-number prefixes", res.IsError, res.Text())
+	}
 	for _, old := range []string{"1\tapples", "     1\tapple\n     3\tbanana"} {
 		res := e.run(t, "edit_file", map[string]any{"path": "t.tsv", "old_string": old, "new_string": "x"})
 		if !res.IsError || strings.Contains(res.Text(), "line-number prefix (") {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,16 +181,29 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 // output schema must return structured content conforming to it in every result that
 // is not an error (the TypeScript SDK client throws on one without), and a cut JSON
 // value would not conform: when the token budget took the structured output out of
-// the message, the result is cut again with it kept whole and the text giving way.
+// the message, the result is cut again with it kept whole and the text giving way. A
+// result with no structured object to send (the tool gave none, or one nested too
+// deep to send) cannot conform: it is sent as an error, its text kept, which clients
+// take.
 func (e *Endpoint) conforming(c *session.Call, ev session.Event) *tool.Result {
 	msg, full := ev.Result, ev.Full()
-	if msg == nil || msg.IsError || len(msg.Structured) > 0 || full == nil || len(full.Structured) == 0 {
+	if msg == nil || msg.IsError {
 		return msg
 	}
 	if sp, ok := c.Spec(); !ok || len(sp.AdvertisedOutputSchema()) == 0 {
 		return msg
 	}
-	return e.deps.Exec.TruncateKeepingStructured(full)
+	if len(msg.Structured) == 0 && full != nil && len(full.Structured) > 0 {
+		msg = e.deps.Exec.TruncateKeepingStructured(full)
+	}
+	if s := bytes.TrimSpace(msg.Structured); len(s) > 0 && s[0] == '{' {
+		return msg
+	}
+	out := *msg
+	out.Content = append(slices.Clip(msg.Content), tool.Content{Type: tool.ContentText, Text: fmt.Sprintf(
+		"[toolserverd: %s declares an output schema, and this result has no structured object to send with it; MCP clients take such a result only as an error]", c.Name)})
+	out.IsError, out.ErrorKind = true, tool.KindFailed
+	return &out
 }
 
 // rawArguments returns the call's arguments as JSON, or why they cannot be used.

@@ -238,3 +238,38 @@ func TestOutputSchemaResultsCutToTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputSchemaResultWithoutStructuredOutput: a tool that declares an output schema
+// but whose result reaches the endpoint with no structured output (here nested deeper
+// than the daemon sends, so left out with its JSON as text) is answered as an error
+// result carrying that text: MCP clients refuse a result that is not an error and has
+// no structured content for such a tool (the TypeScript SDK client throws), and the
+// model's text would be lost with it.
+func TestOutputSchemaResultWithoutStructuredOutput(t *testing.T) {
+	t.Parallel()
+	d := start(t, func(c *config.Config) { c.Permissions.Allow = append(c.Permissions.Allow, "deep") })
+	spec := tool.Spec{Name: "deep", Description: "Answers deep JSON.", Risk: tool.RiskSafe, Flags: tool.Flags{ReadOnly: true},
+		OutputSchema: json.RawMessage(`{"type":"object"}`)}
+	rt, err := toolmgr.NewFunc(spec, func(_ *tool.Context, _ struct{}) (*tool.Result, error) {
+		deep := strings.Repeat(`{"a":`, tool.MaxStructuredDepth+10) + "1" + strings.Repeat("}", tool.MaxStructuredDepth+10)
+		return &tool.Result{Content: []tool.Content{}, Structured: json.RawMessage(deep)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.App.Tools.Register(rt); err != nil {
+		t.Fatal(err)
+	}
+	s := d.session(map[string]any{"available_tools": []string{"deep"}})
+	r := sdkCall(t, d, s.ID, "deep", map[string]any{})
+	if r.Error != "" {
+		t.Fatalf("TypeScript SDK client threw: %s", r.Error)
+	}
+	text := ""
+	for _, c := range r.Result.Content {
+		text += c.Text
+	}
+	if !r.Result.IsError || !strings.Contains(text, `{"a":{"a":`) || !strings.Contains(text, "output schema") {
+		t.Errorf("result: is_error %v, text %.300s", r.Result.IsError, text)
+	}
+}

@@ -37,6 +37,13 @@ func TestCommandToolsAnswerTheirDeadline(t *testing.T) {
 		t.Errorf("a command past the request's timeout_ms: is_error=%v kind=%q %q, want a timeout showing the output so far", isErr, kind, content)
 	}
 
+	// One that ignores SIGTERM outlives the kill grace (2 s), which is longer than
+	// the margin before the call's deadline: it is answered while it is being killed.
+	isErr, kind, content, _ = call(`{"timeout_ms":5000,"calls":[{"id":"c","name":"execute_command","arguments":{"command":"python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(\"stubborn\", flush=True); time.sleep(60)'","timeout_ms":60000}}]}`)
+	if !isErr || kind != "timeout" || !strings.Contains(content, "stubborn") {
+		t.Errorf("a command ignoring SIGTERM past the request's timeout_ms: is_error=%v kind=%q %q, want a timeout showing the output so far", isErr, kind, content)
+	}
+
 	isErr, _, content, structured := call(`{"calls":[{"id":"c","name":"execute_command","arguments":{"command":"echo begun; sleep 60","background":true}}]}`)
 	var job struct {
 		JobID string `json:"job_id"`

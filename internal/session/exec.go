@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
@@ -356,6 +357,10 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 		case c.ArgError != "":
 			call.entry, call.manager = e, m
 			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "arguments for %s could not be read: %s; send the arguments as one JSON object", c.Name, c.ArgError)
+		case jsontext.Deeper(c.Arguments, tool.MaxStructuredDepth):
+			call.entry, call.manager = e, m
+			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "arguments for %s nest arrays and objects more than %d levels deep, deeper than any tool takes and than the daemon keeps and sends to its clients",
+				c.Name, tool.MaxStructuredDepth)
 		case !sess.skillAllows(c.Name):
 			call.entry, call.manager = e, m
 			_, sk, allowed := sess.activeSkill().Allows(c.Name)
@@ -839,9 +844,11 @@ func validJSONOrString(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return json.RawMessage(`{}`)
 	}
-	if json.Valid(raw) {
+	if json.Valid(raw) && !jsontext.Deeper(raw, tool.MaxStructuredDepth) {
 		return raw
 	}
+	// Kept as text: invalid JSON, or JSON nested deeper than clients reading the
+	// record (Python's json module) decode.
 	b, _ := json.Marshal(string(raw))
 	return b
 }
