@@ -79,7 +79,7 @@ func TestRegisterRefusesSchemaBombs(t *testing.T) {
 }
 
 // TestRegisterRefusesDeepSchemas: a parameters or output schema nested more than
-// tool.MaxStructuredDepth levels is refused before it is compiled. An MCP server
+// maxSchemaDepth levels is refused before it is compiled. An MCP server
 // listing a tool whose inputSchema nested 3,000 levels kept the daemon compiling it
 // (checking it against the meta-schema) for minutes with hundreds of MiB, its
 // connection "connecting"; and tool listings would carry it to clients whose JSON
@@ -89,18 +89,18 @@ func TestRegisterRefusesDeepSchemas(t *testing.T) {
 	nest := func(levels int) string { // JSON depth 2*levels+1
 		return strings.Repeat(`{"type":"object","properties":{"a":`, levels) + `{"type":"object"}` + strings.Repeat("}}", levels)
 	}
-	deep, atBound := nest(tool.MaxStructuredDepth/2), nest(tool.MaxStructuredDepth/2-1)
+	deep, atBound := nest(maxSchemaDepth/2), nest(maxSchemaDepth/2-1)
 	if err := New().Register(&fnTool{spec: tool.Spec{Name: "deep", Description: "d", Parameters: json.RawMessage(deep)}}); err == nil {
-		t.Fatal("parameters 257 levels deep registered")
+		t.Fatal("parameters 129 levels deep registered")
 	}
 	err := New().Register(&fnTool{spec: tool.Spec{Name: "deep", Description: "d", Parameters: json.RawMessage(nest(3000))}})
-	if err == nil || !strings.Contains(err.Error(), "more than 256 levels deep") {
+	if err == nil || !strings.Contains(err.Error(), "more than 128 levels deep") {
 		t.Fatalf("parameters 6,001 levels deep: Register = %v, want a refusal naming the depth", err)
 	}
 	if err := CheckOutputSchema(json.RawMessage(deep)); err == nil || !strings.Contains(err.Error(), "levels deep") {
-		t.Fatalf("output schema 257 levels deep: %v", err)
+		t.Fatalf("output schema 129 levels deep: %v", err)
 	}
 	if err := New().Register(&fnTool{spec: tool.Spec{Name: "ok", Description: "d", Parameters: json.RawMessage(atBound), OutputSchema: json.RawMessage(atBound)}}); err != nil {
-		t.Fatalf("schemas 255 levels deep: %v", err)
+		t.Fatalf("schemas 127 levels deep: %v", err)
 	}
 }

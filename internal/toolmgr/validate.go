@@ -11,7 +11,6 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/toolserverd/toolserverd/internal/jsontext"
-	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 var printer = message.NewPrinter(language.English)
@@ -52,15 +51,21 @@ func CheckParameters(raw json.RawMessage) error {
 	return err
 }
 
-// checkSchemaDepth refuses a schema nested more than tool.MaxStructuredDepth levels
-// deep (a property's schema is two levels below its parent's). Compiling it checks it
-// against the meta-schema at a cost that grows faster than the square of its depth
-// (about 1 s and hundreds of MiB at 1,000 levels; an MCP server's schema 3,000 deep
-// held a connection in "connecting" for minutes), and every tool listing sends it to
-// clients whose decoders stop short of 1,000 levels.
+// maxSchemaDepth bounds how deep a tool's parameters or output schema may nest arrays
+// and objects (a property's schema lies two levels below its parent's: 64 levels of
+// nested objects). Compiling a schema checks it against the meta-schema at a cost that
+// grows faster than the square of its depth, and the compiled schema keeps memory that
+// grows the same way: measured per schema, about 5 ms at 128 levels, 65-75 ms, 38 MiB
+// allocated and 587 KiB kept at 256, 1 s at 1,000 (an MCP server's schema 3,000 deep
+// held a connection in "connecting" for minutes; one listing 1,000 tools 250 deep took
+// 55 s and 4.6 GB). Real schemas, references inlined, nest a few dozen levels; tool
+// listings also carry them to clients whose decoders stop short of 1,000 levels.
+const maxSchemaDepth = 128
+
+// checkSchemaDepth refuses a schema nested more than maxSchemaDepth levels deep.
 func checkSchemaDepth(raw json.RawMessage) error {
-	if len(raw) > 2*tool.MaxStructuredDepth && jsontext.Deeper(raw, tool.MaxStructuredDepth) {
-		return fmt.Errorf("it nests arrays and objects more than %d levels deep", tool.MaxStructuredDepth)
+	if len(raw) > 2*maxSchemaDepth && jsontext.Deeper(raw, maxSchemaDepth) {
+		return fmt.Errorf("it nests arrays and objects more than %d levels deep", maxSchemaDepth)
 	}
 	return nil
 }
