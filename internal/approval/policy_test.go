@@ -254,20 +254,26 @@ type immuneCase struct {
 // checkPrivateDir runs the cases with private as the only private dir.
 func checkPrivateDir(t *testing.T, private string, cases []immuneCase) {
 	t.Helper()
+	checkPrivateDirFrom(t, private, testWorkdir, cases)
+}
+
+// checkPrivateDirFrom runs the cases from workdir, in default and bypass mode, with
+// private as the only private dir: each asks, immune, exactly when it says. It returns
+// the engine, for checks of the test's own.
+func checkPrivateDirFrom(t *testing.T, private, workdir string, cases []immuneCase) *Engine {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.PrivateDirs = []string{private}
-	e, err := NewEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := testEngine(t, cfg)
 	for _, tc := range cases {
 		for _, mode := range []Mode{ModeDefault, ModeBypass} {
-			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: testWorkdir, Args: commandArgs(tc.command)})
+			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: workdir, Args: commandArgs(tc.command)})
 			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
 				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
 			}
 		}
 	}
+	return e
 }
 
 // TestPrivateDirInsideWorkdir: a working directory that contains the data dir (the

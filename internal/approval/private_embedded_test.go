@@ -63,17 +63,7 @@ func TestPrivateDirInsideWords(t *testing.T) {
 		{"sed -e '1r data/admin.key' README.md", true},
 		{"sed -e1rdata/admin.key README.md", true},
 	}
-	cfg := DefaultConfig()
-	cfg.PrivateDirs = []string{data}
-	e := testEngine(t, cfg)
-	for _, tc := range cases {
-		for _, mode := range []Mode{ModeDefault, ModeBypass} {
-			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
-			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
-				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
-			}
-		}
-	}
+	checkPrivateDirFrom(t, data, work, cases)
 }
 
 // TestPrivateDirAboveHome: a command's HOME and TMPDIR are its sandbox's, which lie
@@ -96,17 +86,7 @@ func TestPrivateDirAboveHome(t *testing.T) {
 		{"ls ~/x/../y $TMPDIR/a", false},
 		{"cat ~/..x", false},
 	}
-	cfg := DefaultConfig()
-	cfg.PrivateDirs = []string{data}
-	e := testEngine(t, cfg)
-	for _, tc := range cases {
-		for _, mode := range []Mode{ModeDefault, ModeBypass} {
-			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
-			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
-				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
-			}
-		}
-	}
+	checkPrivateDirFrom(t, data, work, cases)
 }
 
 // TestPrivateDirThroughProc: /proc/self/cwd is the folder the shell stands in, read
@@ -136,17 +116,7 @@ func TestPrivateDirThroughProc(t *testing.T) {
 		{"cat /proc/$$/task/1/cwd/data/admin.key", true},
 		{"cat /proc/$$/root" + data + "/admin.key", true},
 	}
-	cfg := DefaultConfig()
-	cfg.PrivateDirs = []string{data}
-	e := testEngine(t, cfg)
-	for _, tc := range cases {
-		for _, mode := range []Mode{ModeDefault, ModeBypass} {
-			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
-			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
-				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
-			}
-		}
-	}
+	e := checkPrivateDirFrom(t, data, work, cases)
 	// Read as ./README.md, it reads nothing outside the working directory.
 	d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: ModeDefault, Workdir: work, Args: commandArgs("cat /proc/self/cwd/README.md")})
 	if d.Outcome != Allow {

@@ -62,15 +62,5 @@ func TestPrivateDirHiddenInWords(t *testing.T) {
 		{"ls -d d?ta", false},
 		{"cat d?ta", false},
 	}
-	cfg := DefaultConfig()
-	cfg.PrivateDirs = []string{data}
-	e := testEngine(t, cfg)
-	for _, tc := range cases {
-		for _, mode := range []Mode{ModeDefault, ModeBypass} {
-			d := e.Check(Request{Tool: toolFor(t, "execute_command"), Mode: mode, Workdir: work, Args: commandArgs(tc.command)})
-			if asked := d.Outcome == Ask && d.Immune; asked != tc.ask {
-				t.Errorf("%s mode, %q: %s (immune %v): %s; want an immune ask: %v", mode, tc.command, d.Outcome, d.Immune, d.Reason, tc.ask)
-			}
-		}
-	}
+	checkPrivateDirFrom(t, data, work, cases)
 }
