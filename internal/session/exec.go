@@ -251,7 +251,9 @@ type Executor struct {
 	perm     *Permissions  // nil: every call is allowed
 	locks    SessionLocker // nil: unsafe calls are serialized in this process only
 	log      *slog.Logger
-	tracer   trace.Tracer // nil: no spans
+	// storeErrs bounds the lines of calls whose records the store refused.
+	storeErrs storeErrLog
+	tracer    trace.Tracer // nil: no spans
 	// outputs counts the open-output marks waiting for their call's output to end
 	// (closeOutputWhenEnded), so that a stopping daemon can let their clears land.
 	outputs sync.WaitGroup
@@ -597,7 +599,7 @@ func (x *Executor) insert(ctx context.Context, sess *Session, c *Call, running b
 		cancel()
 	}
 	if err != nil {
-		x.log.ErrorContext(ctx, "recording call failed; it will not run", "call_id", c.ID, "session_id", sess.ID, "err", err)
+		x.storeErrs.log(ctx, x.log, "recording call failed; it will not run", "call_id", c.ID, "session_id", sess.ID, "err", err)
 		return err
 	}
 	c.record = rec
@@ -655,7 +657,7 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 		err := x.rec.Finish(wctx, f)
 		cancel()
 		if err != nil {
-			x.log.ErrorContext(ctx, "recording call result failed; retrying in the background", "call_id", c.ID, "err", err)
+			x.storeErrs.log(ctx, x.log, "recording call result failed; retrying in the background", "call_id", c.ID, "err", err)
 			// Unmarked: the output may end before the retry lands, leaving the mark set.
 			f.OutputOpen = false
 			x.finishLater(c.record, f, err)
@@ -760,7 +762,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 		err := x.rec.MarkRunning(wctx, c.ID, x.cfg.Owner, time.Now().UTC())
 		cancel()
 		if err != nil {
-			x.log.ErrorContext(ctx, "recording call start failed; it will not run", "call_id", c.ID, "err", err)
+			x.storeErrs.log(ctx, x.log, "recording call start failed; it will not run", "call_id", c.ID, "err", err)
 			return notRecorded(err), false
 		}
 		if ctx.Err() != nil { // cancelled while its start was being written
