@@ -198,6 +198,7 @@ func shownSpec(spec string) string {
 // redactSpecCredentials replaces in text what the URL spec carries that may be a
 // credential (its password, its query and each value in it, as written and decoded)
 // by REDACTED: an error quotes the URLs it fetched (Go's own masks the password only).
+// The user name counts too: a token is often written as one.
 func redactSpecCredentials(text, spec string) string {
 	u, err := url.Parse(spec)
 	if err != nil {
@@ -212,6 +213,9 @@ func redactSpecCredentials(text, spec string) string {
 	if p, ok := u.User.Password(); ok {
 		add(p)
 	}
+	// A token may be the user name alone (https://TOKEN@host/…), which Go's errors
+	// quote whole: they mask only a password.
+	add(u.User.Username())
 	add(u.RawQuery)
 	for _, vs := range u.Query() {
 		for _, v := range vs {

@@ -598,3 +598,23 @@ paths:
 		t.Errorf("query key: %v", e.Query)
 	}
 }
+
+// TestSpecURLUsernameTokenNotShown: a token written as the URL's user name alone
+// (https://TOKEN@host/spec.yaml, as GitHub's raw URLs take one) is a credential too:
+// Go's URL errors mask only a password, so the error quoted the token whole.
+func TestSpecURLUsernameTokenNotShown(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // unreachable: the error quotes the URL
+	spec := strings.Replace(srv.URL, "http://", "http://ghp-user-token-123456@", 1) + "/spec.yaml"
+	_, err := Load(context.Background(), Config{Name: "p", Spec: spec})
+	if err == nil || strings.Contains(err.Error(), "ghp-user-token-123456") {
+		t.Errorf("an unreachable document's error shows the URL's user name: %v", err)
+	}
+	srv2 := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv2.Close)
+	spec = strings.Replace(srv2.URL, "http://", "http://ghp-user-token-123456@", 1) + "/spec.yaml"
+	if _, err := Load(context.Background(), Config{Name: "p", Spec: spec}); err == nil || strings.Contains(err.Error(), "ghp-user-token-123456") {
+		t.Errorf("a missing document's error shows the URL's user name: %v", err)
+	}
+}

@@ -356,10 +356,14 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
 }
 
+// policyDenies starts the reason of a request denied by the policy over an approval
+// (denyByPolicy), which decidedAlready tells apart from a person's denial.
+const policyDenies = "the policy now denies it ("
+
 // denyByPolicy answers an approval of a call the policy now denies: the request is
 // denied, saying so to the model, and the approver gets a 409 that says why.
 func (s *Server) denyByPolicy(w http.ResponseWriter, r *http.Request, a *store.Approval, actor, why string) {
-	reason := "the policy now denies it (" + why + "), which it did not when the request was made"
+	reason := policyDenies + why + "), which it did not when the request was made"
 	d := store.ApprovalDecision{Kind: store.DecisionDeny, Actor: actor, Reason: reason, Result: store.DeniedResult("the policy", why)}
 	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
 	if errors.Is(err, store.ErrConflict) {
@@ -457,14 +461,14 @@ func checkDecisionText(req decisionRequest) error {
 	return nil
 }
 
-// decidedAlready tells an approver why their decision came too late: who decided
-// first (racing approvers) and, for the daemon itself, why; or that nobody did in time.
 // sameDecision reports whether a was decided as d asks, by d's actor: a retry.
 func sameDecision(a *store.Approval, d store.ApprovalDecision) bool {
 	return a != nil && a.Decision != nil && a.Decision.Kind == d.Kind && a.Decision.Actor == d.Actor &&
 		a.Decision.Rule == d.Rule && a.Decision.Reason == d.Reason
 }
 
+// decidedAlready tells an approver why their decision came too late: who decided
+// first (racing approvers) and, for the daemon itself, why; or that nobody did in time.
 func decidedAlready(a *store.Approval) string {
 	switch {
 	case a == nil:
@@ -479,6 +483,9 @@ func decidedAlready(a *store.Approval) string {
 		// Withdrawn by the daemon (its call cancelled, its client gone): "system"
 		// alone does not say what happened.
 		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor + " (" + a.Decision.Reason + ")"
+	case a.Decision != nil && a.Status == store.ApprovalDenied && strings.HasPrefix(a.Decision.Reason, policyDenies):
+		// The actor approved; the policy denied (denyByPolicy).
+		return "the request was already decided: denied by the policy when " + a.Decision.Actor + " approved it (" + a.Decision.Reason + ")"
 	case a.Decision != nil:
 		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor
 	}

@@ -329,6 +329,12 @@ func TestDenyRuleAddedWhileWaitingWins(t *testing.T) {
 	if code != 409 || !strings.Contains(string(body), "policy now denies") {
 		t.Fatalf("approving a call a new deny rule covers: %d %s, want a 409 naming the policy", code, body)
 	}
+	// The approver's retry (its answer lost) is told the policy denied it, not that
+	// the approver did.
+	code, _, body = d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve","actor":"ada"}`)
+	if code != 409 || !strings.Contains(string(body), "denied by the policy") {
+		t.Fatalf("the same approval sent again: %d %s, want a 409 saying the policy denied it", code, body)
+	}
 	if _, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil); !strings.Contains(string(body), `"status":"denied"`) {
 		t.Fatalf("the request after the refused approval: %s", body)
 	}

@@ -88,6 +88,9 @@ func TestOpenAPIURLSourceLoadsInBackground(t *testing.T) {
 	if !strings.Contains(warnings, "tool shop__listItems is not available yet: openapi source shop is loading") {
 		t.Errorf("warnings while shop loads:\n%s", warnings)
 	}
+	if strings.Contains(warnings, "server connects") {
+		t.Errorf("the warning of a loading document speaks of a server connecting:\n%s", warnings)
+	}
 	p := d.createSession(map[string]any{"available_tools": []string{"shop__*"}})
 	if w := strings.Join(toStrings(p["warnings"]), "\n"); !strings.Contains(w, "tool pattern matches no tool yet: shop__* (openapi source shop is loading)") {
 		t.Errorf("warnings of a pattern while shop loads:\n%s", w)

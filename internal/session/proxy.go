@@ -104,7 +104,7 @@ func newToolProxy(managers []*toolmgr.Manager, whitelist []string, pending Pendi
 				continue
 			}
 			if len(why) > 0 {
-				warnings = append(warnings, fmt.Sprintf("tool %s is not available yet: %s; it is kept and appears in the session when the server connects",
+				warnings = append(warnings, fmt.Sprintf("tool %s is not available yet: %s; it is kept and appears in the session when its source is up",
 					name, strings.Join(why, "; ")))
 			}
 		}

@@ -189,7 +189,7 @@ func TestWhitelistKeepsToolsOfPendingSources(t *testing.T) {
 		t.Errorf("whitelist = %s, want %s", got, want)
 	}
 	if got, want := strings.Join(warnings, "\n"), strings.Join([]string{
-		"tool mcp__jira__create is not available yet: mcp server jira is connecting; it is kept and appears in the session when the server connects",
+		"tool mcp__jira__create is not available yet: mcp server jira is connecting; it is kept and appears in the session when its source is up",
 		"tool pattern matches no tool yet: mcp__jira__s* (mcp server jira is connecting)",
 		"unknown tool: mcp__nope__x",
 		"unknown tool: ghost",
