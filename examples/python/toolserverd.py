@@ -156,7 +156,8 @@ class ToolServer:
                 print("toolserverd: the stream ended before done; resuming the batch", file=sys.stderr)
             resume = True
         else:
-            raise ToolServerError(0, "incomplete", "the stream ended before done ten times")
+            raise ToolServerError(0, "incomplete", "the batch has no result after ten tries: its stream "
+                                  "broke, or the daemon stopped while a call waited, every time")
         out = []
         for i in map(call_id, calls):
             if i in results:
