@@ -2,7 +2,7 @@
 // suggested rules; approve, approve for the session, approve with one rule, or deny
 // with a reason. The list refreshes as requests arrive (long poll while empty).
 import { get, post } from './api.js';
-import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult } from './dom.js';
+import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult, visible, visibleText } from './dom.js';
 
 const ACTOR = 'web-console';
 const REASON_MAX = 4096; // bytes the daemon takes in a denial reason
@@ -109,7 +109,7 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
   const where = h('p', { class: 'workdir meta', hidden: true });
   sessionOf(a.session_id).then((s) => {
     if (!s?.workdir) return;
-    where.append('runs in ', h('code', {}, s.workdir));
+    where.append('runs in ', h('code', { class: 'exact' }, visible(s.workdir)));
     where.hidden = false;
   });
 
@@ -146,25 +146,25 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
 
   card.append(
     h('header', {},
-      h('span', { class: 'title mono' }, a.tool),
+      h('span', { class: 'title mono exact' }, visible(a.tool)),
       badge(`risk: ${a.risk}`, `risk-${a.risk}`),
       h('span', { class: 'meta' }, 'requested ', time(a.created_at), ` (${ago(a.created_at)})`,
         a.expires_at ? [' · expires ', time(a.expires_at)] : '')),
-    h('p', { class: 'reason' }, a.reason || h('span', { class: 'muted' }, 'no reason given')),
+    h('p', { class: 'reason' }, a.reason ? visible(a.reason) : h('span', { class: 'muted' }, 'no reason given')),
     where,
     h('h3', {}, 'Arguments'),
-    jsonBlock(a.arguments),
+    jsonBlock(a.arguments, 'exact'),
     h('h3', {}, 'Suggested rules'),
     rules.length === 0
       ? h('p', { class: 'muted' }, 'None: what this call asks cannot be allowed by a rule, only approved once.')
-      : h('ul', { class: 'rules' }, rules.map((r) => h('li', {}, h('code', {}, r), ' ',
+      : h('ul', { class: 'rules' }, rules.map((r) => h('li', {}, h('code', { class: 'exact' }, visible(r)), ' ',
         button('approve with this rule', 'ghost small', () => decide('approve_with_rule', { rule: r }),
           'approve and allow calls matching this rule for the rest of the session')))),
     h('div', { class: 'actions' },
       button('Approve', 'ok', () => decide('approve'), 'run this call once'),
       (() => {
         const b = button('Approve for session', '', () => decide('approve_for_session'),
-          rules.length ? `also allow for the rest of the session: ${rules.join(', ')}` : 'no suggested rules');
+          rules.length ? `also allow for the rest of the session: ${visibleText(rules.join(', '))}` : 'no suggested rules');
         b.disabled = rules.length === 0;
         return b;
       })(),
@@ -201,8 +201,8 @@ function decidedCard(a, signal, conflict) {
   const st = h('span', {}, badge(a.status, `st-${a.status}`));
   const card = h('article', { class: 'card decided', dataset: { approvalId: a.id, callId: a.call_id } },
     h('header', {},
-      h('span', { class: 'title mono' }, a.tool), st,
-      h('span', { class: 'meta' }, `decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`,
+      h('span', { class: 'title mono exact' }, visible(a.tool)), st,
+      h('span', { class: 'meta' }, visible(`decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`),
         d.reason ? ` — “${d.reason}”` : '')),
     conflict ? h('p', { class: 'conflict', role: 'alert' }, conflict) : '',
     h('div', { class: 'meta' }, 'call ', h('a', { href: `#/calls/${a.call_id}` }, a.call_id)),
