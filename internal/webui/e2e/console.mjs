@@ -698,8 +698,12 @@ try {
       await shown(card14.locator('pre.json').first(), 'the arguments on the approval card');
       // What is shown for a decision reads in the order it runs: no reordering by the
       // text's own direction.
-      const bidi = await card14.locator('pre.json').first().evaluate((el) => getComputedStyle(el).unicodeBidi);
-      if (bidi !== 'bidi-override') fail(`the arguments are shown with unicode-bidi ${bidi}, not bidi-override`);
+      // The reason quotes the command too.
+      for (const [sel, what] of [['pre.json', 'the arguments'], ['.reason', 'the reason'], ['header .title', 'the tool name'], ['ul.rules code', 'a suggested rule']]) {
+        if (sel === 'ul.rules code' && asked14.approval.suggestions.length === 0) continue;
+        const bidi = await card14.locator(sel).first().evaluate((el) => getComputedStyle(el).unicodeBidi);
+        if (bidi !== 'bidi-override') fail(`${what} is shown with unicode-bidi ${bidi}, not bidi-override`);
+      }
       for (const rule of asked14.approval.suggestions) {
         if (hidden.some((c) => rule.includes(c))) {
           const li = card14.locator('ul.rules li code').nth(asked14.approval.suggestions.indexOf(rule));

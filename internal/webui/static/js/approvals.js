@@ -150,7 +150,7 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
       badge(`risk: ${a.risk}`, `risk-${a.risk}`),
       h('span', { class: 'meta' }, 'requested ', time(a.created_at), ` (${ago(a.created_at)})`,
         a.expires_at ? [' · expires ', time(a.expires_at)] : '')),
-    h('p', { class: 'reason' }, a.reason ? visible(a.reason) : h('span', { class: 'muted' }, 'no reason given')),
+    h('p', { class: 'reason exact' }, a.reason ? visible(a.reason) : h('span', { class: 'muted' }, 'no reason given')),
     where,
     h('h3', {}, 'Arguments'),
     jsonBlock(a.arguments, 'exact'),
