@@ -721,6 +721,60 @@ try {
       await within(held.done, 'the hostile call');
     }
   });
+  // --- 15. a request that arrives under the approver's pointer ---------------------------
+  // New requests go on top and push the others down: a request the model sends while
+  // the approver aims at Approve on another one takes that place, and the click decides
+  // it. For a moment after the list moves its buttons must take no clicks.
+  await scenario(15, 'a new request does not take a click aimed at another', async () => {
+    const s15 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const first = startCalls(s15.id, { calls: [{ id: 'aimed', name: 'execute_command', arguments: { command: 'rm -rf build1' } }] });
+    const askedA = await first.waitFor((e) => e.type === 'approval_required', 'approval_required (aimed)');
+    let second;
+    let askedB;
+    try {
+      await page.goto(`${base}/ui/#/approvals`);
+      const cardA = page.locator(`article.approval[data-approval-id="${askedA.approval.id}"]`);
+      await cardA.waitFor();
+      const approveA = cardA.getByRole('button', { name: 'Approve', exact: true });
+      await approveA.waitFor();
+      const box = await approveA.boundingBox();
+      // Whether a new card's Approve takes a click the moment the card is inserted.
+      await page.evaluate(() => {
+        window.__arrivals = [];
+        new MutationObserver((records) => {
+          for (const r of records) {
+            for (const n of r.addedNodes) {
+              if (n.matches?.('article.approval')) {
+                const b = [...n.querySelectorAll('button')].find((x) => x.textContent === 'Approve');
+                window.__arrivals.push({ id: n.dataset.approvalId, pointerEvents: getComputedStyle(b).pointerEvents });
+              }
+            }
+          }
+        }).observe(document.getElementById('approvals'), { childList: true });
+      });
+      second = startCalls(s15.id, { calls: [{ id: 'sneaky', name: 'execute_command', arguments: { command: 'rm -rf build2' } }] });
+      askedB = await second.waitFor((e) => e.type === 'approval_required', 'approval_required (sneaky)');
+      await page.waitForFunction((id) => window.__arrivals.some((a) => a.id === id), askedB.approval.id, { timeout: 20000 });
+      await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+      const arrival = (await page.evaluate(() => window.__arrivals)).find((a) => a.id === askedB.approval.id);
+      // A decision goes out on the click: a short wait shows one if the click was taken.
+      await page.waitForTimeout(500);
+      const b = await api('GET', `/v1/approvals/${askedB.approval.id}`);
+      const wrong = [];
+      if (b.status !== 'pending') wrong.push(`a click aimed at one request decided the one that arrived under it (${b.status})`);
+      if (arrival.pointerEvents !== 'none') wrong.push(`a request that just arrived takes clicks at once (pointer-events ${arrival.pointerEvents})`);
+      if (wrong.length) fail(wrong.join('; '));
+      // Once the list is still, the buttons work.
+      await page.locator(`article.approval[data-approval-id="${askedB.approval.id}"]`).getByRole('button', { name: 'Deny' }).click();
+      await page.locator(`article.decided[data-approval-id="${askedB.approval.id}"]`).waitFor();
+    } finally {
+      for (const asked of [askedA, askedB]) {
+        if (asked) await api('POST', `/v1/approvals/${asked.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 15' }).catch(() => {});
+      }
+      await within(first.done, 'the aimed call');
+      if (second) await within(second.done, 'the sneaky call');
+    }
+  });
   if (failures.length) fail(failures.join('\n'));
   console.log(JSON.stringify(summary));
 } catch (err) {

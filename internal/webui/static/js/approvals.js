@@ -7,6 +7,7 @@ import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult, vi
 const ACTOR = 'web-console';
 const REASON_MAX = 4096; // bytes the daemon takes in a denial reason
 const PAGE = 200; // requests listed at most
+const SETTLE_MS = 1000; // how long the buttons take no clicks after the list moved
 
 export async function mount(main, ctx) {
   const list = h('div', { id: 'approvals' });
@@ -21,6 +22,16 @@ export async function mount(main, ctx) {
     list, decidedSection);
 
   const cards = new Map(); // approval id → card
+  // A request that arrives goes on top and pushes the others down; one that goes pulls
+  // them up: the button under the approver's pointer becomes another request's, which
+  // the model can time. For a moment after the list moves its buttons take no clicks
+  // (CSS: #approvals.settling), so a click aimed at one request never decides another.
+  let settle;
+  const moved = () => {
+    list.classList.add('settling');
+    clearTimeout(settle);
+    settle = setTimeout(() => list.classList.remove('settling'), SETTLE_MS);
+  };
   // Each request's session, asked once per session, for the folder its command runs in.
   const sessions = new Map();
   const sessionOf = (id) => {
@@ -36,6 +47,7 @@ export async function mount(main, ctx) {
   const onDecided = (a, card, result, conflict) => {
     cards.delete(a.id);
     countHere();
+    moved();
     card.remove();
     decidedSection.hidden = false;
     decided.prepend(decidedCard(result, ctx.signal, conflict));
@@ -55,7 +67,7 @@ export async function mount(main, ctx) {
       partial = Boolean(nextBefore);
       const ids = new Set(approvals.map((a) => a.id));
       for (const [id, card] of cards) {
-        if (!ids.has(id)) { card.remove(); cards.delete(id); } // decided elsewhere or expired
+        if (!ids.has(id)) { moved(); card.remove(); cards.delete(id); } // decided elsewhere or expired
       }
       // Newest first: insert unseen ones in order above the ones already shown.
       let anchor = list.firstChild;
@@ -64,6 +76,7 @@ export async function mount(main, ctx) {
         if (!card) {
           card = approvalCard(a, ctx, onDecided, sessionOf);
           cards.set(a.id, card);
+          moved();
           list.insertBefore(card, anchor);
         }
         anchor = card.nextSibling;
