@@ -668,6 +668,113 @@ try {
       await within(many.done, 'the many calls');
     }
   });
+  // --- 14. hostile text in a request for approval ----------------------------------------
+  // The model (or a prompt injection) writes the command: markup in it must stay text,
+  // and characters that show nothing or reorder what follows (bidi overrides, zero-width
+  // and filler characters, escape sequences) must show as markers on the card where the
+  // approver decides, and in the call's panel: otherwise `rm -rf build` can hide behind
+  // what reads as something else.
+  await scenario(14, 'hostile text in an approval', async () => {
+    const s14 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const hidden = ['\u202E', '\u2066', '\u200B', '\u3164', '\u001B', '\u2028', '\uFEFF'];
+    const command = 'ls \u200B-la \u202E; rm -rf build\u2066 \u001B[8m\u2028\uFEFF<img src=x onerror="window.__pwned=1"></script>\u3164';
+    const held = startCalls(s14.id, { calls: [{ id: 'hostile', name: 'execute_command', arguments: { command } }] });
+    const asked14 = await held.waitFor((e) => e.type === 'approval_required', 'approval_required (hostile)');
+    try {
+      await page.goto(`${base}/ui/#/approvals`);
+      const card14 = page.locator(`article.approval[data-approval-id="${asked14.approval.id}"]`);
+      await card14.waitFor();
+      if (await page.evaluate(() => window.__pwned !== undefined || document.querySelector('#main img') !== null)) fail('markup in the command became an element');
+      const shown = async (loc, what) => {
+        const text = await loc.textContent();
+        for (const c of hidden) {
+          if (text.includes(c)) fail(`${what} shows U+${c.codePointAt(0).toString(16).toUpperCase()} as is: ${JSON.stringify(text)}`);
+        }
+        for (const m of ['\\u202E', '\\u200B', '\\u2066', '\\u3164', '\\u2028', '\\uFEFF']) {
+          if (!text.includes(m)) fail(`${what} has no marker ${m}: ${JSON.stringify(text)}`);
+        }
+        if (!text.includes('rm -rf build') || !text.includes('<img src=x onerror=')) fail(`${what} lacks part of the command: ${JSON.stringify(text)}`);
+      };
+      await shown(card14.locator('pre.json').first(), 'the arguments on the approval card');
+      // What is shown for a decision reads in the order it runs: no reordering by the
+      // text's own direction.
+      // The reason quotes the command too.
+      for (const [sel, what] of [['pre.json', 'the arguments'], ['.reason', 'the reason'], ['header .title', 'the tool name'], ['ul.rules code', 'a suggested rule']]) {
+        if (sel === 'ul.rules code' && asked14.approval.suggestions.length === 0) continue;
+        const bidi = await card14.locator(sel).first().evaluate((el) => getComputedStyle(el).unicodeBidi);
+        if (bidi !== 'bidi-override') fail(`${what} is shown with unicode-bidi ${bidi}, not bidi-override`);
+      }
+      for (const rule of asked14.approval.suggestions) {
+        if (hidden.some((c) => rule.includes(c))) {
+          const li = card14.locator('ul.rules li code').nth(asked14.approval.suggestions.indexOf(rule));
+          const t = await li.textContent();
+          if (hidden.some((c) => t.includes(c))) fail(`a suggested rule shows an invisible character as is: ${JSON.stringify(t)}`);
+        }
+      }
+      await page.goto(`${base}/ui/#/calls/${asked14.call_id}`);
+      const panel = page.locator(`article.call[data-call-id="${asked14.call_id}"]`);
+      await panel.waitFor();
+      await shown(panel.locator('details pre.json'), 'the arguments in the call panel');
+      if (await page.evaluate(() => window.__pwned !== undefined || document.querySelector('#main img') !== null)) fail('markup in the command became an element');
+    } finally {
+      await api('POST', `/v1/approvals/${asked14.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 14' });
+      await within(held.done, 'the hostile call');
+    }
+  });
+  // --- 15. a request that arrives under the approver's pointer ---------------------------
+  // New requests go on top and push the others down: a request the model sends while
+  // the approver aims at Approve on another one takes that place, and the click decides
+  // it. For a moment after the list moves its buttons must take no clicks.
+  await scenario(15, 'a new request does not take a click aimed at another', async () => {
+    const s15 = await api('POST', '/v1/sessions', { available_tools: ['execute_command'] });
+    const first = startCalls(s15.id, { calls: [{ id: 'aimed', name: 'execute_command', arguments: { command: 'rm -rf build1' } }] });
+    const askedA = await first.waitFor((e) => e.type === 'approval_required', 'approval_required (aimed)');
+    let second;
+    let askedB;
+    try {
+      await page.goto(`${base}/ui/#/approvals`);
+      const cardA = page.locator(`article.approval[data-approval-id="${askedA.approval.id}"]`);
+      await cardA.waitFor();
+      const approveA = cardA.getByRole('button', { name: 'Approve', exact: true });
+      await approveA.waitFor();
+      const box = await approveA.boundingBox();
+      // Whether a new card's Approve takes a click the moment the card is inserted.
+      await page.evaluate(() => {
+        window.__arrivals = [];
+        new MutationObserver((records) => {
+          for (const r of records) {
+            for (const n of r.addedNodes) {
+              if (n.matches?.('article.approval')) {
+                const b = [...n.querySelectorAll('button')].find((x) => x.textContent === 'Approve');
+                window.__arrivals.push({ id: n.dataset.approvalId, pointerEvents: getComputedStyle(b).pointerEvents });
+              }
+            }
+          }
+        }).observe(document.getElementById('approvals'), { childList: true });
+      });
+      second = startCalls(s15.id, { calls: [{ id: 'sneaky', name: 'execute_command', arguments: { command: 'rm -rf build2' } }] });
+      askedB = await second.waitFor((e) => e.type === 'approval_required', 'approval_required (sneaky)');
+      await page.waitForFunction((id) => window.__arrivals.some((a) => a.id === id), askedB.approval.id, { timeout: 20000 });
+      await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+      const arrival = (await page.evaluate(() => window.__arrivals)).find((a) => a.id === askedB.approval.id);
+      // A decision goes out on the click: a short wait shows one if the click was taken.
+      await page.waitForTimeout(500);
+      const b = await api('GET', `/v1/approvals/${askedB.approval.id}`);
+      const wrong = [];
+      if (b.status !== 'pending') wrong.push(`a click aimed at one request decided the one that arrived under it (${b.status})`);
+      if (arrival.pointerEvents !== 'none') wrong.push(`a request that just arrived takes clicks at once (pointer-events ${arrival.pointerEvents})`);
+      if (wrong.length) fail(wrong.join('; '));
+      // Once the list is still, the buttons work.
+      await page.locator(`article.approval[data-approval-id="${askedB.approval.id}"]`).getByRole('button', { name: 'Deny' }).click();
+      await page.locator(`article.decided[data-approval-id="${askedB.approval.id}"]`).waitFor();
+    } finally {
+      for (const asked of [askedA, askedB]) {
+        if (asked) await api('POST', `/v1/approvals/${asked.approval.id}/decision`, { decision: 'deny', reason: 'end of scenario 15' }).catch(() => {});
+      }
+      await within(first.done, 'the aimed call');
+      if (second) await within(second.done, 'the sneaky call');
+    }
+  });
   if (failures.length) fail(failures.join('\n'));
   console.log(JSON.stringify(summary));
 } catch (err) {

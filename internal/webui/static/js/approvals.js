@@ -2,11 +2,12 @@
 // suggested rules; approve, approve for the session, approve with one rule, or deny
 // with a reason. The list refreshes as requests arrive (long poll while empty).
 import { get, post } from './api.js';
-import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult } from './dom.js';
+import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult, visible, visibleText } from './dom.js';
 
 const ACTOR = 'web-console';
 const REASON_MAX = 4096; // bytes the daemon takes in a denial reason
 const PAGE = 200; // requests listed at most
+const SETTLE_MS = 1000; // how long the buttons take no clicks after the list moved
 
 export async function mount(main, ctx) {
   const list = h('div', { id: 'approvals' });
@@ -21,6 +22,16 @@ export async function mount(main, ctx) {
     list, decidedSection);
 
   const cards = new Map(); // approval id → card
+  // A request that arrives goes on top and pushes the others down; one that goes pulls
+  // them up: the button under the approver's pointer becomes another request's, which
+  // the model can time. For a moment after the list moves its buttons take no clicks
+  // (CSS: #approvals.settling), so a click aimed at one request never decides another.
+  let settle;
+  const moved = () => {
+    list.classList.add('settling');
+    clearTimeout(settle);
+    settle = setTimeout(() => list.classList.remove('settling'), SETTLE_MS);
+  };
   // Each request's session, asked once per session, for the folder its command runs in.
   const sessions = new Map();
   const sessionOf = (id) => {
@@ -36,6 +47,7 @@ export async function mount(main, ctx) {
   const onDecided = (a, card, result, conflict) => {
     cards.delete(a.id);
     countHere();
+    moved();
     card.remove();
     decidedSection.hidden = false;
     decided.prepend(decidedCard(result, ctx.signal, conflict));
@@ -55,7 +67,7 @@ export async function mount(main, ctx) {
       partial = Boolean(nextBefore);
       const ids = new Set(approvals.map((a) => a.id));
       for (const [id, card] of cards) {
-        if (!ids.has(id)) { card.remove(); cards.delete(id); } // decided elsewhere or expired
+        if (!ids.has(id)) { moved(); card.remove(); cards.delete(id); } // decided elsewhere or expired
       }
       // Newest first: insert unseen ones in order above the ones already shown.
       let anchor = list.firstChild;
@@ -64,6 +76,7 @@ export async function mount(main, ctx) {
         if (!card) {
           card = approvalCard(a, ctx, onDecided, sessionOf);
           cards.set(a.id, card);
+          moved();
           list.insertBefore(card, anchor);
         }
         anchor = card.nextSibling;
@@ -109,7 +122,7 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
   const where = h('p', { class: 'workdir meta', hidden: true });
   sessionOf(a.session_id).then((s) => {
     if (!s?.workdir) return;
-    where.append('runs in ', h('code', {}, s.workdir));
+    where.append('runs in ', h('code', { class: 'exact' }, visible(s.workdir)));
     where.hidden = false;
   });
 
@@ -146,25 +159,25 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
 
   card.append(
     h('header', {},
-      h('span', { class: 'title mono' }, a.tool),
+      h('span', { class: 'title mono exact' }, visible(a.tool)),
       badge(`risk: ${a.risk}`, `risk-${a.risk}`),
       h('span', { class: 'meta' }, 'requested ', time(a.created_at), ` (${ago(a.created_at)})`,
         a.expires_at ? [' · expires ', time(a.expires_at)] : '')),
-    h('p', { class: 'reason' }, a.reason || h('span', { class: 'muted' }, 'no reason given')),
+    h('p', { class: 'reason exact' }, a.reason ? visible(a.reason) : h('span', { class: 'muted' }, 'no reason given')),
     where,
     h('h3', {}, 'Arguments'),
-    jsonBlock(a.arguments),
+    jsonBlock(a.arguments, 'exact'),
     h('h3', {}, 'Suggested rules'),
     rules.length === 0
       ? h('p', { class: 'muted' }, 'None: what this call asks cannot be allowed by a rule, only approved once.')
-      : h('ul', { class: 'rules' }, rules.map((r) => h('li', {}, h('code', {}, r), ' ',
+      : h('ul', { class: 'rules' }, rules.map((r) => h('li', {}, h('code', { class: 'exact' }, visible(r)), ' ',
         button('approve with this rule', 'ghost small', () => decide('approve_with_rule', { rule: r }),
           'approve and allow calls matching this rule for the rest of the session')))),
     h('div', { class: 'actions' },
       button('Approve', 'ok', () => decide('approve'), 'run this call once'),
       (() => {
         const b = button('Approve for session', '', () => decide('approve_for_session'),
-          rules.length ? `also allow for the rest of the session: ${rules.join(', ')}` : 'no suggested rules');
+          rules.length ? `also allow for the rest of the session: ${visibleText(rules.join(', '))}` : 'no suggested rules');
         b.disabled = rules.length === 0;
         return b;
       })(),
@@ -201,8 +214,8 @@ function decidedCard(a, signal, conflict) {
   const st = h('span', {}, badge(a.status, `st-${a.status}`));
   const card = h('article', { class: 'card decided', dataset: { approvalId: a.id, callId: a.call_id } },
     h('header', {},
-      h('span', { class: 'title mono' }, a.tool), st,
-      h('span', { class: 'meta' }, `decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`,
+      h('span', { class: 'title mono exact' }, visible(a.tool)), st,
+      h('span', { class: 'meta' }, visible(`decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`),
         d.reason ? ` — “${d.reason}”` : '')),
     conflict ? h('p', { class: 'conflict', role: 'alert' }, conflict) : '',
     h('div', { class: 'meta' }, 'call ', h('a', { href: `#/calls/${a.call_id}` }, a.call_id)),

@@ -5,7 +5,7 @@
 // a page reload (it reads again from offset 0). When the call has finished, whatever
 // the stream did not deliver is read by offset from GET /v1/tool-calls/{id}/progress.
 import { get, sse } from './api.js';
-import { h, clear, badge, pretty, time, duration, sleep, isAbort, renderResult } from './dom.js';
+import { h, clear, badge, time, duration, sleep, isAbort, renderResult, jsonBlock, visible } from './dom.js';
 
 const terminal = (s) => s === 'succeeded' || s === 'failed';
 // denied: the key is missing, revoked or lacks the role. Asking again every second
@@ -44,11 +44,11 @@ export function callPanel(call, signal) {
   const barText = h('span', { class: 'meta' });
   const meter = h('div', { class: 'call-meter', hidden: true }, bar, ' ', barText);
   const args = call.arguments && typeof call.arguments === 'object' && typeof call.arguments.command === 'string'
-    ? h('pre', { class: 'json' }, '$ ' + call.arguments.command)
-    : h('pre', { class: 'json' }, pretty(call.arguments));
+    ? h('pre', { class: 'json exact' }, visible('$ ' + call.arguments.command))
+    : jsonBlock(call.arguments, 'exact');
   const card = h('article', { class: 'card call', dataset: { callId: id } },
     h('header', {},
-      h('span', { class: 'title mono' }, call.name), statusEl, timing,
+      h('span', { class: 'title mono exact' }, visible(call.name)), statusEl, timing,
       h('span', { class: 'meta' }, `session ${call.session_id} · model id ${call.tool_call_id} · `, h('a', { href: `#/calls/${id}` }, id))),
     h('details', { open: true }, h('summary', {}, 'Arguments'), args),
     h('h3', {}, 'Output'), meter, out, note,

@@ -35,8 +35,44 @@ export function pretty(v) {
   return JSON.stringify(v, null, 2);
 }
 
-export function jsonBlock(v) {
-  return h('pre', { class: 'json' }, pretty(v));
+// jsonBlock shows a value as indented JSON, with what would show nothing marked (see
+// visible): JSON escapes controls but not bidi overrides or zero-width characters.
+export function jsonBlock(v, cls) {
+  return h('pre', { class: cls ? `json ${cls}` : 'json' }, visible(pretty(v)));
+}
+
+// Characters that show nothing or change how the text after them shows: controls (an
+// escape sequence, a carriage return), format characters (bidi overrides and isolates,
+// zero-width ones), line and paragraph separators, spaces other than U+0020, and the
+// default-ignorable rest (Hangul fillers, variation selectors, tag characters).
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Zs}\p{Default_Ignorable_Code_Point}]/gu;
+
+function codeOf(c) {
+  const hex = c.codePointAt(0).toString(16).toUpperCase();
+  return hex.length > 4 ? `\\u{${hex}}` : `\\u${hex.padStart(4, '0')}`;
+}
+
+// visible gives s as nodes to append, each character INVISIBLE matches (but newline,
+// tab and space) shown as a marked \uXXXX: a command that reads as `ls` must not run
+// `ls; rm -rf ~` behind a right-to-left override or a run of zero-width characters.
+export function visible(s) {
+  s = String(s);
+  const out = [];
+  let last = 0;
+  for (const m of s.matchAll(INVISIBLE)) {
+    const c = m[0];
+    if (c === '\n' || c === '\t' || c === ' ') continue;
+    if (m.index > last) out.push(s.slice(last, m.index));
+    out.push(h('span', { class: 'invisible', title: `invisible or control character U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}` }, codeOf(c)));
+    last = m.index + c.length;
+  }
+  if (last < s.length) out.push(s.slice(last));
+  return out;
+}
+
+// visibleText is visible as a plain string (for a title attribute).
+export function visibleText(s) {
+  return String(s).replace(INVISIBLE, (c) => (c === '\n' || c === '\t' || c === ' ' ? c : codeOf(c)));
 }
 
 export function badge(text, cls) {
