@@ -191,7 +191,7 @@ func (t *executeCommand) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Resu
 		_, _ = job.Wait(wait)
 		cancel()
 	}
-	return commandResult(job, run.Err())
+	return commandResult(job, run.Err(), hasTool(ctx, "read_job_output"))
 }
 
 // beforeDeadline is ctx ending a little before its deadline (a tenth of the time left,
@@ -281,8 +281,9 @@ func backgroundResult(ctx *tool.Context, job *sandbox.Job) (*tool.Result, error)
 }
 
 // commandResult is the result of a foreground command: exit code and output, an
-// error result (with the output) unless it exited with 0.
-func commandResult(job *sandbox.Job, ctxErr error) (*tool.Result, error) {
+// error result (with the output) unless it exited with 0. canRead: the session may
+// call read_job_output (writeOutput).
+func commandResult(job *sandbox.Job, ctxErr error, canRead bool) (*tool.Result, error) {
 	info := job.Info()
 	out, err := showOutput(job, [2]int64{})
 	if err != nil {
@@ -310,7 +311,7 @@ func commandResult(job *sandbox.Job, ctxErr error) (*tool.Result, error) {
 		}
 		w.WriteString(describe(info) + "\n")
 	}
-	writeOutput(&w, info.ID, out, info)
+	writeOutput(&w, info.ID, out, info, canRead)
 	structured, err := json.Marshal(commandOutput{
 		JobID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
 		Stdout: out[0].text, Stderr: out[1].text, DurationMS: info.Duration.Milliseconds(),

@@ -280,7 +280,7 @@ func TestExecuteIsolated(t *testing.T) {
 func TestOutputLostIsNotTheCap(t *testing.T) {
 	t.Parallel()
 	var w strings.Builder
-	writeOutput(&w, "job_1", [2]shown{}, sandbox.JobInfo{StdoutLost: 3, StdoutError: "no space left on device", StderrDropped: 7})
+	writeOutput(&w, "job_1", [2]shown{}, sandbox.JobInfo{StdoutLost: 3, StdoutError: "no space left on device", StderrDropped: 7}, true)
 	got := w.String()
 	for _, want := range []string{
 		"[stdout: 3 bytes of output were lost: the daemon could not save them (no space left on device)]",
@@ -302,7 +302,7 @@ func TestLostOutputShown(t *testing.T) {
 	var w strings.Builder
 	writeOutput(&w, "job_1", [2]shown{}, sandbox.JobInfo{
 		StdoutLost: 40, StdoutError: "no space left on device", StdoutLostTail: "/dev/sda1 100%",
-		StderrLost: 9, StderrError: "no space left on device", StderrLostTail: "disk full"})
+		StderrLost: 9, StderrError: "no space left on device", StderrLostTail: "disk full"}, true)
 	want := "(no output)\n" +
 		"[stdout: 40 bytes of output were lost: the daemon could not save them (no space left on device); their last 14 bytes, kept in memory:]\n/dev/sda1 100%\n" +
 		"[stderr: 9 bytes of output were lost: the daemon could not save them (no space left on device); kept in memory, they were:]\ndisk full\n"

@@ -25,8 +25,8 @@ Arguments
 
 Result
 The text shows the exit code, the duration, stdout and stderr. Long output is cut from
-the start (the end is kept) and a note says how many bytes are missing and how to
-read them with read_job_output. Structured content:
+the start (the end is kept) and a note says how many bytes are missing and, when the
+session has read_job_output, how to read them with it. Structured content:
   {"job_id","status","exit_code","stdout","stderr","duration_ms","truncated","reason"}
 status is exited, timeout or killed; exit_code is null unless the shell exited by
 itself. A non-zero exit code makes the result an error (kind "failed") that still
@@ -58,7 +58,8 @@ It returns when the job ends or the wait is over, whichever is first, with the j
 status (running, exited, timeout, killed), its exit code once it exited, and the
 stdout and stderr printed since the previous await_job of the same job in this session
 (the first await returns everything from the start). Output beyond the result budget
-is cut from the start with a note on the offsets to read it with read_job_output.
+is cut from the start with a note on the bytes cut (and, when the session has
+read_job_output, the offsets to read them with it).
 Structured content: {"job_id","status","exit_code","stdout","stderr","duration_ms",
 "truncated","reason","done","stdout_offset","stderr_offset"}.
 A job that failed is reported, not an error of await_job. Cancelling await_job does

@@ -222,7 +222,7 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 		}
 	}
 	w.WriteString(" Output since the previous await_job of this job:\n")
-	writeOutput(&w, info.ID, out, info)
+	writeOutput(&w, info.ID, out, info, hasTool(ctx, "read_job_output"))
 	res := awaitOutput{
 		commandOutput: commandOutput{
 			JobID: info.ID, Status: info.Status, ExitCode: info.ExitCode,

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -250,6 +251,34 @@ func TestBackgroundResultNamesOnlyTheSessionsJobTools(t *testing.T) {
 			if strings.Contains(text, a) {
 				t.Errorf("session with %v: %q names %s, which the session cannot call", tc.tools, text, a)
 			}
+		}
+	}
+}
+
+// TestCutOutputNamesReadJobOutputOnlyWhenTheSessionHasIt: a foreground command
+// whose output was cut to the result budget said "read them with read_job_output
+// {…}" in a session without read_job_output (the Python example's first session,
+// execute_command and read_file), so the model's next call was refused as not
+// available. The note names it only when the session may call it.
+func TestCutOutputNamesReadJobOutputOnlyWhenTheSessionHasIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x", 4*resultBudget)
+	for _, tc := range []struct {
+		tools catalogOf
+		named bool
+	}{
+		{catalogOf{"execute_command", "read_job_output"}, true},
+		{catalogOf{"execute_command", "read_file"}, false},
+	} {
+		sess := newSession("s1", t.TempDir())
+		sess.Tools = tc.tools
+		text := e.mustCall(t, sess, "execute_command", map[string]any{"command": cmd}).Text()
+		if !strings.Contains(text, "earlier bytes are not shown") {
+			t.Fatalf("session with %v: the output was not cut: %q", tc.tools, text[len(text)-300:])
+		}
+		if got := strings.Contains(text, "read_job_output"); got != tc.named {
+			t.Errorf("session with %v: names read_job_output %v, want %v: %q", tc.tools, got, tc.named, text[len(text)-300:])
 		}
 	}
 }

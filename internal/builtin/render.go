@@ -192,7 +192,9 @@ func showOutput(job *sandbox.Job, from [2]int64) ([2]shown, error) {
 }
 
 // writeOutput appends the streams and notes on what was cut, dropped or replaced.
-func writeOutput(w *strings.Builder, jobID string, out [2]shown, info sandbox.JobInfo) {
+// canRead: the session may call read_job_output, which the note on a cut names
+// only then (a call of a tool the session has not is refused as not available).
+func writeOutput(w *strings.Builder, jobID string, out [2]shown, info sandbox.JobInfo, canRead bool) {
 	if out[0].text == "" && out[1].text == "" {
 		w.WriteString("(no output)\n")
 	}
@@ -206,9 +208,12 @@ func writeOutput(w *strings.Builder, jobID string, out [2]shown, info sandbox.Jo
 		}
 	}
 	for i, s := range out {
-		if s.start > s.from {
+		switch {
+		case s.start > s.from && canRead:
 			fmt.Fprintf(w, "[%s: %d earlier bytes are not shown; read them with read_job_output {\"job_id\":%q,\"stream\":%q,\"offset\":%d}]\n",
 				streams[i], s.start-s.from, jobID, streams[i], s.from)
+		case s.start > s.from:
+			fmt.Fprintf(w, "[%s: %d earlier bytes are not shown]\n", streams[i], s.start-s.from)
 		}
 	}
 	for i, lost := range []int64{info.StdoutLost, info.StderrLost} {

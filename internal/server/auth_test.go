@@ -363,11 +363,11 @@ func TestAuthLimitsAndCORS(t *testing.T) {
 		t.Error("6 requests within a 3-request burst at 0.01/s were all served")
 	}
 
-	pre := func(origin string) http.Header {
+	preWith := func(origin, headers string) http.Header {
 		req, _ := http.NewRequest("OPTIONS", d.url+"/v1/tools", nil)
 		req.Header.Set("Origin", origin)
 		req.Header.Set("Access-Control-Request-Method", "GET")
-		req.Header.Set("Access-Control-Request-Headers", "authorization")
+		req.Header.Set("Access-Control-Request-Headers", headers)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -375,12 +375,20 @@ func TestAuthLimitsAndCORS(t *testing.T) {
 		resp.Body.Close()
 		return resp.Header
 	}
+	pre := func(origin string) http.Header { return preWith(origin, "authorization") }
 	if h := pre("https://console.example.com"); h.Get("Access-Control-Allow-Origin") != "https://console.example.com" ||
 		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "authorization") {
 		t.Errorf("preflight from an allowed origin: %v", h)
 	}
 	if h := pre("https://evil.example.net"); h.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("preflight from another origin allowed: %v", h)
+	}
+	// A browser UI traced with OpenTelemetry's fetch instrumentation adds the W3C
+	// trace headers the daemon continues (tracing.enabled); a preflight refusing them
+	// fails every request of that UI.
+	if h := preWith("https://console.example.com", "authorization,content-type,traceparent,tracestate"); h.Get("Access-Control-Allow-Origin") != "https://console.example.com" ||
+		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "traceparent") {
+		t.Errorf("preflight with W3C trace headers from an allowed origin: %v", h)
 	}
 
 	// Concurrency: one stream in flight per key.

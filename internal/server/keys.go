@@ -184,8 +184,10 @@ func (s *Server) corsMiddleware() func(http.Handler) http.Handler {
 		// The MCP endpoints' too: an MCP client sends back the Mcp-Session-Id that
 		// initialize answered, and Mcp-Protocol-Version (Last-Event-ID resumes its
 		// stream, as it resumes progress streams); /mcp names the session in a header.
+		// The W3C trace headers, which a traced browser UI adds to every fetch and the
+		// daemon continues (observeMiddleware): refused, its preflights would fail.
 		AllowedHeaders: []string{"Authorization", "Content-Type", "X-API-Key", "X-Request-Id", "Last-Event-ID",
-			"Mcp-Session-Id", "Mcp-Protocol-Version", "X-Toolserver-Session"},
+			"Mcp-Session-Id", "Mcp-Protocol-Version", "X-Toolserver-Session", "Traceparent", "Tracestate"},
 		// Every response header the contract documents; browsers hide the others.
 		ExposedHeaders:   []string{"X-Request-Id", "Retry-After", "Location", "X-Session-Id", "WWW-Authenticate", "Mcp-Session-Id"},
 		AllowCredentials: false, // keys travel in headers, never cookies

@@ -544,6 +544,12 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 		// answered with a functionResponse named "", which Gemini refuses.
 		{"gemini", `[{"toolCall":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","args":{"queries":["x"]}}},{"toolResponse":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","response":{}}},` +
 			`{"audioTranscription":{"text":"hi"}},{"functionCall":{"id":"g_3","name":"echo","args":{"text":"x"}}}]`, "g_3"},
+		// An OpenAI Chat Completions assistant message's tool_calls, forwarded untouched,
+		// may hold a custom tool's call (the SDK's ChatCompletionMessageCustomToolCall),
+		// which the backend answers: it was run as a call without a name, and the
+		// backend got a second tool message under that call's id.
+		{"openai", `[{"id":"call_c","type":"custom","custom":{"name":"grammar_tool","input":"SELECT 1"}},` +
+			`{"id":"call_4","type":"function","function":{"name":"echo","arguments":"{\"text\":\"x\"}"}}]`, "call_4"},
 	} {
 		code, evs := d.stream("/v1/sessions/"+id+"/tool-calls?format="+tc.format, `{"calls":`+tc.calls+`}`)
 		if code != 200 {
@@ -563,6 +569,7 @@ func TestProviderContentThatIsNotACall(t *testing.T) {
 		{"anthropic", `[{"type":"text","text":"All done."}]`, `calls[0] is a "text" item`},
 		{"openai_responses", `[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"message","id":"msg_1","role":"assistant","content":[]}]`, `calls[0] is a "reasoning" item`},
 		{"gemini", `[{"text":"Hello."}]`, `calls[0] is a Gemini "text" part`},
+		{"openai", `[{"id":"call_c","type":"custom","custom":{"name":"grammar_tool","input":"x"}}]`, `calls[0] is an OpenAI "custom" tool call`},
 		{"gemini", `[{"toolCall":{"id":"gs_1","toolType":"GOOGLE_SEARCH_WEB","args":{}}}]`, `calls[0] is a Gemini "toolCall" part`},
 		// A call the provider ran itself: its result is already in the model's output.
 		{"anthropic", `[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}}]`, `calls[0] is a "server_tool_use" item`},

@@ -65,6 +65,9 @@ type wireCall struct {
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"function"`
 	FunctionCall *geminiFunctionCall `json:"functionCall"`
+	// Custom is an OpenAI Chat Completions custom tool's call
+	// ({"id","type":"custom","custom":{"name","input"}}), read only to leave it out.
+	Custom json.RawMessage `json:"custom"`
 	// Parts of a Gemini candidate that are not calls, read only to say so.
 	Text             json.RawMessage `json:"text"`
 	InlineData       json.RawMessage `json:"inlineData"`
@@ -84,7 +87,7 @@ type wireCall struct {
 // tool_use and function_call (server_tool_use and web_search_call are calls the
 // provider ran itself; computer_call, shell_call, apply_patch_call and
 // custom_tool_call call tools of the provider's own kinds, which the daemon never
-// lists: the backend answers them). Other types are read as calls, as before:
+// lists: the backend answers them, as it does an OpenAI Chat "custom" tool call). Other types are read as calls, as before:
 // LangChain's ToolCall ({"name","args","id","type":"tool_call"}) is one. The lists
 // follow the SDKs' ContentBlock and ResponseOutputItem (testdata/sdktypes).
 var nonCallTypes = map[string]bool{
@@ -113,6 +116,13 @@ var nonCallTypes = map[string]bool{
 func (c wireCall) notACall() string {
 	if nonCallTypes[c.Type] {
 		return fmt.Sprintf("a %q item", c.Type)
+	}
+	// A custom tool's call among an OpenAI Chat Completions message's tool_calls
+	// (the SDK's ChatCompletionMessageCustomToolCall): like the Responses API's
+	// custom_tool_call, the call of a tool the daemon never lists, which the backend
+	// answers.
+	if c.Type == "custom" && len(c.Custom) > 0 {
+		return `an OpenAI "custom" tool call`
 	}
 	if c.Type != "" || c.FunctionCall != nil || c.Name != "" {
 		return ""
