@@ -23,6 +23,13 @@ type effects struct {
 	maybe []string
 }
 
+// add gathers what o reads, writes and runs into fx.
+func (fx *effects) add(o effects) {
+	fx.reads = append(fx.reads, o.reads...)
+	fx.writes = append(fx.writes, o.writes...)
+	fx.runs = append(fx.runs, o.runs...)
+}
+
 // scriptEffects reads the script words of the program words runs.
 func scriptEffects(words []string) effects {
 	switch path.Base(words[0]) {
@@ -30,10 +37,7 @@ func scriptEffects(words []string) effects {
 		var fx effects
 		scripts, _ := sedScripts(words[1:])
 		for _, s := range scripts {
-			sfx := sedScriptEffects(s)
-			fx.reads = append(fx.reads, sfx.reads...)
-			fx.writes = append(fx.writes, sfx.writes...)
-			fx.runs = append(fx.runs, sfx.runs...)
+			fx.add(sedScriptEffects(s))
 		}
 		fx.what = "sed e"
 		return fx
@@ -53,10 +57,7 @@ func scriptEffects(words []string) effects {
 		var fx effects
 		program, sources := awkProgram(words[1:])
 		for _, p := range append(sources, program) {
-			pfx := awkEffects(p)
-			fx.reads = append(fx.reads, pfx.reads...)
-			fx.writes = append(fx.writes, pfx.writes...)
-			fx.runs = append(fx.runs, pfx.runs...)
+			fx.add(awkEffects(p))
 		}
 		fx.what = "awk system() or a pipe"
 		return fx
