@@ -209,14 +209,8 @@ func TestDecisionAfterWithdrawalSaysWhy(t *testing.T) {
 	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
 	apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"c","name":"execute_command","arguments":{"command":"touch cancelled"}}]}`)
 	defer stop()
-	_, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil)
-	var a struct {
-		CallID string `json:"call_id"`
-	}
-	if err := json.Unmarshal(body, &a); err != nil || a.CallID == "" {
-		t.Fatalf("approval: %s (%v)", body, err)
-	}
-	if code, _, body := d.do("POST", "/v1/tool-calls/"+a.CallID+"/cancel", nil); code != 202 {
+	callID := approvalCallID(t, d, apr["id"].(string))
+	if code, _, body := d.do("POST", "/v1/tool-calls/"+callID+"/cancel", nil); code != 202 {
 		t.Fatalf("cancel: %d %s", code, body)
 	}
 	<-rest
