@@ -123,6 +123,68 @@ func TestPythonExample(t *testing.T) {
 	}
 }
 
+// TestPythonExampleMergesATurn: an Anthropic assistant message's tool_use blocks, and a
+// Gemini Content's functionCall parts, come back as one user message holding every
+// result of the turn, in the calls' order, as those APIs want them.
+func TestPythonExampleMergesATurn(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	base, key := daemon(t)
+	t.Run("anthropic", func(t *testing.T) {
+		msgs, stderr := runExample(t, py, base, key, `{"role":"assistant","content":[
+			{"type":"text","text":"Let me look."},
+			{"type":"tool_use","id":"toolu_1","name":"execute_command","input":{"command":"echo one"}},
+			{"type":"tool_use","id":"toolu_2","name":"read_file","input":{"path":5}},
+			{"type":"tool_use","id":"toolu_3","name":"execute_command","input":{"command":"echo three"}}]}`)
+		if len(msgs) != 1 || msgs[0]["role"] != "user" {
+			t.Fatalf("got %v, want one user message\nstderr: %s", msgs, stderr)
+		}
+		blocks, _ := msgs[0]["content"].([]any)
+		if len(blocks) != 3 {
+			t.Fatalf("content = %v, want three tool_result blocks", msgs[0]["content"])
+		}
+		for i, want := range []string{"toolu_1", "toolu_2", "toolu_3"} {
+			b, _ := blocks[i].(map[string]any)
+			if b["type"] != "tool_result" || b["tool_use_id"] != want {
+				t.Errorf("block %d = %v, want the tool_result of %s", i, b, want)
+			}
+		}
+		if b, _ := blocks[1].(map[string]any); b["is_error"] != true {
+			t.Errorf("read_file with a number for path: %v; want is_error", b)
+		}
+		if b, _ := json.Marshal(blocks[2]); !strings.Contains(string(b), "three") {
+			t.Errorf("the third block: %s", b)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		msgs, stderr := runExample(t, py, base, key, `{"role":"model","parts":[
+			{"functionCall":{"name":"execute_command","args":{"command":"echo one"}}},
+			{"functionCall":{"id":"g2","name":"execute_command","args":{"command":"echo two"}}}]}`)
+		if len(msgs) != 1 || msgs[0]["role"] != "user" {
+			t.Fatalf("got %v, want one user Content\nstderr: %s", msgs, stderr)
+		}
+		parts, _ := msgs[0]["parts"].([]any)
+		if len(parts) != 2 {
+			t.Fatalf("parts = %v, want two functionResponse parts", msgs[0]["parts"])
+		}
+		for i, want := range []string{"one", "two"} {
+			p, _ := parts[i].(map[string]any)
+			fr, _ := p["functionResponse"].(map[string]any)
+			b, _ := json.Marshal(fr["response"])
+			if fr["name"] != "execute_command" || !strings.Contains(string(b), want) {
+				t.Errorf("part %d = %v, want execute_command's response with %q", i, p, want)
+			}
+		}
+		// The first call had no id: the example's own is taken out again.
+		if fr := parts[0].(map[string]any)["functionResponse"].(map[string]any); fr["id"] != nil {
+			t.Errorf("the id-less call's response has id %v", fr["id"])
+		}
+		if fr := parts[1].(map[string]any)["functionResponse"].(map[string]any); fr["id"] != "g2" {
+			t.Errorf("the second call's response has id %v, want g2", fr["id"])
+		}
+	})
+}
+
 // TestPythonExampleResumes: when the connection breaks mid-stream, the example sends
 // the batch again with resume; the call that was running is not run a second time,
 // and its result comes back.

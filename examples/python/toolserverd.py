@@ -7,9 +7,12 @@
     system += ts.prompt(session)               # tool hints and skills, for the system prompt
     # ... the model answers with an assistant message holding tool_calls ...
     messages += ts.run(session, assistant["tool_calls"], "openai")
+    # Anthropic: blocks = [b for b in assistant["content"] if b["type"] == "tool_use"]
+    #            messages += turn(ts.run(session, blocks, "anthropic"), "anthropic")
 
-run() forwards the model's calls untouched and returns the messages to append to the
-conversation, one per call, in the order of the calls. A tool that failed (bad
+run() forwards the model's calls untouched and returns their messages, one per call,
+in the order of the calls; turn() puts them in the shape the provider wants after the
+assistant's turn (Anthropic and Gemini want one user message holding every result). A tool that failed (bad
 arguments, a denied command, a dead MCP server) is a message too, with is_error set in
 the stream, so the model can act on it; only a problem with the request itself (no such
 session, a bad key) raises ToolServerError. If the connection breaks before the stream
@@ -19,9 +22,11 @@ daemon stops (a redeploy) while a call waits for a person's approval: that call'
 message is marked goes_on, and the batch is followed again, with growing pauses, until
 the restarted daemon answers and the call has its result.
 
-Run as a script, it reads an OpenAI assistant message (with tool_calls) on stdin, runs
-its calls in a new session with the tools they name, and prints one tool message per
-line. TOOLSERVER_URL (default http://127.0.0.1:8080) and TOOLSERVER_API_KEY say where
+Run as a script, it reads an assistant message on stdin (OpenAI with tool_calls,
+Anthropic with tool_use blocks, or a Gemini model Content with functionCall parts), runs
+its calls in a new session with the tools they name, and prints, a line each, the
+messages to append to the conversation: a tool message per call for OpenAI, one user
+message with every tool_result block (or functionResponse part) for Anthropic and Gemini. TOOLSERVER_URL (default http://127.0.0.1:8080) and TOOLSERVER_API_KEY say where
 (no key for a daemon serving without keys, TOOLSERVER_AUTH_UNAUTHENTICATED=true).
 """
 
@@ -198,11 +203,41 @@ def with_ids(calls, fmt="gemini"):
     return out, own
 
 
+def turn(messages, fmt="openai"):
+    """The messages to append to the conversation after an assistant's turn, from run()'s
+    messages for its calls. OpenAI (tool messages) and Responses (function_call_output
+    items) take them as they are. Anthropic wants every tool_result block of a turn in
+    one user message, and Gemini every functionResponse part in one user Content: the
+    results of a turn's calls are merged into that one message, in the calls' order."""
+    if fmt == "anthropic":
+        return [{"role": "user", "content": [b for m in messages for b in m["content"]]}] if messages else []
+    if fmt == "gemini":
+        return [{"role": "user", "parts": messages}] if messages else []
+    return list(messages)
+
+
+def calls_of(assistant):
+    """The format, calls and tool names of an assistant message: OpenAI's tool_calls,
+    Anthropic's tool_use content blocks or a Gemini Content's functionCall parts."""
+    if isinstance(assistant.get("tool_calls"), list):
+        calls = assistant["tool_calls"]
+        return "openai", calls, [c["function"]["name"] for c in calls]
+    if isinstance(assistant.get("content"), list):
+        calls = [b for b in assistant["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        return "anthropic", calls, [c["name"] for c in calls]
+    if isinstance(assistant.get("parts"), list):
+        calls = [p for p in assistant["parts"] if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)]
+        return "gemini", calls, [c["functionCall"]["name"] for c in calls]
+    raise SystemExit("toolserverd.py: stdin holds no OpenAI tool_calls, Anthropic tool_use blocks "
+                     "or Gemini functionCall parts")
+
+
 def main():
-    assistant = json.load(sys.stdin)
-    calls = assistant["tool_calls"]
+    fmt, calls, names = calls_of(json.load(sys.stdin))
+    if not calls:
+        return
     ts = ToolServer(os.environ.get("TOOLSERVER_URL", "http://127.0.0.1:8080"), os.environ.get("TOOLSERVER_API_KEY", ""))
-    session = ts.create_session(sorted({c["function"]["name"] for c in calls}))
+    session = ts.create_session(sorted(set(names)))
 
     def show(ev):
         if ev["type"] == "tool_progress" and ev["text"]:
@@ -210,7 +245,7 @@ def main():
         elif ev["type"] == "approval_required":
             print("toolserverd: waiting for approval:", ev["approval"]["reason"], file=sys.stderr)
 
-    for message in ts.run(session, calls, "openai", on_event=show):
+    for message in turn(ts.run(session, calls, fmt, on_event=show), fmt):
         print(json.dumps(message))
 
 
