@@ -206,6 +206,27 @@ func TestChainUndecodableToolResult(t *testing.T) {
 	if r.Out.Output != "before\n" {
 		t.Errorf("output %q", r.Out.Output)
 	}
+
+	// try_call does not stop the script: it says the call ran and its value is out of
+	// reach, with the call's id.
+	r = e.chain(sess, "a = try_call(\"t_huge\")\nresult = {\"ok\": a.ok, \"kind\": a.kind, \"error\": a.error, \"call_id\": a.call_id, \"value\": a.value}\n")
+	if r.IsError {
+		t.Fatalf("try_call stopped the script: %+v", r.Out.Error)
+	}
+	var got struct {
+		OK     bool    `json:"ok"`
+		Kind   string  `json:"kind"`
+		Error  string  `json:"error"`
+		CallID string  `json:"call_id"`
+		Value  *string `json:"value"`
+	}
+	if err := json.Unmarshal(r.Out.Result, &got); err != nil {
+		t.Fatalf("result %s: %v", r.Out.Result, err)
+	}
+	if got.OK || got.Kind != "failed" || got.Value != nil || !strings.HasPrefix(got.CallID, "tc_") ||
+		!strings.Contains(got.Error, "t_huge's result cannot be read by a script") || !strings.Contains(got.Error, got.CallID) {
+		t.Errorf("try_call gave %+v", got)
+	}
 }
 
 // TestChainSharedValues: a value that holds the same list twice at each of 60 levels is

@@ -378,7 +378,13 @@ func (s *script) call(name string, kw []starlark.Tuple, try bool) (starlark.Valu
 	}
 	value, err := s.value(rep)
 	if err != nil {
-		return nil, fmt.Errorf("%s's result cannot be read by a script (%v); the call ran (%s): call %s directly to see its result", name, err, rep.CallID, name)
+		msg := fmt.Sprintf("%s's result cannot be read by a script (%v); the call ran (%s): call %s directly to see its result", name, err, rep.CallID, name)
+		if try {
+			// try_call never stops the script for a tool's doing: the call ran, its
+			// value is out of reach, and the script decides what to do about it.
+			return attempt(false, starlark.None, starlark.String(msg), starlark.String(tool.KindFailed), rep.CallID), nil
+		}
+		return nil, errors.New(msg)
 	}
 	if try {
 		return attempt(true, value, starlark.None, starlark.None, rep.CallID), nil
