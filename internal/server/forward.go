@@ -178,10 +178,20 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *store.Call
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Header.Set(forwardedHeader, rs.Self)
+			// One id across both replicas' logs: the owner takes this request's.
+			pr.Out.Header.Set("X-Request-Id", requestID(pr.In.Context()))
 		},
-		Transport:      transport,
-		FlushInterval:  -1, // progress streams flush every event
-		ModifyResponse: modify,
+		Transport:     transport,
+		FlushInterval: -1, // progress streams flush every event
+		ModifyResponse: func(resp *http.Response) error {
+			// The answer already carries this request's id (the owner's is the same);
+			// relayed as well, the client would see it twice.
+			resp.Header.Del("X-Request-Id")
+			if modify != nil {
+				return modify(resp)
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the client went away

@@ -472,6 +472,12 @@ func (s *Server) relayProgressStream(w http.ResponseWriter, r *http.Request, rc 
 		}
 	}()
 	fail := func(err error) {
+		if ctx.Err() != nil {
+			// The client left, or this daemon stops: nothing failed.
+			s.log.DebugContext(ctx, "a progress stream handed over to the replica that ran the call ended early",
+				"call_id", rec.ID, "owner", rec.Owner, "err", err)
+			return
+		}
 		s.log.WarnContext(ctx, "handing a progress stream over to the replica that ran the call failed; the client reconnects",
 			"call_id", rec.ID, "owner", rec.Owner, "err", err)
 	}
@@ -496,6 +502,7 @@ func (s *Server) relayProgressStream(w http.ResponseWriter, r *http.Request, rc 
 		}
 	}
 	req.Header.Set(forwardedHeader, rs.Self)
+	req.Header.Set("X-Request-Id", requestID(r.Context()))
 	if c := cursor.String(); c != "" {
 		req.Header.Set("Last-Event-ID", c)
 	}
