@@ -181,6 +181,54 @@ func TestErrorCodesDocumented(t *testing.T) {
 	}
 }
 
+// TestDiscriminatorsMatchSchemas: a oneOf with a discriminator maps every value of its
+// members' discriminating property (a const or an enum), and only those, to the member
+// that has it, so that a generated client picks the right type for each event.
+func TestDiscriminatorsMatchSchemas(t *testing.T) {
+	t.Parallel()
+	schemas := loadSpec(t)["components"].(map[string]any)["schemas"].(map[string]any)
+	checked := 0
+	for name, v := range schemas {
+		s, _ := v.(map[string]any)
+		d, ok := s["discriminator"].(map[string]any)
+		if !ok {
+			continue
+		}
+		checked++
+		prop, _ := d["propertyName"].(string)
+		mapping, _ := d["mapping"].(map[string]any)
+		want := map[string]string{} // discriminating value -> member's $ref
+		for _, m := range s["oneOf"].([]any) {
+			ref, _ := m.(map[string]any)["$ref"].(string)
+			member := schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+			p, _ := member["properties"].(map[string]any)[prop].(map[string]any)
+			values, _ := p["enum"].([]any)
+			if c, ok := p["const"]; ok {
+				values = append(values, c)
+			}
+			if len(values) == 0 {
+				t.Errorf("%s: member %s has no const or enum for %q", name, ref, prop)
+			}
+			for _, val := range values {
+				want[fmt.Sprint(val)] = ref
+			}
+		}
+		for val, ref := range want {
+			if mapping[val] != ref {
+				t.Errorf("%s: discriminator maps %q to %v, want %s", name, val, mapping[val], ref)
+			}
+		}
+		for val := range mapping {
+			if _, ok := want[val]; !ok {
+				t.Errorf("%s: discriminator maps %q, which no member's %q takes", name, val, prop)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no schema has a discriminator: StreamEvent should")
+	}
+}
+
 // TestMethodNotAllowedListsAllow checks a 405 names the path's methods in Allow, as
 // RFC 9110 §15.5.6 requires, so a client can tell what the path does take.
 func TestMethodNotAllowedListsAllow(t *testing.T) {
