@@ -363,3 +363,25 @@ func TestCommandInRemovedWorkdir(t *testing.T) {
 	}
 	e.mustCall(t, sess, "execute_command", map[string]any{"command": "true"})
 }
+
+// TestExecuteOutputAsATerminalShowsIt: colours and a progress bar rewritten with CR
+// reach the model as a terminal would leave them, in the text and the structured
+// output; read_job_output still gives the raw bytes, at the same offsets.
+func TestExecuteOutputAsATerminalShowsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	sess := newSession("s1", t.TempDir())
+	res := e.mustCall(t, sess, "execute_command", map[string]any{"command": `printf '\033[1;32mPASS\033[0m ok\n'; for p in 10 50 100; do printf '\rfetching %3d%%' $p; done; printf '\n'; printf '\033[31mwarn\033[0m\n' >&2`})
+	text := res.Text()
+	if strings.ContainsAny(text, "\x1b\r") || !strings.Contains(text, "PASS ok\nfetching 100%\n") || !strings.HasSuffix(text, "stderr:\nwarn") || strings.Contains(text, "fetching  50%") {
+		t.Errorf("text %q: want the output as a terminal shows it", text)
+	}
+	out := decode[execOut](t, res)
+	if out.Stdout != "PASS ok\nfetching 100%\n" || out.Stderr != "warn\n" {
+		t.Errorf("structured stdout %q, stderr %q", out.Stdout, out.Stderr)
+	}
+	raw := decode[readOut](t, e.mustCall(t, sess, "read_job_output", map[string]any{"job_id": out.JobID, "offset": 0}))
+	if !strings.HasPrefix(raw.Data, "\x1b[1;32mPASS\x1b[0m ok\n\rfetching  10%\rfetching  50%") {
+		t.Errorf("read_job_output %q: want the raw bytes", raw.Data)
+	}
+}

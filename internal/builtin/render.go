@@ -133,7 +133,8 @@ type shown struct {
 }
 
 // showStream reads stream [from, end) keeping only the last budget bytes, cut at a
-// line start (or at least a character start) when it has to cut.
+// line start (or at least a character start) when it has to cut, as a terminal shows
+// them (asTerminalShows).
 func showStream(job *sandbox.Job, stream string, from, end int64, budget int) (shown, error) {
 	s := shown{from: from, start: max(from, end-int64(budget)), end: end}
 	if s.start >= end {
@@ -156,6 +157,7 @@ func showStream(job *sandbox.Job, stream string, from, end int64, budget int) (s
 		s.start += int64(skip)
 	}
 	s.text, s.invalid = sanitize(data)
+	s.text = asTerminalShows(s.text)
 	return s, nil
 }
 

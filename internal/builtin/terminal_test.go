@@ -1,0 +1,46 @@
+package builtin
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestAsTerminalShows(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain\ntext\n", "plain\ntext\n"},
+		{"\x1b[1;31merror\x1b[0m: bad\n", "error: bad\n"},
+		{"Downloading  10%\rDownloading  55%\rDownloading 100%\ndone\n", "Downloading 100%\ndone\n"},
+		{"Downloading 100%\x1b[2K\rDone\n", "Done\n"},
+		{"windows\r\nline\r\n", "windows\nline\n"},
+		{"ends in cr\r", "ends in cr"},
+		{"a\r\r\n", "a\n"},
+		{"spinner |\rspinner /\rspinner -", "spinner -"},
+		{"N\bNA\bAM\bME\bE _\bb_\bo_\bl_\bd\n", "NAME bold\n"},
+		{"\bstart\n", "start\n"},
+		{"\x1b]8;;https://example.com\x07link\x1b]8;;\x07\n", "link\n"},
+		{"héllo 世界\r世界 héllo\n", "世界 héllo\n"},
+		{"tab\tkept\n", "tab\tkept\n"},
+		{"cut escape \x1b[", "cut escape "},
+		{"a\x1b]0;title never ended\nline2\nline3\n", "a\nline2\nline3\n"},
+		{"a\x1bPdcs\nline2\n", "a\nline2\n"},
+		{"a\x1b[12\nline2\n", "a\nline2\n"},
+	} {
+		if got := asTerminalShows(tc.in); got != tc.want {
+			t.Errorf("asTerminalShows(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzAsTerminalShows(f *testing.F) {
+	f.Add("a\x1b[31mb\rc\bd\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return // output is made valid UTF-8 first (sanitize)
+		}
+		got := asTerminalShows(s)
+		if len(got) > len(s) || strings.Count(got, "\n") != strings.Count(s, "\n") || strings.ContainsAny(got, "\x1b\r\b") && !strings.ContainsAny(s, "\x1b") {
+			t.Fatalf("asTerminalShows(%q) = %q", s, got)
+		}
+	})
+}
