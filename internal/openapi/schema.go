@@ -109,9 +109,12 @@ func (in *inliner) inline(v any, stack []string) any {
 			}
 		}
 		dropRequired(out, readOnly)
-		convert30(out)
+		untypedNull := convert30(out)
 		keepDiscriminatorValues(x, out)
 		oneOfAsAnyOf(out)
+		if untypedNull {
+			nullComposition(out)
+		}
 		return out
 	case []any:
 		in.nodes++
@@ -162,20 +165,76 @@ func (in *inliner) ref(ref string, obj map[string]any, stack []string) any {
 		}
 	}
 	sib, _ := in.inline(siblings, stack).(map[string]any)
-	if len(sib) == 0 {
+	rm, ok := resolved.(map[string]any)
+	if !ok {
 		return resolved
 	}
-	if rm, ok := resolved.(map[string]any); ok {
-		merged := make(map[string]any, len(rm)+len(sib))
-		for k, v := range rm {
-			merged[k] = v
-		}
-		for k, v := range sib {
-			merged[k] = v
-		}
-		return merged
+	merged := make(map[string]any, len(rm)+len(sib))
+	for k, v := range rm {
+		merged[k] = v
 	}
-	return resolved
+	for k, v := range sib {
+		merged[k] = v
+	}
+	if n, _ := obj["nullable"].(bool); n && obj["type"] == nil {
+		// nullable beside a $ref (3.0 ignores keywords there, yet generators write
+		// it meaning "this or null"): the target, or null.
+		merged["nullable"] = true
+		if convert30(merged) {
+			nullComposition(merged)
+			if !allowsNull(merged) {
+				merged = orNull(merged)
+			}
+		}
+	}
+	return merged
+}
+
+// nullComposition lets s, an untyped schema marked nullable, take null: its allOf and
+// anyOf (a oneOf is an anyOf by now) move into one alternative of an anyOf whose other
+// is null. 3.0.3 reads nullable without a type as nothing, but that is how generators
+// write a nullable reference (nullable beside allOf: [$ref]), and the APIs take null.
+func nullComposition(s map[string]any) {
+	rest := map[string]any{}
+	for _, k := range []string{"allOf", "anyOf"} {
+		if v, ok := s[k]; ok {
+			rest[k] = v
+			delete(s, k)
+		}
+	}
+	if len(rest) > 0 {
+		s["anyOf"] = []any{map[string]any{"type": "null"}, rest}
+	}
+}
+
+// allowsNull reports whether s says outright that null is allowed: a type naming null,
+// or an anyOf with a null alternative.
+func allowsNull(s map[string]any) bool {
+	if t, ok := s["type"].([]any); ok && slices.Contains(t, any("null")) {
+		return true
+	}
+	alts, _ := s["anyOf"].([]any)
+	for _, a := range alts {
+		if m, ok := a.(map[string]any); ok && m["type"] == "null" {
+			return true
+		}
+	}
+	return false
+}
+
+// orNull is s, or null: s's description stays on the outside, for the model.
+func orNull(s map[string]any) map[string]any {
+	inner := make(map[string]any, len(s))
+	out := map[string]any{}
+	for k, v := range s {
+		if k == "description" || k == "title" {
+			out[k] = v
+			continue
+		}
+		inner[k] = v
+	}
+	out["anyOf"] = []any{map[string]any{"type": "null"}, inner}
+	return out
 }
 
 // target finds the document ref leads to, written in the document of the innermost
@@ -282,10 +341,13 @@ func dropRequired(s map[string]any, names []string) {
 	s["required"] = kept
 }
 
-// convert30 rewrites OpenAPI 3.0 schema keywords to their JSON Schema meaning.
-func convert30(s map[string]any) {
+// convert30 rewrites OpenAPI 3.0 schema keywords to their JSON Schema meaning. It
+// reports a nullable schema without a type, which it cannot say takes null by its
+// type (see nullComposition).
+func convert30(s map[string]any) (untypedNull bool) {
 	if n, ok := s["nullable"].(bool); ok {
 		delete(s, "nullable")
+		untypedNull = n && s["type"] == nil
 		if n {
 			switch t := s["type"].(type) {
 			case string:
@@ -310,6 +372,7 @@ func convert30(s map[string]any) {
 			}
 		}
 	}
+	return untypedNull
 }
 
 // keepDiscriminatorValues writes into each alternative of raw's oneOf or anyOf (out is

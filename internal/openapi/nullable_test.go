@@ -1,0 +1,91 @@
+package openapi
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestNullableComposition: nullable beside an allOf (the usual way 3.0 generators write
+// a nullable reference, NSwag and springdoc among them), beside a oneOf, and beside a
+// $ref (which 3.0 does not allow, yet documents have) lets a call send null, which the
+// API takes; without nullable, null is still refused before anything is sent.
+func TestNullableComposition(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := writeSpec(t, "nullable.yaml", `openapi: 3.0.3
+info: {title: people, version: "1"}
+paths:
+  /people:
+    post:
+      operationId: addPerson
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                name: {type: string}
+                manager:
+                  nullable: true
+                  allOf: [{$ref: "#/components/schemas/Person"}]
+                  description: The person's manager, null for none.
+                contact:
+                  nullable: true
+                  oneOf:
+                    - {$ref: "#/components/schemas/Email"}
+                    - {$ref: "#/components/schemas/Phone"}
+                team:
+                  $ref: "#/components/schemas/Team"
+                  nullable: true
+                buddy:
+                  allOf: [{$ref: "#/components/schemas/Person"}]
+      responses:
+        "200": {description: ok}
+components:
+  schemas:
+    Person:
+      type: object
+      required: [name]
+      properties: {name: {type: string}}
+    Email:
+      type: object
+      required: [email]
+      properties: {email: {type: string}}
+    Phone:
+      type: object
+      required: [phone]
+      properties: {phone: {type: string}}
+    Team:
+      type: string
+      enum: [red, blue]
+`)
+	_, m := load(t, Config{Name: "people", Spec: spec, BaseURL: srv.URL})
+	for _, tc := range []struct {
+		args string
+		ok   bool
+	}{
+		{`{"name":"ada","manager":null,"contact":null,"team":null}`, true},
+		{`{"name":"ada","manager":{"name":"bob"},"contact":{"phone":"1"},"team":"red"}`, true},
+		{`{"name":"ada","manager":{}}`, false},          // a manager must have a name
+		{`{"name":"ada","contact":{"fax":"1"}}`, false}, // neither an email nor a phone
+		{`{"name":"ada","team":"green"}`, false},
+		{`{"name":"ada","buddy":null}`, false}, // not nullable
+	} {
+		res := call(t, m, "people__addPerson", tc.args)
+		if tc.ok {
+			e := echo(t, res)
+			var sent map[string]any
+			if err := json.Unmarshal([]byte(e.Body), &sent); err != nil {
+				t.Errorf("%s: body sent %q: %v", tc.args, e.Body, err)
+			}
+			continue
+		}
+		if !res.IsError || res.ErrorKind != "invalid_args" {
+			t.Errorf("%s: %v %s %s; want invalid_args", tc.args, res.IsError, res.ErrorKind, res.Text())
+		}
+	}
+	if d := prop(schemaOf(t, m, "people__addPerson"), "manager")["description"]; d != "The person's manager, null for none." {
+		t.Errorf("manager's description: %v", d)
+	}
+}
