@@ -253,7 +253,7 @@ type decisionRequest struct {
 // the replica whose stream waits for it or, if none claims it, here.
 func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	var req decisionRequest
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := decodeJSONOnce(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -460,13 +460,20 @@ const (
 // saying which and why.
 func checkDecisionText(req decisionRequest) error {
 	var problems []string
+	// A text too long says by how much: the approver shortens it once, not by trial.
+	size := func(s string, most int) string {
+		if len(s) <= most {
+			return ""
+		}
+		return fmt.Sprintf(" (this one has %d bytes)", len(s))
+	}
 	if len(req.Reason) > maxDecisionReason || strings.IndexFunc(req.Reason, func(c rune) bool {
 		return unicode.IsControl(c) && c != '\n' && c != '\r' && c != '\t'
 	}) >= 0 {
-		problems = append(problems, fmt.Sprintf("reason: at most %d bytes, no control characters but tabs and line breaks", maxDecisionReason))
+		problems = append(problems, fmt.Sprintf("reason: at most %d bytes%s, no control characters but tabs and line breaks", maxDecisionReason, size(req.Reason, maxDecisionReason)))
 	}
 	if len(req.Actor) > maxDecisionActor || hasControl(req.Actor) {
-		problems = append(problems, fmt.Sprintf("actor: at most %d bytes, no control characters (a person's name)", maxDecisionActor))
+		problems = append(problems, fmt.Sprintf("actor: at most %d bytes%s, no control characters (a person's name)", maxDecisionActor, size(req.Actor, maxDecisionActor)))
 	}
 	if strings.IndexByte(req.Rule, 0) >= 0 {
 		problems = append(problems, "rule: no NUL character (pick one of the request's suggestions)")

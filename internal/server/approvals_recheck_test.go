@@ -63,3 +63,36 @@ func TestApprovalWhosePolicyCannotBeCheckedStaysPending(t *testing.T) {
 		t.Fatalf("denying it: %d %s", code, body)
 	}
 }
+
+// TestDecisionWithADuplicateKeyIsRefused: encoding/json keeps the last of two values
+// of one key, and matches keys regardless of case, so {"decision":"deny",
+// "decision":"approve"} approved (a proxy or a log reading the first saw a denial).
+// For a security decision that is a 400 naming the key, and the request stays
+// pending; the same decision sent plainly is then applied.
+func TestDecisionWithADuplicateKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{mutate: func(c *config.Config) { c.Permissions.Allow = nil }})
+	id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+	apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"w","name":"execute_command","arguments":{"command":"touch x"}}]}`)
+	defer stop()
+	decision := "/v1/approvals/" + apr["id"].(string) + "/decision"
+	for _, bad := range []struct{ body, want string }{
+		{`{"decision":"deny","decision":"approve"}`, `duplicate key "decision"`},
+		{`{"decision":"deny","reason":"no","actor":"ada","Decision":"approve"}`, `duplicate key "Decision" (the same field as "decision")`},
+		{`{"decision":"approve","reason":"a","reason":"b"}`, `duplicate key "reason"`},
+	} {
+		code, _, body := d.do("POST", decision, bad.body)
+		validate(t, "Error", body)
+		if code != 400 || !strings.Contains(string(body), `"code":"invalid_json"`) || !strings.Contains(string(body), strconv.Quote(bad.want)[1:len(strconv.Quote(bad.want))-1]) {
+			t.Fatalf("decide with %s: %d %s, want a 400 saying %s", bad.body, code, body, bad.want)
+		}
+	}
+	if code, _, resp := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil); code != 200 || !strings.Contains(string(resp), `"status":"pending"`) {
+		t.Fatalf("approval after refused decisions: %d %s", code, resp)
+	}
+	code, _, body := d.do("POST", decision, `{"decision":"deny","reason":"once","actor":"ada"}`)
+	wantStatus(t, "deny sent plainly", code, 200, body)
+	if m := restMessages(t, <-rest)["w"]; m.str("error_kind") != "denied" || !strings.Contains(string(m.raw), "denied by ada: once") {
+		t.Fatalf("the model reads %s", m.raw)
+	}
+}
