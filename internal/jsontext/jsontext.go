@@ -1,6 +1,6 @@
 // Package jsontext helps with JSON text: showing it to people (what Go's encoders
-// escape for HTML put back as written) and making what YAML decodes into values JSON
-// can hold.
+// escape for HTML put back as written), making what YAML decodes into values JSON
+// can hold, and finding what encoding/json lets pass silently (a key twice).
 package jsontext
 
 import (

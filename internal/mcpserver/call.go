@@ -395,7 +395,8 @@ func (e *Endpoint) elicits(ctx context.Context) bool {
 
 // askClient asks the client, by elicitation, to decide an approval the call waits
 // for. Accept approves and decline denies, recorded like a REST decision with the
-// actor mcp-client; cancel (or no answer before a REST decision) decides nothing.
+// actor mcp-client (an approval re-checked against the policy's deny rules, as on
+// REST); cancel (or no answer before a REST decision) decides nothing.
 func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *store.Approval) {
 	// A person reads the arguments: "make && make install > log" as written, where
 	// JSON (json.MarshalIndent, or the client's own encoder: mcp-go's escapes them)
@@ -437,6 +438,20 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 	bg := context.WithoutCancel(ctx)
 	dctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
+	if d.Kind == store.DecisionApprove {
+		// As on REST: a person's approval does not run what the policy now denies
+		// (a link the command reads turned to the daemon's data, a deny rule), and
+		// an approval the policy could not be checked against is not applied.
+		denied, why, err := e.deps.Exec.DeniedNow(dctx, e.deps.Sessions, callID)
+		if err != nil {
+			e.deps.Log.Error("mcp endpoint: the client approved, but the policy could not be checked against the call; the request stays pending for a REST decision",
+				"approval_id", apr.ID, "call_id", callID, "err", err)
+			return
+		}
+		if denied {
+			d = session.PolicyDenial(ActorMCPClient, why)
+		}
+	}
 	decided, err := e.deps.Approvals.DecideApproval(dctx, apr.ID, d)
 	if errors.Is(err, store.ErrConflict) {
 		return // decided through REST meanwhile

@@ -253,7 +253,7 @@ type decisionRequest struct {
 // the replica whose stream waits for it or, if none claims it, here.
 func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	var req decisionRequest
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := decodeJSONOnce(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -297,7 +297,14 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	if req.Decision != store.DecisionDeny && s.Exec != nil && s.Sessions != nil {
 		// A deny rule added while the call waited (loaded by a restart) wins over a
 		// person's approval: the request is denied in the rule's name instead.
-		if denied, why, err := s.Exec.DeniedNow(r.Context(), s.Sessions, a.CallID); err == nil && denied {
+		denied, why, err := s.Exec.DeniedNow(r.Context(), s.Sessions, a.CallID)
+		if err != nil {
+			// Fail closed: an approval the rules were not checked against is not
+			// applied. The request stays pending for a retry or a denial.
+			s.policyUnchecked(w, r, a, err)
+			return
+		}
+		if denied {
 			s.denyByPolicy(w, r, a, actor, why)
 			return
 		}
@@ -356,15 +363,10 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toApprovalJSON(decided))
 }
 
-// policyDenies starts the reason of a request denied by the policy over an approval
-// (denyByPolicy), which decidedAlready tells apart from a person's denial.
-const policyDenies = "the policy now denies it ("
-
 // denyByPolicy answers an approval of a call the policy now denies: the request is
 // denied, saying so to the model, and the approver gets a 409 that says why.
 func (s *Server) denyByPolicy(w http.ResponseWriter, r *http.Request, a *store.Approval, actor, why string) {
-	reason := policyDenies + why + "), which it did not when the request was made"
-	d := store.ApprovalDecision{Kind: store.DecisionDeny, Actor: actor, Reason: reason, Result: store.DeniedResult("the policy", why)}
+	d := session.PolicyDenial(actor, why)
 	decided, err := s.Approvals.Store.DecideApproval(r.Context(), a.ID, d)
 	if errors.Is(err, store.ErrConflict) {
 		s.writeError(w, r, errorf(CodeConflict, decidedAlready(decided)))
@@ -375,7 +377,21 @@ func (s *Server) denyByPolicy(w http.ResponseWriter, r *http.Request, a *store.A
 		return
 	}
 	s.afterDecision(context.WithoutCancel(r.Context()), decided)
-	s.writeError(w, r, errorf(CodeConflict, "the call was not approved: "+reason+"; the request is denied"))
+	s.writeError(w, r, errorf(CodeConflict, "the call was not approved: "+d.Reason+"; the request is denied"))
+}
+
+// policyUnchecked answers an approval whose call the policy could not be checked
+// against (its session or call record could not be read): 503, nothing decided.
+func (s *Server) policyUnchecked(w http.ResponseWriter, r *http.Request, a *store.Approval, err error) {
+	if clientGone(r, err) {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.ErrorContext(r.Context(), "approving a call: the policy could not be checked against it", "approval_id", a.ID, "call_id", a.CallID,
+		"err", err, "request_id", requestID(r.Context()))
+	w.Header().Set("Retry-After", "5")
+	s.writeError(w, r, errorf(CodeUnavailable, "the approval was not applied: the policy's rules could not be checked against the call just now (request id "+
+		requestID(r.Context())+"); nothing was decided and the request is still pending: try again shortly, or deny it"))
 }
 
 // afterDecision wakes the call's waiters and, for an approval, runs the call here
@@ -444,13 +460,20 @@ const (
 // saying which and why.
 func checkDecisionText(req decisionRequest) error {
 	var problems []string
+	// A text too long says by how much: the approver shortens it once, not by trial.
+	size := func(s string, most int) string {
+		if len(s) <= most {
+			return ""
+		}
+		return fmt.Sprintf(" (this one has %d bytes)", len(s))
+	}
 	if len(req.Reason) > maxDecisionReason || strings.IndexFunc(req.Reason, func(c rune) bool {
 		return unicode.IsControl(c) && c != '\n' && c != '\r' && c != '\t'
 	}) >= 0 {
-		problems = append(problems, fmt.Sprintf("reason: at most %d bytes, no control characters but tabs and line breaks", maxDecisionReason))
+		problems = append(problems, fmt.Sprintf("reason: at most %d bytes%s, no control characters but tabs and line breaks", maxDecisionReason, size(req.Reason, maxDecisionReason)))
 	}
 	if len(req.Actor) > maxDecisionActor || hasControl(req.Actor) {
-		problems = append(problems, fmt.Sprintf("actor: at most %d bytes, no control characters (a person's name)", maxDecisionActor))
+		problems = append(problems, fmt.Sprintf("actor: at most %d bytes%s, no control characters (a person's name)", maxDecisionActor, size(req.Actor, maxDecisionActor)))
 	}
 	if strings.IndexByte(req.Rule, 0) >= 0 {
 		problems = append(problems, "rule: no NUL character (pick one of the request's suggestions)")
@@ -483,7 +506,7 @@ func decidedAlready(a *store.Approval) string {
 		// Withdrawn by the daemon (its call cancelled, its client gone): "system"
 		// alone does not say what happened.
 		return "the request was already decided: " + string(a.Status) + " by " + a.Decision.Actor + " (" + a.Decision.Reason + ")"
-	case a.Decision != nil && a.Status == store.ApprovalDenied && strings.HasPrefix(a.Decision.Reason, policyDenies):
+	case a.Status == store.ApprovalDenied && session.DeniedByPolicy(a.Decision):
 		// The actor approved; the policy denied (denyByPolicy).
 		return "the request was already decided: denied by the policy when " + a.Decision.Actor + " approved it (" + a.Decision.Reason + ")"
 	case a.Decision != nil:

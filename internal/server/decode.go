@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/toolserverd/toolserverd/internal/jsontext"
 )
 
 // decodeJSON reads one JSON object from the body into v: the size is capped, unknown
@@ -49,6 +51,34 @@ func decodeBytes(b []byte, limit int64, v any) error {
 		ae.Message = typeMessage(ae.typ, locate(b, ae.typ))
 	}
 	return err
+}
+
+// decodeJSONOnce is decodeJSON for a body where a key sent twice must not pass with
+// the last value winning (encoding/json's way, regardless of case): a security
+// decision, which a proxy or log reading the first value would tell apart from what
+// the daemon did. Such a body is a 400 naming the key.
+func decodeJSONOnce(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	b, err := readBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	if err := decodeBytes(b, limit, v); err != nil {
+		return err
+	}
+	if d := jsontext.FindDuplicate(b); d != nil {
+		msg := "duplicate key " + strconv.Quote(d.Key)
+		if d.First != d.Key {
+			msg += " (the same field as " + strconv.Quote(d.First) + ")"
+		}
+		if d.Path != "" {
+			msg += " in " + d.Path
+		}
+		return errorf(CodeInvalidJSON, msg+": send each field once")
+	}
+	return nil
 }
 
 // checkContentType accepts JSON media types and an absent header.

@@ -79,11 +79,24 @@ func TestConsoleInChromium(t *testing.T) {
 	// MCP server that cannot start gives the health page something to report.
 	// Keys required, as in production: the page and the script use the admin key the
 	// first start wrote.
-	d := testdaemon.Start(t, func(c *config.Config) {
+	configure := func(c *config.Config) {
 		c.Auth.Unauthenticated = false
 		c.Skills.Dirs = []string{skills}
 		c.MCPServers = []config.MCPServerConfig{{Name: "broken", Transport: "stdio", Command: "/bin/false"}}
 		c.Web.Fetch.AllowCIDRs = []string{"127.0.0.1/32"}
+	}
+	// A request made before the operator added a deny rule that covers it (loaded by
+	// the restart): the page's approval of it is refused, in the policy's name.
+	dataDir := t.TempDir()
+	var policyApproval string
+	t.Run("before the deny rule", func(t *testing.T) {
+		d := testdaemon.Start(t, func(c *config.Config) { configure(c); c.DataDir = dataDir })
+		policyApproval = waitingApproval(t, d, "echo policy-change >> ran.txt")
+	}) // the daemon stops here
+	d := testdaemon.Start(t, func(c *config.Config) {
+		configure(c)
+		c.DataDir = dataDir
+		c.Permissions.Deny = append(c.Permissions.Deny, "execute_command(echo policy-change:*)")
 	})
 	artifacts := artifactDir(t)
 
@@ -97,7 +110,7 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	adminKey := strings.TrimSpace(string(key))
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "TOOLSERVER_API_KEY="+adminKey,
-		"SLOW_URL="+slow.URL, "SLOW_SIZE="+strconv.Itoa(slowSize))
+		"SLOW_URL="+slow.URL, "SLOW_SIZE="+strconv.Itoa(slowSize), "POLICY_APPROVAL="+policyApproval)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// node and the browser it starts share a process group: the whole group goes when
@@ -114,7 +127,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("console.mjs: %v\nstderr:\n%s\n(screenshots in %s)", err, stderr.String(), artifacts)
 	}
 	out := stdout.String()
-	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok", "scenario 5 ok", "scenario 6 ok", "scenario 7 ok", "scenario 8 ok", "scenario 9 ok", "scenario 10 ok", "scenario 11 ok", "scenario 12 ok", "scenario 13 ok", "scenario 14 ok", "scenario 15 ok"} {
+	for _, want := range []string{"scenario 1 ok", "scenario 2 ok", "scenario 3 ok", "scenario 4 ok", "scenario 5 ok", "scenario 6 ok", "scenario 7 ok", "scenario 8 ok", "scenario 9 ok", "scenario 10 ok", "scenario 11 ok", "scenario 12 ok", "scenario 13 ok", "scenario 14 ok", "scenario 15 ok", "scenario 16 ok", "scenario 17 ok"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("console.mjs did not report %q", want)
 		}
@@ -146,7 +159,8 @@ func TestConsoleInChromium(t *testing.T) {
 		} `json:"decision"`
 	}
 	getJSON(t, adminKey, d.URL+"/v1/approvals/"+summary.Approval, &apr)
-	if apr.Status != "approved" || apr.Decision.Kind != "approve" || !strings.HasPrefix(apr.Decision.Actor, "web-console via key ") {
+	// The approver's name, typed on the page, with the key that sent it.
+	if apr.Status != "approved" || apr.Decision.Kind != "approve" || !strings.HasPrefix(apr.Decision.Actor, "Ada Lovelace via key ") {
 		t.Fatalf("approval after the click: %+v", apr)
 	}
 	var call struct {
@@ -186,6 +200,53 @@ func TestConsoleInChromium(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(artifacts, name+".png"))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) || len(b) < 5000 {
 			t.Errorf("screenshot %s.png: %d bytes, %v", name, len(b), err)
+		}
+	}
+}
+
+// waitingApproval makes a call of command wait for approval on d (with its admin key)
+// and leaves it waiting; it returns the approval's id.
+func waitingApproval(t *testing.T, d *testdaemon.Daemon, command string) string {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(d.App.DataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(path, body string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, d.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(key)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post("/v1/sessions", `{"available_tools":["execute_command"]}`)
+	var sess struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&sess); err != nil || sess.ID == "" {
+		t.Fatalf("creating a session: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	body, _ := json.Marshal(map[string]any{"calls": []map[string]any{{"id": "policy", "name": "execute_command", "arguments": map[string]string{"command": command}}}})
+	resp = post("/v1/sessions/"+sess.ID+"/tool-calls", string(body))
+	defer resp.Body.Close() // the call stays waiting when its stream goes
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct {
+			Type     string `json:"type"`
+			Approval struct {
+				ID string `json:"id"`
+			} `json:"approval"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("the call's stream ended before it asked for approval: %v", err)
+		}
+		if ev.Type == "approval_required" {
+			return ev.Approval.ID
 		}
 	}
 }

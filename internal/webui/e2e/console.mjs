@@ -30,6 +30,12 @@
 //      that gets no answer says the request is still pending (the page does not
 //      send it again).
 //      The card says in which folder the command would run.
+//  16. (Run first.) Approving a request that a deny rule added since (POLICY_APPROVAL,
+//      made before the daemon restarted with the rule) says the policy denied it, not
+//      a person. The approver's name typed then is sent with every decision (scenario
+//      1 checks it), and is still there after a reload (scenario 7).
+//  17. A fragment that is not valid percent-encoding, or names no page
+//      (#/constructor), shows a page instead of a blank one.
 // A screenshot of each page goes to ARTIFACT_DIR. On success the last line of stdout
 // is a JSON summary (call ids) for the Go test to check against the API.
 import { chromium } from 'playwright-core';
@@ -170,6 +176,31 @@ try {
   const resp = await page.goto(base + '/ui');
   if (!page.url().endsWith('/ui/')) fail(`/ui did not land on /ui/: ${page.url()}`);
   if (!resp.ok()) fail(`/ui/: ${resp.status()}`);
+  // --- 16. an approval the policy now denies (first: the page lists it from the start) --
+  // The request was made before the operator added a deny rule that covers it (and
+  // restarted to load it). The approval is refused and the request denied in the
+  // policy's name: the card must say the policy denied it, not that the approver did.
+  step('approval the policy now denies');
+  const id16 = process.env.POLICY_APPROVAL || fail('POLICY_APPROVAL is not set');
+  // The approver names themselves once: the record and a denial's message say who
+  // decided, not "web-console".
+  await page.locator('input[name=approver]').fill('Ada Lovelace');
+  const card16 = page.locator(`article.approval[data-approval-id="${id16}"]`);
+  await card16.waitFor();
+  await card16.getByRole('button', { name: 'Approve', exact: true }).click();
+  const told = page.locator(`article.decided[data-approval-id="${id16}"] .conflict`);
+  await told.waitFor({ timeout: 20000 })
+    .catch(async () => fail(`no message that the approval was not applied; the page shows: ${await page.locator(`[data-approval-id="${id16}"]`).first().textContent()}`));
+  const told16 = await told.textContent();
+  for (const want of ['not applied', 'the policy now denies it', 'denied by the rule deny execute_command(echo policy-change:*)', 'denied by the policy, not by a person']) {
+    if (!told16.includes(want)) fail(`not-applied message ${JSON.stringify(told16)} lacks ${JSON.stringify(want)}`);
+  }
+  if (told16.includes('Ada Lovelace')) fail(`not-applied message names the approver as the one who denied: ${JSON.stringify(told16)}`);
+  const header16 = await page.locator(`article.decided[data-approval-id="${id16}"] header`).textContent();
+  if (!header16.includes('by the policy (approved by Ada Lovelace via key ')) fail(`decided card header: ${JSON.stringify(header16)}`);
+  problems.length = 0; // the 409 was the point
+  console.log('scenario 16 ok: an approval the policy now denies is said to be denied by the policy');
+
   await page.locator('#approvals .empty').waitFor();
   const pending = startCalls(s1.id, { calls: [{ id: 'needs_ok', name: 'execute_command', arguments: { command: 'touch approved.txt && echo approved-result' } }] });
   const asked = await pending.waitFor((e) => e.type === 'approval_required', 'approval_required');
@@ -194,7 +225,7 @@ try {
   const decided = page.locator(`article.decided[data-approval-id="${asked.approval.id}"][data-call-status="succeeded"]`);
   await decided.waitFor();
   const decidedText = await decided.textContent();
-  if (!decidedText.includes('approved-result') || !decidedText.includes('by web-console')) fail(`decided card: ${decidedText}`);
+  if (!decidedText.includes('approved-result') || !decidedText.includes('by Ada Lovelace via key ')) fail(`decided card: ${decidedText}`);
   if (await card.count() !== 0) fail('the approved request is still listed as pending');
   await within(pending.done, 'the approved call\'s stream');
   const msg = pending.events.find((e) => e.type === 'message');
@@ -214,7 +245,7 @@ try {
   if (!deniedText.includes('not on a Friday') || !deniedText.includes('denied')) fail(`denied card: ${deniedText}`);
   await within(refused.done, 'the denied call\'s stream');
   const msg2 = refused.events.find((e) => e.type === 'message');
-  if (!msg2?.is_error || msg2.error_kind !== 'denied' || !JSON.stringify(msg2).includes('not on a Friday')) fail(`the agent's stream got ${JSON.stringify(msg2)}`);
+  if (!msg2?.is_error || msg2.error_kind !== 'denied' || !JSON.stringify(msg2).includes('denied by Ada Lovelace: not on a Friday')) fail(`the agent's stream got ${JSON.stringify(msg2)}`);
   summary.deniedCall = asked2.call_id;
 
   // Approve for session: the suggested rules join the session, so the next such
@@ -433,6 +464,8 @@ try {
     const asked7 = await raced.waitFor((e) => e.type === 'approval_required', 'approval_required (race)');
     await page.goto(`${base}/ui/#/approvals`);
     await page.reload();
+    const typed = await page.locator('input[name=approver]').inputValue();
+    if (typed !== 'Ada Lovelace') fail(`the approver's name after a reload: ${JSON.stringify(typed)}`);
     const card7 = page.locator(`article.approval[data-approval-id="${asked7.approval.id}"]`);
     await card7.waitFor();
     // The page must not learn of the other decision by refreshing its list first.
@@ -773,6 +806,27 @@ try {
       }
       await within(first.done, 'the aimed call');
       if (second) await within(second.done, 'the sneaky call');
+    }
+  });
+  // --- 17. a bad fragment --------------------------------------------------------------
+  // decodeURIComponent throws on a malformed % escape, and a fragment naming an
+  // Object property (#/constructor) found a "page" with no mount: either left a blank
+  // page with an error. The fragment is ignored and a page shows.
+  await scenario(17, 'a bad fragment shows a page', async () => {
+    for (const [hash, ready, navPage] of [
+      ['#/calls/tc_%E0%A4%A', '#recent-calls', 'calls'],
+      ['#/calls/%', '#recent-calls', 'calls'],
+      ['#/%E0%A4%A', '#approvals', 'approvals'],
+      ['#/constructor', '#approvals', 'approvals'],
+      ['#/__proto__/x', '#approvals', 'approvals'],
+    ]) {
+      await page.goto(`${base}/ui/${hash}`);
+      await page.reload();
+      await page.locator(ready).waitFor({ timeout: 20000 })
+        .catch(() => fail(`${hash}: the page shows no ${ready}; problems: ${problems.join('; ')}`));
+      const nav = await page.locator('#nav a.active').getAttribute('data-page');
+      if (nav !== navPage) fail(`${hash}: the navigation shows ${nav}, want ${navPage}`);
+      checkClean();
     }
   });
   if (failures.length) fail(failures.join('\n'));

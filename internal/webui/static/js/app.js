@@ -27,16 +27,30 @@ function clearError() {
   banner.textContent = '';
 }
 
+// decodeArg is a fragment part decoded, or null when it is not valid
+// percent-encoding (a link cut short, #/calls/tc_%E0%A4): decodeURIComponent throws.
+function decodeArg(p) {
+  try {
+    return decodeURIComponent(p);
+  } catch {
+    return null;
+  }
+}
+
 function route() {
   const parts = (location.hash.replace(/^#\/?/, '') || 'approvals').split('/');
-  const name = pages[parts[0]] ? parts[0] : 'approvals';
+  // Only the pages' own names: "#/constructor" or "#/__proto__" names no page.
+  const name = Object.hasOwn(pages, parts[0]) ? parts[0] : 'approvals';
+  // A bad fragment is ignored: the page shows without its arguments.
+  let args = parts.slice(1).map(decodeArg);
+  if (args.includes(null)) args = [];
   current?.abort();
   current = new AbortController();
   clear(main);
   clearError();
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === name);
   document.body.dataset.page = name;
-  const ctx = { signal: current.signal, args: parts.slice(1).map(decodeURIComponent), error: showError, ok: clearError };
+  const ctx = { signal: current.signal, args, error: showError, ok: clearError };
   Promise.resolve(pages[name].mount(main, ctx)).catch(showError);
 }
 

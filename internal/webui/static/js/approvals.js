@@ -4,8 +4,15 @@
 import { get, post } from './api.js';
 import { h, clear, badge, jsonBlock, ago, time, sleep, isAbort, renderResult, visible, visibleText } from './dom.js';
 
-const ACTOR = 'web-console';
-const REASON_MAX = 4096; // bytes the daemon takes in a denial reason
+// The approver's name, typed once on this page and kept in this browser: sent as the
+// decision's actor, the model reads it in a denial ("denied by Ada: …") and the audit
+// trail records it with the key ("Ada via key ops (key_…)"). Without one nothing is
+// sent: the model reads "denied by the approver", the record names the key. The key's
+// own name is not sent: a shared key's name says nothing of who decided, and the model
+// is never told which key did.
+const NAME_STORAGE = 'toolserverd.approverName';
+const NAME_MAX = 200; // bytes the daemon takes in an actor
+const approverName = () => (localStorage.getItem(NAME_STORAGE) || '').trim();
 const PAGE = 200; // requests listed at most
 const SETTLE_MS = 1000; // how long the buttons take no clicks after the list moved
 
@@ -16,9 +23,21 @@ export async function mount(main, ctx) {
     h('div', { class: 'section-title' }, h('h2', {}, 'Decided here'),
       h('span', { class: 'meta' }, 'what became of the requests decided on this page')),
     decided);
+  const name = h('input', {
+    type: 'text', name: 'approver', maxlength: String(NAME_MAX), autocomplete: 'name', spellcheck: 'false',
+    placeholder: 'unnamed: a denial reads "denied by the approver"', 'aria-label': 'your name',
+    value: approverName(),
+    oninput: () => {
+      const v = name.value.trim();
+      if (v) localStorage.setItem(NAME_STORAGE, v);
+      else localStorage.removeItem(NAME_STORAGE);
+    },
+  });
   main.append(
     h('div', { class: 'section-title' }, h('h1', {}, 'Pending approvals'),
       h('span', { class: 'meta' }, 'updates as requests arrive')),
+    h('p', { class: 'approver meta' }, h('label', {}, 'Deciding as ', name),
+      ' — recorded with your decisions (with the API key); the model reads it in a denial. Kept in this browser.'),
     list, decidedSection);
 
   const cards = new Map(); // approval id → card
@@ -131,7 +150,8 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
     status.textContent = 'sending…';
     refused.hidden = true;
     try {
-      const res = await post(`/v1/approvals/${encodeURIComponent(a.id)}/decision`, { decision, actor: ACTOR, ...extra }, ctx.signal);
+      const by = approverName();
+      const res = await post(`/v1/approvals/${encodeURIComponent(a.id)}/decision`, { decision, ...(by ? { actor: by } : {}), ...extra }, ctx.signal);
       onDecided(a, card, res);
     } catch (err) {
       if (isAbort(err)) return;
@@ -140,13 +160,12 @@ function approvalCard(a, ctx, onDecided, sessionOf) {
         if (now && now.status !== 'pending') { onDecided(a, card, now, notApplied(DECISION_WORDS[decision], now)); return; }
       }
       status.textContent = '';
-      const size = extra?.reason ? new TextEncoder().encode(extra.reason).length : 0;
       const not = `Not ${decision === 'deny' ? 'denied' : 'approved'}`;
       // The page asks again for the lists, never for a decision: "trying again…", as
       // the banner says, would have the approver wait for a decision nobody sends.
       refused.textContent = err.code === 'unreachable'
         ? `${not}: the daemon at ${location.origin} does not answer (${err.cause?.message || 'no answer'}); the request is still pending: decide again once it answers.`
-        : `${not}: ${err.message}` + (size > REASON_MAX ? ` (this reason has ${size} bytes)` : '');
+        : `${not}: ${err.message}`; // a text too long: the daemon says its size
       refused.hidden = false;
       for (const b of buttons) b.disabled = false;
     }
@@ -194,10 +213,18 @@ const DECISION_WORDS = {
   approve_with_rule: 'approval with a rule', deny: 'denial',
 };
 
-// notApplied says why a decision made here came too late: another approver decided
-// first (who, what and when), or the request expired.
+// POLICY_DENIES starts the reason of a request the daemon denied in the policy's
+// name when it was approved (a deny rule loaded since it was made).
+const POLICY_DENIES = 'the policy now denies it (';
+const deniedByPolicy = (a) => a.status === 'denied' && (a.decision?.reason || '').startsWith(POLICY_DENIES);
+
+// notApplied says why a decision made here did not take: the policy now denies the
+// call, another approver decided first (who, what and when), or the request expired.
 function notApplied(what, now) {
   const d = now.decision || {};
+  if (deniedByPolicy(now)) {
+    return `Your ${what} was not applied: ${d.reason}. The request is denied by the policy, not by a person.`;
+  }
   if (now.status === 'expired' || !d.actor) {
     return `Your ${what} was not applied: the request had already ${now.status === 'expired' ? 'expired' : 'been ' + now.status}` +
       (now.decided_at ? ` (${new Date(now.decided_at).toLocaleString()})` : '') + '.';
@@ -215,7 +242,8 @@ function decidedCard(a, signal, conflict) {
   const card = h('article', { class: 'card decided', dataset: { approvalId: a.id, callId: a.call_id } },
     h('header', {},
       h('span', { class: 'title mono exact' }, visible(a.tool)), st,
-      h('span', { class: 'meta' }, visible(`decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ${d.actor || '?'}`),
+      h('span', { class: 'meta' }, visible(`decision: ${d.kind || a.status}${d.rule ? ' ' + d.rule : ''} · by ` +
+        (deniedByPolicy(a) ? `the policy (approved by ${d.actor || '?'})` : d.actor || '?')),
         d.reason ? ` — “${d.reason}”` : '')),
     conflict ? h('p', { class: 'conflict', role: 'alert' }, conflict) : '',
     h('div', { class: 'meta' }, 'call ', h('a', { href: `#/calls/${a.call_id}` }, a.call_id)),
