@@ -6,6 +6,14 @@
 // migrator applies each file in its own transaction, so a file must not contain
 // statements that cannot run inside one (CREATE INDEX CONCURRENTLY, VACUUM).
 // To extend the schema, add the next number in both directories.
+//
+// Migrations only add (tables, columns that are nullable or have a default, indexes) or
+// relax (drop an index or a constraint): replicas of the previous version keep running
+// on a PostgreSQL database while a new one migrates it (a rolling deploy), and an older
+// binary may start on it again (a rollback), which then warns that the schema is newer
+// than it. Stop using a column in one release and leave it; never rename or drop one in
+// use. TestPostgresMigrationsOnlyAdd checks the PostgreSQL files. Migrations already
+// released are never edited: add a new one.
 package migrations
 
 import (

@@ -111,6 +111,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		SQLite: store.SQLiteOptions{Synchronous: cfg.SQLite.Synchronous}}, cfg.StoreConnectTimeout, log); err != nil {
 		return nil, err
 	}
+	logSchema(log, a.Store)
 	// Before AbandonCalls: with the id of a process still running, that would fail its
 	// calls as this id's previous run's.
 	if c, ok := a.Store.(interface {
@@ -371,7 +372,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_space", Check: func(context.Context) error {
 			return a.Commits.OutOfSpace(storeSpaceWindow)
 		}}},
-		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID,
+		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID, "schema": schemaInfo(a.Store),
 			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(),
 				"memory_limit_bytes": a.Sandbox.MemoryLimit(), "host": a.Sandbox.Capabilities()}},
 		Progress:  a.Progress,

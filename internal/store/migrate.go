@@ -73,35 +73,85 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 type migrationTarget interface {
 	// ensureTable creates schema_migrations if it does not exist.
 	ensureTable(ctx context.Context) error
-	// applied returns the recorded versions.
-	applied(ctx context.Context) (map[int]bool, error)
+	// applied returns the recorded versions, each with its name.
+	applied(ctx context.Context) (map[int]string, error)
 	// step applies m (up) or reverts it (down) and records that, in one transaction.
 	// It does nothing when schema_migrations already says the work is done.
 	step(ctx context.Context, m migration, up bool) error
 }
 
+// Schema is what opening a store found and did to its schema: the daemon logs it and
+// /readyz shows it, so that an operator sees an upgrade migrate and a downgrade run on a
+// schema newer than it knows.
+type Schema struct {
+	// From is the highest version recorded before this open (0: a new database).
+	From int
+	// Version is the highest version recorded now.
+	Version int
+	// Binary is the highest version this binary has.
+	Binary int
+	// Applied is how many migrations this open applied (or found applied meanwhile by
+	// another process opening the same database).
+	Applied int
+	// Unknown names the recorded versions this binary does not have (a newer toolserverd
+	// migrated the database), as NNNN_name, in version order.
+	Unknown []string
+}
+
+// SchemaReporter is a store that tells what its opening did to the schema (SQLite and
+// Postgres). It is separate from Store so the Store contract stays as it was declared.
+type SchemaReporter interface {
+	Schema() Schema
+}
+
+var (
+	_ SchemaReporter = (*SQLite)(nil)
+	_ SchemaReporter = (*Postgres)(nil)
+)
+
 // migrateUp applies every migration not yet recorded, in version order, each in its own
-// transaction. It returns how many it applied. Versions recorded in the database but
-// unknown to this binary (a newer binary migrated it) are left alone.
-func migrateUp(ctx context.Context, t migrationTarget, ms []migration) (int, error) {
+// transaction, and says what it found and did. Versions recorded in the database but
+// unknown to this binary (a newer binary migrated it) are left alone: migrations only
+// add (see the migrations package), so this binary still works on that schema, and a
+// rolling deploy's old replicas keep running while a new one migrates; Schema.Unknown
+// lets the daemon warn of it.
+func migrateUp(ctx context.Context, t migrationTarget, ms []migration) (Schema, error) {
+	var sc Schema
 	if err := t.ensureTable(ctx); err != nil {
-		return 0, fmt.Errorf("create schema_migrations: %w", err)
+		return sc, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	done, err := t.applied(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read schema_migrations: %w", err)
+		return sc, fmt.Errorf("read schema_migrations: %w", err)
 	}
-	n := 0
+	known := make(map[int]bool, len(ms))
 	for _, m := range ms {
-		if done[m.Version] {
+		known[m.Version] = true
+		sc.Binary = max(sc.Binary, m.Version)
+	}
+	var unknown []int
+	for v := range done {
+		sc.From = max(sc.From, v)
+		if !known[v] {
+			unknown = append(unknown, v)
+		}
+	}
+	sort.Ints(unknown)
+	for _, v := range unknown {
+		sc.Unknown = append(sc.Unknown, fmt.Sprintf("%04d_%s", v, done[v]))
+	}
+	sc.Version = sc.From
+	for _, m := range ms {
+		if _, ok := done[m.Version]; ok {
 			continue
 		}
 		if err := t.step(ctx, m, true); err != nil {
-			return n, fmt.Errorf("migration %04d_%s up: %w", m.Version, m.Name, err)
+			return sc, fmt.Errorf("migration %04d_%s up: %w", m.Version, m.Name, err)
 		}
-		n++
+		sc.Applied++
+		sc.Version = max(sc.Version, m.Version)
 	}
-	return n, nil
+	return sc, nil
 }
 
 // migrateDown reverts, newest first, every applied migration above target.
@@ -116,7 +166,7 @@ func migrateDown(ctx context.Context, t migrationTarget, ms []migration, target 
 	n := 0
 	for i := len(ms) - 1; i >= 0; i-- {
 		m := ms[i]
-		if m.Version <= target || !done[m.Version] {
+		if _, ok := done[m.Version]; m.Version <= target || !ok {
 			continue
 		}
 		if err := t.step(ctx, m, false); err != nil {

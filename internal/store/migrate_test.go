@@ -89,8 +89,8 @@ func testUpDownUp(t *testing.T, target migrationTarget, ms []migration, check sc
 			t.Fatalf("after open: tables %v, missing %s", tables, want)
 		}
 	}
-	if n, err := migrateUp(ctx, target, ms); err != nil || n != 0 {
-		t.Fatalf("migrateUp on an up-to-date schema = %d, %v; want 0, nil", n, err)
+	if sc, err := migrateUp(ctx, target, ms); err != nil || sc.Applied != 0 {
+		t.Fatalf("migrateUp on an up-to-date schema = %+v, %v; want 0 applied, nil", sc, err)
 	}
 	n, err := migrateDown(ctx, target, ms, 0)
 	if err != nil || n != len(ms) {
@@ -100,8 +100,8 @@ func testUpDownUp(t *testing.T, target migrationTarget, ms []migration, check sc
 	if len(versions) != 0 || !reflect.DeepEqual(tables, []string{"schema_migrations"}) {
 		t.Fatalf("after down: tables %v versions %v; want only an empty schema_migrations", tables, versions)
 	}
-	if n, err := migrateUp(ctx, target, ms); err != nil || n != len(ms) {
-		t.Fatalf("migrateUp after down = %d, %v; want %d, nil", n, err, len(ms))
+	if sc, err := migrateUp(ctx, target, ms); err != nil || sc.Applied != len(ms) || sc.From != 0 || sc.Version != all[len(all)-1] {
+		t.Fatalf("migrateUp after down = %+v, %v; want %d applied from 0, nil", sc, err, len(ms))
 	}
 	tables, versions = check(t)
 	if !reflect.DeepEqual(versions, all) || !contains(tables, "tool_calls") {
@@ -150,7 +150,7 @@ func sqliteSchema(s *SQLite) schemaCheck {
 	}
 }
 
-func sortedKeys(m map[int]bool) []int {
+func sortedKeys[V any](m map[int]V) []int {
 	out := []int{}
 	for v := range m {
 		out = append(out, v)

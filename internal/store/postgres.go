@@ -22,6 +22,7 @@ import (
 type Postgres struct {
 	pool    *pgxpool.Pool
 	connCfg *pgx.ConnConfig // for connections of their own (migrations, ClaimReplica)
+	schema  Schema          // what opening found and did
 }
 
 var _ Store = (*Postgres)(nil)
@@ -426,9 +427,12 @@ func (p *Postgres) migrate(ctx context.Context, cfg *pgx.ConnConfig) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer unlock()
-	_, err = migrateUp(ctx, pgMigrations{conn}, ms)
+	p.schema, err = migrateUp(ctx, pgMigrations{conn}, ms)
 	return err
 }
+
+// Schema says what opening the store found and did to its schema.
+func (p *Postgres) Schema() Schema { return p.schema }
 
 // pgMigrationLock takes the migration advisory lock for the connection's current schema.
 func pgMigrationLock(ctx context.Context, conn *pgx.Conn) (unlock func(), err error) {
@@ -463,18 +467,20 @@ func (m pgMigrations) ensureTable(ctx context.Context) error {
 	return err
 }
 
-func (m pgMigrations) applied(ctx context.Context) (map[int]bool, error) {
-	rows, err := m.conn.Query(ctx, `SELECT version FROM schema_migrations`)
+func (m pgMigrations) applied(ctx context.Context) (map[int]string, error) {
+	rows, err := m.conn.Query(ctx, `SELECT version, name FROM schema_migrations`)
 	if err != nil {
 		return nil, err
 	}
-	vs, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	done := map[int]string{}
+	var v int32
+	var name string
+	_, err = pgx.ForEachRow(rows, []any{&v, &name}, func() error {
+		done[int(v)] = name
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	done := make(map[int]bool, len(vs))
-	for _, v := range vs {
-		done[int(v)] = true
 	}
 	return done, nil
 }

@@ -38,6 +38,8 @@ type SQLite struct {
 	ckpt     *sql.DB
 	ckptStop chan struct{}
 	ckptDone chan struct{}
+
+	schema Schema // what opening found and did
 }
 
 var _ Store = (*SQLite)(nil)
@@ -590,9 +592,12 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = migrateUp(ctx, sqliteMigrations{s.w}, ms)
+	s.schema, err = migrateUp(ctx, sqliteMigrations{s.w}, ms)
 	return err
 }
+
+// Schema says what opening the store found and did to its schema.
+func (s *SQLite) Schema() Schema { return s.schema }
 
 type sqliteMigrations struct{ db *sql.DB }
 
@@ -605,19 +610,20 @@ func (m sqliteMigrations) ensureTable(ctx context.Context) error {
 	return err
 }
 
-func (m sqliteMigrations) applied(ctx context.Context) (map[int]bool, error) {
-	rows, err := m.db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+func (m sqliteMigrations) applied(ctx context.Context) (map[int]string, error) {
+	rows, err := m.db.QueryContext(ctx, `SELECT version, name FROM schema_migrations`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	done := map[int]bool{}
+	done := map[int]string{}
 	for rows.Next() {
 		var v int
-		if err := rows.Scan(&v); err != nil {
+		var name string
+		if err := rows.Scan(&v, &name); err != nil {
 			return nil, err
 		}
-		done[v] = true
+		done[v] = name
 	}
 	return done, rows.Err()
 }
