@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -179,6 +180,58 @@ func TestPayloadErrorAndConfig(t *testing.T) {
 	for _, c := range []Config{{URL: "ftp://x"}, {URL: "not a url"}, {URL: "http://x", Attempts: -1}} {
 		if _, err := New(c, nil, nil); err == nil {
 			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// syncBuffer is a log destination the sender's goroutine writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFailureLogHidesURLCredentials: the endpoint's URL often carries its credential
+// (a token in the query, a secret path, user:password), and a network error names the
+// URL it was posting to: the log says what failed without the URL's path, query or
+// userinfo.
+func TestFailureLogHidesURLCredentials(t *testing.T) {
+	t.Parallel()
+	// Drops every connection without an answer: a network error, not a status.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var logs syncBuffer
+	u := strings.Replace(srv.URL, "http://", "http://hookuser:PASSWORD-1@", 1) + "/services/SECRET-PATH-2?token=SECRET-TOKEN-3"
+	s, err := New(Config{URL: u, Backoff: time.Millisecond, Attempts: 2}, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	s.Send(Event{Type: "e", Payload: payload(1)})
+	waitFor(t, "given up", func() bool { return count(s, "failed") == 1 })
+	out := logs.String()
+	if !strings.Contains(out, "webhook delivery failed") {
+		t.Fatalf("no failure logged: %s", out)
+	}
+	for _, secret := range []string{"PASSWORD-1", "SECRET-PATH-2", "SECRET-TOKEN-3", "hookuser"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log holds %s of the endpoint's URL: %s", secret, out)
 		}
 	}
 }
