@@ -235,3 +235,38 @@ func TestFailureLogHidesURLCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectNotFollowed: an endpoint that redirects (to itself, in a loop, or
+// elsewhere) gets one attempt; the body and its signature never go to the address a
+// redirect names.
+func TestRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	elsewhere, gotElsewhere := endpoint(t, 200)
+	var mu sync.Mutex
+	attempts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		attempts++
+		n := attempts
+		mu.Unlock()
+		if n%2 == 1 {
+			http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+			return
+		}
+		http.Redirect(w, r, r.URL.String(), http.StatusPermanentRedirect) // a loop
+	}))
+	t.Cleanup(srv.Close)
+	s, _ := newSender(t, Config{URL: srv.URL, Secret: "shh", Backoff: time.Millisecond})
+	s.Send(Event{Type: "e", Payload: payload(1)})
+	s.Send(Event{Type: "e", Payload: payload(2)})
+	waitFor(t, "both failed", func() bool { return count(s, "failed") == 2 })
+	mu.Lock()
+	n := attempts
+	mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d attempts for two redirected deliveries, want 2", n)
+	}
+	if r := gotElsewhere(); len(r) != 0 {
+		t.Errorf("the redirect target received %d deliveries", len(r))
+	}
+}
