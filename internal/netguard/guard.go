@@ -87,6 +87,8 @@ func New(cfg Config) (*Guard, error) {
 		switch {
 		case h == "" || strings.ContainsAny(h, "/:@ "):
 			return nil, fmt.Errorf("allow host %q: not a host name", h)
+		case strings.Contains(strings.TrimPrefix(h, "*."), "*"):
+			return nil, fmt.Errorf("allow host %q: a * may only start the name, as \"*.\" (*.example.com allows every name under example.com)", h)
 		case strings.HasPrefix(h, "*."):
 			g.suffixes = append(g.suffixes, h[1:])
 		default:

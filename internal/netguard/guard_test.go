@@ -153,6 +153,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{AllowCIDRs: []string{"not-a-cidr"}},
 		{AllowHosts: []string{"http://x.example/"}},
 		{AllowHosts: []string{""}},
+		// A "*" anywhere but a leading "*." would match no name at all.
+		{AllowHosts: []string{"*"}},
+		{AllowHosts: []string{"*example.com"}},
+		{AllowHosts: []string{"docs.*.example"}},
+		{AllowHosts: []string{"*.*.example"}},
+		{AllowHosts: []string{"*."}},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted it", cfg)
