@@ -48,6 +48,7 @@ var (
 		"::1/128", "a loopback address",
 		"::/96", "an IPv4-compatible address",
 		"::ffff:0:0:0/96", "an IPv4-translated address",
+		"fd00:ec2::254/128", "the cloud metadata address", // AWS's, over IPv6
 		"64:ff9b:1::/48", "a local-use NAT64 address",
 		"100::/64", "a discard-only address",
 		"2001::/32", "a Teredo address",
@@ -57,9 +58,35 @@ var (
 		"fec0::/10", "a site-local address",
 		"ff00::/8", "a multicast address",
 	)
-	nat64  = netip.MustParsePrefix("64:ff9b::/96")
-	sixTo4 = netip.MustParsePrefix("2002::/16")
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4         = netip.MustParsePrefix("2002::/16")
+	ipv4Compatible = netip.MustParsePrefix("::/96")
 )
+
+// Cloud instance-metadata addresses: AWS, GCP, Azure and others on IPv4, AWS on IPv6.
+var (
+	metadataV4 = netip.MustParseAddr("169.254.169.254")
+	metadataV6 = netip.MustParseAddr("fd00:ec2::254")
+)
+
+// isMetadataAddr reports whether ip is a cloud metadata address, its IPv4-mapped,
+// IPv4-compatible, NAT64 and 6to4 forms included.
+func isMetadataAddr(ip netip.Addr) bool {
+	ip = ip.WithZone("").Unmap()
+	if ip == metadataV4 || ip == metadataV6 {
+		return true
+	}
+	b := ip.As16()
+	switch {
+	case !ip.Is6():
+		return false
+	case nat64.Contains(ip), ipv4Compatible.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[12:16])) == metadataV4
+	case sixTo4.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])) == metadataV4
+	}
+	return false
+}
 
 // Classify says why ip may not be connected to ("a loopback address", "a private
 // address" …), or "" when it is a public unicast address. IPv4-mapped IPv6 addresses

@@ -31,8 +31,10 @@ type Resolver interface {
 // Config says what may be reached besides public addresses.
 type Config struct {
 	// AllowHosts are host names whose addresses are allowed whatever they are (an
-	// internal docs server). "*.example.com" allows every name under example.com.
-	// An IP address here is the same as in AllowCIDRs.
+	// internal docs server). "*.example.com" allows every name under example.com,
+	// but for the cloud metadata service: a metadata host name, or a name that
+	// resolves to a metadata address, needs to be named exactly here (or its address
+	// be in AllowCIDRs). An IP address here is the same as in AllowCIDRs.
 	AllowHosts []string
 	// AllowCIDRs are address ranges that are allowed ("10.1.2.0/24"); a bare address
 	// stands for itself.
@@ -85,6 +87,8 @@ func New(cfg Config) (*Guard, error) {
 		switch {
 		case h == "" || strings.ContainsAny(h, "/:@ "):
 			return nil, fmt.Errorf("allow host %q: not a host name", h)
+		case strings.Contains(strings.TrimPrefix(h, "*."), "*"):
+			return nil, fmt.Errorf("allow host %q: a * may only start the name, as \"*.\" (*.example.com allows every name under example.com)", h)
 		case strings.HasPrefix(h, "*."):
 			g.suffixes = append(g.suffixes, h[1:])
 		default:
@@ -142,11 +146,14 @@ func normalizeHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
 }
 
-// hostAllowed reports whether the (normalized) name is on the allowlist.
+// hostAllowed reports whether the (normalized) name is on the allowlist, exactly
+// or by a wildcard.
 func (g *Guard) hostAllowed(host string) bool {
-	if g.hosts[host] {
-		return true
-	}
+	return g.hosts[host] || g.wildcardAllowed(host)
+}
+
+// wildcardAllowed reports whether a "*." entry allows the (normalized) name.
+func (g *Guard) wildcardAllowed(host string) bool {
 	for _, s := range g.suffixes {
 		if strings.HasSuffix(host, s) {
 			return true
@@ -172,7 +179,12 @@ func (g *Guard) CheckAddr(host string, ip netip.Addr) error {
 		ip = ip.Unmap()
 	}
 	host = normalizeHost(host)
-	if (host != "" && g.hostAllowed(host)) || g.addrAllowed(ip) {
+	if g.addrAllowed(ip) || (host != "" && g.hosts[host]) {
+		return nil
+	}
+	// A wildcard opens a zone of names, and the metadata service may be in it
+	// (metadata.google.internal under "*.internal"): it is never reached that way.
+	if host != "" && g.wildcardAllowed(host) && !isMetadataAddr(ip) {
 		return nil
 	}
 	if what := Classify(ip); what != "" {
@@ -219,11 +231,14 @@ func (g *Guard) CheckHost(host string) error {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return g.CheckAddr(raw, ip)
 	}
-	if g.hostAllowed(host) {
+	if g.hosts[host] {
 		return nil
 	}
 	if metadataNames[host] {
 		return &DeniedError{Host: raw, Reason: "is a cloud metadata service"}
+	}
+	if g.wildcardAllowed(host) {
+		return nil
 	}
 	if numericLabel(host) {
 		if ip, ok := nonCanonicalIPv4(host); ok {

@@ -47,7 +47,7 @@ func TestClassify(t *testing.T) {
 		{"::ffff:10.0.0.1", "private"},
 		{"::ffff:192.168.0.1", "private"},
 		{"fc00::1", "unique local"},
-		{"fd00:ec2::254", "unique local"}, // AWS IPv6 metadata
+		{"fd00:ec2::254", "the cloud metadata address"}, // AWS over IPv6
 		// Link-local and metadata.
 		{"169.254.169.254", "metadata"},
 		{"::ffff:169.254.169.254", "metadata"},
@@ -153,6 +153,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{AllowCIDRs: []string{"not-a-cidr"}},
 		{AllowHosts: []string{"http://x.example/"}},
 		{AllowHosts: []string{""}},
+		// A "*" anywhere but a leading "*." would match no name at all.
+		{AllowHosts: []string{"*"}},
+		{AllowHosts: []string{"*example.com"}},
+		{AllowHosts: []string{"docs.*.example"}},
+		{AllowHosts: []string{"*.*.example"}},
+		{AllowHosts: []string{"*."}},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted it", cfg)
@@ -315,5 +321,60 @@ func TestDeniedErrorMatches(t *testing.T) {
 	var de *DeniedError
 	if !errors.As(err, &de) || de.Addr != netip.MustParseAddr("127.0.0.1") || de.Reason != "a loopback address" {
 		t.Fatalf("Resolve(127.0.0.1) = %#v", err)
+	}
+}
+
+// TestWildcardNeverReachesMetadata: a "*." entry opens a zone of internal names
+// ("*.internal" for a GCP project's hosts), and GCP's metadata server is one of
+// them: metadata.google.internal. A wildcard does not reach the cloud metadata
+// service, by name or by address (169.254.169.254, fd00:ec2::254, their NAT64 and
+// mapped forms), which would hand the model the machine's cloud credentials; an
+// exact name or an address range that covers it still does.
+func TestWildcardNeverReachesMetadata(t *testing.T) {
+	t.Parallel()
+	resolver := fakeResolver{
+		"md.corp.internal":   {"169.254.169.254"},
+		"md6.corp.internal":  {"fd00:ec2::254"},
+		"nat.corp.internal":  {"64:ff9b::a9fe:a9fe"},
+		"s24.corp.internal":  {"2002:a9fe:a9fe::1"},
+		"cmp.corp.internal":  {"::a9fe:a9fe"},
+		"map.corp.internal":  {"::ffff:169.254.169.254"},
+		"docs.corp.internal": {"10.0.0.5"},
+		"md.exact.test":      {"169.254.169.254"},
+	}
+	wild := mustGuard(t, Config{AllowHosts: []string{"*.internal", "md.exact.test"}, Resolver: resolver})
+	cidr := mustGuard(t, Config{AllowHosts: []string{"*.internal"}, AllowCIDRs: []string{"169.254.169.254/32"}, Resolver: resolver})
+	exact := mustGuard(t, Config{AllowHosts: []string{"metadata.google.internal"}, Resolver: resolver})
+	tests := []struct {
+		g    *Guard
+		host string
+		want string // substring of the refusal; "" when allowed
+	}{
+		{wild, "metadata.google.internal", "metadata"},
+		{wild, "METADATA.Google.Internal.", "metadata"},
+		{wild, "md.corp.internal", "169.254.169.254, the cloud metadata address"},
+		{wild, "md6.corp.internal", "fd00:ec2::254, the cloud metadata address"},
+		{wild, "nat.corp.internal", "metadata"},
+		{wild, "s24.corp.internal", "metadata"},
+		{wild, "cmp.corp.internal", "not allowed"},
+		{wild, "map.corp.internal", "metadata"},
+		{wild, "docs.corp.internal", ""}, // what the wildcard is for
+		{wild, "md.exact.test", ""},      // named exactly: the operator's word wins
+		{cidr, "md.corp.internal", ""},   // the address allowed as such
+		{exact, "metadata.google.internal", ""},
+	}
+	for _, tt := range tests {
+		_, err := tt.g.Resolve(context.Background(), "tcp", tt.host)
+		if tt.host == "metadata.google.internal" || strings.HasPrefix(tt.host, "METADATA") {
+			err = tt.g.CheckHost(tt.host) // a name no resolver here knows
+		}
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v, want allowed", tt.host, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want %q", tt.host, err, tt.want)
+		case err != nil && !errors.Is(err, ErrDenied):
+			t.Errorf("%s: %v is not ErrDenied", tt.host, err)
+		}
 	}
 }

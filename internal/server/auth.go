@@ -72,6 +72,22 @@ func (s *Server) fromWebPage(r *http.Request) string {
 	return "without an API key requests from web pages of other sites are refused (Origin " + quote(o) + ")"
 }
 
+// probeFromWebPage applies fromWebPage to /readyz and /metrics in unauthenticated
+// mode: they need no key in any mode (for probes and scrapers), and tell what runs
+// (tool names and counts, the sandbox's host), which a page of another site reaching
+// loopback through a rebound name must not read there either.
+func (s *Server) probeFromWebPage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.Auth != nil && s.Auth.Unauthenticated() {
+			if msg := s.fromWebPage(r); msg != "" {
+				writeForbidden(w, msg)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // loopbackHost reports whether a Host header value (host, host:port, [v6]:port) is
 // localhost or a loopback address.
 func loopbackHost(hostport string) bool {

@@ -326,6 +326,14 @@ func TestUnauthenticatedRefusesWebPages(t *testing.T) {
 		st, b := send("GET", "/v1/whoami", tc.host, tc.origin, "")
 		wantStatus(t, "GET /v1/whoami, Host "+tc.host+", Origin "+strconv.Quote(tc.origin), st, tc.want, b)
 	}
+	// The probes tell what runs (tool names and counts, the sandbox's host): a rebound
+	// name reads them no more than the API; local scrapers do.
+	for _, p := range []string{"/metrics", "/readyz"} {
+		st, b := send("GET", p, "rebound.evil.example:"+port, "", "")
+		wantStatus(t, "GET "+p+" through a rebound name", st, 403, b)
+		st, b = send("GET", p, "127.0.0.1:"+port, "", "")
+		wantStatus(t, "GET "+p+" on loopback", st, 200, b)
+	}
 	// What such a page would send: a command run without asking.
 	marker := filepath.Join(t.TempDir(), "pwned")
 	body := `{"session":{"available_tools":["execute_command"],"permission_mode":"bypass"},` +

@@ -159,9 +159,9 @@ func (s *Server) Handler() http.Handler {
 	})
 
 	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
+	r.With(s.probeFromWebPage).Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", s.openAPIDocument)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+	r.With(s.probeFromWebPage).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 	for _, p := range []string{"/mcp", "/v1/sessions/{sessionID}/mcp"} {
 		// MCP clients authenticate like agents; the key's tenant owns the session. A
 		// browser's MCP client needs CORS like the REST API's (corsMiddleware).

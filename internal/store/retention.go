@@ -11,7 +11,9 @@ import (
 // A finished call record (CallStatus.Terminal) goes once its finished_at is older than
 // the cutoff, with its approvals (decided or expired: an approval is a copy of its
 // call's request, arguments included, and would otherwise be listed pointing at a call
-// that no longer exists). A call with a pending approval stays. The audit log is never
+// that no longer exists). A call with a pending approval stays, and so does one whose
+// output is still open (Call.OutputOpen: a background job it started runs on, and its
+// output is read and followed through the call's record). The audit log is never
 // touched: it is the lasting record of who decided what, and holds no arguments.
 //
 // A session goes once it is unused at the cutoff (SessionUnused), with every record
@@ -30,7 +32,7 @@ type Retention interface {
 	// DeleteFinishedCalls deletes at most limit (<= 0: RetentionBatch) call records
 	// that finished before before, and their approvals: tenant by tenant in order,
 	// from the tenant from on ("": the first), the oldest created first. A call that
-	// is not terminal, or has a pending approval, stays. It returns how many calls it
+	// is not terminal, has a pending approval or its output still open, stays. It returns how many calls it
 	// deleted and, when that is limit, the tenant it stopped in: a sweep passes it as
 	// from to its next batch, which goes on there rather than probing again every
 	// tenant before it. Fewer than limit means no more are due from from on (or

@@ -25,7 +25,7 @@ const pgFinishedCalls = `WITH RECURSIVE t(tenant) AS (
 	), doomed AS (
 		SELECT d.id FROM t CROSS JOIN LATERAL (
 			SELECT c.id FROM tool_calls c
-			WHERE c.tenant = t.tenant AND c.created_at < $1 AND c.finished_at < $1 AND c.status IN ` + terminalStatuses + `
+			WHERE c.tenant = t.tenant AND c.created_at < $1 AND c.finished_at < $1 AND c.status IN ` + terminalStatuses + ` AND NOT c.output_open
 			AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
 			ORDER BY c.created_at, c.id LIMIT $2
 			FOR UPDATE SKIP LOCKED

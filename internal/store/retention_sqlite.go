@@ -13,13 +13,13 @@ const (
 	// sqliteFinishedCalls picks a tenant's part of DeleteFinishedCalls' batch: a range
 	// of tool_calls_tenant_created_idx (args: tenant, cutoff, cutoff, limit).
 	sqliteFinishedCalls = `SELECT c.id FROM tool_calls c
-		WHERE c.tenant = ? AND c.created_at < ? AND c.finished_at < ? AND c.status IN ` + terminalStatuses + `
+		WHERE c.tenant = ? AND c.created_at < ? AND c.finished_at < ? AND c.status IN ` + terminalStatuses + ` AND NOT c.output_open
 		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')
 		ORDER BY c.created_at, c.id LIMIT ?`
 	// sqliteStillFinished keeps, of DeleteFinishedCalls' candidates (a JSON array),
 	// those still due, under the write lock (args: candidates, cutoff).
 	sqliteStillFinished = `SELECT c.id FROM tool_calls c
-		WHERE c.id IN (SELECT value FROM json_each(?)) AND c.finished_at < ? AND c.status IN ` + terminalStatuses + `
+		WHERE c.id IN (SELECT value FROM json_each(?)) AND c.finished_at < ? AND c.status IN ` + terminalStatuses + ` AND NOT c.output_open
 		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = c.id AND a.status = 'pending')`
 	// sqliteUnusedSessions is UnusedSessions' first page, from sessions_updated_idx.
 	sqliteUnusedSessions = `SELECT id, tenant, spec, created_at, updated_at FROM sessions WHERE updated_at < ?`

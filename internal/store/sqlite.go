@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -117,6 +118,15 @@ func OpenSQLiteWith(ctx context.Context, path string, o SQLiteOptions) (*SQLite,
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("store: open sqlite %s: create directory: %w", abs, err)
+	}
+	// A new database is made 0600 here, before SQLite makes it with the umask (0644
+	// by default): it holds every call's arguments and result, as the output logs do
+	// (0600), and SQLite gives its WAL and shared-memory files the database's mode. An
+	// existing database keeps the mode it has. An empty file is an empty database.
+	if f, err := os.OpenFile(abs, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		_ = f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("store: open sqlite %s: create: %w", abs, err)
 	}
 	name := "file:" + (&url.URL{Path: abs}).EscapedPath()
 

@@ -224,7 +224,7 @@ func (s *Sender) post(typ, id string, body []byte) (retry bool, err error) {
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return true, err
+		return true, s.hideURL(err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
@@ -236,6 +236,21 @@ func (s *Sender) post(typ, id string, body []byte) (retry bool, err error) {
 	default:
 		return false, fmt.Errorf("the endpoint answered %s", resp.Status)
 	}
+}
+
+// hideURL replaces the URL a network error names (http.Client's *url.Error) with
+// the endpoint's origin: the path, query or userinfo of a webhook URL is often its
+// credential (a token, a secret path), and failures are logged.
+func (s *Sender) hideURL(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	origin := "the endpoint"
+	if u, perr := url.Parse(s.cfg.URL); perr == nil {
+		origin = u.Scheme + "://" + u.Host
+	}
+	return fmt.Errorf("%s %s: %w", ue.Op, origin, ue.Err)
 }
 
 // Sign is the X-Toolserver-Signature of body sent at timestamp (Unix seconds).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -180,5 +181,92 @@ func TestPayloadErrorAndConfig(t *testing.T) {
 		if _, err := New(c, nil, nil); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// syncBuffer is a log destination the sender's goroutine writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFailureLogHidesURLCredentials: the endpoint's URL often carries its credential
+// (a token in the query, a secret path, user:password), and a network error names the
+// URL it was posting to: the log says what failed without the URL's path, query or
+// userinfo.
+func TestFailureLogHidesURLCredentials(t *testing.T) {
+	t.Parallel()
+	// Drops every connection without an answer: a network error, not a status.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var logs syncBuffer
+	u := strings.Replace(srv.URL, "http://", "http://hookuser:PASSWORD-1@", 1) + "/services/SECRET-PATH-2?token=SECRET-TOKEN-3"
+	s, err := New(Config{URL: u, Backoff: time.Millisecond, Attempts: 2}, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	s.Send(Event{Type: "e", Payload: payload(1)})
+	waitFor(t, "given up", func() bool { return count(s, "failed") == 1 })
+	out := logs.String()
+	if !strings.Contains(out, "webhook delivery failed") {
+		t.Fatalf("no failure logged: %s", out)
+	}
+	for _, secret := range []string{"PASSWORD-1", "SECRET-PATH-2", "SECRET-TOKEN-3", "hookuser"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log holds %s of the endpoint's URL: %s", secret, out)
+		}
+	}
+}
+
+// TestRedirectNotFollowed: an endpoint that redirects (to itself, in a loop, or
+// elsewhere) gets one attempt; the body and its signature never go to the address a
+// redirect names.
+func TestRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	elsewhere, gotElsewhere := endpoint(t, 200)
+	var mu sync.Mutex
+	attempts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		attempts++
+		n := attempts
+		mu.Unlock()
+		if n%2 == 1 {
+			http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+			return
+		}
+		http.Redirect(w, r, r.URL.String(), http.StatusPermanentRedirect) // a loop
+	}))
+	t.Cleanup(srv.Close)
+	s, _ := newSender(t, Config{URL: srv.URL, Secret: "shh", Backoff: time.Millisecond})
+	s.Send(Event{Type: "e", Payload: payload(1)})
+	s.Send(Event{Type: "e", Payload: payload(2)})
+	waitFor(t, "both failed", func() bool { return count(s, "failed") == 2 })
+	mu.Lock()
+	n := attempts
+	mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d attempts for two redirected deliveries, want 2", n)
+	}
+	if r := gotElsewhere(); len(r) != 0 {
+		t.Errorf("the redirect target received %d deliveries", len(r))
 	}
 }

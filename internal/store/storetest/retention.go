@@ -148,6 +148,30 @@ func testDeleteFinishedCalls(t *testing.T, st store.Store) {
 	}
 }
 
+// testDeleteFinishedCallsOutputOpen: a call that finished long ago with its output
+// still open (a background job it started runs on) is live: its record, which the
+// job's output is read and followed through, stays until the output closes.
+func testDeleteFinishedCallsOutputOpen(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	job := runningCall("tc_job", "ses_1", "call_job", at(time.Second))
+	mustWrite(t, s, []*store.Call{job}, []store.CallFinish{
+		{ID: "tc_job", Status: store.CallSucceeded, Result: tool.TextResult("Started background job j1"), FinishedAt: at(2 * time.Second), OutputOpen: true},
+	})
+	finishedCall(t, s, "tc_plain", "ses_1", at(2*time.Second))
+	if n, _, err := s.DeleteFinishedCalls(ctx, at(time.Hour), "", 0); err != nil || n != 1 {
+		t.Fatalf("DeleteFinishedCalls = %d, %v; want 1 (tc_plain only)", n, err)
+	}
+	wantCalls(t, s, true, "tc_plain")
+	wantCalls(t, s, false, "tc_job")
+	if err := s.CloseCallOutput(ctx, "tc_job"); err != nil {
+		t.Fatalf("CloseCallOutput: %v", err)
+	}
+	if n, _, err := s.DeleteFinishedCalls(ctx, at(time.Hour), "", 0); err != nil || n != 1 {
+		t.Fatalf("DeleteFinishedCalls after the output closed = %d, %v; want 1", n, err)
+	}
+	wantCalls(t, s, true, "tc_job")
+}
+
 // testDeleteFinishedCallsFrom: a batch starts at the tenant it is given, leaving the
 // tenants before it alone, and stops in the tenant where it filled up; batches that
 // go on from there delete every due call once.

@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteFinishedCalls", testDeleteFinishedCalls},
 		{"DeleteFinishedCallsFrom", testDeleteFinishedCallsFrom},
 		{"DeleteFinishedCallsConcurrent", testDeleteFinishedCallsConcurrent},
+		{"DeleteFinishedCallsOutputOpen", testDeleteFinishedCallsOutputOpen},
 		{"UnusedSessions", testUnusedSessions},
 		{"ExistingSessions", testExistingSessions},
 		{"DeleteUnusedSession", testDeleteUnusedSession},
