@@ -1115,6 +1115,11 @@ func (c Config) Validate() error {
 			bad("cors.allowed_origins", "%q is not an origin like https://console.example.com or https://*.example.com (no path, not even /; one * at most) or *", o)
 		}
 	}
+	if c.Auth.Unauthenticated && slices.Contains(c.CORS.AllowedOrigins, "*") {
+		// Without keys, every request is an admin's: any page the user opens could
+		// run commands through the daemon.
+		bad("cors.allowed_origins", "* is refused with auth.unauthenticated: every web page a browser on this machine opens could call the daemon as an admin (run commands, decide approvals); list the origins of your own pages instead, or use keys")
+	}
 	if c.CORS.MaxAge < 0 {
 		bad("cors.max_age", "must not be negative")
 	}

@@ -128,6 +128,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, "nope"},
 		{"unauthenticated off loopback", []string{"--addr", "0.0.0.0:8080"}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "auth.unauthenticated"},
 		{"unauthenticated on all interfaces", []string{"--addr", ":8080"}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "auth.unauthenticated"},
+		{"unauthenticated for any page", []string{"--config", write("cors:\n  allowed_origins: [\"https://console.example.com\", \"*\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins: * is refused with auth.unauthenticated"},
 		{"short key hash", []string{"--config", write("auth:\n  keys:\n    - {name: x, roles: [agent], sha256: abc}\n")}, nil, "auth.keys[0]"},
 		{"negative rate", nil, []string{"TOOLSERVER_AUTH_RATE_LIMIT_REQUESTS_PER_SECOND=-1"}, "auth.rate_limit"},
 		{"chain risk", nil, []string{"TOOLSERVER_CHAIN_MAX_RISK_WITHOUT_APPROVAL=extreme"}, "chain.max_risk_without_approval"},
