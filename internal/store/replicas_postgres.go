@@ -141,6 +141,12 @@ func (p *Postgres) ExpireReplicas(ctx context.Context, self string, lease time.D
 			lockErrs = errors.Join(lockErrs, fmt.Errorf("store: close the session locks of %s: %w", owner, err))
 		}
 	}
+	// A replica whose row is gone (an older release's sweep forgot it while its call's
+	// output was open) ran no job since: its calls' output is over too.
+	if _, err := p.pool.Exec(ctx, `UPDATE tool_calls c SET output_open = FALSE WHERE output_open AND owner <> ''
+		AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = c.owner)`); err != nil {
+		return out, errors.Join(lockErrs, fmt.Errorf("store: close the output of calls of forgotten replicas: %w", err))
+	}
 	if _, err := p.pool.Exec(ctx, `DELETE FROM replicas r WHERE last_seen < now() - $1 * interval '1 microsecond'
 		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.status IN ('pending', 'running'))
 		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.owner = r.id AND c.output_open)`,

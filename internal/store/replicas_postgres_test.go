@@ -62,6 +62,9 @@ func TestExpireReplicas(t *testing.T) {
 	add("tc_dead_job", "dead", store.CallSucceeded).OutputOpen = true
 	add("tc_gone_job", "gone", store.CallSucceeded).OutputOpen = true
 	add("tc_alive_job", "alive", store.CallSucceeded).OutputOpen = true
+	// A replica whose row an older release's sweep deleted while the call's output
+	// was open (it never heartbeats here): nothing streams that output any more.
+	add("tc_forgotten_job", "forgotten", store.CallSucceeded).OutputOpen = true
 	if err := s1.WriteCalls(ctx, calls, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +144,7 @@ func TestExpireReplicas(t *testing.T) {
 	check("tc_dead_waiting", store.CallWaiting, "")
 	check("tc_dead_done", store.CallSucceeded, "")
 	check("tc_alive_running", store.CallRunning, "")
-	for id, open := range map[string]bool{"tc_dead_job": false, "tc_gone_job": false, "tc_alive_job": true} {
+	for id, open := range map[string]bool{"tc_dead_job": false, "tc_gone_job": false, "tc_alive_job": true, "tc_forgotten_job": false} {
 		c, err := s1.GetCall(ctx, id)
 		if err != nil {
 			t.Fatal(err)
