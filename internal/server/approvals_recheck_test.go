@@ -96,3 +96,27 @@ func TestDecisionWithADuplicateKeyIsRefused(t *testing.T) {
 		t.Fatalf("the model reads %s", m.raw)
 	}
 }
+
+// TestKeyWithADuplicateFieldIsRefused: a key creation body naming its tenant or roles
+// twice made a key with the last values (a proxy or log reading the first saw another
+// tenant, other roles). It is a 400 naming the key, and no key is made.
+func TestKeyWithADuplicateFieldIsRefused(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	for _, bad := range []struct{ body, want string }{
+		{`{"name":"k","tenant":"a","roles":["agent"],"tenant":"b"}`, `duplicate key "tenant"`},
+		{`{"name":"k","roles":["agent"],"Roles":["admin"]}`, `duplicate key "Roles" (the same field as "roles")`},
+	} {
+		code, _, body := d.do("POST", "/v1/keys", bad.body)
+		validate(t, "Error", body)
+		if code != 400 || !strings.Contains(string(body), `"code":"invalid_json"`) || !strings.Contains(string(body), strconv.Quote(bad.want)[1:len(strconv.Quote(bad.want))-1]) {
+			t.Fatalf("create key with %s: %d %s, want a 400 saying %s", bad.body, code, body, bad.want)
+		}
+	}
+	code, _, body := d.do("GET", "/v1/keys", nil)
+	if code != 200 || strings.Contains(string(body), `"name":"k"`) {
+		t.Fatalf("keys after refused bodies: %d %s; want none named k", code, body)
+	}
+	code, _, body = d.do("POST", "/v1/keys", `{"name":"k","roles":["agent"]}`)
+	wantStatus(t, "create key sent plainly", code, 201, body)
+}

@@ -68,17 +68,24 @@ func decodeJSONOnce(w http.ResponseWriter, r *http.Request, limit int64, v any) 
 	if err := decodeBytes(b, limit, v); err != nil {
 		return err
 	}
-	if d := jsontext.FindDuplicate(b); d != nil {
-		msg := "duplicate key " + strconv.Quote(d.Key)
-		if d.First != d.Key {
-			msg += " (the same field as " + strconv.Quote(d.First) + ")"
-		}
-		if d.Path != "" {
-			msg += " in " + d.Path
-		}
-		return errorf(CodeInvalidJSON, msg+": send each field once")
+	return refuseDuplicateKeys(b)
+}
+
+// refuseDuplicateKeys is a 400 naming a key b holds twice in one object (as
+// encoding/json matches a struct's fields), nil when it has none.
+func refuseDuplicateKeys(b []byte) error {
+	d := jsontext.FindDuplicate(b)
+	if d == nil {
+		return nil
 	}
-	return nil
+	msg := "duplicate key " + strconv.Quote(d.Key)
+	if d.First != d.Key {
+		msg += " (the same field as " + strconv.Quote(d.First) + ")"
+	}
+	if d.Path != "" {
+		msg += " in " + d.Path
+	}
+	return errorf(CodeInvalidJSON, msg+": send each field once")
 }
 
 // checkContentType accepts JSON media types and an absent header.

@@ -119,6 +119,11 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := decodeCreateKey(bytes.NewReader(body), s.cfg.MaxBodyBytes, ct, tenantOf(r))
+	if err == nil {
+		// Who gets which roles in which tenant: a key sent twice must not be read one
+		// way by a proxy or log and another by the daemon.
+		err = refuseDuplicateKeys(body)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
