@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -321,9 +322,7 @@ func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdi
 			return nil, filePathError(t.given, err)
 		}
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, "."+filepath.Base(t.rel)+".tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(dir, tempName(filepath.Base(t.rel)))
 	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, filePathError(t.given, err)
@@ -358,6 +357,26 @@ func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdi
 		return nil, filePathError(t.given, err)
 	}
 	return fi, nil
+}
+
+// maxNameLen is the longest name of one directory entry (NAME_MAX).
+const maxNameLen = 255
+
+// tempName is the name of the temporary file a write of base goes through: hidden,
+// random, and naming base as far as the length of a name allows, cut on a character
+// boundary, so that base itself may be as long as any name.
+func tempName(base string) string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	suffix := ".tmp-" + hex.EncodeToString(rnd[:])
+	if room := maxNameLen - len(".") - len(suffix); len(base) > room {
+		cut := base[:room]
+		for utf8.ValidString(base) && !utf8.ValidString(cut) {
+			cut = cut[:len(cut)-1]
+		}
+		base = cut
+	}
+	return "." + base + suffix
 }
 
 // has reports whether the session may call the named tool.
