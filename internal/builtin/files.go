@@ -211,6 +211,8 @@ func filePathError(given string, err error) error {
 		return tool.Errorf(tool.KindInvalidArgs, "path %q: a name in it is too long", given)
 	case errors.Is(err, fs.ErrPermission):
 		return tool.Errorf(tool.KindFailed, "path %q: permission denied", given)
+	case errors.As(err, &pe):
+		return tool.Errorf(tool.KindFailed, "%v", err) // it names the path
 	}
 	return tool.Errorf(tool.KindFailed, "path %q: %v", given, err)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/toolserverd/toolserverd/internal/sandbox"
@@ -110,5 +111,17 @@ func TestSymlinkSwappedInAfterTheCheck(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(data, "admin.key")); string(b) != "tsk_secret" {
 		t.Errorf("admin.key holds %q", b)
+	}
+}
+
+// TestPathErrorNamedOnce: a file system error Resolve met on the way (a symlink
+// replaced by a file between its lstat and its readlink, under a racing command)
+// names the path once, not as `path "f.txt": path "f.txt": readlink …`.
+func TestPathErrorNamedOnce(t *testing.T) {
+	t.Parallel()
+	err := filePathError("f.txt", &sandbox.PathError{Path: "f.txt", Root: "/w", Err: &os.PathError{Op: "readlink", Path: "/w/f.txt", Err: syscall.EINVAL}})
+	res := tool.FromError(err)
+	if strings.Count(res.Text(), `"f.txt"`) != 1 || res.ErrorKind != tool.KindFailed {
+		t.Errorf("kind %q: %s", res.ErrorKind, res.Text())
 	}
 }
