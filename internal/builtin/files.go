@@ -373,23 +373,15 @@ func (w *fileRoot) readWhole(t fileTarget, limit int64, toolName string) ([]byte
 // renamed in it by descriptor, so that a symlink put in the path's way meanwhile
 // cannot send the write elsewhere.
 func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdirs bool) (fs.FileInfo, error) {
-	dir := filepath.Dir(t.rel)
-	if mkdirs && dir != "." {
-		if err := w.root.MkdirAll(dir, newDirMode); err != nil {
-			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-				return nil, tool.Errorf(tool.KindInvalidArgs, "cannot create the parent directories of %q: a component is a file", t.given)
-			}
-			return nil, filePathError(t.given, err)
-		}
-	}
-	d, err := w.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := w.openParent(t, mkdirs)
 	if err != nil {
-		return nil, filePathError(t.given, err)
+		return nil, err
 	}
 	defer d.Close()
 	if err := w.confined(d, t.given); err != nil {
 		return nil, err
 	}
+	dir := filepath.Dir(t.rel)
 	dfd := int(d.Fd())
 	base, tmp := filepath.Base(t.rel), tempName(filepath.Base(t.rel))
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -429,6 +421,50 @@ func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdi
 		return nil, filePathError(t.given, err)
 	}
 	return renamedInfo{fi, base}, nil
+}
+
+// openParent opens the directory t lies in, from the root one name at a time,
+// creating the missing ones when mkdirs. t.rel is physical (Sandbox.Resolve), so no
+// name on the way is a symlink unless one was put there since the check: it is not
+// followed.
+func (w *fileRoot) openParent(t fileTarget, mkdirs bool) (*os.File, error) {
+	d, err := w.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, filePathError(t.given, err)
+	}
+	dir := filepath.Dir(t.rel)
+	if dir == "." {
+		return d, nil
+	}
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	for _, name := range strings.Split(dir, string(filepath.Separator)) {
+		dfd := int(d.Fd())
+		fd, err := unix.Openat(dfd, name, flags, 0)
+		if errors.Is(err, unix.ENOENT) && mkdirs {
+			if err = unix.Mkdirat(dfd, name, uint32(newDirMode)); err == nil || errors.Is(err, unix.EEXIST) {
+				fd, err = unix.Openat(dfd, name, flags, 0)
+			}
+		}
+		if err != nil && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+			var st unix.Stat_t
+			if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = tool.Errorf(tool.KindFailed, "path %q changed while it was written: a symlink was put in place of its directory %q; nothing was written. Check the path (list_dir) and try again",
+					t.given, name)
+			} else if mkdirs {
+				err = tool.Errorf(tool.KindInvalidArgs, "cannot create the parent directories of %q: a component is a file", t.given)
+			} else {
+				err = filePathError(t.given, err)
+			}
+		} else if err != nil {
+			err = filePathError(t.given, err)
+		}
+		d.Close()
+		if err != nil {
+			return nil, err
+		}
+		d = os.NewFile(uintptr(fd), name)
+	}
+	return d, nil
 }
 
 // renamedInfo is the FileInfo of the temporary file under the name it was renamed to.

@@ -97,6 +97,13 @@ func TestSymlinkSwappedInAfterTheCheck(t *testing.T) {
 	if _, err := w.writeAtomic(tg, []byte("pwned"), newFileMode, true); err == nil {
 		t.Errorf("a write went through a directory that appeared as a symlink into the data dir")
 	}
+	tg = resolve("mk/deeper/new.txt")
+	if err := os.Symlink("data", filepath.Join(work, "mk")); err != nil { // appeared after the check
+		t.Fatal(err)
+	}
+	if _, err := w.writeAtomic(tg, []byte("pwned"), newFileMode, true); err == nil {
+		t.Errorf("a write made its parent directories through a symlink into the data dir")
+	}
 	ents, _ := os.ReadDir(data)
 	for _, ent := range ents {
 		if ent.Name() != "admin.key" {
