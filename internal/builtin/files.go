@@ -6,7 +6,9 @@
 // NUL bytes, absolute paths outside the root, symlink loops and symlinks leading out of
 // it, and returns a physical path. The I/O itself then goes through an os.Root opened
 // on the sandbox root with the path relative to it, so that even a symlink swapped in
-// between the check and the use cannot lead outside the root.
+// between the check and the use cannot lead outside the root; what is opened is then
+// checked not to lie in a directory hidden from the session either (confined), and a
+// write renames its temporary file into a directory it opened once.
 package builtin
 
 import (
@@ -21,9 +23,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/toolserverd/toolserverd/internal/sandbox"
@@ -88,7 +93,9 @@ type fileRoot struct {
 	root   *os.Root
 	rd     string          // the physical root
 	hidden map[string]bool // Sandbox.Hidden as slash paths relative to the root: walks skip them
-	tools  tool.Catalog    // the session's tools, for advice naming them (nil: all)
+	// hiddenAbs is Sandbox.Hidden: what is opened is checked against it (confined).
+	hiddenAbs []string
+	tools     tool.Catalog // the session's tools, for advice naming them (nil: all)
 }
 
 // openFileRoot opens the session's sandbox root; the caller closes it.
@@ -120,7 +127,7 @@ func openFileRoot(m *sandbox.Manager, ctx *tool.Context) (*fileRoot, error) {
 	if err != nil {
 		return nil, tool.Errorf(tool.KindUnavailable, "the working directory cannot be opened: %v", err)
 	}
-	w := &fileRoot{sb: sb, root: root, rd: sb.Root()}
+	w := &fileRoot{sb: sb, root: root, rd: sb.Root(), hiddenAbs: sb.Hidden()}
 	if ctx.Session != nil {
 		w.tools = ctx.Session.Tools
 	}
@@ -204,6 +211,8 @@ func filePathError(given string, err error) error {
 		return tool.Errorf(tool.KindInvalidArgs, "path %q: a name in it is too long", given)
 	case errors.Is(err, fs.ErrPermission):
 		return tool.Errorf(tool.KindFailed, "path %q: permission denied", given)
+	case errors.As(err, &pe):
+		return tool.Errorf(tool.KindFailed, "%v", err) // it names the path
 	}
 	return tool.Errorf(tool.KindFailed, "path %q: %v", given, err)
 }
@@ -268,6 +277,10 @@ func (w *fileRoot) openRegular(t fileTarget) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, filePathError(t.given, err)
 	}
+	if err := w.confined(f, t.given); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -283,7 +296,56 @@ func (w *fileRoot) openRegular(t fileTarget) (*os.File, fs.FileInfo, error) {
 // openNonBlocking opens rel (a slash path relative to the root) for reading without
 // blocking on a named pipe that a model may have put where a file or directory was.
 func (w *fileRoot) openNonBlocking(rel string) (*os.File, error) {
-	return w.root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := w.root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.confined(f, rel); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// confined checks that f, just opened through the root, lies inside the root and
+// outside its hidden dirs. The path was checked (Sandbox.Resolve, or listed by a
+// walk) before it was opened, and os.Root keeps every open inside the root, but a
+// command running meanwhile (a background job) can put a symlink where a file or
+// directory of the path was: inside the root still, it may lead into a hidden dir
+// (the daemon's data dir, when the root holds it). Where the kernel says the open
+// file is settles it. Without hidden dirs inside the root there is nothing to check
+// (and no need for /proc): os.Root alone keeps every open inside the root.
+func (w *fileRoot) confined(f *os.File, given string) error {
+	if len(w.hiddenAbs) == 0 {
+		return nil
+	}
+	var at string
+	var err error
+	conn, err := f.SyscallConn()
+	if err == nil {
+		cerr := conn.Control(func(fd uintptr) {
+			at, err = os.Readlink("/proc/self/fd/" + strconv.FormatUint(uint64(fd), 10))
+		})
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
+		return tool.Errorf(tool.KindFailed, "path %q: cannot tell where the opened file lies: %v", given, err)
+	}
+	at = strings.TrimSuffix(at, " (deleted)")
+	leads := !insideDir(at, w.rd)
+	for _, h := range w.hiddenAbs {
+		leads = leads || insideDir(at, h)
+	}
+	if leads {
+		return tool.Errorf(tool.KindFailed, "path %q changed while it was opened: a symlink put in its way led to %s, outside the working directory or into a directory hidden from the session; nothing was read or written. Check the path (list_dir) and try again",
+			given, at)
+	}
+	return nil
+}
+
+// insideDir reports whether the clean absolute path p is dir or lies inside it.
+func insideDir(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 // readWhole reads a regular file of at most limit bytes for toolName; a larger file is
@@ -310,29 +372,32 @@ func (w *fileRoot) readWhole(t fileTarget, limit int64, toolName string) ([]byte
 
 // writeAtomic replaces (or creates) t with data: a temporary file in the same
 // directory, synced, given the mode, then renamed over t. Readers see the old or the
-// new content, never a mix. mkdirs creates missing parent directories.
+// new content, never a mix. mkdirs creates missing parent directories. The directory
+// is opened once (and checked, see confined) and the temporary file is made and
+// renamed in it by descriptor, so that a symlink put in the path's way meanwhile
+// cannot send the write elsewhere.
 func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdirs bool) (fs.FileInfo, error) {
-	dir := filepath.Dir(t.rel)
-	if mkdirs && dir != "." {
-		if err := w.root.MkdirAll(dir, newDirMode); err != nil {
-			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-				return nil, tool.Errorf(tool.KindInvalidArgs, "cannot create the parent directories of %q: a component is a file", t.given)
-			}
-			return nil, filePathError(t.given, err)
-		}
+	d, err := w.openParent(t, mkdirs)
+	if err != nil {
+		return nil, err
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, "."+filepath.Base(t.rel)+".tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	defer d.Close()
+	if err := w.confined(d, t.given); err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(t.rel)
+	dfd := int(d.Fd())
+	base, tmp := filepath.Base(t.rel), tempName(filepath.Base(t.rel))
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, filePathError(t.given, err)
 	}
+	f := os.NewFile(uintptr(fd), filepath.Join(dir, tmp))
 	done := false
 	defer func() {
 		if !done {
 			f.Close()
-			_ = w.root.Remove(tmp)
+			_ = unix.Unlinkat(dfd, tmp, 0)
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
@@ -344,20 +409,94 @@ func (w *fileRoot) writeAtomic(t fileTarget, data []byte, mode fs.FileMode, mkdi
 	if err := f.Sync(); err != nil {
 		return nil, tool.Errorf(tool.KindFailed, "writing %q: %v", t.given, err)
 	}
+	fi, err := f.Stat() // what is renamed into place: closing and renaming keep size and mtime
+	if err != nil {
+		return nil, tool.Errorf(tool.KindFailed, "writing %q: %v", t.given, err)
+	}
 	if err := f.Close(); err != nil {
 		return nil, tool.Errorf(tool.KindFailed, "writing %q: %v", t.given, err)
 	}
-	if err := w.root.Rename(tmp, t.rel); err != nil {
-		_ = w.root.Remove(tmp)
-		done = true
+	done = true
+	if err := unix.Renameat(dfd, tmp, dfd, base); err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		if errors.Is(err, syscall.EISDIR) {
+			return nil, w.notAFile(t, fs.ModeDir)
+		}
 		return nil, filePathError(t.given, err)
 	}
-	done = true
-	fi, err := w.root.Stat(t.rel)
+	return renamedInfo{fi, base}, nil
+}
+
+// openParent opens the directory t lies in, from the root one name at a time,
+// creating the missing ones when mkdirs. t.rel is physical (Sandbox.Resolve), so no
+// name on the way is a symlink unless one was put there since the check: it is not
+// followed.
+func (w *fileRoot) openParent(t fileTarget, mkdirs bool) (*os.File, error) {
+	d, err := w.root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, filePathError(t.given, err)
 	}
-	return fi, nil
+	dir := filepath.Dir(t.rel)
+	if dir == "." {
+		return d, nil
+	}
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	for _, name := range strings.Split(dir, string(filepath.Separator)) {
+		dfd := int(d.Fd())
+		fd, err := unix.Openat(dfd, name, flags, 0)
+		if errors.Is(err, unix.ENOENT) && mkdirs {
+			if err = unix.Mkdirat(dfd, name, uint32(newDirMode)); err == nil || errors.Is(err, unix.EEXIST) {
+				fd, err = unix.Openat(dfd, name, flags, 0)
+			}
+		}
+		if err != nil && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+			var st unix.Stat_t
+			if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = tool.Errorf(tool.KindFailed, "path %q changed while it was written: a symlink was put in place of its directory %q; nothing was written. Check the path (list_dir) and try again",
+					t.given, name)
+			} else if mkdirs {
+				err = tool.Errorf(tool.KindInvalidArgs, "cannot create the parent directories of %q: a component is a file", t.given)
+			} else {
+				err = filePathError(t.given, err)
+			}
+		} else if err != nil {
+			err = filePathError(t.given, err)
+		}
+		d.Close()
+		if err != nil {
+			return nil, err
+		}
+		d = os.NewFile(uintptr(fd), name)
+	}
+	return d, nil
+}
+
+// renamedInfo is the FileInfo of the temporary file under the name it was renamed to.
+type renamedInfo struct {
+	fs.FileInfo
+	name string
+}
+
+func (r renamedInfo) Name() string { return r.name }
+
+// maxNameLen is the longest name of one directory entry (NAME_MAX).
+const maxNameLen = 255
+
+// tempName is the name of the temporary file a write of base goes through: hidden,
+// random, and naming base as far as the length of a name allows, cut on a character
+// boundary, so that base itself may be as long as any name.
+func tempName(base string) string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	suffix := ".tmp-" + hex.EncodeToString(rnd[:])
+	if room := maxNameLen - len(".") - len(suffix); len(base) > room {
+		cut := base[:room]
+		for utf8.ValidString(base) && !utf8.ValidString(cut) {
+			cut = cut[:len(cut)-1]
+		}
+		base = cut
+	}
+	return "." + base + suffix
 }
 
 // has reports whether the session may call the named tool.

@@ -201,3 +201,36 @@ func TestUnixSockets(t *testing.T) {
 	e.fail(t, "grep", map[string]any{"pattern": "x", "path": "sock"}, tool.KindInvalidArgs, `"sock" is a socket, not a regular file`)
 	e.fail(t, "write_file", map[string]any{"path": "sock", "content": "x"}, tool.KindInvalidArgs, `"sock" is a socket, not a regular file`)
 }
+
+// TestLongestNames: a name as long as the file system allows (255 bytes) can be
+// written, edited and written as JSON like any other. The temporary file each write
+// goes through took the name plus 18 bytes, so every name of 238 bytes or more was
+// refused as "a name in it is too long", though a command could create it.
+func TestLongestNames(t *testing.T) {
+	t.Parallel()
+	e := newFileEnv(t)
+	for _, n := range []int{237, 238, 254, 255} {
+		name := "sub/" + strings.Repeat("n", n-len(".txt")) + ".txt"
+		e.ok(t, "write_file", map[string]any{"path": name, "content": "one\n"})
+		e.ok(t, "read_file", map[string]any{"path": name})
+		e.ok(t, "edit_file", map[string]any{"path": name, "old_string": "one", "new_string": "two"})
+		if got := e.disk(t, name); got != "two\n" {
+			t.Errorf("%d bytes: the file holds %q", n, got)
+		}
+		// Multi-byte characters: the temporary name is cut on a character boundary.
+		name = strings.Repeat("é", (n-5)/2) + strings.Repeat("x", (n-5)%2) + ".json"
+		e.ok(t, "json_write", map[string]any{"path": name, "pointer": "", "value": map[string]any{"a": 1}})
+		if got := e.disk(t, name); !strings.Contains(got, `"a": 1`) {
+			t.Errorf("%d bytes: %q holds %q", n, name, got)
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(e.dir, "sub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range ents {
+		if strings.Contains(ent.Name(), ".tmp-") {
+			t.Errorf("a temporary file was left: %s", ent.Name())
+		}
+	}
+}

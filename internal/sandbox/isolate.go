@@ -28,10 +28,14 @@ func nsAttr(network bool) *syscall.SysProcAttr {
 	return attr
 }
 
-// groupAttr starts the command as the leader of a new process group (so the whole
-// group can be signalled) and kills it if the daemon's launching thread dies.
+// groupAttr starts the command as the leader of a new session, and so of a new
+// process group (the whole group can be signalled), and kills it if the daemon's
+// launching thread dies. The new session has no controlling terminal: with the
+// daemon's (one started in a terminal), a command could open /dev/tty, read what
+// the operator types and push input there with TIOCSTI that the operator's shell
+// runs, out of any sandbox (CVE-2017-5226, why bubblewrap has --new-session).
 func groupAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // localLaunch runs bash -c command with the daemon's rights.
