@@ -23,6 +23,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolserverd/toolserverd/internal/fds"
 )
 
 const (
@@ -237,6 +239,8 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 	start := c.client.Start
 	if c.cmd != nil {
 		start = func(ctx context.Context) error {
+			// Descriptors the daemon inherited stay with it (see fds).
+			fds.CloseInheritedOnExec()
 			if err := c.cmd.Start(); err != nil {
 				return fmt.Errorf("failed to start command: %w", err)
 			}

@@ -9,15 +9,18 @@ import (
 	"syscall"
 )
 
-// childAttr starts a stdio server in its own process group (so that closing the
-// connection can kill the group) and asks the kernel to SIGKILL it when its parent
-// dies: a daemon killed with SIGKILL runs no cleanup, and a server that ignores
-// stdin EOF would otherwise run on, adopted by init.
+// childAttr starts a stdio server as the leader of a session of its own, so of a
+// process group of its own (closing the connection kills the group), without the
+// daemon's controlling terminal (a daemon started in a terminal would lend it to the
+// server, which could push input into the operator's shell with TIOCSTI), and asks
+// the kernel to SIGKILL it when its parent dies: a daemon killed with SIGKILL runs no
+// cleanup, and a server that ignores stdin EOF would otherwise run on, adopted by
+// init.
 //
 // Pdeathsig concerns the direct child only: grandchildren (npx's node) are left to
 // notice stdin EOF.
 func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // pinStartThread: the kernel sends Pdeathsig when the OS thread that forked the

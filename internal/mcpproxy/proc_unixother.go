@@ -4,10 +4,11 @@ package mcpproxy
 
 import "syscall"
 
-// childAttr starts a stdio server in its own process group. There is no parent-death
+// childAttr starts a stdio server in a session (and process group) of its own, without
+// the daemon's terminal. There is no parent-death
 // signal here: a daemon killed with SIGKILL leaves a server that ignores stdin EOF
 // running.
-func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
 
 // pinStartThread: nothing depends on which thread starts a child.
 const pinStartThread = false

@@ -5,10 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolserverd/toolserverd/internal/fds"
 )
 
 // launch is how to start one process.
@@ -50,7 +51,7 @@ func spawn(l launch, stdin, stdout, stderr *os.File, exited func(*exec.Cmd)) (*e
 				return
 			}
 		}
-		closeInheritedOnExec()
+		fds.CloseInheritedOnExec()
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
@@ -79,34 +80,6 @@ func spawn(l launch, stdin, stdout, stderr *os.File, exited func(*exec.Cmd)) (*e
 		return nil, err
 	}
 	return cmd, nil
-}
-
-// closeRangeCloexec is CLOSE_RANGE_CLOEXEC (linux/close_range.h), absent from x/sys.
-const closeRangeCloexec = 1 << 2
-
-// closeInheritedOnExec marks every descriptor of the daemon above stderr
-// close-on-exec. Those the Go runtime and the standard library open are already;
-// this is for the ones inherited from whatever started the daemon (a shell's or a
-// supervisor's pipe, a file opened for writing), which would otherwise reach every
-// command, in the isolated modes too: bubblewrap and the init helper pass on what
-// they get. Done before each start rather than once, so that a descriptor a library
-// opened without the flag since is covered too. Descriptors meant for a child are
-// dup'ed onto their place in the child (exec.Cmd.ExtraFiles), which clears the flag
-// there, so nothing that is passed on purpose is lost.
-func closeInheritedOnExec() {
-	if unix.CloseRange(3, ^uint(0), closeRangeCloexec) == nil {
-		return
-	}
-	// Before Linux 5.11: one by one.
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
-		}
-	}
 }
 
 // waitExited blocks until pid has exited, without reaping it: while it is a zombie
