@@ -153,3 +153,40 @@ func TestSecretVariableNamedByAKeyIsNoStrayVariable(t *testing.T) {
 		t.Errorf("no warning about the misspelt TOOLSERVER_ADRR: %q", c.Warnings)
 	}
 }
+
+// TestDocumentedVariablesExist: every TOOLSERVER_ variable the docs name is a key's
+// (TOOLSERVER_ + the key in upper case, dots as underscores), one of the others the
+// daemon or toolserverctl reads, one the tests read, or one the docs give as the value
+// of an *_env key (a secret's variable, named by the operator).
+func TestDocumentedVariablesExist(t *testing.T) {
+	t.Parallel()
+	known := map[string]bool{}
+	for _, k := range Keys() {
+		known["TOOLSERVER_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = true
+	}
+	for name := range otherVariables {
+		known[name] = true
+	}
+	// Read by the tests: scripts/test.sh and README's Tests and Web console sections.
+	known["TOOLSERVER_TEST_POSTGRES_URL"], known["TOOLSERVER_UI_ARTIFACTS"] = true, true
+	variable := regexp.MustCompile(`TOOLSERVER_[A-Z0-9_]*[A-Z0-9]`)
+	found := 0
+	for _, f := range []string{"../../README.md", "../../docs/config.md", "../../api/openapi.yaml", "../../deploy/config.example.yaml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			for _, loc := range variable.FindAllStringIndex(line, -1) {
+				name := line[loc[0]:loc[1]]
+				found++
+				if !known[name] && !strings.Contains(line[:loc[0]], "_env:") {
+					t.Errorf("%s names %s, which neither the daemon nor toolserverctl reads", f, name)
+				}
+			}
+		}
+	}
+	if found < 20 {
+		t.Fatalf("found only %d TOOLSERVER_ variables in the docs", found)
+	}
+}
