@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // referenceRows are docs/config.md's table rows: key → the default column.
@@ -188,5 +190,37 @@ func TestDocumentedVariablesExist(t *testing.T) {
 	}
 	if found < 20 {
 		t.Fatalf("found only %d TOOLSERVER_ variables in the docs", found)
+	}
+}
+
+// TestReferenceListsTheFlags: docs/config.md's "Flags:" line names exactly the flags
+// toolserverd takes.
+func TestReferenceListsTheFlags(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\nFlags: ")
+	if !ok {
+		t.Fatal(`docs/config.md has no "Flags:" line`)
+	}
+	line, _, _ := strings.Cut(rest, "\n")
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("`--([a-z-]+)`").FindAllStringSubmatch(line, -1) {
+		documented[m[1]] = true
+	}
+	fs, _ := flags()
+	taken := map[string]bool{}
+	fs.VisitAll(func(f *pflag.Flag) { taken[f.Name] = true })
+	for name := range taken {
+		if !documented[name] {
+			t.Errorf("flag --%s is not in docs/config.md's Flags line", name)
+		}
+	}
+	for name := range documented {
+		if !taken[name] {
+			t.Errorf("docs/config.md lists --%s, which toolserverd does not take", name)
+		}
 	}
 }
