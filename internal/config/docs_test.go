@@ -224,3 +224,52 @@ func TestReferenceListsTheFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestProseDefaults: where README.md or docs/config.md give a key's default in
+// parentheses after it ("`sessions.idle_timeout` (30 m)", "`max_list_bytes` (32 MiB)"),
+// the value is Defaults()'s.
+func TestProseDefaults(t *testing.T) {
+	t.Parallel()
+	values := map[string]reflect.Value{}
+	defaultValues(reflect.ValueOf(Defaults()), "", values)
+	mention := regexp.MustCompile("`([a-z_]+(?:\\.[a-z_]+)*)` \\((?:default )?([0-9][0-9,]*) ?(ms|s|m|min|h|KiB|MiB)?\\)")
+	found := 0
+	for _, f := range []string{"../../README.md", "../../docs/config.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mention.FindAllStringSubmatch(string(b), -1) {
+			v, ok := values[m[1]]
+			if !ok || !v.CanInt() {
+				continue // not a top-level key (an MCP server's or an OpenAPI source's)
+			}
+			found++
+			n, err := strconv.ParseInt(strings.ReplaceAll(m[2], ",", ""), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q", f, m[0])
+			}
+			var want, got int64 = n, v.Int()
+			switch m[3] {
+			case "ms":
+				want = n * int64(time.Millisecond)
+			case "s":
+				want = n * int64(time.Second)
+			case "m", "min":
+				want = n * int64(time.Minute)
+			case "h":
+				want = n * int64(time.Hour)
+			case "KiB":
+				want = n << 10
+			case "MiB":
+				want = n << 20
+			}
+			if want != got {
+				t.Errorf("%s: %s, but the default is %v", f, m[0], v.Interface())
+			}
+		}
+	}
+	if found < 8 {
+		t.Fatalf("found only %d defaults given in prose", found)
+	}
+}
