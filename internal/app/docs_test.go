@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -78,7 +79,13 @@ func TestMetricsPassPromlint(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Auth.Unauthenticated = true
 	cfg.DataDir = t.TempDir()
-	cfg.ApprovalWebhook.URL = "http://127.0.0.1:1/hook"
+	// A webhook, so that its metric is registered too; nothing is delivered.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ApprovalWebhook.URL = "http://" + l.Addr().String() + "/hook"
+	_ = l.Close()
 	a, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
