@@ -40,7 +40,7 @@ commands:
   session delete ID                                        delete an idle session, its records and workspace
   run (--session ID | --tools a,b,…) TOOL [ARGS_JSON]     run one call, stream its output
   call get CALL_ID | call cancel CALL_ID
-  call list [--session ID] [--status running,…] [--live] [--limit N] [--before CURSOR]
+  call list [--session ID | [--status running,…] [--live]] [--limit N] [--before CURSOR]
                                                            call records, newest first
   call output CALL_ID [--stream stderr] [--follow]         a call's output as written; --follow: until it ends
   approvals list [--status pending] [--wait 30s] [--limit N] [--before CURSOR]
@@ -177,6 +177,11 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		var err error
 		if *session != "" && *live {
 			return 2, errors.New("call list: --live lists the calls of every session; leave out --session")
+		}
+		if *session != "" && flagSet(fs, "status") {
+			// The session listing has no status filter: ignoring --status would list
+			// finished calls to one who asked for the running ones.
+			return 2, errors.New("call list: --status lists the calls of every session; leave out --session")
 		}
 		if *session != "" {
 			l, err = c.ListSessionCalls(ctx, *session, page)

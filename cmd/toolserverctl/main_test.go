@@ -707,3 +707,27 @@ func TestSkillsFromTheCLI(t *testing.T) {
 		t.Errorf("skills show of a skill that did not load: %d %s", code, errOut)
 	}
 }
+
+// TestCallListStatusWithSession: the session listing has no status filter, so
+// --status with --session is refused saying so rather than ignored (it listed the
+// session's finished calls to one asking for its running ones).
+func TestCallListStatusWithSession(t *testing.T) {
+	d := testdaemon.Start(t, func(c *config.Config) { c.Permissions.Allow = []string{"execute_command"} })
+	code, out, errOut := ctl(t, d.URL, "run", "--tools", "execute_command", "execute_command", `{"command":"true"}`)
+	if code != 0 {
+		t.Fatalf("run: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = ctl(t, d.URL, "call", "list")
+	f := strings.Fields(out)
+	if code != 0 || len(f) != 5 || f[1] != "succeeded" {
+		t.Fatalf("call list: %d %q", code, out)
+	}
+	session := f[4]
+	code, out, errOut = ctl(t, d.URL, "call", "list", "--session", session, "--status", "running")
+	if code != 2 || out != "" || !strings.Contains(errOut, "leave out --session") {
+		t.Errorf("--status running with --session: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := ctl(t, d.URL, "call", "list", "--session", session); code != 0 || !strings.Contains(out, "succeeded") {
+		t.Errorf("--session alone: %d %q", code, out)
+	}
+}

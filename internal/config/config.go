@@ -597,9 +597,10 @@ func Load(args, environ []string) (Config, error) {
 			v.Set(key, val)
 		}
 	}
+	var stray []string
 	for name := range env {
 		if !known[name] && !otherVariables[name] {
-			warnings = append(warnings, fmt.Sprintf("%s is not a configuration key; ignored", name))
+			stray = append(stray, name)
 		}
 	}
 	// The daemon is toolserverd, its variables' prefix TOOLSERVER_: a variable named
@@ -630,6 +631,15 @@ func Load(args, environ []string) (Config, error) {
 			return Config{}, err
 		}
 	}
+	// A variable an *_env key names (approval_webhook.secret_env:
+	// TOOLSERVER_WEBHOOK_SECRET) is read, not ignored.
+	named := c.SecretEnvNames()
+	for _, name := range stray {
+		if !slices.Contains(named, name) {
+			warnings = append(warnings, fmt.Sprintf("%s is not a configuration key; ignored", name))
+		}
+	}
+	sort.Strings(warnings)
 	if c.MaxToolResultTokens <= 0 {
 		warnings = append(warnings, fmt.Sprintf("max_tool_result_tokens %d is not positive; using %d", c.MaxToolResultTokens, Defaults().MaxToolResultTokens))
 		c.MaxToolResultTokens = Defaults().MaxToolResultTokens
