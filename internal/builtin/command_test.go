@@ -33,13 +33,13 @@ func TestSpecs(t *testing.T) {
 			[]string{`{}`, `{"command":""}`, `{"command":"ls","timeout_ms":0}`, `{"command":"ls","timeout_ms":999999999999}`, `{"command":"ls","x":1}`}},
 		{"await_job", true, true, tool.RiskSafe,
 			[]string{`{"job_id":"job_1"}`, `{"job_id":"job_1","timeout_ms":0}`},
-			[]string{`{}`, `{"job_id":"job_1","timeout_ms":600001}`}},
+			[]string{`{}`, `{"job_id":"job_1","timeout_ms":600001}`, `{"job_id":"job_` + strings.Repeat("x", 61) + `"}`}},
 		{"read_job_output", true, true, tool.RiskSafe,
 			[]string{`{"job_id":"j"}`, `{"job_id":"j","stream":"stderr","offset":5,"max_bytes":10,"encoding":"base64"}`},
-			[]string{`{"job_id":"j","stream":"stdin"}`, `{"job_id":"j","offset":-1}`, `{"job_id":"j","encoding":"hex"}`}},
+			[]string{`{"job_id":"j","stream":"stdin"}`, `{"job_id":"j","offset":-1}`, `{"job_id":"j","encoding":"hex"}`, `{"job_id":"` + strings.Repeat("x", 100000) + `"}`}},
 		{"kill_job", true, false, tool.RiskLow,
 			[]string{`{"job_id":"j"}`},
-			[]string{`{"job_id":""}`, `{"id":"j"}`}},
+			[]string{`{"job_id":""}`, `{"id":"j"}`, `{"job_id":"` + strings.Repeat("x", 65) + `"}`}},
 	}
 	if len(e.tools) != len(tests) {
 		t.Fatalf("CommandTools returned %d tools", len(e.tools))

@@ -20,7 +20,7 @@ const (
 	maxReadBytes = 1 << 20
 )
 
-const jobIDSchema = `"job_id": {"type": "string", "minLength": 1, "description": "The job_id execute_command returned."}`
+const jobIDSchema = `"job_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The job_id execute_command returned."}`
 
 // findJob looks the job up in the session's own sandbox: another session's jobs do
 // not exist from here.
