@@ -159,6 +159,11 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	case cmd == "session" && sub == "delete" && len(pos) == 1:
 		return exitOf(c.DeleteSession(ctx, pos[0]))
 	case cmd == "run":
+		if *session != "" && flagSet(fs, "tools") {
+			// The session's own tools are the ones it may call: ignoring --tools would
+			// run a tool the user did not name as allowed.
+			return 2, errors.New("run: --session runs in that session with its own tools; leave out --tools (or --session, for a new session with them)")
+		}
 		return runCall(ctx, c, *session, splitList(*tools), pos, out, errOut)
 	case cmd == "call" && (sub == "get" || sub == "cancel") && len(pos) == 1:
 		if sub == "cancel" {

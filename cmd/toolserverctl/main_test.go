@@ -730,4 +730,10 @@ func TestCallListStatusWithSession(t *testing.T) {
 	if code, out, _ := ctl(t, d.URL, "call", "list", "--session", session); code != 0 || !strings.Contains(out, "succeeded") {
 		t.Errorf("--session alone: %d %q", code, out)
 	}
+	// run in a session with --tools: the session's own tools apply, so --tools is
+	// refused rather than ignored.
+	code, out, errOut = ctl(t, d.URL, "run", "--session", session, "--tools", "read_file", "execute_command", `{"command":"true"}`)
+	if code != 2 || out != "" || !strings.Contains(errOut, "leave out --tools") {
+		t.Errorf("run --session with --tools: %d %q %q", code, out, errOut)
+	}
 }
