@@ -67,6 +67,9 @@ type App struct {
 	Tracing *telemetry.Tracing
 	// StoreMetrics time store operations.
 	StoreMetrics *telemetry.StoreMetrics
+	// Hurry, closed while Serve drains (a second stop signal), ends the drain at once:
+	// the calls still running are cancelled as at the drain deadline. Nil: never.
+	Hurry <-chan struct{}
 
 	stopNotifier   func()
 	releaseReplica func() // the claim on the replica id (PostgreSQL)
@@ -575,8 +578,23 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	drainCtx, cancelDrain := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
 	defer cancelDrain()
-	if err := srv.Shutdown(drainCtx); errors.Is(err, context.DeadlineExceeded) {
-		a.Log.Warn("drain deadline passed; cancelling the calls still running")
+	drained := make(chan struct{})
+	go func() {
+		select {
+		case <-a.Hurry:
+			cancelDrain()
+		case <-drained:
+		}
+	}()
+	err = srv.Shutdown(drainCtx)
+	close(drained)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		a.Log.Warn("drain deadline passed; cancelling the calls still running", abandoned(a.Exec.Unfinished())...)
+	case errors.Is(err, context.Canceled):
+		// The calls are cancelled as at the deadline: their records say the server shut
+		// down, and calls waiting for a decision or an answer stay pending (released above).
+		a.Log.Warn("stop signal again: ending the drain now, cancelling the calls still running", abandoned(a.Exec.Unfinished())...)
 	}
 	cancelBase(session.ErrShuttingDown)
 	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
@@ -597,6 +615,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	a.Log.Info("stopped serving; closing MCP servers, sandboxes and the store")
 	return nil
+}
+
+// abandoned is what the log says of the calls a stop cancels: how many, and the ids of
+// the first 100 (each call's record says the rest).
+func abandoned(ids []string) []any {
+	const named = 100
+	attrs := []any{"calls", len(ids)}
+	if len(ids) > named {
+		ids = ids[:named]
+	}
+	return append(attrs, "call_ids", ids)
 }
 
 // permissions builds the policy engine and the notifier, gates the executor with them
