@@ -371,8 +371,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.API = server.New(apiCfg, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Commits,
-		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_space", Check: func(context.Context) error {
-			return a.Commits.OutOfSpace(storeSpaceWindow)
+		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_writes", Check: func(context.Context) error {
+			return a.Commits.WriteRefused(storeWriteWindow)
 		}}},
 		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID,
 			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(),
@@ -869,9 +869,9 @@ func toolGroups(cfg config.Config) []session.Group {
 	return out
 }
 
-// storeSpaceWindow is how long after a call record was refused for lack of space
-// /readyz says so (check store_space), unless a record is written meanwhile: long
-// enough to cover the background retries of refused results (every 30 s at most), short
-// enough that a daemon taken out of service gets traffic again soon after space is
-// freed.
-const storeSpaceWindow = 30 * time.Second
+// storeWriteWindow is how long after a call record was refused by the store (disk
+// full, I/O error, database unreachable) /readyz says so (check store_writes), unless a
+// record is written meanwhile: long enough to cover the background retries of refused
+// results (every 30 s at most), short enough that a daemon taken out of service gets
+// traffic again soon after the cause was mended.
+const storeWriteWindow = 30 * time.Second
