@@ -157,7 +157,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewMetrics(a.Registry)
+	metrics := server.NewMetrics(a.Registry, cfg.Calls.MaxTimeout)
 
 	pc := progress.DefaultConfig()
 	pc.Enabled = cfg.Progress.Enabled

@@ -22,8 +22,10 @@ type Metrics struct {
 	queueWait    *prometheus.HistogramVec
 }
 
-// NewMetrics creates and registers the metrics.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics creates and registers the metrics. maxCall is the longest a call may run
+// (calls.max_timeout): the call duration and queue wait histograms reach past it.
+func NewMetrics(reg prometheus.Registerer, maxCall time.Duration) *Metrics {
+	buckets := CallBuckets(maxCall)
 	m := &Metrics{
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolserverd_http_requests_total", Help: "HTTP requests by route pattern, method and status code.",
@@ -37,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"tool", "outcome"}),
 		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "toolserverd_tool_call_duration_seconds", Help: "Tool call duration by tool, from start to result.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+			Buckets: buckets,
 		}, []string{"tool"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "toolserverd_tool_calls_in_flight", Help: "Tool calls executing now.",
@@ -45,10 +47,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "toolserverd_tool_call_queue_wait_seconds", Help: "Time calls of tools that are not concurrency-safe waited for their session's serial lock, by tool.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+		Buckets: buckets,
 	}, []string{"tool"})
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.calls, m.callDuration, m.inFlight, m.queueWait)
 	return m
+}
+
+// CallBuckets are the bounds of the call duration histograms: from 100 µs, ×4 each,
+// twelve at least (to 419 s) and as many more as it takes to pass maxCall by a tenth
+// (a call stopped at its timeout takes a little longer to end), so that a call that
+// runs for as long as it may still lands in a finite bucket: 14 for 30 minutes.
+func CallBuckets(maxCall time.Duration) []float64 {
+	b := prometheus.ExponentialBuckets(0.0001, 4, 12)
+	for b[len(b)-1] < 1.1*maxCall.Seconds() {
+		b = append(b, b[len(b)-1]*4)
+	}
+	return b
 }
 
 // CallQueued implements session.QueueObserver.
