@@ -258,6 +258,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, err
 	}
 	a.MCPTools = toolmgr.New()
+	// An MCP server's tools come and go at run time; their series go with them, unless
+	// a tool of the same name is served from elsewhere (prefix_mode never).
+	a.MCPTools.OnChange(func(removed, added []string) {
+		removed = slices.DeleteFunc(removed, func(name string) bool {
+			_, ok := a.Tools.Lookup(name)
+			return ok
+		})
+		metrics.ToolsChanged(removed, added)
+	})
 	mcpStore, _ := a.Store.(mcpproxy.ServerStore)
 	mc, err := mcpConfig(cfg, a.DataDir, os.LookupEnv)
 	if err != nil {

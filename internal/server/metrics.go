@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -20,6 +21,14 @@ type Metrics struct {
 	callDuration *prometheus.HistogramVec
 	inFlight     prometheus.Gauge
 	queueWait    *prometheus.HistogramVec
+
+	// toolsMu: ToolsChanged deletes a removed tool's series while no call is being
+	// counted (read-locked there), so a call in flight then cannot bring them back.
+	toolsMu sync.RWMutex
+	// gone names the tools removed at run time (an MCP server's, its server removed
+	// or no longer listing them) and not registered since: late calls of theirs are
+	// counted under "unknown".
+	gone map[string]bool
 }
 
 // NewMetrics creates and registers the metrics. maxCall is the longest a call may run
@@ -65,9 +74,41 @@ func CallBuckets(maxCall time.Duration) []float64 {
 	return b
 }
 
+// ToolsChanged deletes the per-tool series of the tools removed, so that /metrics does
+// not keep a series for every tool an MCP server ever listed (Prometheus sees a
+// counter that ends; if the tool comes back, its counts start again from zero, which
+// rate() and increase() handle as a reset). Wire it to toolmgr.Manager.OnChange.
+func (m *Metrics) ToolsChanged(removed, added []string) {
+	m.toolsMu.Lock()
+	defer m.toolsMu.Unlock()
+	for _, name := range added {
+		delete(m.gone, name)
+	}
+	for _, name := range removed {
+		if m.gone == nil {
+			m.gone = map[string]bool{}
+		}
+		m.gone[name] = true
+		m.calls.DeletePartialMatch(prometheus.Labels{"tool": name})
+		m.callDuration.DeleteLabelValues(name)
+		m.queueWait.DeleteLabelValues(name)
+	}
+}
+
+// toolLabel is name, or "unknown" for a tool removed since; the caller holds toolsMu
+// read-locked until its series is updated.
+func (m *Metrics) toolLabel(name string) string {
+	if m.gone[name] {
+		return "unknown"
+	}
+	return name
+}
+
 // CallQueued implements session.QueueObserver.
 func (m *Metrics) CallQueued(name string, waited time.Duration) {
-	m.queueWait.WithLabelValues(name).Observe(waited.Seconds())
+	m.toolsMu.RLock()
+	defer m.toolsMu.RUnlock()
+	m.queueWait.WithLabelValues(m.toolLabel(name)).Observe(waited.Seconds())
 }
 
 // CallStarted implements session.Observer.
@@ -86,6 +127,9 @@ func (m *Metrics) CallFinished(name string, kind tool.ErrorKind, d time.Duration
 	case kind != "": // a label value per unknown kind would let anyone grow /metrics
 		outcome = string(tool.KindFailed)
 	}
+	m.toolsMu.RLock()
+	defer m.toolsMu.RUnlock()
+	name = m.toolLabel(name)
 	m.calls.WithLabelValues(name, outcome).Inc()
 	m.callDuration.WithLabelValues(name).Observe(d.Seconds())
 }
