@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -10,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
@@ -68,4 +70,39 @@ func TestRemovedToolsLeaveMetrics(t *testing.T) {
 	if n := toolSeries(scrape(t, d.URL), "execute_command"); n < 2 {
 		t.Errorf("execute_command, still registered, has %d series, want its count and duration", n)
 	}
+}
+
+// TestApprovalsPendingWhenTheStoreFails: a count of pending approvals the store does
+// not give is not shown as the last one it gave: toolserverd_approvals_pending is
+// absent and toolserverd_approvals_pending_up is 0 until the store answers again.
+func TestApprovalsPendingWhenTheStoreFails(t *testing.T) {
+	d := testdaemon.Start(t, nil)
+	sq, ok := d.App.Store.(*store.SQLite)
+	if !ok {
+		t.Skipf("the test daemon's store is %T, not SQLite", d.App.Store)
+	}
+	eventually(t, "toolserverd_approvals_pending 0 and _up 1", func() bool {
+		fams := scrape(t, d.URL)
+		return value(series(fams, "toolserverd_approvals_pending", nil)) == 0 && value(series(fams, "toolserverd_approvals_pending_up", nil)) == 1
+	})
+	// Another connection takes the table away: the daemon's count fails for real.
+	db, err := sql.Open("sqlite", "file:"+sq.Path()+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`ALTER TABLE approvals RENAME TO approvals_away`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no toolserverd_approvals_pending and _up 0", func() bool {
+		fams := scrape(t, d.URL)
+		return series(fams, "toolserverd_approvals_pending", nil) == nil && value(series(fams, "toolserverd_approvals_pending_up", nil)) == 0
+	})
+	if _, err := db.Exec(`ALTER TABLE approvals_away RENAME TO approvals`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "toolserverd_approvals_pending 0 and _up 1 again", func() bool {
+		fams := scrape(t, d.URL)
+		return value(series(fams, "toolserverd_approvals_pending", nil)) == 0 && value(series(fams, "toolserverd_approvals_pending_up", nil)) == 1
+	})
 }
