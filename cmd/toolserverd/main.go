@@ -42,15 +42,52 @@ func main() {
 	if pct, ok := gcPercent(os.Environ()); ok {
 		debug.SetGCPercent(pct)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, hurry, stop := stopSignals()
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stderr); err != nil {
+	if err := run(ctx, hurry, os.Args[1:], os.Environ(), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "toolserverd:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args, environ []string, logOut io.Writer) error {
+// stopSignals turns SIGTERM and SIGINT into the daemon's stops: the first ends ctx (the
+// daemon drains: in-flight calls may finish within shutdown_timeout), the second closes
+// hurry (the drain ends at once: the calls still running are cancelled and recorded as
+// at the drain deadline), and a third exits the process without waiting for anything;
+// the next start's recovery then marks the calls it left running as failed.
+func stopSignals() (ctx context.Context, hurry <-chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := make(chan struct{})
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case <-sigs:
+			case <-done:
+				return
+			}
+			switch n {
+			case 1:
+				cancel()
+			case 2:
+				close(h)
+			default:
+				fmt.Fprintln(os.Stderr, "toolserverd: stop signal a third time: exiting now; the next start marks the calls left running as failed")
+				os.Exit(1)
+			}
+		}
+	}()
+	return ctx, h, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+}
+
+// run serves until ctx ends, then drains; hurry, closed during the drain, ends it.
+func run(ctx context.Context, hurry <-chan struct{}, args, environ []string, logOut io.Writer) error {
 	cfg, err := config.Load(args, environ)
 	if errors.Is(err, config.ErrHelp) {
 		_, err = fmt.Fprint(logOut, config.Usage())
@@ -74,6 +111,7 @@ func run(ctx context.Context, args, environ []string, logOut io.Writer) error {
 		return err
 	}
 	defer a.Close()
+	a.Hurry = hurry
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

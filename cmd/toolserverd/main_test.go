@@ -32,7 +32,7 @@ func TestGCPercent(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, arg := range []string{"--help", "-h"} {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{arg}, nil, &out); err != nil {
+		if err := run(context.Background(), nil, []string{arg}, nil, &out); err != nil {
 			t.Errorf("%s: %v", arg, err)
 		}
 		if !strings.Contains(out.String(), "--config") || !strings.Contains(out.String(), "TOOLSERVER_") {

@@ -34,8 +34,14 @@ type waitingProc struct {
 
 func startWaiting(t *testing.T, bin, store string, env ...string) *waitingProc {
 	t.Helper()
+	return startWaitingIn(t, bin, t.TempDir(), store, env...)
+}
+
+// startWaitingIn is startWaiting with the data directory dataDir.
+func startWaitingIn(t *testing.T, bin, dataDir, store string, env ...string) *waitingProc {
+	t.Helper()
 	p := &waitingProc{lines: make(chan map[string]any, 1024), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--store", store, "--log-format", "json")
+	p.cmd = exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--store", store, "--log-format", "json")
 	p.cmd.Env = append(append(os.Environ(), "TOOLSERVER_REPLICA_ID=storewait", "TOOLSERVER_AUTH_UNAUTHENTICATED=true",
 		"TOOLSERVER_PERMISSIONS_ALLOW=execute_command"), env...)
 	stderr, err := p.cmd.StderrPipe()

@@ -67,6 +67,9 @@ type App struct {
 	Tracing *telemetry.Tracing
 	// StoreMetrics time store operations.
 	StoreMetrics *telemetry.StoreMetrics
+	// Hurry, closed while Serve drains (a second stop signal), ends the drain at once:
+	// the calls still running are cancelled as at the drain deadline. Nil: never.
+	Hurry <-chan struct{}
 
 	stopNotifier   func()
 	releaseReplica func() // the claim on the replica id (PostgreSQL)
@@ -155,7 +158,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewMetrics(a.Registry)
+	metrics := server.NewMetrics(a.Registry, cfg.Calls.MaxTimeout)
 
 	pc := progress.DefaultConfig()
 	pc.Enabled = cfg.Progress.Enabled
@@ -256,6 +259,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		return nil, err
 	}
 	a.MCPTools = toolmgr.New()
+	// An MCP server's tools come and go at run time; their series go with them, unless
+	// a tool of the same name is served from elsewhere (prefix_mode never).
+	a.MCPTools.OnChange(func(removed, added []string) {
+		removed = slices.DeleteFunc(removed, func(name string) bool {
+			_, ok := a.Tools.Lookup(name)
+			return ok
+		})
+		metrics.ToolsChanged(removed, added)
+	})
 	mcpStore, _ := a.Store.(mcpproxy.ServerStore)
 	mc, err := mcpConfig(cfg, a.DataDir, os.LookupEnv)
 	if err != nil {
@@ -369,8 +381,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.API = server.New(apiCfg, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Commits,
-		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_space", Check: func(context.Context) error {
-			return a.Commits.OutOfSpace(storeSpaceWindow)
+		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_writes", Check: func(context.Context) error {
+			return a.Commits.WriteRefused(storeWriteWindow)
 		}}},
 		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID, "schema": schemaInfo(a.Store),
 			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(),
@@ -576,8 +588,23 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	drainCtx, cancelDrain := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
 	defer cancelDrain()
-	if err := srv.Shutdown(drainCtx); errors.Is(err, context.DeadlineExceeded) {
-		a.Log.Warn("drain deadline passed; cancelling the calls still running")
+	drained := make(chan struct{})
+	go func() {
+		select {
+		case <-a.Hurry:
+			cancelDrain()
+		case <-drained:
+		}
+	}()
+	err = srv.Shutdown(drainCtx)
+	close(drained)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		a.Log.Warn("drain deadline passed; cancelling the calls still running", abandoned(a.Exec.Unfinished())...)
+	case errors.Is(err, context.Canceled):
+		// The calls are cancelled as at the deadline: their records say the server shut
+		// down, and calls waiting for a decision or an answer stay pending (released above).
+		a.Log.Warn("stop signal again: ending the drain now, cancelling the calls still running", abandoned(a.Exec.Unfinished())...)
 	}
 	cancelBase(session.ErrShuttingDown)
 	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
@@ -598,6 +625,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	a.Log.Info("stopped serving; closing MCP servers, sandboxes and the store")
 	return nil
+}
+
+// abandoned is what the log says of the calls a stop cancels: how many, and the ids of
+// the first 100 (each call's record says the rest).
+func abandoned(ids []string) []any {
+	const named = 100
+	attrs := []any{"calls", len(ids)}
+	if len(ids) > named {
+		ids = ids[:named]
+	}
+	return append(attrs, "call_ids", ids)
 }
 
 // permissions builds the policy engine and the notifier, gates the executor with them
@@ -841,9 +879,9 @@ func toolGroups(cfg config.Config) []session.Group {
 	return out
 }
 
-// storeSpaceWindow is how long after a call record was refused for lack of space
-// /readyz says so (check store_space), unless a record is written meanwhile: long
-// enough to cover the background retries of refused results (every 30 s at most), short
-// enough that a daemon taken out of service gets traffic again soon after space is
-// freed.
-const storeSpaceWindow = 30 * time.Second
+// storeWriteWindow is how long after a call record was refused by the store (disk
+// full, I/O error, database unreachable) /readyz says so (check store_writes), unless a
+// record is written meanwhile: long enough to cover the background retries of refused
+// results (every 30 s at most), short enough that a daemon taken out of service gets
+// traffic again soon after the cause was mended.
+const storeWriteWindow = 30 * time.Second

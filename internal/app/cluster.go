@@ -137,12 +137,14 @@ func (a *App) callRecords() cluster.CallRecords {
 
 // expiredCalls counts, in toolserverd_replica_expired_calls_total, the calls of
 // stopped replicas this replica's sweep marked failed: their own replica, killed,
-// never counts them in toolserverd_tool_calls_total.
+// never counts them in toolserverd_tool_calls_total. The stopped replica is not a
+// label: on Kubernetes every pod has a new name, and a series per dead pod would grow
+// /metrics for ever; the sweep's log line names it (replica_id).
 func (a *App) expiredCalls() func(owner string, calls int) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	c := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toolserverd_replica_expired_calls_total",
-		Help: "Unfinished calls of replicas that stopped heartbeating, marked failed by this replica, by the stopped replica.",
-	}, []string{"replica"})
+		Help: "Unfinished calls of replicas that stopped heartbeating, marked failed by this replica (the log names each stopped replica).",
+	})
 	a.Registry.MustRegister(c)
-	return func(owner string, calls int) { c.WithLabelValues(owner).Add(float64(calls)) }
+	return func(_ string, calls int) { c.Add(float64(calls)) }
 }

@@ -167,8 +167,8 @@ func TestDiskFullSQLite(t *testing.T) {
 	if !strings.Contains(refused, "disk is full") || strings.Contains(refused, "shortly") {
 		t.Errorf("a call refused on a full disk says %q; want it to say the disk is full, not to try again shortly", refused)
 	}
-	if code, checks := readiness(ctx, t, d.URL); code != http.StatusServiceUnavailable || !strings.Contains(checks["store_space"], "out of space") {
-		t.Errorf("/readyz after a call record was refused for lack of space: %d %v; want 503 with store_space failing", code, checks)
+	if code, checks := readiness(ctx, t, d.URL); code != http.StatusServiceUnavailable || !strings.Contains(checks["store_writes"], "out of space") {
+		t.Errorf("/readyz after a call record was refused for lack of space: %d %v; want 503 with store_writes failing", code, checks)
 	}
 	if n := metric(ctx, t, d.URL, "toolserverd_store_call_record_write_failures_total"); n < 1 {
 		t.Errorf("toolserverd_store_call_record_write_failures_total = %v after records were refused, want at least 1", n)

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -20,10 +21,20 @@ type Metrics struct {
 	callDuration *prometheus.HistogramVec
 	inFlight     prometheus.Gauge
 	queueWait    *prometheus.HistogramVec
+
+	// toolsMu: ToolsChanged deletes a removed tool's series while no call is being
+	// counted (read-locked there), so a call in flight then cannot bring them back.
+	toolsMu sync.RWMutex
+	// gone names the tools removed at run time (an MCP server's, its server removed
+	// or no longer listing them) and not registered since: late calls of theirs are
+	// counted under "unknown".
+	gone map[string]bool
 }
 
-// NewMetrics creates and registers the metrics.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics creates and registers the metrics. maxCall is the longest a call may run
+// (calls.max_timeout): the call duration and queue wait histograms reach past it.
+func NewMetrics(reg prometheus.Registerer, maxCall time.Duration) *Metrics {
+	buckets := CallBuckets(maxCall)
 	m := &Metrics{
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolserverd_http_requests_total", Help: "HTTP requests by route pattern, method and status code.",
@@ -37,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"tool", "outcome"}),
 		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "toolserverd_tool_call_duration_seconds", Help: "Tool call duration by tool, from start to result.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+			Buckets: buckets,
 		}, []string{"tool"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "toolserverd_tool_calls_in_flight", Help: "Tool calls executing now.",
@@ -45,15 +56,59 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "toolserverd_tool_call_queue_wait_seconds", Help: "Time calls of tools that are not concurrency-safe waited for their session's serial lock, by tool.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+		Buckets: buckets,
 	}, []string{"tool"})
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.calls, m.callDuration, m.inFlight, m.queueWait)
 	return m
 }
 
+// CallBuckets are the bounds of the call duration histograms: from 100 µs, ×4 each,
+// twelve at least (to 419 s) and as many more as it takes to pass maxCall by a tenth
+// (a call stopped at its timeout takes a little longer to end), so that a call that
+// runs for as long as it may still lands in a finite bucket: 14 for 30 minutes.
+func CallBuckets(maxCall time.Duration) []float64 {
+	b := prometheus.ExponentialBuckets(0.0001, 4, 12)
+	for b[len(b)-1] < 1.1*maxCall.Seconds() {
+		b = append(b, b[len(b)-1]*4)
+	}
+	return b
+}
+
+// ToolsChanged deletes the per-tool series of the tools removed, so that /metrics does
+// not keep a series for every tool an MCP server ever listed (Prometheus sees a
+// counter that ends; if the tool comes back, its counts start again from zero, which
+// rate() and increase() handle as a reset). Wire it to toolmgr.Manager.OnChange.
+func (m *Metrics) ToolsChanged(removed, added []string) {
+	m.toolsMu.Lock()
+	defer m.toolsMu.Unlock()
+	for _, name := range added {
+		delete(m.gone, name)
+	}
+	for _, name := range removed {
+		if m.gone == nil {
+			m.gone = map[string]bool{}
+		}
+		m.gone[name] = true
+		m.calls.DeletePartialMatch(prometheus.Labels{"tool": name})
+		m.callDuration.DeleteLabelValues(name)
+		m.queueWait.DeleteLabelValues(name)
+	}
+}
+
+// toolLabel is name, or "unknown" for a tool removed since; the caller holds toolsMu
+// read-locked until its series is updated.
+func (m *Metrics) toolLabel(name string) string {
+	if m.gone[name] {
+		return "unknown"
+	}
+	return name
+}
+
 // CallQueued implements session.QueueObserver.
 func (m *Metrics) CallQueued(name string, waited time.Duration) {
-	m.queueWait.WithLabelValues(name).Observe(waited.Seconds())
+	m.toolsMu.RLock()
+	defer m.toolsMu.RUnlock()
+	m.queueWait.WithLabelValues(m.toolLabel(name)).Observe(waited.Seconds())
 }
 
 // CallStarted implements session.Observer.
@@ -72,6 +127,9 @@ func (m *Metrics) CallFinished(name string, kind tool.ErrorKind, d time.Duration
 	case kind != "": // a label value per unknown kind would let anyone grow /metrics
 		outcome = string(tool.KindFailed)
 	}
+	m.toolsMu.RLock()
+	defer m.toolsMu.RUnlock()
+	name = m.toolLabel(name)
 	m.calls.WithLabelValues(name, outcome).Inc()
 	m.callDuration.WithLabelValues(name).Observe(d.Seconds())
 }

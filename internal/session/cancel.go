@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -72,6 +73,18 @@ func (x *Executor) Running(callID string) <-chan struct{} {
 		return cc.over
 	}
 	return nil
+}
+
+// Unfinished returns the ids of this process's unfinished calls, sorted.
+func (x *Executor) Unfinished() []string {
+	x.mu.Lock()
+	ids := make([]string, 0, len(x.unfinished))
+	for id := range x.unfinished {
+		ids = append(ids, id)
+	}
+	x.mu.Unlock()
+	slices.Sort(ids)
+	return ids
 }
 
 // cancelledByRequest reports whether Cancel ended the call of ctx.

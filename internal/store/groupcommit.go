@@ -105,7 +105,7 @@ type GroupCommitter struct {
 	exited   chan struct{}
 
 	batches, ops, failed, folded atomic.Uint64
-	// refused is the last transaction refused for lack of space; nil once one commits.
+	// refused is the last transaction the store refused; nil once one commits.
 	refused atomic.Pointer[refusal]
 }
 
@@ -600,17 +600,20 @@ func (g *GroupCommitter) write(ctx context.Context, w CallWrites) error {
 	switch {
 	case err == nil:
 		g.refused.Store(nil)
-	case IsStorageFull(err):
+	case isRecordError(err), errors.Is(err, context.Canceled):
+		// One record's fault, or the daemon stopping: the store itself took writes.
+	default: // full disk, I/O error, unwritable WAL, database unreachable or locked
 		g.refused.Store(&refusal{at: time.Now(), err: err})
 	}
 	return err
 }
 
-// OutOfSpace reports that call records cannot be written for lack of space: the last
-// transaction was refused so, less than d ago, and none has committed since. It is nil
-// otherwise. Past d without a write it is nil again, so that a daemon taken out of
-// service on this (its /readyz failing) is tried again after space was freed.
-func (g *GroupCommitter) OutOfSpace(d time.Duration) error {
+// WriteRefused reports that call records cannot be written: the last transaction was
+// refused by the store (not by one record's fault), less than d ago, and none has
+// committed since. It is nil otherwise. Past d without a write it is nil again, so
+// that a daemon taken out of service on this (its /readyz failing) is tried again
+// after the cause was mended (space freed, the file made writable again).
+func (g *GroupCommitter) WriteRefused(d time.Duration) error {
 	r := g.refused.Load()
 	if r == nil {
 		return nil
@@ -619,7 +622,10 @@ func (g *GroupCommitter) OutOfSpace(d time.Duration) error {
 	if ago >= d {
 		return nil
 	}
-	return fmt.Errorf("call records cannot be written, the store is out of space (last refused %s ago): %w", ago.Round(time.Second), r.err)
+	if IsStorageFull(r.err) {
+		return fmt.Errorf("call records cannot be written, the store is out of space (last refused %s ago): %w", ago.Round(time.Second), r.err)
+	}
+	return fmt.Errorf("call records cannot be written (last refused %s ago): %w", ago.Round(time.Second), r.err)
 }
 
 // writeOne replays one operation of a batch that a single record made fail.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -352,7 +353,7 @@ func (s fullStore) WriteCallBatch(ctx context.Context, w store.CallWrites) error
 	return s.SQLite.WriteCallBatch(ctx, w)
 }
 
-// TestGroupCommitOutOfSpace: OutOfSpace reports a transaction refused for lack of
+// TestGroupCommitOutOfSpace: WriteRefused reports a transaction refused for lack of
 // space until one commits, or until the window has passed without a write.
 func TestGroupCommitOutOfSpace(t *testing.T) {
 	t.Parallel()
@@ -365,25 +366,70 @@ func TestGroupCommitOutOfSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Stop()
-	if err := g.OutOfSpace(time.Minute); err != nil {
-		t.Fatalf("OutOfSpace before any write: %v", err)
+	if err := g.WriteRefused(time.Minute); err != nil {
+		t.Fatalf("WriteRefused before any write: %v", err)
 	}
 	full.Store(true)
 	if err := g.Insert(t.Context(), benchCall("tc_1")); !store.IsStorageFull(err) {
 		t.Fatalf("Insert on a full store: %v", err)
 	}
-	if err := g.OutOfSpace(time.Minute); !store.IsStorageFull(err) {
-		t.Errorf("OutOfSpace after a refused write: %v, want the refusal", err)
+	if err := g.WriteRefused(time.Minute); !store.IsStorageFull(err) {
+		t.Errorf("WriteRefused after a refused write: %v, want the refusal", err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if err := g.OutOfSpace(10 * time.Millisecond); err != nil {
-		t.Errorf("OutOfSpace with a window shorter than the refusal's age: %v, want nil", err)
+	if err := g.WriteRefused(10 * time.Millisecond); err != nil {
+		t.Errorf("WriteRefused with a window shorter than the refusal's age: %v, want nil", err)
 	}
 	full.Store(false)
 	if err := g.Insert(t.Context(), benchCall("tc_2")); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.OutOfSpace(time.Minute); err != nil {
-		t.Errorf("OutOfSpace after a write committed: %v, want nil", err)
+	if err := g.WriteRefused(time.Minute); err != nil {
+		t.Errorf("WriteRefused after a write committed: %v, want nil", err)
+	}
+}
+
+// TestGroupCommitWriteRefusedOtherThanSpace: a transaction the database refuses for
+// another reason than space (here another process holding SQLite's write lock past the
+// write timeout; in production an unwritable WAL, an I/O error) is reported too, until
+// one commits: /readyz must not stay 200 while every call is answered unavailable.
+func TestGroupCommitWriteRefusedOtherThanSpace(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	g, err := store.NewGroupCommitter(s, store.GroupCommitConfig{WriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	other, err := sql.Open("sqlite", "file:"+s.Path()+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Insert(t.Context(), benchCall("tc_1")); err == nil {
+		t.Fatal("Insert while another process holds the write lock succeeded")
+	}
+	if err := g.WriteRefused(time.Minute); err == nil || store.IsStorageFull(err) {
+		t.Errorf("after a refused write: %v, want the refusal (not a full disk)", err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Insert(t.Context(), benchCall("tc_2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WriteRefused(time.Minute); err != nil {
+		t.Errorf("after a write committed: %v, want nil", err)
 	}
 }

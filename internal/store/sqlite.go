@@ -26,6 +26,10 @@ import (
 // SQLITE_BUSY retries), reads use a separate pool so they never wait for the writer.
 type SQLite struct {
 	path string
+	// file is the database file as opened: Ping reports when path no longer leads to
+	// it (deleted, its directory removed, replaced), since writes then go on into a
+	// file that the next start will not see.
+	file os.FileInfo
 	w    *sql.DB // exactly one connection
 	r    *sql.DB // read-only connections
 
@@ -139,6 +143,10 @@ func OpenSQLiteWith(ctx context.Context, path string, o SQLiteOptions) (*SQLite,
 	s.w.SetConnMaxLifetime(0)
 	s.w.SetConnMaxIdleTime(0)
 	if err := s.openWriter(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: %w", abs, err)
+	}
+	if s.file, err = os.Stat(abs); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: open sqlite %s: %w", abs, err)
 	}
@@ -553,8 +561,14 @@ func (s *SQLite) CloseCallOutput(ctx context.Context, id string) error {
 	return nil
 }
 
-// Ping checks that both the writer and a reader answer.
+// Ping checks that the database file is still at its path and that both the writer
+// and a reader answer. It writes nothing: a stat and two pings.
 func (s *SQLite) Ping(ctx context.Context) error {
+	if fi, err := os.Stat(s.path); err != nil {
+		return fmt.Errorf("store: the database file %s is no longer there (deleted, or its directory removed, while the daemon ran): records written now are lost when it stops: %w", s.path, err)
+	} else if !os.SameFile(fi, s.file) {
+		return fmt.Errorf("store: the database file %s is no longer the one the daemon opened (replaced while it ran): records written now go to the old file and are lost when it stops", s.path)
+	}
 	if err := s.w.PingContext(ctx); err != nil {
 		return fmt.Errorf("store: ping sqlite: %w", err)
 	}

@@ -53,7 +53,9 @@ func NewApprovalMetrics(reg prometheus.Registerer, count PendingCounter, cacheFo
 	}, []string{"decision"})}
 	reg.MustRegister(m.decision, &pendingCollector{
 		desc: prometheus.NewDesc("toolserverd_approvals_pending",
-			"Approval requests waiting for a decision in the store (all tenants; counted at scrape time, cached briefly).", nil, nil),
+			"Approval requests waiting for a decision in the store (all tenants; counted at scrape time, cached briefly; absent while the store does not answer the count).", nil, nil),
+		upDesc: prometheus.NewDesc("toolserverd_approvals_pending_up",
+			"1 if the store answered the last count of pending approvals, 0 if not (toolserverd_approvals_pending is then absent).", nil, nil),
 		count: count, cacheFor: cacheFor, timeout: timeout,
 	})
 	return m
@@ -68,34 +70,36 @@ func (m *ApprovalMetrics) Decided(decision string, created, decided time.Time) {
 }
 
 type pendingCollector struct {
-	desc              *prometheus.Desc
+	desc, upDesc      *prometheus.Desc
 	count             PendingCounter
 	cacheFor, timeout time.Duration
 
 	mu    sync.Mutex
-	at    time.Time
+	at    time.Time // of the last count, whether it succeeded or not
 	value float64
-	known bool
+	ok    bool // the last count succeeded: value is current
 }
 
-func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.upDesc }
 
 // Collect serves the cached count, refreshing it when older than cacheFor. A store
-// that does not answer in time leaves the last known value (or none) rather than
-// failing the whole scrape.
+// that does not answer in time does not fail the whole scrape, nor is the last count
+// it gave shown as current: the gauge is left out (Prometheus marks it stale) and
+// toolserverd_approvals_pending_up says 0 until a count succeeds again.
 func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.known || time.Since(c.at) >= c.cacheFor {
+	if c.at.IsZero() || time.Since(c.at) >= c.cacheFor {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		n, err := c.count(ctx)
 		cancel()
 		c.at = time.Now()
-		if err == nil {
-			c.value, c.known = float64(n), true
-		}
+		c.value, c.ok = float64(n), err == nil
 	}
-	if c.known {
+	up := 0.0
+	if c.ok {
+		up = 1
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.value)
 	}
+	ch <- prometheus.MustNewConstMetric(c.upDesc, prometheus.GaugeValue, up)
 }

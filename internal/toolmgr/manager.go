@@ -51,6 +51,18 @@ type Manager struct {
 	after  []AfterHook
 	// version increases on every change, so callers can cache derived views.
 	version uint64
+	// changed is told of each change (see OnChange).
+	changed func(removed, added []string)
+}
+
+// OnChange sets f to be told, under the Manager's lock, of each change to the set of
+// tools: the names removed and those added. A tool replaced within one Swap (its spec
+// changed) is in neither. It is for state kept per tool elsewhere (metrics series)
+// that must not outlive its tool; f must not call the Manager.
+func (m *Manager) OnChange(f func(removed, added []string)) {
+	m.mu.Lock()
+	m.changed = f
+	m.mu.Unlock()
 }
 
 // New returns an empty Manager.
@@ -80,10 +92,15 @@ func (m *Manager) Register(tools ...tool.Tool) error {
 		}
 		seen[e.Spec.Name] = true
 	}
+	added := make([]string, 0, len(entries))
 	for _, e := range entries {
 		m.tools[e.Spec.Name] = e
+		added = append(added, e.Spec.Name)
 	}
 	m.version++
+	if m.changed != nil {
+		m.changed(nil, added)
+	}
 	return nil
 }
 
@@ -98,17 +115,20 @@ func (m *Manager) MustRegister(tools ...tool.Tool) {
 func (m *Manager) Unregister(names ...string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
+	var removed []string
 	for _, name := range names {
 		if _, ok := m.tools[name]; ok {
 			delete(m.tools, name)
-			n++
+			removed = append(removed, name)
 		}
 	}
-	if n > 0 {
+	if len(removed) > 0 {
 		m.version++
+		if m.changed != nil {
+			m.changed(removed, nil)
+		}
 	}
-	return n
+	return len(removed)
 }
 
 // Swap removes the tools named in drop and adds the tools in add as one change: a
@@ -137,12 +157,15 @@ func (m *Manager) Swap(drop []string, add []tool.Tool) map[string]error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := false
+	dropped := map[string]bool{}
 	for _, name := range drop {
 		if _, ok := m.tools[name]; ok {
 			delete(m.tools, name)
+			dropped[name] = true
 			changed = true
 		}
 	}
+	var added []string
 	for _, e := range entries {
 		if _, dup := m.tools[e.Spec.Name]; dup {
 			fail(e.Spec.Name, fmt.Errorf("toolmgr: tool %q is already registered", e.Spec.Name))
@@ -150,9 +173,22 @@ func (m *Manager) Swap(drop []string, add []tool.Tool) map[string]error {
 		}
 		m.tools[e.Spec.Name] = e
 		changed = true
+		if dropped[e.Spec.Name] {
+			delete(dropped, e.Spec.Name) // replaced: the same tool to its users
+		} else {
+			added = append(added, e.Spec.Name)
+		}
 	}
 	if changed {
 		m.version++
+	}
+	if m.changed != nil && (len(dropped) > 0 || len(added) > 0) {
+		removed := make([]string, 0, len(dropped))
+		for name := range dropped {
+			removed = append(removed, name)
+		}
+		sort.Strings(removed)
+		m.changed(removed, added)
 	}
 	return failed
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -332,6 +333,24 @@ func TestSwap(t *testing.T) {
 	}
 	if failed := m.Swap(nil, nil); failed != nil || m.Version() != v+1 {
 		t.Errorf("an empty swap changed something: %v, version %d", failed, m.Version())
+	}
+}
+
+// TestOnChange: the hook hears of the tools that come and go, not of one replaced
+// within a Swap (its users see the same tool), nor of a failed registration.
+func TestOnChange(t *testing.T) {
+	m := New()
+	var heard []string
+	m.OnChange(func(removed, added []string) {
+		heard = append(heard, fmt.Sprintf("-%v +%v", removed, added))
+	})
+	m.MustRegister(echoTool("keep"), echoTool("old"), echoTool("gone"))
+	m.Swap([]string{"old", "gone"}, []tool.Tool{echoTool("old"), echoTool("new"), echoTool("keep")})
+	m.Unregister("new", "absent")
+	m.Swap(nil, []tool.Tool{echoTool("keep")})
+	want := []string{"-[] +[keep old gone]", "-[gone] +[new]", "-[new] +[]"}
+	if !slices.Equal(heard, want) {
+		t.Errorf("heard %q, want %q", heard, want)
 	}
 }
 
