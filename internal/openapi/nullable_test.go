@@ -89,3 +89,62 @@ components:
 		t.Errorf("manager's description: %v", d)
 	}
 }
+
+// TestNullableReadOnlyLeftOut: a read-only property is left out of the arguments
+// (and of required) when it is nullable too: nullable beside an allOf whose part is
+// read-only (a component that only responses carry), and nullable beside a $ref to an
+// untyped read-only schema. Moving the allOf into an "or null" alternative must not
+// hide that it is read-only, or the model is told to send what the API refuses.
+func TestNullableReadOnlyLeftOut(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := writeSpec(t, "nullable-ro.yaml", `openapi: 3.0.3
+info: {title: docs, version: "1"}
+paths:
+  /docs:
+    post:
+      operationId: addDoc
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [title, audit, stamp, plain]
+              properties:
+                title: {type: string}
+                audit:
+                  nullable: true
+                  allOf: [{$ref: "#/components/schemas/Audit"}]
+                stamp:
+                  $ref: "#/components/schemas/Stamp"
+                  nullable: true
+                plain:
+                  allOf: [{$ref: "#/components/schemas/Audit"}]
+      responses:
+        "200": {description: ok}
+components:
+  schemas:
+    Audit:
+      type: object
+      readOnly: true
+      properties: {by: {type: string}}
+    Stamp:
+      readOnly: true
+      properties: {at: {type: string}}
+`)
+	_, m := load(t, Config{Name: "docs", Spec: spec, BaseURL: srv.URL})
+	s := schemaOf(t, m, "docs__addDoc")
+	for _, name := range []string{"plain", "audit", "stamp"} {
+		if p := prop(s, name); p != nil {
+			t.Errorf("read-only %s offered to the model: %v", name, p)
+		}
+	}
+	if req, _ := s["required"].([]any); len(req) != 1 || req[0] != "title" {
+		t.Errorf("required %v, want [title]", s["required"])
+	}
+	res := call(t, m, "docs__addDoc", `{"title":"t"}`)
+	if res.IsError {
+		t.Errorf("a call without the read-only properties: %s", res.Text())
+	}
+}

@@ -318,7 +318,23 @@ func isReadOnly(schema any) bool {
 		return true
 	}
 	parts, _ := s["allOf"].([]any)
-	return slices.ContainsFunc(parts, isReadOnly)
+	if slices.ContainsFunc(parts, isReadOnly) {
+		return true
+	}
+	// A nullable read-only schema, as nullComposition and orNull write it: null or
+	// something read-only.
+	alts, _ := s["anyOf"].([]any)
+	others := 0
+	for _, a := range alts {
+		if m, ok := a.(map[string]any); ok && m["type"] == "null" && len(m) == 1 {
+			continue
+		}
+		if !isReadOnly(a) {
+			return false
+		}
+		others++
+	}
+	return others > 0 && len(alts) > others
 }
 
 // dropRequired removes names from s's required list: a read-only property's
