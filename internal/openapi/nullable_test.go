@@ -40,6 +40,10 @@ paths:
                   nullable: true
                 buddy:
                   allOf: [{$ref: "#/components/schemas/Person"}]
+                mentor:
+                  type: object
+                  nullable: true
+                  allOf: [{$ref: "#/components/schemas/Person"}]
       responses:
         "200": {description: ok}
 components:
@@ -71,6 +75,10 @@ components:
 		{`{"name":"ada","contact":{"fax":"1"}}`, false}, // neither an email nor a phone
 		{`{"name":"ada","team":"green"}`, false},
 		{`{"name":"ada","buddy":null}`, false}, // not nullable
+		// A type beside nullable and the allOf (as some generators write it).
+		{`{"name":"ada","mentor":null}`, true},
+		{`{"name":"ada","mentor":{"name":"bob"}}`, true},
+		{`{"name":"ada","mentor":{}}`, false},
 	} {
 		res := call(t, m, "people__addPerson", tc.args)
 		if tc.ok {
