@@ -85,6 +85,8 @@ var breaksOldReplicas = []struct {
 	{regexp.MustCompile(`(?is)\bALTER\s+TABLE\s+\S+\s+DROP\s+(?:IF\s+EXISTS\s+)?[a-z_]+\s*(?:,|;|CASCADE|RESTRICT)`), "drops a column old replicas name"},
 	{regexp.MustCompile(`(?is)\bRENAME\b`), "renames what old replicas name"},
 	{regexp.MustCompile(`(?is)\bALTER\s+COLUMN\b[^;]*\b(TYPE|SET\s+NOT\s+NULL)\b`), "changes a column old replicas write"},
+	// PostgreSQL lets ALTER stand without COLUMN: ALTER TABLE t ALTER c TYPE int.
+	{regexp.MustCompile(`(?is)\bALTER\s+[a-z_"]+\s+(?:SET\s+DATA\s+)?(?:TYPE|SET\s+NOT\s+NULL)\b`), "changes a column old replicas write"},
 	{regexp.MustCompile(`(?is)\bADD\s+(CONSTRAINT|CHECK|UNIQUE|PRIMARY\s+KEY|FOREIGN\s+KEY)\b`), "adds a constraint old replicas' writes may break"},
 }
 
@@ -146,6 +148,10 @@ func TestPostgresMigrationsOnlyAdd(t *testing.T) {
 		"ALTER TABLE tool_calls RENAME COLUMN owner TO replica;",
 		"ALTER TABLE tool_calls ALTER COLUMN name TYPE varchar(100);",
 		"ALTER TABLE tool_calls ALTER COLUMN arguments SET NOT NULL;",
+		// COLUMN is optional after ALTER in PostgreSQL.
+		"ALTER TABLE tool_calls ALTER name TYPE varchar(100);",
+		"ALTER TABLE tool_calls ALTER arguments SET NOT NULL;",
+		"ALTER TABLE tool_calls ALTER COLUMN name SET DATA TYPE varchar(100);",
 		"ALTER TABLE tool_calls ADD COLUMN region text NOT NULL;",
 		"ALTER TABLE tool_calls ADD CONSTRAINT name_short CHECK (length(name) < 64);",
 		"CREATE UNIQUE INDEX x ON tool_calls (session_id, tool_call_id);",

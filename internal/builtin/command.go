@@ -314,7 +314,7 @@ func commandResult(job *sandbox.Job, ctxErr error, canRead bool) (*tool.Result, 
 	writeOutput(&w, info.ID, out, info, canRead)
 	structured, err := json.Marshal(commandOutput{
 		JobID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
-		Stdout: out[0].text, Stderr: out[1].text, DurationMS: info.Duration.Milliseconds(),
+		Stdout: out[0].raw, Stderr: out[1].raw, DurationMS: info.Duration.Milliseconds(),
 		Truncated: info.Truncated || out[0].start > 0 || out[1].start > 0,
 		Reason:    info.Reason, OOMKills: info.OOMKills,
 	})

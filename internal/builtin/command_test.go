@@ -365,8 +365,9 @@ func TestCommandInRemovedWorkdir(t *testing.T) {
 }
 
 // TestExecuteOutputAsATerminalShowsIt: colours and a progress bar rewritten with CR
-// reach the model as a terminal would leave them, in the text and the structured
-// output; read_job_output still gives the raw bytes, at the same offsets.
+// reach the model as a terminal would leave them, in the text; the structured output
+// (what tool_chain scripts and MCP clients' code read) and read_job_output keep the
+// bytes as written.
 func TestExecuteOutputAsATerminalShowsIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sandbox.Config{})
@@ -377,11 +378,35 @@ func TestExecuteOutputAsATerminalShowsIt(t *testing.T) {
 		t.Errorf("text %q: want the output as a terminal shows it", text)
 	}
 	out := decode[execOut](t, res)
-	if out.Stdout != "PASS ok\nfetching 100%\n" || out.Stderr != "warn\n" {
-		t.Errorf("structured stdout %q, stderr %q", out.Stdout, out.Stderr)
+	if out.Stdout != "\x1b[1;32mPASS\x1b[0m ok\n\rfetching  10%\rfetching  50%\rfetching 100%\n" || out.Stderr != "\x1b[31mwarn\x1b[0m\n" {
+		t.Errorf("structured stdout %q, stderr %q: want the bytes as written", out.Stdout, out.Stderr)
 	}
 	raw := decode[readOut](t, e.mustCall(t, sess, "read_job_output", map[string]any{"job_id": out.JobID, "offset": 0}))
 	if !strings.HasPrefix(raw.Data, "\x1b[1;32mPASS\x1b[0m ok\n\rfetching  10%\rfetching  50%") {
 		t.Errorf("read_job_output %q: want the raw bytes", raw.Data)
+	}
+}
+
+// TestStructuredOutputKeepsData: a script reads a command's structured stdout as data:
+// CRLF rows, a file with CR line ends, a lone CR inside a field. The terminal view
+// (the text) shows the last rewrite of each line; the structured stdout loses nothing,
+// in execute_command and in await_job.
+func TestStructuredOutputKeepsData(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	sess := newSession("s1", t.TempDir())
+	const data = "id,name\r\n1,ada\r\nmac\rline2\rline3\n"
+	cmd := `printf 'id,name\r\n1,ada\r\nmac\rline2\rline3\n'`
+	res := e.mustCall(t, sess, "execute_command", map[string]any{"command": cmd})
+	if out := decode[execOut](t, res); out.Stdout != data || out.Truncated {
+		t.Errorf("execute_command structured stdout %q (truncated %v), want %q", out.Stdout, out.Truncated, data)
+	}
+	if !strings.HasSuffix(res.Text(), "1,ada\nline3") {
+		t.Errorf("text %q: want the terminal's view", res.Text())
+	}
+	bg := decode[execOut](t, e.mustCall(t, sess, "execute_command", map[string]any{"command": cmd, "background": true}))
+	aw := decode[execOut](t, e.mustCall(t, sess, "await_job", map[string]any{"job_id": bg.JobID, "timeout_ms": 10000}))
+	if aw.Stdout != data {
+		t.Errorf("await_job structured stdout %q, want %q", aw.Stdout, data)
 	}
 }

@@ -226,7 +226,7 @@ func (t *awaitJob) Run(ctx *tool.Context, raw json.RawMessage) (*tool.Result, er
 	res := awaitOutput{
 		commandOutput: commandOutput{
 			JobID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
-			Stdout: out[0].text, Stderr: out[1].text, DurationMS: info.Duration.Milliseconds(),
+			Stdout: out[0].raw, Stderr: out[1].raw, DurationMS: info.Duration.Milliseconds(),
 			Truncated: info.Truncated || out[0].start > from[0] || out[1].start > from[1],
 			Reason:    info.Reason, OOMKills: info.OOMKills,
 		},

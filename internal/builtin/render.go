@@ -125,16 +125,19 @@ func (p *pump) flush() {
 
 // shown is the part of one stream a result shows.
 type shown struct {
-	text    string
-	from    int64 // the first byte the caller asked for
-	start   int64 // the first byte shown
-	end     int64 // the byte after the last one shown
-	invalid bool  // bytes were replaced by U+FFFD
+	text    string // as a terminal shows it (asTerminalShows), for the model
+	raw     string // the bytes as written (made valid UTF-8), for the structured output
+	from    int64  // the first byte the caller asked for
+	start   int64  // the first byte shown
+	end     int64  // the byte after the last one shown
+	invalid bool   // bytes were replaced by U+FFFD
 }
 
 // showStream reads stream [from, end) keeping only the last budget bytes, cut at a
-// line start (or at least a character start) when it has to cut, as a terminal shows
-// them (asTerminalShows).
+// line start (or at least a character start) when it has to cut: as written, and as
+// a terminal shows them (asTerminalShows). The model reads the terminal's view; the
+// structured output, which code reads as data (a tool_chain script splitting CRLF
+// rows, a file with CR line ends), keeps the bytes.
 func showStream(job *sandbox.Job, stream string, from, end int64, budget int) (shown, error) {
 	s := shown{from: from, start: max(from, end-int64(budget)), end: end}
 	if s.start >= end {
@@ -156,8 +159,8 @@ func showStream(job *sandbox.Job, stream string, from, end int64, budget int) (s
 		data = data[skip:]
 		s.start += int64(skip)
 	}
-	s.text, s.invalid = sanitize(data)
-	s.text = asTerminalShows(s.text)
+	s.raw, s.invalid = sanitize(data)
+	s.text = asTerminalShows(s.raw)
 	return s, nil
 }
 

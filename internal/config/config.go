@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/publicsuffix"
 )
 
 // Config is the whole configuration. The mapstructure tags are the YAML keys; the
@@ -664,6 +665,26 @@ func decoderOptions(dc *mapstructure.DecoderConfig) {
 	)
 }
 
+// ownWildcard reports whether a cors.allowed_origins entry with a "*" stands for the
+// names under one registrable domain (https://*.example.com, *.localhost), not for
+// every host, or those under a public suffix (*.com, *.co.uk, *.github.io) where
+// anyone can have a site.
+func ownWildcard(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	d, ok := strings.CutPrefix(strings.ToLower(u.Hostname()), "*.")
+	if !ok || d == "" || strings.Contains(d, "*") {
+		return false
+	}
+	if d == "localhost" {
+		return true // browsers resolve its names to loopback themselves
+	}
+	suffix, _ := publicsuffix.PublicSuffix(d)
+	return suffix != d
+}
+
 // strictOptionalBool refuses anything but true or false for the optional switches
 // (*bool: an MCP server's enabled and trust_annotations, which default to true):
 // weak decoding read trust_annotations: 5 as true and "" as false, and a switch that
@@ -1129,6 +1150,15 @@ func (c Config) Validate() error {
 		// Without keys, every request is an admin's: any page the user opens could
 		// run commands through the daemon.
 		bad("cors.allowed_origins", "* is refused with auth.unauthenticated: every web page a browser on this machine opens could call the daemon as an admin (run commands, decide approvals); list the origins of your own pages instead, or use keys")
+	}
+	if c.Auth.Unauthenticated {
+		for _, o := range c.CORS.AllowedOrigins {
+			if o != "*" && strings.Contains(o, "*") && !ownWildcard(o) {
+				// As wide as *: https://* is every https page, https://*.com every
+				// .com site's, https://*.github.io anyone's GitHub Pages.
+				bad("cors.allowed_origins", "%q is refused with auth.unauthenticated: its * matches pages of sites anyone can make, which could call the daemon as an admin; with auth.unauthenticated a * may only stand for the names under a domain of your own (https://*.example.com)", o)
+			}
+		}
 	}
 	if c.CORS.MaxAge < 0 {
 		bad("cors.max_age", "must not be negative")

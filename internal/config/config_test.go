@@ -129,6 +129,13 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"unauthenticated off loopback", []string{"--addr", "0.0.0.0:8080"}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "auth.unauthenticated"},
 		{"unauthenticated on all interfaces", []string{"--addr", ":8080"}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "auth.unauthenticated"},
 		{"unauthenticated for any page", []string{"--config", write("cors:\n  allowed_origins: [\"https://console.example.com\", \"*\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins: * is refused with auth.unauthenticated"},
+		// A wildcard as wide as *: every page of a scheme, of a top-level domain, or of a
+		// suffix anyone can host pages under.
+		{"unauthenticated for any https page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
+		{"unauthenticated for any http page on a port", []string{"--config", write("cors:\n  allowed_origins: [\"http://*:3000\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
+		{"unauthenticated for any .com page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.com\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
+		{"unauthenticated for any github.io page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.GitHub.io\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
+		{"unauthenticated for any co.uk page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.co.uk\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
 		{"short key hash", []string{"--config", write("auth:\n  keys:\n    - {name: x, roles: [agent], sha256: abc}\n")}, nil, "auth.keys[0]"},
 		{"negative rate", nil, []string{"TOOLSERVER_AUTH_RATE_LIMIT_REQUESTS_PER_SECOND=-1"}, "auth.rate_limit"},
 		{"chain risk", nil, []string{"TOOLSERVER_CHAIN_MAX_RISK_WITHOUT_APPROVAL=extreme"}, "chain.max_risk_without_approval"},
@@ -521,6 +528,11 @@ func TestCORSOriginsAreOrigins(t *testing.T) {
 	c, err := Load(nil, []string{"TOOLSERVER_CORS_ALLOWED_ORIGINS=https://console.example.com,http://127.0.0.1:5173,https://*.example.com,*"})
 	if err != nil || len(c.CORS.AllowedOrigins) != 4 {
 		t.Fatalf("valid origins: %v %v", c.CORS.AllowedOrigins, err)
+	}
+	// Without keys, a wildcard under one's own domain (and *.localhost) still loads.
+	c, err = Load(nil, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true", "TOOLSERVER_CORS_ALLOWED_ORIGINS=https://*.example.com,http://*.localhost:5173,https://*.corp.example.co.uk"})
+	if err != nil || len(c.CORS.AllowedOrigins) != 3 {
+		t.Fatalf("unauthenticated with narrow wildcards: %v %v", c.CORS.AllowedOrigins, err)
 	}
 }
 

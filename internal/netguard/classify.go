@@ -63,27 +63,35 @@ var (
 	ipv4Compatible = netip.MustParsePrefix("::/96")
 )
 
-// Cloud instance-metadata addresses: AWS, GCP, Azure and others on IPv4, AWS on IPv6.
-var (
-	metadataV4 = netip.MustParseAddr("169.254.169.254")
-	metadataV6 = netip.MustParseAddr("fd00:ec2::254")
-)
+// credentialRanges hold the services that hand out a machine's cloud credentials,
+// which no wildcard reaches: the link-local ranges (169.254.169.254, ECS tasks'
+// 169.254.170.2, EKS pods' 169.254.170.23: a service of the host or its cloud, never
+// a zone's own server), AWS's IPv6 services (fd00:ec2::254, EKS's fd00:ec2::23) and
+// Alibaba Cloud's metadata address.
+var credentialRanges = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("100.100.100.200/32"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("fd00:ec2::/32"),
+}
 
-// isMetadataAddr reports whether ip is a cloud metadata address, its IPv4-mapped,
-// IPv4-compatible, NAT64 and 6to4 forms included.
+// isMetadataAddr reports whether ip is a cloud metadata or credentials address
+// (credentialRanges), its IPv4-mapped, IPv4-compatible, NAT64 and 6to4 forms included.
 func isMetadataAddr(ip netip.Addr) bool {
 	ip = ip.WithZone("").Unmap()
-	if ip == metadataV4 || ip == metadataV6 {
-		return true
+	for _, p := range credentialRanges {
+		if p.Contains(ip) {
+			return true
+		}
 	}
 	b := ip.As16()
 	switch {
 	case !ip.Is6():
 		return false
 	case nat64.Contains(ip), ipv4Compatible.Contains(ip):
-		return netip.AddrFrom4([4]byte(b[12:16])) == metadataV4
+		return isMetadataAddr(netip.AddrFrom4([4]byte(b[12:16])))
 	case sixTo4.Contains(ip):
-		return netip.AddrFrom4([4]byte(b[2:6])) == metadataV4
+		return isMetadataAddr(netip.AddrFrom4([4]byte(b[2:6])))
 	}
 	return false
 }

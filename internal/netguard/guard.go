@@ -33,8 +33,9 @@ type Config struct {
 	// AllowHosts are host names whose addresses are allowed whatever they are (an
 	// internal docs server). "*.example.com" allows every name under example.com,
 	// but for the cloud metadata service: a metadata host name, or a name that
-	// resolves to a metadata address, needs to be named exactly here (or its address
-	// be in AllowCIDRs). An IP address here is the same as in AllowCIDRs.
+	// resolves to a metadata or credentials address (any link-local one, ECS's
+	// 169.254.170.2 among them; see credentialRanges), needs to be named exactly
+	// here (or its address be in AllowCIDRs). An IP address here is the same as in AllowCIDRs.
 	AllowHosts []string
 	// AllowCIDRs are address ranges that are allowed ("10.1.2.0/24"); a bare address
 	// stands for itself.

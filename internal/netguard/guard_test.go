@@ -378,3 +378,52 @@ func TestWildcardNeverReachesMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestWildcardNeverReachesOtherCredentialServices: 169.254.169.254 is not the only
+// address that hands out a machine's cloud credentials. ECS tasks get theirs from
+// 169.254.170.2, EKS pods from 169.254.170.23 (fd00:ec2::23 over IPv6), Alibaba
+// Cloud's metadata is 100.100.100.200, and any link-local address is a service of
+// the host or its cloud, never a zone's internal server. A wildcard reaches none of
+// them; an exact name or an address range still does.
+func TestWildcardNeverReachesOtherCredentialServices(t *testing.T) {
+	t.Parallel()
+	resolver := fakeResolver{
+		"ecs.corp.internal":   {"169.254.170.2"},
+		"eks.corp.internal":   {"169.254.170.23"},
+		"eks6.corp.internal":  {"fd00:ec2::23"},
+		"ali.corp.internal":   {"100.100.100.200"},
+		"ll.corp.internal":    {"169.254.1.1"},
+		"ll6.corp.internal":   {"fe80::1"},
+		"nat.corp.internal":   {"64:ff9b::a9fe:aa02"}, // 169.254.170.2
+		"cgnat.corp.internal": {"100.64.0.7"},         // a private zone's host
+		"docs.corp.internal":  {"10.0.0.5"},
+		"ecs.exact.test":      {"169.254.170.2"},
+	}
+	wild := mustGuard(t, Config{AllowHosts: []string{"*.internal", "ecs.exact.test"}, Resolver: resolver})
+	cidr := mustGuard(t, Config{AllowHosts: []string{"*.internal"}, AllowCIDRs: []string{"169.254.170.2/32"}, Resolver: resolver})
+	for _, tt := range []struct {
+		g       *Guard
+		host    string
+		allowed bool
+	}{
+		{wild, "ecs.corp.internal", false},
+		{wild, "eks.corp.internal", false},
+		{wild, "eks6.corp.internal", false},
+		{wild, "ali.corp.internal", false},
+		{wild, "ll.corp.internal", false},
+		{wild, "ll6.corp.internal", false},
+		{wild, "nat.corp.internal", false},
+		{wild, "cgnat.corp.internal", true},
+		{wild, "docs.corp.internal", true},
+		{wild, "ecs.exact.test", true},
+		{cidr, "ecs.corp.internal", true},
+	} {
+		_, err := tt.g.Resolve(context.Background(), "tcp", tt.host)
+		switch {
+		case tt.allowed && err != nil:
+			t.Errorf("%s: %v, want allowed", tt.host, err)
+		case !tt.allowed && (err == nil || !errors.Is(err, ErrDenied)):
+			t.Errorf("%s: %v, want refused", tt.host, err)
+		}
+	}
+}

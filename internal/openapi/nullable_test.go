@@ -40,6 +40,10 @@ paths:
                   nullable: true
                 buddy:
                   allOf: [{$ref: "#/components/schemas/Person"}]
+                mentor:
+                  type: object
+                  nullable: true
+                  allOf: [{$ref: "#/components/schemas/Person"}]
       responses:
         "200": {description: ok}
 components:
@@ -71,6 +75,10 @@ components:
 		{`{"name":"ada","contact":{"fax":"1"}}`, false}, // neither an email nor a phone
 		{`{"name":"ada","team":"green"}`, false},
 		{`{"name":"ada","buddy":null}`, false}, // not nullable
+		// A type beside nullable and the allOf (as some generators write it).
+		{`{"name":"ada","mentor":null}`, true},
+		{`{"name":"ada","mentor":{"name":"bob"}}`, true},
+		{`{"name":"ada","mentor":{}}`, false},
 	} {
 		res := call(t, m, "people__addPerson", tc.args)
 		if tc.ok {
@@ -87,5 +95,64 @@ components:
 	}
 	if d := prop(schemaOf(t, m, "people__addPerson"), "manager")["description"]; d != "The person's manager, null for none." {
 		t.Errorf("manager's description: %v", d)
+	}
+}
+
+// TestNullableReadOnlyLeftOut: a read-only property is left out of the arguments
+// (and of required) when it is nullable too: nullable beside an allOf whose part is
+// read-only (a component that only responses carry), and nullable beside a $ref to an
+// untyped read-only schema. Moving the allOf into an "or null" alternative must not
+// hide that it is read-only, or the model is told to send what the API refuses.
+func TestNullableReadOnlyLeftOut(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := writeSpec(t, "nullable-ro.yaml", `openapi: 3.0.3
+info: {title: docs, version: "1"}
+paths:
+  /docs:
+    post:
+      operationId: addDoc
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [title, audit, stamp, plain]
+              properties:
+                title: {type: string}
+                audit:
+                  nullable: true
+                  allOf: [{$ref: "#/components/schemas/Audit"}]
+                stamp:
+                  $ref: "#/components/schemas/Stamp"
+                  nullable: true
+                plain:
+                  allOf: [{$ref: "#/components/schemas/Audit"}]
+      responses:
+        "200": {description: ok}
+components:
+  schemas:
+    Audit:
+      type: object
+      readOnly: true
+      properties: {by: {type: string}}
+    Stamp:
+      readOnly: true
+      properties: {at: {type: string}}
+`)
+	_, m := load(t, Config{Name: "docs", Spec: spec, BaseURL: srv.URL})
+	s := schemaOf(t, m, "docs__addDoc")
+	for _, name := range []string{"plain", "audit", "stamp"} {
+		if p := prop(s, name); p != nil {
+			t.Errorf("read-only %s offered to the model: %v", name, p)
+		}
+	}
+	if req, _ := s["required"].([]any); len(req) != 1 || req[0] != "title" {
+		t.Errorf("required %v, want [title]", s["required"])
+	}
+	res := call(t, m, "docs__addDoc", `{"title":"t"}`)
+	if res.IsError {
+		t.Errorf("a call without the read-only properties: %s", res.Text())
 	}
 }

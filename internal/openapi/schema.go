@@ -109,10 +109,10 @@ func (in *inliner) inline(v any, stack []string) any {
 			}
 		}
 		dropRequired(out, readOnly)
-		untypedNull := convert30(out)
+		nullable := convert30(out)
 		keepDiscriminatorValues(x, out)
 		oneOfAsAnyOf(out)
-		if untypedNull {
+		if nullable {
 			nullComposition(out)
 		}
 		return out
@@ -190,10 +190,11 @@ func (in *inliner) ref(ref string, obj map[string]any, stack []string) any {
 	return merged
 }
 
-// nullComposition lets s, an untyped schema marked nullable, take null: its allOf and
-// anyOf (a oneOf is an anyOf by now) move into one alternative of an anyOf whose other
-// is null. 3.0.3 reads nullable without a type as nothing, but that is how generators
-// write a nullable reference (nullable beside allOf: [$ref]), and the APIs take null.
+// nullComposition lets s, a schema marked nullable, take null: its allOf and anyOf (a
+// oneOf is an anyOf by now) move into one alternative of an anyOf whose other is null.
+// 3.0.3 reads nullable without a type as nothing, and with a type as adding null to
+// the type only, but that is how generators write a nullable reference (nullable
+// beside allOf: [$ref], with or without type: object), and the APIs take null.
 func nullComposition(s map[string]any) {
 	rest := map[string]any{}
 	for _, k := range []string{"allOf", "anyOf"} {
@@ -318,7 +319,23 @@ func isReadOnly(schema any) bool {
 		return true
 	}
 	parts, _ := s["allOf"].([]any)
-	return slices.ContainsFunc(parts, isReadOnly)
+	if slices.ContainsFunc(parts, isReadOnly) {
+		return true
+	}
+	// A nullable read-only schema, as nullComposition and orNull write it: null or
+	// something read-only.
+	alts, _ := s["anyOf"].([]any)
+	others := 0
+	for _, a := range alts {
+		if m, ok := a.(map[string]any); ok && m["type"] == "null" && len(m) == 1 {
+			continue
+		}
+		if !isReadOnly(a) {
+			return false
+		}
+		others++
+	}
+	return others > 0 && len(alts) > others
 }
 
 // dropRequired removes names from s's required list: a read-only property's
@@ -342,12 +359,13 @@ func dropRequired(s map[string]any, names []string) {
 }
 
 // convert30 rewrites OpenAPI 3.0 schema keywords to their JSON Schema meaning. It
-// reports a nullable schema without a type, which it cannot say takes null by its
-// type (see nullComposition).
-func convert30(s map[string]any) (untypedNull bool) {
+// reports a schema marked nullable: its type says it takes null, but its allOf or
+// anyOf may not, and a schema without a type cannot say it by its type (see
+// nullComposition).
+func convert30(s map[string]any) (nullable bool) {
 	if n, ok := s["nullable"].(bool); ok {
 		delete(s, "nullable")
-		untypedNull = n && s["type"] == nil
+		nullable = n
 		if n {
 			switch t := s["type"].(type) {
 			case string:
@@ -372,7 +390,7 @@ func convert30(s map[string]any) (untypedNull bool) {
 			}
 		}
 	}
-	return untypedNull
+	return nullable
 }
 
 // keepDiscriminatorValues writes into each alternative of raw's oneOf or anyOf (out is
