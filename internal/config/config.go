@@ -1142,8 +1142,11 @@ func (c Config) Validate() error {
 	for _, o := range c.CORS.AllowedOrigins {
 		// Browsers send scheme://host[:port]; go-chi/cors allows one * in the host.
 		if u, err := url.Parse(o); o != "*" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Count(o, "*") > 1) {
-			bad("cors.allowed_origins", "%q is not an origin like https://console.example.com or https://*.example.com (no path, not even /; one * at most) or *", o)
+			u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Count(o, "*") > 1 ||
+			// A * stands for whole leading labels: https://*example.com would let
+			// https://evilexample.com in.
+			strings.Contains(u.Hostname(), "*") && !strings.HasPrefix(u.Hostname(), "*.")) {
+			bad("cors.allowed_origins", "%q is not an origin like https://console.example.com or https://*.example.com (no path, not even /; one * at most, standing for the labels before a dot) or *", o)
 		}
 	}
 	if c.Auth.Unauthenticated && slices.Contains(c.CORS.AllowedOrigins, "*") {
