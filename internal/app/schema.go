@@ -1,7 +1,9 @@
 package app
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -40,4 +42,21 @@ func schemaInfo(s store.Store) map[string]int {
 	}
 	sc := r.Schema()
 	return map[string]int{"version": sc.Version, "binary": sc.Binary}
+}
+
+// warnReadableDatabase warns when the SQLite database can be read by users other than
+// the daemon's: it holds every call's arguments and results. One this release made is
+// 0600; an older release's kept the umask's mode (0644 by default), which the daemon
+// does not change on its own (an operator may have set it on purpose).
+func warnReadableDatabase(log *slog.Logger, s store.Store) {
+	p, ok := s.(interface{ Path() string })
+	if !ok {
+		return
+	}
+	fi, err := os.Stat(p.Path())
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	log.Warn("the store's database file can be read by other users", "path", p.Path(), "mode", fmt.Sprintf("%04o", fi.Mode().Perm()),
+		"effect", "it holds every call's arguments and results; make it private: chmod 600 "+p.Path()+"*")
 }

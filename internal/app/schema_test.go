@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -127,4 +128,29 @@ func TestStoreSchemaReported(t *testing.T) {
 			t.Fatalf("/readyz info.schema = %v, want version %d binary %d", s, newer, latest)
 		}
 	})
+}
+
+// TestReadableDatabaseWarned: a database an older release made with the umask's mode
+// (0644) can be read by every local user; the daemon, which leaves its mode alone,
+// says so at start with what to run. A private one is not warned about.
+func TestReadableDatabaseWarned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := func(t *testing.T) string {
+		var logs lockedBuffer
+		testdaemon.StartWithLog(t, func(c *config.Config) { c.DataDir = dir }, slog.New(slog.NewJSONHandler(&logs, nil)))
+		return logs.String()
+	}
+	const msg = "the store's database file can be read by other users"
+	if logs := start(t); logLine(t, logs, msg) != nil {
+		t.Fatalf("a new (0600) database warned about: %s", logs)
+	}
+	path := filepath.Join(dir, store.SQLiteFileName)
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := logLine(t, start(t), msg)
+	if l == nil || l["level"] != "WARN" || l["mode"] != "0644" || !strings.Contains(l["effect"].(string), "chmod 600 "+path) {
+		t.Fatalf("want a warning naming the mode and the chmod to run: %v", l)
+	}
 }
