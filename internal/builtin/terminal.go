@@ -24,7 +24,7 @@ func asTerminalShows(s string) string {
 		if strings.IndexByte(line, 0x1b) >= 0 {
 			// Line by line: a sequence left open (an OSC without its end, in binary
 			// output) takes the rest of its line at most, not the rest of the output.
-			line = ansi.Strip(line)
+			line = ansi.Strip(lineMoves.Replace(line))
 		}
 		b.WriteString(lastRewrite(line))
 		if nl {
@@ -34,14 +34,26 @@ func asTerminalShows(s string) string {
 	return b.String()
 }
 
+// lineMoves turns the escape sequences progress bars rewrite a line with into what
+// lastRewrite reads: moving the cursor to the first column (Node's cursorTo(0),
+// ESC [ G) into a CR, and erasing the line (ESC [ K, ESC [ 2 K) into a NUL, which
+// output holds no more of (sanitize replaced them), so that a line erased after its
+// last CR shows empty.
+var lineMoves = strings.NewReplacer("\x1b[G", "\r", "\x1b[0G", "\r", "\x1b[1G", "\r",
+	"\x1b[K", "\x00", "\x1b[0K", "\x00", "\x1b[1K", "\x00", "\x1b[2K", "\x00")
+
 // lastRewrite is what a line rewritten with CR shows at its end: the text after its
 // last CR, or after the last CR that is followed by text (a line ending in CR, or CRLF,
-// keeps its text), with each BS taking back the character before it.
+// keeps its text; one followed by an erased line, a NUL here, shows nothing), with
+// each BS taking back the character before it.
 func lastRewrite(line string) string {
 	if i := strings.LastIndexByte(strings.TrimRight(line, "\r"), '\r'); i >= 0 {
 		line = line[i+1:]
 	}
 	line = strings.TrimRight(line, "\r")
+	if strings.IndexByte(line, 0) >= 0 {
+		line = strings.ReplaceAll(line, "\x00", "")
+	}
 	if strings.IndexByte(line, '\b') < 0 {
 		return line
 	}

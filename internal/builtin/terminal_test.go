@@ -25,6 +25,10 @@ func TestAsTerminalShows(t *testing.T) {
 		{"a\x1b]0;title never ended\nline2\nline3\n", "a\nline2\nline3\n"},
 		{"a\x1bPdcs\nline2\n", "a\nline2\n"},
 		{"a\x1b[12\nline2\n", "a\nline2\n"},
+		{"frame1\x1b[2K\x1b[1Gframe2\x1b[2K\x1b[1Gframe3\n", "frame3\n"},
+		{"spinner\x1b[G\x1b[Kdone\n", "done\n"},
+		{"Downloading 100%\r\x1b[K\nnext\n", "\nnext\n"},
+		{"kept\x1b[K\n", "kept\n"},
 	} {
 		if got := asTerminalShows(tc.in); got != tc.want {
 			t.Errorf("asTerminalShows(%q) = %q, want %q", tc.in, got, tc.want)
