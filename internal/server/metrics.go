@@ -41,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer, maxCall time.Duration) *Metrics {
 		}, []string{"route", "method", "code"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "toolserverd_http_request_duration_seconds", Help: "HTTP request duration by route pattern (whole stream for NDJSON routes).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+			Buckets: reaching(prometheus.ExponentialBuckets(0.0005, 4, 10), maxCall),
 		}, []string{"route", "method"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolserverd_tool_calls_total", Help: "Tool calls by tool and outcome (ok or the error kind).",
@@ -67,7 +67,13 @@ func NewMetrics(reg prometheus.Registerer, maxCall time.Duration) *Metrics {
 // (a call stopped at its timeout takes a little longer to end), so that a call that
 // runs for as long as it may still lands in a finite bucket: 14 for 30 minutes.
 func CallBuckets(maxCall time.Duration) []float64 {
-	b := prometheus.ExponentialBuckets(0.0001, 4, 12)
+	return reaching(prometheus.ExponentialBuckets(0.0001, 4, 12), maxCall)
+}
+
+// reaching is b (×4 each) with as many more bounds as it takes to pass maxCall by a
+// tenth. The HTTP duration histogram gets it too: a tool-call request's stream lasts
+// as long as its calls (131 s was its top bound, below a call's default maximum).
+func reaching(b []float64, maxCall time.Duration) []float64 {
 	for b[len(b)-1] < 1.1*maxCall.Seconds() {
 		b = append(b, b[len(b)-1]*4)
 	}

@@ -43,4 +43,9 @@ func TestCallDurationBucketsCoverMaxTimeout(t *testing.T) {
 			t.Errorf("%s: top bucket %gs, below calls.max_timeout %s", name, top, maxTimeout)
 		}
 	}
+	// A tool-call request's stream lasts as long as its calls.
+	route := map[string]string{"route": "/v1/sessions/{sessionID}/tool-calls", "method": "POST"}
+	if top := topBucket(series(fams, "toolserverd_http_request_duration_seconds", route)); top < maxTimeout.Seconds() {
+		t.Errorf("toolserverd_http_request_duration_seconds: top bucket %gs, below calls.max_timeout %s", top, maxTimeout)
+	}
 }
