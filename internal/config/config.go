@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -840,6 +841,18 @@ func (c *Config) SecretEnvNames() []string {
 		add("PGSERVICEFILE")
 	}
 	add(c.ApprovalWebhook.SecretEnv)
+	// An MCP server's url, headers and env may name variables as ${NAME} (tokens for
+	// its headers); $${ is a literal ${.
+	for _, m := range c.MCPServers {
+		vals := append([]string{m.URL}, slices.Collect(maps.Values(m.Headers))...)
+		for _, v := range append(vals, slices.Collect(maps.Values(m.Env))...) {
+			for _, ref := range envReference.FindAllStringSubmatch(v, -1) {
+				if ref[1] == "" {
+					add(ref[2])
+				}
+			}
+		}
+	}
 	for _, o := range c.OpenAPI {
 		a := o.Auth
 		for _, n := range []string{a.BearerTokenEnv, a.APIKeyEnv, a.BasicUsernameEnv, a.BasicPasswordEnv, a.OAuth2.ClientIDEnv, a.OAuth2.ClientSecretEnv} {
@@ -848,6 +861,10 @@ func (c *Config) SecretEnvNames() []string {
 	}
 	return names
 }
+
+// envReference is a ${NAME} in an MCP server's values (mcpproxy.ExpandEnv reads them),
+// with the $ before it when it is written $${NAME}, a literal.
+var envReference = regexp.MustCompile(`(\$?)\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // otherVariables share the TOOLSERVER_ prefix without being keys: the config file's
 // path and toolserverctl's.

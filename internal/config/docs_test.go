@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,23 +137,31 @@ func TestSecretVariableNamedByAKeyIsNoStrayVariable(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	yaml := "approval_webhook: {url: https://hooks.example.com/x, secret_env: TOOLSERVER_WEBHOOK_SECRET}\n" +
-		"openapi:\n  - name: pets\n    spec: https://example.com/openapi.json\n    auth: {bearer_token_env: TOOLSERVER_PETS_TOKEN}\n"
+		"openapi:\n  - name: pets\n    spec: https://example.com/openapi.json\n    auth: {bearer_token_env: TOOLSERVER_PETS_TOKEN}\n" +
+		"mcp_servers:\n  - name: gh\n    transport: streamable_http\n    url: https://mcp.example.com/${TOOLSERVER_GH_PATH}\n" +
+		"    headers: {Authorization: \"Bearer ${TOOLSERVER_GH_TOKEN}\", X-Literal: \"$${TOOLSERVER_LITERAL}\"}\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load([]string{"--config", file}, []string{"TOOLSERVER_WEBHOOK_SECRET=s3cret", "TOOLSERVER_PETS_TOKEN=t", "TOOLSERVER_ADRR=x"})
+	c, err := Load([]string{"--config", file}, []string{"TOOLSERVER_WEBHOOK_SECRET=s3cret", "TOOLSERVER_PETS_TOKEN=t", "TOOLSERVER_ADRR=x",
+		"TOOLSERVER_GH_TOKEN=g", "TOOLSERVER_GH_PATH=p", "TOOLSERVER_LITERAL=l"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stray := false
 	for _, w := range c.Warnings {
-		if strings.Contains(w, "TOOLSERVER_WEBHOOK_SECRET") || strings.Contains(w, "TOOLSERVER_PETS_TOKEN") {
-			t.Errorf("warning about a variable a key names: %s", w)
+		if strings.Contains(w, "TOOLSERVER_WEBHOOK_SECRET") || strings.Contains(w, "TOOLSERVER_PETS_TOKEN") ||
+			strings.Contains(w, "TOOLSERVER_GH_TOKEN") || strings.Contains(w, "TOOLSERVER_GH_PATH") {
+			t.Errorf("warning about a variable a key names (or an MCP server's ${NAME}): %s", w)
 		}
 		stray = stray || strings.Contains(w, "TOOLSERVER_ADRR is not a configuration key")
 	}
 	if !stray {
 		t.Errorf("no warning about the misspelt TOOLSERVER_ADRR: %q", c.Warnings)
+	}
+	// $${NAME} is a literal ${NAME}, not a use of the variable.
+	if !slices.ContainsFunc(c.Warnings, func(w string) bool { return strings.Contains(w, "TOOLSERVER_LITERAL is not a configuration key") }) {
+		t.Errorf("no warning about TOOLSERVER_LITERAL, which only a literal $${…} names: %q", c.Warnings)
 	}
 }
 
