@@ -33,6 +33,7 @@ type Manager struct {
 	memoryDir string   // memory cgroup of this instance, "" without one
 	lock      *os.File // holds the state dir's owner lock (reap.go)
 	hide      []string // physical dirs isolated commands do not see and paths cannot resolve into (Config.Hide)
+	hideFiles []string // physical files likewise (Config.HideFiles)
 
 	mu     sync.Mutex
 	boxes  map[*box]struct{}
@@ -101,6 +102,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	reapStale(cfg.StateDir, m.dir, []string{m.caps.PidsCgroup, m.caps.MemoryCgroup}, cfg.Logger)
 	m.hide = hiddenDirs(append([]string{cfg.StateDir}, cfg.Hide...))
+	m.hideFiles = hiddenFiles(cfg.HideFiles)
 	instance := "toolserverd-" + filepath.Base(m.dir)
 	if cfg.PidsLimit > 0 && m.caps.PidsCgroup != "" {
 		cg, err := makePidsCgroup(m.caps.PidsCgroup, instance, 0)
@@ -157,6 +159,11 @@ func (m *Manager) New(root string, opt Options) (Sandbox, error) {
 		// dir) leaves the root reachable; one inside the root is cut out of it.
 		if h != res.root && within(h, res.root) {
 			res.hidden = append(res.hidden, h)
+		}
+	}
+	for _, f := range m.hideFiles {
+		if within(f, res.root) && !insideAny(f, res.hidden) {
+			res.hiddenFiles = append(res.hiddenFiles, f)
 		}
 	}
 	if m.backend != BackendNone && within(m.dir, res.root) && !insideAny(m.dir, res.hidden) {
@@ -329,4 +336,52 @@ func hiddenDirs(dirs []string) []string {
 	return slices.DeleteFunc(slices.Clone(out), func(p string) bool {
 		return slices.ContainsFunc(out, func(q string) bool { return q != p && within(p, q) })
 	})
+}
+
+// hiddenFiles returns the physical paths of the files (anything but a directory) in
+// files that exist, without duplicates. One that does not exist (yet) has nothing to
+// hide.
+func hiddenFiles(files []string) []string {
+	var out []string
+	for _, f := range files {
+		if f == "" {
+			continue // no config file
+		}
+		p, err := filepath.Abs(f)
+		if err == nil {
+			p, err = filepath.EvalSymlinks(p)
+		}
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// coveredFiles returns the hidden files an isolated command would still see once the
+// hidden dirs are covered and the writable dirs bound back (see bwrapLaunch): those
+// inside no hidden dir, or inside a writable dir deeper than every hidden dir
+// holding them. Those left out are under a tmpfs already, where nothing could be
+// mounted onto them.
+func coveredFiles(files, hide, rw []string) []string {
+	deepest := func(f string, dirs []string) string {
+		d := ""
+		for _, x := range dirs {
+			if within(f, x) && len(x) > len(d) {
+				d = x
+			}
+		}
+		return d
+	}
+	var out []string
+	for _, f := range files {
+		if h := deepest(f, hide); h == "" || len(deepest(f, rw)) > len(h) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
