@@ -651,3 +651,38 @@ func TestResolveRefusesHiddenFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestIsolationKernelControlReadOnly: an isolated command cannot move itself out of
+// its cgroups (a pid written into any cgroup.procs, v1 or v2, fails) nor change a
+// kernel setting: /sys and /proc/sys are read-only in both backends, which is why
+// the permission policy's immune ask for such writes matters in local mode only.
+func TestIsolationKernelControlReadOnly(t *testing.T) {
+	t.Parallel()
+	procs, _ := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
+	if v2, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err == nil && !v2.IsDir() {
+		procs = append(procs, "/sys/fs/cgroup/cgroup.procs")
+	}
+	if len(procs) == 0 {
+		t.Skip("no cgroup file system here")
+	}
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			sb, _ := newSandbox(t, m, Options{})
+			cmd := `before=$(cat /proc/self/cgroup)
+for f in ` + strings.Join(procs, " ") + `; do
+  if (echo $$ > "$f") 2>/dev/null; then echo "wrote $f"; fi
+done
+for f in /proc/sys/kernel/sysrq /proc/sys/vm/overcommit_memory /sys/kernel/mm/ksm/run; do
+  if [ -e "$f" ] && [ -w "$f" ]; then echo "writable $f"; fi
+done
+[ "$before" = "$(cat /proc/self/cgroup)" ] || echo "cgroups changed"
+echo done`
+			j, info := run(t, sb, Cmd{Command: cmd})
+			if out := output(t, j, Stdout); info.Status != StatusExited || out != "done\n" {
+				t.Errorf("%+v: %q %q", info, out, output(t, j, Stderr))
+			}
+		})
+	}
+}
