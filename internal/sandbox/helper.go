@@ -124,7 +124,11 @@ func runHelper(specJSON string, argv []string) error {
 		func() error { return bind(true) },
 		func() error {
 			for _, f := range spec.HideFiles {
-				if err := unix.Mount("/dev/null", f, "", unix.MS_BIND, ""); err != nil {
+				err := unix.Mount("/dev/null", f, "", unix.MS_BIND, "")
+				if errors.Is(err, unix.ENOENT) {
+					continue // gone since the daemon looked: nothing to hide
+				}
+				if err != nil {
 					return fmt.Errorf("hide %s: %w", f, err)
 				}
 			}
@@ -157,7 +161,7 @@ func runHelper(specJSON string, argv []string) error {
 		}
 	}
 	for _, f := range spec.HideFiles {
-		if err := unix.MountSetattr(unix.AT_FDCWD, f, 0, ro); err != nil {
+		if err := unix.MountSetattr(unix.AT_FDCWD, f, 0, ro); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("make %s read-only: %w", f, err)
 		}
 	}

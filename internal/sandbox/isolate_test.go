@@ -686,3 +686,53 @@ echo done`
 		})
 	}
 }
+
+// TestIsolationHidesSwappedConfig: a config file mounted as Kubernetes mounts a
+// ConfigMap (config.yaml -> ..data/config.yaml, ..data -> a timestamped dir that an
+// update replaces and deletes) stays hidden after an update, and commands still run:
+// the file is found again for every command, not once at start.
+func TestIsolationHidesSwappedConfig(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			etc := t.TempDir()
+			version := func(name, secret string) {
+				if err := os.Mkdir(filepath.Join(etc, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(etc, name, "config.yaml"), []byte("api_key: "+secret+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				tmp := filepath.Join(etc, "..data_tmp")
+				if err := os.Symlink(name, tmp); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(tmp, filepath.Join(etc, "..data")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			version("..v1", "tsk_secret_v1")
+			if err := os.Symlink("..data/config.yaml", filepath.Join(etc, "config.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			cfg := bc.cfg
+			cfg.HideFiles = []string{filepath.Join(etc, "config.yaml")}
+			m := newManager(t, cfg)
+			sb, _ := newSandbox(t, m, Options{})
+			check := func(when string) {
+				t.Helper()
+				j, info := run(t, sb, Cmd{Command: "cat " + filepath.Join(etc, "config.yaml") + "; echo ran"})
+				if out := output(t, j, Stdout); info.Status != StatusExited || strings.Contains(out, "secret") || !strings.HasSuffix(out, "ran\n") {
+					t.Errorf("%s: %+v %q %q", when, info, out, output(t, j, Stderr))
+				}
+			}
+			check("before the update")
+			version("..v2", "tsk_secret_v2")
+			if err := os.RemoveAll(filepath.Join(etc, "..v1")); err != nil {
+				t.Fatal(err)
+			}
+			check("after the update")
+		})
+	}
+}

@@ -33,7 +33,6 @@ type Manager struct {
 	memoryDir string   // memory cgroup of this instance, "" without one
 	lock      *os.File // holds the state dir's owner lock (reap.go)
 	hide      []string // physical dirs isolated commands do not see and paths cannot resolve into (Config.Hide)
-	hideFiles []string // physical files likewise (Config.HideFiles)
 
 	mu     sync.Mutex
 	boxes  map[*box]struct{}
@@ -102,7 +101,6 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	reapStale(cfg.StateDir, m.dir, []string{m.caps.PidsCgroup, m.caps.MemoryCgroup}, cfg.Logger)
 	m.hide = hiddenDirs(append([]string{cfg.StateDir}, cfg.Hide...))
-	m.hideFiles = hiddenFiles(cfg.HideFiles)
 	instance := "toolserverd-" + filepath.Base(m.dir)
 	if cfg.PidsLimit > 0 && m.caps.PidsCgroup != "" {
 		cg, err := makePidsCgroup(m.caps.PidsCgroup, instance, 0)
@@ -161,7 +159,7 @@ func (m *Manager) New(root string, opt Options) (Sandbox, error) {
 			res.hidden = append(res.hidden, h)
 		}
 	}
-	for _, f := range m.hideFiles {
+	for _, f := range hiddenFiles(m.cfg.HideFiles) {
 		if within(f, res.root) && !insideAny(f, res.hidden) {
 			res.hiddenFiles = append(res.hiddenFiles, f)
 		}
@@ -340,7 +338,9 @@ func hiddenDirs(dirs []string) []string {
 
 // hiddenFiles returns the physical paths of the files (anything but a directory) in
 // files that exist, without duplicates. One that does not exist (yet) has nothing to
-// hide.
+// hide. It is called for every sandbox and command, not once: a config file mounted
+// as Kubernetes mounts a ConfigMap (config.yaml -> ..data/config.yaml, ..data -> a
+// timestamped dir) leads elsewhere after an update, and its old target is gone.
 func hiddenFiles(files []string) []string {
 	var out []string
 	for _, f := range files {

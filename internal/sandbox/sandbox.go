@@ -338,7 +338,7 @@ func (b *box) spawn(ctx context.Context, command, dir string, env []string, time
 
 func (b *box) launch(dir, command string, env []string) (launch, error) {
 	bash, rw := b.m.caps.Bash, append([]string{b.res.root, b.tmp, b.home}, b.m.cfg.WritableDirs...)
-	files := coveredFiles(b.m.hideFiles, b.m.hide, rw)
+	files := coveredFiles(hiddenFiles(b.m.cfg.HideFiles), b.m.hide, rw)
 	switch b.backend {
 	case BackendBwrap:
 		return oomShim(bash, bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, files, b.network)), nil
