@@ -177,7 +177,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		StateDir: filepath.Join(a.DataDir, "sandbox"),
 		// Isolated commands do not see the daemon's data: its database and keys,
 		// other sessions' workspaces, logs and artifacts.
-		Hide:           []string{a.DataDir},
+		Hide: []string{a.DataDir},
+		// Nor its config file, wherever it lies: inline values (web.search.api_key, an
+		// MCP server's env, a store URL with a password) are secrets.
+		HideFiles:      []string{cfg.File},
 		OutputCap:      cfg.Sandbox.OutputCapBytes,
 		DefaultTimeout: cfg.Calls.DefaultTimeout,
 		MaxTimeout:     cfg.Calls.MaxTimeout,

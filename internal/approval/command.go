@@ -191,6 +191,7 @@ func (a *analyzer) add(f Finding) {
 }
 
 func (a *analyzer) finish() {
+	a.kernelWrites()
 	a.res.Risk = tool.RiskSafe
 	ro := !a.notRO && a.res.ParseError == ""
 	for _, f := range a.res.Findings {

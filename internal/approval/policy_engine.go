@@ -188,6 +188,8 @@ func (c *check) commandImmune(present bool) string {
 		parts = append(parts, f)
 	} else if f := c.climbsToCritical(); f != "" {
 		parts = append(parts, f)
+	} else if f := c.kernelWrite(); f != "" {
+		parts = append(parts, f)
 	}
 	// A protected path is named too when something else forces the ask:
 	// (cd ~ && rm -rf .ssh) deletes from a folder known only when it runs, and

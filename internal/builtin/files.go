@@ -92,7 +92,7 @@ type fileRoot struct {
 	sb     sandbox.Sandbox
 	root   *os.Root
 	rd     string          // the physical root
-	hidden map[string]bool // Sandbox.Hidden as slash paths relative to the root: walks skip them
+	hidden map[string]bool // Sandbox.Hidden (dirs and files) as slash paths relative to the root: walks skip them
 	// hiddenAbs is Sandbox.Hidden: what is opened is checked against it (confined).
 	hiddenAbs []string
 	tools     tool.Catalog // the session's tools, for advice naming them (nil: all)

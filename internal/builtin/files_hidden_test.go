@@ -97,3 +97,74 @@ func TestFileToolsSkipDataDirInWorkdir(t *testing.T) {
 		t.Errorf("a sibling whose name starts like the data dir: %s", res.Text())
 	}
 }
+
+// TestFileToolsRefuseConfigFileInWorkdir: a workdir that contains the daemon's config
+// file (a checkout holding its config.yaml) keeps that file out of reach of every
+// file tool, as the data dir is: reads, writes and edits are denied, listings and
+// searches leave it out, a symlink to it is reported, not followed. Its neighbours
+// work as before.
+func TestFileToolsRefuseConfigFileInWorkdir(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	for name, content := range map[string]string{
+		"deploy/config.yaml": "web:\n  search:\n    api_key: tsk_secret\n",
+		"deploy/other.yaml":  "secret-free: true\n",
+	} {
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("deploy/config.yaml", filepath.Join(work, "conf-link")); err != nil {
+		t.Fatal(err)
+	}
+	e := newFileEnvIn(t, work, sandbox.Config{HideFiles: []string{filepath.Join(work, "deploy/config.yaml")}})
+
+	for _, c := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"read_file", map[string]any{"path": "deploy/config.yaml"}},
+		{"read_file", map[string]any{"path": filepath.Join(work, "deploy/config.yaml")}},
+		{"read_file", map[string]any{"path": "conf-link"}},
+		{"write_file", map[string]any{"path": "deploy/config.yaml", "content": "x"}},
+		{"edit_file", map[string]any{"path": "deploy/config.yaml", "old_string": "tsk_secret", "new_string": "x"}},
+		{"grep", map[string]any{"pattern": "secret", "path": "deploy/config.yaml"}},
+	} {
+		res := e.run(t, c.name, c.args)
+		if !res.IsError || res.ErrorKind != tool.KindDenied || strings.Contains(res.Text(), "tsk_secret") {
+			t.Errorf("%s(%v): is_error=%v kind=%q: %s", c.name, c.args, res.IsError, res.ErrorKind, res.Text())
+		} else if !strings.Contains(res.Text(), "config file") {
+			t.Errorf("%s(%v): the message does not say why: %s", c.name, c.args, res.Text())
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "deploy/config.yaml")); err != nil || !strings.Contains(string(b), "tsk_secret") {
+		t.Errorf("the config file changed: %q %v", b, err)
+	}
+	for _, c := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"list_dir", map[string]any{"path": "deploy"}},
+		{"glob", map[string]any{"pattern": "**/*.yaml"}},
+		{"grep", map[string]any{"pattern": "secret"}},
+		{"grep", map[string]any{"pattern": "secret", "path": "deploy"}},
+		{"tree", map[string]any{"depth": 5}},
+	} {
+		res := e.run(t, c.name, c.args)
+		text := res.Text()
+		leak := strings.Contains(text, "tsk_")
+		for _, line := range strings.Split(text, "\n") {
+			leak = leak || strings.Contains(line, "config.yaml") && !strings.Contains(line, "conf-link") // the link itself is in the workdir
+		}
+		if res.IsError || leak {
+			t.Errorf("%s(%v) shows the config file: %s", c.name, c.args, text)
+		}
+		if !strings.Contains(text, "other.yaml") {
+			t.Errorf("%s(%v) lost the rest of the workdir: %s", c.name, c.args, text)
+		}
+	}
+}

@@ -126,8 +126,8 @@ func (wk *treeWalker) dir(rel string, depth int, rules ignoreRules, fn func(walk
 			continue
 		}
 		e := wk.entry(rel, depth+1, de)
-		if e.isDir && wk.w.hidden[e.rel] {
-			continue // the daemon's data dir: Resolve refuses it, walks do not show it
+		if wk.w.hidden[e.rel] {
+			continue // the daemon's data dir or config file: Resolve refuses it, walks do not show it
 		}
 		if wk.ignore && rules.ignored(e.rel, e.isDir) {
 			wk.ignoredSkipped++
@@ -173,6 +173,8 @@ func (wk *treeWalker) entry(dir string, depth int, de fs.DirEntry) walkEntry {
 		switch {
 		case errors.Is(err, sandbox.ErrOutsideRoot):
 			e.broken = "leads outside the working directory"
+		case errors.Is(err, sandbox.ErrHiddenFile):
+			e.broken = "leads to the daemon's config file"
 		case errors.Is(err, sandbox.ErrHidden):
 			e.broken = "leads into the daemon's data directory"
 		case errors.Is(err, sandbox.ErrSymlinkLoop):

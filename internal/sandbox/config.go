@@ -80,6 +80,14 @@ type Config struct {
 	// StateDir is always hidden so. Local commands see everything. Where a root
 	// contains one, Resolve refuses paths into it (ErrHidden), in both modes.
 	Hide []string
+	// HideFiles lists files isolated commands must not see (the daemon's config file,
+	// which may hold inline secrets, wherever it lies): each is covered by a read-only
+	// bind of /dev/null, so it cannot be opened (bubblewrap's binds are nodev) or
+	// reads as empty, and cannot be written, renamed or removed. Symlinks to one
+	// lead to the cover too; hard links made before are other names and stay
+	// readable. Local commands see everything. Where a root contains one, Resolve
+	// refuses it (ErrHiddenFile, an ErrHidden), in both modes.
+	HideFiles []string
 	// AllowNetwork is the default for sessions that do not say (see
 	// MetadataAllowNetwork). Only isolated sandboxes can deny the network.
 	AllowNetwork bool

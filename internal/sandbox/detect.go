@@ -101,7 +101,7 @@ func Detect() Capabilities {
 		cancel()
 		c.BwrapVersion = strings.TrimSpace(string(out))
 		if err == nil {
-			err = runProbe(bwrapLaunch(p, c.Bash, probeDir, "exit 0", nil, []string{probeDir}, nil, false))
+			err = runProbe(bwrapLaunch(p, c.Bash, probeDir, "exit 0", nil, []string{probeDir}, nil, nil, false))
 		}
 		if err != nil {
 			c.BwrapError = errText(err)
@@ -122,7 +122,7 @@ func Detect() Capabilities {
 	case c.LandlockABI < minLandlockABI:
 		c.NamespacesError = fmt.Sprintf("Landlock is not available (ABI %d, need %d): %s", c.LandlockABI, minLandlockABI, c.LandlockError)
 	default:
-		l, err := namespacesLaunch(c.Bash, probeDir, "exit 0", nil, []string{probeDir}, nil, false, c.LandlockABI)
+		l, err := namespacesLaunch(c.Bash, probeDir, "exit 0", nil, []string{probeDir}, nil, nil, false, c.LandlockABI)
 		if err == nil {
 			err = runProbe(l)
 		}

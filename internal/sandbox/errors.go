@@ -23,6 +23,15 @@ var (
 	ErrWorkdirGone          = errors.New("the session's working directory does not exist any more")
 )
 
+// ErrHiddenFile is the ErrHidden of a hidden file (Config.HideFiles) rather than a
+// hidden directory; errors.Is(err, ErrHidden) holds for it too.
+var ErrHiddenFile error = hiddenFileError{}
+
+type hiddenFileError struct{}
+
+func (hiddenFileError) Error() string        { return "path is a file the daemon hides (its configuration)" }
+func (hiddenFileError) Is(target error) bool { return target == ErrHidden }
+
 // ErrJobDropped is an ErrJobNotFound for a job the session had: it ended and was
 // dropped with its logs, to keep Config.JobRetention finished jobs.
 var ErrJobDropped = fmt.Errorf("%w: it ended and was dropped", ErrJobNotFound)
@@ -33,7 +42,7 @@ type PathError struct {
 	Path string
 	// Root is the sandbox root.
 	Root string
-	// Err is one of ErrOutsideRoot, ErrHidden, ErrSymlinkLoop, ErrInvalidPath,
+	// Err is one of ErrOutsideRoot, ErrHidden (or ErrHiddenFile), ErrSymlinkLoop, ErrInvalidPath,
 	// ErrNotDir or an error from the file system.
 	Err error
 	// Reason says what went wrong, e.g. `".." climbs above it` or
@@ -46,6 +55,9 @@ func (e *PathError) Error() string {
 	case errors.Is(e.Err, ErrOutsideRoot):
 		return fmt.Sprintf("path %q is outside the working directory %s (%s); use a path inside it, relative paths are resolved against it",
 			e.Path, e.Root, e.Reason)
+	case errors.Is(e.Err, ErrHiddenFile):
+		return fmt.Sprintf("path %q is %s, the daemon's config file (or another file the daemon hides): it may hold secrets; tools cannot reach it, use another path",
+			e.Path, e.Reason)
 	case errors.Is(e.Err, ErrHidden):
 		return fmt.Sprintf("path %q lies in the daemon's data directory %s, which is inside the working directory but holds the daemon's keys, database and other sessions' files; tools cannot reach it, use another path",
 			e.Path, e.Reason)

@@ -23,11 +23,13 @@ import (
 //  2. the hidden directories (the daemon's data and state) are covered by an empty
 //     tmpfs, and the writable directories (the root, the session's temp dir) are
 //     bind-mounted onto themselves (those inside a hidden one from a descriptor
-//     opened before it was covered);
+//     opened before it was covered); then the hidden files (the daemon's config)
+//     are covered by a bind of /dev/null;
 //  3. a fresh /proc is mounted for the new pid namespace and, without network, an
 //     empty tmpfs hides /run and the host's privileged Unix sockets in it;
 //  4. every mount is made read-only, recursively, then the writable binds are made
-//     writable again: the host cannot be written, chmod-ed, touched or truncated;
+//     writable again, and the hidden files' covers in them read-only once more: the
+//     host cannot be written, chmod-ed, touched or truncated;
 //  5. the loopback device of the new network namespace is brought up (it is not
 //     the host's: the host's listeners stay unreachable);
 //  6. every capability is dropped (bounding, inheritable and ambient sets) and
@@ -45,6 +47,7 @@ const helperExe = "/proc/self/exe"
 type helperSpec struct {
 	RW          []string `json:"rw"`
 	Hide        []string `json:"hide"`
+	HideFiles   []string `json:"hide_files"`
 	Dir         string   `json:"dir"`
 	LandlockABI int      `json:"landlock_abi"`
 	Network     bool     `json:"network"`
@@ -119,6 +122,18 @@ func runHelper(specJSON string, argv []string) error {
 		func() error { return bind(false) },
 		func() error { return hide(inner) },
 		func() error { return bind(true) },
+		func() error {
+			for _, f := range spec.HideFiles {
+				err := unix.Mount("/dev/null", f, "", unix.MS_BIND, "")
+				if errors.Is(err, unix.ENOENT) {
+					continue // gone since the daemon looked: nothing to hide
+				}
+				if err != nil {
+					return fmt.Errorf("hide %s: %w", f, err)
+				}
+			}
+			return nil
+		},
 	} {
 		if err := step(); err != nil {
 			return err
@@ -143,6 +158,11 @@ func runHelper(specJSON string, argv []string) error {
 	for _, p := range spec.RW {
 		if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, rw); err != nil {
 			return fmt.Errorf("make %s writable: %w", p, err)
+		}
+	}
+	for _, f := range spec.HideFiles {
+		if err := unix.MountSetattr(unix.AT_FDCWD, f, 0, ro); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("make %s read-only: %w", f, err)
 		}
 	}
 	// The cwd still points into the mount that was there before the bind.

@@ -55,8 +55,8 @@ const nsInit = `exec 3>&2 2>/dev/null; "$0" -c "$1" 2>&3 3>&-; exit $?`
 // (helper.go): read-only host, writable rw (the root and the session's temp dir), no
 // capabilities, Landlock. A command whose shell dies of a signal shows as exit code
 // 128+n, like in bwrap.
-func namespacesLaunch(bash, dir, command string, env []string, rw, hide []string, network bool, abi int) (launch, error) {
-	spec, err := json.Marshal(helperSpec{RW: rw, Hide: hide, Dir: dir, LandlockABI: abi, Network: network, MaskRun: maskRun(rw, network)})
+func namespacesLaunch(bash, dir, command string, env []string, rw, hide, hideFiles []string, network bool, abi int) (launch, error) {
+	spec, err := json.Marshal(helperSpec{RW: rw, Hide: hide, HideFiles: hideFiles, Dir: dir, LandlockABI: abi, Network: network, MaskRun: maskRun(rw, network)})
 	if err != nil {
 		return launch{}, err
 	}
@@ -89,8 +89,9 @@ func maskRun(rw []string, network bool) bool {
 // bwrapLaunch runs bash -c command under bubblewrap: a read-only bind of the host, a
 // fresh /dev, a fresh read-only /proc (bwrap alone leaves /proc/sys writable, and
 // the command is uid 0), the rw directories bound writable at the same paths, every
-// namespace unshared (the network too unless allowed) and no capabilities.
-func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw, hide []string, network bool) launch {
+// namespace unshared (the network too unless allowed) and no capabilities. Hidden dirs
+// are covered by empty tmpfs and hidden files by /dev/null.
+func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw, hide, hideFiles []string, network bool) launch {
 	argv := []string{bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"}
 	if maskRun(rw, network) {
 		argv = append(argv, "--tmpfs", "/run", "--remount-ro", "/run")
@@ -116,6 +117,12 @@ func bwrapLaunch(bwrap, bash, dir, command string, env []string, rw, hide []stri
 	}
 	for _, h := range outer {
 		argv = append(argv, "--remount-ro", h)
+	}
+	// Hidden files (the daemon's config): the host's /dev/null bound read-only over
+	// each, last, so that no writable bind uncovers one (coveredFiles left out those
+	// under a tmpfs already).
+	for _, f := range hideFiles {
+		argv = append(argv, "--ro-bind", "/dev/null", f)
 	}
 	argv = append(argv, "--unshare-all")
 	if network {

@@ -547,3 +547,192 @@ func TestWritableDirsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestIsolationHidesDaemonFiles: an isolated command does not see the files the
+// daemon hides (its config file, which may hold inline secrets), wherever they lie:
+// outside the root (read through a symlink too), inside the root (where it cannot be
+// overwritten or removed either), or inside a hidden dir. Their neighbours stay
+// visible.
+func TestIsolationHidesDaemonFiles(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			etc, root, data := t.TempDir(), t.TempDir(), t.TempDir()
+			for p, content := range map[string]string{
+				filepath.Join(etc, "config.yaml"):      "api_key: tsk_secret_outside\n",
+				filepath.Join(etc, "neighbour.txt"):    "visible\n",
+				filepath.Join(root, "conf/inner.yaml"): "api_key: tsk_secret_inside\n",
+				filepath.Join(data, "config.yaml"):     "api_key: tsk_secret_data\n",
+			} {
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(filepath.Join(etc, "config.yaml"), filepath.Join(root, "link.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			cfg := bc.cfg
+			cfg.Hide = []string{data}
+			cfg.HideFiles = []string{filepath.Join(etc, "config.yaml"), filepath.Join(root, "conf/inner.yaml"), filepath.Join(data, "config.yaml")}
+			m := newManager(t, cfg)
+			sb, err := m.New(root, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range []string{
+				"cat " + filepath.Join(etc, "config.yaml"),
+				"cat link.yaml",
+				"cat conf/inner.yaml",
+				"cat " + filepath.Join(data, "config.yaml"),
+				"echo tsk_secret_overwritten > conf/inner.yaml; cat conf/inner.yaml",
+				"rm -f conf/inner.yaml; mv conf/inner.yaml conf/moved.yaml; cat conf/moved.yaml",
+			} {
+				j, _ := run(t, sb, Cmd{Command: cmd})
+				if out := output(t, j, Stdout); strings.Contains(out, "secret") {
+					t.Errorf("%q: exit %d, stdout %q", cmd, j.ExitCode(), out)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(root, "conf/inner.yaml")); err != nil || string(b) != "api_key: tsk_secret_inside\n" {
+				t.Errorf("the hidden file in the root on the host: %q %v", b, err)
+			}
+			j, info := run(t, sb, Cmd{Command: "cat " + filepath.Join(etc, "neighbour.txt") + " && echo mine > conf/other.txt && cat conf/other.txt"})
+			if out := output(t, j, Stdout); info.Status != StatusExited || j.ExitCode() != 0 || out != "visible\nmine\n" {
+				t.Errorf("the hidden files' neighbours: %+v %q %q", info, out, output(t, j, Stderr))
+			}
+		})
+	}
+}
+
+// TestResolveRefusesHiddenFiles: in every mode, a hidden file inside the root cannot
+// be resolved, by its name or through a symlink, and Hidden lists it; one outside the
+// root is refused as outside anyway.
+func TestResolveRefusesHiddenFiles(t *testing.T) {
+	t.Parallel()
+	for _, bc := range allBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			conf := filepath.Join(root, "conf", "config.yaml")
+			if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(conf, []byte("api_key: tsk_secret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("conf/config.yaml", filepath.Join(root, "link.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			cfg := bc.cfg
+			cfg.HideFiles = []string{conf}
+			m := newManager(t, cfg)
+			sb, err := m.New(root, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			real, _ := filepath.EvalSymlinks(conf)
+			if !slices.Contains(sb.Hidden(), real) {
+				t.Errorf("Hidden() = %q, want it to list %s", sb.Hidden(), real)
+			}
+			for _, p := range []string{"conf/config.yaml", conf, "link.yaml", "conf/../conf/config.yaml"} {
+				_, err := sb.Resolve(p)
+				if !errors.Is(err, ErrHidden) || !strings.Contains(fmt.Sprint(err), "config") {
+					t.Errorf("Resolve(%q) = %v, want ErrHidden naming the config file", p, err)
+				}
+			}
+			for _, p := range []string{"conf", "conf/other.yaml"} {
+				if _, err := sb.Resolve(p); err != nil {
+					t.Errorf("Resolve(%q): %v", p, err)
+				}
+			}
+		})
+	}
+}
+
+// TestIsolationKernelControlReadOnly: an isolated command cannot move itself out of
+// its cgroups (a pid written into any cgroup.procs, v1 or v2, fails) nor change a
+// kernel setting: /sys and /proc/sys are read-only in both backends, which is why
+// the permission policy's immune ask for such writes matters in local mode only.
+func TestIsolationKernelControlReadOnly(t *testing.T) {
+	t.Parallel()
+	procs, _ := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
+	if v2, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err == nil && !v2.IsDir() {
+		procs = append(procs, "/sys/fs/cgroup/cgroup.procs")
+	}
+	if len(procs) == 0 {
+		t.Skip("no cgroup file system here")
+	}
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, bc.cfg)
+			sb, _ := newSandbox(t, m, Options{})
+			cmd := `before=$(cat /proc/self/cgroup)
+for f in ` + strings.Join(procs, " ") + `; do
+  if (echo $$ > "$f") 2>/dev/null; then echo "wrote $f"; fi
+done
+for f in /proc/sys/kernel/sysrq /proc/sys/vm/overcommit_memory /sys/kernel/mm/ksm/run; do
+  if [ -e "$f" ] && [ -w "$f" ]; then echo "writable $f"; fi
+done
+[ "$before" = "$(cat /proc/self/cgroup)" ] || echo "cgroups changed"
+echo done`
+			j, info := run(t, sb, Cmd{Command: cmd})
+			if out := output(t, j, Stdout); info.Status != StatusExited || out != "done\n" {
+				t.Errorf("%+v: %q %q", info, out, output(t, j, Stderr))
+			}
+		})
+	}
+}
+
+// TestIsolationHidesSwappedConfig: a config file mounted as Kubernetes mounts a
+// ConfigMap (config.yaml -> ..data/config.yaml, ..data -> a timestamped dir that an
+// update replaces and deletes) stays hidden after an update, and commands still run:
+// the file is found again for every command, not once at start.
+func TestIsolationHidesSwappedConfig(t *testing.T) {
+	t.Parallel()
+	for _, bc := range isolatedBackends() {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			etc := t.TempDir()
+			version := func(name, secret string) {
+				if err := os.Mkdir(filepath.Join(etc, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(etc, name, "config.yaml"), []byte("api_key: "+secret+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				tmp := filepath.Join(etc, "..data_tmp")
+				if err := os.Symlink(name, tmp); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(tmp, filepath.Join(etc, "..data")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			version("..v1", "tsk_secret_v1")
+			if err := os.Symlink("..data/config.yaml", filepath.Join(etc, "config.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			cfg := bc.cfg
+			cfg.HideFiles = []string{filepath.Join(etc, "config.yaml")}
+			m := newManager(t, cfg)
+			sb, _ := newSandbox(t, m, Options{})
+			check := func(when string) {
+				t.Helper()
+				j, info := run(t, sb, Cmd{Command: "cat " + filepath.Join(etc, "config.yaml") + "; echo ran"})
+				if out := output(t, j, Stdout); info.Status != StatusExited || strings.Contains(out, "secret") || !strings.HasSuffix(out, "ran\n") {
+					t.Errorf("%s: %+v %q %q", when, info, out, output(t, j, Stderr))
+				}
+			}
+			check("before the update")
+			version("..v2", "tsk_secret_v2")
+			if err := os.RemoveAll(filepath.Join(etc, "..v1")); err != nil {
+				t.Fatal(err)
+			}
+			check("after the update")
+		})
+	}
+}

@@ -159,6 +159,11 @@ func (m *Manager) New(root string, opt Options) (Sandbox, error) {
 			res.hidden = append(res.hidden, h)
 		}
 	}
+	for _, f := range hiddenFiles(m.cfg.HideFiles) {
+		if within(f, res.root) && !insideAny(f, res.hidden) {
+			res.hiddenFiles = append(res.hiddenFiles, f)
+		}
+	}
 	if m.backend != BackendNone && within(m.dir, res.root) && !insideAny(m.dir, res.hidden) {
 		return nil, fmt.Errorf("sandbox: the state dir %s lies inside the working directory %s; an isolated command could rewrite its own logs", m.dir, res.root)
 	}
@@ -329,4 +334,54 @@ func hiddenDirs(dirs []string) []string {
 	return slices.DeleteFunc(slices.Clone(out), func(p string) bool {
 		return slices.ContainsFunc(out, func(q string) bool { return q != p && within(p, q) })
 	})
+}
+
+// hiddenFiles returns the physical paths of the files (anything but a directory) in
+// files that exist, without duplicates. One that does not exist (yet) has nothing to
+// hide. It is called for every sandbox and command, not once: a config file mounted
+// as Kubernetes mounts a ConfigMap (config.yaml -> ..data/config.yaml, ..data -> a
+// timestamped dir) leads elsewhere after an update, and its old target is gone.
+func hiddenFiles(files []string) []string {
+	var out []string
+	for _, f := range files {
+		if f == "" {
+			continue // no config file
+		}
+		p, err := filepath.Abs(f)
+		if err == nil {
+			p, err = filepath.EvalSymlinks(p)
+		}
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// coveredFiles returns the hidden files an isolated command would still see once the
+// hidden dirs are covered and the writable dirs bound back (see bwrapLaunch): those
+// inside no hidden dir, or inside a writable dir deeper than every hidden dir
+// holding them. Those left out are under a tmpfs already, where nothing could be
+// mounted onto them.
+func coveredFiles(files, hide, rw []string) []string {
+	deepest := func(f string, dirs []string) string {
+		d := ""
+		for _, x := range dirs {
+			if within(f, x) && len(x) > len(d) {
+				d = x
+			}
+		}
+		return d
+	}
+	var out []string
+	for _, f := range files {
+		if h := deepest(f, hide); h == "" || len(deepest(f, rw)) > len(h) {
+			out = append(out, f)
+		}
+	}
+	return out
 }

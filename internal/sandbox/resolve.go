@@ -26,6 +26,9 @@ type resolver struct {
 	// hidden are physical directories strictly inside the root that no path may
 	// resolve into (the daemon's data dir when the root contains it).
 	hidden []string
+	// hiddenFiles are physical files inside the root (outside hidden) that no path
+	// may resolve to (the daemon's config file when the root contains it).
+	hiddenFiles []string
 }
 
 func newResolver(dir string) (resolver, error) {
@@ -57,7 +60,7 @@ func (r resolver) inside(p string) bool { return within(p, r.root) }
 // the way the kernel would. Relative paths start at the root; absolute paths must
 // name something inside it. A path may not contain NUL, climb above the root with
 // "..", or pass through a symlink that leads outside it (at any component, the final
-// one included), or end inside one of the hidden directories. Components that do not
+// one included), or end inside one of the hidden directories or at a hidden file. Components that do not
 // exist yet are kept as given, so the result can name a file about to be created.
 func (r resolver) Resolve(path string) (string, error) {
 	fail := func(err error, reason string) (string, error) {
@@ -94,6 +97,11 @@ func (r resolver) Resolve(path string) (string, error) {
 	for _, h := range r.hidden {
 		if within(out, h) {
 			return fail(ErrHidden, h)
+		}
+	}
+	for _, h := range r.hiddenFiles {
+		if out == h {
+			return fail(ErrHiddenFile, h)
 		}
 	}
 	return out, nil

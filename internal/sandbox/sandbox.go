@@ -24,9 +24,9 @@ type Sandbox interface {
 	// Resolve maps a path given by a model to a physical path inside the root, or
 	// fails with a *PathError (ErrOutsideRoot, ErrHidden, ErrSymlinkLoop, ErrInvalidPath …).
 	Resolve(path string) (string, error)
-	// Hidden lists the physical directories inside the root that Resolve refuses
-	// (ErrHidden): the daemon's data dir when the root contains it. Code that walks
-	// the root without Resolve must skip them.
+	// Hidden lists the physical directories and files inside the root that Resolve
+	// refuses (ErrHidden): the daemon's data dir and config file when the root
+	// contains them. Code that walks the root without Resolve must skip them.
 	Hidden() []string
 	// Start runs c.Command with bash -c. ctx bounds the job's life: when it ends the
 	// job is killed; pass context.WithoutCancel(ctx) for a job that outlives a call.
@@ -87,7 +87,9 @@ func (b *box) Root() string                        { return b.res.root }
 func (b *box) Backend() Backend                    { return b.backend }
 func (b *box) Network() bool                       { return b.network }
 func (b *box) Resolve(path string) (string, error) { return b.res.Resolve(path) }
-func (b *box) Hidden() []string                    { return slices.Clone(b.res.hidden) }
+func (b *box) Hidden() []string {
+	return slices.Concat(b.res.hidden, b.res.hiddenFiles)
+}
 
 func (b *box) Job(id string) (*Job, error) {
 	b.mu.Lock()
@@ -336,11 +338,12 @@ func (b *box) spawn(ctx context.Context, command, dir string, env []string, time
 
 func (b *box) launch(dir, command string, env []string) (launch, error) {
 	bash, rw := b.m.caps.Bash, append([]string{b.res.root, b.tmp, b.home}, b.m.cfg.WritableDirs...)
+	files := coveredFiles(hiddenFiles(b.m.cfg.HideFiles), b.m.hide, rw)
 	switch b.backend {
 	case BackendBwrap:
-		return oomShim(bash, bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, b.network)), nil
+		return oomShim(bash, bwrapLaunch(b.m.caps.Bwrap, bash, dir, command, env, rw, b.m.hide, files, b.network)), nil
 	case BackendNamespaces:
-		return namespacesLaunch(bash, dir, command, env, rw, b.m.hide, b.network, b.m.caps.LandlockABI)
+		return namespacesLaunch(bash, dir, command, env, rw, b.m.hide, files, b.network, b.m.caps.LandlockABI)
 	default:
 		return oomShim(bash, localLaunch(bash, dir, command, env)), nil
 	}
