@@ -114,6 +114,10 @@ type pathSite struct {
 	path     string
 	dirs     []Dir // nil: the start only
 	redirect bool
+	// copySource: a path a copying command (cp, rsync, …) reads, not its last path
+	// argument, which it writes; the writes check of the data dir counts it all the
+	// same, the check of the kernel's control files does not (cp /proc/cpuinfo .).
+	copySource bool
 	// values are what a redirection target holding variables may expand to, as
 	// the line gives them; nil when only the run knows.
 	values []field
@@ -547,9 +551,9 @@ func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bo
 		readOnlyCommand(sc.Words, dyn[len(dyn)-len(sc.Words):]) // Words is a suffix of the words
 	sc.ReadOnly = ro && !redirectWrites
 	if !ro {
-		a.writes(pathArgs(sc.Words), sc.Dirs)
+		a.writesOf(sc.Words, sc.Dirs)
 		for _, r := range sc.Runs {
-			a.writes(pathArgs(r), sc.Dirs)
+			a.writesOf(r, sc.Dirs)
 		}
 	}
 	a.res.Commands = append(a.res.Commands, sc)
@@ -878,6 +882,29 @@ func (a *analyzer) writes(paths []string, dirs []Dir) {
 	a.res.Writes = append(a.res.Writes, paths...)
 	for _, p := range paths {
 		a.res.writeSites = append(a.res.writeSites, pathSite{path: p, dirs: dirs})
+	}
+}
+
+// copyCommands write their last path argument and read the others (unless a
+// target directory is given as an option, -t DIR).
+var copyCommands = map[string]bool{"cp": true, "rsync": true, "scp": true, "install": true, "ln": true}
+
+// writesOf records the paths the command words may write, as writes does, telling
+// a copying command's sources apart (copySource).
+func (a *analyzer) writesOf(words []string, dirs []Dir) {
+	paths := pathArgs(words)
+	n := len(a.res.writeSites)
+	a.writes(paths, dirs)
+	if len(words) == 0 || !copyCommands[path.Base(words[0])] || len(paths) < 2 {
+		return
+	}
+	for _, w := range words[1:] {
+		if w == "-t" || strings.HasPrefix(w, "--target-directory") || strings.HasPrefix(w, "-t") && !strings.HasPrefix(w, "--") {
+			return // the target comes first: every path may be written
+		}
+	}
+	for i := n; i < len(a.res.writeSites)-1; i++ {
+		a.res.writeSites[i].copySource = true
 	}
 }
 

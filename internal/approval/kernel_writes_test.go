@@ -32,7 +32,11 @@ func TestKernelControlWritesAsk(t *testing.T) {
 		{"sh -c 'echo $$ > /sys/fs/cgroup/pids/cgroup.procs'", true},
 		{"echo 1 > /proc/sys/kernel/sysrq", true},
 		{"echo 1 | tee /sys/kernel/mm/ksm/run", true},
+		{"cp -t /sys/fs/cgroup/pids pid", true},
 		{"cat /sys/fs/cgroup/pids/pids.max", false},
+		// A copy reads its sources: only its last path is written.
+		{"cp /proc/cpuinfo cpuinfo.txt", false},
+		{"cp /sys/fs/cgroup/pids/pids.max limits.txt", false},
 		{"echo hi > out.txt", false},
 	} {
 		for _, mode := range Modes() {

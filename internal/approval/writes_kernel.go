@@ -62,6 +62,9 @@ func procOwnFD(p string) bool {
 // each folder a cd led the command to.
 func (a *analyzer) kernelWrites() {
 	for _, w := range a.res.writeSites {
+		if w.copySource {
+			continue // read: cp /proc/cpuinfo out
+		}
 		cands := []string{w.path}
 		for _, v := range w.values {
 			cands = append(cands, v.text)
