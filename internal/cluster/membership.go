@@ -46,6 +46,10 @@ type Config struct {
 	// Expired, when set, is told how many unfinished calls of a stopped replica a
 	// sweep marked failed (for a metric: those calls' own replica never counts them).
 	Expired func(owner string, calls int)
+	// Wrote, when set, is told of each heartbeat that committed, with when it was
+	// sent: the store takes writes (a readiness check that failed on refused writes
+	// can pass again without waiting for other traffic).
+	Wrote func(sent time.Time)
 }
 
 // Validate checks the configuration.
@@ -151,6 +155,9 @@ func (m *Membership) loop(ctx context.Context) {
 					"since_last_heartbeat", since.Round(time.Millisecond).String(), "cancelled_calls", n)
 			}
 			lastOK, failed = sent, false
+			if m.cfg.Wrote != nil {
+				m.cfg.Wrote(sent)
+			}
 		default:
 			failed = true
 			m.log.Error("replica heartbeat failed; if it keeps failing for the lease, other replicas fail this replica's calls",
