@@ -36,14 +36,17 @@ func TestReadyAgainWithoutTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(context.Background())
 	db := fmt.Sprintf("readyagain_%d", time.Now().UnixNano())
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		admin.Close(context.Background())
 		t.Skipf("cannot create a database to close: %v", err)
 	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { // after the daemon's (cleanups run last first); admin closes here, not by defer
+		defer admin.Close(context.Background())
 		_, _ = admin.Exec(context.Background(), "ALTER DATABASE "+db+" ALLOW_CONNECTIONS true")
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", db, err)
+		}
 	})
 	v := *u
 	v.Path = "/" + db
