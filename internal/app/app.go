@@ -385,9 +385,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	a.API = server.New(apiCfg, server.Deps{
 		Tools: a.Tools, Sessions: a.Sessions, Exec: a.Exec, Calls: a.Commits,
-		Ready: []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_writes", Check: func(context.Context) error {
-			return a.Commits.WriteRefused(storeWriteWindow)
-		}}},
+		Ready: a.readinessChecks(),
 		Info: map[string]any{"store": a.storeKind(), "replica_id": cfg.ReplicaID, "schema": schemaInfo(a.Store),
 			"sandbox": map[string]any{"mode": cfg.Sandbox.Mode, "backend": a.Sandbox.Backend(), "pids_limited": a.Sandbox.PidsLimited(),
 				"memory_limit_bytes": a.Sandbox.MemoryLimit(), "host": a.Sandbox.Capabilities()}},
@@ -881,6 +879,23 @@ func toolGroups(cfg config.Config) []session.Group {
 		out = append(out, session.Group{Name: g.Name, Description: g.Description, Instructions: g.Instructions, Tools: g.Tools, MCPServers: g.MCPServers, Skills: g.Skills})
 	}
 	return out
+}
+
+// readinessChecks are /readyz's checks: the store answers, takes call records, and
+// (PostgreSQL) this replica's lease holds.
+func (a *App) readinessChecks() []server.ReadinessCheck {
+	checks := []server.ReadinessCheck{{Name: "store", Check: a.Store.Ping}, {Name: "store_writes", Check: func(context.Context) error {
+		return a.Commits.WriteRefused(storeWriteWindow)
+	}}}
+	if a.storeKind() == "postgres" {
+		checks = append(checks, server.ReadinessCheck{Name: "replica_lease", Check: func(context.Context) error {
+			if a.membership == nil { // not serving yet
+				return nil
+			}
+			return a.membership.Current()
+		}})
+	}
+	return checks
 }
 
 // storeWriteWindow is how long after a call record was refused by the store (disk

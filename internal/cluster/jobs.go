@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolserverd/toolserverd/internal/auth"
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/telemetry"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -182,6 +183,10 @@ func forwardCall(ctx *tool.Context, client *http.Client, records CallRecords, se
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(ForwardedHeader, self)
+	if id := telemetry.RequestID(ctx); id != "" {
+		// One id across both replicas' logs, as for forwarded reads.
+		req.Header.Set("X-Request-Id", id)
+	}
 	if key := auth.Credential(ctx); key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -46,6 +47,10 @@ type Config struct {
 	// Expired, when set, is told how many unfinished calls of a stopped replica a
 	// sweep marked failed (for a metric: those calls' own replica never counts them).
 	Expired func(owner string, calls int)
+	// Wrote, when set, is told of each heartbeat that committed, with when it was
+	// sent: the store takes writes (a readiness check that failed on refused writes
+	// can pass again without waiting for other traffic).
+	Wrote func(sent time.Time)
 }
 
 // Validate checks the configuration.
@@ -72,6 +77,8 @@ type Membership struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+	// lastOK is when the last heartbeat that committed was sent (nil before Start).
+	lastOK atomic.Pointer[time.Time]
 }
 
 // New returns a Membership; notify may be nil.
@@ -97,6 +104,8 @@ func (m *Membership) Start(ctx context.Context) error {
 	if err := m.st.Heartbeat(ctx, m.cfg.ReplicaID, m.cfg.Address, m.started); err != nil {
 		return fmt.Errorf("cluster: first heartbeat: %w", err)
 	}
+	sent := time.Now()
+	m.lastOK.Store(&sent)
 	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.done = make(chan struct{})
 	go m.loop(ctx)
@@ -151,6 +160,10 @@ func (m *Membership) loop(ctx context.Context) {
 					"since_last_heartbeat", since.Round(time.Millisecond).String(), "cancelled_calls", n)
 			}
 			lastOK, failed = sent, false
+			m.lastOK.Store(&sent)
+			if m.cfg.Wrote != nil {
+				m.cfg.Wrote(sent)
+			}
 		default:
 			failed = true
 			m.log.Error("replica heartbeat failed; if it keeps failing for the lease, other replicas fail this replica's calls",
@@ -166,6 +179,23 @@ func (m *Membership) loop(ctx context.Context) {
 		}
 		m.Sweep(ctx)
 	}
+}
+
+// Current is nil while this replica's lease holds: a heartbeat of it committed less
+// than the lease ago. Past that the other replicas fail the calls it holds, and also
+// those it starts before its next heartbeat commits (after a database outage longer
+// than the lease, their sweep may come first), so it should get no calls: /readyz
+// fails on it (check replica_lease) until a heartbeat goes through again.
+func (m *Membership) Current() error {
+	p := m.lastOK.Load()
+	if p == nil {
+		return nil
+	}
+	if since := time.Since(*p); since > m.cfg.Lease {
+		return fmt.Errorf("this replica's last heartbeat went through %s ago, more than its lease (%s): the other replicas fail the calls it runs or starts until one goes through again",
+			since.Round(100*time.Millisecond), m.cfg.Lease)
+	}
+	return nil
 }
 
 // Sweep fails the calls of replicas whose lease ran out and wakes their waiters. It

@@ -628,6 +628,18 @@ func (g *GroupCommitter) WriteRefused(d time.Duration) error {
 	return fmt.Errorf("call records cannot be written (last refused %s ago): %w", ago.Round(time.Second), r.err)
 }
 
+// Wrote tells the committer that another write to the same store, begun at began,
+// committed (a replica heartbeat on PostgreSQL): the store takes writes again, so a
+// refusal recorded before began no longer makes WriteRefused fail. Without it a daemon
+// taken out of service for a refusal stayed out until a call record was written or
+// the window passed, and a load balancer sends no calls to a daemon that is not ready:
+// every replica stayed unready for up to the window with the database well again.
+func (g *GroupCommitter) Wrote(began time.Time) {
+	if r := g.refused.Load(); r != nil && r.at.Before(began) {
+		g.refused.CompareAndSwap(r, nil)
+	}
+}
+
 // writeOne replays one operation of a batch that a single record made fail.
 func (g *GroupCommitter) writeOne(ctx context.Context, op *gcOp) error {
 	var w CallWrites
