@@ -232,12 +232,19 @@ func TestUnreachableWhileConnectionsBarred(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(context.Background())
 	db := fmt.Sprintf("barred_%d", time.Now().UnixNano())
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		admin.Close(context.Background())
 		t.Skipf("cannot create a database to bar: %v", err)
 	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	// Cleanups run after deferred calls: the admin connection closes after the drop
+	// (a deferred Close left every barred_* database behind).
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db); err != nil {
+			t.Errorf("dropping %s: %v", db, err)
+		}
+		admin.Close(context.Background())
+	})
 	if _, err := admin.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS false"); err != nil {
 		t.Fatal(err)
 	}
