@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
 // TestForwardedRequestKeepsItsRequestID: a read one replica forwards to the replica
@@ -11,7 +14,10 @@ import (
 // the client's): an operator follows one id across both replicas' logs.
 func TestForwardedRequestKeepsItsRequestID(t *testing.T) {
 	t.Parallel()
-	a, b := twoReplicas(t, nil)
+	url := pgtest.URL(t)
+	var ownerLog syncBuffer
+	a := startDaemon(t, daemonOpts{store: url, log: &ownerLog, mutate: func(c *config.Config) { c.ReplicaID = "replica-a" }})
+	b := startDaemon(t, daemonOpts{store: url, mutate: func(c *config.Config) { c.ReplicaID = "replica-b" }})
 	id := a.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
 	code, _, out := a.do("POST", "/v1/sessions/"+id+"/tool-calls", `{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo hello-out"}}]}`)
 	cid := messages(t, parseNDJSON(t, out))["x"].str("call_id")
@@ -30,7 +36,11 @@ func TestForwardedRequestKeepsItsRequestID(t *testing.T) {
 			}
 			ids := got.Values("X-Request-Id")
 			if len(ids) != 1 || ids[0] == "" || tc.sent != "" && ids[0] != tc.sent {
-				t.Errorf("X-Request-Id %q, want one id (%q when the client sent it)", ids, tc.sent)
+				t.Fatalf("X-Request-Id %q, want one id (%q when the client sent it)", ids, tc.sent)
+			}
+			// The owner logged the request under that id.
+			if !strings.Contains(ownerLog.String(), `"request_id":"`+ids[0]+`"`) {
+				t.Errorf("replica A's log has no line with request_id %s:\n%s", ids[0], ownerLog.String())
 			}
 		})
 	}
