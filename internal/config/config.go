@@ -635,7 +635,7 @@ func Load(args, environ []string) (Config, error) {
 	}
 	// A variable an *_env key names (approval_webhook.secret_env:
 	// TOOLSERVER_WEBHOOK_SECRET) is read, not ignored.
-	named := c.SecretEnvNames()
+	named := append(c.SecretEnvNames(), c.mcpEnvReferences()...)
 	for _, name := range stray {
 		if !slices.Contains(named, name) {
 			warnings = append(warnings, fmt.Sprintf("%s is not a configuration key; ignored", name))
@@ -841,22 +841,28 @@ func (c *Config) SecretEnvNames() []string {
 		add("PGSERVICEFILE")
 	}
 	add(c.ApprovalWebhook.SecretEnv)
-	// An MCP server's url, headers and env may name variables as ${NAME} (tokens for
-	// its headers); $${ is a literal ${.
+	for _, o := range c.OpenAPI {
+		a := o.Auth
+		for _, n := range []string{a.BearerTokenEnv, a.APIKeyEnv, a.BasicUsernameEnv, a.BasicPasswordEnv, a.OAuth2.ClientIDEnv, a.OAuth2.ClientSecretEnv} {
+			add(n)
+		}
+	}
+	return names
+}
+
+// mcpEnvReferences are the variables the MCP servers' url, headers and env name as
+// ${NAME} (mcpproxy.ExpandEnv reads them; $${ is a literal ${). They are not all
+// secrets (PATH extended for one server), so SecretEnvNames leaves them to the proxy.
+func (c *Config) mcpEnvReferences() []string {
+	var names []string
 	for _, m := range c.MCPServers {
 		vals := append([]string{m.URL}, slices.Collect(maps.Values(m.Headers))...)
 		for _, v := range append(vals, slices.Collect(maps.Values(m.Env))...) {
 			for _, ref := range envReference.FindAllStringSubmatch(v, -1) {
 				if ref[1] == "" {
-					add(ref[2])
+					names = append(names, ref[2])
 				}
 			}
-		}
-	}
-	for _, o := range c.OpenAPI {
-		a := o.Auth
-		for _, n := range []string{a.BearerTokenEnv, a.APIKeyEnv, a.BasicUsernameEnv, a.BasicPasswordEnv, a.OAuth2.ClientIDEnv, a.OAuth2.ClientSecretEnv} {
-			add(n)
 		}
 	}
 	return names
