@@ -118,6 +118,11 @@ type pathSite struct {
 	// argument, which it writes; the writes check of the data dir counts it all the
 	// same, the check of the kernel's control files does not (cp /proc/cpuinfo .).
 	copySource bool
+	// argOnly: an argument of a command not known to write its path arguments
+	// (awk, python3 script.py, tar): it may only read it. The kernel check counts
+	// it for cgroup files and kernel settings, not for the rest of /sys and /proc
+	// (awk '…' /proc/meminfo).
+	argOnly bool
 	// values are what a redirection target holding variables may expand to, as
 	// the line gives them; nil when only the run knows.
 	values []field
@@ -889,19 +894,59 @@ func (a *analyzer) writes(paths []string, dirs []Dir) {
 // target directory is given as an option, -t DIR).
 var copyCommands = map[string]bool{"cp": true, "rsync": true, "scp": true, "install": true, "ln": true}
 
+// targetDirCommands take a target directory option: -t DIR, -tDIR, -vt DIR,
+// --target-directory[=]DIR (or an abbreviation, --target). rsync's and scp's -t
+// mean something else.
+var targetDirCommands = map[string]bool{"cp": true, "install": true, "ln": true}
+
+// pathWriters are the commands known to write the paths they are given (a copy
+// its destination): a path given to any other command that is not read-only may
+// be read only (awk '…' /proc/meminfo).
+var pathWriters = map[string]bool{
+	"tee": true, "dd": true, "cp": true, "mv": true, "install": true, "ln": true, "rsync": true, "scp": true,
+	"truncate": true, "touch": true, "sponge": true, "shred": true, "rm": true, "rmdir": true, "mkdir": true,
+	"chmod": true, "chown": true, "chgrp": true, "sed": true, "mknod": true, "mkfifo": true,
+}
+
 // writesOf records the paths the command words may write, as writes does, telling
-// a copying command's sources apart (copySource).
+// a copying command's sources apart (copySource) and marking the arguments of
+// commands not known to write them (argOnly).
 func (a *analyzer) writesOf(words []string, dirs []Dir) {
 	paths := pathArgs(words)
 	n := len(a.res.writeSites)
-	a.writes(paths, dirs)
-	if len(words) == 0 || !copyCommands[path.Base(words[0])] || len(paths) < 2 {
-		return
+	name := ""
+	if len(words) > 0 {
+		name = path.Base(words[0])
 	}
-	for _, w := range words[1:] {
-		if w == "-t" || strings.HasPrefix(w, "--target-directory") || strings.HasPrefix(w, "-t") && !strings.HasPrefix(w, "--") {
-			return // the target comes first: every path may be written
+	targetFirst := false
+	if targetDirCommands[name] {
+		for _, w := range words[1:] {
+			if w == "--" {
+				break
+			}
+			if strings.HasPrefix(w, "--t") {
+				targetFirst = true // --target-directory DIR: every path may be written
+				continue
+			}
+			if len(w) < 2 || w[0] != '-' || w[1] == '-' {
+				continue
+			}
+			if i := strings.IndexByte(w, 't'); i > 0 {
+				targetFirst = true // -t DIR, -vt DIR
+				if dir := w[i+1:]; dir != "" {
+					paths = append(paths, dir) // -t/DIR: pathArgs left it out
+				}
+			}
 		}
+	}
+	a.writes(paths, dirs)
+	if !pathWriters[name] {
+		for i := n; i < len(a.res.writeSites); i++ {
+			a.res.writeSites[i].argOnly = true
+		}
+	}
+	if !copyCommands[name] || targetFirst || len(paths) < 2 {
+		return
 	}
 	for i := n; i < len(a.res.writeSites)-1; i++ {
 		a.res.writeSites[i].copySource = true

@@ -20,8 +20,10 @@ import (
 
 // kernelControl says what p is when it names one of the kernel's control files
 // (anything under /sys or /proc but the shell's own descriptors, /proc/self/fd/1),
-// or "". A glob in p's first component that could match sys or proc counts.
-func kernelControl(p string) string {
+// or "". A glob in p's first component that could match sys or proc counts. With
+// argOnly (p is an argument of a command that may only read it), only cgroup
+// files and kernel settings count: awk '…' /proc/meminfo reads.
+func kernelControl(p string, argOnly bool) string {
 	if !path.IsAbs(p) {
 		return ""
 	}
@@ -40,6 +42,8 @@ func kernelControl(p string) string {
 		return "the cgroup control file " + p + " (a pid written into cgroup.procs or tasks leaves its pids and memory cgroups: a fork bomb then passes sandbox.pids_limit)"
 	case top == "proc" && (within(c, "/proc/sys") || c == "/proc/sysrq-trigger"), top == "sys" && within(c, "/sys/kernel"):
 		return "the kernel setting " + p
+	case argOnly:
+		return ""
 	case top == "sys", top == "proc" && !procOwnFD(c):
 		return "the kernel interface " + p
 	}
@@ -77,7 +81,7 @@ func (a *analyzer) kernelWrites() {
 			}
 		}
 		for _, p := range cands {
-			if what := kernelControl(p); what != "" {
+			if what := kernelControl(p, w.argOnly); what != "" {
 				a.add(Finding{Part: w.path, What: "writes " + what, Risk: tool.RiskCritical, Immune: true})
 				break
 			}
@@ -98,7 +102,7 @@ func (c *check) kernelWrite() string {
 			if dir == "" || !filepath.IsAbs(dir) {
 				continue
 			}
-			if what := kernelControl(path.Join(filepath.ToSlash(dir), w.path)); what != "" {
+			if what := kernelControl(path.Join(filepath.ToSlash(dir), w.path), w.argOnly); what != "" {
 				f := Finding{Part: w.path, What: "writes " + what, Risk: tool.RiskCritical, Immune: true}
 				c.cmd.Findings = append(c.cmd.Findings, f)
 				c.risk = tool.RiskCritical
