@@ -595,6 +595,7 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 			}
 		}
 		a.codeDanger(fx.maybe)
+		a.kernelPathsInCode(fx.maybe)
 		for _, r := range fx.runs {
 			inputCode := false
 			if r != "" {

@@ -112,3 +112,16 @@ func (c *check) kernelWrite() string {
 	}
 	return ""
 }
+
+// kernelPathsInCode flags, critical and immune, a cgroup file or kernel setting a
+// program's code names as a string (python3 -c "open('/sys/fs/cgroup/…/cgroup.procs',
+// 'w')…", node -e, perl -e): what the code does with it cannot be told, as with a path
+// given to python3 script.py (argOnly), which counts them too.
+func (a *analyzer) kernelPathsInCode(texts []string) {
+	for _, t := range texts {
+		t = strings.TrimLeft(t, "<>+|& \t") // perl's open(F, ">/sys/…")
+		if what := kernelControl(t, true); what != "" {
+			a.add(Finding{Part: t, What: "may write (named in a program's code) " + what, Risk: tool.RiskCritical, Immune: true})
+		}
+	}
+}
