@@ -892,8 +892,10 @@ func (a *analyzer) writes(paths []string, dirs []Dir) {
 }
 
 // copyCommands write their last path argument and read the others (unless a
-// target directory is given as an option, -t DIR).
-var copyCommands = map[string]bool{"cp": true, "rsync": true, "scp": true, "install": true, "ln": true}
+// target directory is given as an option, -t DIR). ln is none: a link to a kernel
+// control file (ln -s /sys/fs/cgroup/…/cgroup.procs p) writes it under another name
+// (echo $$ > p), and so does cp's -s or -l.
+var copyCommands = map[string]bool{"cp": true, "rsync": true, "scp": true, "install": true}
 
 // targetDirCommands take a target directory option: -t DIR, -tDIR, -vt DIR,
 // --target-directory[=]DIR (or an abbreviation, --target). rsync's and scp's -t
@@ -919,21 +921,25 @@ func (a *analyzer) writesOf(words []string, dirs []Dir) {
 	if len(words) > 0 {
 		name = path.Base(words[0])
 	}
-	targetFirst := false
+	everyPath := false
 	if targetDirCommands[name] {
 		for _, w := range words[1:] {
 			if w == "--" {
 				break
 			}
 			if strings.HasPrefix(w, "--t") {
-				targetFirst = true // --target-directory DIR: every path may be written
+				everyPath = true // --target-directory DIR: every path may be written
 				continue
+			}
+			if name == "cp" && (w == "--symbolic-link" || w == "--link" ||
+				len(w) > 1 && w[0] == '-' && w[1] != '-' && strings.ContainsAny(w, "sl")) {
+				everyPath = true // cp -s, cp -l: links, not copies; every path counts
 			}
 			if len(w) < 2 || w[0] != '-' || w[1] == '-' {
 				continue
 			}
 			if i := strings.IndexByte(w, 't'); i > 0 {
-				targetFirst = true // -t DIR, -vt DIR
+				everyPath = true // -t DIR, -vt DIR
 				if dir := w[i+1:]; dir != "" {
 					paths = append(paths, dir) // -t/DIR: pathArgs left it out
 				}
@@ -946,7 +952,7 @@ func (a *analyzer) writesOf(words []string, dirs []Dir) {
 			a.res.writeSites[i].argOnly = true
 		}
 	}
-	if !copyCommands[name] || targetFirst || len(paths) < 2 {
+	if !copyCommands[name] || everyPath || len(paths) < 2 {
 		return
 	}
 	for i := n; i < len(a.res.writeSites)-1; i++ {
