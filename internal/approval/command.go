@@ -123,6 +123,8 @@ type pathSite struct {
 	// it for cgroup files and kernel settings, not for the rest of /sys and /proc
 	// (awk '…' /proc/meminfo).
 	argOnly bool
+	// src is a redirection target as written (${X:-/sys/…} keeps its default there).
+	src string
 	// values are what a redirection target holding variables may expand to, as
 	// the line gives them; nil when only the run knows.
 	values []field
@@ -354,7 +356,8 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		wrote = true
 		a.res.Writes = append(a.res.Writes, target)
 		a.res.Redirects = append(a.res.Redirects, target)
-		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true, values: a.siteValues(r.Word)})
+		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true, values: a.siteValues(r.Word),
+			src: a.srcOf(r.Word)})
 		a.cmdDirs = dirs
 		dangerous := a.redirectDanger(a.text(r), target)
 		a.cmdDirs = nil
@@ -415,6 +418,15 @@ func (a *analyzer) siteValues(w *syntax.Word) []field {
 		return vals
 	}
 	return nil
+}
+
+// srcOf is w as the line writes it, or "" when its position is not in the line.
+func (a *analyzer) srcOf(w *syntax.Word) string {
+	from, to := int(w.Pos().Offset()), int(w.End().Offset())
+	if from < 0 || from > to || to > len(a.src) {
+		return ""
+	}
+	return a.src[from:to]
 }
 
 func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bool) {

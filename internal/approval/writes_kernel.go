@@ -3,6 +3,7 @@ package approval
 import (
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -70,6 +71,10 @@ func (a *analyzer) kernelWrites() {
 			continue // read: cp /proc/cpuinfo out
 		}
 		cands := []string{w.path}
+		if strings.Contains(w.src, "${") {
+			// ${X:-/sys/…}: the default (or alternative) may be what is written.
+			cands = append(cands, strings.NewReplacer(`"`, "", `'`, "").Replace(paramOperand.ReplaceAllString(w.src, "$1")))
+		}
 		for _, v := range w.values {
 			cands = append(cands, v.text)
 		}
@@ -88,6 +93,10 @@ func (a *analyzer) kernelWrites() {
 		}
 	}
 }
+
+// paramOperand is a parameter expansion with a default, assigned or alternative
+// value (${X:-v}, ${X=v}, ${X:+v}, ${X?v}), whose value may be what the word expands to.
+var paramOperand = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=+?]([^{}]*)\}`)
 
 // kernelWrite is kernelWrites for the paths the analysis could not place: relative
 // ones read from the working directory, or from a folder a relative cd led to
