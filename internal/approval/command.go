@@ -123,7 +123,7 @@ type pathSite struct {
 	// it for cgroup files and kernel settings, not for the rest of /sys and /proc
 	// (awk '…' /proc/meminfo).
 	argOnly bool
-	// src is a redirection target as written (${X:-/sys/…} keeps its default there).
+	// src is a redirection's file as written (${X:-/sys/…} keeps its default there).
 	src string
 	// values are what a redirection target holding variables may expand to, as
 	// the line gives them; nil when only the run knows.
@@ -337,7 +337,7 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 			if r.Word != nil {
 				in := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word}))
 				a.res.Inputs = append(a.res.Inputs, in)
-				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs, values: a.siteValues(r.Word)})
+				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs, values: a.siteValues(r.Word), src: a.srcOf(r.Word)})
 			}
 			continue
 		default:

@@ -71,9 +71,8 @@ func (a *analyzer) kernelWrites() {
 			continue // read: cp /proc/cpuinfo out
 		}
 		cands := []string{w.path}
-		if strings.Contains(w.src, "${") {
-			// ${X:-/sys/…}: the default (or alternative) may be what is written.
-			cands = append(cands, strings.NewReplacer(`"`, "", `'`, "").Replace(paramOperand.ReplaceAllString(w.src, "$1")))
+		if d := paramDefaults(w.src); d != "" {
+			cands = append(cands, d) // ${X:-/sys/…}
 		}
 		for _, v := range w.values {
 			cands = append(cands, v.text)
@@ -97,6 +96,21 @@ func (a *analyzer) kernelWrites() {
 // paramOperand is a parameter expansion with a default, assigned or alternative
 // value (${X:-v}, ${X=v}, ${X:+v}, ${X?v}), whose value may be what the word expands to.
 var paramOperand = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=+?]([^{}]*)\}`)
+
+// paramDefaults is src, a redirection target as written, with each parameter
+// expansion that has one replaced by its default or alternative value and quotes
+// removed (> "${X:-/sys/fs/cgroup/pids}/cgroup.procs" may write
+// /sys/fs/cgroup/pids/cgroup.procs), or "" when src has none.
+func paramDefaults(src string) string {
+	if !strings.Contains(src, "${") {
+		return ""
+	}
+	d := paramOperand.ReplaceAllString(src, "$1")
+	if d == src {
+		return ""
+	}
+	return strings.NewReplacer(`"`, "", `'`, "").Replace(d)
+}
 
 // kernelWrite is kernelWrites for the paths the analysis could not place: relative
 // ones read from the working directory, or from a folder a relative cd led to
