@@ -841,17 +841,13 @@ func (c *Config) SecretEnvNames() []string {
 		add("PGSERVICEFILE")
 	}
 	add(c.ApprovalWebhook.SecretEnv)
-	// An MCP server's url, headers and env may name TOOLSERVER_ variables as ${NAME}
-	// (tokens for its headers); $${ is a literal ${. Only those are named here (for the
-	// stray-variable warning; TOOLSERVER_* keeps them from stdio servers already): the
-	// proxy keeps the other names a server takes from the rest itself, but for PATH,
-	// HOME and the like (mcpproxy's processVars), which a server's env may extend
-	// ("${PATH}:/opt/bin") and which no other server may lose.
+	// An MCP server's url, headers and env may name variables as ${NAME} (tokens for
+	// its headers); $${ is a literal ${.
 	for _, m := range c.MCPServers {
 		vals := append([]string{m.URL}, slices.Collect(maps.Values(m.Headers))...)
 		for _, v := range append(vals, slices.Collect(maps.Values(m.Env))...) {
 			for _, ref := range envReference.FindAllStringSubmatch(v, -1) {
-				if ref[1] == "" && strings.HasPrefix(ref[2], "TOOLSERVER_") {
+				if ref[1] == "" {
 					add(ref[2])
 				}
 			}

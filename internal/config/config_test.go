@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -569,35 +568,6 @@ func TestOpenAPIAuthDecoded(t *testing.T) {
 	if o.TokenURL != "https://login.example.com/token" || o.ClientIDEnv != "G_ID" || o.ClientSecretEnv != "G_SECRET" ||
 		strings.Join(o.Scopes, " ") != "Mail.Read https://graph.example.com/.default" {
 		t.Errorf("oauth2: %+v", o)
-	}
-}
-
-// TestSecretEnvNamesLeaveProcessVariables: a stdio server's env extending PATH or
-// HOME with ${NAME} does not make them secrets: SecretEnvNames becomes the proxy's
-// PrivateEnv, kept from every other stdio server, which then started without PATH
-// (npx's #!/usr/bin/env node) or HOME. TOOLSERVER_ names still count (the warning).
-func TestSecretEnvNamesLeaveProcessVariables(t *testing.T) {
-	t.Parallel()
-	file := filepath.Join(t.TempDir(), "c.yaml")
-	yaml := `mcp_servers:
-  - {name: a, transport: stdio, command: node, env: {PATH: "${PATH}:/opt/bin", NPM_CONFIG_CACHE: "${HOME}/.npm", LC_ALL: "${LC_ALL}", T: "${TOOLSERVER_A_TOKEN}"}}
-  - {name: b, transport: stdio, command: node}
-`
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load([]string{"--config", file}, []string{"TOOLSERVER_A_TOKEN=t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := c.SecretEnvNames()
-	for _, n := range []string{"PATH", "HOME", "LC_ALL"} {
-		if slices.Contains(names, n) {
-			t.Errorf("SecretEnvNames = %v: holds %s, which server b would then start without", names, n)
-		}
-	}
-	if !slices.Contains(names, "TOOLSERVER_A_TOKEN") {
-		t.Errorf("SecretEnvNames = %v, want TOOLSERVER_A_TOKEN (not warned about as ignored)", names)
 	}
 }
 
