@@ -118,6 +118,13 @@ type pathSite struct {
 	// argument, which it writes; the writes check of the data dir counts it all the
 	// same, the check of the kernel's control files does not (cp /proc/cpuinfo .).
 	copySource bool
+	// argOnly: an argument of a command not known to write its path arguments
+	// (awk, python3 script.py, tar): it may only read it. The kernel check counts
+	// it for cgroup files and kernel settings, not for the rest of /sys and /proc
+	// (awk '…' /proc/meminfo).
+	argOnly bool
+	// src is a redirection's file as written (${X:-/sys/…} keeps its default there).
+	src string
 	// values are what a redirection target holding variables may expand to, as
 	// the line gives them; nil when only the run knows.
 	values []field
@@ -330,7 +337,7 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 			if r.Word != nil {
 				in := joinFields(expandWords(a.cfg, a.src, []*syntax.Word{r.Word}))
 				a.res.Inputs = append(a.res.Inputs, in)
-				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs, values: a.siteValues(r.Word)})
+				a.res.inputSites = append(a.res.inputSites, pathSite{path: in, dirs: dirs, values: a.siteValues(r.Word), src: a.srcOf(r.Word)})
 			}
 			continue
 		default:
@@ -349,7 +356,8 @@ func (a *analyzer) redirects(s *syntax.Stmt) (wrote bool) {
 		wrote = true
 		a.res.Writes = append(a.res.Writes, target)
 		a.res.Redirects = append(a.res.Redirects, target)
-		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true, values: a.siteValues(r.Word)})
+		a.res.writeSites = append(a.res.writeSites, pathSite{path: target, dirs: dirs, redirect: true, values: a.siteValues(r.Word),
+			src: a.srcOf(r.Word)})
 		a.cmdDirs = dirs
 		dangerous := a.redirectDanger(a.text(r), target)
 		a.cmdDirs = nil
@@ -410,6 +418,15 @@ func (a *analyzer) siteValues(w *syntax.Word) []field {
 		return vals
 	}
 	return nil
+}
+
+// srcOf is w as the line writes it, or "" when its position is not in the line.
+func (a *analyzer) srcOf(w *syntax.Word) string {
+	from, to := int(w.Pos().Offset()), int(w.End().Offset())
+	if from < 0 || from > to || to > len(a.src) {
+		return ""
+	}
+	return a.src[from:to]
 }
 
 func (a *analyzer) call(s *syntax.Stmt, call *syntax.CallExpr, redirectWrites bool) {
@@ -590,6 +607,7 @@ func (a *analyzer) programEffects(part string, views [][]string, dirs []Dir) [][
 			}
 		}
 		a.codeDanger(fx.maybe)
+		a.kernelPathsInCode(fx.maybe)
 		for _, r := range fx.runs {
 			inputCode := false
 			if r != "" {
@@ -886,22 +904,68 @@ func (a *analyzer) writes(paths []string, dirs []Dir) {
 }
 
 // copyCommands write their last path argument and read the others (unless a
-// target directory is given as an option, -t DIR).
-var copyCommands = map[string]bool{"cp": true, "rsync": true, "scp": true, "install": true, "ln": true}
+// target directory is given as an option, -t DIR). ln is none: a link to a kernel
+// control file (ln -s /sys/fs/cgroup/…/cgroup.procs p) writes it under another name
+// (echo $$ > p), and so does cp's -s or -l.
+var copyCommands = map[string]bool{"cp": true, "rsync": true, "scp": true, "install": true}
+
+// targetDirCommands take a target directory option: -t DIR, -tDIR, -vt DIR,
+// --target-directory[=]DIR (or an abbreviation, --target). rsync's and scp's -t
+// mean something else.
+var targetDirCommands = map[string]bool{"cp": true, "install": true, "ln": true}
+
+// pathWriters are the commands known to write the paths they are given (a copy
+// its destination): a path given to any other command that is not read-only may
+// be read only (awk '…' /proc/meminfo).
+var pathWriters = map[string]bool{
+	"tee": true, "dd": true, "cp": true, "mv": true, "install": true, "ln": true, "rsync": true, "scp": true,
+	"truncate": true, "touch": true, "sponge": true, "shred": true, "rm": true, "rmdir": true, "mkdir": true,
+	"chmod": true, "chown": true, "chgrp": true, "sed": true, "mknod": true, "mkfifo": true,
+}
 
 // writesOf records the paths the command words may write, as writes does, telling
-// a copying command's sources apart (copySource).
+// a copying command's sources apart (copySource) and marking the arguments of
+// commands not known to write them (argOnly).
 func (a *analyzer) writesOf(words []string, dirs []Dir) {
 	paths := pathArgs(words)
 	n := len(a.res.writeSites)
-	a.writes(paths, dirs)
-	if len(words) == 0 || !copyCommands[path.Base(words[0])] || len(paths) < 2 {
-		return
+	name := ""
+	if len(words) > 0 {
+		name = path.Base(words[0])
 	}
-	for _, w := range words[1:] {
-		if w == "-t" || strings.HasPrefix(w, "--target-directory") || strings.HasPrefix(w, "-t") && !strings.HasPrefix(w, "--") {
-			return // the target comes first: every path may be written
+	everyPath := false
+	if targetDirCommands[name] {
+		for _, w := range words[1:] {
+			if w == "--" {
+				break
+			}
+			if strings.HasPrefix(w, "--t") {
+				everyPath = true // --target-directory DIR: every path may be written
+				continue
+			}
+			if name == "cp" && (w == "--symbolic-link" || w == "--link" ||
+				len(w) > 1 && w[0] == '-' && w[1] != '-' && strings.ContainsAny(w, "sl")) {
+				everyPath = true // cp -s, cp -l: links, not copies; every path counts
+			}
+			if len(w) < 2 || w[0] != '-' || w[1] == '-' {
+				continue
+			}
+			if i := strings.IndexByte(w, 't'); i > 0 {
+				everyPath = true // -t DIR, -vt DIR
+				if dir := w[i+1:]; dir != "" {
+					paths = append(paths, dir) // -t/DIR: pathArgs left it out
+				}
+			}
 		}
+	}
+	a.writes(paths, dirs)
+	if !pathWriters[name] {
+		for i := n; i < len(a.res.writeSites); i++ {
+			a.res.writeSites[i].argOnly = true
+		}
+	}
+	if !copyCommands[name] || everyPath || len(paths) < 2 {
+		return
 	}
 	for i := n; i < len(a.res.writeSites)-1; i++ {
 		a.res.writeSites[i].copySource = true

@@ -183,6 +183,7 @@ func TestAnalyzeCommandWrites(t *testing.T) {
 		{"cat a >> ~/.bashrc", []string{"$HOME/.bashrc"}},
 		{"rm -f .env", []string{".env"}},
 		{"cp --target-directory=dst a", []string{"dst", "a"}},
+		{"cp -vtdst a", []string{"a", "dst"}}, // -t with its directory attached
 		{"sudo tee /etc/hosts", []string{"tee", "/etc/hosts"}},
 		{"dd if=a of=b", []string{"if=a", "b"}},
 		{"sh -c 'echo > x'", []string{"x", "echo > x"}},

@@ -33,6 +33,12 @@ func TestKernelControlWritesAsk(t *testing.T) {
 		{"echo 1 > /proc/sys/kernel/sysrq", true},
 		{"echo 1 | tee /sys/kernel/mm/ksm/run", true},
 		{"cp -t /sys/fs/cgroup/pids pid", true},
+		// A parameter expansion's default or alternative value is the path written.
+		{"echo $$ > ${X:-/sys/fs/cgroup/pids/cgroup.procs}", true},
+		{`echo $$ > "${X:-/sys/fs/cgroup/pids}/cgroup.procs"`, true},
+		{"echo $$ > ${X:+/sys/fs/cgroup/pids}/cgroup.procs", true},
+		{"echo $$ | tee ${D=/proc/sys/kernel}/sysrq", true},
+		{"echo hi > ${OUT:-out.txt}", false},
 		{"cat /sys/fs/cgroup/pids/pids.max", false},
 		// A copy reads its sources: only its last path is written.
 		{"cp /proc/cpuinfo cpuinfo.txt", false},

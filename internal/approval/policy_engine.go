@@ -388,6 +388,9 @@ func (c *check) readsPrivate() string {
 		if strings.Contains(site.path, "$") && len(site.values) > 0 {
 			cands = site.values
 		}
+		if d := paramDefaults(site.src); d != "" {
+			cands = append(slices.Clip(cands), field{text: d}) // > ${X:-data/admin.key}
+		}
 		for _, f := range cands {
 			if r := c.wordPrivate(f.text, f.glob, enter, dirs, vague, bare, workdir, site.dirs); r != "" {
 				if f.text != site.path {

@@ -323,6 +323,10 @@ func TestPrivateDirs(t *testing.T) {
 		{"docker run -v ..:/d alpine ls /d", true},
 		{"watch 'grep -r KEY ..'", true},
 		{"x='a ..'; echo $x; ls $x", true},
+		// A redirection's default value is the file it may write or read.
+		{"echo x > ${X:-/work/admin.key}", true},
+		{`cat < "${IN:-../admin.key}"`, true},
+		{"echo x > ${OUT:-out.txt}", false},
 	})
 }
 

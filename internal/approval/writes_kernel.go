@@ -3,6 +3,7 @@ package approval
 import (
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -20,8 +21,10 @@ import (
 
 // kernelControl says what p is when it names one of the kernel's control files
 // (anything under /sys or /proc but the shell's own descriptors, /proc/self/fd/1),
-// or "". A glob in p's first component that could match sys or proc counts.
-func kernelControl(p string) string {
+// or "". A glob in p's first component that could match sys or proc counts. With
+// argOnly (p is an argument of a command that may only read it), only cgroup
+// files and kernel settings count: awk '…' /proc/meminfo reads.
+func kernelControl(p string, argOnly bool) string {
 	if !path.IsAbs(p) {
 		return ""
 	}
@@ -40,6 +43,8 @@ func kernelControl(p string) string {
 		return "the cgroup control file " + p + " (a pid written into cgroup.procs or tasks leaves its pids and memory cgroups: a fork bomb then passes sandbox.pids_limit)"
 	case top == "proc" && (within(c, "/proc/sys") || c == "/proc/sysrq-trigger"), top == "sys" && within(c, "/sys/kernel"):
 		return "the kernel setting " + p
+	case argOnly:
+		return ""
 	case top == "sys", top == "proc" && !procOwnFD(c):
 		return "the kernel interface " + p
 	}
@@ -66,6 +71,9 @@ func (a *analyzer) kernelWrites() {
 			continue // read: cp /proc/cpuinfo out
 		}
 		cands := []string{w.path}
+		if d := paramDefaults(w.src); d != "" {
+			cands = append(cands, d) // ${X:-/sys/…}
+		}
 		for _, v := range w.values {
 			cands = append(cands, v.text)
 		}
@@ -77,12 +85,31 @@ func (a *analyzer) kernelWrites() {
 			}
 		}
 		for _, p := range cands {
-			if what := kernelControl(p); what != "" {
+			if what := kernelControl(p, w.argOnly); what != "" {
 				a.add(Finding{Part: w.path, What: "writes " + what, Risk: tool.RiskCritical, Immune: true})
 				break
 			}
 		}
 	}
+}
+
+// paramOperand is a parameter expansion with a default, assigned or alternative
+// value (${X:-v}, ${X=v}, ${X:+v}, ${X?v}), whose value may be what the word expands to.
+var paramOperand = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=+?]([^{}]*)\}`)
+
+// paramDefaults is src, a redirection target as written, with each parameter
+// expansion that has one replaced by its default or alternative value and quotes
+// removed (> "${X:-/sys/fs/cgroup/pids}/cgroup.procs" may write
+// /sys/fs/cgroup/pids/cgroup.procs), or "" when src has none.
+func paramDefaults(src string) string {
+	if !strings.Contains(src, "${") {
+		return ""
+	}
+	d := paramOperand.ReplaceAllString(src, "$1")
+	if d == src {
+		return ""
+	}
+	return strings.NewReplacer(`"`, "", `'`, "").Replace(d)
 }
 
 // kernelWrite is kernelWrites for the paths the analysis could not place: relative
@@ -98,7 +125,7 @@ func (c *check) kernelWrite() string {
 			if dir == "" || !filepath.IsAbs(dir) {
 				continue
 			}
-			if what := kernelControl(path.Join(filepath.ToSlash(dir), w.path)); what != "" {
+			if what := kernelControl(path.Join(filepath.ToSlash(dir), w.path), w.argOnly); what != "" {
 				f := Finding{Part: w.path, What: "writes " + what, Risk: tool.RiskCritical, Immune: true}
 				c.cmd.Findings = append(c.cmd.Findings, f)
 				c.risk = tool.RiskCritical
@@ -107,4 +134,17 @@ func (c *check) kernelWrite() string {
 		}
 	}
 	return ""
+}
+
+// kernelPathsInCode flags, critical and immune, a cgroup file or kernel setting a
+// program's code names as a string (python3 -c "open('/sys/fs/cgroup/…/cgroup.procs',
+// 'w')…", node -e, perl -e): what the code does with it cannot be told, as with a path
+// given to python3 script.py (argOnly), which counts them too.
+func (a *analyzer) kernelPathsInCode(texts []string) {
+	for _, t := range texts {
+		t = strings.TrimLeft(t, "<>+|& \t") // perl's open(F, ">/sys/…")
+		if what := kernelControl(t, true); what != "" {
+			a.add(Finding{Part: t, What: "may write (named in a program's code) " + what, Risk: tool.RiskCritical, Immune: true})
+		}
+	}
 }

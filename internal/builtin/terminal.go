@@ -36,11 +36,12 @@ func asTerminalShows(s string) string {
 
 // lineMoves turns the escape sequences progress bars rewrite a line with into what
 // lastRewrite reads: moving the cursor to the first column (Node's cursorTo(0),
-// ESC [ G) into a CR, and erasing the line (ESC [ K, ESC [ 2 K) into a NUL, which
+// ESC [ G) into a CR, and erasing to the line's end (ESC [ K) into a NUL, which
 // output holds no more of (sanitize replaced them), so that a line erased after its
-// last CR shows empty.
+// last CR shows empty. Erasing the whole line, or up to the cursor (ESC [ 2 K, ESC [ 1
+// K: a spinner's stop), takes what was written before it: a CR and a NUL.
 var lineMoves = strings.NewReplacer("\x1b[G", "\r", "\x1b[0G", "\r", "\x1b[1G", "\r",
-	"\x1b[K", "\x00", "\x1b[0K", "\x00", "\x1b[1K", "\x00", "\x1b[2K", "\x00")
+	"\x1b[K", "\x00", "\x1b[0K", "\x00", "\x1b[1K", "\r\x00", "\x1b[2K", "\r\x00")
 
 // lastRewrite is what a line rewritten with CR shows at its end: the text after its
 // last CR, or after the last CR that is followed by text (a line ending in CR, or CRLF,

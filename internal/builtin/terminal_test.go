@@ -29,6 +29,10 @@ func TestAsTerminalShows(t *testing.T) {
 		{"spinner\x1b[G\x1b[Kdone\n", "done\n"},
 		{"Downloading 100%\r\x1b[K\nnext\n", "\nnext\n"},
 		{"kept\x1b[K\n", "kept\n"},
+		// A spinner stopped (ora's stop(): ESC [ 2 K, then ESC [ G) leaves the line empty.
+		{"\u280b Loading\x1b[2K\x1b[G\nnext\n", "\nnext\n"},
+		{"frame\x1b[2K\n", "\n"},
+		{"old\x1b[1K\n", "\n"},
 	} {
 		if got := asTerminalShows(tc.in); got != tc.want {
 			t.Errorf("asTerminalShows(%q) = %q, want %q", tc.in, got, tc.want)
