@@ -91,7 +91,10 @@ func (m *Metrics) ToolsChanged(removed, added []string) {
 		delete(m.gone, name)
 	}
 	for _, name := range removed {
-		if m.gone == nil {
+		if m.gone == nil || len(m.gone) >= maxGoneTools {
+			// A server that keeps listing new names and removing them must not grow
+			// this without bound: forgetting the old names only lets a late call of
+			// one of them bring its series back.
 			m.gone = map[string]bool{}
 		}
 		m.gone[name] = true
@@ -100,6 +103,9 @@ func (m *Metrics) ToolsChanged(removed, added []string) {
 		m.queueWait.DeleteLabelValues(name)
 	}
 }
+
+// maxGoneTools bounds the names of removed tools kept to label their late calls.
+const maxGoneTools = 10000
 
 // toolLabel is name, or "unknown" for a tool removed since; the caller holds toolsMu
 // read-locked until its series is updated.
