@@ -68,7 +68,7 @@ func TestElicitationApprovalRechecksDenyRules(t *testing.T) {
 	}
 	apr := list.Approvals[0]
 	if apr.Status != "denied" || apr.Decision == nil || apr.Decision.Kind != "deny" || apr.Decision.Actor != "mcp-client" ||
-		!strings.HasPrefix(apr.Decision.Reason, "the policy now denies it (") {
+		!apr.Decision.ByPolicy || !strings.HasPrefix(apr.Decision.Reason, "the policy now denies it (") {
 		t.Fatalf("recorded: status %s decision %+v; want denied by the policy over mcp-client's approval", apr.Status, apr.Decision)
 	}
 }
