@@ -68,6 +68,10 @@ type Retention interface {
 	// sweeping at once delete a session once, and a TouchSession that committed
 	// first keeps it.
 	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+	// DeleteSession is DeleteUnusedSession for a client's own delete (DELETE
+	// /v1/sessions/{id}): a call whose output is open (a background job running)
+	// does not keep the session, whose deletion ends the job.
+	DeleteSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
 }
 
 var (
@@ -88,12 +92,17 @@ const terminalStatuses = `('succeeded', 'failed')`
 
 // sessionUnusedCond is DeleteUnusedSession's test in either dialect, for the session
 // aliased s, given the placeholder of the cutoff (used three times: pass it three
-// times in SQLite). A call whose output is open counts as unfinished: its background
-// job runs on, and the session's deletion would end it (the sandbox's CloseSession).
-func sessionUnusedCond(c1, c2, c3 string) string {
+// times in SQLite). With openOutputKeeps (retention), a call whose output is open
+// counts as unfinished: its background job runs on, and deleting the session would
+// end it; a client's own delete ends it on purpose.
+func sessionUnusedCond(c1, c2, c3 string, openOutputKeeps bool) string {
+	open := ""
+	if openOutputKeeps {
+		open = ` OR c.output_open`
+	}
 	return `s.updated_at < ` + c1 + `
 		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.session_id = s.id
-			AND (c.status NOT IN ` + terminalStatuses + ` OR c.output_open OR c.created_at >= ` + c2 + ` OR c.finished_at >= ` + c3 + `))
+			AND (c.status NOT IN ` + terminalStatuses + open + ` OR c.created_at >= ` + c2 + ` OR c.finished_at >= ` + c3 + `))
 		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.session_id = s.id AND a.status = 'pending')`
 }
 

@@ -396,6 +396,18 @@ func testDeleteUnusedSession(t *testing.T, st store.Store) {
 	if n, gone, err := s.DeleteUnusedSession(ctx, "ses_job", cutoff, 0); err != nil || !gone || n != 1 {
 		t.Errorf("DeleteUnusedSession(ses_job) after its output closed = %d, %v, %v; want 1 call, gone", n, gone, err)
 	}
+	// A client's own delete takes a session whose job runs on (the job is killed),
+	// and is refused, as retention is, by an unfinished call.
+	mustSessionAt(t, s, "ses_job2", base)
+	mustWrite(t, s, []*store.Call{runningCall("tc_j2", "ses_job2", "call_j2", base)}, []store.CallFinish{
+		{ID: "tc_j2", Status: store.CallSucceeded, Result: tool.TextResult("Started background job j2"), FinishedAt: at(time.Second), OutputOpen: true},
+	})
+	if _, _, err := s.DeleteSession(ctx, "ses_running", cutoff, 0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("DeleteSession(ses_running) = %v, want ErrConflict", err)
+	}
+	if n, gone, err := s.DeleteSession(ctx, "ses_job2", cutoff, 0); err != nil || !gone || n != 1 {
+		t.Errorf("DeleteSession(ses_job2) = %d, %v, %v; want 1 call, gone: a client's delete ends the job", n, gone, err)
+	}
 
 	n, gone, err := s.DeleteUnusedSession(ctx, "ses_old", cutoff, 2)
 	if err != nil || gone || n != 2 {
