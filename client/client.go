@@ -663,6 +663,9 @@ type ApprovalDecision struct {
 	Rule   string `json:"rule,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Actor  string `json:"actor"`
+	// ByPolicy: a deny the daemon recorded in the policy's name when Actor approved
+	// a call the policy by then denied; false for a person's own decision.
+	ByPolicy bool `json:"by_policy"`
 }
 
 // Approvals lists approvals with a status (pending, approved, denied, expired or ""

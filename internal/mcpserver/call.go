@@ -155,7 +155,7 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					e.askClient(helpers, c.ID, c.Name, ev.Approval)
+					e.askClient(helpers, c.ID, c.Name, ev.Approval, n)
 				}()
 			}
 		case session.EventExternal:
@@ -393,11 +393,19 @@ func (e *Endpoint) elicits(ctx context.Context) bool {
 	return el != nil && (el.Form != nil || el.URL == nil)
 }
 
+// elicitRounds is how many times askClient asks the client about one approval: an
+// approval that could not be applied (the policy could not be checked) is asked
+// again, so that the person can try again or deny, a bounded number of times.
+const elicitRounds = 3
+
 // askClient asks the client, by elicitation, to decide an approval the call waits
 // for. Accept approves and decline denies, recorded like a REST decision with the
 // actor mcp-client (an approval re-checked against the policy's deny rules, as on
-// REST); cancel (or no answer before a REST decision) decides nothing.
-func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *store.Approval) {
+// REST); cancel (or no answer before a REST decision) decides nothing. An accept the
+// policy could not be checked against is not applied, as on REST: the client is
+// asked again, told so (try again, deny, or leave it pending), up to elicitRounds
+// times, and then told through progress (n) that the request stays pending.
+func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *store.Approval, n *notifier) {
 	// A person reads the arguments: "make && make install > log" as written, where
 	// JSON (json.MarshalIndent, or the client's own encoder: mcp-go's escapes them)
 	// may have \u0026\u0026 and \u003e.
@@ -406,8 +414,52 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 	if err := json.Indent(&b, apr.Arguments, "", "  "); err == nil {
 		args = string(jsontext.UnescapeHTML(b.Bytes()))
 	}
+	question := fmt.Sprintf("Allow %s to run? Risk: %s. %s\nArguments: %s\nAccept to approve, decline to deny.", name, apr.Risk, apr.Reason, args)
+	bg := context.WithoutCancel(ctx)
+	for round := 1; ; round++ {
+		d, ok := e.elicitDecision(ctx, apr, question)
+		if !ok {
+			return
+		}
+		dctx, cancel := context.WithTimeout(bg, 30*time.Second)
+		if d.Kind == store.DecisionApprove {
+			// As on REST: a person's approval does not run what the policy now denies
+			// (a link the command reads turned to the daemon's data, a deny rule), and
+			// an approval the policy could not be checked against is not applied.
+			denied, why, err := e.deps.Exec.DeniedNow(dctx, e.deps.Sessions, callID)
+			if err != nil {
+				cancel()
+				e.deps.Log.Error("mcp endpoint: the client approved, but the policy could not be checked against the call; the approval was not applied",
+					"approval_id", apr.ID, "call_id", callID, "round", round, "err", err)
+				if ctx.Err() != nil {
+					return
+				}
+				if round == elicitRounds {
+					n.note(fmt.Sprintf("The approval of %s was not applied: the policy's rules could not be checked against the call (%d tries); "+
+						"nothing was decided and approval %s is still pending: decide it at POST /v1/approvals/%s/decision", name, round, apr.ID, apr.ID))
+					return
+				}
+				question = fmt.Sprintf("Your approval of %s was not applied: the policy's rules could not be checked against the call just now, "+
+					"so nothing was decided and the request (approval %s) is still pending.\n"+
+					"Accept to try again, decline to deny it, or cancel to leave it pending for a decision at POST /v1/approvals/%s/decision.\n"+
+					"Risk: %s. %s\nArguments: %s", name, apr.ID, apr.ID, apr.Risk, apr.Reason, args)
+				continue
+			}
+			if denied {
+				d = session.PolicyDenial(ActorMCPClient, why)
+			}
+		}
+		e.recordClientDecision(ctx, dctx, callID, apr, d)
+		cancel()
+		return
+	}
+}
+
+// elicitDecision asks the client question about apr and returns its decision; false
+// when it decided nothing (cancel, no answer, a failed request).
+func (e *Endpoint) elicitDecision(ctx context.Context, apr *store.Approval, question string) (store.ApprovalDecision, bool) {
 	res, err := e.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
-		Message: fmt.Sprintf("Allow %s to run? Risk: %s. %s\nArguments: %s\nAccept to approve, decline to deny.", name, apr.Risk, apr.Reason, args),
+		Message: question,
 		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
 			"reason": map[string]any{"type": "string", "title": "Reason", "description": "Optional note recorded with the decision."},
 		}},
@@ -416,7 +468,7 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 		if ctx.Err() == nil {
 			e.deps.Log.Info("mcp endpoint: elicitation for an approval failed; waiting for a REST decision", "approval_id", apr.ID, "err", err)
 		}
-		return
+		return store.ApprovalDecision{}, false
 	}
 	d := store.ApprovalDecision{Actor: ActorMCPClient}
 	switch res.Action {
@@ -425,7 +477,7 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 	case mcp.ElicitationResponseActionDecline:
 		d.Kind, d.Reason = store.DecisionDeny, "declined by the MCP client"
 	default:
-		return
+		return d, false
 	}
 	if m, ok := res.Content.(map[string]any); ok {
 		if r, ok := m["reason"].(string); ok && r != "" {
@@ -435,23 +487,14 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 	if d.Kind == store.DecisionDeny {
 		d.Result = store.DeniedResult("the user", d.Reason) // the model reads this, not "mcp-client"
 	}
+	return d, true
+}
+
+// recordClientDecision records the client's decision d of apr (dctx bounds the
+// store's work) and wakes the call; an approved call whose waiter is gone (ctx
+// done) is run here.
+func (e *Endpoint) recordClientDecision(ctx, dctx context.Context, callID string, apr *store.Approval, d store.ApprovalDecision) {
 	bg := context.WithoutCancel(ctx)
-	dctx, cancel := context.WithTimeout(bg, 30*time.Second)
-	defer cancel()
-	if d.Kind == store.DecisionApprove {
-		// As on REST: a person's approval does not run what the policy now denies
-		// (a link the command reads turned to the daemon's data, a deny rule), and
-		// an approval the policy could not be checked against is not applied.
-		denied, why, err := e.deps.Exec.DeniedNow(dctx, e.deps.Sessions, callID)
-		if err != nil {
-			e.deps.Log.Error("mcp endpoint: the client approved, but the policy could not be checked against the call; the request stays pending for a REST decision",
-				"approval_id", apr.ID, "call_id", callID, "err", err)
-			return
-		}
-		if denied {
-			d = session.PolicyDenial(ActorMCPClient, why)
-		}
-	}
 	decided, err := e.deps.Approvals.DecideApproval(dctx, apr.ID, d)
 	if errors.Is(err, store.ErrConflict) {
 		return // decided through REST meanwhile

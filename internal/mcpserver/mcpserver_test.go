@@ -220,9 +220,10 @@ type approvalRec struct {
 	CallID   string `json:"call_id"`
 	Status   string `json:"status"`
 	Decision *struct {
-		Kind   string `json:"kind"`
-		Actor  string `json:"actor"`
-		Reason string `json:"reason"`
+		Kind     string `json:"kind"`
+		Actor    string `json:"actor"`
+		Reason   string `json:"reason"`
+		ByPolicy bool   `json:"by_policy"`
 	} `json:"decision"`
 }
 

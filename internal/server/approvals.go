@@ -53,10 +53,11 @@ type approvalJSON struct {
 }
 
 type decisionJSON struct {
-	Kind   string `json:"kind"`
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	Actor  string `json:"actor"`
+	Kind     string `json:"kind"`
+	Rule     string `json:"rule,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Actor    string `json:"actor"`
+	ByPolicy bool   `json:"by_policy"`
 }
 
 // ApprovalJSON is an approval as the API shows it (the Approval schema of
@@ -68,7 +69,8 @@ func toApprovalJSON(a *store.Approval) approvalJSON {
 		Risk: a.Risk, Reason: a.Reason, Suggestions: suggestionsOf(a), Status: string(a.StatusAt(time.Now())),
 		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, DecidedAt: a.DecidedAt}
 	if a.Decision != nil {
-		out.Decision = &decisionJSON{Kind: a.Decision.Kind, Rule: a.Decision.Rule, Reason: a.Decision.Reason, Actor: a.Decision.Actor}
+		out.Decision = &decisionJSON{Kind: a.Decision.Kind, Rule: a.Decision.Rule, Reason: a.Decision.Reason, Actor: a.Decision.Actor,
+			ByPolicy: session.DeniedByPolicy(a.Decision)}
 	}
 	return out
 }
@@ -487,7 +489,7 @@ func checkDecisionText(req decisionRequest) error {
 // sameDecision reports whether a was decided as d asks, by d's actor: a retry.
 func sameDecision(a *store.Approval, d store.ApprovalDecision) bool {
 	return a != nil && a.Decision != nil && a.Decision.Kind == d.Kind && a.Decision.Actor == d.Actor &&
-		a.Decision.Rule == d.Rule && a.Decision.Reason == d.Reason
+		a.Decision.Rule == d.Rule && a.Decision.Reason == d.Reason && a.Decision.ByPolicy == d.ByPolicy
 }
 
 // decidedAlready tells an approver why their decision came too late: who decided

@@ -330,8 +330,9 @@ func TestDenyRuleAddedWhileWaitingWins(t *testing.T) {
 	if code != 409 || !strings.Contains(string(body), "denied by the policy") {
 		t.Fatalf("the same approval sent again: %d %s, want a 409 saying the policy denied it", code, body)
 	}
-	if _, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil); !strings.Contains(string(body), `"status":"denied"`) {
-		t.Fatalf("the request after the refused approval: %s", body)
+	if _, _, body := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil); !strings.Contains(string(body), `"status":"denied"`) ||
+		!strings.Contains(string(body), `"by_policy":true`) || !strings.Contains(string(body), `"actor":"ada"`) {
+		t.Fatalf("the request after the refused approval: %s, want denied by the policy over ada's approval", body)
 	}
 	waitFor(t, 30*time.Second, "the call's record says the policy denied it", func() bool {
 		_, _, rec := d.do("GET", "/v1/sessions/"+id+"/tool-calls/p", nil)
@@ -347,6 +348,37 @@ func TestDenyRuleAddedWhileWaitingWins(t *testing.T) {
 	if m := restMessages(t, <-rest)["q"]; m.str("error_kind") != "" {
 		t.Fatalf("the approved call: %s", m.raw)
 	}
+}
+
+// TestPersonsDenialInThePolicysWordsIsThePersons: the daemon told a policy denial
+// from a person's by the start of its reason, so a person who denied with a reason
+// starting "the policy now denies it (" was shown, to the next approver and in the
+// record, as the policy. The record now says which it was (decision.by_policy).
+func TestPersonsDenialInThePolicysWordsIsThePersons(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(c *config.Config) { c.Permissions.Allow = nil }, func(t *testing.T, opts daemonOpts) {
+		d := startDaemon(t, opts)
+		id := d.createSession(map[string]any{"available_tools": []string{"execute_command"}})["id"].(string)
+		apr, rest, stop := streamUntilApproval(t, d, "/v1/sessions/"+id+"/tool-calls",
+			`{"calls":[{"id":"p","name":"execute_command","arguments":{"command":"echo pushed >> ran.txt"}}]}`)
+		defer stop()
+		path := "/v1/approvals/" + apr["id"].(string) + "/decision"
+		code, _, body := d.do("POST", path, `{"decision":"deny","actor":"ada","reason":"the policy now denies it (my words), really"}`)
+		validate(t, "Approval", body)
+		if code != 200 || !strings.Contains(string(body), `"by_policy":false`) {
+			t.Fatalf("ada's denial: %d %s, want 200 with by_policy false", code, body)
+		}
+		code, _, body = d.do("POST", path, `{"decision":"approve","actor":"bob"}`)
+		if code != 409 || !strings.Contains(string(body), "denied by ada") || strings.Contains(string(body), "by the policy") {
+			t.Fatalf("bob's approval after ada's denial: %d %s, want a 409 naming ada, not the policy", code, body)
+		}
+		if _, _, got := d.do("GET", "/v1/approvals/"+apr["id"].(string), nil); !strings.Contains(string(got), `"by_policy":false`) {
+			t.Fatalf("the request as read: %s", got)
+		}
+		if m := restMessages(t, <-rest)["p"]; m.str("error_kind") != "denied" || !strings.Contains(string(m.raw), "denied by ada: the policy now denies it (my words)") {
+			t.Fatalf("the model reads: %s", m.raw)
+		}
+	})
 }
 
 // TestSameDecisionAgainIsNotAConflict: an approver whose answer was lost (a timeout,

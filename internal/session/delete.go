@@ -18,10 +18,11 @@ var ErrBusy = errors.New("the session has calls that have not finished")
 // deleted by another request at that very moment: a retry shortly settles it.
 var ErrChanging = errors.New("the session is being loaded or deleted at this moment")
 
-// sessionDeleter is what Delete needs of the store (both stores have it: retention
-// deletes sessions with it).
+// sessionDeleter is what Delete needs of the store (both stores have it). Unlike
+// retention's DeleteUnusedSession, a background job still running does not keep
+// the session: the client asked for it to go, and the job is killed.
 type sessionDeleter interface {
-	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+	DeleteSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
 }
 
 // deleteSkew is how far past now Delete's store check reaches: call records carry
@@ -80,7 +81,7 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	}
 	before := time.Now().Add(deleteSkew)
 	for {
-		_, gone, err := del.DeleteUnusedSession(ctx, id, before, 0)
+		_, gone, err := del.DeleteSession(ctx, id, before, 0)
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			release(true)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
@@ -130,23 +129,20 @@ func (x *Executor) DeniedNow(ctx context.Context, sessions *Manager, callID stri
 	return d.Outcome == approval.Deny, d.Reason, nil
 }
 
-// policyDenies starts the reason of a request denied by the policy over an approval
-// (PolicyDenial), which DeniedByPolicy tells apart from a person's denial.
-const policyDenies = "the policy now denies it ("
-
 // PolicyDenial is the decision recorded when actor approves a call the policy now
 // denies (why, from DeniedNow), through REST or an MCP client's elicitation alike:
-// the request is denied in the policy's name, and the model reads that.
+// the request is denied in the policy's name (ByPolicy), and the model reads that.
 func PolicyDenial(actor, why string) store.ApprovalDecision {
-	return store.ApprovalDecision{Kind: store.DecisionDeny, Actor: actor,
-		Reason: policyDenies + why + "), which it did not when the request was made",
+	return store.ApprovalDecision{Kind: store.DecisionDeny, Actor: actor, ByPolicy: true,
+		Reason: "the policy now denies it (" + why + "), which it did not when the request was made",
 		Result: store.DeniedResult("the policy", why)}
 }
 
 // DeniedByPolicy reports whether d was recorded by PolicyDenial: its actor approved,
-// the policy denied.
+// the policy denied. It goes by the flag stored with the decision, never by the
+// reason, which a person may word as they like.
 func DeniedByPolicy(d *store.ApprovalDecision) bool {
-	return d != nil && d.Kind == store.DecisionDeny && strings.HasPrefix(d.Reason, policyDenies)
+	return d != nil && d.Kind == store.DecisionDeny && d.ByPolicy
 }
 
 // policyNow is the policy's decision now for the waiting call callID; nil when the

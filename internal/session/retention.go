@@ -29,8 +29,9 @@ import (
 // a subscription, a job). So the stored time is at most touchEvery behind the last
 // use, and a session is deleted once it is older than the retention plus touchEvery.
 // The store deletes only under the session row's lock and after checking again that
-// it is unused (no unfinished or recent call, no pending approval): a replica that
-// touched it first keeps it, and one that touches it after finds it gone.
+// it is unused (no unfinished or recent call, none whose background job streams on,
+// no pending approval): a replica that touched it first keeps it, and one that
+// touches it after finds it gone.
 //
 // In this process a session that is live, or that Get is loading, is not deleted;
 // a Get that arrives while it is being deleted waits for the outcome (lookup).

@@ -83,7 +83,11 @@ type ApprovalDecision struct {
 	Rules  []string
 	Reason string
 	Actor  string // who decided; required
-	At     time.Time
+	// ByPolicy, for a deny, says that the policy denied the call when Actor approved
+	// it (a deny rule loaded since the request was made): stored with the decision,
+	// so that a person's denial is never taken for the policy's by its reason.
+	ByPolicy bool
+	At       time.Time
 	// Result, for a deny, is the result its call is finished with instead of
 	// DeniedResult(Actor, Reason): a deny by the system on the call's behalf (a call
 	// cancelled while it waited) says why, and a person's names them as the model
@@ -364,11 +368,13 @@ func expiredResult() *tool.Result {
 }
 
 // decisionJSON is the decision column; At lives in decided_at.
+// A decision recorded before by_policy was stored reads as a person's (false).
 type decisionJSON struct {
-	Kind   string `json:"kind"`
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	Actor  string `json:"actor"`
+	Kind     string `json:"kind"`
+	Rule     string `json:"rule,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Actor    string `json:"actor"`
+	ByPolicy bool   `json:"by_policy,omitempty"`
 }
 
 // aprMarshal encodes v without HTML escaping, like encodeResult.
@@ -383,7 +389,7 @@ func aprMarshal(v any) ([]byte, error) {
 }
 
 func encodeDecision(d ApprovalDecision) ([]byte, error) {
-	return aprMarshal(decisionJSON{Kind: d.Kind, Rule: d.Rule, Reason: d.Reason, Actor: d.Actor})
+	return aprMarshal(decisionJSON{Kind: d.Kind, Rule: d.Rule, Reason: d.Reason, Actor: d.Actor, ByPolicy: d.ByPolicy})
 }
 
 func decodeDecision(b []byte, decidedAt *time.Time) (*ApprovalDecision, error) {
@@ -394,7 +400,7 @@ func decodeDecision(b []byte, decidedAt *time.Time) (*ApprovalDecision, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, err
 	}
-	d := &ApprovalDecision{Kind: j.Kind, Rule: j.Rule, Reason: j.Reason, Actor: j.Actor}
+	d := &ApprovalDecision{Kind: j.Kind, Rule: j.Rule, Reason: j.Reason, Actor: j.Actor, ByPolicy: j.ByPolicy}
 	if decidedAt != nil {
 		d.At = *decidedAt
 	}
@@ -423,10 +429,11 @@ func approvalAudit(a *Approval, action, actor string, at time.Time, d *ApprovalD
 		Rule      string    `json:"rule,omitempty"`
 		Rules     []string  `json:"rules,omitempty"`
 		Reason    string    `json:"reason,omitempty"`
+		ByPolicy  bool      `json:"by_policy,omitempty"`
 	}{CallID: a.CallID, SessionID: a.SessionID, Tool: a.Tool, Risk: a.Risk}
 	switch {
 	case d != nil:
-		detail.Kind, detail.Rule, detail.Rules, detail.Reason = d.Kind, d.Rule, d.Rules, d.Reason
+		detail.Kind, detail.Rule, detail.Rules, detail.Reason, detail.ByPolicy = d.Kind, d.Rule, d.Rules, d.Reason, d.ByPolicy
 	case action == AuditApprovalRequested:
 		detail.Reason = a.Reason
 	}

@@ -16,7 +16,8 @@ import (
 // output is read and followed through the call's record). The audit log is never
 // touched: it is the lasting record of who decided what, and holds no arguments.
 //
-// A session goes once it is unused at the cutoff (SessionUnused), with every record
+// A session goes once it is unused at the cutoff (no unfinished or recent call, no
+// call with its output open, no pending approval: DeleteUnusedSession), with every record
 // that belongs to it only: its call records and their approvals, its tasks and its
 // scratchpad, and (PostgreSQL: SQLite never records jobs or artifacts) the rows
 // naming the replicas that ran its background jobs and hold its tool_chain artifacts. Memories are the tenant's and stay. Its
@@ -56,8 +57,9 @@ type Retention interface {
 	ExistingSessions(ctx context.Context, ids []string) ([]string, error)
 	// DeleteUnusedSession deletes session id with its call records, their approvals,
 	// its tasks, scratchpad and job rows, if the session is unused at before: its updated_at is
-	// before it, none of its calls is unfinished, created or finished at or after it,
-	// and none of its approvals is pending. Unknown session: ErrNotFound; in use:
+	// before it, none of its calls is unfinished, has its output open (a background
+	// job runs on), was created or finished at or after it, and none of its approvals
+	// is pending. Unknown session: ErrNotFound; in use:
 	// ErrConflict. One transaction deletes at most limit (<= 0: RetentionBatch) call
 	// records; a session with more loses that many and gone is false: call again
 	// (each call checks again that the session is unused). gone is true once the
@@ -66,6 +68,10 @@ type Retention interface {
 	// sweeping at once delete a session once, and a TouchSession that committed
 	// first keeps it.
 	DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
+	// DeleteSession is DeleteUnusedSession for a client's own delete (DELETE
+	// /v1/sessions/{id}): a call whose output is open (a background job running)
+	// does not keep the session, whose deletion ends the job.
+	DeleteSession(ctx context.Context, id string, before time.Time, limit int) (calls int, gone bool, err error)
 }
 
 var (
@@ -86,11 +92,17 @@ const terminalStatuses = `('succeeded', 'failed')`
 
 // sessionUnusedCond is DeleteUnusedSession's test in either dialect, for the session
 // aliased s, given the placeholder of the cutoff (used three times: pass it three
-// times in SQLite).
-func sessionUnusedCond(c1, c2, c3 string) string {
+// times in SQLite). With openOutputKeeps (retention), a call whose output is open
+// counts as unfinished: its background job runs on, and deleting the session would
+// end it; a client's own delete ends it on purpose.
+func sessionUnusedCond(c1, c2, c3 string, openOutputKeeps bool) string {
+	open := ""
+	if openOutputKeeps {
+		open = ` OR c.output_open`
+	}
 	return `s.updated_at < ` + c1 + `
 		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.session_id = s.id
-			AND (c.status NOT IN ` + terminalStatuses + ` OR c.created_at >= ` + c2 + ` OR c.finished_at >= ` + c3 + `))
+			AND (c.status NOT IN ` + terminalStatuses + open + ` OR c.created_at >= ` + c2 + ` OR c.finished_at >= ` + c3 + `))
 		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.session_id = s.id AND a.status = 'pending')`
 }
 

@@ -125,6 +125,15 @@ func (p *Postgres) TouchSession(ctx context.Context, id string, at time.Time) er
 // first is seen by the check, which runs after the lock with a new snapshot. Two
 // replicas sweeping at once queue on the lock; the second finds no row.
 func (p *Postgres) DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (int, bool, error) {
+	return p.deleteSession(ctx, id, before, limit, true)
+}
+
+// DeleteSession is DeleteUnusedSession for a client's delete: see Retention.
+func (p *Postgres) DeleteSession(ctx context.Context, id string, before time.Time, limit int) (int, bool, error) {
+	return p.deleteSession(ctx, id, before, limit, false)
+}
+
+func (p *Postgres) deleteSession(ctx context.Context, id string, before time.Time, limit int, openOutputKeeps bool) (int, bool, error) {
 	limit = retentionLimit(limit)
 	cut := utcMicro(before)
 	tx, err := p.pool.Begin(ctx)
@@ -141,7 +150,7 @@ func (p *Postgres) DeleteUnusedSession(ctx context.Context, id string, before ti
 		return 0, false, fmt.Errorf("store: delete session %s: %w", id, err)
 	}
 	var unused bool
-	if err := tx.QueryRow(ctx, `SELECT `+sessionUnusedCond("$1", "$1", "$1")+` FROM sessions s WHERE s.id = $2`, cut, id).Scan(&unused); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT `+sessionUnusedCond("$1", "$1", "$1", openOutputKeeps)+` FROM sessions s WHERE s.id = $2`, cut, id).Scan(&unused); err != nil {
 		return 0, false, fmt.Errorf("store: delete session %s: %w", id, err)
 	}
 	if !unused {

@@ -216,6 +216,15 @@ func (s *SQLite) TouchSession(ctx context.Context, id string, at time.Time) erro
 }
 
 func (s *SQLite) DeleteUnusedSession(ctx context.Context, id string, before time.Time, limit int) (int, bool, error) {
+	return s.deleteSession(ctx, id, before, limit, true)
+}
+
+// DeleteSession is DeleteUnusedSession for a client's delete: see Retention.
+func (s *SQLite) DeleteSession(ctx context.Context, id string, before time.Time, limit int) (int, bool, error) {
+	return s.deleteSession(ctx, id, before, limit, false)
+}
+
+func (s *SQLite) deleteSession(ctx context.Context, id string, before time.Time, limit int, openOutputKeeps bool) (int, bool, error) {
 	limit = retentionLimit(limit)
 	cut := sqliteTime(before)
 	// BEGIN IMMEDIATE (the writer's _txlock) holds the database's write lock from
@@ -226,7 +235,7 @@ func (s *SQLite) DeleteUnusedSession(ctx context.Context, id string, before time
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	var exists, unused int
-	err = tx.QueryRowContext(ctx, `SELECT 1, `+sessionUnusedCond("?", "?", "?")+` FROM sessions s WHERE s.id = ?`,
+	err = tx.QueryRowContext(ctx, `SELECT 1, `+sessionUnusedCond("?", "?", "?", openOutputKeeps)+` FROM sessions s WHERE s.id = ?`,
 		cut, cut, cut, id).Scan(&exists, &unused)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, fmt.Errorf("store: delete session %s: %w", id, ErrNotFound)

@@ -141,7 +141,7 @@ func checkApproval(t *testing.T, got, want *store.Approval) {
 		t.Errorf("%s Decision = %+v, want %+v", want.ID, got.Decision, want.Decision)
 	default:
 		g, w := *got.Decision, *want.Decision
-		if g.Kind != w.Kind || g.Rule != w.Rule || g.Reason != w.Reason || g.Actor != w.Actor {
+		if g.Kind != w.Kind || g.Rule != w.Rule || g.Reason != w.Reason || g.Actor != w.Actor || g.ByPolicy != w.ByPolicy {
 			t.Errorf("%s Decision = %+v, want %+v", want.ID, g, w)
 		}
 		checkTime(t, want.ID+" Decision.At", g.At, w.At)

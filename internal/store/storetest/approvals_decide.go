@@ -55,15 +55,17 @@ func nilIfEmpty(s string) any {
 func testDecideDeny(t *testing.T, s store.Store, as store.ApprovalStore) {
 	tests := []struct {
 		reason, wantText string
+		byPolicy         bool // bob approved, the policy denied: stored with the decision
 	}{
-		{"too risky", "denied by bob: too risky"},
-		{"", "denied by bob"},
+		{"too risky", "denied by bob: too risky", false},
+		{"", "denied by bob", false},
+		{"a deny rule", "denied by bob: a deny rule", true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.wantText, func(t *testing.T) {
 			id, callID := fmt.Sprintf("apr_%d", i), fmt.Sprintf("tc_%d", i)
 			pendingApproval(t, s, as, id, callID)
-			d := store.ApprovalDecision{Kind: store.DecisionDeny, Actor: "bob", Reason: tt.reason, At: at(2 * time.Minute)}
+			d := store.ApprovalDecision{Kind: store.DecisionDeny, Actor: "bob", Reason: tt.reason, ByPolicy: tt.byPolicy, At: at(2 * time.Minute)}
 			got, err := as.DecideApproval(t.Context(), id, d)
 			if err != nil {
 				t.Fatalf("DecideApproval(deny): %v", err)
@@ -79,8 +81,11 @@ func testDecideDeny(t *testing.T, s store.Store, as store.ApprovalStore) {
 				t.Errorf("denied call = status %q kind %q result %+v, want failed/denied with %q", c.Status, c.ErrorKind, c.Result, tt.wantText)
 			}
 			checkTimePtr(t, "denied call FinishedAt", c.FinishedAt, ptr(d.At))
-			checkOneAudit(t, as, id, store.AuditApprovalDenied, "bob", d.At,
-				map[string]any{"call_id": callID, "kind": "deny", "reason": nilIfEmpty(tt.reason)})
+			wantAudit := map[string]any{"call_id": callID, "kind": "deny", "reason": nilIfEmpty(tt.reason), "by_policy": nil}
+			if tt.byPolicy {
+				wantAudit["by_policy"] = true
+			}
+			checkOneAudit(t, as, id, store.AuditApprovalDenied, "bob", d.At, wantAudit)
 			// Denied is final: it cannot be claimed.
 			err = as.ClaimCall(t.Context(), callID, "replica-2", at(time.Hour))
 			wantErrIs(t, "ClaimCall of a denied call", err, store.ErrConflict)

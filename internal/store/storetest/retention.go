@@ -370,9 +370,15 @@ func testDeleteUnusedSession(t *testing.T, st store.Store) {
 	if err := s.TouchSession(ctx, "ses_touched", at(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	// A call finished long ago whose background job runs on (its output open): the
+	// session is live, as the call's record is to DeleteFinishedCalls.
+	mustSessionAt(t, s, "ses_job", base)
+	mustWrite(t, s, []*store.Call{runningCall("tc_j", "ses_job", "call_j", base)}, []store.CallFinish{
+		{ID: "tc_j", Status: store.CallSucceeded, Result: tool.TextResult("Started background job j1"), FinishedAt: at(time.Second), OutputOpen: true},
+	})
 	audit := auditCount(t, s)
 
-	for _, id := range []string{"ses_running", "ses_pending", "ses_recentcall", "ses_updated", "ses_touched"} {
+	for _, id := range []string{"ses_running", "ses_pending", "ses_recentcall", "ses_updated", "ses_touched", "ses_job"} {
 		n, gone, err := s.DeleteUnusedSession(ctx, id, cutoff, 0)
 		if !errors.Is(err, store.ErrConflict) || gone || n != 0 {
 			t.Errorf("DeleteUnusedSession(%s) = %d, %v, %v; want ErrConflict: it is in use", id, n, gone, err)
@@ -381,8 +387,27 @@ func testDeleteUnusedSession(t *testing.T, st store.Store) {
 			t.Errorf("%s: GetSession %v, want it kept", id, err)
 		}
 	}
-	wantCalls(t, s, false, "tc_r", "tc_p", "tc_rc")
+	wantCalls(t, s, false, "tc_r", "tc_p", "tc_rc", "tc_j")
 	wantApprovals(t, s, false, "apr_p")
+	// Once the job's output closes, the session is unused again.
+	if err := s.CloseCallOutput(ctx, "tc_j"); err != nil {
+		t.Fatalf("CloseCallOutput: %v", err)
+	}
+	if n, gone, err := s.DeleteUnusedSession(ctx, "ses_job", cutoff, 0); err != nil || !gone || n != 1 {
+		t.Errorf("DeleteUnusedSession(ses_job) after its output closed = %d, %v, %v; want 1 call, gone", n, gone, err)
+	}
+	// A client's own delete takes a session whose job runs on (the job is killed),
+	// and is refused, as retention is, by an unfinished call.
+	mustSessionAt(t, s, "ses_job2", base)
+	mustWrite(t, s, []*store.Call{runningCall("tc_j2", "ses_job2", "call_j2", base)}, []store.CallFinish{
+		{ID: "tc_j2", Status: store.CallSucceeded, Result: tool.TextResult("Started background job j2"), FinishedAt: at(time.Second), OutputOpen: true},
+	})
+	if _, _, err := s.DeleteSession(ctx, "ses_running", cutoff, 0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("DeleteSession(ses_running) = %v, want ErrConflict", err)
+	}
+	if n, gone, err := s.DeleteSession(ctx, "ses_job2", cutoff, 0); err != nil || !gone || n != 1 {
+		t.Errorf("DeleteSession(ses_job2) = %d, %v, %v; want 1 call, gone: a client's delete ends the job", n, gone, err)
+	}
 
 	n, gone, err := s.DeleteUnusedSession(ctx, "ses_old", cutoff, 2)
 	if err != nil || gone || n != 2 {

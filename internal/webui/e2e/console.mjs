@@ -232,20 +232,24 @@ try {
   if (!msg || msg.is_error || !JSON.stringify(msg).includes('approved-result')) fail(`the agent's stream got ${JSON.stringify(msg)}`);
   await page.locator('#pending-count[hidden]').waitFor({ state: 'attached' }); // the count follows the decision
 
-  // A denial with a reason reaches the agent as a denied result quoting it.
+  // A denial with a reason reaches the agent as a denied result quoting it. The
+  // reason is worded as the daemon words a policy denial: the card still says the
+  // approver denied it (the decision's by_policy, not its reason, says which).
   step('deny');
   const refused = startCalls(s1.id, { calls: [{ id: 'refuse_me', name: 'execute_command', arguments: { command: 'touch denied.txt' } }] });
   const asked2 = await refused.waitFor((e) => e.type === 'approval_required', 'second approval_required');
   const card2 = page.locator(`article.approval[data-approval-id="${asked2.approval.id}"]`);
-  await card2.locator('input[name=reason]').fill('not on a Friday');
+  await card2.locator('input[name=reason]').fill('the policy now denies it (not on a Friday)');
   await card2.getByRole('button', { name: 'Deny' }).click();
   const denied = page.locator(`article.decided[data-approval-id="${asked2.approval.id}"][data-call-status="failed"]`);
   await denied.waitFor();
   const deniedText = await denied.textContent();
   if (!deniedText.includes('not on a Friday') || !deniedText.includes('denied')) fail(`denied card: ${deniedText}`);
+  const header2 = await denied.locator('header').textContent();
+  if (!header2.includes('by Ada Lovelace') || header2.includes('by the policy')) fail(`a person's denial in the policy's words is shown as the policy's: ${JSON.stringify(header2)}`);
   await within(refused.done, 'the denied call\'s stream');
   const msg2 = refused.events.find((e) => e.type === 'message');
-  if (!msg2?.is_error || msg2.error_kind !== 'denied' || !JSON.stringify(msg2).includes('denied by Ada Lovelace: not on a Friday')) fail(`the agent's stream got ${JSON.stringify(msg2)}`);
+  if (!msg2?.is_error || msg2.error_kind !== 'denied' || !JSON.stringify(msg2).includes('denied by Ada Lovelace: the policy now denies it (not on a Friday)')) fail(`the agent's stream got ${JSON.stringify(msg2)}`);
   summary.deniedCall = asked2.call_id;
 
   // Approve for session: the suggested rules join the session, so the next such

@@ -213,10 +213,10 @@ const DECISION_WORDS = {
   approve_with_rule: 'approval with a rule', deny: 'denial',
 };
 
-// POLICY_DENIES starts the reason of a request the daemon denied in the policy's
-// name when it was approved (a deny rule loaded since it was made).
-const POLICY_DENIES = 'the policy now denies it (';
-const deniedByPolicy = (a) => a.status === 'denied' && (a.decision?.reason || '').startsWith(POLICY_DENIES);
+// deniedByPolicy: the daemon denied the request in the policy's name when it was
+// approved (a deny rule loaded since it was made). The decision says so itself
+// (by_policy); a person's reason, however worded, never does.
+const deniedByPolicy = (a) => a.status === 'denied' && a.decision?.by_policy === true;
 
 // notApplied says why a decision made here did not take: the policy now denies the
 // call, another approver decided first (who, what and when), or the request expired.
