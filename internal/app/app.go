@@ -343,6 +343,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	// on a store replicas share, checked against the store at every use (the next
 	// request may arrive before the notification); the notification covers the rest.
 	a.Sessions.UseNotifier(a.Notifier, cfg.ReplicaID)
+	// MCP servers added, removed or restarted through the API on another replica are
+	// added, removed or restarted here too: at once on the notification, within
+	// mcpproxy.SyncInterval by reading the store if it was lost.
+	if a.storeKind() == "postgres" {
+		a.MCP.Follow(a.Notifier, cfg.ReplicaID, 0)
+	}
 	// A background call's result reaches the session's streams on every replica.
 	a.Sessions.ShareBackgroundResults(a.Store, a.Exec.Truncate)
 	if a.storeKind() == "postgres" {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +72,15 @@ type Manager struct {
 
 	regMu      sync.Mutex // serializes registry updates
 	registered map[string]*proxyTool
+
+	// skipped holds the stored servers not run, with why, so that a reason is
+	// logged once rather than at every Sync. Guarded by opMu.
+	skipped map[string]string
+	// notifier, when Follow set it, tells the other replicas of Add and Remove.
+	notifier   store.Notifier
+	self       string
+	stopFollow context.CancelFunc
+	followDone chan struct{}
 }
 
 // New builds a Manager; nothing connects before Start. tools is the registry the MCP
@@ -118,24 +128,14 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("mcpproxy: Start called twice or after Stop")
 	}
 	m.mu.Unlock()
-	persisted := m.loadPersisted(ctx)
+	persisted, err := m.readStore(ctx)
+	if err != nil {
+		m.log.Error("mcp proxy: could not load the servers added at run time", "err", err)
+	}
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range persisted {
-		if _, dup := m.servers[s.cfg.Name]; dup {
-			m.log.Warn("mcp server in the store has the name of a configured one; the configured one wins", "mcp_server", s.cfg.Name)
-			continue
-		}
-		// Added before names were checked for overlaps: the configured servers,
-		// then the stored ones in name order, keep their name space.
-		if clash := m.clashLocked(&s.cfg); clash != "" {
-			m.log.Error("mcp server in the store is not started: "+clash+"; remove it (DELETE /v1/mcp/servers/"+s.cfg.Name+")", "mcp_server", s.cfg.Name)
-			continue
-		}
-		m.servers[s.cfg.Name] = s
-		m.metrics.up(s.cfg.Name, false)
-	}
+	m.addStoredLocked(persisted, nil)
 	m.ctx, m.cancel = context.WithCancel(ctx)
 	m.started = true
 	for _, s := range m.servers {
@@ -147,37 +147,244 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-func (m *Manager) loadPersisted(ctx context.Context) []*server {
+// readStore reads the servers added at run time; one that does not parse or is
+// invalid is skipped (and logged once). opMu is held.
+func (m *Manager) readStore(ctx context.Context) ([]*server, error) {
 	if m.store == nil {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	recs, err := m.store.ListMCPServers(ctx)
 	if err != nil {
-		m.log.Error("mcp proxy: could not load the servers added at run time", "err", err)
-		return nil
+		return nil, err
+	}
+	inStore := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		inStore[r.Name] = true
+	}
+	for name := range m.skipped {
+		if !inStore[name] {
+			delete(m.skipped, name) // logged again if it comes back so
+		}
 	}
 	var out []*server
 	for _, r := range recs {
 		var sc ServerConfig
 		if err := json.Unmarshal(r.Config, &sc); err != nil {
-			m.log.Error("mcp proxy: stored server config does not parse; skipped", "mcp_server", r.Name, "err", err)
+			m.skip(r.Name, "stored server config does not parse; skipped: "+err.Error(), slog.LevelError)
 			continue
 		}
 		sc.Name = r.Name
 		if err := sc.Validate(); err != nil {
-			m.log.Error("mcp proxy: stored server config is invalid; skipped", "mcp_server", r.Name, "err", err)
+			m.skip(r.Name, "stored server config is invalid; skipped: "+err.Error(), slog.LevelError)
 			continue
 		}
 		out = append(out, newServer(m, sc, true))
 	}
-	return out
+	return out, nil
+}
+
+// skip logs why the stored server name is not run, unless that was logged last.
+// opMu is held.
+func (m *Manager) skip(name, why string, level slog.Level) {
+	if m.skipped == nil {
+		m.skipped = map[string]string{}
+	}
+	if m.skipped[name] != why {
+		m.log.Log(context.Background(), level, "mcp proxy: "+why, "mcp_server", name)
+	}
+	m.skipped[name] = why
+}
+
+// addStoredLocked adds and starts (once started) the stored servers not there yet,
+// in name order, and returns how many it added. A configured server of the same name
+// wins, and a server whose tool names would overlap those of one there is waits
+// until that one is gone: both stay skipped. have, when set, are the names this
+// replica ran from the store before. opMu and mu are held.
+func (m *Manager) addStoredLocked(list []*server, have map[string]bool) int {
+	sort.Slice(list, func(i, j int) bool { return list[i].cfg.Name < list[j].cfg.Name })
+	added := 0
+	for _, s := range list {
+		name := s.cfg.Name
+		if o, dup := m.servers[name]; dup {
+			if !o.persisted {
+				m.skip(name, "mcp server in the store has the name of a configured one; the configured one wins", slog.LevelWarn)
+			}
+			continue
+		}
+		// Added before names were checked for overlaps: the configured servers,
+		// then the stored ones in name order, keep their name space.
+		if clash := m.clashLocked(&s.cfg); clash != "" {
+			m.skip(name, "mcp server in the store is not started: "+clash+"; remove it (DELETE /v1/mcp/servers/"+name+")", slog.LevelError)
+			continue
+		}
+		delete(m.skipped, name)
+		m.servers[name] = s
+		m.metrics.up(name, false)
+		if m.started && s.cfg.Enabled {
+			s.start(m.ctx)
+		}
+		if have != nil {
+			m.log.Info("mcp server added on another replica", "mcp_server", name, "transport", s.cfg.Transport, "replaced", have[name])
+		}
+		added++
+	}
+	return added
+}
+
+// Sync brings the servers added at run time in line with the store, which replicas
+// share: a server another replica added is added and connected here, one it removed
+// is removed, one whose stored configuration changed is replaced. Servers from the
+// configuration are left alone. It returns how many servers it added or removed.
+func (m *Manager) Sync(ctx context.Context) (int, error) {
+	if m.store == nil {
+		return 0, nil
+	}
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.mu.Lock()
+	running := m.started && !m.stopped
+	m.mu.Unlock()
+	if !running {
+		return 0, ErrNotRunning
+	}
+	list, err := m.readStore(ctx)
+	if err != nil {
+		return 0, err
+	}
+	want := make(map[string]*server, len(list))
+	for _, s := range list {
+		want[s.cfg.Name] = s
+	}
+	var gone []*server
+	have := map[string]bool{}
+	m.mu.Lock()
+	for name, s := range m.servers {
+		if !s.persisted {
+			continue
+		}
+		have[name] = true
+		if w, ok := want[name]; ok && w.stored == s.stored {
+			continue
+		}
+		delete(m.servers, name)
+		gone = append(gone, s)
+	}
+	m.mu.Unlock()
+	for _, s := range gone {
+		s.stop()
+		m.metrics.forget(s.cfg.Name)
+	}
+	if len(gone) > 0 {
+		m.syncRegistry()
+	}
+	for _, s := range gone {
+		if _, replaced := want[s.cfg.Name]; !replaced {
+			m.log.Info("mcp server removed on another replica", "mcp_server", s.cfg.Name)
+		}
+	}
+	m.mu.Lock()
+	added := m.addStoredLocked(list, have)
+	m.mu.Unlock()
+	return len(gone) + added, nil
+}
+
+// SyncInterval is how often Follow reads the store when no notification came: the
+// bound on how long a lost notification delays a change.
+const SyncInterval = 5 * time.Second
+
+// Follow keeps this replica's servers added at run time in line with the store the
+// replicas share (see Sync): at once when n tells of a change another replica made,
+// and every interval (<= 0: SyncInterval) in case a notification was lost. Add and
+// Remove tell the others through n; so does Restart, which restarts the server on
+// every replica. self is this replica's id. Call it once, after Start; Stop ends it.
+func (m *Manager) Follow(n store.Notifier, self string, interval time.Duration) {
+	if interval <= 0 {
+		interval = SyncInterval
+	}
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started || m.stopped || m.stopFollow != nil || m.store == nil {
+		return
+	}
+	ch, unsubscribe := n.Subscribe(store.TopicMCPServers)
+	m.notifier, m.self = n, self
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.stopFollow, m.followDone = cancel, make(chan struct{})
+	go func() {
+		defer close(m.followDone)
+		defer unsubscribe()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case p, open := <-ch:
+				if !open { // the ticker goes on
+					ch = nil
+					continue
+				}
+				if origin, name, ok := parseRestart(p); ok {
+					if origin != self {
+						if err := m.restartHere(name); err == nil {
+							m.log.Info("mcp server restarted on another replica", "mcp_server", name, "replica_id", origin)
+						}
+					}
+					continue
+				}
+			}
+			if _, err := m.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotRunning) {
+				m.log.Error("mcp proxy: reading the servers added at run time failed; retried", "err", err)
+			}
+		}
+	}()
+}
+
+// announce tells the other replicas (through Follow's notifier) that the servers
+// changed, or, with restart, that name is to be restarted.
+func (m *Manager) announce(name string, restart bool) {
+	m.mu.Lock()
+	n, self := m.notifier, m.self
+	m.mu.Unlock()
+	if n == nil {
+		return
+	}
+	payload := name
+	if restart {
+		payload = "restart " + self + " " + name
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := n.Notify(ctx, store.TopicMCPServers, payload); err != nil {
+		m.log.Warn("mcp proxy: could not tell the other replicas; they learn of it within "+SyncInterval.String(), "mcp_server", name, "err", err)
+	}
+}
+
+// parseRestart reads a restart payload of announce.
+func parseRestart(p string) (origin, name string, ok bool) {
+	rest, ok := strings.CutPrefix(p, "restart ")
+	i := strings.LastIndexByte(rest, ' ') // a server's name has no space; a replica id may
+	if !ok || i < 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
 }
 
 // Stop closes every connection (stdio children are killed if they do not exit when
 // their stdin closes), waits for the supervisors and unregisters the tools.
 func (m *Manager) Stop() {
+	m.mu.Lock()
+	stopFollow, followDone := m.stopFollow, m.followDone
+	m.mu.Unlock()
+	if stopFollow != nil { // before opMu: its Sync takes opMu
+		stopFollow()
+		<-followDone
+	}
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	m.mu.Lock()
@@ -243,6 +450,9 @@ func (m *Manager) Add(ctx context.Context, sc ServerConfig) error {
 	}
 	m.mu.Unlock()
 	m.log.Info("mcp server added", "mcp_server", sc.Name, "transport", sc.Transport)
+	if s.persisted {
+		m.announce(sc.Name, false)
+	}
 	return nil
 }
 
@@ -288,6 +498,9 @@ func (m *Manager) Remove(name string) error {
 	m.syncRegistry()
 	m.metrics.forget(name)
 	m.log.Info("mcp server removed", "mcp_server", name)
+	if s.persisted {
+		m.announce(name, false)
+	}
 	return nil
 }
 
@@ -302,9 +515,20 @@ func (m *Manager) countCall(s *server, outcome string) {
 	}
 }
 
-// Restart drops a server's connection and connects again at once (no backoff). It
-// fails with ErrUnknownServer, ErrServerDisabled or ErrNotRunning.
+// Restart drops a server's connection and connects again at once (no backoff), here
+// and, once Follow runs, on the other replicas that follow the same store (best
+// effort: a replica that misses the notification keeps its connection). It fails
+// with ErrUnknownServer, ErrServerDisabled or ErrNotRunning.
 func (m *Manager) Restart(name string) error {
+	if err := m.restartHere(name); err != nil {
+		return err
+	}
+	m.announce(name, true)
+	return nil
+}
+
+// restartHere is Restart on this replica only.
+func (m *Manager) restartHere(name string) error {
 	s := m.server(name)
 	if s == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownServer, name)

@@ -31,6 +31,7 @@ type server struct {
 
 	mu          sync.Mutex
 	persisted   bool
+	stored      string // persisted: the configuration as the store keeps it (see storedForm)
 	state       State
 	lastErr     string
 	lastErrAt   time.Time
@@ -54,6 +55,10 @@ type server struct {
 }
 
 func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
+	stored := ""
+	if persisted {
+		stored = storedForm(cfg)
+	}
 	cfg = cfg.withDefaults()
 	if m.cfg.WorkDir != "" && cfg.Transport == TransportStdio {
 		cfg.Dir = filepath.Join(m.cfg.WorkDir, cfg.Name)
@@ -61,7 +66,7 @@ func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
 	cfg.privateEnv = m.cfg.PrivateEnv
 	red := newRedactor(&cfg)
 	s := &server{
-		m: m, cfg: cfg, persisted: persisted, redact: red,
+		m: m, cfg: cfg, persisted: persisted, stored: stored, redact: red,
 		log:     slog.New(redactHandler{m.log.Handler(), red}).With("mcp_server", cfg.Name),
 		state:   StateConnecting,
 		since:   time.Now(),
@@ -76,6 +81,17 @@ func newServer(m *Manager, cfg ServerConfig, persisted bool) *server {
 		s.downSince = s.since
 	}
 	return s
+}
+
+// storedForm is a server configuration as Add writes it to the store; what the
+// store gives back, read and written again so, is the same text, whatever the
+// database made of its spacing and key order. Sync compares these.
+func storedForm(sc ServerConfig) string {
+	b, err := json.Marshal(sc)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // start runs the supervisor on the manager's wait group.

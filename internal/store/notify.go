@@ -35,6 +35,9 @@ type Notifier interface {
 const (
 	TopicApproval = "approval" // payload: approval id, after a decision is committed
 	TopicCall     = "call"     // payload: call id, after a call's finish is committed
+	// TopicMCPServers: an MCP server added at run time was added or removed (payload:
+	// its name), or is to be restarted (payload: "restart {replica_id} {name}").
+	TopicMCPServers = "mcp_servers"
 )
 
 // DefaultNotifyBuffer is the capacity of a subscriber's channel when none is given.

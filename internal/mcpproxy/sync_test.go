@@ -1,0 +1,178 @@
+package mcpproxy
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+)
+
+// TestSyncFollowsTheStore: two proxies on one store (two replicas). Sync brings the
+// second in line with what the first added, replaced and removed, and leaves alone
+// what the store does not change (no reconnect), a configured server of the same name
+// (it wins) and a server whose tool names would overlap one there is.
+// With PostgreSQL too (when the tests have one), whose jsonb gives a configuration
+// back with its keys in another order.
+func TestSyncFollowsTheStore(t *testing.T) {
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		testSync(t, db)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		db, err := store.OpenPostgres(t.Context(), pgtest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		testSync(t, db)
+	})
+}
+
+func testSync(t *testing.T, db ServerStore) {
+	a := newHarness(t, Config{}, WithStore(db))
+	a.start(t)
+	configured := ServerConfig{Name: "cfgd", Transport: TransportStdio, Command: "/nonexistent/configured", Enabled: false}
+	b := newHarness(t, Config{Servers: []ServerConfig{configured}}, WithStore(db))
+	b.start(t)
+	sync := func(h *harness, want int) {
+		t.Helper()
+		if n, err := h.m.Sync(t.Context()); err != nil || n != want {
+			t.Fatalf("Sync = %d, %v; want %d changes", n, err, want)
+		}
+	}
+
+	dyn := stdioEverything(t, "dyn")
+	dyn.Prefix = "ev_"
+	dyn.CallTimeout = 5 * time.Second
+	dyn.Env = map[string]string{"EXAMPLE_VAR": "x"}
+	if err := a.m.Add(t.Context(), dyn); err != nil {
+		t.Fatal(err)
+	}
+	sync(a, 0) // what it added itself, as the store gives it back: unchanged
+	sync(b, 1)
+	if st := b.waitState(t, "dyn", StateReady, 30*time.Second); !st.Persisted {
+		t.Errorf("status on b %+v: want persisted", st)
+	}
+	wantText(t, b.call(t.Context(), t, "ev_echo", `{"message":"on b"}`, nil), "Echo: on b")
+	pid := b.stdioPid(t, "dyn")
+	sync(b, 0)
+	if got := b.stdioPid(t, "dyn"); got != pid {
+		t.Errorf("a Sync with nothing changed reconnected dyn (pid %d → %d)", pid, got)
+	}
+
+	// Its configuration changed in the store: replaced (removed, added).
+	dyn.Prefix = "ev2_"
+	raw, _ := json.Marshal(dyn)
+	if err := db.PutMCPServer(t.Context(), "dyn", raw); err != nil {
+		t.Fatal(err)
+	}
+	sync(b, 2)
+	b.waitState(t, "dyn", StateReady, 30*time.Second)
+	wantText(t, b.call(t.Context(), t, "ev2_echo", `{"message":"replaced"}`, nil), "Echo: replaced")
+	if slices.Contains(b.tools.Names(), "ev_echo") {
+		t.Errorf("the replaced server's old tools stay: %v", b.tools.Names())
+	}
+	if processAlive(pid) {
+		t.Errorf("the replaced server's child %d is alive", pid)
+	}
+
+	// A stored server named like b's configured one, or in dyn's name space: skipped.
+	if err := a.m.Add(t.Context(), ServerConfig{Name: "cfgd", Transport: TransportStdio, Command: "/nonexistent/stored", Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutMCPServer(t.Context(), "squat", json.RawMessage(`{"transport":"stdio","command":"/nonexistent","prefix":"ev2_","enabled":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	sync(b, 0)
+	for _, st := range b.m.Status() {
+		if st.Name == "squat" || (st.Name == "cfgd" && st.Persisted) {
+			t.Errorf("status on b %+v: a configured server wins, an overlapping one is skipped", st)
+		}
+	}
+
+	// Removed on a: gone from b, its tools and process with it.
+	pid = b.stdioPid(t, "dyn")
+	if err := a.m.Remove("dyn"); err != nil {
+		t.Fatal(err)
+	}
+	sync(b, 2) // dyn removed; squat, out of dyn's way now, added
+	if names := statusNames(b); !slices.Equal(names, []string{"cfgd", "squat"}) {
+		t.Errorf("servers on b after dyn's removal on a: %v, want cfgd squat", names)
+	}
+	if names := b.tools.Names(); len(names) != 0 {
+		t.Errorf("tools on b after the removal: %v", names)
+	}
+	if processAlive(pid) {
+		t.Errorf("the removed server's child %d is alive on b", pid)
+	}
+}
+
+// TestFollowNotifications: with Follow, a change on one proxy reaches another through
+// the notifier at once (the interval is an hour here), and so does a restart.
+func TestFollowNotifications(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	n := store.NewInProcessNotifier(0)
+	a := newHarness(t, Config{}, WithStore(db))
+	a.start(t)
+	a.m.Follow(n, "replica a", time.Hour)
+	b := newHarness(t, Config{}, WithStore(db))
+	b.start(t)
+	b.m.Follow(n, "replica b", time.Hour)
+
+	if err := a.m.Add(t.Context(), stdioEverything(t, "dyn")); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(10*time.Second, func() bool { return slices.Equal(statusNames(b), []string{"dyn"}) }) {
+		t.Fatalf("dyn not on b after its addition on a: %v", statusNames(b))
+	}
+	b.waitState(t, "dyn", StateReady, 30*time.Second)
+	a.waitState(t, "dyn", StateReady, 30*time.Second)
+	pa, pb := a.stdioPid(t, "dyn"), b.stdioPid(t, "dyn")
+	if err := a.m.Restart("dyn"); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(30*time.Second, func() bool {
+		c := b.m.server("dyn").liveConn()
+		return c != nil && c.pid != pb
+	}) {
+		t.Fatal("a restart on a did not restart dyn on b")
+	}
+	if !eventually(30*time.Second, func() bool {
+		c := a.m.server("dyn").liveConn()
+		return c != nil && c.pid != pa
+	}) {
+		t.Fatal("a restart on a did not restart dyn on a")
+	}
+	if err := a.m.Remove("dyn"); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(10*time.Second, func() bool { return len(b.m.Status()) == 0 }) {
+		t.Fatalf("dyn still on b after its removal on a: %+v", b.m.Status())
+	}
+	a.m.Stop() // Stop ends Follow; a second Stop (the cleanup's) does nothing
+	b.m.Stop()
+}
+
+func statusNames(h *harness) []string {
+	var out []string
+	for _, st := range h.m.Status() {
+		out = append(out, st.Name)
+	}
+	return out
+}
