@@ -2,10 +2,7 @@ package loadtest
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -26,49 +23,17 @@ import (
 func TestNotReadyWhileLeaseLapsed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	u, err := url.Parse(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := fmt.Sprintf("leaseready_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		admin.Close(context.Background())
-		t.Skipf("cannot create a database: %v", err)
-	}
-	t.Cleanup(func() { // after the daemon's (cleanups run last first)
-		defer admin.Close(context.Background())
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", db, err)
-		}
-	})
-	v := *u
-	v.Path = "/" + db
-	v.RawQuery = "sslmode=disable"
+	dbURL, _ := pgtest.Database(t)
 	d := testdaemon.Start(t, func(c *config.Config) {
-		c.Store = v.String()
+		c.Store = dbURL
 		c.Cluster.Lease = 3 * time.Second // a heartbeat every second
 	})
-	ready := func() (int, map[string]string) {
-		resp, err := http.Get(d.URL + "/readyz")
-		if err != nil {
-			return 0, map[string]string{"error": err.Error()}
-		}
-		defer resp.Body.Close()
-		var body struct {
-			Checks map[string]string `json:"checks"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body.Checks
-	}
+	ready := func() (int, map[string]string) { return readiness(ctx, t, d.URL) }
 	if code, checks := ready(); code != http.StatusOK || checks["replica_lease"] != "ok" {
 		t.Fatalf("/readyz before: %d %v; want 200 with replica_lease ok", code, checks)
 	}
 
-	locker, err := pgx.Connect(ctx, v.String())
+	locker, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

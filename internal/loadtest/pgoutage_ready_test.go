@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
@@ -28,31 +26,12 @@ import (
 func TestReadyAgainWithoutTraffic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	u, err := url.Parse(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := fmt.Sprintf("readyagain_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		admin.Close(context.Background())
-		t.Skipf("cannot create a database to close: %v", err)
-	}
-	t.Cleanup(func() { // after the daemon's (cleanups run last first); admin closes here, not by defer
-		defer admin.Close(context.Background())
-		_, _ = admin.Exec(context.Background(), "ALTER DATABASE "+db+" ALLOW_CONNECTIONS true")
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", db, err)
-		}
-	})
-	v := *u
-	v.Path = "/" + db
-	v.RawQuery = "sslmode=disable"
+	dbURL, admin := pgtest.Database(t)
+	u, err := url.Parse(dbURL)
+	fatalIf(t, err)
+	db := strings.TrimPrefix(u.Path, "/")
 	d := testdaemon.Start(t, func(c *config.Config) {
-		c.Store = v.String()
+		c.Store = dbURL
 		c.Cluster.Lease = 3 * time.Second // a heartbeat every second
 	})
 	c, tr := newClient(d.URL, 2)
@@ -74,16 +53,8 @@ func TestReadyAgainWithoutTraffic(t *testing.T) {
 		t.Fatalf("call before the outage: %s %s", m.ErrorKind, m.Content())
 	}
 	ready := func() (int, string) {
-		resp, err := http.Get(d.URL + "/readyz")
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		var body struct {
-			Checks map[string]string `json:"checks"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body.Checks["store_writes"]
+		code, checks := readiness(ctx, t, d.URL)
+		return code, checks["store_writes"]
 	}
 
 	if _, err := admin.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS false"); err != nil {

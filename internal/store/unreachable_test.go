@@ -7,11 +7,10 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
@@ -224,34 +223,15 @@ func TestUnreachableAtOpen(t *testing.T) {
 func TestUnreachableWhileConnectionsBarred(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u, err := url.Parse(pgtest.URL(t))
+	dbURL, admin := pgtest.Database(t)
+	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := pgx.Connect(ctx, u.String())
-	if err != nil {
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+strings.TrimPrefix(u.Path, "/")+" ALLOW_CONNECTIONS false"); err != nil {
 		t.Fatal(err)
 	}
-	db := fmt.Sprintf("barred_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		admin.Close(context.Background())
-		t.Skipf("cannot create a database to bar: %v", err)
-	}
-	// Cleanups run after deferred calls: the admin connection closes after the drop
-	// (a deferred Close left every barred_* database behind).
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db); err != nil {
-			t.Errorf("dropping %s: %v", db, err)
-		}
-		admin.Close(context.Background())
-	})
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS false"); err != nil {
-		t.Fatal(err)
-	}
-	v := *u
-	v.Path = "/" + db
-	v.RawQuery = ""
-	_, err = store.Open(ctx, store.Config{URL: v.String(), ConnectTimeout: time.Second})
+	_, err = store.Open(ctx, store.Config{URL: dbURL, ConnectTimeout: time.Second})
 	if err == nil || !store.IsUnreachable(err) {
 		t.Fatalf("Open of a database that bars connections: %v (unreachable: %v), want unreachable", err, store.IsUnreachable(err))
 	}

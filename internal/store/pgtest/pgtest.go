@@ -97,6 +97,43 @@ func URL(t testing.TB) string {
 	return u.String()
 }
 
+// Database creates a database of its own on the test server (for a test that bars
+// connections to it, or locks its tables, which a schema of a shared database cannot
+// stand for) and returns its URL and an open admin connection to the server's
+// database. In t.Cleanup, the database takes connections again, is dropped (FORCE:
+// connections a daemon left open) and the admin connection is closed; register the
+// cleanups of what uses the URL after calling Database.
+func Database(t testing.TB) (string, *pgx.Conn) {
+	t.Helper()
+	u, err := url.Parse(URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatalf("pgtest: connect %s: %v", redact(u.String()), err)
+	}
+	db := "pgtest_db_" + randomHex(8)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		admin.Close(context.Background())
+		t.Skipf("pgtest: cannot create a database: %v", err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close(context.Background())
+		_, _ = admin.Exec(context.Background(), "ALTER DATABASE "+db+" ALLOW_CONNECTIONS true")
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", db, err)
+		}
+	})
+	u.Path = "/" + db
+	q := u.Query()
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
+	return u.String(), admin
+}
+
 // Stop stops the throwaway cluster if this process started one. It is safe to call
 // when none was started, and more than once.
 func Stop() {
