@@ -174,7 +174,7 @@ func (c *conn) open(cfg *ServerConfig, notify func(mcp.JSONRPCNotification), hin
 		// operator looking for who did (the OOM killer?).
 		kill := cmd.Cancel
 		cmd.Cancel = func() error {
-			if childRunning(cmd.Process.Pid) {
+			if stillRunning(cmd.Process.Pid) {
 				how := "was killed by toolserverd (SIGKILL)"
 				c.exitHow.CompareAndSwap(nil, &how)
 			}
@@ -850,4 +850,20 @@ func (t *cancelNotifier) SendRequest(ctx context.Context, req transport.JSONRPCR
 		}
 	})
 	return resp, err
+}
+
+// stillRunning reports whether the child pid still runs a little after the daemon
+// decided to cut it: a child killed by someone else (the OOM killer, an operator's
+// kill -9), whose closed stdout is often why the connection ends, may not have
+// become a zombie yet when the cut comes, and must not be reported as killed by
+// toolserverd. A child that is hung or stopped still runs after the wait (at most
+// 100 ms, added to cutting a connection that is being given up anyway).
+func stillRunning(pid int) bool {
+	for range 50 {
+		if !childRunning(pid) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
 }
