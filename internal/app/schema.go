@@ -1,11 +1,14 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
 )
 
@@ -59,4 +62,36 @@ func warnReadableDatabase(log *slog.Logger, s store.Store) {
 	}
 	log.Warn("the store's database file can be read by other users", "path", p.Path(), "mode", fmt.Sprintf("%04o", fi.Mode().Perm()),
 		"effect", "it holds every call's arguments and results; make it private: chmod 600 "+p.Path()+"*")
+}
+
+// Migrate opens the configured store, which applies the migrations its database lacks
+// (under the same lock as a starting daemon's, so it may run beside live replicas), logs
+// what that did to the schema, and closes it. Nothing else a start does happens: no
+// replica id is claimed and no call is recovered. An unreachable PostgreSQL is tried
+// again for store_connect_timeout, as at start.
+func Migrate(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Schema, error) {
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return store.Schema{}, fmt.Errorf("data_dir: %w", err)
+	}
+	if strings.TrimSpace(cfg.Store) == "" {
+		// The database goes in the data dir; a PostgreSQL store needs no local directory
+		// (a migration job may run on a read-only file system).
+		if err := os.MkdirAll(dataDir, 0o750); err != nil {
+			return store.Schema{}, fmt.Errorf("data_dir: %w", err)
+		}
+	}
+	s, err := openStore(ctx, store.Config{URL: cfg.Store, DataDir: dataDir,
+		SQLite: store.SQLiteOptions{Synchronous: cfg.SQLite.Synchronous}}, cfg.StoreConnectTimeout, log)
+	if err != nil {
+		return store.Schema{}, err
+	}
+	defer s.Close()
+	logSchema(log, s)
+	warnReadableDatabase(log, s)
+	var sc store.Schema
+	if r, ok := s.(store.SchemaReporter); ok {
+		sc = r.Schema()
+	}
+	return sc, nil
 }

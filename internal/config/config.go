@@ -537,7 +537,8 @@ var ErrHelp = errors.New("config: help requested")
 // Usage describes the flags.
 func Usage() string {
 	fs, _ := flags()
-	return "usage: toolserverd [flags]\n\n" + fs.FlagUsages() +
+	return "usage: toolserverd [flags]            serve\n" +
+		"       toolserverd migrate [flags]    apply the store's pending migrations and exit\n\n" + fs.FlagUsages() +
 		"\nEvery key is also read from the YAML file and from TOOLSERVER_* environment variables (docs/config.md).\n"
 }
 
