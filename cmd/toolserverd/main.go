@@ -89,8 +89,9 @@ func stopSignals() (ctx context.Context, hurry <-chan struct{}, stop func()) {
 // run serves until ctx ends, then drains; hurry, closed during the drain, ends it.
 // With "migrate" as the first argument it migrates the store and returns instead.
 func run(ctx context.Context, hurry <-chan struct{}, args, environ []string, logOut io.Writer) error {
-	if len(args) > 0 && args[0] == "migrate" {
-		return migrate(ctx, args[1:], environ, logOut)
+	migrating := len(args) > 0 && args[0] == "migrate"
+	if migrating {
+		args = args[1:]
 	}
 	cfg, err := config.Load(args, environ)
 	if errors.Is(err, config.ErrHelp) {
@@ -103,6 +104,9 @@ func run(ctx context.Context, hurry <-chan struct{}, args, environ []string, log
 	log := newLogger(cfg.Log, logOut)
 	for _, w := range cfg.Warnings {
 		log.Warn("configuration", "warning", w)
+	}
+	if migrating {
+		return migrate(ctx, cfg, log)
 	}
 	a, err := app.New(ctx, cfg, log)
 	if errors.Is(err, app.ErrStopped) {
@@ -126,21 +130,9 @@ func run(ctx context.Context, hurry <-chan struct{}, args, environ []string, log
 // migrate applies the store's pending migrations and returns: a release's schema change
 // can be made before its replicas roll out (a Kubernetes Job, a deploy step), so that
 // no replica's start waits for it. It reads the same flags, file and environment as
-// the daemon; only the store's keys matter.
-func migrate(ctx context.Context, args, environ []string, logOut io.Writer) error {
-	cfg, err := config.Load(args, environ)
-	if errors.Is(err, config.ErrHelp) {
-		_, err = fmt.Fprint(logOut, config.Usage())
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg.Log, logOut)
-	for _, w := range cfg.Warnings {
-		log.Warn("configuration", "warning", w)
-	}
-	// A stop while waiting for the store is a failure here: nothing was migrated.
+// the daemon; only the store's keys matter. A stop while waiting for the store is a
+// failure here: nothing was migrated.
+func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if _, err := app.Migrate(ctx, cfg, log); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

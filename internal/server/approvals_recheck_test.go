@@ -120,3 +120,30 @@ func TestKeyWithADuplicateFieldIsRefused(t *testing.T) {
 	code, _, body = d.do("POST", "/v1/keys", `{"name":"k","roles":["agent"]}`)
 	wantStatus(t, "create key sent plainly", code, 201, body)
 }
+
+// TestSessionAndServerWithADuplicateFieldAreRefused: a session spec naming its
+// permission mode, rules or workdir twice was created with the last values, and an MCP
+// server naming its command twice started the last (a proxy or log reading the first
+// saw another mode, another command). Both are a 400 naming the key, and nothing is
+// made.
+func TestSessionAndServerWithADuplicateFieldAreRefused(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	for _, bad := range []struct{ path, body, want string }{
+		{"/v1/sessions", `{"available_tools":["echo"],"permission_mode":"explore","permission_mode":"bypass"}`, `duplicate key "permission_mode"`},
+		{"/v1/sessions", `{"available_tools":["echo"],"permission_mode":"explore","Permission_Mode":"bypass"}`, `duplicate key "Permission_Mode" (the same field as "permission_mode")`},
+		{"/v1/sessions", `{"available_tools":["echo"],"workdir":"a","workdir":"/"}`, `duplicate key "workdir"`},
+		{"/v1/mcp/servers", `{"name":"dup","transport":"stdio","command":"/bin/true","command":"/bin/sh"}`, `duplicate key "command"`},
+	} {
+		code, _, body := d.do("POST", bad.path, bad.body)
+		validate(t, "Error", body)
+		if code != 400 || !strings.Contains(string(body), `"code":"invalid_json"`) || !strings.Contains(string(body), strconv.Quote(bad.want)[1:len(strconv.Quote(bad.want))-1]) {
+			t.Fatalf("POST %s %s: %d %s, want a 400 saying %s", bad.path, bad.body, code, body, bad.want)
+		}
+	}
+	if code, _, body := d.do("GET", "/v1/mcp/servers", nil); code != 200 || strings.Contains(string(body), `"dup"`) {
+		t.Fatalf("servers after the refused body: %d %s; want none named dup", code, body)
+	}
+	code, _, body := d.do("POST", "/v1/sessions", `{"available_tools":["echo"],"permission_mode":"explore"}`)
+	wantStatus(t, "session sent plainly", code, 201, body)
+}

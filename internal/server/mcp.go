@@ -36,7 +36,7 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var raw json.RawMessage
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &raw); err != nil {
+	if err := decodeJSONOnce(w, r, s.cfg.MaxBodyBytes, &raw); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

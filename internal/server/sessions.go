@@ -37,7 +37,7 @@ func toSessionResponse(sess *session.Session, warnings []string) sessionResponse
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var spec session.Spec
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &spec); err != nil {
+	if err := decodeJSONOnce(w, r, s.cfg.MaxBodyBytes, &spec); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
