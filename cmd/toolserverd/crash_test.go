@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -147,5 +148,98 @@ func TestPendingApprovalsSurviveKill(t *testing.T) {
 		if ran[i] == ran[i-1] {
 			t.Fatalf("a call ran twice: %q", ran)
 		}
+	}
+}
+
+// TestSecondDaemonOnOneDataDirRefused starts the real binary, leaves a command running
+// in it, and starts a second one on the same data dir (SQLite): the second must
+// refuse to start, saying why, rather than serve from the same database and mark the
+// first one's running call failed as if it were left by a crashed run (same replica
+// id), while the first one still runs it and then answers its client succeeded.
+func TestSecondDaemonOnOneDataDirRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	bin := buildBinary(t)
+	dataDir := t.TempDir()
+	d := startProc(t, bin, dataDir)
+	ctx := context.Background()
+	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
+	sess, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"execute_command"}, PermissionMode: "bypass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_ = c.Run(rctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: "long", Name: "execute_command",
+			Arguments: json.RawMessage(`{"command":"sleep 600"}`)}}}, func(ev client.Event) error {
+			if ev.Type == "tool_start" {
+				started <- ev.CallID
+			}
+			return nil
+		})
+	}()
+	var callID string
+	select {
+	case callID = <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tool_start")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		rec, err := c.GetCall(ctx, callID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call is %s, not running", rec.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	second := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
+	second.Env = append(os.Environ(), "TOOLSERVER_REPLICA_ID=crash-test")
+	stderr, err := second.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Process.Kill(); _ = second.Wait() })
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	listening := false
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), `"toolserverd listening"`) {
+			listening = true
+			break
+		}
+	}
+	if listening {
+		_ = second.Process.Kill()
+	}
+	werr := second.Wait()
+	rec, err := c.GetCall(ctx, callID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != "running" {
+		t.Errorf("the first daemon's running call is %s after a second daemon started on its data dir", rec.Status)
+	}
+	if listening {
+		t.Fatalf("a second daemon started on the same data dir:\n%s", log.String())
+	}
+	if werr == nil || !strings.Contains(log.String(), "in use by another toolserverd") {
+		t.Fatalf("the second daemon exited with %v, want a refusal naming the other toolserverd:\n%s", werr, log.String())
 	}
 }

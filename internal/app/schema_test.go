@@ -136,9 +136,13 @@ func TestStoreSchemaReported(t *testing.T) {
 func TestReadableDatabaseWarned(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	// Each start in a subtest of its own, which stops the daemon at its end: one data
+	// dir takes one daemon at a time.
 	start := func(t *testing.T) string {
 		var logs lockedBuffer
-		testdaemon.StartWithLog(t, func(c *config.Config) { c.DataDir = dir }, slog.New(slog.NewJSONHandler(&logs, nil)))
+		t.Run("start", func(t *testing.T) {
+			testdaemon.StartWithLog(t, func(c *config.Config) { c.DataDir = dir }, slog.New(slog.NewJSONHandler(&logs, nil)))
+		})
 		return logs.String()
 	}
 	const msg = "the store's database file can be read by other users"

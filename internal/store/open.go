@@ -88,9 +88,24 @@ func Open(ctx context.Context, c Config) (Store, error) {
 		}
 		return p, nil
 	}
-	s, err := OpenSQLiteWith(ctx, loc, c.SQLite)
+	// Validate before taking the lock, so an invalid configuration is refused as such.
+	if err := c.SQLite.Validate(); err != nil {
+		return nil, err
+	}
+	// One process at a time: the daemon's start marks the calls its replica id left
+	// running failed, which would be another live daemon's (see lockSQLite).
+	// OpenSQLite does not lock: tests open one file several times.
+	lock, err := lockSQLite(loc)
 	if err != nil {
 		return nil, err
 	}
+	s, err := OpenSQLiteWith(ctx, loc, c.SQLite)
+	if err != nil {
+		if lock != nil {
+			_ = lock.Close()
+		}
+		return nil, err
+	}
+	s.lock = lock
 	return s, nil
 }

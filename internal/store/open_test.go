@@ -101,3 +101,34 @@ func typeName(s store.Store) string {
 	}
 	return "other"
 }
+
+// TestOpenSQLiteRefusesASecondOpener: a second daemon on the same data dir would mark
+// the first one's running calls failed at its start (same replica id, same database)
+// while they still run. Open refuses the database while another Open holds it, and
+// takes it once that one is closed. (OpenSQLite, which tests use to open one file
+// several times, does not lock.)
+func TestOpenSQLiteRefusesASecondOpener(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := store.Open(t.Context(), store.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := store.Open(t.Context(), store.Config{URL: "sqlite:" + filepath.Join(dir, store.SQLiteFileName)})
+	if err == nil {
+		second.Close()
+		first.Close()
+		t.Fatal("a second Open of the same SQLite database succeeded while the first was open")
+	}
+	if !strings.Contains(err.Error(), "in use by another toolserverd") || !strings.Contains(err.Error(), "pid") {
+		t.Errorf("refusal = %v, want it to say the database is in use by another toolserverd and its pid", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := store.Open(t.Context(), store.Config{DataDir: dir})
+	if err != nil {
+		t.Fatalf("Open after the first one was closed: %v", err)
+	}
+	again.Close()
+}

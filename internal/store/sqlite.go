@@ -45,6 +45,10 @@ type SQLite struct {
 	ckptDone chan struct{}
 
 	schema Schema // what opening found and did
+
+	// lock is the flock Open holds on the database's ".lock" file; closed (released)
+	// last by Close. Nil when opened by OpenSQLite.
+	lock *os.File
 }
 
 var _ Store = (*SQLite)(nil)
@@ -601,6 +605,10 @@ func (s *SQLite) Close() error {
 	}
 	if s.w != nil {
 		errs = append(errs, s.w.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close())
+		s.lock = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close sqlite: %w", err)

@@ -1,0 +1,53 @@
+//go:build unix
+
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// lockSQLite takes an exclusive flock on path+".lock", held (the file kept open) until
+// the store closes; the kernel releases it when the process dies, kill -9 included.
+// A database another process holds is refused, naming that process: a second daemon
+// on one data dir would mark the first one's running calls failed at its start (they
+// look left by a crashed run of the same replica id) while they still run. A file
+// system without flock (some network mounts: ENOLCK, ENOTSUP) is opened unlocked,
+// as before.
+func lockSQLite(path string) (*os.File, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: create directory: %w", abs, err)
+	}
+	name := abs + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: lock file: %w", abs, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, nil
+		}
+		b, _ := os.ReadFile(name)
+		_ = f.Close()
+		holder := "another process"
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil && pid > 0 {
+			holder = "pid " + strconv.Itoa(pid)
+		}
+		return nil, fmt.Errorf("store: sqlite %s is in use by another toolserverd (%s, holding %s): stop it first, or give this one a data_dir (or store URL) of its own", abs, holder, name)
+	}
+	// Who holds it, for the refusal above; the lock is what counts.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
