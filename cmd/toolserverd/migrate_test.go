@@ -118,6 +118,16 @@ func TestMigrateRefusals(t *testing.T) {
 	if err := run(ctx, nil, []string{"migrate", "--store", "postgres://127.0.0.1:1/none", "--store-connect-timeout", "60s", "--data-dir", dir}, nil, &out); err == nil {
 		t.Error("migrate stopped while waiting for the store succeeded; nothing was migrated")
 	}
+	// An SQLite database a daemon holds is refused, not migrated under it.
+	held := t.TempDir()
+	s, err := store.Open(t.Context(), store.Config{DataDir: held})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := run(t.Context(), nil, []string{"migrate", "--data-dir", held}, nil, &out); err == nil || !strings.Contains(err.Error(), "in use by another toolserverd") {
+		t.Errorf("migrate of an SQLite database in use: %v", err)
+	}
 	out.Reset()
 	if err := run(t.Context(), nil, []string{"migrate", "--help"}, nil, &out); err != nil || !strings.Contains(out.String(), "toolserverd migrate") {
 		t.Errorf("migrate --help: %v %q", err, out.String())

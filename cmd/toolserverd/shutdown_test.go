@@ -34,10 +34,14 @@ func TestSecondSignalEndsTheDrain(t *testing.T) {
 	ran := make(chan error, 1)
 	go func() {
 		ran <- c.Run(ctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: "long", Name: "execute_command",
-			Arguments: json.RawMessage(`{"command":"sleep 600"}`)}}}, func(ev client.Event) error {
+			Arguments: json.RawMessage(`{"command":"echo running; sleep 600"}`)}}}, func(ev client.Event) error {
 			switch ev.Type {
-			case "tool_start":
-				started <- ev.CallID
+			case "tool_progress":
+				// The command runs (tool_start comes before its process does: a stop
+				// then would cancel a call that never ran, and nothing is killed).
+				if strings.Contains(ev.Text, "running") {
+					started <- ev.CallID
+				}
 			case "message":
 				msgs <- ev
 			}
@@ -50,7 +54,7 @@ func TestSecondSignalEndsTheDrain(t *testing.T) {
 	case err := <-ran:
 		t.Fatalf("the stream ended before the call started: %v", err)
 	case <-time.After(60 * time.Second):
-		t.Fatal("no tool_start")
+		t.Fatal("the command did not start")
 	}
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
