@@ -516,7 +516,10 @@ func (t resetTool) Spec() tool.Spec {
 		Name: ResetToolName, Label: "Switch tool groups",
 		Description: "Choose which groups of tools are active; the call sets the whole set (groups you leave out or set " +
 			"false are switched off). Groups:\n" + strings.Join(lines, "\n"),
-		Parameters: schema, Flags: tool.Flags{ConcurrencySafe: true}, Risk: tool.RiskSafe,
+		// Read-only like tool_expand_tools: it changes the session's own tool list and
+		// nothing outside it, so explore mode runs it (refused, it left a model told
+		// by a switched-off tool's answer to call it nowhere to go).
+		Parameters: schema, Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe,
 	}
 }
 
