@@ -597,8 +597,12 @@ func (m *Manager) groupNames() string {
 // pattern has a line of its own.
 func (s *Session) switchedOffWarnings(whitelist []string) []string {
 	var specs []tool.Spec
+	byName := map[string][]tool.Spec{}
 	for _, m := range s.Tools.managers {
-		specs = append(specs, m.Specs()...)
+		for _, sp := range m.Specs() {
+			specs = append(specs, sp)
+			byName[sp.Name] = append(byName[sp.Name], sp)
+		}
 	}
 	type line struct {
 		groups  []string // quoted
@@ -613,12 +617,15 @@ func (s *Session) switchedOffWarnings(whitelist []string) []string {
 			continue
 		}
 		seen[entry] = true
-		var matched []tool.Spec
-		for _, sp := range specs {
-			if sp.Name == entry {
-				matched = append(matched, sp)
-			} else if ok, _ := path.Match(entry, sp.Name); ok && isPattern(entry) {
-				matched = append(matched, sp)
+		// An exact name is looked up, not matched against every tool: with 2,000
+		// names that was 4 million path.Match calls, 0.7 s a session.
+		matched := byName[entry]
+		if isPattern(entry) {
+			matched = nil
+			for _, sp := range specs {
+				if ok, _ := path.Match(entry, sp.Name); ok || sp.Name == entry {
+					matched = append(matched, sp)
+				}
 			}
 		}
 		if len(matched) == 0 || slices.ContainsFunc(matched, s.groupAllows) {
