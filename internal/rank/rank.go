@@ -194,10 +194,11 @@ func (ix *Index) idf(df int) float64 { return idfOf(len(ix.names), df) }
 func (ix *Index) Len() int { return len(ix.names) }
 
 type scratch struct {
-	scores  []float64 // by doc id; all zero between queries
-	touched []int32
-	terms   []string
-	seen    map[string]struct{}
+	scores    []float64 // by doc id; all zero between queries
+	touched   []int32
+	terms     []string
+	compounds []string
+	seen      map[string]struct{}
 }
 
 // Rank returns up to limit tools matching query, best first; ties go to the name that
@@ -216,6 +217,15 @@ func (ix *Index) RankFiltered(query string, limit int, keep func(name string) bo
 	s.touched = s.touched[:0]
 	clear(s.seen)
 	for _, term := range s.terms {
+		if _, dup := s.seen[term]; dup {
+			continue
+		}
+		s.seen[term] = struct{}{}
+		s.add(ix.postings[term], 1)
+	}
+	// Two words written as one ("back up" → backup), as a word of the query.
+	s.compounds = appendCompounds(s.compounds[:0], query)
+	for _, term := range s.compounds {
 		if _, dup := s.seen[term]; dup {
 			continue
 		}

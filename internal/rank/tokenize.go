@@ -43,6 +43,42 @@ func appendTokens(dst []string, text string) []string {
 	return dst
 }
 
+// appendCompounds appends the terms of every two words of text that follow each
+// other with only spaces between them, written as one word: users write as two words
+// what tool names write as one ("back up" for backup, "clean up" for cleanup, "log
+// in" for login, "roll back" for rollback). Each part is two letters or more; the
+// joined word goes through appendTerm (abbreviations, stopwords, stemming) like any
+// other. A query's compounds are matched besides its words; documents are indexed
+// as written.
+func appendCompounds(dst []string, text string) []string {
+	prev := ""
+	start := -1
+	for i := 0; i <= len(text); i++ {
+		if i < len(text) && isLetterByte(text[i]) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			w := strings.ToLower(text[start:i])
+			if prev != "" && len(w) >= 2 {
+				dst = appendTerm(dst, prev+w)
+			}
+			prev, start = w, -1
+			if len(prev) < 2 {
+				prev = ""
+			}
+		}
+		if i < len(text) && text[i] != ' ' {
+			prev = ""
+		}
+	}
+	return dst
+}
+
+func isLetterByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
 // appendLiteral appends the terms of the word text[start:end] (the previous word
 // ended at prevEnd) and says whether a URL goes on after it. A URL's scheme
 // ("https://") is the term "url", not "http": a query or description that holds a

@@ -80,6 +80,32 @@ type wireCall struct {
 	ToolCall           json.RawMessage `json:"toolCall"`
 	ToolResponse       json.RawMessage `json:"toolResponse"`
 	AudioTranscription json.RawMessage `json:"audioTranscription"`
+	// A whole assistant message sent as one call (OpenAI's choices[0].message, an
+	// Anthropic {role, content}, a Gemini {role, parts}), read only to say so.
+	Role      string          `json:"role"`
+	ToolCalls json.RawMessage `json:"tool_calls"`
+	Content   json.RawMessage `json:"content"`
+	Parts     json.RawMessage `json:"parts"`
+}
+
+// wholeMessage names the field of a whole assistant message that holds its calls,
+// when c is one rather than a call: "" otherwise. An entry with a type (a Responses
+// "message" item beside its function_call items) is not one: it is left out as no
+// call.
+func (c wireCall) wholeMessage() string {
+	if c.Role == "" || c.Type != "" || c.Name != "" || c.Function != nil || c.FunctionCall != nil {
+		return ""
+	}
+	isList := func(v json.RawMessage) bool { v = bytes.TrimSpace(v); return len(v) > 0 && v[0] == '[' }
+	switch {
+	case isList(c.ToolCalls):
+		return "tool_calls"
+	case isList(c.Parts):
+		return "parts"
+	case isList(c.Content):
+		return "content"
+	}
+	return ""
 }
 
 // nonCallTypes are the types of the entries of a model's output that are no call for
@@ -306,6 +332,12 @@ func (req toolCallsRequest) toBatch(f toolmgr.Format) (session.Batch, error) {
 	// A model's whole output forwarded as it came (Anthropic content, Responses
 	// output, Gemini parts) holds entries that are no call: they are left out, and
 	// the calls among them run. Only when none is left is it an error.
+	for i, c := range req.Calls {
+		if field := c.wholeMessage(); field != "" {
+			return session.Batch{}, errorf(CodeBadRequest, fmt.Sprintf("calls[%d] is a whole assistant message (role %q): send its %q as calls, "+
+				"the list that holds the model's function calls, as it came", i, c.Role, field))
+		}
+	}
 	firstSkipped, skipped := -1, ""
 	for i, c := range req.Calls {
 		if what := c.notACall(); what != "" {

@@ -355,7 +355,7 @@ func (x *Executor) Plan(sess *Session, b Batch) (*Plan, error) {
 				call.preset = tool.ErrorResult(tool.KindNotFound, "%s", hint)
 				break
 			}
-			call.preset = tool.ErrorResult(tool.KindNotFound, "tool %q is not available in this session; available tools: %s", c.Name, summarize(sess.Tools.Names()))
+			call.preset = tool.ErrorResult(tool.KindNotFound, "%s", sess.unknownToolText(c.Name))
 		case c.ArgError != "":
 			call.entry, call.manager = e, m
 			call.preset = tool.ErrorResult(tool.KindInvalidArgs, "arguments for %s could not be read: %s; send the arguments as one JSON object", c.Name, c.ArgError)

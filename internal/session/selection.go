@@ -226,6 +226,17 @@ func (s *Session) expand(names []string, query string) map[string]any {
 	if len(switchedOff) > 0 {
 		out["switched_off_tools"] = switchedOff
 	}
+	if len(invalid) > 0 {
+		near := map[string][]string{}
+		for _, n := range invalid {
+			if names := s.nearNames(n); len(names) > 0 {
+				near[n] = names
+			}
+		}
+		if len(near) > 0 {
+			out["did_you_mean"] = near
+		}
+	}
 	total := len(available)
 	searchHint := fmt.Sprintf(`call %s with {"query": "what the tool should do"} to search them by name and description`, ExpandToolName)
 	if q := strings.TrimSpace(query); q != "" {
@@ -390,7 +401,7 @@ func (expandTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name: ExpandToolName, Label: "Load more tools",
 		Description: "Load tools that are available to you but were not offered this turn. Give their exact names; " +
-			"the result says which were loaded, which names are invalid or in a switched-off tool group, and lists some " +
+			"the result says which were loaded, which names are invalid (with the nearest names, in did_you_mean) or in a switched-off tool group, and lists some " +
 			"of the others you could load. To find one, give a query instead: the result lists the best matches.",
 		Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
   "tool_names":{"anyOf":[{"type":"array","items":{"type":"string"},"maxItems":100},{"type":"string"}],"description":"Exact tool names (a list, or one string)."},
@@ -505,7 +516,10 @@ func (t resetTool) Spec() tool.Spec {
 		Name: ResetToolName, Label: "Switch tool groups",
 		Description: "Choose which groups of tools are active; the call sets the whole set (groups you leave out or set " +
 			"false are switched off). Groups:\n" + strings.Join(lines, "\n"),
-		Parameters: schema, Flags: tool.Flags{ConcurrencySafe: true}, Risk: tool.RiskSafe,
+		// Read-only like tool_expand_tools: it changes the session's own tool list and
+		// nothing outside it, so explore mode runs it (refused, it left a model told
+		// by a switched-off tool's answer to call it nowhere to go).
+		Parameters: schema, Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true}, Risk: tool.RiskSafe,
 	}
 }
 

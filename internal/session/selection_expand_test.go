@@ -301,3 +301,38 @@ func TestWhitelistOfProtocolTools(t *testing.T) {
 		}
 	}
 }
+
+// TestSwitchedOffWarningsPerGroup: a backend that whitelists its 400 tools by name
+// got one warning per tool of a switched-off group (73 lines for two groups of 35),
+// which buried the warnings that matter, such as an unknown name. The names a group
+// that is off holds are warned of in one line per group, with their count and the
+// first few.
+func TestSwitchedOffWarningsPerGroup(t *testing.T) {
+	t.Parallel()
+	tm := toolmgr.New()
+	var whitelist []string
+	for i := range 40 {
+		tm.MustRegister(described{fmt.Sprintf("db_tool_%02d", i), "A database tool."})
+		whitelist = append(whitelist, fmt.Sprintf("db_tool_%02d", i))
+	}
+	tm.MustRegister(described{"web_fetch", "Fetch a page."}, described{"read_file", "Read a file."})
+	m, err := NewManager(Config{WorkspaceDir: filepath.Join(t.TempDir(), "ws"), Groups: []Group{
+		{Name: "database", Description: "Databases.", Tools: []string{"db_*"}},
+		{Name: "web", Description: "The web.", Tools: []string{"web_*"}}}},
+		&memStore{m: map[string]*store.Session{}}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, warnings, err := m.Create(context.Background(), "t1", Spec{AvailableTools: append(whitelist, "read_file", "web_fetch", "nope")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`unknown tool: nope`,
+		`40 tools (db_tool_00, db_tool_01, db_tool_02, …) are in tool group "database", which is off in this session: name it in active_groups, or the model switches it on with reset_tools`,
+		`tool web_fetch is in tool group "web", which is off in this session: name it in active_groups, or the model switches it on with reset_tools`,
+	}
+	if !slices.Equal(warnings, want) {
+		t.Errorf("warnings:\n got %q\nwant %q", warnings, want)
+	}
+}

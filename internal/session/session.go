@@ -591,25 +591,41 @@ func (m *Manager) groupNames() string {
 
 // switchedOffWarnings names the whitelist entries whose tools all lie in groups
 // that are off, which the session's tools then leave out: without a word, a backend
-// that asked for them could not tell why they are missing.
+// that asked for them could not tell why they are missing. The exact names that the
+// same groups hold share one line (a backend that whitelists 400 tools by name got a
+// line for each of a group's tools), naming at most switchedOffNamed of them; a
+// pattern has a line of its own.
 func (s *Session) switchedOffWarnings(whitelist []string) []string {
-	var out []string
 	var specs []tool.Spec
+	byName := map[string][]tool.Spec{}
 	for _, m := range s.Tools.managers {
-		specs = append(specs, m.Specs()...)
+		for _, sp := range m.Specs() {
+			specs = append(specs, sp)
+			byName[sp.Name] = append(byName[sp.Name], sp)
+		}
 	}
+	type line struct {
+		groups  []string // quoted
+		pattern string
+		names   []string
+	}
+	var lines []*line
+	byGroups := map[string]*line{}
 	seen := map[string]bool{}
 	for _, entry := range whitelist {
 		if entry = strings.TrimSpace(entry); entry == "" || seen[entry] {
 			continue
 		}
 		seen[entry] = true
-		var matched []tool.Spec
-		for _, sp := range specs {
-			if sp.Name == entry {
-				matched = append(matched, sp)
-			} else if ok, _ := path.Match(entry, sp.Name); ok && isPattern(entry) {
-				matched = append(matched, sp)
+		// An exact name is looked up, not matched against every tool: with 2,000
+		// names that was 4 million path.Match calls, 0.7 s a session.
+		matched := byName[entry]
+		if isPattern(entry) {
+			matched = nil
+			for _, sp := range specs {
+				if ok, _ := path.Match(entry, sp.Name); ok || sp.Name == entry {
+					matched = append(matched, sp)
+				}
 			}
 		}
 		if len(matched) == 0 || slices.ContainsFunc(matched, s.groupAllows) {
@@ -621,19 +637,44 @@ func (s *Session) switchedOffWarnings(whitelist []string) []string {
 				off = append(off, strconv.Quote(g.Name))
 			}
 		}
-		what, which := "tool "+entry+" is", "which is"
 		if isPattern(entry) {
-			what = "tools matching " + entry + " are"
+			lines = append(lines, &line{groups: off, pattern: entry})
+			continue
 		}
-		group, it := "tool group "+off[0], "it"
-		if len(off) > 1 {
-			group, which, it = "tool groups "+strings.Join(off, ", "), "which are", "them"
+		key := strings.Join(off, ", ")
+		if l, ok := byGroups[key]; ok {
+			l.names = append(l.names, entry)
+			continue
+		}
+		l := &line{groups: off, names: []string{entry}}
+		byGroups[key] = l
+		lines = append(lines, l)
+	}
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		var what string
+		switch {
+		case l.pattern != "":
+			what = "tools matching " + l.pattern + " are"
+		case len(l.names) == 1:
+			what = "tool " + l.names[0] + " is"
+		case len(l.names) > switchedOffNamed:
+			what = fmt.Sprintf("%d tools (%s, …) are", len(l.names), strings.Join(l.names[:switchedOffNamed], ", "))
+		default:
+			what = "tools " + strings.Join(l.names, ", ") + " are"
+		}
+		group, which, it := "tool group "+l.groups[0], "which is", "it"
+		if len(l.groups) > 1 {
+			group, which, it = "tool groups "+strings.Join(l.groups, ", "), "which are", "them"
 		}
 		out = append(out, fmt.Sprintf("%s in %s, %s off in this session: name %s in active_groups, or the model switches %s on with %s",
 			what, group, which, it, it, ResetToolName))
 	}
 	return out
 }
+
+// switchedOffNamed is how many names a warning of tools in switched-off groups shows.
+const switchedOffNamed = 3
 
 func (m *Manager) hasGroup(name string) bool {
 	for _, g := range m.cfg.Groups {
