@@ -676,7 +676,11 @@ func ownWildcard(origin string) bool {
 		return false
 	}
 	d, ok := strings.CutPrefix(strings.ToLower(u.Hostname()), "*.")
-	if !ok || d == "" || strings.Contains(d, "*") {
+	// A name with a trailing dot is the same name to DNS, and browsers send it as an
+	// origin of its own (http://evil.com.), which the public suffix list does not know
+	// in that form: *.com. is judged as *.com. An empty label (*.com..) is no name.
+	d = strings.TrimSuffix(d, ".")
+	if !ok || d == "" || strings.Contains(d, "*") || slices.Contains(strings.Split(d, "."), "") {
 		return false
 	}
 	if d == "localhost" {
