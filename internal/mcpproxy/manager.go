@@ -475,13 +475,16 @@ func (m *Manager) clashLocked(sc *ServerConfig) string {
 }
 
 // Remove closes a server, unregisters its tools and deletes it from the store. A
-// server from the configuration is removed until the daemon restarts.
+// server from the configuration is removed until the daemon restarts. A stored server
+// this replica does not run (its tool names overlap those of one here, its stored
+// configuration is invalid, or it was added on another replica moments ago) is
+// deleted from the store, and so from the replicas that run it.
 func (m *Manager) Remove(name string) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	s := m.server(name)
 	if s == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+		return m.removeStored(name)
 	}
 	if s.persisted && m.store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
@@ -501,6 +504,27 @@ func (m *Manager) Remove(name string) error {
 	if s.persisted {
 		m.announce(name, false)
 	}
+	return nil
+}
+
+// removeStored deletes name from the store when this replica does not run it (see
+// Remove). opMu is held.
+func (m *Manager) removeStored(name string) error {
+	if m.store == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	err := m.store.DeleteMCPServer(ctx, name)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+	case err != nil:
+		return fmt.Errorf("mcpproxy: delete server %s from the store: %w", name, err)
+	}
+	delete(m.skipped, name)
+	m.log.Info("mcp server removed from the store (not run on this replica)", "mcp_server", name)
+	m.announce(name, false)
 	return nil
 }
 
