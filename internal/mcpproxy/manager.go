@@ -24,6 +24,7 @@ import (
 // restart of the daemon. *store.SQLite and *store.Postgres implement it.
 type ServerStore interface {
 	PutMCPServer(ctx context.Context, name string, cfg json.RawMessage) error
+	CreateMCPServer(ctx context.Context, name string, cfg json.RawMessage) error
 	DeleteMCPServer(ctx context.Context, name string) error
 	ListMCPServers(ctx context.Context) ([]store.MCPServerRecord, error)
 }
@@ -437,7 +438,11 @@ func (m *Manager) Add(ctx context.Context, sc ServerConfig) error {
 		if err != nil {
 			return err
 		}
-		if err := m.store.PutMCPServer(ctx, sc.Name, b); err != nil {
+		// Not a replacement: the name may be stored by another replica that added it
+		// a moment ago (its notification not here yet), or not run here (skipped).
+		if err := m.store.CreateMCPServer(ctx, sc.Name, b); errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("%w: %s (in the store: added on another replica, or not run on this one)", ErrServerExists, sc.Name)
+		} else if err != nil {
 			return fmt.Errorf("mcpproxy: persist server %s: %w", sc.Name, err)
 		}
 	}

@@ -221,3 +221,42 @@ func TestRemoveStoredServerNotRun(t *testing.T) {
 		t.Errorf("Remove of a name neither run nor stored: %v, want ErrUnknownServer", err)
 	}
 }
+
+// TestAddOfANameStoredElsewhere: a server added on one replica, then under the same
+// name on another before that one learned of it (its notification in flight, or lost),
+// is refused there as existing, as it is on the first: it used to replace the first's
+// configuration in the store (both added answered 201) and so on every replica.
+func TestAddOfANameStoredElsewhere(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	a := newHarness(t, Config{}, WithStore(db))
+	a.start(t)
+	b := newHarness(t, Config{}, WithStore(db))
+	b.start(t)
+	first := ServerConfig{Name: "dyn", Transport: TransportStdio, Command: "/nonexistent/first", Enabled: false}
+	if err := a.m.Add(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	second := ServerConfig{Name: "dyn", Transport: TransportStdio, Command: "/nonexistent/second", Enabled: false}
+	if err := b.m.Add(t.Context(), second); !errors.Is(err, ErrServerExists) {
+		t.Errorf("Add on b of a name a stored: %v, want ErrServerExists", err)
+	}
+	recs, err := db.ListMCPServers(t.Context())
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("stored: %+v, %v", recs, err)
+	}
+	var got ServerConfig
+	if err := json.Unmarshal(recs[0].Config, &got); err != nil || got.Command != first.Command {
+		t.Errorf("stored configuration of dyn: %s (%v), want the first's", recs[0].Config, err)
+	}
+	if _, err := b.m.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.m.server("dyn"); st == nil || st.cfg.Command != first.Command {
+		t.Errorf("dyn on b after Sync: %+v, want the first's", st)
+	}
+}
