@@ -698,7 +698,9 @@ func (a *App) permissions(ctx context.Context, calls callCounter) (*server.Appro
 		aps = notifiedApprovals{approvalStore: aps, hook: hook}
 	}
 	if a.storeKind() == "postgres" {
-		n, err := store.NewPGNotifier(ctx, a.Config.Store)
+		// Its log says when the LISTEN connection drops (notifications sent meanwhile
+		// are lost) and when it listens again.
+		n, err := store.NewPGNotifierWithConfig(ctx, store.PGNotifierConfig{URL: a.Config.Store, Logger: a.Log})
 		if err != nil {
 			return nil, err
 		}

@@ -201,7 +201,12 @@ func showOutput(job *sandbox.Job, from [2]int64) ([2]shown, error) {
 // only then (a call of a tool the session has not is refused as not available).
 func writeOutput(w *strings.Builder, jobID string, out [2]shown, info sandbox.JobInfo, canRead bool) {
 	if out[0].text == "" && out[1].text == "" {
-		w.WriteString("(no output)\n")
+		if out[0].raw == "" && out[1].raw == "" {
+			w.WriteString("(no output)\n")
+		} else {
+			// Written, then erased as a terminal would: not "no output".
+			w.WriteString("(nothing visible: the output shown is erased by its own carriage returns, backspaces or escape sequences)\n")
+		}
 	}
 	for i, s := range out {
 		if s.text == "" {

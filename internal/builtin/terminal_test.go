@@ -1,9 +1,12 @@
 package builtin
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/toolserverd/toolserverd/internal/sandbox"
 )
 
 func TestAsTerminalShows(t *testing.T) {
@@ -51,4 +54,27 @@ func FuzzAsTerminalShows(f *testing.F) {
 			t.Fatalf("asTerminalShows(%q) = %q", s, got)
 		}
 	})
+}
+
+// TestErasedOutputIsNotNoOutput: output whose part shown leaves nothing on a
+// terminal's screen (a progress bar's CRs filling the window, a line erased) is not
+// reported as no output: the model is told that something was written and erased.
+func TestErasedOutputIsNotNoOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sandbox.Config{})
+	sess := newSession("s1", t.TempDir())
+	for _, cmd := range []string{
+		`echo important; head -c 100000 /dev/zero | tr '\0' '\r'`,
+		`printf 'x\033[2K'`,
+	} {
+		res, _ := e.call(t, context.Background(), sess, "execute_command", map[string]any{"command": cmd})
+		text := res.Text()
+		if strings.Contains(text, "(no output)") || !strings.Contains(text, "(nothing visible:") {
+			t.Errorf("%s:\n%s\nwant no \"(no output)\", and \"(nothing visible:\"", cmd, text)
+		}
+	}
+	res, _ := e.call(t, context.Background(), sess, "execute_command", map[string]any{"command": "true"})
+	if !strings.Contains(res.Text(), "(no output)") {
+		t.Errorf("true:\n%s\nwant \"(no output)\"", res.Text())
+	}
 }

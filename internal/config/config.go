@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 )
 
@@ -677,7 +678,11 @@ func ownWildcard(origin string) bool {
 		return false
 	}
 	d, ok := strings.CutPrefix(strings.ToLower(u.Hostname()), "*.")
-	if !ok || d == "" || strings.Contains(d, "*") {
+	// A name with a trailing dot is the same name to DNS, and browsers send it as an
+	// origin of its own (http://evil.com.), which the public suffix list does not know
+	// in that form: *.com. is judged as *.com. An empty label (*.com..) is no name.
+	d = strings.TrimSuffix(d, ".")
+	if !ok || d == "" || strings.Contains(d, "*") || slices.Contains(strings.Split(d, "."), "") {
 		return false
 	}
 	if d == "localhost" {
@@ -1171,6 +1176,23 @@ func (c Config) Validate() error {
 			// https://evilexample.com in.
 			strings.Contains(u.Hostname(), "*") && !strings.HasPrefix(u.Hostname(), "*.")) {
 			bad("cors.allowed_origins", "%q is not an origin like https://console.example.com or https://*.example.com (no path, not even /; one * at most, standing for the labels before a dot) or *", o)
+			continue
+		}
+		if o == "*" {
+			continue
+		}
+		// As browsers send it, or it matches nothing: a host in ASCII (punycode), the
+		// default port left out.
+		u, _ := url.Parse(o)
+		if host := u.Hostname(); !isASCII(host) {
+			ascii, err := idna.Lookup.ToASCII(strings.ReplaceAll(host, "*", "x"))
+			if err == nil && strings.HasPrefix(host, "*") {
+				ascii = "*" + ascii[1:]
+			}
+			bad("cors.allowed_origins", "%q names its host in Unicode; browsers send its ASCII form (%s), so write that", o, ascii)
+		}
+		if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+			bad("cors.allowed_origins", "%q names the scheme's default port, which browsers leave out of an origin: write %s://%s", o, u.Scheme, u.Hostname())
 		}
 	}
 	if c.Auth.Unauthenticated && slices.Contains(c.CORS.AllowedOrigins, "*") {
@@ -1191,6 +1213,15 @@ func (c Config) Validate() error {
 		bad("cors.max_age", "must not be negative")
 	}
 	return errors.Join(errs...)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 func isLoopback(host string) bool {

@@ -136,6 +136,11 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"unauthenticated for any .com page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.com\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
 		{"unauthenticated for any github.io page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.GitHub.io\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
 		{"unauthenticated for any co.uk page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.co.uk\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
+		// A name with a trailing dot is the same name to DNS, and browsers send it as its
+		// own origin (http://evil.com.): *.com. is as wide as *.com.
+		{"unauthenticated for any .com. page", []string{"--config", write("cors:\n  allowed_origins: [\"http://*.com.\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
+		{"unauthenticated for any github.io. page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.github.io.\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
+		{"unauthenticated for any .com.. page", []string{"--config", write("cors:\n  allowed_origins: [\"https://*.com..\"]\n")}, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true"}, "cors.allowed_origins"},
 		{"short key hash", []string{"--config", write("auth:\n  keys:\n    - {name: x, roles: [agent], sha256: abc}\n")}, nil, "auth.keys[0]"},
 		{"negative rate", nil, []string{"TOOLSERVER_AUTH_RATE_LIMIT_REQUESTS_PER_SECOND=-1"}, "auth.rate_limit"},
 		{"chain risk", nil, []string{"TOOLSERVER_CHAIN_MAX_RISK_WITHOUT_APPROVAL=extreme"}, "chain.max_risk_without_approval"},
@@ -519,7 +524,9 @@ func TestDaemonNamedPrefixIsReported(t *testing.T) {
 // so it stops start-up instead of leaving the UI refused for no visible reason.
 func TestCORSOriginsAreOrigins(t *testing.T) {
 	t.Parallel()
-	for _, o := range []string{"https://console.example.com/", "console.example.com", "https://console.example.com/app", "ftp://x.example.com", "https://x.example.com?a=1", "https://*.*.example.com", "https://*example.com", "https://console*.example.com"} {
+	for _, o := range []string{"https://console.example.com/", "console.example.com", "https://console.example.com/app", "ftp://x.example.com", "https://x.example.com?a=1", "https://*.*.example.com", "https://*example.com", "https://console*.example.com",
+		// Browsers send a host in its ASCII (punycode) form, and leave the default port out.
+		"https://bücher.example", "https://*.bücher.example", "https://app.example.net:443", "http://app.example.net:80"} {
 		_, err := Load(nil, []string{"TOOLSERVER_CORS_ALLOWED_ORIGINS=http://localhost:3000," + o})
 		if err == nil || !strings.Contains(err.Error(), "cors.allowed_origins") || !strings.Contains(err.Error(), o) {
 			t.Errorf("%q: error %v, want one naming cors.allowed_origins and the origin", o, err)
@@ -530,8 +537,8 @@ func TestCORSOriginsAreOrigins(t *testing.T) {
 		t.Fatalf("valid origins: %v %v", c.CORS.AllowedOrigins, err)
 	}
 	// Without keys, a wildcard under one's own domain (and *.localhost) still loads.
-	c, err = Load(nil, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true", "TOOLSERVER_CORS_ALLOWED_ORIGINS=https://*.example.com,http://*.localhost:5173,https://*.corp.example.co.uk"})
-	if err != nil || len(c.CORS.AllowedOrigins) != 3 {
+	c, err = Load(nil, []string{"TOOLSERVER_AUTH_UNAUTHENTICATED=true", "TOOLSERVER_CORS_ALLOWED_ORIGINS=https://*.example.com,http://*.localhost:5173,https://*.corp.example.co.uk,https://*.example.com."})
+	if err != nil || len(c.CORS.AllowedOrigins) != 4 {
 		t.Fatalf("unauthenticated with narrow wildcards: %v %v", c.CORS.AllowedOrigins, err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 // restart of the daemon. *store.SQLite and *store.Postgres implement it.
 type ServerStore interface {
 	PutMCPServer(ctx context.Context, name string, cfg json.RawMessage) error
+	CreateMCPServer(ctx context.Context, name string, cfg json.RawMessage) error
 	DeleteMCPServer(ctx context.Context, name string) error
 	ListMCPServers(ctx context.Context) ([]store.MCPServerRecord, error)
 }
@@ -437,7 +438,11 @@ func (m *Manager) Add(ctx context.Context, sc ServerConfig) error {
 		if err != nil {
 			return err
 		}
-		if err := m.store.PutMCPServer(ctx, sc.Name, b); err != nil {
+		// Not a replacement: the name may be stored by another replica that added it
+		// a moment ago (its notification not here yet), or not run here (skipped).
+		if err := m.store.CreateMCPServer(ctx, sc.Name, b); errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("%w: %s (in the store: added on another replica, or not run on this one)", ErrServerExists, sc.Name)
+		} else if err != nil {
 			return fmt.Errorf("mcpproxy: persist server %s: %w", sc.Name, err)
 		}
 	}
@@ -475,13 +480,16 @@ func (m *Manager) clashLocked(sc *ServerConfig) string {
 }
 
 // Remove closes a server, unregisters its tools and deletes it from the store. A
-// server from the configuration is removed until the daemon restarts.
+// server from the configuration is removed until the daemon restarts. A stored server
+// this replica does not run (its tool names overlap those of one here, its stored
+// configuration is invalid, or it was added on another replica moments ago) is
+// deleted from the store, and so from the replicas that run it.
 func (m *Manager) Remove(name string) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	s := m.server(name)
 	if s == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+		return m.removeStored(name)
 	}
 	if s.persisted && m.store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
@@ -501,6 +509,27 @@ func (m *Manager) Remove(name string) error {
 	if s.persisted {
 		m.announce(name, false)
 	}
+	return nil
+}
+
+// removeStored deletes name from the store when this replica does not run it (see
+// Remove). opMu is held.
+func (m *Manager) removeStored(name string) error {
+	if m.store == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	err := m.store.DeleteMCPServer(ctx, name)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+	case err != nil:
+		return fmt.Errorf("mcpproxy: delete server %s from the store: %w", name, err)
+	}
+	delete(m.skipped, name)
+	m.log.Info("mcp server removed from the store (not run on this replica)", "mcp_server", name)
+	m.announce(name, false)
 	return nil
 }
 

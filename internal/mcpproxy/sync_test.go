@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -175,4 +176,87 @@ func statusNames(h *harness) []string {
 		out = append(out, st.Name)
 	}
 	return out
+}
+
+// TestRemoveStoredServerNotRun: a stored server this proxy does not run (its tool
+// names overlap a configured server's here; the log says to DELETE it) is removed
+// from the store by Remove, and from the replicas that do run it; Remove of a name
+// neither here nor stored is ErrUnknownServer still.
+func TestRemoveStoredServerNotRun(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	n := store.NewInProcessNotifier(0)
+	a := newHarness(t, Config{}, WithStore(db))
+	a.start(t)
+	a.m.Follow(n, "replica a", time.Hour)
+	configured := ServerConfig{Name: "cfgd", Transport: TransportStdio, Command: "/nonexistent/configured", Enabled: false}
+	b := newHarness(t, Config{Servers: []ServerConfig{configured}}, WithStore(db))
+	b.start(t)
+	b.m.Follow(n, "replica b", time.Hour)
+
+	if err := a.m.Add(t.Context(), ServerConfig{Name: "squat", Transport: TransportStdio, Command: "/nonexistent", Prefix: "mcp__cfgd__x", Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.m.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if names := statusNames(b); !slices.Equal(names, []string{"cfgd"}) {
+		t.Fatalf("servers on b: %v, want cfgd only (squat overlaps it)", names)
+	}
+	if err := b.m.Remove("squat"); err != nil {
+		t.Fatalf("Remove of the stored server b does not run: %v", err)
+	}
+	recs, err := db.ListMCPServers(t.Context())
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("stored servers after the removal: %+v, %v; want none", recs, err)
+	}
+	if !eventually(10*time.Second, func() bool { return len(a.m.Status()) == 0 }) {
+		t.Fatalf("squat still on a after its removal on b: %v", statusNames(a))
+	}
+	if err := b.m.Remove("squat"); !errors.Is(err, ErrUnknownServer) {
+		t.Errorf("Remove of a name neither run nor stored: %v, want ErrUnknownServer", err)
+	}
+}
+
+// TestAddOfANameStoredElsewhere: a server added on one replica, then under the same
+// name on another before that one learned of it (its notification in flight, or lost),
+// is refused there as existing, as it is on the first: it used to replace the first's
+// configuration in the store (both added answered 201) and so on every replica.
+func TestAddOfANameStoredElsewhere(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	a := newHarness(t, Config{}, WithStore(db))
+	a.start(t)
+	b := newHarness(t, Config{}, WithStore(db))
+	b.start(t)
+	first := ServerConfig{Name: "dyn", Transport: TransportStdio, Command: "/nonexistent/first", Enabled: false}
+	if err := a.m.Add(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	second := ServerConfig{Name: "dyn", Transport: TransportStdio, Command: "/nonexistent/second", Enabled: false}
+	if err := b.m.Add(t.Context(), second); !errors.Is(err, ErrServerExists) {
+		t.Errorf("Add on b of a name a stored: %v, want ErrServerExists", err)
+	}
+	recs, err := db.ListMCPServers(t.Context())
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("stored: %+v, %v", recs, err)
+	}
+	var got ServerConfig
+	if err := json.Unmarshal(recs[0].Config, &got); err != nil || got.Command != first.Command {
+		t.Errorf("stored configuration of dyn: %s (%v), want the first's", recs[0].Config, err)
+	}
+	if _, err := b.m.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.m.server("dyn"); st == nil || st.cfg.Command != first.Command {
+		t.Errorf("dyn on b after Sync: %+v, want the first's", st)
+	}
 }

@@ -23,6 +23,9 @@ type MCPServerStore interface {
 	// PutMCPServer inserts the server or replaces its config (CreatedAt is kept,
 	// UpdatedAt set to now). The name must be non-empty, cfg valid non-empty JSON.
 	PutMCPServer(ctx context.Context, name string, cfg json.RawMessage) error
+	// CreateMCPServer inserts the server unless its name is stored already
+	// (ErrConflict): an addition, which must not replace what another replica added.
+	CreateMCPServer(ctx context.Context, name string, cfg json.RawMessage) error
 	// DeleteMCPServer returns ErrNotFound for an unknown name.
 	DeleteMCPServer(ctx context.Context, name string) error
 	// ListMCPServers returns every server by name; an empty store gives an empty,
@@ -56,6 +59,27 @@ func (s *SQLite) PutMCPServer(ctx context.Context, name string, cfg json.RawMess
 		name, string(cfg), at, at)
 	if err != nil {
 		return fmt.Errorf("store: put mcp server %s: %w", name, err)
+	}
+	return nil
+}
+
+// CreateMCPServer inserts a server of a new name (see MCPServerStore).
+func (s *SQLite) CreateMCPServer(ctx context.Context, name string, cfg json.RawMessage) error {
+	if err := checkMCPServer(name, cfg); err != nil {
+		return fmt.Errorf("store: create mcp server: %w", err)
+	}
+	at := sqliteTime(now())
+	res, err := s.w.ExecContext(ctx, `INSERT INTO mcp_servers (name, config, created_at, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (name) DO NOTHING`, name, string(cfg), at, at)
+	if err != nil {
+		return fmt.Errorf("store: create mcp server %s: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: create mcp server %s: %w", name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: create mcp server %s: it exists: %w", name, ErrConflict)
 	}
 	return nil
 }
@@ -119,6 +143,23 @@ func (p *Postgres) PutMCPServer(ctx context.Context, name string, cfg json.RawMe
 		name, []byte(cfg), at)
 	if err != nil {
 		return fmt.Errorf("store: put mcp server %s: %w", name, err)
+	}
+	return nil
+}
+
+// CreateMCPServer inserts a server of a new name (see MCPServerStore).
+func (p *Postgres) CreateMCPServer(ctx context.Context, name string, cfg json.RawMessage) error {
+	if err := checkMCPServer(name, cfg); err != nil {
+		return fmt.Errorf("store: create mcp server: %w", err)
+	}
+	at := now()
+	tag, err := p.pool.Exec(ctx, `INSERT INTO mcp_servers (name, config, created_at, updated_at) VALUES ($1, $2, $3, $3)
+		ON CONFLICT (name) DO NOTHING`, name, []byte(cfg), at)
+	if err != nil {
+		return fmt.Errorf("store: create mcp server %s: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: create mcp server %s: it exists: %w", name, ErrConflict)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ func RunMCPServers(t *testing.T, open func(t *testing.T) store.MCPServerStore) {
 	}{
 		{"RoundTrip", testMCPServerRoundTrip},
 		{"Replace", testMCPServerReplace},
+		{"Create", testMCPServerCreate},
 		{"Delete", testMCPServerDelete},
 		{"Invalid", testMCPServerInvalid},
 		{"Empty", testMCPServerEmpty},
@@ -149,5 +150,23 @@ func testMCPServerContextCancelled(t *testing.T, s store.MCPServerStore) {
 	}
 	if err := s.DeleteMCPServer(ctx, "x"); !errors.Is(err, context.Canceled) {
 		t.Errorf("DeleteMCPServer with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+// testMCPServerCreate: CreateMCPServer inserts a new name and refuses one stored
+// (ErrConflict), whose configuration stays.
+func testMCPServerCreate(t *testing.T, s store.MCPServerStore) {
+	if err := s.CreateMCPServer(t.Context(), "dyn", json.RawMessage(`{"command":"first"}`)); err != nil {
+		t.Fatalf("CreateMCPServer: %v", err)
+	}
+	if err := s.CreateMCPServer(t.Context(), "dyn", json.RawMessage(`{"command":"second"}`)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("CreateMCPServer of a stored name: %v, want ErrConflict", err)
+	}
+	if err := s.CreateMCPServer(t.Context(), "", json.RawMessage(`{}`)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("CreateMCPServer without a name: %v, want ErrInvalid", err)
+	}
+	recs := listMCPServers(t, s)
+	if len(recs) != 1 || string(recs[0].Config) != `{"command":"first"}` {
+		t.Errorf("ListMCPServers = %+v, want dyn with the first configuration", recs)
 	}
 }
