@@ -221,7 +221,11 @@ func (s *Session) expand(names []string, query string) map[string]any {
 		}
 	}
 	s.sel.mu.Unlock()
-	out := map[string]any{"success": len(expanded) > 0, "expanded_tools": expanded, "invalid_tools": invalid,
+	// Success (partial): a name asked for can be called now, loaded by this call or
+	// before; a query alone succeeds too (false read to a model as "the search
+	// failed"). Names the session lacks, or that a switched-off group hides, are
+	// listed with what to do.
+	out := map[string]any{"success": len(expanded)+len(already) > 0 || len(seen) == 0, "expanded_tools": expanded, "invalid_tools": invalid,
 		"already_selected_tools": already}
 	if len(switchedOff) > 0 {
 		out["switched_off_tools"] = switchedOff

@@ -109,9 +109,10 @@ func TestExpandResultIsBounded(t *testing.T) {
 		t.Fatal("memory_save not callable after its group was switched on")
 	}
 
-	// A query ranks the expandable tools; it expands nothing by itself.
+	// A query ranks the expandable tools; it expands nothing by itself, and that is
+	// no failure (success false read to a model as "the search failed").
 	out, text = runExpand(t, sess, `{"query":"bill a customer"}`)
-	if out.Success || len(out.Expanded) != 0 || len(out.Available) == 0 || out.Available[0] != "invoice_create" {
+	if !out.Success || len(out.Expanded) != 0 || len(out.Available) == 0 || out.Available[0] != "invoice_create" {
 		t.Fatalf("query: %s", text)
 	}
 	if len(out.Available) == 1 && !strings.HasPrefix(out.Note, "the 1 tool you could load") {
@@ -119,6 +120,13 @@ func TestExpandResultIsBounded(t *testing.T) {
 	}
 	if !sess.Selected("tool_123") || sess.Selected("invoice_create") {
 		t.Fatal("selection after expand and query")
+	}
+	// Names all loaded already: nothing failed. A name the session lacks: failed.
+	if out, text = runExpand(t, sess, `{"tool_names":["tool_123"]}`); !out.Success || !slices.Equal(out.Already, []string{"tool_123"}) {
+		t.Fatalf("expand of a loaded tool: %s", text)
+	}
+	if out, text = runExpand(t, sess, `{"tool_names":["no_such_tool"]}`); out.Success {
+		t.Fatalf("expand of an unknown tool: %s", text)
 	}
 	if _, err := (expandTool{}).Run(&tool.Context{Context: context.Background(), ToolName: ExpandToolName, Session: sess.Info}, json.RawMessage(`{}`)); err == nil {
 		t.Fatal("neither tool_names nor query: no error")
