@@ -100,6 +100,7 @@ type Endpoint struct {
 	events   *replayStore
 	streams  map[string]*postStream       // mcp-go stream id → the POST it answers, while it runs
 	open     map[string]map[string]func() // MCP session id → call id → cancel it by request
+	asking   map[string]*asked            // elicitationKey → an approval question open with its client
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -132,7 +133,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(), streams: map[string]*postStream{}, open: map[string]map[string]func(){},
+	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(), streams: map[string]*postStream{}, open: map[string]map[string]func(){}, asking: map[string]*asked{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), loopDone: make(chan struct{})}
 	e.events = newReplayStore(replayEvents, replayBytes, replayTotalBytes, func(id string) bool {
 		ended, _ := e.ids.Validate(id)
