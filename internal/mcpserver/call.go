@@ -455,18 +455,76 @@ func (e *Endpoint) askClient(ctx context.Context, callID, name string, apr *stor
 	}
 }
 
+// metaApprovalID names, in an elicitation request's _meta, the approval it asks about.
+const metaApprovalID = "toolserverd/approval_id"
+
+// asked is an approval question sent to a client by elicitation, until its answer (or
+// the end of the wait for it). mcp-go gives the request its JSON-RPC id and does not
+// say which: the id is read from the request as it is stored on its way to the client
+// (noteElicitation), so that a question nobody needs an answer to any more (the
+// approval was decided through REST, the call was cancelled or ended) is withdrawn
+// with notifications/cancelled. Otherwise the client kept showing it, and its answer
+// got a 400.
+type asked struct{ id json.RawMessage }
+
+func elicitationKey(mcpSID, approvalID string) string { return mcpSID + "\x00" + approvalID }
+
+// noteElicitation records the JSON-RPC id of an elicitation request for an approval
+// question open with the MCP session's client.
+func (e *Endpoint) noteElicitation(mcpSID string, message json.RawMessage) {
+	if !bytes.Contains(message, []byte(mcp.MethodElicitationCreate)) {
+		return
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(message, &req) != nil || req.Method != string(mcp.MethodElicitationCreate) || len(req.ID) == 0 {
+		return
+	}
+	approvalID, _ := req.Params.Meta[metaApprovalID].(string)
+	e.mu.Lock()
+	if a := e.asking[elicitationKey(mcpSID, approvalID)]; a != nil {
+		a.id = req.ID
+	}
+	e.mu.Unlock()
+}
+
 // elicitDecision asks the client question about apr and returns its decision; false
-// when it decided nothing (cancel, no answer, a failed request).
+// when it decided nothing (cancel, no answer, a failed request). A question still
+// open when ctx ends (the call no longer waits for it) is withdrawn.
 func (e *Endpoint) elicitDecision(ctx context.Context, apr *store.Approval, question string) (store.ApprovalDecision, bool) {
+	var mcpSID string
+	if cs := mcpsrv.ClientSessionFromContext(ctx); cs != nil {
+		mcpSID = cs.SessionID()
+	}
+	a, key := &asked{}, elicitationKey(mcpSID, apr.ID)
+	e.mu.Lock()
+	e.asking[key] = a
+	e.mu.Unlock()
 	res, err := e.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+		Meta:    &mcp.Meta{AdditionalFields: map[string]any{metaApprovalID: apr.ID}},
 		Message: question,
 		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
 			"reason": map[string]any{"type": "string", "title": "Reason", "description": "Optional note recorded with the decision."},
 		}},
 	}})
+	e.mu.Lock()
+	delete(e.asking, key)
+	id := a.id
+	e.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
 			e.deps.Log.Info("mcp endpoint: elicitation for an approval failed; waiting for a REST decision", "approval_id", apr.ID, "err", err)
+		} else if id != nil && mcpSID != "" {
+			// Best effort: a client with no event stream open does not hear of it.
+			_ = e.mcp.SendNotificationToSpecificClient(mcpSID, string(mcp.MethodNotificationCancelled), map[string]any{
+				"requestId": id,
+				"reason":    "the call no longer waits for this answer: approval " + apr.ID + " was decided elsewhere, or the call was cancelled or ended",
+			})
 		}
 		return store.ApprovalDecision{}, false
 	}

@@ -38,7 +38,7 @@ type replayStore struct {
 	// session did must not leave events nobody can resume (nor purge).
 	live func(sessionID string) bool
 	// stored, if set, is told of each event stored, with StoreEvent's context.
-	stored func(ctx context.Context, streamID string)
+	stored func(ctx context.Context, sessionID, streamID string, message json.RawMessage)
 
 	mu       sync.Mutex
 	seq      uint64
@@ -83,7 +83,7 @@ func (s *replayStore) StoreEvent(ctx context.Context, sessionID, streamID string
 		return "", nil
 	}
 	if s.stored != nil {
-		s.stored(ctx, streamID)
+		s.stored(ctx, sessionID, streamID, message)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

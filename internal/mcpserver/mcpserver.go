@@ -98,8 +98,12 @@ type Endpoint struct {
 	bindings map[string]*binding // MCP session id → toolserverd session
 	ids      *sessionIDs
 	events   *replayStore
-	streams  map[string]*postStream       // mcp-go stream id → the POST it answers, while it runs
-	open     map[string]map[string]func() // MCP session id → call id → cancel it by request
+	streams  map[string]*postStream        // mcp-go stream id → the POST it answers, while it runs
+	open     map[string]map[string]func()  // MCP session id → call id → cancel it by request
+	asking   map[string]*asked             // elicitationKey → an approval question open with its client
+	gets     map[uint64]context.CancelFunc // open GET streams, ended by CloseStreams
+	getSeq   uint64
+	closing  bool // CloseStreams was called: GET streams end at once
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -132,7 +136,7 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(), streams: map[string]*postStream{}, open: map[string]map[string]func(){},
+	e := &Endpoint{cfg: cfg, deps: d, bindings: map[string]*binding{}, ids: newSessionIDs(), streams: map[string]*postStream{}, open: map[string]map[string]func(){}, asking: map[string]*asked{}, gets: map[uint64]context.CancelFunc{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), loopDone: make(chan struct{})}
 	e.events = newReplayStore(replayEvents, replayBytes, replayTotalBytes, func(id string) bool {
 		ended, _ := e.ids.Validate(id)
@@ -194,12 +198,43 @@ func (e *Endpoint) Close() {
 	})
 }
 
-// CloseStreams ends the long-lived GET streams of connected clients, so that an
-// HTTP server shutdown does not wait for them. Their sessions end too.
+// CloseStreams ends the long-lived GET streams of connected clients, and those
+// opened from now on, so that an HTTP server shutdown does not wait for them. POSTs
+// go on: a tools/call running when the daemon stops is drained like a REST call, and
+// its client gets its result on its stream (ending the MCP sessions here, as this
+// did, ended those streams without the result of calls the drain ran to their end).
+// Close ends the sessions.
 func (e *Endpoint) CloseStreams() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	e.http.CloseSessions(ctx)
+	e.mu.Lock()
+	e.closing = true
+	cancels := make([]context.CancelFunc, 0, len(e.gets))
+	for _, cancel := range e.gets {
+		cancels = append(cancels, cancel)
+	}
+	e.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
+// trackGET makes r's context end with CloseStreams; the returned func ends the
+// tracking.
+func (e *Endpoint) trackGET(r *http.Request) (*http.Request, func()) {
+	ctx, cancel := context.WithCancel(r.Context())
+	e.mu.Lock()
+	if e.closing {
+		cancel()
+	}
+	e.getSeq++
+	n := e.getSeq
+	e.gets[n] = cancel
+	e.mu.Unlock()
+	return r.WithContext(ctx), func() {
+		e.mu.Lock()
+		delete(e.gets, n)
+		e.mu.Unlock()
+		cancel()
+	}
 }
 
 type sessionKey struct{}
@@ -320,6 +355,11 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 	if r.Method == http.MethodPost && run != nil {
 		var done func()
 		r, done = e.detachPOST(r, run)
+		defer done()
+	}
+	if r.Method == http.MethodGet {
+		var done func()
+		r, done = e.trackGET(r)
 		defer done()
 	}
 	ctx := context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context())

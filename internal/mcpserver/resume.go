@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -52,8 +53,10 @@ func (e *Endpoint) detachPOST(r *http.Request, run context.Context) (*http.Reque
 }
 
 // onStoreEvent learns the id of a POST's stream from its first stored event (the
-// context is its request's), so that a GET resuming that stream is counted.
-func (e *Endpoint) onStoreEvent(ctx context.Context, streamID string) {
+// context is its request's), so that a GET resuming that stream is counted, and the
+// JSON-RPC ids of the elicitation requests the endpoint sends (see asked).
+func (e *Endpoint) onStoreEvent(ctx context.Context, sessionID, streamID string, message json.RawMessage) {
+	e.noteElicitation(sessionID, message)
 	p, ok := ctx.Value(postStreamKey{}).(*postStream)
 	if !ok {
 		return

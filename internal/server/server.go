@@ -150,9 +150,7 @@ func New(cfg Config, d Deps) *Server {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(drainBodyMiddleware, s.writeTimeoutMiddleware, s.requestIDMiddleware, s.observeMiddleware, s.recoverMiddleware, s.Metrics.middleware, headAsGet, s.corsMiddleware())
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errorf(CodeNotFound, "no route for "+r.Method+" "+r.URL.Path))
-	})
+	r.NotFound(s.notFound)
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", allowedMethods(r, req))
 		s.writeError(w, req, errorf(CodeMethodNotAllowed, req.Method+" is not allowed on "+req.URL.Path))
