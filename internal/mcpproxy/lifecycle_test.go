@@ -318,6 +318,47 @@ func TestNamespaceTakeover(t *testing.T) {
 	}
 }
 
+// TestRemoveSkippedStoredServer: a server in the store that is not run — its name
+// space overlaps a configured server's, or its stored configuration no longer
+// validates (stored by an older version, edited by hand) — can still be removed:
+// the log tells the operator to DELETE it, and that must not answer "unknown". A
+// name in neither the list nor the store stays unknown.
+func TestRemoveSkippedStoredServer(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clash := stdioEverything(t, "e")
+	clash.Prefix = "mcp__ev__"
+	b, _ := json.Marshal(clash)
+	if err := db.PutMCPServer(t.Context(), "e", b); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutMCPServer(t.Context(), "bad", json.RawMessage(`{"transport":"carrier-pigeon","enabled":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, Config{Servers: []ServerConfig{stdioEverything(t, "ev")}}, WithStore(db))
+	h.start(t)
+	h.waitState(t, "ev", StateReady, 30*time.Second)
+	if names := statusNames(h); !slices.Equal(names, []string{"ev"}) {
+		t.Fatalf("servers %v: want ev alone (e and bad skipped)", names)
+	}
+	for _, name := range []string{"e", "bad"} {
+		if err := h.m.Remove(name); err != nil {
+			t.Errorf("Remove(%s), a stored server not run: %v", name, err)
+		}
+	}
+	if recs, _ := db.ListMCPServers(t.Context()); len(recs) != 0 {
+		t.Errorf("store still holds %d servers after their removal: %+v", len(recs), recs)
+	}
+	if err := h.m.Remove("nosuch"); !errors.Is(err, ErrUnknownServer) {
+		t.Errorf("Remove(nosuch) = %v, want ErrUnknownServer", err)
+	}
+	wantText(t, h.call(t.Context(), t, "mcp__ev__echo", `{"message":"still here"}`, nil), "Echo: still here")
+}
+
 // TestRemoveDropsCallSeries: a call that found a server's tool before the server
 // was removed ends after it; its outcome must not bring back the series Remove
 // dropped (toolserverd_mcp_calls_total{server="fs"} would stay forever).

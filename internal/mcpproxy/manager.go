@@ -475,13 +475,15 @@ func (m *Manager) clashLocked(sc *ServerConfig) string {
 }
 
 // Remove closes a server, unregisters its tools and deletes it from the store. A
-// server from the configuration is removed until the daemon restarts.
+// server from the configuration is removed until the daemon restarts. A server in
+// the store that is not run (skipped: its stored configuration is invalid, or its
+// tool names overlap a server's there is) is deleted from the store.
 func (m *Manager) Remove(name string) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	s := m.server(name)
 	if s == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+		return m.removeStoredLocked(name)
 	}
 	if s.persisted && m.store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
@@ -501,6 +503,32 @@ func (m *Manager) Remove(name string) error {
 	if s.persisted {
 		m.announce(name, false)
 	}
+	return nil
+}
+
+// removeStoredLocked deletes from the store a server this replica does not run:
+// one readStore or addStoredLocked skipped (whose log says to remove it), or one
+// another replica added that Sync has not brought here yet. opMu is held.
+func (m *Manager) removeStoredLocked(name string) error {
+	if m.store == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	err := m.store.DeleteMCPServer(ctx, name)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
+	case err != nil:
+		return fmt.Errorf("mcpproxy: delete server %s from the store: %w", name, err)
+	}
+	attrs := []any{"mcp_server", name}
+	if why, ok := m.skipped[name]; ok {
+		attrs = append(attrs, "skipped_for", why)
+	}
+	delete(m.skipped, name)
+	m.log.Info("mcp server removed from the store (it was not running here)", attrs...)
+	m.announce(name, false)
 	return nil
 }
 
