@@ -285,8 +285,8 @@ func TestNamespaceTakeover(t *testing.T) {
 	h.start(t)
 	h.waitState(t, "ev", StateReady, 30*time.Second)
 	before := h.tools.Names()
-	if len(h.m.Status()) != 1 || !slices.Contains(before, "mcp__ev__echo") {
-		t.Fatalf("servers %+v, tools %v: want ev alone, with mcp__ev__echo (the stored e skipped)", h.m.Status(), before)
+	if names := statusNames(h); !slices.Equal(names, []string{"e", "ev"}) || h.m.Summary().Ready != 1 || !slices.Contains(before, "mcp__ev__echo") {
+		t.Fatalf("servers %+v, tools %v: want ev ready, with mcp__ev__echo (the stored e skipped)", h.m.Status(), before)
 	}
 
 	evil := stdioEverything(t, "ev__evil")
@@ -321,8 +321,9 @@ func TestNamespaceTakeover(t *testing.T) {
 // TestRemoveSkippedStoredServer: a server in the store that is not run — its name
 // space overlaps a configured server's, or its stored configuration no longer
 // validates (stored by an older version, edited by hand) — can still be removed:
-// the log tells the operator to DELETE it, and that must not answer "unknown". A
-// name in neither the list nor the store stays unknown.
+// the log tells the operator to DELETE it, and that must not answer "unknown".
+// Until then it is listed (state skipped, saying why). A name in neither the list
+// nor the store stays unknown.
 func TestRemoveSkippedStoredServer(t *testing.T) {
 	t.Parallel()
 	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
@@ -342,8 +343,19 @@ func TestRemoveSkippedStoredServer(t *testing.T) {
 	h := newHarness(t, Config{Servers: []ServerConfig{stdioEverything(t, "ev")}}, WithStore(db))
 	h.start(t)
 	h.waitState(t, "ev", StateReady, 30*time.Second)
-	if names := statusNames(h); !slices.Equal(names, []string{"ev"}) {
-		t.Fatalf("servers %v: want ev alone (e and bad skipped)", names)
+	// Listed, so that the operator sees them and why (not only in the log), but
+	// not down: nothing will connect them.
+	if names := statusNames(h); !slices.Equal(names, []string{"bad", "e", "ev"}) {
+		t.Fatalf("servers %v: want bad, e (skipped) and ev", names)
+	}
+	for _, st := range h.m.Status() {
+		want := map[string]string{"bad": `transport "carrier-pigeon"`, "e": "mcp__ev__"}[st.Name]
+		if want != "" && (st.State != StateSkipped || !st.Persisted || !strings.Contains(st.LastError, want)) {
+			t.Errorf("status %+v: want state skipped, persisted, last_error saying %s", st, want)
+		}
+	}
+	if sum := h.m.Summary(); !slices.Equal(sum.Skipped, []string{"bad", "e"}) || len(sum.Down) != 0 || !h.m.Ready() {
+		t.Errorf("summary %+v: want bad and e skipped, none down", sum)
 	}
 	for _, name := range []string{"e", "bad"} {
 		if err := h.m.Remove(name); err != nil {
@@ -352,6 +364,9 @@ func TestRemoveSkippedStoredServer(t *testing.T) {
 	}
 	if recs, _ := db.ListMCPServers(t.Context()); len(recs) != 0 {
 		t.Errorf("store still holds %d servers after their removal: %+v", len(recs), recs)
+	}
+	if names := statusNames(h); !slices.Equal(names, []string{"ev"}) {
+		t.Errorf("servers after the removal: %v, want ev", names)
 	}
 	if err := h.m.Remove("nosuch"); !errors.Is(err, ErrUnknownServer) {
 		t.Errorf("Remove(nosuch) = %v, want ErrUnknownServer", err)

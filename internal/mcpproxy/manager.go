@@ -74,8 +74,10 @@ type Manager struct {
 	registered map[string]*proxyTool
 
 	// skipped holds the stored servers not run, with why, so that a reason is
-	// logged once rather than at every Sync. Guarded by opMu.
-	skipped map[string]string
+	// logged once rather than at every Sync, and Status lists them (DELETE
+	// removes them). Written under opMu; skipMu guards it (a leaf lock).
+	skipMu  sync.Mutex
+	skipped map[string]skippedServer
 	// notifier, when Follow set it, tells the other replicas of Add and Remove.
 	notifier   store.Notifier
 	self       string
@@ -163,21 +165,23 @@ func (m *Manager) readStore(ctx context.Context) ([]*server, error) {
 	for _, r := range recs {
 		inStore[r.Name] = true
 	}
+	m.skipMu.Lock()
 	for name := range m.skipped {
 		if !inStore[name] {
 			delete(m.skipped, name) // logged again if it comes back so
 		}
 	}
+	m.skipMu.Unlock()
 	var out []*server
 	for _, r := range recs {
 		var sc ServerConfig
 		if err := json.Unmarshal(r.Config, &sc); err != nil {
-			m.skip(r.Name, "stored server config does not parse; skipped: "+err.Error(), slog.LevelError)
+			m.skip(r.Name, nil, "stored server config does not parse; skipped: "+err.Error(), slog.LevelError)
 			continue
 		}
 		sc.Name = r.Name
 		if err := sc.Validate(); err != nil {
-			m.skip(r.Name, "stored server config is invalid; skipped: "+err.Error(), slog.LevelError)
+			m.skip(r.Name, &sc, "stored server config is invalid; skipped: "+newRedactor(&sc).text(err.Error()), slog.LevelError)
 			continue
 		}
 		out = append(out, newServer(m, sc, true))
@@ -185,16 +189,30 @@ func (m *Manager) readStore(ctx context.Context) ([]*server, error) {
 	return out, nil
 }
 
+// skippedServer is a stored server not run, as Status shows it.
+type skippedServer struct {
+	transport, why string
+	trust          bool
+	since          time.Time
+}
+
 // skip logs why the stored server name is not run, unless that was logged last.
-// opMu is held.
-func (m *Manager) skip(name, why string, level slog.Level) {
+// sc is its configuration as stored, nil when that does not parse. opMu is held.
+func (m *Manager) skip(name string, sc *ServerConfig, why string, level slog.Level) {
+	m.skipMu.Lock()
+	defer m.skipMu.Unlock()
 	if m.skipped == nil {
-		m.skipped = map[string]string{}
+		m.skipped = map[string]skippedServer{}
 	}
-	if m.skipped[name] != why {
-		m.log.Log(context.Background(), level, "mcp proxy: "+why, "mcp_server", name)
+	if old, ok := m.skipped[name]; ok && old.why == why {
+		return
 	}
-	m.skipped[name] = why
+	m.log.Log(context.Background(), level, "mcp proxy: "+why, "mcp_server", name)
+	sk := skippedServer{why: why, trust: true, since: time.Now()}
+	if sc != nil {
+		sk.transport, sk.trust = sc.Transport, sc.trustsAnnotations()
+	}
+	m.skipped[name] = sk
 }
 
 // addStoredLocked adds and starts (once started) the stored servers not there yet,
@@ -209,17 +227,19 @@ func (m *Manager) addStoredLocked(list []*server, have map[string]bool) int {
 		name := s.cfg.Name
 		if o, dup := m.servers[name]; dup {
 			if !o.persisted {
-				m.skip(name, "mcp server in the store has the name of a configured one; the configured one wins", slog.LevelWarn)
+				m.skip(name, &s.cfg, "mcp server in the store has the name of a configured one; the configured one wins", slog.LevelWarn)
 			}
 			continue
 		}
 		// Added before names were checked for overlaps: the configured servers,
 		// then the stored ones in name order, keep their name space.
 		if clash := m.clashLocked(&s.cfg); clash != "" {
-			m.skip(name, "mcp server in the store is not started: "+clash+"; remove it (DELETE /v1/mcp/servers/"+name+")", slog.LevelError)
+			m.skip(name, &s.cfg, "mcp server in the store is not started: "+clash+"; remove it (DELETE /v1/mcp/servers/"+name+")", slog.LevelError)
 			continue
 		}
+		m.skipMu.Lock()
 		delete(m.skipped, name)
+		m.skipMu.Unlock()
 		m.servers[name] = s
 		m.metrics.up(name, false)
 		if m.started && s.cfg.Enabled {
@@ -523,10 +543,12 @@ func (m *Manager) removeStoredLocked(name string) error {
 		return fmt.Errorf("mcpproxy: delete server %s from the store: %w", name, err)
 	}
 	attrs := []any{"mcp_server", name}
-	if why, ok := m.skipped[name]; ok {
-		attrs = append(attrs, "skipped_for", why)
+	m.skipMu.Lock()
+	if sk, ok := m.skipped[name]; ok {
+		attrs = append(attrs, "skipped_for", sk.why)
 	}
 	delete(m.skipped, name)
+	m.skipMu.Unlock()
 	m.log.Info("mcp server removed from the store (it was not running here)", attrs...)
 	m.announce(name, false)
 	return nil
@@ -591,13 +613,25 @@ func (m *Manager) serverList() []*server {
 	return out
 }
 
-// Status reports every server, by name.
+// Status reports every server, by name, and the stored servers not run (state
+// skipped, last_error saying why) but for one a configured server's name hides.
 func (m *Manager) Status() []ServerStatus {
 	list := m.serverList()
 	out := make([]ServerStatus, len(list))
+	running := make(map[string]bool, len(list))
 	for i, s := range list {
 		out[i] = s.status()
+		running[s.cfg.Name] = true
 	}
+	m.skipMu.Lock()
+	for name, sk := range m.skipped {
+		if !running[name] {
+			out = append(out, ServerStatus{Name: name, Transport: sk.transport, State: StateSkipped,
+				LastError: sk.why, LastErrorAt: sk.since, Since: sk.since, Persisted: true, TrustAnnotations: sk.trust})
+		}
+	}
+	m.skipMu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -609,6 +643,8 @@ type Summary struct {
 	Failed     int      `json:"failed"`
 	Disabled   int      `json:"disabled"`
 	Down       []string `json:"down,omitempty"` // enabled servers not ready
+	// Skipped are the servers in the store not run (see StateSkipped); not in Down.
+	Skipped []string `json:"skipped,omitempty"`
 	// Starting are the servers of Down making their first connection attempt since
 	// they were declared: their tools are not registered yet.
 	Starting []string `json:"starting,omitempty"`
@@ -628,6 +664,9 @@ func (m *Manager) Summary() Summary {
 			sum.Failed++
 		case StateDisabled:
 			sum.Disabled++
+		case StateSkipped:
+			sum.Skipped = append(sum.Skipped, st.Name)
+			continue
 		}
 		if st.State != StateReady && st.State != StateDisabled {
 			sum.Down = append(sum.Down, st.Name)
