@@ -450,6 +450,10 @@ const (
 	StateFailed State = "failed"
 	// StateDisabled: configured with enabled: false.
 	StateDisabled State = "disabled"
+	// StateSkipped: a server in the store that is not run: its stored configuration
+	// does not parse or validate, or its tool names overlap a server's there is
+	// (LastError says which). It stays so until it is deleted (DELETE removes it).
+	StateSkipped State = "skipped"
 )
 
 // ServerStatus is what Status reports for one server.

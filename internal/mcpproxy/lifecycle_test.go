@@ -285,8 +285,8 @@ func TestNamespaceTakeover(t *testing.T) {
 	h.start(t)
 	h.waitState(t, "ev", StateReady, 30*time.Second)
 	before := h.tools.Names()
-	if len(h.m.Status()) != 1 || !slices.Contains(before, "mcp__ev__echo") {
-		t.Fatalf("servers %+v, tools %v: want ev alone, with mcp__ev__echo (the stored e skipped)", h.m.Status(), before)
+	if names := statusNames(h); !slices.Equal(names, []string{"e", "ev"}) || h.m.Summary().Ready != 1 || !slices.Contains(before, "mcp__ev__echo") {
+		t.Fatalf("servers %+v, tools %v: want ev ready, with mcp__ev__echo (the stored e skipped)", h.m.Status(), before)
 	}
 
 	evil := stdioEverything(t, "ev__evil")
@@ -316,6 +316,62 @@ func TestNamespaceTakeover(t *testing.T) {
 	if recs, _ := db.ListMCPServers(t.Context()); len(recs) != 2 {
 		t.Errorf("store holds %d servers, want the old e and evx (nothing refused was stored)", len(recs))
 	}
+}
+
+// TestRemoveSkippedStoredServer: a server in the store that is not run — its name
+// space overlaps a configured server's, or its stored configuration no longer
+// validates (stored by an older version, edited by hand) — can still be removed:
+// the log tells the operator to DELETE it, and that must not answer "unknown".
+// Until then it is listed (state skipped, saying why). A name in neither the list
+// nor the store stays unknown.
+func TestRemoveSkippedStoredServer(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clash := stdioEverything(t, "e")
+	clash.Prefix = "mcp__ev__"
+	b, _ := json.Marshal(clash)
+	if err := db.PutMCPServer(t.Context(), "e", b); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutMCPServer(t.Context(), "bad", json.RawMessage(`{"transport":"carrier-pigeon","enabled":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, Config{Servers: []ServerConfig{stdioEverything(t, "ev")}}, WithStore(db))
+	h.start(t)
+	h.waitState(t, "ev", StateReady, 30*time.Second)
+	// Listed, so that the operator sees them and why (not only in the log), but
+	// not down: nothing will connect them.
+	if names := statusNames(h); !slices.Equal(names, []string{"bad", "e", "ev"}) {
+		t.Fatalf("servers %v: want bad, e (skipped) and ev", names)
+	}
+	for _, st := range h.m.Status() {
+		want := map[string]string{"bad": `transport "carrier-pigeon"`, "e": "mcp__ev__"}[st.Name]
+		if want != "" && (st.State != StateSkipped || !st.Persisted || !strings.Contains(st.LastError, want)) {
+			t.Errorf("status %+v: want state skipped, persisted, last_error saying %s", st, want)
+		}
+	}
+	if sum := h.m.Summary(); !slices.Equal(sum.Skipped, []string{"bad", "e"}) || len(sum.Down) != 0 || !h.m.Ready() {
+		t.Errorf("summary %+v: want bad and e skipped, none down", sum)
+	}
+	for _, name := range []string{"e", "bad"} {
+		if err := h.m.Remove(name); err != nil {
+			t.Errorf("Remove(%s), a stored server not run: %v", name, err)
+		}
+	}
+	if recs, _ := db.ListMCPServers(t.Context()); len(recs) != 0 {
+		t.Errorf("store still holds %d servers after their removal: %+v", len(recs), recs)
+	}
+	if names := statusNames(h); !slices.Equal(names, []string{"ev"}) {
+		t.Errorf("servers after the removal: %v, want ev", names)
+	}
+	if err := h.m.Remove("nosuch"); !errors.Is(err, ErrUnknownServer) {
+		t.Errorf("Remove(nosuch) = %v, want ErrUnknownServer", err)
+	}
+	wantText(t, h.call(t.Context(), t, "mcp__ev__echo", `{"message":"still here"}`, nil), "Echo: still here")
 }
 
 // TestRemoveDropsCallSeries: a call that found a server's tool before the server

@@ -75,8 +75,10 @@ type Manager struct {
 	registered map[string]*proxyTool
 
 	// skipped holds the stored servers not run, with why, so that a reason is
-	// logged once rather than at every Sync. Guarded by opMu.
-	skipped map[string]string
+	// logged once rather than at every Sync, and Status lists them (DELETE
+	// removes them). Written under opMu; skipMu guards it (a leaf lock).
+	skipMu  sync.Mutex
+	skipped map[string]skippedServer
 	// notifier, when Follow set it, tells the other replicas of Add and Remove.
 	notifier   store.Notifier
 	self       string
@@ -164,21 +166,23 @@ func (m *Manager) readStore(ctx context.Context) ([]*server, error) {
 	for _, r := range recs {
 		inStore[r.Name] = true
 	}
+	m.skipMu.Lock()
 	for name := range m.skipped {
 		if !inStore[name] {
 			delete(m.skipped, name) // logged again if it comes back so
 		}
 	}
+	m.skipMu.Unlock()
 	var out []*server
 	for _, r := range recs {
 		var sc ServerConfig
 		if err := json.Unmarshal(r.Config, &sc); err != nil {
-			m.skip(r.Name, "stored server config does not parse; skipped: "+err.Error(), slog.LevelError)
+			m.skip(r.Name, nil, "stored server config does not parse; skipped: "+err.Error(), slog.LevelError)
 			continue
 		}
 		sc.Name = r.Name
 		if err := sc.Validate(); err != nil {
-			m.skip(r.Name, "stored server config is invalid; skipped: "+err.Error(), slog.LevelError)
+			m.skip(r.Name, &sc, "stored server config is invalid; skipped: "+newRedactor(&sc).text(err.Error()), slog.LevelError)
 			continue
 		}
 		out = append(out, newServer(m, sc, true))
@@ -186,16 +190,30 @@ func (m *Manager) readStore(ctx context.Context) ([]*server, error) {
 	return out, nil
 }
 
+// skippedServer is a stored server not run, as Status shows it.
+type skippedServer struct {
+	transport, why string
+	trust          bool
+	since          time.Time
+}
+
 // skip logs why the stored server name is not run, unless that was logged last.
-// opMu is held.
-func (m *Manager) skip(name, why string, level slog.Level) {
+// sc is its configuration as stored, nil when that does not parse. opMu is held.
+func (m *Manager) skip(name string, sc *ServerConfig, why string, level slog.Level) {
+	m.skipMu.Lock()
+	defer m.skipMu.Unlock()
 	if m.skipped == nil {
-		m.skipped = map[string]string{}
+		m.skipped = map[string]skippedServer{}
 	}
-	if m.skipped[name] != why {
-		m.log.Log(context.Background(), level, "mcp proxy: "+why, "mcp_server", name)
+	if old, ok := m.skipped[name]; ok && old.why == why {
+		return
 	}
-	m.skipped[name] = why
+	m.log.Log(context.Background(), level, "mcp proxy: "+why, "mcp_server", name)
+	sk := skippedServer{why: why, trust: true, since: time.Now()}
+	if sc != nil {
+		sk.transport, sk.trust = sc.Transport, sc.trustsAnnotations()
+	}
+	m.skipped[name] = sk
 }
 
 // addStoredLocked adds and starts (once started) the stored servers not there yet,
@@ -210,17 +228,19 @@ func (m *Manager) addStoredLocked(list []*server, have map[string]bool) int {
 		name := s.cfg.Name
 		if o, dup := m.servers[name]; dup {
 			if !o.persisted {
-				m.skip(name, "mcp server in the store has the name of a configured one; the configured one wins", slog.LevelWarn)
+				m.skip(name, &s.cfg, "mcp server in the store has the name of a configured one; the configured one wins", slog.LevelWarn)
 			}
 			continue
 		}
 		// Added before names were checked for overlaps: the configured servers,
 		// then the stored ones in name order, keep their name space.
 		if clash := m.clashLocked(&s.cfg); clash != "" {
-			m.skip(name, "mcp server in the store is not started: "+clash+"; remove it (DELETE /v1/mcp/servers/"+name+")", slog.LevelError)
+			m.skip(name, &s.cfg, "mcp server in the store is not started: "+clash+"; remove it (DELETE /v1/mcp/servers/"+name+")", slog.LevelError)
 			continue
 		}
+		m.skipMu.Lock()
 		delete(m.skipped, name)
+		m.skipMu.Unlock()
 		m.servers[name] = s
 		m.metrics.up(name, false)
 		if m.started && s.cfg.Enabled {
@@ -480,16 +500,16 @@ func (m *Manager) clashLocked(sc *ServerConfig) string {
 }
 
 // Remove closes a server, unregisters its tools and deletes it from the store. A
-// server from the configuration is removed until the daemon restarts. A stored server
-// this replica does not run (its tool names overlap those of one here, its stored
-// configuration is invalid, or it was added on another replica moments ago) is
-// deleted from the store, and so from the replicas that run it.
+// server from the configuration is removed until the daemon restarts. A server in
+// the store that is not run here (skipped: its stored configuration is invalid, or
+// its tool names overlap a server's there is; or added on another replica moments
+// ago) is deleted from the store, and so from the replicas that run it.
 func (m *Manager) Remove(name string) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	s := m.server(name)
 	if s == nil {
-		return m.removeStored(name)
+		return m.removeStoredLocked(name)
 	}
 	if s.persisted && m.store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
@@ -512,9 +532,10 @@ func (m *Manager) Remove(name string) error {
 	return nil
 }
 
-// removeStored deletes name from the store when this replica does not run it (see
-// Remove). opMu is held.
-func (m *Manager) removeStored(name string) error {
+// removeStoredLocked deletes from the store a server this replica does not run:
+// one readStore or addStoredLocked skipped (whose log says to remove it), or one
+// another replica added that Sync has not brought here yet. opMu is held.
+func (m *Manager) removeStoredLocked(name string) error {
 	if m.store == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownServer, name)
 	}
@@ -527,8 +548,14 @@ func (m *Manager) removeStored(name string) error {
 	case err != nil:
 		return fmt.Errorf("mcpproxy: delete server %s from the store: %w", name, err)
 	}
+	attrs := []any{"mcp_server", name}
+	m.skipMu.Lock()
+	if sk, ok := m.skipped[name]; ok {
+		attrs = append(attrs, "skipped_for", sk.why)
+	}
 	delete(m.skipped, name)
-	m.log.Info("mcp server removed from the store (not run on this replica)", "mcp_server", name)
+	m.skipMu.Unlock()
+	m.log.Info("mcp server removed from the store (it was not running here)", attrs...)
 	m.announce(name, false)
 	return nil
 }
@@ -592,13 +619,25 @@ func (m *Manager) serverList() []*server {
 	return out
 }
 
-// Status reports every server, by name.
+// Status reports every server, by name, and the stored servers not run (state
+// skipped, last_error saying why) but for one a configured server's name hides.
 func (m *Manager) Status() []ServerStatus {
 	list := m.serverList()
 	out := make([]ServerStatus, len(list))
+	running := make(map[string]bool, len(list))
 	for i, s := range list {
 		out[i] = s.status()
+		running[s.cfg.Name] = true
 	}
+	m.skipMu.Lock()
+	for name, sk := range m.skipped {
+		if !running[name] {
+			out = append(out, ServerStatus{Name: name, Transport: sk.transport, State: StateSkipped,
+				LastError: sk.why, LastErrorAt: sk.since, Since: sk.since, Persisted: true, TrustAnnotations: sk.trust})
+		}
+	}
+	m.skipMu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -610,6 +649,8 @@ type Summary struct {
 	Failed     int      `json:"failed"`
 	Disabled   int      `json:"disabled"`
 	Down       []string `json:"down,omitempty"` // enabled servers not ready
+	// Skipped are the servers in the store not run (see StateSkipped); not in Down.
+	Skipped []string `json:"skipped,omitempty"`
 	// Starting are the servers of Down making their first connection attempt since
 	// they were declared: their tools are not registered yet.
 	Starting []string `json:"starting,omitempty"`
@@ -629,6 +670,9 @@ func (m *Manager) Summary() Summary {
 			sum.Failed++
 		case StateDisabled:
 			sum.Disabled++
+		case StateSkipped:
+			sum.Skipped = append(sum.Skipped, st.Name)
+			continue
 		}
 		if st.State != StateReady && st.State != StateDisabled {
 			sum.Down = append(sum.Down, st.Name)

@@ -146,7 +146,7 @@ func (s *server) run(ctx context.Context) {
 			}
 			failures++
 			delay := s.m.backoff(failures)
-			s.log.Warn("mcp server: connection failed", "err", s.errText(err), "attempt", failures, "retry_in", delay.Round(time.Millisecond))
+			s.log.Warn("mcp server: connection failed", "err", s.errText(err), "attempt", failures, "retry_in", delay.Round(time.Millisecond).String())
 			s.setFailed(s.errText(err), delay)
 			if !s.pause(ctx, delay) {
 				return
@@ -155,7 +155,15 @@ func (s *server) run(ctx context.Context) {
 		}
 		outage := failures
 		failures = 0
-		s.log.Info("mcp server: connected", "tools", len(tools), "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		attrs := []any{"tools", len(tools), "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+		s.mu.Lock()
+		if s.restarts > 0 && !s.downSince.IsZero() {
+			// Back: say for how long it was gone, which the loss's line, maybe hours
+			// of log before, would otherwise have to tell.
+			attrs = append(attrs, "down_for", time.Since(s.downSince).Round(time.Millisecond).String())
+		}
+		s.mu.Unlock()
+		s.log.Info("mcp server: connected", attrs...)
 		s.mu.Lock()
 		s.tools, s.listNotes = tools, c.listing.takeNotes()
 		s.mu.Unlock()
@@ -188,7 +196,7 @@ func (s *server) run(ctx context.Context) {
 				failures = outage + 1 // or the last one's next, when it came back only briefly
 			}
 			delay = s.m.backoff(failures)
-			s.log.Warn("mcp server: connection lost", "err", s.errText(reason), "retry_in", delay.Round(time.Millisecond))
+			s.log.Warn("mcp server: connection lost", "err", s.errText(reason), "retry_in", delay.Round(time.Millisecond).String())
 			s.setFailed(s.errText(reason), delay)
 		}
 		// Upstream sessions of daemon sessions end with the server's: a restarted

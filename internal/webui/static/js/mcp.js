@@ -32,7 +32,7 @@ export async function mount(main, ctx) {
           h('td', {}, time(s.down_since || s.since), h('div', { class: 'meta' }, ago(s.down_since || s.since))),
           h('td', {}, String(s.restarts)),
           h('td', { class: 'wrap' }, s.last_error ? h('div', { class: 'mono' }, s.last_error) : '', (s.notes || []).map((n) => h('div', { class: 'meta' }, n))),
-          h('td', {}, s.state === 'disabled' ? '' : restart)));
+          h('td', {}, s.state === 'disabled' || s.state === 'skipped' ? '' : restart)));
       }
     } catch (err) {
       if (isAbort(err)) return;
