@@ -204,8 +204,13 @@ func TestRemoveStoredServerNotRun(t *testing.T) {
 	if _, err := b.m.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if names := statusNames(b); !slices.Equal(names, []string{"cfgd"}) {
-		t.Fatalf("servers on b: %v, want cfgd only (squat overlaps it)", names)
+	for _, st := range b.m.Status() {
+		if st.Name == "squat" && st.State != StateSkipped {
+			t.Fatalf("squat on b is %s, want skipped (it overlaps cfgd)", st.State)
+		}
+	}
+	if names := statusNames(b); !slices.Equal(names, []string{"cfgd", "squat"}) {
+		t.Fatalf("servers on b: %v, want cfgd and squat (skipped: it overlaps cfgd)", names)
 	}
 	if err := b.m.Remove("squat"); err != nil {
 		t.Fatalf("Remove of the stored server b does not run: %v", err)
