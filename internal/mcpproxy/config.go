@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -183,6 +184,11 @@ func (c *ServerConfig) UnmarshalJSON(b []byte) error {
 	}
 	return c.fromJSON(j)
 }
+
+// ServerConfigShape is the type DecodeServerConfig decodes a client's configuration
+// into, for jsontext.FindDuplicateIn: its env and headers are maps, their keys taken
+// as written.
+var ServerConfigShape = reflect.TypeFor[serverConfigJSON]()
 
 // DecodeServerConfig reads a configuration a client sent: as UnmarshalJSON does, but
 // a field it does not know (a misspelt call_timeout) is an error, not ignored.
