@@ -16,9 +16,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/textproto"
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -264,6 +267,17 @@ func (c *ServerConfig) Validate() error {
 	}
 	if c.MaxSessions < 0 {
 		errs = append(errs, errors.New("max_sessions must not be negative"))
+	}
+	// One header in any case: which value the server got would depend on map order.
+	names := slices.Sorted(maps.Keys(c.Headers))
+	seen := map[string]string{}
+	for _, k := range names {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		if first, ok := seen[ck]; ok {
+			errs = append(errs, fmt.Errorf("headers %q and %q name one header: send it once", first, k))
+			continue
+		}
+		seen[ck] = k
 	}
 	errs = append(errs, c.validateTasks()...)
 	if c.Prefix != "" && !validToolName.MatchString(c.Prefix) {

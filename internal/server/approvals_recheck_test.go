@@ -185,6 +185,12 @@ func TestMapKeysInOtherCaseAreNoDuplicates(t *testing.T) {
 	if code == 400 {
 		t.Fatalf("MCP server with env HTTP_PROXY and http_proxy: %d %s", code, body)
 	}
+	// HTTP header names are one name in any case: which of two the server got would
+	// depend on map order.
+	code, _, body = d.do("POST", "/v1/mcp/servers", `{"name":"hdr","transport":"streamable_http","url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer a","authorization":"Bearer b"}}`)
+	if code != 400 || !strings.Contains(string(body), "authorization") {
+		t.Fatalf("MCP server with headers Authorization and authorization: %d %s, want a 400", code, body)
+	}
 	code, _, body = d.do("POST", "/v1/sessions", `{"available_tools":["echo"],"metadata":{"k":1,"k":2}}`)
 	if code != 400 || !strings.Contains(string(body), `duplicate key \"k\" in metadata`) {
 		t.Fatalf("session whose metadata names k twice: %d %s, want a 400", code, body)
