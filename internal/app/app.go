@@ -179,8 +179,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 		// other sessions' workspaces, logs and artifacts.
 		Hide: []string{a.DataDir},
 		// Nor its config file, wherever it lies: inline values (web.search.api_key, an
-		// MCP server's env, a store URL with a password) are secrets.
-		HideFiles:      []string{cfg.File},
+		// MCP server's env, a store URL with a password) are secrets. Nor an SQLite
+		// database outside the data dir (store: sqlite:PATH), which holds every call.
+		HideFiles:      append([]string{cfg.File}, sqliteFiles(a.Store)...),
 		OutputCap:      cfg.Sandbox.OutputCapBytes,
 		DefaultTimeout: cfg.Calls.DefaultTimeout,
 		MaxTimeout:     cfg.Calls.MaxTimeout,

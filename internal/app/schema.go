@@ -95,3 +95,18 @@ func Migrate(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Sc
 	}
 	return sc, nil
 }
+
+// sqliteFiles names the files of an SQLite store: its database (where a symbolic link
+// leads, as SQLite opens that one), the WAL, shared memory and rollback journal beside
+// it, and the lock file the daemon holds; none for another store.
+func sqliteFiles(s store.Store) []string {
+	p, ok := s.(interface{ Path() string })
+	if !ok || p.Path() == "" {
+		return nil
+	}
+	db := p.Path()
+	if real, err := filepath.EvalSymlinks(db); err == nil {
+		db = real
+	}
+	return []string{db, db + "-wal", db + "-shm", db + "-journal", db + ".lock"}
+}

@@ -16,8 +16,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/textproto"
 	"net/url"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -184,6 +188,11 @@ func (c *ServerConfig) UnmarshalJSON(b []byte) error {
 	return c.fromJSON(j)
 }
 
+// ServerConfigShape is the type DecodeServerConfig decodes a client's configuration
+// into, for jsontext.FindDuplicateIn: its env and headers are maps, their keys taken
+// as written.
+var ServerConfigShape = reflect.TypeFor[serverConfigJSON]()
+
 // DecodeServerConfig reads a configuration a client sent: as UnmarshalJSON does, but
 // a field it does not know (a misspelt call_timeout) is an error, not ignored.
 func DecodeServerConfig(b []byte) (ServerConfig, error) {
@@ -258,6 +267,17 @@ func (c *ServerConfig) Validate() error {
 	}
 	if c.MaxSessions < 0 {
 		errs = append(errs, errors.New("max_sessions must not be negative"))
+	}
+	// One header in any case: which value the server got would depend on map order.
+	names := slices.Sorted(maps.Keys(c.Headers))
+	seen := map[string]string{}
+	for _, k := range names {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		if first, ok := seen[ck]; ok {
+			errs = append(errs, fmt.Errorf("headers %q and %q name one header: send it once", first, k))
+			continue
+		}
+		seen[ck] = k
 	}
 	errs = append(errs, c.validateTasks()...)
 	if c.Prefix != "" && !validToolName.MatchString(c.Prefix) {

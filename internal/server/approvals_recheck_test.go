@@ -147,3 +147,52 @@ func TestSessionAndServerWithADuplicateFieldAreRefused(t *testing.T) {
 	code, _, body := d.do("POST", "/v1/sessions", `{"available_tools":["echo"],"permission_mode":"explore"}`)
 	wantStatus(t, "session sent plainly", code, 201, body)
 }
+
+// TestOneShotSessionWithADuplicateFieldIsRefused: POST /v1/tool-calls creates its
+// session from the spec in "session"; one naming its permission mode twice ran its
+// calls with the last (explore then bypass: a bypass session), as POST /v1/sessions
+// did. It is a 400 naming the key, and no call runs. A key twice in a call's
+// arguments is the model's and still passes.
+func TestOneShotSessionWithADuplicateFieldIsRefused(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	calls := `"calls":[{"id":"a","name":"echo","arguments":{"text":"hi"}}]`
+	for _, bad := range []struct{ body, want string }{
+		{`{"session":{"available_tools":["echo"],"permission_mode":"explore","permission_mode":"bypass"},` + calls + `}`, `duplicate key "permission_mode" in session`},
+		{`{"session":{"available_tools":["echo"],"rules":{"deny":["echo"],"Deny":[]}},` + calls + `}`, `duplicate key "Deny" (the same field as "deny") in session.rules`},
+		{`{"session":{"available_tools":["echo"],"permission_mode":"explore"},"session":{"available_tools":["echo"],"permission_mode":"bypass"},` + calls + `}`, `duplicate key "session"`},
+	} {
+		code, _, body := d.do("POST", "/v1/tool-calls", bad.body)
+		validate(t, "Error", body)
+		if code != 400 || !strings.Contains(string(body), `"code":"invalid_json"`) || !strings.Contains(string(body), strconv.Quote(bad.want)[1:len(strconv.Quote(bad.want))-1]) {
+			t.Fatalf("POST /v1/tool-calls %s: %d %s, want a 400 saying %s", bad.body, code, body, bad.want)
+		}
+	}
+	code, _, body := d.do("POST", "/v1/tool-calls", `{"session":{"available_tools":["echo"]},"calls":[{"id":"a","name":"echo","arguments":{"text":"a","text":"b"}}]}`)
+	wantStatus(t, "one-shot call whose arguments name a key twice", code, 200, body)
+}
+
+// TestMapKeysInOtherCaseAreNoDuplicates: the keys of a map (an MCP server's env and
+// headers, a session's metadata) are taken as written, so HTTP_PROXY and http_proxy are
+// two variables; only a struct's fields are matched regardless of case. Both were
+// refused as "the same field".
+func TestMapKeysInOtherCaseAreNoDuplicates(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	code, _, body := d.do("POST", "/v1/sessions", `{"available_tools":["echo"],"metadata":{"requestId":"a","requestID":"b","x":{"k":1,"K":2}}}`)
+	wantStatus(t, "session whose metadata has keys differing in case", code, 201, body)
+	code, _, body = d.do("POST", "/v1/mcp/servers", `{"name":"proxied","transport":"stdio","command":"/bin/true","env":{"HTTP_PROXY":"http://p:3128","http_proxy":"http://p:3128"}}`)
+	if code == 400 {
+		t.Fatalf("MCP server with env HTTP_PROXY and http_proxy: %d %s", code, body)
+	}
+	// HTTP header names are one name in any case: which of two the server got would
+	// depend on map order.
+	code, _, body = d.do("POST", "/v1/mcp/servers", `{"name":"hdr","transport":"streamable_http","url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer a","authorization":"Bearer b"}}`)
+	if code != 400 || !strings.Contains(string(body), "authorization") {
+		t.Fatalf("MCP server with headers Authorization and authorization: %d %s, want a 400", code, body)
+	}
+	code, _, body = d.do("POST", "/v1/sessions", `{"available_tools":["echo"],"metadata":{"k":1,"k":2}}`)
+	if code != 400 || !strings.Contains(string(body), `duplicate key \"k\" in metadata`) {
+		t.Fatalf("session whose metadata names k twice: %d %s, want a 400", code, body)
+	}
+}

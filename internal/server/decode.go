@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -68,13 +69,14 @@ func decodeJSONOnce(w http.ResponseWriter, r *http.Request, limit int64, v any) 
 	if err := decodeBytes(b, limit, v); err != nil {
 		return err
 	}
-	return refuseDuplicateKeys(b)
+	return refuseDuplicateKeys(b, reflect.TypeOf(v))
 }
 
-// refuseDuplicateKeys is a 400 naming a key b holds twice in one object (as
-// encoding/json matches a struct's fields), nil when it has none.
-func refuseDuplicateKeys(b []byte) error {
-	d := jsontext.FindDuplicate(b)
+// refuseDuplicateKeys is a 400 naming a key b, decoded into a value of type t, holds
+// twice in one object (as encoding/json matches a struct's fields, regardless of case;
+// a map's keys as written), nil when it has none.
+func refuseDuplicateKeys(b []byte, t reflect.Type) error {
+	d := jsontext.FindDuplicateIn(b, t)
 	if d == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -122,7 +123,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		// Who gets which roles in which tenant: a key sent twice must not be read one
 		// way by a proxy or log and another by the daemon.
-		err = refuseDuplicateKeys(body)
+		err = refuseDuplicateKeys(body, reflect.TypeFor[createKeyRequest]())
 	}
 	if err != nil {
 		s.writeError(w, r, err)

@@ -36,7 +36,12 @@ func (s *Server) addMCPServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var raw json.RawMessage
-	if err := decodeJSONOnce(w, r, s.cfg.MaxBodyBytes, &raw); err != nil {
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &raw); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// A key twice is refused (the last value won: another command), as for a session.
+	if err := refuseDuplicateKeys(raw, mcpproxy.ServerConfigShape); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -50,10 +51,23 @@ var providerKeys = map[string]bool{`"role"`: true, `"tool_calls"`: true, `"conte
 // (its tool_calls array as it came, or its message or output as is) is told where the
 // calls go.
 func (s *Server) decodeCalls(w http.ResponseWriter, r *http.Request, req *toolCallsRequest) error {
-	err := decodeJSON(w, r, s.cfg.MaxBodyBytes, req)
+	_, err := s.decodeCallsBody(w, r, req)
+	return err
+}
+
+// decodeCallsBody is decodeCalls returning the body read.
+func (s *Server) decodeCallsBody(w http.ResponseWriter, r *http.Request, req *toolCallsRequest) ([]byte, error) {
+	var b []byte
+	err := checkContentType(r.Header.Get("Content-Type"))
+	if err == nil {
+		b, err = readBody(w, r, s.cfg.MaxBodyBytes)
+	}
+	if err == nil {
+		err = decodeBytes(b, s.cfg.MaxBodyBytes, req)
+	}
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		return err
+		return b, err
 	}
 	switch field, unknown := strings.CutPrefix(ae.Message, "unknown field "); {
 	case ae.typ != nil && ae.typ.Field == "" && strings.HasPrefix(ae.typ.Value, "array"):
@@ -62,7 +76,19 @@ func (s *Server) decodeCalls(w http.ResponseWriter, r *http.Request, req *toolCa
 		ae.Message += `: the model's calls go in "calls", a list of them as the model gave them (OpenAI's tool_calls, ` +
 			`Anthropic's content, a Responses output, Gemini's parts, or {"id","name","arguments"}), beside the batch's options`
 	}
-	return err
+	return b, err
+}
+
+// oneShotRequest is the shape of a one-shot batch whose keys must each come once: the
+// batch's options and its session's spec, not what is inside its calls.
+type oneShotRequest struct {
+	Calls        json.RawMessage `json:"calls"`
+	Strategy     string          `json:"strategy"`
+	BatchSize    int             `json:"batch_size"`
+	TimeoutMS    int64           `json:"timeout_ms"`
+	Session      *session.Spec   `json:"session"`
+	Resume       bool            `json:"resume"`
+	OnDisconnect string          `json:"on_disconnect"`
 }
 
 // runOneShotToolCalls creates a session from the inline spec and runs the calls in it.
@@ -73,7 +99,14 @@ func (s *Server) runOneShotToolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req toolCallsRequest
-	if err := s.decodeCalls(w, r, &req); err != nil {
+	body, err := s.decodeCallsBody(w, r, &req)
+	if err == nil {
+		// The session's spec is a security decision (its permission mode, rules,
+		// workdir): a key twice is refused as by POST /v1/sessions; the calls'
+		// arguments are the model's, passed on as they came.
+		err = refuseDuplicateKeys(body, reflect.TypeFor[oneShotRequest]())
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -132,3 +132,57 @@ func TestOpenSQLiteRefusesASecondOpener(t *testing.T) {
 	}
 	again.Close()
 }
+
+// TestOpenSQLiteRefusesASecondOpenerThroughALink: SQLite opens the file a link leads
+// to, so sqlite:PATH naming a symbolic link to another daemon's database is that
+// database; its lock was taken beside the link, and the second daemon ran on the
+// first one's database.
+func TestOpenSQLiteRefusesASecondOpenerThroughALink(t *testing.T) {
+	t.Parallel()
+	dir, other := t.TempDir(), t.TempDir()
+	first, err := store.Open(t.Context(), store.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	link := filepath.Join(other, "my.db")
+	if err := os.Symlink(filepath.Join(dir, store.SQLiteFileName), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{"sqlite:" + link, "sqlite:" + filepath.Join(other, "..", filepath.Base(other), "my.db")} {
+		second, err := store.Open(t.Context(), store.Config{URL: url})
+		if err == nil {
+			second.Close()
+			t.Fatalf("Open(%s), a link to an open database, succeeded", url)
+		}
+		if !strings.Contains(err.Error(), "in use by another toolserverd") {
+			t.Errorf("Open(%s): %v, want it in use by another toolserverd", url, err)
+		}
+	}
+}
+
+// TestOpenSQLiteFollowsNoLinkAsItsLockFile: a symbolic link planted where the lock
+// file goes had the file it leads to truncated and given the daemon's pid. Open
+// refuses it, naming it, and the file stays as it was.
+func TestOpenSQLiteFollowsNoLinkAsItsLockFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, store.SQLiteFileName+".lock")
+	if err := os.Symlink(victim, lock); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(t.Context(), store.Config{DataDir: dir})
+	if err == nil {
+		s.Close()
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("the file the planted link leads to holds %q, want it untouched", b)
+	}
+	if err == nil || !strings.Contains(err.Error(), lock) {
+		t.Errorf("Open with a link as its lock file: %v, want a refusal naming %s", err, lock)
+	}
+}

@@ -27,10 +27,26 @@ func lockSQLite(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("store: open sqlite %s: create directory: %w", abs, err)
 	}
+	// SQLite opens the file a symbolic link leads to: the lock goes beside that file,
+	// where any other spelling of it (another link, the directory through a link)
+	// takes it too.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	} else if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(dir, filepath.Base(abs))
+	}
 	name := abs + ".lock"
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	// Not through a link: one planted there would have the file it leads to truncated.
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("store: open sqlite %s: lock file: %w", abs, err)
+		if errors.Is(err, syscall.ELOOP) {
+			err = errors.New("it is a symbolic link, which the lock file never is: remove it")
+		}
+		return nil, fmt.Errorf("store: open sqlite %s: lock file %s: %w", abs, name, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: lock file %s is not a regular file: remove it", abs, name)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
