@@ -116,6 +116,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	}
 	logSchema(log, a.Store)
 	warnReadableDatabase(log, a.Store)
+	warnUnlockedDatabase(log, a.Store)
 	// Before AbandonCalls: with the id of a process still running, that would fail its
 	// calls as this id's previous run's.
 	if c, ok := a.Store.(interface {

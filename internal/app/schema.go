@@ -47,6 +47,14 @@ func schemaInfo(s store.Store) map[string]int {
 	return map[string]int{"version": sc.Version, "binary": sc.Binary}
 }
 
+// warnUnlockedDatabase warns when the SQLite database could not be locked (a file
+// system without flock): a second daemon started on it would not be refused.
+func warnUnlockedDatabase(log *slog.Logger, s store.Store) {
+	if u, ok := s.(interface{ Unlocked() error }); ok && u.Unlocked() != nil {
+		log.Warn("the store's database is not locked", "err", u.Unlocked().Error())
+	}
+}
+
 // warnReadableDatabase warns when the SQLite database can be read by users other than
 // the daemon's: it holds every call's arguments and results. One this release made is
 // 0600; an older release's kept the umask's mode (0644 by default), which the daemon
@@ -89,6 +97,7 @@ func Migrate(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Sc
 	defer s.Close()
 	logSchema(log, s)
 	warnReadableDatabase(log, s)
+	warnUnlockedDatabase(log, s)
 	var sc store.Schema
 	if r, ok := s.(store.SchemaReporter); ok {
 		sc = r.Schema()

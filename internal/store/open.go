@@ -73,6 +73,20 @@ func (c Config) Validate() error {
 	return c.SQLite.Validate()
 }
 
+// unlockedError says an SQLite database was opened without its lock: the file system
+// refused flock for another reason than another holder (ENOLCK, ENOTSUP on some
+// network mounts), so nothing keeps a second daemon off it.
+type unlockedError struct {
+	path string
+	err  error
+}
+
+func (e *unlockedError) Error() string {
+	return fmt.Sprintf("the lock file %s cannot be locked (%v): nothing keeps a second toolserverd off this database; keep the data dir on a local file system", e.path, e.err)
+}
+
+func (e *unlockedError) Unwrap() error { return e.err }
+
 // Open opens the configured store and applies pending migrations.
 func Open(ctx context.Context, c Config) (Store, error) {
 	b, loc, err := c.target()
@@ -96,6 +110,10 @@ func Open(ctx context.Context, c Config) (Store, error) {
 	// running failed, which would be another live daemon's (see lockSQLite).
 	// OpenSQLite does not lock: tests open one file several times.
 	lock, err := lockSQLite(loc)
+	var unlocked *unlockedError
+	if errors.As(err, &unlocked) {
+		err = nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -107,5 +125,8 @@ func Open(ctx context.Context, c Config) (Store, error) {
 		return nil, err
 	}
 	s.lock = lock
+	if unlocked != nil {
+		s.unlocked = unlocked
+	}
 	return s, nil
 }

@@ -47,8 +47,10 @@ type SQLite struct {
 	schema Schema // what opening found and did
 
 	// lock is the flock Open holds on the database's ".lock" file; closed (released)
-	// last by Close. Nil when opened by OpenSQLite.
-	lock *os.File
+	// last by Close. Nil when opened by OpenSQLite, or when the file system refused
+	// the lock (unlocked says why).
+	lock     *os.File
+	unlocked error
 }
 
 var _ Store = (*SQLite)(nil)
@@ -194,6 +196,10 @@ func OpenSQLiteWith(ctx context.Context, path string, o SQLiteOptions) (*SQLite,
 
 // Path is the absolute path of the database file.
 func (s *SQLite) Path() string { return s.path }
+
+// Unlocked says why Open could not lock the database (the file system refuses
+// flock), nil when it holds the lock or did not try (OpenSQLite).
+func (s *SQLite) Unlocked() error { return s.unlocked }
 
 const (
 	sqliteInsertCall = `INSERT INTO tool_calls

@@ -12,13 +12,16 @@ import (
 	"syscall"
 )
 
+// flock is syscall.Flock; a test makes it fail as a file system without locks does.
+var flock = syscall.Flock
+
 // lockSQLite takes an exclusive flock on path+".lock", held (the file kept open) until
 // the store closes; the kernel releases it when the process dies, kill -9 included.
 // A database another process holds is refused, naming that process: a second daemon
 // on one data dir would mark the first one's running calls failed at its start (they
 // look left by a crashed run of the same replica id) while they still run. A file
 // system without flock (some network mounts: ENOLCK, ENOTSUP) is opened unlocked,
-// as before.
+// as before, with an *unlockedError saying so.
 func lockSQLite(path string) (*os.File, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -48,10 +51,10 @@ func lockSQLite(path string) (*os.File, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("store: open sqlite %s: lock file %s is not a regular file: remove it", abs, name)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			_ = f.Close()
-			return nil, nil
+			return nil, &unlockedError{path: name, err: err}
 		}
 		b, _ := os.ReadFile(name)
 		_ = f.Close()
