@@ -10,10 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // flock is syscall.Flock; a test makes it fail as a file system without locks does.
 var flock = syscall.Flock
+
+// lockWait is how long Open waits for a lock another holder has before refusing.
+const lockWait = 3 * time.Second
 
 // lockSQLite takes an exclusive flock on path+".lock", held (the file kept open) until
 // the store closes; the kernel releases it when the process dies, kill -9 included.
@@ -51,7 +55,15 @@ func lockSQLite(path string) (*os.File, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("store: open sqlite %s: lock file %s is not a regular file: remove it", abs, name)
 	}
-	if err := flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	// A lock held a moment longer than its store (a process forked by the daemon
+	// keeps a copy of the descriptor until it execs; a daemon or a migration exiting)
+	// is waited for, briefly; only one held past that is another toolserverd's.
+	err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	for deadline := time.Now().Add(lockWait); errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		err = flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			_ = f.Close()
 			return nil, &unlockedError{path: name, err: err}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestOpenWithoutFlockSaysSo: on a file system that refuses flock for another reason
@@ -35,4 +36,33 @@ func TestOpenWithoutFlockSaysSo(t *testing.T) {
 	if u := second.(*SQLite).Unlocked(); u != nil {
 		t.Errorf("a locked database says %v", u)
 	}
+}
+
+// TestOpenWaitsForALockReleasedSoon: the lock file's descriptor can outlive its store
+// for a moment (a process the daemon forks holds a copy until it execs; here a dup
+// stands for it), so a restart in the same breath found the database "in use by
+// another toolserverd" (a restart test failed so under load). Open waits briefly for
+// such a lock instead of refusing.
+func TestOpenWaitsForALockReleasedSoon(t *testing.T) {
+	dir := t.TempDir()
+	first, err := Open(t.Context(), Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := syscall.Dup(int(first.(*SQLite).lock.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		syscall.Close(child)
+	}()
+	second, err := Open(t.Context(), Config{DataDir: dir})
+	if err != nil {
+		t.Fatalf("Open while the closed store's lock lingered in a copy of its descriptor: %v", err)
+	}
+	second.Close()
 }
