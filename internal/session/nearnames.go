@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // nearListed is how many names an answer to an unknown tool name suggests.
@@ -13,6 +14,23 @@ const nearListed = 3
 // every tool of the session; with more, it names the nearest and how to search.
 const wholeListed = 30
 
+// nearRanked caps the part of an unknown name that is ranked for near names: tool
+// names are at most toolmgr.MaxNameLen bytes, and ranking every word of a 100 KB
+// name a model (or a client) sent cost 10 ms a call, and a batch holds up to 256.
+const nearRanked = 256
+
+// rankedPart is name cut to nearRanked bytes, at the start of a character.
+func rankedPart(name string) string {
+	if len(name) <= nearRanked {
+		return name
+	}
+	i := nearRanked
+	for i > 0 && !utf8.RuneStart(name[i]) {
+		i--
+	}
+	return name[:i]
+}
+
 // nearNames returns up to nearListed tools of the session (allowed, or hidden by a
 // switched-off tool group, whose call then says how to switch it on) that a model
 // may have meant by name: first those that are name with its mcp__server__ prefix
@@ -21,15 +39,18 @@ const wholeListed = 30
 // hundreds of tools, a list of the first names in alphabetical order never held the
 // one meant.
 func (s *Session) nearNames(name string) []string {
-	known := map[string]bool{}
-	for _, m := range s.Tools.managers {
-		for _, n := range m.Names() {
-			if _, _, ok := s.Tools.Resolve(n); ok {
-				known[n] = true
-			} else if _, gated := s.Tools.Gated(n); gated {
-				known[n] = true
+	// A tool is known when the whitelist allows it: then it resolves, or a switched-off
+	// group hides it (Resolve or Gated), unless a protocol tool has its name, which
+	// resolves whatever the whitelist says. Asked of each name, with the group checks
+	// of both, it was a third of the cost of a call of an unknown name.
+	p := s.Tools
+	isKnown := func(n string) bool {
+		if p.protocol != nil {
+			if _, ok := p.protocol.Lookup(n); ok {
+				return true
 			}
 		}
+		return p.Allows(n)
 	}
 	fold := func(x string) string { return strings.ReplaceAll(strings.ToLower(x), "-", "_") }
 	base := func(x string) string {
@@ -40,16 +61,21 @@ func (s *Session) nearNames(name string) []string {
 	}
 	want, wantBase := fold(name), fold(base(name))
 	var out []string
-	for n := range known {
-		if f := fold(n); f == want || f == wantBase || base(f) == wantBase {
-			out = append(out, n)
+	for _, m := range p.managers {
+		for _, n := range m.SortedNames() {
+			if f := fold(n); (f == want || f == wantBase || base(f) == wantBase) && !slices.Contains(out, n) && isKnown(n) {
+				out = append(out, n)
+			}
 		}
 	}
 	slices.Sort(out)
 	if len(out) > nearListed {
 		return out[:nearListed]
 	}
-	for _, r := range s.manager.index().RankFiltered(name, nearListed, func(n string) bool { return known[n] && !slices.Contains(out, n) }) {
+	for _, r := range s.manager.index().RankFiltered(rankedPart(name), nearListed, func(n string) bool {
+		_, _, registered := p.lookup(n)
+		return registered && isKnown(n) && !slices.Contains(out, n)
+	}) {
 		if len(out) == nearListed {
 			break
 		}

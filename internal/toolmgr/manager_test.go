@@ -438,3 +438,37 @@ func TestDeepStructuredOutputBecomesText(t *testing.T) {
 		}
 	}
 }
+
+// The sorted names and specs are kept per version: every change shows in the next
+// listing (a spec replaced within a Swap too), and a caller's copy is its own.
+func TestListingsFollowChanges(t *testing.T) {
+	t.Parallel()
+	m := New()
+	names := func() string { return strings.Join(m.Names(), ",") }
+	if got := m.Names(); got == nil || len(got) != 0 {
+		t.Fatalf("empty registry: %#v", got)
+	}
+	m.MustRegister(echoTool("b"), echoTool("a"))
+	if got := names(); got != "a,b" {
+		t.Fatalf("after register: %s", got)
+	}
+	mine := m.Names()
+	mine[0] = "changed"
+	m.Specs()[0].Name = "changed"
+	if got := names(); got != "a,b" || m.Specs()[0].Name != "a" || m.SortedSpecs()[0].Name != "a" {
+		t.Fatalf("a caller's copy changed the listing: %s", got)
+	}
+	m.MustRegister(echoTool("c"))
+	m.Unregister("a")
+	if got := names(); got != "b,c" || len(m.Specs()) != 2 {
+		t.Fatalf("after register and unregister: %s", got)
+	}
+	desc := &fnTool{spec: tool.Spec{Name: "b", Description: "new"}, run: func(*tool.Context, json.RawMessage) (*tool.Result, error) { return nil, nil }}
+	m.Swap([]string{"b"}, []tool.Tool{desc})
+	if sp := m.Specs()[0]; sp.Name != "b" || sp.Description != "new" || m.SortedSpecs()[0].Description != "new" {
+		t.Fatalf("after a swap the listing has %+v", sp)
+	}
+	if got := strings.Join(m.SortedNames(), ","); got != "b,c" {
+		t.Fatalf("sorted names: %s", got)
+	}
+}
