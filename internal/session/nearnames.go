@@ -88,7 +88,7 @@ func (s *Session) nearNames(name string) []string {
 // names, and every name when the session has few tools, else how to search them.
 func (s *Session) unknownToolText(name string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tool %q is not available in this session", name)
+	fmt.Fprintf(&b, "tool %q is not available in this session", shownName(name))
 	if near := s.nearNames(name); len(near) > 0 {
 		fmt.Fprintf(&b, "; did you mean %s?", strings.Join(near, ", or "))
 	}
@@ -99,4 +99,22 @@ func (s *Session) unknownToolText(name string) string {
 		fmt.Fprintf(&b, " The session has %d tools: call %s with {\"query\": \"what the tool should do\"} to find one", len(names), ExpandToolName)
 	}
 	return b.String()
+}
+
+// shownNameMax is how much of a tool name the session does not know its answers quote:
+// providers take names of 64 to 128 characters, and a longer one (a runaway model, a
+// broken backend) was quoted whole, 100 KB of it in the model's next turn.
+const shownNameMax = 128
+
+// shownName is name as an answer quotes it: whole up to shownNameMax bytes, else its
+// start, cut at a character boundary, with its length.
+func shownName(name string) string {
+	if len(name) <= shownNameMax {
+		return name
+	}
+	cut := shownNameMax
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", name[:cut], len(name))
 }

@@ -52,3 +52,23 @@ func TestNearNamesOfTheSession(t *testing.T) {
 		t.Errorf("rankedPart(short) = %q", got)
 	}
 }
+
+// TestLongUnknownNamesAreQuotedShort: a name no provider would send (a runaway model,
+// a broken backend) is quoted by its start and its length in the answers a model
+// reads, not whole: 100 KB of it went into the next turn.
+func TestLongUnknownNamesAreQuotedShort(t *testing.T) {
+	t.Parallel()
+	_, sess := groupedSession(t, 40)
+	long := strings.Repeat("é", 50000) // 100,000 bytes, two per character
+	text := sess.unknownToolText(long)
+	if len(text) > 2000 || !strings.Contains(text, "(100000 bytes)") || !utf8.ValidString(text) {
+		t.Fatalf("unknown tool answer: %d bytes: %.300s", len(text), text)
+	}
+	out, res := runExpand(t, sess, `{"tool_names":["`+long+`","tool_001"]}`)
+	if len(res) > 4000 || len(out.Invalid) != 1 || !strings.HasSuffix(out.Invalid[0], "… (100000 bytes)") || !utf8.ValidString(out.Invalid[0]) {
+		t.Fatalf("expand answer: %d bytes, invalid %q", len(res), out.Invalid)
+	}
+	if short := sess.unknownToolText("no_such_tool"); !strings.Contains(short, `"no_such_tool"`) {
+		t.Fatalf("a short name is quoted whole: %s", short)
+	}
+}

@@ -225,7 +225,11 @@ func (s *Session) expand(names []string, query string) map[string]any {
 	// before; a query alone succeeds too (false read to a model as "the search
 	// failed"). Names the session lacks, or that a switched-off group hides, are
 	// listed with what to do.
-	out := map[string]any{"success": len(expanded)+len(already) > 0 || len(seen) == 0, "expanded_tools": expanded, "invalid_tools": invalid,
+	shownInvalid := make([]string, len(invalid))
+	for i, n := range invalid {
+		shownInvalid[i] = shownName(n)
+	}
+	out := map[string]any{"success": len(expanded)+len(already) > 0 || len(seen) == 0, "expanded_tools": expanded, "invalid_tools": shownInvalid,
 		"already_selected_tools": already}
 	if len(switchedOff) > 0 {
 		out["switched_off_tools"] = switchedOff
@@ -234,7 +238,7 @@ func (s *Session) expand(names []string, query string) map[string]any {
 		near := map[string][]string{}
 		for _, n := range invalid {
 			if names := s.nearNames(n); len(names) > 0 {
-				near[n] = names
+				near[shownName(n)] = names
 			}
 		}
 		if len(near) > 0 {
