@@ -7,11 +7,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 // TestElicitationWithdrawnWhenDecidedElsewhere: a desktop client (the TypeScript SDK's,
@@ -23,24 +20,8 @@ import (
 // request found").
 func TestElicitationWithdrawnWhenDecidedElsewhere(t *testing.T) {
 	t.Parallel()
-	script, err := filepath.Abs("../../testdata/npm/sdk-elicit-client.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, nodeErr := exec.LookPath("node")
-	if _, err := os.Stat("../../testdata/npm/node_modules/@modelcontextprotocol/sdk/package.json"); err != nil || nodeErr != nil {
-		msg := "the TypeScript SDK client needs node and `npm ci` in testdata/npm (scripts/test.sh runs it)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	d := start(t, func(c *config.Config) { c.Auth.Unauthenticated = false })
-	raw, err := os.ReadFile(filepath.Join(d.App.DataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(raw))}
+	script := sdkScript(t, "sdk-elicit-client.mjs")
+	d, admin := startWithKeys(t)
 	var k struct{ Key string }
 	d.doHeaders(http.MethodPost, "/v1/keys", admin, map[string]any{"roles": []string{"agent", "approver"}}, http.StatusCreated, &k)
 	var s sessionResp

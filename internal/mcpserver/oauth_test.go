@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 // TestOAuthClientIsToldToSendKey: desktop clients that speak OAuth (mcp-remote, the
@@ -22,26 +18,10 @@ import (
 // a schema validation error).
 func TestOAuthClientIsToldToSendKey(t *testing.T) {
 	t.Parallel()
-	script, err := filepath.Abs("../../testdata/npm/sdk-oauth-client.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, nodeErr := exec.LookPath("node")
-	if _, err := os.Stat("../../testdata/npm/node_modules/@modelcontextprotocol/sdk/package.json"); err != nil || nodeErr != nil {
-		msg := "the TypeScript SDK client needs node and `npm ci` in testdata/npm (scripts/test.sh runs it)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	d := start(t, func(c *config.Config) { c.Auth.Unauthenticated = false })
-	raw, err := os.ReadFile(filepath.Join(d.App.DataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := strings.TrimSpace(string(raw))
+	script := sdkScript(t, "sdk-oauth-client.mjs")
+	d, admin := startWithKeys(t)
 	var s sessionResp
-	d.doHeaders(http.MethodPost, "/v1/sessions", map[string]string{"Authorization": "Bearer " + admin},
+	d.doHeaders(http.MethodPost, "/v1/sessions", admin,
 		map[string]any{"available_tools": []string{"read_file"}}, http.StatusCreated, &s)
 
 	const hint = "Authorization: Bearer"
@@ -81,7 +61,7 @@ func TestOAuthClientIsToldToSendKey(t *testing.T) {
 	// With the key, the same client connects.
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "node", script, d.URL+"/v1/sessions/"+s.ID+"/mcp", admin).Output(); err != nil || !strings.Contains(string(out), `"connected":true`) {
+	if out, err := exec.CommandContext(ctx, "node", script, d.URL+"/v1/sessions/"+s.ID+"/mcp", strings.TrimPrefix(admin["Authorization"], "Bearer ")).Output(); err != nil || !strings.Contains(string(out), `"connected":true`) {
 		t.Errorf("OAuth client with the key: %v: %s", err, out)
 	}
 }

@@ -48,18 +48,7 @@ func sdkCall(t *testing.T, d *daemon, sessionID, name string, args map[string]an
 // to the client's environment (SDK_PROGRESS=1: the call asks for progress).
 func sdkCallAt(t *testing.T, url, name string, args map[string]any, env ...string) sdkResult {
 	t.Helper()
-	script, err := filepath.Abs("../../testdata/npm/sdk-client.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, nodeErr := exec.LookPath("node")
-	if _, err := os.Stat("../../testdata/npm/node_modules/@modelcontextprotocol/sdk/package.json"); err != nil || nodeErr != nil {
-		msg := "the TypeScript SDK client needs node and `npm ci` in testdata/npm (scripts/test.sh runs it)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	script := sdkScript(t, "sdk-client.mjs")
 	b, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
@@ -272,4 +261,36 @@ func TestOutputSchemaResultWithoutStructuredOutput(t *testing.T) {
 	if !r.Result.IsError || !strings.Contains(text, `{"a":{"a":`) || !strings.Contains(text, "output schema") {
 		t.Errorf("result: is_error %v, text %.300s", r.Result.IsError, text)
 	}
+}
+
+// sdkScript is the path of a Node script of testdata/npm that drives the TypeScript
+// SDK client; the test fails under CI=true, else is skipped, without node or the
+// installed SDK.
+func sdkScript(t *testing.T, name string) string {
+	t.Helper()
+	script, err := filepath.Abs("../../testdata/npm/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, nodeErr := exec.LookPath("node")
+	if _, err := os.Stat("../../testdata/npm/node_modules/@modelcontextprotocol/sdk/package.json"); err != nil || nodeErr != nil {
+		msg := "the TypeScript SDK client needs node and `npm ci` in testdata/npm (scripts/test.sh runs it)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return script
+}
+
+// startWithKeys starts a daemon that requires API keys and returns the admin key's
+// Authorization header.
+func startWithKeys(t *testing.T) (*daemon, map[string]string) {
+	t.Helper()
+	d := start(t, func(c *config.Config) { c.Auth.Unauthenticated = false })
+	raw, err := os.ReadFile(filepath.Join(d.App.DataDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(raw))}
 }

@@ -186,13 +186,7 @@ func TestToolListingIncludesMCPTools(t *testing.T) {
 	t.Parallel()
 	js := everythingServer(t)
 	d := startDaemon(t, daemonOpts{})
-	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}}); code != 201 {
-		t.Fatalf("add: %d %s", code, body)
-	}
-	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
-		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
-		return strings.Contains(string(body), `"state":"ready"`)
-	})
+	addEverything(t, d, js)
 	for _, f := range []string{"native", "openai"} {
 		code, _, body := d.do("GET", "/v1/tools?format="+f, nil)
 		if code != 200 {
@@ -409,4 +403,17 @@ func TestAddMCPServerRefusesEnvReferences(t *testing.T) {
 			t.Fatalf("the server was added: %s", body)
 		}
 	}
+}
+
+// addEverything adds server-everything (js, over stdio) to d as "everything" through
+// the API and waits until it is ready.
+func addEverything(t *testing.T, d *daemon, js string) {
+	t.Helper()
+	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}}); code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
+		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
+		return strings.Contains(string(body), `"state":"ready"`)
+	})
 }

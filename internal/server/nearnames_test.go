@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestUnknownNamesAreAnsweredWithTheNearest: a model often drops the mcp__server__
@@ -17,13 +16,7 @@ func TestUnknownNamesAreAnsweredWithTheNearest(t *testing.T) {
 	t.Parallel()
 	js := everythingServer(t)
 	d := startDaemon(t, daemonOpts{})
-	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}}); code != 201 {
-		t.Fatalf("add: %d %s", code, body)
-	}
-	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
-		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
-		return strings.Contains(string(body), `"state":"ready"`)
-	})
+	addEverything(t, d, js)
 	s := d.createSession(map[string]any{})
 	id := s["id"].(string)
 	if n := len(toStrings(s["tools"])); n <= 30 {

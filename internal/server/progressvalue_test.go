@@ -78,13 +78,7 @@ func TestNumericProgressFromMCPServer(t *testing.T) {
 		c.Permissions.Allow = append(c.Permissions.Allow, "mcp__everything__*")
 		c.Progress.FlushIntervalMS = 10
 	}})
-	if code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "everything", "transport": "stdio", "command": "node", "args": []string{js, "stdio"}}); code != 201 {
-		t.Fatalf("add: %d %s", code, body)
-	}
-	waitFor(t, 30*time.Second, "the MCP server is ready", func() bool {
-		_, _, body := d.do("GET", "/v1/mcp/servers", nil)
-		return strings.Contains(string(body), `"state":"ready"`)
-	})
+	addEverything(t, d, js)
 	s := d.createSession(map[string]any{"available_tools": []string{"mcp__everything__trigger-long-running-operation"}})
 	_, evs := d.stream("/v1/sessions/"+s["id"].(string)+"/tool-calls", `{"calls":[
 		{"id":"op","name":"mcp__everything__trigger-long-running-operation","arguments":{"duration":1.2,"steps":4}}]}`)
