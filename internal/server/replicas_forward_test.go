@@ -44,6 +44,16 @@ func forwardedJob(t testing.TB, mutate func(*config.Config)) (a, b *daemon, path
 		t.Fatalf("starting a job on A: %d %s", code, out)
 	}
 	body = fmt.Sprintf(`{"calls":[{"id":"r","name":"read_job_output","arguments":{"job_id":%q}}]}`, job.Message.Structured.JobID)
+	// The job runs in the background: wait (on A) until it has printed, so that what
+	// a read through B finds does not depend on how soon its echo ran.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, _, out := a.do("POST", path, body); bytes.Contains(out, []byte("job-started")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job printed nothing in 30 s")
+		}
+	}
 	return a, b, path, body
 }
 
