@@ -351,6 +351,12 @@ func (t *proxyTool) taskEnded(ctx context.Context, tc *tool.Context, c *conn, f 
 	case err == nil:
 		res = convertResult(&mcp.CallToolResult{Result: r.Result, Content: r.Content, StructuredContent: r.StructuredContent, IsError: r.IsError})
 		if !res.IsError {
+			// tasks/result answers once the task ended, and a result that is not an
+			// error is a completed task's. Its status notification may still be on
+			// its way (over streamable HTTP mcp-go can deliver it on another stream,
+			// after this answer), and the call's progress would lack its end.
+			_, msg := f.last()
+			f.saw(mcp.Task{TaskId: f.id, Status: mcp.TaskStatusCompleted, StatusMessage: msg})
 			return res, nil
 		}
 	case c.ended() != nil || ctx.Err() != nil:

@@ -432,3 +432,49 @@ func TestTaskConfig(t *testing.T) {
 		t.Error("a bad duration was taken")
 	}
 }
+
+// TestTaskResultEndsProgress: a task's result may come before its last status
+// notification (over streamable HTTP mcp-go can deliver the notification on another
+// stream, after the answer; CI saw it): a result that is not an error still ends the
+// call's progress with "task completed", once, and an error result adds nothing (it
+// could be a failed task's or a completed one's).
+func TestTaskResultEndsProgress(t *testing.T) {
+	t.Parallel()
+	cfg := ServerConfig{Name: "tk", Transport: TransportStdio, Command: "node"}
+	for _, c := range []struct {
+		name      string
+		notified  bool // the completed notification came before the result
+		isError   bool
+		wantLines []string
+	}{
+		{"notification late", false, false, []string{"Generating report...\n", "task completed\n"}},
+		{"notification first", true, false, []string{"Generating report...\n", "task completed\n"}},
+		{"error result", false, true, []string{"Generating report...\n"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &server{cfg: cfg.withDefaults(), m: &Manager{progress: newProgressRouter()}}
+			log := &progressLog{}
+			token := s.m.progress.add(&tool.Context{Progress: log})
+			pt := &proxyTool{srv: s}
+			f := pt.follow("t1", token)
+			f.saw(mcp.Task{TaskId: "t1", Status: mcp.TaskStatusWorking, StatusMessage: "Generating report..."})
+			if c.notified {
+				f.saw(mcp.Task{TaskId: "t1", Status: mcp.TaskStatusCompleted, StatusMessage: "Generating report..."})
+			}
+			r := &mcp.TaskResultResult{Content: []mcp.Content{mcp.NewTextContent("# Report")}, IsError: c.isError}
+			if c.isError {
+				// An error result asks the task's status (tasks/get): give the
+				// follow a terminal one so that no connection is needed.
+				f.saw(mcp.Task{TaskId: "t1", Status: mcp.TaskStatusFailed, StatusMessage: "Generating report..."})
+				c.wantLines = append(c.wantLines, "task failed\n")
+			}
+			res, err := pt.taskEnded(t.Context(), nil, nil, f, nil, r, nil)
+			if err != nil || !strings.Contains(res.Text(), "# Report") {
+				t.Fatalf("taskEnded = %v, %v", res, err)
+			}
+			if got := log.all(); !reflect.DeepEqual(got, c.wantLines) {
+				t.Errorf("progress %q, want %q", got, c.wantLines)
+			}
+		})
+	}
+}
