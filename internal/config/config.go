@@ -1191,8 +1191,17 @@ func (c Config) Validate() error {
 			}
 			bad("cors.allowed_origins", "%q names its host in Unicode; browsers send its ASCII form (%s), so write that", o, ascii)
 		}
-		if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
-			bad("cors.allowed_origins", "%q names the scheme's default port, which browsers leave out of an origin: write %s://%s", o, u.Scheme, u.Hostname())
+		if p := u.Port(); p != "" {
+			n, err := strconv.Atoi(p)
+			switch {
+			case err != nil || n < 1 || n > 65535:
+				bad("cors.allowed_origins", "%q has port %q, which no browser sends: a port is a number from 1 to 65535", o, p)
+			case (u.Scheme == "https" && n == 443) || (u.Scheme == "http" && n == 80):
+				bad("cors.allowed_origins", "%q names the scheme's default port, which browsers leave out of an origin: write %s://%s", o, u.Scheme, u.Hostname())
+			case strconv.Itoa(n) != p:
+				// Browsers send the port as a plain number: :080 would match nothing.
+				bad("cors.allowed_origins", "%q writes its port with leading zeros, which browsers leave out: write %s://%s:%d", o, u.Scheme, u.Hostname(), n)
+			}
 		}
 	}
 	if c.Auth.Unauthenticated && slices.Contains(c.CORS.AllowedOrigins, "*") {
