@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -432,4 +433,16 @@ func (c *cancelLog) uncancelled() (started int, left []string) {
 		}
 	}
 	return len(c.ids), left
+}
+
+// sqliteStore is a new SQLite store, closed when the test ends; the replicas a test
+// starts on it share it as replicas share a database.
+func sqliteStore(t *testing.T) *store.SQLite {
+	t.Helper()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

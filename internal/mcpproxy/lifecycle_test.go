@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -108,11 +106,7 @@ func TestBrokenServersDoNotDelayStart(t *testing.T) {
 // the changes persisted; a second proxy on the same store finds the added server.
 func TestRunTimeChanges(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 
 	h := newHarness(t, Config{HealthInterval: 500 * time.Millisecond}, WithStore(db))
 	h.start(t)
@@ -196,11 +190,7 @@ func TestRunTimeChanges(t *testing.T) {
 // as strings, and a configured server winning over a stored one of the same name.
 func TestPersistedConfig(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 	stored := ServerConfig{Name: "dup", Transport: TransportStdio, Command: "/nonexistent/stored", Enabled: true, ConnectTimeout: 3 * time.Second}
 	b, _ := json.Marshal(stored)
 	if err := db.PutMCPServer(t.Context(), "dup", b); err != nil {
@@ -268,11 +258,7 @@ func TestDisabledServer(t *testing.T) {
 // from the store, and the running server keeps every one of its names.
 func TestNamespaceTakeover(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 	// Stored before names were checked: it would take ev's names (it sorts first).
 	stored := stdioEverything(t, "e")
 	stored.Prefix = "mcp__ev__"
@@ -326,11 +312,7 @@ func TestNamespaceTakeover(t *testing.T) {
 // nor the store stays unknown.
 func TestRemoveSkippedStoredServer(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 	clash := stdioEverything(t, "e")
 	clash.Prefix = "mcp__ev__"
 	b, _ := json.Marshal(clash)

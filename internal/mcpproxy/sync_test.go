@@ -3,7 +3,6 @@ package mcpproxy
 import (
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -22,12 +21,7 @@ func TestSyncFollowsTheStore(t *testing.T) {
 	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		testSync(t, db)
+		testSync(t, sqliteStore(t))
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -123,11 +117,7 @@ func testSync(t *testing.T, db ServerStore) {
 // the notifier at once (the interval is an hour here), and so does a restart.
 func TestFollowNotifications(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 	n := store.NewInProcessNotifier(0)
 	a := newHarness(t, Config{}, WithStore(db))
 	a.start(t)
@@ -184,11 +174,7 @@ func statusNames(h *harness) []string {
 // neither here nor stored is ErrUnknownServer still.
 func TestRemoveStoredServerNotRun(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 	n := store.NewInProcessNotifier(0)
 	a := newHarness(t, Config{}, WithStore(db))
 	a.start(t)
@@ -233,11 +219,7 @@ func TestRemoveStoredServerNotRun(t *testing.T) {
 // configuration in the store (both added answered 201) and so on every replica.
 func TestAddOfANameStoredElsewhere(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 	a := newHarness(t, Config{}, WithStore(db))
 	a.start(t)
 	b := newHarness(t, Config{}, WithStore(db))

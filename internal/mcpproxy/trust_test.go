@@ -1,12 +1,10 @@
 package mcpproxy
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
@@ -17,11 +15,7 @@ import (
 // run time and comes back with it from the store.
 func TestUntrustedAnnotations(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "toolserverd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqliteStore(t)
 	g := newGoServer(t)
 
 	h := newHarness(t, Config{Servers: []ServerConfig{stdioEverything(t, "trusted")}}, WithStore(db))
