@@ -173,7 +173,9 @@ func (s *server) run(ctx context.Context) {
 
 		reason := s.watch(ctx, c)
 		answered := upstreamAnswers(&s.cfg, reason)
-		reason = c.describe(reason)
+		// How a stdio child ended (its signal or status, its last stderr) is what the
+		// operator needs; the in-flight call that noticed the death can come first.
+		reason = c.lastWords(reason)
 		// Calls fail fast from here on; then the connection closes.
 		var delay time.Duration
 		switch {
@@ -510,7 +512,7 @@ func (s *server) status() ServerStatus {
 	// the status agrees with liveConn, which calls use.
 	if s.state == StateReady && s.conn != nil {
 		if err := s.conn.err(); err != nil {
-			st.State, st.LastError, st.LastErrorAt = StateFailed, s.errText(err), time.Now()
+			st.State, st.LastError, st.LastErrorAt = StateFailed, s.errText(s.conn.describe(err)), time.Now()
 		}
 	}
 	return st

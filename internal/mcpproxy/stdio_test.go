@@ -227,6 +227,12 @@ func TestStdioKilledChild(t *testing.T) {
 		t.Fatal("server still ready 5s after its child was killed")
 	}
 	t.Logf("dead server detected %s after the kill", time.Since(killed))
+	// The operator reads how the process ended, not transport jargon alone.
+	if !eventually(5*time.Second, func() bool {
+		return strings.Contains(h.status(t, "crashy").LastError, "the process was killed by SIGKILL")
+	}) {
+		t.Errorf("last error %q; want how the process ended", h.status(t, "crashy").LastError)
+	}
 	if res := h.call(t.Context(), t, "mcp__crashy__echo", `{"message":"x"}`, nil); res.IsError {
 		wantKind(t, res, tool.KindUnavailable)
 	}
