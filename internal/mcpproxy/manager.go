@@ -340,6 +340,7 @@ func (m *Manager) Follow(n store.Notifier, self string, interval time.Duration) 
 		defer unsubscribe()
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		var out storeOutage
 		for {
 			select {
 			case <-ctx.Done():
@@ -359,11 +360,44 @@ func (m *Manager) Follow(n store.Notifier, self string, interval time.Duration) 
 					continue
 				}
 			}
-			if _, err := m.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotRunning) {
-				m.log.Error("mcp proxy: reading the servers added at run time failed; retried", "err", err)
+			_, err := m.Sync(ctx)
+			if ctx.Err() == nil && !errors.Is(err, ErrNotRunning) {
+				out.note(m.log, err, time.Now())
 			}
 		}
 	}()
+}
+
+// storeOutage keeps Follow's log of a store it cannot read to a line when the
+// outage begins, one a minute while it lasts (it is retried every SyncInterval:
+// a PostgreSQL outage logged an ERROR every 5 s) and one when it ends.
+type storeOutage struct {
+	since, logged time.Time
+	attempts      int
+}
+
+// storeOutageRepeat is how often a lasting outage is logged again.
+const storeOutageRepeat = time.Minute
+
+func (o *storeOutage) note(log *slog.Logger, err error, now time.Time) {
+	switch {
+	case err == nil:
+		if !o.since.IsZero() {
+			log.Info("mcp proxy: reading the servers added at run time works again",
+				"down_for", now.Sub(o.since).Round(time.Millisecond).String(), "attempts", o.attempts)
+		}
+		*o = storeOutage{}
+	case o.since.IsZero():
+		*o = storeOutage{since: now, logged: now, attempts: 1}
+		log.Error("mcp proxy: reading the servers added at run time failed; retried", "err", err)
+	default:
+		o.attempts++
+		if now.Sub(o.logged) >= storeOutageRepeat {
+			o.logged = now
+			log.Error("mcp proxy: reading the servers added at run time still fails; retried", "err", err,
+				"down_for", now.Sub(o.since).Round(time.Second).String(), "attempts", o.attempts)
+		}
+	}
 }
 
 // announce tells the other replicas (through Follow's notifier) that the servers

@@ -3,12 +3,18 @@ package mcpproxy
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
 
 // TestSyncFollowsTheStore: two proxies on one store (two replicas). Sync brings the
@@ -245,5 +251,73 @@ func TestAddOfANameStoredElsewhere(t *testing.T) {
 	}
 	if st := b.m.server("dyn"); st == nil || st.cfg.Command != first.Command {
 		t.Errorf("dyn on b after Sync: %+v, want the first's", st)
+	}
+}
+
+// TestFollowLogsAStoreOutageOnce: while the shared store cannot be read (PostgreSQL
+// closed to connections), Follow retries every interval, but it logs the outage when
+// it begins (and once a minute while it lasts), not at every retry: it logged an
+// ERROR every 5 s for as long as PostgreSQL was down. Its end is logged with how long
+// it lasted.
+func TestFollowLogsAStoreOutageOnce(t *testing.T) {
+	t.Parallel()
+	dbURL, admin := pgtest.Database(t)
+	db, err := store.OpenPostgres(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	var buf lockedBuffer
+	tools := toolmgr.New()
+	m, err := New(Config{}, tools, nil, slog.New(slog.NewJSONHandler(&buf, nil)), prometheus.NewRegistry(), WithStore(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	(&harness{m: m, tools: tools}).start(t)
+	m.Follow(store.NewInProcessNotifier(0), "replica a", 20*time.Millisecond)
+
+	lines := func(msg string) []map[string]any {
+		var out []map[string]any
+		for _, rec := range buf.records(t) {
+			if rec["msg"] == msg {
+				out = append(out, rec)
+			}
+		}
+		return out
+	}
+	const failed, still, again = "mcp proxy: reading the servers added at run time failed; retried",
+		"mcp proxy: reading the servers added at run time still fails; retried",
+		"mcp proxy: reading the servers added at run time works again"
+	if _, err := admin.Exec(t.Context(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(t.Context(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(20*time.Second, func() bool { return len(lines(failed)) > 0 }) {
+		t.Fatal("the outage was not logged")
+	}
+	time.Sleep(time.Second) // retries every 20 ms meanwhile
+	if _, err := admin.Exec(t.Context(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(20*time.Second, func() bool { return len(lines(again)) > 0 }) {
+		t.Fatal("the end of the outage was not logged")
+	}
+	end := lines(again)[0]
+	if n, _ := end["attempts"].(float64); n < 5 {
+		t.Fatalf("only %v attempts during the outage: too few to tell one line from one per attempt", end["attempts"])
+	}
+	if d, err := time.ParseDuration(fmt.Sprint(end["down_for"])); err != nil || d < time.Second {
+		t.Errorf("down_for %v (%v), want the outage's length, at least 1s", end["down_for"], err)
+	}
+	if n, s := len(lines(failed)), len(lines(still)); n != 1 || s != 0 {
+		t.Errorf("%d %q lines and %d %q lines for one outage of %v attempts; want 1 and 0", n, failed, s, still, end["attempts"])
 	}
 }
