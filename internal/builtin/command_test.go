@@ -1,7 +1,6 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -50,26 +47,7 @@ func TestSpecs(t *testing.T) {
 			spec.ConcurrencySafe != tt.concurrent || spec.ReadOnly != tt.readOnly || spec.Timeout <= 0 {
 			t.Errorf("%s: spec %+v", tt.name, spec)
 		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(spec.Parameters))
-		if err != nil {
-			t.Fatalf("%s: parameters are not JSON: %v", tt.name, err)
-		}
-		c := jsonschema.NewCompiler()
-		url := "mem:///" + tt.name + ".json"
-		if err := c.AddResource(url, doc); err != nil {
-			t.Fatal(err)
-		}
-		schema, err := c.Compile(url)
-		if err != nil {
-			t.Fatalf("%s: schema does not compile: %v", tt.name, err)
-		}
-		for _, args := range append(tt.good, tt.bad...) {
-			v, _ := jsonschema.UnmarshalJSON(strings.NewReader(args))
-			good := strings.Contains(strings.Join(tt.good, "\n"), args)
-			if err := schema.Validate(v); (err == nil) != good {
-				t.Errorf("%s: %s valid=%v, want %v (%v)", tt.name, args, err == nil, good, err)
-			}
-		}
+		checkArguments(t, tt.name, spec.Parameters, tt.good, tt.bad)
 	}
 }
 

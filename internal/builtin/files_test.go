@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -61,29 +59,7 @@ func TestFileToolSpecs(t *testing.T) {
 			spec.ReadOnly != tt.readOnly || spec.ConcurrencySafe != tt.readOnly || spec.Mode != tool.ModeDirect || spec.Timeout <= 0 {
 			t.Errorf("%s: spec %+v", tt.name, spec)
 		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(spec.Parameters))
-		if err != nil {
-			t.Fatalf("%s: parameters are not JSON: %v", tt.name, err)
-		}
-		c := jsonschema.NewCompiler()
-		url := "mem:///" + tt.name + ".json"
-		if err := c.AddResource(url, doc); err != nil {
-			t.Fatal(err)
-		}
-		schema, err := c.Compile(url)
-		if err != nil {
-			t.Fatalf("%s: schema does not compile: %v", tt.name, err)
-		}
-		for i, args := range append(append([]string{}, tt.good...), tt.bad...) {
-			v, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
-			if err != nil {
-				t.Fatal(err)
-			}
-			good := i < len(tt.good)
-			if err := schema.Validate(v); (err == nil) != good {
-				t.Errorf("%s: %s valid=%v, want %v (%v)", tt.name, args, err == nil, good, err)
-			}
-		}
+		checkArguments(t, tt.name, spec.Parameters, tt.good, tt.bad)
 	}
 }
 

@@ -1,8 +1,10 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -147,4 +150,33 @@ type readOut struct {
 	Status     string `json:"status"`
 	Data       string `json:"data"`
 	Replaced   bool   `json:"invalid_utf8_replaced"`
+}
+
+// checkArguments compiles a tool's parameters schema and checks that each of good
+// validates against it and none of bad does.
+func checkArguments(t *testing.T, name string, params json.RawMessage, good, bad []string) {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	if err != nil {
+		t.Fatalf("%s: parameters are not JSON: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	url := "mem:///" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("%s: schema does not compile: %v", name, err)
+	}
+	for i, args := range slices.Concat(good, bad) {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
+		if err != nil {
+			t.Fatalf("%s: %s is not JSON: %v", name, args, err)
+		}
+		want := i < len(good)
+		if err := schema.Validate(v); (err == nil) != want {
+			t.Errorf("%s: %s valid=%v, want %v (%v)", name, args, err == nil, want, err)
+		}
+	}
 }
