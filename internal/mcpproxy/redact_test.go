@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,28 +61,10 @@ func TestRedactor(t *testing.T) {
 	}
 }
 
-// logCapture keeps every log line, for tests that look for what must not be logged.
-type logCapture struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (c *logCapture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.Write(p)
-}
-
-func (c *logCapture) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.String()
-}
-
 // newCapturedHarness is newHarness with the log also written to a capture.
-func newCapturedHarness(t *testing.T, cfg Config) (*harness, *logCapture) {
+func newCapturedHarness(t *testing.T, cfg Config) (*harness, *lockedBuffer) {
 	t.Helper()
-	capture := &logCapture{}
+	capture := &lockedBuffer{}
 	tw := &testWriter{t: t}
 	t.Cleanup(tw.close)
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(capture, tw), &slog.HandlerOptions{Level: slog.LevelDebug}))

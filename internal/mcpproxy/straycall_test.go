@@ -112,7 +112,8 @@ func TestStrayLogBounded(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
+// lockedBuffer is a bytes.Buffer safe for a logger and a test to share: it keeps
+// every log line, for tests that look for what must or must not be logged.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
