@@ -83,6 +83,16 @@ func TestStemConflates(t *testing.T) {
 		{"invite", "invitation"},
 		{"transit", "transition"},
 		{"document", "documentation", "documents"},
+		// Agent nouns meet their verbs, and every form of an -er or -or verb meets.
+		{"remind", "reminder", "reminders", "reminded"},
+		{"schedule", "scheduler", "scheduled"},
+		{"format", "formatter", "formatting"},
+		{"convert", "converter", "converting"},
+		{"translate", "translator", "translation"},
+		{"compress", "compressor", "compressed"},
+		{"create", "creator"},
+		{"monitor", "monitoring", "monitored", "monitors"},
+		{"render", "rendering", "renders"},
 	}
 	for _, g := range groups {
 		want := Stem(g[0])
@@ -98,7 +108,9 @@ func TestStemConflates(t *testing.T) {
 			t.Errorf("Stem(%q) = %q", p[0], p[1])
 		}
 	}
-	for _, w := range []string{"status", "process", "analysis", "string", "bus", "gas", "js", "action", "comment", "payment", "mention"} {
+	for _, w := range []string{"status", "process", "analysis", "string", "bus", "gas", "js", "action", "comment", "payment", "mention",
+		// Fewer than agentMinStem letters would stay: these keep their -er.
+		"user", "server", "order", "filter", "header", "number", "power", "docker", "water", "paper", "sender"} {
 		if got := Stem(w); got != w && got != strings.TrimSuffix(w, "e") {
 			t.Errorf("Stem(%q) = %q, want it unchanged", w, got)
 		}
