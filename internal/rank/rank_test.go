@@ -272,6 +272,20 @@ func TestRankTopKMatchesFullSort(t *testing.T) {
 			if !reflect.DeepEqual(top, want) {
 				t.Fatalf("Rank(%q, %d) = %v, want %v", q, k, top, want)
 			}
+			// RankFiltered asks keep only of tools that would place: the same answer as
+			// the full ranking filtered.
+			for _, mod := range []int{2, 3, 7} {
+				keep := func(name string) bool { return len(name)%mod != 0 }
+				var want []Result
+				for _, r := range all {
+					if len(want) < k && keep(r.Name) {
+						want = append(want, r)
+					}
+				}
+				if got := ix.RankFiltered(q, k, keep); !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
+					t.Fatalf("RankFiltered(%q, %d, len %% %d) = %v, want %v", q, k, mod, got, want)
+				}
+			}
 		}
 	}
 }
