@@ -74,3 +74,34 @@ func TestCompoundWords(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentNouns: a message says the verb where a tool's name or description says
+// the agent noun, or the other way round ("remind me" for set_reminder, "format"
+// for run_formatter).
+func TestAgentNouns(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex([]Doc{
+		{Name: "slack_set_reminder", Description: "Create a reminder for the user", Params: []string{"text", "time"}},
+		{Name: "create_event", Description: "Create a calendar event.", Params: []string{"summary", "start", "end"}},
+		{Name: "send_message", Description: "Send a message to a channel.", Params: []string{"channel", "text"}},
+		{Name: "run_formatter", Description: "Run gofmt or prettier over the files given.", Params: []string{"paths"}},
+		{Name: "read_file", Description: "Read a file as text.", Params: []string{"path"}},
+		{Name: "cron_scheduler", Description: "Run a command at set times.", Params: []string{"cron", "command"}},
+		{Name: "image_compressor", Description: "Shrink an image file.", Params: []string{"path", "quality"}},
+	})
+	for query, want := range map[string]string{
+		"remind me to call the dentist at 4pm":   "slack_set_reminder",
+		"format the source before review":        "run_formatter",
+		"schedule the backup script nightly":     "cron_scheduler",
+		"compress this photo before I upload it": "image_compressor",
+	} {
+		if got := ix.Rank(query, 1); len(got) == 0 || got[0].Name != want {
+			t.Errorf("%q: best %v, want %s", query, got, want)
+		}
+	}
+	// The held-out miss over probe-400's tools: the Slack reminder in the dozen.
+	probe := NewIndex(docsFile(t, "probe400_tools.json"))
+	if got := names(probe.Rank("remind me to call the dentist at 4pm", 12)); !slices.Contains(got, "mcp__slack__slack_set_reminder") {
+		t.Errorf("remind me to call the dentist: got %v, want mcp__slack__slack_set_reminder in the dozen", got)
+	}
+}

@@ -209,7 +209,9 @@ func (ix *Index) Rank(query string, limit int) []Result {
 }
 
 // RankFiltered is Rank over the tools for which keep returns true (keep nil keeps
-// all), e.g. a session's allowed tools ranked against a global index.
+// all), e.g. a session's allowed tools ranked against a global index. keep is asked
+// only of tools that match the query and score high enough to place, so it must
+// answer the same whenever it is asked.
 func (ix *Index) RankFiltered(query string, limit int, keep func(name string) bool) []Result {
 	s := ix.scratch.Get().(*scratch)
 	defer ix.scratch.Put(s)
@@ -253,12 +255,14 @@ func (ix *Index) RankFiltered(query string, limit int, keep func(name string) bo
 		h.hits = make([]hit, 0, min(limit, len(s.touched)))
 	}
 	for _, doc := range s.touched {
-		score := s.scores[doc]
+		x := hit{doc: doc, score: s.scores[doc]}
 		s.scores[doc] = 0
-		if keep != nil && !keep(ix.names[doc]) {
+		// keep is asked only of a tool that would place: with a dozen to fill from
+		// thousands, asking every touched tool cost more than the ranking.
+		if !h.takes(x) || keep != nil && !keep(ix.names[doc]) {
 			continue
 		}
-		h.offer(hit{doc: doc, score: score})
+		h.offer(x)
 	}
 	return h.results(ix.names)
 }
@@ -290,6 +294,11 @@ func better(a, b hit) bool {
 type resultHeap struct {
 	limit int
 	hits  []hit
+}
+
+// takes reports whether offer would keep x now.
+func (h *resultHeap) takes(x hit) bool {
+	return h.limit <= 0 || len(h.hits) < h.limit || better(x, h.hits[0])
 }
 
 func (h *resultHeap) offer(x hit) {

@@ -83,6 +83,16 @@ func TestStemConflates(t *testing.T) {
 		{"invite", "invitation"},
 		{"transit", "transition"},
 		{"document", "documentation", "documents"},
+		// Agent nouns meet their verbs, and every form of an -er or -or verb meets.
+		{"remind", "reminder", "reminders", "reminded"},
+		{"schedule", "scheduler", "scheduled"},
+		{"format", "formatter", "formatting"},
+		{"convert", "converter", "converting"},
+		{"translate", "translator", "translation"},
+		{"compress", "compressor", "compressed"},
+		{"create", "creator"},
+		{"monitor", "monitoring", "monitored", "monitors"},
+		{"render", "rendering", "renders"},
 	}
 	for _, g := range groups {
 		want := Stem(g[0])
@@ -98,7 +108,9 @@ func TestStemConflates(t *testing.T) {
 			t.Errorf("Stem(%q) = %q", p[0], p[1])
 		}
 	}
-	for _, w := range []string{"status", "process", "analysis", "string", "bus", "gas", "js", "action", "comment", "payment", "mention"} {
+	for _, w := range []string{"status", "process", "analysis", "string", "bus", "gas", "js", "action", "comment", "payment", "mention",
+		// Fewer than agentMinStem letters would stay: these keep their -er.
+		"user", "server", "order", "filter", "header", "number", "power", "docker", "water", "paper", "sender"} {
 		if got := Stem(w); got != w && got != strings.TrimSuffix(w, "e") {
 			t.Errorf("Stem(%q) = %q, want it unchanged", w, got)
 		}
@@ -259,6 +271,20 @@ func TestRankTopKMatchesFullSort(t *testing.T) {
 			want := all[:min(k, len(all))]
 			if !reflect.DeepEqual(top, want) {
 				t.Fatalf("Rank(%q, %d) = %v, want %v", q, k, top, want)
+			}
+			// RankFiltered asks keep only of tools that would place: the same answer as
+			// the full ranking filtered.
+			for _, mod := range []int{2, 3, 7} {
+				keep := func(name string) bool { return len(name)%mod != 0 }
+				var want []Result
+				for _, r := range all {
+					if len(want) < k && keep(r.Name) {
+						want = append(want, r)
+					}
+				}
+				if got := ix.RankFiltered(q, k, keep); !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
+					t.Fatalf("RankFiltered(%q, %d, len %% %d) = %v, want %v", q, k, mod, got, want)
+				}
 			}
 		}
 	}

@@ -63,7 +63,10 @@ func (s *Session) nearNames(name string) []string {
 	var out []string
 	for _, m := range p.managers {
 		for _, n := range m.SortedNames() {
-			if f := fold(n); (f == want || f == wantBase || base(f) == wantBase) && !slices.Contains(out, n) && isKnown(n) {
+			// fold(n) == want || fold(n) == wantBase || base(fold(n)) == wantBase, without
+			// folding every name of the registry for each unknown one.
+			if (foldedEqual(n, want) || foldedEqual(n, wantBase) || foldedEndsWith(n, wantBase) && foldedEqual(foldedBase(n), wantBase)) &&
+				!slices.Contains(out, n) && isKnown(n) {
 				out = append(out, n)
 			}
 		}
@@ -92,11 +95,11 @@ func (s *Session) unknownToolText(name string) string {
 	if near := s.nearNames(name); len(near) > 0 {
 		fmt.Fprintf(&b, "; did you mean %s?", strings.Join(near, ", or "))
 	}
-	names := s.Tools.Names()
-	if len(names) <= wholeListed {
+	count, names := s.Tools.countNames(wholeListed)
+	if count <= wholeListed {
 		fmt.Fprintf(&b, " Available tools: %s", summarize(names))
 	} else {
-		fmt.Fprintf(&b, " The session has %d tools: call %s with {\"query\": \"what the tool should do\"} to find one", len(names), ExpandToolName)
+		fmt.Fprintf(&b, " The session has %d tools: call %s with {\"query\": \"what the tool should do\"} to find one", count, ExpandToolName)
 	}
 	return b.String()
 }
@@ -117,4 +120,47 @@ func shownName(name string) string {
 		cut--
 	}
 	return fmt.Sprintf("%s… (%d bytes)", name[:cut], len(name))
+}
+
+// Tool names are ASCII letters, digits, '_' and '-' (toolmgr checks them), so a tool
+// name folds (lower case, '-' as '_') byte by byte, by foldTable.
+var foldTable = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = byte(c) + 'a' - 'A'
+	}
+	t['-'] = '_'
+	return t
+}()
+
+// foldedEqual reports whether the tool name n, folded, is f. It compares from the
+// end: the names of one server differ there.
+func foldedEqual(n, f string) bool {
+	if len(n) != len(f) {
+		return false
+	}
+	for i := len(n) - 1; i >= 0; i-- {
+		if foldTable[n[i]] != f[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// foldedEndsWith reports whether the tool name n, folded, ends with f.
+func foldedEndsWith(n, f string) bool {
+	return len(n) >= len(f) && foldedEqual(n[len(n)-len(f):], f)
+}
+
+// foldedBase is the part of the tool name n after the last "__" of n folded (n
+// whole when it has none), unfolded.
+func foldedBase(n string) string {
+	for i := len(n) - 2; i >= 0; i-- {
+		if foldTable[n[i]] == '_' && foldTable[n[i+1]] == '_' {
+			return n[i+2:]
+		}
+	}
+	return n
 }

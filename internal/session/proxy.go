@@ -277,6 +277,25 @@ func (p *ToolProxy) Names() []string {
 	return names
 }
 
+// countNames returns how many tools are allowed and, when at most upTo, their names
+// sorted (else nil): an answer that names every tool of a small session and counts
+// those of a large one, without listing thousands.
+func (p *ToolProxy) countNames(upTo int) (int, []string) {
+	n, names := 0, []string{}
+	p.allowed(func(s *tool.Spec) {
+		if n++; n <= upTo {
+			names = append(names, s.Name)
+		}
+	})
+	if n > upTo {
+		return n, nil
+	}
+	if len(p.managers) > 1 {
+		slices.Sort(names)
+	}
+	return n, names
+}
+
 // allowed calls f with each allowed tool's spec, each manager's in name order; on a
 // name clash, only with the higher-priority manager's.
 func (p *ToolProxy) allowed(f func(*tool.Spec)) {

@@ -137,6 +137,11 @@ func (g Group) contains(spec tool.Spec) bool {
 			return true
 		}
 	}
+	return g.holdsSource(spec)
+}
+
+// holdsSource reports whether the group holds every tool of spec's MCP server.
+func (g *Group) holdsSource(spec tool.Spec) bool {
 	return slices.Contains(g.MCPServers, strings.TrimPrefix(spec.Source, "mcp:")) && strings.HasPrefix(spec.Source, "mcp:")
 }
 

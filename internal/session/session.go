@@ -290,6 +290,9 @@ type Manager struct {
 	skills    *skills.Manager
 	protocol  *toolmgr.Manager
 	pending   PendingSources // nil: no source is ever pending
+	// groupTools answers for each of cfg.Groups' Tools patterns, as path.Match: the
+	// tools a session lists are checked against every group.
+	groupTools []patternSet
 
 	// The sweeper (evict.go); kick asks it to sweep now (MaxLive passed).
 	sweepMu sync.Mutex
@@ -331,8 +334,12 @@ func NewManager(cfg Config, st Store, managers ...*toolmgr.Manager) (*Manager, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	groupTools := make([]patternSet, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		groupTools[i] = newPatternSet(g.Tools)
+	}
 	return &Manager{cfg: cfg, store: st, managers: managers, live: map[string]*Session{}, protocol: protocolTools(cfg.Groups),
-		kick: make(chan struct{}, 1), loading: map[string]int{}, deleting: map[string]chan struct{}{}}, nil
+		groupTools: groupTools, kick: make(chan struct{}, 1), loading: map[string]int{}, deleting: map[string]chan struct{}{}}, nil
 }
 
 // MaxWhitelist bounds a session's available_tools and available_skills: every entry is
@@ -694,11 +701,14 @@ func (m *Manager) hasGroup(name string) bool {
 
 // groupAllows reports whether a tool is in no group, or in an active one.
 func (s *Session) groupAllows(spec tool.Spec) bool {
+	m := s.manager
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	inSome := false
-	for _, g := range s.manager.cfg.Groups {
-		if g.contains(spec) {
+	for i := range m.cfg.Groups {
+		g := &m.cfg.Groups[i]
+		// g.contains(spec), with the patterns matched by m.groupTools[i].
+		if m.groupTools[i].match(spec.Name) || g.holdsSource(spec) {
 			if s.groups[g.Name] {
 				return true
 			}
