@@ -159,9 +159,10 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		mcpsrv.WithInstructions("Tools of a toolserverd session. Calls that need a person's approval wait for it; " +
 			"their progress notifications say so."),
 	}
-	if d.Approvals != nil {
-		opts = append(opts, mcpsrv.WithElicitation())
-	}
+	// No mcpsrv.WithElicitation: all it does is put "elicitation": {} among the
+	// server's capabilities in the initialize result, and elicitation is a capability
+	// of the client (the server may send elicitation/create to a client that declared
+	// it; elicits checks). RequestElicitation does not need it.
 	e.mcp = mcpsrv.NewMCPServer("toolserverd", cfg.Version, opts...)
 	httpOpts := []mcpsrv.StreamableHTTPOption{
 		// Stateful: a client session is bound to one toolserverd session, and
