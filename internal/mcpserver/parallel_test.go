@@ -3,8 +3,10 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -82,5 +84,53 @@ func TestServerDoesNotClaimElicitation(t *testing.T) {
 	}
 	if el, ok := r.Capabilities["elicitation"]; ok {
 		t.Fatalf("the server claims the client capability elicitation: %s", el)
+	}
+}
+
+// TestParallelCallsSayTheyWait: a desktop client sends several tools/call requests of
+// one MCP session at once. mcp-go serves them at once, but the session runs its calls
+// of tools that are not concurrency-safe (execute_command) one at a time, as on REST:
+// each call that waits for another says so in its progress, naming the call it waits
+// behind, instead of sitting silent (4 calls of a 1 s command took 4.5 s, the last
+// silent for 3 s).
+func TestParallelCallsSayTheyWait(t *testing.T) {
+	t.Parallel()
+	d := start(t, nil)
+	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
+	mark := filepath.Join(t.TempDir(), "go")
+	const n = 3
+	var sets []map[string]any
+	for i := range n {
+		sets = append(sets, map[string]any{"command": fmt.Sprintf("echo start%d; while [ ! -e %s ]; do sleep 0.05; done; echo end%d", i, mark, i)})
+	}
+	done := make(chan sdkParallelResult, 1)
+	go func() { done <- sdkParallel(t, d.URL+"/v1/sessions/"+s.ID+"/mcp", "execute_command", nil, sets...) }()
+	// One call runs and blocks on the mark; the others wait for it.
+	waitFor(t, "the calls to be on record", func() bool { return len(d.calls(s.ID)) == n })
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	waited := 0
+	for i, c := range r.Calls {
+		if c.Error != "" || c.Result.IsError {
+			t.Fatalf("call %d: error %q, result %+v", i, c.Error, c.Result)
+		}
+		said := strings.Join(c.Progress, "")
+		if strings.Contains(said, "waits for the session's call ") {
+			waited++
+			if !strings.Contains(said, "(execute_command) to finish") {
+				t.Errorf("call %d: the note does not name the call it waits behind: %q", i, said)
+			}
+		}
+	}
+	// All but the first wait, unless one had not yet tried to start when the first
+	// ended: the mark releases it once all are on record, not once they queue, which
+	// nothing outside the session can see.
+	if waited == 0 {
+		for i, c := range r.Calls {
+			t.Logf("call %d progress: %q", i, c.Progress)
+		}
+		t.Fatalf("none of the %d calls said it waited for another call of the session", n)
 	}
 }
