@@ -134,3 +134,45 @@ func TestParallelCallsSayTheyWait(t *testing.T) {
 		t.Fatalf("none of the %d calls said it waited for another call of the session", n)
 	}
 }
+
+// TestCancelledCallIsNotAnswered: a tools/call its client cancels
+// (notifications/cancelled) is cancelled and gets no response, as MCP wants of the
+// receiver of a cancellation. mcp-go answered it anyway, and the TypeScript SDK
+// reported "Received a response for an unknown message ID". Both ways a POST is
+// answered: on its event stream (the call had sent progress) and as JSON.
+func TestCancelledCallIsNotAnswered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, command, env string }{
+		{"event stream", "echo started; sleep 30", "CANCEL_AFTER_PROGRESS=1"},
+		{"json", "sleep 30", "CANCEL_AFTER_MS=1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := start(t, nil)
+			s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
+			r := sdkParallel(t, d.URL+"/v1/sessions/"+s.ID+"/mcp", "execute_command", []string{tc.env}, map[string]any{"command": tc.command})
+			if len(r.Calls) != 1 || !strings.Contains(r.Calls[0].Error, "cancelled by the test") {
+				t.Fatalf("the call was not cancelled by the client: %+v", r.Calls)
+			}
+			for _, st := range r.Streams {
+				if st.Response {
+					t.Errorf("the cancelled request's event stream carried its response")
+				}
+			}
+			if len(r.Errors) > 0 {
+				t.Errorf("the client reported: %q", r.Errors)
+			}
+			var rec callRecord
+			waitFor(t, "the call to end", func() bool {
+				calls := d.calls(s.ID)
+				if len(calls) == 1 {
+					rec = calls[0]
+				}
+				return rec.Status != "" && rec.Status != "running" && rec.Status != "pending"
+			})
+			if rec.ErrorKind != "cancelled" {
+				t.Errorf("the call's record: %+v", rec)
+			}
+		})
+	}
+}
