@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/toolserverd/toolserverd/internal/config"
 )
 
 // sdkParallelResult is what testdata/npm/sdk-parallel-client.mjs prints.
@@ -95,7 +98,8 @@ func TestServerDoesNotClaimElicitation(t *testing.T) {
 // silent for 3 s).
 func TestParallelCallsSayTheyWait(t *testing.T) {
 	t.Parallel()
-	d := start(t, nil)
+	const every = 50 * time.Millisecond
+	d := start(t, func(c *config.Config) { c.StreamKeepalive = every })
 	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
 	mark := filepath.Join(t.TempDir(), "go")
 	const n = 3
@@ -107,11 +111,12 @@ func TestParallelCallsSayTheyWait(t *testing.T) {
 	go func() { done <- sdkParallel(t, d.URL+"/v1/sessions/"+s.ID+"/mcp", "execute_command", nil, sets...) }()
 	// One call runs and blocks on the mark; the others wait for it.
 	waitFor(t, "the calls to be on record", func() bool { return len(d.calls(s.ID)) == n })
+	time.Sleep(10 * every) // still-waiting notes go out meanwhile
 	if err := os.WriteFile(mark, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
-	waited := 0
+	waited, kept := 0, 0
 	for i, c := range r.Calls {
 		if c.Error != "" || c.Result.IsError {
 			t.Fatalf("call %d: error %q, result %+v", i, c.Error, c.Result)
@@ -123,6 +128,11 @@ func TestParallelCallsSayTheyWait(t *testing.T) {
 				t.Errorf("call %d: the note does not name the call it waits behind: %q", i, said)
 			}
 		}
+		for _, p := range c.Progress {
+			if strings.HasPrefix(p, "still waiting for execute_command") && strings.Contains(p, "(it waits for the session's call ") {
+				kept++
+			}
+		}
 	}
 	// All but the first wait, unless one had not yet tried to start when the first
 	// ended: the mark releases it once all are on record, not once they queue, which
@@ -132,6 +142,9 @@ func TestParallelCallsSayTheyWait(t *testing.T) {
 			t.Logf("call %d progress: %q", i, c.Progress)
 		}
 		t.Fatalf("none of the %d calls said it waited for another call of the session", n)
+	}
+	if kept == 0 {
+		t.Errorf("no still-waiting note of a waiting call says what it waits for: %+v", r.Calls)
 	}
 }
 
