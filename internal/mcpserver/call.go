@@ -69,8 +69,9 @@ func (e *Endpoint) cancelCallsOf(mcpSID string) {
 
 // callTool runs one tools/call as a batch of one call of the session: the same
 // path as POST /v1/sessions/{id}/tool-calls. notifications/cancelled cancels the
-// call; a client that went away does once the resume window passes without it
-// resuming the call's stream (see resume.go).
+// call, and its response is not sent (cancelled.go); a client that went away cancels
+// it once the resume window passes without it resuming the call's stream (see
+// resume.go).
 func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	sess := sessionFrom(ctx)
 	if sess == nil {
@@ -97,6 +98,11 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		stopHTTP := context.AfterFunc(httpCtx, func() { cancelExec(context.Cause(httpCtx)) })
 		defer stopHTTP()
 		stopCancelled := context.AfterFunc(ctx, func() {
+			if httpCtx.Err() == nil {
+				// Marked before the call is cancelled, so before its result is
+				// returned: the response is not sent.
+				cancelledByClient(ctx)
+			}
 			if httpCtx.Err() != nil || !e.deps.Exec.Cancel(c.ID) {
 				cancelExec(context.Cause(ctx))
 			}
@@ -158,6 +164,16 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 					e.askClient(helpers, c.ID, c.Name, ev.Approval, n)
 				}()
 			}
+		case session.EventQueued:
+			// The session runs its calls of tools that are not concurrency-safe one
+			// at a time: a client that sent several at once hears why this one has
+			// not started.
+			behind := "the session's previous call"
+			if ev.Behind != nil {
+				behind = fmt.Sprintf("the session's call %s (%s)", ev.Behind.ID, ev.Behind.Name)
+			}
+			n.setQueued(behind)
+			n.note(fmt.Sprintf("%s waits for %s to finish: a session runs its calls of tools that are not concurrency-safe one at a time", c.Name, behind))
 		case session.EventExternal:
 			n.note(fmt.Sprintf("%s is waiting for its answer at POST /v1/tool-calls/%s/result", c.Name, c.ID))
 		case session.EventYield:
@@ -240,6 +256,7 @@ type notifier struct {
 	mu      sync.Mutex
 	lastAt  time.Time // when the last notification was sent (or the call began)
 	awaited string    // what the call last waited for ("approval apr_…"), for keepalives
+	queued  string    // the call it waits behind, until it runs (its first output)
 	last    float64   // the progress of the last notification sent
 	sent    bool      // a notification was sent
 	numeric bool      // the call reported numeric progress: text no longer counts up
@@ -283,6 +300,21 @@ func (n *notifier) setAwaited(what string) {
 	n.mu.Unlock()
 }
 
+// setQueued names the call this one waits behind in later keepalive notes, until
+// its output begins (ran).
+func (n *notifier) setQueued(behind string) {
+	n.mu.Lock()
+	n.queued = behind
+	n.mu.Unlock()
+}
+
+// ran says the call runs: it no longer waits behind another.
+func (n *notifier) ran() {
+	n.mu.Lock()
+	n.queued = ""
+	n.mu.Unlock()
+}
+
 // keepAlive sends a note whenever nothing was sent for every, until ctx ends. A call
 // waiting for a person may be quiet for minutes: clients that time requests out
 // restart the clock on progress (the TypeScript SDK's resetTimeoutOnProgress), and
@@ -302,7 +334,10 @@ func (n *notifier) keepAlive(ctx context.Context, every time.Duration, name stri
 		next := every - time.Since(n.lastAt)
 		if next <= 0 {
 			msg := fmt.Sprintf("still waiting for %s after %s", name, time.Since(begun).Round(time.Second))
-			if n.awaited != "" {
+			switch {
+			case n.queued != "":
+				msg += " (it waits for " + n.queued + " to finish)"
+			case n.awaited != "":
 				msg += " (it asked for " + n.awaited + ")"
 			}
 			n.bump()
@@ -349,6 +384,7 @@ func (e *Endpoint) forwardProgress(sub *progress.Subscription, callID string, n 
 		if ev.Closed {
 			continue
 		}
+		n.ran()
 		if cur := cursor[ev.Stream]; ev.Offset > cur {
 			data, next, _, err := e.deps.Progress.Read(ev.CallID, ev.Stream, cur, int(ev.Offset-cur))
 			if err == nil && len(data) > 0 {

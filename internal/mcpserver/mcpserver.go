@@ -159,9 +159,10 @@ func New(cfg Config, d Deps) (*Endpoint, error) {
 		mcpsrv.WithInstructions("Tools of a toolserverd session. Calls that need a person's approval wait for it; " +
 			"their progress notifications say so."),
 	}
-	if d.Approvals != nil {
-		opts = append(opts, mcpsrv.WithElicitation())
-	}
+	// No mcpsrv.WithElicitation: all it does is put "elicitation": {} among the
+	// server's capabilities in the initialize result, and elicitation is a capability
+	// of the client (the server may send elicitation/create to a client that declared
+	// it; elicits checks). RequestElicitation does not need it.
 	e.mcp = mcpsrv.NewMCPServer("toolserverd", cfg.Version, opts...)
 	httpOpts := []mcpsrv.StreamableHTTPOption{
 		// Stateful: a client session is bound to one toolserverd session, and
@@ -363,15 +364,24 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		defer done()
 	}
 	ctx := context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context())
+	var out http.ResponseWriter = flushWriter{w}
 	if r.Method == http.MethodPost && live && callsTool(r) {
 		ctx = context.WithValue(ctx, callingKey{}, true)
+		// A call its client cancels is not answered (cancelled.go).
+		if body, err := peekBody(r); err == nil {
+			if id := requestID(body); id != nil {
+				u := &unanswered{id: id}
+				ctx = context.WithValue(ctx, unansweredKey{}, u)
+				out = &unansweredWriter{ResponseWriter: w, u: u}
+			}
+		}
 	}
 	r = r.WithContext(ctx)
 	// A session is idle only while none of its requests is open (mcp-go's own
 	// sweeper counted a client listening on its event stream, or waiting for a long
 	// call, as idle).
 	defer e.ids.begin(mcpSID)()
-	e.http.ServeHTTP(flushWriter{w}, r)
+	e.http.ServeHTTP(out, r)
 	if r.Method == http.MethodDelete {
 		// The client ended its MCP session (the endpoint's own ends, of idle sessions,
 		// do not come this way): nobody can take its calls' results any more.

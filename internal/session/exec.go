@@ -171,6 +171,11 @@ const (
 	EventYield EventType = "tool_yield"
 	// EventResult is the final result of a background call, published to the session.
 	EventResult EventType = "tool_result"
+	// EventQueued: a call of a tool that is not concurrency-safe waits for the
+	// session's previous such call (Behind, when this process runs it) to finish
+	// before it runs. The REST streams do not write it (their tool_start and the
+	// result's timing say as much); the MCP endpoint tells its client.
+	EventQueued EventType = "queued"
 )
 
 // Event is what the executor reports as calls progress. Result is the message result:
@@ -179,6 +184,8 @@ type Event struct {
 	Type   EventType
 	Call   *Call
 	Result *tool.Result
+	// Behind is set on EventQueued: the call the queued one waits behind, if known.
+	Behind *Call
 	// Approval and Suggestions are set on EventApproval.
 	Approval    *store.Approval
 	Suggestions []string
@@ -745,7 +752,7 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 			case <-ctx.Done(): // serialize and the checks after it say so
 			}
 		}
-		unlock, r := x.serialize(ctx, sess, c)
+		unlock, r := x.serialize(ctx, sess, c, emit)
 		if r != nil {
 			return r, false
 		}
@@ -775,13 +782,31 @@ func (x *Executor) execute(ctx context.Context, sess *Session, c *Call, seq uint
 // serialize waits until c may run as far as the session's other calls go: a tool that
 // is not concurrency-safe takes the session's serial lock, on this replica and across
 // replicas. unlock releases what was taken; a non-nil result means c must not run.
-func (x *Executor) serialize(ctx context.Context, sess *Session, c *Call) (unlock func(), res *tool.Result) {
+// When the lock of this replica is taken, emit (if not nil) is told that c waits
+// (EventQueued).
+func (x *Executor) serialize(ctx context.Context, sess *Session, c *Call, emit func(Event)) (unlock func(), res *tool.Result) {
 	if c.entry.Spec.ConcurrencySafe {
 		return func() {}, nil
 	}
 	waitStart := time.Now()
 	select {
 	case sess.serial <- struct{}{}:
+	default:
+		if emit != nil {
+			sess.mu.Lock()
+			behind := sess.serialHolder
+			sess.mu.Unlock()
+			emit(Event{Type: EventQueued, Call: c, Behind: behind, TS: waitStart})
+		}
+		select {
+		case sess.serial <- struct{}{}:
+		case <-ctx.Done():
+			x.queued(ctx, c.Name, time.Since(waitStart))
+			if cancelledByRequest(ctx) {
+				return nil, notStarted(ctx, c)
+			}
+			return nil, tool.ErrorResult(tool.KindCancelled, "%s was cancelled while waiting for the session's previous call to finish", c.Name)
+		}
 	case <-ctx.Done():
 		x.queued(ctx, c.Name, time.Since(waitStart))
 		if cancelledByRequest(ctx) {
@@ -796,7 +821,16 @@ func (x *Executor) serialize(ctx context.Context, sess *Session, c *Call) (unloc
 		<-sess.serial
 		return nil, r
 	}
-	return func() { across(); <-sess.serial }, nil
+	sess.mu.Lock()
+	sess.serialHolder = c
+	sess.mu.Unlock()
+	return func() {
+		across()
+		sess.mu.Lock()
+		sess.serialHolder = nil
+		sess.mu.Unlock()
+		<-sess.serial
+	}, nil
 }
 
 // run invokes the tool of a call that may run now, with progress and, for stateful

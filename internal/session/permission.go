@@ -420,7 +420,7 @@ func (x *Executor) RunApproved(ctx context.Context, sessions *Manager, callID st
 		unlock := func() {}
 		if c.entry.Spec.Mode != tool.ModeBackground {
 			var r *tool.Result
-			if unlock, r = x.serialize(ctx, sess, c); r != nil {
+			if unlock, r = x.serialize(ctx, sess, c, nil); r != nil {
 				res = r
 				break
 			}

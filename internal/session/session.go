@@ -95,6 +95,9 @@ type Session struct {
 
 	// serial admits one call at a time of tools that are not concurrency-safe.
 	serial chan struct{}
+	// serialHolder is the call holding serial (this process's), for the event that
+	// says what a queued call waits behind. Guarded by mu.
+	serialHolder *Call
 
 	mu           sync.Mutex
 	rules        []approval.Rule
