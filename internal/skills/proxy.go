@@ -70,6 +70,12 @@ func unknownSkill(snap *snapshot, name string) string {
 	if why, ok := snap.notLoaded(name); ok {
 		return "skill " + name + " is not loaded: " + why
 	}
+	if lower := strings.ToLower(name); lower != name {
+		if _, ok := snap.byName[lower]; ok {
+			// The skill tool opens PDF as pdf; a whitelist entry is matched as written.
+			return "unknown skill: " + name + " (skill names are lowercase: write " + lower + ")"
+		}
+	}
 	return "unknown skill: " + name
 }
 
