@@ -43,7 +43,7 @@ func (skillTool) Spec() tool.Spec {
 		Documentation: "skill {query}: the skills of this session that best fit the words of query (ranked by their names and descriptions, at most " + strconv.Itoa(skillSearchLimit) + " of them, each with its whole description, and how many matched); the prompt lists only as many skills as fit its budget, so this finds the others. skill {name, file?}: without file, returns the skill's SKILL.md (instructions), its files and the path " +
 			"where its folder was copied into your working directory (.skills/<name>/; refreshed when the skill changes); run " +
 			"its scripts from there with execute_command, for example `bash .skills/<name>/scripts/run.sh`. With file, returns " +
-			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name. A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. In a session that may change nothing (explore mode) the skill is shown without being copied: the answer says so, names its files relative to the skill's folder (read each with skill {name, file}), {baseDir} and ${CLAUDE_SKILL_DIR} become \".\" (so {baseDir}/scripts/x.py reads ./scripts/x.py), and its allowed-tools do not apply. Skill names are lowercase: a name in other case (PDF) opens the skill it names (pdf). Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
+			"that file's text, at most 48 KiB of it (a longer file says how to read the rest with read_file; a binary one is refused); file naming a folder of the skill (scripts, scripts/) lists the files under it, and a name that differs from one file only in case (REFERENCE.md for reference.md) opens that file and says its real name, and a bare name that is the name of exactly one file in a folder of the skill (thumbnail.py for scripts/thumbnail.py) opens that file and says its path (of several, the answer names them). A path is cleaned first (scripts/../SKILL.md is SKILL.md); one that leaves the skill's folder, and an absolute one, names no file of it, except that a path into another of your skills (../review/code-reviewer.md, or skills/review/code-reviewer.md as a skill library's repository names it) returns that skill's file and says so. {baseDir} and ${CLAUDE_SKILL_DIR} in the text returned are replaced with the path of the skill's folder in your working directory; in a skill of a Claude Code plugin, ${CLAUDE_PLUGIN_ROOT}/skills/<skill>/ becomes the path of that skill's folder in your working directory (there once that skill is opened) and any other ${CLAUDE_PLUGIN_ROOT} the plugin's root folder on the server (its files outside skills are not copied into your working directory); in other skills ${CLAUDE_PLUGIN_ROOT} is left as written. A name plugin:skill (superpowers:brainstorming) opens the skill named after the colon. In a session that may change nothing (explore mode) the skill is shown without being copied: the answer says so, names its files relative to the skill's folder (read each with skill {name, file}), {baseDir} and ${CLAUDE_SKILL_DIR} become \".\" (so {baseDir}/scripts/x.py reads ./scripts/x.py), and its allowed-tools do not apply. Skill names are lowercase: a name in other case (PDF) opens the skill it names (pdf). Only skills of this session can be opened; an unknown name is answered not_found with the list of skills (of more than 50, the names nearest it and how many there are), and a skill whose folder is there but does not load is answered not_found saying why it is not loaded.",
 		Flags: tool.Flags{ReadOnly: true, ConcurrencySafe: true},
 		Risk:  tool.RiskSafe,
 	}
@@ -319,8 +319,11 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 		return text, nil
 	}
 	name := file
+	sameBase := skillFilesByBase(sk, file)
 	if real, ok := skillFileByCase(sk, file); ok {
 		name = real
+	} else if len(sameBase) == 1 {
+		name = sameBase[0]
 	}
 	b, err := proxy.Read(sk.Name, name)
 	if err != nil {
@@ -328,8 +331,12 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 			return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q: it is a symlink that leads out of the skill's folder (or to a folder), "+
 				"and a skill is only the files inside its folder; its files: %s", sk.Name, file, strings.Join(sk.Files, ", "))
 		}
+		named := ""
+		if len(sameBase) > 1 {
+			named = fmt.Sprintf("; files of that name: %s", strings.Join(sameBase, ", "))
+		}
 		// A path with ".." or an absolute one names no file of the skill either.
-		return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v); its files: %s", sk.Name, file, err, strings.Join(sk.Files, ", "))
+		return "", tool.Errorf(tool.KindNotFound, "skill %s has no readable file %q (%v)%s; its files: %s", sk.Name, file, err, named, strings.Join(sk.Files, ", "))
 	}
 	projected := path.Join(skills.ProjectionDir, sk.Name, path.Clean(filepath.ToSlash(name)))
 	if readOnly {
@@ -348,7 +355,11 @@ func skillFileText(proxy *skills.Proxy, sk skills.Skill, file, sandboxRoot strin
 		text += fmt.Sprintf("\n[showing the first %s of %s; open the skill (skill with only its name) and read the rest of %s in your working directory with read_file, using offset and limit]",
 			sizeText(int64(len(text))), sizeText(int64(len(b))), projected)
 	}
-	if name != file {
+	switch {
+	case name == file:
+	case !strings.EqualFold(name, path.Clean(filepath.ToSlash(file))):
+		text += fmt.Sprintf("\n[the skill has no %s at its top; this is %s, its one file of that name (in your working directory: %s)]", file, name, projected)
+	default:
 		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case, which counts in your working directory: use %s there)]", file, name, projected)
 	}
 	return text, nil
@@ -367,7 +378,11 @@ func readOnlyFileText(sk skills.Skill, file, name string, b []byte) (string, err
 		text += fmt.Sprintf("\n[showing the first %s of %s; the rest cannot be shown in this session: %s]",
 			sizeText(int64(len(text))), sizeText(int64(len(b))), notCopiedNote)
 	}
-	if name != file {
+	switch {
+	case name == file:
+	case !strings.EqualFold(name, path.Clean(filepath.ToSlash(file))):
+		text += fmt.Sprintf("\n[the skill has no %s at its top; this is %s, its one file of that name]", file, name)
+	default:
 		text += fmt.Sprintf("\n[the skill has no %s; this is %s (the names differ in case)]", file, name)
 	}
 	return text, nil
@@ -521,6 +536,27 @@ func skillFileByCase(sk skills.Skill, file string) (string, bool) {
 		}
 	}
 	return match, match != ""
+}
+
+// skillFilesByBase returns the files of the skill whose base name is file, when
+// file is a bare name (no folder) that names no file at the skill's top, in any
+// case: skills name their scripts so ("Analyze template with `thumbnail.py`" for
+// scripts/thumbnail.py). One such file is the one meant; of several, none is.
+func skillFilesByBase(sk skills.Skill, file string) []string {
+	base := filepath.ToSlash(file)
+	if base == "" || strings.Contains(base, "/") || base == "." || base == ".." {
+		return nil
+	}
+	var out []string
+	for _, f := range sk.Files {
+		if strings.EqualFold(f, base) {
+			return nil // a top-level file, exactly or in other case (skillFileByCase)
+		}
+		if path.Base(f) == base && strings.Contains(f, "/") {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // skillFolder returns the folder of the skill that file names (relative to the skill,

@@ -100,6 +100,8 @@ func referenceSkill(t *testing.T) (open func(file string) *tool.Result) {
 		"pdf/Notes.md":                  "notes\n",
 		"pdf/NOTES.md":                  "NOTES\n",
 		"pdf/scriptsnot/not-a-child.py": "x\n",
+		"pdf/guides/dup.md":             "guide\n",
+		"pdf/more/dup.md":               "more\n",
 	}, nil)
 	return func(file string) *tool.Result { return call("pdf", file) }
 }
@@ -150,6 +152,39 @@ func TestSkillFileCase(t *testing.T) {
 		t.Errorf("NOTES.md: %q, want the file of that exact name", res.Text())
 	}
 	for _, file := range []string{"notes.md", "../nope/REFERENCE.md", "/REFERENCE.md"} {
+		if res := open(file); res.ErrorKind != tool.KindNotFound {
+			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
+		}
+	}
+}
+
+// TestSkillFileBaseName: skills name their scripts by base name ("Analyze template
+// with `thumbnail.py`", "Use `comment.py`" in Anthropic's pptx and docx skills, whose
+// files are scripts/thumbnail.py and scripts/comment.py), and a model asks for that
+// name. A bare name that is the base name of exactly one file of the skill opens that
+// file and gives its path; one that several files have is not_found naming those
+// files first, before the skill's whole list.
+func TestSkillFileBaseName(t *testing.T) {
+	t.Parallel()
+	open := referenceSkill(t)
+	for _, c := range []struct{ file, real, text string }{
+		{"check.py", "scripts/check.py", "print('check')\n"},
+		{"b.xsd", "ooxml/schemas/deep/b.xsd", "<b/>\n"},
+	} {
+		res := open(c.file)
+		if text := res.Text(); res.IsError || !strings.HasPrefix(text, c.text) || !strings.Contains(text, ".skills/pdf/"+c.real) {
+			t.Errorf("file %q: error=%v %q, want %s's text and its path", c.file, res.IsError, text, c.real)
+		}
+	}
+	res := open("dup.md")
+	text := res.Text()
+	if res.ErrorKind != tool.KindNotFound {
+		t.Errorf("dup.md: %s %q, want not_found (two files have that name)", res.ErrorKind, text)
+	}
+	if i, j := strings.Index(text, "guides/dup.md, more/dup.md"), strings.Index(text, "its files"); i < 0 || j < 0 || i > j {
+		t.Errorf("dup.md: %q, want guides/dup.md and more/dup.md named before the whole list", text)
+	}
+	for _, file := range []string{"nope.py", "scripts/reference.md", "x/check.py"} {
 		if res := open(file); res.ErrorKind != tool.KindNotFound {
 			t.Errorf("file %q: %s %q, want not_found", file, res.ErrorKind, res.Text())
 		}

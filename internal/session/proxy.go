@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 
+	"github.com/toolserverd/toolserverd/internal/globset"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -20,8 +20,9 @@ type ToolProxy struct {
 	all      bool
 	exact    map[string]bool
 	patterns []string
-	// matcher answers for patterns.
-	matcher patternSet
+	// matcher answers for patterns (a whitelist of 2,000 `mcp__x__*` patterns checked
+	// each against each tool: 0.2 s a listing).
+	matcher globset.Set
 	// protocol tools (tool_expand_tools, reset_tools) resolve in every session.
 	protocol *toolmgr.Manager
 	// gate hides tools of inactive groups; nil hides nothing.
@@ -113,98 +114,16 @@ func newToolProxy(managers []*toolmgr.Manager, whitelist []string, pending Pendi
 		}
 		p.exact[name] = true
 	}
-	p.matcher = newPatternSet(p.patterns)
+	p.matcher = globset.New(p.patterns)
 	return p, warnings
 }
 
-func isPattern(s string) bool { return strings.ContainsAny(s, "*?[") }
+func isPattern(s string) bool { return globset.IsPattern(s) }
 
 // anyMatch reports whether a tool of managers matches pattern.
 func anyMatch(managers []*toolmgr.Manager, pattern string) bool {
 	for _, m := range managers {
-		if len(matchingNames(m.SortedNames(), pattern)) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// matchingNames returns the names of sorted (sorted, as Manager.SortedNames) that
-// pattern matches, in order. A prefix pattern (`mcp__github__*`) is looked up by
-// binary search instead of matched against every name.
-func matchingNames(sorted []string, pattern string) []string {
-	var out []string
-	if lit, ok := prefixPattern(pattern); ok {
-		for i := sort.SearchStrings(sorted, lit); i < len(sorted) && strings.HasPrefix(sorted[i], lit); i++ {
-			if !strings.Contains(sorted[i][len(lit):], "/") {
-				out = append(out, sorted[i])
-			}
-		}
-		return out
-	}
-	for _, n := range sorted {
-		if ok, _ := path.Match(pattern, n); ok {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// prefixPattern returns lit when pattern is lit followed by one '*', lit holding no
-// character special to path.Match (nor '/'): pattern then matches exactly the names
-// that start with lit and hold no '/' after it.
-func prefixPattern(pattern string) (string, bool) {
-	lit, ok := strings.CutSuffix(pattern, "*")
-	if !ok || strings.ContainsAny(lit, `*?[]\/`) {
-		return "", false
-	}
-	return lit, true
-}
-
-// patternSet tells whether a name matches one of a whitelist's patterns, as
-// path.Match would: prefix patterns by a binary search among their sorted
-// literals, the others one by one. A whitelist of 2,000 `mcp__x__*` patterns checked
-// each against each tool: 0.2 s a listing.
-type patternSet struct {
-	prefixes []string // sorted; none a prefix of another
-	others   []string
-}
-
-func newPatternSet(patterns []string) patternSet {
-	var ps patternSet
-	for _, pat := range patterns {
-		if lit, ok := prefixPattern(pat); ok {
-			ps.prefixes = append(ps.prefixes, lit)
-		} else {
-			ps.others = append(ps.others, pat)
-		}
-	}
-	sort.Strings(ps.prefixes)
-	// Drop a literal that a kept one starts: it matches no name the shorter does not
-	// (neither holds '/'). In sorted order, one that starts with kept follows it.
-	kept := ps.prefixes[:0]
-	for _, lit := range ps.prefixes {
-		if len(kept) > 0 && strings.HasPrefix(lit, kept[len(kept)-1]) {
-			continue
-		}
-		kept = append(kept, lit)
-	}
-	ps.prefixes = kept
-	return ps
-}
-
-func (ps *patternSet) match(name string) bool {
-	// The one literal that can start name is the greatest not after it: any literal
-	// between one that starts name and name would start with that one.
-	if i := sort.SearchStrings(ps.prefixes, name); i < len(ps.prefixes) && ps.prefixes[i] == name {
-		return true // the rest, "", holds no '/'
-	} else if i > 0 {
-		if lit := ps.prefixes[i-1]; strings.HasPrefix(name, lit) && !strings.Contains(name[len(lit):], "/") {
-			return true
-		}
-	}
-	for _, pat := range ps.others {
-		if ok, _ := path.Match(pat, name); ok {
+		if globset.AnyMatch(m.SortedNames(), pattern) {
 			return true
 		}
 	}
@@ -213,7 +132,7 @@ func (ps *patternSet) match(name string) bool {
 
 // Allows reports whether the whitelist covers name (whether or not the tool exists).
 func (p *ToolProxy) Allows(name string) bool {
-	return p.all || p.exact[name] || p.matcher.match(name)
+	return p.all || p.exact[name] || p.matcher.Match(name)
 }
 
 func (p *ToolProxy) lookup(name string) (*toolmgr.Manager, *toolmgr.Entry, bool) {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/approval"
+	"github.com/toolserverd/toolserverd/internal/globset"
 	"github.com/toolserverd/toolserverd/internal/rank"
 	"github.com/toolserverd/toolserverd/internal/skills"
 	"github.com/toolserverd/toolserverd/internal/store"
@@ -632,12 +633,12 @@ func (s *Session) switchedOffWarnings(whitelist []string) []string {
 		// names that was 4 million path.Match calls, 0.7 s a session.
 		matched := byName[entry]
 		if isPattern(entry) {
-			// A prefix pattern is looked up too (matchingNames): 2,000 of them cost
+			// A prefix pattern is looked up too (globset.Matching): 2,000 of them cost
 			// 0.4 s a session matched against every tool.
 			matched = nil
 			took := map[string]bool{} // byName holds every manager's tool of a name
 			for _, m := range s.Tools.managers {
-				for _, n := range matchingNames(m.SortedNames(), entry) {
+				for _, n := range globset.Matching(m.SortedNames(), entry) {
 					if !took[n] {
 						took[n] = true
 						matched = append(matched, byName[n]...)

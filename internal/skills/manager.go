@@ -40,6 +40,7 @@ type snapshot struct {
 	digest   [32]byte
 	byName   map[string]Skill
 	list     []Skill
+	names    []string // the names of list, in its order (sorted)
 	problems []Problem
 	// watch lists the configured directories that exist (or, for one that does not,
 	// its closest existing parent) and every folder inside their skills, for the
@@ -204,6 +205,9 @@ func (m *Manager) Reload() bool {
 		next.list = append(next.list, sk)
 	}
 	slices.SortFunc(next.list, func(a, b Skill) int { return strings.Compare(a.Name, b.Name) })
+	for _, sk := range next.list {
+		next.names = append(next.names, sk.Name)
+	}
 	next.watch = dedupe(next.watch)
 	next.digest = digest(next)
 

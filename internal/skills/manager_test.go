@@ -3,6 +3,7 @@ package skills
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -621,5 +622,71 @@ func TestLongDescriptionLogged(t *testing.T) {
 	}
 	if log := buf.String(); !strings.Contains(log, "skill description too long") || !strings.Contains(log, "chars=2000") {
 		t.Errorf("log: %s", log)
+	}
+}
+
+// TestBrokenSkillReportSaysWhy: a SKILL.md an editor saved as UTF-16 or in a legacy
+// encoding, one without frontmatter, an empty one and a skill too large for the limits
+// are reported with what is wrong and what to do, not as a missing name or a YAML
+// parser's "invalid trailing UTF-8 octet".
+func TestBrokenSkillReportSaysWhy(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	front := func(name string) string { return "---\nname: " + name + "\ndescription: Does a thing.\n---\nbody\n" }
+	utf16le := func(s string) string {
+		b := []byte{0xff, 0xfe}
+		for _, r := range s {
+			b = append(b, byte(r), 0)
+		}
+		return string(b)
+	}
+	utf16be := func(s string) string {
+		b := []byte{0xfe, 0xff}
+		for _, r := range s {
+			b = append(b, 0, byte(r))
+		}
+		return string(b)
+	}
+	writeFile(t, filepath.Join(root, "utf16", "SKILL.md"), utf16le(front("utf16")), 0o644)
+	writeFile(t, filepath.Join(root, "utf16be", "SKILL.md"), utf16be(front("utf16be")), 0o644)
+	writeFile(t, filepath.Join(root, "latin1", "SKILL.md"), "---\nname: latin1\ndescription: Caf\xe9 menus.\n---\nbody\n", 0o644)
+	writeFile(t, filepath.Join(root, "latin1-yaml", "SKILL.md"), "# Latin-1 skill.yaml\n", 0o644)
+	writeFile(t, filepath.Join(root, "latin1-yaml", "skill.yaml"), "id: latin1-yaml\ndescription: Na\xefve.\n", 0o644)
+	writeFile(t, filepath.Join(root, "no-front", "SKILL.md"), "# Report writer\n\nWrites reports.\n", 0o644)
+	writeFile(t, filepath.Join(root, "blank-first", "SKILL.md"), "\n"+front("blank-first"), 0o644)
+	writeFile(t, filepath.Join(root, "empty", "SKILL.md"), "", 0o644)
+	many := writeSkill(t, root, "many", "Has its node_modules.", "")
+	for i := range 6 {
+		writeFile(t, filepath.Join(many, "node_modules", "pkg", fmt.Sprintf("f%d.js", i)), "x", 0o644)
+	}
+	big := writeSkill(t, root, "big", "Carries a model.", "")
+	writeFile(t, filepath.Join(big, "assets", "model.bin"), strings.Repeat("x", 8192), 0o644)
+	m := newManager(t, Config{Dirs: []string{root}, MaxFiles: 5, MaxSkillBytes: 4096})
+
+	want := map[string][]string{
+		"utf16":       {"UTF-16", "save it as UTF-8"},
+		"utf16be":     {"UTF-16", "save it as UTF-8"},
+		"latin1":      {"line 3 of SKILL.md", "not UTF-8", `"description: Caf"`, "0xe9", "save the file as UTF-8"},
+		"latin1-yaml": {"skill.yaml", "line 2", "not UTF-8", "0xef"},
+		"no-front":    {"no frontmatter", `first line is "# Report writer"`, "missing name"},
+		"blank-first": {"no frontmatter", `first line is ""`},
+		"empty":       {"SKILL.md is empty"},
+		"many":        {"more than 5 files", "node_modules/ holds 5 of the first 6"},
+		"big":         {"more than 4096 bytes", "the largest: assets/model.bin, 8192 bytes"},
+	}
+	for dir, msgs := range want {
+		p, ok := problemFor(m.Problems(), filepath.Join(root, dir))
+		if !ok {
+			t.Errorf("no problem reported for %s", dir)
+			continue
+		}
+		for _, msg := range msgs {
+			if !strings.Contains(p.Error, msg) {
+				t.Errorf("problem for %s = %q, want it to say %q", dir, p.Error, msg)
+			}
+		}
+		if strings.Contains(p.Error, "octet") {
+			t.Errorf("problem for %s = %q: the YAML parser's words, not what to do", dir, p.Error)
+		}
 	}
 }

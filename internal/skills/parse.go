@@ -200,6 +200,9 @@ func parseMeta(src []byte, what string) (meta, error) {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return m, nil
 	}
+	if err := notUTF8(src); err != nil {
+		return m, fmt.Errorf("%s: %w", what, err)
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		return m, fmt.Errorf("%s: %w", what, err)
@@ -218,6 +221,41 @@ func parseMeta(src []byte, what string) (meta, error) {
 		return m, fmt.Errorf("%s: %w", what, err)
 	}
 	return m, nil
+}
+
+// notUTF8 says where src stops being UTF-8 text (a file saved as Latin-1 or
+// Windows-1252 by an editor): the line, the byte and what comes before it on that
+// line. The YAML parser says only "invalid trailing UTF-8 octet". nil for UTF-8.
+func notUTF8(src []byte) error {
+	if utf8.Valid(src) {
+		return nil
+	}
+	at := 0
+	for at < len(src) {
+		r, size := utf8.DecodeRune(src[at:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		at += size
+	}
+	line := bytes.Count(src[:at], []byte("\n")) + 1
+	before := src[bytes.LastIndexByte(src[:at], '\n')+1 : at]
+	if n := utf8.RuneCount(before); n > 40 {
+		before = []byte(string([]rune(string(before))[n-40:]))
+	}
+	return fmt.Errorf("line %d: not UTF-8 text (byte 0x%02x after %q): save the file as UTF-8", line, src[at], before)
+}
+
+// utf16Text names the encoding of a file that starts with a UTF-16 byte order mark
+// (what Windows editors write as "Unicode"), "" for any other.
+func utf16Text(src []byte) string {
+	switch {
+	case bytes.HasPrefix(src, []byte{0xff, 0xfe}):
+		return "UTF-16 (little-endian)"
+	case bytes.HasPrefix(src, []byte{0xfe, 0xff}):
+		return "UTF-16 (big-endian)"
+	}
+	return ""
 }
 
 func kindName(k yaml.Kind) string {
@@ -453,7 +491,18 @@ func ParseSkillFiles(skillMD, skillYAML []byte) (Skill, error) {
 }
 
 func parseSkillFiles(skillMD, skillYAML []byte, folder string) (Skill, error) {
-	frontSrc, body, _, err := SplitFrontmatter(skillMD)
+	for _, f := range []struct {
+		name string
+		src  []byte
+	}{{"SKILL.md", skillMD}, {"skill.yaml", skillYAML}} {
+		if enc := utf16Text(f.src); enc != "" {
+			return Skill{}, fmt.Errorf("%s is %s text (it starts with a UTF-16 byte order mark); the Agent Skills format wants UTF-8: save it as UTF-8", f.name, enc)
+		}
+	}
+	if skillYAML == nil && len(bytes.TrimSpace(bytes.TrimPrefix(skillMD, []byte("\xef\xbb\xbf")))) == 0 {
+		return Skill{}, errors.New("SKILL.md is empty: it starts with a frontmatter that gives the skill's name and description (a --- line, name: …, description: …, a --- line), then its instructions")
+	}
+	frontSrc, body, hasFront, err := SplitFrontmatter(skillMD)
 	if err != nil {
 		return Skill{}, err
 	}
@@ -467,5 +516,15 @@ func parseSkillFiles(skillMD, skillYAML []byte, folder string) (Skill, error) {
 			return Skill{}, err
 		}
 	}
-	return buildSkill(front, side, body, folder)
+	sk, err := buildSkill(front, side, body, folder)
+	if err != nil && !hasFront && skillYAML == nil {
+		// Nothing named the skill: say that SKILL.md has no frontmatter, where an
+		// author who wrote one after a blank line or a heading would look for it.
+		first, _, _ := cutLine(bytes.TrimPrefix(skillMD, []byte("\xef\xbb\xbf")))
+		if n := utf8.RuneCount(first); n > 60 {
+			first = []byte(string([]rune(string(first))[:60]) + "…")
+		}
+		err = fmt.Errorf("SKILL.md has no frontmatter: its first line is %q, not ---; the file starts with a --- line, name: and description:, and a --- line: %w", first, err)
+	}
+	return sk, err
 }

@@ -76,3 +76,17 @@ func TestProxyWarnsOfBrokenSkill(t *testing.T) {
 		t.Errorf("warnings = %q", warnings)
 	}
 }
+
+// TestProxyNameInOtherCase: the skill tool opens PDF as pdf (skill names are
+// lowercase), but a whitelist entry is a name as written: "PDF" lets the session see
+// no skill. The warning says which skill was meant rather than only "unknown".
+func TestProxyNameInOtherCase(t *testing.T) {
+	t.Parallel()
+	root := copyTree(t, "skills")
+	m := newManager(t, Config{Dirs: []string{root}})
+	_, warnings := NewProxy(m, []string{"PDF", "Nope"})
+	eq(t, "warnings", warnings, []string{
+		"unknown skill: PDF (skill names are lowercase: write pdf)",
+		"unknown skill: Nope",
+	})
+}

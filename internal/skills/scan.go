@@ -90,16 +90,49 @@ func walkFolder(dir string, cfg Config) (files []fileEntry, dirs, leftOut []stri
 		files = append(files, fileEntry{rel: p, size: info.Size(), exec: info.Mode()&0o111 != 0, mtime: info.ModTime().UnixNano()})
 		total += info.Size()
 		if len(files) > cfg.MaxFiles {
-			return fmt.Errorf("more than %d files", cfg.MaxFiles)
+			return fmt.Errorf("more than %d files, the most one skill may hold (%s): keep what its instructions do not use (installed packages such as node_modules or a .venv, build output) out of its folder",
+				cfg.MaxFiles, mostFiles(files))
 		}
 		if total > cfg.MaxSkillBytes {
-			return fmt.Errorf("more than %d bytes of files", cfg.MaxSkillBytes)
+			return fmt.Errorf("more than %d bytes of files, the most one skill may hold (%s): keep data its instructions do not use out of its folder",
+				cfg.MaxSkillBytes, largestFile(files))
 		}
 		return nil
 	})
 	slices.SortFunc(files, func(a, b fileEntry) int { return strings.Compare(a.rel, b.rel) })
 	slices.Sort(leftOut)
 	return files, dirs, leftOut, err
+}
+
+// mostFiles says which top-level folder of a skill holds the most of files, the
+// files a walk found before it passed the limit.
+func mostFiles(files []fileEntry) string {
+	count := map[string]int{}
+	top, most := "", 0
+	for _, f := range files {
+		dir, _, nested := strings.Cut(f.rel, "/")
+		if !nested {
+			continue
+		}
+		if count[dir]++; count[dir] > most {
+			top, most = dir, count[dir]
+		}
+	}
+	if top == "" {
+		return fmt.Sprintf("the first %d found are in the folder itself", len(files))
+	}
+	return fmt.Sprintf("%s/ holds %d of the first %d found", top, most, len(files))
+}
+
+// largestFile names the largest of files.
+func largestFile(files []fileEntry) string {
+	var big fileEntry
+	for _, f := range files {
+		if f.size > big.size {
+			big = f
+		}
+	}
+	return fmt.Sprintf("the largest: %s, %d bytes", big.rel, big.size)
 }
 
 func fingerprint(files []fileEntry) [32]byte {

@@ -3,6 +3,8 @@ package skills
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -17,7 +19,10 @@ import (
 // and then adds watches for new folders and drops those of removed ones. Adding a watch
 // schedules one more rescan, so files written into a new folder before its watch
 // existed are not missed. Without fsnotify (e.g. out of inotify instances) the Manager
-// falls back to polling. Start without Watch and without PollInterval does nothing.
+// falls back to polling, and so it does while some folders cannot be watched (past
+// fs.inotify.max_user_watches, a limit shared with every program of the user): one
+// warning says so, and an info line when every folder is watched again. Start
+// without Watch and without PollInterval does nothing.
 func (m *Manager) Start(ctx context.Context) error {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
@@ -72,6 +77,14 @@ func (m *Manager) run(ctx context.Context, w *fsnotify.Watcher, poll time.Durati
 		defer t.Stop()
 		tick = t.C
 	}
+	// fallback polls while some folders have no watch (sync), when poll does not.
+	var fallback *time.Ticker
+	defer func() {
+		if fallback != nil {
+			fallback.Stop()
+		}
+	}()
+	unwatched := 0
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	defer debounce.Stop()
@@ -89,16 +102,43 @@ func (m *Manager) run(ctx context.Context, w *fsnotify.Watcher, poll time.Durati
 		}
 		want := map[string]bool{}
 		added := false
+		failed, firstDir := 0, ""
+		var firstErr error
 		for _, dir := range m.snap.Load().watch {
 			want[dir] = true
 			if watched[dir] {
 				continue
 			}
 			if err := w.Add(dir); err != nil {
-				m.log.Warn("skills: cannot watch directory", "dir", dir, "err", err)
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // removed since the scan: the next one drops it
+				}
+				if failed++; failed == 1 {
+					firstDir, firstErr = dir, err
+				}
 				continue
 			}
 			added = true
+		}
+		switch {
+		case failed > 0 && unwatched == 0:
+			why := "the file watcher refused them"
+			if errors.Is(firstErr, syscall.ENOSPC) {
+				why = "the inotify watch limit is reached (fs.inotify.max_user_watches, shared with every program of this user; raise it to watch every folder)"
+			}
+			m.log.Warn("skills: cannot watch every folder of the skills; polling for their changes instead",
+				"folders", failed, "first", firstDir, "err", firstErr, "why", why, "interval", fallbackPollInterval)
+		case failed == 0 && unwatched > 0:
+			m.log.Info("skills: every folder of the skills is watched again; polling stopped")
+		}
+		unwatched = failed
+		switch {
+		case failed > 0 && fallback == nil && tick == nil:
+			fallback = time.NewTicker(fallbackPollInterval)
+			tick = fallback.C
+		case failed == 0 && fallback != nil:
+			fallback.Stop()
+			fallback, tick = nil, nil
 		}
 		for dir := range watched {
 			if !want[dir] {

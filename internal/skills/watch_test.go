@@ -1,7 +1,9 @@
 package skills
 
 import (
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -217,4 +219,79 @@ func waitWatching(t *testing.T, m *Manager, root string) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the watcher to see the probe go", func() bool { _, ok := m.Get("watch-probe"); return !ok })
+}
+
+// watchLimitChild, set in the environment, makes TestWatchLimitChild the child of
+// TestWatchPastInotifyLimit: it runs in a user namespace whose inotify watch limit
+// is too small for the library.
+const watchLimitChild = "TOOLSERVERD_SKILLS_WATCH_LIMIT_CHILD"
+
+// TestWatchPastInotifyLimit: a library with more folders than inotify watches are
+// left (fs.inotify.max_user_watches, shared with every other program of the user)
+// still has its skills followed: the folders that cannot be watched are polled, and
+// the log says so once, not once per folder at every rescan. Before, an edit to a
+// skill whose folder got no watch was never seen, and every rescan logged "cannot
+// watch directory" for each such folder. The child process runs in a user namespace
+// (unshare -Ur) with a limit of 2 watches: the skills directory and one folder.
+func TestWatchPastInotifyLimit(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(watchLimitChild) != "" {
+		t.Skip("the child runs TestWatchLimitChild")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare: cannot set an inotify limit of its own")
+	}
+	if out, err := exec.Command(unshare, "-Ur", "sh", "-c", "echo 2 > /proc/sys/user/max_inotify_watches").CombinedOutput(); err != nil {
+		t.Skipf("cannot set an inotify limit in a user namespace: %v %s", err, out)
+	}
+	cmd := exec.CommandContext(t.Context(), unshare, "-Ur", "sh", "-c",
+		`echo 2 > /proc/sys/user/max_inotify_watches && exec "$0" -test.run='^TestWatchLimitChild$' -test.v -test.count=1`, os.Args[0])
+	cmd.Env = append(os.Environ(), watchLimitChild+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestWatchLimitChild") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func TestWatchLimitChild(t *testing.T) {
+	if os.Getenv(watchLimitChild) == "" {
+		t.Skip("runs as the child of TestWatchPastInotifyLimit")
+	}
+	root := t.TempDir()
+	for _, name := range []string{"alpha", "beta", "gamma", "delta"} {
+		dir := writeSkill(t, root, name, "The first "+name+".", "")
+		writeFile(t, filepath.Join(dir, "scripts", "run.sh"), "#!/bin/sh\n", 0o755)
+	}
+	var logs syncBuffer
+	m, err := NewManager(Config{Dirs: []string{root}, Watch: true, Debounce: 20 * time.Millisecond},
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Two watches cover the skills directory and alpha, the first folder scanned;
+	// gamma's SKILL.md changes where no watch sees it. It is edited once the first
+	// scans are done, so that no rescan finds the edit by chance.
+	waitFor(t, "the watches set up", func() bool { return strings.Contains(logs.String(), "cannot watch") })
+	time.Sleep(200 * time.Millisecond)
+	writeSkill(t, root, "gamma", "The second gamma.", "")
+	waitFor(t, "gamma edited", func() bool { sk, _ := m.Get("gamma"); return sk.Description == "The second gamma." })
+	// More rescans (a skill added, then removed) add no more warnings.
+	writeSkill(t, root, "epsilon", "Added.", "")
+	waitFor(t, "epsilon", func() bool { _, ok := m.Get("epsilon"); return ok })
+	if err := os.RemoveAll(filepath.Join(root, "epsilon")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "epsilon removed", func() bool { _, ok := m.Get("epsilon"); return !ok })
+	text := logs.String()
+	if n := strings.Count(text, "cannot watch"); n != 1 {
+		t.Errorf("%d warnings of folders not watched, want 1:\n%s", n, text)
+	}
+	if !strings.Contains(text, "max_user_watches") || !strings.Contains(text, "polling") {
+		t.Errorf("the warning does not say why and what is done instead:\n%s", text)
+	}
 }

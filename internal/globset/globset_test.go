@@ -1,4 +1,4 @@
-package session
+package globset
 
 import (
 	"path"
@@ -42,9 +42,9 @@ func TestPatternSetAnswersAsPathMatch(t *testing.T) {
 	}
 	sets = append(sets, patterns)
 	for _, set := range sets {
-		ps := newPatternSet(set)
+		ps := New(set)
 		for _, n := range names {
-			if got, want := ps.match(n), matches(set, n); got != want {
+			if got, want := ps.Match(n), matches(set, n); got != want {
 				t.Errorf("patterns %q, name %q: %v, path.Match says %v", set, n, got, want)
 			}
 		}
@@ -57,8 +57,11 @@ func TestPatternSetAnswersAsPathMatch(t *testing.T) {
 				want = append(want, n)
 			}
 		}
-		if got := matchingNames(sorted, p); !slices.Equal(got, want) {
-			t.Errorf("matchingNames(%q) = %q, path.Match says %q", p, got, want)
+		if got := Matching(sorted, p); !slices.Equal(got, want) {
+			t.Errorf("Matching(%q) = %q, path.Match says %q", p, got, want)
+		}
+		if got := AnyMatch(sorted, p); got != (len(want) > 0) {
+			t.Errorf("AnyMatch(%q) = %v, path.Match finds %q", p, got, want)
 		}
 	}
 }
