@@ -296,7 +296,7 @@ type Manager struct {
 	pending   PendingSources // nil: no source is ever pending
 	// groupTools answers for each of cfg.Groups' Tools patterns, as path.Match: the
 	// tools a session lists are checked against every group.
-	groupTools []patternSet
+	groupTools []globset.Set
 
 	// The sweeper (evict.go); kick asks it to sweep now (MaxLive passed).
 	sweepMu sync.Mutex
@@ -338,9 +338,9 @@ func NewManager(cfg Config, st Store, managers ...*toolmgr.Manager) (*Manager, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	groupTools := make([]patternSet, len(cfg.Groups))
+	groupTools := make([]globset.Set, len(cfg.Groups))
 	for i, g := range cfg.Groups {
-		groupTools[i] = newPatternSet(g.Tools)
+		groupTools[i] = globset.New(g.Tools)
 	}
 	return &Manager{cfg: cfg, store: st, managers: managers, live: map[string]*Session{}, protocol: protocolTools(cfg.Groups),
 		groupTools: groupTools, kick: make(chan struct{}, 1), loading: map[string]int{}, deleting: map[string]chan struct{}{}}, nil
@@ -712,7 +712,7 @@ func (s *Session) groupAllows(spec tool.Spec) bool {
 	for i := range m.cfg.Groups {
 		g := &m.cfg.Groups[i]
 		// g.contains(spec), with the patterns matched by m.groupTools[i].
-		if m.groupTools[i].match(spec.Name) || g.holdsSource(spec) {
+		if m.groupTools[i].Match(spec.Name) || g.holdsSource(spec) {
 			if s.groups[g.Name] {
 				return true
 			}
