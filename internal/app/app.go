@@ -157,6 +157,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 			Name: "toolserverd_store_call_records_folded_total",
 			Help: "Finishes written with their call's insert as one row (calls.record_fold_window).",
 		}, func() float64 { return float64(commits.Stats().Folded) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolserverd_store_call_results_not_recorded_total",
+			Help: "Call results not written because the call's record was already final: another replica's lease sweep or a restart marked the call failed while it ran (a WARN names each; its client was told what the record says).",
+		}, func() float64 { return float64(commits.Stats().Final) }),
 	)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

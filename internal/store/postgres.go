@@ -224,6 +224,7 @@ func sendWriteBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w CallWrites) 
 		}
 	}
 	var notStarted, notFinished []string
+	var notFinishedAt []int // their indexes in w.Finishes
 	for _, st := range w.Starts {
 		tag, err := br.Exec()
 		if err != nil {
@@ -233,13 +234,14 @@ func sendWriteBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w CallWrites) 
 			notStarted = append(notStarted, st.ID)
 		}
 	}
-	for _, f := range w.Finishes {
+	for i, f := range w.Finishes {
 		tag, err := br.Exec()
 		if err != nil {
 			return fmt.Errorf("store: write calls: finish %s: %w", f.ID, err)
 		}
 		if tag.RowsAffected() == 0 {
 			notFinished = append(notFinished, f.ID)
+			notFinishedAt = append(notFinishedAt, i)
 		}
 	}
 	if err := br.Close(); err != nil {
@@ -271,6 +273,11 @@ func sendWriteBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w CallWrites) 
 	for _, id := range notFinished {
 		if _, ok := status[id]; !ok {
 			return fmt.Errorf("store: write calls: finish %s: %w", id, ErrNotFound)
+		}
+	}
+	if w.Final != nil {
+		for j, id := range notFinished {
+			w.Final(notFinishedAt[j], CallStatus(status[id]))
 		}
 	}
 	return nil

@@ -410,9 +410,13 @@ func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
 			if err != nil {
 				return fmt.Errorf("store: write calls: finish %s: %w", w.Finishes[i].ID, err)
 			}
-			// Already terminal is ignored (nil), unknown is an error.
-			if err := s.checkChanged(ctx, tx, res, w.Finishes[i].ID, nil); err != nil {
+			// Already terminal is ignored (nil, told to w.Final), unknown is an error.
+			status, err := s.unchanged(ctx, tx, res, w.Finishes[i].ID)
+			if err != nil {
 				return fmt.Errorf("store: write calls: finish %s: %w", w.Finishes[i].ID, err)
+			}
+			if status != "" && w.Final != nil {
+				w.Final(i, CallStatus(status))
 			}
 		}
 	}
@@ -423,28 +427,35 @@ func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
 }
 
 // checkChanged explains a conditional update: nil if it changed a row; otherwise
-// ErrNotFound if the call does not exist, or unchanged (nil to ignore) if it does.
+// ErrNotFound if the call does not exist, or unchanged if it does.
 // Only this rare path looks the call up.
 func (s *SQLite) checkChanged(ctx context.Context, tx *sql.Tx, res sql.Result, id string, unchanged error) error {
-	n, err := res.RowsAffected()
-	if err != nil {
+	status, err := s.unchanged(ctx, tx, res, id)
+	if err != nil || status == "" {
 		return err
 	}
+	return fmt.Errorf("call is %s: %w", status, unchanged)
+}
+
+// unchanged is the status of call id when a conditional update of it changed no row
+// ("" when it changed one); ErrNotFound if the call does not exist.
+func (s *SQLite) unchanged(ctx context.Context, tx *sql.Tx, res sql.Result, id string) (string, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return "", err
+	}
 	if n > 0 {
-		return nil
+		return "", nil
 	}
 	var status string
 	err = tx.StmtContext(ctx, s.callStatus).QueryRowContext(ctx, id).Scan(&status)
 	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
+		return "", ErrNotFound
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	if unchanged != nil {
-		return fmt.Errorf("call is %s: %w", status, unchanged)
-	}
-	return nil
+	return status, nil
 }
 
 func scanSQLiteCall(row interface{ Scan(...any) error }) (*Call, error) {

@@ -18,6 +18,13 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned when a conditional write found the record in another state.
 var ErrConflict = errors.New("conflict")
 
+// ErrAlreadyFinal is GroupCommitter.Finish's answer when the call's record was already
+// final (succeeded or failed) and the finish was not written: the record keeps its
+// first result. On PostgreSQL that happens to a replica that lost its lease (the
+// others marked its running calls failed) and to a call a restart marked failed.
+// Nothing was written; the record, not the finish, is what survives.
+var ErrAlreadyFinal = errors.New("the call's record is already final")
+
 // Session is a persisted session. Spec is the session's creation request as JSON
 // (whitelist, permission mode, workdir, metadata); the store does not interpret it.
 type Session struct {
