@@ -131,8 +131,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err != nil {
 		return nil, fmt.Errorf("store: abandon calls of a previous run: %w", err)
 	}
-	if abandoned > 0 {
-		log.Warn("calls left unfinished by a previous run were marked failed", "count", abandoned, "replica_id", cfg.ReplicaID)
+	logAbandoned(log, cfg.ReplicaID, abandoned)
+	if ra, ok := a.Store.(recoveredApprovals); ok {
+		logRecoveredApprovals(ctx, log, ra)
 	}
 	a.Registry = prometheus.NewRegistry()
 	a.StoreMetrics = telemetry.NewStoreMetrics(a.Registry)

@@ -541,37 +541,69 @@ const sqliteAbandonCalls = `UPDATE tool_calls SET status = ?,
 		error_kind = CASE status WHEN 'pending' THEN ? ELSE ? END, finished_at = ?
 	WHERE owner = ? AND status IN ('pending', 'running')`
 
-func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error) {
+func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) ([]AbandonedCall, error) {
 	if err := checkResult(result); err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
 	enc, err := encodeResult(result)
 	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
 	notStarted := NotStartedResult()
 	encNS, err := encodeResult(notStarted)
 	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
 	if at.IsZero() {
 		at = now()
 	}
+	// The calls are read first, in the same transaction (the one writer: nothing
+	// changes them between the read and the update), to be named in the start-up log.
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	rows, err := tx.QueryContext(ctx, `SELECT id, session_id, name, created_at, status FROM tool_calls
+		WHERE owner = ? AND status IN ('pending', 'running')`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	var out []AbandonedCall
+	for rows.Next() {
+		var c AbandonedCall
+		var created, status string
+		if err := rows.Scan(&c.ID, &c.SessionID, &c.Name, &created, &status); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		}
+		if c.CreatedAt, err = parseSQLiteTime(created); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		}
+		c.Started = status == string(CallRunning)
+		out = append(out, c)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
 	// The CASEs read the status before the update.
-	res, err := s.w.ExecContext(ctx, sqliteAbandonCalls,
+	if _, err := tx.ExecContext(ctx, sqliteAbandonCalls,
 		string(CallFailed), sqliteText(encNS), sqliteText(enc), string(resultErrorKind(notStarted)), string(resultErrorKind(result)),
-		sqliteTime(at), owner)
-	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		sqliteTime(at), owner); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	if _, err := tx.ExecContext(ctx, `UPDATE tool_calls SET output_open = 0 WHERE owner = ? AND output_open`, owner); err != nil {
+		return nil, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
 	}
-	if _, err := s.w.ExecContext(ctx, `UPDATE tool_calls SET output_open = 0 WHERE owner = ? AND output_open`, owner); err != nil {
-		return 0, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
-	return int(n), nil
+	sortAbandoned(out)
+	return out, nil
 }
 
 // CloseCallOutput clears the call's OutputOpen mark.

@@ -69,6 +69,17 @@ type Call struct {
 	OutputOpen bool
 }
 
+// AbandonedCall is a call AbandonCalls marked failed.
+type AbandonedCall struct {
+	ID        string
+	SessionID string
+	Name      string
+	CreatedAt time.Time
+	// Started says it was running (it may have run partly); else it was pending and
+	// never ran.
+	Started bool
+}
+
 // CallFinish is the final state of a call.
 type CallFinish struct {
 	ID         string
@@ -108,9 +119,10 @@ type Store interface {
 	// AbandonCalls finishes every pending or running call of owner as failed, a running
 	// one with the given result and a pending one, which never started, with
 	// NotStartedResult: used at start-up for calls a previous process left behind.
-	// It also clears the OutputOpen mark of owner's calls: the process that held their
-	// output open is gone.
-	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error)
+	// It returns the calls it finished, oldest first, so that the start-up log can
+	// name them. It also clears the OutputOpen mark of owner's calls: the process that
+	// held their output open is gone.
+	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) ([]AbandonedCall, error)
 	// CloseCallOutput clears a call's OutputOpen mark (its output closed). An unknown
 	// id or a call not marked is no error.
 	CloseCallOutput(ctx context.Context, id string) error
