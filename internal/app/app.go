@@ -131,8 +131,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 	if err != nil {
 		return nil, fmt.Errorf("store: abandon calls of a previous run: %w", err)
 	}
-	if abandoned > 0 {
-		log.Warn("calls left unfinished by a previous run were marked failed", "count", abandoned, "replica_id", cfg.ReplicaID)
+	logAbandoned(log, cfg.ReplicaID, abandoned)
+	if ra, ok := a.Store.(recoveredApprovals); ok {
+		logRecoveredApprovals(ctx, log, ra)
 	}
 	a.Registry = prometheus.NewRegistry()
 	a.StoreMetrics = telemetry.NewStoreMetrics(a.Registry)
@@ -157,6 +158,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err 
 			Name: "toolserverd_store_call_records_folded_total",
 			Help: "Finishes written with their call's insert as one row (calls.record_fold_window).",
 		}, func() float64 { return float64(commits.Stats().Folded) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolserverd_store_call_results_not_recorded_total",
+			Help: "Call results not written because the call's record was already final: another replica's lease sweep or a restart marked the call failed while it ran (a WARN names each; its client was told what the record says).",
+		}, func() float64 { return float64(commits.Stats().Final) }),
 	)
 
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

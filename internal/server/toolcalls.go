@@ -274,9 +274,26 @@ func (s *Server) call(r *http.Request) (*store.Call, error) {
 		c, err = s.awaitHeld(r.Context(), id)
 	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenantOf(r)) {
-		return nil, errorf(CodeNotFound, "tool call not found")
+		return nil, callNotFound(id)
 	}
 	return c, err
+}
+
+// lostCallHint says, in a 404 for a call id or tool_call_id, the one way a call the
+// client saw start can have no record: a read-only call's record waits up to
+// calls.record_fold_window for its result, and a daemon that died meanwhile wrote
+// neither. Its result was never sent: the client can run it again.
+const lostCallHint = "If its tool_start was sent and the daemon (or the replica running it) stopped or restarted within calls.record_fold_window (50 ms by default) of it, " +
+	"the call was read-only and is lost: its record was not written yet and it sent no result, so run it again. Records are also deleted after retention.calls."
+
+// callNotFound is the 404 of a call id without a record (or of another tenant): a
+// daemon's id (tc_…, which says when it was made) gets lostCallHint.
+func callNotFound(id string) error {
+	at, ok := session.TimeOfID("tc_", id)
+	if !ok {
+		return errorf(CodeNotFound, "tool call not found")
+	}
+	return errorf(CodeNotFound, fmt.Sprintf("tool call not found: no record has id %s (made %s). %s", id, at.UTC().Format(time.RFC3339Nano), lostCallHint))
 }
 
 func (s *Server) getSessionToolCall(w http.ResponseWriter, r *http.Request) {
@@ -287,7 +304,7 @@ func (s *Server) getSessionToolCall(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := s.Calls.GetCallByToolCallID(r.Context(), sess.ID, pathParam(r, "toolCallID"))
 	if errors.Is(err, store.ErrNotFound) {
-		err = errorf(CodeNotFound, "no call with that tool_call_id in this session")
+		err = errorf(CodeNotFound, "no call with that tool_call_id in this session. "+lostCallHint)
 	}
 	if err != nil {
 		s.writeError(w, r, err)

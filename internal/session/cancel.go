@@ -171,7 +171,8 @@ func (x *Executor) cancelExternal(ctx context.Context, c *Call) *tool.Result {
 	res := notStarted(ctx, c)
 	wctx, cancel := x.recordCtx(ctx)
 	defer cancel()
-	if err := x.rec.Finish(wctx, store.CallFinish{ID: c.ID, Status: store.CallFailed, Result: res, FinishedAt: time.Now().UTC()}); err != nil {
+	// ErrAlreadyFinal: the answer came first; the record has it.
+	if err := x.rec.Finish(wctx, store.CallFinish{ID: c.ID, Status: store.CallFailed, Result: res, FinishedAt: time.Now().UTC()}); err != nil && !errors.Is(err, store.ErrAlreadyFinal) {
 		x.log.ErrorContext(ctx, "recording call result failed", "call_id", c.ID, "err", err)
 		return res
 	}

@@ -218,7 +218,11 @@ type Recorder interface {
 	// Enqueue queues a record; a later Finish that succeeds implies it is durable.
 	Enqueue(c *store.Call) error
 	MarkRunning(ctx context.Context, id, owner string, at time.Time) error
+	// Finish answers store.ErrAlreadyFinal, writing nothing, when the record was
+	// already final (a lease sweep or a restart failed the call meanwhile).
 	Finish(ctx context.Context, f store.CallFinish) error
+	// GetCall reads a record (one not written yet included).
+	GetCall(ctx context.Context, id string) (*store.Call, error)
 }
 
 // Observer is told about calls, for metrics.
@@ -636,23 +640,21 @@ func (x *Executor) runOne(ctx context.Context, sess *Session, c *Call, seq uint6
 	default:
 		res, started = x.execute(ctx, sess, c, seq, startedAtInsert, emit)
 	}
-	msg := x.finish(ctx, sess, c, res, start, started, recorded)
-	emit(Event{Type: EventMessage, Call: c, Result: msg, full: res, TS: time.Now(), GoesOn: c.goesOn})
+	msg, full := x.finish(ctx, sess, c, res, start, started, recorded)
+	emit(Event{Type: EventMessage, Call: c, Result: msg, full: full, TS: time.Now(), GoesOn: c.goesOn})
 }
 
 // finish records a call's result, reports it to the observer and returns the message
-// (the result cut to the token budget).
-func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool.Result, start time.Time, started, recorded bool) *tool.Result {
+// (the result cut to the token budget) and the result it was cut from: res, or, when
+// the record was already final, what the record says (finalRecord).
+func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool.Result, start time.Time, started, recorded bool) (msg, full *tool.Result) {
 	if started && !res.IsError && sess != nil && changesSession[c.Name] {
 		// Before the result is sent: the model's next call may reach another replica.
 		if err := sess.manager.SaveState(ctx, sess); err != nil {
 			x.log.WarnContext(ctx, "saving the session's state failed", "session_id", sess.ID, "call_id", c.ID, "err", err)
 		}
 	}
-	msg := res
-	if x.trunc != nil {
-		msg = x.trunc.Apply(res)
-	}
+	full = res
 	if recorded && !c.settled {
 		status := store.CallSucceeded
 		if res.IsError {
@@ -662,16 +664,27 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 		closer, open := x.outputOpen(c)
 		f := store.CallFinish{ID: c.ID, Status: status, Result: res, FinishedAt: time.Now().UTC(), OutputOpen: open}
 		err := x.rec.Finish(wctx, f)
+		if errors.Is(err, store.ErrAlreadyFinal) {
+			// Nothing was written (no open-output mark either): the record stays as
+			// it is, and the client is told what it says.
+			full = x.finalRecord(wctx, sess, c, res, err)
+		}
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrAlreadyFinal):
+		case err != nil:
 			x.storeErrs.log(ctx, x.log, "recording call result failed; retrying in the background", "call_id", c.ID, "err", err)
 			// Unmarked: the output may end before the retry lands, leaving the mark set.
 			f.OutputOpen = false
 			x.finishLater(c.record, f, err)
-		} else if open {
+		case open:
 			x.closeOutputWhenEnded(c, closer)
 		}
 		x.notifyFinished(ctx, c)
+	}
+	msg = full
+	if x.trunc != nil {
+		msg = x.trunc.Apply(full)
 	}
 	if x.obs != nil && !c.countedElsewhere {
 		name := c.Name
@@ -681,7 +694,7 @@ func (x *Executor) finish(ctx context.Context, sess *Session, c *Call, res *tool
 		x.obs.CallFinished(name, res.ErrorKind, time.Since(start), started)
 	}
 	x.endCall(ctx, c, c.Name, res, time.Since(start))
-	return msg
+	return msg, full
 }
 
 // changesSession names the tools whose calls change what a session holds in memory

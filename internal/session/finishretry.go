@@ -57,6 +57,11 @@ func (x *Executor) retryLater(id, what string, write func() error) {
 				return
 			case errors.Is(err, store.ErrCommitterStopped):
 				return
+			case errors.Is(err, store.ErrAlreadyFinal):
+				// Meanwhile another replica's lease sweep (or nothing else: the first
+				// result wins) made the record final; it keeps what it says.
+				x.log.Warn("record not written after a retry: the call's record was already final", "record", what, "call_id", id, "tries", try, "err", err)
+				return
 			case try%10 == 0:
 				x.log.Warn("record still not written; retrying", "record", what, "call_id", id, "tries", try, "err", err)
 			}

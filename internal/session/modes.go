@@ -44,7 +44,7 @@ func (x *Executor) runBackground(ctx context.Context, sess *Session, c *Call, se
 			}
 		}
 		res, started := x.execute(bctx, sess, c, seq, startedAtInsert, publish)
-		msg := x.finish(bctx, sess, c, res, start, started, true)
+		msg, _ := x.finish(bctx, sess, c, res, start, started, true)
 		sess.publish(Event{Type: EventResult, Call: c, Result: msg, TS: time.Now()})
 		// The session's streams on other replicas (background.go).
 		sess.manager.announceBackground(bctx, sess, c.ID)

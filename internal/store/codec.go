@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -170,6 +172,16 @@ func prepareCall(c *Call) error {
 // process stopped before the call started, so, unlike a running one, it did not run.
 func NotStartedResult() *tool.Result {
 	return tool.ErrorResult(tool.KindFailed, "the daemon stopped before this call started; it was not run")
+}
+
+// sortAbandoned orders AbandonCalls' answer oldest first (ties: by id).
+func sortAbandoned(calls []AbandonedCall) {
+	slices.SortFunc(calls, func(a, b AbandonedCall) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 }
 
 // prepareFinish validates f and fills a zero FinishedAt with the current time.

@@ -66,6 +66,10 @@ type GroupCommitStats struct {
 	Ops       uint64 // inserts, starts and finishes written, each counted once
 	FailedOps uint64 // operations whose waiter got an error
 	Folded    uint64 // finishes written as part of their call's insert (one row write for both)
+	// Final counts finishes not written because their call's record was already final
+	// (Finish answered ErrAlreadyFinal): a result that arrived after the record was
+	// failed by a lease sweep or a restart, or after another outcome was recorded.
+	Final uint64
 }
 
 // GroupCommitter turns concurrent Insert, MarkRunning and Finish calls into few
@@ -104,7 +108,7 @@ type GroupCommitter struct {
 	stopOnce sync.Once
 	exited   chan struct{}
 
-	batches, ops, failed, folded atomic.Uint64
+	batches, ops, failed, folded, final atomic.Uint64
 	// refused is the last transaction the store refused; nil once one commits.
 	refused atomic.Pointer[refusal]
 }
@@ -133,6 +137,9 @@ type gcOp struct {
 	detached bool      // an Enqueue'd insert: nobody waits for its commit
 	foldable bool      // detached, and may wait for its Finish (FoldWindow)
 	heldAt   time.Time // when the writer started holding it
+	// final, on a finish, is the status of the record it found already final (the
+	// finish changed nothing); "" otherwise.
+	final CallStatus
 }
 
 // NewGroupCommitter returns a committer writing to s. Call Start before use.
@@ -192,7 +199,7 @@ func (g *GroupCommitter) Stop() {
 
 // Stats returns counters since construction.
 func (g *GroupCommitter) Stats() GroupCommitStats {
-	return GroupCommitStats{Batches: g.batches.Load(), Ops: g.ops.Load(), FailedOps: g.failed.Load(), Folded: g.folded.Load()}
+	return GroupCommitStats{Batches: g.batches.Load(), Ops: g.ops.Load(), FailedOps: g.failed.Load(), Folded: g.folded.Load(), Final: g.final.Load()}
 }
 
 // Insert writes a new call record and returns when it is committed. c is validated
@@ -249,8 +256,10 @@ func (g *GroupCommitter) MarkRunning(ctx context.Context, id, owner string, at t
 }
 
 // Finish writes a call's final state and returns when it is committed. A finish of a
-// call that is already terminal is ignored; of an unknown call, ErrNotFound. A zero
-// FinishedAt is set to now. f.Result must not be modified afterwards.
+// call that is already terminal writes nothing and answers ErrAlreadyFinal (naming the
+// record's status; the record keeps its first result); of an unknown call, ErrNotFound.
+// A zero FinishedAt is set to now. f.Result must not be modified afterwards. (With a
+// store that is no BatchWriter, a finish of a terminal call answers nil.)
 func (g *GroupCommitter) Finish(ctx context.Context, f CallFinish) error {
 	if err := prepareFinish(&f); err != nil {
 		return fmt.Errorf("store: finish call: %w", err)
@@ -301,6 +310,7 @@ func (g *GroupCommitter) run(ctx context.Context) {
 	defer close(g.exited)
 	var w CallWrites
 	var batch []*gcOp
+	var finOps []*gcOp // the operation of each of w.Finishes
 	inserted := map[string]*Call{}
 	release := time.NewTimer(time.Hour)
 	release.Stop()
@@ -337,6 +347,7 @@ func (g *GroupCommitter) run(ctx context.Context) {
 		// it is committed, reads find its records in g.inflight.
 		g.inflight = batch
 		w.Inserts, w.Starts, w.Finishes = w.Inserts[:0], w.Starts[:0], w.Finishes[:0]
+		finOps = finOps[:0]
 		clear(inserted)
 		ops := 0
 		for _, op := range batch {
@@ -358,14 +369,21 @@ func (g *GroupCommitter) run(ctx context.Context) {
 					continue
 				}
 				w.Finishes = append(w.Finishes, op.finish)
+				finOps = append(finOps, op)
 			}
 			ops++
 		}
 		g.mu.Unlock()
 		g.ops.Add(uint64(ops))
 		var err error
+		var final map[int]CallStatus
 		if !w.empty() {
-			err = g.write(ctx, w)
+			final, err = g.write(ctx, w)
+		}
+		if err == nil {
+			for i, st := range final {
+				finOps[i].final = st
+			}
 		}
 		var errs []error // per operation, when one record made the batch fail
 		if err != nil && len(batch) > 1 && isRecordError(err) {
@@ -384,6 +402,9 @@ func (g *GroupCommitter) run(ctx context.Context) {
 			case op.done == nil: // detached: nobody waits
 			case errs != nil:
 				op.done <- errs[i]
+			case err == nil && op.final != "":
+				g.final.Add(1)
+				op.done <- op.finalErr()
 			default:
 				op.done <- err
 			}
@@ -392,6 +413,7 @@ func (g *GroupCommitter) run(ctx context.Context) {
 		clear(w.Inserts)
 		clear(w.Starts)
 		clear(w.Finishes)
+		clear(finOps)
 		clear(batch)
 	}
 }
@@ -584,14 +606,27 @@ func (g *GroupCommitter) take() []*gcOp {
 	return batch
 }
 
-func (g *GroupCommitter) write(ctx context.Context, w CallWrites) error {
+// finalErr is a finish's answer when the record was already final.
+func (op *gcOp) finalErr() error {
+	return fmt.Errorf("the record is already %s; this result was not written: %w", op.final, ErrAlreadyFinal)
+}
+
+// write writes w in one transaction. final holds, by index in w.Finishes, the
+// finishes that changed nothing because their record was already final (the record's
+// status); it holds only when err is nil.
+func (g *GroupCommitter) write(ctx context.Context, w CallWrites) (final map[int]CallStatus, err error) {
 	g.batches.Add(1)
 	if g.cfg.Observe != nil {
 		defer g.cfg.Observe("write_calls", time.Now())
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
 	defer cancel()
-	var err error
+	w.Final = func(i int, st CallStatus) {
+		if final == nil {
+			final = map[int]CallStatus{}
+		}
+		final[i] = st
+	}
 	if g.batch != nil {
 		err = g.batch.WriteCallBatch(ctx, w)
 	} else {
@@ -605,7 +640,7 @@ func (g *GroupCommitter) write(ctx context.Context, w CallWrites) error {
 	default: // full disk, I/O error, unwritable WAL, database unreachable or locked
 		g.refused.Store(&refusal{at: time.Now(), err: err})
 	}
-	return err
+	return final, err
 }
 
 // WriteRefused reports that call records cannot be written: the last transaction was
@@ -653,11 +688,17 @@ func (g *GroupCommitter) writeOne(ctx context.Context, op *gcOp) error {
 	default:
 		w.Finishes = []CallFinish{op.finish}
 	}
-	err := g.write(ctx, w)
+	final, err := g.write(ctx, w)
 	if err != nil {
 		g.failed.Add(1)
+		return err
 	}
-	return err
+	if st, ok := final[0]; ok && op.start == nil && op.call == nil {
+		op.final = st
+		g.final.Add(1)
+		return op.finalErr()
+	}
+	return nil
 }
 
 // isRecordError reports an error caused by one record rather than by the database: the

@@ -224,6 +224,7 @@ func sendWriteBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w CallWrites) 
 		}
 	}
 	var notStarted, notFinished []string
+	var notFinishedAt []int // their indexes in w.Finishes
 	for _, st := range w.Starts {
 		tag, err := br.Exec()
 		if err != nil {
@@ -233,13 +234,14 @@ func sendWriteBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w CallWrites) 
 			notStarted = append(notStarted, st.ID)
 		}
 	}
-	for _, f := range w.Finishes {
+	for i, f := range w.Finishes {
 		tag, err := br.Exec()
 		if err != nil {
 			return fmt.Errorf("store: write calls: finish %s: %w", f.ID, err)
 		}
 		if tag.RowsAffected() == 0 {
 			notFinished = append(notFinished, f.ID)
+			notFinishedAt = append(notFinishedAt, i)
 		}
 	}
 	if err := br.Close(); err != nil {
@@ -271,6 +273,11 @@ func sendWriteBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w CallWrites) 
 	for _, id := range notFinished {
 		if _, ok := status[id]; !ok {
 			return fmt.Errorf("store: write calls: finish %s: %w", id, ErrNotFound)
+		}
+	}
+	if w.Final != nil {
+		for j, id := range notFinished {
+			w.Final(notFinishedAt[j], CallStatus(status[id]))
 		}
 	}
 	return nil
@@ -354,32 +361,57 @@ const pgAbandonCalls = `UPDATE tool_calls SET status = $1,
 		error_kind = CASE status WHEN 'pending' THEN $4 ELSE $5 END, finished_at = $6
 	WHERE owner = $7 AND status IN ('pending', 'running')`
 
-func (p *Postgres) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error) {
+func (p *Postgres) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) ([]AbandonedCall, error) {
 	if err := checkResult(result); err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
 	enc, err := encodeResult(result)
 	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
 	notStarted := NotStartedResult()
 	encNS, err := encodeResult(notStarted)
 	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
 	if at.IsZero() {
 		at = now()
 	}
-	// The CASEs read the status before the update.
-	tag, err := p.pool.Exec(ctx, pgAbandonCalls,
-		string(CallFailed), encNS, enc, string(resultErrorKind(notStarted)), string(resultErrorKind(result)), utcMicro(at), owner)
+	// The calls are read first, locked, in the same transaction, to be named in the
+	// start-up log; a sweep of another replica waits for it.
+	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
-	if _, err := p.pool.Exec(ctx, pgCloseOutputs, owner); err != nil {
-		return 0, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	rows, err := tx.Query(ctx, `SELECT id, session_id, name, created_at, status FROM tool_calls
+		WHERE owner = $1 AND status IN ('pending', 'running') FOR UPDATE`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
-	return int(tag.RowsAffected()), nil
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AbandonedCall, error) {
+		var c AbandonedCall
+		var status string
+		err := row.Scan(&c.ID, &c.SessionID, &c.Name, &c.CreatedAt, &status)
+		c.CreatedAt, c.Started = c.CreatedAt.UTC(), status == string(CallRunning)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	// The CASEs read the status before the update.
+	if _, err := tx.Exec(ctx, pgAbandonCalls,
+		string(CallFailed), encNS, enc, string(resultErrorKind(notStarted)), string(resultErrorKind(result)), utcMicro(at), owner); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	if _, err := tx.Exec(ctx, pgCloseOutputs, owner); err != nil {
+		return nil, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	sortAbandoned(out)
+	return out, nil
 }
 
 // pgCloseOutputs clears a replica's open-output marks; its condition is the predicate

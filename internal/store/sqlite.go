@@ -410,9 +410,13 @@ func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
 			if err != nil {
 				return fmt.Errorf("store: write calls: finish %s: %w", w.Finishes[i].ID, err)
 			}
-			// Already terminal is ignored (nil), unknown is an error.
-			if err := s.checkChanged(ctx, tx, res, w.Finishes[i].ID, nil); err != nil {
+			// Already terminal is ignored (nil, told to w.Final), unknown is an error.
+			status, err := s.unchanged(ctx, tx, res, w.Finishes[i].ID)
+			if err != nil {
 				return fmt.Errorf("store: write calls: finish %s: %w", w.Finishes[i].ID, err)
+			}
+			if status != "" && w.Final != nil {
+				w.Final(i, CallStatus(status))
 			}
 		}
 	}
@@ -423,28 +427,35 @@ func (s *SQLite) WriteCallBatch(ctx context.Context, w CallWrites) error {
 }
 
 // checkChanged explains a conditional update: nil if it changed a row; otherwise
-// ErrNotFound if the call does not exist, or unchanged (nil to ignore) if it does.
+// ErrNotFound if the call does not exist, or unchanged if it does.
 // Only this rare path looks the call up.
 func (s *SQLite) checkChanged(ctx context.Context, tx *sql.Tx, res sql.Result, id string, unchanged error) error {
-	n, err := res.RowsAffected()
-	if err != nil {
+	status, err := s.unchanged(ctx, tx, res, id)
+	if err != nil || status == "" {
 		return err
 	}
+	return fmt.Errorf("call is %s: %w", status, unchanged)
+}
+
+// unchanged is the status of call id when a conditional update of it changed no row
+// ("" when it changed one); ErrNotFound if the call does not exist.
+func (s *SQLite) unchanged(ctx context.Context, tx *sql.Tx, res sql.Result, id string) (string, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return "", err
+	}
 	if n > 0 {
-		return nil
+		return "", nil
 	}
 	var status string
 	err = tx.StmtContext(ctx, s.callStatus).QueryRowContext(ctx, id).Scan(&status)
 	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
+		return "", ErrNotFound
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	if unchanged != nil {
-		return fmt.Errorf("call is %s: %w", status, unchanged)
-	}
-	return nil
+	return status, nil
 }
 
 func scanSQLiteCall(row interface{ Scan(...any) error }) (*Call, error) {
@@ -530,37 +541,69 @@ const sqliteAbandonCalls = `UPDATE tool_calls SET status = ?,
 		error_kind = CASE status WHEN 'pending' THEN ? ELSE ? END, finished_at = ?
 	WHERE owner = ? AND status IN ('pending', 'running')`
 
-func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error) {
+func (s *SQLite) AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) ([]AbandonedCall, error) {
 	if err := checkResult(result); err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
 	enc, err := encodeResult(result)
 	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
 	notStarted := NotStartedResult()
 	encNS, err := encodeResult(notStarted)
 	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
+		return nil, fmt.Errorf("store: abandon calls of %q: encode result: %w", owner, err)
 	}
 	if at.IsZero() {
 		at = now()
 	}
+	// The calls are read first, in the same transaction (the one writer: nothing
+	// changes them between the read and the update), to be named in the start-up log.
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	rows, err := tx.QueryContext(ctx, `SELECT id, session_id, name, created_at, status FROM tool_calls
+		WHERE owner = ? AND status IN ('pending', 'running')`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	var out []AbandonedCall
+	for rows.Next() {
+		var c AbandonedCall
+		var created, status string
+		if err := rows.Scan(&c.ID, &c.SessionID, &c.Name, &created, &status); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		}
+		if c.CreatedAt, err = parseSQLiteTime(created); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		}
+		c.Started = status == string(CallRunning)
+		out = append(out, c)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	}
 	// The CASEs read the status before the update.
-	res, err := s.w.ExecContext(ctx, sqliteAbandonCalls,
+	if _, err := tx.ExecContext(ctx, sqliteAbandonCalls,
 		string(CallFailed), sqliteText(encNS), sqliteText(enc), string(resultErrorKind(notStarted)), string(resultErrorKind(result)),
-		sqliteTime(at), owner)
-	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+		sqliteTime(at), owner); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
+	if _, err := tx.ExecContext(ctx, `UPDATE tool_calls SET output_open = 0 WHERE owner = ? AND output_open`, owner); err != nil {
+		return nil, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
 	}
-	if _, err := s.w.ExecContext(ctx, `UPDATE tool_calls SET output_open = 0 WHERE owner = ? AND output_open`, owner); err != nil {
-		return 0, fmt.Errorf("store: close the output of calls of %q: %w", owner, err)
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("store: abandon calls of %q: %w", owner, err)
 	}
-	return int(n), nil
+	sortAbandoned(out)
+	return out, nil
 }
 
 // CloseCallOutput clears the call's OutputOpen mark.

@@ -22,6 +22,11 @@ type CallWrites struct {
 	Inserts  []*Call
 	Starts   []CallStart
 	Finishes []CallFinish
+	// Final, when set, is told of each finish that changed nothing because its call
+	// was already terminal (status: the record's), by its index in Finishes. It is
+	// called before the transaction commits: what it learns holds only if that
+	// returns nil. (A finish of a terminal call is no error: the first result wins.)
+	Final func(i int, status CallStatus)
 }
 
 func (w CallWrites) empty() bool {

@@ -18,6 +18,13 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned when a conditional write found the record in another state.
 var ErrConflict = errors.New("conflict")
 
+// ErrAlreadyFinal is GroupCommitter.Finish's answer when the call's record was already
+// final (succeeded or failed) and the finish was not written: the record keeps its
+// first result. On PostgreSQL that happens to a replica that lost its lease (the
+// others marked its running calls failed) and to a call a restart marked failed.
+// Nothing was written; the record, not the finish, is what survives.
+var ErrAlreadyFinal = errors.New("the call's record is already final")
+
 // Session is a persisted session. Spec is the session's creation request as JSON
 // (whitelist, permission mode, workdir, metadata); the store does not interpret it.
 type Session struct {
@@ -62,6 +69,17 @@ type Call struct {
 	OutputOpen bool
 }
 
+// AbandonedCall is a call AbandonCalls marked failed.
+type AbandonedCall struct {
+	ID        string
+	SessionID string
+	Name      string
+	CreatedAt time.Time
+	// Started says it was running (it may have run partly); else it was pending and
+	// never ran.
+	Started bool
+}
+
 // CallFinish is the final state of a call.
 type CallFinish struct {
 	ID         string
@@ -101,9 +119,10 @@ type Store interface {
 	// AbandonCalls finishes every pending or running call of owner as failed, a running
 	// one with the given result and a pending one, which never started, with
 	// NotStartedResult: used at start-up for calls a previous process left behind.
-	// It also clears the OutputOpen mark of owner's calls: the process that held their
-	// output open is gone.
-	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) (int, error)
+	// It returns the calls it finished, oldest first, so that the start-up log can
+	// name them. It also clears the OutputOpen mark of owner's calls: the process that
+	// held their output open is gone.
+	AbandonCalls(ctx context.Context, owner string, result *tool.Result, at time.Time) ([]AbandonedCall, error)
 	// CloseCallOutput clears a call's OutputOpen mark (its output closed). An unknown
 	// id or a call not marked is no error.
 	CloseCallOutput(ctx context.Context, id string) error

@@ -169,8 +169,8 @@ func testWaitingSurvivesAbandonCalls(t *testing.T, s store.Store, as store.Appro
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Errorf("AbandonCalls = %d, want 1 (tc_running only)", n)
+	if len(n) != 1 || n[0].ID != "tc_running" {
+		t.Errorf("AbandonCalls = %+v, want tc_running only", n)
 	}
 	checkCall(t, mustGetCall(t, s, "tc_1"), before)
 	decide(t, as, "apr_1", store.DecisionApprove)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
 func startCommitter(t *testing.T, s store.Store) *store.GroupCommitter {
@@ -415,5 +417,67 @@ func testGroupCommitFoldWindow(t *testing.T, s store.Store) {
 			t.Fatalf("record of a call never finished, 20 ms window: still not written after 10 s (%v)", err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testGroupCommitFinishFinal: a finish of a call whose record is already final (a
+// restart or a lease sweep marked it failed) writes nothing and says so with
+// ErrAlreadyFinal, naming the record's status, so that the caller can tell its client
+// what the record says; the other finishes of its batch are written.
+func testGroupCommitFinishFinal(t *testing.T, s store.Store) {
+	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	mustWrite(t, s, []*store.Call{runningCall("tc_swept", "ses_1", "call_swept", base)}, nil)
+	swept := &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "the replica stopped"}}, IsError: true, ErrorKind: tool.KindFailed}
+	if _, err := s.AbandonCalls(t.Context(), "replica-1", swept, base.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	g := startCommitter(t, s)
+	const n = 20
+	var wg sync.WaitGroup
+	results := make([]error, n+2)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("tc_%d", i)
+			if err := g.Insert(t.Context(), runningCall(id, "ses_1", "call_"+id, base)); err != nil {
+				results[i] = err
+				return
+			}
+			results[i] = g.Finish(t.Context(), store.CallFinish{ID: id, Status: store.CallSucceeded, Result: resultFor(id)})
+		}()
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		results[n] = g.Finish(t.Context(), store.CallFinish{ID: "tc_swept", Status: store.CallSucceeded, Result: resultFor("tc_swept")})
+	}()
+	go func() { // a record error in the same batch: the batch is replayed one by one
+		defer wg.Done()
+		results[n+1] = g.Finish(t.Context(), store.CallFinish{ID: "tc_missing", Status: store.CallSucceeded})
+	}()
+	wg.Wait()
+	for i := range n {
+		if results[i] != nil {
+			t.Errorf("tc_%d: %v", i, results[i])
+		}
+	}
+	wantErrIs(t, "Finish of a call already failed", results[n], store.ErrAlreadyFinal)
+	if !strings.Contains(results[n].Error(), "already failed") {
+		t.Errorf("Finish of a call already failed: %v, want it to name the record's status", results[n])
+	}
+	wantErrIs(t, "Finish of an unknown call", results[n+1], store.ErrNotFound)
+	if c := mustGetCall(t, s, "tc_swept"); c.Status != store.CallFailed || c.Result.Text() != "the replica stopped" {
+		t.Errorf("tc_swept after a late finish: %+v, want the first result kept", c)
+	}
+	if st := g.Stats(); st.Final != 1 || st.FailedOps != 1 {
+		t.Errorf("stats = %+v, want 1 final and 1 failed", st)
+	}
+
+	// Alone in its batch too.
+	err := g.Finish(t.Context(), store.CallFinish{ID: "tc_0", Status: store.CallFailed, Result: resultFor("tc_0")})
+	wantErrIs(t, "second Finish", err, store.ErrAlreadyFinal)
+	if !strings.Contains(err.Error(), "already succeeded") {
+		t.Errorf("second Finish: %v, want it to name the record's status", err)
 	}
 }

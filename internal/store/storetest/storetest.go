@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GroupCommitRecordError", testGroupCommitRecordError},
 		{"GroupCommitStopDrains", testGroupCommitStopDrains},
 		{"GroupCommitStoreFailure", testGroupCommitStoreFailure},
+		{"GroupCommitFinishFinal", testGroupCommitFinishFinal},
 		{"DeleteFinishedCalls", testDeleteFinishedCalls},
 		{"DeleteFinishedCallsFrom", testDeleteFinishedCallsFrom},
 		{"DeleteFinishedCallsConcurrent", testDeleteFinishedCallsConcurrent},
