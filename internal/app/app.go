@@ -579,14 +579,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 			a.Log.Error("tokenizer unavailable; large results are cut by bytes", "err", err)
 		}
 	}()
-	a.Log.Info("toolserverd listening", "addr", ln.Addr().String(), "data_dir", a.DataDir, "store", a.storeKind(),
-		"tools", len(a.Tools.Names()), "replica_id", a.Config.ReplicaID, "config_file", a.Config.File)
-
 	leave, err := a.joinCluster(ctx, ln)
 	if err != nil {
 		return err
 	}
 	defer leave() // after the drain: heartbeats go on while calls finish
+	// Said once the start can no longer fail: what waits for this line (an operator, a
+	// script, the tests) takes the daemon as up. Logged before the first heartbeat, a
+	// start that then failed it (a database connection dropped at that moment) said
+	// "listening" and exited.
+	a.Log.Info("toolserverd listening", "addr", ln.Addr().String(), "data_dir", a.DataDir, "store", a.storeKind(),
+		"tools", len(a.Tools.Names()), "replica_id", a.Config.ReplicaID, "config_file", a.Config.File)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -158,9 +158,17 @@ func TestExecuteCancel(t *testing.T) {
 	e := newEnv(t, sandbox.Config{})
 	sess := newSession("s1", t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
+	defer cancel()
+	// Cancelled once the command has printed: at a fixed 300ms, under load, the
+	// command could still be starting and the result had no "started" to show.
+	rec := newRecorder()
+	rec.onEmit = func() {
+		if strings.Contains(rec.text("stdout"), "started") {
+			cancel()
+		}
+	}
 	start := time.Now()
-	res, _ := e.call(t, ctx, sess, "execute_command", map[string]any{"command": "echo started; sleep 30"})
+	res, _ := e.callWith(t, ctx, sess, "execute_command", map[string]any{"command": "echo started; sleep 30"}, rec)
 	if res.ErrorKind != tool.KindCancelled || !strings.Contains(res.Text(), "started") {
 		t.Errorf("kind %q text %q", res.ErrorKind, res.Text())
 	}

@@ -25,18 +25,23 @@ type recorder struct {
 	streams map[string]*strings.Builder
 	events  int
 	closed  bool
+	// onEmit, when set, is called after each Emit has been recorded.
+	onEmit func()
 }
 
 func newRecorder() *recorder { return &recorder{streams: map[string]*strings.Builder{}} }
 
 func (r *recorder) Emit(stream, text string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.streams[stream] == nil {
 		r.streams[stream] = &strings.Builder{}
 	}
 	r.streams[stream].WriteString(text)
 	r.events++
+	r.mu.Unlock()
+	if r.onEmit != nil {
+		r.onEmit()
+	}
 }
 
 func (r *recorder) Close() {
@@ -94,11 +99,16 @@ func newSession(id, dir string) *tool.Session {
 // result. The progress must not have been closed by the tool.
 func (e *env) call(t *testing.T, ctx context.Context, sess *tool.Session, name string, args any) (*tool.Result, *recorder) {
 	t.Helper()
+	return e.callWith(t, ctx, sess, name, args, newRecorder())
+}
+
+// callWith is call with the recorder the call emits to.
+func (e *env) callWith(t *testing.T, ctx context.Context, sess *tool.Session, name string, args any, rec *recorder) (*tool.Result, *recorder) {
+	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newRecorder()
 	tctx := &tool.Context{Context: ctx, CallID: "tc_test", ToolName: name, Session: sess, Progress: rec}
 	res, err := e.tools[name].Run(tctx, raw)
 	if err != nil {
