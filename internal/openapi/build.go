@@ -95,6 +95,12 @@ func (b *builder) build(src *Source) error {
 			if !b.selected(id) {
 				continue
 			}
+			if ref, ok := op.Extensions["$ref"]; ok {
+				// kin-openapi reads it as an empty operation; only those of the main
+				// document's path items are put in place (rewriteRoot).
+				return fmt.Errorf("%s %s: the operation is a $ref (%v) in a path item of another file, which is not read: "+
+					"write the operation there, or its $ref in the main document's path item", method, p, ref)
+			}
 			if len(ops) >= MaxOperations {
 				return fmt.Errorf("more than %d operations; choose some with include", MaxOperations)
 			}
