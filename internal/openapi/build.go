@@ -312,7 +312,9 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			if isMultipart(mediaType) {
 				bd.files = fileArgs(bodyProps)
 			}
-			flat := (isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType)) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
+			// A schema that lists properties and says no type (twelve of DigitalOcean's
+			// bodies) is an object of fields too.
+			flat := (isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType)) && len(bodyProps) > 0 && (sm["type"] == nil || fmt.Sprint(sm["type"]) == "object") &&
 				sm["oneOf"] == nil && sm["anyOf"] == nil && sm["allOf"] == nil
 			for name := range bodyProps {
 				if taken[name] || !validArg(name) {
