@@ -225,3 +225,39 @@ func TestBinaryRawBody(t *testing.T) {
 		t.Errorf("both contents: %s %s", res.ErrorKind, res.Text())
 	}
 }
+
+// TestBodyWithPropertiesAndNoType: a JSON body schema that lists properties but says
+// no type (twelve of DigitalOcean's operations: loadBalancers_add_droplets,
+// kubernetes_upgrade_cluster, …) is an object of fields all the same; it was taken as
+// one opaque `body` argument.
+func TestBodyWithPropertiesAndNoType(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	spec := writeSpec(t, "lb.yaml", `openapi: 3.0.0
+info: {title: lb, version: "1"}
+paths:
+  /v2/load_balancers/{lb_id}/droplets:
+    post:
+      operationId: loadBalancers_add_droplets
+      parameters:
+        - {name: lb_id, in: path, required: true, schema: {type: string}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              properties:
+                droplet_ids: {type: array, items: {type: integer}}
+              required: [droplet_ids]
+      responses: {"204": {description: added}}
+`)
+	_, m := load(t, Config{Name: "do", Spec: spec, BaseURL: srv.URL})
+	s := schemaOf(t, m, "do__loadBalancers_add_droplets")
+	if prop(s, "droplet_ids")["type"] != "array" || !strings.Contains(fmt.Sprint(s["required"]), "droplet_ids") {
+		t.Fatalf("droplet_ids is not an argument of its own: %v", s)
+	}
+	e := echo(t, call(t, m, "do__loadBalancers_add_droplets", `{"lb_id":"lb1","droplet_ids":[3,4]}`))
+	if e.Body != `{"droplet_ids":[3,4]}` || e.CT != "application/json" {
+		t.Errorf("sent %+v", e)
+	}
+}

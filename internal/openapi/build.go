@@ -95,6 +95,12 @@ func (b *builder) build(src *Source) error {
 			if !b.selected(id) {
 				continue
 			}
+			if ref, ok := op.Extensions["$ref"]; ok {
+				// kin-openapi reads it as an empty operation; only those of the main
+				// document's path items are put in place (rewriteRoot).
+				return fmt.Errorf("%s %s: the operation is a $ref (%v) in a path item of another file, which is not read: "+
+					"write the operation there, or its $ref in the main document's path item", method, p, ref)
+			}
 			if len(ops) >= MaxOperations {
 				return fmt.Errorf("more than %d operations; choose some with include", MaxOperations)
 			}
@@ -306,7 +312,9 @@ func (b *builder) operation(method, key, id string, item *openapi3.PathItem, op 
 			if isMultipart(mediaType) {
 				bd.files = fileArgs(bodyProps)
 			}
-			flat := (isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType)) && len(bodyProps) > 0 && sm["type"] != nil && fmt.Sprint(sm["type"]) == "object" &&
+			// A schema that lists properties and says no type (twelve of DigitalOcean's
+			// bodies) is an object of fields too.
+			flat := (isJSON(mediaType) || isForm(mediaType) || isMultipart(mediaType)) && len(bodyProps) > 0 && (sm["type"] == nil || fmt.Sprint(sm["type"]) == "object") &&
 				sm["oneOf"] == nil && sm["anyOf"] == nil && sm["allOf"] == nil
 			for name := range bodyProps {
 				if taken[name] || !validArg(name) {

@@ -36,7 +36,7 @@ const (
 	// MaxSpecFiles caps the files (or URLs) one document may span, itself included,
 	// and MaxSpecTotalBytes their size together: a document split over files is
 	// read whole at start, and a hostile one must not make that unbounded.
-	MaxSpecFiles      = 100
+	MaxSpecFiles      = 5000
 	MaxSpecTotalBytes = 32 << 20
 	// MaxOperations caps the tools one source may make; narrow a bigger API with include.
 	MaxOperations = 1000

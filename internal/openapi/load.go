@@ -251,18 +251,33 @@ func parse(ctx context.Context, data []byte, files *specFiles) (doc *openapi3.T,
 			doc, err = nil, fmt.Errorf("the document could not be parsed: %v", p)
 		}
 	}()
-	loader := openapi3.NewLoader()
-	loader.Context = ctx
-	// With ReadFromURIFunc set the loader no longer checks IsExternalRefsAllowed
-	// itself (see its doc): files.loaderRead is the policy. Set the flag anyway, to
-	// say what is meant.
-	loader.IsExternalRefsAllowed = true
-	loader.ReadFromURIFunc = files.loaderRead
-	doc, err = loader.LoadFromDataWithPath(data, files.root)
+	load := func(data []byte) (*openapi3.T, error) {
+		loader := openapi3.NewLoader()
+		loader.Context = ctx
+		// With ReadFromURIFunc set the loader no longer checks IsExternalRefsAllowed
+		// itself (see its doc): files.loaderRead is the policy. Set the flag anyway, to
+		// say what is meant.
+		loader.IsExternalRefsAllowed = true
+		loader.ReadFromURIFunc = files.loaderRead
+		return loader.LoadFromDataWithPath(data, files.root)
+	}
+	doc, err = load(data)
+	var refused *errRefused
+	if (err != nil && !errors.As(err, &refused)) || hasOperationRefs(doc) {
+		// A document that puts operations in files of their own, or gives a tag a $ref
+		// for its description, is rewritten and read again; the rewriting costs a
+		// second parse only for such documents (and ones that fail anyway).
+		rewritten, changed, rerr := files.rewriteRoot(data)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if changed {
+			doc, err = load(rewritten)
+		}
+	}
 	if err != nil {
 		// A refused reference is the whole story (kin-openapi's text names the
 		// reference as written, ours where it leads and why).
-		var refused *errRefused
 		if errors.As(err, &refused) {
 			return nil, errors.New(firstLine(err.Error()))
 		}

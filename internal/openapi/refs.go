@@ -1,7 +1,9 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,6 +43,9 @@ type specFiles struct {
 	data         map[string][]byte
 	parsed       map[string]any
 	total        int64
+	// fixing holds the files fixFile is rewriting, whose references must not lead
+	// back to them.
+	fixing map[string]bool
 }
 
 // errRefused is a reference the policy or the bounds do not allow; its text says why.
@@ -51,7 +56,7 @@ func (e *errRefused) Error() string { return e.msg }
 func refused(format string, args ...any) error { return &errRefused{fmt.Sprintf(format, args...)} }
 
 func newSpecFiles(ctx context.Context, cfg Config) (*specFiles, error) {
-	f := &specFiles{cfg: cfg, ctx: ctx, data: map[string][]byte{}, parsed: map[string]any{}}
+	f := &specFiles{cfg: cfg, ctx: ctx, data: map[string][]byte{}, parsed: map[string]any{}, fixing: map[string]bool{}}
 	if isURL(cfg.Spec) {
 		u, err := url.Parse(cfg.Spec)
 		if err != nil {
@@ -173,8 +178,73 @@ func (f *specFiles) read(u *url.URL) ([]byte, string, error) {
 	if f.total += int64(len(data)); f.total > MaxSpecTotalBytes {
 		return nil, "", refused("reference to %s is refused: the document and the files it refers to come to more than %d MiB", what, MaxSpecTotalBytes>>20)
 	}
+	if f.fixing[key] {
+		return nil, "", refused("reference to %s is refused: its properties lead back to it through $refs", what)
+	}
+	f.fixing[key] = true
+	data, err = f.fixFile(loc, data)
+	delete(f.fixing, key)
+	if err != nil {
+		return nil, "", err
+	}
 	f.data[key] = data
 	return data, key, nil
+}
+
+// fixFile rewrites a referenced file where it departs from OpenAPI as inlineProperties
+// says; data is returned unchanged when nothing does.
+func (f *specFiles) fixFile(loc *url.URL, data []byte) ([]byte, error) {
+	if !bytes.Contains(data, []byte("properties")) || !bytes.Contains(data, []byte("$ref")) {
+		return data, nil
+	}
+	var v any
+	if yaml.Unmarshal(data, &v) != nil {
+		return data, nil // kin-openapi says what is wrong with it
+	}
+	v = jsontext.FromYAML(v)
+	changed, err := f.inlineProperties(loc, v)
+	if err != nil || !changed {
+		return data, err
+	}
+	return json.Marshal(v)
+}
+
+// inlineProperties puts in place the schemas' `properties` written as a $ref to an
+// object of properties elsewhere (`properties: {$ref: attributes.yml#/droplet_ids}`,
+// as DigitalOcean's load balancers have them), which JSON Schema does not allow and
+// kin-openapi cannot read, in v, read from the document at base. A property named
+// `$ref` keeps its schema (an object, not a string).
+func (f *specFiles) inlineProperties(base *url.URL, v any) (bool, error) {
+	changed := false
+	switch v := v.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok && len(props) == 1 {
+			if ref, ok := props["$ref"].(string); ok {
+				inlined, err := f.inlineAt(base, ref, "properties")
+				if err != nil {
+					return false, err
+				}
+				v["properties"] = inlined
+				changed = true
+			}
+		}
+		for _, e := range v {
+			c, err := f.inlineProperties(base, e)
+			if err != nil {
+				return false, err
+			}
+			changed = changed || c
+		}
+	case []any:
+		for _, e := range v {
+			c, err := f.inlineProperties(base, e)
+			if err != nil {
+				return false, err
+			}
+			changed = changed || c
+		}
+	}
+	return changed, nil
 }
 
 // loaderRead is kin-openapi's ReadFromURIFunc. Setting one makes the loader skip its
@@ -351,4 +421,172 @@ func subschemas(s *openapi3.Schema, fn func(*openapi3.SchemaRef)) {
 			fn(fv.Interface().(openapi3.AdditionalProperties).Schema)
 		}
 	}
+}
+
+// operationMethods are the keys of a path item that hold operations.
+var operationMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// hasOperationRefs reports whether an operation of doc was written as a $ref, which
+// kin-openapi reads as an empty operation (the $ref kept among its extensions).
+func hasOperationRefs(doc *openapi3.T) bool {
+	if doc == nil || doc.Paths == nil {
+		return false
+	}
+	for _, item := range doc.Paths.Map() {
+		if item == nil {
+			continue
+		}
+		for _, op := range item.Operations() {
+			if _, ok := op.Extensions["$ref"]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rewriteRoot rewrites the main document where real multi-file documents (those
+// edited with Redocly's tools, DigitalOcean's public API) depart from OpenAPI in a way
+// kin-openapi cannot read: an operation written as a $ref to a file of its own (`get:
+// {$ref: resources/droplets/droplets_list.yml}`; OpenAPI allows a $ref for a whole
+// path item only) is put in place, its own references made absolute so that they
+// still lead where they did from that file; a tag whose description is not a string
+// (a $ref to a Markdown section) loses it, since tags make no tool. It reports whether
+// anything changed. Only the main document's path items are rewritten.
+func (f *specFiles) rewriteRoot(data []byte) ([]byte, bool, error) {
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, false, nil
+	}
+	root, _ := jsontext.FromYAML(v).(map[string]any)
+	if root == nil {
+		return nil, false, nil
+	}
+	changed := false
+	tags, _ := root["tags"].([]any)
+	for _, t := range tags {
+		if tag, ok := t.(map[string]any); ok {
+			if d, ok := tag["description"]; ok {
+				if _, isString := d.(string); !isString {
+					delete(tag, "description")
+					changed = true
+				}
+			}
+		}
+	}
+	paths, _ := root["paths"].(map[string]any)
+	for route, it := range paths {
+		item, _ := it.(map[string]any)
+		for _, method := range operationMethods {
+			op, _ := item[method].(map[string]any)
+			ref, ok := op["$ref"].(string)
+			if !ok {
+				continue
+			}
+			inlined, err := f.inlineAt(f.root, ref, "an operation")
+			if err != nil {
+				return nil, false, fmt.Errorf("operation %s %s: %w", strings.ToUpper(method), route, err)
+			}
+			item[method] = inlined
+			changed = true
+		}
+	}
+	// After the operations, whose properties may be written so too.
+	if c, err := f.inlineProperties(f.root, root); err != nil {
+		return nil, false, err
+	} else if c {
+		changed = true
+	}
+	if !changed {
+		return nil, false, nil
+	}
+	out, err := json.Marshal(root)
+	return out, err == nil, err
+}
+
+// inlineAt is the object (what: an operation, properties) a $ref written in the
+// document at base leads to, with every reference in it rewritten to be read from
+// anywhere: absolute, or local when it leads into the main document.
+func (f *specFiles) inlineAt(base *url.URL, ref, what string) (map[string]any, error) {
+	u, err := f.resolve(base, ref)
+	if err != nil {
+		return nil, err
+	}
+	if f.isRoot(u) {
+		return nil, fmt.Errorf("reference %s: %s may be a $ref to another file only", ref, what)
+	}
+	doc, key, err := f.json(u)
+	if err != nil {
+		return nil, err
+	}
+	target, err := pointer(doc, "#"+u.EscapedFragment())
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := target.(map[string]any); !ok {
+		return nil, fmt.Errorf("reference %s does not lead to %s (an object)", ref, what)
+	}
+	if base, err = url.Parse(key); err != nil {
+		return nil, err
+	}
+	absolute := func(ref string) (string, error) {
+		r, err := f.resolve(base, ref)
+		if err != nil {
+			return "", err
+		}
+		if f.isRoot(r) {
+			return "#" + r.EscapedFragment(), nil
+		}
+		return r.String(), nil
+	}
+	var rewrite func(v any) (any, error)
+	rewrite = func(v any) (any, error) {
+		switch v := v.(type) {
+		case map[string]any:
+			out := make(map[string]any, len(v))
+			for k, e := range v {
+				if s, ok := e.(string); ok && k == "$ref" {
+					var err error
+					if out[k], err = absolute(s); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				var err error
+				if out[k], err = rewrite(e); err != nil {
+					return nil, err
+				}
+			}
+			// A discriminator's mapping names schemas by reference too, unless a value
+			// is a bare schema name.
+			if d, ok := out["discriminator"].(map[string]any); ok {
+				if mapping, ok := d["mapping"].(map[string]any); ok {
+					for tag, target := range mapping {
+						if s, ok := target.(string); ok && strings.ContainsAny(s, "#/.") {
+							var err error
+							if mapping[tag], err = absolute(s); err != nil {
+								return nil, err
+							}
+						}
+					}
+				}
+			}
+			return out, nil
+		case []any:
+			out := make([]any, len(v))
+			for i, e := range v {
+				var err error
+				if out[i], err = rewrite(e); err != nil {
+					return nil, err
+				}
+			}
+			return out, nil
+		}
+		return v, nil
+	}
+	out, err := rewrite(target)
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]any), nil
 }

@@ -202,13 +202,15 @@ func TestURLRefsToOtherHostsRefused(t *testing.T) {
 func TestSplitDocumentBounds(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	// A chain of files, one more than the bound.
-	chain := map[string]string{"many/openapi.yaml": bodyRefDoc("./s0.yaml")}
+	// A schema whose properties are files of their own, one more than the bound.
+	var props strings.Builder
+	many := map[string]string{"many/openapi.yaml": bodyRefDoc("./s.yaml")}
 	for i := 0; i < MaxSpecFiles; i++ {
-		chain[fmt.Sprintf("many/s%d.yaml", i)] = fmt.Sprintf("type: object\nproperties: {next: {$ref: \"./s%d.yaml\"}}\n", i+1)
+		fmt.Fprintf(&props, "  p%d: {$ref: \"./p%d.yaml\"}\n", i, i)
+		many[fmt.Sprintf("many/p%d.yaml", i)] = "type: string\n"
 	}
-	chain[fmt.Sprintf("many/s%d.yaml", MaxSpecFiles)] = "type: string\n"
-	writeFiles(t, dir, chain)
+	many["many/s.yaml"] = "type: object\nproperties:\n" + props.String()
+	writeFiles(t, dir, many)
 	// Files of a size each allowed alone but too big together: mostly a YAML comment.
 	filler := "#" + strings.Repeat("x", MaxSpecTotalBytes/3) + "\n"
 	writeFiles(t, dir, map[string]string{
@@ -229,5 +231,123 @@ func TestSplitDocumentBounds(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want an error with %q, got %v", c.doc, c.want, err)
 		}
+	}
+}
+
+// TestOperationRefs loads a document laid out as DigitalOcean's: every operation a
+// $ref to a file of its own (`get: {$ref: resources/droplets/droplets_list.yml}`), with
+// references relative to that file, and a tag description that is a $ref. kin-openapi
+// reads such an operation as empty, which made tools named from method and path
+// that took no argument at all; the tag description stopped start-up.
+func TestOperationRefs(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	_, m := load(t, Config{Name: "do", Spec: filepath.Join("testdata", "oprefs", "openapi.yaml"), BaseURL: srv.URL})
+	assertOperationRefs(t, m)
+}
+
+func TestOperationRefsFromURL(t *testing.T) {
+	t.Parallel()
+	api, _ := upstream(t)
+	files := httptest.NewServer(http.StripPrefix("/spec/", http.FileServer(http.Dir(filepath.Join("testdata", "oprefs")))))
+	t.Cleanup(files.Close)
+	_, m := load(t, Config{Name: "do", Spec: files.URL + "/spec/openapi.yaml", BaseURL: api.URL})
+	assertOperationRefs(t, m)
+}
+
+func assertOperationRefs(t *testing.T, m *toolmgr.Manager) {
+	t.Helper()
+	list := schemaOf(t, m, "do__droplets_list")
+	if got := prop(list, "per_page")["maximum"]; got != float64(200) {
+		t.Errorf("droplets_list per_page (shared/parameters.yml, relative to the operation's file): %v", prop(list, "per_page"))
+	}
+	create := schemaOf(t, m, "do__droplets_create")
+	if got := prop(create, "name")["minLength"]; got != float64(1) {
+		t.Errorf("droplets_create name (models/droplet_create.yml): %v", create)
+	}
+	if got := fmt.Sprint(prop(create, "region")["enum"]); got != "[nyc1 ams3 fra1]" {
+		t.Errorf("droplets_create region (the main document's components, from the model's file): %v", prop(create, "region"))
+	}
+	e := echo(t, call(t, m, "do__droplets_create", `{"name":"web-1","size":"s-1vcpu-1gb","region":"ams3"}`))
+	if e.Method != "POST" || e.Path != "/v2/droplets" || !strings.Contains(e.Body, `"region":"ams3"`) {
+		t.Errorf("droplets_create sent %+v", e)
+	}
+	if res := call(t, m, "do__droplets_create", `{"name":"web-1"}`); !res.IsError || !strings.Contains(res.Text(), "size") {
+		t.Errorf("droplets_create without size: %s", res.Text())
+	}
+	e = echo(t, call(t, m, "do__droplets_list", `{"per_page":50,"tag_name":"web"}`))
+	if fmt.Sprint(e.Query["per_page"], e.Query["tag_name"]) != "[50] [web]" {
+		t.Errorf("droplets_list sent %+v", e)
+	}
+	// properties written as a $ref to an object of properties in another file
+	add := schemaOf(t, m, "do__loadBalancers_add_droplets")
+	if got := prop(add, "droplet_ids")["maxItems"]; got != float64(10) {
+		t.Errorf("loadBalancers_add_droplets droplet_ids (properties: {$ref: …}): %v", add)
+	}
+	e = echo(t, call(t, m, "do__loadBalancers_add_droplets", `{"lb_id":"lb1","droplet_ids":[3,4]}`))
+	if e.Path != "/v2/load_balancers/lb1/droplets" || e.Body != `{"droplet_ids":[3,4]}` {
+		t.Errorf("loadBalancers_add_droplets sent %+v", e)
+	}
+	// a discriminator mapping relative to the operation's file
+	rec := schemaOf(t, m, "do__domains_create_record")
+	if !strings.Contains(fmt.Sprint(rec), "const:MX") {
+		t.Errorf("domains_create_record: the mapping's tag is not told: %v", rec)
+	}
+	e = echo(t, call(t, m, "do__domains_create_record", `{"domain":"example.com","body":{"type":"MX","data":"mx.example.com","priority":10}}`))
+	if e.Path != "/v2/domains/example.com/records" || !strings.Contains(e.Body, `"priority":10`) {
+		t.Errorf("domains_create_record sent %+v", e)
+	}
+	e = echo(t, call(t, m, "do__droplets_destroy", `{"droplet_id":7}`))
+	if e.Method != "DELETE" || e.Path != "/v2/droplets/7" {
+		t.Errorf("droplets_destroy sent %+v", e)
+	}
+}
+
+// TestOperationRefOutsideMainDocument: an operation written as a $ref in a path item
+// of another file is not rewritten; it stops start-up naming it rather than make a
+// tool that takes no argument.
+func TestOperationRefOutsideMainDocument(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, doc := range map[string]string{
+		"openapi.yaml":      "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /things:\n    $ref: paths/things.yaml\n",
+		"paths/things.yaml": "get:\n  $ref: ../ops/list.yaml\n",
+		"ops/list.yaml":     "operationId: listThings\nparameters:\n  - {name: q, in: query, schema: {type: string}}\nresponses:\n  '200': {description: ok}\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(context.Background(), Config{Name: "x", Spec: filepath.Join(dir, "openapi.yaml"), BaseURL: "http://127.0.0.1:1", Getenv: env(nil)})
+	if err == nil || !strings.Contains(err.Error(), "GET /things") || !strings.Contains(err.Error(), "../ops/list.yaml") {
+		t.Fatalf("Load: %v", err)
+	}
+}
+
+// TestSplitDocumentOfManyFiles: DigitalOcean's public API spans about 1,500 files
+// (2.7 MB), an operation and each of its schemas a file; the bound on files was 100.
+func TestSplitDocumentOfManyFiles(t *testing.T) {
+	t.Parallel()
+	srv, _ := upstream(t)
+	dir := t.TempDir()
+	var paths strings.Builder
+	files := map[string]string{}
+	for i := 0; i < 1500; i++ {
+		fmt.Fprintf(&paths, "  /things%d:\n    post: {$ref: \"ops/op%d.yaml\"}\n", i, i)
+		files[fmt.Sprintf("ops/op%d.yaml", i)] = fmt.Sprintf("operationId: op%d\nrequestBody:\n  content:\n    application/json:\n"+
+			"      schema: {$ref: \"models/m%d.yaml\"}\nresponses: {\"204\": {description: done}}\n", i, i)
+		files[fmt.Sprintf("ops/models/m%d.yaml", i)] = fmt.Sprintf("type: object\nproperties:\n  n%d: {type: integer}\n", i)
+	}
+	// 3,001 files; one operation is enough to check.
+	files["openapi.yaml"] = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n" + paths.String()
+	writeFiles(t, dir, files)
+	_, m := load(t, Config{Name: "many", Spec: filepath.Join(dir, "openapi.yaml"), BaseURL: srv.URL, Include: []string{"op1499"}})
+	e := echo(t, call(t, m, "many__op1499", `{"n1499":7}`))
+	if e.Path != "/things1499" || e.Body != `{"n1499":7}` {
+		t.Errorf("op1499 sent %+v", e)
 	}
 }

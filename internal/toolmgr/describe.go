@@ -114,11 +114,65 @@ func (d *describer) failures(e *jsonschema.ValidationError) []failure {
 		}
 		return out
 	}
-	switch e.ErrorKind.(type) {
+	switch k := e.ErrorKind.(type) {
 	case *kind.Group, *kind.Schema, *kind.Reference:
 		return nil
+	case *kind.AdditionalProperties:
+		if len(e.InstanceLocation) == 0 && d.index != nil {
+			if holder := fieldsHolder(d.index.root, k.Properties); holder != "" {
+				return []failure{{loc: e.InstanceLocation, kind: e.ErrorKind, line: lineAt(e.InstanceLocation,
+					fmt.Sprintf("%s (they are fields of %s: give them inside it)", k.LocalizedString(printer), display(holder)))}}
+			}
+		}
 	}
 	return []failure{{loc: e.InstanceLocation, kind: e.ErrorKind, line: lineAt(e.InstanceLocation, e.ErrorKind.LocalizedString(printer))}}
+}
+
+// fieldsHolder is the argument of root whose object schema (in any of its
+// alternatives) declares every one of names, when exactly one does: the request body
+// of an HTTP API tool (`body`) whose fields a model gave beside the other arguments.
+func fieldsHolder(root *jsonschema.Schema, names []string) string {
+	if root == nil || len(names) == 0 {
+		return ""
+	}
+	holder := ""
+	for arg, s := range root.Properties {
+		all := true
+		for _, n := range names {
+			if !declares(s, n, 0) {
+				all = false
+				break
+			}
+		}
+		if all {
+			if holder != "" {
+				return ""
+			}
+			holder = arg
+		}
+	}
+	return holder
+}
+
+// declares reports whether s, or one of its alternatives or parts, has a property name.
+func declares(s *jsonschema.Schema, name string, depth int) bool {
+	if s == nil || depth > 8 {
+		return false
+	}
+	if _, ok := s.Properties[name]; ok {
+		return true
+	}
+	if declares(s.Ref, name, depth+1) {
+		return true
+	}
+	for _, group := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf} {
+		for _, sub := range group {
+			if declares(sub, name, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type option struct {

@@ -141,3 +141,31 @@ func BenchmarkPrepareNoArgs(b *testing.B) {
 		}
 	}
 }
+
+// TestValidationArgumentsThatBelongInside: an HTTP API's request body that is not one
+// object of fields (DigitalOcean's droplets_create: one droplet or several) is one
+// argument, `body`; a model that gives the body's fields beside the other arguments
+// is told they go inside it, not only that they are not allowed.
+func TestValidationArgumentsThatBelongInside(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.MustRegister(&fnTool{
+		spec: tool.Spec{Name: "create", Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,
+		 "required":["body"],"properties":{
+		  "project":{"type":"string"},
+		  "body":{"anyOf":[
+		   {"type":"object","required":["name"],"properties":{"name":{"type":"string"},"size":{"type":"string"}}},
+		   {"type":"object","required":["names"],"properties":{"names":{"type":"array","items":{"type":"string"}},"size":{"type":"string"}}}]}}}`)},
+		run: func(_ *tool.Context, a json.RawMessage) (*tool.Result, error) { return tool.TextResult("ok"), nil },
+	})
+	e, _ := m.Lookup("create")
+	for args, want := range map[string]string{
+		`{"name":"web-1","size":"s-1"}`:        "- /: additional properties 'name', 'size' not allowed (they are fields of 'body': give them inside it)",
+		`{"body":{"name":"a"},"colour":"red"}`: "- /: additional properties 'colour' not allowed",
+	} {
+		res := m.Run(e, Invocation{Ctx: newCtx(t), Args: json.RawMessage(args)})
+		if res.ErrorKind != tool.KindInvalidArgs || !strings.Contains(res.Text(), want+"\n") && !strings.HasSuffix(res.Text(), want) {
+			t.Errorf("%s: got %s: %s\nwant a line %s", args, res.ErrorKind, res.Text(), want)
+		}
+	}
+}
