@@ -69,9 +69,8 @@ func (e *Endpoint) cancelCallsOf(mcpSID string) {
 
 // callTool runs one tools/call as a batch of one call of the session: the same
 // path as POST /v1/sessions/{id}/tool-calls. notifications/cancelled cancels the
-// call, and its response is not sent (cancelled.go); a client that went away cancels
-// it once the resume window passes without it resuming the call's stream (see
-// resume.go).
+// call; a client that went away does once the resume window passes without it
+// resuming the call's stream (see resume.go).
 func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	sess := sessionFrom(ctx)
 	if sess == nil {
@@ -98,11 +97,6 @@ func (e *Endpoint) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		stopHTTP := context.AfterFunc(httpCtx, func() { cancelExec(context.Cause(httpCtx)) })
 		defer stopHTTP()
 		stopCancelled := context.AfterFunc(ctx, func() {
-			if httpCtx.Err() == nil {
-				// Marked before the call is cancelled, so before its result is
-				// returned: the response is not sent.
-				cancelledByClient(ctx)
-			}
 			if httpCtx.Err() != nil || !e.deps.Exec.Cancel(c.ID) {
 				cancelExec(context.Cause(ctx))
 			}

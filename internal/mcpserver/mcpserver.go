@@ -364,24 +364,15 @@ func (e *Endpoint) ServeMCP(w http.ResponseWriter, r *http.Request, sessionID st
 		defer done()
 	}
 	ctx := context.WithValue(context.WithValue(r.Context(), sessionKey{}, sess), requestKey{}, r.Context())
-	var out http.ResponseWriter = flushWriter{w}
 	if r.Method == http.MethodPost && live && callsTool(r) {
 		ctx = context.WithValue(ctx, callingKey{}, true)
-		// A call its client cancels is not answered (cancelled.go).
-		if body, err := peekBody(r); err == nil {
-			if id := requestID(body); id != nil {
-				u := &unanswered{id: id}
-				ctx = context.WithValue(ctx, unansweredKey{}, u)
-				out = &unansweredWriter{ResponseWriter: w, u: u}
-			}
-		}
 	}
 	r = r.WithContext(ctx)
 	// A session is idle only while none of its requests is open (mcp-go's own
 	// sweeper counted a client listening on its event stream, or waiting for a long
 	// call, as idle).
 	defer e.ids.begin(mcpSID)()
-	e.http.ServeHTTP(out, r)
+	e.http.ServeHTTP(flushWriter{w}, r)
 	if r.Method == http.MethodDelete {
 		// The client ended its MCP session (the endpoint's own ends, of idle sessions,
 		// do not come this way): nobody can take its calls' results any more.
