@@ -1191,6 +1191,10 @@ func (c Config) Validate() error {
 			}
 			bad("cors.allowed_origins", "%q names its host in Unicode; browsers send its ASCII form (%s), so write that", o, ascii)
 		}
+		if strings.HasSuffix(u.Host, ":") {
+			// url.Parse takes an empty port; browsers never send the colon.
+			bad("cors.allowed_origins", "%q ends its host with a colon and no port, which no browser sends: write %s://%s", o, u.Scheme, u.Hostname())
+		}
 		if p := u.Port(); p != "" {
 			n, err := strconv.Atoi(p)
 			switch {

@@ -528,7 +528,9 @@ func TestCORSOriginsAreOrigins(t *testing.T) {
 		// Browsers send a host in its ASCII (punycode) form, and leave the default port out.
 		"https://bücher.example", "https://*.bücher.example", "https://app.example.net:443", "http://app.example.net:80",
 		// Browsers send a port as a plain number from 1 to 65535.
-		"http://app:080", "https://app.example.net:0443", "http://app.example.net:0", "http://app.example.net:65536"} {
+		"http://app:080", "https://app.example.net:0443", "http://app.example.net:0", "http://app.example.net:65536",
+		// nor a colon without one.
+		"http://app.example.net:", "https://*.example.net:"} {
 		_, err := Load(nil, []string{"TOOLSERVER_CORS_ALLOWED_ORIGINS=http://localhost:3000," + o})
 		if err == nil || !strings.Contains(err.Error(), "cors.allowed_origins") || !strings.Contains(err.Error(), o) {
 			t.Errorf("%q: error %v, want one naming cors.allowed_origins and the origin", o, err)
