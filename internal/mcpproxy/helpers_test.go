@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 	// mcp-go's server forgets each task it created after the task's ttl (a minute
 	// or more) in a goroutine that sleeps until then: the in-process servers'
 	// tasks, not the proxy's goroutines.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/mark3labs/mcp-go/server.(*MCPServer).scheduleTaskCleanup"))
+	leakcheck.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/mark3labs/mcp-go/server.(*MCPServer).scheduleTaskCleanup"))
 }
 
 // npmPackage returns the path of an installed test MCP server package
