@@ -26,6 +26,7 @@ type TB interface {
 type Reservation struct {
 	fd   int
 	Addr string // 127.0.0.1:port
+	Port int
 }
 
 // Reserve binds addr ("127.0.0.1:port", port 0 for a free one) without listening.
@@ -59,7 +60,7 @@ func Reserve(addr string) (*Reservation, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("testnet: bound to %T", got)
 	}
-	return &Reservation{fd: fd, Addr: net.JoinHostPort(host, strconv.Itoa(in4.Port))}, nil
+	return &Reservation{fd: fd, Addr: net.JoinHostPort(host, strconv.Itoa(in4.Port)), Port: in4.Port}, nil
 }
 
 // Release frees the port.
