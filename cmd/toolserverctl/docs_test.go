@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 // usageCommands are the commands the usage text lists, each as "cmd" or "cmd sub"
@@ -94,12 +95,7 @@ func TestDocumentedCommandsExist(t *testing.T) {
 	}
 	// No daemon answers: a command run dispatches fails to connect, one it does not
 	// prints the usage.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	_ = l.Close()
+	url := "http://" + testnet.RefusedAddr(t)
 	placeholder := regexp.MustCompile(`^[A-Z][A-Z_]*$`)
 	for key, words := range cmds {
 		args := strings.Fields(key)

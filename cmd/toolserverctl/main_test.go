@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 func ctl(t *testing.T, url string, args ...string) (int, string, string) {
@@ -197,12 +197,7 @@ func TestHealth(t *testing.T) {
 	if code, _, errOut := ctl(t, notReady.URL, "health", "--ready"); code != 1 || !strings.Contains(errOut, "503") {
 		t.Fatalf("alive but not ready, health --ready: %d %q", code, errOut)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + testnet.RefusedAddr(t)
 	if code, _, errOut := ctl(t, dead, "health"); code != 1 || errOut == "" {
 		t.Fatalf("nothing listening: %d %q", code, errOut)
 	}
@@ -601,12 +596,7 @@ func TestMCPListDatesTheLastError(t *testing.T) {
 // default 127.0.0.1:8080, or a daemon on another port), the error was Go's dial
 // error alone; it now names the URL tried and how to give another.
 func TestNoDaemonSaysWhere(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	_ = l.Close()
+	url := "http://" + testnet.RefusedAddr(t)
 	code, _, errOut := ctl(t, url, "mcp", "list")
 	if code != 1 || !strings.Contains(errOut, "connection refused") || !strings.Contains(errOut, "no toolserverd answers at "+url) ||
 		!strings.Contains(errOut, "TOOLSERVER_URL") || !strings.Contains(errOut, "--url") {

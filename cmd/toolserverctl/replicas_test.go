@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 func TestMain(m *testing.M) {
@@ -65,12 +65,7 @@ func TestCallOutputLost(t *testing.T) {
 // has stopped, it says the output went with it.
 func TestCallOutputFollowWaitsForUnreachableOwner(t *testing.T) {
 	url := pgtest.URL(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String() // nothing listens there
-	ln.Close()
+	closed := "http://" + testnet.RefusedAddr(t) // nothing listens there
 	replica := func(id string) func(*config.Config) {
 		return func(c *config.Config) {
 			c.Store, c.ReplicaID = url, id

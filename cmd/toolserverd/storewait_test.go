@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 // waitingProc is the real binary started against a store that may not be there, its
@@ -138,16 +138,11 @@ func (p *waitingProc) count(msg string) int {
 	return n
 }
 
-// closedPort is a loopback address where nothing listens.
+// closedPort is a loopback address where connections are refused, held until the
+// test ends so that no other listener of the test run can take it.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return testnet.RefusedAddr(t)
 }
 
 const retryMsg = "store unreachable; trying again"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/toolserverd/toolserverd/internal/app"
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 // TestDocumentedMetricsExist: every toolserverd_* metric README.md and docs/config.md
@@ -80,12 +80,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 	cfg.Auth.Unauthenticated = true
 	cfg.DataDir = t.TempDir()
 	// A webhook, so that its metric is registered too; nothing is delivered.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ApprovalWebhook.URL = "http://" + l.Addr().String() + "/hook"
-	_ = l.Close()
+	cfg.ApprovalWebhook.URL = "http://" + testnet.RefusedAddr(t) + "/hook"
 	a, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

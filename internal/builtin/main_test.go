@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"github.com/toolserverd/toolserverd/internal/sandbox"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // recorder is a tool.Progress that keeps everything emitted, per stream.
 type recorder struct {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
 	"github.com/toolserverd/toolserverd/internal/tool"
 )
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(before); err != nil {
+		if err := leakcheck.Find(before); err != nil {
 			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
 			code = 1
 		}

@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -25,8 +26,28 @@ type goSDKServer struct {
 }
 
 // startGoSDKServer starts an HTTP go-sdk server in mode (http, http-stateless,
-// http-json, sse) on port ("0": a free one) and waits for its URL.
+// http-json, sse) on port ("0": a free one it binds itself) and waits for its URL.
+// A restart on a given port that finds it in use (another listener of the test run
+// took it meanwhile) is tried again, and logged.
 func startGoSDKServer(t *testing.T, mode, port, notes string, env ...string) *goSDKServer {
+	t.Helper()
+	const attempts = 10
+	for attempt := 1; ; attempt++ {
+		s, stderr := tryGoSDKServer(t, mode, port, notes, env...)
+		if s != nil {
+			return s
+		}
+		if port == "0" || attempt == attempts || !strings.Contains(stderr, "address already in use") {
+			t.Fatalf("the go-sdk %s server did not say its URL (port %s, attempt %d): %s", mode, port, attempt, stderr)
+		}
+		t.Logf("the go-sdk %s server: port %s is in use (attempt %d of %d); trying again", mode, port, attempt, attempts)
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+}
+
+// tryGoSDKServer starts the server once: the server, or nil and its stderr if it
+// exited without saying its URL.
+func tryGoSDKServer(t *testing.T, mode, port, notes string, env ...string) (*goSDKServer, string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -35,6 +56,8 @@ func startGoSDKServer(t *testing.T, mode, port, notes string, env ...string) *go
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), goSDKServerEnv+"="+mode, "TOOLSERVERD_GOSDK_PORT="+port, "TOOLSERVERD_GOSDK_NOTES="+notes)
 	cmd.Env = append(cmd.Env, env...)
+	var stderr bytes.Buffer // read once the process is gone
+	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +79,15 @@ func startGoSDKServer(t *testing.T, mode, port, notes string, env ...string) *go
 	case <-time.After(15 * time.Second):
 		t.Fatalf("the go-sdk %s server did not say its URL", mode)
 	}
+	if s.url == "" {
+		<-s.done
+		return nil, stderr.String()
+	}
 	if !strings.HasPrefix(s.url, "http://127.0.0.1:") {
 		t.Fatalf("the go-sdk %s server said %q, want its URL", mode, s.url)
 	}
 	s.port = strings.TrimSuffix(strings.TrimPrefix(s.url, "http://127.0.0.1:"), "/mcp")
-	return s
+	return s, ""
 }
 
 func (s *goSDKServer) kill() {

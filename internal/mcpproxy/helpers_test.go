@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	// mcp-go's server forgets each task it created after the task's ttl (a minute
 	// or more) in a goroutine that sleeps until then: the in-process servers'
 	// tasks, not the proxy's goroutines.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/mark3labs/mcp-go/server.(*MCPServer).scheduleTaskCleanup"))
+	leakcheck.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/mark3labs/mcp-go/server.(*MCPServer).scheduleTaskCleanup"))
 }
 
 // npmPackage returns the path of an installed test MCP server package
@@ -270,51 +270,127 @@ type httpServer struct {
 	done chan struct{}
 }
 
-// startHTTPServer starts server-everything in mode on a free loopback port (port 0)
-// or on the given one (a restart).
-func startHTTPServer(t *testing.T, mode string, port int) *httpServer {
-	t.Helper()
-	script := npmPackage(t, "server-everything")
-	if port == 0 {
-		port = freePort(t)
-	}
-	// Express listens on every interface; the tests stay on loopback.
-	preload := filepath.Join(t.TempDir(), "loopback.mjs")
-	err := os.WriteFile(preload, []byte(`import net from "node:net";
+// listeningMarker starts the line the loopback preload writes to stderr once the
+// server listens, followed by the port it got.
+const listeningMarker = "toolserverd-test: listening on port "
+
+// loopbackPreload makes server-everything listen on loopback only (Express listens
+// on every interface) and say the port it got: with PORT=0 it binds a free port
+// itself, and its own message says "port 0".
+const loopbackPreload = `import net from "node:net";
+import fs from "node:fs";
 const listen = net.Server.prototype.listen;
 net.Server.prototype.listen = function (...args) {
   if ((typeof args[0] === "number" || typeof args[0] === "string") && typeof args[1] !== "string") {
     args.splice(1, 0, "127.0.0.1");
   }
+  this.once("listening", () => {
+    const a = this.address();
+    if (a && typeof a === "object") fs.writeSync(2, "` + listeningMarker + `" + a.port + "\n");
+  });
+  // Express 5 hands a listen error to the listen callback, which server-everything's
+  // SSE mode takes for success: say it.
+  this.once("error", (e) => fs.writeSync(2, "toolserverd-test: listen error " + e.code + "\n"));
   return listen.apply(this, args);
 };
-`), 0o600)
-	if err != nil {
+`
+
+// startHTTPServer starts server-everything in mode on a free loopback port it binds
+// itself (port 0), or on the given one (a restart: the behaviour under test is the
+// server coming back at the same address). Once the port is given up, another
+// listener of the test run may hold it for a moment: a restart that finds it in use
+// is tried again, and logged.
+func startHTTPServer(t *testing.T, mode string, port int) *httpServer {
+	t.Helper()
+	script := npmPackage(t, "server-everything")
+	preload := filepath.Join(t.TempDir(), "loopback.mjs")
+	if err := os.WriteFile(preload, []byte(loopbackPreload), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	const attempts = 10
+	for attempt := 1; ; attempt++ {
+		s, stderr := tryHTTPServer(t, script, preload, mode, port)
+		if s != nil {
+			return s
+		}
+		if port == 0 || attempt == attempts || !strings.Contains(stderr, "EADDRINUSE") {
+			t.Fatalf("server-everything %s did not listen (port %d, attempt %d): %s", mode, port, attempt, stderr)
+		}
+		t.Logf("server-everything %s: port %d is in use (attempt %d of %d); trying again", mode, port, attempt, attempts)
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+}
+
+// tryHTTPServer starts server-everything once and waits until it says it listens
+// (the server) or exits (nil and its stderr).
+func tryHTTPServer(t *testing.T, script, preload, mode string, port int) (*httpServer, string) {
+	t.Helper()
 	cmd := exec.Command("node", "--import", "file://"+preload, script, mode)
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	stderr := &listenWatcher{listening: make(chan int, 1)}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start server-everything %s: %v", mode, err)
 	}
-	s := &httpServer{t: t, mode: mode, port: port, cmd: cmd, done: make(chan struct{})}
+	s := &httpServer{t: t, mode: mode, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(s.done)
 	}()
-	t.Cleanup(s.kill)
-	if !eventually(15*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", s.addr(), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}) {
-		t.Fatalf("server-everything %s did not listen on %s", mode, s.addr())
+	select {
+	case s.port = <-stderr.listening:
+	case <-s.done:
+		return nil, stderr.String()
+	case <-time.After(15 * time.Second):
+		s.kill()
+		t.Fatalf("server-everything %s did not say it listens: %s", mode, stderr.String())
 	}
-	return s
+	t.Cleanup(s.kill)
+	if port != 0 && s.port != port {
+		t.Fatalf("server-everything %s listens on port %d, want %d", mode, s.port, port)
+	}
+	return s, ""
+}
+
+// listenWatcher is a server's stderr: it keeps the start of it and sends the port
+// of the first listening line.
+type listenWatcher struct {
+	mu        sync.Mutex
+	buf       []byte
+	line      []byte
+	said      bool
+	listening chan int
+}
+
+func (w *listenWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) < 64<<10 {
+		w.buf = append(w.buf, p...)
+	}
+	for _, b := range p {
+		if b != '\n' {
+			if len(w.line) < 1024 {
+				w.line = append(w.line, b)
+			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(string(w.line), listeningMarker); ok && !w.said {
+			if port, err := strconv.Atoi(rest); err == nil {
+				w.said = true
+				w.listening <- port
+			}
+		}
+		w.line = w.line[:0]
+	}
+	return len(p), nil
+}
+
+func (w *listenWatcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
 }
 
 func (s *httpServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -330,16 +406,6 @@ func (s *httpServer) url() string {
 func (s *httpServer) kill() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.done
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // stdioPid is the current child of a stdio server.

@@ -52,8 +52,16 @@ func (r *restartableServer) up() {
 	}
 	var l net.Listener
 	var err error
-	// The port was ours a moment ago; give the kernel a moment if it disagrees.
-	if !eventually(5*time.Second, func() bool { l, err = net.Listen("tcp", r.addr); return err == nil }) {
+	// The port was ours a moment ago, but another listener of the test run may hold
+	// it for a moment: try again, and say so.
+	tries := 0
+	if !eventually(5*time.Second, func() bool {
+		if l, err = net.Listen("tcp", r.addr); err != nil && tries == 0 {
+			r.t.Logf("restartableServer: listen on %s: %v; trying again for up to 5s", r.addr, err)
+		}
+		tries++
+		return err == nil
+	}) {
 		r.t.Fatalf("listen on %s: %v", r.addr, err)
 	}
 	r.addr = l.Addr().String()

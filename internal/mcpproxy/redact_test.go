@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolserverd/toolserverd/internal/testnet"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -106,7 +107,7 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startHTTPServer(t, mode.serverMode, 0)
-			closed := "http://127.0.0.1:" + strconv.Itoa(freePort(t)) + "/mcp"
+			closed := "http://" + testnet.RefusedAddr(t) + "/mcp"
 			h, logs := newCapturedHarness(t, Config{HealthInterval: time.Hour, MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 				Servers: []ServerConfig{
 					{Name: "tok", Transport: mode.transport, URL: secretURL(srv.url()), Headers: headers, Enabled: true},

@@ -17,11 +17,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	leakcheck.VerifyTestMain(m,
 		// Idle keep-alive connections of the test clients' transports.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),

@@ -3,7 +3,7 @@ package netguard
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }

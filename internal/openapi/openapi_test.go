@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/testnet"
 	"github.com/toolserverd/toolserverd/internal/tool"
 	"github.com/toolserverd/toolserverd/internal/toolmgr"
 )
@@ -541,12 +541,7 @@ func TestNon2xxAndUnavailable(t *testing.T) {
 	}
 
 	// A dead upstream: a port nobody listens on any more.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + testnet.RefusedAddr(t)
 	_, m = load(t, shop(t, dead))
 	if res := call(t, m, "shop__deleteItem", `{"itemId":"a"}`); res.ErrorKind != tool.KindUnavailable || !strings.Contains(res.Text(), "could not be reached") {
 		t.Errorf("dead upstream: %s %s", res.ErrorKind, res.Text())
@@ -914,12 +909,7 @@ func TestErrorsNameTheURLCalled(t *testing.T) {
 		t.Errorf("404: %s", text)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + testnet.RefusedAddr(t)
 	cfg = shop(t, dead)
 	cfg.Auth, cfg.Getenv = Auth{APIKeyEnv: "TOK", APIKeyQuery: "api_key"}, env(map[string]string{"TOK": "s3cret"})
 	_, m = load(t, cfg)

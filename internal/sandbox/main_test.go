@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 )
 
 // Set before any test runs: t.Setenv cannot be combined with t.Parallel.
@@ -22,7 +22,7 @@ const (
 func TestMain(m *testing.M) {
 	os.Setenv(secretEnv, "do-not-leak")
 	os.Setenv(allowedEnv, "passed-through")
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 var (

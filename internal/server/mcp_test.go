@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 func everythingServer(t *testing.T) string {
@@ -357,12 +357,7 @@ func TestMCPProgressLines(t *testing.T) {
 func TestMCPServerSecretsNotShown(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	closed := testnet.RefusedAddr(t)
 	code, _, body := d.do("POST", "/v1/mcp/servers", map[string]any{"name": "tok", "transport": "streamable_http",
 		"url": "http://" + closed + "/mcp?api_key=MODELSEESTHIS", "headers": map[string]string{"Authorization": "Bearer HEADERSECRET"}})
 	if code != 201 {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 )
 
 // fuzzBodyLimit is the fuzzed daemon's max_body_bytes: small, so that the limit is
@@ -99,7 +100,7 @@ func FuzzMCPEndpoint(f *testing.F) {
 	f.Cleanup(func() {
 		d.stop()
 		client.CloseIdleConnections()
-		if err := goleak.Find(before); err != nil {
+		if err := leakcheck.Find(before); err != nil {
 			f.Errorf("goroutines outlived the daemon: %v", err)
 		}
 	})

@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 const shopDoc = `openapi: 3.0.3
@@ -145,12 +145,7 @@ func TestOpenAPIURLSourceLoadsInBackground(t *testing.T) {
 // again and again; stopping the daemon ends its loader (no goroutine left behind).
 // Not parallel: no other test's loader runs meanwhile.
 func TestOpenAPILoaderEndsAtShutdown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // connections are refused from now on
+	addr := testnet.RefusedAddr(t) // connections are refused there
 	var logs syncBuffer
 	d := startDaemon(t, daemonOpts{log: &logs, mutate: func(c *config.Config) {
 		c.OpenAPI = []config.OpenAPIConfig{{Name: "gone", Spec: "http://" + addr + "/openapi.json"}}

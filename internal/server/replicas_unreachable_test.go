@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,18 +10,14 @@ import (
 
 	"github.com/toolserverd/toolserverd/internal/config"
 	"github.com/toolserverd/toolserverd/internal/store"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
-// closedAddr is a loopback address where nothing listens.
+// closedAddr is a loopback address where connections are refused, held until the
+// test ends so that no other listener of the test run can take it.
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return testnet.RefusedAddr(t)
 }
 
 // TestProgressReadOwnerUnreachable: a progress read (poll or SSE) that lands on B for

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 	"github.com/toolserverd/toolserverd/internal/tool"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	pgtest.Stop()
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(before); err != nil {
+		if err := leakcheck.Find(before); err != nil {
 			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
 			code = 1
 		}

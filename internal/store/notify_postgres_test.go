@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
 )
 
@@ -252,7 +253,7 @@ func TestPGNotifierLifecycle(t *testing.T) {
 // TestPGNotifierNoGoroutineLeak runs alone (not parallel): after Stop, nothing the
 // notifier started is left, reconnections included.
 func TestPGNotifierNoGoroutineLeak(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	u := pgtest.URL(t)
 	n, err := NewPGNotifierWithConfig(t.Context(), PGNotifierConfig{URL: u, MinBackoff: 10 * time.Millisecond})
 	if err != nil {

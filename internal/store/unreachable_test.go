@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolserverd/toolserverd/internal/store"
 	"github.com/toolserverd/toolserverd/internal/store/pgtest"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 // forwarder relays TCP connections to a PostgreSQL server, so that a test can take the
@@ -25,6 +26,7 @@ type forwarder struct {
 
 	mu    sync.Mutex
 	ln    net.Listener
+	held  *testnet.Reservation // while cut: the port, so that no other listener takes it
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -38,7 +40,13 @@ func newForwarder(t *testing.T, target string) *forwarder {
 	}
 	f.addr = ln.Addr().String()
 	f.serve(ln)
-	t.Cleanup(func() { f.Cut(); f.wg.Wait() })
+	t.Cleanup(func() {
+		f.Cut()
+		f.wg.Wait()
+		if f.held != nil {
+			_ = f.held.Release()
+		}
+	})
 	return f
 }
 
@@ -75,13 +83,16 @@ func (f *forwarder) serve(ln net.Listener) {
 	}()
 }
 
-// Cut closes the listener and every relayed connection: the database is away.
+// Cut closes the listener and every relayed connection: the database is away. The
+// port is held meanwhile (bound, not listening): connections are refused, and no
+// other listener of the test run can take it.
 func (f *forwarder) Cut() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ln != nil {
 		f.ln.Close()
 		f.ln = nil
+		f.held, _ = testnet.Reserve(f.addr) // taken already: nothing to hold
 	}
 	for c := range f.conns {
 		c.Close()
@@ -89,12 +100,27 @@ func (f *forwarder) Cut() {
 	}
 }
 
-// Resume listens again on the same address.
+// Resume listens again on the same address. Should another listener have taken the
+// port all the same, it is tried again for a while, and logged.
 func (f *forwarder) Resume(t *testing.T) {
 	t.Helper()
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
+	f.mu.Lock()
+	if f.held != nil {
+		_ = f.held.Release()
+		f.held = nil
+	}
+	f.mu.Unlock()
+	var ln net.Listener
+	var err error
+	for attempt := 1; ; attempt++ {
+		if ln, err = net.Listen("tcp", f.addr); err == nil {
+			break
+		}
+		if attempt == 10 {
+			t.Fatal(err)
+		}
+		t.Logf("forwarder: listen on %s: %v (attempt %d of 10); trying again", f.addr, err, attempt)
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 	}
 	f.serve(ln)
 }
@@ -172,12 +198,7 @@ func TestUnreachableAtOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusedAddr := closed.Addr().String()
-	closed.Close()
+	refusedAddr := testnet.RefusedAddr(t)
 	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts into its backlog, never answers
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolserverd/toolserverd/internal/leakcheck"
 	"go.uber.org/goleak"
 )
 
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(
+		if err := leakcheck.Find(
 			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/toolserverd/toolserverd/internal/testnet"
 )
 
 // EnvURL names the environment variable that points the tests at an existing server.
@@ -186,7 +187,8 @@ type cluster struct {
 	dir    string // owned by the postgres user when we run as root
 	data   string
 	port   int
-	asUser string // "" or "postgres"
+	held   *testnet.Reservation // the port while no server listens on it (see hold)
+	asUser string               // "" or "postgres"
 	dog    *exec.Cmd
 }
 
@@ -260,10 +262,13 @@ func NewCluster(t testing.TB) *Cluster {
 		}
 		t.Fatalf("pgtest: %v", err)
 	}
-	if c.port, err = freePort(); err != nil {
+	// The port is held until Start, so that no other listener takes it meanwhile.
+	r, err := testnet.Reserve("127.0.0.1:0")
+	if err != nil {
 		c.stop()
 		t.Fatal(err)
 	}
+	c.port, c.held = r.Port, r
 	c.startWatchdog()
 	t.Cleanup(c.stop)
 	return &Cluster{c: c}
@@ -276,7 +281,7 @@ func (cl *Cluster) URL() string {
 
 // Start starts the server and returns once it accepts connections.
 func (cl *Cluster) Start() error {
-	if out, err := cl.c.start(); err != nil {
+	if out, err := cl.c.startOnPort(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(cl.c.dir, "log"))
 		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s\n%s", err, out, log)
 	}
@@ -335,6 +340,7 @@ func StopServer() error {
 	if out, err := cl.run(time.Minute, "pg_ctl", "-D", cl.data, "-m", "fast", "-w", "stop"); err != nil {
 		return fmt.Errorf("pgtest: pg_ctl stop: %w\n%s", err, out)
 	}
+	cl.hold()
 	return nil
 }
 
@@ -345,10 +351,51 @@ func StartServer() error {
 	if cl == nil {
 		return errors.New("pgtest: no throwaway cluster to start")
 	}
-	if out, err := cl.start(); err != nil {
+	if out, err := cl.startOnPort(); err != nil {
 		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// hold binds the cluster's port without listening while no server listens on it:
+// connections are refused, as with nothing there, and no other listener of the
+// test run can take the port before the server comes back on it.
+func (c *cluster) hold() {
+	if r, err := testnet.Reserve("127.0.0.1:" + strconv.Itoa(c.port)); err == nil {
+		c.held = r
+	}
+}
+
+func (c *cluster) release() {
+	if c.held != nil {
+		_ = c.held.Release()
+		c.held = nil
+	}
+}
+
+// startOnPort starts the server on the port it must come back on. Should another
+// listener have taken the port all the same (it was not held, or between release
+// and bind), the start is tried again, and said on stderr.
+func (c *cluster) startOnPort() (string, error) {
+	c.release()
+	logPath := filepath.Join(c.dir, "log")
+	const attempts = 10
+	for attempt := 1; ; attempt++ {
+		var before int64
+		if fi, err := os.Stat(logPath); err == nil {
+			before = fi.Size()
+		}
+		out, err := c.start()
+		if err == nil {
+			return out, nil
+		}
+		log, _ := os.ReadFile(logPath) // pg_ctl -l appends
+		if attempt == attempts || int64(len(log)) < before || !strings.Contains(string(log[before:]), "Address already in use") {
+			return out, err
+		}
+		fmt.Fprintf(os.Stderr, "pgtest: port %d is in use (attempt %d of %d); trying again\n", c.port, attempt, attempts)
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
 }
 
 // run runs a PostgreSQL binary, as the postgres user when we are root. Output goes
@@ -378,6 +425,7 @@ func (c *cluster) run(timeout time.Duration, name string, args ...string) (strin
 }
 
 func (c *cluster) stop() {
+	defer c.release()
 	if c.dog != nil && c.dog.Process != nil {
 		c.dog.Process.Kill()
 		c.dog.Wait()

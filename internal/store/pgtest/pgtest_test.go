@@ -2,9 +2,13 @@ package pgtest_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/url"
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -84,4 +88,32 @@ func TestIsolation(t *testing.T) {
 	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, first).Scan(&n); err != nil || n != 0 {
 		t.Errorf("schema %s still exists after its test (%d, %v)", first, n, err)
 	}
+}
+
+// TestNewClusterHoldsItsPort: a cluster made and not started yet refuses
+// connections at its URL, and no other listener of the test run can take its port
+// before Start (it used to be a closed listener's port, anyone's).
+func TestNewClusterHoldsItsPort(t *testing.T) {
+	cl := pgtest.NewCluster(t)
+	u, err := url.Parse(cl.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.DialTimeout("tcp", u.Host, 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial %s before Start: %v, want connection refused", u.Host, err)
+	}
+	if ln, err := net.Listen("tcp", u.Host); !errors.Is(err, syscall.EADDRINUSE) {
+		if err == nil {
+			ln.Close()
+		}
+		t.Fatalf("listen on the cluster's %s before Start: %v, want address in use", u.Host, err)
+	}
+	if err := cl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), cl.URL())
+	if err != nil {
+		t.Fatalf("connect after Start: %v", err)
+	}
+	conn.Close(context.Background())
 }
