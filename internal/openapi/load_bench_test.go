@@ -15,7 +15,8 @@ func BenchmarkLoadLarge(b *testing.B) {
 	if spec == "" {
 		b.Skip("set TOOLSERVERD_BENCH_SPEC to a large OpenAPI document's path")
 	}
-	cfg := Config{Name: "large", Spec: spec}
+	// TOOLSERVERD_BENCH_BASE_URL: base_url, for a document whose servers cannot serve.
+	cfg := Config{Name: "large", Spec: spec, BaseURL: os.Getenv("TOOLSERVERD_BENCH_BASE_URL")}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		src, err := Load(context.Background(), cfg)
