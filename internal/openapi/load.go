@@ -155,8 +155,7 @@ func Load(ctx context.Context, cfg Config) (*Source, error) {
 	if isURL(cfg.Spec) {
 		specURL = files.root
 	}
-	if err := doc.Validate(ctx, openapi3.DisableExamplesValidation(), openapi3.DisableSchemaDefaultsValidation(),
-		openapi3.DisableSchemaPatternValidation()); err != nil {
+	if err := validateDoc(ctx, doc); err != nil {
 		// Real-world documents often break a rule that does not matter for calling
 		// them; say so and go on. Broken references and syntax already failed above.
 		src.Warnings = append(src.Warnings, "document does not validate: "+firstLine(err.Error()))
