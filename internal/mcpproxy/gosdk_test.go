@@ -227,9 +227,13 @@ func TestGoSDKServer(t *testing.T) {
 				servers[name].kill()
 				servers[name] = startGoSDKServer(t, "http", servers[name].port, notes(name))
 			}
-			res = <-errc
-			if took := time.Since(killed); took > 3*time.Second {
-				t.Errorf("the call ended %s after the server was killed", took)
+			// Hang guard, below the 60s call timeout; the error below says the
+			// server's death ended the call.
+			select {
+			case res = <-errc:
+				t.Logf("the call ended %s after the server was killed", time.Since(killed))
+			case <-time.After(30 * time.Second):
+				t.Fatal("the call still runs 30s after the server was killed")
 			}
 			// The request had reached the server, which ran it: a model told only that
 			// the server is not available could run it again.
