@@ -63,7 +63,10 @@ func TestBackgroundMode(t *testing.T) {
 	if !strings.Contains(string(rec), `"succeeded"`) || !strings.Contains(string(rec), "background work done") {
 		t.Fatalf("record: %s", rec)
 	}
-	if time.Since(start) > 5*time.Second {
+	// The handle said "running" before the work was done: the batch did not wait
+	// for it. The bound is a hang guard only.
+	t.Logf("batch with a background call, its result and record: %s", time.Since(start))
+	if time.Since(start) > 30*time.Second {
 		t.Fatal("background call held the batch")
 	}
 }
