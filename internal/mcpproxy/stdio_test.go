@@ -197,11 +197,16 @@ func TestStdioKilledChild(t *testing.T) {
 	pid := h.stdioPid(t, "crashy")
 
 	// A call in flight when the child dies ends at once.
+	// In flight is known, not assumed after a fixed sleep: the server has reported
+	// the first of its 30 steps (one a second).
 	inflight := make(chan *tool.Result, 1)
+	running := &progressLog{}
 	go func() {
-		inflight <- h.call(context.Background(), t, "mcp__crashy__trigger-long-running-operation", `{"duration":30,"steps":3}`, nil)
+		inflight <- h.call(context.Background(), t, "mcp__crashy__trigger-long-running-operation", `{"duration":30,"steps":30}`, running)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	if !eventually(30*time.Second, func() bool { return len(running.all()) > 0 }) {
+		t.Fatal("the long-running operation reported no progress")
+	}
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -221,8 +226,9 @@ func TestStdioKilledChild(t *testing.T) {
 			t.Errorf("in-flight call answered %q; want the signal that killed the server", txt)
 		}
 		t.Logf("in-flight call answered %s after the kill: %s", time.Since(killed), res.Text())
-	case <-time.After(5 * time.Second):
-		t.Fatal("in-flight call still running 5s after its server was killed")
+	// Hang guard, below the operation's 30s.
+	case <-time.After(20 * time.Second):
+		t.Fatal("in-flight call still running 20s after its server was killed")
 	}
 
 	// Detected without any health check (interval 1h): the child's stderr closing.
