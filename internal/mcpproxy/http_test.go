@@ -136,11 +136,16 @@ func TestSSE(t *testing.T) {
 	h.waitState(t, "events", StateReady, 30*time.Second)
 	httpCommon(t, h, "events")
 
+	// Killed once the call is known in flight (its first of 30 steps, one a
+	// second, has come), not after a fixed sleep.
 	inflight := make(chan *tool.Result, 1)
+	running := &progressLog{}
 	go func() {
-		inflight <- h.call(context.Background(), t, "mcp__events__trigger-long-running-operation", `{"duration":30,"steps":3}`, nil)
+		inflight <- h.call(context.Background(), t, "mcp__events__trigger-long-running-operation", `{"duration":30,"steps":30}`, running)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	if !eventually(30*time.Second, func() bool { return len(running.all()) > 0 }) {
+		t.Fatal("the long-running operation reported no progress")
+	}
 	killed := time.Now()
 	srv.kill()
 	select {
@@ -150,11 +155,12 @@ func TestSSE(t *testing.T) {
 			t.Errorf("in-flight SSE call answered %q; want it to say whether it ran is unknown", res.Text())
 		}
 		t.Logf("in-flight SSE call answered %s after the kill: %s", time.Since(killed), res.Text())
-	case <-time.After(5 * time.Second):
-		t.Fatal("in-flight SSE call still waiting 5s after the server died")
+	// Hang guard, below the operation's 30s (mcp-go alone waits for it).
+	case <-time.After(20 * time.Second):
+		t.Fatal("in-flight SSE call still waiting 20s after the server died")
 	}
-	if !eventually(2*time.Second, func() bool { return h.status(t, "events").State != StateReady }) {
-		t.Fatal("SSE server still ready 2s after it died")
+	if !eventually(20*time.Second, func() bool { return h.status(t, "events").State != StateReady }) {
+		t.Fatal("SSE server still ready 20s after it died")
 	}
 	startHTTPServer(t, "sse", srv.port)
 	st := h.waitState(t, "events", StateReady, 30*time.Second)
