@@ -237,12 +237,12 @@ func TestGoServer(t *testing.T) {
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return mcp.NewToolResultText("late but here"), nil
 			})
-		if !eventually(5*time.Second, func() bool { _, ok := h.tools.Lookup("mcp__go__late"); return ok }) {
+		if !eventually(20*time.Second, func() bool { _, ok := h.tools.Lookup("mcp__go__late"); return ok }) {
 			t.Fatalf("a tool added upstream was not registered; have %v", h.tools.Names())
 		}
 		wantText(t, h.call(t.Context(), t, "mcp__go__late", `{}`, nil), "late but here")
 		g.mcp.DeleteTools("late")
-		if !eventually(5*time.Second, func() bool { _, ok := h.tools.Lookup("mcp__go__late"); return !ok }) {
+		if !eventually(20*time.Second, func() bool { _, ok := h.tools.Lookup("mcp__go__late"); return !ok }) {
 			t.Fatal("a tool deleted upstream is still registered")
 		}
 	})
@@ -261,7 +261,7 @@ func TestGoServer(t *testing.T) {
 					return mcp.NewToolResultText("a, b"), nil
 				}})
 		var w, r *toolmgr.Entry
-		if !eventually(5*time.Second, func() bool {
+		if !eventually(20*time.Second, func() bool {
 			var okW, okR bool
 			w, okW = h.tools.Lookup("mcp__go__weather")
 			r, okR = h.tools.Lookup("mcp__go__rows")

@@ -302,7 +302,7 @@ func TestStdioServerStopsReading(t *testing.T) {
 	}
 	st := h.waitState(t, "deaf", StateFailed, 10*time.Second)
 	t.Logf("deaf server: %s", st.LastError)
-	if !eventually(5*time.Second, func() bool { return !processAlive(pid) }) {
+	if !eventually(20*time.Second, func() bool { return !processAlive(pid) }) {
 		t.Errorf("deaf child %d still alive after it was found dead", pid)
 	}
 	stopped := make(chan struct{})

@@ -79,7 +79,7 @@ func TestStreamableHTTP(t *testing.T) {
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("call to a dead server took %s", took)
 	}
-	if !eventually(5*time.Second, func() bool { return h.status(t, "web").State != StateReady }) {
+	if !eventually(20*time.Second, func() bool { return h.status(t, "web").State != StateReady }) {
 		t.Fatal("server still ready after a call found it dead")
 	}
 	start = time.Now()
@@ -113,13 +113,13 @@ func TestStreamableHTTPHealthCheck(t *testing.T) {
 	h.waitState(t, "idle", StateReady, 30*time.Second)
 	killed := time.Now()
 	srv.kill()
-	if !eventually(5*time.Second, func() bool { return h.status(t, "idle").State != StateReady }) {
-		t.Fatal("dead server not noticed within 5s")
+	if !eventually(20*time.Second, func() bool { return h.status(t, "idle").State != StateReady }) {
+		t.Fatal("dead server not noticed within 20s")
 	}
 	t.Logf("dead idle server noticed %s after the kill (health interval 200ms)", time.Since(killed))
 	// Status reports a dead connection at once; the gauge follows when the
 	// supervisor acts on it, a moment later.
-	if up := h.m.metrics.serverUp.WithLabelValues("idle"); !eventually(2*time.Second, func() bool { return readGauge(up) == 0 }) {
+	if up := h.m.metrics.serverUp.WithLabelValues("idle"); !eventually(20*time.Second, func() bool { return readGauge(up) == 0 }) {
 		t.Errorf("toolserverd_mcp_server_up = %v, want 0", readGauge(up))
 	}
 }

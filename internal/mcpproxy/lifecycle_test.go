@@ -213,7 +213,7 @@ func TestPersistedConfig(t *testing.T) {
 	h := newHarness(t, Config{Servers: []ServerConfig{{Name: "dup", Transport: TransportStdio, Command: "/nonexistent/configured", Enabled: true}}}, WithStore(db))
 	h.start(t)
 	var st ServerStatus
-	if !eventually(5*time.Second, func() bool { st = h.status(t, "dup"); return st.LastError != "" }) {
+	if !eventually(20*time.Second, func() bool { st = h.status(t, "dup"); return st.LastError != "" }) {
 		t.Fatal("no connection attempt")
 	}
 	if st.Persisted || !strings.Contains(st.LastError, "/nonexistent/configured") {
@@ -235,7 +235,7 @@ func TestStopKillsProcessGroup(t *testing.T) {
 	h.m.Stop()
 	t.Logf("Stop took %s", time.Since(start))
 	// Killed members may linger briefly as zombies until their new parent reaps them.
-	if !eventually(5*time.Second, func() bool { return len(groupMembers(pid)) == 0 }) {
+	if !eventually(20*time.Second, func() bool { return len(groupMembers(pid)) == 0 }) {
 		t.Errorf("process group %d still has live members %v after Stop", pid, groupMembers(pid))
 	}
 	if names := h.tools.Names(); len(names) != 0 {

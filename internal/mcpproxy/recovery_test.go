@@ -304,14 +304,14 @@ func TestRestartAbandonsHungAttempt(t *testing.T) {
 		if err := h.m.Restart("silent"); err != nil {
 			t.Fatal(err)
 		}
-		if !eventually(5*time.Second, func() bool { return len(pids()) > before }) {
+		if !eventually(20*time.Second, func() bool { return len(pids()) > before }) {
 			st := h.status(t, "silent")
-			t.Fatalf("no new child 5s after a restart (children %v, state %s, restarts %d)", pids(), st.State, st.Restarts)
+			t.Fatalf("no new child 20s after a restart (children %v, state %s, restarts %d)", pids(), st.State, st.Restarts)
 		}
 	}
 	all := pids()
 	for _, pid := range all[:len(all)-1] {
-		if !eventually(5*time.Second, func() bool { return !processAlive(pid) }) {
+		if !eventually(20*time.Second, func() bool { return !processAlive(pid) }) {
 			t.Errorf("child %d of an abandoned attempt is still alive", pid)
 		}
 	}
@@ -382,7 +382,7 @@ func TestStopAbandonsOpeningSessions(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatalf("the call waiting for its session still runs 20s after the %s", tt.name)
 			}
-			if !eventually(5*time.Second, func() bool { return len(groupMembers(opening)) == 0 }) {
+			if !eventually(20*time.Second, func() bool { return len(groupMembers(opening)) == 0 }) {
 				t.Errorf("the opening session's process group %d still has %v", opening, groupMembers(opening))
 			}
 			if tt.name == "restart" {

@@ -96,7 +96,7 @@ func TestTimeoutKillsGroup(t *testing.T) {
 				t.Errorf("stdout %q", got)
 			}
 			for _, pid := range sleeps {
-				if !eventually(2*time.Second, func() bool { return !alive(pid) }) {
+				if !eventually(20*time.Second, func() bool { return !alive(pid) }) {
 					t.Errorf("sleep %d survived the timeout", pid)
 				}
 			}
@@ -109,7 +109,7 @@ func TestTimeoutKillsGroup(t *testing.T) {
 func sleepsOf(t *testing.T, j *Job, n int) []int {
 	t.Helper()
 	var pids []int
-	ok := eventually(5*time.Second, func() bool {
+	ok := eventually(20*time.Second, func() bool {
 		pids = pids[:0]
 		for pid, comm := range groupMembers(j.Info().PID) {
 			if comm == "sleep" {
@@ -143,7 +143,7 @@ func TestCancelAndKill(t *testing.T) {
 			if info.Status != StatusKilled || !strings.Contains(info.Reason, "cancelled") {
 				t.Errorf("after cancel: status %s reason %q", info.Status, info.Reason)
 			}
-			if !eventually(2*time.Second, func() bool { return !alive(sleeps[0]) }) {
+			if !eventually(20*time.Second, func() bool { return !alive(sleeps[0]) }) {
 				t.Errorf("sleep %d survived the cancel", sleeps[0])
 			}
 
