@@ -469,7 +469,7 @@ func TestApprovedCallOutlivesItsClient(t *testing.T) {
 		_, evs := d.stream(calls, `{"calls":[{"id":"holder","name":"execute_command","arguments":{"command":"sleep 2"}}]}`)
 		held <- evs
 	}()
-	waitFor(t, 10*time.Second, "the holder runs", func() bool {
+	waitFor(t, 30*time.Second, "the holder runs", func() bool {
 		_, _, b := d.do("GET", calls+"/holder", nil)
 		return strings.Contains(string(b), `"status":"running"`)
 	})
@@ -478,14 +478,14 @@ func TestApprovedCallOutlivesItsClient(t *testing.T) {
 		t.Fatalf("decide: %d %s", code, body)
 	}
 	// The waiting stream claims the approved call, which then waits for the lock.
-	waitFor(t, 10*time.Second, "the approved call is claimed", func() bool {
+	waitFor(t, 30*time.Second, "the approved call is claimed", func() bool {
 		_, _, b := d.do("GET", calls+"/asked", nil)
 		return strings.Contains(string(b), `"status":"running"`)
 	})
 	stop() // its client goes away
 	<-held
 	var rec string
-	waitFor(t, 15*time.Second, "the approved call finishes", func() bool {
+	waitFor(t, 30*time.Second, "the approved call finishes", func() bool {
 		_, _, b := d.do("GET", calls+"/asked", nil)
 		rec = string(b)
 		return !strings.Contains(rec, `"status":"running"`)
@@ -792,13 +792,13 @@ func TestCallLeftWaitingIsCountedOnce(t *testing.T) {
 	}
 	// The request is counted once its handler has returned: the executor is done with
 	// the call it left waiting.
-	waitFor(t, 10*time.Second, "the left request's handler returns", func() bool {
+	waitFor(t, 30*time.Second, "the left request's handler returns", func() bool {
 		return strings.Contains(metrics(), `toolserverd_http_requests_total{code="200",method="POST",route="/v1/sessions/{sessionID}/tool-calls"}`)
 	})
 	if code, _, body := d.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
 		t.Fatalf("decide: %d %s", code, body)
 	}
-	waitFor(t, 10*time.Second, "the approved call succeeds", func() bool {
+	waitFor(t, 30*time.Second, "the approved call succeeds", func() bool {
 		_, _, b := d.do("GET", calls+"/left", nil)
 		return strings.Contains(string(b), `"status":"succeeded"`)
 	})
@@ -864,7 +864,7 @@ func TestApproveForSessionApprovesTheBatch(t *testing.T) {
 	defer stop()
 	// Wait until all three ask; approve one of the touches for the session.
 	var apr map[string]any
-	waitFor(t, 10*time.Second, "three pending approvals", func() bool {
+	waitFor(t, 30*time.Second, "three pending approvals", func() bool {
 		_, _, body := d.do("GET", "/v1/approvals?status=pending&session_id="+id, nil)
 		var l struct{ Approvals []map[string]any }
 		_ = json.Unmarshal(body, &l)
@@ -883,7 +883,7 @@ func TestApproveForSessionApprovesTheBatch(t *testing.T) {
 	}
 	// The other touch is approved by the rule; the echo still waits for a person.
 	var other map[string]any
-	waitFor(t, 10*time.Second, "the other touch approved by the rule", func() bool {
+	waitFor(t, 30*time.Second, "the other touch approved by the rule", func() bool {
 		_, _, body := d.do("GET", "/v1/approvals?status=approved&session_id="+id, nil)
 		var l struct{ Approvals []map[string]any }
 		_ = json.Unmarshal(body, &l)

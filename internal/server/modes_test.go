@@ -164,10 +164,10 @@ func TestDisconnectKillsForegroundCommand(t *testing.T) {
 	pid := readPID(t, filepath.Join(wd, "fg.pid"))
 	cancel()
 	resp.Body.Close()
-	waitFor(t, 10*time.Second, "foreground command killed after disconnect", func() bool { return !alive(pid) })
+	waitFor(t, 30*time.Second, "foreground command killed after disconnect", func() bool { return !alive(pid) })
 
 	// The background job kept running and finished its work.
-	waitFor(t, 10*time.Second, "background job finished", func() bool {
+	waitFor(t, 30*time.Second, "background job finished", func() bool {
 		b, _ := os.ReadFile(filepath.Join(wd, "bg.out"))
 		return strings.HasSuffix(string(b), "\n40\n")
 	})
@@ -176,7 +176,7 @@ func TestDisconnectKillsForegroundCommand(t *testing.T) {
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, 5*time.Second, "pid file "+path, func() bool {
+	waitFor(t, 30*time.Second, "pid file "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
