@@ -204,8 +204,12 @@ func TestHealth(t *testing.T) {
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer hang.Close()
 	start := time.Now()
-	if code, _, _ := ctl(t, hang.URL, "health", "--timeout", "200ms"); code != 1 || time.Since(start) > 5*time.Second {
-		t.Fatalf("hanging server: %d after %s", code, time.Since(start))
+	code, _, errOut := ctl(t, hang.URL, "health", "--timeout", "200ms")
+	t.Logf("hanging server: %d after %s: %s", code, time.Since(start), errOut)
+	// The 200ms timeout ended it (its error says so); the bound is a hang guard,
+	// as the server never answers.
+	if code != 1 || !strings.Contains(errOut, "deadline exceeded") || time.Since(start) > 30*time.Second {
+		t.Fatalf("hanging server: %d after %s: %q", code, time.Since(start), errOut)
 	}
 }
 

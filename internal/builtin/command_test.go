@@ -172,7 +172,10 @@ func TestExecuteCancel(t *testing.T) {
 	if res.ErrorKind != tool.KindCancelled || !strings.Contains(res.Text(), "started") {
 		t.Errorf("kind %q text %q", res.ErrorKind, res.Text())
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	// Cancelled with the job killed (below) is what ended it; the bound is a hang
+	// guard, below the command's 30s.
+	t.Logf("cancelled call returned after %s", time.Since(start))
+	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("cancel took %s", d)
 	}
 	out := decode[execOut](t, res)

@@ -216,7 +216,9 @@ func TestKillJob(t *testing.T) {
 		AlreadyEnded bool   `json:"already_ended"`
 	}
 	k := decode[killOut](t, e.mustCall(t, sess, "kill_job", map[string]any{"job_id": id}))
-	if k.Status != "killed" || k.AlreadyEnded || time.Since(start) > 5*time.Second {
+	// "killed", not already ended: the kill ended the 30s job; the bound is a hang
+	// guard below the job's 30s.
+	if k.Status != "killed" || k.AlreadyEnded || time.Since(start) > 20*time.Second {
 		t.Errorf("kill: %+v after %s", k, time.Since(start))
 	}
 	k = decode[killOut](t, e.mustCall(t, sess, "kill_job", map[string]any{"job_id": id}))

@@ -159,7 +159,9 @@ func TestWebSearchProviderFailures(t *testing.T) {
 		res := runWeb(t, context.Background(), tl, map[string]any{"query": "q"})
 		t.Run(tt.base, func(t *testing.T) {
 			wantKind(t, res, tt.kind, tt.want)
-			if d := time.Since(start); d > 5*time.Second {
+			// The kind and text say what ended the search; the bound is a hang
+			// guard (/slow answers only when the test ends).
+			if d := time.Since(start); d > 30*time.Second {
 				t.Errorf("took %s", d)
 			}
 		})

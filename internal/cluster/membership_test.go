@@ -42,36 +42,57 @@ func (s *stallingStore) LeaveReplica(ctx context.Context, id string) error { ret
 // A replica whose heartbeats come on time is never fenced.
 func TestFenceAfterStall(t *testing.T) {
 	t.Parallel()
+	// The on-time replica has a lease far above its interval: a loaded machine
+	// delaying one heartbeat past a short lease would be a real (and right) fence.
 	for _, tc := range []struct {
 		name  string
+		lease time.Duration
 		stall time.Duration
 		fence bool
 	}{
-		{"stalled past the lease", 400 * time.Millisecond, true},
-		{"on time", 0, false},
+		{"stalled past the lease", 200 * time.Millisecond, 400 * time.Millisecond, true},
+		{"on time", 30 * time.Second, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			fenced := 0
-			m, err := New(Config{ReplicaID: "r", Lease: 200 * time.Millisecond, Interval: 50 * time.Millisecond, Fence: func() int {
+			st := &stallingStore{stall: tc.stall}
+			m, err := New(Config{ReplicaID: "r", Lease: tc.lease, Interval: 50 * time.Millisecond, Fence: func() int {
 				mu.Lock()
 				defer mu.Unlock()
 				fenced++
 				return 1
-			}}, &stallingStore{stall: tc.stall}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			}}, st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(tc.stall + 300*time.Millisecond)
+			// Wait for what must happen rather than a fixed time: the fence after
+			// the stall, or (on time) ten heartbeats, the stall's third among them.
+			done := func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if tc.fence {
+					return fenced > 0
+				}
+				return st.n.Load() >= 10
+			}
+			for deadline := time.Now().Add(30 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					break
+				}
+			}
 			m.Stop()
 			mu.Lock()
 			defer mu.Unlock()
 			if got := fenced > 0; got != tc.fence {
-				t.Fatalf("fenced %d times; want fenced: %v", fenced, tc.fence)
+				t.Fatalf("fenced %d times after %d heartbeats; want fenced: %v", fenced, st.n.Load(), tc.fence)
+			}
+			if !tc.fence && st.n.Load() < 10 {
+				t.Fatalf("only %d heartbeats in 30s", st.n.Load())
 			}
 		})
 	}

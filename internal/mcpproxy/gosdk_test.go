@@ -142,7 +142,7 @@ func TestGoSDKServer(t *testing.T) {
 			h.waitState(t, name, StateReady, 15*time.Second)
 			p := "mcp__" + name + "__"
 			// The proxy speaks the last revision with initialize; go-sdk takes it.
-			if name != "stateless" && !sawNote(notes(name), "protocol 2025-11-25", time.Second) {
+			if name != "stateless" && !sawNote(notes(name), "protocol 2025-11-25", 20*time.Second) {
 				t.Error("the server was not initialized at protocol 2025-11-25")
 			}
 
@@ -198,13 +198,13 @@ func TestGoSDKServer(t *testing.T) {
 			}()
 			wantKind(t, h.call(ctx, t, p+"wait", `{}`, nil), tool.KindCancelled)
 			cancel()
-			if name != "stateless" && !sawNote(notes(name), "cancelled wait", 5*time.Second) {
+			if name != "stateless" && !sawNote(notes(name), "cancelled wait", 20*time.Second) {
 				t.Error("the server's handler was not cancelled")
 			}
 
 			if name != "stateless" {
 				wantText(t, h.call(t.Context(), t, p+"grow", `{}`, nil), "grown")
-				if !eventually(5*time.Second, func() bool { _, ok := h.tools.Lookup(p + "extra"); return ok }) {
+				if !eventually(20*time.Second, func() bool { _, ok := h.tools.Lookup(p + "extra"); return ok }) {
 					t.Fatalf("a tool the server added (list_changed) was not registered; have %v", h.tools.Names())
 				}
 				wantText(t, h.call(t.Context(), t, p+"extra", `{}`, nil), "extra here")
@@ -227,9 +227,13 @@ func TestGoSDKServer(t *testing.T) {
 				servers[name].kill()
 				servers[name] = startGoSDKServer(t, "http", servers[name].port, notes(name))
 			}
-			res = <-errc
-			if took := time.Since(killed); took > 3*time.Second {
-				t.Errorf("the call ended %s after the server was killed", took)
+			// Hang guard, below the 60s call timeout; the error below says the
+			// server's death ended the call.
+			select {
+			case res = <-errc:
+				t.Logf("the call ended %s after the server was killed", time.Since(killed))
+			case <-time.After(30 * time.Second):
+				t.Fatal("the call still runs 30s after the server was killed")
 			}
 			// The request had reached the server, which ran it: a model told only that
 			// the server is not available could run it again.

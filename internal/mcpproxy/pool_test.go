@@ -140,7 +140,7 @@ func TestPerSessionPooling(t *testing.T) {
 	if !eventually(20*time.Second, func() bool { return h.status(t, "st").UpstreamSessions == 0 }) {
 		t.Fatalf("upstream sessions still open after the idle timeout: %d", h.status(t, "st").UpstreamSessions)
 	}
-	if !eventually(5*time.Second, func() bool { return !processAlive(pa) && !processAlive(pb) }) {
+	if !eventually(20*time.Second, func() bool { return !processAlive(pa) && !processAlive(pb) }) {
 		t.Errorf("idle upstream processes %d, %d still alive", pa, pb)
 	}
 	if !processAlive(shared) {
@@ -203,7 +203,7 @@ func TestPerSessionPoolingCap(t *testing.T) {
 	if pa == pb {
 		t.Fatalf("sessions a and b share pid %d", pa)
 	}
-	if !eventually(5*time.Second, func() bool { return !processAlive(pa) }) {
+	if !eventually(20*time.Second, func() bool { return !processAlive(pa) }) {
 		t.Errorf("evicted session a's process %d still alive", pa)
 	}
 	if st := h.status(t, "cap"); st.UpstreamSessions != 1 {
@@ -237,7 +237,7 @@ func TestPerSessionPoolingCap(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a call on a per-session upstream still running 10s after a restart")
 	}
-	if !eventually(5*time.Second, func() bool { return !processAlive(pb) }) {
+	if !eventually(20*time.Second, func() bool { return !processAlive(pb) }) {
 		t.Errorf("session b's process %d alive after a restart", pb)
 	}
 	h.waitState(t, "cap", StateReady, 30*time.Second)
@@ -287,7 +287,7 @@ func TestPerSessionClosedWithItsSession(t *testing.T) {
 	if st := h.status(t, "end"); st.UpstreamSessions != 1 {
 		t.Errorf("upstream_sessions = %d after session a ended, want 1 (b's)", st.UpstreamSessions)
 	}
-	if !eventually(5*time.Second, func() bool { return !processAlive(pa) }) {
+	if !eventually(20*time.Second, func() bool { return !processAlive(pa) }) {
 		t.Errorf("session a's upstream process %d still alive after the session ended", pa)
 	}
 	if !processAlive(pb) {
@@ -350,7 +350,7 @@ func TestPerSessionHTTPEndedUpstream(t *testing.T) {
 	for i := range n {
 		h.m.CloseSession(t.Context(), fmt.Sprintf("ses_%d", i))
 	}
-	if !eventually(5*time.Second, func() bool { return g.endedSessions() == n }) {
+	if !eventually(20*time.Second, func() bool { return g.endedSessions() == n }) {
 		t.Errorf("the server was told of %d of the %d upstream sessions closed with their daemon sessions", g.endedSessions(), n)
 	}
 
@@ -360,7 +360,7 @@ func TestPerSessionHTTPEndedUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The restart ends the supervisor's own session too.
-	if !eventually(5*time.Second, func() bool { return g.endedSessions()-before >= n+1 }) {
+	if !eventually(20*time.Second, func() bool { return g.endedSessions()-before >= n+1 }) {
 		t.Errorf("the server was told of %d sessions ended by a restart, want the %d per-session ones and the supervisor's", g.endedSessions()-before, n)
 	}
 }

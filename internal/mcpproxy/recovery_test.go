@@ -124,7 +124,7 @@ func (h *harness) failWith(t *testing.T, name string) ServerStatus {
 func TestUpstreamRestartSkipsBackoff(t *testing.T) {
 	t.Parallel()
 	const longBackoff = 40 * time.Second
-	const prompt = 10 * time.Second // a hang guard, far below the 20s floor of the backoff
+	const prompt = 15 * time.Second // a hang guard, below the 20s floor of the backoff
 	for _, tt := range []struct {
 		name   string
 		notice func(t *testing.T, h *harness) // how the proxy learns of the restart
@@ -174,11 +174,19 @@ func TestUpstreamRestartSkipsBackoff(t *testing.T) {
 				start := time.Now()
 				res := h.call(t.Context(), t, "mcp__web__echo", `{"message":"x"}`, nil)
 				wantKind(t, res, tool.KindUnavailable)
-				if took := time.Since(start); took > time.Second {
+				t.Logf("upstream %s: a call to a server in backoff answered in %s", upstream, time.Since(start))
+				// At once: answered from the failed state (the error says when the
+				// next attempt is), with no attempt made meanwhile (same restarts, same
+				// next attempt). Waiting the 20-40s backoff would trip the hang guard.
+				if took := time.Since(start); took > prompt {
 					t.Errorf("upstream %s: a call to a server in backoff took %s, want at once", upstream, took)
 				}
-				if !strings.Contains(res.Text(), "next attempt in") {
-					t.Errorf("upstream %s: unavailable error %q does not say when the next attempt is", upstream, res.Text())
+				if !strings.Contains(res.Text(), "(failed, down since") || !strings.Contains(res.Text(), "next attempt in") {
+					t.Errorf("upstream %s: unavailable error %q does not say the server is failed and when the next attempt is", upstream, res.Text())
+				}
+				if now := h.status(t, "web"); now.State != StateFailed || now.Restarts != st.Restarts || !now.NextAttempt.Equal(st.NextAttempt) {
+					t.Errorf("upstream %s: after the call: state %s, restarts %d, next attempt %v; want still failed, %d restarts, next attempt %v",
+						upstream, now.State, now.Restarts, now.NextAttempt, st.Restarts, st.NextAttempt)
 				}
 			}
 			// The operator restarts it rather than waiting.
@@ -296,14 +304,14 @@ func TestRestartAbandonsHungAttempt(t *testing.T) {
 		if err := h.m.Restart("silent"); err != nil {
 			t.Fatal(err)
 		}
-		if !eventually(5*time.Second, func() bool { return len(pids()) > before }) {
+		if !eventually(20*time.Second, func() bool { return len(pids()) > before }) {
 			st := h.status(t, "silent")
-			t.Fatalf("no new child 5s after a restart (children %v, state %s, restarts %d)", pids(), st.State, st.Restarts)
+			t.Fatalf("no new child 20s after a restart (children %v, state %s, restarts %d)", pids(), st.State, st.Restarts)
 		}
 	}
 	all := pids()
 	for _, pid := range all[:len(all)-1] {
-		if !eventually(5*time.Second, func() bool { return !processAlive(pid) }) {
+		if !eventually(20*time.Second, func() bool { return !processAlive(pid) }) {
 			t.Errorf("child %d of an abandoned attempt is still alive", pid)
 		}
 	}
@@ -368,14 +376,13 @@ func TestStopAbandonsOpeningSessions(t *testing.T) {
 				if !strings.Contains(e.res.Text(), "while the session was opening") {
 					t.Errorf("error %q does not say the session was opening", e.res.Text())
 				}
-				if took := e.at.Sub(start); took > 2*time.Second {
-					t.Errorf("the call ended %s after the %s, want at once", took, tt.name)
-				}
 				t.Logf("the call ended %s after the %s", e.at.Sub(start), tt.name)
-			case <-time.After(5 * time.Second):
-				t.Fatalf("the call waiting for its session still runs 5s after the %s", tt.name)
+			// Hang guard, below the session's 30s start: a call that waited for the
+			// session to open would still be running.
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the call waiting for its session still runs 20s after the %s", tt.name)
 			}
-			if !eventually(5*time.Second, func() bool { return len(groupMembers(opening)) == 0 }) {
+			if !eventually(20*time.Second, func() bool { return len(groupMembers(opening)) == 0 }) {
 				t.Errorf("the opening session's process group %d still has %v", opening, groupMembers(opening))
 			}
 			if tt.name == "restart" {

@@ -135,7 +135,7 @@ func TestSSEDeadline(t *testing.T) {
 			}
 			var calls int
 			var left []string
-			if !eventually(5*time.Second, func() bool {
+			if !eventually(20*time.Second, func() bool {
 				calls, left = g.uncancelled()
 				return calls == workers*perWorker && len(left) == 0
 			}) {

@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,7 +276,8 @@ func TestFollowLogsAStoreOutageOnce(t *testing.T) {
 	name := strings.TrimPrefix(u.Path, "/")
 	var buf lockedBuffer
 	tools := toolmgr.New()
-	m, err := New(Config{}, tools, nil, slog.New(slog.NewJSONHandler(&buf, nil)), prometheus.NewRegistry(), WithStore(db))
+	counted := &failedLists{ServerStore: db}
+	m, err := New(Config{}, tools, nil, slog.New(slog.NewJSONHandler(&buf, nil)), prometheus.NewRegistry(), WithStore(counted))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +306,13 @@ func TestFollowLogsAStoreOutageOnce(t *testing.T) {
 	if !eventually(20*time.Second, func() bool { return len(lines(failed)) > 0 }) {
 		t.Fatal("the outage was not logged")
 	}
-	time.Sleep(time.Second) // retries every 20 ms meanwhile
+	// An outage of at least 1s (down_for below) with at least 5 failed reads
+	// (attempts below): waited for, not assumed from a fixed sleep, as a loaded
+	// machine may retry less often than every 20 ms.
+	time.Sleep(time.Second)
+	if !eventually(30*time.Second, func() bool { return counted.n.Load() >= 5 }) {
+		t.Fatalf("only %d failed reads of the store during the outage", counted.n.Load())
+	}
 	if _, err := admin.Exec(t.Context(), "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
 		t.Fatal(err)
 	}
@@ -320,4 +329,18 @@ func TestFollowLogsAStoreOutageOnce(t *testing.T) {
 	if n, s := len(lines(failed)), len(lines(still)); n != 1 || s != 0 {
 		t.Errorf("%d %q lines and %d %q lines for one outage of %v attempts; want 1 and 0", n, failed, s, still, end["attempts"])
 	}
+}
+
+// failedLists counts the reads of the servers that fail, on the real store.
+type failedLists struct {
+	ServerStore
+	n atomic.Int32
+}
+
+func (f *failedLists) ListMCPServers(ctx context.Context) ([]store.MCPServerRecord, error) {
+	recs, err := f.ServerStore.ListMCPServers(ctx)
+	if err != nil {
+		f.n.Add(1)
+	}
+	return recs, err
 }

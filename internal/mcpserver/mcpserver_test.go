@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/toolserverd/toolserverd/internal/config"
+	"github.com/toolserverd/toolserverd/internal/testdaemon"
 )
 
 func listNames(t *testing.T, c *client.Client) []string {
@@ -580,7 +582,9 @@ func TestCancelledNotificationWithdrawsTheApproval(t *testing.T) {
 func TestIdleTTLSparesConnectedClients(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second
-	d := start(t, func(c *config.Config) { c.MCPEndpoint.SessionIdleTTL = ttl })
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	d := &daemon{Daemon: testdaemon.StartWithLog(t, func(c *config.Config) { c.MCPEndpoint.SessionIdleTTL = ttl }, log), t: t}
 	s := d.session(map[string]any{"available_tools": []string{"execute_command"}})
 	call := func(c *client.Client, command string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
@@ -616,9 +620,22 @@ func TestIdleTTLSparesConnectedClients(t *testing.T) {
 	if err := call(quiet, "echo next"); err != nil {
 		t.Fatalf("the call after one that outlasted the TTL: %v", err)
 	}
-	time.Sleep(4 * ttl)
+	// Wait until the sweep forgets it (its log line says so) rather than sleeping a
+	// fixed time: on a loaded machine the sweep may come later. The call must then
+	// find it gone.
+	id := tr.GetSessionId()
+	idle := time.Now()
+	waitFor(t, "the idle quiet session to be forgotten", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "forgot an idle MCP session") && strings.Contains(line, `"mcp_session_id":"`+id+`"`) {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("quiet session %s forgotten %s after its last call (ttl %s)", id, time.Since(idle).Round(time.Millisecond), ttl)
 	if err := call(quiet, "echo forgotten"); err == nil || !strings.Contains(err.Error(), "404") {
-		t.Fatalf("a call after %s idle without an event stream: %v, want 404", 4*ttl, err)
+		t.Fatalf("a call to a session forgotten as idle without an event stream: %v, want 404", err)
 	}
 }
 

@@ -107,11 +107,24 @@ func TestParallelCallsSayTheyWait(t *testing.T) {
 	for i := range n {
 		sets = append(sets, map[string]any{"command": fmt.Sprintf("echo start%d; while [ ! -e %s ]; do sleep 0.05; done; echo end%d", i, mark, i)})
 	}
+	notes := filepath.Join(t.TempDir(), "progress")
 	done := make(chan sdkParallelResult, 1)
-	go func() { done <- sdkParallel(t, d.URL+"/v1/sessions/"+s.ID+"/mcp", "execute_command", nil, sets...) }()
+	go func() {
+		done <- sdkParallel(t, d.URL+"/v1/sessions/"+s.ID+"/mcp", "execute_command", []string{"PROGRESS_FILE=" + notes}, sets...)
+	}()
 	// One call runs and blocks on the mark; the others wait for it.
 	waitFor(t, "the calls to be on record", func() bool { return len(d.calls(s.ID)) == n })
-	time.Sleep(10 * every) // still-waiting notes go out meanwhile
+	// Until a waiting call's still-waiting note has reached the client (not a
+	// fixed sleep, which a loaded machine may fill with none).
+	waitFor(t, "a still-waiting note of a waiting call", func() bool {
+		b, _ := os.ReadFile(notes)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"message":"still waiting for execute_command`) && strings.Contains(line, "(it waits for the session's call ") {
+				return true
+			}
+		}
+		return false
+	})
 	if err := os.WriteFile(mark, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -183,7 +183,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 // groupGone waits until no live process is left in the process group.
 func groupGone(t *testing.T, pgid int) {
 	t.Helper()
-	if !eventually(3*time.Second, func() bool { return len(groupMembers(pgid)) == 0 }) {
+	if !eventually(20*time.Second, func() bool { return len(groupMembers(pgid)) == 0 }) {
 		t.Errorf("process group %d still has %v", pgid, groupMembers(pgid))
 	}
 }

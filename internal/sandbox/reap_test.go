@@ -96,7 +96,7 @@ func TestReapsDeadInstance(t *testing.T) {
 		}
 		t.Skip("no pids cgroup here: the dead instance's commands cannot be found")
 	}
-	if !eventually(5*time.Second, func() bool { return !alive(pid) }) {
+	if !eventually(20*time.Second, func() bool { return !alive(pid) }) {
 		t.Errorf("the dead instance's job (pid %d) still runs", pid)
 	}
 	if _, err := os.Stat(cgroup); !errors.Is(err, os.ErrNotExist) {

@@ -32,7 +32,7 @@ func callsCounted(t *testing.T, d *daemon, tool, outcome string) float64 {
 func handlerReturned(t *testing.T, d *daemon, n int) {
 	t.Helper()
 	want := `toolserverd_http_requests_total{code="200",method="POST",route="/v1/sessions/{sessionID}/tool-calls"} ` + strconv.Itoa(n)
-	waitFor(t, 10*time.Second, "the tool-calls handler returns", func() bool {
+	waitFor(t, 30*time.Second, "the tool-calls handler returns", func() bool {
 		_, _, b := d.do("GET", "/metrics", nil)
 		return strings.Contains(string(b), want)
 	})
@@ -80,7 +80,7 @@ func TestDeniedOrExpiredCallCountedOnce(t *testing.T) {
 				handlerReturned(t, d, 1)
 			}
 			// A call left waiting for a sweep to expire it takes up to one sweep (5 s).
-			waitFor(t, 15*time.Second, "the call is counted", func() bool {
+			waitFor(t, 30*time.Second, "the call is counted", func() bool {
 				return callsCounted(t, d, "execute_command", "denied") > 0
 			})
 			if n := callsCounted(t, d, "execute_command", "denied"); n != 1 {
@@ -123,7 +123,7 @@ func TestDeniedCallCountedOnceAcrossReplicas(t *testing.T) {
 		}
 		stop()
 		want := float64(i + 1)
-		waitFor(t, 10*time.Second, "the call is counted", func() bool { return counted() >= want })
+		waitFor(t, 30*time.Second, "the call is counted", func() bool { return counted() >= want })
 		if n := counted(); n != want {
 			t.Errorf("leave=%v: denied calls counted on A and B = %v, want %v", leave, n, want)
 		}

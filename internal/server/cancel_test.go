@@ -16,7 +16,7 @@ import (
 func record(t *testing.T, d *daemon, sessionID, toolCallID string) map[string]any {
 	t.Helper()
 	var rec map[string]any
-	waitFor(t, 10*time.Second, "the record of "+toolCallID, func() bool {
+	waitFor(t, 30*time.Second, "the record of "+toolCallID, func() bool {
 		code, _, body := d.do("GET", "/v1/sessions/"+sessionID+"/tool-calls/"+toolCallID, nil)
 		if code != http.StatusOK {
 			return false
@@ -106,7 +106,7 @@ func TestCancelCallWaitingForSessionLock(t *testing.T) {
 		_, evs := d.stream(calls, `{"calls":[{"id":"holder","name":"sleep_unsafe","arguments":{"ms":60000}}]}`)
 		holder <- evs
 	}()
-	waitFor(t, 10*time.Second, "the holder to run", func() bool { return d.tools.unsafeNow.Load() == 1 })
+	waitFor(t, 30*time.Second, "the holder to run", func() bool { return d.tools.unsafeNow.Load() == 1 })
 	if rec := record(t, d, id, "holder"); rec["status"] != "running" || rec["started_at"] == nil {
 		t.Fatalf("record of the call holding the lock: %v", rec)
 	}

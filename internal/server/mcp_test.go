@@ -364,7 +364,7 @@ func TestMCPServerSecretsNotShown(t *testing.T) {
 		t.Fatalf("add: %d %s", code, body)
 	}
 	var list []byte
-	waitFor(t, 10*time.Second, "the server failed", func() bool {
+	waitFor(t, 30*time.Second, "the server failed", func() bool {
 		_, _, list = d.do("GET", "/v1/mcp/servers", nil)
 		return strings.Contains(string(list), `"last_error"`)
 	})

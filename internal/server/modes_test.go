@@ -63,7 +63,10 @@ func TestBackgroundMode(t *testing.T) {
 	if !strings.Contains(string(rec), `"succeeded"`) || !strings.Contains(string(rec), "background work done") {
 		t.Fatalf("record: %s", rec)
 	}
-	if time.Since(start) > 5*time.Second {
+	// The handle said "running" before the work was done: the batch did not wait
+	// for it. The bound is a hang guard only.
+	t.Logf("batch with a background call, its result and record: %s", time.Since(start))
+	if time.Since(start) > 30*time.Second {
 		t.Fatal("background call held the batch")
 	}
 }
@@ -161,10 +164,10 @@ func TestDisconnectKillsForegroundCommand(t *testing.T) {
 	pid := readPID(t, filepath.Join(wd, "fg.pid"))
 	cancel()
 	resp.Body.Close()
-	waitFor(t, 10*time.Second, "foreground command killed after disconnect", func() bool { return !alive(pid) })
+	waitFor(t, 30*time.Second, "foreground command killed after disconnect", func() bool { return !alive(pid) })
 
 	// The background job kept running and finished its work.
-	waitFor(t, 10*time.Second, "background job finished", func() bool {
+	waitFor(t, 30*time.Second, "background job finished", func() bool {
 		b, _ := os.ReadFile(filepath.Join(wd, "bg.out"))
 		return strings.HasSuffix(string(b), "\n40\n")
 	})
@@ -173,7 +176,7 @@ func TestDisconnectKillsForegroundCommand(t *testing.T) {
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, 5*time.Second, "pid file "+path, func() bool {
+	waitFor(t, 30*time.Second, "pid file "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false

@@ -114,7 +114,7 @@ func TestOpenAPIURLSourceLoadsInBackground(t *testing.T) {
 	if m.str("error_kind") != "unavailable" || !strings.Contains(string(m.raw), "openapi source shop has not loaded yet") {
 		t.Errorf("call after a 503: %s", m.raw)
 	}
-	waitFor(t, 10*time.Second, "the warning of the failed load", func() bool {
+	waitFor(t, 30*time.Second, "the warning of the failed load", func() bool {
 		return strings.Contains(logs.String(), `"msg":"openapi source not loaded yet; retrying","source":"shop"`)
 	})
 

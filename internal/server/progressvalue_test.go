@@ -191,7 +191,7 @@ func TestNumericProgressSSEResume(t *testing.T) {
 		NextOffset int64 `json:"next_offset"`
 		Progress   *wireValue
 	}
-	waitFor(t, 10*time.Second, "both lines in the info stream", func() bool {
+	waitFor(t, 30*time.Second, "both lines in the info stream", func() bool {
 		_, _, body := d.do("GET", "/v1/tool-calls/"+callID+"/progress?stream=info", nil)
 		_ = json.Unmarshal(body, &info)
 		return info.NextOffset == int64(len("one (1/4)\ntwo (2/4)\n"))

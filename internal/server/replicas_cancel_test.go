@@ -58,7 +58,7 @@ func TestCancelOnAnotherReplica(t *testing.T) {
 	ev, rest, stop := streamUntilEvent(t, a, path, `{"calls":[{"id":"run","name":"execute_command","arguments":{"command":"sleep 30"}}]}`, "tool_start")
 	defer stop()
 	runID := ev["call_id"].(string)
-	waitFor(t, 10*time.Second, "the call is recorded running", func() bool {
+	waitFor(t, 30*time.Second, "the call is recorded running", func() bool {
 		code, _, body := b.do("GET", "/v1/tool-calls/"+runID, nil)
 		return code == 200 && strings.Contains(string(body), `"status":"running"`)
 	})

@@ -85,7 +85,7 @@ func TestJobsReachedThroughAnotherReplica(t *testing.T) {
 	if s := structured(call(a, "read_job_output", args)); s["status"] != "killed" || s["eof"] != true {
 		t.Fatalf("the job on A after the kill through B: %v", s)
 	}
-	waitFor(t, 10*time.Second, "the killed job's call no longer live through B", func() bool {
+	waitFor(t, 30*time.Second, "the killed job's call no longer live through B", func() bool {
 		return !strings.Contains(liveOn(b), startedBy)
 	})
 

@@ -29,7 +29,7 @@ func TestReplicaResumeOnAnotherReplica(t *testing.T) {
 	calls := `[{"id":"x","name":"execute_command","arguments":{"command":"echo run >> runs.txt; for i in 1 2 3 4 5 6 7 8; do echo line$i; sleep 0.25; done"}}]`
 	postAndDrop(t, a, id, `{"on_disconnect":"continue","calls":`+calls+`}`)
 	// Some output before the retry: the resumed stream starts with it.
-	waitFor(t, 10*time.Second, "the command printed line2 on A", func() bool {
+	waitFor(t, 30*time.Second, "the command printed line2 on A", func() bool {
 		_, _, body := a.do("GET", "/v1/sessions/"+id+"/tool-calls/x", nil)
 		var rec struct{ ID string }
 		_ = json.Unmarshal(body, &rec)

@@ -51,7 +51,7 @@ func TestTwoReplicasShareApprovals(t *testing.T) {
 	if code, _, body := b.do("POST", "/v1/approvals/"+apr["id"].(string)+"/decision", `{"decision":"approve"}`); code != 200 {
 		t.Fatalf("decide: %d %s", code, body)
 	}
-	waitFor(t, 15*time.Second, "the call approved on B ran", func() bool {
+	waitFor(t, 30*time.Second, "the call approved on B ran", func() bool {
 		b, _ := os.ReadFile(filepath.Join(shared, "ran.txt"))
 		return strings.Count(string(b), "\n") == 2
 	})
@@ -115,7 +115,7 @@ func TestReplicaIDInUse(t *testing.T) {
 	close(a.tools.release)
 	a.stop()
 	again := startDaemon(t, opts) // the id is free again
-	waitFor(t, 10*time.Second, "the new daemon is ready", func() bool {
+	waitFor(t, 30*time.Second, "the new daemon is ready", func() bool {
 		code, _, _ := again.do("GET", "/readyz", nil)
 		return code == 200
 	})

@@ -40,7 +40,7 @@ func TestProgressReadOwnerUnreachable(t *testing.T) {
 		`{"calls":[{"id":"x","name":"execute_command","arguments":{"command":"echo started; sleep 60"}}]}`, "tool_progress")
 	defer stop()
 	cid := ev["call_id"].(string)
-	waitFor(t, 10*time.Second, "the call is recorded running", func() bool {
+	waitFor(t, 30*time.Second, "the call is recorded running", func() bool {
 		code, _, body := b.do("GET", "/v1/tool-calls/"+cid, nil)
 		return code == 200 && strings.Contains(string(body), `"status":"running"`)
 	})

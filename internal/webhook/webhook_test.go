@@ -153,7 +153,11 @@ func TestSlowEndpointNeverBlocksSend(t *testing.T) {
 	for range 10 {
 		s.Send(Event{Type: "e", Payload: payload(1)})
 	}
-	if d := time.Since(start); d > time.Second {
+	// Not blocked: the drops below show the events past the queue were dropped
+	// rather than waited for. The bound is a hang guard, below the endpoint's 1m
+	// timeout that a Send waiting on delivery would sit through.
+	t.Logf("10 Sends with a hung endpoint took %s", time.Since(start))
+	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("Send took %s with a hung endpoint", d)
 	}
 	waitFor(t, "drops counted", func() bool { return count(s, "dropped") >= 7 })

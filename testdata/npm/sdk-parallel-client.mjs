@@ -15,7 +15,10 @@
 // unknown message id, say). With CANCEL_AFTER_PROGRESS=1 the first call is cancelled
 // (the SDK sends notifications/cancelled) when its first progress notification
 // arrives; the client then waits SETTLE_MS (default 1000) for anything the server
-// still sends before it closes.
+// still sends before it closes. With PROGRESS_FILE set, each progress message is
+// also appended to that file as it arrives, one JSON line {"call":i,"message":…},
+// so that a test can wait for a note while the calls run.
+import { appendFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -94,6 +97,7 @@ try {
         resetTimeoutOnProgress: true,
         onprogress: (p) => {
           call.progress.push(p.message ?? "");
+          if (process.env.PROGRESS_FILE) appendFileSync(process.env.PROGRESS_FILE, JSON.stringify({ call: i, message: p.message ?? "" }) + "\n");
           if (i === 0 && process.env.CANCEL_AFTER_PROGRESS === "1") abort.abort("cancelled by the test");
         },
       });

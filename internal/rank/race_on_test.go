@@ -1,5 +1,0 @@
-//go:build race
-
-package rank
-
-const raceEnabled = true
