@@ -164,33 +164,12 @@ func TestSecondDaemonOnOneDataDirRefused(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startProc(t, bin, dataDir)
 	ctx := context.Background()
-	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
+	c := adminClient(t, d.url, dataDir)
 	sess, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"execute_command"}, PermissionMode: "bypass"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan string, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		_ = c.Run(rctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: "long", Name: "execute_command",
-			Arguments: json.RawMessage(`{"command":"sleep 600"}`)}}}, func(ev client.Event) error {
-			if ev.Type == "tool_start" {
-				started <- ev.CallID
-			}
-			return nil
-		})
-	}()
-	var callID string
-	select {
-	case callID = <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no tool_start")
-	}
+	callID, _ := runUntilStart(t, c, sess.ID, "sleep 600")
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		rec, err := c.GetCall(ctx, callID)
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/toolserverd/toolserverd/client"
 	"github.com/toolserverd/toolserverd/internal/testdaemon"
@@ -59,41 +58,21 @@ func TestLostReadOnlyCallNotFoundSaysWhy(t *testing.T) {
 	}
 	cmd := run()
 	url := testdaemon.Exec(t, cmd, "TOOLSERVER_REPLICA_ID=lost-test")
-	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	c := client.New(url, client.WithAPIKey(strings.TrimSpace(string(key))))
+	c := adminClient(t, url, dataDir)
 	sess, err := c.CreateSession(ctx, client.SessionSpec{AvailableTools: []string{"web_fetch"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan string, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		_ = c.Run(rctx, sess.ID, "", client.Batch{Calls: []client.Call{{ID: "fetch", Name: "web_fetch",
-			Arguments: json.RawMessage(`{"url":"http://` + ln.Addr().String() + `/slow"}`)}}}, func(ev client.Event) error {
-			if ev.Type == "tool_start" {
-				started <- ev.CallID
-			}
-			return nil
-		})
-	}()
-	var callID string
-	select {
-	case callID = <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no tool_start")
-	}
+	callID, _ := startCall(t, c, sess.ID, client.Call{ID: "fetch", Name: "web_fetch",
+		Arguments: json.RawMessage(`{"url":"http://` + ln.Addr().String() + `/slow"}`)})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
 
 	url = testdaemon.Exec(t, run(), "TOOLSERVER_REPLICA_ID=lost-test")
-	c = client.New(url, client.WithAPIKey(strings.TrimSpace(string(key))))
+	c = adminClient(t, url, dataDir)
 	_, err = c.GetCall(ctx, callID)
 	var apiErr *client.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != 404 {

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/toolserverd/toolserverd/client"
 )
 
 // TestStdioServerDiesWithDaemon starts the real binary with a stdio MCP server that
@@ -25,11 +23,7 @@ func TestStdioServerDiesWithDaemon(t *testing.T) {
 	bin := buildBinary(t)
 	dataDir := t.TempDir()
 	d := startProc(t, bin, dataDir)
-	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
-	if err != nil {
-		t.Fatalf("the first start wrote no admin key: %v", err)
-	}
-	c := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
+	c := adminClient(t, d.url, dataDir)
 
 	// The child writes its pid and becomes sleep (same pid): it never answers
 	// initialize, so the daemon keeps waiting for it (connect_timeout) while it runs.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,16 +24,23 @@ func startReplica(t *testing.T, bin, store, id, workdirRoot string) *daemonProc 
 		"TOOLSERVER_PERMISSIONS_ALLOW=execute_command", "TOOLSERVER_SESSIONS_WORKDIR_ROOTS="+workdirRoot)
 }
 
-// runUntilStart posts one call and returns its daemon id once it started; the rest
-// of the stream (its message) arrives on the returned channel.
+// runUntilStart posts one execute_command call and returns its daemon id once it
+// started; the rest of the stream (its message) arrives on the returned channel.
 func runUntilStart(t *testing.T, c *client.Client, sessionID, command string) (string, <-chan client.Event) {
+	t.Helper()
+	return startCall(t, c, sessionID, client.Call{ID: "x", Name: "execute_command", Arguments: json.RawMessage(fmt.Sprintf(`{"command":%q}`, command))})
+}
+
+// startCall posts call alone in a batch and returns its daemon id once it started;
+// the rest of the stream (its message) arrives on the returned channel. The stream
+// ends with the daemon or the call.
+func startCall(t *testing.T, c *client.Client, sessionID string, call client.Call) (string, <-chan client.Event) {
 	t.Helper()
 	started := make(chan string, 1)
 	msg := make(chan client.Event, 1)
 	go func() {
 		defer close(msg)
-		_ = c.Run(context.Background(), sessionID, "", client.Batch{Calls: []client.Call{{ID: "x", Name: "execute_command",
-			Arguments: json.RawMessage(fmt.Sprintf(`{"command":%q}`, command))}}}, func(ev client.Event) error {
+		_ = c.Run(context.Background(), sessionID, "", client.Batch{Calls: []client.Call{call}}, func(ev client.Event) error {
 			switch ev.Type {
 			case "tool_start":
 				started <- ev.CallID
@@ -148,4 +156,15 @@ func TestReplicaLossFailsItsCalls(t *testing.T) {
 	if rec, err := cb.GetCall(ctx, healthy); err != nil || rec.Status != "succeeded" {
 		t.Fatalf("the survivor's call record: %+v %v", rec, err)
 	}
+}
+
+// adminClient is a client of the daemon at url with the admin key its first start
+// wrote in dataDir.
+func adminClient(t *testing.T, url, dataDir string) *client.Client {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
+	if err != nil {
+		t.Fatalf("the first start wrote no admin key: %v", err)
+	}
+	return client.New(url, client.WithAPIKey(strings.TrimSpace(string(key))))
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,11 +27,7 @@ func TestRestartLogNamesRecoveredCalls(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startProc(t, bin, dataDir)
 	ctx := context.Background()
-	key, err := os.ReadFile(filepath.Join(dataDir, "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
+	c := adminClient(t, d.url, dataDir)
 
 	// 23 commands in one batch: the first runs, the others wait for the session's lock
 	// (pending, never started).
